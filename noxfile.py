@@ -1,0 +1,104 @@
+"""Sessions that build, test and run torchkiln.
+
+`nox -s tests` is what CI runs: every package's own tests plus the end-to-end tests in tests/.
+`nox -s pkg-<folder>` installs one package from its built wheel with only its declared
+dependencies and runs its tests (this proves each layer installs and works alone).
+`nox -s bench` is the main job: compile and benchmark the bundled model zoo on the CPU.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import nox
+
+ROOT = Path(__file__).parent
+TORCH = "torch==2.13.0"  # the CPU wheel on disk; installed first so nothing pulls a CUDA build
+TEST_TOOLS = ["pytest>=8", "pytest-xdist>=3", "pytest-timeout>=2"]
+
+# folder -> distribution name, in dependency order (a package comes after its siblings).
+PACKAGES = {
+    "guards": "torchkiln-guards",
+    "dynamo-capture": "torchkiln-dynamo-capture",
+    "aot-partition": "torchkiln-aot-partition",
+    "loop-ir": "torchkiln-loop-ir",
+    "codegen-triton": "torchkiln-codegen-triton",
+    "codegen-cpp": "torchkiln-codegen-cpp",
+    "torchkiln": "torchkiln",
+}
+DIST_TO_FOLDER = {dist: folder for folder, dist in PACKAGES.items()}
+
+nox.options.sessions = ["tests"]
+nox.options.default_venv_backend = "venv"
+
+
+def _sibling_deps(folder: str) -> list[str]:
+    """Folders of the sibling packages `folder` declares, transitively, dependencies first."""
+    meta = tomllib.loads((ROOT / "packages" / folder / "pyproject.toml").read_text())
+    found: list[str] = []
+    for requirement in meta["project"]["dependencies"]:
+        name = requirement.split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip()
+        if name in DIST_TO_FOLDER:
+            for dep in [*_sibling_deps(DIST_TO_FOLDER[name]), DIST_TO_FOLDER[name]]:
+                if dep not in found:
+                    found.append(dep)
+    return found
+
+
+def _install_all_editable(session: nox.Session) -> None:
+    session.install(TORCH)
+    session.install(*[f"-e{ROOT / 'packages' / folder}" for folder in PACKAGES])
+
+
+@nox.session
+def tests(session: nox.Session) -> None:
+    """Every package's tests and the end-to-end tests, in one environment."""
+    _install_all_editable(session)
+    session.install(*TEST_TOOLS, "transformers>=4.40")
+    paths = [f"packages/{folder}/tests" for folder in PACKAGES] + ["tests"]
+    session.run(
+        "pytest", "-n", "2", "--timeout", "900", *paths, *session.posargs,
+        env={"TRITON_INTERPRET": "1"},  # no GPU in CI: Triton kernels run in its interpreter
+    )
+
+
+def _package_session(folder: str):
+    def run(session: nox.Session) -> None:
+        wheel_dir = Path(session.create_tmp()) / "wheels"
+        wheel_dir.mkdir(exist_ok=True)
+        for old in wheel_dir.glob("*.whl"):
+            old.unlink()
+        session.install(TORCH, *TEST_TOOLS, "build")
+        for dep in [*_sibling_deps(folder), folder]:
+            session.run(
+                "python", "-m", "build", "--wheel", "--outdir", str(wheel_dir),
+                str(ROOT / "packages" / dep), silent=True,
+            )
+        # Installed by distribution name: pip resolves siblings from the wheels just built and
+        # third-party dependencies from the index, exactly as the pyproject declares them.
+        session.install("--find-links", str(wheel_dir), PACKAGES[folder])
+        session.run(
+            "pytest", "-n", "2", "--timeout", "900", "-p", "no:cacheprovider",
+            str(ROOT / "packages" / folder / "tests"), *session.posargs,
+        )
+
+    run.__doc__ = f"{PACKAGES[folder]} from its wheel, with only its declared dependencies."
+    return run
+
+
+for _folder in PACKAGES:
+    nox.session(name=f"pkg-{_folder}")(_package_session(_folder))
+
+
+@nox.session
+def lint(session: nox.Session) -> None:
+    session.install("ruff")
+    session.run("ruff", "check", "packages", "tests", "noxfile.py")
+
+
+@nox.session
+def bench(session: nox.Session) -> None:
+    """The main job: compile and benchmark the bundled model zoo on the CPU, printing the table."""
+    _install_all_editable(session)
+    session.run("python", "-m", "torchkiln", "bench", *session.posargs)

@@ -1,0 +1,175 @@
+"""What loop-ir hands a code generator, and the ``Backend`` protocol code generators implement.
+
+A compiled graph is a ``ScheduledGraph``: buffers plus an ordered list of steps. Kernel steps are
+``KernelSpec``s: fused loop nests whose bodies are define-by-run functions calling ``ops.*``
+(see ``ops.py``). A code generator installs its own ops handler, calls each body with its index
+symbols, and so turns the body into source text. The per-graph wrapper (allocation, extern calls,
+launches, frees) is built by loop-ir from the steps; a backend only compiles kernels.
+
+Kernel loop structure (the same for every backend)::
+
+    for x-index in product(xranges):          # parallel; a Triton program covers a block of these
+        for stage in stages:
+            if stage.kind == "loop":
+                for r-index in product(rranges):   # absent when rranges == ()
+                    for node in stage.nodes: node.body(xvars, rvars)
+            else:  # "epilogue": runs once per x-index, after the stages before it
+                for node in stage.nodes: node.body(xvars, ())
+
+Inside a kernel, ``ops.reduction`` accumulates across the r-loop of its stage; its result (and
+anything computed from it) is available to later stages. ``ops.store`` to a name in
+``local_buffers`` writes no memory: a later ``ops.load`` of that name at the same index expression
+returns the stored value (the code generator keeps a store cache). Loads of a name in ``inputs``
+read memory; stores of a name in ``outputs`` write memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Literal, Protocol, runtime_checkable
+
+import sympy
+import torch
+
+Body = Callable[[Sequence[sympy.Symbol], Sequence[sympy.Symbol]], None]
+
+
+@dataclass(frozen=True)
+class BufferSpec:
+    """A named tensor: its element type, device and strided layout (sizes may be symbolic)."""
+
+    name: str
+    dtype: torch.dtype
+    device: torch.device
+    size: tuple[sympy.Expr, ...]
+    stride: tuple[sympy.Expr, ...]
+    offset: sympy.Expr = sympy.Integer(0)
+
+
+@dataclass(frozen=True)
+class KernelNode:
+    """One buffer computed inside a fused kernel. ``body(xvars, rvars)`` emits its ops."""
+
+    buffer: str
+    body: Body
+    is_reduction: bool = False
+    origin: str = ""  # the ATen node(s) it came from, for printing and reports
+
+
+@dataclass(frozen=True)
+class KernelStage:
+    kind: Literal["loop", "epilogue"]
+    nodes: tuple[KernelNode, ...]
+
+
+@dataclass(frozen=True)
+class KernelSpec:
+    """A fused loop nest: what one generated kernel computes."""
+
+    name: str
+    xranges: tuple[sympy.Expr, ...]
+    rranges: tuple[sympy.Expr, ...]
+    stages: tuple[KernelStage, ...]
+    buffers: Mapping[str, BufferSpec]  # every buffer the kernel loads or stores
+    inputs: tuple[str, ...]  # read from memory
+    outputs: tuple[str, ...]  # written to memory
+    local_buffers: frozenset[str] = frozenset()
+    size_args: tuple[sympy.Symbol, ...] = ()  # symbols the kernel needs at run time, in order
+
+    @property
+    def args(self) -> tuple[str, ...]:
+        """Buffer arguments, in call order: inputs, then outputs not already inputs."""
+        return self.inputs + tuple(o for o in self.outputs if o not in self.inputs)
+
+    @property
+    def is_reduction(self) -> bool:
+        return bool(self.rranges)
+
+
+@dataclass(frozen=True)
+class BufferRef:
+    """An argument of an extern call that names a buffer."""
+
+    name: str
+
+
+@dataclass(frozen=True)
+class ExternCall:
+    """A call of an ATen kernel (a named extern such as mm, or a fallback for an unlowered op).
+
+    ``args``/``kwargs`` are pytrees whose leaves are ``BufferRef``, sympy expressions (sizes,
+    evaluated at run time) or constants. The result, flattened as a pytree, binds ``outputs``.
+    """
+
+    op: Any
+    args: tuple[Any, ...]
+    kwargs: Mapping[str, Any]
+    outputs: tuple[str, ...]
+    kind: Literal["extern", "fallback"] = "extern"
+    reason: str = ""
+
+
+@dataclass(frozen=True)
+class View:
+    """``name`` is an as_strided view of buffer ``base``."""
+
+    name: str
+    base: str
+    size: tuple[sympy.Expr, ...]
+    stride: tuple[sympy.Expr, ...]
+    offset: sympy.Expr = sympy.Integer(0)
+
+
+@dataclass(frozen=True)
+class Free:
+    """The wrapper may drop its reference to ``name`` here (its last use has passed)."""
+
+    name: str
+
+
+Step = KernelSpec | ExternCall | View | Free
+
+
+@dataclass(frozen=True)
+class ScheduledGraph:
+    inputs: tuple[str, ...]  # buffer names bound to the graph's inputs, in order
+    size_symbols: Mapping[sympy.Symbol, tuple[int, int]]  # symbol -> (input position, dim)
+    buffers: Mapping[str, BufferSpec]
+    steps: tuple[Step, ...]
+    outputs: tuple[Any, ...]  # buffer names (str) or constants, in the graph's output order
+    reuse: Mapping[str, str] = field(default_factory=dict)  # buffer -> earlier buffer it reuses
+
+
+@dataclass(frozen=True)
+class BackendCapabilities:
+    """What a code generator can do, so the scheduler only forms kernels it can emit."""
+
+    reduction_broadcast_reduction: bool  # a kernel may hold several reduction stages
+    max_reduction_stages: int = 1
+    indirect_store_atomic_add: bool = True
+
+
+@runtime_checkable
+class CompiledKernel(Protocol):
+    name: str
+    source: str
+    path: str | None  # the source file on disk, when there is one
+
+    def __call__(self, *args: Any) -> None:
+        """Run the kernel: tensors for ``KernelSpec.args``, then ints for ``size_args``."""
+
+
+@runtime_checkable
+class Backend(Protocol):
+    """A code generator: turns the ``KernelSpec``s of one graph into runnable kernels.
+
+    All kernels of a graph come in one call so a backend can build them together (codegen-cpp
+    compiles one shared library per graph: one compiler run instead of one per kernel).
+    """
+
+    name: str
+    device_type: str  # "cpu" or "cuda"
+    capabilities: BackendCapabilities
+
+    def compile_kernels(self, kernels: Sequence[KernelSpec]) -> Sequence[CompiledKernel]: ...

@@ -1,0 +1,152 @@
+"""The dependency rule of ../shared/ARCHITECTURE.md, checked by reading every import.
+
+A file under packages/<folder>/src may import a sibling torchkiln package only if that package's
+pyproject declares it, and no file may reach into the parts of torch that torchkiln rebuilds.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import tomllib
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+PACKAGES = ROOT / "packages"
+
+FORBIDDEN_MODULES = (
+    "torch._dynamo",
+    "torch._inductor",
+    "torch._functorch.aot_autograd",
+    "torch._functorch.partitioners",
+    "torch._functorch.compilers",
+    "torch.export",
+    "torch._export",
+    "torch._C._dynamo",
+)
+# Attribute chains that reach the same systems without an import statement.
+FORBIDDEN_ATTRIBUTES = FORBIDDEN_MODULES + ("torch.compile",)
+
+
+def _package_dirs() -> list[Path]:
+    return sorted(p for p in PACKAGES.iterdir() if (p / "pyproject.toml").exists())
+
+
+def _import_name(package_dir: Path) -> str:
+    (src,) = [p for p in (package_dir / "src").iterdir() if p.is_dir() and p.name.isidentifier()]
+    return src.name
+
+
+def _declared(package_dir: Path) -> set[str]:
+    meta = tomllib.loads((package_dir / "pyproject.toml").read_text())
+    names = set()
+    for requirement in meta["project"]["dependencies"]:
+        names.add(re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].strip())
+    return names
+
+
+def _dist_name(package_dir: Path) -> str:
+    return tomllib.loads((package_dir / "pyproject.toml").read_text())["project"]["name"]
+
+
+SIBLINGS = {_import_name(p): _dist_name(p) for p in _package_dirs()}
+
+
+def _imports(tree: ast.AST) -> list[tuple[str, int]]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+            found.append((node.module, node.lineno))
+            found += [(f"{node.module}.{alias.name}", node.lineno) for alias in node.names]
+    return found
+
+
+def _dotted(node: ast.AST) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if isinstance(node, ast.Name):
+        parts.append(node.id)
+        return ".".join(reversed(parts))
+    return None
+
+
+def _attribute_chains(tree: ast.AST) -> list[tuple[str, int]]:
+    return [
+        (name, node.lineno)
+        for node in ast.walk(tree)
+        if isinstance(node, ast.Attribute) and (name := _dotted(node))
+    ]
+
+
+def _string_imports(tree: ast.AST) -> list[tuple[str, int]]:
+    """importlib.import_module("torch._dynamo") and friends."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and node.args and isinstance(node.args[0], ast.Constant):
+            callee = _dotted(node.func) or ""
+            if callee.endswith(("import_module", "__import__")) and isinstance(
+                node.args[0].value, str
+            ):
+                found.append((node.args[0].value, node.lineno))
+    return found
+
+
+def _is_under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+@pytest.mark.parametrize("package_dir", _package_dirs(), ids=lambda p: p.name)
+def test_imports_follow_the_dependency_rule(package_dir: Path) -> None:
+    own = _import_name(package_dir)
+    declared = _declared(package_dir)
+    problems = []
+    files = sorted((package_dir / "src").rglob("*.py"))
+    assert files, f"{package_dir} has no source files"
+    for path in files:
+        tree = ast.parse(path.read_text(), filename=str(path))
+        where = path.relative_to(ROOT)
+        for name, line in _imports(tree) + _string_imports(tree):
+            top = name.split(".")[0]
+            if top in SIBLINGS and top != own and SIBLINGS[top] not in declared:
+                problems.append(f"{where}:{line} imports {top}, not declared in its pyproject")
+            for forbidden in FORBIDDEN_MODULES:
+                if _is_under(name, forbidden):
+                    problems.append(f"{where}:{line} imports {name}, which torchkiln rebuilds")
+        for name, line in _attribute_chains(tree):
+            for forbidden in FORBIDDEN_ATTRIBUTES:
+                if _is_under(name, forbidden):
+                    problems.append(f"{where}:{line} uses {name}, which torchkiln rebuilds")
+    assert not problems, "\n".join(sorted(set(problems)))
+
+
+def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
+    tree = ast.parse("import torch._dynamo\nfrom torch._inductor import config\nx = torch.compile(f)")
+    names = [n for n, _ in _imports(tree)] + [n for n, _ in _attribute_chains(tree)]
+    assert any(_is_under(n, "torch._dynamo") for n in names)
+    assert any(_is_under(n, "torch._inductor") for n in names)
+    assert any(_is_under(n, "torch.compile") for n in names)
+
+
+def test_every_package_has_its_own_version_and_files() -> None:
+    for package_dir in _package_dirs():
+        init = package_dir / "src" / _import_name(package_dir) / "__init__.py"
+        assert re.search(r'^__version__ = "\d+\.\d+\.\d+"', init.read_text(), re.M), init
+        for name in ("README.md", "CHANGELOG.md"):
+            assert (package_dir / name).read_text().strip(), package_dir / name
+        assert (package_dir / "tests").is_dir()
+
+
+def test_sibling_dependencies_are_version_ranges() -> None:
+    dists = set(SIBLINGS.values())
+    for package_dir in _package_dirs():
+        meta = tomllib.loads((package_dir / "pyproject.toml").read_text())
+        for requirement in meta["project"]["dependencies"]:
+            name = re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0]
+            if name in dists:
+                assert ">=" in requirement and "<" in requirement, requirement
