@@ -1,0 +1,288 @@
+"""A guard set compiled into one generated Python check function, and ``explain_failure``.
+
+The generated function takes the same parameters as the user function, so a caller does
+``entry.check(*args, **kwargs)`` and Python binds the arguments natively. Inside it, ``L['x']`` is
+the local ``x``, ``G[...]`` indexes the bound globals dict, ``C[...]`` reads a bound closure cell.
+Guards are deduplicated and ordered by cost rank (cheap, likely-to-fail kinds first); each
+derived source (``L['self'].layers``) is fetched once into a local. Any exception while checking
+means "does not match": the function returns False instead of raising.
+"""
+
+from __future__ import annotations
+
+import builtins
+import inspect
+import keyword
+import types
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from ._logging import log_guard_source
+from .kinds import Guard, GuardFailure, TensorMatch, TypeMatch
+from .kinds.base import Raised
+from .source import ClosureSource, LocalSource, Source, _Frame
+
+__all__ = [
+    "CompiledGuards",
+    "GuardCompileError",
+    "GuardSet",
+    "UnguardableSourceError",
+    "compile_guards",
+]
+
+_FN_NAME = "___guard_check"
+
+
+class GuardCompileError(Exception):
+    """A guard set cannot be compiled into a check function."""
+
+
+class UnguardableSourceError(GuardCompileError):
+    """A guard reads a value the check function cannot reach (e.g. a local that is not a parameter)."""
+
+
+def order_guards(guards: Iterable[Guard]) -> tuple[Guard, ...]:
+    """Deduplicate (equal guards, and TypeMatch implied by a TensorMatch of the same source and
+    type) and order by cost rank, keeping the given order among equal ranks."""
+    unique: list[Guard] = []
+    try:
+        unique = list(dict.fromkeys(guards))
+    except TypeError:  # an unhashable guard: fall back to pairwise equality
+        for g in guards:
+            if g not in unique:
+                unique.append(g)
+    implied = {(g.source, g.type_) for g in unique if isinstance(g, TensorMatch)}
+    unique = [g for g in unique if not (type(g) is TypeMatch and (g.source, g.type_) in implied)]
+    return tuple(sorted(unique, key=lambda g: g.cost))
+
+
+class _Emitter:
+    """Builds the generated function's body and namespace; the CodeContext guards see."""
+
+    def __init__(self, params: frozenset[str], f_globals: dict, closure: Mapping[str, Any]):
+        self.params = params
+        self.closure = closure
+        self.ns: dict[str, Any] = {"__builtins__": builtins, "___G": f_globals}
+        self._const_names: dict[int, str] = {}
+        self.lines: list[str] = []
+        self._refs: dict[Source, str] = {}
+        self._n = 0
+
+    def const(self, obj: object, hint: str) -> str:
+        name = self._const_names.get(id(obj))
+        if name is None:
+            name = f"___{_ident(hint)}{len(self._const_names)}"
+            self._const_names[id(obj)] = name
+            self.ns[name] = obj
+        return name
+
+    def builtin(self, name: str) -> str:
+        if name not in self.params:
+            return name
+        alias = f"___builtin_{name}"
+        self.ns[alias] = getattr(builtins, name)
+        return alias
+
+    def fresh(self, hint: str) -> str:
+        self._n += 1
+        return f"___{_ident(hint)}_t{self._n}"
+
+    def ref(self, src: Source) -> str:
+        """Code reading ``src``: a parameter name, or a local assigned on first use."""
+        if src in self._refs:
+            return self._refs[src]
+        if isinstance(src, LocalSource):
+            if src.name not in self.params:
+                raise UnguardableSourceError(
+                    f"{src.expr()} is not a parameter of the guarded function (parameters: "
+                    f"{', '.join(sorted(self.params)) or 'none'}); guard the value it came from instead"
+                )
+            self._refs[src] = src.name
+            return src.name
+        if isinstance(src, ClosureSource):
+            if src.name not in self.closure:
+                raise UnguardableSourceError(
+                    f"{src.expr()}: no closure cell named {src.name!r} was given to compile_guards "
+                    f"(cells: {', '.join(sorted(self.closure)) or 'none'})"
+                )
+            self.ns[f"___cell_{src.name}"] = self.closure[src.name]
+        base = self.ref(src.base) if src.base is not None else None
+        name = self.fresh("v")
+        self.lines.append(f"{name} = {src._code(base, self)}  # {src.expr()}")
+        self._refs[src] = name
+        return name
+
+
+def _ident(hint: str) -> str:
+    return "".join(c if c.isalnum() or c == "_" else "_" for c in hint) or "c"
+
+
+def _parameter_list(sig: inspect.Signature, em: _Emitter) -> str:
+    parts: list[str] = []
+    kinds = [p.kind for p in sig.parameters.values()]
+    saw_star = False
+    for i, p in enumerate(sig.parameters.values()):
+        if p.name.startswith("___") or keyword.iskeyword(p.name):
+            raise GuardCompileError(f"parameter name {p.name!r} clashes with generated guard code")
+        if p.kind is p.KEYWORD_ONLY and not saw_star:
+            parts.append("*")
+            saw_star = True
+        text = p.name
+        if p.kind is p.VAR_POSITIONAL:
+            text, saw_star = f"*{p.name}", True
+        elif p.kind is p.VAR_KEYWORD:
+            text = f"**{p.name}"
+        elif p.default is not p.empty:
+            em.ns[f"___default_{p.name}"] = p.default
+            text = f"{p.name}=___default_{p.name}"
+        parts.append(text)
+        if p.kind is p.POSITIONAL_ONLY and (i + 1 == len(kinds) or kinds[i + 1] is not p.POSITIONAL_ONLY):
+            parts.append("/")
+    return ", ".join(parts)
+
+
+class CompiledGuards:
+    """A guard set compiled to one check function.
+
+    - ``check(*args, **kwargs) -> bool``: the generated function itself (no wrapper frame);
+      called with the user function's arguments. Never raises for a value that fails a guard;
+      raises TypeError only if the arguments do not fit the signature, as the function would.
+    - ``source``: the generated code. ``guards``: the deduplicated guards in check order.
+    - ``explain_failure(*args, **kwargs)``: the first failing guard as a GuardFailure, or None.
+    """
+
+    __slots__ = ("_closure", "_f_globals", "check", "guards", "signature", "source")
+
+    def __init__(self, check, source, guards, signature, f_globals, closure):
+        self.check = check
+        self.source = source
+        self.guards = guards
+        self.signature = signature
+        self._f_globals = f_globals
+        self._closure = closure
+
+    def __repr__(self) -> str:
+        return f"<CompiledGuards: {len(self.guards)} guards>"
+
+    def explain_failure(self, *args: Any, **kwargs: Any) -> GuardFailure | None:
+        """Evaluate the guards one by one, in check order, and name the first that fails, with its
+        source expression and the expected and actual value. None if all hold."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            return GuardFailure(None, "<arguments>", _Text(str(self.signature)), Raised(exc))
+        bound.apply_defaults()
+        frame = _Frame(bound.arguments, self._f_globals, self._closure)
+        memo: dict[Source, Any] = {}
+        for guard in self.guards:
+            try:
+                values = [_value(s, frame, memo) for s in guard.sources]
+            except _SourceError as err:
+                return GuardFailure(guard, err.source.expr(), _Text("a value"), Raised(err.exc))
+            try:
+                fail = guard.failure(*values)
+            except Exception as exc:  # noqa: BLE001 - explaining must never raise into the caller
+                return GuardFailure(guard, guard.summary(), _Text("to hold"), Raised(exc))
+            if fail is not None:
+                return fail
+        return None
+
+
+class _Text:
+    """Shown verbatim in a failure message (no quotes)."""
+
+    def __init__(self, text: str):
+        self.text = text
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+class _SourceError(Exception):
+    def __init__(self, source: Source, exc: BaseException):
+        super().__init__(str(exc))
+        self.source, self.exc = source, exc
+
+
+def _value(src: Source, frame: _Frame, memo: dict) -> Any:
+    if src in memo:
+        return memo[src]
+    base = _value(src.base, frame, memo) if src.base is not None else None
+    try:
+        val = src._fetch(base, frame)
+    except Exception as exc:
+        raise _SourceError(src, exc) from exc
+    memo[src] = val
+    return val
+
+
+def compile_guards(
+    guards: Iterable[Guard],
+    *,
+    signature: inspect.Signature,
+    f_globals: dict,
+    closure: Mapping[str, types.CellType] | None = None,
+) -> CompiledGuards:
+    """Compile ``guards`` into one check function with the parameters of ``signature``.
+
+    ``f_globals`` is the user function's globals dict (read live by ``G[...]`` sources);
+    ``closure`` maps free-variable names to their cells (``C[...]`` sources read the cell contents
+    at call time). Raises UnguardableSourceError for a local that is not a parameter or an unknown
+    closure cell, GuardCompileError for a parameter name that clashes with generated names.
+    """
+    ordered = order_guards(guards)
+    closure = dict(closure or {})
+    em = _Emitter(frozenset(signature.parameters), f_globals, closure)
+    params = _parameter_list(signature, em)
+    body: list[str] = []
+    for guard in ordered:
+        em.lines = []
+        refs = [em.ref(s) for s in guard.sources]
+        test = guard.code(refs, em)
+        body.extend(em.lines)
+        body.append(f"# {guard.summary()}")
+        body.append(f"if not ({test}):")
+        body.append("    return False")
+    body.append("return True")
+    text = "\n".join(
+        [f"def {_FN_NAME}({params}):", "    try:"]
+        + [f"        {line}" for line in body]
+        + ["    except Exception:", "        return False"]
+    )
+    code = compile(text, "<torchkiln guards>", "exec")
+    exec(code, em.ns)  # noqa: S102 - the generated check function is the point of this module
+    fn = em.ns[_FN_NAME]
+    log_guard_source(text)
+    return CompiledGuards(fn, text, ordered, signature, f_globals, closure)
+
+
+class GuardSet:
+    """An ordered, deduplicated collection of guards (see ``order_guards``)."""
+
+    def __init__(self, guards: Iterable[Guard] = ()):
+        self.guards = order_guards(guards)
+
+    def __iter__(self):
+        return iter(self.guards)
+
+    def __len__(self) -> int:
+        return len(self.guards)
+
+    def __repr__(self) -> str:
+        inner = "\n".join(f"  {g.summary()}" for g in self.guards)
+        return f"GuardSet(\n{inner}\n)" if self.guards else "GuardSet()"
+
+    def add(self, *guards: Guard) -> GuardSet:
+        """A new GuardSet with ``guards`` added."""
+        return GuardSet((*self.guards, *guards))
+
+    def compile(
+        self,
+        *,
+        signature: inspect.Signature,
+        f_globals: dict,
+        closure: Mapping[str, types.CellType] | None = None,
+    ) -> CompiledGuards:
+        """``compile_guards(self, ...)``."""
+        return compile_guards(self.guards, signature=signature, f_globals=f_globals, closure=closure)
+

@@ -1,0 +1,251 @@
+"""Guards on plain Python values: type, identity, constant, length, dict keys, attribute presence."""
+
+from __future__ import annotations
+
+import enum
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from ..source import Source
+from .base import Guard, type_name
+
+__all__ = [
+    "ClosureCellMatch",
+    "ConstantMatch",
+    "DictKeysMatch",
+    "HasAttr",
+    "IdMatch",
+    "LengthMatch",
+    "TypeMatch",
+    "is_constant",
+]
+
+# Values ConstantMatch guards by equality (after an exact type check).
+_EQ_TYPES = (int, float, str, bytes, complex, tuple, frozenset, torch.device)
+# Values ConstantMatch guards by identity (singletons: None, bools, enum members, dtypes).
+_ID_TYPES = (type(None), bool, enum.Enum, torch.dtype)
+
+
+def is_constant(value: Any) -> bool:
+    """True if ConstantMatch accepts ``value`` (immutable scalars, strings, enums, dtypes, devices,
+    and tuples/frozensets of those)."""
+    if isinstance(value, (tuple, frozenset)):
+        return type(value) in (tuple, frozenset) and all(is_constant(v) for v in value)
+    return isinstance(value, _ID_TYPES) or type(value) in _EQ_TYPES
+
+
+def _literal(value: Any) -> bool:
+    """Whether repr(value) is valid Python that rebuilds an equal value."""
+    if type(value) in (int, str, bool, type(None), bytes):
+        return True
+    if type(value) is float:
+        return math.isfinite(value)
+    if type(value) is tuple:
+        return all(_literal(v) for v in value)
+    return False
+
+
+def _object_name(obj: Any) -> str:
+    if isinstance(obj, type):
+        return type_name(obj)
+    qual = getattr(obj, "__qualname__", None)
+    if isinstance(qual, str):
+        return qual
+    return f"<{type_name(type(obj))} object>"
+
+
+@dataclass(frozen=True)
+class TypeMatch(Guard):
+    """``type(value) is type_`` (exact type; a subclass fails)."""
+
+    source: Source
+    type_: type
+    cost = 0
+
+    def code(self, refs, ctx):
+        return f"{ctx.builtin('type')}({refs[0]}) is {ctx.const(self.type_, 'type')}"
+
+    def failure(self, value):
+        if type(value) is self.type_:
+            return None
+        return self._fail(f"type({self.source.expr()})", self.type_, type(value))
+
+
+@dataclass(frozen=True)
+class IdMatch(Guard):
+    """``value is obj``: modules, functions, classes, None. Holds ``obj`` so its id stays unique."""
+
+    source: Source
+    obj: Any = field(compare=False, repr=False)
+    obj_id: int = field(init=False)
+    name: str = field(init=False, compare=False)
+    cost = 0
+
+    def __post_init__(self):
+        object.__setattr__(self, "obj_id", id(self.obj))
+        object.__setattr__(self, "name", _object_name(self.obj))
+
+    def code(self, refs, ctx):
+        if self.obj is None or self.obj is True or self.obj is False:
+            return f"{refs[0]} is {self.obj!r}"
+        return f"{refs[0]} is {ctx.const(self.obj, 'obj')}"
+
+    def failure(self, value):
+        if value is self.obj:
+            return None
+        return self._fail(
+            self.source.expr(),
+            _IdText(self.name, self.obj_id),
+            _IdText(_object_name(value), id(value)),
+        )
+
+
+class _IdText:
+    """Reads as ``Linear (id 0x7f...)`` in a failure message."""
+
+    def __init__(self, name: str, obj_id: int):
+        self.text = f"{name} (id {obj_id:#x})"
+
+    def __repr__(self) -> str:
+        return self.text
+
+
+def _constant_holds(value: Any, expected: Any) -> bool:
+    if isinstance(expected, _ID_TYPES):
+        return value is expected
+    if type(value) is not type(expected):
+        return False
+    if type(expected) is float and math.isnan(expected):
+        return math.isnan(value)
+    return bool(value == expected)
+
+
+@dataclass(frozen=True)
+class ConstantMatch(Guard):
+    """The value equals a constant, of exactly the same type (``1``, ``1.0`` and ``True`` differ).
+
+    None, bools, enum members and torch.dtype compare by identity; int, float (NaN matches NaN),
+    str, bytes, complex, torch.device, and tuples/frozensets of constants by type then ``==``.
+    """
+
+    source: Source
+    value: Any
+    cost = 1
+
+    def __post_init__(self):
+        if not is_constant(self.value):
+            raise TypeError(
+                f"ConstantMatch({self.source.expr()}, ...) needs an immutable constant, got "
+                f"{type_name(type(self.value))}; guard containers with LengthMatch/DictKeysMatch "
+                "plus guards on their items, and other objects with IdMatch or TypeMatch"
+            )
+
+    def code(self, refs, ctx):
+        v, c = refs[0], self.value
+        if c is None or type(c) is bool:
+            return f"{v} is {c!r}"
+        if isinstance(c, _ID_TYPES):
+            return f"{v} is {ctx.const(c, 'const')}"
+        type_ref = (
+            ctx.builtin(type(c).__name__)
+            if type(c).__module__ == "builtins"
+            else ctx.const(type(c), "type")
+        )
+        if type(c) is float and math.isnan(c):
+            return f"{ctx.builtin('type')}({v}) is {ctx.builtin('float')} and {v} != {v}"
+        const = repr(c) if _literal(c) else ctx.const(c, "const")
+        return f"{ctx.builtin('type')}({v}) is {type_ref} and {v} == {const}"
+
+    def failure(self, value):
+        if _constant_holds(value, self.value):
+            return None
+        return self._fail(self.source.expr(), self.value, value)
+
+
+@dataclass(frozen=True)
+class LengthMatch(Guard):
+    """``len(value) == n`` for lists, tuples, dicts and other sized containers."""
+
+    source: Source
+    n: int
+    cost = 2
+
+    def code(self, refs, ctx):
+        return f"{ctx.builtin('len')}({refs[0]}) == {int(self.n)}"
+
+    def failure(self, value):
+        n = len(value)
+        return None if n == self.n else self._fail(f"len({self.source.expr()})", self.n, n)
+
+
+@dataclass(frozen=True)
+class DictKeysMatch(Guard):
+    """The dict's keys, in iteration order, are exactly ``keys``."""
+
+    source: Source
+    keys: tuple
+    cost = 2
+
+    def __post_init__(self):
+        object.__setattr__(self, "keys", tuple(self.keys))
+
+    def code(self, refs, ctx):
+        keys = repr(self.keys) if _literal(self.keys) else ctx.const(self.keys, "keys")
+        return f"{ctx.builtin('tuple')}({refs[0]}) == {keys}"
+
+    def failure(self, value):
+        keys = tuple(value)
+        if keys == self.keys:
+            return None
+        return self._fail(f"tuple({self.source.expr()}.keys())", self.keys, keys)
+
+
+@dataclass(frozen=True)
+class HasAttr(Guard):
+    """``hasattr(value, name)`` is ``present``."""
+
+    source: Source
+    name: str
+    present: bool = True
+    cost = 2
+
+    def code(self, refs, ctx):
+        test = f"{ctx.builtin('hasattr')}({refs[0]}, {self.name!r})"
+        return test if self.present else f"not {test}"
+
+    def failure(self, value):
+        has = hasattr(value, self.name)
+        if has == self.present:
+            return None
+        return self._fail(f"hasattr({self.source.expr()}, {self.name!r})", self.present, has)
+
+
+@dataclass(frozen=True)
+class ClosureCellMatch(Guard):
+    """The closure cell still holds ``value``: by ConstantMatch rules for constants, else by identity.
+
+    A convenience over ConstantMatch/IdMatch on a ClosureSource (``C['name']``).
+    """
+
+    source: Source
+    value: Any = field(compare=False, repr=False)
+    _inner: Guard = field(init=False, repr=False)
+    cost = 1
+
+    def __post_init__(self):
+        inner = (
+            ConstantMatch(self.source, self.value)
+            if is_constant(self.value)
+            else IdMatch(self.source, self.value)
+        )
+        object.__setattr__(self, "_inner", inner)
+
+    def code(self, refs, ctx):
+        return self._inner.code(refs, ctx)
+
+    def failure(self, value):
+        fail = self._inner.failure(value)
+        return None if fail is None else self._fail(fail.expr, fail.expected, fail.actual)

@@ -1,0 +1,112 @@
+"""ShapeGuard: a symbolic relation (sympy) over input sizes, for dynamic shapes."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+import sympy
+from sympy.printing.pycode import PythonCodePrinter
+from sympy.printing.str import StrPrinter
+
+from ..source import SizeSource, Source
+from .base import Guard, Raised
+
+__all__ = ["ShapeGuard"]
+
+
+class _PyPrinter(PythonCodePrinter):
+    """Python code for an integer relation; symbols print as the code reading their size.
+    Integer-division functions of torch's and our loop IR's sympy vocabulary print as // and %."""
+
+    def __init__(self, names: Mapping[sympy.Symbol, str], ctx):
+        super().__init__({"fully_qualified_modules": False})
+        self._names = names
+        self._ctx = ctx
+
+    def _print_Symbol(self, expr):
+        return self._names[expr]
+
+    def _print_Function(self, expr):
+        name = type(expr).__name__
+        args = [self._print(a) for a in expr.args]
+        if name in ("FloorDiv", "IntTrueDiv", "CleanDiv") and len(args) == 2:
+            return f"({args[0]} // {args[1]})"
+        if name == "ModularIndexing" and len(args) == 3:
+            return f"(({args[0]} // {args[1]}) % {args[2]})"
+        if name in ("PythonMod", "Mod") and len(args) == 2:
+            return f"({args[0]} % {args[1]})"
+        if name in ("Max", "Min"):
+            return f"{self._ctx.builtin(name.lower())}({', '.join(args)})"
+        raise TypeError(f"ShapeGuard cannot generate code for sympy function {name}")
+
+    def _print_Max(self, expr):
+        return self._print_Function(expr)
+
+    def _print_Min(self, expr):
+        return self._print_Function(expr)
+
+    def _print_Mod(self, expr):
+        a, b = (self._print(x) for x in expr.args)
+        return f"({a} % {b})"
+
+
+class _ExprPrinter(StrPrinter):
+    """The relation as the user reads it, symbols shown as ``L['x'].size()[0]``."""
+
+    def __init__(self, names: Mapping[sympy.Symbol, str]):
+        super().__init__()
+        self._names = names
+
+    def _print_Symbol(self, expr):
+        return self._names.get(expr, expr.name)
+
+
+@dataclass(frozen=True)
+class ShapeGuard(Guard):
+    """``expr`` (a sympy relational or boolean) holds when each symbol is bound to a size.
+
+    ``symbols`` maps each free symbol to ``(source, dim)``: the symbol is ``source``'s size at
+    ``dim``. It is stored as a tuple of ``(symbol, (source, dim))`` pairs, sorted by name.
+    """
+
+    expr: sympy.Basic
+    symbols: tuple
+    cost = 4
+
+    def __init__(self, expr: sympy.Basic, symbols: Mapping[sympy.Symbol, tuple[Source, int]]):
+        items = dict(symbols.items() if isinstance(symbols, Mapping) else symbols)
+        missing = expr.free_symbols - set(items)
+        if missing:
+            raise ValueError(
+                f"ShapeGuard {expr}: no (source, dim) given for symbols {sorted(map(str, missing))}"
+            )
+        pairs = tuple(sorted(((s, (src, int(d))) for s, (src, d) in items.items()), key=lambda p: p[0].name))
+        object.__setattr__(self, "expr", expr)
+        object.__setattr__(self, "symbols", pairs)
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return tuple(SizeSource(src, dim) for _, (src, dim) in self.symbols)
+
+    def expr_text(self) -> str:
+        """The relation with sizes spelled as source expressions."""
+        names = {s: SizeSource(src, dim).expr() for s, (src, dim) in self.symbols}
+        return _ExprPrinter(names).doprint(self.expr)
+
+    def summary(self) -> str:
+        return f"ShapeGuard({self.expr_text()})"
+
+    def code(self, refs, ctx):
+        names = {s: ref for (s, _), ref in zip(self.symbols, refs)}
+        return f"({_PyPrinter(names, ctx).doprint(self.expr)})"
+
+    def failure(self, *sizes):
+        binding = {s: sympy.Integer(int(v)) for (s, _), v in zip(self.symbols, sizes)}
+        detail = ", ".join(f"{SizeSource(src, d).expr()}={int(v)}" for (_, (src, d)), v in zip(self.symbols, sizes))
+        try:
+            result = self.expr.xreplace(binding)
+            holds = bool(result)
+        except Exception as exc:  # noqa: BLE001 - an unevaluable relation fails the guard
+            return self._fail(self.expr_text(), True, Raised(exc), detail)
+        return None if holds else self._fail(self.expr_text(), True, False, detail)
