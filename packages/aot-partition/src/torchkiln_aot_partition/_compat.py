@@ -1,0 +1,53 @@
+"""The one place that absorbs differences between the torch versions we support (2.11, 2.13)."""
+
+from __future__ import annotations
+
+import torch
+
+
+def default_decompositions() -> dict:
+    """torch's core-ATen decomposition table as a plain dict.
+
+    `core_aten_decompositions()` returns a dict in older torch and a lazily materialised
+    `CustomDecompTable` (a dict subclass, or a callable in some builds) in newer ones.
+    """
+    from torch._decomp import core_aten_decompositions, decomposition_table
+
+    table = as_decomposition_dict(core_aten_decompositions())
+    # Batch norm's functional training form is not in the core table; decompose it too so the
+    # default graphs hold only core ATen ops.
+    aten = torch.ops.aten
+    for op in (aten._native_batch_norm_legit_functional.default,
+               aten._native_batch_norm_legit.no_stats):
+        if op in decomposition_table:
+            table.setdefault(op, decomposition_table[op])
+    return table
+
+
+def as_decomposition_dict(table) -> dict:
+    """Normalise a caller's decomposition table (dict, dict-like, or zero-arg callable) to a dict."""
+    if table is None:
+        return {}
+    if callable(table) and not hasattr(table, "items"):
+        table = table()
+    return dict(table.items())
+
+
+def tensor_nbytes(val) -> int:
+    """Bytes a (fake) tensor's values occupy; symbolic sizes fall back to their hint."""
+    numel = val.numel()
+    if not isinstance(numel, int):
+        try:
+            numel = int(numel)
+        except (TypeError, ValueError, RuntimeError):  # unbacked / no hint: assume large so it is not cheap to save
+            numel = 1 << 20
+    return numel * val.element_size()
+
+
+def is_fake(t) -> bool:
+    from torch._subclasses.fake_tensor import FakeTensor
+
+    return isinstance(t, FakeTensor)
+
+
+__all__ = ["as_decomposition_dict", "default_decompositions", "is_fake", "tensor_nbytes", "torch"]

@@ -1,0 +1,12 @@
+"""Typed errors raised by the AOT layer."""
+
+
+class AOTError(RuntimeError):
+    """Something in the graph cannot be traced, partitioned or run by the AOT layer.
+
+    The message says which node or input is at fault and what to change.
+    """
+
+
+class NotFunctionalError(AOTError):
+    """A graph handed to a compiler breaks contract C2 (see `check_functional`)."""

@@ -1,0 +1,134 @@
+"""The joint forward+backward graph: one trace of the forward and torch.autograd.grad.
+
+joint(primals, tangents) runs the (parameter-lifted) graph, then torch.autograd.grad of the
+outputs that require grad with the tangents as their incoming gradients. Tracing it with
+make_fx + functionalize gives one ATen graph holding both passes, which the partitioner splits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import torch
+from torch import fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.fx.experimental.proxy_tensor import make_fx
+
+from ._batch_norm import BatchNormAsLegit
+from ._compat import is_fake
+from .errors import AOTError
+from .trace import FunctionalGraph, trace_functional
+
+
+@dataclass(frozen=True)
+class JointGraph:
+    """A traced forward+backward graph and how its inputs and outputs line up.
+
+    gm placeholders: [primals (num_primals)..., tangents (one per differentiable output)...].
+    gm outputs: [user outputs..., new values of mutated inputs..., grads of the primals that
+    require grad (in order, `grad_inputs`)...]; a grad that autograd returned as None is absent
+    and its primal index is not in `grad_inputs`.
+    num_fwd_outputs = user outputs + mutated-input values, the outputs the forward graph returns.
+    """
+
+    gm: fx.GraphModule
+    num_primals: int
+    num_user_outputs: int
+    mutated_inputs: tuple[int, ...]
+    diff_outputs: tuple[int, ...]
+    grad_inputs: tuple[int, ...]
+
+    @property
+    def num_fwd_outputs(self) -> int:
+        return self.num_user_outputs + len(self.mutated_inputs)
+
+
+def joint_graph(fn, primals: Sequence[torch.Tensor], decompositions: dict,
+                fake_primals: Sequence[torch.Tensor] | None = None) -> JointGraph:
+    """Trace fn's forward and backward into one functional ATen graph.
+
+    `primals` are real example tensors; their requires_grad flags decide which grads are traced.
+    Static shapes unless `fake_primals` (FakeTensors of one FakeTensorMode, with symbolic sizes,
+    matching `primals`) are given: then the graph is traced in that mode and sizes stay symbolic.
+    """
+    primals = list(primals)
+    grad_idx = [i for i, p in enumerate(primals) if isinstance(p, torch.Tensor) and p.requires_grad]
+    symbolic = fake_primals is not None
+    mode = _mode_of(fake_primals) if symbolic else FakeTensorMode()
+    examples = list(fake_primals) if symbolic else primals
+    # One run on fake copies (no side effects on the user's tensors) gives the outputs' shapes
+    # and which of them require grad.
+    with mode, torch.enable_grad():
+        fake_outs = _fake_outputs(fn, examples, primals, mode)
+    diff_idx = [i for i, o in enumerate(fake_outs) if isinstance(o, torch.Tensor) and o.requires_grad]
+    num_primals = len(primals)
+    n_user = [0]
+    none_grads: list[int] = []
+
+    def joint(*args):
+        ps, tangents = args[:num_primals], args[num_primals:]
+        with torch.enable_grad():
+            outs = fn(*ps)
+            outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+            n_user[0] = len(outs)
+            diff_outs = [outs[i] for i in diff_idx]
+            inputs = [ps[i] for i in grad_idx]
+            grads = torch.autograd.grad(diff_outs, inputs, list(tangents), allow_unused=True) if diff_outs else \
+                [None] * len(inputs)
+        none_grads[:] = [grad_idx[k] for k, g in enumerate(grads) if g is None]
+        return tuple(outs) + tuple(g for g in grads if g is not None)
+
+    # Tangents are contiguous tensors shaped like the differentiable outputs; the runtime makes the
+    # incoming grads contiguous to match.
+    with mode if symbolic else contextlib.nullcontext():
+        tangents = [torch.zeros(fake_outs[i].shape, dtype=fake_outs[i].dtype, device=fake_outs[i].device)
+                    for i in diff_idx]
+        leaves = [e.detach().requires_grad_(p.requires_grad) if isinstance(p, torch.Tensor) else e
+                  for e, p in zip(examples, primals)]
+    # Two stages: functionalize's wrappers drop requires_grad, so autograd cannot run under it.
+    # Stage 1 traces forward + autograd.grad to ATen (mutations still in place); stage 2 replays
+    # that graph, which no longer needs autograd, under functionalization.
+    try:
+        with BatchNormAsLegit(), mode if symbolic else contextlib.nullcontext():
+            stage1 = make_fx(joint, decomposition_table=decompositions,
+                             tracing_mode="real" if symbolic else "fake")(*leaves, *tangents)
+    except Exception as exc:
+        raise AOTError(f"tracing the joint forward+backward graph failed: {type(exc).__name__}: {exc}. "
+                       "An op in the graph has no fake-tensor or autograd support.") from exc
+    with mode if symbolic else contextlib.nullcontext():
+        plain = [p.detach() if isinstance(p, torch.Tensor) else p for p in examples]
+    with torch.no_grad():
+        fg: FunctionalGraph = trace_functional(stage1, plain + tangents, decompositions, fake=not symbolic)
+    # trace_functional saw [outs..., grads...] as "user outputs"; split them back apart.
+    n_out = n_user[0]
+    gm = fg.gm
+    output = next(n for n in gm.graph.nodes if n.op == "output")
+    flat = list(output.args[0])
+    n_traced_user = fg.num_user_outputs
+    user, grads, mutations = flat[:n_out], flat[n_out:n_traced_user], flat[n_traced_user:]
+    if any(m >= num_primals for m in fg.mutated_inputs):
+        raise AOTError("the backward pass mutated a tangent; this is not supported")
+    for m in fg.mutated_inputs:
+        if m in grad_idx:
+            raise AOTError(f"graph input {m} requires grad and is mutated in place; autograd forbids "
+                           "in-place changes to a leaf that requires grad - clone it first")
+    output.args = (tuple(user + mutations + grads),)
+    gm.recompile()
+    grad_inputs = tuple(i for i in grad_idx if i not in none_grads)
+    return JointGraph(gm, num_primals, n_out, fg.mutated_inputs, tuple(diff_idx), grad_inputs)
+
+
+def _mode_of(fakes) -> FakeTensorMode:
+    for f in fakes:
+        if is_fake(f):
+            return f.fake_mode
+    raise AOTError("fake_primals holds no FakeTensor")
+
+
+def _fake_outputs(fn, examples, primals, mode):
+    fakes = [(e if is_fake(e) else mode.from_tensor(e)).detach().requires_grad_(p.requires_grad)
+             if isinstance(p, torch.Tensor) else e for e, p in zip(examples, primals)]
+    outs = fn(*fakes)
+    return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)

@@ -1,0 +1,225 @@
+"""Split a joint forward+backward graph into a forward and a backward graph.
+
+`min_cut_partition` is the paper's recomputation-aware partitioner: it chooses which values the
+forward saves for the backward by a minimum s-t cut. Each node n becomes an edge n_in -> n_out whose
+capacity is the bytes of n's value (the cost of saving it); data edges have infinite capacity.
+The source feeds the primal inputs (and every op banned from recomputation that the forward
+computes anyway); the backward-only nodes (those depending on a tangent) drain into the sink.
+The cheapest cut is the set of values to save; every other forward value the backward needs is
+recomputed in the backward from the saved ones. Cheap ops (pointwise, views) may be recomputed;
+matmuls, convolutions, reductions and random ops may not.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+from dataclasses import dataclass
+
+import networkx as nx
+import torch
+from torch import fx
+
+from ._compat import tensor_nbytes
+from .errors import AOTError
+
+aten = torch.ops.aten
+
+# Not pointwise-tagged, but as cheap to recompute as a pointwise op.
+_CHEAP_OPS = frozenset({
+    aten.full.default, aten.scalar_tensor.default, aten.zeros.default, aten.ones.default,
+    aten.arange.start_step, aten.arange.default, aten.clone.default, aten.alias.default,
+    aten.expand.default, aten.view.default, aten._unsafe_view.default, aten.permute.default,
+    aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default, aten.t.default,
+    aten.slice.Tensor, aten.select.int, aten.full_like.default, aten.zeros_like.default,
+    aten.ones_like.default, aten.empty_like.default, aten.where.self, aten.copy.default,
+    aten.sym_size.int, aten.sym_numel.default, aten.sym_stride.int,
+})
+
+
+@dataclass(frozen=True)
+class PartitionStats:
+    """What a partition saved for the backward (stored as fw_gm.meta["partition"])."""
+
+    saved: tuple[str, ...]
+    saved_bytes: int
+    recomputed: tuple[str, ...]
+
+
+def is_recomputable(node: fx.Node) -> bool:
+    """True for ops cheap enough to recompute in the backward instead of saving their output."""
+    if node.op != "call_function":
+        return False
+    target = node.target
+    if target is operator.getitem:
+        return is_recomputable(node.args[0])
+    if not isinstance(target, torch._ops.OpOverload):
+        return False
+    tags = set(target.tags)
+    if torch.Tag.nondeterministic_seeded in tags:
+        return False
+    if target in _CHEAP_OPS or torch.Tag.pointwise in tags:
+        return True
+    return target.is_view
+
+
+def _placeholders(gm: fx.GraphModule) -> list[fx.Node]:
+    return [n for n in gm.graph.nodes if n.op == "placeholder"]
+
+
+def _output_args(gm: fx.GraphModule) -> list:
+    return list(next(n for n in gm.graph.nodes if n.op == "output").args[0])
+
+
+def _ancestors(roots, stop: set[fx.Node]) -> set[fx.Node]:
+    seen: set[fx.Node] = set()
+    stack = [r for r in roots if isinstance(r, fx.Node)]
+    while stack:
+        n = stack.pop()
+        if n in seen:
+            continue
+        seen.add(n)
+        if n in stop:
+            continue
+        stack.extend(n.all_input_nodes)
+    return seen
+
+
+def _node_bytes(node: fx.Node) -> float:
+    val = node.meta.get("val")
+    if isinstance(val, torch.Tensor):
+        return float(tensor_nbytes(val))
+    # Sizes (SymInts) are recomputed from saved tensors so the forward returns only tensors;
+    # tuples cannot be saved as such (their getitems are).
+    return math.inf
+
+
+def _save_cost(node: fx.Node) -> float:
+    """Bytes to save node; a view costs a hair more than its base so ties save the base tensor."""
+    cost = _node_bytes(node)
+    target = node.target
+    if isinstance(target, torch._ops.OpOverload) and target.is_view:
+        cost *= 1.001
+    return cost
+
+
+def extract_graph(joint_gm: fx.GraphModule, inputs: list[fx.Node], outputs: list) -> fx.GraphModule:
+    """A new graph computing `outputs` from `inputs` (nodes of joint_gm), copying what is needed."""
+    needed = _ancestors(outputs, set(inputs))
+    graph = fx.Graph()
+    env: dict[fx.Node, fx.Node] = {}
+    for node in inputs:
+        ph = graph.placeholder(node.name)
+        ph.meta.update(node.meta)
+        env[node] = ph
+    for node in joint_gm.graph.nodes:
+        if node in env or node not in needed or node.op == "output":
+            continue
+        if node.op == "placeholder":
+            raise AOTError(f"the partition needs input {node.name} that is not available on this side")
+        env[node] = graph.node_copy(node, lambda n: env[n])
+    graph.output(tuple(env[o] for o in outputs))
+    graph.eliminate_dead_code()
+    graph.lint()
+    return fx.GraphModule(joint_gm, graph)
+
+
+def _split(joint_gm, num_fwd_outputs: int, num_primals: int, saved: list[fx.Node]):
+    placeholders = _placeholders(joint_gm)
+    primals, tangents = placeholders[:num_primals], placeholders[num_primals:]
+    outs = _output_args(joint_gm)
+    fw_outs, bw_outs = outs[:num_fwd_outputs], outs[num_fwd_outputs:]
+    fw_gm = extract_graph(joint_gm, primals, fw_outs + saved)
+    bw_gm = extract_graph(joint_gm, saved + tangents, bw_outs)
+    return fw_gm, bw_gm
+
+
+def _backward_nodes(joint_gm: fx.GraphModule, num_primals: int) -> set[fx.Node]:
+    """Nodes that depend on a tangent: they can only run in the backward."""
+    tangents = set(_placeholders(joint_gm)[num_primals:])
+    bw: set[fx.Node] = set()
+    for node in joint_gm.graph.nodes:
+        if node.op != "output" and (node in tangents or any(a in bw for a in node.all_input_nodes)):
+            bw.add(node)
+    return bw
+
+
+def default_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int, num_primals: int):
+    """Save every forward value the backward reads (no recomputation); a baseline for min-cut."""
+    bw_nodes = _backward_nodes(joint_gm, num_primals)
+    bw_outs = _output_args(joint_gm)[num_fwd_outputs:]
+    bw_needed = _ancestors(bw_outs, set())
+    saved = []
+    for node in joint_gm.graph.nodes:
+        if node in bw_nodes or node not in bw_needed or node.op == "output":
+            continue
+        if any(u in bw_nodes for u in node.users) and isinstance(node.meta.get("val"), torch.Tensor):
+            saved.append(node)
+    return _finish(joint_gm, num_fwd_outputs, num_primals, saved)
+
+
+def min_cut_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int, num_primals: int):
+    """Partition a joint graph by min-cut with recomputation.
+
+    joint_gm: placeholders [primals (num_primals)..., tangents...]; outputs [forward outputs
+    (num_fwd_outputs)..., input grads...]. Returns (fw_gm, bw_gm): fw_gm(*primals) ->
+    (*forward outputs, *saved), bw_gm(*saved, *tangents) -> (*input grads). fw_gm.meta["partition"]
+    holds a PartitionStats; fw_gm.meta["num_saved"] the number of saved values.
+    """
+    placeholders = _placeholders(joint_gm)
+    primals = set(placeholders[:num_primals])
+    outs = _output_args(joint_gm)
+    bw_nodes = _backward_nodes(joint_gm, num_primals)
+    fw_required = _ancestors(outs[:num_fwd_outputs], set()) - bw_nodes
+    bw_required = _ancestors(outs[num_fwd_outputs:], set())
+
+    g = nx.DiGraph()
+    for node in joint_gm.graph.nodes:
+        if node.op == "output" or node not in bw_required:
+            continue
+        if node in bw_nodes:
+            # A tangent-dependent node must be computed in the backward: everything it reads
+            # from the forward side has to cross the cut.
+            g.add_edge(node.name + "_in", "sink", capacity=math.inf)
+            continue
+        if node in primals:
+            g.add_edge("source", node.name + "_in", capacity=math.inf)
+        elif node in fw_required and not is_recomputable(node) and node.op != "placeholder":
+            # A banned op the forward computes anyway is never recomputed: it is free to reach.
+            g.add_edge("source", node.name + "_in", capacity=math.inf)
+        cost = _save_cost(node)
+        if node not in fw_required and node not in primals:
+            # On a tie, do backward-only work in the backward: the forward stays as short as eager's.
+            cost *= 1.01
+        g.add_edge(node.name + "_in", node.name + "_out", capacity=cost)
+        for user in node.users:
+            if user in bw_required:
+                g.add_edge(node.name + "_out", user.name + "_in", capacity=math.inf)
+    if "source" not in g or "sink" not in g:
+        return _finish(joint_gm, num_fwd_outputs, num_primals, [])
+    try:
+        _, (reachable, non_reachable) = nx.minimum_cut(g, "source", "sink")
+    except nx.NetworkXUnbounded as exc:
+        raise AOTError("no finite cut separates forward from backward: a value the backward needs "
+                       "has no savable tensor form") from exc
+    by_name = {n.name: n for n in joint_gm.graph.nodes}
+    saved = []
+    for u in reachable:
+        if not u.endswith("_in") or u[:-3] + "_out" not in non_reachable:
+            continue
+        saved.append(by_name[u[:-3]])
+    order = {n: i for i, n in enumerate(joint_gm.graph.nodes)}
+    saved.sort(key=order.__getitem__)
+    return _finish(joint_gm, num_fwd_outputs, num_primals, saved)
+
+
+def _finish(joint_gm, num_fwd_outputs, num_primals, saved):
+    fw_gm, bw_gm = _split(joint_gm, num_fwd_outputs, num_primals, saved)
+    fw_names = {n.name for n in fw_gm.graph.nodes if n.op == "call_function"}
+    recomputed = tuple(n.name for n in bw_gm.graph.nodes if n.op == "call_function" and n.name in fw_names)
+    stats = PartitionStats(tuple(n.name for n in saved),
+                           int(sum(_node_bytes(n) for n in saved)), recomputed)
+    fw_gm.meta["partition"] = stats
+    fw_gm.meta["num_saved"] = len(saved)
+    bw_gm.meta["partition"] = stats
+    return fw_gm, bw_gm

@@ -1,0 +1,116 @@
+"""The callables aot_compile returns: an inference wrapper and an autograd.Function for training."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+
+from .mutation import OutputAlias, apply_mutations, restore_aliases
+from .trace import merge_constant_outputs
+
+
+@dataclass(frozen=True)
+class InferenceRuntime:
+    """Calls the compiled ATen graph with [params..., inputs...] and copies back input mutations."""
+
+    compiled: Callable[..., Sequence[torch.Tensor]]
+    params: tuple[torch.Tensor, ...]
+    num_user_outputs: int
+    mutated_inputs: tuple[int, ...]
+    constant_outputs: tuple[tuple[int, Any], ...] = ()
+    aliases: tuple[OutputAlias, ...] = ()
+
+    def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
+        args = list(self.params) + list(inputs)
+        with torch.no_grad():
+            outs = list(self.compiled(*args))
+        apply_mutations(args, self.mutated_inputs, outs[self.num_user_outputs:])
+        outs = restore_aliases(outs[: self.num_user_outputs], args, self.aliases)
+        return merge_constant_outputs(outs, self.constant_outputs)
+
+
+@dataclass
+class _BackwardState:
+    """Compiles the backward graph on first use (and keeps it)."""
+
+    bw_gm: Any
+    bw_compiler: Callable
+    compiled: Callable | None = None
+
+    def get(self, args) -> Callable:
+        if self.compiled is None:
+            self.compiled = self.bw_compiler(self.bw_gm, list(args))
+        return self.compiled
+
+
+@dataclass(frozen=True)
+class TrainingPlan:
+    """Everything the autograd.Function needs about the partitioned graphs."""
+
+    compiled_fw: Callable
+    backward: _BackwardState
+    num_user_outputs: int
+    mutated_inputs: tuple[int, ...]
+    diff_outputs: tuple[int, ...]
+    grad_inputs: tuple[int, ...]
+    num_saved: int
+    num_primals: int
+
+
+class CompiledFunction(torch.autograd.Function):
+    """forward runs the compiled forward graph and saves its extra outputs; backward runs the
+    compiled backward graph on them and the incoming gradients."""
+
+    @staticmethod
+    def forward(ctx, plan: TrainingPlan, *args):
+        outs = list(plan.compiled_fw(*args))
+        n_fw = plan.num_user_outputs + len(plan.mutated_inputs)
+        fw_outs, saved = outs[:n_fw], outs[n_fw:]
+        ctx.plan = plan
+        tensors = [s for s in saved if isinstance(s, torch.Tensor)]
+        ctx.save_for_backward(*tensors)
+        ctx.nontensor_saved = [None if isinstance(s, torch.Tensor) else s for s in saved]
+        diff = set(plan.diff_outputs)
+        non_diff = [o for i, o in enumerate(fw_outs)
+                    if isinstance(o, torch.Tensor) and (i not in diff or i >= plan.num_user_outputs)]
+        ctx.mark_non_differentiable(*non_diff)
+        return tuple(fw_outs)
+
+    @staticmethod
+    def backward(ctx, *grad_outputs):
+        plan: TrainingPlan = ctx.plan
+        tensors = iter(ctx.saved_tensors)
+        saved = [next(tensors) if s is None else s for s in ctx.nontensor_saved]
+        tangents = []
+        for i in plan.diff_outputs:
+            g = grad_outputs[i]
+            tangents.append(g.contiguous())
+        args = saved + tangents
+        grads = list(plan.backward.get(args)(*args))
+        result: list[torch.Tensor | None] = [None] * plan.num_primals
+        for i, g in zip(plan.grad_inputs, grads):
+            result[i] = g
+        return (None, *result)
+
+
+@dataclass(frozen=True)
+class TrainingRuntime:
+    """The callable for the training path: apply the autograd.Function, then copy back mutations."""
+
+    plan: TrainingPlan
+    params: tuple[torch.Tensor, ...]
+    constant_outputs: tuple[tuple[int, Any], ...] = ()
+    aliases: tuple[OutputAlias, ...] = ()
+
+    def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
+        args = list(self.params) + list(inputs)
+        outs = list(CompiledFunction.apply(self.plan, *args))
+        n = self.plan.num_user_outputs
+        apply_mutations(args, self.plan.mutated_inputs, outs[n:])
+        # An aliased output is rebuilt as a view outside the Function: its gradient then flows
+        # through eager's view backward (the Function's copy of it gets a zero tangent).
+        outs = restore_aliases(outs[:n], args, self.aliases)
+        return merge_constant_outputs(outs, self.constant_outputs)
