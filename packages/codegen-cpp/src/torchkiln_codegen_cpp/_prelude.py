@@ -1,0 +1,196 @@
+"""The C++ prelude every generated library starts with: small self-contained helpers.
+
+No ATen or c10 headers (they make each compile take seconds); half and bfloat16 are stored as
+16-bit integers and computed in float through the conversions below.
+"""
+
+PRELUDE = r"""
+#include <cstdint>
+#include <cstring>
+#include <cmath>
+#include <limits>
+#include <algorithm>
+#include <type_traits>
+
+namespace {
+
+// ---- half / bfloat16 storage: bits in uint16_t, arithmetic in float ----
+inline float tk_half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1Fu;
+  uint32_t mant = h & 0x3FFu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) { bits = sign; }
+    else {  // subnormal half -> normal float
+      int e = -1;
+      do { e++; mant <<= 1; } while ((mant & 0x400u) == 0);
+      mant &= 0x3FFu;
+      bits = sign | ((uint32_t)(127 - 15 - e) << 23) | (mant << 13);
+    }
+  } else if (exp == 0x1F) {
+    bits = sign | 0x7F800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + (127 - 15)) << 23) | (mant << 13);
+  }
+  float f; std::memcpy(&f, &bits, 4); return f;
+}
+
+inline uint16_t tk_float_to_half(float f) {
+  uint32_t x; std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t absx = x & 0x7FFFFFFFu;
+  if (absx >= 0x7F800000u) {  // inf or nan
+    return (uint16_t)(sign | 0x7C00u | (absx > 0x7F800000u ? 0x200u : 0u));
+  }
+  if (absx >= 0x477FF000u) return (uint16_t)(sign | 0x7C00u);  // rounds to inf
+  if (absx < 0x38800000u) {  // subnormal half or zero: let float arithmetic round (RNE)
+    float a; std::memcpy(&a, &absx, 4);
+    uint32_t m = (uint32_t)std::nearbyint(a * 16777216.0f);  // units of 2^-24, ties to even
+    return (uint16_t)(sign | m);
+  }
+  uint32_t mant_odd = (absx >> 13) & 1u;
+  absx += 0xC8000FFFu + mant_odd;  // rebias exponent (-112 << 23) and round to nearest even
+  return (uint16_t)(sign | (absx >> 13));
+}
+
+inline float tk_bf16_to_float(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16; float f; std::memcpy(&f, &bits, 4); return f;
+}
+
+inline uint16_t tk_float_to_bf16(float f) {
+  uint32_t x; std::memcpy(&x, &f, 4);
+  if ((x & 0x7FFFFFFFu) > 0x7F800000u) return (uint16_t)((x >> 16) | 0x40u);  // quiet nan
+  x += 0x7FFFu + ((x >> 16) & 1u);
+  return (uint16_t)(x >> 16);
+}
+
+inline float tk_round_half(float f) { return tk_half_to_float(tk_float_to_half(f)); }
+inline float tk_round_bf16(float f) { return tk_bf16_to_float(tk_float_to_bf16(f)); }
+
+template <typename To, typename From> inline To tk_bitcast(From v) {
+  static_assert(sizeof(To) == sizeof(From), "bitcast between types of different size");
+  To out; std::memcpy(&out, &v, sizeof(To)); return out;
+}
+
+// ---- NaN-propagating extremes, like torch.maximum / amax ----
+template <typename T> inline T tk_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+template <typename T> inline T tk_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+template <typename T> inline T tk_relu(T a) { return a < T(0) ? T(0) : a; }
+template <typename T> inline T tk_sign(T a) { return (a != a) ? a : (T)((T(0) < a) - (a < T(0))); }
+
+// ---- Python-style integer and float division ----
+// Integer division by zero or of the minimum by -1 would raise SIGFPE and kill the process:
+// those lanes give 0 / the wrapped result instead.
+template <typename T> inline T tk_floordiv(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    if (b == 0) return 0;
+    if (std::is_signed<T>::value && b == T(-1)) return (T)(0ull - (unsigned long long)a);
+    T q = a / b; T r = a % b;
+    return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
+  } else {
+    if (b == T(0)) return a / b;
+    T m = std::fmod(a, b); T d = (a - m) / b;
+    if (m != T(0) && ((b < T(0)) != (m < T(0)))) d -= T(1);
+    if (d == T(0)) return std::copysign(T(0), a / b);
+    T fd = std::floor(d); if (d - fd > T(0.5)) fd += T(1);
+    return fd;
+  }
+}
+template <typename T> inline T tk_remainder(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    if (b == 0 || (std::is_signed<T>::value && b == T(-1))) return 0;
+    T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
+  } else {
+    T r = std::fmod(a, b);
+    return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
+  }
+}
+template <typename T> inline T tk_fmod(T a, T b) {
+  if constexpr (std::is_integral<T>::value) {
+    return (b == 0 || (std::is_signed<T>::value && b == T(-1))) ? T(0) : T(a % b);
+  } else { return std::fmod(a, b); }
+}
+template <typename T> inline T tk_ipow(T base, T exp) {
+  if (exp < 0) { return base == 1 ? 1 : (base == -1 ? ((exp & 1) ? -1 : 1) : 0); }
+  T result = 1;
+  while (exp) { if (exp & 1) result *= base; exp >>= 1; base *= base; }
+  return result;
+}
+template <typename T> inline T tk_shl(T a, T b) {
+  return (b < 0 || b >= (T)(sizeof(T) * 8)) ? T(0) : (T)(a << b);
+}
+template <typename T> inline T tk_shr(T a, T b) {
+  if (b < 0 || b >= (T)(sizeof(T) * 8)) return std::is_signed<T>::value && a < 0 ? T(-1) : T(0);
+  return (T)(a >> b);
+}
+
+inline double tk_erfinv(double y) {
+  if (y <= -1.0) return y == -1.0 ? -std::numeric_limits<double>::infinity() : std::nan("");
+  if (y >= 1.0) return y == 1.0 ? std::numeric_limits<double>::infinity() : std::nan("");
+  // Giles' single-precision approximation, then Newton steps on erf in double.
+  double w = -std::log((1.0 - y) * (1.0 + y)), x;
+  if (w < 5.0) {
+    w -= 2.5;
+    x = 2.81022636e-08; x = 3.43273939e-07 + x * w; x = -3.5233877e-06 + x * w;
+    x = -4.39150654e-06 + x * w; x = 0.00021858087 + x * w; x = -0.00125372503 + x * w;
+    x = -0.00417768164 + x * w; x = 0.246640727 + x * w; x = 1.50140941 + x * w;
+  } else {
+    w = std::sqrt(w) - 3.0;
+    x = -0.000200214257; x = 0.000100950558 + x * w; x = 0.00134934322 + x * w;
+    x = -0.00367342844 + x * w; x = 0.00573950773 + x * w; x = -0.0076224613 + x * w;
+    x = 0.00943887047 + x * w; x = 1.00167406 + x * w; x = 2.83297682 + x * w;
+  }
+  x *= y;
+  for (int i = 0; i < 2; i++) {
+    double err = std::erf(x) - y;
+    x -= err / (1.1283791670955126 * std::exp(-x * x));
+  }
+  return x;
+}
+inline float tk_erfinv(float y) { return (float)tk_erfinv((double)y); }
+
+// ---- counter-based random numbers: Philox4x32-10 keyed by the seed, counted by the offset ----
+struct tk_u32x4 { uint32_t v[4]; };
+inline tk_u32x4 tk_philox(uint64_t seed, uint64_t offset) {
+  uint32_t c0 = (uint32_t)offset, c1 = (uint32_t)(offset >> 32), c2 = 0, c3 = 0;
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int i = 0; i < 10; i++) {
+    uint64_t p0 = (uint64_t)0xD2511F53u * c0, p1 = (uint64_t)0xCD9E8D57u * c2;
+    uint32_t n0 = (uint32_t)(p1 >> 32) ^ c1 ^ k0, n2 = (uint32_t)(p0 >> 32) ^ c3 ^ k1;
+    c1 = (uint32_t)p1; c3 = (uint32_t)p0; c0 = n0; c2 = n2;
+    k0 += 0x9E3779B9u; k1 += 0xBB67AE85u;
+  }
+  return tk_u32x4{{c0, c1, c2, c3}};
+}
+inline float tk_uniform(uint32_t x) { return (float)(x >> 8) * (1.0f / 16777216.0f); }
+inline float tk_rand(int64_t seed, int64_t offset) {
+  return tk_uniform(tk_philox((uint64_t)seed, (uint64_t)offset).v[0]);
+}
+inline float tk_randn(int64_t seed, int64_t offset) {
+  tk_u32x4 r = tk_philox((uint64_t)seed, (uint64_t)offset);
+  double u1 = ((double)r.v[0] + 1.0) * (1.0 / 4294967296.0);  // (0, 1]: log is finite
+  double u2 = (double)r.v[1] * (1.0 / 4294967296.0);
+  return (float)(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+inline int64_t tk_randint64(int64_t seed, int64_t offset, int64_t low, int64_t high) {
+  tk_u32x4 r = tk_philox((uint64_t)seed, (uint64_t)offset);
+  uint64_t bits = ((uint64_t)r.v[0] << 32) | r.v[1];
+  uint64_t span = (uint64_t)(high - low);
+  return low + (int64_t)(span ? bits % span : 0);
+}
+
+}  // namespace
+
+// Out-of-bounds indirect indices clamp (so memory stays safe) and raise this flag; the Python
+// side reads and clears it after a kernel that checks bounds, and raises IndexError.
+static int64_t tk_oob_flag = 0;
+extern "C" int64_t tk_take_oob_flag() { int64_t f = tk_oob_flag; tk_oob_flag = 0; return f; }
+inline int64_t tk_check_index(int64_t i, int64_t size) {
+  if (i < 0 || i >= size) {
+    __atomic_store_n(&tk_oob_flag, (int64_t)1, __ATOMIC_RELAXED);
+    return 0;
+  }
+  return i;
+}
+"""

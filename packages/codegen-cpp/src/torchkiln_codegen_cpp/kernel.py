@@ -1,0 +1,517 @@
+"""C++ for one ``KernelSpec``: an ops handler that emits CSE'd statements, and the loop nest.
+
+Loop structure (the contract of ``torchkiln_loop_ir.backend``)::
+
+    #pragma omp parallel for collapse(..) if(..)      // over the x-ranges
+    for x0 .. for xN {
+        // stage "loop" with r-ranges: accumulators, then  for r0 .. { body }, then results
+        // stage "epilogue": body once per x
+    }
+
+Values live in scopes (the x body, an r-loop body, the body of a ``masked``); a value is only
+reused (CSE, store cache) where its scope is visible. A reduction's result, and anything computed
+from it, is placed after its r-loop in the x body ("post"), where later stages can see it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+from torchkiln_loop_ir.backend import KernelSpec
+from torchkiln_loop_ir.indexing import index_symbol
+from torchkiln_loop_ir.ops import set_ops_handler
+
+from ._pointwise import BOOL_OVERRIDES, POINTWISE
+from .errors import CodegenError, UnsupportedOp
+from .loopnest import render_loop_nest
+from .options import CppOptions
+from .printer import compute_type, constant, print_index, storage_type
+
+_HALF_LIKE = {torch.float16: "half", torch.bfloat16: "bf16"}
+
+
+class _Scope:
+    """A C++ block: its statements and the values computed in it (for CSE)."""
+
+    def __init__(self, parent: _Scope | None):
+        self.parent = parent
+        self.lines: list[Any] = []  # str, or _RLoop placeholders in the x body
+        self.cse: dict[str, CppValue] = {}
+
+    def chain(self) -> list[_Scope]:
+        out, s = [], self
+        while s is not None:
+            out.append(s)
+            s = s.parent
+        return out
+
+
+@dataclass
+class _RLoop:
+    """The r-loop of one "loop" stage, placed in the x body where the stage begins."""
+
+    pre: list[str]
+    body: _Scope
+    # accumulators that an ``omp simd reduction`` clause may combine; None once the loop holds
+    # something that clause cannot express (a NaN-aware max, an argmax, a Welford update, atomics)
+    simd_reductions: list[tuple[str, str]] | None = field(default_factory=list)
+
+
+@dataclass(eq=False)
+class CppValue:
+    """A value in generated code: a C++ expression (usually a variable) of a torch dtype."""
+
+    expr: str
+    dtype: torch.dtype
+    scope: _Scope | None  # None: a literal, valid everywhere
+    post: Any = None  # the _RLoop whose reduction result this derives from: lives after it
+
+    def __str__(self) -> str:
+        return self.expr
+
+
+@dataclass
+class _State:
+    params: dict[str, str] = field(default_factory=dict)  # buffer name -> C parameter name
+    counter: int = 0
+    checks_bounds: bool = False
+    has_atomic: bool = False
+    uses_rindex: bool = False
+
+
+class CppOpsHandler:
+    """The ``ops`` handler that turns one kernel's bodies into C++ statements.
+
+    Install it with ``set_ops_handler`` and call the bodies; ``kernel_source`` does this for a
+    whole ``KernelSpec``. Implements every op listed in ``torchkiln_loop_ir.ops``.
+    """
+
+    def __init__(self, kernel: KernelSpec, options: CppOptions | None = None):
+        self.kernel = kernel
+        self.options = options or CppOptions()
+        self.state = _State()
+        self.x_scope = _Scope(None)
+        self._stack: list[_Scope] = [self.x_scope]
+        self._store_cache: dict[tuple[str, str], CppValue] = {}
+        self._reduction_cache: dict[tuple[str, str], Any] = {}
+        self._indirect_cache: dict[tuple[str, str], sympy.Symbol] = {}
+        self._rloop: _RLoop | None = None
+        self._producers = {n.buffer: n for st in kernel.stages for n in st.nodes}
+        self._recomputing: set[str] = set()  # local buffers being recomputed (no memory writes)
+        self.xvars = [index_symbol("x", i) for i in range(len(kernel.xranges))]
+        self.rvars = [index_symbol("r", i) for i in range(len(kernel.rranges))]
+        for i, name in enumerate(kernel.args):
+            kind = "in_ptr" if name in kernel.inputs else "out_ptr"
+            self.state.params[name] = f"{kind}{i}"
+
+    # ---- scopes and emission -------------------------------------------------------------
+    def _fresh(self, prefix: str) -> str:
+        self.state.counter += 1
+        return f"{prefix}{self.state.counter}"
+
+    def _visible(self, scope: _Scope | None) -> bool:
+        return scope is None or scope in self._stack[-1].chain()
+
+    def _target(self, operands: Sequence[Any]) -> tuple[_Scope, bool]:
+        # Only results of the *current* stage's reduction are placed after its r-loop; those of
+        # earlier stages are plain x-level values by now.
+        if self._rloop is not None and any(
+            isinstance(o, CppValue) and o.post is self._rloop for o in operands
+        ):
+            return self.x_scope, self._rloop
+        return self._stack[-1], None
+
+    def _emit(self, expr: str, dtype: torch.dtype, operands: Sequence[Any] = ()) -> CppValue:
+        scope, post = self._target(operands)
+        for s in scope.chain():
+            hit = s.cse.get(expr)
+            if hit is not None and hit.dtype == dtype:
+                return hit
+        name = self._fresh("tmp")
+        scope.lines.append(f"{compute_type(dtype)} {name} = {expr};")
+        value = CppValue(name, dtype, scope, post)
+        scope.cse[expr] = value
+        return value
+
+    def _value(self, x: Any, like: torch.dtype | None = None) -> CppValue:
+        if isinstance(x, CppValue):
+            return x
+        if isinstance(x, bool):
+            return self.constant(x, torch.bool)
+        if isinstance(x, int):
+            return self.constant(x, like if like is not None else torch.int64)
+        if isinstance(x, float):
+            return self.constant(
+                x, like if like is not None and like.is_floating_point else torch.float32
+            )
+        if isinstance(x, sympy.Expr):
+            return self.index_expr(x, like if like is not None else torch.int64)
+        raise CodegenError(
+            f"the C++ backend got an operand it cannot use: {x!r} ({type(x).__name__})"
+        )
+
+    # ---- memory ------------------------------------------------------------------------------
+    def _param(self, name: str) -> str:
+        try:
+            return self.state.params[name]
+        except KeyError:
+            raise CodegenError(
+                f"kernel {self.kernel.name} accesses buffer {name!r}, which is neither an input "
+                "nor an output of the kernel (nor a local buffer stored earlier at that index)"
+            ) from None
+
+    def load(self, name: str, index: sympy.Expr) -> CppValue:
+        key = (name, str(index))
+        cached = self._store_cache.get(key)
+        if cached is not None and self._visible(cached.scope):
+            return cached
+        if name in self.kernel.local_buffers:
+            value = self._recompute(name, key)
+            if value is not None:
+                return value
+            raise CodegenError(
+                f"kernel {self.kernel.name} loads local buffer {name!r} at {index} before any "
+                "visible store at that index"
+            )
+        dtype = self.kernel.buffers[name].dtype
+        expr = f"{self._param(name)}[{print_index(index)}]"
+        if dtype in _HALF_LIKE:
+            expr = f"tk_{_HALF_LIKE[dtype]}_to_float({expr})"
+        return self._emit(expr, dtype)
+
+    def _recompute(self, name: str, key: tuple[str, str]) -> CppValue | None:
+        """Re-run the pointwise node that computes local buffer ``name`` here (its value from an
+        earlier r-loop is out of scope), writing no memory; None if that is not possible."""
+        node = self._producers.get(name)
+        if node is None or node.is_reduction or name in self._recomputing:
+            return None
+        self._recomputing.add(name)
+        try:
+            node.body(self.xvars, self.rvars if self._rloop is not None else ())
+        finally:
+            self._recomputing.discard(name)
+        cached = self._store_cache.get(key)
+        return cached if cached is not None and self._visible(cached.scope) else None
+
+    def _to_storage(self, name: str, value: CppValue) -> str:
+        dtype = self.kernel.buffers[name].dtype
+        if dtype in _HALF_LIKE:
+            return f"tk_float_to_{_HALF_LIKE[dtype]}(static_cast<float>({value}))"
+        return f"static_cast<{storage_type(dtype)}>({value})"
+
+    def store(self, name: str, index: sympy.Expr, value: Any, mode: str | None = None) -> None:
+        value = self._value(
+            value, self.kernel.buffers[name].dtype if name in self.kernel.buffers else None
+        )
+        scope, _ = self._target([value])
+        self._write(scope, name, index, value, mode)
+
+    def _write(
+        self, scope: _Scope, name: str, index: sympy.Expr, value: CppValue, mode: str | None
+    ) -> None:
+        if mode not in (None, "atomic_add"):
+            raise CodegenError(f"unknown store mode {mode!r} (expected None or 'atomic_add')")
+        if name not in self.kernel.local_buffers and not self._recomputing:
+            target = f"{self._param(name)}[{print_index(index)}]"
+            if mode == "atomic_add":
+                if self.kernel.buffers[name].dtype in _HALF_LIKE:
+                    raise CodegenError(
+                        "atomic_add stores to half/bfloat16 buffers are not supported on CPU yet"
+                    )
+                self.state.has_atomic = True
+                if self._rloop is not None:
+                    self._rloop.simd_reductions = None
+                scope.lines.append("#pragma omp atomic")
+                scope.lines.append(f"{target} += {self._to_storage(name, value)};")
+            else:
+                scope.lines.append(f"{target} = {self._to_storage(name, value)};")
+        if mode is None:
+            self._store_cache[(name, str(index))] = value
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: Any) -> None:
+        value = self._value(value)
+        self._write(self.x_scope, name, index, value, None)
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppValue:
+        return self._emit(f"static_cast<{compute_type(dtype)}>({print_index(expr)})", dtype)
+
+    def indirect_indexing(self, value: Any, size: Any, check: bool = True) -> sympy.Symbol:
+        value = self._value(value)
+        check = check and self.options.bounds_check
+        key = (value.expr, f"{size}:{check}")
+        scope, _ = self._target([value])
+        cached = self._indirect_cache.get(key)
+        if cached is not None:
+            return cached
+        self.state.counter += 1
+        sym = index_symbol("i", self.state.counter)
+        if check:
+            self.state.checks_bounds = True
+            rhs = f"tk_check_index(static_cast<int64_t>({value}), {print_index(size)})"
+        else:
+            rhs = f"static_cast<int64_t>({value})"
+        scope.lines.append(f"int64_t {sym.name} = {rhs};")
+        if scope is self.x_scope:  # always visible later; deeper scopes are not
+            self._indirect_cache[key] = sym
+        return sym
+
+    def masked(self, mask: Any, body: Callable[[], Any], other: Any) -> CppValue:
+        mask = self._value(mask)
+        outer, post = self._target([mask])
+        inner = _Scope(outer)
+        self._stack.append(inner)
+        try:
+            result = body()
+        finally:
+            self._stack.pop()
+        if isinstance(result, CppValue):
+            dtype = result.dtype
+        else:
+            dtype = torch.float32 if isinstance(result, float) else torch.int64
+            result = self._value(result, dtype)
+        other_v = self._value(other, dtype)
+        name = self._fresh("tmp")
+        outer.lines.append(f"{compute_type(dtype)} {name} = {other_v};")
+        outer.lines.append(f"if ({mask}) {{")
+        outer.lines.extend("  " + ln for ln in inner.lines)
+        outer.lines.append(f"  {name} = {result};")
+        outer.lines.append("}")
+        return CppValue(name, dtype, outer, post)
+
+    # ---- constants and conversion ------------------------------------------------------------
+    def constant(self, value: Any, dtype: torch.dtype) -> CppValue:
+        return CppValue(constant(value, dtype), dtype, None)
+
+    def to_dtype(
+        self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype | None = None, **_: Any
+    ) -> CppValue:
+        x = self._value(x, src_dtype)
+        if dtype in _HALF_LIKE:
+            expr = f"tk_round_{_HALF_LIKE[dtype]}(static_cast<float>({x}))"
+        elif dtype == torch.bool:
+            expr = f"static_cast<bool>({x})"
+        else:
+            expr = f"static_cast<{compute_type(dtype)}>({x})"
+        return self._emit(expr, dtype, [x])
+
+    def to_dtype_bitcast(self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> CppValue:
+        x = self._value(x, src_dtype)
+        if src_dtype in _HALF_LIKE:
+            bits = f"tk_float_to_{_HALF_LIKE[src_dtype]}(static_cast<float>({x}))"
+        else:
+            bits = f"static_cast<{storage_type(src_dtype)}>({x})"
+        if dtype in _HALF_LIKE:
+            expr = f"tk_{_HALF_LIKE[dtype]}_to_float(tk_bitcast<uint16_t>({bits}))"
+        else:
+            expr = f"tk_bitcast<{storage_type(dtype)}>({bits})"
+        return self._emit(expr, dtype, [x])
+
+    # ---- random --------------------------------------------------------------------------------
+    def load_seed(self, name: str, offset: Any) -> CppValue:
+        return self._emit(
+            f"static_cast<int64_t>({self._param(name)}[{print_index(offset)}])", torch.int64
+        )
+
+    def rand(self, seed: Any, offset: Any) -> CppValue:
+        seed, offset = self._value(seed), self._value(offset)
+        return self._emit(
+            f"tk_rand({seed}, static_cast<int64_t>({offset}))", torch.float32, [seed, offset]
+        )
+
+    def randn(self, seed: Any, offset: Any) -> CppValue:
+        seed, offset = self._value(seed), self._value(offset)
+        return self._emit(
+            f"tk_randn({seed}, static_cast<int64_t>({offset}))", torch.float32, [seed, offset]
+        )
+
+    def randint64(self, seed: Any, offset: Any, low: Any, high: Any) -> CppValue:
+        seed, offset, low, high = (self._value(v) for v in (seed, offset, low, high))
+        expr = f"tk_randint64({seed}, static_cast<int64_t>({offset}), {low}, {high})"
+        return self._emit(expr, torch.int64, [seed, offset, low, high])
+
+    # ---- reductions ----------------------------------------------------------------------------
+    def reduction(
+        self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: Any
+    ) -> Any:
+        if self._rloop is None:
+            raise CodegenError(
+                f"kernel {self.kernel.name}: ops.reduction outside a 'loop' stage of a kernel with "
+                "reduction ranges"
+            )
+        value = self._value(value, src_dtype)
+        key = (reduction_type, value.expr)
+        if key in self._reduction_cache:
+            return self._reduction_cache[key]
+        pre, body = self._rloop.pre, self._stack[-1]
+        acc = self._fresh("acc")
+        ct = compute_type(dtype)
+        vt = compute_type(value.dtype)
+        is_float = dtype.is_floating_point
+
+        def post(name: str, dt: torch.dtype) -> CppValue:
+            return CppValue(name, dt, self.x_scope, self._rloop)
+
+        if reduction_type in ("sum", "prod", "xor_sum", "any"):
+            init = {"sum": "0", "prod": "1", "xor_sum": "0", "any": "false"}[reduction_type]
+            update = {
+                "sum": f"{acc} + {value}",
+                "prod": f"{acc} * {value}",
+                "xor_sum": f"{acc} ^ {value}",
+                "any": f"{acc} || static_cast<bool>({value})",
+            }[reduction_type]
+            pre.append(f"{ct} {acc} = {init};")
+            body.lines.append(f"{acc} = {update};")
+            simd_op = {"sum": "+", "prod": "*", "xor_sum": "^", "any": "||"}[reduction_type]
+            if self._rloop.simd_reductions is not None and body is self._rloop.body:
+                self._rloop.simd_reductions.append((simd_op, acc))
+            else:
+                self._rloop.simd_reductions = None
+            result: Any = post(acc, dtype)
+        elif reduction_type in ("max", "min"):
+            self._rloop.simd_reductions = None  # the clause's max is not NaN-propagating
+            pre.append(f"{ct} {acc} = {self._extreme_init(reduction_type, dtype, is_float)};")
+            body.lines.append(f"{acc} = tk_{reduction_type}<{ct}>({acc}, {value});")
+            result = post(acc, dtype)
+        elif reduction_type in ("argmax", "argmin"):
+            self._rloop.simd_reductions = None
+            best = self._fresh("accv")
+            kind = "max" if reduction_type == "argmax" else "min"
+            op = ">" if kind == "max" else "<"
+            pre.append(
+                f"{vt} {best} = {self._extreme_init(kind, value.dtype, value.dtype.is_floating_point)};"
+            )
+            pre.append(f"int64_t {acc} = 0;")
+            # NaN wins and stays (like torch); ties keep the first index: strict comparison.
+            cond = f"!({best} != {best}) && (({value} != {value}) || {value} {op} {best})"
+            body.lines.append(f"if ({cond}) {{ {best} = {value}; {acc} = {self._rindex()}; }}")
+            result = post(acc, torch.int64)
+        elif reduction_type == "welford_reduce":
+            self._rloop.simd_reductions = None
+            mean, m2, weight = acc + "_mean", acc + "_m2", acc + "_weight"
+            pre.append(f"{ct} {mean} = 0; {ct} {m2} = 0; {ct} {weight} = 0;")
+            d = self._fresh("delta")
+            body.lines.append(
+                f"{{ {weight} += 1; {ct} {d} = {value} - {mean}; {mean} += {d} / {weight}; "
+                f"{m2} += {d} * ({value} - {mean}); }}"
+            )
+            result = (post(mean, dtype), post(m2, dtype), post(weight, dtype))
+        else:
+            raise CodegenError(f"unknown reduction type {reduction_type!r}")
+        self._reduction_cache[key] = result
+        return result
+
+    @staticmethod
+    def _extreme_init(kind: str, dtype: torch.dtype, is_float: bool) -> str:
+        ct = compute_type(dtype)
+        if dtype == torch.bool:
+            return "false" if kind == "max" else "true"
+        if is_float:
+            return ("-" if kind == "max" else "") + f"std::numeric_limits<{ct}>::infinity()"
+        return f"std::numeric_limits<{ct}>::{'lowest' if kind == 'max' else 'max'}()"
+
+    def _rindex(self) -> str:
+        """The flat index along the reduction ranges (row-major)."""
+        flat: sympy.Expr = sympy.Integer(0)
+        for var, size in zip(self.rvars, self.kernel.rranges):
+            flat = flat * size + var
+        return print_index(sympy.expand(flat))
+
+    # ---- pointwise -----------------------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        if name not in POINTWISE:
+            if name.startswith("_"):
+                raise AttributeError(name)
+            raise UnsupportedOp(f"the C++ backend has no op {name!r} (see torchkiln_loop_ir.ops)")
+
+        def op(*args: Any) -> CppValue:
+            return self._pointwise(name, args)
+
+        return op
+
+    def _pointwise(self, name: str, args: Sequence[Any]) -> CppValue:
+        float_t, int_t, kind = POINTWISE[name]
+        like = next(
+            (a.dtype for a in args if isinstance(a, CppValue) and a.dtype != torch.bool), None
+        )
+        if like is None:
+            like = next((a.dtype for a in args if isinstance(a, CppValue)), None)
+        vals = [self._value(a, like) for a in args]
+        first = vals[1] if kind == "second" else vals[0]
+        dtype = torch.bool if kind == "bool" else first.dtype
+        src = vals[1].dtype if name == "where" else vals[0].dtype
+        template = float_t if src.is_floating_point else int_t
+        if src == torch.bool and name in BOOL_OVERRIDES:
+            template = BOOL_OVERRIDES[name]
+        expr = template.format(*vals, T=compute_type(src))
+        return self._emit(expr, dtype, vals)
+
+
+def c_name(name: str) -> str:
+    """A C identifier for a kernel name; the prefix keeps clear of C++ keywords, libm's names
+    (a kernel called ``sin``) and the prelude's ``tk_`` helpers."""
+    return "kernel_" + re.sub(r"\W", "_", name)
+
+
+@dataclass(frozen=True)
+class GeneratedKernel:
+    """The C++ of one kernel and what calling it needs."""
+
+    name: str  # the C symbol
+    source: str
+    num_buffers: int
+    num_sizes: int
+    checks_bounds: bool
+
+
+def generate_kernel(
+    kernel: KernelSpec, options: CppOptions | None = None, *, symbol: str | None = None
+) -> GeneratedKernel:
+    """Generate the ``extern "C"`` function for ``kernel`` (no compiling)."""
+    options = options or CppOptions()
+    handler = CppOpsHandler(kernel, options)
+    with set_ops_handler(handler):
+        for stage in kernel.stages:
+            if stage.kind == "loop" and kernel.rranges:
+                loop = _RLoop([], _Scope(handler.x_scope))
+                handler.x_scope.lines.append(loop)
+                handler._rloop = loop
+                handler._stack.append(loop.body)
+                try:
+                    for node in stage.nodes:
+                        node.body(handler.xvars, handler.rvars)
+                finally:
+                    handler._stack.pop()
+                    handler._rloop = None
+            elif stage.kind in ("loop", "epilogue"):
+                for node in stage.nodes:
+                    node.body(handler.xvars, handler.rvars if stage.kind == "loop" else ())
+            else:
+                raise CodegenError(f"unknown stage kind {stage.kind!r} in kernel {kernel.name}")
+    symbol = symbol or c_name(kernel.name)
+    return GeneratedKernel(
+        symbol,
+        render_loop_nest(kernel, handler, symbol, options),
+        len(kernel.args),
+        len(kernel.size_args),
+        handler.state.checks_bounds,
+    )
+
+
+def kernel_source(kernel: KernelSpec, options: CppOptions | None = None) -> str:
+    """The C++ function generated for ``kernel``, without compiling it."""
+    return generate_kernel(kernel, options).source
+
+
+__all__ = [
+    "CppOpsHandler",
+    "CppValue",
+    "GeneratedKernel",
+    "c_name",
+    "generate_kernel",
+    "kernel_source",
+]

@@ -1,0 +1,106 @@
+"""The loop nest around a kernel's generated statements: OpenMP parallel x-loops (above a size
+threshold), ``omp simd`` where it is legal, one r-loop per "loop" stage."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import sympy
+from torchkiln_loop_ir.backend import KernelSpec
+
+from .options import CppOptions
+from .printer import print_index, storage_type
+
+if TYPE_CHECKING:
+    from .kernel import CppOpsHandler, _Scope
+
+
+def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options: CppOptions) -> str:
+    """The ``extern "C"`` function: parameters (pointers, then int64 sizes) and the loop nest."""
+    params = [f"{storage_type(kernel.buffers[n].dtype)}* {h.state.params[n]}" for n in kernel.args]
+    params += [f"int64_t {s.name}" for s in kernel.size_args]
+    out = [f'extern "C" void {symbol}({", ".join(params)}) {{']
+    for stage in kernel.stages:
+        for node in stage.nodes:
+            if node.origin:
+                out.append(f"  // {node.buffer}: {node.origin}")
+    body = _render_scope(h.x_scope, kernel, h, options)
+    nx = len(kernel.xranges)
+    xsizes = [print_index(s) for s in kernel.xranges]
+    numel = sympy.Mul(*kernel.xranges, *kernel.rranges)
+    parallel = _parallel_clause(numel, options.parallel_threshold)
+    pointwise_only = not kernel.rranges and not h.state.has_atomic
+    indent = "  "
+    lines: list[str] = []
+    inner_simd = pointwise_only and options.simd
+    ncollapse = nx - 1 if inner_simd else nx
+    for i, (var, size) in enumerate(zip(h.xvars, xsizes)):
+        if i == 0 and parallel is not None:
+            collapse = f" collapse({ncollapse})" if ncollapse > 1 else ""
+            if nx == 1 and inner_simd:
+                lines.append(
+                    f"{indent}#pragma omp parallel for simd{parallel.replace('if(', 'if(parallel: ')}"
+                )
+            else:
+                lines.append(f"{indent}#pragma omp parallel for{collapse}{parallel}")
+        elif i == nx - 1 and nx > 1 and inner_simd:
+            lines.append(f"{indent}#pragma omp simd")
+        lines.append(f"{indent}for (int64_t {var.name} = 0; {var.name} < {size}; {var.name}++) {{")
+        indent += "  "
+    lines.extend(indent + ln for ln in body)
+    for _ in range(nx):
+        indent = indent[:-2]
+        lines.append(f"{indent}}}")
+    out.extend(lines)
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+def _parallel_clause(numel: sympy.Expr, threshold: int) -> str | None:
+    """None: run serially; "": always parallel; " if(..)": decided at run time."""
+    if isinstance(numel, sympy.Integer) or numel.is_number:
+        return "" if int(numel) >= threshold else None
+    return f" if({print_index(numel)} >= {threshold})"
+
+
+def _render_scope(
+    scope: _Scope, kernel: KernelSpec, h: CppOpsHandler, options: CppOptions
+) -> list[str]:
+    out: list[str] = []
+    for item in scope.lines:
+        if isinstance(item, str):
+            out.append(item)
+            continue
+        out.extend(item.pre)
+        indent = ""
+        clauses = "".join(f" reduction({op}:{acc})" for op, acc in item.simd_reductions or ())
+        # A full reduction (no x-loop to spread over threads) splits its r-loop across threads
+        # instead, when every accumulator is one OpenMP can combine.
+        parallel = None
+        if not kernel.xranges and item.simd_reductions is not None:
+            parallel = _parallel_clause(sympy.Mul(*kernel.rranges), options.parallel_threshold)
+        n = len(kernel.rranges)
+        for depth, (var, size) in enumerate(zip(h.rvars, kernel.rranges)):
+            if depth == 0 and parallel is not None:
+                if n == 1 and options.simd:
+                    if_clause = parallel.replace("if(", "if(parallel: ")
+                    out.append(f"{indent}#pragma omp parallel for simd{clauses}{if_clause}")
+                else:
+                    collapse = f" collapse({n})" if n > 1 else ""
+                    out.append(f"{indent}#pragma omp parallel for{collapse}{clauses}{parallel}")
+            elif (
+                depth == n - 1
+                and parallel is None
+                and options.simd
+                and item.simd_reductions is not None
+            ):
+                out.append(f"{indent}#pragma omp simd{clauses}")
+            out.append(
+                f"{indent}for (int64_t {var.name} = 0; {var.name} < {print_index(size)}; {var.name}++) {{"
+            )
+            indent += "  "
+        out.extend(indent + ln for ln in item.body.lines)
+        for _ in kernel.rranges:
+            indent = indent[:-2]
+            out.append(f"{indent}}}")
+    return out
