@@ -1,0 +1,27 @@
+"""The compiler: torchkiln.compile, the torch.compile backend, CUDA graphs and the command line."""
+
+__version__ = "0.1.0"
+
+from torchkiln.api import CompiledFunction, CompiledModule, compile, explain, report
+from torchkiln.backend import backend
+from torchkiln.errors import BackendCompilerFailed, LayerUnavailable, TorchkilnError
+from torchkiln.options import CompileOptions
+from torchkiln.pipeline import make_backend
+from torchkiln.report import CompileReport, EagerFallback, GraphReport
+
+__all__ = [
+    "BackendCompilerFailed",
+    "CompileOptions",
+    "CompileReport",
+    "CompiledFunction",
+    "CompiledModule",
+    "EagerFallback",
+    "GraphReport",
+    "LayerUnavailable",
+    "TorchkilnError",
+    "backend",
+    "compile",
+    "explain",
+    "make_backend",
+    "report",
+]

@@ -1,0 +1,245 @@
+"""``torchkiln.compile``, ``explain`` and ``report``: the user-facing entry points.
+
+``compile`` mirrors ``torch.compile``: capture (torchkiln-dynamo-capture) turns each frame into FX
+graphs and hands them to a backend; by default that is our pipeline (``pipeline.make_backend``).
+Internal failures never break the user's program unless ``options={"strict": True}``: a graph
+the pipeline cannot compile runs eagerly, and if capture itself fails the whole function does,
+each time with one warning and a record in ``report(compiled).eager_fallbacks``.
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torchkiln_dynamo_capture
+
+from torchkiln.errors import BackendCompilerFailed, LayerUnavailable
+from torchkiln.options import CompileOptions, resolve_options
+from torchkiln.pipeline import make_backend, one_line
+from torchkiln.report import CompileReport, EagerFallback, ReportRecorder
+
+
+def _eager_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
+    """backend="eager": capture only, the FX graph runs as traced."""
+    return gm.forward
+
+
+def _choose_backend(
+    backend: Any, options: CompileOptions, recorder: ReportRecorder
+) -> Callable[..., Any]:
+    if backend is None or backend == "torchkiln":
+        return make_backend(options, recorder)
+    if backend == "eager":
+        return _eager_backend
+    if callable(backend):
+        return backend
+    raise ValueError(
+        f"torchkiln: backend must be None, 'torchkiln', 'eager' or a callable, not {backend!r}"
+    )
+
+
+def _capture(
+    fn: Any,
+    backend: Callable[..., Any],
+    options: CompileOptions,
+    fullgraph: bool,
+    dynamic: bool | None,
+) -> Callable[..., Any]:
+    capture = getattr(torchkiln_dynamo_capture, "capture", None)
+    if capture is None:
+        raise LayerUnavailable("torchkiln_dynamo_capture does not provide capture yet")
+    return capture(
+        fn, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=options.recompile_limit
+    )
+
+
+class _Runner:
+    """Calls the captured function; if capture itself fails, runs ``fn`` eagerly from then on."""
+
+    def __init__(
+        self,
+        fn: Any,
+        backend: Callable[..., Any],
+        options: CompileOptions,
+        fullgraph: bool,
+        dynamic: bool | None,
+        recorder: ReportRecorder,
+    ) -> None:
+        self.fn = fn
+        self.options = options
+        self.fullgraph = fullgraph
+        self.recorder = recorder
+        self.captured: Callable[..., Any] | None = None
+        try:
+            self.captured = _capture(fn, backend, options, fullgraph, dynamic)
+        except Exception as error:  # noqa: BLE001
+            self._fail("capture could not wrap the function", error)
+
+    def _fail(self, stage: str, error: Exception) -> None:
+        reason = f"{stage}: {one_line(error)}"
+        if self.options.strict or isinstance(error, BackendCompilerFailed):
+            raise error
+        warnings.warn(f"torchkiln: {reason}; running this function eagerly", stacklevel=4)
+        self.recorder.add_fallback(EagerFallback(-1, 0, reason))
+        self.captured = None
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        captured = self.captured
+        if captured is None:
+            return self.fn(*args, **kwargs)
+        try:
+            return captured(*args, **kwargs)
+        except Exception as error:
+            if self.fullgraph or self.options.strict or isinstance(error, BackendCompilerFailed):
+                raise
+            # Capture raised. If eager raises too, it was the user's own error: re-raise eager's,
+            # as the program would have without compile, and keep compiling. Otherwise it was an
+            # internal error: warn once and run eagerly from now on.
+            result = self.fn(*args, **kwargs)
+            self._fail("capture failed", error)
+            return result
+
+    def capture_fallbacks(self) -> list[EagerFallback]:
+        """Capture's own decision to run the whole function eagerly (e.g. an unsupported
+        construct), which it makes without raising: read from the captured wrapper."""
+        inner = getattr(self.captured, "_captured", self.captured)
+        unsupported = getattr(inner, "unsupported", None)
+        if unsupported is None:
+            return []
+        return [EagerFallback(-1, 0, f"capture ran the function eagerly: {one_line(unsupported)}")]
+
+    def graph_breaks(self) -> list[str]:
+        breaks = getattr(self.captured, "graph_breaks", None)
+        if callable(breaks):
+            breaks = breaks()
+        return [str(b) for b in breaks] if breaks else []
+
+
+class CompiledFunction:
+    """What ``torchkiln.compile(fn)`` returns for a function: call it like ``fn``."""
+
+    def __init__(self, fn: Callable[..., Any], runner: _Runner) -> None:
+        functools.update_wrapper(self, fn)
+        self._torchkiln_runner = runner
+        self._orig_fn = fn
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._torchkiln_runner(*args, **kwargs)
+
+    def __get__(self, instance: Any, owner: Any = None) -> Any:
+        # A compiled function stored on a class still binds like a method.
+        return self if instance is None else functools.partial(self, instance)
+
+
+class CompiledModule(torch.nn.Module):
+    """What ``torchkiln.compile(module)`` returns: calls are compiled; parameters, buffers,
+    ``state_dict``/``load_state_dict`` and attributes are the original module's (same objects)."""
+
+    def __init__(self, module: torch.nn.Module, runner: _Runner) -> None:
+        super().__init__()
+        self._orig_mod = module
+        self.__dict__["_torchkiln_runner"] = runner  # not a submodule: keeps parameters() unique
+
+    def forward(self, *args: Any, **kwargs: Any) -> Any:
+        return self._torchkiln_runner(*args, **kwargs)
+
+    # Skips nn.Module's hook dispatch on the wrapper (hooks live on the original module, which
+    # capture calls): one Python call less per step.
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._torchkiln_runner(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        try:
+            return super().__getattr__(name)
+        except AttributeError:
+            return getattr(self._modules["_orig_mod"], name)
+
+    # Container protocols are looked up on the type, not through __getattr__.
+    def __getitem__(self, key: Any) -> Any:
+        return self._orig_mod[key]
+
+    def __len__(self) -> int:
+        return len(self._orig_mod)
+
+    def __iter__(self) -> Any:
+        return iter(self._orig_mod)
+
+    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.state_dict(*args, **kwargs)
+
+    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.load_state_dict(*args, **kwargs)
+
+    def named_parameters(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.named_parameters(*args, **kwargs)
+
+    def named_buffers(self, *args: Any, **kwargs: Any) -> Any:
+        return self._orig_mod.named_buffers(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"CompiledModule({self._orig_mod!r})"
+
+
+def compile(
+    fn_or_module: Any = None,
+    *,
+    mode: str = "default",
+    dynamic: bool | None = None,
+    fullgraph: bool = False,
+    backend: Any = None,
+    options: CompileOptions | dict[str, Any] | None = None,
+) -> Any:
+    """Compile a function or ``nn.Module`` like ``torch.compile``; usable as ``@compile`` or
+    ``@compile(...)``.
+
+    mode: "default", "reduce-overhead" (CUDA graphs on CUDA) or "max-autotune" (autotuning).
+    backend: None/"torchkiln" (our pipeline), "eager" (capture, then run the FX graphs), or a
+        torch.compile-style callable ``(gm, example_inputs) -> callable`` (capture only).
+    options: a dict or ``CompileOptions`` (``strict``, ``max_fusions``, ``recompile_limit``, ...).
+    Returns a ``CompiledFunction`` (functions) or ``CompiledModule`` (modules);
+    ``torchkiln.report(result)`` says what was compiled.
+    """
+    resolved = resolve_options(options, mode)
+    if fn_or_module is None:
+        return functools.partial(
+            compile,
+            mode=mode,
+            dynamic=dynamic,
+            fullgraph=fullgraph,
+            backend=backend,
+            options=options,
+        )
+    if not callable(fn_or_module):
+        raise TypeError(
+            f"torchkiln.compile expects a function or nn.Module, not {type(fn_or_module).__name__}"
+        )
+    recorder = ReportRecorder()
+    chosen = _choose_backend(backend, resolved, recorder)
+    runner = _Runner(fn_or_module, chosen, resolved, fullgraph, dynamic, recorder)
+    if isinstance(fn_or_module, torch.nn.Module):
+        return CompiledModule(fn_or_module, runner)
+    return CompiledFunction(fn_or_module, runner)
+
+
+def explain(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """``explain(fn)(*args)``: capture's account of how ``fn`` splits into graphs (no compile)."""
+    explain_fn = getattr(torchkiln_dynamo_capture, "explain", None)
+    if explain_fn is None:
+        raise LayerUnavailable("torchkiln_dynamo_capture does not provide explain yet")
+    target = fn._orig_mod if isinstance(fn, CompiledModule) else getattr(fn, "_orig_fn", fn)
+    return explain_fn(target)
+
+
+def report(compiled: Any) -> CompileReport:
+    """A snapshot of what ``compiled`` (from ``torchkiln.compile``) has compiled so far."""
+    runner = getattr(compiled, "_torchkiln_runner", None)
+    if runner is None:
+        raise TypeError(
+            "torchkiln.report expects the result of torchkiln.compile, "
+            f"not {type(compiled).__name__}"
+        )
+    return runner.recorder.snapshot(runner.graph_breaks(), runner.capture_fallbacks())

@@ -1,0 +1,1 @@
+"""The benchmark command (``python -m torchkiln bench`` / ``overhead``) and its model zoo."""

@@ -1,0 +1,141 @@
+"""Argument parsing and the two commands: ``bench`` and ``overhead``."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from torchkiln.bench import meta, overhead, runner, suites, table
+
+
+def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--suite", default="zoo", choices=[*suites.SUITES, "all"])
+    parser.add_argument(
+        "--models", default="", help="comma-separated model names (default: all of the suite)"
+    )
+    parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
+    parser.add_argument("--dtype", default="float32", choices=list(runner.DTYPES))
+    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument(
+        "--mode", default="default", choices=["default", "reduce-overhead", "max-autotune"]
+    )
+    parser.add_argument("--no-peer", action="store_true", help="skip torch.compile")
+    parser.add_argument(
+        "--repeat", type=int, default=20, help="timed runs per variant (default 20)"
+    )
+    parser.add_argument("--warmup", type=int, default=3)
+    parser.add_argument(
+        "--strict", action="store_true", help="internal torchkiln errors fail the model"
+    )
+    parser.add_argument(
+        "--json", dest="json_path", default=None, help="write rows and meta to this file"
+    )
+    parser.add_argument("--plot", default=None, help="write a PNG bar chart of the speedups")
+    parser.add_argument("--no-progress", action="store_true")
+
+
+def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
+    names = [n for n in args.suite.split(",")] if args.suite != "all" else list(suites.SUITES)
+    specs: list[suites.ModelSpec] = []
+    for name in names:
+        try:
+            specs += suites.load_suite(name)
+        except suites.SuiteUnavailable as error:
+            print(f"torchkiln bench: {error}", file=sys.stderr)
+    if args.models:
+        wanted = [m.strip() for m in args.models.split(",") if m.strip()]
+        unknown = sorted(set(wanted) - {s.name for s in specs})
+        if unknown:
+            print(
+                f"torchkiln bench: unknown model(s) {', '.join(unknown)}; available: "
+                f"{', '.join(s.name for s in specs)}",
+                file=sys.stderr,
+            )
+            return 2
+        specs = [s for s in specs if s.name in wanted]
+    config = runner.BenchConfig(
+        device=args.device,
+        dtype=args.dtype,
+        batch=args.batch,
+        mode=args.mode,
+        peer=not args.no_peer,
+        repeat=args.repeat,
+        warmup=args.warmup,
+        strict=args.strict,
+    )
+    rows = runner.run_models(specs, config, progress=not args.no_progress and sys.stderr.isatty())
+    print(
+        table.render(
+            rows, title=f"torchkiln benchmark ({args.device}, {args.dtype}, batch {args.batch})"
+        )
+    )
+    if args.json_path:
+        options = {k: v for k, v in vars(args).items() if k not in ("func",)}
+        write_json(
+            args.json_path, meta.collect(args.device, options, argv), [r.as_dict() for r in rows]
+        )
+    if args.plot and rows:
+        from torchkiln.bench.plot import plot_speedups
+
+        plot_speedups(rows, args.plot)
+    return 0
+
+
+def write_json(path: str, meta_block: dict[str, Any], rows: list[dict[str, Any]]) -> None:
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(
+        json.dumps({"meta": meta_block, "rows": rows}, indent=2, default=str) + "\n"
+    )
+
+
+def overhead_command(args: argparse.Namespace, argv: list[str] | None = None) -> int:
+    result = overhead.run_overhead(repeat=args.repeat, calls=args.calls, peer=not args.no_peer)
+    print(overhead.render(result))
+    if args.json_path:
+        options = {k: v for k, v in vars(args).items() if k not in ("func",)}
+        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.json_path).write_text(
+            json.dumps(
+                {"meta": meta.collect("cpu", options, argv), "result": result},
+                indent=2,
+                default=str,
+            )
+            + "\n"
+        )
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    from torchkiln import __version__
+
+    parser = argparse.ArgumentParser(
+        prog="python -m torchkiln", description="torchkiln command line"
+    )
+    parser.add_argument("--version", action="version", version=f"torchkiln {__version__}")
+    commands = parser.add_subparsers(dest="command")
+    bench_parser = commands.add_parser(
+        "bench", help="benchmark eager vs torchkiln vs torch.compile"
+    )
+    add_bench_arguments(bench_parser)
+    bench_parser.set_defaults(func=bench)
+    over = commands.add_parser(
+        "overhead", help="per-call overhead of compiled calls and of capture"
+    )
+    over.add_argument("--repeat", type=int, default=30)
+    over.add_argument("--calls", type=int, default=200, help="calls per timed sample")
+    over.add_argument("--no-peer", action="store_true")
+    over.add_argument("--json", dest="json_path", default=None)
+    over.set_defaults(func=overhead_command)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command is None:
+        parser.print_help()
+        return 0
+    return args.func(args, argv)

@@ -1,0 +1,59 @@
+"""The ``meta`` block of a result JSON: versions, device, options, command line, date."""
+
+from __future__ import annotations
+
+import datetime
+import importlib.metadata
+import os
+import platform
+import sys
+from typing import Any
+
+import torch
+
+PACKAGES = (
+    "torchkiln",
+    "torchkiln-guards",
+    "torchkiln-dynamo-capture",
+    "torchkiln-aot-partition",
+    "torchkiln-loop-ir",
+    "torchkiln-codegen-triton",
+    "torchkiln-codegen-cpp",
+)
+
+
+def _version(dist: str) -> str | None:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def device_name(device: str) -> str:
+    if torch.device(device).type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.get_device_name()
+    return platform.processor() or platform.machine()
+
+
+def collect(device: str, options: dict[str, Any], argv: list[str] | None = None) -> dict[str, Any]:
+    try:
+        import triton
+
+        triton_version = triton.__version__
+    except ImportError:
+        triton_version = None
+    return {
+        "command": " ".join(["python -m torchkiln", *(sys.argv[1:] if argv is None else argv)]),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "triton": triton_version,
+        "packages": {dist: _version(dist) for dist in PACKAGES},
+        "device": device,
+        "device_name": device_name(device),
+        "threads": torch.get_num_threads(),
+        # Other processes skew CPU timings: the 1/5/15-minute load average says how busy it was.
+        "load_average": list(os.getloadavg()) if hasattr(os, "getloadavg") else None,
+        "platform": platform.platform(),
+        "options": options,
+    }

@@ -1,0 +1,212 @@
+"""Runs one model eagerly, through torchkiln.compile and through torch.compile, and makes a ``Row``.
+
+Per model: build (deterministic), cast to device/dtype, one eager call (its wall time is what the
+compile time is measured against), the first compiled call of each compiler (compile time = its
+wall time minus the eager call's), peak memory of a call of each (CUDA only), warm-up, interleaved
+timed runs (medians), and the accuracy of torchkiln's output against an fp64 eager reference.
+A model's failure becomes its row's ``accuracy = "error: ..."`` and never stops the run.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import warnings
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+import torchkiln
+from torchkiln.bench import accuracy, timing
+from torchkiln.bench._peer import peer_compile, reset_peer
+from torchkiln.bench.suites import ModelSpec
+from torchkiln.pipeline import one_line
+
+DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
+
+
+@dataclass(frozen=True)
+class BenchConfig:
+    device: str = "cpu"
+    dtype: str = "float32"
+    batch: int = 2
+    mode: str = "default"
+    peer: bool = True
+    repeat: int = 20
+    warmup: int = 3
+    strict: bool = False
+
+
+ROW_KEYS = (
+    "model",
+    "suite",
+    "device",
+    "dtype",
+    "batch",
+    "eager_ms",
+    "torchkiln_ms",
+    "inductor_ms",
+    "speedup",
+    "inductor_speedup",
+    "compile_s",
+    "inductor_compile_s",
+    "peak_mem_mb",
+    "inductor_peak_mem_mb",
+    "graphs",
+    "graph_breaks",
+    "kernels",
+    "accuracy",
+)
+
+
+@dataclass
+class Row:
+    model: str
+    suite: str
+    device: str
+    dtype: str
+    batch: int
+    eager_ms: float | None = None
+    torchkiln_ms: float | None = None
+    inductor_ms: float | None = None
+    speedup: float | None = None
+    inductor_speedup: float | None = None
+    compile_s: float | None = None
+    inductor_compile_s: float | None = None
+    peak_mem_mb: float | None = None
+    inductor_peak_mem_mb: float | None = None
+    eager_peak_mem_mb: float | None = None
+    graphs: int | None = None
+    graph_breaks: int | None = None
+    eager_fallbacks: int | None = None
+    kernels: int | None = None
+    accuracy: str = "error: not run"
+    inductor_accuracy: str | None = None
+    notes: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+
+def _cast(value: Any, device: str, dtype: torch.dtype) -> Any:
+    if isinstance(value, torch.Tensor):
+        return (
+            value.to(device=device, dtype=dtype) if value.is_floating_point() else value.to(device)
+        )
+    return value
+
+
+def peak_memory_mb(fn: Callable[[], Any], device: str) -> float | None:
+    """Peak memory of one call above what was allocated before it, in MB; None on CPU.
+
+    On CPU the process high-water mark (ru_maxrss) only ever grows, so it cannot be reset per model
+    and per compiler: we report "-" rather than a misleading number.
+    """
+    if torch.device(device).type != "cuda":
+        return None
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    before = torch.cuda.memory_allocated()
+    fn()
+    torch.cuda.synchronize()
+    return (torch.cuda.max_memory_allocated() - before) / 2**20
+
+
+def run_model(
+    spec: ModelSpec, config: BenchConfig, status: Callable[[str], None] = lambda _: None
+) -> Row:
+    """Benchmark one model; every failure is caught and recorded in the row."""
+    row = Row(spec.name, spec.suite, config.device, config.dtype, config.batch)
+    try:
+        _run(spec, config, row, status)
+    except Exception as error:  # noqa: BLE001 - one model must not stop the run
+        row.accuracy = f"error: {one_line(error, 160)}"
+    finally:
+        reset_peer()
+    return row
+
+
+def _run(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str], None]) -> None:
+    dtype = DTYPES[config.dtype]
+    status(f"{spec.name}: building")
+    model, inputs = spec.build(config.batch)
+    model64, inputs64 = accuracy.fp64_copy(model, inputs)
+    model64 = model64.to(config.device)
+    inputs64 = tuple(_cast(v, config.device, torch.float64) for v in inputs64)
+    model = model.to(device=config.device, dtype=dtype).eval()
+    inputs = tuple(_cast(v, config.device, dtype) for v in inputs)
+    timer = timing.Timer(config.device)
+    with torch.no_grad():
+        reference = model64(*inputs64)
+        del model64, inputs64  # its memory must not count in the peak of what follows
+        eager = lambda: model(*inputs)
+        eager_call_s, eager_out = timer.wall(eager)
+        eager_call_s = min(eager_call_s, timer.wall(eager)[0])  # the first call pays one-time costs
+
+        status(f"{spec.name}: compiling with torchkiln")
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            compiled = torchkiln.compile(model, mode=config.mode, options={"strict": config.strict})
+            first_s, compiled_out = timer.wall(lambda: compiled(*inputs))
+        row.notes += sorted({str(w.message) for w in caught if "torchkiln" in str(w.message)})
+        row.compile_s = timing.compile_seconds(first_s, eager_call_s)
+        verdict = accuracy.compare(compiled_out, eager_out, reference, dtype)
+        row.accuracy = verdict.text
+        if not verdict.passed:
+            row.notes.append(f"accuracy: {verdict.detail}")
+        report = torchkiln.report(compiled)
+        row.graphs, row.kernels = report.num_graphs, report.num_kernels
+        row.eager_fallbacks = len(report.eager_fallbacks)
+        row.graph_breaks = (
+            len(report.graph_breaks) if report.graph_breaks else max(0, report.num_graphs - 1)
+        )
+        fns: dict[str, Callable[[], Any]] = {"eager": eager, "torchkiln": lambda: compiled(*inputs)}
+
+        if config.peer:
+            status(f"{spec.name}: compiling with torch.compile")
+            try:
+                peer = peer_compile(model, mode=config.mode)
+                peer_first_s, peer_out = timer.wall(lambda: peer(*inputs))
+                row.inductor_compile_s = timing.compile_seconds(peer_first_s, eager_call_s)
+                peer_verdict = accuracy.compare(peer_out, eager_out, reference, dtype)
+                row.inductor_accuracy = peer_verdict.text
+                fns["inductor"] = lambda: peer(*inputs)
+            except Exception as error:  # noqa: BLE001 - the peer failing is a note, not our failure
+                row.notes.append(f"torch.compile failed: {one_line(error, 160)}")
+
+        status(f"{spec.name}: timing ({config.repeat} interleaved runs)")
+        times = timing.interleaved(
+            fns, repeat=config.repeat, warmup=config.warmup, measure=timer.ms
+        )
+        row.eager_ms = timing.median(times["eager"])
+        row.torchkiln_ms = timing.median(times["torchkiln"])
+        row.speedup = timing.speedup(times["eager"], times["torchkiln"])
+        if "inductor" in times:
+            row.inductor_ms = timing.median(times["inductor"])
+            row.inductor_speedup = timing.speedup(times["eager"], times["inductor"])
+        row.eager_peak_mem_mb = peak_memory_mb(eager, config.device)
+        row.peak_mem_mb = peak_memory_mb(fns["torchkiln"], config.device)
+        if "inductor" in fns:
+            row.inductor_peak_mem_mb = peak_memory_mb(fns["inductor"], config.device)
+
+
+def run_models(specs: Sequence[ModelSpec], config: BenchConfig, progress: bool = True) -> list[Row]:
+    """Every model in turn, with a rich progress bar naming what is being compiled or run."""
+    if not progress:
+        return [run_model(spec, config) for spec in specs]
+    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
+
+    rows = []
+    columns = (
+        TextColumn("[bold]{task.description}"),
+        BarColumn(),
+        TextColumn("{task.completed}/{task.total}"),
+        TimeElapsedColumn(),
+    )
+    with Progress(*columns, transient=True) as bar:
+        task = bar.add_task("models", total=len(specs))
+        for spec in specs:
+            rows.append(run_model(spec, config, lambda text: bar.update(task, description=text)))
+            bar.advance(task)
+    return rows

@@ -1,0 +1,94 @@
+"""Timing as the PyTorch compiler benchmarks do it: warm-up, interleaved runs, medians.
+
+Eager and compiled runs alternate within each round so clock drift and thermal effects hit every
+variant alike; each round rotates which variant goes first. On CUDA each run is timed with CUDA
+events after a synchronize; on CPU with ``time.perf_counter``.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
+
+import torch
+
+
+def median(values: Sequence[float]) -> float:
+    if not values:
+        raise ValueError("median of no timings")
+    return float(statistics.median(values))
+
+
+def speedup(eager_times: Sequence[float], compiled_times: Sequence[float]) -> float:
+    """median eager / median compiled (>1 means the compiled model is faster)."""
+    return median(eager_times) / median(compiled_times)
+
+
+def compile_seconds(first_compiled_call_s: float, eager_call_s: float) -> float:
+    """Compile time: the first compiled call's wall time minus what an eager call costs."""
+    return max(0.0, first_compiled_call_s - eager_call_s)
+
+
+def geometric_mean(values: Sequence[float]) -> float | None:
+    kept = [v for v in values if v is not None and v > 0]
+    if not kept:
+        return None
+    return float(statistics.geometric_mean(kept))
+
+
+class Timer:
+    """Measures one call of a function in milliseconds on ``device``."""
+
+    def __init__(self, device: str | torch.device = "cpu") -> None:
+        self.cuda = torch.device(device).type == "cuda"
+
+    def sync(self) -> None:
+        if self.cuda:
+            torch.cuda.synchronize()
+
+    def wall(self, fn: Callable[[], Any]) -> tuple[float, Any]:
+        """Seconds of wall time for one call (synchronized) and its result."""
+        self.sync()
+        start = time.perf_counter()
+        result = fn()
+        self.sync()
+        return time.perf_counter() - start, result
+
+    def ms(self, fn: Callable[[], Any]) -> float:
+        if self.cuda:
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            torch.cuda.synchronize()
+            begin.record()
+            fn()
+            end.record()
+            end.synchronize()
+            return float(begin.elapsed_time(end))
+        start = time.perf_counter()
+        fn()
+        return (time.perf_counter() - start) * 1e3
+
+
+def interleaved(
+    fns: Mapping[str, Callable[[], Any]],
+    *,
+    repeat: int,
+    warmup: int = 3,
+    measure: Callable[[Callable[[], Any]], float] | None = None,
+) -> dict[str, list[float]]:
+    """Times of ``repeat`` rounds; each round runs every function once, in a rotating order.
+
+    ``measure(fn) -> ms`` defaults to a CPU ``Timer``; tests pass a fake clock.
+    """
+    measure = measure or Timer().ms
+    names = list(fns)
+    for _ in range(warmup):
+        for name in names:
+            fns[name]()
+    times: dict[str, list[float]] = {name: [] for name in names}
+    for round_index in range(repeat):
+        shift = round_index % len(names)
+        for name in names[shift:] + names[:shift]:
+            times[name].append(measure(fns[name]))
+    return times

@@ -1,0 +1,119 @@
+"""CUDA graphs for mode="reduce-overhead": record a compiled graph once, replay it on each call.
+
+A replay launches every kernel of the graph with one CPU call, which is what removes the Python
+and launch overhead for small batches. The recording needs fixed addresses, so inputs are copied
+into static buffers before each replay. Outputs are cloned after the replay, so a caller may keep
+them across calls (torch.compile instead hands out the static outputs, overwritten on the next call;
+the clone costs one copy per output and is the safe default).
+
+Skipped (the compiled graph is returned unchanged, with the reason) when: inputs are not on CUDA,
+shapes are symbolic (a graph would be needed per shape), autograd is recording, or the graph
+mutates its inputs (a replay would not write the caller's tensors).
+"""
+
+from __future__ import annotations
+
+import logging
+import operator
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+log = logging.getLogger(__name__)
+_WARMUP_CALLS = 3
+
+
+# operator.__iadd__ and friends: "__i" + the name of an existing binary operator.
+_INPLACE_OPERATORS = {
+    getattr(operator, n)
+    for n in dir(operator)
+    if n.startswith("__i") and hasattr(operator, "__" + n[3:])
+}
+
+
+def _mutates_inputs(gm: torch.fx.GraphModule) -> bool:
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and node.target in _INPLACE_OPERATORS:
+            return True
+        if (
+            node.op == "call_method"
+            and node.target.endswith("_")
+            and not node.target.startswith("_")
+        ):
+            return True
+        if node.op == "call_function":
+            name = getattr(node.target, "__name__", "")
+            if name.endswith("_") and not name.startswith("_") or "out" in node.kwargs:
+                return True
+            schema = getattr(node.target, "_schema", None)
+            if schema is not None and schema.is_mutable:
+                return True
+    return False
+
+
+def _is_dynamic(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> bool:
+    for value in example_inputs:
+        if isinstance(value, torch.SymInt):
+            return True
+    for node in gm.graph.nodes:
+        fake = node.meta.get("example_value")
+        if isinstance(fake, torch.Tensor) and any(isinstance(s, torch.SymInt) for s in fake.shape):
+            return True
+    return False
+
+
+def skip_reason(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> str | None:
+    """Why this graph cannot run as a CUDA graph, or None when it can."""
+    tensors = [v for v in example_inputs if isinstance(v, torch.Tensor)]
+    if not tensors or any(t.device.type != "cuda" for t in tensors):
+        return "inputs are not all on CUDA"
+    if torch.is_grad_enabled() and any(t.requires_grad for t in [*tensors, *gm.parameters()]):
+        return "autograd is recording (the backward graph is not recorded)"
+    if _is_dynamic(gm, example_inputs):
+        return "shapes are dynamic"
+    if _mutates_inputs(gm):
+        return "the graph mutates its inputs"
+    return None
+
+
+def wrap_cudagraphs(
+    compiled: Callable[..., Any], gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> tuple[Callable[..., Any], str]:
+    """``(callable, status)``: ``compiled`` recorded as a CUDA graph ("on"), or unchanged with the
+    reason it was skipped. Recording happens on the first call (after warm-up on a side stream)."""
+    reason = skip_reason(gm, example_inputs)
+    if reason is not None:
+        log.info("torchkiln: CUDA graphs skipped: %s", reason)
+        return compiled, f"skipped: {reason}"
+    return _CUDAGraphRunner(compiled), "on"
+
+
+class _CUDAGraphRunner:
+    def __init__(self, compiled: Callable[..., Any]) -> None:
+        self.compiled = compiled
+        self.graph: torch.cuda.CUDAGraph | None = None
+        self.static_inputs: list[Any] = []
+        self.static_outputs: Sequence[Any] = ()
+
+    def _record(self, args: Sequence[Any]) -> None:
+        self.static_inputs = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # warm-up allocations stay out of the recorded pool
+            for _ in range(_WARMUP_CALLS):
+                self.compiled(*self.static_inputs)
+        torch.cuda.current_stream().wait_stream(stream)
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self.static_outputs = self.compiled(*self.static_inputs)
+        self.graph = graph
+
+    def __call__(self, *args: Any) -> list[Any]:
+        if self.graph is None:
+            self._record(args)
+        for static, value in zip(self.static_inputs, args, strict=True):
+            if isinstance(static, torch.Tensor):
+                static.copy_(value)
+        self.graph.replay()
+        return [o.clone() if isinstance(o, torch.Tensor) else o for o in self.static_outputs]

@@ -1,0 +1,219 @@
+"""The backend function B of contract C5: aot-partition -> loop-ir -> a code generator by device.
+
+``make_backend(options, recorder)`` returns a torch.compile-style backend
+``(gm, example_inputs) -> callable``. Each graph is recorded as a ``GraphReport``. Any failure,
+while compiling or on a later call of the compiled graph, makes that graph run eagerly
+(``gm.forward``) with one warning, unless ``options.strict`` is set, in which case it raises
+``BackendCompilerFailed``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+import warnings
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+import torchkiln_aot_partition
+import torchkiln_loop_ir
+
+from torchkiln.cudagraphs import wrap_cudagraphs
+from torchkiln.errors import BackendCompilerFailed, LayerUnavailable
+from torchkiln.options import CompileOptions
+from torchkiln.report import EagerFallback, GraphReport, ReportRecorder
+
+Backend = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
+
+
+def _layer(module: Any, name: str) -> Any:
+    """``module.name``, or a LayerUnavailable saying which contract is missing."""
+    try:
+        return getattr(module, name)
+    except AttributeError:
+        raise LayerUnavailable(f"{module.__name__} does not provide {name} yet") from None
+
+
+def graph_device(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> torch.device:
+    """The device the graph runs on: that of its first tensor input, else of its parameters."""
+    for value in example_inputs:
+        if isinstance(value, torch.Tensor):
+            return value.device
+    for tensor in [*gm.parameters(), *gm.buffers()]:
+        return tensor.device
+    return torch.device("cpu")
+
+
+def _codegen_options(module: Any, class_name: str, given: Any, options: CompileOptions) -> Any:
+    """``given`` if the user passed code generator options; else the generator's own options class
+    holding the CompileOptions knobs it declares (cache_dir, autotune); else None (its defaults)."""
+    if given is not None:
+        return given
+    knobs = {"cache_dir": options.cache_dir, "autotune": options.autotune or None}
+    knobs = {k: v for k, v in knobs.items() if v is not None}
+    cls = getattr(module, class_name, None)
+    if not knobs or cls is None or not dataclasses.is_dataclass(cls):
+        return None
+    declared = {f.name for f in dataclasses.fields(cls)}
+    kept = {k: v for k, v in knobs.items() if k in declared}
+    return cls(**kept) if kept else None
+
+
+def code_generator(device: torch.device, options: CompileOptions) -> Any:
+    """The code generator for ``device``: CppBackend on CPU, TritonBackend on CUDA."""
+    if device.type == "cpu":
+        import torchkiln_codegen_cpp as cpp
+
+        return _layer(cpp, "CppBackend")(
+            options=_codegen_options(cpp, "CppOptions", options.cpp_options, options)
+        )
+    if device.type == "cuda":
+        import torchkiln_codegen_triton as triton
+
+        return _layer(triton, "TritonBackend")(
+            options=_codegen_options(triton, "TritonOptions", options.triton_options, options)
+        )
+    raise LayerUnavailable(
+        f"no code generator for device {device.type!r} (cpu and cuda are supported)"
+    )
+
+
+def loop_ir_options(options: CompileOptions) -> Any:
+    """A ``LoopIROptions`` with the knobs of ``options`` that it declares (others ignored)."""
+    cls = _layer(torchkiln_loop_ir, "LoopIROptions")
+    wanted = {
+        "max_fusions": options.max_fusions,
+        "autotune": options.autotune,
+        "cache_dir": options.cache_dir,
+        **dict(options.loop_ir),
+    }
+    declared = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
+    unknown = set(dict(options.loop_ir)) - declared
+    if unknown:
+        raise LayerUnavailable(f"LoopIROptions has no field(s) {', '.join(sorted(unknown))}")
+    return cls(**{k: v for k, v in wanted.items() if k in declared and v is not None})
+
+
+def one_line(error: BaseException, limit: int = 200) -> str:
+    text = str(error).strip().splitlines()
+    line = f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _summary(
+    index: int,
+    fx_nodes: int,
+    seconds: float,
+    graphs: list[Any],
+    device: torch.device,
+    cudagraphs: str,
+) -> GraphReport:
+    return GraphReport(
+        index=index,
+        fx_nodes=fx_nodes,
+        kernels=sum(int(getattr(g, "num_kernels", len(getattr(g, "kernels", ())))) for g in graphs),
+        extern_calls=[str(op) for g in graphs for op in getattr(g, "extern_calls", ())],
+        fallbacks=[str(op) for g in graphs for op in getattr(g, "fallbacks", ())],
+        compile_seconds=seconds,
+        source_path=str(getattr(graphs[0], "source_path", "") or "") if graphs else "",
+        device=str(device),
+        cudagraphs=cudagraphs,
+    )
+
+
+def make_backend(options: CompileOptions, recorder: ReportRecorder | None = None) -> Backend:
+    """The torchkiln backend (C5) for ``options``, recording into ``recorder`` (or a new one)."""
+    recorder = recorder if recorder is not None else ReportRecorder()
+
+    def torchkiln_backend(
+        gm: torch.fx.GraphModule, example_inputs: list[Any]
+    ) -> Callable[..., Any]:
+        index = recorder.new_index()
+        fx_nodes = len(gm.graph.nodes)
+        compiled_graphs: list[Any] = []
+        reported: list[GraphReport] = []
+        start = time.perf_counter()
+        stage = "setup"
+        try:
+            device = graph_device(gm, example_inputs)
+            codegen = code_generator(device, options)
+            ir_options = loop_ir_options(options)
+            compile_graph = _layer(torchkiln_loop_ir, "compile_graph")
+            aot_compile = _layer(torchkiln_aot_partition, "aot_compile")
+            decompositions = _layer(torchkiln_loop_ir, "decompositions")()
+
+            def fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
+                compiled = compile_graph(aten_gm, aten_inputs, backend=codegen, options=ir_options)
+                compiled_graphs.append(compiled)
+                if reported:  # a backward graph compiled lazily, after the report was written
+                    seconds = reported[0].compile_seconds
+                    reported[0] = _summary(
+                        index, fx_nodes, seconds, compiled_graphs, device, reported[0].cudagraphs
+                    )
+                    recorder.replace_graph(index, reported[0])
+                return compiled
+
+            stage = "aot/loop-ir/codegen"
+            compiled = aot_compile(
+                gm, example_inputs, fw_compiler=fw_compiler, decompositions=decompositions
+            )
+            cudagraphs = ""
+            if options.cudagraphs:
+                compiled, cudagraphs = wrap_cudagraphs(compiled, gm, example_inputs)
+        except Exception as error:  # noqa: BLE001 - any internal failure falls back (C5)
+            return _fall_back(gm, index, fx_nodes, stage, error, options, recorder)
+        reported.append(
+            _summary(
+                index, fx_nodes, time.perf_counter() - start, compiled_graphs, device, cudagraphs
+            )
+        )
+        recorder.add_graph(reported[0])
+        return _guard_calls(compiled, gm, index, fx_nodes, options, recorder)
+
+    torchkiln_backend.recorder = recorder  # type: ignore[attr-defined]
+    return torchkiln_backend
+
+
+def _fall_back(
+    gm: torch.fx.GraphModule,
+    index: int,
+    fx_nodes: int,
+    stage: str,
+    error: Exception,
+    options: CompileOptions,
+    recorder: ReportRecorder,
+) -> Callable[..., Any]:
+    reason = f"{stage} failed on graph {index} ({fx_nodes} FX nodes): {one_line(error)}"
+    if options.strict:
+        raise BackendCompilerFailed(f"torchkiln: {reason} (strict mode)") from error
+    warnings.warn(f"torchkiln: {reason}; running this graph eagerly", stacklevel=2)
+    recorder.add_fallback(EagerFallback(index, fx_nodes, reason))
+    return gm.forward
+
+
+def _guard_calls(
+    compiled: Callable[..., Any],
+    gm: torch.fx.GraphModule,
+    index: int,
+    fx_nodes: int,
+    options: CompileOptions,
+    recorder: ReportRecorder,
+) -> Callable[..., Any]:
+    """``compiled``, switching this graph to eager for good if a call of it raises (non-strict)."""
+    if options.strict:
+        return compiled
+    run = compiled
+
+    def run_graph(*args: Any) -> Any:
+        nonlocal run
+        try:
+            return run(*args)
+        except Exception as error:
+            if run is gm.forward:
+                raise  # the eager graph itself raised: that is the user's error
+            run = gm.forward
+            _fall_back(gm, index, fx_nodes, "running the compiled graph", error, options, recorder)
+            return run(*args)
+
+    return run_graph

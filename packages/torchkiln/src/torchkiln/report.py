@@ -1,0 +1,135 @@
+"""What one compiled function did: a ``CompileReport`` with one ``GraphReport`` per compiled graph.
+
+The pipeline records into a ``ReportRecorder`` owned by the compiled function (no global state);
+``torchkiln.report(compiled)`` takes a frozen snapshot.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GraphReport:
+    """One graph that went through the pipeline.
+
+    fx_nodes: nodes of the torch-level FX graph capture handed the backend.
+    kernels: generated kernels (forward and, when traced, backward).
+    extern_calls: ATen ops run as named extern kernels (e.g. "aten.mm").
+    fallbacks: ATen ops with no lowering, run as their eager ATen kernel.
+    compile_seconds: wall time of the backend for this graph.
+    source_path: the generated wrapper module on disk ("" when none was written).
+    """
+
+    index: int
+    fx_nodes: int
+    kernels: int
+    extern_calls: list[str]
+    fallbacks: list[str]
+    compile_seconds: float
+    source_path: str
+    device: str = "cpu"
+    cudagraphs: str = ""  # "" when not asked; "on" or the reason it was skipped
+
+
+@dataclass(frozen=True)
+class EagerFallback:
+    """A graph (or the whole function) that runs eagerly because the pipeline failed on it."""
+
+    index: int  # graph index, -1 for the whole function (capture itself failed)
+    fx_nodes: int
+    reason: str  # one line
+
+
+@dataclass(frozen=True)
+class CompileReport:
+    graphs: list[GraphReport]
+    eager_fallbacks: list[EagerFallback]
+    graph_breaks: list[str] = field(default_factory=list)  # reasons, when capture reports them
+
+    @property
+    def num_graphs(self) -> int:
+        """Graphs capture produced: compiled ones plus those that fell back to eager."""
+        return len(self.graphs) + sum(1 for f in self.eager_fallbacks if f.index >= 0)
+
+    @property
+    def num_kernels(self) -> int:
+        return sum(g.kernels for g in self.graphs)
+
+    @property
+    def compile_seconds(self) -> float:
+        return sum(g.compile_seconds for g in self.graphs)
+
+    def __str__(self) -> str:
+        from rich.console import Console
+        from rich.table import Table
+
+        table = Table(title="torchkiln compile report")
+        for name in (
+            "graph",
+            "fx nodes",
+            "kernels",
+            "extern calls",
+            "fallbacks",
+            "compile s",
+            "source",
+        ):
+            table.add_column(name, overflow="fold")
+        for g in self.graphs:
+            table.add_row(
+                str(g.index),
+                str(g.fx_nodes),
+                str(g.kernels),
+                ", ".join(g.extern_calls) or "-",
+                ", ".join(g.fallbacks) or "-",
+                f"{g.compile_seconds:.3f}",
+                g.source_path or "-",
+            )
+        for f in self.eager_fallbacks:
+            name = "whole fn" if f.index < 0 else str(f.index)
+            table.add_row(name, str(f.fx_nodes), "eager", "-", "-", "-", f.reason)
+        buffer = io.StringIO()
+        console = Console(file=buffer, width=140, color_system=None)
+        console.print(table)
+        breaks = len(self.graph_breaks)
+        console.print(
+            f"graphs: {self.num_graphs}, graph breaks: {breaks}, "
+            f"eager fallbacks: {len(self.eager_fallbacks)}"
+        )
+        for reason in self.graph_breaks:
+            console.print(f"  graph break: {reason}")
+        return buffer.getvalue()
+
+
+class ReportRecorder:
+    """Mutable, per compiled function: the pipeline appends, ``snapshot()`` freezes."""
+
+    def __init__(self) -> None:
+        self._graphs: list[GraphReport] = []
+        self._fallbacks: list[EagerFallback] = []
+        self._next_index = 0
+
+    def new_index(self) -> int:
+        index = self._next_index
+        self._next_index += 1
+        return index
+
+    def add_graph(self, report: GraphReport) -> None:
+        self._graphs.append(report)
+
+    def replace_graph(self, index: int, report: GraphReport) -> None:
+        self._graphs = [report if g.index == index else g for g in self._graphs]
+
+    def add_fallback(self, fallback: EagerFallback) -> None:
+        # A graph that compiled and then failed at run time moves from graphs to fallbacks.
+        self._graphs = [g for g in self._graphs if g.index != fallback.index or fallback.index < 0]
+        self._fallbacks.append(fallback)
+
+    def snapshot(
+        self,
+        graph_breaks: list[str] | None = None,
+        extra_fallbacks: list[EagerFallback] | None = None,
+    ) -> CompileReport:
+        fallbacks = list(self._fallbacks) + list(extra_fallbacks or [])
+        return CompileReport(list(self._graphs), fallbacks, list(graph_breaks or []))

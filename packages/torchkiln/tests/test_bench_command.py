@@ -1,0 +1,160 @@
+"""The benchmark command: suites, the JSON schema, the table, one model end to end."""
+
+import builtins
+import json
+
+import pytest
+import torch
+from torchkiln.bench import cli, runner, suites, table, zoo
+from torchkiln.bench.runner import ROW_KEYS, Row
+
+META_KEYS = {
+    "command",
+    "date",
+    "python",
+    "torch",
+    "triton",
+    "packages",
+    "device",
+    "device_name",
+    "options",
+}
+
+
+def test_zoo_is_deterministic_and_in_eval_mode() -> None:
+    for name in zoo.MODELS:
+        model_a, inputs_a = zoo.build(name, batch=1, seed=3)
+        model_b, inputs_b = zoo.build(name, batch=1, seed=3)
+        assert not model_a.training
+        with torch.no_grad():
+            torch.testing.assert_close(model_a(*inputs_a), model_b(*inputs_b), rtol=0, atol=0)
+    with pytest.raises(KeyError, match="the zoo has"):
+        zoo.build("nope")
+
+
+def test_a_missing_suite_is_skipped_with_a_message(monkeypatch, capsys, tmp_path) -> None:
+    real_import = builtins.__import__
+
+    def no_timm(name, *args, **kwargs):
+        if name == "timm" or name.startswith("timm."):
+            raise ImportError("No module named 'timm'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_timm)
+    with pytest.raises(suites.SuiteUnavailable, match="timm is not installed"):
+        suites.load_suite("timm")
+    out = tmp_path / "rows.json"
+    assert cli.main(["bench", "--suite", "timm", "--no-peer", "--json", str(out)]) == 0
+    assert "suite 'timm' skipped" in capsys.readouterr().err
+    assert json.loads(out.read_text())["rows"] == []
+
+
+def test_one_zoo_model_end_to_end_with_json(tmp_path, capsys) -> None:
+    out = tmp_path / "result.json"
+    code = cli.main(
+        [
+            "bench",
+            "--models",
+            "mlp_mixer",
+            "--repeat",
+            "3",
+            "--warmup",
+            "1",
+            "--no-peer",
+            "--batch",
+            "1",
+            "--json",
+            str(out),
+        ]
+    )
+    assert code == 0
+    printed = capsys.readouterr().out
+    assert "mlp_mixer" in printed and "geomean" in printed
+    data = json.loads(out.read_text())
+    assert META_KEYS <= set(data["meta"])
+    assert "--models mlp_mixer" in data["meta"]["command"]
+    assert data["meta"]["packages"]["torchkiln"] == "0.1.0"
+    (row,) = data["rows"]
+    assert set(ROW_KEYS) <= set(row)
+    assert row["model"] == "mlp_mixer" and row["suite"] == "zoo" and row["batch"] == 1
+    assert row["accuracy"] == "pass", row
+    assert row["eager_ms"] > 0 and row["torchkiln_ms"] > 0
+    assert row["speedup"] == pytest.approx(row["speedup"])  # a number, not None
+    assert row["inductor_ms"] is None and row["peak_mem_mb"] is None  # --no-peer, CPU
+
+
+def test_unknown_model_is_an_error(capsys) -> None:
+    assert cli.main(["bench", "--models", "nope", "--no-peer"]) == 2
+    assert "unknown model" in capsys.readouterr().err
+
+
+def test_one_failing_model_does_not_stop_the_run() -> None:
+    def broken(batch):
+        raise RuntimeError("cannot build")
+
+    specs = [suites.ModelSpec("broken", "zoo", broken), suites.zoo_suite()[0]]
+    config = runner.BenchConfig(peer=False, repeat=2, warmup=1, batch=1)
+    rows = runner.run_models(specs, config, progress=False)
+    assert rows[0].accuracy == "error: RuntimeError: cannot build"
+    assert rows[1].accuracy == "pass" and rows[1].speedup is not None
+    text = table.render(rows)
+    assert "1 of 2 models failed: error: RuntimeError: cannot build (1)" in text
+
+
+def test_table_geomean_and_summary() -> None:
+    rows = [
+        Row(
+            "a",
+            "zoo",
+            "cpu",
+            "float32",
+            1,
+            eager_ms=2.0,
+            torchkiln_ms=1.0,
+            speedup=2.0,
+            inductor_speedup=4.0,
+            accuracy="pass",
+        ),
+        Row(
+            "b",
+            "zoo",
+            "cpu",
+            "float32",
+            1,
+            eager_ms=2.0,
+            torchkiln_ms=4.0,
+            speedup=0.5,
+            inductor_speedup=1.0,
+            accuracy="fail",
+        ),
+    ]
+    text = table.render(rows)
+    geomean_line = next(line for line in text.splitlines() if "geomean" in line)
+    assert "1.00x" in geomean_line and "2.00x" in geomean_line
+    assert "1 of 2 models failed: accuracy fail (1)" in text
+
+
+def test_overhead_command_reports_per_call_costs(tmp_path, capsys) -> None:
+    out = tmp_path / "overhead.json"
+    assert (
+        cli.main(["overhead", "--repeat", "3", "--calls", "20", "--no-peer", "--json", str(out)])
+        == 0
+    )
+    result = json.loads(out.read_text())["result"]
+    assert set(result["tiny"]) == {"eager", "torchkiln"}
+    assert (
+        result["tiny"]["eager"]["us_per_call"] > 0 and result["tiny"]["eager"]["vs_eager_us"] == 0
+    )
+    assert "us/call" in capsys.readouterr().out
+
+
+def test_plot_writes_a_png(tmp_path) -> None:
+    pytest.importorskip("matplotlib")  # optional dependency of --plot only
+    from torchkiln.bench.plot import plot_speedups
+
+    rows = [
+        Row("a", "zoo", "cpu", "float32", 1, speedup=1.5, inductor_speedup=2.0, accuracy="pass")
+    ]
+    path = tmp_path / "speedups.png"
+    plot_speedups(rows, str(path))
+    assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
