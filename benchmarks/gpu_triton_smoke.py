@@ -28,6 +28,35 @@ class _Report:
             self.results.append((report.nodeid, report.outcome.upper()))
 
 
+def _autotuned_reduction() -> None:
+    """TritonOptions(autotune=True): times a few configs on the first call, then stays correct."""
+    import sympy
+    import torch
+    from torchkiln_codegen_triton import TritonBackend, TritonOptions
+    from torchkiln_loop_ir.backend import BufferSpec, KernelNode, KernelSpec, KernelStage
+    from torchkiln_loop_ir.ops import ops
+
+    n, m = 4096, 768
+    dev = torch.device("cuda")
+    bufs = {"a": BufferSpec("a", torch.float32, dev, (sympy.Integer(n), sympy.Integer(m)),
+                            (sympy.Integer(m), sympy.Integer(1))),
+            "out": BufferSpec("out", torch.float32, dev, (sympy.Integer(n),), (sympy.Integer(1),))}
+
+    def body(x, r):
+        v = ops.load("a", x[0] * m + r[0])
+        ops.store_reduction("out", x[0], ops.reduction(torch.float32, torch.float32, "sum", v))
+
+    spec = KernelSpec("rowsum_tuned", (sympy.Integer(n),), (sympy.Integer(m),),
+                      (KernelStage("loop", (KernelNode("out", body, True),)),), bufs, ("a",), ("out",))
+    (k,) = TritonBackend(TritonOptions(autotune=True)).compile_kernels([spec])
+    before = k.config
+    for _ in range(2):
+        a, out = torch.randn(n, m, device=dev), torch.empty(n, device=dev)
+        k(a, out)
+        torch.testing.assert_close(out, a.sum(1), rtol=1e-4, atol=1e-3)
+    print(f"PASS: autotuned row sum ({before} -> {k.config})")
+
+
 def _overhead() -> None:
     import sympy
     import torch
@@ -57,6 +86,7 @@ def _overhead() -> None:
         k(a, b, out)
         torch.testing.assert_close(out, a + b)
     print(f"PASS: relaunch with misaligned views ({len(k._launchers)} specializations cached)")
+    _autotuned_reduction()
     for label, fn in (("torchkiln launch", lambda: k(a, b, out)),
                       ("eager torch.add", lambda: torch.add(a, b, out=out))):
         for _ in range(50):

@@ -145,7 +145,7 @@ def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
 def test_every_package_has_its_own_version_and_files() -> None:
     for package_dir in _package_dirs():
         init = package_dir / "src" / _import_name(package_dir) / "__init__.py"
-        assert re.search(r'^__version__ = "\d+\.\d+\.\d+"', init.read_text(), re.M), init
+        assert re.search(r'^__version__ = "\d+\.\d+\.\d+"', init.read_text(), re.MULTILINE), init
         for name in ("README.md", "CHANGELOG.md"):
             assert (package_dir / name).read_text().strip(), package_dir / name
         assert (package_dir / "tests").is_dir()

@@ -1,0 +1,18 @@
+"""Triton kernels and their Python wrapper for scheduled loop-IR kernels."""
+
+from .backend import TritonBackend
+from .errors import CodegenError
+from .kernel import TritonOpsHandler, kernel_source
+from .options import TritonOptions
+from .wrapper import TritonCompiledKernel
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "CodegenError",
+    "TritonBackend",
+    "TritonCompiledKernel",
+    "TritonOpsHandler",
+    "TritonOptions",
+    "kernel_source",
+]

@@ -1,0 +1,86 @@
+"""Everything that differs between Triton versions and the CPU interpreter, in one place.
+
+Math functions outside ``tl``'s long-stable core live in libdevice on CUDA, imported as
+``from triton.language.extra import libdevice`` (Triton >= 3.0). The interpreter
+(TRITON_INTERPRET=1) cannot run libdevice's extern calls, so there every such function is a
+small ``@triton.jit`` helper of the kernel prelude (``_prelude.py``) built from tl.exp/log/sqrt.
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+from typing import Any
+
+import triton
+
+TRITON_VERSION = tuple(int(p) for p in triton.__version__.split(".")[:2] if p.isdigit())
+
+# Functions tl has natively in every supported version (and the interpreter implements).
+NATIVE = {
+    "exp": "tl.exp({0})", "log": "tl.log({0})", "sqrt": "tl.sqrt({0})", "sin": "tl.sin({0})",
+    "cos": "tl.cos({0})", "abs": "tl.abs({0})", "floor": "tl.floor({0})", "ceil": "tl.ceil({0})",
+    "exp2": "tl.exp2({0})", "log2": "tl.log2({0})", "erf": "tl.erf({0})", "rsqrt": "tl.rsqrt({0})",
+}
+
+# name -> libdevice function, for compiled CUDA kernels.
+_LIBDEVICE_NAMES = ["tanh", "sinh", "cosh", "asinh", "acosh", "atanh", "tan", "asin", "acos", "atan", "atan2", "expm1", "log1p", "log10", "erfc", "erfinv", "trunc", "nearbyint", "fmod", "copysign", "pow"]
+
+
+def interpreting() -> bool:
+    """True when Triton runs kernels with its CPU interpreter (read at each call: it is env)."""
+    return os.environ.get("TRITON_INTERPRET", "0") not in ("", "0")
+
+
+def math_table(interpret: bool) -> dict[str, str]:
+    """op name -> format string with {0}, {1} operands, for the mode kernels will run in."""
+    if TRITON_VERSION < (3, 0):
+        raise NotImplementedError(f"triton {triton.__version__}: torchkiln needs triton >= 3.0")
+    table = dict(NATIVE)
+    for name in _LIBDEVICE_NAMES:
+        nargs = 2 if name in ("atan2", "fmod", "copysign", "pow") else 1
+        args = ", ".join(f"{{{i}}}" for i in range(nargs))
+        fn = name.replace("nearbyint", "rint") if interpret else name
+        table[name] = f"_tk_{fn}({args})" if interpret else f"libdevice.{fn}({args})"
+    return table
+
+
+def module_header(interpret: bool) -> str:
+    lines = ["import triton", "import triton.language as tl"]
+    if not interpret:
+        lines.append("from triton.language.extra import libdevice")
+    return "\n".join(lines) + "\n"
+
+
+@functools.lru_cache(maxsize=1)
+def _launch_api() -> tuple[Any, Any, Any] | None:
+    if not ((3, 4) <= TRITON_VERSION <= (3, 9)):
+        return None
+    try:
+        from triton import knobs
+        from triton.runtime import driver
+    except ImportError:
+        return None
+    return knobs.runtime, driver.active.get_current_device, driver.active.get_current_stream
+
+
+def fast_launcher() -> tuple[Any, Any] | None:
+    """(get_current_device, get_current_stream) when a compiled kernel may be relaunched directly.
+
+    Triton 3.4 through 3.9 launch with ``kernel.run(gx, gy, gz, stream, kernel.function,
+    kernel.packed_metadata, launch_metadata, enter_hook, exit_hook, *all_params)``; calling it
+    ourselves skips JITFunction.run's argument binding and cache-key work on every call. None
+    (use ``fn[grid](...)``) on other versions or while a launch hook (a profiler) is installed.
+    """
+    api = _launch_api()
+    if api is None:
+        return None
+    runtime, get_device, get_stream = api
+    if _has_hooks(runtime.launch_enter_hook) or _has_hooks(runtime.launch_exit_hook):
+        return None
+    return get_device, get_stream
+
+
+def _has_hooks(hook: Any) -> bool:
+    # Triton >= 3.5 keeps an (empty by default) HookChain here; earlier versions None
+    return hook is not None and bool(getattr(hook, "calls", True))

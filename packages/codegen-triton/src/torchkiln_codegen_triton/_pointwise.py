@@ -1,0 +1,195 @@
+"""Elementwise ops of the Triton ops handler: one Triton expression per op (see ops.py's list).
+
+Floats follow torch: maximum/minimum propagate NaN, floordiv/remainder round toward -inf for
+integers (Triton's ``//`` and ``%`` truncate, like C).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ._values import TritonValue
+from .printer import tl_dtype
+
+_BOOL = torch.bool
+
+
+class PointwiseOps:
+    """Mixin: needs ``emit``, ``join``, ``as_value``, ``constant`` and ``math`` from the handler."""
+
+    math: dict[str, str]
+
+    def _args(self, args: tuple[Any, ...]) -> list[TritonValue]:
+        dtype = next((a.dtype for a in args if isinstance(a, TritonValue)), torch.float32)
+        return [self.as_value(a, dtype) for a in args]  # type: ignore[attr-defined]
+
+    def _op(self, template: str, *args: Any, dtype: torch.dtype | None = None) -> TritonValue:
+        vals = self._args(args)
+        deps, post = self.join(*vals)  # type: ignore[attr-defined]
+        text = template.format(*(v.name for v in vals))
+        return self.emit(text, dtype or vals[0].dtype, deps, post)  # type: ignore[attr-defined]
+
+    def _math(self, name: str, *args: Any) -> TritonValue:
+        vals = self._args(args)
+        if not vals[0].dtype.is_floating_point:
+            vals = [self._op("{0}.to(tl.float32)", v) for v in vals]
+        return self._op(self.math[name], *vals)
+
+    # arithmetic
+    def add(self, a, b): return self._op("{0} + {1}", a, b)
+    def sub(self, a, b): return self._op("{0} - {1}", a, b)
+    def mul(self, a, b): return self._op("{0} * {1}", a, b)
+
+    def truediv(self, a, b):
+        a, b = self._args((a, b))
+        if not a.dtype.is_floating_point:
+            return self._op("{0}.to(tl.float32) / {1}.to(tl.float32)", a, b, dtype=torch.float32)
+        return self._op("{0} / {1}", a, b)
+
+    def floordiv(self, a, b):
+        a, b = self._args((a, b))
+        if a.dtype.is_floating_point:
+            return self._op("tl.floor({0} / {1})", a, b)
+        q = self._op("{0} // {1}", a, b)
+        r = self._op("{0} % {1}", a, b)
+        fix = self._op("(({0} != 0) & (({0} < 0) != ({1} < 0)))", r, b, dtype=_BOOL)
+        return self._op("tl.where({2}, {0} - 1, {0})", q, b, fix)
+
+    def mod(self, a, b): return self._op("{0} % {1}", a, b)
+
+    def remainder(self, a, b):
+        a, b = self._args((a, b))
+        r = self._op("{0} % {1}", a, b)
+        fix = self._op("(({0} != 0) & (({0} < 0) != ({1} < 0)))", r, b, dtype=_BOOL)
+        return self._op("tl.where({2}, {0} + {1}, {0})", r, b, fix)
+
+    def fmod(self, a, b):
+        a, b = self._args((a, b))
+        if a.dtype.is_floating_point:
+            return self._math("fmod", a, b)
+        return self._op("{0} % {1}", a, b)
+
+    def neg(self, a): return self._op("-{0}", a)
+    def abs(self, a): return self._op("tl.abs({0})", a)
+    def square(self, a): return self._op("{0} * {0}", a)
+    def reciprocal(self, a): return self._op("1.0 / {0}", a)
+
+    def pow(self, a, b):
+        a, b = self._args((a, b))
+        if a.dtype.is_floating_point:
+            return self._math("pow", a, b)
+        f = self._math("pow", a, b)
+        return self._op("tl.floor({0} + 0.5).to(" + tl_dtype(a.dtype) + ")", f, dtype=a.dtype)
+
+    def maximum(self, a, b):
+        a, b = self._args((a, b))
+        if a.dtype.is_floating_point:
+            return self._op("tl.where(({0} > {1}) | ({0} != {0}), {0}, {1})", a, b)
+        return self._op("tl.maximum({0}, {1})", a, b)
+
+    def minimum(self, a, b):
+        a, b = self._args((a, b))
+        if a.dtype.is_floating_point:
+            return self._op("tl.where(({0} < {1}) | ({0} != {0}), {0}, {1})", a, b)
+        return self._op("tl.minimum({0}, {1})", a, b)
+
+    # transcendental
+    def exp(self, a): return self._math("exp", a)
+    def exp2(self, a): return self._math("exp2", a)
+    def expm1(self, a): return self._math("expm1", a)
+    def log(self, a): return self._math("log", a)
+    def log2(self, a): return self._math("log2", a)
+    def log10(self, a): return self._math("log10", a)
+    def log1p(self, a): return self._math("log1p", a)
+    def sqrt(self, a): return self._math("sqrt", a)
+    def rsqrt(self, a): return self._math("rsqrt", a)
+    def sin(self, a): return self._math("sin", a)
+    def cos(self, a): return self._math("cos", a)
+    def tan(self, a): return self._math("tan", a)
+    def asin(self, a): return self._math("asin", a)
+    def acos(self, a): return self._math("acos", a)
+    def atan(self, a): return self._math("atan", a)
+    def atan2(self, a, b): return self._math("atan2", a, b)
+    def sinh(self, a): return self._math("sinh", a)
+    def cosh(self, a): return self._math("cosh", a)
+    def tanh(self, a): return self._math("tanh", a)
+    def asinh(self, a): return self._math("asinh", a)
+    def acosh(self, a): return self._math("acosh", a)
+    def atanh(self, a): return self._math("atanh", a)
+    def erf(self, a): return self._math("erf", a)
+    def erfc(self, a): return self._math("erfc", a)
+    def erfinv(self, a): return self._math("erfinv", a)
+    def copysign(self, a, b): return self._math("copysign", a, b)
+
+    def sigmoid(self, a):
+        a = self._args((a,))[0]
+        if not a.dtype.is_floating_point:
+            a = self._op("{0}.to(tl.float32)", a, dtype=torch.float32)
+        return self._op("1.0 / (1.0 + tl.exp(-{0}))", a)
+
+    def relu(self, a): return self._op("tl.where({0} < 0, 0, {0})", a)
+
+    def sign(self, a):
+        a = self._args((a,))[0]
+        dt = tl_dtype(a.dtype)
+        if a.dtype == _BOOL:
+            return a
+        s = self._op(f"({{0}} > 0).to({dt}) - ({{0}} < 0).to({dt})", a)
+        if a.dtype.is_floating_point:
+            s = self._op("tl.where({1} != {1}, {1}, {0})", s, a)
+        return s
+
+    def _float_round(self, name: str, a: Any) -> TritonValue:
+        a = self._args((a,))[0]
+        if not a.dtype.is_floating_point:
+            return a
+        if name in ("floor", "ceil"):
+            return self._op(f"tl.{name}({{0}})", a)
+        return self._op(self.math[name], a)
+
+    def floor(self, a): return self._float_round("floor", a)
+    def ceil(self, a): return self._float_round("ceil", a)
+    def trunc(self, a): return self._float_round("trunc", a)
+    def round(self, a): return self._float_round("nearbyint", a)
+
+    def signbit(self, a):
+        a = self._args((a,))[0]
+        if a.dtype.is_floating_point:
+            return self._op("({0} < 0) | (({0} == 0) & ((1.0 / {0}) < 0))", a, dtype=_BOOL)
+        return self._op("{0} < 0", a, dtype=_BOOL)
+
+    def isinf(self, a): return self._op('tl.abs({0}) == float("inf")', a, dtype=_BOOL)
+    def isnan(self, a): return self._op("{0} != {0}", a, dtype=_BOOL)
+
+    # logic and bits
+    def logical_and(self, a, b): return self._op("({0} != 0) & ({1} != 0)", a, b, dtype=_BOOL)
+    def logical_or(self, a, b): return self._op("({0} != 0) | ({1} != 0)", a, b, dtype=_BOOL)
+    def logical_xor(self, a, b): return self._op("({0} != 0) ^ ({1} != 0)", a, b, dtype=_BOOL)
+    def logical_not(self, a): return self._op("{0} == 0", a, dtype=_BOOL)
+    def bitwise_and(self, a, b): return self._op("{0} & {1}", a, b)
+    def bitwise_or(self, a, b): return self._op("{0} | {1}", a, b)
+    def bitwise_xor(self, a, b): return self._op("{0} ^ {1}", a, b)
+
+    def bitwise_not(self, a):
+        a = self._args((a,))[0]
+        if a.dtype == _BOOL:
+            return self._op("{0} == 0", a, dtype=_BOOL)
+        return self._op("~{0}", a)
+
+    def bitwise_left_shift(self, a, b): return self._op("{0} << {1}", a, b)
+    def bitwise_right_shift(self, a, b): return self._op("{0} >> {1}", a, b)
+
+    # comparisons and selection
+    def eq(self, a, b): return self._op("{0} == {1}", a, b, dtype=_BOOL)
+    def ne(self, a, b): return self._op("{0} != {1}", a, b, dtype=_BOOL)
+    def lt(self, a, b): return self._op("{0} < {1}", a, b, dtype=_BOOL)
+    def le(self, a, b): return self._op("{0} <= {1}", a, b, dtype=_BOOL)
+    def gt(self, a, b): return self._op("{0} > {1}", a, b, dtype=_BOOL)
+    def ge(self, a, b): return self._op("{0} >= {1}", a, b, dtype=_BOOL)
+
+    def where(self, c, a, b):
+        c = self.as_value(c, _BOOL)  # type: ignore[attr-defined]
+        a, b = self._args((a, b))
+        return self._op("tl.where({0}, {1}, {2})", c, a, b, dtype=a.dtype)

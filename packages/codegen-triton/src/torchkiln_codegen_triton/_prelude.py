@@ -1,0 +1,174 @@
+"""Helper ``@triton.jit`` functions written into every kernel module.
+
+The ``_tk_*`` math helpers stand in for libdevice under the interpreter (see ``_compat.py``);
+they use only tl.exp/log/sqrt/where, in float32, accurate to a few ulp over normal ranges.
+"""
+
+from __future__ import annotations
+
+PRELUDE = '''
+@triton.jit
+def _tk_prod_combine(a, b):
+    return a * b
+
+
+@triton.jit
+def _tk_log1p(x):
+    # Taylor series near 0, where log(1 + x) loses the low bits of x
+    small = x - x * x * 0.5 + x * x * x / 3.0 - x * x * x * x * 0.25 + x * x * x * x * x * 0.2
+    return tl.where(tl.abs(x) < 1e-2, small, tl.log(1.0 + x))
+
+
+@triton.jit
+def _tk_expm1(x):
+    small = x + x * x * 0.5 + x * x * x / 6.0 + x * x * x * x / 24.0
+    return tl.where(tl.abs(x) < 1e-2, small, tl.exp(x) - 1.0)
+
+
+@triton.jit
+def _tk_tanh(x):
+    t = tl.exp(-2.0 * tl.abs(x))
+    r = _tk_expm1(-2.0 * tl.abs(x))
+    y = -r / (1.0 + t)
+    return tl.where(x < 0, -y, y)
+
+
+@triton.jit
+def _tk_sinh(x):
+    e = _tk_expm1(tl.abs(x))
+    y = 0.5 * (e + e / (e + 1.0))
+    return tl.where(x < 0, -y, y)
+
+
+@triton.jit
+def _tk_cosh(x):
+    e = tl.exp(tl.abs(x))
+    return 0.5 * (e + 1.0 / e)
+
+
+@triton.jit
+def _tk_asinh(x):
+    a = tl.abs(x)
+    y = _tk_log1p(a + a * a / (1.0 + tl.sqrt(1.0 + a * a)))
+    return tl.where(x < 0, -y, y)
+
+
+@triton.jit
+def _tk_acosh(x):
+    return tl.log(x + tl.sqrt(x * x - 1.0))
+
+
+@triton.jit
+def _tk_atanh(x):
+    return 0.5 * (_tk_log1p(x) - _tk_log1p(-x))
+
+
+@triton.jit
+def _tk_tan(x):
+    return tl.sin(x) / tl.cos(x)
+
+
+@triton.jit
+def _tk_atan(x):
+    # Cephes atanf: range reduction to |x| <= tan(pi/8), then a degree-9 odd polynomial.
+    a = tl.abs(x)
+    big = a > 2.414213562373095
+    mid = (a > 0.4142135623730950) & (~big)
+    base = tl.where(big, 1.5707963267948966, tl.where(mid, 0.7853981633974483, 0.0))
+    t = tl.where(big, -1.0 / tl.where(big, a, 1.0), tl.where(mid, (a - 1.0) / (a + 1.0), a))
+    z = t * t
+    p = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z
+         - 3.33329491539e-1) * z * t + t
+    y = base + p
+    return tl.where(x < 0, -y, y)
+
+
+@triton.jit
+def _tk_atan2(y, x):
+    a = _tk_atan(y / tl.where(x == 0, 1.0, x))
+    pi = 3.141592653589793
+    r = tl.where(x > 0, a, tl.where(y >= 0, a + pi, a - pi))
+    r = tl.where(x == 0, tl.where(y > 0, pi / 2, tl.where(y < 0, -pi / 2, 0.0)), r)
+    return r
+
+
+@triton.jit
+def _tk_asin(x):
+    return _tk_atan2(x, tl.sqrt((1.0 - x) * (1.0 + x)))
+
+
+@triton.jit
+def _tk_acos(x):
+    return _tk_atan2(tl.sqrt((1.0 - x) * (1.0 + x)), x)
+
+
+@triton.jit
+def _tk_log10(x):
+    return tl.log(x) * 0.4342944819032518
+
+
+@triton.jit
+def _tk_erfc(x):
+    return 1.0 - tl.erf(x)
+
+
+@triton.jit
+def _tk_erfinv(x):
+    # M. Giles, "Approximating the erfinv function" (single precision).
+    w = -tl.log((1.0 - x) * (1.0 + x))
+    ws = w - 2.5
+    p1 = 2.81022636e-08
+    p1 = 3.43273939e-07 + p1 * ws
+    p1 = -3.5233877e-06 + p1 * ws
+    p1 = -4.39150654e-06 + p1 * ws
+    p1 = 0.00021858087 + p1 * ws
+    p1 = -0.00125372503 + p1 * ws
+    p1 = -0.00417768164 + p1 * ws
+    p1 = 0.246640727 + p1 * ws
+    p1 = 1.50140941 + p1 * ws
+    wl = tl.sqrt(tl.maximum(w, 5.0)) - 3.0
+    p2 = -0.000200214257
+    p2 = 0.000100950558 + p2 * wl
+    p2 = 0.00134934322 + p2 * wl
+    p2 = -0.00367342844 + p2 * wl
+    p2 = 0.00573950773 + p2 * wl
+    p2 = -0.0076224613 + p2 * wl
+    p2 = 0.00943887047 + p2 * wl
+    p2 = 1.00167406 + p2 * wl
+    p2 = 2.83297682 + p2 * wl
+    return tl.where(w < 5.0, p1, p2) * x
+
+
+@triton.jit
+def _tk_trunc(x):
+    return tl.where(x < 0, tl.ceil(x), tl.floor(x))
+
+
+@triton.jit
+def _tk_rint(x):
+    # round half to even, like torch.round
+    r = tl.floor(x + 0.5)
+    odd = (r - 2.0 * tl.floor(r * 0.5)) != 0
+    return tl.where(((r - x) == 0.5) & odd, r - 1.0, r)
+
+
+@triton.jit
+def _tk_fmod(a, b):
+    return a - _tk_trunc(a / b) * b
+
+
+@triton.jit
+def _tk_copysign(a, b):
+    neg = (b < 0) | ((b == 0) & (1.0 / b < 0))
+    return tl.where(neg, -tl.abs(a), tl.abs(a))
+
+
+@triton.jit
+def _tk_pow(a, b):
+    mag = tl.exp2(b * tl.log2(tl.abs(a)))
+    bint = tl.floor(b) == b
+    odd = bint & ((b - 2.0 * tl.floor(b * 0.5)) != 0)
+    r = tl.where((a < 0) & odd, -mag, mag)
+    r = tl.where((a < 0) & (~bint), float("nan"), r)
+    return tl.where(b == 0, 1.0, r)
+'''

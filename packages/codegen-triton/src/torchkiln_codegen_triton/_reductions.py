@@ -1,0 +1,153 @@
+"""Reductions in Triton: accumulate per lane of a [XBLOCK, RBLOCK] block, then combine the lanes.
+
+A persistent reduction's lanes hold the row itself (one "iteration"); a looped one carries an
+accumulator per lane across the r-loop. Combining lanes uses tl.sum/max/min/xor_sum and, for
+prod only, tl.reduce with a combine function. Results have shape [XBLOCK, 1] and are "post"
+values of the current stage (computed after its r-loop).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from ._values import XR, TritonValue, full, highest, lowest
+from .errors import CodegenError
+from .printer import tl_dtype
+
+_BIG_INDEX = 2**62
+
+
+def _identity(rtype: str, dtype: torch.dtype) -> float | int:
+    return {"sum": 0, "prod": 1, "any": 0, "xor_sum": 0, "max": lowest(dtype),
+            "min": highest(dtype), "argmax": lowest(dtype), "argmin": highest(dtype)}[rtype]
+
+
+def _combine(rtype: str, acc: str, v: str, dtype: torch.dtype) -> str:
+    fl = dtype.is_floating_point
+    if rtype == "sum":
+        return f"{acc} + {v}"
+    if rtype == "prod":
+        return f"{acc} * {v}"
+    if rtype == "any":
+        return f"{acc} | {v}"
+    if rtype == "xor_sum":
+        return f"{acc} ^ {v}"
+    if rtype in ("max", "min"):
+        op = ">" if rtype == "max" else "<"
+        if fl:  # NaN propagates, as in eager
+            return f"tl.where(({acc} {op} {v}) | ({acc} != {acc}), {acc}, {v})"
+        return f"tl.{'maximum' if rtype == 'max' else 'minimum'}({acc}, {v})"
+    raise CodegenError(f"no combine for reduction {rtype!r}")
+
+
+def _lanes(rtype: str, acc: str, dtype: torch.dtype) -> str:
+    """Combine the RBLOCK lanes of ``acc`` into a [XBLOCK, 1] result."""
+    if rtype == "sum":
+        return f"tl.sum({acc}, 1)[:, None]"
+    if rtype == "prod":
+        return f"tl.reduce({acc}, 1, _tk_prod_combine)[:, None]"
+    if rtype == "any":
+        return f"tl.max({acc}.to(tl.int8), 1)[:, None] != 0"
+    if rtype == "xor_sum":
+        return f"tl.xor_sum({acc}, 1)[:, None]"
+    fn = "tl.max" if rtype in ("max", "argmax") else "tl.min"
+    out = f"{fn}({acc}, 1)[:, None]"
+    if dtype.is_floating_point:
+        out = f"tl.where(tl.max(({acc} != {acc}).to(tl.int8), 1)[:, None] != 0, float(\"nan\"), {out})"
+    return out
+
+
+def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: str,
+                   value: TritonValue) -> Any:
+    """Emit ``rtype`` of ``value`` over the r dims in handler ``h``'s current stage."""
+    stage = h.stage_index
+    looped = h._stage.looped
+    if rtype == "welford_reduce":
+        return _welford(h, value, looped)
+    if rtype in ("argmax", "argmin"):
+        return _arg(h, rtype, value, looped)
+    if rtype not in ("sum", "prod", "max", "min", "any", "xor_sum"):
+        raise CodegenError(f"reduction type {rtype!r} is not supported by the Triton backend")
+    acc_dtype = torch.bool if rtype == "any" else dtype
+    v = value.name if value.dtype == acc_dtype else (
+        f"({value.name} != 0)" if acc_dtype == torch.bool else f"{value.name}.to({tl_dtype(acc_dtype)})")
+    vb = h.emit(f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])", acc_dtype, XR)
+    ident = _identity(rtype, acc_dtype)
+    acc = h.new_name("_acc")
+    if looped:
+        h.line(f"{acc} = {full(ident, acc_dtype, '[XBLOCK, RBLOCK]')}", "prefix")
+        h.line(f"{acc} = tl.where(rmask, {_combine(rtype, acc, vb.name, acc_dtype)}, {acc})", "body")
+    else:
+        h.line(f"{acc} = tl.where(rmask, {vb.name}, {full(ident, acc_dtype)})", "body")
+    result = h.emit(_lanes(rtype, acc, acc_dtype), acc_dtype, frozenset({"x"}), stage, cse=False)
+    if result.dtype != dtype:
+        result = h.to_dtype(result, dtype)
+    return result
+
+
+def _arg(h: Any, rtype: str, value: TritonValue, looped: bool) -> TritonValue:
+    """Index of the first extreme element along the flattened r range (NaN counts as extreme)."""
+    dt = value.dtype
+    vb = h.emit(f"tl.broadcast_to({value.name}, [XBLOCK, RBLOCK])", dt, XR)
+    ident = _identity(rtype, dt)
+    accv, acci = h.new_name("_accv"), h.new_name("_acci")
+    idx = "tl.broadcast_to(rindex.to(tl.int64), [XBLOCK, RBLOCK])"
+    if looped:
+        op = ">" if rtype == "argmax" else "<"
+        better = f"({vb.name} {op} {accv})"
+        if dt.is_floating_point:
+            better = f"({better} | (({vb.name} != {vb.name}) & ({accv} == {accv})))"
+        h.line(f"{accv} = {full(ident, dt, '[XBLOCK, RBLOCK]')}", "prefix")
+        h.line(f"{acci} = {full(_BIG_INDEX, torch.int64, '[XBLOCK, RBLOCK]')}", "prefix")
+        cond = h.new_name("_take")
+        h.line(f"{cond} = rmask & {better}", "body")
+        h.line(f"{accv} = tl.where({cond}, {vb.name}, {accv})", "body")
+        h.line(f"{acci} = tl.where({cond}, {idx}, {acci})", "body")
+    else:
+        h.line(f"{accv} = tl.where(rmask, {vb.name}, {full(ident, dt)})", "body")
+        h.line(f"{acci} = tl.where(rmask, {idx}, {_BIG_INDEX})", "body")
+    stage = h.stage_index
+    best = h.emit(_lanes("max" if rtype == "argmax" else "min", accv, dt), dt, frozenset({"x"}),
+                  stage, cse=False)
+    hit = f"({accv} == {best.name})"
+    if dt.is_floating_point:
+        hit = f"({hit} | (({accv} != {accv}) & ({best.name} != {best.name})))"
+    return h.emit(f"tl.min(tl.where({hit}, {acci}, {_BIG_INDEX}), 1)[:, None]", torch.int64,
+                  frozenset({"x"}), stage, cse=False)
+
+
+def _welford(h: Any, value: TritonValue, looped: bool) -> tuple[TritonValue, TritonValue, TritonValue]:
+    """(mean, m2, weight) of the row, float32."""
+    f32 = torch.float32
+    v = value.name if value.dtype == f32 else f"{value.name}.to(tl.float32)"
+    vb = h.emit(f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])", f32, XR)
+    stage = h.stage_index
+    x = frozenset({"x"})
+    if not looped:
+        # the whole row is in registers: two passes over it are exact and cheap
+        w = h.emit("tl.sum(tl.where(rmask, 1.0, 0.0) + tl.zeros([XBLOCK, RBLOCK], tl.float32), 1)[:, None]",
+                   f32, x, stage, cse=False)
+        s = h.emit(f"tl.sum(tl.where(rmask, {vb.name}, 0.0), 1)[:, None]", f32, x, stage, cse=False)
+        mean = h.emit(f"{s.name} / {w.name}", f32, x, stage, cse=False)
+        dev = h.new_name("_dev")
+        h.line(f"{dev} = tl.where(rmask, {vb.name} - {mean.name}, 0.0)", "suffix")
+        m2 = h.emit(f"tl.sum({dev} * {dev}, 1)[:, None]", f32, x, stage, cse=False)
+        return mean, m2, w
+    m, m2a, wa = h.new_name("_wmean"), h.new_name("_wm2"), h.new_name("_wweight")
+    for name in (m, m2a, wa):
+        h.line(f"{name} = tl.zeros([XBLOCK, RBLOCK], tl.float32)", "prefix")
+    wn, d, mn = h.new_name("_wn"), h.new_name("_wd"), h.new_name("_wmn")
+    h.line(f"{wn} = tl.where(rmask, {wa} + 1.0, {wa})", "body")
+    h.line(f"{d} = {vb.name} - {m}", "body")
+    h.line(f"{mn} = tl.where(rmask, {m} + {d} / tl.maximum({wn}, 1.0), {m})", "body")
+    h.line(f"{m2a} = tl.where(rmask, {m2a} + {d} * ({vb.name} - {mn}), {m2a})", "body")
+    h.line(f"{m} = {mn}", "body")
+    h.line(f"{wa} = {wn}", "body")
+    # Chan et al.: combine lanes exactly from their (mean, m2, weight)
+    w = h.emit(f"tl.sum({wa}, 1)[:, None]", f32, x, stage, cse=False)
+    mean = h.emit(f"tl.sum({wa} * {m}, 1)[:, None] / {w.name}", f32, x, stage, cse=False)
+    m2 = h.emit(f"tl.sum({m2a} + {wa} * ({m} - {mean.name}) * ({m} - {mean.name}), 1)[:, None]",
+                f32, x, stage, cse=False)
+    return mean, m2, w

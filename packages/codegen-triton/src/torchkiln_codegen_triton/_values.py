@@ -1,0 +1,67 @@
+"""What the Triton ops handler passes around: named values of the kernel being generated."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from .printer import tl_dtype
+
+X = frozenset({"x"})
+R = frozenset({"r"})
+XR = frozenset({"x", "r"})
+NONE: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True, eq=False)
+class TritonValue:
+    """A variable of the generated kernel.
+
+    deps: which block dims it varies along ("x", "r"), so loads/stores broadcast and mask right.
+    post: the stage whose reduction it depends on, when it must be computed after that stage's
+        r-loop (None when it can be computed inside or before the loop).
+    """
+
+    name: str
+    dtype: torch.dtype
+    deps: frozenset[str]
+    post: int | None = None
+
+    def __str__(self) -> str:
+        return self.name
+
+
+def literal(value: object, dtype: torch.dtype) -> str:
+    """A Python literal Triton accepts inside ``tl.full`` for ``value`` of ``dtype``."""
+    if dtype == torch.bool:
+        return "1" if value else "0"
+    if dtype.is_floating_point:
+        v = float(value)  # type: ignore[arg-type]
+        if math.isnan(v):
+            return 'float("nan")'
+        if math.isinf(v):
+            return 'float("inf")' if v > 0 else 'float("-inf")'
+        return repr(v)
+    return str(int(value))  # type: ignore[arg-type]
+
+
+def full(value: object, dtype: torch.dtype, shape: str = "[1]") -> str:
+    return f"tl.full({shape}, {literal(value, dtype)}, {tl_dtype(dtype)})"
+
+
+def lowest(dtype: torch.dtype) -> float | int:
+    if dtype.is_floating_point:
+        return float("-inf")
+    if dtype == torch.bool:
+        return 0
+    return torch.iinfo(dtype).min
+
+
+def highest(dtype: torch.dtype) -> float | int:
+    if dtype.is_floating_point:
+        return float("inf")
+    if dtype == torch.bool:
+        return 1
+    return torch.iinfo(dtype).max

@@ -1,0 +1,50 @@
+"""``TritonBackend``: the loop-IR ``Backend`` that turns KernelSpecs into Triton kernels."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec
+
+from ._compat import interpreting
+from .autotune import heuristic_config
+from .cache import load_module, write_source
+from .errors import CodegenError
+from .kernel import generate
+from .options import TritonOptions
+from .wrapper import TritonCompiledKernel, kernel_name, module_source
+
+
+class TritonBackend:
+    """Code generator for CUDA tensors (or CPU tensors under TRITON_INTERPRET=1)."""
+
+    name = "triton"
+    device_type = "cuda"
+    capabilities = BackendCapabilities(reduction_broadcast_reduction=True, max_reduction_stages=8,
+                                       indirect_store_atomic_add=True)
+
+    def __init__(self, options: TritonOptions | None = None) -> None:
+        self.options = options or TritonOptions()
+
+    def compile_kernel(self, spec: KernelSpec) -> TritonCompiledKernel:
+        interpret = interpreting()
+        cfg = heuristic_config(spec, self.options)
+        path = None
+        try:
+            body = generate(spec, looped=cfg.looped, options=self.options, interpret=interpret,
+                            fn_name=kernel_name(spec))
+            source = module_source(spec, body, interpret=interpret)
+            path = write_source(source, self.options)
+            fn = getattr(load_module(path), kernel_name(spec))
+        except CodegenError as e:
+            if e.path is None and path is not None:
+                raise CodegenError(str(e), path) from e
+            raise
+        except Exception as e:
+            raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}", path) from e
+        return TritonCompiledKernel(spec, source, path, fn, cfg,
+                                    autotune=self.options.autotune and not interpret)
+
+    def compile_kernels(self, kernels: Sequence[KernelSpec]) -> list[TritonCompiledKernel]:
+        """One compiled kernel per spec, in order (Triton compiles each lazily at first launch)."""
+        return [self.compile_kernel(k) for k in kernels]

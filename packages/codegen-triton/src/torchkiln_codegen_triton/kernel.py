@@ -1,0 +1,447 @@
+"""Triton source for one ``KernelSpec``: the ops handler that emits it, and ``kernel_source``.
+
+The kernel flattens the x ranges into one ``xindex`` (a block of XBLOCK of them per program) and
+recovers each x variable with ``//`` and ``%``; reductions flatten the r ranges into ``rindex``
+likewise. Pointwise kernels use 1-D blocks ``[XBLOCK]``; reduction kernels 2-D ``[XBLOCK, RBLOCK]``
+(x along dim 0, r along dim 1). A *persistent* reduction holds a whole row (RBLOCK >= rnumel) and
+runs every stage straight through; a *looped* one wraps each loop stage in
+``for roffset in range(0, rnumel, RBLOCK)``, accumulating per lane and combining lanes after it.
+
+Each stage's code goes into three lists: ``prefix`` (loop-invariant, before the r-loop), ``body``
+(inside it) and ``suffix`` (after it: reduction results and what is computed from them).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+import torch
+from torchkiln_loop_ir.backend import KernelSpec
+from torchkiln_loop_ir.indexing import index_symbol
+from torchkiln_loop_ir.ops import set_ops_handler
+
+from . import _reductions
+from ._compat import interpreting, math_table
+from ._pointwise import PointwiseOps
+from ._values import NONE, TritonValue, full
+from .errors import CodegenError
+from .options import TritonOptions
+from .printer import texpr, tl_dtype
+
+_LOW_PRECISION = (torch.float16, torch.bfloat16)
+
+
+@dataclass
+class _Stage:
+    prefix: list[str] = field(default_factory=list)
+    body: list[str] = field(default_factory=list)
+    suffix: list[str] = field(default_factory=list)
+    looped: bool = False
+
+
+class TritonOpsHandler(PointwiseOps):
+    """The loop-IR ops handler that writes Triton code for one kernel (CSE'd ``tmpN = ...`` lines)."""
+
+    def __init__(self, spec: KernelSpec, arg_names: dict[str, str], *, reduction: bool,
+                 looped: bool, options: TritonOptions, interpret: bool) -> None:
+        self.spec = spec
+        self.arg_names = arg_names
+        self.reduction_kernel = reduction
+        self.looped = looped
+        self.options = options
+        self.math = math_table(interpret)
+        self.stages: list[_Stage] = []
+        self.stage_index = -1
+        self._cse: dict[str, tuple[TritonValue, str]] = {}
+        self._loads: dict[tuple[str, str], TritonValue] = {}
+        self._stored: dict[tuple[str, str], tuple[TritonValue, str]] = {}
+        self._sym: dict[sympy.Symbol, tuple[frozenset[str], int | None]] = {}
+        self._masks: list[TritonValue] = []
+        self._counter = 0
+        self._indirect = 0
+        self._busy: set[str] = set()
+        self.xvars: list[sympy.Expr] = []
+        self.rvars: list[sympy.Expr] = []
+
+    # -- structure -----------------------------------------------------------------------
+    def declare_symbol(self, sym: sympy.Symbol, deps: frozenset[str]) -> None:
+        self._sym[sym] = (deps, None)
+
+    def begin_stage(self, looped: bool) -> None:
+        self.stage_index += 1
+        self.stages.append(_Stage(looped=looped))
+
+    def end_stage(self) -> None:
+        # values computed inside an r-loop are out of scope after it
+        self._cse = {k: v for k, v in self._cse.items() if v[1] != "body"}
+        self._loads = {k: v for k, v in self._loads.items() if self._cse.get(v.name)}
+        self._stored = {k: v for k, v in self._stored.items() if v[1] != "body"}
+
+    @property
+    def _stage(self) -> _Stage:
+        return self.stages[-1]
+
+    def new_name(self, prefix: str = "tmp") -> str:
+        self._counter += 1
+        return f"{prefix}{self._counter}"
+
+    def location(self, deps: frozenset[str], post: int | None) -> str:
+        if post is not None and post == self.stage_index:
+            return "suffix"
+        if "r" in deps and self._stage.looped:
+            return "body"
+        return "prefix"
+
+    def line(self, text: str, loc: str) -> None:
+        getattr(self._stage, loc).append(text)
+
+    def emit(self, expr: str, dtype: torch.dtype, deps: frozenset[str], post: int | None = None,
+             *, cse: bool = True) -> TritonValue:
+        """``tmpN = expr`` in the right list, reusing an earlier identical expression."""
+        if post is not None and post != self.stage_index:
+            post = None
+        if cse and expr in self._cse:
+            return self._cse[expr][0]
+        loc = self.location(deps, post)
+        value = TritonValue(self.new_name(), dtype, deps, post)
+        self.line(f"{value.name} = {expr}", loc)
+        if cse:
+            self._cse[expr] = (value, loc)
+            self._cse[value.name] = (value, loc)
+        return value
+
+    @staticmethod
+    def join(*values: Any) -> tuple[frozenset[str], int | None]:
+        deps: frozenset[str] = NONE
+        post = None
+        for v in values:
+            if isinstance(v, TritonValue):
+                deps = deps | v.deps
+                if v.post is not None:
+                    post = v.post if post is None else max(post, v.post)
+        return deps, post
+
+    def shape(self, deps: frozenset[str]) -> str:
+        if not self.reduction_kernel:
+            return "[XBLOCK]" if deps else "[1]"
+        return {frozenset(): "[1, 1]", frozenset({"x"}): "[XBLOCK, 1]",
+                frozenset({"r"}): "[1, RBLOCK]"}.get(deps, "[XBLOCK, RBLOCK]")
+
+    # -- indices ---------------------------------------------------------------------------
+    def index_info(self, index: sympy.Expr) -> tuple[frozenset[str], int | None]:
+        deps: frozenset[str] = NONE
+        post = None
+        for sym in sympy.sympify(index).free_symbols:
+            d, p = self._sym.get(sym, (NONE, None))
+            deps = deps | d
+            if p is not None:
+                post = p
+        return deps, post
+
+    def _mask_text(self, deps: frozenset[str]) -> str | None:
+        parts = [m for m, d in (("xmask", "x"), ("rmask", "r")) if d in deps]
+        parts += [m.name for m in self._masks]
+        return " & ".join(parts) if parts else None
+
+    def _pointer(self, name: str, index: sympy.Expr, deps: frozenset[str]) -> str:
+        idx_deps, _ = self.index_info(index)
+        ptr = f"{self.arg_names[name]} + ({texpr(index)})"
+        if idx_deps != deps:  # broadcast the pointer to the shape of its mask/value
+            ptr += f" + tl.zeros({self.shape(deps)}, tl.int32)"
+        return ptr
+
+    def _recompute(self, name: str) -> bool:
+        """Re-run the pointwise body that computes local buffer ``name`` in the current scope
+        (its earlier value lived inside another stage's r-loop)."""
+        for stage in self.spec.stages:
+            for node in stage.nodes:
+                if node.buffer == name and not node.is_reduction and name not in self._busy:
+                    self._busy.add(name)
+                    try:
+                        node.body(list(self.xvars), list(self.rvars))
+                    finally:
+                        self._busy.discard(name)
+                    return True
+        return False
+
+    # -- memory ----------------------------------------------------------------------------
+    def load(self, name: str, index: sympy.Expr) -> TritonValue:
+        key = (name, str(index))
+        if key in self._stored:
+            return self._stored[key][0]
+        if name in self.spec.local_buffers and self._recompute(name) and key in self._stored:
+            return self._stored[key][0]
+        if name in self.spec.local_buffers or name not in self.arg_names:
+            raise CodegenError(
+                f"kernel {self.spec.name}: load of {name!r} at {index} has no earlier store in this "
+                "kernel scope and the buffer is not a kernel argument")
+        deps, post = self.index_info(index)
+        mask_vals = self._masks
+        deps, post = self.join(TritonValue("", torch.bool, deps, post), *mask_vals)
+        if key in self._loads and not mask_vals:
+            return self._loads[key]
+        buf = self.spec.buffers[name]
+        mask = self._mask_text(deps)
+        ptr = self._pointer(name, index, deps)
+        text = f"tl.load({ptr}, {mask}, other=0)" if mask else f"tl.load({ptr})"
+        dtype = buf.dtype
+        if dtype in _LOW_PRECISION:  # computed in float32, like eager's kernels do internally
+            text += ".to(tl.float32)"
+            dtype = torch.float32
+        value = self.emit(text, dtype, deps, post)
+        if not mask_vals:
+            self._loads[key] = value
+        return value
+
+    def _store_common(self, name: str, index: sympy.Expr, value: Any, mode: str | None) -> None:
+        value = self.as_value(value, self.spec.buffers[name].dtype)
+        key = (name, str(index))
+        idx_deps, idx_post = self.index_info(index)
+        base = frozenset({"x"})  # a store happens once per x index: mask by xmask even for ()
+        deps, post = self.join(TritonValue("", torch.bool, idx_deps | base, idx_post), value,
+                               *self._masks)
+        if post is not None and post != self.stage_index:
+            post = None
+        loc = self.location(deps, post)
+        self._stored[key] = (value, loc)
+        self._loads = {k: v for k, v in self._loads.items() if k[0] != name}
+        if name in self.spec.local_buffers:
+            return
+        if name not in self.arg_names:
+            raise CodegenError(f"kernel {self.spec.name}: store to {name!r}, which is neither an "
+                               "output nor a local buffer")
+        dtype = self.spec.buffers[name].dtype
+        val = value.name if value.dtype == dtype else f"{value.name}.to({tl_dtype(dtype)})"
+        ptr = self._pointer(name, index, deps)
+        mask = self._mask_text(deps)
+        if mode == "atomic_add":
+            self.line(f"tl.atomic_add({ptr}, {val}, {mask or 'None'})", loc)
+        elif mode is None:
+            self.line(f"tl.store({ptr}, {val}, {mask})" if mask else f"tl.store({ptr}, {val})", loc)
+        else:
+            raise CodegenError(f"store mode {mode!r} is not supported by the Triton backend")
+
+    def store(self, name: str, index: sympy.Expr, value: Any, mode: str | None = None) -> None:
+        self._store_common(name, index, value, mode)
+
+    def store_reduction(self, name: str, index: sympy.Expr, value: Any) -> None:
+        if isinstance(value, tuple):
+            raise CodegenError("store_reduction got a tuple (a welford result): store its parts")
+        self._store_common(name, index, value, None)
+
+    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str,
+                  value: Any) -> Any:
+        if not self.reduction_kernel:
+            raise CodegenError(f"kernel {self.spec.name}: ops.reduction in a kernel without rranges")
+        return _reductions.emit_reduction(self, dtype, src_dtype, reduction_type,
+                                          self.as_value(value, src_dtype))
+
+    def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TritonValue:
+        expr = sympy.sympify(expr)
+        deps, post = self.index_info(expr)
+        if not deps:
+            if expr.is_Integer:
+                return self.constant(int(expr), dtype)
+            # a size symbol is a scalar argument (or a constexpr when Triton specialized it to 1)
+            return self.emit(f"(tl.zeros([1], tl.int64) + ({texpr(expr)})).to({tl_dtype(dtype)})",
+                             dtype, deps, post)
+        return self.emit(f"({texpr(expr)}).to({tl_dtype(dtype)})", dtype, deps, post)
+
+    def indirect_indexing(self, value: Any, size: sympy.Expr, check: bool = True) -> sympy.Symbol:
+        value = self.as_value(value, torch.int64)
+        sym = index_symbol("i", self._indirect)
+        self._indirect += 1
+        loc = self.location(value.deps, value.post)
+        self.line(f"{sym.name} = {value.name}", loc)
+        self._sym[sym] = (value.deps, value.post if value.post == self.stage_index else None)
+        if check and self.options.debug_asserts:
+            mask = self._mask_text(value.deps)
+            ok = f"(0 <= {sym.name}) & ({sym.name} < {texpr(size)})"
+            cond = f"({ok}) | ~({mask})" if mask else ok
+            self.line(f'tl.device_assert({cond}, "index out of bounds: 0 <= {sym.name} < '
+                      f'{texpr(size)}")', loc)
+        return sym
+
+    def masked(self, mask: Any, body: Any, other: Any) -> Any:
+        mask = self.as_value(mask, torch.bool)
+        self._masks.append(mask)
+        try:
+            result = body()
+        finally:
+            self._masks.pop()
+        if result is None:
+            return None
+        result = self.as_value(result, torch.float32)
+        deps, post = self.join(mask, result)
+        other_v = self.as_value(other, result.dtype)
+        return self.emit(f"tl.where({mask.name}, {result.name}, {other_v.name})", result.dtype,
+                         deps, post)
+
+    # -- constants, conversion, random -----------------------------------------------------
+    def as_value(self, x: Any, dtype: torch.dtype) -> TritonValue:
+        if isinstance(x, TritonValue):
+            return x
+        if isinstance(x, bool):
+            return self.constant(x, torch.bool)
+        return self.constant(x, dtype)
+
+    def constant(self, value: Any, dtype: torch.dtype) -> TritonValue:
+        if dtype in _LOW_PRECISION:
+            dtype = torch.float32
+        return self.emit(full(value, dtype), dtype, NONE)
+
+    def to_dtype(self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype | None = None) -> TritonValue:
+        x = self.as_value(x, src_dtype or dtype)
+        if x.dtype == dtype:
+            return x
+        text = f"{x.name}.to({tl_dtype(dtype)})"
+        if dtype == torch.bool:
+            text = f"({x.name} != 0)"
+        return self.emit(text, dtype, x.deps, x.post)
+
+    def to_dtype_bitcast(self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> TritonValue:
+        x = self.as_value(x, src_dtype)
+        src = x.name if x.dtype == src_dtype else f"{x.name}.to({tl_dtype(src_dtype)})"
+        return self.emit(f"{src}.to({tl_dtype(dtype)}, bitcast=True)", dtype, x.deps, x.post)
+
+    def load_seed(self, name: str, offset: Any) -> TritonValue:
+        return self.emit(f"tl.load({self.arg_names[name]} + ({texpr(sympy.sympify(offset))}))",
+                         torch.int64, NONE)
+
+    def _rng(self, fn: str, seed: Any, offset: Any, dtype: torch.dtype) -> TritonValue:
+        seed = self.as_value(seed, torch.int64)
+        offset = self.as_value(offset, torch.int64)
+        deps, post = self.join(seed, offset)
+        return self.emit(f"tl.{fn}({seed.name}, ({offset.name}).to(tl.uint32))", dtype, deps, post)
+
+    def rand(self, seed: Any, offset: Any) -> TritonValue:
+        return self._rng("rand", seed, offset, torch.float32)
+
+    def randn(self, seed: Any, offset: Any) -> TritonValue:
+        return self._rng("randn", seed, offset, torch.float32)
+
+    def randint64(self, seed: Any, offset: Any, low: Any, high: Any) -> TritonValue:
+        bits = self._rng("randint", seed, offset, torch.int32)
+        low = self.as_value(low, torch.int64)
+        high = self.as_value(high, torch.int64)
+        deps, post = self.join(bits, low, high)
+        u = f"({bits.name}.to(tl.uint32).to(tl.int64))"
+        return self.emit(f"{low.name} + {u} % ({high.name} - {low.name})", torch.int64, deps, post)
+
+
+# -- the whole kernel ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """Compile-time facts the launcher needs: argument names and block-size choices."""
+
+    name: str
+    source: str
+    reduction: bool
+    looped: bool
+    xblock: int
+    rblock: int
+    num_warps: int
+
+
+def arg_names(spec: KernelSpec) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for i, name in enumerate(spec.args):
+        names[name] = f"in_ptr{i}" if name in spec.inputs else f"out_ptr{i}"
+    return names
+
+
+def _range_vars(ranges: Sequence[sympy.Expr], prefix: str, index: str) -> tuple[list[sympy.Expr], list[str]]:
+    """Symbols for each range (0 for ranges of size 1) and the lines recovering them."""
+    vars_: list[sympy.Expr] = []
+    lines: list[str] = []
+    for i, size in enumerate(ranges):
+        if sympy.sympify(size) == 1:
+            vars_.append(sympy.Integer(0))
+            continue
+        sym = index_symbol(prefix, i)
+        vars_.append(sym)
+        inner = sympy.Integer(1)
+        for s in ranges[i + 1:]:
+            inner = inner * s
+        expr = index if inner == 1 else f"({index} // {texpr(inner)})"
+        if i > 0:
+            expr = f"({expr} % {texpr(size)})"
+        lines.append(f"{sym.name} = {expr}")
+    return vars_, lines
+
+
+def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
+             interpret: bool | None = None, fn_name: str | None = None) -> str:
+    """The body of the ``@triton.jit`` function for ``spec`` (no module header)."""
+    interpret = interpreting() if interpret is None else interpret
+    reduction = spec.is_reduction
+    names = arg_names(spec)
+    handler = TritonOpsHandler(spec, names, reduction=reduction, looped=looped, options=options,
+                               interpret=interpret)
+    params = list(names.values()) + [str(s) for s in spec.size_args] + ["xnumel"]
+    if reduction:
+        params.append("rnumel")
+    params.append("XBLOCK: tl.constexpr")
+    if reduction:
+        params.append("RBLOCK: tl.constexpr")
+    head = [f"def {fn_name or spec.name}({', '.join(params)}):",
+            "    xoffset = tl.program_id(0) * XBLOCK"]
+    if reduction:
+        head += ["    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
+                 "    xmask = xindex < xnumel",
+                 "    rbase = tl.arange(0, RBLOCK)[None, :]"]
+    else:
+        head += ["    xindex = xoffset + tl.arange(0, XBLOCK)",
+                 "    xmask = xindex < xnumel"]
+    xvars, xlines = _range_vars(spec.xranges, "x", "xindex")
+    rvars, rlines = _range_vars(spec.rranges, "r", "rindex")
+    for v in xvars:
+        if isinstance(v, sympy.Symbol):
+            handler.declare_symbol(v, frozenset({"x"}))
+    for v in rvars:
+        if isinstance(v, sympy.Symbol):
+            handler.declare_symbol(v, frozenset({"r"}))
+    head += ["    " + ln for ln in xlines]
+    rhead = ["rindex = rbase", "rmask = rindex < rnumel", *rlines]
+    if reduction and not looped:
+        head += ["    " + ln for ln in rhead]
+    out = list(head)
+    with set_ops_handler(handler):
+        for stage in spec.stages:
+            is_loop = stage.kind == "loop" and reduction
+            handler.begin_stage(looped and is_loop)
+            handler.xvars = list(xvars)
+            handler.rvars = list(rvars) if stage.kind == "loop" else []
+            for node in stage.nodes:
+                node.body(list(xvars), list(rvars) if stage.kind == "loop" else [])
+            handler.end_stage()
+            st = handler.stages[-1]
+            out += ["    " + ln for ln in st.prefix]
+            if st.looped:
+                out.append("    for roffset in range(0, rnumel, RBLOCK):")
+                out += ["        " + ln for ln in ["rindex = roffset + rbase", *rhead[1:]]]
+                out += ["        " + ln for ln in st.body]
+            else:
+                out += ["    " + ln for ln in st.body]
+            out += ["    " + ln for ln in st.suffix]
+    if len(out) == len(head):
+        out.append("    pass")
+    return "\n".join(out) + "\n"
+
+
+def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> str:
+    """The complete Triton module text for ``kernel`` with its heuristic block sizes."""
+    from .autotune import heuristic_config
+    from .wrapper import kernel_name, module_source
+
+    options = options or TritonOptions()
+    cfg = heuristic_config(kernel, options)
+    interpret = interpreting()
+    body = generate(kernel, looped=cfg.looped, options=options, interpret=interpret,
+                    fn_name=kernel_name(kernel))
+    return module_source(kernel, body, interpret=interpret)
+

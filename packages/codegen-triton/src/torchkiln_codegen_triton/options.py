@@ -1,0 +1,26 @@
+"""Options of the Triton backend (a frozen dataclass passed down; no module-level config)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class TritonOptions:
+    """How kernels are generated and launched.
+
+    persistent_rnumel: a reduction whose row length is at most this keeps the whole row in
+        registers (RBLOCK >= rnumel, one pass per stage); longer rows loop over RBLOCK chunks.
+    autotune: on CUDA, time a few block-size configurations on the first call of each kernel and
+        keep the fastest (ignored under TRITON_INTERPRET=1, where the heuristic is used).
+    debug_asserts: emit ``tl.device_assert`` bounds checks for indirect indices.
+    cache_dir: where kernel sources are written; None means $TORCHKILN_CACHE_DIR or
+        ~/.cache/torchkiln, plus ``/triton``.
+    """
+
+    persistent_rnumel: int = 1024
+    pointwise_xblock: int = 1024
+    looped_rblock: int = 128
+    autotune: bool = False
+    debug_asserts: bool = False
+    cache_dir: str | None = None

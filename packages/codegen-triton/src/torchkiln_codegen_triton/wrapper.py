@@ -1,0 +1,141 @@
+"""The launch side: a compiled kernel object that computes numels and the grid, then launches."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import sympy
+import torch
+from torchkiln_loop_ir.backend import KernelSpec
+
+from ._compat import fast_launcher, module_header
+from ._prelude import PRELUDE
+from .autotune import Config, candidate_configs, pick_fastest
+from .errors import CodegenError
+from .printer import pyexpr
+
+
+def kernel_name(spec: KernelSpec) -> str:
+    """``spec.name`` as a Python identifier (the name of the @triton.jit function)."""
+    name = re.sub(r"\W", "_", spec.name) or "kernel"
+    return name if not name[0].isdigit() else "k_" + name
+
+
+def module_source(spec: KernelSpec, body: str, *, interpret: bool) -> str:
+    return f"{module_header(interpret)}\n{PRELUDE}\n\n@triton.jit\n{body}"
+
+
+def _numel_fn(spec: KernelSpec):
+    """A function of the size ints giving (xnumel, rnumel), compiled once."""
+    def prod(ranges):
+        total = sympy.Integer(1)
+        for r in ranges:
+            total = total * r
+        return pyexpr(sympy.sympify(total))
+    params = ", ".join(str(s) for s in spec.size_args)
+    return eval(f"lambda {params}: (int({prod(spec.xranges)}), int({prod(spec.rranges)}))")
+
+
+def _specialization(arg: Any) -> Any:
+    """What Triton specializes a compiled kernel on, for one argument (a superset, to be safe):
+    tensor dtype and 16-byte alignment; int width, ==1 and divisibility by 16."""
+    if isinstance(arg, torch.Tensor):
+        return (arg.dtype, arg.data_ptr() % 16 == 0)
+    if isinstance(arg, bool):
+        return ("b", arg)
+    if isinstance(arg, int):
+        return (arg == 1, arg % 16 == 0, -(2**31) <= arg < 2**31, arg >= 2**63)
+    return (type(arg), arg)
+
+
+class TritonCompiledKernel:
+    """A launchable kernel: call with tensors for ``spec.args`` then ints for ``spec.size_args``."""
+
+    def __init__(self, spec: KernelSpec, source: str, path: str, fn: Any, config: Config,
+                 *, autotune: bool) -> None:
+        self.name = spec.name
+        self.source = source
+        self.path = path
+        self.config = config
+        self._fn = fn
+        self._nargs = len(spec.args)
+        self._nsizes = len(spec.size_args)
+        self._reduction = spec.is_reduction
+        self._numels = _numel_fn(spec)
+        # retuning reruns the kernel: only safe when it does not read what it writes
+        self._autotune = (autotune and not set(spec.inputs) & set(spec.outputs)
+                          and "tl.atomic_add" not in source)
+        # CUDA only: compiled kernels by specialization key, relaunched without Triton's binder
+        self._launchers: dict[tuple[Any, ...], Any] = {}
+        self._cuda: bool | None = None
+        self._device_index: int | None = None
+
+    def _launch(self, cfg: Config, args: tuple[Any, ...], xnumel: int, rnumel: int) -> None:
+        grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
+        if self._reduction:
+            self._fn[grid](*args, xnumel, rnumel, XBLOCK=cfg.xblock, RBLOCK=cfg.rblock,
+                           num_warps=cfg.num_warps)
+        else:
+            self._fn[grid](*args, xnumel, XBLOCK=cfg.xblock, num_warps=cfg.num_warps)
+
+    def _constexprs(self, cfg: Config) -> tuple[int, ...]:
+        return (cfg.xblock, cfg.rblock) if self._reduction else (cfg.xblock,)
+
+    def _fast_launch(self, args: tuple[Any, ...], xnumel: int, rnumel: int) -> bool:
+        """Relaunch a kernel Triton compiled for the same specialization; False if none yet."""
+        fast = fast_launcher()
+        if fast is None:
+            return False
+        get_device, get_stream = fast
+        params = (*args, xnumel, rnumel) if self._reduction else (*args, xnumel)
+        device = get_device()
+        if self._device_index is not None and self._device_index != device:
+            with torch.cuda.device(self._device_index):  # launch on the tensors' GPU
+                self._launch(self.config, args, xnumel, rnumel)
+            return True
+        key = (device, *(_specialization(a) for a in params))
+        kernel = self._launchers.get(key)
+        cfg = self.config
+        grid0 = (xnumel + cfg.xblock - 1) // cfg.xblock
+        if kernel is None:
+            kernel = self._fn.run(*params, grid=(grid0,), warmup=False, XBLOCK=cfg.xblock,
+                                  num_warps=cfg.num_warps,
+                                  **({"RBLOCK": cfg.rblock} if self._reduction else {}))
+            if kernel is not None and hasattr(kernel, "packed_metadata"):
+                self._launchers[key] = kernel
+            return True
+        kernel.run(grid0, 1, 1, get_stream(device), kernel.function, kernel.packed_metadata, None,
+                   None, None, *params, *self._constexprs(cfg))
+        return True
+
+    def __call__(self, *args: Any) -> None:
+        if len(args) != self._nargs + self._nsizes:
+            raise CodegenError(f"kernel {self.name} takes {self._nargs} tensors and {self._nsizes} "
+                               f"size ints, got {len(args)} arguments", self.path)
+        sizes = args[self._nargs:]
+        xnumel, rnumel = self._numels(*sizes)
+        if xnumel <= 0:
+            return
+        if self._reduction and rnumel <= 0:
+            raise CodegenError(f"kernel {self.name}: reduction over an empty range", self.path)
+        if self._cuda is None:
+            first = next((a for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
+            self._cuda = first is not None
+            self._device_index = first.device.index if first is not None else None
+        if self._autotune and self._cuda:
+            self._autotune = False
+            self.config = pick_fastest(candidate_configs(self.config),
+                                       lambda c: self._launch(c, args, xnumel, rnumel))
+        try:
+            if self._cuda and self._fast_launch(args, xnumel, rnumel):
+                return
+            self._launch(self.config, args, xnumel, rnumel)
+        except CodegenError:
+            raise
+        except Exception as e:
+            raise CodegenError(f"kernel {self.name} failed to launch: {type(e).__name__}: {e}",
+                               self.path) from e
+
+    def __repr__(self) -> str:
+        return f"<TritonCompiledKernel {self.name} {self.config} at {self.path}>"

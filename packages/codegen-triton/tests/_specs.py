@@ -1,0 +1,47 @@
+"""Helpers to hand-build KernelSpecs the way loop-ir's scheduler would."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+import torch
+from torchkiln_loop_ir.backend import BufferSpec, KernelNode, KernelSpec, KernelStage
+
+
+def contiguous(size: Sequence[object]) -> tuple[sympy.Expr, ...]:
+    strides: list[sympy.Expr] = []
+    run = sympy.Integer(1)
+    for s in reversed(list(size)):
+        strides.append(run)
+        run = run * sympy.sympify(s)
+    return tuple(reversed(strides))
+
+
+def buf(name: str, dtype: torch.dtype, size: Sequence[object], stride: Sequence[object] | None = None,
+        offset: object = 0) -> BufferSpec:
+    size_t = tuple(sympy.sympify(s) for s in size)
+    stride_t = tuple(sympy.sympify(s) for s in stride) if stride is not None else contiguous(size_t)
+    return BufferSpec(name, dtype, torch.device("cpu"), size_t, stride_t, sympy.sympify(offset))
+
+
+def spec(name, xranges, rranges, stages, buffers, inputs, outputs, local=(), size_args=()):
+    return KernelSpec(
+        name=name,
+        xranges=tuple(sympy.sympify(r) for r in xranges),
+        rranges=tuple(sympy.sympify(r) for r in rranges),
+        stages=tuple(KernelStage(kind, tuple(KernelNode(b, fn, red) for b, fn, red in nodes))
+                     for kind, nodes in stages),
+        buffers={b.name: b for b in buffers},
+        inputs=tuple(inputs),
+        outputs=tuple(outputs),
+        local_buffers=frozenset(local),
+        size_args=tuple(size_args),
+    )
+
+
+def compile_one(k, options=None):
+    from torchkiln_codegen_triton import TritonBackend
+
+    (ck,) = TritonBackend(options).compile_kernels([k])
+    return ck
