@@ -44,7 +44,7 @@ class BufferSpec:
     device: torch.device
     size: tuple[sympy.Expr, ...]
     stride: tuple[sympy.Expr, ...]
-    offset: sympy.Expr = sympy.Integer(0)
+    offset: sympy.Expr = sympy.Integer(0)  # noqa: RUF009 (an immutable constant)
 
 
 @dataclass(frozen=True)
@@ -118,7 +118,7 @@ class View:
     base: str
     size: tuple[sympy.Expr, ...]
     stride: tuple[sympy.Expr, ...]
-    offset: sympy.Expr = sympy.Integer(0)
+    offset: sympy.Expr = sympy.Integer(0)  # noqa: RUF009 (an immutable constant)
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,37 @@
+"""Decompositions, lowering to a define-by-run loop IR, the fusion scheduler and buffer planning (TorchInductor's core)."""
+
+__version__ = "0.1.0"
+
+from .backend import (
+    Backend,
+    BackendCapabilities,
+    BufferRef,
+    BufferSpec,
+    CompiledKernel,
+    ExternCall,
+    Free,
+    KernelNode,
+    KernelSpec,
+    KernelStage,
+    ScheduledGraph,
+    View,
+)
+from .compile import CompiledGraph, compile_graph, schedule
+from .decompositions import decompositions
+from .errors import LoopIRError, LoweringError, Unlowerable
+from .graph import lower
+from .indexing import FloorDiv, ModularIndexing, index_symbol
+from .ir import GraphIR
+from .lowering import LOWERINGS, register_lowering
+from .ops import ops, set_ops_handler
+from .options import LoopIROptions
+from .reference import ReferenceBackend
+from .scheduler import FusionDecision, MemoryDep
+
+__all__ = [
+    "LOWERINGS", "Backend", "BackendCapabilities", "BufferRef", "BufferSpec", "CompiledGraph",
+    "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "GraphIR", "KernelNode",
+    "KernelSpec", "KernelStage", "LoopIRError", "LoopIROptions", "LoweringError", "MemoryDep",
+    "ModularIndexing", "ReferenceBackend", "ScheduledGraph", "Unlowerable", "View", "compile_graph",
+    "decompositions", "index_symbol", "lower", "ops", "register_lowering", "schedule", "set_ops_handler",
+]

@@ -1,0 +1,92 @@
+"""Simplifying index expressions given the ranges of their loop variables.
+
+Flattening and unflattening iteration spaces writes ``FloorDiv``/``ModularIndexing`` of linear
+sums; with variable ranges most of them collapse back (``ModularIndexing(257*x0 + x1, 1, 257)``
+is ``x1`` when ``x1 < 257``). Equal indices must print equal for the fusion legality check.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import sympy
+
+from .indexing import FloorDiv, ModularIndexing
+
+
+def _linear_terms(expr: sympy.Expr) -> list[tuple[sympy.Expr, sympy.Expr]] | None:
+    """``expr`` as [(coefficient, term)], or None when a coefficient is not an integer."""
+    out = []
+    for term in sympy.Add.make_args(sympy.expand(expr)):
+        coeff, rest = term.as_coeff_Mul()
+        if not coeff.is_Integer:
+            return None
+        out.append((coeff, rest))
+    return out
+
+
+def _max_value(terms, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr | None:
+    total = sympy.Integer(0)
+    for coeff, term in terms:
+        if coeff < 0:
+            return None
+        if term == 1:
+            total += coeff
+        elif term in ranges and sympy.sympify(ranges[term]).is_Integer:
+            total += coeff * (sympy.sympify(ranges[term]) - 1)
+        else:
+            return None
+    return total
+
+
+def _split_div(base, divisor, ranges):
+    """``base // divisor`` as a plain sum when the low part is provably below ``divisor``."""
+    if not divisor.is_Integer:
+        return None
+    terms = _linear_terms(base)
+    if terms is None:
+        return None
+    hi = [(c, t) for c, t in terms if c % divisor == 0]
+    lo = [(c, t) for c, t in terms if c % divisor != 0]
+    mx = _max_value(lo, ranges)
+    if mx is None or mx >= divisor:
+        return None
+    return sum((c // divisor * t for c, t in hi), sympy.Integer(0))
+
+
+def simplify_index(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
+    """An equivalent, simpler expression, given ``0 <= v < ranges[v]`` for each variable."""
+    if not isinstance(expr, sympy.Basic) or expr.is_Atom:
+        return expr
+    if not expr.has(FloorDiv, ModularIndexing):
+        return expr
+
+    def rewrite(e):
+        if isinstance(e, FloorDiv):
+            base, div = (simplify_index(a, ranges) for a in e.args)
+            out = _split_div(base, div, ranges)
+            return out if out is not None else FloorDiv(base, div)
+        if isinstance(e, ModularIndexing):
+            base, div, mod = (simplify_index(a, ranges) for a in e.args)
+            q = _split_div(base, div, ranges)
+            if q is not None and mod.is_Integer:
+                terms = _linear_terms(q)
+                if terms is not None:
+                    kept = [(c, t) for c, t in terms if c % mod != 0]
+                    mx = _max_value(kept, ranges)
+                    if mx is not None and mx < mod:
+                        return sum((c * t for c, t in kept), sympy.Integer(0))
+                    return ModularIndexing(sum((c * t for c, t in kept), sympy.Integer(0)), 1, mod)
+            return ModularIndexing(base, div, mod)
+        return None
+
+    out = expr.replace(lambda e: isinstance(e, (FloorDiv, ModularIndexing)), _keep(rewrite))
+    return sympy.expand(out)
+
+
+def _keep(fn):
+    def inner(e):
+        out = fn(e)
+        return e if out is None else out
+
+    return inner

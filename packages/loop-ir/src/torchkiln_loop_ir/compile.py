@@ -1,0 +1,121 @@
+"""``compile_graph`` (contract C3): lower -> schedule -> backend.compile_kernels -> wrapper."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+
+from .backend import (
+    Backend,
+    BackendCapabilities,
+    BufferSpec,
+    ExternCall,
+    KernelSpec,
+    ScheduledGraph,
+)
+from .graph import lower
+from .ir import Buffer, ComputedBuffer, ExternKernel, GraphIR, NamedView
+from .kernels import steps_for
+from .memory import eliminate_dead_code, plan_memory
+from .options import LoopIROptions
+from .printing import format_scheduled_graph
+from .scheduler import Scheduler
+
+
+def _buffer_specs(graph: GraphIR) -> dict[str, BufferSpec]:
+    specs: dict[str, BufferSpec] = {}
+
+    def add(name, lay, offset=0):
+        specs[name] = BufferSpec(name, lay.dtype, lay.device, tuple(lay.size), tuple(lay.stride), lay.offset)
+
+    for b in graph.inputs:
+        add(b.name, b.layout)
+    for n in graph.nodes:
+        if isinstance(n, ComputedBuffer):
+            add(n.name, n.layout)
+        elif isinstance(n, ExternKernel):
+            for b in n.outputs:
+                if b is not None:
+                    add(b.name, b.layout)
+        elif isinstance(n, NamedView):
+            add(n.name, n.view.layout)
+    return specs
+
+
+def schedule(graph: GraphIR, capabilities: BackendCapabilities,
+             options: LoopIROptions | None = None) -> ScheduledGraph:
+    """Fuse the realized nodes of ``graph`` into kernels and plan its buffers."""
+    options = options or LoopIROptions()
+    outputs = {o.name for o in graph.outputs if isinstance(o, (Buffer, NamedView))}
+    nodes = eliminate_dead_code(graph.nodes, outputs)
+    sched = Scheduler(nodes, capabilities, outputs)
+    sched.fuse(options.max_fusions)
+    plans = {}
+    for g in sched.groups:
+        if not g.is_extern:
+            plan = sched.plan(g.nodes)
+            assert not (plan is None) and not hasattr(plan, "ok"), plan
+            plans[id(g)] = plan
+    buffers = _buffer_specs(graph)
+    steps = steps_for(sched.groups, plans, buffers, outputs)
+    input_names = graph.input_names or [b.name for b in graph.inputs]
+    steps, reuse = plan_memory(steps, buffers, input_names, outputs, options.reuse_buffers)
+    out_names = tuple(o.name if isinstance(o, (Buffer, NamedView)) else o for o in graph.outputs)
+    return ScheduledGraph(tuple(input_names), dict(graph.size_symbols), buffers, tuple(steps), out_names,
+                          reuse)
+
+
+@dataclass
+class CompiledGraph:
+    """A compiled ATen graph: ``cg(*inputs) -> list[Tensor]``."""
+
+    graph_ir: GraphIR
+    scheduled: ScheduledGraph
+    kernels: list[Any]
+    wrapper_source: str
+    source_path: str
+    _call: Any = field(repr=False, default=None)
+
+    def __call__(self, *inputs: Any) -> list[torch.Tensor]:
+        return self._call(inputs)
+
+    @property
+    def num_kernels(self) -> int:
+        return len(self.kernels)
+
+    @property
+    def extern_calls(self) -> list[str]:
+        return list(self.graph_ir.extern_calls)
+
+    @property
+    def fallbacks(self) -> list[str]:
+        return list(self.graph_ir.fallbacks)
+
+    @property
+    def kernel_specs(self) -> list[KernelSpec]:
+        return [s for s in self.scheduled.steps if isinstance(s, KernelSpec)]
+
+    @property
+    def extern_steps(self) -> list[ExternCall]:
+        return [s for s in self.scheduled.steps if isinstance(s, ExternCall)]
+
+    def schedule_text(self) -> str:
+        """The schedule as readable text (kernels, their stages and bodies, externs, frees)."""
+        return format_scheduled_graph(self.scheduled)
+
+
+def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backend: Backend,
+                  options: LoopIROptions | None = None) -> CompiledGraph:
+    """Compile an ATen graph (contract C2's ``aten_gm``) with ``backend`` (contract C3)."""
+    from .wrapper import load_wrapper
+
+    options = options or LoopIROptions()
+    graph_ir = lower(gm, example_inputs, options)
+    scheduled = schedule(graph_ir, backend.capabilities, options)
+    specs = [s for s in scheduled.steps if isinstance(s, KernelSpec)]
+    kernels = list(backend.compile_kernels(specs)) if specs else []
+    call, source, path = load_wrapper(scheduled, kernels, options.resolved_cache_dir())
+    return CompiledGraph(graph_ir, scheduled, kernels, source, path, call)

@@ -1,0 +1,322 @@
+"""Lowering an ATen FX graph to the loop IR (``lower``), with the realize policy.
+
+Every ATen node is handed to its lowering in ``LOWERINGS``; ops without one (or whose lowering
+declines with ``Unlowerable``) become an ``ExternKernel`` of kind "fallback" running the ATen
+kernel. Pointwise results stay unrealized (inlined into their consumers) unless a reason says
+they must live in memory; the reason is recorded on the ``ComputedBuffer``.
+"""
+
+from __future__ import annotations
+
+import operator
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+import torch
+import torch.fx
+import torch.utils._pytree as pytree
+
+from .errors import Unlowerable
+from .ir import (
+    Buffer,
+    ComputedBuffer,
+    ExternKernel,
+    FixedLayout,
+    GraphIR,
+    InputBuffer,
+    IRNode,
+    NamedView,
+    Pointwise,
+    Reduction,
+    ReinterpretView,
+    contiguous_strides,
+)
+from .options import LoopIROptions
+
+
+def to_expr(value: Any) -> sympy.Expr:
+    """An int or SymInt as a sympy expression."""
+    if isinstance(value, torch.SymInt):
+        return sympy.sympify(value.node.expr)
+    if isinstance(value, sympy.Expr):
+        return value
+    return sympy.Integer(int(value))
+
+
+def _is_dense(size: Sequence[sympy.Expr], stride: Sequence[sympy.Expr]) -> bool:
+    """True if the strides are a permutation of contiguous strides (no gaps, no overlap)."""
+    try:
+        dims = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: int(stride[d]))
+    except TypeError:
+        return False
+    expected: sympy.Expr = sympy.Integer(1)
+    for d in dims:
+        if stride[d] != expected:
+            return False
+        expected = expected * size[d]
+    return True
+
+
+def layout_of(val: Any, *, dense_only: bool = True) -> FixedLayout:
+    """The layout eager would give ``val`` (a FakeTensor), or contiguous when it is not dense."""
+    size = tuple(to_expr(s) for s in val.shape)
+    stride = tuple(to_expr(s) for s in val.stride())
+    if dense_only and not _is_dense(size, stride):
+        stride = contiguous_strides(size)
+    return FixedLayout(val.device, val.dtype, size, stride)
+
+
+class _Counter:
+    """An ops handler counting loads and other ops, to judge whether inlining is cheap."""
+
+    def __init__(self) -> None:
+        self.loads = 0
+        self.ops = 0
+
+    def load(self, name, index):
+        self.loads += 1
+
+    def indirect_indexing(self, value, size, check=True):
+        return sympy.Symbol("i_tmp", integer=True, nonnegative=True)
+
+    def masked(self, mask, body, other):
+        self.ops += 1
+        return body()
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+
+        def op(*args, **kwargs):
+            self.ops += 1
+
+        return op
+
+
+def count_reads_and_ops(pw: Pointwise) -> tuple[int, int]:
+    from .indexing import index_symbol
+    from .ops import set_ops_handler
+
+    counter = _Counter()
+    with set_ops_handler(counter):
+        pw.inner_fn([index_symbol("x", i) for i in range(len(pw.ranges))])
+    return counter.loads, counter.ops
+
+
+@dataclass
+class LoweringContext:
+    """What a lowering function sees: the graph being built and the node being lowered."""
+
+    graph: GraphLowering
+    node: torch.fx.Node
+
+    @property
+    def meta(self) -> Any:
+        return self.node.meta.get("val")
+
+    @property
+    def out_dtype(self) -> torch.dtype:
+        return self.meta.dtype
+
+    @property
+    def out_size(self) -> tuple[sympy.Expr, ...]:
+        return tuple(to_expr(s) for s in self.meta.shape)
+
+    @property
+    def device(self) -> torch.device:
+        return self.meta.device
+
+    def realize(self, value: IRNode, reason: str) -> Buffer | ReinterpretView:
+        return self.graph.realize(value, reason, self.node)
+
+    def reduction(self, red: Reduction) -> ComputedBuffer:
+        return self.graph.realize_reduction(red, self.node)
+
+    def extern(self, op: Any, args: Sequence[Any], kwargs: dict, *, kind: str = "extern",
+               reason: str = "") -> Any:
+        return self.graph.extern(op, tuple(args), kwargs, self.node, kind=kind, reason=reason)
+
+
+class GraphLowering:
+    """Walks an ATen graph and builds its ``GraphIR``."""
+
+    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+                 options: LoopIROptions) -> None:
+        self.gm = gm
+        self.example_inputs = list(example_inputs)
+        self.options = options
+        self.nodes: list[Any] = []
+        self.inputs: list[InputBuffer] = []
+        self.size_symbols: dict[sympy.Symbol, tuple[int, int]] = {}
+        self.fallbacks: list[str] = []
+        self.extern_calls: list[str] = []
+        self._count = 0
+
+    def new_name(self) -> str:
+        name = f"buf{self._count}"
+        self._count += 1
+        return name
+
+    # -- realization --------------------------------------------------------------------------
+    def realize(self, value: Any, reason: str, node: torch.fx.Node | None = None) -> Any:
+        """Give ``value`` a place in memory (no-op for buffers and views of buffers)."""
+        if isinstance(value, (Buffer, ReinterpretView)):
+            return value
+        if isinstance(value, Pointwise):
+            val = node.meta.get("val") if node is not None else None
+            if (isinstance(val, torch.Tensor) and tuple(to_expr(s) for s in val.shape) == value.ranges
+                    and val.dtype == value.dtype):
+                layout = layout_of(val)
+            else:
+                layout = FixedLayout(value.device, value.dtype, value.ranges, contiguous_strides(value.ranges))
+            buf = ComputedBuffer(self.new_name(), layout, data=value, reason=reason,
+                                 origin=node.name if node is not None else "")
+            self.nodes.append(buf)
+            return buf
+        raise TypeError(f"cannot realize {type(value).__name__}")
+
+    def realize_reduction(self, red: Reduction, node: torch.fx.Node) -> ComputedBuffer:
+        layout = FixedLayout(red.device, red.dtype, red.ranges, contiguous_strides(red.ranges))
+        buf = ComputedBuffer(self.new_name(), layout, data=red, reason="reduction", origin=node.name)
+        self.nodes.append(buf)
+        return buf
+
+    def named(self, value: Any, reason: str, node: torch.fx.Node | None = None) -> Buffer | NamedView:
+        """A realized value with a name of its own (views of buffers get a ``NamedView``)."""
+        value = self.realize(value, reason, node)
+        if isinstance(value, ReinterpretView):
+            if value.layout == value.base.layout:
+                return value.base
+            nv = NamedView(self.new_name(), value)
+            self.nodes.append(nv)
+            return nv
+        return value
+
+    def extern(self, op: Any, args: tuple, kwargs: dict, node: torch.fx.Node, *, kind: str,
+               reason: str) -> Any:
+        def leaf(x):
+            if isinstance(x, IRNode):
+                return self.named(x, f"input of {kind} kernel {op}", None)
+            return x
+
+        args, kwargs = pytree.tree_map(leaf, (args, kwargs))
+        val = node.meta.get("val")
+        flat, spec = pytree.tree_flatten(val)
+        outputs = []
+        for v in flat:
+            if isinstance(v, torch.Tensor):
+                outputs.append(Buffer(self.new_name(), layout_of(v, dense_only=False)))
+            else:
+                outputs.append(None)
+        ek = ExternKernel(op, args, kwargs, tuple(outputs), spec, kind=kind, reason=reason,
+                          origin=node.name)
+        self.nodes.append(ek)
+        (self.extern_calls if kind == "extern" else self.fallbacks).append(_op_name(op))
+        result = [b if b is not None else v for b, v in zip(outputs, flat)]
+        return pytree.tree_unflatten(result, spec)
+
+    # -- the walk -----------------------------------------------------------------------------
+    def run(self) -> GraphIR:
+        from .lowering import LOWERINGS
+
+        env: dict[torch.fx.Node, Any] = {}
+        placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
+        for pos, (n, real) in enumerate(zip(placeholders, self.example_inputs)):
+            env[n] = self._placeholder(pos, n, real)
+        outputs: list[Any] = []
+        for n in self.gm.graph.nodes:
+            if n.op == "placeholder":
+                continue
+            if n.op == "output":
+                outputs = self._outputs(n, env)
+                continue
+            if n.op == "get_attr":
+                raise Unlowerable("get_attr nodes are not expected in an ATen graph")
+            args, kwargs = pytree.tree_map(lambda a: env[a] if isinstance(a, torch.fx.Node) else a,
+                                           (n.args, n.kwargs))
+            if n.target is operator.getitem:
+                env[n] = args[0][args[1]]
+                continue
+            value = self._lower_node(n, args, kwargs, LOWERINGS)
+            env[n] = self._maybe_realize(n, value)
+        return GraphIR(self.inputs, self.size_symbols, self.nodes, outputs,
+                       self.fallbacks, self.extern_calls, [n.name for n in placeholders])
+
+    def _lower_node(self, n: torch.fx.Node, args, kwargs, lowerings) -> Any:
+        ctx = LoweringContext(self, n)
+        args = pytree.tree_map(lambda a: to_expr(a) if isinstance(a, torch.SymInt) else a, args)
+        fn = lowerings.get(n.target)
+        if fn is None and hasattr(n.target, "overloadpacket"):
+            fn = lowerings.get(n.target.overloadpacket)
+        if fn is not None:
+            mark = len(self.nodes)
+            marks = (len(self.fallbacks), len(self.extern_calls))
+            try:
+                value = fn(ctx, *args, **kwargs)
+                if isinstance(value, Pointwise):
+                    count_reads_and_ops(value)  # run the body once now, so its bugs fall back here
+                return value
+            except Unlowerable as e:
+                reason = f"lowering declined: {e}"
+            except Exception as e:  # noqa: BLE001 - a lowering bug must not break the user's program: use ATen
+                reason = f"lowering failed: {type(e).__name__}: {e}"
+            del self.nodes[mark:]  # drop anything the abandoned lowering realized
+            del self.fallbacks[marks[0]:], self.extern_calls[marks[1]:]
+            return ctx.extern(n.target, args, kwargs, kind="fallback", reason=reason)
+        return ctx.extern(n.target, args, kwargs, kind="fallback", reason="no lowering")
+
+    def _placeholder(self, pos: int, n: torch.fx.Node, real: Any) -> Any:
+        val = n.meta.get("val", real)
+        if not isinstance(val, torch.Tensor):
+            if isinstance(val, torch.SymInt):
+                expr = to_expr(val)
+                if isinstance(expr, sympy.Symbol) and expr not in self.size_symbols:
+                    self.size_symbols[expr] = (pos, -1)  # dim -1: the input is the value itself
+                return expr
+            return val
+        size = tuple(to_expr(s) for s in val.shape)
+        stride = tuple(to_expr(s) for s in val.stride())
+        for dim, s in enumerate(size):
+            if isinstance(s, sympy.Symbol) and s not in self.size_symbols:
+                self.size_symbols[s] = (pos, dim)
+        buf = InputBuffer(n.name, FixedLayout(val.device, val.dtype, size, stride))
+        self.inputs.append(buf)
+        return buf
+
+    def _maybe_realize(self, n: torch.fx.Node, value: Any) -> Any:
+        if not isinstance(value, Pointwise):
+            return value
+        reads, ops = count_reads_and_ops(value)
+        users = len(n.users)
+        if reads > self.options.inline_max_reads:
+            return self.realize(value, f"too many reads to inline ({reads})", n)
+        if users > 1 and (reads > 1 or ops > 4):
+            return self.realize(value, f"reused by {users} consumers and expensive ({reads} reads, {ops} ops)", n)
+        return value
+
+    def _outputs(self, n: torch.fx.Node, env) -> list[Any]:
+        outs = []
+        vals = n.args[0] if isinstance(n.args[0], (tuple, list)) else (n.args[0],)
+        for a in vals:
+            v = env[a] if isinstance(a, torch.fx.Node) else a
+            if isinstance(v, IRNode):
+                v = self.named(v, "graph output", a)
+            outs.append(v)
+        return outs
+
+
+def _op_name(op: Any) -> str:
+    """``aten.mm`` / ``aten.scatter.value``: the op's qualified name, default overload omitted."""
+    name = getattr(op, "_name", None) or getattr(op, "__name__", str(op))
+    return name.replace("::", ".")
+
+
+def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
+          options: LoopIROptions | None = None) -> GraphIR:
+    """Lower an ATen graph (contract C2's ``aten_gm``) to the loop IR."""
+    return GraphLowering(gm, example_inputs, options or LoopIROptions()).run()
+
+
+__all__ = ["GraphLowering", "LoweringContext", "layout_of", "lower", "to_expr"]

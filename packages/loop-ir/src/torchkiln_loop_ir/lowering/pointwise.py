@@ -1,0 +1,293 @@
+"""Elementwise ATen ops: math with type promotion, comparisons, where/clamp, dtype casts, fills.
+
+Values are computed in ``compute_dtype(out_dtype)`` (16-bit floats in float32); operands are cast
+to that dtype first (comparisons and logical ops compute in their operands' promoted dtype).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import sympy
+import torch
+
+from ..errors import Unlowerable
+from ..ir import IRNode, Pointwise, compute_dtype
+from ..ops import ops
+from . import aten, prims, register_lowering
+
+
+def broadcast_index(index: Sequence[sympy.Expr], in_size: Sequence[sympy.Expr]) -> list[sympy.Expr]:
+    """The index into a tensor of ``in_size`` broadcast to an output indexed by ``index``."""
+    tail = list(index)[len(index) - len(in_size):] if in_size else []
+    return [sympy.Integer(0) if s == 1 else i for i, s in zip(tail, in_size)]
+
+
+def operand_loader(x: Any, dtype: torch.dtype) -> Callable[[Sequence[sympy.Expr]], Any]:
+    """A loader giving ``x`` (IR, Python scalar or sympy expr) as a value of ``dtype``, broadcast."""
+    if isinstance(x, IRNode):
+        load, size, src = x.make_loader(), x.get_size(), compute_dtype(x.get_dtype())
+
+        def inner(index):
+            v = load(broadcast_index(index, size))
+            return v if src == dtype else ops.to_dtype(v, dtype, src)
+
+        return inner
+    if isinstance(x, sympy.Expr) and not x.is_number:
+        return lambda index: ops.index_expr(x, dtype)
+    if isinstance(x, sympy.Expr):
+        x = int(x) if x.is_integer else float(x)
+    if isinstance(x, bool) or dtype == torch.bool:
+        value: Any = bool(x)
+    elif dtype.is_floating_point:
+        value = float(x)
+    else:
+        value = int(x)
+    return lambda index: ops.constant(value, dtype)
+
+
+def lazy_op(name: str) -> Callable[..., Any]:
+    """``ops.<name>`` looked up when called (the handler is only installed at that point)."""
+    return lambda *args: getattr(ops, name)(*args)
+
+
+def promoted_dtype(*xs: Any) -> torch.dtype:
+    """torch's type promotion of the operands (IR values count as tensors of their rank)."""
+    dummies = []
+    for x in xs:
+        if isinstance(x, IRNode):
+            dummies.append(torch.empty((0,) * len(x.get_size()), dtype=x.get_dtype()))
+        elif isinstance(x, sympy.Expr):
+            dummies.append(int(x) if x.is_integer or not x.is_number else float(x))
+        else:
+            dummies.append(x)
+    if len(dummies) == 1:
+        d = dummies[0]
+        return d.dtype if isinstance(d, torch.Tensor) else torch.tensor(d).dtype
+    out = dummies[0]
+    for d in dummies[1:]:
+        dt = torch.result_type(out, d)
+        out = torch.empty((0,), dtype=dt) if isinstance(out, torch.Tensor) or isinstance(d, torch.Tensor) else torch.tensor(0, dtype=dt)
+    return out.dtype if isinstance(out, torch.Tensor) else torch.tensor(out).dtype
+
+
+def make_pointwise(ctx: Any, fn: Callable[..., Any], operands: Sequence[Any],
+                   dtype: torch.dtype | None = None, operand_dtypes: Sequence[torch.dtype] | None = None) -> Pointwise:
+    """A ``Pointwise`` of the node's output size/dtype applying ``fn`` to the loaded operands."""
+    out_dtype = ctx.out_dtype
+    cdt = compute_dtype(dtype or out_dtype)
+    dts = operand_dtypes or [cdt] * len(operands)
+    loaders = [operand_loader(x, dt) for x, dt in zip(operands, dts)]
+
+    def inner_fn(index):
+        return fn(*[load(index) for load in loaders])
+
+    return Pointwise(inner_fn, ctx.out_size, out_dtype, ctx.device)
+
+
+def _reg_unary(target_names: Sequence[str], op_name: str) -> None:
+    targets = [getattr(aten, n) for n in target_names]
+
+    @register_lowering(*targets)
+    def lower(ctx, x):
+        return make_pointwise(ctx, lazy_op(op_name), [x])
+
+
+for _name in ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "sigmoid", "relu", "sign", "floor", "ceil", "trunc", "neg", "abs", "bitwise_not"]:
+    _reg_unary([_name], _name)
+_reg_unary(["square"], "square")
+
+# predicates: bool out, computed in the operand's dtype
+for _name in ("isnan", "isinf", "signbit"):
+
+    def _pred(op_name: str) -> None:
+        @register_lowering(getattr(aten, op_name))
+        def lower(ctx, x):
+            return make_pointwise(ctx, lazy_op(op_name), [x], dtype=promoted_dtype(x))
+
+    _pred(_name)
+
+
+@register_lowering(aten.round.default)
+def _round(ctx, x):
+    return make_pointwise(ctx, lazy_op('round'), [x])
+
+
+@register_lowering(aten.logical_not)
+def _logical_not(ctx, x):
+    return make_pointwise(ctx, lazy_op('logical_not'), [x], dtype=torch.bool)
+
+
+def _binary(ctx, op_name: str, a: Any, b: Any) -> Pointwise:
+    return make_pointwise(ctx, lazy_op(op_name), [a, b])
+
+
+for _name in ("maximum", "minimum", "atan2", "fmod", "remainder", "copysign", "bitwise_and",
+              "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "mul", "pow"):
+
+    def _reg(op_name: str) -> None:
+        @register_lowering(getattr(aten, op_name))
+        def lower(ctx, a, b):
+            if op_name == "pow" and isinstance(a, (int, float)) and not isinstance(b, IRNode):
+                raise Unlowerable("scalar ** scalar")
+            return _binary(ctx, op_name, a, b)
+
+    _reg(_name)
+
+for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
+
+    def _cmp(op_name: str) -> None:
+        @register_lowering(getattr(aten, op_name))
+        def lower(ctx, a, b):
+            return make_pointwise(ctx, lazy_op(op_name), [a, b], dtype=promoted_dtype(a, b))
+
+    _cmp(_name)
+
+for _name in ("logical_and", "logical_or", "logical_xor"):
+
+    def _logical(op_name: str) -> None:
+        @register_lowering(getattr(aten, op_name))
+        def lower(ctx, a, b):
+            return make_pointwise(ctx, lazy_op(op_name), [a, b], dtype=torch.bool)
+
+    _logical(_name)
+
+
+def _scaled(ctx, op_name: str, a, b, alpha):
+    if alpha == 1:
+        return _binary(ctx, op_name, a, b)
+    cdt = compute_dtype(ctx.out_dtype)
+    return make_pointwise(ctx, lambda x, y: lazy_op(op_name)(x, ops.mul(y, ops.constant(alpha, cdt))), [a, b])
+
+
+@register_lowering(aten.add.Tensor, aten.add.Scalar)
+def _add(ctx, a, b, *, alpha=1):
+    return _scaled(ctx, "add", a, b, alpha)
+
+
+@register_lowering(aten.sub.Tensor, aten.sub.Scalar)
+def _sub(ctx, a, b, *, alpha=1):
+    return _scaled(ctx, "sub", a, b, alpha)
+
+
+@register_lowering(aten.rsub.Tensor, aten.rsub.Scalar)
+def _rsub(ctx, a, b, *, alpha=1):
+    return _scaled(ctx, "sub", b, a, alpha) if alpha == 1 else _unl("rsub with alpha")
+
+
+def _unl(why: str):
+    raise Unlowerable(why)
+
+
+@register_lowering(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode,
+                   prims.div.default)
+def _div(ctx, a, b, *, rounding_mode=None):
+    out = ctx.out_dtype
+    if rounding_mode is None:
+        if not out.is_floating_point:  # prims.div on integers truncates
+            if promoted_dtype(a, b).is_floating_point:
+                raise Unlowerable("integer prims.div of floats")
+            return _trunc_div_int(ctx, a, b)
+        return _binary(ctx, "truediv", a, b)
+    if rounding_mode == "floor":
+        if out.is_floating_point:
+            return make_pointwise(ctx, lambda x, y: ops.floor(ops.truediv(x, y)), [a, b])
+        return _binary(ctx, "floordiv", a, b)
+    if rounding_mode == "trunc":
+        if out.is_floating_point:
+            return make_pointwise(ctx, lambda x, y: ops.trunc(ops.truediv(x, y)), [a, b])
+        return _trunc_div_int(ctx, a, b)
+    raise Unlowerable(f"rounding_mode={rounding_mode!r}")
+
+
+def _trunc_div_int(ctx, a, b):
+    def fn(x, y):  # trunc(x / y) = floor division rounded toward zero
+        q = ops.floordiv(x, y)
+        r = ops.remainder(x, y)
+        zero = ops.constant(0, ctx.out_dtype)
+        adjust = ops.logical_and(ops.ne(r, zero), ops.ne(ops.lt(x, zero), ops.lt(y, zero)))
+        return ops.where(adjust, ops.add(q, ops.constant(1, ctx.out_dtype)), q)
+
+    return make_pointwise(ctx, fn, [a, b])
+
+
+@register_lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+def _where(ctx, cond, a, b):
+    cdt = compute_dtype(ctx.out_dtype)
+    return make_pointwise(ctx, lazy_op('where'), [cond, a, b], operand_dtypes=[torch.bool, cdt, cdt])
+
+
+@register_lowering(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
+def _masked_fill(ctx, x, mask, value):
+    cdt = compute_dtype(ctx.out_dtype)
+    return make_pointwise(ctx, lambda m, v, x_: ops.where(m, v, x_), [mask, value, x],
+                          operand_dtypes=[torch.bool, cdt, cdt])
+
+
+@register_lowering(aten.clamp.default, aten.clamp.Tensor, aten.clamp_min.default, aten.clamp_max.default,
+                   aten.clamp_min.Tensor, aten.clamp_max.Tensor)
+def _clamp(ctx, x, min=None, max=None):
+    if ctx.node.target in (aten.clamp_max.default, aten.clamp_max.Tensor):
+        min, max = None, min
+    operands = [x] + [v for v in (min, max) if v is not None]
+
+    def fn(v, *bounds):
+        bounds = list(bounds)
+        if min is not None:
+            v = ops.maximum(v, bounds.pop(0))
+        if max is not None:
+            v = ops.minimum(v, bounds.pop(0))
+        return v
+
+    return make_pointwise(ctx, fn, operands)
+
+
+@register_lowering(aten._to_copy.default, prims.convert_element_type.default, aten.lift_fresh_copy.default)
+def _to_copy(ctx, x, dtype=None, **kwargs):
+    if kwargs.get("device") is not None and torch.device(kwargs["device"]) != x.get_device():
+        raise Unlowerable("device copy")
+    return make_pointwise(ctx, lambda v: v, [x])
+
+
+@register_lowering(aten.full.default, aten.scalar_tensor.default, aten.zeros.default, aten.ones.default,
+                   aten.empty.memory_format, aten.full_like.default, aten.zeros_like.default,
+                   aten.ones_like.default, aten.empty_like.default, aten.new_zeros.default,
+                   aten.new_ones.default, aten.new_full.default, aten.new_empty.default, aten.fill.Scalar,
+                   aten.empty_strided.default)
+def _full(ctx, *args, **kwargs):
+    target = ctx.node.target
+    name = target._opname
+    if name in ("zeros", "zeros_like", "new_zeros", "empty", "empty_like", "new_empty", "empty_strided"):
+        value = 0
+    elif name in ("ones", "ones_like", "new_ones"):
+        value = 1
+    elif name == "scalar_tensor":
+        value = args[0]
+    elif name in ("full", "full_like", "fill"):
+        value = args[1]
+    else:  # new_full
+        value = args[2]
+    if isinstance(value, IRNode):
+        raise Unlowerable("fill with a tensor value")
+    return make_pointwise(ctx, lambda v: v, [value])
+
+
+@register_lowering(aten.arange.start_step, aten.arange.default, aten.arange.start, prims.iota.default)
+def _arange(ctx, *args, **kwargs):
+    if ctx.node.target is prims.iota.default:
+        start, step = kwargs["start"], kwargs["step"]
+    elif ctx.node.target is aten.arange.default:
+        start, step = 0, 1
+    else:
+        start = args[0]
+        step = args[2] if len(args) > 2 else kwargs.get("step", 1)
+    cdt = compute_dtype(ctx.out_dtype)
+    if not all(isinstance(v, int) for v in (start, step)) and not cdt.is_floating_point:
+        raise Unlowerable("non-integer arange bounds")
+
+    def inner_fn(index):
+        i = ops.index_expr(index[0], cdt)
+        return ops.add(ops.mul(i, ops.constant(step, cdt)), ops.constant(start, cdt))
+
+    return Pointwise(inner_fn, ctx.out_size, ctx.out_dtype, ctx.device)

@@ -1,0 +1,110 @@
+"""Buffer planning: dead-code elimination, lifetimes, ``Free`` steps and reuse of dead buffers."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import torch.utils._pytree as pytree
+
+from .backend import BufferRef, BufferSpec, ExternCall, Free, KernelSpec, View
+from .ir import Buffer, ComputedBuffer, ExternKernel, NamedView
+
+
+def _reads_of(node: Any) -> set[str]:
+    if isinstance(node, ComputedBuffer):
+        from .indexing import index_symbol
+        from .ops import set_ops_handler
+        from .scheduler import _Recorder
+
+        rec = _Recorder()
+        xs = [index_symbol("x", i) for i in range(len(node.ranges))]
+        rs = [index_symbol("r", i) for i in range(len(node.reduction_ranges))]
+        with set_ops_handler(rec):
+            node.store_body()(xs, rs)
+        extra = {node.write_name} if node.is_scatter else set()  # it updates its target in place
+        return {n for n, _ in rec.reads} | extra
+    if isinstance(node, NamedView):
+        return {node.view.base.name}
+    leaves = pytree.tree_leaves((node.args, node.kwargs))
+    return {x.name for x in leaves if isinstance(x, (Buffer, NamedView))}
+
+
+def _writes_of(node: Any) -> set[str]:
+    if isinstance(node, ExternKernel):
+        return {b.name for b in node.outputs if b is not None}
+    if isinstance(node, ComputedBuffer):
+        return {node.write_name}
+    return {node.name}
+
+
+def eliminate_dead_code(nodes: Sequence[Any], outputs: set[str]) -> list[Any]:
+    """Drop realized nodes whose results nobody reads (walking backwards)."""
+    live = set(outputs)
+    kept: list[Any] = []
+    for node in reversed(list(nodes)):
+        if _writes_of(node) & live:
+            kept.append(node)
+            live |= _reads_of(node)
+    return list(reversed(kept))
+
+
+def step_uses(step: Any) -> set[str]:
+    if isinstance(step, KernelSpec):
+        return set(step.inputs) | set(step.outputs)
+    if isinstance(step, ExternCall):
+        leaves = pytree.tree_leaves((step.args, step.kwargs))
+        return {x.name for x in leaves if isinstance(x, BufferRef)} | {o for o in step.outputs if o}
+    if isinstance(step, View):
+        return {step.base, step.name}
+    return set()
+
+
+def plan_memory(steps: Sequence[Any], buffers: dict[str, BufferSpec], inputs: Sequence[str],
+                outputs: set[str], reuse: bool = True) -> tuple[list[Any], dict[str, str]]:
+    """Insert ``Free`` after each buffer's last use and pick dead buffers to reuse.
+
+    Only kernel outputs (allocated by the wrapper) are reused. Buffers a fallback reads or returns,
+    and bases of views, live to the end: an ATen fallback may return an alias of its input.
+    """
+    pinned = set(inputs) | set(outputs)
+    base_of: dict[str, str] = {}
+    for step in steps:
+        if isinstance(step, View):
+            base_of[step.name] = base_of.get(step.base, step.base)
+        elif isinstance(step, ExternCall) and step.kind == "fallback":
+            pinned |= step_uses(step)  # an ATen fallback may return an alias of its input
+    for name, base in base_of.items():
+        if name in outputs:
+            pinned.add(base)
+    last: dict[str, int] = {}
+    for i, step in enumerate(steps):
+        for name in step_uses(step):
+            last[name] = i
+            if name in base_of:
+                last[base_of[name]] = i
+    out: list[Any] = []
+    mapping: dict[str, str] = {}
+    pool: list[str] = []  # dead kernel outputs, available for reuse
+    kernel_made = {o for s in steps if isinstance(s, KernelSpec) for o in s.outputs if o not in s.inputs}
+    for i, step in enumerate(steps):
+        if reuse and isinstance(step, KernelSpec):
+            for o in step.outputs:
+                if o in step.inputs or o in pinned or o not in kernel_made:
+                    continue
+                spec = buffers[o]
+                match = next((p for p in pool if _same(buffers[p], spec)), None)
+                if match is not None:
+                    pool.remove(match)
+                    mapping[o] = match
+        out.append(step)
+        for name in sorted(step_uses(step)):
+            if last.get(name) == i and name not in pinned and name not in base_of.values():
+                out.append(Free(name))
+                if name in kernel_made:
+                    pool.append(name)
+    return out, mapping
+
+
+def _same(a: BufferSpec, b: BufferSpec) -> bool:
+    return (a.dtype, a.device, tuple(a.size), tuple(a.stride)) == (b.dtype, b.device, tuple(b.size), tuple(b.stride))

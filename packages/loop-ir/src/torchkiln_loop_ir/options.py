@@ -1,0 +1,29 @@
+"""The options of loop-IR compilation (frozen; passed down explicitly)."""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+
+@dataclass(frozen=True)
+class LoopIROptions:
+    """Knobs of ``compile_graph``.
+
+    max_fusions: fuel for the greedy fusion loop (None = unlimited, 0 = no fusion at all; one kernel
+        per realized buffer); used to bisect a bad fusion.
+    cache_dir: where wrappers are written (default ``$TORCHKILN_CACHE_DIR`` or ``~/.cache/torchkiln``).
+    inline_max_reads: a pointwise value reading more buffers than this is realized.
+    reuse_buffers: let a new buffer take the storage of a dead one of the same size and dtype.
+    """
+
+    max_fusions: int | None = None
+    cache_dir: str | None = None
+    inline_max_reads: int = 8
+    reuse_buffers: bool = True
+    autotune: bool = False  # accepted for the meta-package; loop-ir itself does not autotune
+
+    def resolved_cache_dir(self) -> Path:
+        base = self.cache_dir or os.environ.get("TORCHKILN_CACHE_DIR") or "~/.cache/torchkiln"
+        return Path(base).expanduser()

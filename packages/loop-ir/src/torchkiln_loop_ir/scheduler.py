@@ -1,0 +1,429 @@
+"""The fusion scheduler: dependencies, ``can_fuse``, ``score_fusion`` and the greedy loop.
+
+Every realized ``ComputedBuffer`` is a ``SchedulerNode``; extern kernels and named views are
+``ExternNode``s (never fused, but they order the graph). A ``FusedGroup`` is a candidate kernel:
+its nodes share one iteration space (x ranges, plus r ranges for reductions). Whether a group is
+legal is decided by building it (``plan_group``): each node's body is rewritten over the kernel's
+index symbols, its reads and writes recorded as ``MemoryDep``s, and the nodes assigned to stages.
+A buffer produced and consumed inside a kernel must be read at exactly the index it was written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import sympy
+
+from ._simplify import simplify_index
+from .backend import BackendCapabilities
+from .indexing import FloorDiv, ModularIndexing, index_symbol
+from .ir import Buffer, ComputedBuffer, ExternKernel, NamedView, contiguous_strides, product
+from .ops import set_ops_handler
+
+
+@dataclass(frozen=True)
+class MemoryDep:
+    """A read or write of buffer ``name`` at ``index`` over an iteration space of ``size``."""
+
+    name: str
+    index: sympy.Expr
+    size: tuple[sympy.Expr, ...]
+
+
+@dataclass(frozen=True)
+class FusionDecision:
+    """The answer of ``can_fuse``: truthy when legal, else ``reason`` says why not."""
+
+    ok: bool
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+class _Recorder:
+    """An ops handler recording the loads and stores of a body (indices as given)."""
+
+    def __init__(self) -> None:
+        self.reads: list[tuple[str, sympy.Expr]] = []
+        self.writes: list[tuple[str, sympy.Expr]] = []
+        self._n = 0
+
+    def load(self, name, index):
+        self.reads.append((name, sympy.sympify(index)))
+
+    def store(self, name, index, value, mode=None):
+        self.writes.append((name, sympy.sympify(index)))
+
+    store_reduction = store
+
+    def indirect_indexing(self, value, size, check=True):
+        sym = index_symbol("tmp_ind", self._n)
+        self._n += 1
+        return sym
+
+    def masked(self, mask, body, other):
+        return body()
+
+    def reduction(self, dtype, src_dtype, reduction_type, value):
+        return (None, None, None) if reduction_type == "welford_reduce" else None
+
+    def __getattr__(self, name):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return lambda *args, **kwargs: None
+
+
+def _drop_ones(sizes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
+    return tuple(s for s in sizes if s != 1)
+
+
+class SchedulerNode:
+    """One realized ComputedBuffer: its iteration space and its reads and writes."""
+
+    def __init__(self, buf: ComputedBuffer, order: int) -> None:
+        self.buf = buf
+        self.name = buf.name
+        self.order = order
+        self.is_reduction = buf.is_reduction
+        self.xr = _drop_ones(buf.ranges)
+        self.rr = _drop_ones(buf.reduction_ranges) if self.is_reduction else ()
+        if self.is_reduction and not self.rr:
+            self.rr = (sympy.Integer(1),)
+        self.xnumel = product(self.xr)
+        self.rnumel = product(self.rr)
+        rec = _Recorder()
+        with set_ops_handler(rec):
+            self.body_in(self.xr_syms(), self.rr_syms())
+        self.is_scatter = buf.is_scatter
+        # a scatter updates its target in place: it must run after the target's producer
+        self.read_names = {n for n, _ in rec.reads} | ({buf.write_name} if self.is_scatter else set())
+        self.write_names = {n for n, _ in rec.writes}
+
+    def xr_syms(self):
+        return [index_symbol("x", i) for i in range(len(self.xr))]
+
+    def rr_syms(self):
+        return [index_symbol("r", i) for i in range(len(self.rr))]
+
+    def body_in(self, xs: Sequence[sympy.Expr], rs: Sequence[sympy.Expr]) -> None:
+        """Run the store body with canonical (size-1-dropped) indices ``xs``/``rs``."""
+        def full(sizes, vals):
+            it = iter(vals)
+            return [sympy.Integer(0) if s == 1 else next(it) for s in sizes]
+
+        rfull = full(self.buf.reduction_ranges, rs) if self.is_reduction and _drop_ones(self.buf.reduction_ranges) else \
+            [sympy.Integer(0)] * len(self.buf.reduction_ranges)
+        self.buf.store_body()(full(self.buf.ranges, xs), rfull)
+
+
+class ExternNode:
+    """An extern kernel or named view: ordered with the kernels, never fused."""
+
+    def __init__(self, node: ExternKernel | NamedView, order: int) -> None:
+        self.node = node
+        self.order = order
+        if isinstance(node, NamedView):
+            self.read_names = {node.view.base.name}
+            self.write_names = {node.name}
+            self.name = node.name
+        else:
+            import torch.utils._pytree as pytree
+
+            leaves = pytree.tree_leaves((node.args, node.kwargs))
+            self.read_names = {x.name for x in leaves if isinstance(x, (Buffer, NamedView))}
+            self.write_names = {b.name for b in node.outputs if b is not None}
+            self.name = "/".join(sorted(self.write_names)) or f"extern{order}"
+
+
+@dataclass
+class FusedGroup:
+    """A set of scheduler nodes (in program order) that becomes one kernel, or one extern step."""
+
+    nodes: tuple[Any, ...]
+    read_names: set[str] = field(default_factory=set)
+    write_names: set[str] = field(default_factory=set)
+
+    def __post_init__(self) -> None:
+        self.all_reads = set().union(*(n.read_names for n in self.nodes))
+        self.write_names = set().union(*(n.write_names for n in self.nodes))
+        self.read_names = self.all_reads - self.write_names
+
+    @property
+    def is_extern(self) -> bool:
+        return isinstance(self.nodes[0], ExternNode)
+
+    @property
+    def order(self) -> int:
+        return min(n.order for n in self.nodes)
+
+    @property
+    def has_reduction(self) -> bool:
+        return any(getattr(n, "is_reduction", False) for n in self.nodes)
+
+    @property
+    def names(self) -> str:
+        return "+".join(n.name for n in self.nodes)
+
+
+@dataclass
+class PlannedNode:
+    node: SchedulerNode
+    kind: str  # "loop" or "epilogue"
+    reads: list[MemoryDep]
+    writes: list[MemoryDep]
+    xs_map: Any  # callable (kxs, krs) -> (node xs, node rs)
+
+
+@dataclass
+class GroupPlan:
+    """A legal kernel: ranges, and the nodes in their stages."""
+
+    xranges: tuple[sympy.Expr, ...]
+    rranges: tuple[sympy.Expr, ...]
+    stages: list[tuple[str, list[PlannedNode]]]
+
+
+def _unflatten(flat: sympy.Expr, sizes: Sequence[sympy.Expr], ranges) -> list[sympy.Expr]:
+    strides = contiguous_strides(sizes)
+    out = []
+    for d, (sz, st) in enumerate(zip(sizes, strides)):
+        e = FloorDiv(flat, st) if d == 0 else ModularIndexing(flat, st, sz)
+        out.append(simplify_index(e, ranges))
+    return out
+
+
+def _flatten(vars_: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> sympy.Expr:
+    return sum((v * s for v, s in zip(vars_, contiguous_strides(sizes))), sympy.Integer(0))
+
+
+def _matching_permutation(sizes: Sequence[sympy.Expr], target: Sequence[sympy.Expr]) -> list[int] | None:
+    """``p`` with ``sizes[p[k]] == target[k]`` (identity preferred), or None.
+
+    Only unambiguous matches are used: with repeated sizes anything but the identity is a guess.
+    """
+    if tuple(sizes) == tuple(target):
+        return list(range(len(sizes)))
+    if len(sizes) != len(target) or len(set(sizes)) != len(sizes):
+        return None
+    where = {s: i for i, s in enumerate(sizes)}
+    if set(where) != set(target):
+        return None
+    return [where[t] for t in target]
+
+
+def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> GroupPlan | FusionDecision:
+    """Lay ``nodes`` out as one kernel, or say why they cannot share one."""
+    reds = [n for n in nodes if n.is_reduction]
+    if reds:
+        shapes = {(n.xr, n.rr) for n in reds}
+        numels = {(n.xnumel, n.rnumel) for n in reds}
+        if len(numels) > 1:
+            return FusionDecision(False, "reductions over different (x, r) sizes")
+        xranges, rranges = next(iter(shapes)) if len(shapes) == 1 else ((reds[0].xnumel,), (reds[0].rnumel,))
+    else:
+        shapes = {n.xr for n in nodes}
+        if len({n.xnumel for n in nodes}) > 1:
+            return FusionDecision(False, "pointwise nodes over different numbers of elements")
+        xranges, rranges = (next(iter(shapes)) if len(shapes) == 1 else (nodes[0].xnumel,)), ()
+    kxs = [index_symbol("x", i) for i in range(len(xranges))]
+    krs = [index_symbol("r", i) for i in range(len(rranges))]
+    var_ranges = dict(zip(kxs + krs, tuple(xranges) + tuple(rranges)))
+    X, R = product(xranges), product(rranges)
+
+    planned: list[PlannedNode] = []
+    for n in nodes:
+        if n.is_reduction:
+            kind = "loop"
+            xs = kxs if n.xr == tuple(xranges) else _unflatten(_flatten(kxs, xranges), n.xr, var_ranges)
+            rs = krs if n.rr == tuple(rranges) else _unflatten(_flatten(krs, rranges), n.rr, var_ranges)
+        elif not rranges or (n.xnumel == X and R != 1):
+            kind = "epilogue" if rranges else "loop"
+            xs = kxs if n.xr == tuple(xranges) else _unflatten(_flatten(kxs, xranges), n.xr, var_ranges)
+            rs = []
+        elif n.xnumel == X * R and R != 1:
+            kind = "loop"
+            both = tuple(xranges) + tuple(rranges)
+            perm = _matching_permutation(n.xr, both)
+            if perm is not None:  # e.g. a reduction over dim 0 feeding a pointwise over (r, x)
+                xs = [(kxs + krs)[perm.index(d)] for d in range(len(both))]
+            else:
+                xs = _unflatten(_flatten(kxs + krs, both), n.xr, var_ranges)
+            rs = []
+        else:
+            return FusionDecision(False, f"{n.name} iterates over {n.xnumel} elements, not {X} or {X}*{R}")
+        rec = _Recorder()
+        with set_ops_handler(rec):
+            n.body_in(xs, rs)
+        size = tuple(xranges) + (tuple(rranges) if kind == "loop" else ())
+        reads = [MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in rec.reads]
+        writes = [MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in rec.writes]
+        planned.append(PlannedNode(n, kind, reads, writes, (tuple(xs), tuple(rs))))
+
+    # stages, in program order; a node goes to the first stage its inputs allow
+    stages: list[tuple[str, list[PlannedNode]]] = []
+    stage_of: dict[str, int] = {}
+    writer: dict[str, PlannedNode] = {}
+    for p in planned:
+        lo = 0
+        for dep in p.reads:
+            w = writer.get(dep.name)
+            if w is None:
+                continue
+            if dep.index != w.writes[0].index:
+                return FusionDecision(False, f"{p.node.name} reads {dep.name} at {dep.index}, "
+                                      f"written at {w.writes[0].index} in the same kernel")
+            s = stage_of[dep.name]
+            strict = w.node.is_reduction or (w.kind == "epilogue" and p.kind == "loop")
+            lo = max(lo, s + 1 if strict else s)
+        target = next((i for i in range(lo, len(stages)) if stages[i][0] == p.kind), None)
+        if target is None:
+            stages.append((p.kind, []))
+            target = len(stages) - 1
+        stages[target][1].append(p)
+        for w in p.writes:
+            writer[w.name] = p
+            stage_of[w.name] = target
+    loop_stages = [s for s in stages if s[0] == "loop"]
+    red_stages = [s for s in loop_stages if any(p.node.is_reduction for p in s[1])]
+    if not caps.reduction_broadcast_reduction:
+        if len(loop_stages) > 1:
+            return FusionDecision(False, "backend cannot fuse a reduction with a consumer of a reduction "
+                                  "(reduction_broadcast_reduction=False)")
+    elif len(red_stages) > max(caps.max_reduction_stages, 1):
+        return FusionDecision(False, f"more than {caps.max_reduction_stages} reduction stages")
+    # every stage order must respect program order between stages too (a later stage reading an
+    # earlier one is guaranteed above; an earlier stage must not read a later stage's writes)
+    for i, (_, ps) in enumerate(stages):
+        for p in ps:
+            for dep in p.reads:
+                if dep.name in stage_of and stage_of[dep.name] > i:
+                    return FusionDecision(False, f"{p.node.name} would run before its producer {dep.name}")
+    return GroupPlan(tuple(xranges), tuple(rranges), stages)
+
+
+class Scheduler:
+    """Builds groups from the lowered nodes and fuses them greedily."""
+
+    def __init__(self, nodes: Sequence[Any], caps: BackendCapabilities, graph_outputs: set[str]) -> None:
+        self.caps = caps
+        self.graph_outputs = graph_outputs
+        sn = []
+        for i, node in enumerate(nodes):
+            sn.append(SchedulerNode(node, i) if isinstance(node, ComputedBuffer) else ExternNode(node, i))
+        self.groups: list[FusedGroup] = [FusedGroup((n,)) for n in sn]
+        self._plans: dict[tuple[str, ...], Any] = {}
+        self.log: list[str] = []
+
+    # -- legality -----------------------------------------------------------------------------
+    def plan(self, nodes: Sequence[SchedulerNode]) -> GroupPlan | FusionDecision:
+        key = tuple(n.name for n in nodes)
+        if key not in self._plans:
+            try:
+                self._plans[key] = plan_group(nodes, self.caps)
+            except Exception as e:  # noqa: BLE001 - an index we cannot analyse: do not fuse, say why
+                self._plans[key] = FusionDecision(False, f"cannot analyse the fused kernel: {type(e).__name__}: {e}")
+        return self._plans[key]
+
+    def _depends(self, a: FusedGroup, b: FusedGroup) -> bool:
+        """True if ``b`` reads something ``a`` writes."""
+        return not a.write_names.isdisjoint(b.all_reads)
+
+    def _reaches(self, src: FusedGroup, dst: FusedGroup, skip: set[int]) -> bool:
+        """Is there a dependency path src -> ... -> dst through groups other than ``skip``?"""
+        stack, seen = [src], {id(src)}
+        while stack:
+            g = stack.pop()
+            for h in self.groups:
+                if id(h) in seen or not self._depends(g, h):
+                    continue
+                if h is dst:
+                    if g is not src:
+                        return True
+                    continue
+                if id(h) in skip:
+                    continue
+                seen.add(id(h))
+                stack.append(h)
+        return False
+
+    def can_fuse(self, a: FusedGroup, b: FusedGroup) -> FusionDecision:
+        """May ``a`` and ``b`` become one kernel? Carries the reason when not."""
+        if a.is_extern or b.is_extern:
+            return FusionDecision(False, "extern kernels are not fused")
+        if any(getattr(n, "is_scatter", False) for n in a.nodes + b.nodes):
+            return FusionDecision(False, "scatter nodes update a buffer in place and are not fused")
+        first, second = (a, b) if a.order <= b.order else (b, a)
+        if self._reaches(first, second, {id(a), id(b)}) or self._reaches(second, first, {id(a), id(b)}):
+            return FusionDecision(False, "fusing would create a cycle through another node")
+        nodes = tuple(sorted(first.nodes + second.nodes, key=lambda n: n.order))
+        plan = self.plan(nodes)
+        return plan if isinstance(plan, FusionDecision) else FusionDecision(True)
+
+    # -- scoring ------------------------------------------------------------------------------
+    def score_fusion(self, a: FusedGroup, b: FusedGroup) -> tuple[int, int, int]:
+        """(category, bytes of memory traffic saved, -distance): higher fuses first.
+
+        Categories: 3 reduction-epilogue, 2 vertical (producer-consumer), 1 horizontal (shared reads).
+        """
+        first, second = (a, b) if a.order <= b.order else (b, a)
+        shared = first.write_names & second.all_reads
+        if shared:
+            category = 3 if (first.has_reduction and not second.has_reduction) else 2
+            names = shared
+        else:
+            category, names = 1, first.read_names & second.read_names
+        saved = sum(self._bytes(n) for n in names)
+        return category, saved, -(second.order - first.order)
+
+    def _bytes(self, name: str) -> int:
+        for g in self.groups:
+            for n in g.nodes:
+                if isinstance(n, SchedulerNode) and n.name == name:
+                    numel = n.buf.layout.numel()
+                    return int(numel) * n.buf.layout.dtype.itemsize if numel.is_number else 1 << 20
+        return 1
+
+    # -- the greedy loop ----------------------------------------------------------------------
+    def fuse(self, max_fusions: int | None = None) -> None:
+        fuel = max_fusions
+        while fuel is None or fuel > 0:
+            candidates = []
+            for i, a in enumerate(self.groups):
+                if a.is_extern:
+                    continue
+                for b in self.groups[i + 1:]:
+                    if b.is_extern:
+                        continue
+                    if not (a.write_names | a.all_reads).isdisjoint(b.write_names | b.all_reads):
+                        candidates.append((self.score_fusion(a, b), a, b))
+            candidates.sort(key=lambda c: c[0], reverse=True)
+            fused = False
+            for score, a, b in candidates:
+                decision = self.can_fuse(a, b)
+                if decision:
+                    merged = FusedGroup(tuple(sorted(a.nodes + b.nodes, key=lambda n: n.order)))
+                    self.groups = [g for g in self.groups if g is not a and g is not b] + [merged]
+                    self.log.append(f"fused {a.names} + {b.names} (score {score})")
+                    fused = True
+                    break
+            if not fused:
+                break
+            if fuel is not None:
+                fuel -= 1
+        self.groups = self._topological(self.groups)
+
+    def _topological(self, groups: list[FusedGroup]) -> list[FusedGroup]:
+        remaining = sorted(groups, key=lambda g: g.order)
+        out: list[FusedGroup] = []
+        while remaining:
+            for g in remaining:
+                if not any(h is not g and self._depends(h, g) for h in remaining):
+                    out.append(g)
+                    remaining.remove(g)
+                    break
+            else:  # pragma: no cover - fusion never creates cycles (checked in can_fuse)
+                raise RuntimeError("cycle among fused groups")
+        return out

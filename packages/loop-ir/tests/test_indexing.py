@@ -1,0 +1,40 @@
+"""Indirect indexing lowerings and fallbacks against eager."""
+
+from __future__ import annotations
+
+import torch
+
+
+def test_embedding_gather_index_select(check):
+    w = torch.randn(11, 5)
+    idx = torch.randint(0, 11, (3, 4))
+    x = torch.randn(6, 7)
+    g = torch.randint(0, 7, (6, 3))
+    check(lambda w, idx, x, g: (torch.nn.functional.embedding(idx, w), torch.gather(x, 1, g),
+                                torch.index_select(x, 1, g[0]), x[g[:, 0] % 6], x[:, g[0]]), w, idx, x, g)
+
+
+def test_negative_indices_wrap(check):
+    x = torch.randn(8, 3)
+    i = torch.tensor([-1, 0, -8, 5])
+    check(lambda x, i: (x[i] * 2,), x, i)
+
+
+def test_scatter_add_and_index_put_are_lowered(check):
+    x = torch.randn(5, 4)
+    idx = torch.randint(0, 5, (7, 4))  # duplicates: accumulation must add them all
+    src = torch.randn(7, 4)
+    rows = torch.randint(-5, 5, (6,))
+    vals = torch.randn(6, 4)
+    cg = check(lambda x, i, s, r, v: (x.scatter_add(0, i, s) * 2, torch.index_put(x, (r,), v, accumulate=True),
+                                      x.scatter(1, i[:5, :1] % 4, 3.0)),
+               x, idx, src, rows, vals, atol=1e-5, rtol=1e-5)
+    assert cg.fallbacks == []
+
+
+def test_order_dependent_scatter_falls_back(check):
+    x = torch.zeros(5, 4)
+    idx = torch.tensor([[0, 1, 2, 3], [4, 3, 2, 1]])
+    src = torch.randn(2, 4)
+    cg = check(lambda x, i, s: (x.scatter(0, i, s) + 1,), x, idx, src)
+    assert cg.fallbacks == ["aten.scatter.src"]
