@@ -5,6 +5,7 @@ import json
 
 import pytest
 import torch
+import torchkiln
 from torchkiln.bench import cli, runner, suites, table, zoo
 from torchkiln.bench.runner import ROW_KEYS, Row
 
@@ -73,7 +74,7 @@ def test_one_zoo_model_end_to_end_with_json(tmp_path, capsys) -> None:
     data = json.loads(out.read_text())
     assert META_KEYS <= set(data["meta"])
     assert "--models mlp_mixer" in data["meta"]["command"]
-    assert data["meta"]["packages"]["torchkiln"] == "0.1.0"
+    assert data["meta"]["packages"]["torchkiln"] == torchkiln.__version__
     (row,) = data["rows"]
     assert set(ROW_KEYS) <= set(row)
     assert row["model"] == "mlp_mixer" and row["suite"] == "zoo" and row["batch"] == 1

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import datetime
-import importlib.metadata
+import importlib
 import os
 import platform
 import sys
@@ -23,10 +23,12 @@ PACKAGES = (
 
 
 def _version(dist: str) -> str | None:
+    """The package's own ``__version__`` (works from a source tree on PYTHONPATH too)."""
     try:
-        return importlib.metadata.version(dist)
-    except importlib.metadata.PackageNotFoundError:
+        module = importlib.import_module(dist.replace("-", "_"))
+    except ImportError:
         return None
+    return getattr(module, "__version__", None)
 
 
 def device_name(device: str) -> str:
