@@ -1,0 +1,108 @@
+"""Wrap a real Python value met during capture in a VariableTracker, adding the guards it needs."""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import functools
+import types
+
+import torch
+
+from ._guards import ConstantMatch, DictKeysMatch, IdMatch, LengthMatch, TypeMatch
+from ._sources import AttrSource, ItemSource
+from .variables.base import ConstantVariable
+from .variables.builtins import _INLINE_TORCH_MODULES, _is_stdlib, is_torch_callable
+from .variables.containers import DictVariable, ListVariable, TupleVariable
+from .variables.functions import PartialVariable, UserFunctionVariable
+from .variables.modules import NNModuleVariable
+from .variables.objects import UserObjectVariable
+
+_VALUE_TYPES = (int, float, bool, str, type(None), complex, bytes)
+_OPAQUE_CONSTANTS = (
+    torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format, slice, range, type(Ellipsis),
+    type(NotImplemented), frozenset, enum.Enum, torch.finfo, torch.iinfo,
+)
+_CALLABLE_TYPES = (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
+                   types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType,
+                   types.GetSetDescriptorType, types.MemberDescriptorType)
+
+
+def wrap(tx, value, source):
+    """The VariableTracker for ``value`` found at ``source`` (None: a constant not worth guarding)."""
+    out = tx.out
+    cached = out.var_cache.get(id(value))
+    if cached is not None:
+        return cached
+    t = type(value)
+    g = out.guards
+    if isinstance(value, torch.Tensor):
+        return out.wrap_input_tensor(tx, value, source)
+    if t in _VALUE_TYPES:
+        if source is not None:
+            g.add(ConstantMatch(source, value))
+        return ConstantVariable(value, source)
+    if isinstance(value, (*_OPAQUE_CONSTANTS, types.ModuleType, *_CALLABLE_TYPES)):
+        if source is not None and isinstance(value, _CALLABLE_TYPES):
+            # a bound builtin method read off an object is a new object each time: not guardable by id
+            if not isinstance(source, AttrSource):
+                g.add(IdMatch(source, id(value)))
+        elif source is not None and not isinstance(value, types.ModuleType):
+            g.add(ConstantMatch(source, value) if not isinstance(value, enum.Enum) else IdMatch(source, id(value)))
+        return ConstantVariable(value, source)
+    if isinstance(value, type):
+        if source is not None:
+            g.add(IdMatch(source, id(value)))
+        return ConstantVariable(value, source)
+    if t is tuple or (isinstance(value, tuple) and hasattr(t, "_fields")):
+        if source is not None:
+            g.add(TypeMatch(source, t))
+            g.add(LengthMatch(source, len(value)))
+        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        return TupleVariable(items, source, cls=t)
+    if t is list:
+        if source is not None:
+            g.add(TypeMatch(source, t))
+            g.add(LengthMatch(source, len(value)))
+        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        return out.remember(value, ListVariable(items, source))
+    if t is dict or (isinstance(value, dict) and t.__module__ == "collections"):
+        keys = tuple(value.keys())
+        if source is not None:
+            g.add(TypeMatch(source, t))
+            g.add(DictKeysMatch(source, keys))
+        items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
+        return out.remember(value, DictVariable(items, source, cls=t))
+    if t in (set,):
+        if source is not None:
+            g.add(ConstantMatch(source, frozenset(value)))
+        return ConstantVariable(set(value), source)
+    if isinstance(value, torch.nn.Module):
+        # submodules reached through a guarded module are not re-guarded (the root's identity
+        # stands for its tree, as for parameters): guard cost stays flat in model depth
+        if source is not None and not isinstance(source, (AttrSource, ItemSource)):
+            g.add(IdMatch(source, id(value)))
+        return out.remember(value, NNModuleVariable(value, source))
+    if isinstance(value, types.FunctionType) and (_is_stdlib(value) or is_torch_callable(value) and not value.__module__.startswith(_INLINE_TORCH_MODULES)):
+        return ConstantVariable(value, source)
+    if isinstance(value, types.FunctionType):
+        if source is not None:
+            g.add(IdMatch(source, id(value)))
+        return UserFunctionVariable.from_function(tx, value, source)
+    if isinstance(value, types.MethodType):
+        self_src = AttrSource(source, "__self__") if source is not None else None
+        self_var = wrap(tx, value.__self__, self_src)
+        if isinstance(value.__func__, types.FunctionType):
+            return UserFunctionVariable.from_function(tx, value.__func__, None, self_var=self_var)
+        return ConstantVariable(value)
+    if isinstance(value, functools.partial):
+        if source is not None:
+            g.add(TypeMatch(source, t))
+        return PartialVariable(
+            wrap(tx, value.func, AttrSource(source, "func") if source is not None else None),
+            [wrap(tx, a, None) for a in value.args], {k: wrap(tx, v, None) for k, v in value.keywords.items()}, source)
+    if callable(value) and not dataclasses.is_dataclass(value) and (getattr(value, "__module__", "") or "").startswith("torch") and not hasattr(value, "__dict__"):
+        return ConstantVariable(value, source)
+    if source is not None:
+        g.add(TypeMatch(source, t))
+    return out.remember(value, UserObjectVariable(value, source))

@@ -1,0 +1,33 @@
+"""Typed errors of the capture layer."""
+
+from __future__ import annotations
+
+
+class Unsupported(Exception):
+    """Capture met a construct it cannot put in the graph.
+
+    Carries the construct (what was met), the user's file and line, and a hint saying what to change.
+    With ``fullgraph=True`` it reaches the user; otherwise the function runs eagerly with a warning.
+    """
+
+    def __init__(self, construct: str, hint: str = "", filename: str | None = None, lineno: int | None = None):
+        self.construct = construct
+        self.hint = hint
+        self.filename = filename
+        self.lineno = lineno
+        super().__init__(construct)
+
+    def located(self, filename: str, lineno: int | None) -> Unsupported:
+        """Fill in the user's location if not yet known (the innermost frame wins)."""
+        if self.filename is None:
+            self.filename, self.lineno = filename, lineno
+        return self
+
+    def __str__(self) -> str:
+        where = f"{self.filename}:{self.lineno}: " if self.filename else ""
+        hint = f" (hint: {self.hint})" if self.hint else ""
+        return f"{where}unsupported: {self.construct}{hint}"
+
+
+class RecompileLimitExceeded(RuntimeWarning):
+    """Warning category used when a captured function hits its recompile limit."""

@@ -1,0 +1,294 @@
+"""The FX graph under construction, and the generated code that calls the compiled graph."""
+
+from __future__ import annotations
+
+import operator
+import re
+
+import torch
+import torch.fx
+from torch._subclasses.fake_tensor import FakeTensorMode
+
+from ._codegen import Namespace, signature_text
+from ._guards import GuardSet, StorageAliasMatch, TensorMatch
+from .exc import Unsupported
+from .side_effects import SideEffects
+from .variables.base import ConstantVariable, DeletedVariable, VariableTracker
+from .variables.containers import (
+    DataclassVariable,
+    DictVariable,
+    IteratorVariable,
+    ListVariable,
+    TupleVariable,
+)
+from .variables.functions import UserFunctionVariable
+from .variables.objects import NewObjectVariable, UserObjectVariable
+from .variables.tensors import TensorVariable
+
+_SIMPLE = (int, float, bool, str, type(None))
+
+
+def _new_object(cls, attrs):
+    obj = cls.__new__(cls)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+class OutputGraph:
+    """Everything one capture produces: graph, guards, side effects, and the values it depends on."""
+
+    def __init__(self, f_globals: dict) -> None:
+        self.graph = torch.fx.Graph()
+        self.fake_mode = FakeTensorMode()
+        self.guards = GuardSet()
+        self.side_effects = SideEffects()
+        self.f_globals = f_globals
+        self.var_cache: dict[int, VariableTracker] = {}
+        self.keepalive: list = []
+        self.inputs: list[tuple] = []  # (source, real tensor, node)
+        self.tensor_vars: dict[int, TensorVariable] = {}
+        self.fake_to_var: dict[int, TensorVariable] = {}
+        self.root = torch.nn.Module()
+        self.extra_names: dict[str, object] = {}
+        self._last_placeholder = None
+        self._names: set[str] = set()
+
+    # --- values from outside ------------------------------------------------------------------
+    def remember(self, value, var):
+        self.var_cache[id(value)] = var
+        self.keepalive.append(value)
+        return var
+
+    def name_object(self, obj) -> str:
+        name = f"_obj{id(obj)}"
+        self.extra_names[name] = obj
+        self.keepalive.append(obj)
+        return name
+
+    def name_globals(self, f_globals: dict) -> str:
+        name = f"_mg{id(f_globals)}"
+        self.extra_names[name] = f_globals
+        return name
+
+    def _fresh(self, hint: str) -> str:
+        base = re.sub(r"[^0-9a-zA-Z_]", "_", hint).strip("_") or "x"
+        if base[0].isdigit():
+            base = "_" + base
+        name, n = base, 1
+        while name in self._names:
+            name, n = f"{base}_{n}", n + 1
+        self._names.add(name)
+        return name
+
+    def _fake(self, t: torch.Tensor) -> torch.Tensor:
+        try:
+            return self.fake_mode.from_tensor(t)
+        except Exception as e:  # subclasses / sparse layouts the fake mode cannot describe
+            raise Unsupported(f"tensor input of type {type(t).__name__} ({e})") from e
+
+    def wrap_input_tensor(self, tx, t: torch.Tensor, source) -> TensorVariable:
+        known = self.tensor_vars.get(id(t))
+        if known is not None:
+            if source is not None and known.source is not None and known.source != source:
+                self.guards.add(StorageAliasMatch(known.source, source, True))
+            return known
+        if source is None or isinstance(t, torch.nn.Parameter):
+            return self.wrap_module_tensor(tx, t, source)
+        fake = self._fake(t)
+        ctx = self.graph.inserting_after(self._last_placeholder) if self._last_placeholder else self.graph.inserting_before(None)
+        with ctx:
+            node = self.graph.placeholder(self._fresh(source.expr()))
+        self._last_placeholder = node
+        node.meta["example_value"] = fake
+        self.guards.add(TensorMatch.from_tensor(source, t))
+        # distinct inputs must stay distinct (in-place updates would otherwise be seen twice)
+        for prev_source, _, _ in self.inputs[-6:]:
+            self.guards.add(StorageAliasMatch(prev_source, source, False))
+        var = TensorVariable(node, fake, source, cls=type(t))
+        self.inputs.append((source, t, node))
+        return self._register(t, var)
+
+    def wrap_module_tensor(self, tx, t: torch.Tensor, source) -> TensorVariable:
+        """A parameter, buffer or constant tensor: a get_attr node bound to the very same object."""
+        known = self.tensor_vars.get(id(t))
+        if known is not None:
+            return known
+        name = self._fresh(source.expr() if source is not None else "_tensor_constant")
+        if isinstance(t, torch.nn.Parameter):
+            self.root.register_parameter(name, t)
+        else:
+            self.root.register_buffer(name, t)
+        node = self.graph.get_attr(name)
+        fake = self._fake(t)
+        node.meta["example_value"] = fake
+        var = TensorVariable(node, fake, None, cls=type(t))
+        var.constant = t
+        return self._register(t, var)
+
+    def _register(self, t, var):
+        self.tensor_vars[id(t)] = var
+        self.fake_to_var[id(var.fake)] = var
+        self.keepalive.append(t)
+        return var
+
+    # --- graph ops ------------------------------------------------------------------------------
+    def call_tensor_op(self, tx, kind: str, target, args: list, kwargs: dict) -> VariableTracker:
+        """Add a node ``target(*args, **kwargs)``; its result's metadata comes from running it on fakes."""
+        node_args = tuple(_map(a, "node") for a in args)
+        node_kwargs = {k: _map(v, "node") for k, v in kwargs.items()}
+        fake_args = [_map(a, "fake") for a in args]
+        fake_kwargs = {k: _map(v, "fake") for k, v in kwargs.items()}
+        try:
+            with self.fake_mode:
+                if kind == "call_method":
+                    result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
+                else:
+                    result = target(*fake_args, **fake_kwargs)
+        except Unsupported:
+            raise
+        except Exception as e:
+            name = target if isinstance(target, str) else getattr(target, "__name__", str(target))
+            raise Unsupported(f"{name} on fake tensors raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                              "data-dependent or unsupported operation") from e
+        if target is operator.setitem:  # mutates its first argument, returns None
+            node = self.graph.create_node(kind, target, node_args, node_kwargs)
+            node.meta["example_value"] = None
+            return ConstantVariable(None)
+        if not _contains_tensor(result):
+            return tx.wrap(result, None)
+        node = self.graph.create_node(kind, target, node_args, node_kwargs)
+        node.meta["example_value"] = result
+        return self._wrap_result(node, result)
+
+    def _wrap_result(self, node, result):
+        if isinstance(result, torch.Tensor):
+            known = self.fake_to_var.get(id(result))
+            if known is not None:
+                return known
+            var = TensorVariable(node, result)
+            self.fake_to_var[id(result)] = var
+            self.keepalive.append(result)  # ids in fake_to_var must not be reused
+            return var
+        if isinstance(result, (tuple, list)):
+            items = []
+            for i, r in enumerate(result):
+                if isinstance(r, torch.Tensor):
+                    sub = self.graph.call_function(operator.getitem, (node, i))
+                    sub.meta["example_value"] = r
+                    items.append(self._wrap_result(sub, r))
+                else:
+                    items.append(ConstantVariable(r))
+            if isinstance(result, list):
+                return ListVariable(items)
+            return TupleVariable(items, cls=type(result) if type(result) is not tuple else tuple)
+        raise Unsupported(f"op result of type {type(result).__name__}")
+
+    # --- finishing ------------------------------------------------------------------------------
+    def op_count(self) -> int:
+        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+
+    def compile(self, return_var, backend, signature, cells: dict):
+        """Finish the graph, hand it to ``backend`` and generate ``run(<user params>)``."""
+        ns = Namespace()
+        ns.values.update({"_G": self.f_globals, "_cells": cells, "_new_object": _new_object, **self.extra_names})
+        outputs: list = []
+        out_index: dict[int, int] = {}
+
+        def expr(v) -> str:
+            if isinstance(v, TensorVariable):
+                if v.source is not None:
+                    return v.source.expr()
+                if getattr(v, "constant", None) is not None:
+                    return ns.ref(v.constant)
+                if id(v) not in out_index:
+                    out_index[id(v)] = len(outputs)
+                    outputs.append(v)
+                return f"__o[{out_index[id(v)]}]"
+            if isinstance(v, ConstantVariable):
+                return repr(v.value) if type(v.value) in _SIMPLE and v.value == v.value else ns.ref(v.value)
+            if isinstance(v, TupleVariable):
+                body = "".join(expr(i) + ", " for i in v.items)
+                if v.cls is tuple:
+                    return f"({body})"
+                if hasattr(v.cls, "_fields"):
+                    return f"{ns.ref(v.cls)}({body})"
+                return f"{ns.ref(v.cls)}(({body}))"
+            if isinstance(v, ListVariable):
+                return "[" + ", ".join(expr(i) for i in v.items) + "]"
+            if isinstance(v, DictVariable):
+                body = "{" + ", ".join(f"{ns.ref(k) if type(k) not in _SIMPLE else repr(k)}: {expr(x)}" for k, x in v.items.items()) + "}"
+                return body if v.cls is dict else f"{ns.ref(v.cls)}({body})"
+            if isinstance(v, DataclassVariable):
+                return f"{ns.ref(v.cls)}(" + ", ".join(f"{k}={expr(x)}" for k, x in v.fields.items()) + ")"
+            if isinstance(v, NewObjectVariable):
+                return f"_new_object({ns.ref(v.cls)}, {{" + ", ".join(f"{k!r}: {expr(x)}" for k, x in v.attrs.items()) + "})"
+            if isinstance(v, UserObjectVariable):
+                return v.source.expr() if v.source is not None else ns.ref(v.value)
+            if isinstance(v, UserFunctionVariable) and v.fn is not None and v.self_var is None:
+                return ns.ref(v.fn)
+            if isinstance(v, IteratorVariable):
+                return "iter([" + ", ".join(expr(i) for i in v.items[v.pos:]) + "])"
+            raise Unsupported(f"returning or storing a {type(v).__name__} built during capture")
+
+        effects = []
+        for kind, target, key, value in self.side_effects.entries:
+            if kind == "container":
+                dst = target.source.expr()
+                if isinstance(target, ListVariable):
+                    effects.append(f"{dst}[:] = {expr(target)}")
+                else:
+                    effects.append(f"__t = {dst}; __t.clear(); __t.update({expr(DictVariable(target.items))})")
+            elif kind == "attr":
+                dst = target.source.expr() if target.source is not None else ns.ref(target.value)
+                if isinstance(value, DeletedVariable):
+                    effects.append(f"__t = {dst}\n    if hasattr(__t, {key!r}): delattr(__t, {key!r})")
+                else:
+                    effects.append(f"setattr({dst}, {key!r}, {expr(value)})")
+            elif kind == "cell":
+                effects.append(f"{ns.ref(target)}.cell_contents = {expr(value)}")
+            elif kind == "global":
+                effects.append(f"{ns.ref(target)}[{key!r}] = {expr(value)}")
+        ret = expr(return_var)
+
+        self.graph.output(tuple(v.node for v in outputs))
+        compiled, gm = None, None
+        example_inputs = [t for _, t, _ in self.inputs]
+        if self.op_count() > 0:
+            self.graph.lint()
+            gm = torch.fx.GraphModule(self.root, self.graph)
+            compiled = backend(gm, list(example_inputs))
+        params, _ = signature_text(signature, ns)
+        lines = [f"def run({params}):"]
+        if compiled is not None:
+            ns.values["_compiled"] = compiled
+            lines.append("    __o = _compiled(" + ", ".join(s.expr() for s, _, _ in self.inputs) + ")")
+        elif outputs:
+            raise Unsupported("internal: graph outputs without a graph")
+        lines += [f"    {e}" for e in effects]
+        lines.append(f"    return {ret}")
+        src = "\n".join(lines) + "\n"
+        return ns, ns.exec(src, "run"), src, gm
+
+
+def _contains_tensor(x) -> bool:
+    if isinstance(x, torch.Tensor):
+        return True
+    if isinstance(x, (tuple, list)):
+        return any(_contains_tensor(i) for i in x)
+    return False
+
+
+def _map(v, what: str):
+    if isinstance(v, TensorVariable):
+        return v.node if what == "node" else v.fake
+    if isinstance(v, ConstantVariable):
+        return v.value
+    if isinstance(v, TupleVariable):
+        return tuple(_map(i, what) for i in v.items)
+    if isinstance(v, ListVariable):
+        return [_map(i, what) for i in v.items]
+    if isinstance(v, DictVariable):
+        return {k: _map(i, what) for k, i in v.items.items()}
+    if v.is_python_constant():
+        return v.as_python_constant()
+    raise Unsupported(f"passing a {type(v).__name__} to a torch operation")

@@ -1,0 +1,53 @@
+"""Mutations of Python state seen during capture, replayed (in program order) after the graph runs."""
+
+from __future__ import annotations
+
+import types
+
+
+class SideEffects:
+    """Records mutated lists/dicts from outside, attribute stores, global and closure-cell stores.
+
+    Reads during capture see the recorded values (``attr_value``, ``cell_value``, ``global_value``);
+    ``entries`` lists what to replay, in the order each target was first mutated.
+    """
+
+    def __init__(self) -> None:
+        self.entries: list[tuple] = []  # (kind, target, key, value)
+        self._index: dict[tuple, int] = {}
+
+    def _record(self, key: tuple, entry: tuple) -> None:
+        if key in self._index:
+            self.entries[self._index[key]] = entry
+        else:
+            self._index[key] = len(self.entries)
+            self.entries.append(entry)
+
+    def mutated(self, container_var) -> None:
+        """A list or dict variable changed; if it came from outside, rewrite it after the graph."""
+        if container_var.source is not None:
+            self._record(("container", id(container_var)), ("container", container_var, None, None))
+
+    def store_attr(self, obj_var, name: str, value) -> None:
+        self._record(("attr", id(obj_var.value), name), ("attr", obj_var, name, value))
+
+    def attr_value(self, obj, name: str):
+        i = self._index.get(("attr", id(obj), name))
+        return None if i is None else self.entries[i][3]
+
+    def store_cell(self, cell: types.CellType, value) -> None:
+        self._record(("cell", id(cell)), ("cell", cell, None, value))
+
+    def cell_value(self, cell: types.CellType):
+        i = self._index.get(("cell", id(cell)))
+        return None if i is None else self.entries[i][3]
+
+    def store_global(self, f_globals: dict, name: str, value) -> None:
+        self._record(("global", id(f_globals), name), ("global", f_globals, name, value))
+
+    def global_value(self, f_globals: dict, name: str):
+        i = self._index.get(("global", id(f_globals), name))
+        return None if i is None else self.entries[i][3]
+
+    def __len__(self) -> int:
+        return len(self.entries)

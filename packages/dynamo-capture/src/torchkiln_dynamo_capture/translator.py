@@ -1,0 +1,567 @@
+"""The symbolic interpreter: a stack of VariableTrackers, locals, cells; dispatch by opcode.
+
+Handlers are methods named after the (normalised) opcode; each documents its stack effect.
+Loops are unrolled and branches on values known at capture time are specialised.
+"""
+
+from __future__ import annotations
+
+import builtins
+import operator
+import sys
+import types
+
+import torch
+
+from ._binding import _as_dict, bind_arguments
+from ._guards import GlobalStateMatch
+from ._sources import GlobalSource, ItemSource, NamedRefSource
+from .builder import wrap
+from .bytecode import decode, version_table
+from .exc import Unsupported
+from .variables.base import (
+    BINARY_OPS,
+    COMPARE_OPS,
+    AttrMissing,
+    ConstantVariable,
+    DeletedVariable,
+    NullVariable,
+    VariableTracker,
+)
+from .variables.builtins import binary_op, contains, identity
+from .variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
+from .variables.ctx import enter_context
+from .variables.functions import NewCellVariable, SuperVariable, UserFunctionVariable
+from .variables.modules import NNModuleVariable
+from .variables.tensors import TensorVariable
+
+_VT = version_table()
+_MAX_INSTRUCTIONS = 2_000_000
+_MAX_DEPTH = 64
+
+
+class _Return(Exception):
+    def __init__(self, value):
+        self.value = value
+
+
+class InstructionTranslator:
+    """Symbolically runs one frame. Inlined calls get a child translator sharing ``out``."""
+
+    def __init__(self, out, code: types.CodeType, f_globals: dict, localvars: dict, cells: dict, parent=None, func=None):
+        self.out = out
+        self.code = code
+        self.f_globals = f_globals
+        self.locals = localvars
+        self.cells = cells
+        self.parent = parent
+        self.func = func
+        self.depth = 0 if parent is None else parent.depth + 1
+        self.stack: list[VariableTracker] = []
+        self.instructions = decode(code)
+        self.ip = 0
+        self.kw_names: tuple = ()
+        self.lineno = code.co_firstlineno
+        self.counter = [0] if parent is None else parent.counter
+
+    # --- helpers used by variables ----------------------------------------------------------------
+    def wrap(self, value, source):
+        return wrap(self, value, source)
+
+    def getattr(self, obj: VariableTracker, name: str) -> VariableTracker:
+        return obj.var_getattr(self, name)
+
+    def getitem(self, obj, key):
+        if isinstance(obj, TensorVariable):
+            return obj.call_method(self, "__getitem__", [key], {})
+        if isinstance(obj, ConstantVariable):
+            if isinstance(key, TensorVariable):
+                raise Unsupported("indexing a constant with a tensor")
+            k = key.as_python_constant()
+            return self.wrap(obj.value[k], ItemSource(obj.source, k) if obj.source is not None else None)
+        return obj.call_method(self, "__getitem__", [key], {})
+
+    def unpack(self, obj) -> list:
+        return obj.unpack(self)
+
+    def truth(self, obj) -> bool:
+        return obj.truth(self)
+
+    def call_function(self, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
+        return fn.call(self, args, kwargs)
+
+    def zero_arg_super(self):
+        cell = self.cells.get("__class__")
+        if cell is None or self.code.co_argcount == 0:
+            raise Unsupported("super() outside a method")
+        first = self.code.co_varnames[0]
+        self_var = self.locals.get(first)
+        if self_var is None:  # the first argument may itself live in a cell
+            self_var = self.cells[first].get(self)
+        return SuperVariable(cell.get(self).as_python_constant(), self_var)
+
+    def inline_call(self, func: UserFunctionVariable, args: list, kwargs: dict) -> VariableTracker:
+        code = func.code
+        if code.co_flags & (0x80 | 0x100 | 0x200):
+            raise Unsupported(f"calling coroutine {func.name}")
+        if self.depth >= _MAX_DEPTH:
+            raise Unsupported(f"inlining depth over {_MAX_DEPTH} (recursion?) at {func.name}")
+        localvars = bind_arguments(func, args, kwargs)
+        cells = {}
+        for name in code.co_cellvars:
+            cells[name] = NewCellVariable(localvars.pop(name, None))
+        for name, cell in zip(code.co_freevars, func.closure):
+            cells[name] = cell
+        child = InstructionTranslator(self.out, code, func.f_globals, localvars, cells, parent=self, func=func)
+        if code.co_flags & 0x20:
+            # a generator (genexpr): run it to completion now; its yields become an iterator
+            child.yielded = []
+            child.run()
+            return IteratorVariable(child.yielded)
+        return child.run()
+
+    # --- the loop ---------------------------------------------------------------------------------
+    def run(self) -> VariableTracker:
+        insts = self.instructions
+        try:
+            while True:
+                inst = insts[self.ip]
+                self.ip += 1
+                self.lineno = inst.lineno or self.lineno
+                self.counter[0] += 1
+                if self.counter[0] > _MAX_INSTRUCTIONS:
+                    raise Unsupported("capture ran too long (an unbounded loop?)")
+                handler = getattr(self, inst.opname, None)
+                if handler is None:
+                    raise Unsupported(f"opcode {inst.opname}", "this Python construct is not supported inside a captured function")
+                handler(inst)
+        except _Return as r:
+            return r.value
+        except Unsupported as e:
+            raise e.located(self.code.co_filename, self.lineno)
+        except AttrMissing as e:
+            raise Unsupported(f"missing attribute {e}").located(self.code.co_filename, self.lineno) from e
+
+    def push(self, v):
+        self.stack.append(v)
+
+    def pop(self):
+        return self.stack.pop()
+
+    def popn(self, n):
+        if n == 0:
+            return []
+        vals = self.stack[-n:]
+        del self.stack[-n:]
+        return vals
+
+    def jump(self, inst):
+        self.ip = inst.target
+
+    # --- no-ops and stack shuffles ------------------------------------------------------------------
+    def NOP(self, inst):
+        pass
+
+    RESUME = COPY_FREE_VARS = NOP
+
+    def PUSH_NULL(self, inst):  # -> NULL
+        self.push(NullVariable())
+
+    def POP_TOP(self, inst):  # x ->
+        self.pop()
+
+    def END_FOR(self, inst):  # (3.12) iter, x ->
+        self.popn(2)
+
+    def COPY(self, inst):  # ... x(n) -> ... x(n) x(n)
+        self.push(self.stack[-inst.arg])
+
+    def SWAP(self, inst):
+        self.stack[-1], self.stack[-inst.arg] = self.stack[-inst.arg], self.stack[-1]
+
+    # --- loads and stores -----------------------------------------------------------------------------
+    def LOAD_CONST(self, inst):  # -> const
+        self.push(ConstantVariable(inst.argval))
+
+    def RETURN_CONST(self, inst):  # (3.12) ->
+        raise _Return(ConstantVariable(inst.argval))
+
+    def RETURN_VALUE(self, inst):  # x ->
+        raise _Return(self.pop())
+
+    def LOAD_FAST(self, inst):  # -> local
+        v = self.locals.get(inst.argval)
+        if v is None:
+            raise Unsupported(f"local variable {inst.argval!r} referenced before assignment")
+        self.push(v)
+
+    def LOAD_FAST_AND_CLEAR(self, inst):  # (3.12, inlined comprehensions) -> local or NULL
+        self.push(self.locals.pop(inst.argval, NullVariable()))
+
+    def STORE_FAST(self, inst):  # x ->
+        v = self.pop()
+        if isinstance(v, NullVariable):
+            self.locals.pop(inst.argval, None)
+        else:
+            self.locals[inst.argval] = v
+
+    def DELETE_FAST(self, inst):
+        self.locals.pop(inst.argval, None)
+
+    def MAKE_CELL(self, inst):
+        if inst.argval not in self.cells:
+            self.cells[inst.argval] = NewCellVariable(self.locals.pop(inst.argval, None))
+
+    def LOAD_CLOSURE(self, inst):  # -> cell
+        self.push(self.cells[inst.argval])
+
+    def LOAD_DEREF(self, inst):  # -> cell contents
+        self.push(self.cells[inst.argval].get(self))
+
+    def STORE_DEREF(self, inst):  # x ->
+        self.cells[inst.argval].set(self, self.pop())
+
+    def _global_source(self, name):
+        if self.f_globals is self.out.f_globals:
+            return GlobalSource(name)
+        return ItemSource(NamedRefSource(self.out.name_globals(self.f_globals)), name)
+
+    def load_global(self, name):
+        pending = self.out.side_effects.global_value(self.f_globals, name)
+        if pending is not None:
+            return pending
+        if name in self.f_globals:
+            return self.wrap(self.f_globals[name], self._global_source(name))
+        b = self.f_globals.get("__builtins__", builtins)
+        b = b if isinstance(b, dict) else b.__dict__
+        if name in b:
+            return self.wrap(b[name], None)
+        raise Unsupported(f"name {name!r} is not defined")
+
+    def LOAD_GLOBAL(self, inst):  # -> [NULL] global
+        if inst.arg & 1:
+            self.push(NullVariable())
+        self.push(self.load_global(inst.argval))
+
+    def STORE_GLOBAL(self, inst):  # x ->
+        self.out.side_effects.store_global(self.f_globals, inst.argval, self.pop())
+
+    def LOAD_ATTR(self, inst):  # obj -> attr  |  (3.12 method flag) obj -> NULL attr
+        obj = self.pop()
+        attr = self.getattr(obj, inst.argval)
+        if sys.version_info >= (3, 12) and inst.arg & 1:
+            self.push(NullVariable())
+        self.push(attr)
+
+    def LOAD_METHOD(self, inst):  # (3.11) obj -> NULL attr
+        obj = self.pop()
+        self.push(NullVariable())
+        self.push(self.getattr(obj, inst.argval))
+
+    def LOAD_SUPER_ATTR(self, inst):  # (3.12) super cls self -> [NULL] attr
+        self_var = self.pop()
+        cls = self.pop()
+        self.pop()
+        attr = SuperVariable(cls.as_python_constant(), self_var).var_getattr(self, inst.argval)
+        if inst.arg & 1:
+            self.push(NullVariable())
+        self.push(attr)
+
+    def STORE_ATTR(self, inst):  # value obj ->
+        obj = self.pop()
+        value = self.pop()
+        obj.store_attr(self, inst.argval, value)
+
+    def DELETE_ATTR(self, inst):  # obj ->
+        obj = self.pop()
+        from .variables.objects import UserObjectVariable
+
+        if not isinstance(obj, UserObjectVariable) or isinstance(obj, NNModuleVariable):
+            raise Unsupported(f"del on an attribute of {type(obj).__name__}")
+        obj.store_attr(self, inst.argval, DeletedVariable())
+
+    def BINARY_SUBSCR(self, inst):  # container key -> item
+        key = self.pop()
+        self.push(self.getitem(self.pop(), key))
+
+    def STORE_SUBSCR(self, inst):  # value container key ->
+        key, container, value = self.pop(), self.pop(), self.pop()
+        if isinstance(container, TensorVariable):
+            self.out.call_tensor_op(self, "call_function", operator.setitem, [container, key, value], {})
+        else:
+            container.call_method(self, "__setitem__", [key, value], {})
+
+    def DELETE_SUBSCR(self, inst):
+        key, container = self.pop(), self.pop()
+        container.call_method(self, "__delitem__", [key], {})
+
+    def BINARY_SLICE(self, inst):  # (3.12) container start end -> item
+        end, start, container = self.pop(), self.pop(), self.pop()
+        self.push(self.getitem(container, ConstantVariable(slice(start.as_python_constant(), end.as_python_constant()))))
+
+    def STORE_SLICE(self, inst):  # (3.12) value container start end ->
+        end, start, container, value = self.pop(), self.pop(), self.pop(), self.pop()
+        key = ConstantVariable(slice(start.as_python_constant(), end.as_python_constant()))
+        if isinstance(container, TensorVariable):
+            self.out.call_tensor_op(self, "call_function", operator.setitem, [container, key, value], {})
+        else:
+            container.call_method(self, "__setitem__", [key, value], {})
+
+    def LOAD_ASSERTION_ERROR(self, inst):
+        self.push(ConstantVariable(AssertionError))
+
+    def RAISE_VARARGS(self, inst):
+        raise Unsupported("raise inside a captured function (an assert or raise was reached)",
+                          "the condition leading here was known at capture time and true")
+
+    def IMPORT_NAME(self, inst):  # level fromlist -> module
+        fromlist, level = self.pop(), self.pop()
+        self.push(ConstantVariable(__import__(inst.argval, self.f_globals, None, fromlist.value, level.value)))
+
+    def IMPORT_FROM(self, inst):  # module -> module attr
+        self.push(self.getattr(self.stack[-1], inst.argval))
+
+    # --- operators ---------------------------------------------------------------------------------------
+    def BINARY_OP(self, inst):  # a b -> a op b
+        b, a = self.pop(), self.pop()
+        self.push(binary_op(self, BINARY_OPS[inst.argrepr], a, b))
+
+    def COMPARE_OP(self, inst):  # a b -> a cmp b
+        b, a = self.pop(), self.pop()
+        self.push(binary_op(self, COMPARE_OPS[inst.argval], a, b))
+
+    def IS_OP(self, inst):  # a b -> bool
+        b, a = self.pop(), self.pop()
+        r = identity(a, b)
+        self.push(ConstantVariable(r != bool(inst.arg)))
+
+    def CONTAINS_OP(self, inst):  # item container -> bool
+        container, item = self.pop(), self.pop()
+        self.push(ConstantVariable(contains(self, item, container) != bool(inst.arg)))
+
+    def _unary(self, fn):
+        x = self.pop()
+        if isinstance(x, TensorVariable):
+            self.push(self.out.call_tensor_op(self, "call_function", fn, [x], {}))
+        else:
+            self.push(ConstantVariable(fn(x.as_python_constant())))
+
+    def UNARY_NEGATIVE(self, inst):
+        self._unary(operator.neg)
+
+    def UNARY_INVERT(self, inst):
+        self._unary(operator.invert)
+
+    def UNARY_POSITIVE(self, inst):
+        self._unary(operator.pos)
+
+    def UNARY_NOT(self, inst):
+        self.push(ConstantVariable(not self.truth(self.pop())))
+
+    def CALL_INTRINSIC_1(self, inst):  # (3.12) x -> f(x)
+        name = inst.argrepr
+        if name == "INTRINSIC_LIST_TO_TUPLE":
+            self.push(TupleVariable(self.pop().items))
+        elif name == "INTRINSIC_UNARY_POSITIVE":
+            self._unary(operator.pos)
+        else:
+            raise Unsupported(f"CALL_INTRINSIC_1 {name}")
+
+    def GET_LEN(self, inst):
+        from .variables.builtins import _len
+
+        self.push(_len(self, self.stack[-1]))
+
+    # --- building and unpacking ----------------------------------------------------------------------
+    def BUILD_TUPLE(self, inst):
+        self.push(TupleVariable(self.popn(inst.arg)))
+
+    def BUILD_LIST(self, inst):
+        self.push(ListVariable(self.popn(inst.arg)))
+
+    def BUILD_SET(self, inst):
+        self.push(ConstantVariable({v.as_python_constant() for v in self.popn(inst.arg)}))
+
+    def BUILD_MAP(self, inst):  # k1 v1 ... -> dict
+        flat = self.popn(2 * inst.arg)
+        self.push(DictVariable({flat[i].as_python_constant(): flat[i + 1] for i in range(0, len(flat), 2)}))
+
+    def BUILD_CONST_KEY_MAP(self, inst):  # v1..vn keys -> dict
+        keys = self.pop().as_python_constant()
+        self.push(DictVariable(dict(zip(keys, self.popn(inst.arg)))))
+
+    def BUILD_STRING(self, inst):
+        self.push(ConstantVariable("".join(v.as_python_constant() for v in self.popn(inst.arg))))
+
+    def FORMAT_VALUE(self, inst):  # x [spec] -> str
+        spec = self.pop().as_python_constant() if inst.arg & 0x04 else ""
+        v = self.pop()
+        val = v.as_python_constant() if v.is_python_constant() else v.real_value()
+        if isinstance(v, TensorVariable):
+            raise Unsupported("formatting a tensor into a string")
+        conv = inst.arg & 0x03
+        val = {0: val, 1: str(val), 2: repr(val), 3: ascii(val)}[conv]
+        self.push(ConstantVariable(format(val, spec)))
+
+    def BUILD_SLICE(self, inst):
+        parts = self.popn(inst.arg)
+        if any(isinstance(p, TensorVariable) for p in parts):
+            raise Unsupported("slice bounds that are tensors")
+        self.push(ConstantVariable(slice(*(p.as_python_constant() for p in parts))))
+
+    def LIST_APPEND(self, inst):  # list(i) ... v -> list(i) ...
+        v = self.pop()
+        self.stack[-inst.arg].items.append(v)
+
+    def SET_ADD(self, inst):
+        v = self.pop()
+        self.stack[-inst.arg].value.add(v.as_python_constant())
+
+    def MAP_ADD(self, inst):  # dict(i) ... k v
+        v, k = self.pop(), self.pop()
+        self.stack[-inst.arg].items[k.as_python_constant()] = v
+
+    def LIST_EXTEND(self, inst):
+        v = self.pop()
+        self.stack[-inst.arg].items.extend(self.unpack(v))
+
+    def SET_UPDATE(self, inst):
+        v = self.pop()
+        self.stack[-inst.arg].value.update(x.as_python_constant() for x in self.unpack(v))
+
+    def DICT_UPDATE(self, inst):
+        v = self.pop()
+        self.stack[-inst.arg].call_method(self, "update", [v], {})
+
+    DICT_MERGE = DICT_UPDATE
+
+    def LIST_TO_TUPLE(self, inst):
+        self.push(TupleVariable(self.pop().items))
+
+    def UNPACK_SEQUENCE(self, inst):  # seq -> items (reversed)
+        items = self.unpack(self.pop())
+        if len(items) != inst.arg:
+            raise Unsupported(f"unpacking {len(items)} values into {inst.arg}")
+        self.stack.extend(reversed(items))
+
+    def UNPACK_EX(self, inst):  # seq -> after.. star before..
+        items = self.unpack(self.pop())
+        before, after = inst.arg & 0xFF, inst.arg >> 8
+        star = ListVariable(items[before:len(items) - after])
+        vals = items[:before] + [star] + items[len(items) - after:]
+        self.stack.extend(reversed(vals))
+
+    # --- control flow ----------------------------------------------------------------------------------
+    def JUMP_FORWARD(self, inst):
+        self.jump(inst)
+
+    JUMP_BACKWARD = JUMP_ABSOLUTE = JUMP = JUMP_FORWARD
+
+    def _cond(self, v) -> bool:
+        return self.truth(v)
+
+    def POP_JUMP_IF_TRUE(self, inst):
+        if self._cond(self.pop()):
+            self.jump(inst)
+
+    def POP_JUMP_IF_FALSE(self, inst):
+        if not self._cond(self.pop()):
+            self.jump(inst)
+
+    def POP_JUMP_IF_NONE(self, inst):
+        v = self.pop()
+        if v.is_python_constant() and v.as_python_constant() is None:
+            self.jump(inst)
+
+    def POP_JUMP_IF_NOT_NONE(self, inst):
+        v = self.pop()
+        if not (v.is_python_constant() and v.as_python_constant() is None):
+            self.jump(inst)
+
+    def JUMP_IF_TRUE_OR_POP(self, inst):
+        if self._cond(self.stack[-1]):
+            self.jump(inst)
+        else:
+            self.pop()
+
+    def JUMP_IF_FALSE_OR_POP(self, inst):
+        if not self._cond(self.stack[-1]):
+            self.jump(inst)
+        else:
+            self.pop()
+
+    def GET_ITER(self, inst):  # iterable -> iterator
+        v = self.pop()
+        self.push(v if isinstance(v, IteratorVariable) else IteratorVariable(self.unpack(v)))
+
+    def FOR_ITER(self, inst):  # iterator -> iterator next  |  exhausted: iterator -> (jump)
+        it = self.stack[-1]
+        v = it.next()
+        if v is None:
+            self.pop()
+            self.ip = inst.target + (1 if _VT.for_iter_skips_end_for else 0)
+        else:
+            self.push(v)
+
+    # --- calls -----------------------------------------------------------------------------------------
+    def KW_NAMES(self, inst):
+        # 3.11's dis leaves argval unresolved for KW_NAMES: the names tuple is co_consts[arg]
+        self.kw_names = self.code.co_consts[inst.arg]
+
+    def PRECALL(self, inst):
+        pass
+
+    def CALL(self, inst):  # NULL|callable callable|self args... -> result
+        args = self.popn(inst.arg)
+        b, a = self.pop(), self.pop()
+        if isinstance(a, NullVariable):
+            fn = b
+        else:
+            fn, args = a, [b, *args]
+        kwargs = {}
+        if self.kw_names:
+            n = len(self.kw_names)
+            kwargs = dict(zip(self.kw_names, args[-n:]))
+            args = args[:-n]
+            self.kw_names = ()
+        self.push(self.call_function(fn, args, kwargs))
+
+    def CALL_FUNCTION_EX(self, inst):  # [NULL] fn args [kwargs] -> result
+        kwargs = self.pop() if inst.arg & 1 else DictVariable({})
+        args = self.pop()
+        fn = self.pop()
+        if self.stack and isinstance(self.stack[-1], NullVariable):
+            self.pop()
+        if not isinstance(kwargs, DictVariable):
+            raise Unsupported("**kwargs that is not a dict")
+        self.push(self.call_function(fn, self.unpack(args), dict(kwargs.items)))
+
+    def MAKE_FUNCTION(self, inst):  # [defaults] [kwdefaults] [annotations] [closure] code -> function
+        code = self.pop().as_python_constant()
+        closure = self.unpack(self.pop()) if inst.arg & 0x08 else ()
+        if inst.arg & 0x04:
+            self.pop()
+        kwdefaults = _as_dict(self.pop()) if inst.arg & 0x02 else {}
+        defaults = self.unpack(self.pop()) if inst.arg & 0x01 else ()
+        self.push(UserFunctionVariable(code, self.f_globals, defaults=defaults, kwdefaults=kwdefaults, closure=closure))
+
+    def BEFORE_WITH(self, inst):  # ctx -> exit enter_result
+        ctx = self.pop()
+        exit_fn, result = enter_context(self, ctx)
+        self.push(exit_fn)
+        self.push(result)
+
+    def RETURN_GENERATOR(self, inst):  # -> None (the generator object is not modelled)
+        if getattr(self, "yielded", None) is None:
+            raise Unsupported("generator functions", "return a list instead")
+        self.push(ConstantVariable(None))
+
+    def YIELD_VALUE(self, inst):  # x -> None (the value sent back)
+        if getattr(self, "yielded", None) is None:
+            raise Unsupported("yield outside a generator being inlined")
+        self.yielded.append(self.pop())
+        self.push(ConstantVariable(None))
+
+
+def grad_mode_guard(out) -> None:
+    out.guards.add(GlobalStateMatch(NamedRefSource("_grad"), torch.is_grad_enabled()))

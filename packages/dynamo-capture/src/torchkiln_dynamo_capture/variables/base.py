@@ -1,0 +1,154 @@
+"""The VariableTracker base class, Python constants and the NULL stack marker."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+from ..exc import Unsupported
+
+
+class AttrMissing(Exception):
+    """A symbolic attribute lookup found nothing (``hasattr``/``getattr(default)`` catch it)."""
+
+
+class VariableTracker:
+    """What capture knows about one Python value; ``source`` says where it came from (for guards)."""
+
+    source = None
+
+    def python_type(self) -> type:
+        raise Unsupported(f"type() of {type(self).__name__}")
+
+    def is_python_constant(self) -> bool:
+        return False
+
+    def as_python_constant(self) -> Any:
+        raise Unsupported(f"{self} used where a Python constant is needed", "keep this value known at capture time")
+
+    def real_value(self) -> Any:
+        """The real Python object this tracks, if there is one (for identity and isinstance)."""
+        return _NO_REAL
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        raise Unsupported(f"attribute {name!r} of {type(self).__name__}")
+
+    def store_attr(self, tx, name: str, value: VariableTracker) -> None:
+        raise Unsupported(f"setting attribute {name!r} on {type(self).__name__}")
+
+    def call(self, tx, args: list, kwargs: dict) -> VariableTracker:
+        raise Unsupported(f"calling {type(self).__name__}")
+
+    def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
+        return self.var_getattr(tx, name).call(tx, args, kwargs)
+
+    def unpack(self, tx) -> list:
+        raise Unsupported(f"iterating over {type(self).__name__}")
+
+    def truth(self, tx) -> bool:
+        raise Unsupported(f"truth value of {type(self).__name__}", "branch only on values known at capture time")
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}()"
+
+
+class _NoReal:
+    def __repr__(self) -> str:
+        return "<no real value>"
+
+
+_NO_REAL = _NoReal()
+NO_REAL = _NO_REAL
+
+
+class DeletedVariable(VariableTracker):
+    """Marks an attribute deleted during capture (``del obj.attr``)."""
+
+
+class NullVariable(VariableTracker):
+    """The NULL that LOAD_GLOBAL/LOAD_ATTR/PUSH_NULL place below a callable."""
+
+
+class ConstantVariable(VariableTracker):
+    """A Python value known at capture time (immutable or treated as such)."""
+
+    def __init__(self, value: Any, source=None):
+        self.value = value
+        self.source = source
+
+    def python_type(self) -> type:
+        return type(self.value)
+
+    def is_python_constant(self) -> bool:
+        return True
+
+    def as_python_constant(self) -> Any:
+        return self.value
+
+    def real_value(self) -> Any:
+        return self.value
+
+    def var_getattr(self, tx, name: str) -> VariableTracker:
+        import types
+
+        try:
+            v = getattr(self.value, name)
+        except AttributeError as e:
+            raise AttrMissing(name) from e
+        # attributes of Python modules (torch.nn, math) are not guarded: they do not change
+        src = None if isinstance(self.value, types.ModuleType) or self.source is None else _attr(self.source, name)
+        return tx.wrap(v, src)
+
+    def call(self, tx, args, kwargs):
+        from .builtins import call_value
+
+        return call_value(tx, self.value, args, kwargs)
+
+    def call_method(self, tx, name, args, kwargs):
+        if type(self.value) in (list, dict, set) and name in _MUTATORS:
+            raise Unsupported(f"mutating a {type(self.value).__name__} held as a constant")
+        return self.var_getattr(tx, name).call(tx, args, kwargs)
+
+    def unpack(self, tx) -> list:
+        try:
+            items = list(self.value)
+        except TypeError as e:
+            raise Unsupported(f"iterating over {type(self.value).__name__}") from e
+        return [ConstantVariable(v) if not _needs_wrap(v) else tx.wrap(v, None) for v in items]
+
+    def truth(self, tx) -> bool:
+        return bool(self.value)
+
+    def __repr__(self) -> str:
+        return f"ConstantVariable({self.value!r})"
+
+
+_MUTATORS = {"append", "extend", "pop", "insert", "remove", "clear", "update", "setdefault", "add", "discard"}
+
+
+def _needs_wrap(v) -> bool:
+    return not isinstance(v, (int, float, str, bool, type(None), bytes, complex))
+
+
+def _attr(source, name):
+    from .._sources import AttrSource
+
+    return AttrSource(source, name)
+
+
+BINARY_OPS = {
+    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
+    "%": operator.mod, "**": operator.pow, "@": operator.matmul, "&": operator.and_, "|": operator.or_,
+    "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
+    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
+    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
+    "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor, "<<=": operator.ilshift, ">>=": operator.irshift,
+}
+COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge}
+INPLACE_TO_BINARY = {
+    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv, operator.imod: operator.mod,
+    operator.ipow: operator.pow, operator.imatmul: operator.matmul, operator.iand: operator.and_,
+    operator.ior: operator.or_, operator.ixor: operator.xor, operator.ilshift: operator.lshift,
+    operator.irshift: operator.rshift,
+}

@@ -1,0 +1,492 @@
+"""Calls to builtins, ``operator``, ``math``, classes and everything else that is not a user function."""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import functools
+import inspect
+import math
+import operator
+import sys
+import types
+
+import torch
+
+from ..exc import Unsupported
+from .base import (
+    BINARY_OPS,
+    COMPARE_OPS,
+    INPLACE_TO_BINARY,
+    NO_REAL,
+    AttrMissing,
+    ConstantVariable,
+    VariableTracker,
+)
+from .containers import (
+    DataclassVariable,
+    DictVariable,
+    IteratorVariable,
+    ListVariable,
+    TupleVariable,
+)
+from .functions import PartialVariable, SuperVariable, UserFunctionVariable
+from .tensors import TensorVariable
+
+_OPERATOR_FNS = set(BINARY_OPS.values()) | set(COMPARE_OPS.values())
+# torch Python functions that wrap a user function (decorators): inlined rather than put in the graph
+_INLINE_TORCH_MODULES = ("torch.utils._contextlib", "torch.amp.autocast_mode")
+
+
+def _all_const(args, kwargs) -> bool:
+    return all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values())
+
+
+def _consts(args, kwargs):
+    return [a.as_python_constant() for a in args], {k: v.as_python_constant() for k, v in kwargs.items()}
+
+
+def _has_tensor(vts) -> bool:
+    for v in vts:
+        if isinstance(v, TensorVariable):
+            return True
+        if isinstance(v, (ListVariable, TupleVariable)) and _has_tensor(v.items):
+            return True
+        if isinstance(v, DictVariable) and _has_tensor(v.items.values()):
+            return True
+    return False
+
+
+def is_torch_callable(fn) -> bool:
+    mod = getattr(fn, "__module__", None) or ""
+    if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and getattr(fn, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase):
+        return True
+    if getattr(fn, "__self__", None) is torch._C._VariableFunctions or mod.startswith("torch._C"):
+        return True
+    return mod == "torch" or mod.startswith("torch.")
+
+
+def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
+    """Call a real callable ``fn`` (known at capture time) with tracked arguments."""
+    handler = _BUILTIN_HANDLERS.get(fn) if _hashable(fn) else None
+    if handler is not None:
+        return handler(tx, *args, **kwargs)
+    if fn in _OPERATOR_FNS:
+        return binary_op(tx, fn, args[0], args[1])
+    if fn is operator.getitem:
+        return tx.getitem(args[0], args[1])
+    if fn is torch.set_grad_enabled or fn is torch._C._set_grad_enabled:
+        from .ctx import set_grad_enabled
+
+        return set_grad_enabled(tx, args[0].as_python_constant())
+    if fn in (operator.not_, operator.truth):
+        r = tx.truth(args[0])
+        return ConstantVariable(not r if fn is operator.not_ else r)
+    if fn in (operator.neg, operator.pos, operator.invert, operator.abs) and isinstance(args[0], TensorVariable):
+        return tx.out.call_tensor_op(tx, "call_function", fn, args, kwargs)
+    if isinstance(fn, type):
+        return construct(tx, fn, args, kwargs)
+    if isinstance(fn, operator.itemgetter):
+        items = [tx.getitem(args[0], ConstantVariable(k)) for k in fn.__reduce__()[1]]
+        return items[0] if len(items) == 1 else TupleVariable(items)
+    if isinstance(fn, operator.attrgetter):
+        vals = []
+        for path in fn.__reduce__()[1]:
+            v = args[0]
+            for part in path.split("."):
+                v = tx.getattr(v, part)
+            vals.append(v)
+        return vals[0] if len(vals) == 1 else TupleVariable(vals)
+    if _is_stdlib(fn) and not _has_tensor(args) and not _has_tensor(kwargs.values()):
+        # the standard library (inspect, typing, logging, ...) runs for real on known values
+        real = _real_args(args, kwargs)
+        if real is not None:
+            try:
+                return tx.wrap(fn(*real[0], **real[1]), None)
+            except Exception as e:
+                raise Unsupported(f"calling {fn.__qualname__} raised {type(e).__name__}: {e}") from e
+    if _is_stdlib(fn):
+        return UserFunctionVariable.from_function(tx, fn, None).call(tx, args, kwargs)
+    if isinstance(fn, types.FunctionType) and not (is_torch_callable(fn) and not fn.__module__.startswith(_INLINE_TORCH_MODULES)):
+        return UserFunctionVariable.from_function(tx, fn, None).call(tx, args, kwargs)
+    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType) and not is_torch_callable(fn.__func__):
+        return UserFunctionVariable.from_function(tx, fn.__func__, None, self_var=tx.wrap(fn.__self__, None)).call(tx, args, kwargs)
+    if isinstance(fn, functools.partial):
+        return PartialVariable(tx.wrap(fn.func, None), [tx.wrap(a, None) for a in fn.args],
+                               {k: tx.wrap(v, None) for k, v in fn.keywords.items()}).call(tx, args, kwargs)
+    if is_torch_callable(fn) or _has_tensor(args) or _has_tensor(kwargs.values()):
+        if fn in (torch.is_grad_enabled,):
+            return ConstantVariable(torch.is_grad_enabled())
+        if _has_tensor(args) or _has_tensor(kwargs.values()) or _makes_tensor(fn):
+            if not is_torch_callable(fn) and fn not in (math.sqrt,):
+                raise Unsupported(f"calling {getattr(fn, '__qualname__', fn)!r} on tensors")
+            return tx.out.call_tensor_op(tx, "call_function", fn, args, kwargs)
+    if _all_const(args, kwargs):
+        a, k = _consts(args, kwargs)
+        if fn is print:
+            raise Unsupported("print() inside a captured function", "remove it or move it outside")
+        try:
+            return tx.wrap(fn(*a, **k), None)
+        except Exception as e:
+            raise Unsupported(f"calling {getattr(fn, '__qualname__', fn)!r} raised {type(e).__name__}: {e}") from e
+    raise Unsupported(f"calling {getattr(fn, '__qualname__', repr(fn))!r} with arguments not known at capture time")
+
+
+def _is_stdlib(fn) -> bool:
+    mod = getattr(fn, "__module__", None) or ""
+    return isinstance(fn, (types.FunctionType, types.MethodType)) and mod.split(".")[0] in sys.stdlib_module_names and mod != "functools"
+
+
+def _real_args(args, kwargs):
+    out = []
+    for a in [*args, *kwargs.values()]:
+        if a.is_python_constant():
+            out.append(a.as_python_constant())
+        else:
+            r = a.real_value()
+            if r is NO_REAL:
+                return None
+            out.append(r)
+    return out[:len(args)], dict(zip(kwargs, out[len(args):]))
+
+
+def _hashable(fn) -> bool:
+    try:
+        hash(fn)
+        return True
+    except TypeError:
+        return False
+
+
+_TENSOR_FACTORIES = {torch.ones, torch.zeros, torch.empty, torch.full, torch.arange, torch.rand, torch.randn, torch.randint,
+                     torch.tensor, torch.eye, torch.linspace, torch.ones_like, torch.zeros_like, torch.as_tensor,
+                     torch.scalar_tensor, torch.randperm, torch.empty_like, torch.full_like, torch.tril_indices, torch.triu_indices}
+
+
+def _makes_tensor(fn) -> bool:
+    return fn in _TENSOR_FACTORIES
+
+
+def construct(tx, cls: type, args, kwargs) -> VariableTracker:
+    """``cls(*args, **kwargs)`` for a class known at capture time."""
+    if cls in _BUILTIN_HANDLERS:
+        return _BUILTIN_HANDLERS[cls](tx, *args, **kwargs)
+    if issubclass(cls, torch.nn.Module):
+        raise Unsupported(f"creating a {cls.__name__} module inside a captured function")
+    if dataclasses.is_dataclass(cls):
+        return DataclassVariable.create(tx, cls, args, kwargs)
+    if issubclass(cls, tuple) and hasattr(cls, "_fields"):
+        names = list(cls._fields)
+        vals = list(args) + [None] * (len(names) - len(args))
+        for k, v in kwargs.items():
+            vals[names.index(k)] = v
+        for i, v in enumerate(vals):
+            if v is None:
+                d = cls._field_defaults.get(names[i], inspect.Parameter.empty)
+                if d is inspect.Parameter.empty:
+                    raise Unsupported(f"{cls.__name__}() missing {names[i]!r}")
+                vals[i] = tx.wrap(d, None)
+        return TupleVariable(vals, cls=cls)
+    if _all_const(args, kwargs) and (cls.__module__ in ("builtins", "torch", "operator", "functools", "contextlib") or cls.__module__.startswith(("torch.", "enum", "collections"))):
+        a, k = _consts(args, kwargs)
+        return tx.wrap(cls(*a, **k), None)
+    if cls.__module__ == "builtins" or cls.__module__.startswith("torch"):
+        if _has_tensor(args) or _has_tensor(kwargs.values()):
+            return tx.out.call_tensor_op(tx, "call_function", cls, args, kwargs)
+        raise Unsupported(f"constructing {cls.__name__} from values not known at capture time")
+    if cls.__new__ is not object.__new__ or type(cls) is not type:
+        raise Unsupported(f"constructing {cls.__qualname__} (custom __new__ or metaclass)")
+    from .objects import NewObjectVariable
+
+    obj = NewObjectVariable(cls)
+    init = cls.__init__
+    if init is not object.__init__:
+        tx.call_function(tx.wrap(init, None), [obj, *args], kwargs)
+    return obj
+
+
+# --- operators ------------------------------------------------------------------------------------
+
+def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker:
+    if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
+        if not isinstance(a, TensorVariable):  # `number += tensor` rebinds: not in-place
+            fn = INPLACE_TO_BINARY.get(fn, fn)
+        return tx.out.call_tensor_op(tx, "call_function", fn, [a, b], {})
+    if a.is_python_constant() and b.is_python_constant() and not isinstance(a, (ListVariable, DictVariable)):
+        try:
+            return tx.wrap(fn(a.as_python_constant(), b.as_python_constant()), None)
+        except Exception as e:
+            raise Unsupported(f"{fn.__name__} on constants raised {type(e).__name__}: {e}") from e
+    base = INPLACE_TO_BINARY.get(fn, fn)
+    if isinstance(a, ListVariable) and fn is operator.iadd:
+        a.call_method(tx, "extend", [b], {})
+        return a
+    if isinstance(a, (ListVariable, TupleVariable)) and base is operator.add and isinstance(b, (ListVariable, TupleVariable)):
+        return type(a)._new_like(a, a.items + b.items)
+    if isinstance(a, (ListVariable, TupleVariable)) and base is operator.mul and b.is_python_constant():
+        return type(a)._new_like(a, a.items * b.as_python_constant())
+    if fn in (operator.eq, operator.ne):
+        ra, rb = a.real_value(), b.real_value()
+        if ra is not NO_REAL and rb is not NO_REAL:
+            return ConstantVariable(fn(ra, rb))
+        if (ra is None or rb is None) or type(a) is not type(b):
+            return ConstantVariable(fn is operator.ne)
+    if isinstance(a, DictVariable) and base is operator.or_ and isinstance(b, DictVariable):
+        return DictVariable({**a.items, **b.items}, cls=a.cls)
+    r = _user_dunder(tx, fn, a, b)
+    if r is not None:
+        return r
+    raise Unsupported(f"operator {fn.__name__} on {type(a).__name__} and {type(b).__name__}")
+
+
+def _user_dunder(tx, fn, a, b):
+    from .objects import NewObjectVariable, UserObjectVariable
+
+    name = getattr(fn, "__name__", "").strip("_")
+    for obj, other, dunder in ((a, b, f"__{name}__"), (b, a, f"__r{name}__")):
+        if isinstance(obj, (NewObjectVariable, UserObjectVariable)) and any(
+                dunder in k.__dict__ for k in obj.python_type().__mro__[:-1]):
+                return obj.var_getattr(tx, dunder).call(tx, [other], {})
+    return None
+
+
+def identity(a: VariableTracker, b: VariableTracker) -> bool:
+    if a is b:
+        return True
+    ra, rb = a.real_value(), b.real_value()
+    if ra is not NO_REAL and rb is not NO_REAL:
+        return ra is rb
+    return False
+
+
+def contains(tx, item: VariableTracker, container: VariableTracker) -> bool:
+    if isinstance(container, (DictVariable,)) or hasattr(container, "call_method") and isinstance(container, DataclassVariable):
+        return container.call_method(tx, "__contains__", [item], {}).as_python_constant()
+    if isinstance(container, (ListVariable, TupleVariable)):
+        if isinstance(item, TensorVariable):
+            return any(identity(item, x) for x in container.items)
+        v = item.as_python_constant()
+        return any(x.is_python_constant() and x.as_python_constant() == v for x in container.items)
+    if container.is_python_constant() and item.is_python_constant():
+        return item.as_python_constant() in container.as_python_constant()
+    from .modules import NNModuleVariable
+
+    if isinstance(container, NNModuleVariable):
+        return container.call_method(tx, "__contains__", [item], {}).as_python_constant()
+    return tx.truth(container.call_method(tx, "__contains__", [item], {}))
+
+
+# --- builtins ---------------------------------------------------------------------------------------
+
+def _len(tx, x):
+    if isinstance(x, (ListVariable, TupleVariable)):
+        return ConstantVariable(len(x.items))
+    if isinstance(x, TensorVariable):
+        return ConstantVariable(x.fake.shape[0])
+    if x.is_python_constant():
+        return ConstantVariable(len(x.as_python_constant()))
+    return x.call_method(tx, "__len__", [], {})
+
+
+def _isinstance(tx, obj, cls):
+    c = cls.as_python_constant()
+    t = obj.python_type()
+    if t is torch.Tensor and isinstance(obj, TensorVariable):
+        return ConstantVariable(issubclass(obj.cls, c) if isinstance(c, type) else any(issubclass(obj.cls, k) for k in c))
+    real = obj.real_value()
+    if real is not NO_REAL:
+        return ConstantVariable(isinstance(real, c))
+    return ConstantVariable(issubclass(t, c) if isinstance(c, type) else any(issubclass(t, k) for k in c))
+
+
+def _getattr(tx, obj, name, default=None):
+    try:
+        return tx.getattr(obj, name.as_python_constant())
+    except AttrMissing:
+        if default is None:
+            raise Unsupported(f"getattr: missing attribute {name.as_python_constant()!r}")
+        return default
+
+
+def _hasattr(tx, obj, name):
+    try:
+        tx.getattr(obj, name.as_python_constant())
+        found = True
+    except AttrMissing:
+        found = False
+    if obj.source is not None and not isinstance(obj, TensorVariable):
+        from .._guards import HasAttr
+
+        tx.out.guards.add(HasAttr(obj.source, name.as_python_constant(), found))
+    return ConstantVariable(found)
+
+
+def _setattr(tx, obj, name, value):
+    obj.store_attr(tx, name.as_python_constant(), value)
+    return ConstantVariable(None)
+
+
+def _iter_builtin(fn):
+    def handler(tx, *args, **kwargs):
+        if fn is enumerate:
+            start = kwargs.get("start", args[1] if len(args) > 1 else ConstantVariable(0)).as_python_constant()
+            return IteratorVariable([TupleVariable([ConstantVariable(i + start), v]) for i, v in enumerate(tx.unpack(args[0]))])
+        if fn is zip:
+            return IteratorVariable([TupleVariable(list(t)) for t in zip(*(tx.unpack(a) for a in args))])
+        if fn is reversed:
+            return IteratorVariable(list(reversed(tx.unpack(args[0]))))
+        if fn is iter:
+            return IteratorVariable(tx.unpack(args[0]))
+        if fn is map:
+            return IteratorVariable([tx.call_function(args[0], list(t), {}) for t in zip(*(tx.unpack(a) for a in args[1:]))])
+        if fn is filter:
+            return IteratorVariable([v for v in tx.unpack(args[1]) if tx.truth(tx.call_function(args[0], [v], {}) if not (args[0].is_python_constant() and args[0].as_python_constant() is None) else v)])
+        raise AssertionError(fn)
+    return handler
+
+
+def _seq_ctor(kind):
+    def handler(tx, *args):
+        items = tx.unpack(args[0]) if args else []
+        return ListVariable(items) if kind is list else TupleVariable(items)
+    return handler
+
+
+def _dict_ctor(cls):
+    def handler(tx, *args, **kwargs):
+        d = DictVariable({}, cls=cls)
+        if args:
+            if isinstance(args[0], DictVariable):
+                d.items.update(args[0].items)
+            else:
+                for pair in tx.unpack(args[0]):
+                    k, v = tx.unpack(pair)
+                    d.items[k.as_python_constant()] = v
+        d.items.update(kwargs)
+        return d
+    return handler
+
+
+def _reduce(fn):
+    def handler(tx, *args, **kwargs):
+        if fn is sum and len(args) == 2:
+            kwargs = {"start": args[1], **kwargs}
+            args = args[:1]
+        items = tx.unpack(args[0]) if len(args) == 1 else list(args)
+        if all(i.is_python_constant() for i in items) and _all_const([], kwargs):
+            _, k = _consts([], kwargs)
+            return tx.wrap(fn([i.as_python_constant() for i in items], **k), None)
+        if fn is sum:
+            acc = kwargs.get("start", args[1] if len(args) > 1 else ConstantVariable(0))
+            for i in items:
+                acc = binary_op(tx, operator.add, acc, i)
+            return acc
+        raise Unsupported(f"{fn.__name__}() over values not known at capture time")
+    return handler
+
+
+def _bool(tx, x=None):
+    return ConstantVariable(False if x is None else tx.truth(x))
+
+
+def _numeric(cls):
+    def handler(tx, *args, **kwargs):
+        if _all_const(args, kwargs):
+            a, k = _consts(args, kwargs)
+            return ConstantVariable(cls(*a, **k))
+        raise Unsupported(f"{cls.__name__}() of a value not known at capture time (e.g. a tensor)",
+                          "keep tensor values as tensors inside the captured function")
+    return handler
+
+
+def _abs(tx, x):
+    if isinstance(x, TensorVariable):
+        return tx.out.call_tensor_op(tx, "call_function", torch.abs, [x], {})
+    return ConstantVariable(abs(x.as_python_constant()))
+
+
+def _type(tx, x):
+    return ConstantVariable(x.python_type())
+
+
+def _super(tx, *args):
+    if args:
+        return SuperVariable(args[0].as_python_constant(), args[1])
+    return tx.zero_arg_super()
+
+
+def _callable(tx, x):
+    real = x.real_value()
+    if real is not NO_REAL:
+        return ConstantVariable(callable(real))
+    return ConstantVariable(isinstance(x, (UserFunctionVariable, PartialVariable)) or callable(x.python_type()))
+
+
+def _next(tx, it, *default):
+    if not isinstance(it, IteratorVariable):
+        raise Unsupported("next() on a non-iterator")
+    v = it.next()
+    if v is None:
+        if default:
+            return default[0]
+        raise Unsupported("next() on an exhausted iterator (StopIteration)")
+    return v
+
+
+def _id(tx, x):
+    real = x.real_value()
+    # a value built during capture has no object yet: the tracker's identity stands in for it
+    return ConstantVariable(id(x) if real is NO_REAL else id(real))
+
+
+def _partial(tx, fn, *args, **kwargs):
+    return PartialVariable(fn, args, kwargs)
+
+
+def _any_all(fn):
+    def handler(tx, x):
+        return ConstantVariable(fn(tx.truth(i) for i in tx.unpack(x)))
+    return handler
+
+
+def _sorted(tx, x, **kwargs):
+    items = tx.unpack(x)
+    _, k = _consts([], kwargs)
+    return ListVariable([ConstantVariable(v) for v in sorted((i.as_python_constant() for i in items), **k)])
+
+
+def _issubclass(tx, a, b):
+    return ConstantVariable(issubclass(a.as_python_constant(), b.as_python_constant()))
+
+
+def _isinstance_check(tx, x):
+    return ConstantVariable(isinstance(x, TensorVariable))
+
+
+def _vars(tx, x):
+    return tx.getattr(x, "__dict__")
+
+
+_BUILTIN_HANDLERS = {
+    vars: _vars,
+    len: _len, isinstance: _isinstance, issubclass: _issubclass, getattr: _getattr, hasattr: _hasattr, setattr: _setattr,
+    enumerate: _iter_builtin(enumerate), zip: _iter_builtin(zip), reversed: _iter_builtin(reversed),
+    iter: _iter_builtin(iter), map: _iter_builtin(map), filter: _iter_builtin(filter),
+    list: _seq_ctor(list), tuple: _seq_ctor(tuple), dict: _dict_ctor(dict),
+    min: _reduce(min), max: _reduce(max), sum: _reduce(sum), any: _any_all(any), all: _any_all(all),
+    bool: _bool, int: _numeric(int), float: _numeric(float), abs: _abs, type: _type, super: _super,
+    callable: _callable, next: _next, id: _id, functools.partial: _partial, sorted: _sorted,
+    torch.is_tensor: _isinstance_check,
+}
+# code asking "am I being compiled?" takes its compile-friendly path under capture
+def _answer(value):
+    def handler(tx, *args, **kwargs):
+        return ConstantVariable(value)
+    return handler
+
+
+for _name, _value in (("is_compiling", True), ("is_dynamo_compiling", True), ("is_exporting", False)):
+    _f = getattr(torch.compiler, _name, None)
+    if _f is not None:
+        _BUILTIN_HANDLERS[_f] = _answer(_value)
+_BUILTIN_HANDLERS[collections.OrderedDict] = _dict_ctor(collections.OrderedDict)

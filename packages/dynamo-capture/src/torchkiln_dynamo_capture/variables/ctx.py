@@ -1,0 +1,75 @@
+"""``with`` blocks: grad mode (no_grad / enable_grad / set_grad_enabled) and autocast.
+
+Entering records a node that switches the mode inside the graph and switches it for the fake
+tensors too (so requires_grad and dtypes propagate as in eager); the exit callable undoes both.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+
+from ..exc import Unsupported
+from .base import ConstantVariable, VariableTracker
+
+
+class ContextExitVariable(VariableTracker):
+    """The ``__exit__`` that BEFORE_WITH pushes; called with (None, None, None) on normal exit."""
+
+    def __init__(self, undo):
+        self.undo = undo
+
+    def call(self, tx, args, kwargs):
+        self.undo()
+        return ConstantVariable(None)
+
+
+def _set_grad(tx, enabled: bool):
+    node = tx.out.graph.call_function(torch._C._set_grad_enabled, (enabled,))
+    node.meta["example_value"] = None
+    torch._C._set_grad_enabled(enabled)
+
+
+class GradModeSetVariable(VariableTracker):
+    """What ``torch.set_grad_enabled(mode)`` returns: the mode is already set; exiting restores."""
+
+    def __init__(self, prev: bool):
+        self.prev = prev
+
+
+def set_grad_enabled(tx, mode: bool) -> VariableTracker:
+    prev = torch.is_grad_enabled()
+    _set_grad(tx, mode)
+    return GradModeSetVariable(prev)
+
+
+def enter_context(tx, ctx: VariableTracker):
+    """Enter ``ctx`` symbolically; returns (exit callable, value bound by ``as``)."""
+    if isinstance(ctx, GradModeSetVariable):
+        return ContextExitVariable(lambda: _set_grad(tx, ctx.prev)), ConstantVariable(None)
+    obj = ctx.real_value()
+    if isinstance(obj, (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)):
+        prev = torch.is_grad_enabled()
+        target = {torch.no_grad: False, torch.enable_grad: True}.get(type(obj))
+        if target is None:
+            target = obj.mode if hasattr(obj, "mode") else prev
+        _set_grad(tx, target)
+        return ContextExitVariable(lambda: _set_grad(tx, prev)), ConstantVariable(None)
+    if isinstance(obj, contextlib.nullcontext):
+        return ContextExitVariable(lambda: None), tx.wrap(obj.enter_result, None)
+    if isinstance(obj, torch.autocast):
+        from torch.amp.autocast_mode import _enter_autocast, _exit_autocast
+
+        args = (obj.device, obj.fast_dtype, obj._enabled, obj._cache_enabled)
+        node = tx.out.graph.call_function(_enter_autocast, args)
+        node.meta["example_value"] = None
+        obj.__enter__()
+
+        def undo():
+            obj.__exit__(None, None, None)
+            n = tx.out.graph.call_function(_exit_autocast, (node,))
+            n.meta["example_value"] = None
+
+        return ContextExitVariable(undo), ConstantVariable(obj)
+    raise Unsupported(f"with-block over {type(obj).__name__}", "only torch.no_grad/enable_grad/set_grad_enabled/autocast are supported")

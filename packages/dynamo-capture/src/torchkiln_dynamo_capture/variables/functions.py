@@ -1,0 +1,199 @@
+"""User functions and methods (inlined), bound methods of tracked values, partials, closure cells, super()."""
+
+from __future__ import annotations
+
+import inspect
+import types
+
+from .._sources import AttrSource, ClosureCellSource, DefaultSource
+from ..exc import Unsupported
+from .base import NO_REAL, AttrMissing, ConstantVariable, VariableTracker
+
+
+class UserFunctionVariable(VariableTracker):
+    """A Python function whose bytecode is inlined into the caller's graph.
+
+    ``fn`` is the real function when there is one; functions made during capture (MAKE_FUNCTION)
+    carry their code, defaults and closure cells instead. ``self_var`` makes it a bound method.
+    """
+
+    def __init__(self, code, f_globals, *, fn=None, defaults=(), kwdefaults=None, closure=(), self_var=None,
+                 source=None, name=None):
+        self.code = code
+        self.f_globals = f_globals
+        self.fn = fn
+        self.defaults = list(defaults)
+        self.kwdefaults = dict(kwdefaults or {})
+        self.closure = list(closure)
+        self.self_var = self_var
+        self.source = source
+        self.name = name or code.co_name
+
+    @classmethod
+    def from_function(cls, tx, fn: types.FunctionType, source=None, self_var=None):
+        defaults = [tx.wrap(d, DefaultSource(source, i) if source else None) for i, d in enumerate(fn.__defaults__ or ())]
+        kwdefaults = {k: tx.wrap(v, None) for k, v in (fn.__kwdefaults__ or {}).items()}
+        closure = [RealCellVariable(c, ClosureCellSource(source, i) if source else None) for i, c in enumerate(fn.__closure__ or ())]
+        return cls(fn.__code__, fn.__globals__, fn=fn, defaults=defaults, kwdefaults=kwdefaults, closure=closure,
+                   self_var=self_var, source=source, name=fn.__qualname__)
+
+    def bind(self, self_var):
+        return UserFunctionVariable(self.code, self.f_globals, fn=self.fn, defaults=self.defaults, kwdefaults=self.kwdefaults,
+                                    closure=self.closure, self_var=self_var, name=self.name)
+
+    def python_type(self):
+        return types.MethodType if self.self_var is not None else types.FunctionType
+
+    def real_value(self):
+        if self.fn is None:
+            return NO_REAL
+        if self.self_var is None:
+            return self.fn
+        owner = self.self_var.real_value()
+        return NO_REAL if owner is NO_REAL else types.MethodType(self.fn, owner)
+
+    def var_getattr(self, tx, name):
+        if self.fn is not None and hasattr(self.fn, name):
+            return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
+        if name == "__name__":
+            return ConstantVariable(self.code.co_name)
+        raise AttrMissing(name)
+
+    def call(self, tx, args, kwargs):
+        if self.self_var is not None:
+            args = [self.self_var, *args]
+        return tx.inline_call(self, args, kwargs)
+
+    def __repr__(self):
+        return f"UserFunctionVariable({self.name})"
+
+
+class BoundMethodVariable(VariableTracker):
+    """``obj.name`` for a tracked value whose methods are handled by ``obj.call_method``."""
+
+    def __init__(self, obj: VariableTracker, name: str):
+        self.obj = obj
+        self.name = name
+
+    def call(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+    def __repr__(self):
+        return f"BoundMethodVariable({self.obj}.{self.name})"
+
+
+class PartialVariable(VariableTracker):
+    """``functools.partial(func, *args, **kwargs)``."""
+
+    def __init__(self, func, args, kwargs, source=None):
+        self.func, self.args, self.kwargs, self.source = func, list(args), dict(kwargs), source
+
+    def call(self, tx, args, kwargs):
+        return tx.call_function(self.func, [*self.args, *args], {**self.kwargs, **kwargs})
+
+    def var_getattr(self, tx, name):
+        if name == "func":
+            return self.func
+        if name == "args":
+            from .containers import TupleVariable
+
+            return TupleVariable(self.args)
+        raise AttrMissing(name)
+
+
+class NewCellVariable(VariableTracker):
+    """A closure cell created during capture (a cellvar of an inlined frame)."""
+
+    def __init__(self, contents=None):
+        self.contents = contents
+
+    def get(self, tx):
+        if self.contents is None:
+            raise Unsupported("reading a free variable before assignment")
+        return self.contents
+
+    def set(self, tx, value):
+        self.contents = value
+
+
+class RealCellVariable(VariableTracker):
+    """A closure cell of a real function; stores are recorded as side effects and replayed."""
+
+    def __init__(self, cell: types.CellType, source=None):
+        self.cell = cell
+        self.source = source
+
+    def get(self, tx):
+        pending = tx.out.side_effects.cell_value(self.cell)
+        if pending is not None:
+            return pending
+        try:
+            v = self.cell.cell_contents
+        except ValueError as e:
+            raise Unsupported("reading an empty closure cell") from e
+        return tx.wrap(v, self.source)
+
+    def set(self, tx, value):
+        tx.out.side_effects.store_cell(self.cell, value)
+
+
+class SuperVariable(VariableTracker):
+    """``super(cls, obj)``: attribute lookup starts after ``cls`` in ``type(obj).__mro__``."""
+
+    def __init__(self, cls: type, obj: VariableTracker):
+        self.cls, self.obj = cls, obj
+
+    def var_getattr(self, tx, name):
+        mro = self.obj.python_type().__mro__
+        start = mro.index(self.cls) + 1 if self.cls in mro else 1
+        for k in mro[start:]:
+            if name in k.__dict__:
+                return wrap_descriptor(tx, self.obj, k.__dict__[name], name, None)
+        raise AttrMissing(name)
+
+
+class NoOpVariable(VariableTracker):
+    """A call known to do nothing observable (``object.__init__`` on a new object)."""
+
+    def call(self, tx, args, kwargs):
+        return ConstantVariable(None)
+
+
+def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> VariableTracker:
+    """Apply the descriptor protocol symbolically for a class attribute found on ``type(obj)``."""
+    if attr is object.__init__:
+        return NoOpVariable()
+    if isinstance(attr, staticmethod):
+        return tx.wrap(attr.__func__, None)
+    if isinstance(attr, classmethod):
+        return UserFunctionVariable.from_function(tx, attr.__func__, None, self_var=ConstantVariable(obj.python_type()))
+    if isinstance(attr, property):
+        if attr.fget is None:
+            raise AttrMissing(name)
+        return tx.call_function(tx.wrap(attr.fget, None), [obj], {})
+    if isinstance(attr, types.FunctionType):
+        from .builtins import _is_stdlib
+
+        if _is_stdlib(attr) and obj.real_value() is not NO_REAL:  # e.g. os.environ.get: run for real
+            return ConstantVariable(attr.__get__(obj.real_value()))
+        return UserFunctionVariable.from_function(tx, attr, None, self_var=obj)
+    if isinstance(attr, (types.BuiltinFunctionType, types.WrapperDescriptorType, types.MethodDescriptorType)):
+        real = obj.real_value()
+        if real is NO_REAL:
+            raise Unsupported(f"builtin method {name!r} of a {obj.python_type().__name__} built during capture")
+        # bind this very descriptor (super() may have skipped an override of the same name)
+        return tx.wrap(attr.__get__(real, type(real)), None)
+    if hasattr(attr, "__get__") and not isinstance(attr, (type, types.ModuleType)) and (
+            inspect.ismethoddescriptor(attr) or inspect.isdatadescriptor(attr)):
+        real = obj.real_value()
+        if real is NO_REAL:
+            raise Unsupported(f"descriptor {name!r}")
+        return tx.wrap(getattr(real, name), source)
+    return tx.wrap(attr, source)
+
+
+def wrap_class_attr(tx, obj: VariableTracker, cls: type, name: str) -> VariableTracker:
+    for k in cls.__mro__:
+        if name in k.__dict__:
+            return wrap_descriptor(tx, obj, k.__dict__[name], name, None)
+    raise AttrMissing(name)

@@ -1,0 +1,176 @@
+"""nn.Module instances: parameters and buffers become get_attr nodes, forward and hooks are inlined."""
+
+from __future__ import annotations
+
+import torch
+
+from .._guards import LengthMatch
+from .._sources import AttrSource, NamedRefSource
+from ..exc import Unsupported
+from .base import AttrMissing, ConstantVariable
+from .objects import UserObjectVariable
+
+
+class NNModuleVariable(UserObjectVariable):
+    """A module from outside the captured function (identity-guarded through its source)."""
+
+    _ITERATORS = ("parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children", "modules", "named_modules")
+
+    def var_getattr(self, tx, name):
+        if name in self._ITERATORS and name not in self.value.__dict__:
+            from .functions import BoundMethodVariable
+
+            return BoundMethodVariable(self, name)
+        pending = tx.out.side_effects.attr_value(self.value, name)
+        if pending is not None:
+            return pending
+        m = self.value
+        d = m.__dict__
+        if name in d:
+            return tx.wrap(d[name], self._src(name))
+        for table in ("_parameters", "_buffers"):
+            t = d.get(table)
+            if t is not None and name in t:
+                v = t[name]
+                return ConstantVariable(None) if v is None else tx.out.wrap_module_tensor(tx, v, self._src(name))
+        mods = d.get("_modules")
+        if mods is not None and name in mods:
+            sub = mods[name]
+            _guard_child(tx, mods, name, sub)
+            return ConstantVariable(None) if sub is None else tx.wrap(sub, _child_src(tx, sub))
+        if not any(name in k.__dict__ for k in type(m).__mro__):
+            raise AttrMissing(name)  # Module.__getattr__ would raise AttributeError
+        return super().var_getattr(tx, name)
+
+    def store_attr(self, tx, name, value):
+        if name in self.value._parameters or name in self.value._modules:
+            raise Unsupported(f"assigning module attribute {name!r} inside a captured forward")
+        super().store_attr(tx, name, value)
+
+    def call(self, tx, args, kwargs):
+        m = self.value
+        if m._backward_hooks or m._backward_pre_hooks:
+            raise Unsupported("module backward hooks")
+        from .._guards import HookDictsMatch, ModuleHooksMatch
+        from .._sources import LocalSource, NamedRefSource
+        from .containers import TupleVariable
+
+        if isinstance(self.source, LocalSource):
+            tx.out.guards.add(ModuleHooksMatch(self.source, len(m._forward_hooks) + len(m._forward_pre_hooks)))
+        else:
+            dicts = (m._forward_hooks, m._forward_pre_hooks)
+            tx.out.guards.add(HookDictsMatch(NamedRefSource("_hooks"), dicts, tuple(map(id, dicts)), sum(map(len, dicts))))
+        for hook_id, hook in list(m._forward_pre_hooks.items()):
+            hook_v = tx.wrap(hook, None)
+            if hook_id in m._forward_pre_hooks_with_kwargs:
+                res = tx.call_function(hook_v, [self, TupleVariable(args), _dict(kwargs)], {})
+                if not (res.is_python_constant() and res.as_python_constant() is None):
+                    new_args, new_kwargs = tx.unpack(res)
+                    args, kwargs = tx.unpack(new_args), dict(new_kwargs.items)
+            else:
+                res = tx.call_function(hook_v, [self, TupleVariable(args)], {})
+                if not (res.is_python_constant() and res.as_python_constant() is None):
+                    args = tx.unpack(res) if isinstance(res, TupleVariable) else [res]
+        out = self.var_getattr(tx, "forward").call(tx, args, kwargs)
+        for hook_id, hook in list(m._forward_hooks.items()):
+            hook_v = tx.wrap(hook, None)
+            if hook_id in m._forward_hooks_with_kwargs:
+                res = tx.call_function(hook_v, [self, TupleVariable(args), _dict(kwargs), out], {})
+            else:
+                res = tx.call_function(hook_v, [self, TupleVariable(args), out], {})
+            if not (res.is_python_constant() and res.as_python_constant() is None):
+                out = res
+        return out
+
+    def submodules(self, tx):
+        m = self.value
+        if isinstance(m, torch.nn.ModuleDict):
+            return [ConstantVariable(k) for k in m]
+        if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)):
+            tx.out.guards.add(LengthMatch(NamedRefSource(tx.out.name_object(m._modules)), len(m._modules)))
+            for k, sub in m._modules.items():
+                _guard_child(tx, m._modules, k, sub)
+            return [tx.wrap(sub, _child_src(tx, sub)) for k, sub in m._modules.items()]
+        if isinstance(m, (torch.nn.ParameterList,)):
+            return [tx.out.wrap_module_tensor(tx, p, self._src(k)) for k, p in m._parameters.items()]
+        raise Unsupported(f"iterating over {type(m).__name__}")
+
+    def unpack(self, tx):
+        return self.submodules(tx)
+
+    def call_method(self, tx, name, args, kwargs):
+        m = self.value
+        if name == "__getitem__" and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict, torch.nn.ParameterList)):
+            k = args[0].as_python_constant()
+            if isinstance(m, torch.nn.ModuleDict):
+                return tx.wrap(m[k], AttrSource(self.source, k) if self.source else None)
+            if isinstance(k, slice):
+                return tx.wrap(m[k], None)
+            keys = list(m._modules) if not isinstance(m, torch.nn.ParameterList) else list(m._parameters)
+            key = keys[k]
+            if isinstance(m, torch.nn.ParameterList):
+                return tx.out.wrap_module_tensor(tx, m._parameters[key], self._src(key))
+            _guard_child(tx, m._modules, key, m._modules[key])
+            return tx.wrap(m._modules[key], _child_src(tx, m._modules[key]))
+        if name == "__len__":
+            return ConstantVariable(len(m))
+        if name == "__contains__" and isinstance(m, torch.nn.ModuleDict):
+            return ConstantVariable(args[0].as_python_constant() in m)
+        if isinstance(m, torch.nn.ModuleDict) and name in ("keys", "values", "items"):
+            from .containers import TupleVariable
+
+            ks = list(m.keys())
+            vals = [tx.wrap(m[k], AttrSource(self.source, k) if self.source else None) for k in ks]
+            if name == "keys":
+                return TupleVariable([ConstantVariable(k) for k in ks])
+            if name == "values":
+                return TupleVariable(vals)
+            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in zip(ks, vals)])
+        if name in self._ITERATORS:
+            from .containers import IteratorVariable, TupleVariable
+
+            a, k = [x.as_python_constant() for x in args], {n: v.as_python_constant() for n, v in kwargs.items()}
+            items = []
+            for entry in getattr(m, name)(*a, **k):
+                key, val = entry if name.startswith("named") else (None, entry)
+                src = None
+                if self.source is not None and key is not None:
+                    src = self.source
+                    for part in key.split(".") if key else []:
+                        src = AttrSource(src, part)
+                if isinstance(val, torch.Tensor):
+                    v = tx.out.wrap_module_tensor(tx, val, src)
+                else:
+                    v = tx.wrap(val, None)
+                items.append(TupleVariable([ConstantVariable(key), v]) if key is not None else v)
+            return IteratorVariable(items)
+        try:
+            return self.var_getattr(tx, name).call(tx, args, kwargs)
+        except AttrMissing as e:
+            raise Unsupported(f"{type(m).__name__} has no attribute {name!r}") from e
+
+    def truth(self, tx):
+        m = self.value
+        if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
+            return len(m) > 0
+        return True
+
+
+def _child_src(tx, sub):
+    """A submodule is identity-guarded by reference (ChildModuleMatch), so guards on its attributes
+    read it directly instead of walking Module.__getattr__ from the root on every call."""
+    return NamedRefSource(tx.out.name_object(sub))
+
+
+def _guard_child(tx, modules: dict, name: str, sub) -> None:
+    from .._guards import ChildModuleMatch
+    from .._sources import NamedRefSource
+
+    if sub is not None:
+        tx.out.guards.add(ChildModuleMatch(NamedRefSource("_modules"), modules, id(modules), name, sub, id(sub)))
+
+
+def _dict(kwargs):
+    from .containers import DictVariable
+
+    return DictVariable(kwargs)

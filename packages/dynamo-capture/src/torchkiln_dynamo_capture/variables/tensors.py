@@ -1,0 +1,81 @@
+"""Tensors: a FakeTensor for metadata plus the FX node that computes the value."""
+
+from __future__ import annotations
+
+import operator
+
+import torch
+import torch.fx
+
+from ..exc import Unsupported
+from .base import AttrMissing, ConstantVariable, VariableTracker
+
+# attributes answered from the FakeTensor's metadata (static shapes: they become constants)
+_META_ATTRS = {
+    "shape", "dtype", "device", "ndim", "requires_grad", "is_cuda", "is_cpu", "layout", "is_sparse",
+    "is_quantized", "is_meta", "is_leaf", "is_mps", "is_nested", "itemsize", "nbytes",
+}
+# attributes that are tensors themselves: a getattr node
+_TENSOR_ATTRS = {"T", "mT", "H", "mH", "real", "imag", "data"}
+# methods answered from metadata
+_META_METHODS = {
+    "size", "dim", "stride", "numel", "nelement", "is_floating_point", "is_complex", "is_contiguous",
+    "element_size", "get_device", "ndimension", "storage_offset", "is_signed", "has_names",
+}
+_DATA_DEPENDENT = {"item", "tolist", "numpy", "data_ptr", "__bool__", "__int__", "__float__", "nonzero", "unique"}
+
+
+class TensorVariable(VariableTracker):
+    """A tensor in the graph under construction. ``node`` produces it; ``fake`` holds its metadata."""
+
+    def __init__(self, node: torch.fx.Node, fake: torch.Tensor, source=None, cls: type = torch.Tensor):
+        self.node = node
+        self.fake = fake
+        self.source = source
+        self.cls = cls
+
+    def python_type(self) -> type:
+        return self.cls
+
+    def var_getattr(self, tx, name):
+        if name in _META_ATTRS:
+            return ConstantVariable(getattr(self.fake, name))
+        if name in _TENSOR_ATTRS:
+            return tx.out.call_tensor_op(tx, "call_function", getattr, [self, ConstantVariable(name)], {})
+        if name == "grad":
+            raise Unsupported("reading Tensor.grad inside a captured function")
+        if name in _DATA_DEPENDENT:
+            raise Unsupported(f"Tensor.{name}() (its result depends on tensor data)", "keep it outside the captured function")
+        if callable(getattr(torch.Tensor, name, None)):
+            from .functions import BoundMethodVariable
+
+            return BoundMethodVariable(self, name)
+        if not hasattr(torch.Tensor, name):
+            raise AttrMissing(name)
+        raise Unsupported(f"Tensor attribute {name!r}")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in _DATA_DEPENDENT:
+            raise Unsupported(f"Tensor.{name}() (its result depends on tensor data)", "keep it outside the captured function")
+        if name in _META_METHODS:
+            a = [x.as_python_constant() for x in args]
+            k = {n: v.as_python_constant() for n, v in kwargs.items()}
+            return tx.wrap(getattr(self.fake, name)(*a, **k), None)
+        if name == "__getitem__":
+            return tx.out.call_tensor_op(tx, "call_function", operator.getitem, [self, *args], kwargs)
+        if name == "__setitem__":
+            return tx.out.call_tensor_op(tx, "call_function", operator.setitem, [self, *args], kwargs)
+        return tx.out.call_tensor_op(tx, "call_method", name, [self, *args], kwargs)
+
+    def unpack(self, tx):
+        n = self.fake.shape[0] if self.fake.dim() else None
+        if n is None:
+            raise Unsupported("iterating over a 0-d tensor")
+        return [tx.out.call_tensor_op(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {}) for i in range(n)]
+
+    def truth(self, tx):
+        raise Unsupported("branching on a tensor's value (data-dependent control flow)",
+                          "use torch.where, or move the branch outside the captured function")
+
+    def __repr__(self) -> str:
+        return f"TensorVariable({self.node.name}, {tuple(self.fake.shape)})"
