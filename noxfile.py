@@ -55,7 +55,7 @@ def _install_all_editable(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Every package's tests and the end-to-end tests, in one environment."""
     _install_all_editable(session)
-    session.install(*TEST_TOOLS, "transformers>=4.40")
+    session.install(*TEST_TOOLS, "transformers>=4.40", "matplotlib")
     paths = [f"packages/{folder}/tests" for folder in PACKAGES] + ["tests"]
     session.run(
         "pytest", "-n", "2", "--timeout", "900", *paths, *session.posargs,
