@@ -123,6 +123,8 @@ def test_backend_protocol_and_call_checks(kit):
     assert isinstance(k, CompiledKernel) and k.name == "quarter"
     with pytest.raises(TypeError, match="takes 2 arguments"):
         k(torch.empty(31))
+    with pytest.raises(TypeError, match="takes 2 arguments, got 3"):
+        k(torch.empty(31), torch.empty(31), torch.empty(31))
     a = torch.randn(31)
     out = torch.empty(31)
     k(a, out)

@@ -312,3 +312,56 @@ def test_two_reduction_dims_argmax_flat_index_and_half_sum(kit):
     hs = torch.empty(m, dtype=torch.float16)
     ks[2](h, hs)
     torch.testing.assert_close(hs, h.sum(1), rtol=1e-3, atol=1e-3)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64, torch.bfloat16, torch.int32])
+def test_vectorized_max_min_nan_inf_and_full_reduction(dtype):
+    """The omp-simd max/min path (compare-and-select + NaN flag) against eager amax/amin,
+    per row and over everything, with NaN and +-inf placed at the ends of rows."""
+    import torchkiln_loop_ir as loop_ir
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def fn(x):
+        return x.amax(-1), x.amin(-1), x.amax(), x.amin()
+
+    if dtype.is_floating_point:
+        x = torch.randn(9, 1003).to(dtype)
+        x[1, 0] = math.nan
+        x[2, -1] = math.nan
+        x[3, :] = -math.inf
+        x[4, 500] = math.inf
+    else:
+        x = torch.randint(-1000, 1000, (9, 1003), dtype=dtype)
+    gm = make_fx(fn, decomposition_table=loop_ir.decompositions())(x)
+    cg = loop_ir.compile_graph(gm, [x], CppBackend())
+    for got, expected in zip(cg(x), fn(x)):
+        torch.testing.assert_close(got, expected, rtol=0, atol=0, equal_nan=True)
+    if dtype.is_floating_point:
+        y = torch.randn(40000).to(dtype)
+        y[-1] = math.nan  # the full reductions are split across threads: the flag must combine
+        gm = make_fx(lambda t: (t.amax(), t.amin()), decomposition_table=loop_ir.decompositions())(
+            y
+        )
+        out = loop_ir.compile_graph(gm, [y], CppBackend())(y)
+        assert all(torch.isnan(t) for t in out)
+
+
+def test_strided_reductions_vectorized_across_x():
+    """Reductions over dim 0 of a 3-d tensor: the innermost x-loop is the simd one (each lane a
+    whole r-loop); sums, NaN-propagating amax, first-index argmax and a two-pass var."""
+    import torchkiln_loop_ir as loop_ir
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    def fn(x):
+        return x.sum(0), x.amax(0), x.argmax(0), x.var(0), torch.softmax(x, 0)
+
+    x = torch.randn(37, 5, 131)
+    x[3, 2, 7] = math.nan
+    x[10, 0, 3] = math.inf
+    gm = make_fx(fn, decomposition_table=loop_ir.decompositions())(x)
+    cg = loop_ir.compile_graph(gm, [x], CppBackend())
+    assert any("omp simd\n" in k.source and "r0++) {\n" in k.source for k in cg.kernels)
+    x = torch.randn(37, 5, 131)  # fresh values, same shapes
+    x[5, 1, 9] = math.nan
+    for got, expected in zip(cg(x), fn(x)):
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4, equal_nan=True)

@@ -20,7 +20,7 @@ class CppCompiledKernel:
     Tensors are passed as ``tensor.data_ptr()``: index expressions are element offsets from there.
     """
 
-    __slots__ = ("_fn", "_nargs", "_nbuf", "_take_oob", "library_path", "name", "path", "source")
+    __slots__ = ("_fn", "_launch", "_nargs", "_take_oob", "library_path", "name", "path", "source")
 
     def __init__(
         self, name: str, gen: GeneratedKernel, path: str, library_path: str, lib: ctypes.CDLL
@@ -33,22 +33,62 @@ class CppCompiledKernel:
         fn.argtypes = [ctypes.c_void_p] * gen.num_buffers + [ctypes.c_int64] * gen.num_sizes
         fn.restype = None
         self._fn = fn
-        self._nbuf = gen.num_buffers
         self._nargs = gen.num_buffers + gen.num_sizes
         self._take_oob = lib.tk_take_oob_flag if gen.checks_bounds else None
+        # The per-call path is a function of exactly this kernel's arity, made once: no slicing,
+        # no list building, no len() check per call (a wrong arity is a TypeError from Python).
+        self._launch = _make_launcher(self, gen.num_buffers, gen.num_sizes)
 
-    def __call__(self, *args: Any) -> None:
-        if len(args) != self._nargs:
-            raise TypeError(f"kernel {self.name} takes {self._nargs} arguments, got {len(args)}")
-        nbuf = self._nbuf
-        self._fn(*[a.data_ptr() for a in args[:nbuf]], *[int(s) for s in args[nbuf:]])
-        if self._take_oob is not None and self._take_oob():
-            raise IndexError(
-                f"kernel {self.name}: an indirect index (gather/scatter/embedding) was out of bounds"
-            )
+    # ``kernel(*args)`` finds ``__call__`` on the type; a property hands back the per-instance
+    # launcher, which Python then calls directly (one frame, not a wrapper around it).
+    __call__ = property(lambda self: self._launch)
+
+    def _oob(self) -> None:
+        raise IndexError(
+            f"kernel {self.name}: an indirect index (gather/scatter/embedding) was out of bounds"
+        )
 
     def __repr__(self) -> str:
         return f"<CppCompiledKernel {self.name} from {self.path}>"
+
+
+def _make_launcher(kernel: CppCompiledKernel, nbuf: int, nsize: int) -> Any:
+    """``call(t0, .., s0, ..)``: the ctypes call with ``data_ptr()`` of each tensor, ints as is.
+
+    Generated once per kernel for its exact arity. Every parameter defaults to a sentinel so a
+    wrong count is our own TypeError (checking the last parameter and the overflow tuple only).
+    """
+    params = [f"t{i}" for i in range(nbuf)] + [f"s{i}" for i in range(nsize)]
+    args = [f"t{i}.data_ptr()" for i in range(nbuf)] + [f"int(s{i})" for i in range(nsize)]
+    n = len(params)
+    last = params[-1] if params else None
+    bad = "extra" + (f" or {last} is MISSING" if last else "")
+    given = f"({', '.join(params)},)" if params else "()"
+    body = (
+        f"    if {bad}:\n        arity(len(extra) + sum(p is not MISSING for p in {given}))\n"
+        f"    fn({', '.join(args)})\n"
+    )
+    if kernel._take_oob is not None:
+        body += "    if take_oob():\n        oob()\n"
+    signature = ", ".join([f"{p}=MISSING" for p in params] + ["*extra"])
+    src = f"def call({signature}):\n{body}"
+
+    def arity(got: int) -> None:
+        raise TypeError(f"kernel {kernel.name} takes {n} arguments, got {got}")
+
+    scope = {
+        "fn": kernel._fn,
+        "take_oob": kernel._take_oob,
+        "oob": kernel._oob,
+        "arity": arity,
+        "MISSING": _MISSING,
+    }
+    # The source is built here from integers and fixed names only (no user text).
+    exec(compile(src, f"<launcher of {kernel.name}>", "exec"), scope)  # noqa: S102
+    return scope["call"]
+
+
+_MISSING = object()
 
 
 class CppBackend:

@@ -103,6 +103,8 @@ class CppOpsHandler:
         self._rloop: _RLoop | None = None
         self._producers = {n.buffer: n for st in kernel.stages for n in st.nodes}
         self._recomputing: set[str] = set()  # local buffers being recomputed (no memory writes)
+        # memory indices touched inside r-loops: the loop nest picks which loop to vectorize
+        self.r_indices: list[sympy.Expr] = []
         self.xvars = [index_symbol("x", i) for i in range(len(kernel.xranges))]
         self.rvars = [index_symbol("r", i) for i in range(len(kernel.rranges))]
         for i, name in enumerate(kernel.args):
@@ -179,6 +181,8 @@ class CppOpsHandler:
                 "visible store at that index"
             )
         dtype = self.kernel.buffers[name].dtype
+        if self._rloop is not None:
+            self.r_indices.append(index)
         expr = f"{self._param(name)}[{print_index(index)}]"
         if dtype in _HALF_LIKE:
             expr = f"tk_{_HALF_LIKE[dtype]}_to_float({expr})"
@@ -218,6 +222,8 @@ class CppOpsHandler:
             raise CodegenError(f"unknown store mode {mode!r} (expected None or 'atomic_add')")
         if name not in self.kernel.local_buffers and not self._recomputing:
             target = f"{self._param(name)}[{print_index(index)}]"
+            if self._rloop is not None:
+                self.r_indices.append(index)
             if mode == "atomic_add":
                 if self.kernel.buffers[name].dtype in _HALF_LIKE:
                     raise CodegenError(
@@ -372,8 +378,34 @@ class CppOpsHandler:
             else:
                 self._rloop.simd_reductions = None
             result: Any = post(acc, dtype)
+        elif (
+            reduction_type in ("max", "min")
+            and dtype != torch.bool
+            and value.dtype == dtype
+            and self._rloop.simd_reductions is not None
+            and body is self._rloop.body
+        ):
+            # Vectorizable: OpenMP's max/min clause over a compare-and-select (which skips NaN),
+            # plus an int flag OR-reduced over the lanes that saw a NaN; the result is NaN if any
+            # lane did, like torch's amax/amin.
+            op = ">" if reduction_type == "max" else "<"
+            pre.append(f"{ct} {acc} = {self._extreme_init(reduction_type, dtype, is_float)};")
+            body.lines.append(f"{acc} = ({value} {op} {acc}) ? {value} : {acc};")
+            self._rloop.simd_reductions.append((reduction_type, acc))
+            if is_float:
+                nan = acc + "_nan"
+                pre.append(f"int {nan} = 0;")
+                body.lines.append(f"{nan} |= ({value} != {value});")
+                self._rloop.simd_reductions.append(("|", nan))
+                res = self._fresh("tmp")
+                self.x_scope.lines.append(
+                    f"{ct} {res} = {nan} ? std::numeric_limits<{ct}>::quiet_NaN() : {acc};"
+                )
+                result = post(res, dtype)
+            else:
+                result = post(acc, dtype)
         elif reduction_type in ("max", "min"):
-            self._rloop.simd_reductions = None  # the clause's max is not NaN-propagating
+            self._rloop.simd_reductions = None  # a NaN-aware update in a nested (masked) scope
             pre.append(f"{ct} {acc} = {self._extreme_init(reduction_type, dtype, is_float)};")
             body.lines.append(f"{acc} = tk_{reduction_type}<{ct}>({acc}, {value});")
             result = post(acc, dtype)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 
 import sympy
 from torchkiln_loop_ir.backend import KernelSpec
+from torchkiln_loop_ir.indexing import FloorDiv, ModularIndexing
 
 from .options import CppOptions
 from .printer import print_index, storage_type
@@ -24,7 +25,7 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
         for node in stage.nodes:
             if node.origin:
                 out.append(f"  // {node.buffer}: {node.origin}")
-    body = _render_scope(h.x_scope, kernel, h, options)
+    body = _render_scope(h.x_scope, kernel, h, options, _vectorize_across_x(kernel, h))
     nx = len(kernel.xranges)
     xsizes = [print_index(s) for s in kernel.xranges]
     numel = sympy.Mul(*kernel.xranges, *kernel.rranges)
@@ -32,7 +33,8 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
     pointwise_only = not kernel.rranges and not h.state.has_atomic
     indent = "  "
     lines: list[str] = []
-    inner_simd = pointwise_only and options.simd
+    outer = options.simd and _vectorize_across_x(kernel, h)
+    inner_simd = (pointwise_only or outer) and options.simd
     ncollapse = nx - 1 if inner_simd else nx
     for i, (var, size) in enumerate(zip(h.xvars, xsizes)):
         if i == 0 and parallel is not None:
@@ -63,8 +65,27 @@ def _parallel_clause(numel: sympy.Expr, threshold: int) -> str | None:
     return f" if({print_index(numel)} >= {threshold})"
 
 
+def _vectorize_across_x(kernel: KernelSpec, h: CppOpsHandler) -> bool:
+    """Vectorize the innermost x-loop (each SIMD lane runs a whole r-loop) instead of the r-loops:
+    right when the r-loops walk memory with a non-unit stride but neighbouring x are adjacent in
+    memory (``sum(0)`` of a contiguous matrix). x iterations are independent by the kernel
+    contract, so the ``omp simd`` is legal; atomics and x-less kernels keep the r-loop simd."""
+    if not kernel.rranges or not kernel.xranges or h.state.has_atomic or not h.r_indices:
+        return False
+    xlast, rlast = h.xvars[-1], h.rvars[-1]
+    unit_x = False
+    for index in h.r_indices:
+        index = sympy.sympify(index)
+        if index.has(FloorDiv, ModularIndexing):
+            return False
+        if sympy.diff(index, rlast) == 1:
+            return False  # a contiguous r-access: the r-loop's own simd is the better one
+        unit_x = unit_x or sympy.diff(index, xlast) == 1
+    return unit_x
+
+
 def _render_scope(
-    scope: _Scope, kernel: KernelSpec, h: CppOpsHandler, options: CppOptions
+    scope: _Scope, kernel: KernelSpec, h: CppOpsHandler, options: CppOptions, outer: bool = False
 ) -> list[str]:
     out: list[str] = []
     for item in scope.lines:
@@ -93,6 +114,7 @@ def _render_scope(
                 and parallel is None
                 and options.simd
                 and item.simd_reductions is not None
+                and not outer  # no nested simd: the x-loop around is the vectorized one
             ):
                 out.append(f"{indent}#pragma omp simd{clauses}")
             out.append(
