@@ -8,6 +8,7 @@ from typing import Any, Literal
 
 Mode = Literal["default", "reduce-overhead", "max-autotune"]
 MODES: tuple[str, ...] = ("default", "reduce-overhead", "max-autotune")
+CODEGENS: tuple[str, ...] = ("auto", "cpp", "triton")
 
 
 @dataclass(frozen=True)
@@ -26,6 +27,7 @@ class CompileOptions:
     cpp_options / triton_options: option objects handed unchanged to ``CppBackend(options=...)``
         / ``TritonBackend(options=...)``; None lets the code generator pick its defaults.
     loop_ir: extra keyword fields for ``LoopIROptions`` (only fields it declares are used).
+    codegen: "auto" (C++ for CPU tensors, Triton for CUDA tensors), "cpp" or "triton".
     """
 
     strict: bool = False
@@ -38,8 +40,13 @@ class CompileOptions:
     cpp_options: Any = None
     triton_options: Any = None
     loop_ir: tuple[tuple[str, Any], ...] = ()
+    codegen: str = "auto"
 
     def __post_init__(self) -> None:
+        if self.codegen not in CODEGENS:
+            raise ValueError(
+                f"torchkiln: unknown codegen {self.codegen!r}; pick one of {', '.join(CODEGENS)}"
+            )
         if self.mode not in MODES:
             raise ValueError(
                 f"torchkiln: unknown mode {self.mode!r}; pick one of {', '.join(MODES)}"

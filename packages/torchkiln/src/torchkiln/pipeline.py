@@ -61,14 +61,19 @@ def _codegen_options(module: Any, class_name: str, given: Any, options: CompileO
 
 
 def code_generator(device: torch.device, options: CompileOptions) -> Any:
-    """The code generator for ``device``: CppBackend on CPU, TritonBackend on CUDA."""
-    if device.type == "cpu":
+    """The code generator for ``device``: CppBackend on CPU, TritonBackend on CUDA.
+
+    ``options.codegen`` overrides the choice: "triton" on CPU tensors runs Triton's interpreter
+    (TRITON_INTERPRET=1), which is how CI tests the Triton path without a GPU.
+    """
+    chosen = options.codegen if options.codegen != "auto" else device.type
+    if chosen in ("cpu", "cpp"):
         import torchkiln_codegen_cpp as cpp
 
         return _layer(cpp, "CppBackend")(
             options=_codegen_options(cpp, "CppOptions", options.cpp_options, options)
         )
-    if device.type == "cuda":
+    if chosen in ("cuda", "triton"):
         import torchkiln_codegen_triton as triton
 
         return _layer(triton, "TritonBackend")(
