@@ -153,6 +153,27 @@ class GraphLowering:
         self.fallbacks: list[str] = []
         self.extern_calls: list[str] = []
         self._count = 0
+        self._seeds: tuple[str, torch.device] | None = None  # the seed buffer of random ops
+        self._num_seeds = 0
+
+    def next_seed(self, device: torch.device) -> tuple[str, int]:
+        """(seed buffer, position) of a fresh per-call seed for one random op."""
+        if self._seeds is None:
+            self._seeds = (self.new_name(), torch.device(device))
+        self._num_seeds += 1
+        return self._seeds[0], self._num_seeds - 1
+
+    def _seed_step(self) -> None:
+        """Put the step filling the seed buffer first: ``aten.randint`` on every call."""
+        name, device = self._seeds
+        n = self._num_seeds
+        out = Buffer(name, FixedLayout(device, torch.int64, (sympy.Integer(n),), (sympy.Integer(1),)))
+        spec = pytree.tree_flatten(torch.empty(0))[1]
+        ek = ExternKernel(torch.ops.aten.randint.low, (0, 2**31 - 1, [n]),
+                          {"dtype": torch.int64, "device": device}, (out,), spec, kind="extern",
+                          reason="per-call seeds of the random ops", origin="seeds")
+        self.nodes.insert(0, ek)
+        self.extern_calls.insert(0, "aten.randint.low")
 
     def new_name(self) -> str:
         name = f"buf{self._count}"
@@ -196,12 +217,19 @@ class GraphLowering:
 
     def extern(self, op: Any, args: tuple, kwargs: dict, node: torch.fx.Node, *, kind: str,
                reason: str) -> Any:
-        def leaf(x):
+        # Realize each IR argument with the strides eager gave it at trace time (its FX node's
+        # meta): ATen kernels choose their result strides from their inputs' strides.
+        fx_leaves = pytree.tree_leaves((node.args, node.kwargs))
+        leaves, spec = pytree.tree_flatten((args, kwargs))
+        fx_of = fx_leaves if len(fx_leaves) == len(leaves) else [None] * len(leaves)
+
+        def leaf(x, fx):
             if isinstance(x, IRNode):
-                return self.named(x, f"input of {kind} kernel {op}", None)
+                return self.named(x, f"input of {kind} kernel {op}",
+                                  fx if isinstance(fx, torch.fx.Node) else None)
             return x
 
-        args, kwargs = pytree.tree_map(leaf, (args, kwargs))
+        args, kwargs = pytree.tree_unflatten([leaf(x, fx) for x, fx in zip(leaves, fx_of)], spec)
         val = node.meta.get("val")
         flat, spec = pytree.tree_flatten(val)
         outputs = []
@@ -241,6 +269,8 @@ class GraphLowering:
                 continue
             value = self._lower_node(n, args, kwargs, LOWERINGS)
             env[n] = self._maybe_realize(n, value)
+        if self._seeds is not None:
+            self._seed_step()
         return GraphIR(self.inputs, self.size_symbols, self.nodes, outputs,
                        self.fallbacks, self.extern_calls, [n.name for n in placeholders])
 

@@ -168,6 +168,27 @@ class TorchOpsHandler:
     def to_dtype_bitcast(self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device).view(dtype)
 
+    def load_seed(self, name: str, offset: Any) -> torch.Tensor:
+        return self.storages[name][int(offset)]
+
+    def _bits(self, seed: Any, offset: Any, salt: int) -> torch.Tensor:
+        """32 well-mixed bits of (seed, offset): a splitmix-style hash in int64 arithmetic."""
+        mask = (1 << 32) - 1
+        z = torch.as_tensor(offset, device=self.device).long() * 2 + salt
+        z = (z + torch.as_tensor(seed, device=self.device).long() * 0x9E3779B9) & ((1 << 62) - 1)
+        for mul in (0x85EBCA6B, 0xC2B2AE35, 0x27D4EB2F):
+            z = z ^ (z >> 16)
+            z = ((z & mask) * mul) & mask
+        return z ^ (z >> 15)
+
+    def rand(self, seed: Any, offset: Any) -> torch.Tensor:
+        return (self._bits(seed, offset, 0) >> 8).to(torch.float32) * (1.0 / (1 << 24))
+
+    def randn(self, seed: Any, offset: Any) -> torch.Tensor:
+        u1 = ((self._bits(seed, offset, 0) >> 8).double() + 1.0) / (1 << 24)
+        u2 = (self._bits(seed, offset, 1) >> 8).double() / (1 << 24)
+        return (torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(6.283185307179586 * u2)).float()
+
     def where(self, cond, a, b):
         return torch.where(torch.as_tensor(cond).bool(), a, b)
 

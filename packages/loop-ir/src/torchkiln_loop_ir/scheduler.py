@@ -54,6 +54,9 @@ class _Recorder:
     def load(self, name, index):
         self.reads.append((name, sympy.sympify(index)))
 
+    def load_seed(self, name, offset):
+        self.reads.append((name, sympy.sympify(offset)))
+
     def store(self, name, index, value, mode=None):
         self.writes.append((name, sympy.sympify(index)))
 

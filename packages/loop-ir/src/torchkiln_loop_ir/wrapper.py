@@ -37,11 +37,34 @@ def _tuple(values: Sequence[Any]) -> str:
     return f"({items},)" if len(values) == 1 else f"({items})"
 
 
-def make_extern(step: ExternCall) -> Callable[..., Any]:
+def make_extern(step: ExternCall, out_specs: Sequence[Any] = ()) -> Callable[..., Any]:
     """A callable ``f(*dynamic_leaves) -> tuple of outputs`` for one extern call.
 
     Dynamic leaves (buffers and symbolic sizes) come in the order of ``extern_leaves(step)``.
+    ``out_specs`` (BufferSpec or None per output): where the kernels after the call expect each
+    output's layout; an ATen kernel whose result strides differ (its inputs were realized with
+    other strides than at trace time, e.g. attention) has its result copied into that layout.
     """
+    call = _make_extern(step)
+    fixed = [(i, tuple(int(v) for v in sp.size), tuple(int(v) for v in sp.stride))
+             for i, sp in enumerate(out_specs)
+             if sp is not None and all(isinstance(v, sympy.Integer) for v in (*sp.size, *sp.stride))]
+    if not fixed:
+        return call
+
+    def checked(*values):
+        outs = call(*values)
+        for i, size, stride in fixed:
+            r = outs[i]
+            if isinstance(r, torch.Tensor) and r.stride() != stride and r.numel() > 1:
+                outs = list(outs)
+                outs[i] = torch.empty_strided(size, stride, dtype=r.dtype, device=r.device).copy_(r)
+        return outs
+
+    return checked
+
+
+def _make_extern(step: ExternCall) -> Callable[..., Any]:
     leaves, spec = pytree.tree_flatten((step.args, dict(step.kwargs)))
     dyn = [i for i, x in enumerate(leaves) if _is_dynamic(x)]
     static = [int(x) if isinstance(x, sympy.Basic) and x.is_Integer else
@@ -163,6 +186,7 @@ def load_wrapper(graph: ScheduledGraph, kernels: Sequence[Any], cache_dir: Path)
     module = importlib.util.module_from_spec(spec)
     assert spec.loader is not None
     spec.loader.exec_module(module)
-    externs = [make_extern(s) for s in graph.steps if isinstance(s, ExternCall)]
+    externs = [make_extern(s, [graph.buffers.get(o) if o else None for o in s.outputs])
+               for s in graph.steps if isinstance(s, ExternCall)]
     devices = [torch.device(d) for d in sorted({str(b.device) for b in graph.buffers.values()})]
     return module.make(list(kernels), externs, devices), source, str(path)

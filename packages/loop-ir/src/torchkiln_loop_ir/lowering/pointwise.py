@@ -13,7 +13,7 @@ import sympy
 import torch
 
 from ..errors import Unlowerable
-from ..ir import IRNode, Pointwise, compute_dtype
+from ..ir import Buffer, IRNode, Pointwise, ReinterpretView, compute_dtype, is_low_precision
 from ..ops import ops
 from . import aten, prims, register_lowering
 
@@ -247,6 +247,22 @@ def _clamp(ctx, x, min=None, max=None):
 def _to_copy(ctx, x, dtype=None, **kwargs):
     if kwargs.get("device") is not None and torch.device(kwargs["device"]) != x.get_device():
         raise Unlowerable("device copy")
+    out = ctx.out_dtype
+    if isinstance(x, IRNode) and x.get_dtype() != out:
+        # An explicit cast rounds through 16-bit floats even when the value stays in registers
+        # (16-bit values are computed in float32): in x.to(bf16).mul(3).to(float32) both the
+        # rounded x and the rounded product must be seen, as in eager.
+        src = x.get_dtype()
+        steps = [d for d in (src if not isinstance(x, (Buffer, ReinterpretView)) else None, out)
+                 if d is not None and is_low_precision(d)]
+        if steps:
+            def rounded(v):
+                for d in steps:
+                    v = ops.to_dtype(ops.to_dtype(v, d, torch.float32), torch.float32, d)
+                cdt = compute_dtype(out)
+                return v if cdt == torch.float32 else ops.to_dtype(v, cdt, torch.float32)
+
+            return make_pointwise(ctx, rounded, [x], operand_dtypes=[torch.float32])
     return make_pointwise(ctx, lambda v: v, [x])
 
 
@@ -254,11 +270,12 @@ def _to_copy(ctx, x, dtype=None, **kwargs):
                    aten.empty.memory_format, aten.full_like.default, aten.zeros_like.default,
                    aten.ones_like.default, aten.empty_like.default, aten.new_zeros.default,
                    aten.new_ones.default, aten.new_full.default, aten.new_empty.default, aten.fill.Scalar,
-                   aten.empty_strided.default)
+                   aten.empty_strided.default, aten.empty_permuted.default)
 def _full(ctx, *args, **kwargs):
     target = ctx.node.target
     name = target._opname
-    if name in ("zeros", "zeros_like", "new_zeros", "empty", "empty_like", "new_empty", "empty_strided"):
+    if name in ("zeros", "zeros_like", "new_zeros", "empty", "empty_like", "new_empty", "empty_strided",
+                "empty_permuted"):
         value = 0
     elif name in ("ones", "ones_like", "new_ones"):
         value = 1

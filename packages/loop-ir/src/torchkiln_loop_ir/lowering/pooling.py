@@ -1,0 +1,73 @@
+"""Pooling: max_pool2d_with_indices as two pointwise nodes unrolled over the (small) window.
+
+Each output element loads its window (out-of-bounds taps, from padding, read as -inf) and keeps
+the first maximum, like ATen; the indices are flat ``h * W + w`` offsets into the input plane.
+"""
+
+from __future__ import annotations
+
+import sympy
+import torch
+
+from ..errors import Unlowerable
+from ..ir import Pointwise
+from ..ops import ops
+from . import aten, register_lowering
+
+_MAX_WINDOW = 25  # taps unrolled per output element; larger windows fall back to ATen
+
+
+def _pair(v, default):
+    v = default if v is None or (isinstance(v, (list, tuple)) and len(v) == 0) else v
+    v = list(v) if isinstance(v, (list, tuple)) else [v]
+    return [int(x) for x in (v * 2 if len(v) == 1 else v)]
+
+
+@register_lowering(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(ctx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    kh, kw = _pair(kernel_size, None)
+    sh, sw = _pair(stride, [kh, kw])
+    ph, pw = _pair(padding, 0)
+    dh, dw = _pair(dilation, 1)
+    if kh * kw > _MAX_WINDOW:
+        raise Unlowerable(f"pooling window of {kh * kw} taps")
+    size = x.get_size()
+    if len(size) not in (3, 4):
+        raise Unlowerable("max_pool2d of a tensor that is not 3-D or 4-D")
+    H, W = size[-2], size[-1]
+    out_size = tuple(sympy.sympify(int(s)) if not isinstance(s, torch.SymInt) else sympy.sympify(s.node.expr)
+                     for s in ctx.meta[0].shape)
+    load = x.make_loader()
+
+    def window(index):
+        """(best value, flat index of it) over the window of output element ``index``."""
+        *lead, oh, ow = index
+        best, best_i = None, None
+        for i in range(kh):
+            for j in range(kw):
+                h = oh * sh - ph + i * dh
+                w = ow * sw - pw + j * dw
+                hv, wv = ops.index_expr(h, torch.int64), ops.index_expr(w, torch.int64)
+                conds = []
+                if ph or ceil_mode:
+                    conds += [ops.ge(hv, ops.constant(0, torch.int64)), ops.lt(hv, ops.index_expr(H, torch.int64))]
+                if pw or ceil_mode:
+                    conds += [ops.ge(wv, ops.constant(0, torch.int64)), ops.lt(wv, ops.index_expr(W, torch.int64))]
+                if conds:
+                    mask = conds[0]
+                    for c in conds[1:]:
+                        mask = ops.logical_and(mask, c)
+                    v = ops.masked(mask, lambda h=h, w=w: load([*lead, h, w]), float("-inf"))
+                else:
+                    v = load([*lead, h, w])
+                flat = ops.index_expr(h * W + w, torch.int64)
+                if best is None:
+                    best, best_i = v, flat
+                else:
+                    take = ops.logical_or(ops.gt(v, best), ops.isnan(v))
+                    best, best_i = ops.where(take, v, best), ops.where(take, flat, best_i)
+        return best, best_i
+
+    values = Pointwise(lambda idx: window(idx)[0], out_size, x.get_dtype(), x.get_device())
+    indices = Pointwise(lambda idx: window(idx)[1], out_size, torch.int64, x.get_device())
+    return (ctx.realize(values, "max_pool2d values"), ctx.realize(indices, "max_pool2d indices"))

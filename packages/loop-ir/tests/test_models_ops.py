@@ -1,0 +1,57 @@
+"""Ops the real models needed: max_pool2d_with_indices, rounding casts through 16-bit floats."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torchkiln_loop_ir as L
+from torch.fx.experimental.proxy_tensor import make_fx
+
+
+@pytest.mark.parametrize("args", [(2,), (3, 2, 1), ((2, 3), (1, 2), (1, 0))])
+def test_max_pool2d_with_indices(check, args):
+    def f(x):
+        v, i = torch.nn.functional.max_pool2d(x, *args, return_indices=True)
+        return v * 2, i
+
+    cg = check(f, torch.randn(2, 3, 9, 8))
+    assert cg.fallbacks == []
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16])
+def test_explicit_casts_round_through_16_bit(check, dtype):
+    def f(x):
+        y = x.to(dtype) * 3
+        return (y.to(torch.float32) + 1, y.to(torch.int64), (x.to(dtype) + 1).to(torch.float64))
+
+    check(f, torch.randn(1000) * 100, atol=0, rtol=0)
+
+
+def _random_graph():
+    def f(x):
+        return (torch.nn.functional.dropout(x, 0.3, True), torch.rand_like(x), torch.randn(300, 40) + 1,
+                torch.bernoulli(x.sigmoid()))
+
+    x = torch.randn(300, 40)
+    gm = make_fx(torch.func.functionalize(f, remove="mutations_and_views"),
+                 decomposition_table=L.decompositions())(x)
+    return gm, x
+
+
+def test_random_ops_from_per_call_seeds():
+    gm, x = _random_graph()
+    cg = L.compile_graph(gm, [x], L.ReferenceBackend())
+    assert cg.fallbacks == [] and cg.extern_calls == ["aten.randint.low"]
+    d, r, n, b = cg(x)
+    kept = d != 0
+    assert abs(1 - kept.float().mean().item() - 0.3) < 0.03  # dropout keeps 1 - p
+    torch.testing.assert_close(d[kept], x[kept] / 0.7)  # kept values are scaled by 1 / (1 - p)
+    assert 0 <= r.min() and r.max() < 1 and abs(r.mean().item() - 0.5) < 0.02
+    assert abs(n.mean().item() - 1) < 0.03 and abs(n.std().item() - 1) < 0.03
+    assert set(b.unique().tolist()) <= {0.0, 1.0} and abs((b - x.sigmoid()).mean().item()) < 0.02
+    assert not torch.equal(cg(x)[1], r)  # fresh seeds on every call
+    torch.manual_seed(3)
+    first = cg(x)
+    torch.manual_seed(3)
+    for a, c in zip(first, cg(x)):  # the seeds come from torch's generator
+        assert torch.equal(a, c)
