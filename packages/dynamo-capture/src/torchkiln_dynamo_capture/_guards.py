@@ -1,234 +1,150 @@
-"""Guards the capture relied on, compiled to one generated check function per cache entry.
+"""Capture-side guard kinds: what capture needs that torchkiln_guards has no kind for.
 
-This is a local adapter with the shape of torchkiln-guards' API (sources, guard kinds, a compiled
-check with ``explain_failure``); the capture layer only needs ``GuardSet.add`` and ``compile``.
+Each follows torchkiln_guards' Guard protocol (``sources``, ``cost``, ``code(refs, ctx)``,
+``failure(*values)``) and is compiled by ``torchkiln_guards.compile_guards`` with the others:
+- ``SameObjectMatch``: two inputs are (or are not) the same object (StorageAliasMatch compares
+  storages, so it cannot tell ``f(x, x)`` from ``f(x, x.t())``);
+- ``ValueEqualsMatch``: equality with a value ConstantMatch does not accept (torch.Size, slice, ...);
+- ``SubmoduleHooksMatch`` / ``ChildModulesMatch``: the hook dicts and ``_modules`` slots of every
+  submodule under a guarded root, held by reference and checked in one C-level loop each
+  (ModuleHooksMatch per submodule would cost 8 tests per module); ``batch_guards`` merges them.
 """
 
 from __future__ import annotations
 
-import math
 import operator
 from dataclasses import dataclass, field
 from typing import Any
 
-import torch
+from torchkiln_guards import Guard, Source
 
-from ._codegen import Namespace, signature_text
-from ._sources import Source
+__all__ = ["ChildModulesMatch", "SameObjectMatch", "SubmoduleHooksMatch", "ValueEqualsMatch", "batch_guards"]
 
 
 @dataclass(frozen=True)
-class Guard:
+class SameObjectMatch(Guard):
+    """``source_b`` is (``same=True``) or is not the same object as ``source_a``."""
+
+    source_a: Source
+    source_b: Source
+    same: bool
+    cost = 0
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return (self.source_a, self.source_b)
+
+    def code(self, refs, ctx):
+        return f"{refs[1]} {'is' if self.same else 'is not'} {refs[0]}"
+
+    def failure(self, a, b):
+        if (a is b) == self.same:
+            return None
+        return self._fail(f"{self.source_b.expr()} is {self.source_a.expr()}", self.same, a is b)
+
+
+@dataclass(frozen=True)
+class ValueEqualsMatch(Guard):
+    """``type(v) is type(value) and v == value`` for values ConstantMatch rejects."""
+
     source: Source
+    value: Any = field(compare=False)
+    cost = 1
 
-    def code(self, ns: Namespace) -> str:
-        raise NotImplementedError
+    def __hash__(self):
+        return hash((self.source, type(self.value)))
 
-    def describe(self) -> str:
-        return self.code(Namespace())
+    def code(self, refs, ctx):
+        v = refs[0]
+        return f"{ctx.builtin('type')}({v}) is {ctx.const(type(self.value), 'type')} and {v} == {ctx.const(self.value, 'value')}"
+
+    def failure(self, value):
+        if type(value) is type(self.value) and value == self.value:
+            return None
+        return self._fail(self.source.expr(), self.value, value)
 
 
-@dataclass(frozen=True)
-class TensorMatch(Guard):
-    """Type, dtype, device, sizes, strides and requires_grad of a tensor (static shapes)."""
+@dataclass(frozen=True, eq=False)
+class SubmoduleHooksMatch(Guard):
+    """The given hook dicts (of submodules reached under a guarded root) hold the keys seen at capture."""
 
-    cls: type
-    dtype: torch.dtype
-    device: torch.device
-    size: tuple
-    stride: tuple
-    requires_grad: bool
+    dicts: tuple = field(repr=False)
+    keys: tuple = ()
+    label: str = "submodule hooks"
+    cost = 4
 
     @staticmethod
-    def from_tensor(source: Source, t: torch.Tensor) -> TensorMatch:
-        return TensorMatch(source, type(t), t.dtype, t.device, tuple(t.shape), tuple(t.stride()), t.requires_grad)
+    def of(dicts, label: str) -> SubmoduleHooksMatch:
+        return SubmoduleHooksMatch(tuple(dicts), tuple(tuple(d) for d in dicts), label)
 
-    def code(self, ns: Namespace) -> str:
-        e = self.source.expr()
-        return (
-            f"type({e}) is {ns.ref(self.cls)} and {e}.dtype is {ns.ref(self.dtype)} and "
-            f"{e}.device == {ns.ref(self.device)} and {e}.shape == {self.size!r} and "
-            f"{e}.stride() == {self.stride!r} and {e}.requires_grad is {self.requires_grad}"
-        )
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return ()
 
+    def summary(self) -> str:
+        return f"SubmoduleHooksMatch({len(self.dicts)} hook dicts)"
 
-@dataclass(frozen=True)
-class TypeMatch(Guard):
-    type_: type
+    def code(self, refs, ctx):
+        if not any(self.keys):
+            return f"not {ctx.builtin('any')}({ctx.builtin('map')}({ctx.builtin('len')}, {ctx.const(self.dicts, 'hook_dicts')}))"
+        return f"{ctx.builtin('tuple')}({ctx.builtin('map')}({ctx.builtin('tuple')}, {ctx.const(self.dicts, 'hook_dicts')})) == {ctx.const(self.keys, 'hook_keys')}"
 
-    def code(self, ns: Namespace) -> str:
-        return f"type({self.source.expr()}) is {ns.ref(self.type_)}"
-
-
-@dataclass(frozen=True)
-class IdMatch(Guard):
-    obj_id: int
-    label: str = ""
-
-    def code(self, ns: Namespace) -> str:
-        return f"id({self.source.expr()}) == {self.obj_id}"
-
-
-@dataclass(frozen=True)
-class ConstantMatch(Guard):
-    value: Any
-
-    def code(self, ns: Namespace) -> str:
-        v = self.value
-        if v is None or isinstance(v, bool):
-            return f"{self.source.expr()} is {v!r}"
-        if type(v) in (int, str, float) and not (isinstance(v, float) and math.isnan(v)):
-            return f"type({self.source.expr()}) is {type(v).__name__} and {self.source.expr()} == {v!r}"
-        return f"{self.source.expr()} == {ns.ref(v)}"
-
-
-@dataclass(frozen=True)
-class LengthMatch(Guard):
-    n: int
-
-    def code(self, ns: Namespace) -> str:
-        return f"len({self.source.expr()}) == {self.n}"
-
-
-@dataclass(frozen=True)
-class DictKeysMatch(Guard):
-    keys: tuple
-
-    def code(self, ns: Namespace) -> str:
-        return f"tuple({self.source.expr()}.keys()) == {ns.ref(self.keys)}"
-
-
-@dataclass(frozen=True)
-class HasAttr(Guard):
-    name: str
-    present: bool
-
-    def code(self, ns: Namespace) -> str:
-        return f"hasattr({self.source.expr()}, {self.name!r}) is {self.present}"
-
-
-@dataclass(frozen=True)
-class ModuleHooksMatch(Guard):
-    """The module's forward hooks and pre-hooks are the ones seen at capture (by count)."""
-
-    n_hooks: int
-
-    def code(self, ns: Namespace) -> str:
-        e = self.source.expr()
-        return f"len({e}._forward_hooks) + len({e}._forward_pre_hooks) == {self.n_hooks}"
-
-
-@dataclass(frozen=True)
-class HookDictsMatch(Guard):
-    """A module's hook dicts (held by reference: the root's identity stands for its tree) keep their size."""
-
-    dicts: tuple = field(compare=False, hash=False)
-    ids: tuple = ()
-    n_hooks: int = 0
-
-    def code(self, ns: Namespace) -> str:
-        return " + ".join(f"len({ns.ref(d)})" for d in self.dicts) + f" == {self.n_hooks}"
-
-
-@dataclass(frozen=True)
-class StorageAliasMatch(Guard):
-    """Two tensor inputs are (alias=True) or are not (alias=False) the same object."""
-
-    other: Source = None
-    alias: bool = False
-
-    def code(self, ns: Namespace) -> str:
-        return f"({self.source.expr()} is {self.other.expr()}) is {self.alias}"
-
-
-@dataclass(frozen=True)
-class ChildModuleMatch(Guard):
-    """``parent._modules[name]`` is still the submodule seen at capture (held by reference)."""
-
-    modules: dict = field(compare=False, hash=False)
-    modules_id: int = 0
-    name: str = ""
-    child: object = field(compare=False, hash=False, default=None)
-    child_id: int = 0
-
-    def code(self, ns: Namespace) -> str:
-        return f"{ns.ref(self.modules)}.get({self.name!r}) is {ns.ref(self.child)}"
-
-
-@dataclass(frozen=True)
-class GlobalStateMatch(Guard):
-    grad_enabled: bool
-
-    def code(self, ns: Namespace) -> str:
-        return f"{ns.ref(torch.is_grad_enabled)}() is {self.grad_enabled}"
-
-
-@dataclass
-class GuardFailure:
-    guard: str
-    reason: str
-
-    def __str__(self) -> str:
-        return f"{self.reason}: {self.guard}"
-
-
-@dataclass
-class CompiledGuards:
-    check: Any
-    source: str
-    parts: list
-    parts_fn: list = field(default_factory=list)
-
-    def explain_failure(self, *args, **kwargs) -> GuardFailure | None:
-        for text, fn in zip(self.parts, self.parts_fn):
-            try:
-                ok = fn(*args, **kwargs)
-            except Exception as e:  # noqa: BLE001 - a source that no longer resolves is a failure too
-                return GuardFailure(text, f"raised {type(e).__name__}")
-            if not ok:
-                return GuardFailure(text, "guard failed")
+    def failure(self):
+        for d, keys, label in zip(self.dicts, self.keys, self.label.split("\n")):
+            if tuple(d) != keys:
+                return self._fail(f"tuple({label})", keys, tuple(d))
         return None
 
 
-def _batched(guards, ns: Namespace) -> list[str]:
-    """Guard expressions for the hot check: per-submodule guards are folded into C-level loops."""
-    hooks = [g for g in guards if isinstance(g, HookDictsMatch) and g.n_hooks == 0]
-    children = [g for g in guards if isinstance(g, ChildModuleMatch)]
-    out = [g.code(ns) for g in guards if not (g in hooks or g in children)]
+@dataclass(frozen=True, eq=False)
+class ChildModulesMatch(Guard):
+    """``parent._modules[name] is child`` for each (modules dict, name, child, label) given."""
+
+    slots: tuple = field(repr=False)
+    cost = 4
+
+    @property
+    def sources(self) -> tuple[Source, ...]:
+        return ()
+
+    def summary(self) -> str:
+        return f"ChildModulesMatch({len(self.slots)} submodules)"
+
+    def code(self, refs, ctx):
+        mods, names, kids = (tuple(x) for x in zip(*((m, n, c) for m, n, c, _ in self.slots)))
+        is_, get = ctx.const(operator.is_, "is_"), ctx.const(dict.get, "dict_get")
+        return (f"{ctx.builtin('all')}({ctx.builtin('map')}({is_}, {ctx.builtin('map')}({get}, "
+                f"{ctx.const(mods, 'mods')}, {ctx.const(names, 'names')}), {ctx.const(kids, 'kids')}))")
+
+    def failure(self):
+        for mods, name, child, label in self.slots:
+            now = mods.get(name)
+            if now is not child:
+                return self._fail(label, _Named(child), _Named(now))
+        return None
+
+
+class _Named:
+    def __init__(self, obj):
+        self.text = "None" if obj is None else f"{type(obj).__name__} (id {id(obj):#x})"
+
+    def __repr__(self):
+        return self.text
+
+
+def batch_guards(guards: list) -> list:
+    """Merge the per-submodule hook and child guards into one of each (one C-level loop per call)."""
+    hooks = [g for g in guards if isinstance(g, SubmoduleHooksMatch)]
+    kids = [g for g in guards if isinstance(g, ChildModulesMatch)]
+    out = [g for g in guards if not isinstance(g, (SubmoduleHooksMatch, ChildModulesMatch))]
     if hooks:
-        dicts = tuple(d for g in hooks for d in g.dicts)
-        out.append(f"not any(map(len, {ns.ref(dicts)}))")
-    if children:
-        mods, names, kids = (tuple(x) for x in zip(*((g.modules, g.name, g.child) for g in children)))
-        out.append(f"all(map({ns.ref(operator.is_)}, map({ns.ref(dict.get)}, {ns.ref(mods)}, {ns.ref(names)}), {ns.ref(kids)}))")
+        seen: dict[int, tuple] = {}
+        for g in hooks:
+            for d, k, label in zip(g.dicts, g.keys, g.label.split("\n")):
+                seen.setdefault(id(d), (d, k, label))
+        ds, ks, labels = zip(*seen.values())
+        out.append(SubmoduleHooksMatch(ds, ks, "\n".join(labels)))
+    if kids:
+        slots = {(id(m), n): (m, n, c, lab) for g in kids for m, n, c, lab in g.slots}
+        out.append(ChildModulesMatch(tuple(slots.values())))
     return out
-
-
-class GuardSet:
-    """Guards in insertion order, without duplicates."""
-
-    def __init__(self) -> None:
-        self._guards: dict[Guard, None] = {}
-
-    def add(self, guard: Guard) -> None:
-        self._guards.setdefault(guard, None)
-
-    def __iter__(self):
-        return iter(self._guards)
-
-    def __len__(self) -> int:
-        return len(self._guards)
-
-    def compile(self, fn_signature, f_globals: dict, cells: dict, extra: dict | None = None) -> CompiledGuards:
-        """One generated ``check(<user params>) -> bool``; a raising source counts as a miss."""
-        ns = Namespace()
-        ns.values["_G"] = f_globals
-        ns.values["_cells"] = cells
-        ns.values.update(extra or {})
-        params, _ = signature_text(fn_signature, ns)
-        parts = [g.code(ns) for g in self._guards]
-        body = " and \\\n        ".join(f"({p})" for p in _batched(self._guards, ns)) or "True"
-        src = f"def check({params}):\n    try:\n        return {body}\n    except Exception:\n        return False\n"
-        check = ns.exec(src, "check")
-        parts_fn = [ns.exec(f"def part({params}):\n    return {p}\n", "part") for p in parts]
-        return CompiledGuards(check, src, parts, parts_fn)

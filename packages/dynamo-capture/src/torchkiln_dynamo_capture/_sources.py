@@ -1,91 +1,89 @@
-"""Where a value came from, printable as a Python expression over the frame's arguments.
+"""Sources of values capture met: torchkiln_guards' sources, plus objects capture holds by reference.
 
-The expression is evaluated inside the generated guard and run functions, whose parameters are the
-user function's parameters plus ``_G`` (its globals) and ``_cells`` (its closure cells by name).
+Guards print sources as ``L['x'].w``; the generated ``run`` function needs them as code over its own
+namespace instead, which ``source_code`` writes.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
+from typing import Any
 
+from torchkiln_guards import (
+    AttrSource,
+    ClosureSource,
+    GlobalSource,
+    ItemSource,
+    LocalSource,
+    Source,
+)
 
-class Source:
-    def expr(self) -> str:
-        raise NotImplementedError
+from ._codegen import Namespace
 
-    def __str__(self) -> str:
-        return self.expr()
+__all__ = [
+    "AttrSource", "ClosureSource", "GlobalSource", "HeldObjectSource", "ItemSource", "LocalSource", "Source",
+    "closure_cell_source", "default_source", "source_code",
+]
 
-
-@dataclass(frozen=True)
-class LocalSource(Source):
-    name: str
-
-    def expr(self) -> str:
-        return self.name
-
-
-@dataclass(frozen=True)
-class GlobalSource(Source):
-    name: str
-
-    def expr(self) -> str:
-        return f"_G[{self.name!r}]"
+_LITERAL_KEYS = (int, str, bool, type(None))
 
 
 @dataclass(frozen=True)
-class ClosureSource(Source):
-    name: str
+class HeldObjectSource(Source):
+    """An object capture holds by reference (a submodule under a guarded root, another module's
+    globals dict, the ``self`` of a captured bound method): a root torchkiln_guards has no kind for.
+
+    Follows torchkiln_guards' Source protocol (``expr``, ``_code``, ``_fetch``); compares by identity.
+    """
+
+    obj: Any = field(compare=False, repr=False)
+    label: str = field(compare=False)
+    obj_id: int = field(init=False)
+
+    def __post_init__(self):
+        object.__setattr__(self, "obj_id", id(self.obj))
 
     def expr(self) -> str:
-        return f"_cells[{self.name!r}].cell_contents"
+        return self.label
+
+    def _code(self, base_ref, ctx):
+        return ctx.const(self.obj, "held")
+
+    def _fetch(self, base_value, frame):
+        return self.obj
 
 
-@dataclass(frozen=True)
-class AttrSource(Source):
-    base: Source
-    attr: str
-
-    def expr(self) -> str:
-        if self.attr.isidentifier() and not self.attr.startswith("__"):
-            return f"{self.base.expr()}.{self.attr}"
-        return f"getattr({self.base.expr()}, {self.attr!r})"
+def held_object(obj: Any, label: str | None = None) -> HeldObjectSource:
+    return HeldObjectSource(obj, label or f"<{type(obj).__name__} at {id(obj):#x}>")
 
 
-@dataclass(frozen=True)
-class ItemSource(Source):
-    base: Source
-    key: object
-
-    def expr(self) -> str:
-        return f"{self.base.expr()}[{self.key!r}]"
+def closure_cell_source(fn_source: Source, index: int) -> Source:
+    """The contents of cell ``index`` of the function at ``fn_source``."""
+    return AttrSource(ItemSource(AttrSource(fn_source, "__closure__"), index), "cell_contents")
 
 
-@dataclass(frozen=True)
-class ClosureCellSource(Source):
-    """The contents of cell ``index`` of a function reached through ``base``."""
-
-    base: Source
-    index: int
-
-    def expr(self) -> str:
-        return f"{self.base.expr()}.__closure__[{self.index}].cell_contents"
+def default_source(fn_source: Source, index: int) -> Source:
+    """Positional default ``index`` of the function at ``fn_source``."""
+    return ItemSource(AttrSource(fn_source, "__defaults__"), index)
 
 
-@dataclass(frozen=True)
-class DefaultSource(Source):
-    base: Source
-    index: int
-
-    def expr(self) -> str:
-        return f"{self.base.expr()}.__defaults__[{self.index}]"
-
-
-@dataclass(frozen=True)
-class NamedRefSource(Source):
-    """An object the generated code holds by name (e.g. another module's globals dict)."""
-
-    ref: str
-
-    def expr(self) -> str:
-        return self.ref
+def source_code(src: Source, ns: Namespace) -> str:
+    """Python code reading ``src`` inside a generated ``run`` function (user parameters, ``_G`` the
+    globals, ``_cells`` the closure cells by name; other objects bound through ``ns``)."""
+    if isinstance(src, LocalSource):
+        return src.name
+    if isinstance(src, GlobalSource):
+        return f"_G[{src.name!r}]"
+    if isinstance(src, ClosureSource):
+        return f"_cells[{src.name!r}].cell_contents"
+    if isinstance(src, HeldObjectSource):
+        return ns.ref(src.obj, "held")
+    if isinstance(src, AttrSource):
+        base = source_code(src.source, ns)
+        if src.attr.isidentifier() and not src.attr.startswith("__"):
+            return f"{base}.{src.attr}"
+        return f"getattr({base}, {src.attr!r})"
+    if isinstance(src, ItemSource):
+        key = repr(src.key) if type(src.key) in _LITERAL_KEYS else ns.ref(src.key, "key")
+        return f"{source_code(src.source, ns)}[{key}]"
+    raise NotImplementedError(f"no run-function code for source {type(src).__name__}")

@@ -8,9 +8,10 @@ import functools
 import types
 
 import torch
+from torchkiln_guards import ConstantMatch, DictKeysMatch, IdMatch, LengthMatch, TypeMatch
 
-from ._guards import ConstantMatch, DictKeysMatch, IdMatch, LengthMatch, TypeMatch
-from ._sources import AttrSource, ItemSource
+from ._guards import ValueEqualsMatch
+from ._sources import AttrSource, HeldObjectSource, ItemSource
 from .variables.base import ConstantVariable
 from .variables.builtins import _INLINE_TORCH_MODULES, _is_stdlib, is_torch_callable
 from .variables.containers import DictVariable, ListVariable, TupleVariable
@@ -40,54 +41,54 @@ def wrap(tx, value, source):
         return out.wrap_input_tensor(tx, value, source)
     if t in _VALUE_TYPES:
         if source is not None:
-            g.add(ConstantMatch(source, value))
+            g.append(ConstantMatch(source, value))
         return ConstantVariable(value, source)
     if isinstance(value, (*_OPAQUE_CONSTANTS, types.ModuleType, *_CALLABLE_TYPES)):
         if source is not None and isinstance(value, _CALLABLE_TYPES):
             # a bound builtin method read off an object is a new object each time: not guardable by id
             if not isinstance(source, AttrSource):
-                g.add(IdMatch(source, id(value)))
+                g.append(IdMatch(source, value))
         elif source is not None and not isinstance(value, types.ModuleType):
-            g.add(ConstantMatch(source, value) if not isinstance(value, enum.Enum) else IdMatch(source, id(value)))
+            g.append(_constant_guard(source, value))
         return ConstantVariable(value, source)
     if isinstance(value, type):
         if source is not None:
-            g.add(IdMatch(source, id(value)))
+            g.append(IdMatch(source, value))
         return ConstantVariable(value, source)
     if t is tuple or (isinstance(value, tuple) and hasattr(t, "_fields")):
         if source is not None:
-            g.add(TypeMatch(source, t))
-            g.add(LengthMatch(source, len(value)))
+            g.append(TypeMatch(source, t))
+            g.append(LengthMatch(source, len(value)))
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return TupleVariable(items, source, cls=t)
     if t is list:
         if source is not None:
-            g.add(TypeMatch(source, t))
-            g.add(LengthMatch(source, len(value)))
+            g.append(TypeMatch(source, t))
+            g.append(LengthMatch(source, len(value)))
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
         return out.remember(value, ListVariable(items, source))
     if t is dict or (isinstance(value, dict) and t.__module__ == "collections"):
         keys = tuple(value.keys())
         if source is not None:
-            g.add(TypeMatch(source, t))
-            g.add(DictKeysMatch(source, keys))
+            g.append(TypeMatch(source, t))
+            g.append(DictKeysMatch(source, keys))
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
         return out.remember(value, DictVariable(items, source, cls=t))
     if t in (set,):
         if source is not None:
-            g.add(ConstantMatch(source, frozenset(value)))
+            g.append(ValueEqualsMatch(source, set(value)))
         return ConstantVariable(set(value), source)
     if isinstance(value, torch.nn.Module):
         # submodules reached through a guarded module are not re-guarded (the root's identity
         # stands for its tree, as for parameters): guard cost stays flat in model depth
-        if source is not None and not isinstance(source, (AttrSource, ItemSource)):
-            g.add(IdMatch(source, id(value)))
+        if source is not None and not isinstance(source, (AttrSource, ItemSource, HeldObjectSource)):
+            g.append(IdMatch(source, value))
         return out.remember(value, NNModuleVariable(value, source))
     if isinstance(value, types.FunctionType) and (_is_stdlib(value) or is_torch_callable(value) and not value.__module__.startswith(_INLINE_TORCH_MODULES)):
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):
         if source is not None:
-            g.add(IdMatch(source, id(value)))
+            g.append(IdMatch(source, value))
         return UserFunctionVariable.from_function(tx, value, source)
     if isinstance(value, types.MethodType):
         self_src = AttrSource(source, "__self__") if source is not None else None
@@ -97,12 +98,22 @@ def wrap(tx, value, source):
         return ConstantVariable(value)
     if isinstance(value, functools.partial):
         if source is not None:
-            g.add(TypeMatch(source, t))
+            g.append(TypeMatch(source, t))
         return PartialVariable(
             wrap(tx, value.func, AttrSource(source, "func") if source is not None else None),
             [wrap(tx, a, None) for a in value.args], {k: wrap(tx, v, None) for k, v in value.keywords.items()}, source)
     if callable(value) and not dataclasses.is_dataclass(value) and (getattr(value, "__module__", "") or "").startswith("torch") and not hasattr(value, "__dict__"):
         return ConstantVariable(value, source)
     if source is not None:
-        g.add(TypeMatch(source, t))
+        g.append(TypeMatch(source, t))
     return out.remember(value, UserObjectVariable(value, source))
+
+
+def _constant_guard(source, value):
+    """ConstantMatch where torchkiln_guards accepts the value, identity for enums, else equality."""
+    if isinstance(value, enum.Enum):
+        return IdMatch(source, value)
+    try:
+        return ConstantMatch(source, value)
+    except TypeError:  # torch.Size, slice, range, finfo, ...: not an immutable constant to it
+        return ValueEqualsMatch(source, value)

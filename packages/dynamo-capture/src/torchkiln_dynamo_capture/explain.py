@@ -54,7 +54,7 @@ def explain(fn):
             wrapped(*args, **kwargs)
         ops = [[n.target for n in g.graph.nodes if n.op in ("call_function", "call_method")] for g in graphs]
         reasons = [captured.unsupported] if isinstance(captured.unsupported, Unsupported) else []
-        guards = [g.describe() for e in captured.entries for g in e.guards.parts] if False else [p for e in captured.entries for p in e.guards.parts]
+        guards = [g.summary() for e in captured.entries for g in e.guards.guards]
         return ExplainOutput(len(graphs), graphs, ops, reasons, guards)
 
     return run

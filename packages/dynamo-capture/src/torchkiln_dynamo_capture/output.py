@@ -8,9 +8,11 @@ import re
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torchkiln_guards import Guard, StorageAliasMatch, TensorMatch
 
 from ._codegen import Namespace, signature_text
-from ._guards import GuardSet, StorageAliasMatch, TensorMatch
+from ._guards import SameObjectMatch
+from ._sources import source_code
 from .exc import Unsupported
 from .side_effects import SideEffects
 from .variables.base import ConstantVariable, DeletedVariable, VariableTracker
@@ -40,7 +42,7 @@ class OutputGraph:
     def __init__(self, f_globals: dict) -> None:
         self.graph = torch.fx.Graph()
         self.fake_mode = FakeTensorMode()
-        self.guards = GuardSet()
+        self.guards: list[Guard] = []  # deduplicated and ordered by compile_guards
         self.side_effects = SideEffects()
         self.f_globals = f_globals
         self.var_cache: dict[int, VariableTracker] = {}
@@ -49,7 +51,6 @@ class OutputGraph:
         self.tensor_vars: dict[int, TensorVariable] = {}
         self.fake_to_var: dict[int, TensorVariable] = {}
         self.root = torch.nn.Module()
-        self.extra_names: dict[str, object] = {}
         self._last_placeholder = None
         self._names: set[str] = set()
 
@@ -58,17 +59,6 @@ class OutputGraph:
         self.var_cache[id(value)] = var
         self.keepalive.append(value)
         return var
-
-    def name_object(self, obj) -> str:
-        name = f"_obj{id(obj)}"
-        self.extra_names[name] = obj
-        self.keepalive.append(obj)
-        return name
-
-    def name_globals(self, f_globals: dict) -> str:
-        name = f"_mg{id(f_globals)}"
-        self.extra_names[name] = f_globals
-        return name
 
     def _fresh(self, hint: str) -> str:
         base = re.sub(r"[^0-9a-zA-Z_]", "_", hint).strip("_") or "x"
@@ -90,20 +80,21 @@ class OutputGraph:
         known = self.tensor_vars.get(id(t))
         if known is not None:
             if source is not None and known.source is not None and known.source != source:
-                self.guards.add(StorageAliasMatch(known.source, source, True))
+                self.guards.append(SameObjectMatch(known.source, source, True))
             return known
         if source is None or isinstance(t, torch.nn.Parameter):
             return self.wrap_module_tensor(tx, t, source)
         fake = self._fake(t)
         ctx = self.graph.inserting_after(self._last_placeholder) if self._last_placeholder else self.graph.inserting_before(None)
         with ctx:
-            node = self.graph.placeholder(self._fresh(source.expr()))
+            node = self.graph.placeholder(self._fresh(_name_hint(source)))
         self._last_placeholder = node
         node.meta["example_value"] = fake
-        self.guards.add(TensorMatch.from_tensor(source, t))
-        # distinct inputs must stay distinct (in-place updates would otherwise be seen twice)
-        for prev_source, _, _ in self.inputs[-6:]:
-            self.guards.add(StorageAliasMatch(prev_source, source, False))
+        self.guards.append(TensorMatch.from_tensor(source, t))
+        # distinct inputs must stay distinct (in-place updates would otherwise be seen twice); two
+        # inputs that do share a storage are guarded to keep sharing it, so the guards hold here
+        for prev_source, prev, _ in self.inputs[-6:]:
+            self.guards.append(StorageAliasMatch(prev_source, source, _same_storage(prev, t)))
         var = TensorVariable(node, fake, source, cls=type(t))
         self.inputs.append((source, t, node))
         return self._register(t, var)
@@ -113,7 +104,7 @@ class OutputGraph:
         known = self.tensor_vars.get(id(t))
         if known is not None:
             return known
-        name = self._fresh(source.expr() if source is not None else "_tensor_constant")
+        name = self._fresh(_name_hint(source) if source is not None else "_tensor_constant")
         if isinstance(t, torch.nn.Parameter):
             self.root.register_parameter(name, t)
         else:
@@ -190,14 +181,14 @@ class OutputGraph:
     def compile(self, return_var, backend, signature, cells: dict):
         """Finish the graph, hand it to ``backend`` and generate ``run(<user params>)``."""
         ns = Namespace()
-        ns.values.update({"_G": self.f_globals, "_cells": cells, "_new_object": _new_object, **self.extra_names})
+        ns.values.update({"_G": self.f_globals, "_cells": cells, "_new_object": _new_object})
         outputs: list = []
         out_index: dict[int, int] = {}
 
         def expr(v) -> str:
             if isinstance(v, TensorVariable):
                 if v.source is not None:
-                    return v.source.expr()
+                    return source_code(v.source, ns)
                 if getattr(v, "constant", None) is not None:
                     return ns.ref(v.constant)
                 if id(v) not in out_index:
@@ -223,7 +214,7 @@ class OutputGraph:
             if isinstance(v, NewObjectVariable):
                 return f"_new_object({ns.ref(v.cls)}, {{" + ", ".join(f"{k!r}: {expr(x)}" for k, x in v.attrs.items()) + "})"
             if isinstance(v, UserObjectVariable):
-                return v.source.expr() if v.source is not None else ns.ref(v.value)
+                return source_code(v.source, ns) if v.source is not None else ns.ref(v.value)
             if isinstance(v, UserFunctionVariable) and v.fn is not None and v.self_var is None:
                 return ns.ref(v.fn)
             if isinstance(v, IteratorVariable):
@@ -233,13 +224,13 @@ class OutputGraph:
         effects = []
         for kind, target, key, value in self.side_effects.entries:
             if kind == "container":
-                dst = target.source.expr()
+                dst = source_code(target.source, ns)
                 if isinstance(target, ListVariable):
                     effects.append(f"{dst}[:] = {expr(target)}")
                 else:
                     effects.append(f"__t = {dst}; __t.clear(); __t.update({expr(DictVariable(target.items))})")
             elif kind == "attr":
-                dst = target.source.expr() if target.source is not None else ns.ref(target.value)
+                dst = source_code(target.source, ns) if target.source is not None else ns.ref(target.value)
                 if isinstance(value, DeletedVariable):
                     effects.append(f"__t = {dst}\n    if hasattr(__t, {key!r}): delattr(__t, {key!r})")
                 else:
@@ -261,13 +252,25 @@ class OutputGraph:
         lines = [f"def run({params}):"]
         if compiled is not None:
             ns.values["_compiled"] = compiled
-            lines.append("    __o = _compiled(" + ", ".join(s.expr() for s, _, _ in self.inputs) + ")")
+            lines.append("    __o = _compiled(" + ", ".join(source_code(s, ns) for s, _, _ in self.inputs) + ")")
         elif outputs:
             raise Unsupported("internal: graph outputs without a graph")
         lines += [f"    {e}" for e in effects]
         lines.append(f"    return {ret}")
         src = "\n".join(lines) + "\n"
         return ns, ns.exec(src, "run"), src, gm
+
+
+def _name_hint(source) -> str:
+    """``L['x'].w`` -> ``x.w`` (sanitised by ``_fresh``): graph names read like the user's code."""
+    return re.sub(r"\b[LGC]\['([^']*)'\]", r"\1", source.expr())
+
+
+def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.untyped_storage()._cdata == b.untyped_storage()._cdata
+    except Exception:  # noqa: BLE001 - a tensor without a storage shares none
+        return False
 
 
 def _contains_tensor(x) -> bool:

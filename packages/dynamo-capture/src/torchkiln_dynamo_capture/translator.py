@@ -11,11 +11,10 @@ import operator
 import sys
 import types
 
-import torch
+from torchkiln_guards import GlobalStateMatch
 
 from ._binding import _as_dict, bind_arguments
-from ._guards import GlobalStateMatch
-from ._sources import GlobalSource, ItemSource, NamedRefSource
+from ._sources import GlobalSource, HeldObjectSource, ItemSource
 from .builder import wrap
 from .bytecode import decode, version_table
 from .exc import Unsupported
@@ -224,7 +223,7 @@ class InstructionTranslator:
     def _global_source(self, name):
         if self.f_globals is self.out.f_globals:
             return GlobalSource(name)
-        return ItemSource(NamedRefSource(self.out.name_globals(self.f_globals)), name)
+        return ItemSource(HeldObjectSource(self.f_globals, f"{self.f_globals.get('__name__', '?')}.__dict__"), name)
 
     def load_global(self, name):
         pending = self.out.side_effects.global_value(self.f_globals, name)
@@ -564,4 +563,5 @@ class InstructionTranslator:
 
 
 def grad_mode_guard(out) -> None:
-    out.guards.add(GlobalStateMatch(NamedRefSource("_grad"), torch.is_grad_enabled()))
+    """Grad mode, autocast, default dtype, ... as they are now (the capture specialised on them)."""
+    out.guards.append(GlobalStateMatch.capture())

@@ -10,8 +10,11 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torchkiln_guards import CompiledGuards, compile_guards
 
-from ._sources import ClosureSource, LocalSource, NamedRefSource
+from ._guards import batch_guards
+from ._logging import log_recompile
+from ._sources import ClosureSource, HeldObjectSource, LocalSource
 from .exc import RecompileLimitExceeded, Unsupported
 from .output import OutputGraph
 from .translator import InstructionTranslator, grad_mode_guard
@@ -24,7 +27,7 @@ class CacheEntry:
 
     check: Callable[..., bool]
     run: Callable[..., Any]
-    guards: Any
+    guards: CompiledGuards
     graph_module: torch.fx.GraphModule | None
     run_source: str
     op_count: int
@@ -50,8 +53,8 @@ def capture_frame(fn, args, kwargs, backend) -> CacheEntry:
     ba.apply_defaults()
     localvars = {}
     if bound_self is not None:
-        out.extra_names["_self"] = bound_self
-        localvars[code.co_varnames[0]] = tx.wrap(bound_self, NamedRefSource("_self"))
+        self_src = HeldObjectSource(bound_self, f"{func.__qualname__}.__self__")
+        localvars[code.co_varnames[0]] = tx.wrap(bound_self, self_src)
     for name, value in ba.arguments.items():
         localvars[name] = tx.wrap(value, LocalSource(name))
     real_cells = {}
@@ -68,7 +71,7 @@ def capture_frame(fn, args, kwargs, backend) -> CacheEntry:
         _, run, run_src, gm = out.compile(ret, backend, sig, real_cells)
     finally:
         torch._C._set_grad_enabled(grad)
-    compiled_guards = out.guards.compile(sig, func.__globals__, real_cells, out.extra_names)
+    compiled_guards = compile_guards(batch_guards(out.guards), signature=sig, f_globals=func.__globals__, closure=real_cells)
     return CacheEntry(compiled_guards.check, run, compiled_guards, gm, run_src, out.op_count() if gm is not None else 0)
 
 
@@ -86,6 +89,7 @@ class CapturedFunction:
         self.unsupported: Unsupported | None = None
         self._eager = False
         self._warned_limit = False
+        self._module = None  # the nn.Module, when this captures one (for file:line in messages)
         self.__wrapped__ = fn
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -114,10 +118,12 @@ class CapturedFunction:
         if len(self.entries) >= self.recompile_limit:
             if not self._warned_limit:
                 self._warned_limit = True
-                why = self.entries[-1].guards.explain_failure(*args, **kwargs)
-                warnings.warn(f"torchkiln: {self.__name__} hit recompile_limit={self.recompile_limit} "
+                why = self._why_missed(args, kwargs)
+                warnings.warn(f"torchkiln: {self.__name__} ({self._where()}) hit recompile_limit={self.recompile_limit} "
                               f"(last failing guard: {why}); running eagerly", RecompileLimitExceeded, stacklevel=3)
             return self._fn(*args, **kwargs)
+        if self.entries:
+            log_recompile(f"Recompiling {self.__name__} ({self._where()}): {self._why_missed(args, kwargs)}")
         try:
             entry = capture_frame(self._fn, args, kwargs, self._counting_backend)
         except Unsupported as e:
@@ -136,6 +142,22 @@ class CapturedFunction:
             return self._fn(*args, **kwargs)
         self.entries.append(entry)
         return entry.run(*args, **kwargs)
+
+
+    def _why_missed(self, args, kwargs) -> str:
+        """The first failing guard of the most recent entry, as explain_failure words it."""
+        try:
+            return str(self.entries[-1].guards.explain_failure(*args, **kwargs))
+        except Exception as e:  # noqa: BLE001 - explaining must never break the call
+            return f"<could not explain: {type(e).__name__}: {e}>"
+
+    def _where(self) -> str:
+        """The user function's file:line (a module's forward for a captured module)."""
+        fn = self._fn
+        if fn is _call_module and self._module is not None:
+            fn = type(self._module).forward
+        code = getattr(getattr(fn, "__func__", fn), "__code__", None)
+        return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "?"
 
 
 def _call_module(self, *args, **kwargs):
@@ -203,6 +225,7 @@ def capture(fn, backend, *, fullgraph: bool = False, dynamic=None, recompile_lim
     if isinstance(fn, torch.nn.Module):
         captured = CapturedFunction(_call_module, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit)
         captured.__name__ = type(fn).__name__
+        captured._module = fn
         return CapturedModule(fn, captured)
     if not callable(fn):
         raise TypeError(f"capture expects a function, method or nn.Module, got {type(fn).__name__}")

@@ -315,9 +315,9 @@ def _hasattr(tx, obj, name):
     except AttrMissing:
         found = False
     if obj.source is not None and not isinstance(obj, TensorVariable):
-        from .._guards import HasAttr
+        from torchkiln_guards import HasAttr
 
-        tx.out.guards.add(HasAttr(obj.source, name.as_python_constant(), found))
+        tx.out.guards.append(HasAttr(obj.source, name.as_python_constant(), found))
     return ConstantVariable(found)
 
 

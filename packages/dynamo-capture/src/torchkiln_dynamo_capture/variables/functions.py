@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import types
 
-from .._sources import AttrSource, ClosureCellSource, DefaultSource
+from .._sources import AttrSource, closure_cell_source, default_source
 from ..exc import Unsupported
 from .base import NO_REAL, AttrMissing, ConstantVariable, VariableTracker
 
@@ -31,9 +31,9 @@ class UserFunctionVariable(VariableTracker):
 
     @classmethod
     def from_function(cls, tx, fn: types.FunctionType, source=None, self_var=None):
-        defaults = [tx.wrap(d, DefaultSource(source, i) if source else None) for i, d in enumerate(fn.__defaults__ or ())]
+        defaults = [tx.wrap(d, default_source(source, i) if source else None) for i, d in enumerate(fn.__defaults__ or ())]
         kwdefaults = {k: tx.wrap(v, None) for k, v in (fn.__kwdefaults__ or {}).items()}
-        closure = [RealCellVariable(c, ClosureCellSource(source, i) if source else None) for i, c in enumerate(fn.__closure__ or ())]
+        closure = [RealCellVariable(c, closure_cell_source(source, i) if source else None) for i, c in enumerate(fn.__closure__ or ())]
         return cls(fn.__code__, fn.__globals__, fn=fn, defaults=defaults, kwdefaults=kwdefaults, closure=closure,
                    self_var=self_var, source=source, name=fn.__qualname__)
 

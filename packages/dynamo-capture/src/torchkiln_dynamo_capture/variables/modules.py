@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import torch
+from torchkiln_guards import LengthMatch, ModuleHooksMatch
 
-from .._guards import LengthMatch
-from .._sources import AttrSource, NamedRefSource
+from .._guards import ChildModulesMatch, SubmoduleHooksMatch
+from .._sources import AttrSource, HeldObjectSource, LocalSource
 from ..exc import Unsupported
 from .base import AttrMissing, ConstantVariable
 from .objects import UserObjectVariable
@@ -36,8 +37,8 @@ class NNModuleVariable(UserObjectVariable):
         mods = d.get("_modules")
         if mods is not None and name in mods:
             sub = mods[name]
-            _guard_child(tx, mods, name, sub)
-            return ConstantVariable(None) if sub is None else tx.wrap(sub, _child_src(tx, sub))
+            _guard_child(tx, mods, name, sub, self.source)
+            return ConstantVariable(None) if sub is None else tx.wrap(sub, _child_src(sub, self.source, name))
         if not any(name in k.__dict__ for k in type(m).__mro__):
             raise AttrMissing(name)  # Module.__getattr__ would raise AttributeError
         return super().var_getattr(tx, name)
@@ -51,15 +52,14 @@ class NNModuleVariable(UserObjectVariable):
         m = self.value
         if m._backward_hooks or m._backward_pre_hooks:
             raise Unsupported("module backward hooks")
-        from .._guards import HookDictsMatch, ModuleHooksMatch
-        from .._sources import LocalSource, NamedRefSource
         from .containers import TupleVariable
 
         if isinstance(self.source, LocalSource):
-            tx.out.guards.add(ModuleHooksMatch(self.source, len(m._forward_hooks) + len(m._forward_pre_hooks)))
+            tx.out.guards.append(ModuleHooksMatch(self.source, m))
         else:
-            dicts = (m._forward_hooks, m._forward_pre_hooks)
-            tx.out.guards.add(HookDictsMatch(NamedRefSource("_hooks"), dicts, tuple(map(id, dicts)), sum(map(len, dicts))))
+            where = self.source.expr() if self.source is not None else type(m).__name__
+            tx.out.guards.append(SubmoduleHooksMatch.of(
+                (m._forward_hooks, m._forward_pre_hooks), f"{where}._forward_hooks\n{where}._forward_pre_hooks"))
         for hook_id, hook in list(m._forward_pre_hooks.items()):
             hook_v = tx.wrap(hook, None)
             if hook_id in m._forward_pre_hooks_with_kwargs:
@@ -87,10 +87,11 @@ class NNModuleVariable(UserObjectVariable):
         if isinstance(m, torch.nn.ModuleDict):
             return [ConstantVariable(k) for k in m]
         if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)):
-            tx.out.guards.add(LengthMatch(NamedRefSource(tx.out.name_object(m._modules)), len(m._modules)))
+            where = self.source.expr() if self.source is not None else type(m).__name__
+            tx.out.guards.append(LengthMatch(HeldObjectSource(m._modules, f"{where}._modules"), len(m._modules)))
             for k, sub in m._modules.items():
-                _guard_child(tx, m._modules, k, sub)
-            return [tx.wrap(sub, _child_src(tx, sub)) for k, sub in m._modules.items()]
+                _guard_child(tx, m._modules, k, sub, self.source)
+            return [tx.wrap(sub, _child_src(sub, self.source, k)) for k, sub in m._modules.items()]
         if isinstance(m, (torch.nn.ParameterList,)):
             return [tx.out.wrap_module_tensor(tx, p, self._src(k)) for k, p in m._parameters.items()]
         raise Unsupported(f"iterating over {type(m).__name__}")
@@ -110,8 +111,8 @@ class NNModuleVariable(UserObjectVariable):
             key = keys[k]
             if isinstance(m, torch.nn.ParameterList):
                 return tx.out.wrap_module_tensor(tx, m._parameters[key], self._src(key))
-            _guard_child(tx, m._modules, key, m._modules[key])
-            return tx.wrap(m._modules[key], _child_src(tx, m._modules[key]))
+            _guard_child(tx, m._modules, key, m._modules[key], self.source)
+            return tx.wrap(m._modules[key], _child_src(m._modules[key], self.source, key))
         if name == "__len__":
             return ConstantVariable(len(m))
         if name == "__contains__" and isinstance(m, torch.nn.ModuleDict):
@@ -156,18 +157,19 @@ class NNModuleVariable(UserObjectVariable):
         return True
 
 
-def _child_src(tx, sub):
-    """A submodule is identity-guarded by reference (ChildModuleMatch), so guards on its attributes
+def _where(parent_source, name: str) -> str:
+    return f"{parent_source.expr()}.{name}" if parent_source is not None else name
+
+
+def _child_src(sub, parent_source, name: str):
+    """A submodule is identity-guarded by reference (ChildModulesMatch), so guards on its attributes
     read it directly instead of walking Module.__getattr__ from the root on every call."""
-    return NamedRefSource(tx.out.name_object(sub))
+    return HeldObjectSource(sub, _where(parent_source, name))
 
 
-def _guard_child(tx, modules: dict, name: str, sub) -> None:
-    from .._guards import ChildModuleMatch
-    from .._sources import NamedRefSource
-
+def _guard_child(tx, modules: dict, name: str, sub, parent_source) -> None:
     if sub is not None:
-        tx.out.guards.add(ChildModuleMatch(NamedRefSource("_modules"), modules, id(modules), name, sub, id(sub)))
+        tx.out.guards.append(ChildModulesMatch(((modules, name, sub, _where(parent_source, name)),)))
 
 
 def _dict(kwargs):

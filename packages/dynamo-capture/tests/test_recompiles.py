@@ -1,0 +1,216 @@
+"""Recompiles explain themselves: each kind of guarded change causes exactly one recompile, a result
+equal to eager, and a "torchkiln.recompiles" log line naming the failing guard and the function's
+file:line."""
+
+from __future__ import annotations
+
+import logging
+import sys
+import warnings
+
+import pytest
+import torch
+from torch import nn
+from torchkiln_dynamo_capture import RecompileLimitExceeded, capture
+
+SCALE = 2.0
+
+
+class Counting:
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, gm, example_inputs):
+        self.calls += 1
+        return gm.forward
+
+
+def _uses_global(x):
+    return x * SCALE + 1
+
+
+class _Flagged(nn.Module):
+    def forward(self, x):
+        return x.relu() * 2 if self.training else x.sigmoid()
+
+
+def _make_closure():
+    n = 3
+
+    def f(x):
+        return x * n
+
+    def bump():
+        nonlocal n
+        n = 5
+
+    return f, bump
+
+
+def _two(x, y):
+    return x * 2 + y
+
+
+def _tiny(x):
+    return (x * 3).sum(-1)
+
+
+def _line(fn):
+    code = fn.__code__ if not isinstance(fn, nn.Module) else type(fn).forward.__code__
+    return f"{code.co_filename}:{code.co_firstlineno}"
+
+
+def _check_one_recompile(caplog, cf, be, fn_for_line, before, after, eager, expected):
+    """Call with ``before`` twice (one capture), then ``after``: one more backend call, eager result,
+    and one recompile log line containing ``expected`` and the function's file:line."""
+    with caplog.at_level(logging.INFO, logger="torchkiln.recompiles"):
+        for _ in range(2):
+            args = before()
+            torch.testing.assert_close(cf(*args), eager(*args))
+        assert be.calls == 1
+        assert not caplog.records
+        args = after()
+        torch.testing.assert_close(cf(*args), eager(*args))
+        assert be.calls == 2
+        args = after()
+        torch.testing.assert_close(cf(*args), eager(*args))
+        assert be.calls == 2
+    lines = [r.getMessage() for r in caplog.records if r.name == "torchkiln.recompiles"]
+    assert len(lines) == 1, lines
+    assert expected in lines[0], lines[0]
+    assert _line(fn_for_line) in lines[0]
+
+
+def test_global_change(caplog):
+    be = Counting()
+    cf = capture(_uses_global, be, fullgraph=True)
+    mod = sys.modules[__name__]
+    try:
+        _check_one_recompile(
+            caplog, cf, be, _uses_global,
+            lambda: (torch.randn(4),),
+            lambda: (setattr(mod, "SCALE", 3.0), torch.randn(4))[1:],
+            _uses_global, "G['SCALE']: expected 2.0, got 3.0",
+        )
+    finally:
+        mod.SCALE = 2.0
+
+
+def test_module_training_flag(caplog):
+    be = Counting()
+    m = _Flagged().train()
+    cm = capture(m, be, fullgraph=True)
+
+    def after():
+        m.eval()
+        return (torch.randn(5),)
+
+    _check_one_recompile(caplog, cm, be, m, lambda: (torch.randn(5),), after, m, "L['self'].training: expected True, got False")
+
+
+def test_closure_value(caplog):
+    be = Counting()
+    f, bump = _make_closure()
+    cf = capture(f, be, fullgraph=True)
+
+    def after():
+        bump()
+        return (torch.randn(3),)
+
+    _check_one_recompile(caplog, cf, be, f, lambda: (torch.randn(3),), after, f, "C['n']: expected 3, got 5")
+
+
+def test_dtype(caplog):
+    be = Counting()
+    cf = capture(_tiny, be, fullgraph=True)
+    _check_one_recompile(caplog, cf, be, _tiny, lambda: (torch.randn(2, 4),), lambda: (torch.randn(2, 4).double(),),
+                         _tiny, "L['x'].dtype: expected torch.float32, got torch.float64")
+
+
+def test_shape(caplog):
+    be = Counting()
+    cf = capture(_tiny, be, fullgraph=True)
+    _check_one_recompile(caplog, cf, be, _tiny, lambda: (torch.randn(2, 4),), lambda: (torch.randn(3, 4),),
+                         _tiny, "L['x'].size()[0]: expected 2, got 3")
+
+
+def test_aliasing_two_tensors_then_same_tensor(caplog):
+    be = Counting()
+    cf = capture(_two, be, fullgraph=True)
+
+    def same():
+        x = torch.randn(4)
+        return x, x
+
+    _check_one_recompile(caplog, cf, be, _two, lambda: (torch.randn(4), torch.randn(4)), same,
+                         _two, "L['x'] aliases L['y']: expected False, got True")
+
+
+def test_aliasing_same_tensor_then_two_tensors(caplog):
+    be = Counting()
+    cf = capture(_two, be, fullgraph=True)
+
+    def same():
+        x = torch.randn(4)
+        return x, x
+
+    _check_one_recompile(caplog, cf, be, _two, same, lambda: (torch.randn(4), torch.randn(4)),
+                         _two, "L['y'] is L['x']: expected True, got False")
+
+
+def test_grad_mode(caplog):
+    be = Counting()
+    cf = capture(_tiny, be, fullgraph=True)
+    w = torch.randn(4, requires_grad=True)
+
+    def before():
+        torch.set_grad_enabled(True)
+        return (w,)
+
+    def after():
+        torch.set_grad_enabled(False)
+        return (w,)
+
+    try:
+        _check_one_recompile(caplog, cf, be, _tiny, before, after, _tiny,
+                             "torch.is_grad_enabled(): expected True, got False")
+        assert not cf(w).requires_grad
+    finally:
+        torch.set_grad_enabled(True)
+
+
+def test_env_var_prints_recompiles_to_stderr(monkeypatch, capsys):
+    monkeypatch.setenv("TORCHKILN_LOGS", "recompiles")
+    cf = capture(_tiny, Counting(), fullgraph=True)
+    x = torch.randn(3, 2)
+    torch.testing.assert_close(cf(x), _tiny(x))
+    y = torch.randn(3, 2).half()
+    torch.testing.assert_close(cf(y), _tiny(y))
+    err = capsys.readouterr().err
+    assert "[torchkiln.recompiles] Recompiling _tiny" in err
+    assert "L['x'].dtype: expected torch.float32, got torch.float16" in err
+
+
+def test_guards_log_shows_each_entry_source(monkeypatch, caplog):
+    monkeypatch.setenv("TORCHKILN_LOGS", "guards")
+    cf = capture(_tiny, Counting(), fullgraph=True)
+    with caplog.at_level(logging.INFO, logger="torchkiln.guards"):
+        for shape in ((2, 3), (4, 3)):
+            x = torch.randn(*shape)
+            torch.testing.assert_close(cf(x), _tiny(x))
+    texts = [r.getMessage() for r in caplog.records if r.name == "torchkiln.guards"]
+    assert len(texts) == 2
+    assert "x.shape == (2, 3)" in texts[0] and "x.shape == (4, 3)" in texts[1]
+    assert [e.guards.source in t for e, t in zip(cf.entries, texts)] == [True, True]
+
+
+def test_recompile_limit_warning_names_the_guard():
+    cf = capture(_tiny, Counting(), fullgraph=True, recompile_limit=1)
+    x = torch.randn(5)
+    torch.testing.assert_close(cf(x), _tiny(x))
+    y = torch.randn(6)
+    with pytest.warns(RecompileLimitExceeded, match=r"L\['x'\]\.size\(\)\[0\]: expected 5, got 6"):
+        torch.testing.assert_close(cf(y), _tiny(y))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        torch.testing.assert_close(cf(y), _tiny(y))
