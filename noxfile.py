@@ -28,6 +28,8 @@ PACKAGES = {
     "torchkiln": "torchkiln",
 }
 DIST_TO_FOLDER = {dist: folder for folder, dist in PACKAGES.items()}
+# Optional extras a package's own tests exercise (the --plot test of the benchmark command).
+TEST_EXTRAS = {"torchkiln": "[plot]"}
 
 nox.options.sessions = ["tests"]
 nox.options.default_venv_backend = "venv"
@@ -77,7 +79,7 @@ def _package_session(folder: str):
             )
         # Installed by distribution name: pip resolves siblings from the wheels just built and
         # third-party dependencies from the index, exactly as the pyproject declares them.
-        session.install("--find-links", str(wheel_dir), PACKAGES[folder])
+        session.install("--find-links", str(wheel_dir), PACKAGES[folder] + TEST_EXTRAS.get(folder, ""))
         session.run(
             "pytest", "-n", "2", "--timeout", "900", "-p", "no:cacheprovider",
             str(ROOT / "packages" / folder / "tests"), *session.posargs,
