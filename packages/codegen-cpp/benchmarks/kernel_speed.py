@@ -35,6 +35,17 @@ CASES = {
         lambda: (torch.randn(1 << 20), torch.randn(1 << 20)),
     ),
     "softmax 256x1024": (lambda x: (torch.softmax(x, -1),), lambda: (torch.randn(256, 1024),)),
+    "sigmoid 1M": (lambda x: (torch.sigmoid(x),), lambda: (torch.randn(1 << 20),)),
+    "silu 1M": (lambda x: (torch.nn.functional.silu(x),), lambda: (torch.randn(1 << 20),)),
+    "gelu (erf) 1M": (lambda x: (torch.nn.functional.gelu(x),), lambda: (torch.randn(1 << 20),)),
+    "gelu (tanh) 1M": (
+        lambda x: (torch.nn.functional.gelu(x, approximate="tanh"),),
+        lambda: (torch.randn(1 << 20),),
+    ),
+    "log_softmax 256x1024": (
+        lambda x: (torch.log_softmax(x, -1),),
+        lambda: (torch.randn(256, 1024),),
+    ),
     "layer_norm 512x768": (
         _ln,
         lambda: (torch.randn(512, 768), torch.randn(768), torch.randn(768)),

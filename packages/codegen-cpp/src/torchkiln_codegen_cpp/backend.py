@@ -9,6 +9,7 @@ from typing import Any
 from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec
 
 from ._prelude import PRELUDE
+from ._vector_math import declarations
 from .cache import build_library
 from .kernel import GeneratedKernel, c_name, generate_kernel
 from .options import CppOptions
@@ -117,7 +118,8 @@ class CppBackend:
                 symbol += "_"
             used.add(symbol)
             gens.append(generate_kernel(k, self.options, symbol=symbol))
-        return PRELUDE + "\n" + "\n".join(g.source for g in gens), gens
+        prelude = PRELUDE + (declarations() if self.options.vector_math else "")
+        return prelude + "\n" + "\n".join(g.source for g in gens), gens
 
     def compile_kernels(self, kernels: Sequence[KernelSpec]) -> list[CppCompiledKernel]:
         if not kernels:

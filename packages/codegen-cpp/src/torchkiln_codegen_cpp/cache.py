@@ -20,6 +20,7 @@ import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
+from ._vector_math import link_flags
 from .errors import CodegenError
 from .options import CppOptions
 
@@ -106,6 +107,7 @@ def _build(source: str, options: CppOptions, root: Path, final: Path) -> None:
     try:
         (tmp / SOURCE_NAME).write_text(source)
         cmd = [options.compiler, *options.flags, SOURCE_NAME, "-o", LIBRARY_NAME]
+        cmd += link_flags(source)  # after the source: linkers drop unused libraries listed first
         proc = _run_compiler(cmd, str(tmp))
         if proc.returncode != 0 or not (tmp / LIBRARY_NAME).is_file():
             # Keep the failing source where the user can open it.

@@ -45,7 +45,9 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
                 )
             else:
                 lines.append(f"{indent}#pragma omp parallel for{collapse}{parallel}")
-        elif i == nx - 1 and nx > 1 and inner_simd:
+        elif i == nx - 1 and inner_simd:
+            # Also a serial 1-D loop: without the pragma GCC will not call the SIMD variants of
+            # libm functions (they may set errno), so exp/log/tanh chains would stay scalar.
             lines.append(f"{indent}#pragma omp simd")
         lines.append(f"{indent}for (int64_t {var.name} = 0; {var.name} < {size}; {var.name}++) {{")
         indent += "  "

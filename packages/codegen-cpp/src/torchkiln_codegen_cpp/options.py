@@ -13,6 +13,9 @@ class CppOptions:
     kernels must keep IEEE NaN/inf semantics to match eager PyTorch.
     ``parallel_threshold``: loop nests with fewer elements (x-numel * r-numel) run serially, since
     waking the OpenMP team costs more than it saves on tiny kernels.
+    ``vector_math``: let ``omp simd`` loops call glibc libmvec's SIMD variants of float32 ``exp``,
+    ``log``, ``tanh``, ``erf``, ... (a few ULP from scalar libm, same NaN/inf/overflow behaviour;
+    x86-64 glibc >= 2.35 only, ignored elsewhere). False: scalar libm calls, as in 0.1.1.
     ``cache_dir``: None means ``$TORCHKILN_CACHE_DIR`` or ``~/.cache/torchkiln``.
     """
 
@@ -30,4 +33,5 @@ class CppOptions:
     parallel_threshold: int = 16384
     simd: bool = True
     bounds_check: bool = True
+    vector_math: bool = True
     cache_dir: str | None = None
