@@ -214,3 +214,27 @@ def test_recompile_limit_warning_names_the_guard():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         torch.testing.assert_close(cf(y), _tiny(y))
+
+
+def test_dynamic_true_warns_that_shapes_are_specialized():
+    import warnings as _warnings
+
+    from torchkiln_dynamo_capture import capture as _capture
+
+    calls = []
+
+    def backend(gm, example_inputs):
+        calls.append(gm)
+        return gm.forward
+
+    def f(x):
+        return x * 2
+
+    with _warnings.catch_warnings(record=True) as caught:
+        _warnings.simplefilter("always")
+        compiled = _capture(f, backend, dynamic=True)
+    assert any("dynamic=True is not supported yet" in str(w.message) for w in caught)
+    for n in (3, 5):
+        x = torch.randn(n)
+        torch.testing.assert_close(compiled(x), f(x))
+    assert len(calls) == 2  # specialized: one entry per shape

@@ -220,8 +220,15 @@ def capture(fn, backend, *, fullgraph: bool = False, dynamic=None, recompile_lim
     ``backend(gm, example_inputs) -> callable`` receives each graph (torch-level FX, parameters as
     get_attr, real example inputs) like a torch.compile backend. With ``fullgraph=True`` anything
     capture cannot handle raises ``Unsupported``; otherwise the function runs eagerly with a warning.
-    Shapes are static: ``dynamic`` is accepted for API compatibility and not used yet.
+    Shapes are static: ``dynamic=True`` is not implemented yet and says so with a warning (each
+    new input shape compiles a new guarded entry, so results stay correct).
     """
+    if dynamic:
+        warnings.warn(
+            "torchkiln: dynamic=True is not supported yet; shapes are specialized, so each new "
+            "input shape compiles a new entry (results are unaffected)",
+            stacklevel=2,
+        )
     if isinstance(fn, torch.nn.Module):
         captured = CapturedFunction(_call_module, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit)
         captured.__name__ = type(fn).__name__
