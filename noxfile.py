@@ -28,8 +28,10 @@ PACKAGES = {
     "torchkiln": "torchkiln",
 }
 DIST_TO_FOLDER = {dist: folder for folder, dist in PACKAGES.items()}
-# Optional extras a package's own tests exercise (the --plot test of the benchmark command).
+# Optional extras a package's own tests exercise: the --plot test of the benchmark command, and
+# capture's conformance programs on real transformers models (a test-only need, not a dependency).
 TEST_EXTRAS = {"torchkiln": "[plot]"}
+TEST_REQUIREMENTS = {"dynamo-capture": ["transformers>=4.40"]}
 
 nox.options.sessions = ["tests"]
 nox.options.default_venv_backend = "venv"
@@ -79,7 +81,10 @@ def _package_session(folder: str):
             )
         # Installed by distribution name: pip resolves siblings from the wheels just built and
         # third-party dependencies from the index, exactly as the pyproject declares them.
-        session.install("--find-links", str(wheel_dir), PACKAGES[folder] + TEST_EXTRAS.get(folder, ""))
+        session.install(
+            "--find-links", str(wheel_dir), PACKAGES[folder] + TEST_EXTRAS.get(folder, ""),
+            *TEST_REQUIREMENTS.get(folder, []),
+        )
         session.run(
             "pytest", "-n", "2", "--timeout", "900", "-p", "no:cacheprovider",
             str(ROOT / "packages" / folder / "tests"), *session.posargs,
