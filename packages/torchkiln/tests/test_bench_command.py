@@ -159,3 +159,17 @@ def test_plot_writes_a_png(tmp_path) -> None:
     path = tmp_path / "speedups.png"
     plot_speedups(rows, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_the_peer_is_loaded_from_outside_packages_or_reported_missing(monkeypatch, tmp_path):
+    from torchkiln.bench import _peer
+
+    _peer._peer_module.cache_clear()
+    monkeypatch.setattr(_peer, "_candidates", lambda: [tmp_path / "benchmarks" / "peer.py"])
+    with pytest.raises(_peer.PeerUnavailable, match="benchmarks/peer.py"):
+        _peer.peer_compile(torch.nn.Identity())
+    _peer.reset_peer()  # no peer loaded: nothing to reset, no error
+    _peer._peer_module.cache_clear()
+    monkeypatch.undo()
+    assert _peer._peer_module().__file__.endswith("benchmarks/peer.py")
+    _peer._peer_module.cache_clear()

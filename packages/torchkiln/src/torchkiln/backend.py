@@ -1,6 +1,6 @@
 """``torchkiln.backend``: our pipeline as a ``torch.compile`` backend.
 
-``torch.compile(model, backend=torchkiln.backend)`` runs TorchDynamo's capture with our
+A user who passes it as ``backend=`` to PyTorch's own compiler gets PyTorch's capture with our
 aot -> loop-ir -> codegen pipeline behind it. Each call compiles one graph with default options;
 the graph's ``GraphReport`` is attached to the returned callable as ``.torchkiln_report``.
 """

@@ -1,22 +1,54 @@
-"""The comparison peer: PyTorch's own ``torch.compile`` (TorchDynamo + Inductor).
+"""Finds the comparison peer (torch.compile) that the bench command measures against.
 
-This is the one file in packages/ allowed to call torch.compile, and only to measure against it
-(ARCHITECTURE.md: benchmarks may call torch.compile as the peer; nothing in the compiler does).
-tests/test_layering.py names this file in its allow-list; every other file stays checked.
+No file under packages/ calls torch.compile: the peer is ``benchmarks/peer.py`` at the
+repository's root, loaded by path. It is looked for at ``$TORCHKILN_PEER`` (a file), then in
+``benchmarks/peer.py`` under the working directory or any directory above this file (an editable
+install or a source tree). Without it the peer columns stay empty and the row notes say why.
 """
 
 from __future__ import annotations
 
+import functools
+import importlib.util
+import os
+from pathlib import Path
+from types import ModuleType
 from typing import Any
 
-import torch
+
+class PeerUnavailable(RuntimeError):
+    """benchmarks/peer.py could not be found or loaded."""
+
+
+def _candidates() -> list[Path]:
+    found = []
+    if os.environ.get("TORCHKILN_PEER"):
+        found.append(Path(os.environ["TORCHKILN_PEER"]))
+    for root in (Path.cwd(), *Path(__file__).resolve().parents):
+        found.append(root / "benchmarks" / "peer.py")
+    return found
+
+
+@functools.cache
+def _peer_module() -> ModuleType:
+    for path in _candidates():
+        if path.is_file():
+            spec = importlib.util.spec_from_file_location("torchkiln_bench_peer", path)
+            module = importlib.util.module_from_spec(spec)
+            spec.loader.exec_module(module)
+            return module
+    raise PeerUnavailable(
+        "the torch.compile peer (benchmarks/peer.py) was not found: run from the repository, "
+        "or set TORCHKILN_PEER to that file"
+    )
 
 
 def peer_compile(model: Any, mode: str = "default") -> Any:
-    """``torch.compile(model, mode=mode)``: the peer every benchmark row is compared with."""
-    return torch.compile(model, mode=mode)
+    """The peer's compiled ``model``; raises PeerUnavailable when the peer file is missing."""
+    return _peer_module().peer_compile(model, mode=mode)
 
 
 def reset_peer() -> None:
-    """Drop the peer's caches between models (one model's recompiles must not hit the next)."""
-    torch.compiler.reset()
+    """Reset the peer's caches, when a peer was loaded at all."""
+    if _peer_module.cache_info().currsize:
+        _peer_module().reset_peer()
