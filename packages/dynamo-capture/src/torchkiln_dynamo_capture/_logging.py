@@ -1,4 +1,5 @@
-"""``TORCHKILN_LOGS=recompiles``: why a cached entry missed, on the "torchkiln.recompiles" logger."""
+"""``TORCHKILN_LOGS=recompiles,graph_breaks``: why a cached entry missed ("torchkiln.recompiles") and
+where a frame was split ("torchkiln.graph_breaks"), with the user's file:line."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ import os
 import sys
 
 recompiles_log = logging.getLogger("torchkiln.recompiles")
+graph_breaks_log = logging.getLogger("torchkiln.graph_breaks")
 
 
 def _enabled(name: str) -> bool:
@@ -37,9 +39,18 @@ def _ensure_stderr_handler(log: logging.Logger) -> None:
         log.setLevel(logging.INFO)
 
 
+def _log(log: logging.Logger, name: str, message: str) -> None:
+    if _enabled(name):
+        _ensure_stderr_handler(log)
+    if log.isEnabledFor(logging.INFO):
+        log.info("%s", message)
+
+
 def log_recompile(message: str) -> None:
     """Log ``message`` at INFO; with TORCHKILN_LOGS naming recompiles, also print it to stderr."""
-    if _enabled("recompiles"):
-        _ensure_stderr_handler(recompiles_log)
-    if recompiles_log.isEnabledFor(logging.INFO):
-        recompiles_log.info("%s", message)
+    _log(recompiles_log, "recompiles", message)
+
+
+def log_graph_break(message: str) -> None:
+    """Log a graph break at INFO; with TORCHKILN_LOGS naming graph_breaks, also print it to stderr."""
+    _log(graph_breaks_log, "graph_breaks", message)

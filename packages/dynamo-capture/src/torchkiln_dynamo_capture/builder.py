@@ -15,6 +15,8 @@ from ._sources import AttrSource, HeldObjectSource, ItemSource
 from .variables.base import ConstantVariable
 from .variables.builtins import _INLINE_TORCH_MODULES, _is_stdlib, is_torch_callable
 from .variables.containers import DictVariable, ListVariable, TupleVariable
+from .variables.ctx import ContextExitVariable, GradModeExit, _no_exit
+from .variables.ctx import _set_grad as set_grad
 from .variables.functions import PartialVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
 from .variables.objects import UserObjectVariable
@@ -39,6 +41,13 @@ def wrap(tx, value, source):
     g = out.guards
     if isinstance(value, torch.Tensor):
         return out.wrap_input_tensor(tx, value, source)
+    if isinstance(value, GradModeExit) or value is _no_exit:
+        # an open with-block handed over by a graph break (see variables/ctx.py)
+        if source is not None:
+            g.append(IdMatch(source, value))
+        if value is _no_exit:
+            return ContextExitVariable(lambda: None, value)
+        return ContextExitVariable(lambda: set_grad(tx, value.prev), value)
     if t in _VALUE_TYPES:
         if source is not None:
             g.append(ConstantMatch(source, value))

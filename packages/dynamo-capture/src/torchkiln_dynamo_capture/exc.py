@@ -15,6 +15,10 @@ class Unsupported(Exception):
         self.hint = hint
         self.filename = filename
         self.lineno = lineno
+        #: where the top frame may be split for this failure (set by the translator), and whether
+        #: it happened inside an inlined call (then the call itself is the break)
+        self.break_point = None
+        self.in_callee = False
         super().__init__(construct)
 
     def located(self, filename: str, lineno: int | None) -> Unsupported:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 import re
+import warnings
 
 import torch
 import torch.fx
@@ -12,28 +13,19 @@ from torchkiln_guards import Guard, StorageAliasMatch, TensorMatch
 
 from ._codegen import Namespace, signature_text
 from ._guards import SameObjectMatch
+from ._reconstruct import Reconstructor
 from ._sources import source_code
 from .exc import Unsupported
 from .side_effects import SideEffects
 from .variables.base import ConstantVariable, DeletedVariable, VariableTracker
 from .variables.containers import (
-    DataclassVariable,
     DictVariable,
-    IteratorVariable,
     ListVariable,
     TupleVariable,
 )
-from .variables.functions import UserFunctionVariable
-from .variables.objects import NewObjectVariable, UserObjectVariable
 from .variables.tensors import TensorVariable
 
 _SIMPLE = (int, float, bool, str, type(None))
-
-
-def _new_object(cls, attrs):
-    obj = cls.__new__(cls)
-    obj.__dict__.update(attrs)
-    return obj
 
 
 class OutputGraph:
@@ -72,7 +64,10 @@ class OutputGraph:
 
     def _fake(self, t: torch.Tensor) -> torch.Tensor:
         try:
-            return self.fake_mode.from_tensor(t)
+            with warnings.catch_warnings():
+                # describing a non-leaf input (an activation handed to a continuation) reads .grad
+                warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf")
+                return self.fake_mode.from_tensor(t)
         except Exception as e:  # subclasses / sparse layouts the fake mode cannot describe
             raise Unsupported(f"tensor input of type {type(t).__name__} ({e})") from e
 
@@ -178,70 +173,39 @@ class OutputGraph:
     def op_count(self) -> int:
         return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
 
-    def compile(self, return_var, backend, signature, cells: dict):
-        """Finish the graph, hand it to ``backend`` and generate ``run(<user params>)``."""
+    def compile(self, backend, signature, cells: dict, *, ret=None, finish=None):
+        """Finish the graph, hand it to ``backend`` and generate ``run(<user params>)``.
+
+        ``run`` calls the compiled graph, replays the side effects, then returns ``ret`` rebuilt, or
+        (at a graph break) runs what ``finish(reconstructor)`` emits.
+        """
         ns = Namespace()
-        ns.values.update({"_G": self.f_globals, "_cells": cells, "_new_object": _new_object})
-        outputs: list = []
-        out_index: dict[int, int] = {}
-
-        def expr(v) -> str:
-            if isinstance(v, TensorVariable):
-                if v.source is not None:
-                    return source_code(v.source, ns)
-                if getattr(v, "constant", None) is not None:
-                    return ns.ref(v.constant)
-                if id(v) not in out_index:
-                    out_index[id(v)] = len(outputs)
-                    outputs.append(v)
-                return f"__o[{out_index[id(v)]}]"
-            if isinstance(v, ConstantVariable):
-                return repr(v.value) if type(v.value) in _SIMPLE and v.value == v.value else ns.ref(v.value)
-            if isinstance(v, TupleVariable):
-                body = "".join(expr(i) + ", " for i in v.items)
-                if v.cls is tuple:
-                    return f"({body})"
-                if hasattr(v.cls, "_fields"):
-                    return f"{ns.ref(v.cls)}({body})"
-                return f"{ns.ref(v.cls)}(({body}))"
-            if isinstance(v, ListVariable):
-                return "[" + ", ".join(expr(i) for i in v.items) + "]"
-            if isinstance(v, DictVariable):
-                body = "{" + ", ".join(f"{ns.ref(k) if type(k) not in _SIMPLE else repr(k)}: {expr(x)}" for k, x in v.items.items()) + "}"
-                return body if v.cls is dict else f"{ns.ref(v.cls)}({body})"
-            if isinstance(v, DataclassVariable):
-                return f"{ns.ref(v.cls)}(" + ", ".join(f"{k}={expr(x)}" for k, x in v.fields.items()) + ")"
-            if isinstance(v, NewObjectVariable):
-                return f"_new_object({ns.ref(v.cls)}, {{" + ", ".join(f"{k!r}: {expr(x)}" for k, x in v.attrs.items()) + "})"
-            if isinstance(v, UserObjectVariable):
-                return source_code(v.source, ns) if v.source is not None else ns.ref(v.value)
-            if isinstance(v, UserFunctionVariable) and v.fn is not None and v.self_var is None:
-                return ns.ref(v.fn)
-            if isinstance(v, IteratorVariable):
-                return "iter([" + ", ".join(expr(i) for i in v.items[v.pos:]) + "])"
-            raise Unsupported(f"returning or storing a {type(v).__name__} built during capture")
-
-        effects = []
+        ns.values.update({"_G": self.f_globals, "_cells": cells})
+        rec = Reconstructor(ns)
         for kind, target, key, value in self.side_effects.entries:
             if kind == "container":
                 dst = source_code(target.source, ns)
                 if isinstance(target, ListVariable):
-                    effects.append(f"{dst}[:] = {expr(target)}")
+                    rec.emit(f"{dst}[:] = {rec.contents(target)}")
                 else:
-                    effects.append(f"__t = {dst}; __t.clear(); __t.update({expr(DictVariable(target.items))})")
+                    rec.emit(f"__t = {dst}; __t.clear(); __t.update({rec.contents(target)})")
             elif kind == "attr":
                 dst = source_code(target.source, ns) if target.source is not None else ns.ref(target.value)
                 if isinstance(value, DeletedVariable):
-                    effects.append(f"__t = {dst}\n    if hasattr(__t, {key!r}): delattr(__t, {key!r})")
+                    rec.emit(f"__t = {dst}")
+                    rec.emit(f"if hasattr(__t, {key!r}): delattr(__t, {key!r})")
                 else:
-                    effects.append(f"setattr({dst}, {key!r}, {expr(value)})")
+                    rec.emit(f"setattr({dst}, {key!r}, {rec.expr(value)})")
             elif kind == "cell":
-                effects.append(f"{ns.ref(target)}.cell_contents = {expr(value)}")
+                rec.emit(f"{ns.ref(target)}.cell_contents = {rec.expr(value)}")
             elif kind == "global":
-                effects.append(f"{ns.ref(target)}[{key!r}] = {expr(value)}")
-        ret = expr(return_var)
+                rec.emit(f"{ns.ref(target)}[{key!r}] = {rec.expr(value)}")
+        if finish is None:
+            rec.emit(f"return {rec.expr(ret)}")
+        else:
+            finish(rec)
 
-        self.graph.output(tuple(v.node for v in outputs))
+        self.graph.output(tuple(v.node for v in rec.outputs))
         compiled, gm = None, None
         example_inputs = [t for _, t, _ in self.inputs]
         if self.op_count() > 0:
@@ -253,10 +217,9 @@ class OutputGraph:
         if compiled is not None:
             ns.values["_compiled"] = compiled
             lines.append("    __o = _compiled(" + ", ".join(source_code(s, ns) for s, _, _ in self.inputs) + ")")
-        elif outputs:
+        elif rec.outputs:
             raise Unsupported("internal: graph outputs without a graph")
-        lines += [f"    {e}" for e in effects]
-        lines.append(f"    return {ret}")
+        lines += [f"    {line}" for line in rec.body]
         src = "\n".join(lines) + "\n"
         return ns, ns.exec(src, "run"), src, gm
 

@@ -15,6 +15,7 @@ from torchkiln_guards import GlobalStateMatch
 
 from ._binding import _as_dict, bind_arguments
 from ._sources import GlobalSource, HeldObjectSource, ItemSource
+from .breaks import break_point
 from .builder import wrap
 from .bytecode import decode, version_table
 from .exc import Unsupported
@@ -44,6 +45,10 @@ class _Return(Exception):
         self.value = value
 
 
+class StopCapture(Exception):
+    """Raised when the top frame reaches the break point it was asked to stop at (a restart)."""
+
+
 class InstructionTranslator:
     """Symbolically runs one frame. Inlined calls get a child translator sharing ``out``."""
 
@@ -62,6 +67,10 @@ class InstructionTranslator:
         self.kw_names: tuple = ()
         self.lineno = code.co_firstlineno
         self.counter = [0] if parent is None else parent.counter
+        #: top frame only: how often each instruction ran (a break point is (index, occurrence)),
+        #: and the break point to stop before when capture restarts to split the frame there
+        self.exec_counts: dict[int, int] = {}
+        self.stop_at: tuple[int, int] | None = None
 
     # --- helpers used by variables ----------------------------------------------------------------
     def wrap(self, value, source):
@@ -112,19 +121,30 @@ class InstructionTranslator:
         for name, cell in zip(code.co_freevars, func.closure):
             cells[name] = cell
         child = InstructionTranslator(self.out, code, func.f_globals, localvars, cells, parent=self, func=func)
-        if code.co_flags & 0x20:
-            # a generator (genexpr): run it to completion now; its yields become an iterator
-            child.yielded = []
-            child.run()
-            return IteratorVariable(child.yielded)
-        return child.run()
+        try:
+            if code.co_flags & 0x20:
+                # a generator (genexpr): run it to completion now; its yields become an iterator
+                child.yielded = []
+                child.run()
+                return IteratorVariable(child.yielded)
+            return child.run()
+        except Unsupported as e:
+            e.in_callee = True  # the caller breaks at the call; the callee is captured on its own
+            raise
 
     # --- the loop ---------------------------------------------------------------------------------
     def run(self) -> VariableTracker:
         insts = self.instructions
+        top = self.parent is None
+        inst = None
         try:
             while True:
                 inst = insts[self.ip]
+                if top:
+                    n = self.exec_counts.get(self.ip, 0) + 1
+                    self.exec_counts[self.ip] = n
+                    if self.stop_at == (self.ip, n):
+                        raise StopCapture()
                 self.ip += 1
                 self.lineno = inst.lineno or self.lineno
                 self.counter[0] += 1
@@ -137,9 +157,14 @@ class InstructionTranslator:
         except _Return as r:
             return r.value
         except Unsupported as e:
+            if top and inst is not None and e.break_point is None:
+                e.break_point = break_point(insts, inst.index, self.exec_counts, getattr(e, "in_callee", False))
             raise e.located(self.code.co_filename, self.lineno)
         except AttrMissing as e:
-            raise Unsupported(f"missing attribute {e}").located(self.code.co_filename, self.lineno) from e
+            err = Unsupported(f"missing attribute {e}").located(self.code.co_filename, self.lineno)
+            if top and inst is not None:
+                err.break_point = break_point(insts, inst.index, self.exec_counts, False)
+            raise err from e
 
     def push(self, v):
         self.stack.append(v)

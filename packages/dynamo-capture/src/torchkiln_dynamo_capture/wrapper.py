@@ -2,90 +2,119 @@
 
 from __future__ import annotations
 
-import inspect
 import types
 import warnings
-from collections.abc import Callable
-from dataclasses import dataclass
-from typing import Any
 
 import torch
-from torchkiln_guards import CompiledGuards, compile_guards
 
-from ._guards import batch_guards
 from ._logging import log_recompile
-from ._sources import ClosureSource, HeldObjectSource, LocalSource
+from .breaks import GraphBreak
+from .bytecode.resume import resume_code, step_code
 from .exc import RecompileLimitExceeded, Unsupported
-from .output import OutputGraph
-from .translator import InstructionTranslator, grad_mode_guard
-from .variables.functions import NewCellVariable, RealCellVariable
+from .frame import CacheEntry, capture_frame, make_function
 
 
-@dataclass
-class CacheEntry:
-    """One captured specialisation: ``check`` its guards, ``run`` the transformed code."""
+class CaptureContext:
+    """What one ``capture`` call shares with the continuations and callees its breaks create.
 
-    check: Callable[..., bool]
-    run: Callable[..., Any]
-    guards: CompiledGuards
-    graph_module: torch.fx.GraphModule | None
-    run_source: str
-    op_count: int
+    Every graph of the tree goes through ``compile_graph`` (counted), every break is recorded, and
+    continuation/step functions are cached by (original code, instruction, stack layout, live locals)
+    so a break reached again (a loop, a second call) reuses them and their guarded entries.
+    """
+
+    def __init__(self, backend, *, fullgraph: bool, dynamic, recompile_limit: int) -> None:
+        self.backend = backend
+        self.fullgraph = fullgraph
+        self.dynamic = dynamic
+        self.recompile_limit = recompile_limit
+        self.graphs: list[torch.fx.GraphModule] = []
+        self.breaks: list[GraphBreak] = []
+        self.break_errors: list[Unsupported] = []
+        self.functions: list[CapturedFunction] = []
+        self._resumes: dict = {}
+        self._steps: dict = {}
+        self._callees: dict = {}
+
+    def compile_graph(self, gm, example_inputs):
+        self.graphs.append(gm)
+        return self.backend(gm, example_inputs)
+
+    def record_break(self, record: GraphBreak, err: Unsupported) -> None:
+        self.breaks.append(record)
+        self.break_errors.append(err)
+
+    def _child(self, fn, name: str) -> CapturedFunction:
+        child = CapturedFunction(fn, self.backend, fullgraph=self.fullgraph, dynamic=self.dynamic,
+                                 recompile_limit=self.recompile_limit, ctx=self)
+        child.__name__ = name
+        return child
+
+    def resume_function(self, orig: types.CodeType, index: int, layout, live, func) -> CapturedFunction:
+        key = (orig, index, layout, live)
+        fn = self._resumes.get(key)
+        if fn is None:
+            name = f"resume_at_{index}"
+            code = resume_code(orig, index, layout, live, name)
+            fn = self._child(make_function(code, func), f"{orig.co_name}.{name}")
+            self._resumes[key] = fn
+        return fn
+
+    def step_function(self, orig, first, last, layout, live, successors, func) -> types.FunctionType:
+        key = (orig, first, last, layout, live, tuple((s.jump, id(s.resume)) for s in successors))
+        fn = self._steps.get(key)
+        if fn is None:
+            code = step_code(orig, first, last, layout, live, successors, f"step_at_{first}")
+            fn = make_function(code, func)
+            self._steps[key] = fn
+        return fn
+
+    def function_callee(self, fn) -> CapturedFunction:
+        """``fn`` captured as its own frame (its body broke when inlined)."""
+        c = self._callees.get(id(fn))
+        if c is None:
+            c = self._callees[id(fn)] = self._child(fn, getattr(fn, "__qualname__", "callee"))
+            c._keepalive = fn
+        return c
+
+    def method_callee(self, fn, obj):
+        """``obj.fn`` captured as its own frame: one captured function per (function, object), so
+        many instances (the layers of a model) do not crowd one function's recompile limit."""
+        key = (id(fn), id(obj))
+        c = self._callees.get(key)
+        if c is None:
+            c = self._callees[key] = self._child(fn, getattr(fn, "__qualname__", "callee"))
+            c._keepalive = (fn, obj)
+        return types.MethodType(c, obj)
+
+    def module_callee(self, mod):
+        """Calling ``mod`` with its forward captured as its own frame. A module with hooks is called
+        as it is (hooks and forward eager): capturing its ``__call__`` would break at the same call."""
+        if mod._forward_hooks or mod._forward_pre_hooks or _global_module_hooks():
+            return mod
+        forward = type(mod).forward
+        if not isinstance(forward, types.FunctionType) or "forward" in mod.__dict__:
+            return mod
+        return self.method_callee(forward, mod)
 
 
-def capture_frame(fn, args, kwargs, backend) -> CacheEntry:
-    """Symbolically evaluate one call of ``fn`` and build its cache entry (raises Unsupported)."""
-    bound_self = None
-    if isinstance(fn, types.MethodType):
-        bound_self, func = fn.__self__, fn.__func__
-    else:
-        func = fn
-    if not isinstance(func, types.FunctionType):
-        raise Unsupported(f"capturing {type(fn).__name__} objects", "pass a Python function, method or nn.Module")
-    code = func.__code__
-    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
-        raise Unsupported("capturing a generator or coroutine function")
-    sig = inspect.signature(fn)
-    out = OutputGraph(func.__globals__)
-    grad_mode_guard(out)
-    tx = InstructionTranslator(out, code, func.__globals__, {}, {})
-    ba = sig.bind(*args, **kwargs)
-    ba.apply_defaults()
-    localvars = {}
-    if bound_self is not None:
-        self_src = HeldObjectSource(bound_self, f"{func.__qualname__}.__self__")
-        localvars[code.co_varnames[0]] = tx.wrap(bound_self, self_src)
-    for name, value in ba.arguments.items():
-        localvars[name] = tx.wrap(value, LocalSource(name))
-    real_cells = {}
-    cells = {}
-    for name in code.co_cellvars:
-        cells[name] = NewCellVariable(localvars.pop(name, None))
-    for name, cell in zip(code.co_freevars, func.__closure__ or ()):
-        real_cells[name] = cell
-        cells[name] = RealCellVariable(cell, ClosureSource(name))
-    tx.locals, tx.cells = localvars, cells
-    grad = torch.is_grad_enabled()
-    try:
-        ret = tx.run()
-        _, run, run_src, gm = out.compile(ret, backend, sig, real_cells)
-    finally:
-        torch._C._set_grad_enabled(grad)
-    compiled_guards = compile_guards(batch_guards(out.guards), signature=sig, f_globals=func.__globals__, closure=real_cells)
-    return CacheEntry(compiled_guards.check, run, compiled_guards, gm, run_src, out.op_count() if gm is not None else 0)
+def _global_module_hooks() -> bool:
+    from torch.nn.modules import module as _m
+
+    return bool(_m._global_forward_hooks or _m._global_forward_pre_hooks)
 
 
 class CapturedFunction:
     """The callable ``capture`` returns. Hot path: the first entry whose guards pass runs."""
 
-    def __init__(self, fn, backend, *, fullgraph=False, dynamic=None, recompile_limit=8):
+    def __init__(self, fn, backend, *, fullgraph=False, dynamic=None, recompile_limit=8, ctx=None):
         self._fn = fn
         self._backend = backend
+        self.ctx = ctx or CaptureContext(backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit)
+        self.ctx.functions.append(self)
         self.fullgraph = fullgraph
         self.dynamic = dynamic
         self.recompile_limit = recompile_limit
         self.entries: list[CacheEntry] = []
-        self.backend_calls = 0
         self.unsupported: Unsupported | None = None
         self._eager = False
         self._warned_limit = False
@@ -106,11 +135,12 @@ class CapturedFunction:
 
     @property
     def graph_count(self) -> int:
-        return sum(1 for e in self.entries if e.graph_module is not None)
+        """Graphs compiled for this capture: this function's, its continuations' and callees'."""
+        return len(self.ctx.graphs)
 
-    def _counting_backend(self, gm, example_inputs):
-        self.backend_calls += 1
-        return self._backend(gm, example_inputs)
+    @property
+    def backend_calls(self) -> int:
+        return len(self.ctx.graphs)
 
     def _miss(self, args, kwargs):
         if self._eager:
@@ -125,7 +155,7 @@ class CapturedFunction:
         if self.entries:
             log_recompile(f"Recompiling {self.__name__} ({self._where()}): {self._why_missed(args, kwargs)}")
         try:
-            entry = capture_frame(self._fn, args, kwargs, self._counting_backend)
+            entry = capture_frame(self._fn, args, kwargs, self.ctx)
         except Unsupported as e:
             self.unsupported = e
             if self.fullgraph:
@@ -154,6 +184,8 @@ class CapturedFunction:
     def _where(self) -> str:
         """The user function's file:line (a module's forward for a captured module)."""
         fn = self._fn
+        if isinstance(fn, types.MethodType):
+            fn = fn.__func__
         if fn is _call_module and self._module is not None:
             fn = type(self._module).forward
         code = getattr(getattr(fn, "__func__", fn), "__code__", None)

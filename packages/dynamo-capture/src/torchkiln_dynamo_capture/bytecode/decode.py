@@ -66,6 +66,7 @@ class Instr:
     offset: int
     lineno: int | None
     target: int | None
+    opcode: int = 0  # the real opcode (``opname`` may be a normalised spelling)
 
 
 _JUMPS = set(dis.hasjrel) | set(dis.hasjabs)
@@ -93,5 +94,5 @@ def decode(code: types.CodeType) -> tuple[Instr, ...]:
         ln = i.positions.lineno if i.positions is not None and i.positions.lineno is not None else None
         lineno = ln if ln is not None else lineno
         target = by_offset.get(i.argval) if i.opcode in _JUMPS else None
-        out.append(Instr(n, renames.get(i.opname, i.opname), i.arg, i.argval, i.argrepr, i.offset, lineno, target))
+        out.append(Instr(n, renames.get(i.opname, i.opname), i.arg, i.argval, i.argrepr, i.offset, lineno, target, i.opcode))
     return tuple(out)

@@ -15,14 +15,41 @@ from .base import ConstantVariable, VariableTracker
 
 
 class ContextExitVariable(VariableTracker):
-    """The ``__exit__`` that BEFORE_WITH pushes; called with (None, None, None) on normal exit."""
+    """The ``__exit__`` that BEFORE_WITH pushes; called with (None, None, None) on normal exit.
 
-    def __init__(self, undo):
+    ``real_exit`` is a real callable doing the same, for when a graph break hands the open ``with``
+    block to CPython (None: this context cannot be handed over).
+    """
+
+    def __init__(self, undo, real_exit=None):
         self.undo = undo
+        self.real_exit = real_exit
 
     def call(self, tx, args, kwargs):
         self.undo()
         return ConstantVariable(None)
+
+
+class GradModeExit:
+    """A real ``__exit__`` restoring grad mode: what an open no_grad/enable_grad block becomes when a
+    graph break hands it to CPython. One instance per mode, so guards can check it by identity."""
+
+    def __init__(self, prev: bool):
+        self.prev = prev
+
+    def __call__(self, exc_type=None, exc=None, tb=None):
+        torch._C._set_grad_enabled(self.prev)
+        return False
+
+    def __repr__(self):
+        return f"GradModeExit(prev={self.prev})"
+
+
+GRAD_EXITS = {True: GradModeExit(True), False: GradModeExit(False)}
+
+
+def _no_exit(exc_type=None, exc=None, tb=None):
+    return False
 
 
 def _set_grad(tx, enabled: bool):
@@ -47,7 +74,7 @@ def set_grad_enabled(tx, mode: bool) -> VariableTracker:
 def enter_context(tx, ctx: VariableTracker):
     """Enter ``ctx`` symbolically; returns (exit callable, value bound by ``as``)."""
     if isinstance(ctx, GradModeSetVariable):
-        return ContextExitVariable(lambda: _set_grad(tx, ctx.prev)), ConstantVariable(None)
+        return ContextExitVariable(lambda: _set_grad(tx, ctx.prev), GRAD_EXITS[ctx.prev]), ConstantVariable(None)
     obj = ctx.real_value()
     if isinstance(obj, (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)):
         prev = torch.is_grad_enabled()
@@ -55,9 +82,9 @@ def enter_context(tx, ctx: VariableTracker):
         if target is None:
             target = obj.mode if hasattr(obj, "mode") else prev
         _set_grad(tx, target)
-        return ContextExitVariable(lambda: _set_grad(tx, prev)), ConstantVariable(None)
+        return ContextExitVariable(lambda: _set_grad(tx, prev), GRAD_EXITS[prev]), ConstantVariable(None)
     if isinstance(obj, contextlib.nullcontext):
-        return ContextExitVariable(lambda: None), tx.wrap(obj.enter_result, None)
+        return ContextExitVariable(lambda: None, _no_exit), tx.wrap(obj.enter_result, None)
     if isinstance(obj, torch.autocast):
         from torch.amp.autocast_mode import _enter_autocast, _exit_autocast
 

@@ -45,7 +45,10 @@ class TensorVariable(VariableTracker):
         if name == "grad":
             raise Unsupported("reading Tensor.grad inside a captured function")
         if name in _DATA_DEPENDENT:
-            raise Unsupported(f"Tensor.{name}() (its result depends on tensor data)", "keep it outside the captured function")
+            # fails when called (at the call, where the frame can be split), not when looked up
+            from .functions import BoundMethodVariable
+
+            return BoundMethodVariable(self, name)
         if callable(getattr(torch.Tensor, name, None)):
             from .functions import BoundMethodVariable
 

@@ -1,0 +1,137 @@
+"""Python code that rebuilds, after the graph ran, the values capture tracked symbolically.
+
+Used for the return value, the replayed side effects and, at a graph break, the live stack and
+locals handed to the step function. Values with a source are read back from it (so identity is
+kept: a list the caller passed in is the same list afterwards); containers built during capture
+are built once per ``run`` (two references to one list stay one list).
+"""
+
+from __future__ import annotations
+
+import types
+
+from ._codegen import Namespace
+from ._sources import source_code
+from .exc import Unsupported
+from .variables.base import ConstantVariable, NullVariable
+from .variables.containers import (
+    DataclassVariable,
+    DictVariable,
+    IteratorVariable,
+    ListVariable,
+    TupleVariable,
+)
+from .variables.ctx import ContextExitVariable
+from .variables.functions import BoundMethodVariable, PartialVariable, UserFunctionVariable
+from .variables.objects import NewObjectVariable, UserObjectVariable
+from .variables.tensors import TensorVariable
+
+_SIMPLE = (int, float, bool, str, type(None))
+
+
+def _new_object(cls, attrs):
+    obj = cls.__new__(cls)
+    obj.__dict__.update(attrs)
+    return obj
+
+
+class Reconstructor:
+    """Writes expressions over ``run``'s namespace; graph outputs it needs are collected in order."""
+
+    def __init__(self, ns: Namespace) -> None:
+        self.ns = ns
+        ns.values.setdefault("_new_object", _new_object)
+        self.outputs: list[TensorVariable] = []
+        self._out_index: dict[int, int] = {}
+        self.body: list[str] = []  # statements, in order (memoised containers are assigned here)
+        self._memo: dict[int, str] = {}
+
+    def emit(self, line: str) -> None:
+        self.body.append(line)
+
+    def expr(self, v) -> str:
+        ns = self.ns
+        if isinstance(v, TensorVariable):
+            if v.source is not None:
+                return source_code(v.source, ns)
+            if getattr(v, "constant", None) is not None:
+                return ns.ref(v.constant)
+            if id(v) not in self._out_index:
+                self._out_index[id(v)] = len(self.outputs)
+                self.outputs.append(v)
+            return f"__o[{self._out_index[id(v)]}]"
+        if isinstance(v, ConstantVariable):
+            return repr(v.value) if type(v.value) in _SIMPLE and v.value == v.value else ns.ref(v.value)
+        if isinstance(v, TupleVariable):
+            body = "".join(self.expr(i) + ", " for i in v.items)
+            if v.cls is tuple:
+                return f"({body})"
+            if hasattr(v.cls, "_fields"):
+                return f"{ns.ref(v.cls)}({body})"
+            return f"{ns.ref(v.cls)}(({body}))"
+        if isinstance(v, (ListVariable, DictVariable, NewObjectVariable, DataclassVariable)):
+            if getattr(v, "source", None) is not None:
+                return source_code(v.source, ns)
+            return self._memoised(v)
+        if isinstance(v, UserObjectVariable):
+            return source_code(v.source, ns) if v.source is not None else ns.ref(v.value)
+        if isinstance(v, UserFunctionVariable) and v.fn is not None:
+            if v.self_var is None:
+                return ns.ref(v.fn)
+            return f"{ns.ref(types.MethodType, 'MethodType')}({ns.ref(v.fn)}, {self.expr(v.self_var)})"
+        if isinstance(v, BoundMethodVariable):
+            return f"getattr({self.expr(v.obj)}, {v.name!r})"
+        if isinstance(v, PartialVariable):
+            import functools
+
+            args = "".join(self.expr(a) + ", " for a in v.args)
+            kwargs = "".join(f"{k}={self.expr(a)}, " for k, a in v.kwargs.items())
+            return f"{ns.ref(functools.partial, 'partial')}({self.expr(v.func)}, {args}{kwargs})"
+        if isinstance(v, IteratorVariable):
+            return "iter((" + "".join(self.expr(i) + ", " for i in v.items[v.pos:]) + "))"
+        if isinstance(v, ContextExitVariable) and v.real_exit is not None:
+            return ns.ref(v.real_exit, "exit")
+        raise Unsupported(f"returning or storing a {type(v).__name__} built during capture")
+
+    def contents(self, v) -> str:
+        """A fresh container holding ``v``'s items (for rewriting a mutated outside container)."""
+        if isinstance(v, ListVariable):
+            return "[" + ", ".join(self.expr(i) for i in v.items) + "]"
+        return self._dict_literal(v)
+
+    def iter_items(self, v) -> str:
+        """The tuple an iterator slot is passed as (the continuation's prologue calls iter on it)."""
+        if not isinstance(v, IteratorVariable):
+            raise Unsupported(f"an iterator slot holding a {type(v).__name__}")
+        return "(" + "".join(self.expr(i) + ", " for i in v.items[v.pos:]) + ")"
+
+    def _dict_literal(self, v) -> str:
+        ns = self.ns
+        return "{" + ", ".join(f"{ns.ref(k) if type(k) not in _SIMPLE else repr(k)}: {self.expr(x)}"
+                               for k, x in v.items.items()) + "}"
+
+    def _memoised(self, v) -> str:
+        name = self._memo.get(id(v))
+        if name is not None:
+            return name
+        ns = self.ns
+        name = f"__v{len(self._memo)}"
+        self._memo[id(v)] = name
+        if isinstance(v, ListVariable):
+            # built empty first, so an item referring back to the list sees the same object
+            self.emit(f"{name} = []")
+            self.emit(f"{name}.extend([{', '.join(self.expr(i) for i in v.items)}])")
+        elif isinstance(v, DictVariable):
+            body = self._dict_literal(v)
+            self.emit(f"{name} = {body}" if v.cls is dict else f"{name} = {ns.ref(v.cls)}({body})")
+        elif isinstance(v, DataclassVariable):
+            fields = ", ".join(f"{k}={self.expr(x)}" for k, x in v.fields.items())
+            self.emit(f"{name} = {ns.ref(v.cls)}({fields})")
+        else:
+            attrs = ", ".join(f"{k!r}: {self.expr(x)}" for k, x in v.attrs.items())
+            self.emit(f"{name} = _new_object({ns.ref(v.cls)}, {{{attrs}}})")
+        return name
+
+
+def is_null(v) -> bool:
+    return isinstance(v, NullVariable)

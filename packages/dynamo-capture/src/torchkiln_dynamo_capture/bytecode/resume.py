@@ -1,0 +1,176 @@
+"""Code objects for graph breaks, built with the ``bytecode`` library.
+
+Both kinds are a copy of the ORIGINAL function's code with a short prologue after RESUME that
+pushes the live stack back from arguments and jumps into the middle:
+
+- ``resume_at_N`` continues the frame at instruction N. It is itself captured, like any function.
+- the *step* runs the instruction capture could not handle (a group: 3.11's KW_NAMES/PRECALL/CALL
+  is one step) in CPython and hands each successor to its resume function: falling through and
+  jumping both go to a tail block that moves the stack and the live locals into a call.
+
+Copying the whole code (not just the rest) keeps loops (a back edge above N), ``with`` blocks and
+``try`` handlers intact: the exception table still covers the copied instructions, at the same
+stack depth, because the prologue rebuilds the stack exactly. Every version difference is in
+``_CALL`` and ``_FORWARD``.
+"""
+
+from __future__ import annotations
+
+import sys
+import types
+from dataclasses import dataclass
+
+from bytecode import Bytecode, CellVar, Instr, Label
+
+#: stack slot kinds: a value passed as an argument, the NULL under a callable, or an iterator
+#: passed as the tuple of what it has left (so it can be guarded and rebuilt with GET_ITER)
+VALUE, NULL, ITER = "value", "null", "iter"
+
+_PY311 = sys.version_info[:2] == (3, 11)
+_FORWARD = {  # 3.11 spells the direction of a conditional jump in its name
+    "POP_JUMP_BACKWARD_IF_TRUE": "POP_JUMP_FORWARD_IF_TRUE",
+    "POP_JUMP_BACKWARD_IF_FALSE": "POP_JUMP_FORWARD_IF_FALSE",
+    "POP_JUMP_BACKWARD_IF_NONE": "POP_JUMP_FORWARD_IF_NONE",
+    "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_FORWARD_IF_NOT_NONE",
+    "JUMP_BACKWARD": "JUMP_FORWARD",
+    "JUMP_BACKWARD_NO_INTERRUPT": "JUMP_FORWARD",
+}
+_FLAG_VARARGS, _FLAG_VARKEYWORDS = 0x04, 0x08
+
+
+@dataclass(frozen=True)
+class ResumeInfo:
+    """Where a generated code object came from: instruction i of it is ``orig`` instruction i - shift
+    for i >= start (the prologue's own instructions, between ``start - prologue`` and ``start``, map
+    to nothing)."""
+
+    orig: types.CodeType
+    start: int
+    shift: int
+
+    def orig_index(self, index: int) -> int | None:
+        if index >= self.start:
+            return index - self.shift
+        if index < self.start - self.shift:
+            return index
+        return None
+
+
+#: generated code object -> where it came from (code objects are hashable and immortal enough:
+#: each is held by the function that runs it, and the table is keyed by identity-equal objects)
+RESUME_INFO: dict[types.CodeType, ResumeInfo] = {}
+
+
+def original(code: types.CodeType, index: int) -> tuple[types.CodeType, int | None]:
+    """Map instruction ``index`` of ``code`` (maybe a continuation) to the original code's index."""
+    info = RESUME_INFO.get(code)
+    if info is None:
+        return code, index
+    return info.orig, info.orig_index(index)
+
+
+def _call(argc: int) -> list[Instr]:
+    return ([Instr("PRECALL", argc)] if _PY311 else []) + [Instr("CALL", argc)]
+
+
+def stack_args(layout: tuple[str, ...]) -> list[str]:
+    """Argument names of the stack slots that are passed (NULLs are recreated, not passed)."""
+    return [f"__tk_stack{i}" for i, kind in enumerate(layout) if kind != NULL]
+
+
+def _copy(code: types.CodeType, index: int, layout, live, name: str):
+    """(bytecode copy with the prologue, its original instructions in order, instructions up to and
+    including RESUME, prologue length)."""
+    bc = Bytecode.from_code(code)
+    instrs = [item for item in bc if isinstance(item, Instr)]
+    if not 0 <= index < len(instrs):
+        raise ValueError(f"no instruction {index} in {code.co_name}")
+    label = Label()
+    bc.insert(_position(bc, instrs[index]), label)
+    resume_pos = next(p for p, item in enumerate(bc) if isinstance(item, Instr) and item.name == "RESUME")
+    prologue: list = []
+    for i, kind in enumerate(layout):
+        if kind == NULL:
+            prologue.append(Instr("PUSH_NULL"))
+        else:
+            prologue.append(Instr("LOAD_FAST", f"__tk_stack{i}"))
+            if kind == ITER:
+                prologue.append(Instr("GET_ITER"))
+    prologue.append(Instr("JUMP_FORWARD", label))
+    bc[resume_pos + 1:resume_pos + 1] = prologue
+    # a live cell variable is passed by value: MAKE_CELL (before RESUME) wraps the argument
+    args = stack_args(layout) + list(live)
+    bc.argnames = args
+    bc.argcount = len(args)
+    bc.posonlyargcount = 0
+    bc.kwonlyargcount = 0
+    bc.flags = bc.flags & ~(_FLAG_VARARGS | _FLAG_VARKEYWORDS)
+    bc.name = name
+    bc.qualname = f"{code.co_qualname}.{name}"
+    n_before = sum(1 for item in bc[:resume_pos + 1] if isinstance(item, Instr))
+    return bc, instrs, n_before, len(prologue)
+
+
+def _position(bc, instr) -> int:
+    return next(p for p, item in enumerate(bc) if item is instr)
+
+
+def resume_code(code: types.CodeType, index: int, layout: tuple[str, ...], live: tuple[str, ...], name: str) -> types.CodeType:
+    """``resume_at_<index>``: continue ``code`` at instruction ``index`` with this stack and these locals."""
+    bc, _, start, plen = _copy(code, index, layout, live, name)
+    new = bc.to_code()
+    RESUME_INFO[new] = ResumeInfo(code, start + plen, plen)
+    return new
+
+
+@dataclass(frozen=True)
+class Successor:
+    """Where the step's instruction may continue: ``resume`` is called with the stack and ``live``."""
+
+    jump: bool  # True: the instruction's jump target; False: falling through
+    resume: object
+    layout: tuple[str, ...]
+    live: tuple[str, ...]
+
+
+def step_code(code: types.CodeType, first: int, last: int, layout: tuple[str, ...], live: tuple[str, ...],
+              successors: list[Successor], name: str) -> types.CodeType:
+    """Run instructions ``first..last`` of ``code`` in CPython, then call the right continuation."""
+    bc, instrs, _, _ = _copy(code, first, layout, live, name)
+    cellvars = set(code.co_cellvars)
+    inst = instrs[last]
+    tails: list = []
+    for succ in successors:
+        label = Label()
+        tails.append(label)
+        tails.extend(_tail(succ, cellvars))
+        pos = _position(bc, inst)
+        if succ.jump:
+            new = Instr(_FORWARD.get(inst.name, inst.name), label, location=inst.location)
+            bc[pos] = new
+            inst = new
+        else:
+            bc.insert(pos + 1, Instr("JUMP_FORWARD", label))
+    bc.extend(tails)
+    return bc.to_code()
+
+
+def _tail(succ: Successor, cellvars: set) -> list[Instr]:
+    """Move the stack into temporaries, then ``return resume(*stack, *live)``."""
+    depth = len(succ.layout)
+    out = [Instr("STORE_FAST", f"__tk_tmp{i}") for i in reversed(range(depth))]
+    out += [Instr("PUSH_NULL"), Instr("LOAD_CONST", succ.resume)]
+    argc = 0
+    for i, kind in enumerate(succ.layout):
+        if kind == NULL:
+            continue  # STORE_FAST of a NULL just leaves the temporary unbound
+        if kind == ITER:
+            out += [Instr("PUSH_NULL"), Instr("LOAD_CONST", tuple), Instr("LOAD_FAST", f"__tk_tmp{i}"), *_call(1)]
+        else:
+            out.append(Instr("LOAD_FAST", f"__tk_tmp{i}"))
+        argc += 1
+    for name in succ.live:
+        out.append(Instr("LOAD_DEREF", CellVar(name)) if name in cellvars else Instr("LOAD_FAST", name))
+        argc += 1
+    out += [*_call(argc), Instr("RETURN_VALUE")]
+    return out

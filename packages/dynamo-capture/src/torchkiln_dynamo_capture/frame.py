@@ -1,0 +1,221 @@
+"""Capturing one frame: symbolic evaluation, and the split into graph + step + resume at a break.
+
+``capture_frame`` runs the translator over one call. When it fails at a break point of the top
+frame (and fullgraph was not asked), capture restarts and stops right before that instruction: the
+graph of everything before is compiled, and ``run`` ends by calling the *step* function with the
+live stack and locals. The step runs the instruction in CPython and calls ``resume_at_N``, which is
+itself a captured function (see bytecode/resume.py).
+"""
+
+from __future__ import annotations
+
+import inspect
+import types
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torchkiln_guards import CompiledGuards, compile_guards
+
+from ._guards import batch_guards
+from ._logging import log_graph_break
+from ._sources import ClosureSource, HeldObjectSource, LocalSource
+from .breaks import ITER, NULL, VALUE, graph_break, successor_layouts
+from .bytecode import decode
+from .bytecode.liveness import live_in
+from .bytecode.resume import Successor, original, resume_code, stack_args, step_code
+from .exc import Unsupported
+from .output import OutputGraph
+from .translator import InstructionTranslator, StopCapture, grad_mode_guard
+from .variables.base import NullVariable
+from .variables.containers import IteratorVariable
+from .variables.functions import NewCellVariable, RealCellVariable, UserFunctionVariable
+from .variables.modules import NNModuleVariable
+
+
+@dataclass
+class CacheEntry:
+    """One captured specialisation: ``check`` its guards, ``run`` the transformed code."""
+
+    check: Callable[..., bool]
+    run: Callable[..., Any]
+    guards: CompiledGuards
+    graph_module: torch.fx.GraphModule | None
+    run_source: str
+    op_count: int
+
+
+def _start(fn, args, kwargs):
+    """A fresh OutputGraph and top-frame translator with the call's arguments bound."""
+    bound_self = None
+    if isinstance(fn, types.MethodType):
+        bound_self, func = fn.__self__, fn.__func__
+    else:
+        func = fn
+    if not isinstance(func, types.FunctionType):
+        raise Unsupported(f"capturing {type(fn).__name__} objects", "pass a Python function, method or nn.Module")
+    code = func.__code__
+    if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
+        raise Unsupported("capturing a generator or coroutine function")
+    sig = inspect.signature(fn)
+    out = OutputGraph(func.__globals__)
+    grad_mode_guard(out)
+    tx = InstructionTranslator(out, code, func.__globals__, {}, {})
+    ba = sig.bind(*args, **kwargs)
+    ba.apply_defaults()
+    localvars = {}
+    if bound_self is not None:
+        self_src = HeldObjectSource(bound_self, f"{func.__qualname__}.__self__")
+        localvars[code.co_varnames[0]] = tx.wrap(bound_self, self_src)
+    for name, value in ba.arguments.items():
+        localvars[name] = tx.wrap(value, LocalSource(name))
+    real_cells = {}
+    cells = {}
+    for name in code.co_cellvars:
+        cells[name] = NewCellVariable(localvars.pop(name, None))
+    for name, cell in zip(code.co_freevars, func.__closure__ or ()):
+        real_cells[name] = cell
+        cells[name] = RealCellVariable(cell, ClosureSource(name))
+    tx.locals, tx.cells = localvars, cells
+    return func, sig, out, tx, real_cells
+
+
+def capture_frame(fn, args, kwargs, ctx) -> CacheEntry:
+    """Symbolically evaluate one call of ``fn`` and build its cache entry (raises Unsupported)."""
+    grad = torch.is_grad_enabled()
+    try:
+        func, sig, out, tx, real_cells = _start(fn, args, kwargs)
+        try:
+            ret = tx.run()
+            _, run, run_src, gm = out.compile(ctx.compile_graph, sig, real_cells, ret=ret)
+        except Unsupported as e:
+            bp = e.break_point
+            if ctx.fullgraph or bp is None:
+                raise
+            torch._C._set_grad_enabled(grad)
+            func, sig, out, tx, real_cells = _start(fn, args, kwargs)
+            tx.stop_at = (bp.first, bp.occurrence)
+            try:
+                tx.run()
+            except StopCapture:
+                pass
+            else:
+                raise Unsupported("internal: capture did not reach its break point again") from e
+            run, run_src, gm = _split(func, sig, out, tx, e, ctx, real_cells, grad)
+    finally:
+        torch._C._set_grad_enabled(grad)
+    compiled_guards = compile_guards(batch_guards(out.guards), signature=sig, f_globals=func.__globals__, closure=real_cells)
+    return CacheEntry(compiled_guards.check, run, compiled_guards, gm, run_src, out.op_count() if gm is not None else 0)
+
+
+def _layout(stack) -> tuple[str, ...]:
+    return tuple(NULL if isinstance(v, NullVariable) else ITER if isinstance(v, IteratorVariable) else VALUE for v in stack)
+
+
+def _live(code: types.CodeType, index: int, bound: set) -> tuple[str, ...]:
+    names = live_in(code)[index] & bound
+    order = {n: i for i, n in enumerate(code.co_varnames + code.co_cellvars)}
+    return tuple(sorted(names, key=lambda n: order.get(n, len(order))))
+
+
+def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells, entry_grad: bool):
+    """Compile the graph up to the break point and a ``run`` ending in ``return step(...)``."""
+    bp = err.break_point
+    code = func.__code__
+    insts = decode(code)
+    orig, first = original(code, bp.first)
+    _, last = original(code, bp.last)
+    if first is None or last is None:
+        raise Unsupported("internal: a graph break inside a continuation's prologue") from err
+    layout = _layout(tx.stack)
+    bound = set(tx.locals) | {n for n, c in tx.cells.items() if isinstance(c, NewCellVariable) and c.contents is not None}
+    bound -= set(code.co_freevars)
+    successors = []
+    for jump, index, succ_layout in successor_layouts(insts, bp, layout):
+        _, orig_index = original(code, index)
+        if orig_index is None:
+            raise Unsupported("internal: a continuation target inside a prologue") from err
+        live = _live(orig, orig_index, bound)
+        resume = ctx.resume_function(orig, orig_index, succ_layout, live, func)
+        successors.append(Successor(jump, resume, succ_layout, live))
+    live_first = _live(orig, first, bound)
+    step = ctx.step_function(orig, first, last, layout, live_first, successors, func)
+
+    where_line = insts[bp.last].lineno
+    if err.in_callee:
+        reason = f"call to a function that breaks: {err.construct}"
+        hint = "the callee is captured as its own frame"
+    else:
+        reason, hint = err.construct, err.hint
+    record = graph_break(reason, code.co_filename, where_line, hint)
+    ctx.record_break(record, err)
+    log_graph_break(f"Graph break in {code.co_qualname} ({record.filename}:{record.lineno}): {reason}"
+                    + (f" (hint: {hint})" if hint else "") + (f"\n    {record.source_line}" if record.source_line else ""))
+
+    break_grad = torch.is_grad_enabled()
+    callee_slot = _callee_slot(insts[bp.last], layout) if err.in_callee else None
+
+    def finish(rec):
+        ns = rec.ns
+        args = []
+        for i, (kind, v) in enumerate(zip(layout, tx.stack)):
+            if kind == NULL:
+                continue
+            if kind == ITER:
+                args.append(rec.iter_items(v))
+            elif i == callee_slot:
+                args.append(_callee_expr(rec, ctx, v))
+            else:
+                args.append(rec.expr(v))
+        for name in live_first:
+            v = tx.locals.get(name)
+            if v is None:
+                v = tx.cells[name].contents
+            args.append(rec.expr(v))
+        if break_grad != entry_grad or _sets_grad(out):
+            rec.emit(f"{ns.ref(torch._C._set_grad_enabled, 'set_grad')}({break_grad})")
+        rec.emit(f"return {ns.ref(step, 'step')}({', '.join(args)})")
+
+    _, run, run_src, gm = out.compile(ctx.compile_graph, sig, real_cells, finish=finish)
+    assert len(stack_args(layout)) + len(live_first) == step.__code__.co_argcount
+    return run, run_src, gm
+
+
+def _sets_grad(out) -> bool:
+    return any(n.target is torch._C._set_grad_enabled for n in out.graph.nodes)
+
+
+def _callee_slot(inst, layout) -> int | None:
+    """The stack slot holding the callable of the failing call (None: not a call)."""
+    depth = len(layout)
+    if inst.opname == "CALL":
+        below = depth - inst.arg - 2
+        return below + 1 if layout[below] == NULL else below
+    if inst.opname == "CALL_FUNCTION_EX":
+        return depth - 2 - (inst.arg & 1)
+    return None
+
+
+def _callee_expr(rec, ctx, v) -> str:
+    """The callable a break at a call hands to CPython: captured itself where capture can."""
+    ns = rec.ns
+    cref = ns.ref(ctx, "ctx")
+    if isinstance(v, NNModuleVariable):
+        return f"{cref}.module_callee({rec.expr(v)})"
+    if isinstance(v, UserFunctionVariable) and v.fn is not None:
+        if v.self_var is None:
+            return ns.ref(ctx.function_callee(v.fn), "callee")
+        return f"{cref}.method_callee({ns.ref(v.fn)}, {rec.expr(v.self_var)})"
+    return rec.expr(v)
+
+
+def make_function(code: types.CodeType, func: types.FunctionType) -> types.FunctionType:
+    """A function running ``code`` with ``func``'s globals and closure."""
+    closure = func.__closure__ if code.co_freevars else None
+    if closure is not None and len(closure) != len(code.co_freevars):
+        raise Unsupported("internal: a continuation's free variables differ from its function's")
+    return types.FunctionType(code, func.__globals__, code.co_name, None, closure)
+
+
+__all__ = ["CacheEntry", "capture_frame", "make_function", "resume_code", "step_code"]
