@@ -58,7 +58,7 @@ def _start(fn, args, kwargs):
     code = func.__code__
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
         raise Unsupported("capturing a generator or coroutine function")
-    sig = inspect.signature(fn)
+    sig = inspect.signature(fn, follow_wrapped=False)  # functools.wraps must not rename the parameters
     out = OutputGraph(func.__globals__)
     grad_mode_guard(out)
     tx = InstructionTranslator(out, code, func.__globals__, {}, {})
@@ -153,7 +153,6 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells, entry_grad: bo
     log_graph_break(f"Graph break in {code.co_qualname} ({record.filename}:{record.lineno}): {reason}"
                     + (f" (hint: {hint})" if hint else "") + (f"\n    {record.source_line}" if record.source_line else ""))
 
-    break_grad = torch.is_grad_enabled()
     callee_slot = _callee_slot(insts[bp.last], layout) if err.in_callee else None
 
     def finish(rec):
@@ -173,17 +172,11 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells, entry_grad: bo
             if v is None:
                 v = tx.cells[name].contents
             args.append(rec.expr(v))
-        if break_grad != entry_grad or _sets_grad(out):
-            rec.emit(f"{ns.ref(torch._C._set_grad_enabled, 'set_grad')}({break_grad})")
         rec.emit(f"return {ns.ref(step, 'step')}({', '.join(args)})")
 
     _, run, run_src, gm = out.compile(ctx.compile_graph, sig, real_cells, finish=finish)
     assert len(stack_args(layout)) + len(live_first) == step.__code__.co_argcount
     return run, run_src, gm
-
-
-def _sets_grad(out) -> bool:
-    return any(n.target is torch._C._set_grad_enabled for n in out.graph.nodes)
 
 
 def _callee_slot(inst, layout) -> int | None:

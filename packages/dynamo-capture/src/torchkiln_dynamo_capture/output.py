@@ -37,6 +37,7 @@ class OutputGraph:
         self.guards: list[Guard] = []  # deduplicated and ordered by compile_guards
         self.side_effects = SideEffects()
         self.f_globals = f_globals
+        self.entry_grad = torch.is_grad_enabled()
         self.var_cache: dict[int, VariableTracker] = {}
         self.keepalive: list = []
         self.inputs: list[tuple] = []  # (source, real tensor, node)
@@ -171,7 +172,9 @@ class OutputGraph:
 
     # --- finishing ------------------------------------------------------------------------------
     def op_count(self) -> int:
-        return sum(1 for n in self.graph.nodes if n.op in ("call_function", "call_method", "call_module"))
+        """Operations worth a graph: global-state switches alone (grad mode, autocast) are not."""
+        return sum(1 for n in self.graph.nodes
+                   if n.op in ("call_function", "call_method", "call_module") and n.target not in _STATE_OPS)
 
     def compile(self, backend, signature, cells: dict, *, ret=None, finish=None):
         """Finish the graph, hand it to ``backend`` and generate ``run(<user params>)``.
@@ -188,7 +191,8 @@ class OutputGraph:
                 if isinstance(target, ListVariable):
                     rec.emit(f"{dst}[:] = {rec.contents(target)}")
                 else:
-                    rec.emit(f"__t = {dst}; __t.clear(); __t.update({rec.contents(target)})")
+                    # the new contents first: they may read the old ones (``d['a']``)
+                    rec.emit(f"__n = {rec.contents(target)}; __t = {dst}; __t.clear(); __t.update(__n)")
             elif kind == "attr":
                 dst = source_code(target.source, ns) if target.source is not None else ns.ref(target.value)
                 if isinstance(value, DeletedVariable):
@@ -200,6 +204,11 @@ class OutputGraph:
                 rec.emit(f"{ns.ref(target)}.cell_contents = {rec.expr(value)}")
             elif kind == "global":
                 rec.emit(f"{ns.ref(target)}[{key!r}] = {rec.expr(value)}")
+        # the grad mode the code after the graph expects (a graph's own switches may be gone
+        # after aot-partition, and a graph of switches alone is not compiled)
+        grad = torch.is_grad_enabled()
+        if grad != self.entry_grad or any(n.target is torch._C._set_grad_enabled for n in self.graph.nodes):
+            rec.emit(f"{ns.ref(torch._C._set_grad_enabled, 'set_grad')}({grad})")
         if finish is None:
             rec.emit(f"return {rec.expr(ret)}")
         else:
@@ -222,6 +231,15 @@ class OutputGraph:
         lines += [f"    {line}" for line in rec.body]
         src = "\n".join(lines) + "\n"
         return ns, ns.exec(src, "run"), src, gm
+
+
+def _state_ops() -> frozenset:
+    from torch.amp.autocast_mode import _enter_autocast, _exit_autocast
+
+    return frozenset({torch._C._set_grad_enabled, _enter_autocast, _exit_autocast})
+
+
+_STATE_OPS = _state_ops()
 
 
 def _name_hint(source) -> str:

@@ -28,7 +28,7 @@ from .variables.base import (
     NullVariable,
     VariableTracker,
 )
-from .variables.builtins import binary_op, contains, identity
+from .variables.builtins import binary_op, contains, identity, is_impure_module
 from .variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables.ctx import enter_context
 from .variables.functions import NewCellVariable, SuperVariable, UserFunctionVariable
@@ -112,6 +112,9 @@ class InstructionTranslator:
         code = func.code
         if code.co_flags & (0x80 | 0x100 | 0x200):
             raise Unsupported(f"calling coroutine {func.name}")
+        if is_impure_module(func.f_globals.get("__name__")):
+            raise Unsupported(f"calling {func.f_globals['__name__']}.{func.name} (it acts outside the program: "
+                              "output, time, files, ...)", "it runs in Python between two graphs")
         if self.depth >= _MAX_DEPTH:
             raise Unsupported(f"inlining depth over {_MAX_DEPTH} (recursion?) at {func.name}")
         localvars = bind_arguments(func, args, kwargs)

@@ -139,6 +139,11 @@ class CapturedFunction:
         return len(self.ctx.graphs)
 
     @property
+    def graph_breaks(self) -> list:
+        """Every graph break of this capture (GraphBreak records, in the order they happened)."""
+        return list(self.ctx.breaks)
+
+    @property
     def backend_calls(self) -> int:
         return len(self.ctx.graphs)
 

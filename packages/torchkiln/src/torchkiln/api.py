@@ -96,6 +96,11 @@ class _Runner:
         except Exception as error:
             if self.fullgraph or self.options.strict or isinstance(error, BackendCompilerFailed):
                 raise
+            # The user's own code raised (after a graph break, code runs in CPython): that is the
+            # program's behaviour, re-raise it as eager would (running it again would repeat its
+            # side effects).
+            if _raised_by_user_code(error):
+                raise
             # Capture raised. If eager raises too, it was the user's own error: re-raise eager's,
             # as the program would have without compile, and keep compiling. Otherwise it was an
             # internal error: warn once and run eagerly from now on.
@@ -103,20 +108,47 @@ class _Runner:
             self._fail("capture failed", error)
             return result
 
-    def capture_fallbacks(self) -> list[EagerFallback]:
-        """Capture's own decision to run the whole function eagerly (e.g. an unsupported
-        construct), which it makes without raising: read from the captured wrapper."""
+    def _functions(self) -> list[Any]:
+        """The captured function and every continuation or callee its graph breaks created."""
         inner = getattr(self.captured, "_captured", self.captured)
-        unsupported = getattr(inner, "unsupported", None)
-        if unsupported is None:
-            return []
-        return [EagerFallback(-1, 0, f"capture ran the function eagerly: {one_line(unsupported)}")]
+        ctx = getattr(inner, "ctx", None)
+        return list(ctx.functions) if ctx is not None else [inner] if inner is not None else []
+
+    def capture_fallbacks(self) -> list[EagerFallback]:
+        """Capture's own decisions to run a frame eagerly (a construct it could not split at),
+        which it makes without raising: read from the captured wrappers."""
+        out = []
+        for fn in self._functions():
+            unsupported = getattr(fn, "unsupported", None)
+            if unsupported is not None:
+                name = getattr(fn, "__name__", "?")
+                out.append(EagerFallback(-1, 0, f"capture ran {name} eagerly: {one_line(unsupported)}"))
+        return out
 
     def graph_breaks(self) -> list[str]:
-        breaks = getattr(self.captured, "graph_breaks", None)
+        inner = getattr(self.captured, "_captured", self.captured)
+        breaks = getattr(inner, "graph_breaks", None)
         if callable(breaks):
             breaks = breaks()
-        return [str(b) for b in breaks] if breaks else []
+        return [str(b).splitlines()[0] for b in breaks] if breaks else []
+
+
+def _raised_by_user_code(error: BaseException) -> bool:
+    """Whether the innermost Python frame of ``error``'s traceback is the user's code (not torch,
+    not torchkiln's own modules, not generated code)."""
+    tb = error.__traceback__
+    last = None
+    while tb is not None:
+        last = tb.tb_frame.f_code.co_filename
+        tb = tb.tb_next
+    if last is None or last.startswith("<"):
+        return False
+    return not any(part in last for part in _INTERNAL_PATH_PARTS)
+
+
+_INTERNAL_PATH_PARTS = (
+    "torchkiln_", "/torchkiln/", "/torch/", "/triton/", "/sympy/", "/bytecode/", "/networkx/",
+)
 
 
 class CompiledFunction:

@@ -16,11 +16,14 @@ stack depth, because the prologue rebuilds the stack exactly. Every version diff
 
 from __future__ import annotations
 
+import dis
 import sys
 import types
 from dataclasses import dataclass
 
-from bytecode import Bytecode, CellVar, Instr, Label
+from bytecode import Bytecode, CellVar, Instr, Label, TryBegin
+
+from .decode import decode
 
 #: stack slot kinds: a value passed as an argument, the NULL under a callable, or an iterator
 #: passed as the tuple of what it has left (so it can be guarded and rebuilt with GET_ITER)
@@ -85,6 +88,7 @@ def _copy(code: types.CodeType, index: int, layout, live, name: str):
     instrs = [item for item in bc if isinstance(item, Instr)]
     if not 0 <= index < len(instrs):
         raise ValueError(f"no instruction {index} in {code.co_name}")
+    _set_handler_depths(bc, instrs, code)
     label = Label()
     bc.insert(_position(bc, instrs[index]), label)
     resume_pos = next(p for p, item in enumerate(bc) if isinstance(item, Instr) and item.name == "RESUME")
@@ -111,6 +115,30 @@ def _copy(code: types.CodeType, index: int, layout, live, name: str):
     return bc, instrs, n_before, len(prologue)
 
 
+def _assemble(bc, code, layout, live, extra: int = 0) -> types.CodeType:
+    """The code object. Exception-table depths are the original's (carried by each TryBegin): the
+    flow analysis of ``bytecode`` cannot see regions the prologue jumps over. The stack size covers
+    the original's plus what the prologue and the tails add."""
+    stacksize = code.co_stacksize + len(layout) + len(live) + extra + 4
+    return bc.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+
+
+def _set_handler_depths(bc, instrs, code) -> None:
+    """Give each TryBegin the stack depth of the original exception-table entry for its handler."""
+    by_offset = {i.offset: i.index for i in decode(code)}
+    depth = {}
+    for entry in dis.Bytecode(code).exception_entries:
+        if entry.target in by_offset:
+            depth[by_offset[entry.target]] = entry.depth
+    index_of = {id(instr): n for n, instr in enumerate(instrs)}
+    label_pos = {id(item): p for p, item in enumerate(bc) if isinstance(item, Label)}
+    for item in bc:
+        if isinstance(item, TryBegin):
+            pos = label_pos[id(item.target)]
+            handler = next(x for x in bc[pos:] if isinstance(x, Instr))
+            item.stack_depth = depth[index_of[id(handler)]]
+
+
 def _position(bc, instr) -> int:
     return next(p for p, item in enumerate(bc) if item is instr)
 
@@ -118,7 +146,7 @@ def _position(bc, instr) -> int:
 def resume_code(code: types.CodeType, index: int, layout: tuple[str, ...], live: tuple[str, ...], name: str) -> types.CodeType:
     """``resume_at_<index>``: continue ``code`` at instruction ``index`` with this stack and these locals."""
     bc, _, start, plen = _copy(code, index, layout, live, name)
-    new = bc.to_code()
+    new = _assemble(bc, code, layout, live)
     RESUME_INFO[new] = ResumeInfo(code, start + plen, plen)
     return new
 
@@ -152,7 +180,7 @@ def step_code(code: types.CodeType, first: int, last: int, layout: tuple[str, ..
         else:
             bc.insert(pos + 1, Instr("JUMP_FORWARD", label))
     bc.extend(tails)
-    return bc.to_code()
+    return _assemble(bc, code, layout, live, extra=max((len(s.layout) + len(s.live) for s in successors), default=0))
 
 
 def _tail(succ: Successor, cellvars: set) -> list[Instr]:

@@ -97,6 +97,13 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
                 v = tx.getattr(v, part)
             vals.append(v)
         return vals[0] if len(vals) == 1 else TupleVariable(vals)
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    if fn is print:
+        raise Unsupported("print() inside a captured function", "print runs in Python between two graphs; "
+                          "remove it or move it outside the compiled function to keep one graph")
+    if is_impure_module(getattr(fn, "__module__", None)):
+        raise Unsupported(f"calling {fn.__module__}.{name} (it acts outside the program: output, time, files, ...)",
+                          "it runs in Python between two graphs; move it outside the compiled function")
     if _is_stdlib(fn) and not _has_tensor(args) and not _has_tensor(kwargs.values()):
         # the standard library (inspect, typing, logging, ...) runs for real on known values
         real = _real_args(args, kwargs)
@@ -123,13 +130,56 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
             return tx.out.call_tensor_op(tx, "call_function", fn, args, kwargs)
     if _all_const(args, kwargs):
         a, k = _consts(args, kwargs)
-        if fn is print:
-            raise Unsupported("print() inside a captured function", "remove it or move it outside")
+        if not _pure_with_constants(fn):
+            raise Unsupported(f"calling {name} (capture cannot prove it has no side effects)",
+                              "it runs in Python between two graphs")
         try:
             return tx.wrap(fn(*a, **k), None)
         except Exception as e:
             raise Unsupported(f"calling {getattr(fn, '__qualname__', fn)!r} raised {type(e).__name__}: {e}") from e
     raise Unsupported(f"calling {getattr(fn, '__qualname__', repr(fn))!r} with arguments not known at capture time")
+
+
+#: standard-library modules whose functions act on the world (output, clocks, randomness, files,
+#: processes): never run at capture time nor inlined; a call breaks the graph and runs in Python
+IMPURE_MODULES = frozenset({
+    "logging", "warnings", "os", "posix", "nt", "sys", "time", "random", "io", "_io", "subprocess", "shutil",
+    "tempfile", "socket", "threading", "multiprocessing", "pathlib", "datetime", "uuid", "secrets", "pdb",
+    "traceback", "signal", "select", "atexit", "gc", "faulthandler", "sched", "asyncio", "builtins.input",
+})
+#: builtins that are not pure functions of their arguments
+_IMPURE_BUILTINS = frozenset({"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit",
+                              "help", "globals", "locals", "delattr", "__import__"})
+#: modules whose C functions are pure functions of constant arguments (run at capture time)
+_PURE_C_MODULES = frozenset({"builtins", "math", "cmath", "operator", "_operator", "itertools", "functools",
+                             "_functools", "collections", "_collections", "string", "re", "_sre", "keyword",
+                             "numbers", "typing", "enum", "types", "abc", "_abc", "copy", "inspect", "struct",
+                             "_struct", "binascii", "zlib", "_bisect", "bisect", "unicodedata"})
+
+
+def is_impure_module(modname: str | None) -> bool:
+    return bool(modname) and modname.split(".")[0] in IMPURE_MODULES
+
+
+def _pure_with_constants(fn) -> bool:
+    """Whether running ``fn`` at capture time on constant arguments is the same as running it later.
+
+    Methods of objects are (``str.join``, ``dict.get``, ``mappingproxy.__len__``) unless the object
+    belongs to a module that acts on the world (files, random generators); module-level C functions
+    are only for modules known to be pure: any other C function is unknown code and breaks.
+    """
+    owner = getattr(fn, "__self__", None)
+    if isinstance(fn, type):
+        return True
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        return not is_impure_module(type(owner).__module__)
+    mod = getattr(fn, "__module__", None) or getattr(owner, "__name__", "") or ""
+    if mod == "builtins":
+        return getattr(fn, "__name__", "") not in _IMPURE_BUILTINS
+    if not isinstance(fn, types.BuiltinFunctionType):
+        return not is_impure_module(mod)
+    top = mod.split(".")[0]
+    return top in ("torch", "numpy", "sympy") or top in _PURE_C_MODULES
 
 
 def _is_stdlib(fn) -> bool:
