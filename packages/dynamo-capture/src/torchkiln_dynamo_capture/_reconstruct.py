@@ -17,12 +17,19 @@ from .variables.base import ConstantVariable, NullVariable
 from .variables.containers import (
     DataclassVariable,
     DictVariable,
+    DictViewVariable,
     IteratorVariable,
     ListVariable,
     TupleVariable,
 )
 from .variables.ctx import ContextExitVariable
-from .variables.functions import BoundMethodVariable, PartialVariable, UserFunctionVariable
+from .variables.functions import (
+    BoundMethodVariable,
+    NewCellVariable,
+    PartialVariable,
+    RealCellVariable,
+    UserFunctionVariable,
+)
 from .variables.objects import NewObjectVariable, UserObjectVariable
 from .variables.tensors import TensorVariable
 
@@ -79,6 +86,13 @@ class Reconstructor:
             if v.self_var is None:
                 return ns.ref(v.fn)
             return f"{ns.ref(types.MethodType, 'MethodType')}({ns.ref(v.fn)}, {self.expr(v.self_var)})"
+        if isinstance(v, UserFunctionVariable):
+            fn = self._memoised(v)
+            if v.self_var is None:
+                return fn
+            return f"{ns.ref(types.MethodType, 'MethodType')}({fn}, {self.expr(v.self_var)})"
+        if isinstance(v, (NewCellVariable, RealCellVariable)):
+            return self._memoised(v)
         if isinstance(v, BoundMethodVariable):
             return f"getattr({self.expr(v.obj)}, {v.name!r})"
         if isinstance(v, PartialVariable):
@@ -87,6 +101,8 @@ class Reconstructor:
             args = "".join(self.expr(a) + ", " for a in v.args)
             kwargs = "".join(f"{k}={self.expr(a)}, " for k, a in v.kwargs.items())
             return f"{ns.ref(functools.partial, 'partial')}({self.expr(v.func)}, {args}{kwargs})"
+        if isinstance(v, DictViewVariable):
+            return f"{self.expr(v.dict_var)}.{v.kind}()"
         if isinstance(v, IteratorVariable):
             return "iter((" + "".join(self.expr(i) + ", " for i in v.items[v.pos:]) + "))"
         if isinstance(v, ContextExitVariable) and v.real_exit is not None:
@@ -124,6 +140,23 @@ class Reconstructor:
         elif isinstance(v, DictVariable):
             body = self._dict_literal(v)
             self.emit(f"{name} = {body}" if v.cls is dict else f"{name} = {ns.ref(v.cls)}({body})")
+        elif isinstance(v, UserFunctionVariable):
+            # a function made during capture (lambda, closure, comprehension): the same code,
+            # globals, defaults and cells, built once per run
+            defaults = "(" + "".join(self.expr(d) + ", " for d in v.defaults) + ")" if v.defaults else "None"
+            closure = "(" + "".join(self.expr(c) + ", " for c in v.closure) + ")" if v.closure else "None"
+            self.emit(f"{name} = {ns.ref(types.FunctionType, 'FunctionType')}({ns.ref(v.code, 'code')}, "
+                      f"{ns.ref(v.f_globals, 'globals')}, {v.code.co_name!r}, {defaults}, {closure})")
+            if v.kwdefaults:
+                kw = ", ".join(f"{k!r}: {self.expr(x)}" for k, x in v.kwdefaults.items())
+                self.emit(f"{name}.__kwdefaults__ = {{{kw}}}")
+        elif isinstance(v, RealCellVariable):
+            self.emit(f"{name} = {ns.ref(v.cell, 'cell')}")
+        elif isinstance(v, NewCellVariable):
+            # a cell of the captured frame: its contents now (later stores in the frame go to the
+            # frame's own cell; see README's "Not yet")
+            contents = "" if v.contents is None else self.expr(v.contents)
+            self.emit(f"{name} = {ns.ref(types.CellType, 'CellType')}({contents})")
         elif isinstance(v, DataclassVariable):
             fields = ", ".join(f"{k}={self.expr(x)}" for k, x in v.fields.items())
             self.emit(f"{name} = {ns.ref(v.cls)}({fields})")

@@ -17,7 +17,7 @@ from .variables.builtins import _INLINE_TORCH_MODULES, _is_stdlib, is_torch_call
 from .variables.containers import DictVariable, ListVariable, TupleVariable
 from .variables.ctx import ContextExitVariable, GradModeExit, _no_exit
 from .variables.ctx import _set_grad as set_grad
-from .variables.functions import PartialVariable, UserFunctionVariable
+from .variables.functions import BoundMethodVariable, PartialVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
 from .variables.objects import UserObjectVariable
 
@@ -52,6 +52,12 @@ def wrap(tx, value, source):
         if source is not None:
             g.append(ConstantMatch(source, value))
         return ConstantVariable(value, source)
+    if isinstance(value, types.BuiltinMethodType) and isinstance(value.__self__, torch.Tensor) and source is not None:
+        # a tensor's bound method handed to a continuation: a new object each call, so it is
+        # tracked as (tensor, name), not guarded by identity
+        g.append(ValueEqualsMatch(AttrSource(source, "__name__"), value.__name__))
+        self_var = wrap(tx, value.__self__, AttrSource(source, "__self__"))
+        return BoundMethodVariable(self_var, value.__name__)
     if isinstance(value, (*_OPAQUE_CONSTANTS, types.ModuleType, *_CALLABLE_TYPES)):
         if source is not None and isinstance(value, _CALLABLE_TYPES):
             # a bound builtin method read off an object is a new object each time: not guardable by id

@@ -9,6 +9,7 @@ itself a captured function (see bytecode/resume.py).
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 from collections.abc import Callable
@@ -28,9 +29,14 @@ from .bytecode.resume import Successor, original, resume_code, stack_args, step_
 from .exc import Unsupported
 from .output import OutputGraph
 from .translator import InstructionTranslator, StopCapture, grad_mode_guard
-from .variables.base import NullVariable
+from .variables.base import ConstantVariable, NullVariable
 from .variables.containers import IteratorVariable
-from .variables.functions import NewCellVariable, RealCellVariable, UserFunctionVariable
+from .variables.functions import (
+    NewCellVariable,
+    PartialVariable,
+    RealCellVariable,
+    UserFunctionVariable,
+)
 from .variables.modules import NNModuleVariable
 
 
@@ -200,6 +206,20 @@ def _callee_expr(rec, ctx, v) -> str:
         if v.self_var is None:
             return ns.ref(ctx.function_callee(v.fn), "callee")
         return f"{cref}.method_callee({ns.ref(v.fn)}, {rec.expr(v.self_var)})"
+    if isinstance(v, UserFunctionVariable) and v.self_var is None and not v.closure and not v.code.co_name.startswith("<"):
+        # a function made during capture without closure cells: captured per code object (each
+        # run makes a new function object for the same code); lambdas and 3.11 comprehensions
+        # (whose argument is an iterator capture cannot see into) run in Python
+        return f"{cref}.made_callee({rec.expr(v)})"
+    if isinstance(v, PartialVariable) and isinstance(v.func, UserFunctionVariable) and v.func.fn is not None \
+            and v.func.self_var is None:
+        args = "".join(rec.expr(a) + ", " for a in v.args)
+        kwargs = "".join(f"{k}={rec.expr(a)}, " for k, a in v.kwargs.items())
+        return f"{ns.ref(functools.partial, 'partial')}({ns.ref(ctx.function_callee(v.func.fn), 'callee')}, {args}{kwargs})"
+    if isinstance(v, ConstantVariable) and isinstance(v.value, type):
+        plain = ctx.constructor_callee(v.value)
+        if plain is not None:
+            return ns.ref(plain, "construct")
     return rec.expr(v)
 
 

@@ -86,6 +86,33 @@ class CaptureContext:
             c._keepalive = (fn, obj)
         return types.MethodType(c, obj)
 
+    def made_callee(self, fn):
+        """A closure-free function made at run time, captured once per code object."""
+        key = ("made", fn.__code__)
+        c = self._callees.get(key)
+        if c is None:
+            c = self._callees[key] = self._child(fn, fn.__qualname__)
+        return c
+
+    def constructor_callee(self, cls):
+        """``cls(...)`` with its ``__init__`` captured as its own frame (None: not a plain class)."""
+        init = cls.__dict__.get("__init__") if isinstance(cls, type) else None
+        if cls.__new__ is not object.__new__ or type(cls) is not type or not isinstance(init, types.FunctionType):
+            return None
+        key = ("construct", id(cls))
+        made = self._callees.get(key)
+        if made is None:
+            captured_init = self._child(init, f"{cls.__qualname__}.__init__")
+
+            def made(*args, **kwargs):
+                obj = object.__new__(cls)
+                captured_init(obj, *args, **kwargs)
+                return obj
+
+            made._keepalive = cls
+            self._callees[key] = made
+        return made
+
     def module_callee(self, mod):
         """Calling ``mod`` with its forward captured as its own frame. A module with hooks is called
         as it is (hooks and forward eager): capturing its ``__call__`` would break at the same call."""

@@ -199,6 +199,8 @@ class DictVariable(VariableTracker):
         if name == "get":
             k = _const_or_raise(args[0], "dict.get")
             return items.get(k, args[1] if len(args) > 1 else ConstantVariable(None))
+        if name in ("keys", "values", "items") and self.cls is dict:
+            return DictViewVariable(self, name)
         if name == "keys":
             return TupleVariable([ConstantVariable(k) for k in items])
         if name == "values":
@@ -241,6 +243,47 @@ class DictVariable(VariableTracker):
 
     def __repr__(self):
         return f"DictVariable({self.items})"
+
+
+class DictViewVariable(VariableTracker):
+    """``d.keys()`` / ``d.values()`` / ``d.items()``: a live view, reading the dict when used."""
+
+    def __init__(self, dict_var: DictVariable, kind: str):
+        self.dict_var = dict_var
+        self.kind = kind
+
+    def _items(self) -> list:
+        items = self.dict_var.items
+        if self.kind == "keys":
+            return [ConstantVariable(k) for k in items]
+        if self.kind == "values":
+            return list(items.values())
+        return [TupleVariable([ConstantVariable(k), v]) for k, v in items.items()]
+
+    def python_type(self):
+        return type(getattr({}, self.kind)())
+
+    def unpack(self, tx) -> list:
+        return self._items()
+
+    def truth(self, tx) -> bool:
+        return bool(self.dict_var.items)
+
+    def call_method(self, tx, name, args, kwargs):
+        if name == "__len__":
+            return ConstantVariable(len(self.dict_var.items))
+        if name == "__iter__":
+            return IteratorVariable(self._items())
+        if name == "__contains__":
+            if self.kind == "keys":
+                return self.dict_var.call_method(tx, "__contains__", args, kwargs)
+            from .builtins import contains
+
+            return ConstantVariable(contains(tx, args[0], TupleVariable(self._items())))
+        return TupleVariable(self._items()).call_method(tx, name, args, kwargs)
+
+    def __repr__(self):
+        return f"DictViewVariable({self.kind})"
 
 
 class IteratorVariable(VariableTracker):
