@@ -27,6 +27,7 @@ from torchkiln_loop_ir.indexing import index_symbol
 from torchkiln_loop_ir.ops import set_ops_handler
 
 from ._pointwise import BOOL_OVERRIDES, POINTWISE
+from ._welford import welford_combine
 from .errors import CodegenError, UnsupportedOp
 from .loopnest import render_loop_nest
 from .options import CppOptions
@@ -349,6 +350,8 @@ class CppOpsHandler:
                 f"kernel {self.kernel.name}: ops.reduction outside a 'loop' stage of a kernel with "
                 "reduction ranges"
             )
+        if reduction_type == "welford_combine":
+            return welford_combine(self, dtype, value)
         value = self._value(value, src_dtype)
         key = (reduction_type, value.expr)
         if key in self._reduction_cache:
@@ -422,16 +425,49 @@ class CppOpsHandler:
             cond = f"!({best} != {best}) && (({value} != {value}) || {value} {op} {best})"
             body.lines.append(f"if ({cond}) {{ {best} = {value}; {acc} = {self._rindex()}; }}")
             result = post(acc, torch.int64)
+        elif reduction_type == "welford_reduce" and dtype == torch.float32:
+            # (mean, m2, weight) of float rows from plain sums of x and x*x in double: three
+            # additions an ``omp simd reduction`` vectorizes (a running Welford update is a
+            # division per element and scalar: 8x slower than eager's layer_norm). In double,
+            # m2 = sum(x*x) - sum(x)**2 / n cancels ~log10((mean/std)**2) of double's 16 digits,
+            # far below float32's 7 even for 1000 + randn rows.
+            s1, s2, w = acc + "_s1", acc + "_s2", acc + "_w"
+            pre.append(f"double {s1} = 0; double {s2} = 0; double {w} = 0;")
+            dv = self._fresh("tmpd")
+            body.lines.append(f"double {dv} = static_cast<double>({value});")
+            body.lines.append(f"{s1} = {s1} + {dv};")
+            body.lines.append(f"{s2} = {s2} + {dv} * {dv};")
+            body.lines.append(f"{w} = {w} + 1.0;")
+            if self._rloop.simd_reductions is not None and body is self._rloop.body:
+                self._rloop.simd_reductions.extend([("+", s1), ("+", s2), ("+", w)])
+            else:
+                self._rloop.simd_reductions = None
+            md = acc + "_md"
+            self.x_scope.lines.append(f"double {md} = {s1} / {w};")
+            self.x_scope.lines.append(f"{ct} {acc}_mean_out = static_cast<{ct}>({md});")
+            self.x_scope.lines.append(
+                f"{ct} {acc}_m2_out = static_cast<{ct}>(std::max({s2} - {s1} * {md}, 0.0));"
+            )
+            self.x_scope.lines.append(f"{ct} {acc}_weight_out = static_cast<{ct}>({w});")
+            result = tuple(post(f"{acc}_{p}_out", dtype) for p in ("mean", "m2", "weight"))
         elif reduction_type == "welford_reduce":
             self._rloop.simd_reductions = None
+            # The running update accumulates in double: in float, the rounding of each
+            # ``mean += delta / weight`` step piles up along long rows with a large mean
+            # (1000 + randn lost four digits of the variance); double keeps it below float's eps.
             mean, m2, weight = acc + "_mean", acc + "_m2", acc + "_weight"
-            pre.append(f"{ct} {mean} = 0; {ct} {m2} = 0; {ct} {weight} = 0;")
+            at = "double" if dtype in (torch.float32, torch.float64) else ct
+            pre.append(f"{at} {mean} = 0; {at} {m2} = 0; {at} {weight} = 0;")
             d = self._fresh("delta")
             body.lines.append(
-                f"{{ {weight} += 1; {ct} {d} = {value} - {mean}; {mean} += {d} / {weight}; "
+                f"{{ {weight} += 1; {at} {d} = {value} - {mean}; {mean} += {d} / {weight}; "
                 f"{m2} += {d} * ({value} - {mean}); }}"
             )
-            result = (post(mean, dtype), post(m2, dtype), post(weight, dtype))
+            parts = []
+            for part in (mean, m2, weight):
+                self.x_scope.lines.append(f"{ct} {part}_out = static_cast<{ct}>({part});")
+                parts.append(post(part + "_out", dtype))
+            result = tuple(parts)
         else:
             raise CodegenError(f"unknown reduction type {reduction_type!r}")
         self._reduction_cache[key] = result

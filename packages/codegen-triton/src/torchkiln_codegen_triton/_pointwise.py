@@ -80,8 +80,7 @@ class PointwiseOps:
         a, b = self._args((a, b))
         if a.dtype.is_floating_point:
             return self._math("pow", a, b)
-        f = self._math("pow", a, b)
-        return self._op("tl.floor({0} + 0.5).to(" + tl_dtype(a.dtype) + ")", f, dtype=a.dtype)
+        return self._op("_tk_ipow({0}, {1})", a, b)
 
     def maximum(self, a, b):
         a, b = self._args((a, b))

@@ -13,6 +13,30 @@ def _tk_prod_combine(a, b):
 
 
 @triton.jit
+def _tk_round_bf16(x):
+    # float32 -> the nearest bfloat16 value (ties to even), still float32; NaN stays NaN
+    bits = x.to(tl.uint32, bitcast=True)
+    bits = (bits + (0x7FFF + ((bits >> 16) & 1))) & 0xFFFF0000
+    return tl.where(x != x, x, bits.to(tl.float32, bitcast=True))
+
+
+@triton.jit
+def _tk_ipow(a, b):
+    # integer power by squaring: exact (wrapping on overflow, as torch), where exp2/log2 in
+    # float loses the low digits of large results; b < 0 gives 0 unless |a| == 1, as torch
+    r = a * 0 + 1
+    base = a
+    e = b
+    for _ in tl.static_range(63):
+        r = tl.where((e & 1) != 0, r * base, r)
+        base = base * base
+        e = e >> 1
+    odd = (b & 1) != 0
+    neg = tl.where(a == 1, a * 0 + 1, tl.where(a == -1, tl.where(odd, a * 0 - 1, a * 0 + 1), a * 0))
+    return tl.where(b < 0, neg, r)
+
+
+@triton.jit
 def _tk_log1p(x):
     # Taylor series near 0, where log(1 + x) loses the low bits of x
     small = x - x * x * 0.5 + x * x * x / 3.0 - x * x * x * x * 0.25 + x * x * x * x * x * 0.2

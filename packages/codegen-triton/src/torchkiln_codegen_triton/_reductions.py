@@ -59,6 +59,14 @@ def _lanes(rtype: str, acc: str, dtype: torch.dtype) -> str:
     return out
 
 
+def _broadcast(text: str, value: TritonValue) -> str:
+    """``text`` (the expression of ``value``) as an [XBLOCK, RBLOCK] block. A value with no block
+    dims is 0-d or [1] (a constant, a scalar load): tl.broadcast_to wants the same rank."""
+    if not value.deps:
+        text = f"tl.reshape({text}, [1, 1])"
+    return f"tl.broadcast_to({text}, [XBLOCK, RBLOCK])"
+
+
 def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: str,
                    value: TritonValue) -> Any:
     """Emit ``rtype`` of ``value`` over the r dims in handler ``h``'s current stage."""
@@ -73,7 +81,7 @@ def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: st
     acc_dtype = torch.bool if rtype == "any" else dtype
     v = value.name if value.dtype == acc_dtype else (
         f"({value.name} != 0)" if acc_dtype == torch.bool else f"{value.name}.to({tl_dtype(acc_dtype)})")
-    vb = h.emit(f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])", acc_dtype, XR)
+    vb = h.emit(_broadcast(v, value), acc_dtype, XR)
     ident = _identity(rtype, acc_dtype)
     acc = h.new_name("_acc")
     if looped:
@@ -90,7 +98,7 @@ def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: st
 def _arg(h: Any, rtype: str, value: TritonValue, looped: bool) -> TritonValue:
     """Index of the first extreme element along the flattened r range (NaN counts as extreme)."""
     dt = value.dtype
-    vb = h.emit(f"tl.broadcast_to({value.name}, [XBLOCK, RBLOCK])", dt, XR)
+    vb = h.emit(_broadcast(value.name, value), dt, XR)
     ident = _identity(rtype, dt)
     accv, acci = h.new_name("_accv"), h.new_name("_acci")
     idx = "tl.broadcast_to(rindex.to(tl.int64), [XBLOCK, RBLOCK])"
@@ -122,7 +130,7 @@ def _welford(h: Any, value: TritonValue, looped: bool) -> tuple[TritonValue, Tri
     """(mean, m2, weight) of the row, float32."""
     f32 = torch.float32
     v = value.name if value.dtype == f32 else f"{value.name}.to(tl.float32)"
-    vb = h.emit(f"tl.broadcast_to({v}, [XBLOCK, RBLOCK])", f32, XR)
+    vb = h.emit(_broadcast(v, value), f32, XR)
     stage = h.stage_index
     x = frozenset({"x"})
     if not looped:
@@ -149,5 +157,34 @@ def _welford(h: Any, value: TritonValue, looped: bool) -> tuple[TritonValue, Tri
     w = h.emit(f"tl.sum({wa}, 1)[:, None]", f32, x, stage, cse=False)
     mean = h.emit(f"tl.sum({wa} * {m}, 1)[:, None] / {w.name}", f32, x, stage, cse=False)
     m2 = h.emit(f"tl.sum({m2a} + {wa} * ({m} - {mean.name}) * ({m} - {mean.name}), 1)[:, None]",
+                f32, x, stage, cse=False)
+    return mean, m2, w
+
+
+def welford_combine(h: Any, parts: tuple[TritonValue, ...], looped: bool) -> tuple[TritonValue, ...]:
+    """Combine partial (mean, m2, weight) triples along r into one per row (Chan et al.)."""
+    f32, x, stage = torch.float32, frozenset({"x"}), h.stage_index
+    mb, m2b, wb = (h.emit(_broadcast(p.name if p.dtype == f32 else f"{p.name}.to(tl.float32)", p),
+                          f32, XR) for p in parts)
+    if looped:
+        m, m2a, wa = h.new_name("_cmean"), h.new_name("_cm2"), h.new_name("_cweight")
+        for name in (m, m2a, wa):
+            h.line(f"{name} = tl.zeros([XBLOCK, RBLOCK], tl.float32)", "prefix")
+        nw, d, r = h.new_name("_cnw"), h.new_name("_cd"), h.new_name("_cr")
+        h.line(f"{nw} = {wa} + tl.where(rmask, {wb.name}, 0.0)", "body")
+        h.line(f"{d} = {mb.name} - {m}", "body")
+        h.line(f"{r} = tl.where(rmask & ({nw} > 0), {wb.name} / tl.where({nw} > 0, {nw}, 1.0), 0.0)", "body")
+        h.line(f"{m} = {m} + {d} * {r}", "body")
+        h.line(f"{m2a} = {m2a} + tl.where(rmask, {m2b.name} + {d} * {d} * {wa} * {r}, 0.0)", "body")
+        h.line(f"{wa} = {nw}", "body")
+        lanes_m, lanes_m2, lanes_w = m, m2a, wa
+    else:
+        lanes_w = h.new_name("_cw")
+        h.line(f"{lanes_w} = tl.where(rmask, {wb.name}, 0.0)", "body")
+        lanes_m, lanes_m2 = mb.name, h.new_name("_cm2")
+        h.line(f"{lanes_m2} = tl.where(rmask, {m2b.name}, 0.0)", "body")
+    w = h.emit(f"tl.sum({lanes_w}, 1)[:, None]", f32, x, stage, cse=False)
+    mean = h.emit(f"tl.sum({lanes_w} * {lanes_m}, 1)[:, None] / {w.name}", f32, x, stage, cse=False)
+    m2 = h.emit(f"tl.sum({lanes_m2} + {lanes_w} * ({lanes_m} - {mean.name}) * ({lanes_m} - {mean.name}), 1)[:, None]",
                 f32, x, stage, cse=False)
     return mean, m2, w

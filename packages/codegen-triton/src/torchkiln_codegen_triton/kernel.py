@@ -53,6 +53,7 @@ class TritonOpsHandler(PointwiseOps):
         self.looped = looped
         self.options = options
         self.math = math_table(interpret)
+        self.interpret = interpret
         self.stages: list[_Stage] = []
         self.stage_index = -1
         self._cse: dict[str, tuple[TritonValue, str]] = {}
@@ -63,6 +64,9 @@ class TritonOpsHandler(PointwiseOps):
         self._counter = 0
         self._indirect = 0
         self._busy: set[str] = set()
+        # (stage, type, value) -> result: the buffers of one multi-output reduction (welford's
+        # mean and m2) call ops.reduction on the same value; fused, they share one pass
+        self._reductions: dict[tuple[int, str, str], Any] = {}
         self.xvars: list[sympy.Expr] = []
         self.rvars: list[sympy.Expr] = []
 
@@ -186,6 +190,10 @@ class TritonOpsHandler(PointwiseOps):
         buf = self.spec.buffers[name]
         mask = self._mask_text(deps)
         ptr = self._pointer(name, index, deps)
+        if not deps:
+            # a [1] block like every constant: a 0-d load mixed with [1] blocks in a bool op
+            # fails in Triton's interpreter (numpy cannot OR a 0-d and a 1-d int1)
+            ptr = f"{ptr} + tl.zeros([1], tl.int32)"
         text = f"tl.load({ptr}, {mask}, other=0)" if mask else f"tl.load({ptr})"
         dtype = buf.dtype
         if dtype in _LOW_PRECISION:  # computed in float32, like eager's kernels do internally
@@ -214,7 +222,7 @@ class TritonOpsHandler(PointwiseOps):
             raise CodegenError(f"kernel {self.spec.name}: store to {name!r}, which is neither an "
                                "output nor a local buffer")
         dtype = self.spec.buffers[name].dtype
-        val = value.name if value.dtype == dtype else f"{value.name}.to({tl_dtype(dtype)})"
+        val = value.name if value.dtype == dtype else self._convert(value.name, value.dtype, dtype)
         ptr = self._pointer(name, index, deps)
         mask = self._mask_text(deps)
         if mode == "atomic_add":
@@ -236,8 +244,18 @@ class TritonOpsHandler(PointwiseOps):
                   value: Any) -> Any:
         if not self.reduction_kernel:
             raise CodegenError(f"kernel {self.spec.name}: ops.reduction in a kernel without rranges")
-        return _reductions.emit_reduction(self, dtype, src_dtype, reduction_type,
-                                          self.as_value(value, src_dtype))
+        if reduction_type == "welford_combine":
+            parts = tuple(self.as_value(v, torch.float32) for v in value)
+            key = (self.stage_index, reduction_type, tuple(p.name for p in parts))
+            if key not in self._reductions:
+                self._reductions[key] = _reductions.welford_combine(self, parts, self._stage.looped)
+            return self._reductions[key]
+        value = self.as_value(value, src_dtype)
+        key = (self.stage_index, reduction_type, value.name)
+        if key not in self._reductions:
+            self._reductions[key] = _reductions.emit_reduction(self, dtype, src_dtype,
+                                                               reduction_type, value)
+        return self._reductions[key]
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TritonValue:
         expr = sympy.sympify(expr)
@@ -297,10 +315,17 @@ class TritonOpsHandler(PointwiseOps):
         x = self.as_value(x, src_dtype or dtype)
         if x.dtype == dtype:
             return x
-        text = f"{x.name}.to({tl_dtype(dtype)})"
+        text = self._convert(x.name, x.dtype, dtype)
         if dtype == torch.bool:
             text = f"({x.name} != 0)"
         return self.emit(text, dtype, x.deps, x.post)
+
+    def _convert(self, text: str, src: torch.dtype, dtype: torch.dtype) -> str:
+        """``text`` (of ``src``) converted to ``dtype``, rounding to nearest even like eager."""
+        if dtype == torch.bfloat16 and self.interpret and src.is_floating_point:
+            # the interpreter truncates float32 -> bfloat16; round the bits first (GPUs round)
+            text = f"_tk_round_bf16({text}.to(tl.float32))"
+        return f"{text}.to({tl_dtype(dtype)})"
 
     def to_dtype_bitcast(self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> TritonValue:
         x = self.as_value(x, src_dtype)

@@ -68,6 +68,8 @@ class Reconstructor:
                 self.outputs.append(v)
             return f"__o[{self._out_index[id(v)]}]"
         if isinstance(v, ConstantVariable):
+            if v.source is not None and isinstance(v.value, (set, list, dict)):
+                return source_code(v.source, ns)  # the object itself, not capture's copy
             return repr(v.value) if type(v.value) in _SIMPLE and v.value == v.value else ns.ref(v.value)
         if isinstance(v, TupleVariable):
             body = "".join(self.expr(i) + ", " for i in v.items)

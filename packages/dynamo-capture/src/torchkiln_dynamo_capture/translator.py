@@ -438,19 +438,28 @@ class InstructionTranslator:
 
     def LIST_APPEND(self, inst):  # list(i) ... v -> list(i) ...
         v = self.pop()
-        self.stack[-inst.arg].items.append(v)
+        target = self.stack[-inst.arg]
+        target.items.append(v)
+        self.out.side_effects.mutated(target)  # a list from outside (handed over by a break)
 
     def SET_ADD(self, inst):
+        target = self.stack[-inst.arg - 1]
+        if target.source is not None:
+            raise Unsupported("adding to a set from outside (handed over by a graph break)")
         v = self.pop()
-        self.stack[-inst.arg].value.add(v.as_python_constant())
+        target.value.add(v.as_python_constant())
 
     def MAP_ADD(self, inst):  # dict(i) ... k v
         v, k = self.pop(), self.pop()
-        self.stack[-inst.arg].items[k.as_python_constant()] = v
+        target = self.stack[-inst.arg]
+        target.items[k.as_python_constant()] = v
+        self.out.side_effects.mutated(target)
 
     def LIST_EXTEND(self, inst):
         v = self.pop()
-        self.stack[-inst.arg].items.extend(self.unpack(v))
+        target = self.stack[-inst.arg]
+        target.items.extend(self.unpack(v))
+        self.out.side_effects.mutated(target)
 
     def SET_UPDATE(self, inst):
         v = self.pop()

@@ -1,6 +1,6 @@
 """Decompositions, lowering to a define-by-run loop IR, the fusion scheduler and buffer planning (TorchInductor's core)."""
 
-__version__ = "0.1.1"
+__version__ = "0.2.0"
 
 from .backend import (
     Backend,
@@ -18,7 +18,7 @@ from .backend import (
 )
 from .compile import CompiledGraph, compile_graph, schedule
 from .decompositions import decompositions
-from .errors import LoopIRError, LoweringError, Unlowerable
+from .errors import LoopIRError, LoweringError, OutputShapeChanged, Unlowerable
 from .graph import lower
 from .indexing import FloorDiv, ModularIndexing, index_symbol
 from .ir import GraphIR
@@ -32,6 +32,6 @@ __all__ = [
     "LOWERINGS", "Backend", "BackendCapabilities", "BufferRef", "BufferSpec", "CompiledGraph",
     "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "GraphIR", "KernelNode",
     "KernelSpec", "KernelStage", "LoopIRError", "LoopIROptions", "LoweringError", "MemoryDep",
-    "ModularIndexing", "ReferenceBackend", "ScheduledGraph", "Unlowerable", "View", "compile_graph",
+    "ModularIndexing", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "Unlowerable", "View", "compile_graph",
     "decompositions", "index_symbol", "lower", "ops", "register_lowering", "schedule", "set_ops_handler",
 ]

@@ -13,3 +13,8 @@ class LoweringError(LoopIRError):
 
 class Unlowerable(LoopIRError):
     """Raised by a lowering that cannot handle this call; the node becomes a fallback instead."""
+
+
+class OutputShapeChanged(LoopIRError):
+    """A fallback kernel with a data-dependent output size (``nonzero``, ``x[mask]``) returned
+    another size than when the graph was traced; the kernels after it were built for that size."""

@@ -180,6 +180,9 @@ class Reduction(IRNode):
     dtype: torch.dtype  # of the result
     src_dtype: torch.dtype  # of the reduced values
     device: torch.device
+    # which part of a multi-output reduction this buffer holds: welford_reduce yields
+    # (mean, m2, weight); sibling buffers with the same inner_fn share one pass once fused
+    output_index: int | None = None
 
     def get_size(self):
         return self.ranges
@@ -272,6 +275,8 @@ class ComputedBuffer(Buffer):
                 if data.reduction_type in ("argmax", "argmin"):
                     red_dtype = torch.int64
                 result = ops.reduction(red_dtype, compute_dtype(data.src_dtype), data.reduction_type, value)
+                if data.output_index is not None:
+                    result = result[data.output_index]
                 ops.store_reduction(name, layout.index(index), _out(result))
 
         return body

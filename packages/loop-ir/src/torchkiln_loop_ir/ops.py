@@ -10,11 +10,18 @@ expressions over the kernel's index symbols and size symbols; dtypes are ``torch
 memory
   load(name, index) -> value                        read buffer ``name`` at flat element ``index``
   store(name, index, value, mode=None) -> None      write; mode None (overwrite) or "atomic_add"
+      (a ``Scatter`` body: scatter/index_put overwrite, scatter_add/index_put(accumulate) add;
+      with duplicate indices an overwrite's winner is unspecified, as in eager)
   reduction(dtype, src_dtype, reduction_type, value) -> value
       reduce ``value`` over the kernel's reduction index symbols. reduction_type is one of
-      sum, prod, max, min, argmax, argmin, any, xor_sum, welford_reduce. welford_reduce returns a
-      tuple (mean, m2, weight); argmax/argmin return the index (int64) of the first extreme value
-      along the flattened reduction range.
+      sum, prod, max, min, argmax, argmin, any, xor_sum, welford_reduce, welford_combine.
+      welford_reduce returns a tuple (mean, m2, weight) (var = m2 / (weight - correction));
+      welford_combine takes ``value`` = a tuple (mean, m2, weight) of partial results (a split
+      Welford reduction's partials) and combines them into one (mean, m2, weight) (Chan et al.); argmax/argmin return the index
+      (int64) of the first extreme value along the flattened reduction range (ties: the lowest).
+      Several buffers may reduce the same value with the same type in one kernel (welford's mean
+      and m2 are two buffers of one ``Reduction`` with ``output_index`` 0 and 1): a handler must
+      return the same result for them, computed in one pass (cache by type and value).
   store_reduction(name, index, value) -> None       write a reduced value; index uses no r symbols
   index_expr(expr, dtype) -> value                  a sympy expression as a computed value
   indirect_indexing(value, size, check=True) -> sympy.Symbol
@@ -43,7 +50,8 @@ from collections.abc import Iterator
 from typing import Any
 
 REDUCTION_TYPES = frozenset(
-    {"sum", "prod", "max", "min", "argmax", "argmin", "any", "xor_sum", "welford_reduce"}
+    {"sum", "prod", "max", "min", "argmax", "argmin", "any", "xor_sum", "welford_reduce",
+     "welford_combine"}
 )
 
 POINTWISE_OPS = frozenset(

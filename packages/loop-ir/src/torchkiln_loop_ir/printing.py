@@ -60,6 +60,12 @@ class PrintingHandler:
         self.lines.append(f"{sym} = ops.indirect_indexing({_fmt(value)}, {_fmt(size)})")
         return sym
 
+    def reduction(self, dtype, src_dtype, reduction_type, value):
+        tmp = self._emit("reduction", (dtype, src_dtype, reduction_type, value), {})
+        if reduction_type.startswith("welford"):  # (mean, m2, weight), as the contract says
+            return tuple(_Tmp(f"{tmp}[{i}]") for i in range(3))
+        return tmp
+
     def masked(self, mask, body, other):
         self.lines.append(f"with ops.masked({_fmt(mask)}, other={other!r}):")
         start = len(self.lines)
@@ -100,7 +106,9 @@ def format_graph_ir(graph: Any) -> str:
             ranges = ", ".join(map(str, node.ranges))
             if node.is_reduction:
                 rr = ", ".join(map(str, node.reduction_ranges))
-                out.append(f"    {kind}(ranges=[{ranges}], reduction_ranges=[{rr}], type={node.data.reduction_type})")
+                part = node.data.output_index
+                part = "" if part is None else f", output_index={part}"
+                out.append(f"    {kind}(ranges=[{ranges}], reduction_ranges=[{rr}], type={node.data.reduction_type}{part})")
             else:
                 out.append(f"    {kind}(ranges=[{ranges}])")
             out.append(format_body(node.store_body(), len(node.ranges), len(node.reduction_ranges), "      "))

@@ -103,13 +103,24 @@ class TorchOpsHandler:
 
     store_reduction = store
 
-    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: Any) -> Any:
+    def _rows(self, value: Any) -> torch.Tensor:
+        """``value`` as [x..., r-flat]: the values each output reduces."""
         value = torch.as_tensor(value, device=self.device)
         while value.dim() < self.ndim:
             value = value.unsqueeze(0)
         full = [int(e) for e in self.shape]
-        v = value.expand(full).reshape(full[: self.nx] + [-1])
+        return value.expand(full).reshape(full[: self.nx] + [-1])
+
+    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: Any) -> Any:
+        full = [int(e) for e in self.shape]
         keep = full[: self.nx] + [1] * (self.ndim - self.nx)
+        if reduction_type == "welford_combine":
+            m, m2, w = (self._rows(t).double() for t in value)
+            weight = w.sum(-1)
+            mean = (w * m).sum(-1) / weight
+            m2 = (m2 + w * (m - mean.unsqueeze(-1)) ** 2).sum(-1)
+            return tuple(t.to(dtype).reshape(keep) for t in (mean, m2, weight))
+        v = self._rows(value)
         if reduction_type == "sum":
             out = v.sum(-1, dtype=dtype)
         elif reduction_type == "prod":

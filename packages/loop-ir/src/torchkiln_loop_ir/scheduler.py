@@ -71,7 +71,7 @@ class _Recorder:
         return body()
 
     def reduction(self, dtype, src_dtype, reduction_type, value):
-        return (None, None, None) if reduction_type == "welford_reduce" else None
+        return (None, None, None) if reduction_type.startswith("welford") else None
 
     def __getattr__(self, name):
         if name.startswith("_"):

@@ -21,6 +21,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .backend import BufferRef, ExternCall, Free, KernelSpec, ScheduledGraph, View
+from .errors import OutputShapeChanged
 
 
 def pyexpr(e: Any) -> str:
@@ -51,11 +52,18 @@ def make_extern(step: ExternCall, out_specs: Sequence[Any] = ()) -> Callable[...
              if sp is not None and all(isinstance(v, sympy.Integer) for v in (*sp.size, *sp.stride))]
     if not fixed:
         return call
+    # a fallback may be an op whose output size depends on the data (nonzero, x[mask]): check it
+    check_size = step.kind == "fallback"
 
     def checked(*values):
         outs = call(*values)
         for i, size, stride in fixed:
             r = outs[i]
+            if check_size and isinstance(r, torch.Tensor) and tuple(r.shape) != size:
+                raise OutputShapeChanged(
+                    f"fallback {step.op} returned shape {tuple(r.shape)} but the graph was traced "
+                    f"with {size} (its output size depends on the data); trace again with these "
+                    "inputs, or mark the op as a graph break in the front end")
             if isinstance(r, torch.Tensor) and r.stride() != stride and r.numel() > 1:
                 outs = list(outs)
                 outs[i] = torch.empty_strided(size, stride, dtype=r.dtype, device=r.device).copy_(r)

@@ -92,6 +92,7 @@ def _copy(code: types.CodeType, index: int, layout, live, name: str):
     label = Label()
     bc.insert(_position(bc, instrs[index]), label)
     resume_pos = next(p for p, item in enumerate(bc) if isinstance(item, Instr) and item.name == "RESUME")
+    line = instrs[index].lineno or code.co_firstlineno
     prologue: list = []
     for i, kind in enumerate(layout):
         if kind == NULL:
@@ -101,6 +102,7 @@ def _copy(code: types.CodeType, index: int, layout, live, name: str):
             if kind == ITER:
                 prologue.append(Instr("GET_ITER"))
     prologue.append(Instr("JUMP_FORWARD", label))
+    _locate(prologue, line)
     bc[resume_pos + 1:resume_pos + 1] = prologue
     # a live cell variable is passed by value: MAKE_CELL (before RESUME) wraps the argument
     args = stack_args(layout) + list(live)
@@ -121,6 +123,14 @@ def _assemble(bc, code, layout, live, extra: int = 0) -> types.CodeType:
     the original's plus what the prologue and the tails add."""
     stacksize = code.co_stacksize + len(layout) + len(live) + extra + 4
     return bc.to_code(stacksize=stacksize, compute_exception_stack_depths=False)
+
+
+def _locate(instrs: list, line: int) -> list:
+    """Give generated instructions the user's line: a traceback through a continuation then
+    points at the line that broke (3.12 reports None for instructions without one)."""
+    for i in instrs:
+        i.lineno = line
+    return instrs
 
 
 def _set_handler_depths(bc, instrs, code) -> None:
@@ -171,14 +181,14 @@ def step_code(code: types.CodeType, first: int, last: int, layout: tuple[str, ..
     for succ in successors:
         label = Label()
         tails.append(label)
-        tails.extend(_tail(succ, cellvars))
+        tails.extend(_locate(_tail(succ, cellvars), inst.lineno or code.co_firstlineno))
         pos = _position(bc, inst)
         if succ.jump:
             new = Instr(_FORWARD.get(inst.name, inst.name), label, location=inst.location)
             bc[pos] = new
             inst = new
         else:
-            bc.insert(pos + 1, Instr("JUMP_FORWARD", label))
+            bc.insert(pos + 1, Instr("JUMP_FORWARD", label, lineno=inst.lineno or code.co_firstlineno))
     bc.extend(tails)
     return _assemble(bc, code, layout, live, extra=max((len(s.layout) + len(s.live) for s in successors), default=0))
 

@@ -2,8 +2,10 @@
 
 A loaded index becomes an index symbol through ``ops.indirect_indexing`` after wrapping negative
 values; the symbol is then used in the load of the indexed tensor. Scatter-style writes
-(scatter, scatter_add, index_put) copy their input into a fresh buffer and then run a ``Scatter``
-node that stores into it (overwrite, or atomic_add when accumulating).
+(scatter, scatter_add, scatter_reduce(sum), index_put) copy their input into a fresh buffer and then
+run a ``Scatter`` node that stores into it (overwrite, or atomic_add when accumulating).
+Boolean-mask *reads* (``x[mask]``, ``nonzero``) have a data-dependent output size and stay ATen
+fallbacks, listed in ``fallbacks``.
 """
 
 from __future__ import annotations
@@ -120,27 +122,46 @@ def _scatter(ctx, x, ranges, scatter_fn, mode):
     return target
 
 
+def _check_atomic_dtype(dtype: torch.dtype) -> None:
+    """Atomic adds exist for 32/64-bit numbers on every backend; bool has no add, and 16-bit
+    floats have none on CPU (codegen-cpp) nor before sm_90 for bfloat16."""
+    if dtype == torch.bool or dtype in (torch.float16, torch.bfloat16):
+        raise Unlowerable(f"accumulating scatter into a {dtype} tensor (no atomic add)")
+
+
 def _value_loader(value, dtype):
     from .pointwise import operand_loader
 
     return operand_loader(value, compute_dtype(dtype))
 
 
-@register_lowering(aten.scatter_add.default, aten.scatter.src, aten.scatter.value)
-def scatter(ctx, x, dim, index, src):
+@register_lowering(aten.scatter_add.default, aten.scatter.src, aten.scatter.value,
+                   aten.scatter_reduce.two)
+def scatter(ctx, x, dim, index, src, reduce=None, *, include_self=True):
+    """scatter (src and value forms), scatter_add and scatter_reduce(sum) as a ``Scatter`` node.
+
+    Accumulating forms store with mode "atomic_add". Plain scatter overwrites: with duplicate
+    indices eager leaves which write wins undefined, and so do we (results match eager where the
+    indices along ``dim`` are unique).
+    """
     n = len(x.get_size())
     dim = dim % n if n else 0
-    mode = "atomic_add" if ctx.node.target is aten.scatter_add.default else None
-    if mode is None and n and index.get_size()[dim] != 1:
-        # two writes can only collide along ``dim``; with duplicates plain scatter is
-        # order-dependent, so keep ATen's behaviour
-        raise Unlowerable("scatter without accumulation")
+    target_op = ctx.node.target
+    if target_op is aten.scatter_reduce.two:
+        if reduce != "sum" or not include_self:
+            raise Unlowerable(f"scatter_reduce with reduce={reduce!r}, include_self={include_self}")
+        mode = "atomic_add"
+    else:
+        mode = "atomic_add" if target_op is aten.scatter_add.default else None
+    if mode == "atomic_add":
+        _check_atomic_dtype(x.get_dtype())
     load_src = _value_loader(src, x.get_dtype())
     layout_index = None
 
     def scatter_fn(idx):
         full = list(idx)
-        full[dim] = indirect(_load_int(index, idx), x.get_size()[dim])
+        if n:
+            full[dim] = indirect(_load_int(index, idx), x.get_size()[dim])
         return layout_index(full), load_src(idx)
 
     target = _scatter(ctx, x, index.get_size(), scatter_fn, mode)
@@ -150,22 +171,80 @@ def scatter(ctx, x, dim, index, src):
 
 @register_lowering(aten.index_put.default)
 def index_put(ctx, x, indices, values, accumulate=False):
+    """index_put with integer index tensors on any dims (None for a sliced dim, as in
+    ``x[:, idx] = v``), accumulating with atomic adds or overwriting (with duplicate indices the
+    winner is unspecified, as in eager), and ``x[mask] = value`` as a ``where``.
+
+    The iteration space is the shape of ``x[indices]`` (advanced indexing: the broadcast index
+    shape replaces the indexed dims where they are adjacent, else it comes first)."""
     size = x.get_size()
-    if not accumulate:
-        raise Unlowerable("index_put without accumulation (order-dependent with duplicates)")
-    if any(t is None for t in indices) or any(t.get_dtype() in (torch.bool, torch.uint8) for t in indices):
-        raise Unlowerable("index_put with None or boolean indices")
-    bshape = torch.broadcast_shapes(*[tuple(int(s) for s in t.get_size()) for t in indices])
-    nb, k = len(bshape), len(indices)
-    ranges = [sympy.Integer(s) for s in bshape] + list(size[k:])
+    indices = list(indices)
+    while indices and indices[-1] is None:
+        indices.pop()
+    present = [d for d, t in enumerate(indices) if t is not None]
+    if not present:
+        raise Unlowerable("index_put without index tensors")
+    if any(indices[d].get_dtype() in (torch.bool, torch.uint8) for d in present):
+        if len(present) != 1 or present[0] != 0 or len(indices) != 1:
+            raise Unlowerable("index_put mixing boolean masks with other indices")
+        return _masked_put(ctx, x, indices, values, accumulate)
+    tensors = [indices[d] for d in present]
+    bshape = [sympy.Integer(s) for s in
+              torch.broadcast_shapes(*[tuple(int(s) for s in t.get_size()) for t in tensors])]
+    nb = len(bshape)
+    consecutive = present == list(range(present[0], present[-1] + 1))
+    rest = [d for d in range(len(size)) if d not in present]
+    first = present[0] if consecutive else 0
+    rest_sizes = [size[d] for d in rest]
+    ranges = rest_sizes[:first] + bshape + rest_sizes[first:]
     load_v = _value_loader(values, x.get_dtype())
     layout_index = None
 
     def scatter_fn(idx):
         idx = list(idx)
-        full = [indirect(_load_int(t, idx[:nb]), size[d]) for d, t in enumerate(indices)] + idx[nb:]
+        bidx = idx[first:first + nb]
+        rest_idx = iter(idx[:first] + idx[first + nb:])
+        loaded = iter([indirect(_load_int(t, bidx), size[d]) for d, t in zip(present, tensors)])
+        full = [next(loaded) if d in present else next(rest_idx) for d in range(len(size))]
         return layout_index(full), load_v(idx)
 
-    target = _scatter(ctx, x, ranges, scatter_fn, "atomic_add")
+    mode = "atomic_add" if accumulate else None
+    if mode:
+        _check_atomic_dtype(x.get_dtype())
+    target = _scatter(ctx, x, ranges, scatter_fn, mode)
     layout_index = target.layout.index
     return target
+
+
+def _masked_put(ctx, x, indices, values, accumulate):
+    """``x[mask] = v`` with one boolean mask over x's leading dims and a one-element ``v``:
+    ``where(mask, v, x)`` (any other boolean form has a data-dependent element order)."""
+    if len(indices) != 1 or indices[0].get_dtype() != torch.bool:
+        raise Unlowerable("index_put with several or uint8 boolean indices")
+    mask = indices[0]
+    msize = mask.get_size()
+    if isinstance(values, IRNode) and any(s != 1 for s in values.get_size()):
+        raise Unlowerable("index_put of a boolean mask with more than one value (data-dependent order)")
+    if tuple(msize) != tuple(x.get_size()[:len(msize)]):
+        raise Unlowerable("boolean index_put mask not covering x's leading dims")
+    cdt = compute_dtype(x.get_dtype())
+    load_x, load_m = x.make_loader(), mask.make_loader()
+    if isinstance(values, IRNode):
+        load_v = values.make_loader()
+        vsrc = compute_dtype(values.get_dtype())
+        nv = len(values.get_size())
+
+        def value_at(index):
+            v = load_v([sympy.Integer(0)] * nv)
+            return v if vsrc == cdt else ops.to_dtype(v, cdt, vsrc)
+    else:
+        value_at = _value_loader(values, x.get_dtype())
+
+    def inner_fn(index):
+        old = load_x(index)
+        new = value_at(index)
+        if accumulate:
+            new = ops.add(old, new) if cdt != torch.bool else ops.logical_or(old, new)
+        return ops.where(load_m(list(index)[:len(msize)]), new, old)
+
+    return Pointwise(inner_fn, x.get_size(), x.get_dtype(), x.get_device())

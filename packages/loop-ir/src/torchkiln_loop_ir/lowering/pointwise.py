@@ -173,11 +173,7 @@ def _sub(ctx, a, b, *, alpha=1):
 
 @register_lowering(aten.rsub.Tensor, aten.rsub.Scalar)
 def _rsub(ctx, a, b, *, alpha=1):
-    return _scaled(ctx, "sub", b, a, alpha) if alpha == 1 else _unl("rsub with alpha")
-
-
-def _unl(why: str):
-    raise Unlowerable(why)
+    return _scaled(ctx, "sub", b, a, alpha)  # b - alpha * a
 
 
 @register_lowering(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode,

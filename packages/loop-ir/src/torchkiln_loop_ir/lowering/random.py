@@ -18,6 +18,8 @@ from ..ops import ops
 from . import aten, register_lowering
 from .pointwise import operand_loader
 
+_BELOW_ONE = {torch.float16: 1 - 2**-11, torch.bfloat16: 1 - 2**-8}  # the largest value < 1
+
 
 def random_pointwise(ctx, kind: str, size, dtype: torch.dtype, device) -> Pointwise:
     """Uniform [0, 1) (``kind="rand"``) or standard normal (``"randn"``) values of ``size``."""
@@ -31,6 +33,9 @@ def random_pointwise(ctx, kind: str, size, dtype: torch.dtype, device) -> Pointw
         seed = ops.load_seed(name, sympy.Integer(k))
         flat = sum((i * s for i, s, n in zip(index, strides, size) if n != 1), sympy.Integer(0))
         v = getattr(ops, kind)(seed, ops.index_expr(flat, torch.int64))
+        if kind == "rand" and dtype in _BELOW_ONE:
+            # float32 values just under 1 round up to 1.0 in 16 bits; eager's [0, 1) excludes it
+            v = ops.minimum(v, ops.constant(_BELOW_ONE[dtype], torch.float32))
         return v if cdt == torch.float32 else ops.to_dtype(v, cdt, torch.float32)
 
     return Pointwise(inner_fn, tuple(size), dtype, device)

@@ -1,4 +1,4 @@
-"""Reductions: sum, mean, prod, amax/amin, max/min.dim, argmax/argmin, any/all, var/std (two-pass).
+"""Reductions: sum, mean, prod, amax/amin, max/min.dim, argmax/argmin, any/all, var/std/var_mean (one Welford pass).
 
 A reduction becomes a realized ``ComputedBuffer`` holding a ``Reduction`` whose ranges are the
 kept dims (size 1 where ``keepdim``) and whose reduction ranges are the reduced dims. Anything
@@ -7,6 +7,7 @@ computed from the reduced value (mean's division, std's sqrt) is a ``Pointwise``
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable
 from typing import Any
 
@@ -14,6 +15,7 @@ import sympy
 import torch
 
 from ..errors import Unlowerable
+from ..indexing import ModularIndexing
 from ..ir import ComputedBuffer, IRNode, Pointwise, Reduction, compute_dtype, product
 from ..ops import ops
 from . import aten, register_lowering
@@ -64,7 +66,68 @@ def reduce(ctx: Any, x: IRNode, dims: Any, keepdim: bool, reduction_type: str, o
         return value_fn(v, full) if value_fn else v
 
     red = Reduction(inner_fn, ranges, rranges, reduction_type, out_dtype, src_dtype, x.get_device())
+    split = _split_factor(red)
+    if split:
+        return _split_reduction(ctx, red, split)
     return ctx.reduction(red)
+
+
+# Split reductions: a long reduction with few outputs (x.sum() of 2**20 elements) has no
+# parallelism across outputs, so it runs as two kernels: ``split`` partial results per output
+# (parallel over outputs x split), then a short reduction of the partials.
+_SPLIT_TYPES = frozenset({"sum", "prod", "max", "min", "any", "xor_sum"})
+_SPLIT_MIN_RNUMEL = 65536
+_SPLIT_MAX_OUTPUTS = 64
+
+
+def _split_factor(red: Reduction) -> int:
+    """How many partials per output, or 0 to keep one pass (static sizes only)."""
+    if red.reduction_type not in _SPLIT_TYPES and red.reduction_type != "welford_reduce":
+        return 0
+    xnumel, rnumel = product(red.ranges), product(red.reduction_ranges)
+    if not (xnumel.is_Integer and rnumel.is_Integer):
+        return 0
+    xnumel, rnumel = int(xnumel), int(rnumel)
+    if rnumel < _SPLIT_MIN_RNUMEL or xnumel >= _SPLIT_MAX_OUTPUTS:
+        return 0
+    split = 1
+    while split * 2 * xnumel <= 128 and rnumel % (split * 2) == 0 and rnumel // (split * 2) >= 1024:
+        split *= 2
+    return split if split > 1 else 0
+
+
+def _unflatten(flat: sympy.Expr, sizes) -> list[sympy.Expr]:
+    out, stride = [], sympy.Integer(1)
+    for s in reversed(sizes):
+        out.append(ModularIndexing(flat, stride, s) if s != 1 else sympy.Integer(0))
+        stride = stride * s
+    return list(reversed(out))
+
+
+def _chunked(red: Reduction, split: int):
+    """(inner_fn over (ranges..., split) x (chunk,), chunk): ``red``'s values, chunk by chunk of
+    its flattened reduction range."""
+    rsizes = red.reduction_ranges
+    chunk = sympy.Integer(int(product(rsizes)) // split)
+
+    def partial_fn(index, rindex):
+        flat = index[-1] * chunk + rindex[0]
+        return red.inner_fn(list(index[:-1]), _unflatten(flat, rsizes))
+
+    return partial_fn, chunk
+
+
+def _split_reduction(ctx, red: Reduction, split: int) -> ComputedBuffer:
+    """``red`` as partials over ``split`` chunks of its flattened reduction range, then the
+    reduction of the partials (same reduction type: all of _SPLIT_TYPES are associative)."""
+    partial_fn, chunk = _chunked(red, split)
+    acc = compute_dtype(red.dtype)
+    partial = ctx.reduction(Reduction(partial_fn, (*red.ranges, sympy.Integer(split)), (chunk,),
+                                      red.reduction_type, acc, red.src_dtype, red.device))
+    load = partial.make_loader()
+    return ctx.reduction(Reduction(lambda index, rindex: load([*index, rindex[0]]), red.ranges,
+                                   (sympy.Integer(split),), red.reduction_type, red.dtype, acc,
+                                   red.device))
 
 
 def _pointwise_on(ctx, buf: IRNode, fn: Callable[[Any], Any], dtype: torch.dtype) -> Pointwise:
@@ -136,42 +199,66 @@ def any_(ctx, x, dims=None, keepdim=False):
     return _pointwise_on(ctx, buf, lambda v: ops.logical_not(v), torch.bool)
 
 
+def _welford(ctx, x, dims, keepdim, cdt) -> tuple[ComputedBuffer, ComputedBuffer]:
+    """(mean, m2) of ``x`` over ``dims``: two buffers of one ``welford_reduce`` (one pass once
+    the scheduler fuses the siblings, which share every read)."""
+    dims = _dims(x, dims)
+    ranges, rranges, full_index = _split(x, dims, keepdim)
+    if not rranges or product(rranges) == 0:
+        raise Unlowerable("empty reduction")
+    load = x.make_loader()
+    src = compute_dtype(x.get_dtype())
+
+    def inner_fn(index, rindex):
+        v = load(full_index(index, rindex))
+        return v if src == cdt else ops.to_dtype(v, cdt, src)
+
+    red = Reduction(inner_fn, ranges, rranges, "welford_reduce", cdt, cdt, x.get_device())
+    split = _split_factor(red)
+    if split:
+        return _split_welford(ctx, red, split)
+    mean, m2 = (ctx.reduction(dataclasses.replace(red, output_index=i)) for i in (0, 1))
+    return mean, m2
+
+
+def _split_welford(ctx, red: Reduction, split: int) -> tuple[ComputedBuffer, ComputedBuffer]:
+    """Welford over ``split`` chunks (partial mean, m2, weight per chunk), then
+    ``welford_combine`` of the partials (Chan et al.'s parallel formula)."""
+    partial_fn, chunk = _chunked(red, split)
+    pranges = (*red.ranges, sympy.Integer(split))
+    parts = [ctx.reduction(dataclasses.replace(red, inner_fn=partial_fn, ranges=pranges,
+                                               reduction_ranges=(chunk,), output_index=i))
+             for i in (0, 1, 2)]
+    loads = [p.make_loader() for p in parts]
+
+    def combine_fn(index, rindex):
+        return tuple(load([*index, rindex[0]]) for load in loads)
+
+    final = Reduction(combine_fn, red.ranges, (sympy.Integer(split),), "welford_combine",
+                      red.dtype, red.dtype, red.device)
+    mean, m2 = (ctx.reduction(dataclasses.replace(final, output_index=i)) for i in (0, 1))
+    return mean, m2
+
+
 def _var_parts(ctx, x, dims, correction, keepdim):
-    """(variance, mean) as IR values, by two passes: mean, then the sum of squared deviations."""
+    """(variance, mean) as IR values, from one Welford pass (mean, m2): var = m2 / (n - correction).
+
+    Welford's running update keeps float32 accurate where the mean is large against the spread
+    (x = 1000 + randn), which the naive sum-of-squares formula is not.
+    """
     out = ctx.meta[0].dtype if isinstance(ctx.meta, (tuple, list)) else ctx.out_dtype
     cdt = compute_dtype(out)
-    dims = _dims(x, dims)
     n = _count(x, dims)
-    sum_buf = reduce(ctx, x, dims, True, "sum", cdt, cdt)
-    mean_load = sum_buf.make_loader()
-    kept_size = sum_buf.get_size()
-
-    def mean_at(full):
-        idx = [sympy.Integer(0) if s == 1 else i for i, s in zip(full, kept_size)]
-        return ops.truediv(mean_load(idx), ops.index_expr(n, cdt))
-
-    def sq_dev(v, full):
-        d = ops.sub(v, mean_at(full))
-        return ops.mul(d, d)
-
-    m2 = reduce(ctx, x, dims, keepdim, "sum", cdt, cdt, sq_dev)
+    mean_buf, m2 = _welford(ctx, x, dims, keepdim, cdt)
     corr = 1 if correction is None else correction
-    m2_load = m2.make_loader()
+    m2_load, mean_load = m2.make_loader(), mean_buf.make_loader()
 
     def var_fn(idx):
         denom = ops.sub(ops.index_expr(n, cdt), ops.constant(float(corr), cdt))
         return ops.truediv(m2_load(idx), ops.maximum(denom, ops.constant(0.0, cdt)))
 
     var = Pointwise(var_fn, m2.get_size(), out, x.get_device())
-    full_size = x.get_size()
-
-    def mean_fn(idx):
-        if keepdim:
-            return mean_at(list(idx))
-        it = iter(idx)
-        return mean_at([sympy.Integer(0) if d in dims else next(it) for d in range(len(full_size))])
-
-    mean_pw = Pointwise(mean_fn, m2.get_size(), out, x.get_device())
+    mean_pw = Pointwise(mean_load, m2.get_size(), out, x.get_device())
     return var, mean_pw
 
 
