@@ -4,7 +4,7 @@ from .exc import RecompileLimitExceeded, Unsupported
 from .explain import ExplainOutput, explain
 from .wrapper import CacheEntry, CapturedFunction, CapturedModule, capture
 
-__version__ = "0.1.1"
+__version__ = "0.2.0"
 
 __all__ = [
     "CacheEntry", "CapturedFunction", "CapturedModule", "ExplainOutput", "RecompileLimitExceeded", "Unsupported",

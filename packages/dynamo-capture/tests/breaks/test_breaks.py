@@ -19,9 +19,8 @@ import breaks_with_try  # noqa: F401
 import pytest
 import torch
 from _breaks_harness import REGISTRY, CountingBackend, ids, run_break_program
+from known_gaps import KNOWN_GAPS
 from torchkiln_dynamo_capture import capture
-
-from known_gaps import KNOWN_GAPS  # noqa: E402
 
 PROGRAMS = sorted((p for p in REGISTRY if p.id not in KNOWN_GAPS), key=lambda p: p.id)
 

@@ -1,6 +1,6 @@
 """The compiler: torchkiln.compile, the torch.compile backend, CUDA graphs and the command line."""
 
-__version__ = "0.1.0"
+__version__ = "0.1.1"
 
 from torchkiln.api import CompiledFunction, CompiledModule, compile, explain, report
 from torchkiln.backend import backend
