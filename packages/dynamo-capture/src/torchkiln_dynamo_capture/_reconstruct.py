@@ -13,7 +13,7 @@ import types
 from ._codegen import Namespace
 from ._sources import source_code
 from .exc import Unsupported
-from .variables.base import ConstantVariable, NullVariable
+from .variables.base import ConstantVariable
 from .variables.containers import (
     DataclassVariable,
     DictVariable,
@@ -167,6 +167,3 @@ class Reconstructor:
             self.emit(f"{name} = _new_object({ns.ref(v.cls)}, {{{attrs}}})")
         return name
 
-
-def is_null(v) -> bool:
-    return isinstance(v, NullVariable)

@@ -108,7 +108,7 @@ def capture_frame(fn, args, kwargs, ctx) -> CacheEntry:
                 pass
             else:
                 raise Unsupported("internal: capture did not reach its break point again") from e
-            run, run_src, gm = _split(func, sig, out, tx, e, ctx, real_cells, grad)
+            run, run_src, gm = _split(func, sig, out, tx, e, ctx, real_cells)
     finally:
         torch._C._set_grad_enabled(grad)
     compiled_guards = compile_guards(batch_guards(out.guards), signature=sig, f_globals=func.__globals__, closure=real_cells)
@@ -125,7 +125,7 @@ def _live(code: types.CodeType, index: int, bound: set) -> tuple[str, ...]:
     return tuple(sorted(names, key=lambda n: order.get(n, len(order))))
 
 
-def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells, entry_grad: bool):
+def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
     """Compile the graph up to the break point and a ``run`` ending in ``return step(...)``."""
     bp = err.break_point
     code = func.__code__
