@@ -155,3 +155,24 @@ def test_sibling_dependencies_are_version_ranges() -> None:
             name = re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0]
             if name in dists:
                 assert ">=" in requirement and "<" in requirement, requirement
+
+
+def _version(package_dir: Path) -> str:
+    init = package_dir / "src" / _import_name(package_dir) / "__init__.py"
+    return re.search(r'^__version__ = "([^"]+)"', init.read_text(), re.MULTILINE).group(1)
+
+
+def test_sibling_ranges_admit_the_siblings_in_this_tree() -> None:
+    """A bumped package must not fall outside the range a sibling pins (pip refuses to install)."""
+    from packaging.requirements import Requirement
+
+    versions = {_dist_name(p): _version(p) for p in _package_dirs()}
+    for package_dir in _package_dirs():
+        meta = tomllib.loads((package_dir / "pyproject.toml").read_text())
+        for text in meta["project"]["dependencies"]:
+            requirement = Requirement(text)
+            if requirement.name in versions:
+                have = versions[requirement.name]
+                assert requirement.specifier.contains(have), (
+                    f"{_dist_name(package_dir)} requires {text}, the tree has {have}"
+                )
