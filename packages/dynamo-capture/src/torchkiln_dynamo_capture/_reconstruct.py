@@ -84,6 +84,11 @@ class Reconstructor:
             return self._memoised(v)
         if isinstance(v, UserObjectVariable):
             return source_code(v.source, ns) if v.source is not None else ns.ref(v.value)
+        if isinstance(v, UserFunctionVariable) and v.by_code:
+            fn = source_code(v.source, ns)
+            if v.self_var is None:
+                return fn
+            return f"{ns.ref(types.MethodType, 'MethodType')}({fn}, {self.expr(v.self_var)})"
         if isinstance(v, UserFunctionVariable) and v.fn is not None:
             if v.self_var is None:
                 return ns.ref(v.fn)
@@ -153,10 +158,11 @@ class Reconstructor:
                 kw = ", ".join(f"{k!r}: {self.expr(x)}" for k, x in v.kwdefaults.items())
                 self.emit(f"{name}.__kwdefaults__ = {{{kw}}}")
         elif isinstance(v, RealCellVariable):
-            self.emit(f"{name} = {ns.ref(v.cell, 'cell')}")
+            cell = source_code(v.cell_source, ns) if v.cell_source is not None else ns.ref(v.cell, "cell")
+            self.emit(f"{name} = {cell}")
         elif isinstance(v, NewCellVariable):
-            # a cell of the captured frame: its contents now (later stores in the frame go to the
-            # frame's own cell; see README's "Not yet")
+            # a cell of the captured frame, made here with its contents now; a graph break hands
+            # this same cell object to the continuation (see bytecode/resume.py)
             contents = "" if v.contents is None else self.expr(v.contents)
             self.emit(f"{name} = {ns.ref(types.CellType, 'CellType')}({contents})")
         elif isinstance(v, DataclassVariable):

@@ -6,6 +6,7 @@ namespace instead, which ``source_code`` writes.
 
 from __future__ import annotations
 
+import gc
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,7 @@ from ._codegen import Namespace
 
 __all__ = [
     "AttrSource", "ClosureSource", "GlobalSource", "HeldObjectSource", "ItemSource", "LocalSource", "Source",
+    "ViewDictSource", "view_dict",
     "closure_cell_source", "default_source", "source_code",
 ]
 
@@ -51,6 +53,33 @@ class HeldObjectSource(Source):
 
     def _fetch(self, base_value, frame):
         return self.obj
+
+
+def view_dict(view) -> dict:
+    """The dict behind a dict view (``d.keys()``, ``.values()``, ``.items()``). Python offers only a
+    read-only proxy (``view.mapping``); the view's one referent is the dict itself."""
+    (d,) = gc.get_referents(view)
+    return d
+
+
+@dataclass(frozen=True)
+class ViewDictSource(Source):
+    """The dict a dict view at ``source`` reads: ``<source>.<dict>``."""
+
+    source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def expr(self) -> str:
+        return f"{self.source.expr()}.<dict>"
+
+    def _code(self, base_ref, ctx):
+        return f"{ctx.const(view_dict, 'view_dict')}({base_ref})"
+
+    def _fetch(self, base_value, frame):
+        return view_dict(base_value)
 
 
 def held_object(obj: Any, label: str | None = None) -> HeldObjectSource:
@@ -83,6 +112,8 @@ def source_code(src: Source, ns: Namespace) -> str:
         if src.attr.isidentifier() and not src.attr.startswith("__"):
             return f"{base}.{src.attr}"
         return f"getattr({base}, {src.attr!r})"
+    if isinstance(src, ViewDictSource):
+        return f"{ns.ref(view_dict, 'view_dict')}({source_code(src.source, ns)})"
     if isinstance(src, ItemSource):
         key = repr(src.key) if type(src.key) in _LITERAL_KEYS else ns.ref(src.key, "key")
         return f"{source_code(src.source, ns)}[{key}]"

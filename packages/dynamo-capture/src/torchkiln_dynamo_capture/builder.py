@@ -11,10 +11,10 @@ import torch
 from torchkiln_guards import ConstantMatch, DictKeysMatch, IdMatch, LengthMatch, TypeMatch
 
 from ._guards import ValueEqualsMatch
-from ._sources import AttrSource, HeldObjectSource, ItemSource
+from ._sources import AttrSource, HeldObjectSource, ItemSource, ViewDictSource, view_dict
 from .variables.base import ConstantVariable
 from .variables.builtins import _INLINE_TORCH_MODULES, _is_stdlib, is_torch_callable
-from .variables.containers import DictVariable, ListVariable, TupleVariable
+from .variables.containers import DictVariable, DictViewVariable, ListVariable, TupleVariable
 from .variables.ctx import ContextExitVariable, GradModeExit, _no_exit
 from .variables.ctx import _set_grad as set_grad
 from .variables.functions import BoundMethodVariable, PartialVariable, UserFunctionVariable
@@ -26,6 +26,7 @@ _OPAQUE_CONSTANTS = (
     torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format, slice, range, type(Ellipsis),
     type(NotImplemented), frozenset, enum.Enum, torch.finfo, torch.iinfo,
 )
+_DICT_VIEWS = {type({}.keys()): "keys", type({}.values()): "values", type({}.items()): "items"}
 _CALLABLE_TYPES = (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
                    types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType,
                    types.GetSetDescriptorType, types.MemberDescriptorType)
@@ -89,6 +90,16 @@ def wrap(tx, value, source):
             g.append(DictKeysMatch(source, keys))
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
         return out.remember(value, DictVariable(items, source, cls=t))
+    if t in _DICT_VIEWS:
+        # a live view handed over by a graph break: track the dict it reads, so later changes to
+        # the dict show through the view (as in eager)
+        if source is not None:
+            g.append(TypeMatch(source, t))
+        d = view_dict(value)
+        dict_var = wrap(tx, d, ViewDictSource(source) if source is not None else None)
+        if not isinstance(dict_var, DictVariable):
+            return UserObjectVariable(value, source)
+        return DictViewVariable(dict_var, _DICT_VIEWS[t])
     if t in (set,):
         if source is not None:
             g.append(ValueEqualsMatch(source, set(value)))
@@ -102,6 +113,11 @@ def wrap(tx, value, source):
     if isinstance(value, types.FunctionType) and (_is_stdlib(value) or is_torch_callable(value) and not value.__module__.startswith(_INLINE_TORCH_MODULES)):
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):
+        if source is not None and "<locals>" in value.__qualname__:
+            # a nested function is a new object each time its frame runs (a continuation gets
+            # it as an argument): guarded by its code; its cells and defaults are guarded as read
+            g.append(IdMatch(AttrSource(source, "__code__"), value.__code__))
+            return UserFunctionVariable.from_function(tx, value, source, by_code=True)
         if source is not None:
             g.append(IdMatch(source, value))
         return UserFunctionVariable.from_function(tx, value, source)

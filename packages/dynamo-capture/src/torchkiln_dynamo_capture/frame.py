@@ -21,11 +21,11 @@ from torchkiln_guards import CompiledGuards, compile_guards
 
 from ._guards import batch_guards
 from ._logging import log_graph_break
-from ._sources import ClosureSource, HeldObjectSource, LocalSource
+from ._sources import AttrSource, ClosureSource, HeldObjectSource, LocalSource
 from .breaks import ITER, NULL, VALUE, graph_break, successor_layouts
 from .bytecode import decode
 from .bytecode.liveness import live_in
-from .bytecode.resume import Successor, original, resume_code, stack_args, step_code
+from .bytecode.resume import CELL_ARGS, RESUME_INFO, Successor, original, resume_code, stack_args, step_code
 from .exc import Unsupported
 from .output import OutputGraph
 from .translator import InstructionTranslator, StopCapture, grad_mode_guard
@@ -71,15 +71,22 @@ def _start(fn, args, kwargs):
     ba = sig.bind(*args, **kwargs)
     ba.apply_defaults()
     localvars = {}
+    cells = {}
     if bound_self is not None:
         self_src = HeldObjectSource(bound_self, f"{func.__qualname__}.__self__")
         localvars[code.co_varnames[0]] = tx.wrap(bound_self, self_src)
+    # a continuation receives its frame's cell variables as the cells themselves (see
+    # bytecode/resume.py): stores go to the caller's cell, reached through the argument
+    passed_cells = set(code.co_cellvars) if code in RESUME_INFO else set(CELL_ARGS.get(code, ()))
     for name, value in ba.arguments.items():
-        localvars[name] = tx.wrap(value, LocalSource(name))
+        if name in passed_cells:
+            cells[name] = RealCellVariable(value, AttrSource(LocalSource(name), "cell_contents"), LocalSource(name))
+        else:
+            localvars[name] = tx.wrap(value, LocalSource(name))
     real_cells = {}
-    cells = {}
     for name in code.co_cellvars:
-        cells[name] = NewCellVariable(localvars.pop(name, None))
+        if name not in cells:
+            cells[name] = NewCellVariable(localvars.pop(name, None))
     for name, cell in zip(code.co_freevars, func.__closure__ or ()):
         real_cells[name] = cell
         cells[name] = RealCellVariable(cell, ClosureSource(name))
@@ -120,7 +127,9 @@ def _layout(stack) -> tuple[str, ...]:
 
 
 def _live(code: types.CodeType, index: int, bound: set) -> tuple[str, ...]:
-    names = live_in(code)[index] & bound
+    """Live locals at ``index``, and every cell variable (closures may read a cell later, which
+    liveness cannot see; cells are passed as cells, bound or not)."""
+    names = (live_in(code)[index] & bound) | set(code.co_cellvars)
     order = {n: i for i, n in enumerate(code.co_varnames + code.co_cellvars)}
     return tuple(sorted(names, key=lambda n: order.get(n, len(order))))
 
@@ -135,8 +144,7 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
     if first is None or last is None:
         raise Unsupported("internal: a graph break inside a continuation's prologue") from err
     layout = _layout(tx.stack)
-    bound = set(tx.locals) | {n for n, c in tx.cells.items() if isinstance(c, NewCellVariable) and c.contents is not None}
-    bound -= set(code.co_freevars)
+    bound = set(tx.locals) - set(code.co_freevars)
     successors = []
     for jump, index, succ_layout in successor_layouts(insts, bp, layout):
         _, orig_index = original(code, index)
@@ -174,10 +182,7 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
             else:
                 args.append(rec.expr(v))
         for name in live_first:
-            v = tx.locals.get(name)
-            if v is None:
-                v = tx.cells[name].contents
-            args.append(rec.expr(v))
+            args.append(rec.expr(tx.cells[name] if name in code.co_cellvars else tx.locals[name]))
         rec.emit(f"return {ns.ref(step, 'step')}({', '.join(args)})")
 
     _, run, run_src, gm = out.compile(ctx.compile_graph, sig, real_cells, finish=finish)
@@ -196,23 +201,26 @@ def _callee_slot(inst, layout) -> int | None:
     return None
 
 
+_COMPREHENSIONS = ("<listcomp>", "<dictcomp>", "<setcomp>", "<genexpr>")
+
+
 def _callee_expr(rec, ctx, v) -> str:
     """The callable a break at a call hands to CPython: captured itself where capture can."""
     ns = rec.ns
     cref = ns.ref(ctx, "ctx")
     if isinstance(v, NNModuleVariable):
         return f"{cref}.module_callee({rec.expr(v)})"
-    if isinstance(v, UserFunctionVariable) and v.fn is not None:
+    if isinstance(v, UserFunctionVariable) and v.fn is not None and not v.by_code:
         if v.self_var is None:
             return ns.ref(ctx.function_callee(v.fn), "callee")
         return f"{cref}.method_callee({ns.ref(v.fn)}, {rec.expr(v.self_var)})"
-    if isinstance(v, UserFunctionVariable) and v.self_var is None and not v.closure and not v.code.co_name.startswith("<"):
-        # a function made during capture without closure cells: captured per code object (each
-        # run makes a new function object for the same code); lambdas and 3.11 comprehensions
-        # (whose argument is an iterator capture cannot see into) run in Python
+    if isinstance(v, UserFunctionVariable) and v.self_var is None and v.code.co_name not in _COMPREHENSIONS:
+        # a function made during capture: captured per code object (each run makes a new
+        # function object and new cells for the same code); 3.11 comprehensions (whose argument
+        # is an iterator capture cannot see into) run in Python
         return f"{cref}.made_callee({rec.expr(v)})"
     if isinstance(v, PartialVariable) and isinstance(v.func, UserFunctionVariable) and v.func.fn is not None \
-            and v.func.self_var is None:
+            and not v.func.by_code and v.func.self_var is None:
         args = "".join(rec.expr(a) + ", " for a in v.args)
         kwargs = "".join(f"{k}={rec.expr(a)}, " for k, a in v.kwargs.items())
         return f"{ns.ref(functools.partial, 'partial')}({ns.ref(ctx.function_callee(v.func.fn), 'callee')}, {args}{kwargs})"

@@ -201,7 +201,7 @@ class OutputGraph:
                 else:
                     rec.emit(f"setattr({dst}, {key!r}, {rec.expr(value)})")
             elif kind == "cell":
-                rec.emit(f"{ns.ref(target)}.cell_contents = {rec.expr(value)}")
+                rec.emit(f"{rec.expr(target)}.cell_contents = {rec.expr(value)}")
             elif kind == "global":
                 rec.emit(f"{ns.ref(target)}[{key!r}] = {rec.expr(value)}")
         # the grad mode the code after the graph expects (a graph's own switches may be gone

@@ -35,8 +35,10 @@ class SideEffects:
         i = self._index.get(("attr", id(obj), name))
         return None if i is None else self.entries[i][3]
 
-    def store_cell(self, cell: types.CellType, value) -> None:
-        self._record(("cell", id(cell)), ("cell", cell, None, value))
+    def store_cell(self, cell_var, value) -> None:
+        """A store into a real cell (``cell_var`` a RealCellVariable: its reconstruction says how the
+        run function reaches the cell, which may be a new one each call)."""
+        self._record(("cell", id(cell_var.cell)), ("cell", cell_var, None, value))
 
     def cell_value(self, cell: types.CellType):
         i = self._index.get(("cell", id(cell)))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import types
 import warnings
 
@@ -9,7 +10,7 @@ import torch
 
 from ._logging import log_recompile
 from .breaks import GraphBreak
-from .bytecode.resume import resume_code, step_code
+from .bytecode.resume import closure_as_arguments, resume_code, step_code
 from .exc import RecompileLimitExceeded, Unsupported
 from .frame import CacheEntry, capture_frame, make_function
 
@@ -87,12 +88,19 @@ class CaptureContext:
         return types.MethodType(c, obj)
 
     def made_callee(self, fn):
-        """A closure-free function made at run time, captured once per code object."""
+        """A function made at run time (nested def, lambda, closure), captured once per code object.
+        Its cells are new each time the enclosing frame runs, so they are passed as arguments (see
+        ``closure_as_arguments``). Functions with defaults are called as they are: the defaults
+        belong to the object, not the code."""
+        if fn.__defaults__ or fn.__kwdefaults__:
+            return fn
         key = ("made", fn.__code__)
         c = self._callees.get(key)
         if c is None:
-            c = self._callees[key] = self._child(fn, fn.__qualname__)
-        return c
+            code = closure_as_arguments(fn.__code__) if fn.__code__.co_freevars else fn.__code__
+            plain = types.FunctionType(code, fn.__globals__, fn.__name__)
+            c = self._callees[key] = self._child(plain, fn.__qualname__)
+        return functools.partial(c, *fn.__closure__) if fn.__closure__ else c
 
     def constructor_callee(self, cls):
         """``cls(...)`` with its ``__init__`` captured as its own frame (None: not a plain class)."""

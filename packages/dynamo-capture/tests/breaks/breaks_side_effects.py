@@ -225,3 +225,51 @@ def global_set_by_breaking_callee_read_after(x):
     y = x - 1
     _set_mode(3)
     return y * _MODE_FLAG
+
+
+# ----------------------------------------------------------------------------- frame cells
+
+
+@program(graphs=2)
+def closure_reads_cell_assigned_after_break(x):
+    def read():
+        return n
+
+    y = x * 2
+    print("before n")
+    n = 3
+    return y + read()
+
+
+@program(graphs=3)
+def cell_written_after_break_seen_by_closure_called_twice(x):
+    scale = 1.0
+
+    def apply(t):
+        return t * scale
+
+    a = apply(x)
+    print("first", a.shape)
+    scale = 2.0
+    b = apply(x)
+    print("second")
+    scale = scale + 1
+    return a + b + apply(x)
+
+
+# the caller's graph before the call, the helper's graph after its print (twice: `hits` is a
+# guarded int, 1 then 2), the caller's graph after the second call
+@program(graphs=4)
+def nonlocal_counter_in_breaking_helper(x):
+    calls = [0]
+    hits = 0
+
+    def note(t):
+        nonlocal hits
+        hits += 1
+        calls[0] += 1
+        print("note", hits)
+        return t + hits
+
+    y = note(x.cos())
+    return note(y) * hits + calls[0]

@@ -3,8 +3,6 @@ README's "Not yet"). They are not run (not counted as passing); a fix removes it
 
 KNOWN_GAPS = {
     # wrong results: must be fixed first
-    "side_effects-closure_cell_bumped_by_breaking_inner_function": "a frame cell passed by value to continuations",
-    "stack-live_dict_keys_view_sees_later_insert": "a dict view handed to a continuation is a snapshot",
     # 3.11 comprehensions with a break run in Python (not captured as their own frame)
     "combined-comprehension_inside_no_grad": "3.11 comprehension frame not captured",
     "comprehensions-dictcomp_calls_breaking_function": "3.11 comprehension frame not captured",
@@ -25,10 +23,8 @@ KNOWN_GAPS = {
     "modules-child_with_printing_hook": "a module with hooks runs whole in Python",
     "nested-callable_object_that_prints": "__call__ of an object not captured as a callee",
     "nested-init_and_property_that_print": "a breaking @property getter runs in Python",
-    "nested-lambda_that_breaks_called_in_expression": "lambdas run in Python",
     "with_try-autocast_block_with_break": "autocast blocks cannot be handed over: whole frame eager",
     # recompiles on every call
-    "loops-lambdas_made_in_a_loop_share_the_cell": "functions made in the frame guarded by identity",
     "numpy_item-tolist_of_ints_summed": "values read from tensors are guarded by value",
     "modules-numpy_flag_in_forward": "explain hint empty for numpy breaks",
 }

@@ -21,7 +21,7 @@ import sys
 import types
 from dataclasses import dataclass
 
-from bytecode import Bytecode, CellVar, Instr, Label, TryBegin
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin
 
 from .decode import decode
 
@@ -64,6 +64,32 @@ class ResumeInfo:
 RESUME_INFO: dict[types.CodeType, ResumeInfo] = {}
 
 
+#: code made by ``closure_as_arguments`` -> the names of its leading cell arguments
+CELL_ARGS: dict[types.CodeType, tuple[str, ...]] = {}
+
+
+def closure_as_arguments(code: types.CodeType) -> types.CodeType:
+    """``code`` taking its free variables as leading positional-only arguments: the cells
+    themselves. A function made at run time (a closure) then runs as one function per code object,
+    called as ``fn(*closure, *args)``: its cells differ per call, its code does not."""
+    free = tuple(code.co_freevars)
+    bc = Bytecode.from_code(code)
+    for item in bc:
+        if isinstance(item, Instr):
+            if item.name == "COPY_FREE_VARS":
+                item.set("NOP")  # the cells are arguments now; NOP keeps instruction indices
+            elif isinstance(item.arg, FreeVar):
+                item.arg = CellVar(item.arg.name)
+    bc.freevars = []
+    bc.cellvars = [*free, *bc.cellvars]
+    bc.argnames = [*free, *bc.argnames]
+    bc.argcount += len(free)
+    bc.posonlyargcount += len(free)
+    new = bc.to_code(stacksize=code.co_stacksize)
+    CELL_ARGS[new] = free
+    return new
+
+
 def original(code: types.CodeType, index: int) -> tuple[types.CodeType, int | None]:
     """Map instruction ``index`` of ``code`` (maybe a continuation) to the original code's index."""
     info = RESUME_INFO.get(code)
@@ -104,7 +130,13 @@ def _copy(code: types.CodeType, index: int, layout, live, name: str):
     prologue.append(Instr("JUMP_FORWARD", label))
     _locate(prologue, line)
     bc[resume_pos + 1:resume_pos + 1] = prologue
-    # a live cell variable is passed by value: MAKE_CELL (before RESUME) wraps the argument
+    # cell variables are passed as the cells themselves (closures made before the break share
+    # them): their MAKE_CELL becomes a NOP (not removed: instruction indices must not move), so the
+    # argument slot holds the caller's cell
+    passed = set(live) & set(code.co_cellvars)
+    for item in bc[:resume_pos]:
+        if isinstance(item, Instr) and item.name == "MAKE_CELL" and item.arg.name in passed:
+            item.set("NOP")
     args = stack_args(layout) + list(live)
     bc.argnames = args
     bc.argcount = len(args)
@@ -194,7 +226,7 @@ def step_code(code: types.CodeType, first: int, last: int, layout: tuple[str, ..
 
 
 def _tail(succ: Successor, cellvars: set) -> list[Instr]:
-    """Move the stack into temporaries, then ``return resume(*stack, *live)``."""
+    """Move the stack into temporaries, then ``return resume(*stack, *live)`` (cells as cells)."""
     depth = len(succ.layout)
     out = [Instr("STORE_FAST", f"__tk_tmp{i}") for i in reversed(range(depth))]
     out += [Instr("PUSH_NULL"), Instr("LOAD_CONST", succ.resume)]
@@ -208,7 +240,7 @@ def _tail(succ: Successor, cellvars: set) -> list[Instr]:
             out.append(Instr("LOAD_FAST", f"__tk_tmp{i}"))
         argc += 1
     for name in succ.live:
-        out.append(Instr("LOAD_DEREF", CellVar(name)) if name in cellvars else Instr("LOAD_FAST", name))
+        out.append(Instr("LOAD_CLOSURE", CellVar(name)) if name in cellvars else Instr("LOAD_FAST", name))
         argc += 1
     out += [*_call(argc), Instr("RETURN_VALUE")]
     return out

@@ -5,7 +5,7 @@ from __future__ import annotations
 import inspect
 import types
 
-from .._sources import AttrSource, closure_cell_source, default_source
+from .._sources import AttrSource, ItemSource, closure_cell_source, default_source
 from ..exc import Unsupported
 from .base import NO_REAL, AttrMissing, ConstantVariable, VariableTracker
 
@@ -18,8 +18,11 @@ class UserFunctionVariable(VariableTracker):
     """
 
     def __init__(self, code, f_globals, *, fn=None, defaults=(), kwdefaults=None, closure=(), self_var=None,
-                 source=None, name=None):
+                 source=None, name=None, by_code=False):
         self.code = code
+        #: guarded by its code, not its identity (a nested function, a new object each call):
+        #: ``fn`` is the object seen at capture time only, the run function reaches it by ``source``
+        self.by_code = by_code
         self.f_globals = f_globals
         self.fn = fn
         self.defaults = list(defaults)
@@ -30,22 +33,26 @@ class UserFunctionVariable(VariableTracker):
         self.name = name or code.co_name
 
     @classmethod
-    def from_function(cls, tx, fn: types.FunctionType, source=None, self_var=None):
+    def from_function(cls, tx, fn: types.FunctionType, source=None, self_var=None, by_code=False):
         defaults = [tx.wrap(d, default_source(source, i) if source else None) for i, d in enumerate(fn.__defaults__ or ())]
-        kwdefaults = {k: tx.wrap(v, None) for k, v in (fn.__kwdefaults__ or {}).items()}
-        closure = [RealCellVariable(c, closure_cell_source(source, i) if source else None) for i, c in enumerate(fn.__closure__ or ())]
+        kwdefaults = {k: tx.wrap(v, ItemSource(AttrSource(source, "__kwdefaults__"), k) if source else None)
+                      for k, v in (fn.__kwdefaults__ or {}).items()}
+        closure = [RealCellVariable(c, closure_cell_source(source, i) if source else None,
+                                    ItemSource(AttrSource(source, "__closure__"), i) if source else None)
+                   for i, c in enumerate(fn.__closure__ or ())]
         return cls(fn.__code__, fn.__globals__, fn=fn, defaults=defaults, kwdefaults=kwdefaults, closure=closure,
-                   self_var=self_var, source=source, name=fn.__qualname__)
+                   self_var=self_var, source=source, name=fn.__qualname__, by_code=by_code)
 
     def bind(self, self_var):
         return UserFunctionVariable(self.code, self.f_globals, fn=self.fn, defaults=self.defaults, kwdefaults=self.kwdefaults,
-                                    closure=self.closure, self_var=self_var, name=self.name)
+                                    closure=self.closure, self_var=self_var, name=self.name, by_code=self.by_code,
+                                    source=self.source if self.by_code else None)
 
     def python_type(self):
         return types.MethodType if self.self_var is not None else types.FunctionType
 
     def real_value(self):
-        if self.fn is None:
+        if self.fn is None or self.by_code:
             return NO_REAL
         if self.self_var is None:
             return self.fn
@@ -117,11 +124,17 @@ class NewCellVariable(VariableTracker):
 
 
 class RealCellVariable(VariableTracker):
-    """A closure cell of a real function; stores are recorded as side effects and replayed."""
+    """A real closure cell; stores are recorded as side effects and replayed.
 
-    def __init__(self, cell: types.CellType, source=None):
+    ``source`` reaches the cell's contents (for guards); ``cell_source``, when set, reaches the cell
+    itself: a continuation gets its frame's cells as arguments, a new cell each call, so the run
+    function must not hold the one seen at capture time.
+    """
+
+    def __init__(self, cell: types.CellType, source=None, cell_source=None):
         self.cell = cell
         self.source = source
+        self.cell_source = cell_source
 
     def get(self, tx):
         pending = tx.out.side_effects.cell_value(self.cell)
@@ -134,7 +147,7 @@ class RealCellVariable(VariableTracker):
         return tx.wrap(v, self.source)
 
     def set(self, tx, value):
-        tx.out.side_effects.store_cell(self.cell, value)
+        tx.out.side_effects.store_cell(self, value)
 
 
 class SuperVariable(VariableTracker):
