@@ -22,9 +22,18 @@ from torchkiln_guards import (
 from ._codegen import Namespace
 
 __all__ = [
-    "AttrSource", "ClosureSource", "GlobalSource", "HeldObjectSource", "ItemSource", "LocalSource", "Source",
-    "ViewDictSource", "view_dict",
-    "closure_cell_source", "default_source", "source_code",
+    "AttrSource",
+    "ClosureSource",
+    "GlobalSource",
+    "HeldObjectSource",
+    "ItemSource",
+    "LocalSource",
+    "Source",
+    "ViewDictSource",
+    "closure_cell_source",
+    "default_source",
+    "source_code",
+    "view_dict",
 ]
 
 _LITERAL_KEYS = (int, str, bool, type(None))

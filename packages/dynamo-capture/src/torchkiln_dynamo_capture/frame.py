@@ -25,7 +25,15 @@ from ._sources import AttrSource, ClosureSource, HeldObjectSource, LocalSource
 from .breaks import ITER, NULL, VALUE, graph_break, successor_layouts
 from .bytecode import decode
 from .bytecode.liveness import live_in
-from .bytecode.resume import CELL_ARGS, RESUME_INFO, Successor, original, resume_code, stack_args, step_code
+from .bytecode.resume import (
+    CELL_ARGS,
+    RESUME_INFO,
+    Successor,
+    original,
+    resume_code,
+    stack_args,
+    step_code,
+)
 from .exc import Unsupported
 from .output import OutputGraph
 from .translator import InstructionTranslator, StopCapture, grad_mode_guard
