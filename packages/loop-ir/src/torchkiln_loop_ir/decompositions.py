@@ -33,6 +33,7 @@ _EXTRA = [
 _KEEP = [
     "mm", "bmm", "addmm", "baddbmm", "convolution", "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_cudnn_attention", "cumsum",
     "embedding", "var_mean", "var", "std", "amax", "amin", "argmax", "argmin", "clamp", "where",
     "index_select", "gather", "cat", "split", "split_with_sizes", "unbind", "expand", "permute",
 ]

@@ -13,6 +13,7 @@ _EXTERN = [
     aten._scaled_dot_product_flash_attention.default,
     aten._scaled_dot_product_efficient_attention.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
+    aten._scaled_dot_product_cudnn_attention.default,
 ]
 
 

@@ -282,3 +282,39 @@ def std(ctx, x, dims=None, *, correction=None, keepdim=False):
 def var_mean(ctx, x, dims=None, *, correction=None, keepdim=False):
     return _var_parts(ctx, x, dims, correction, keepdim)
 
+
+
+# cumsum as a triangular reduction: out[..., i, ...] = sum over j <= i of x[..., j, ...]. It does
+# n^2/2 useless-looking work, but runs as an ordinary (fusable, parallel) reduction in both code
+# generators without a scan IR; past _CUMSUM_MAX_N elements along the dim the quadratic cost is not
+# worth it and the op runs as its ATen kernel. Position ids from an attention mask (HF models) are
+# the case this is for.
+_CUMSUM_MAX_N = 2048
+
+
+@register_lowering(aten.cumsum.default)
+def cumsum(ctx, x, dim, *, dtype=None):
+    size = x.get_size()
+    if not size:
+        return _pointwise_on(ctx, x, lambda v: ops.to_dtype(v, ctx.out_dtype, x.get_dtype()), ctx.out_dtype)
+    dim = dim % len(size)
+    n = size[dim]
+    if not n.is_Integer or int(n) > _CUMSUM_MAX_N:
+        raise Unlowerable(f"cumsum over {n} elements (triangular form up to {_CUMSUM_MAX_N})")
+    if int(n) == 0:
+        raise Unlowerable("empty cumsum")
+    out = ctx.out_dtype
+    acc = compute_dtype(out)
+    load = x.make_loader()
+    src = compute_dtype(x.get_dtype())
+
+    def inner_fn(index, rindex):
+        full = list(index)
+        full[dim] = rindex[0]
+        v = load(full)
+        v = v if src == acc else ops.to_dtype(v, acc, src)
+        keep = ops.le(ops.index_expr(rindex[0], torch.int64), ops.index_expr(index[dim], torch.int64))
+        return ops.where(keep, v, ops.constant(0, acc))
+
+    buf = ctx.reduction(Reduction(inner_fn, tuple(size), (n,), "sum", acc, acc, x.get_device()))
+    return buf if acc == out else _pointwise_on(ctx, buf, lambda v: ops.to_dtype(v, out, acc), out)

@@ -81,6 +81,8 @@ class Row:
     graph_breaks: int | None = None
     eager_fallbacks: int | None = None
     kernels: int | None = None
+    #: ATen ops with no lowering in the compiled graphs (run as their eager kernel), sorted
+    op_fallbacks: list[str] = field(default_factory=list)
     accuracy: str = "error: not run"
     inductor_accuracy: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -158,6 +160,7 @@ def _run(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str],
         report = torchkiln.report(compiled)
         row.graphs, row.kernels = report.num_graphs, report.num_kernels
         row.eager_fallbacks = len(report.eager_fallbacks)
+        row.op_fallbacks = sorted({op for g in report.graphs for op in g.fallbacks})
         row.graph_breaks = (
             len(report.graph_breaks) if report.graph_breaks else max(0, report.num_graphs - 1)
         )

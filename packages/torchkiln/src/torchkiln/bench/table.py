@@ -66,7 +66,7 @@ def render(rows: Sequence[Row], title: str = "torchkiln benchmark", width: int =
                 _num(v, ".1f") for v in (r.eager_peak_mem_mb, r.peak_mem_mb, r.inductor_peak_mem_mb)
             ),
             graphs,
-            _num(r.kernels, "d"),
+            _num(r.kernels, "d") + (f" (+{len(r.op_fallbacks)} aten)" if r.op_fallbacks else ""),
             r.accuracy,
         )
     table.add_section()
