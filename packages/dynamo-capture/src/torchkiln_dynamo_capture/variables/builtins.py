@@ -137,7 +137,9 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
             return tx.wrap(fn(*a, **k), None)
         except Exception as e:
             raise Unsupported(f"calling {getattr(fn, '__qualname__', fn)!r} raised {type(e).__name__}: {e}") from e
-    raise Unsupported(f"calling {getattr(fn, '__qualname__', repr(fn))!r} with arguments not known at capture time")
+    raise Unsupported(f"calling {getattr(fn, '__qualname__', repr(fn))!r} with arguments not known at capture time",
+                      "the call runs in Python between two graphs, on real values; a torch equivalent "
+                      "(torch.isfinite for np.isfinite, ...) keeps it in the graph")
 
 
 #: standard-library modules whose functions act on the world (output, clocks, randomness, files,

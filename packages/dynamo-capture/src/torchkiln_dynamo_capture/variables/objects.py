@@ -73,7 +73,9 @@ class UserObjectVariable(VariableTracker):
 
     def truth(self, tx):
         if hasattr(type(self.value), "__bool__") or hasattr(type(self.value), "__len__"):
-            raise Unsupported(f"truth value of a {type(self.value).__name__} object")
+            raise Unsupported(f"truth value of a {type(self.value).__name__} object",
+                              "the branch is taken in Python between two graphs; torch.where keeps "
+                              "both sides in one graph")
         return True
 
     def __repr__(self):
