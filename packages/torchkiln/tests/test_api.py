@@ -186,6 +186,18 @@ def test_cudagraphs_detects_input_mutation() -> None:
     assert _mutates_inputs(torch.fx.GraphModule(torch.nn.Module(), graph))
     assert not _mutates_inputs(torch.fx.symbolic_trace(pure))
 
+    def view_inplace(x):
+        x.view(-1)[0].mul_(2)
+        return x
+
+    def intermediate_inplace(x, m):
+        y = x * 2
+        y += 1  # the graph's own tensor: a replay is still right
+        return y.masked_fill_(m & (m | m), 0)  # operator.and_/or_ are not in place
+
+    assert _mutates_inputs(torch.fx.symbolic_trace(view_inplace))
+    assert not _mutates_inputs(torch.fx.symbolic_trace(intermediate_inplace))
+
 
 def test_a_user_error_is_raised_and_compiling_goes_on(standin_layers) -> None:
     compiled = torchkiln.compile(f)

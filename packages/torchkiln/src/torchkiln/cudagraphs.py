@@ -32,23 +32,58 @@ _INPLACE_OPERATORS = {
 }
 
 
+# Ops whose result may share memory with their first argument: a mutation of such a result
+# mutates the input it came from.
+_VIEW_METHODS = frozenset({
+    "view", "view_as", "reshape", "reshape_as", "transpose", "permute", "expand", "expand_as", "t",
+    "select", "narrow", "unsqueeze", "squeeze", "flatten", "unflatten", "split", "chunk", "unbind",
+    "as_strided", "diagonal", "movedim", "swapaxes", "swapdims", "contiguous", "detach", "unfold",
+    "__getitem__", "to", "type_as", "real", "imag", "view_as_real", "view_as_complex", "mT", "T",
+})
+_VIEW_FUNCTIONS = {operator.getitem} | {
+    f for f in (getattr(torch, n, None) for n in _VIEW_METHODS) if callable(f)
+}
+
+
+def _is_inplace(node: torch.fx.Node) -> bool:
+    """Does ``node`` write into its first argument (or an ``out=`` tensor)?"""
+    if "out" in node.kwargs or node.kwargs.get("inplace") is True:
+        return True
+    if node.op == "call_method":
+        return node.target.endswith("_") and not node.target.startswith("_")
+    if node.op != "call_function":
+        return False
+    if node.target in _INPLACE_OPERATORS:
+        return True
+    schema = getattr(node.target, "_schema", None)
+    if schema is not None:
+        return schema.is_mutable
+    # torch.relu_, torch.nn.functional.relu_ (not operator.and_ / or_, which are not in place)
+    name = getattr(node.target, "__name__", "")
+    module = getattr(node.target, "__module__", "") or ""
+    return name.endswith("_") and not name.startswith("_") and module != "_operator"
+
+
 def _mutates_inputs(gm: torch.fx.GraphModule) -> bool:
+    """Does the graph write into a placeholder (or a view of one)? A replay would write the static
+    copy, not the caller's tensor. In-place updates of the graph's own intermediates are fine."""
+    aliases: set[torch.fx.Node] = set()
     for node in gm.graph.nodes:
-        if node.op == "call_function" and node.target in _INPLACE_OPERATORS:
-            return True
-        if (
-            node.op == "call_method"
-            and node.target.endswith("_")
-            and not node.target.startswith("_")
-        ):
-            return True
-        if node.op == "call_function":
-            name = getattr(node.target, "__name__", "")
-            if name.endswith("_") and not name.startswith("_") or "out" in node.kwargs:
+        if node.op == "placeholder":
+            aliases.add(node)
+            continue
+        first = node.args[0] if node.args else None
+        if _is_inplace(node):
+            targets = [first, node.kwargs.get("out")]
+            if any(t in aliases for t in targets if isinstance(t, torch.fx.Node)):
                 return True
-            schema = getattr(node.target, "_schema", None)
-            if schema is not None and schema.is_mutable:
-                return True
+            aliases_result = first in aliases
+        else:
+            is_view = (node.op == "call_method" and node.target in _VIEW_METHODS) or (
+                node.op == "call_function" and node.target in _VIEW_FUNCTIONS)
+            aliases_result = is_view and first in aliases
+        if aliases_result:
+            aliases.add(node)
     return False
 
 
