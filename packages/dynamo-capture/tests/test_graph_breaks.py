@@ -278,3 +278,38 @@ def test_explain_reports_breaks_with_reason_place_and_hint():
     assert data["graph_break_count"] == 3 and data["breaks"][2]["source_line"] == 'print("helper")'
     text = str(report)
     assert "3 graph(s), 3 graph break(s)" in text and "print()" in text
+
+
+def test_eager_fallback_does_not_leak_the_capture_error_into_the_users_handler():
+    """A frame capture cannot handle runs eagerly; inside it, a bare ``raise`` in an except clause
+    and ``sys.exc_info()`` must see the user's exception, never capture's own error."""
+    import sys
+
+    from torchkiln_dynamo_capture import capture
+
+    def f(x):
+        class Local:  # a class statement: capture runs this frame eagerly
+            pass
+
+        try:
+            raise KeyError("user")
+        except KeyError:
+            assert sys.exc_info()[0] is KeyError
+            return x * 2, Local
+
+    def g(x):
+        class Local:
+            pass
+
+        try:
+            raise ValueError("mine")
+        except ValueError:
+            raise
+
+    x = torch.randn(3)
+    with pytest.warns(UserWarning, match="eagerly"):
+        out, _ = capture(f, lambda gm, ex: gm.forward)(x)
+    torch.testing.assert_close(out, x * 2)
+    with pytest.warns(UserWarning, match="eagerly"), pytest.raises(ValueError, match="mine") as info:
+        capture(g, lambda gm, ex: gm.forward)(x)
+    assert info.value.__context__ is None

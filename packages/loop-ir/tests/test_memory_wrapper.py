@@ -40,9 +40,16 @@ def test_bmm_addmm_and_fallback_op(check):
     a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
     bias, m1, m2 = torch.randn(5), torch.randn(3, 4), torch.randn(4, 5)
     cg = check(lambda a, b, bias, m1, m2: (torch.bmm(a, b).relu(), torch.addmm(bias, m1, m2) * 2,
-                                           torch.cumsum(m1, 1) + 1), a, b, bias, m1, m2, atol=1e-5, rtol=1e-5)
+                                           torch.cumprod(m1, 1) + 1), a, b, bias, m1, m2, atol=1e-5, rtol=1e-5)
     assert "aten.bmm" in cg.extern_calls
-    assert any("cumsum" in f for f in cg.fallbacks)
+    assert any("cumprod" in f for f in cg.fallbacks)
+
+
+def test_cumsum_is_a_reduction_up_to_its_limit(check):
+    short, long = torch.randn(3, 100), torch.randn(2, 3000)
+    cg = check(lambda s, t: (torch.cumsum(s, 1) * 2, torch.cumsum(t, 1) + 1), short, long,
+               atol=1e-3, rtol=1e-4)
+    assert [f for f in cg.fallbacks if "cumsum" in f] == ["aten.cumsum"]  # the long one only
 
 
 def test_dead_code_is_eliminated(compile_fn):

@@ -13,7 +13,7 @@ import linecache
 import sys
 from dataclasses import asdict, dataclass
 
-from .bytecode.resume import ITER, NULL, VALUE
+from .bytecode.resume import ITER, NULL, VALUE, ExceptClause, clauses_reached
 
 _PY312 = sys.version_info >= (3, 12)
 
@@ -44,9 +44,14 @@ class GraphBreak:
         return f"{self.filename}:{self.lineno}: {self.reason}{hint}\n    {self.source_line}"
 
 
+#: the hint of a break whose cause has no more specific advice
+DEFAULT_HINT = ("this line runs in Python between two graphs; move it out of the compiled function, "
+                "or replace it with torch operations, to keep one graph")
+
+
 def graph_break(reason: str, filename: str, lineno: int | None, hint: str) -> GraphBreak:
     line = linecache.getline(filename, lineno).strip() if lineno else ""
-    return GraphBreak(reason, filename, lineno, line, hint)
+    return GraphBreak(reason, filename, lineno, line, hint or DEFAULT_HINT)
 
 
 def break_point(insts, index: int, counts: dict, in_callee: bool) -> BreakPoint | None:
@@ -117,4 +122,17 @@ def successor_layouts(insts, bp: BreakPoint, layout: tuple[str, ...]) -> list[tu
     return out
 
 
-__all__ = ["ITER", "NULL", "VALUE", "BreakPoint", "GraphBreak", "break_point", "graph_break", "successor_layouts"]
+def handler_layouts(code, last: int, layout: tuple[str, ...]) -> list[tuple[ExceptClause, tuple[str, ...]]]:
+    """(clause, stack layout at its body) for each except clause of ``code`` that instruction
+    ``last`` (an original index) may raise into. The try region's slots are the bottom of the
+    break's stack, the same values (an enclosing loop's iterator stays an iterator); above them the
+    saved offset (``lasti`` entries) and the exception handled before are plain values."""
+    out = []
+    for clause in clauses_reached(code, last):
+        if clause.depth <= len(layout):
+            out.append((clause, layout[:clause.depth] + (VALUE,) * (int(clause.lasti) + 1)))
+    return out
+
+
+__all__ = ["ITER", "NULL", "VALUE", "BreakPoint", "GraphBreak", "break_point", "graph_break", "handler_layouts",
+           "successor_layouts"]

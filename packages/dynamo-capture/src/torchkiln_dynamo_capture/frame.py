@@ -22,15 +22,19 @@ from torchkiln_guards import CompiledGuards, compile_guards
 from ._guards import batch_guards
 from ._logging import log_graph_break
 from ._sources import AttrSource, ClosureSource, HeldObjectSource, LocalSource
-from .breaks import ITER, NULL, VALUE, graph_break, successor_layouts
+from .breaks import ITER, NULL, VALUE, graph_break, handler_layouts, successor_layouts
 from .bytecode import decode
 from .bytecode.liveness import live_in
 from .bytecode.resume import (
     CELL_ARGS,
     RESUME_INFO,
     Successor,
+    handled_slot,
+    is_comprehension,
     original,
     resume_code,
+    resume_target,
+    set_handled,
     stack_args,
     step_code,
 )
@@ -46,6 +50,7 @@ from .variables.functions import (
     UserFunctionVariable,
 )
 from .variables.modules import NNModuleVariable
+from .variables.objects import UserObjectVariable
 
 
 @dataclass
@@ -161,8 +166,18 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
         live = _live(orig, orig_index, bound)
         resume = ctx.resume_function(orig, orig_index, succ_layout, live, func)
         successors.append(Successor(jump, resume, succ_layout, live))
+    # the instruction may raise into an except clause of this frame: the clause body and what
+    # follows are a continuation too
+    for clause, succ_layout in handler_layouts(orig, last, layout):
+        live = _live(orig, clause.body, bound | set(clause.binds))
+        resume = ctx.resume_function(orig, clause.body, succ_layout, live, func)
+        successors.append(Successor(False, resume, succ_layout, live, handler=clause.body))
     live_first = _live(orig, first, bound)
     step = ctx.step_function(orig, first, last, layout, live_first, successors, func)
+    # a continuation that started in an except clause body and has left it since: the exception
+    # handled before it is the one being handled again when the step runs (its POP_EXCEPT was a POP_TOP)
+    started = resume_target(code)
+    handled = handled_slot(orig, started, first) if started is not None else None
 
     where_line = insts[bp.last].lineno
     if err.in_callee:
@@ -191,6 +206,8 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
                 args.append(rec.expr(v))
         for name in live_first:
             args.append(rec.expr(tx.cells[name] if name in code.co_cellvars else tx.locals[name]))
+        if handled is not None:
+            rec.emit(f"{ns.ref(set_handled, 'set_handled')}({rec.expr(tx.locals[f'__tk_stack{handled}'])})")
         rec.emit(f"return {ns.ref(step, 'step')}({', '.join(args)})")
 
     _, run, run_src, gm = out.compile(ctx.compile_graph, sig, real_cells, finish=finish)
@@ -222,10 +239,16 @@ def _callee_expr(rec, ctx, v) -> str:
         if v.self_var is None:
             return ns.ref(ctx.function_callee(v.fn), "callee")
         return f"{cref}.method_callee({ns.ref(v.fn)}, {rec.expr(v.self_var)})"
-    if isinstance(v, UserFunctionVariable) and v.self_var is None and v.code.co_name not in _COMPREHENSIONS:
+    if isinstance(v, UserFunctionVariable) and v.self_var is None and v.code.co_name in _COMPREHENSIONS:
+        # a 3.11 comprehension, called with an iterator capture cannot see into: captured per code
+        # object over the iterator's items where they can be taken ahead; generator expressions
+        # run in Python
+        if is_comprehension(v.code):
+            return f"{cref}.comprehension_callee({rec.expr(v)})"
+        return rec.expr(v)
+    if isinstance(v, UserFunctionVariable) and v.self_var is None:
         # a function made during capture: captured per code object (each run makes a new
-        # function object and new cells for the same code); 3.11 comprehensions (whose argument
-        # is an iterator capture cannot see into) run in Python
+        # function object and new cells for the same code)
         return f"{cref}.made_callee({rec.expr(v)})"
     if isinstance(v, PartialVariable) and isinstance(v.func, UserFunctionVariable) and v.func.fn is not None \
             and not v.func.by_code and v.func.self_var is None:
@@ -236,6 +259,11 @@ def _callee_expr(rec, ctx, v) -> str:
         plain = ctx.constructor_callee(v.value)
         if plain is not None:
             return ns.ref(plain, "construct")
+    if isinstance(v, UserObjectVariable):
+        # an object with a Python __call__: the method captured per instance, like a module's forward
+        call = inspect.getattr_static(type(v.value), "__call__", None)
+        if isinstance(call, types.FunctionType):
+            return f"{cref}.method_callee({ns.ref(call)}, {rec.expr(v)})"
     return rec.expr(v)
 
 

@@ -10,9 +10,21 @@ import torch
 
 from ._logging import log_recompile
 from .breaks import GraphBreak
-from .bytecode.resume import closure_as_arguments, resume_code, step_code
+from .bytecode.resume import closure_as_arguments, comprehension_over_tuple, resume_code, step_code
 from .exc import RecompileLimitExceeded, Unsupported
 from .frame import CacheEntry, capture_frame, make_function
+
+#: iterators over builtin containers: taking their items ahead runs no user code
+_CONTAINER_ITERATORS = frozenset(type(it) for it in (
+    iter([]), iter(()), iter(range(0)), iter({}), iter({}.values()), iter({}.items()), iter(""), iter("\u00e9"),
+))
+
+
+def _call_comprehension(fn, captured, iterator):
+    """``fn(iterator)`` for a 3.11 comprehension ``fn`` (see ``CaptureContext.comprehension_callee``)."""
+    if type(iterator) not in _CONTAINER_ITERATORS:
+        return fn(iterator)
+    return captured(*(fn.__closure__ or ()), tuple(iterator))
 
 
 class CaptureContext:
@@ -102,6 +114,19 @@ class CaptureContext:
             c = self._callees[key] = self._child(plain, fn.__qualname__)
         return functools.partial(c, *fn.__closure__) if fn.__closure__ else c
 
+    def comprehension_callee(self, fn):
+        """A 3.11 comprehension function (``<listcomp>``, ``<dictcomp>``, ``<setcomp>``), called with
+        the iterator its caller made, captured once per code object: over a builtin container the
+        iterator's remaining items are handed over as a tuple (see ``comprehension_over_tuple``) and
+        its cells as leading arguments (as ``made_callee``). Any other iterator (a generator, a user
+        iterator) runs the comprehension as it is: consuming it ahead would move its side effects."""
+        key = ("comprehension", fn.__code__)
+        c = self._callees.get(key)
+        if c is None:
+            plain = types.FunctionType(comprehension_over_tuple(fn.__code__), fn.__globals__, fn.__name__)
+            c = self._callees[key] = self._child(plain, fn.__qualname__)
+        return functools.partial(_call_comprehension, fn, c)
+
     def constructor_callee(self, cls):
         """``cls(...)`` with its ``__init__`` captured as its own frame (None: not a plain class)."""
         init = cls.__dict__.get("__init__") if isinstance(cls, type) else None
@@ -122,14 +147,31 @@ class CaptureContext:
         return made
 
     def module_callee(self, mod):
-        """Calling ``mod`` with its forward captured as its own frame. A module with hooks is called
-        as it is (hooks and forward eager): capturing its ``__call__`` would break at the same call."""
-        if mod._forward_hooks or mod._forward_pre_hooks or _global_module_hooks():
-            return mod
+        """Calling ``mod`` with its forward captured as its own frame. Without hooks the captured
+        forward is called directly; with hooks nn.Module's own ``__call__`` runs them (in Python)
+        around the captured forward (see ``_call_with_forward``)."""
         forward = type(mod).forward
         if not isinstance(forward, types.FunctionType) or "forward" in mod.__dict__:
             return mod
-        return self.method_callee(forward, mod)
+        captured = self.method_callee(forward, mod)
+        if not _has_hooks(mod):
+            return captured
+        return functools.partial(_call_with_forward, mod, captured)
+
+
+def _has_hooks(mod) -> bool:
+    return bool(mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks
+                or mod._backward_pre_hooks or _global_module_hooks())
+
+
+def _call_with_forward(mod, forward, *args, **kwargs):
+    """``mod(*args, **kwargs)`` with ``forward`` in place of its forward for this one call: every
+    hook kind keeps nn.Module's exact semantics (the order, kwargs hooks, backward hooks)."""
+    mod.__dict__["forward"] = forward
+    try:
+        return mod(*args, **kwargs)
+    finally:
+        mod.__dict__.pop("forward", None)
 
 
 def _global_module_hooks() -> bool:
@@ -202,13 +244,15 @@ class CapturedFunction:
                 raise
             warnings.warn(f"torchkiln: running {self.__name__} eagerly: {e}", stacklevel=3)
             self._eager = True
-            return self._fn(*args, **kwargs)
         except Exception as e:  # an internal error must not break the user's program
             if self.fullgraph:
                 raise
             self.unsupported = Unsupported(f"internal error during capture: {type(e).__name__}: {e}")
             warnings.warn(f"torchkiln: running {self.__name__} eagerly: {self.unsupported}", stacklevel=3)
             self._eager = True
+        if self._eager:
+            # outside the except blocks: the user's code must not see capture's error as the
+            # exception being handled (sys.exc_info(), a bare raise, __context__)
             return self._fn(*args, **kwargs)
         self.entries.append(entry)
         return entry.run(*args, **kwargs)

@@ -121,3 +121,49 @@ def dictcomp_calls_breaking_function(x):
 def any_over_genexpr_with_print(x):
     found = any(print(i) or i == 2 for i in range(4))
     return x * 2 if found else x
+
+
+# [sin] | print a | [y*1] | print b | [y*2] | print c | [y*3] | print built | [add]
+@program(graphs=5)
+def dictcomp_over_dict_items_with_print(x):
+    scales = {"a": 1.0, "b": 2.0, "c": 3.0}
+    y = x.sin()
+    d = {k: (print(k), y * v)[1] for k, v in scales.items()}
+    print("built")
+    return d["a"] + d["c"]
+
+
+# [x*2] | print 1 0 | [y*1] | print 1 1 | [y*2] | print 2 0 | [y*2] | print 2 1 | [y*3] | print | [stack]
+# (the third piece is no cache hit: its continuation reads i and j, which changed)
+@program(graphs=6)
+def nested_listcomp_break_in_inner(x):
+    y = x * 2
+    grid = [[(print(i, j), y * (i + j))[1] for j in range(2)] for i in range(1, 3)]
+    print("grid")
+    return torch.stack([torch.stack(r) for r in grid]).sum(0)
+
+
+def _gen_steps(n):
+    for i in range(n):
+        print("gen", i)
+        yield i
+
+
+# [x+1] | the generator and the comprehension run interleaved in Python (taking the generator's
+# items ahead would print "gen 0..2" first); no tensor operation after them
+@program(graphs=1)
+def listcomp_over_printing_generator(x):
+    y = x + 1
+    scales = [s * 2 for s in _gen_steps(3) if print("use", s) is None]
+    print("done")
+    return y, scales
+
+
+# [x*0] | print 1 | [t+x*1] | print 2 | [t+x*2] | print 3 | [t+x*3] | print | [total + outs[0]]
+# (the walrus stores to the enclosing frame's cell: the comprehension gets that cell itself)
+@program(graphs=5)
+def listcomp_walrus_updates_enclosing_cell(x):
+    total = x * 0
+    outs = [(print(k), total := total + x * k)[1] for k in (1.0, 2.0, 3.0)]
+    print("total")
+    return total + outs[0]

@@ -305,3 +305,41 @@ register(
     lambda: _HISTORY, graphs=2, name="list_attribute_appended_across_break", kind=KIND,
     setup=_reset_history, observe=lambda: list(_HISTORY.history),
 )
+
+
+_HOOK_LOG: list = []
+
+
+def _reset_hook_log():
+    _HOOK_LOG.clear()
+
+
+class ChildWithForwardHooks(nn.Module):
+    """A child whose forward prints, with a pre-hook that rewrites the input and a kwargs forward
+    hook: nn.Module runs the hooks around the child's captured forward."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = PrintLinear()
+        self.inner.register_forward_pre_hook(lambda mod, args: (args[0] * 3,))
+        self.inner.register_forward_hook(lambda mod, args, kwargs, out: out + 1, with_kwargs=True)
+
+    def forward(self, x):
+        return self.inner(x - 1) * 2
+
+
+class ChildWithBackwardHook(ChildWithForwardHooks):
+    """The same with a full backward hook: the child runs whole in Python (its hooks wrap the
+    autograd graph of the call), the parent's graphs around it are captured."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner.register_full_backward_hook(
+            lambda mod, gin, gout: _HOOK_LOG.append(round(float(gout[0].abs().sum()), 3)))
+
+
+# before the call, the child's forward up to its print, after its print, after the call
+register(_seeded(ChildWithForwardHooks), graphs=4, inputs=g34, grad=True,
+         name="child_with_forward_hooks", kind=KIND)
+register(_seeded(ChildWithBackwardHook), graphs=2, inputs=g34, grad=True, setup=_reset_hook_log,
+         observe=lambda: list(_HOOK_LOG), name="child_with_backward_hook", kind=KIND)

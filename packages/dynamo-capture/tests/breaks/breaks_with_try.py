@@ -2,10 +2,13 @@
 
 Grad mode must be right after the break and restored after the block (``grad=True`` programs also
 compare input gradients). Exceptions raised by code that runs eagerly after a break (``.item()``
-of a many-element tensor, ``int(nan)``, numpy) must reach the user's ``except`` as in eager.
+of a many-element tensor, ``int(nan)``, numpy) must reach the user's ``except`` as in eager; the
+clause body and the code after the try statement are captured again (graphs are counted there).
 """
 
 from __future__ import annotations
+
+import sys
 
 import numpy as np
 import torch
@@ -202,6 +205,69 @@ def try_in_loop_with_raise_after_break(x):
             y = y + 100
         x = x + y
     return x
+
+
+# an except clause the raising instruction reaches through a clause that does not match; its body
+# catches a second exception raised after a break inside it. Pieces: [x+1] | .item() | [y*3] |
+# int() | [y-n, y*v]
+@program(graphs=3)
+def nested_try_outer_clause_catches(x):
+    y = x + 1
+    try:
+        try:
+            v = y.item()
+        except ValueError:
+            v = 0.0
+        y = y * 100
+    except RuntimeError:
+        y = y * 3
+        try:
+            n = int(y)
+        except ValueError as e:
+            n = len(str(e))
+        y = y - n
+        v = -1.0
+    return y * v
+
+
+# the try region's stack holds the no_grad block's exit: the clause body and what follows run in
+# the block (leaving it is not a cut). Pieces: [x*2] | int() | [y*n, z+x]
+@program(graphs=2, inputs=g34, grad=True)
+def try_inside_no_grad_block(x):
+    y = x * 2
+    with torch.no_grad():
+        try:
+            n = int(y)
+        except ValueError:
+            n = 3
+        z = y * n
+    return z + x, torch.is_grad_enabled()
+
+
+# ``as e`` is deleted when the clause ends: a copy of it is used after. Pieces: [relu] | .item() | [y+n]
+@program(graphs=2)
+def except_binding_kept_after_the_handler(x):
+    y = x.relu()
+    try:
+        y.item()
+        err = None
+    except RuntimeError as e:
+        err = e
+    kind = type(err).__name__
+    return y + len(kind), kind, str(err)[:8]
+
+
+# once the clause is left, no exception is being handled any more (what Python after it sees).
+# Pieces: [x-1] | .item() | print | [y*2]
+@program(graphs=2)
+def handled_exception_cleared_after_the_handler(x):
+    y = x - 1
+    try:
+        y.item()
+    except RuntimeError:
+        pass
+    print("after the handler", sys.exc_info()[0])
+    return y * 2
 
 
 class _Tracer:

@@ -6,7 +6,9 @@ pushes the live stack back from arguments and jumps into the middle:
 - ``resume_at_N`` continues the frame at instruction N. It is itself captured, like any function.
 - the *step* runs the instruction capture could not handle (a group: 3.11's KW_NAMES/PRECALL/CALL
   is one step) in CPython and hands each successor to its resume function: falling through and
-  jumping both go to a tail block that moves the stack and the live locals into a call.
+  jumping both go to a tail block that moves the stack and the live locals into a call. So does an
+  except clause of the frame the instruction raises into, at the start of its body (see "except
+  clauses" below).
 
 Copying the whole code (not just the rest) keeps loops (a back edge above N), ``with`` blocks and
 ``try`` handlers intact: the exception table still covers the copied instructions, at the same
@@ -17,11 +19,12 @@ stack depth, because the prologue rebuilds the stack exactly. Every version diff
 from __future__ import annotations
 
 import dis
+import functools
 import sys
 import types
 from dataclasses import dataclass
 
-from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin
+from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
 from .decode import decode
 
@@ -87,6 +90,44 @@ def closure_as_arguments(code: types.CodeType) -> types.CodeType:
     bc.posonlyargcount += len(free)
     new = bc.to_code(stacksize=code.co_stacksize)
     CELL_ARGS[new] = free
+    return new
+
+
+#: 3.11 comprehensions are functions called with one argument ``.0``, the iterator the caller made
+#: (3.12 inlines them, PEP 709); ``<genexpr>`` is a generator and is not one of them
+_COMPREHENSION_NAMES = ("<listcomp>", "<dictcomp>", "<setcomp>")
+_ITEMS_ARG = "__tk_items"
+
+
+def is_comprehension(code: types.CodeType) -> bool:
+    """Whether ``code`` is a comprehension run as its own frame (3.11 only), which
+    ``comprehension_over_tuple`` can transform."""
+    return (_PY311 and code.co_name in _COMPREHENSION_NAMES and code.co_argcount == 1
+            and code.co_varnames[:1] == (".0",) and not code.co_flags & (_FLAG_VARARGS | _FLAG_VARKEYWORDS))
+
+
+def comprehension_over_tuple(code: types.CodeType) -> types.CodeType:
+    """A 3.11 comprehension's ``code`` taking ``(*cells, items)``: its cells as leading arguments
+    (``closure_as_arguments``) and, instead of the iterator ``.0``, the tuple of the items that
+    iterator had left. Capture cannot see into an iterator but guards a tuple (length and items).
+
+    A prologue after RESUME does ``.0 = iter(items)``; it shifts the instructions by its length, so
+    the result is registered in RESUME_INFO: ``original`` maps a break inside the comprehension to
+    the (cells-as-arguments) comprehension code, which its continuations copy, as for any function.
+    """
+    if not is_comprehension(code):
+        raise ValueError(f"{code.co_qualname} is not a 3.11 comprehension")
+    base = closure_as_arguments(code) if code.co_freevars else code
+    bc = Bytecode.from_code(base)
+    resume_pos = next(p for p, item in enumerate(bc) if isinstance(item, Instr) and item.name == "RESUME")
+    prologue = _locate([Instr("LOAD_FAST", _ITEMS_ARG), Instr("GET_ITER"), Instr("STORE_FAST", ".0")],
+                       code.co_firstlineno)
+    bc[resume_pos + 1:resume_pos + 1] = prologue
+    bc.argnames = [_ITEMS_ARG if name == ".0" else name for name in bc.argnames]
+    n_before = sum(1 for item in bc[:resume_pos + 1] if isinstance(item, Instr))
+    new = bc.to_code(stacksize=code.co_stacksize + 1)
+    RESUME_INFO[new] = ResumeInfo(base, n_before + len(prologue), len(prologue))
+    CELL_ARGS[new] = tuple(code.co_freevars)
     return new
 
 
@@ -187,7 +228,8 @@ def _position(bc, instr) -> int:
 
 def resume_code(code: types.CodeType, index: int, layout: tuple[str, ...], live: tuple[str, ...], name: str) -> types.CodeType:
     """``resume_at_<index>``: continue ``code`` at instruction ``index`` with this stack and these locals."""
-    bc, _, start, plen = _copy(code, index, layout, live, name)
+    bc, instrs, start, plen = _copy(code, index, layout, live, name)
+    _keep_handling(instrs, code, index)
     new = _assemble(bc, code, layout, live)
     RESUME_INFO[new] = ResumeInfo(code, start + plen, plen)
     return new
@@ -201,6 +243,7 @@ class Successor:
     resume: object
     layout: tuple[str, ...]
     live: tuple[str, ...]
+    handler: int | None = None  # the body of an except clause the instruction may raise into
 
 
 def step_code(code: types.CodeType, first: int, last: int, layout: tuple[str, ...], live: tuple[str, ...],
@@ -213,6 +256,14 @@ def step_code(code: types.CodeType, first: int, last: int, layout: tuple[str, ..
     for succ in successors:
         label = Label()
         tails.append(label)
+        if succ.handler is not None:
+            body = instrs[succ.handler]
+            line = body.lineno or code.co_firstlineno
+            tail = _handler_tail(succ, cellvars)
+            _locate([x for x in tail if isinstance(x, Instr)], line)
+            tails.extend(tail)
+            bc.insert(_position(bc, body), Instr("JUMP_FORWARD", label, lineno=line))
+            continue
         tails.extend(_locate(_tail(succ, cellvars), inst.lineno or code.co_firstlineno))
         pos = _position(bc, inst)
         if succ.jump:
@@ -244,3 +295,205 @@ def _tail(succ: Successor, cellvars: set) -> list[Instr]:
         argc += 1
     out += [*_call(argc), Instr("RETURN_VALUE")]
     return out
+
+
+# --- except clauses: a break whose instruction raises into a handler of its own frame -----------------
+#
+# When the step's instruction raises and a handler of the frame catches it, the step (a copy of the
+# original code) runs the handler's matching part in CPython: PUSH_EXC_INFO (which makes the
+# exception the one being handled and pushes the one handled before), the CHECK_EXC_MATCH tests,
+# then the POP_TOP or ``as e`` store of the exception. There, at the clause's *body*, a tail hands
+# the stack and the live locals to ``resume_at_<body>``, so the handler body and everything after
+# the try statement are captured again.
+#
+# The clause's normal exit, POP_EXCEPT (restore the exception handled before), is a thread-state
+# effect capture cannot model, and a break there would cut the graph. So continuations that start
+# inside a clause body run POP_TOP there instead. Nothing captured can see which exception is being
+# handled, only Python can: the continuation restores it (``set_handled``) before handing a later
+# break to its step (``handled_slot``), and the catching step's tail restores it when the
+# continuation returns or raises.
+
+_RAISES = {"RERAISE", "RAISE_VARARGS"}
+_NO_FALLTHROUGH = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD"}
+_STORES = {"STORE_FAST", "STORE_DEREF"}
+
+
+@dataclass(frozen=True)
+class ExceptClause:
+    """A handler path at the point it has taken the exception off the stack: ``body`` (its first
+    instruction) runs with the try region's ``depth`` stack slots, the saved instruction offset when
+    the table entry has ``lasti``, and the exception handled before on top; ``binds`` are the locals
+    the match stored (``except E as e``)."""
+
+    body: int
+    depth: int
+    lasti: bool
+    binds: tuple[str, ...]
+
+
+def _exception_entries(code: types.CodeType) -> list[tuple[int, int, int, int, bool]]:
+    """The exception table as (first, end, handler, depth, lasti) in instruction indices."""
+    insts = decode(code)
+    by_offset = {i.offset: i.index for i in insts}
+    out = []
+    for entry in dis.Bytecode(code).exception_entries:
+        covered = [i.index for i in insts if entry.start <= i.offset < entry.end]
+        if covered and entry.target in by_offset:
+            out.append((covered[0], covered[-1] + 1, by_offset[entry.target], entry.depth, entry.lasti))
+    return out
+
+
+def _covering(entries, index: int):
+    return next((e for e in entries if e[0] <= index < e[1]), None)
+
+
+def _flow(inst) -> list[tuple[bool, int]]:
+    """(is the jump, next index) for each way control leaves ``inst`` normally."""
+    out = []
+    if inst.opname not in _NO_FALLTHROUGH:
+        out.append((False, inst.index + 1))
+    if inst.target is not None:
+        out.append((True, inst.target))
+    return out
+
+
+def _effect(inst, jump: bool) -> int:
+    return dis.stack_effect(inst.opcode, inst.arg if inst.opcode >= dis.HAVE_ARGUMENT else None, jump=jump)
+
+
+def _walk_handler(insts, entry) -> tuple[list[ExceptClause], list[int]]:
+    """The clauses of the handler of ``entry`` (none unless it starts with PUSH_EXC_INFO: a cleanup
+    only restores and re-raises) and the instructions of its normal flow that raise again (no
+    clause matched, a cleanup, a ``with`` whose ``__exit__`` did not suppress)."""
+    _, _, handler, depth, lasti = entry
+    base = depth + int(lasti)
+    clauses, raises = [], []
+    is_except = insts[handler].opname == "PUSH_EXC_INFO"
+    todo, seen = [(handler, base + 1, ())], set()
+    while todo:
+        i, d, binds = todo.pop()
+        if i in seen or i >= len(insts):
+            continue
+        seen.add(i)
+        inst = insts[i]
+        if inst.opname == "CHECK_EG_MATCH":  # except*: the exception group is split, not popped
+            return [], []
+        if inst.opname in _RAISES:
+            raises.append(i)
+            continue
+        stored = (inst.argval,) if inst.opname in _STORES else ()
+        for jump, nxt in _flow(inst):
+            after = d + _effect(inst, jump)
+            if is_except and d == base + 2 and after == base + 1:
+                clauses.append(ExceptClause(nxt, depth, lasti, binds + stored))
+            else:
+                todo.append((nxt, after, binds + stored))
+    return clauses, raises
+
+
+@functools.lru_cache(maxsize=1024)
+def clauses_reached(code: types.CodeType, index: int) -> tuple[ExceptClause, ...]:
+    """The except clauses control may reach when instruction ``index`` raises: its handler's, and
+    those of the handlers outer clauses re-raise to (a clause that does not match, a cleanup)."""
+    insts = decode(code)
+    entries = _exception_entries(code)
+    out: list[ExceptClause] = []
+    todo, seen = [_covering(entries, index)], set()
+    while todo:
+        entry = todo.pop()
+        if entry is None or entry[2] in seen:
+            continue
+        seen.add(entry[2])
+        clauses, raises = _walk_handler(insts, entry)
+        out += [c for c in clauses if c not in out]
+        todo += [_covering(entries, i) for i in raises]
+    return tuple(out)
+
+
+@functools.lru_cache(maxsize=1024)
+def _clause_regions(code: types.CodeType) -> tuple[tuple[ExceptClause, frozenset, frozenset], ...]:
+    """Each clause with its body (what runs while it handles: from ``body`` to its exits, nested
+    handlers included) and its exits (the POP_EXCEPTs that leave it normally)."""
+    insts = decode(code)
+    entries = _exception_entries(code)
+    out = []
+    for entry in entries:
+        for clause in _walk_handler(insts, entry)[0]:
+            body: set[int] = set()
+            exits: set[int] = set()
+            todo, seen = [(clause.body, 0)], set()  # level: nested handlers entered and not left
+            while todo:
+                i, level = todo.pop()
+                if (i, level) in seen or i >= len(insts):
+                    continue
+                seen.add((i, level))
+                body.add(i)
+                inst = insts[i]
+                if inst.opname == "POP_EXCEPT":
+                    if level == 0:
+                        exits.add(i)
+                        continue
+                    level -= 1
+                todo += [(nxt, level) for _, nxt in _flow(inst)]
+                inner = _covering(entries, i)
+                if inner is not None and insts[inner[2]].opname == "PUSH_EXC_INFO":  # not a cleanup
+                    todo.append((inner[2], level + 1))
+            out.append((clause, frozenset(body), frozenset(exits)))
+    return tuple(out)
+
+
+def _keep_handling(instrs, code: types.CodeType, index: int) -> None:
+    """A continuation starting inside clause bodies pops the exception handled before at their
+    exits instead of restoring it (see above): ``handled_slot`` and the catching step restore it."""
+    for _, body, exits in _clause_regions(code):
+        if index in body:
+            for i in exits:
+                instrs[i].set("POP_TOP")
+
+
+def resume_target(code: types.CodeType) -> int | None:
+    """The original instruction a ``resume_at_N`` continuation starts at (None: not one)."""
+    info = RESUME_INFO.get(code)
+    if info is None or info.start == 0:
+        return None
+    jump = decode(code)[info.start - 1]  # the prologue ends with its jump to N
+    if jump.opname != "JUMP_FORWARD" or jump.target is None:
+        return None
+    return info.orig_index(jump.target)
+
+
+def handled_slot(code: types.CodeType, start: int, index: int) -> int | None:
+    """For a continuation of ``code`` that started at ``start`` and breaks at ``index``: the stack
+    slot (of its layout at ``start``) holding the exception that is being handled again at
+    ``index``, because clauses it started inside have been left (None: none was left)."""
+    left = [clause for clause, body, _ in _clause_regions(code) if start in body and index not in body]
+    if not left:
+        return None
+    outer = min(left, key=lambda c: c.depth)
+    return outer.depth + int(outer.lasti)
+
+
+def _set_handled_code() -> types.CodeType:
+    """``set_handled(exc)``: make ``exc`` (or None) the exception being handled, as POP_EXCEPT does
+    (the state is the thread's, not the frame's, so it outlives the call)."""
+    bc = Bytecode([Instr("RESUME", 0), Instr("LOAD_FAST", "exc"), Instr("POP_EXCEPT"), Instr("LOAD_CONST", None),
+                   Instr("RETURN_VALUE")])
+    bc.argnames, bc.argcount, bc.name = ["exc"], 1, "set_handled"
+    return bc.to_code()
+
+
+set_handled = types.FunctionType(_set_handled_code(), {}, "set_handled")
+
+
+def _handler_tail(succ: Successor, cellvars: set) -> list:
+    """At a clause body: ``prev = <exception handled before>; try: r = resume(*stack, *live)
+    finally: <restore prev>; return r``."""
+    prev = f"__tk_tmp{len(succ.layout) - 1}"
+    out = _tail(succ, cellvars)
+    call_end = len(out) - 1  # the RETURN_VALUE
+    stores = len(succ.layout)
+    cleanup = Label()
+    begin = TryBegin(cleanup, push_lasti=False, stack_depth=0)
+    restore = [Instr("LOAD_FAST", prev), Instr("POP_EXCEPT")]
+    return [*out[:stores], begin, *out[stores:call_end], TryEnd(begin), *restore, Instr("RETURN_VALUE"),
+            cleanup, *restore, Instr("RERAISE", 0)]
