@@ -12,7 +12,8 @@
 #               inputs) through codegen-triton with real kernels on CUDA
 #   smoke       codegen-triton's own tests and loop-ir's end-to-end tests on CUDA, launch overhead
 #   zoo, hf     the benchmarks on CUDA in bfloat16 (kernel and ATen-fallback counts in the rows)
-#   cudagraphs  the zoo and hf suites with mode="reduce-overhead" (CUDA graphs, both compilers)
+#   cudagraphs  the zoo and hf suites with mode="reduce-overhead" (CUDA graphs, both compilers);
+#               cudagraphs-zoo / cudagraphs-hf for one of them
 # Everything lands in $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -45,6 +46,8 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
     hf) bench hf-bf16 120 --suite hf ;;
     cudagraphs) bench zoo-bf16-cudagraphs 150 --suite zoo --mode reduce-overhead
                 bench hf-bf16-cudagraphs 130 --suite hf --mode reduce-overhead ;;
+    cudagraphs-zoo) bench zoo-bf16-cudagraphs 150 --suite zoo --mode reduce-overhead ;;
+    cudagraphs-hf) bench hf-bf16-cudagraphs 130 --suite hf --mode reduce-overhead ;;
     *) echo "unknown section $section" ;;
   esac
 done
