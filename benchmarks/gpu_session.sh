@@ -35,7 +35,9 @@ bench() {  # bench <name> <timeout> <args...>
 for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
   echo "=== $section"
   case $section in
-    py312) timeout 300 $PYTEST -n 12 --timeout 120 \
+    # Triton's interpreter (3.6 here) fails looped reductions with this machine's numpy 2.5, so
+    # the Triton cases of the op suite run for real on CUDA in `ops`, not interpreted here
+    py312) timeout 300 $PYTEST -n 12 --timeout 120 -k "not (test_op and triton)" \
              $(ls -d packages/*/tests | grep -v codegen-triton) tests 2>&1 \
              | tee "$OUT/tests-py312.log" | grep -E "passed|failed|FAILED|Error" | tail -40 ;;
     ops) TRITON_INTERPRET=0 PYTHONPATH="$PYTHONPATH:$PWD/benchmarks" timeout 200 $PYTEST -n 12 \
