@@ -73,28 +73,58 @@ def make_extern(step: ExternCall, out_specs: Sequence[Any] = ()) -> Callable[...
 
 
 def _make_extern(step: ExternCall) -> Callable[..., Any]:
-    leaves, spec = pytree.tree_flatten((step.args, dict(step.kwargs)))
-    dyn = [i for i, x in enumerate(leaves) if _is_dynamic(x)]
-    static = [int(x) if isinstance(x, sympy.Basic) and x.is_Integer else
-              (float(x) if isinstance(x, sympy.Basic) and x.is_number else x) for x in leaves]
+    """``f(*dynamic_leaves) -> list of outputs``, generated as Python source: the call's argument
+    structure is spelled out once, constants bound by name, so a call does no pytree work (an
+    unflatten per call cost ~40 us for a convolution's nested int lists)."""
     op = step.op
     n_out = len(step.outputs)
-    flat_args = not step.kwargs and not any(isinstance(a, (list, tuple, dict)) for a in step.args)
-    if flat_args and all(_is_dynamic(x) for x in leaves) and n_out == 1:
-        return lambda *values: (op(*values),)  # the common mm(a, b) case: no pytree work per call
+    ns: dict[str, Any] = {"op": op}
+    n_dyn = [0]
 
-    def call(*values):
-        filled = list(static)
-        for i, v in zip(dyn, values):
-            filled[i] = v
-        args, kwargs = pytree.tree_unflatten(filled, spec)
-        result = op(*args, **kwargs)
-        flat = pytree.tree_leaves(result) if not isinstance(result, torch.Tensor) else [result]
-        if len(flat) != n_out:
-            raise RuntimeError(f"{op} returned {len(flat)} values, expected {n_out}")
-        return flat
+    def const(value: Any) -> str:
+        name = f"c{len(ns)}"
+        ns[name] = value
+        return name
 
-    return call
+    def expr(x: Any) -> str:
+        if _is_dynamic(x):
+            n_dyn[0] += 1
+            return f"v{n_dyn[0] - 1}"
+        if isinstance(x, (list, tuple)):
+            if not any(_is_dynamic(leaf) for leaf in pytree.tree_leaves(x)):
+                return const(type(x)(_static(leaf) for leaf in x) if type(x) in (list, tuple)
+                             else [_static(leaf) for leaf in x])
+            items = ", ".join(expr(item) for item in x)
+            return f"({items},)" if isinstance(x, tuple) else f"[{items}]"
+        if isinstance(x, dict):
+            return "{" + ", ".join(f"{const(k)}: {expr(v)}" for k, v in x.items()) + "}"
+        return const(_static(x))
+
+    # the leaves come in tree_flatten order: args left to right, then kwargs in insertion order
+    parts = [expr(a) for a in step.args] + [f"{k}={expr(v)}" for k, v in dict(step.kwargs).items()]
+    params = ", ".join(f"v{i}" for i in range(n_dyn[0]))
+    ns["_leaves"], ns["_n_out"], ns["_Tensor"] = pytree.tree_leaves, n_out, torch.Tensor
+    source = (f"def call({params}):\n"
+              f"    result = op({', '.join(parts)})\n"
+              "    if isinstance(result, _Tensor):\n"
+              "        return (result,)\n"
+              "    flat = _leaves(result)\n"
+              "    if len(flat) != _n_out:\n"
+              f"        raise RuntimeError(f\"{{op}} returned {{len(flat)}} values, expected {{_n_out}}\")\n"
+              "    return flat\n")
+    exec(compile(source, f"<extern {op}>", "exec"), ns)
+    return ns["call"]
+
+
+def _static(x: Any) -> Any:
+    """A constant leaf as a plain Python value (sympy numbers become int/float)."""
+    if isinstance(x, sympy.Basic) and x.is_Integer:
+        return int(x)
+    if isinstance(x, sympy.Basic) and x.is_number:
+        return float(x)
+    if isinstance(x, (list, tuple)):
+        return [_static(v) for v in x]
+    return x
 
 
 def _is_dynamic(x: Any) -> bool:
