@@ -193,7 +193,7 @@ def test_env_var_prints_recompiles_to_stderr(monkeypatch, capsys):
 
 def test_guards_log_shows_each_entry_source(monkeypatch, caplog):
     monkeypatch.setenv("TORCHKILN_LOGS", "guards")
-    cf = capture(_tiny, Counting(), fullgraph=True)
+    cf = capture(_tiny, Counting(), fullgraph=True, dynamic=False)
     with caplog.at_level(logging.INFO, logger="torchkiln.guards"):
         for shape in ((2, 3), (4, 3)):
             x = torch.randn(*shape)
@@ -214,27 +214,3 @@ def test_recompile_limit_warning_names_the_guard():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         torch.testing.assert_close(cf(y), _tiny(y))
-
-
-def test_dynamic_true_warns_that_shapes_are_specialized():
-    import warnings as _warnings
-
-    from torchkiln_dynamo_capture import capture as _capture
-
-    calls = []
-
-    def backend(gm, example_inputs):
-        calls.append(gm)
-        return gm.forward
-
-    def f(x):
-        return x * 2
-
-    with _warnings.catch_warnings(record=True) as caught:
-        _warnings.simplefilter("always")
-        compiled = _capture(f, backend, dynamic=True)
-    assert any("dynamic=True is not supported yet" in str(w.message) for w in caught)
-    for n in (3, 5):
-        x = torch.randn(n)
-        torch.testing.assert_close(compiled(x), f(x))
-    assert len(calls) == 2  # specialized: one entry per shape

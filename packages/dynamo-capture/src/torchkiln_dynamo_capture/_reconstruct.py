@@ -31,6 +31,7 @@ from .variables.functions import (
     UserFunctionVariable,
 )
 from .variables.objects import NewObjectVariable, UserObjectVariable
+from .variables.symbolic import SymNodeVariable
 from .variables.tensors import TensorVariable
 
 _SIMPLE = (int, float, bool, str, type(None))
@@ -45,8 +46,9 @@ def _new_object(cls, attrs):
 class Reconstructor:
     """Writes expressions over ``run``'s namespace; graph outputs it needs are collected in order."""
 
-    def __init__(self, ns: Namespace) -> None:
+    def __init__(self, ns: Namespace, symbols: dict | None = None) -> None:
         self.ns = ns
+        self.symbols = symbols or {}  # size symbol -> (input source, dim), for symbolic ints
         ns.values.setdefault("_new_object", _new_object)
         self.outputs: list[TensorVariable] = []
         self._out_index: dict[int, int] = {}
@@ -58,6 +60,8 @@ class Reconstructor:
 
     def expr(self, v) -> str:
         ns = self.ns
+        if isinstance(v, SymNodeVariable):
+            return self._size_expr(v.value.node.expr)
         if isinstance(v, TensorVariable):
             if v.source is not None:
                 return source_code(v.source, ns)
@@ -115,6 +119,27 @@ class Reconstructor:
         if isinstance(v, ContextExitVariable) and v.real_exit is not None:
             return ns.ref(v.real_exit, "exit")
         raise Unsupported(f"returning or storing a {type(v).__name__} built during capture")
+
+    def _size_expr(self, expr) -> str:
+        """A symbolic size handed back to Python, computed from the inputs' sizes at run time."""
+        if expr.is_Integer:
+            return str(int(expr))
+        if expr.is_Symbol:
+            src, dim = self.symbols[expr]
+            return f"{source_code(src, self.ns)}.size({dim})"
+        args = [self._size_expr(a) for a in expr.args]
+        name = type(expr).__name__
+        if expr.is_Add:
+            return "(" + " + ".join(args) + ")"
+        if expr.is_Mul:
+            return "(" + " * ".join(args) + ")"
+        if name in ("FloorDiv", "CleanDiv"):
+            return f"({args[0]} // {args[1]})"
+        if name in ("PythonMod", "Mod"):
+            return f"({args[0]} % {args[1]})"
+        if expr.is_Pow and expr.exp.is_Integer and expr.exp > 0:
+            return f"({args[0]} ** {args[1]})"
+        raise Unsupported(f"internal: no Python for the size expression {expr}")
 
     def contents(self, v) -> str:
         """A fresh container holding ``v``'s items (for rewriting a mutated outside container)."""

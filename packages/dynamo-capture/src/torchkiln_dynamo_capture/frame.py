@@ -65,7 +65,7 @@ class CacheEntry:
     op_count: int
 
 
-def _start(fn, args, kwargs):
+def _start(fn, args, kwargs, dynamic=False):
     """A fresh OutputGraph and top-frame translator with the call's arguments bound."""
     bound_self = None
     if isinstance(fn, types.MethodType):
@@ -78,7 +78,7 @@ def _start(fn, args, kwargs):
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
         raise Unsupported("capturing a generator or coroutine function")
     sig = inspect.signature(fn, follow_wrapped=False)  # functools.wraps must not rename the parameters
-    out = OutputGraph(func.__globals__)
+    out = OutputGraph(func.__globals__, dynamic)
     grad_mode_guard(out)
     tx = InstructionTranslator(out, code, func.__globals__, {}, {})
     ba = sig.bind(*args, **kwargs)
@@ -107,11 +107,12 @@ def _start(fn, args, kwargs):
     return func, sig, out, tx, real_cells
 
 
-def capture_frame(fn, args, kwargs, ctx) -> CacheEntry:
-    """Symbolically evaluate one call of ``fn`` and build its cache entry (raises Unsupported)."""
+def capture_frame(fn, args, kwargs, ctx, dynamic=False) -> CacheEntry:
+    """Symbolically evaluate one call of ``fn`` and build its cache entry (raises Unsupported).
+    ``dynamic``: which input dims get symbolic sizes (see OutputGraph)."""
     grad = torch.is_grad_enabled()
     try:
-        func, sig, out, tx, real_cells = _start(fn, args, kwargs)
+        func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic)
         try:
             ret = tx.run()
             _, run, run_src, gm = out.compile(ctx.compile_graph, sig, real_cells, ret=ret)
@@ -120,7 +121,7 @@ def capture_frame(fn, args, kwargs, ctx) -> CacheEntry:
             if ctx.fullgraph or bp is None:
                 raise
             torch._C._set_grad_enabled(grad)
-            func, sig, out, tx, real_cells = _start(fn, args, kwargs)
+            func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic)
             tx.stop_at = (bp.first, bp.occurrence)
             try:
                 tx.run()
@@ -131,6 +132,7 @@ def capture_frame(fn, args, kwargs, ctx) -> CacheEntry:
             run, run_src, gm = _split(func, sig, out, tx, e, ctx, real_cells)
     finally:
         torch._C._set_grad_enabled(grad)
+    out.guards.extend(out.shape_guards())
     compiled_guards = compile_guards(batch_guards(out.guards), signature=sig, f_globals=func.__globals__, closure=real_cells)
     return CacheEntry(compiled_guards.check, run, compiled_guards, gm, run_src, out.op_count() if gm is not None else 0)
 
@@ -142,7 +144,9 @@ def _layout(stack) -> tuple[str, ...]:
 def _live(code: types.CodeType, index: int, bound: set) -> tuple[str, ...]:
     """Live locals at ``index``, and every cell variable (closures may read a cell later, which
     liveness cannot see; cells are passed as cells, bound or not)."""
-    names = (live_in(code)[index] & bound) | set(code.co_cellvars)
+    names = set(live_in(code)[index] & bound) | set(code.co_cellvars)
+    if "__class__" in code.co_freevars and code.co_argcount and code.co_varnames[0] in bound:
+        names.add(code.co_varnames[0])  # zero-argument super() reads the first argument implicitly
     order = {n: i for i, n in enumerate(code.co_varnames + code.co_cellvars)}
     return tuple(sorted(names, key=lambda n: order.get(n, len(order))))
 
@@ -194,7 +198,7 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
 
     def finish(rec):
         ns = rec.ns
-        args = []
+        args = [rec.expr(tx.cells[name] if name in code.co_cellvars else tx.locals[name]) for name in live_first]
         for i, (kind, v) in enumerate(zip(layout, tx.stack)):
             if kind == NULL:
                 continue
@@ -204,8 +208,6 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
                 args.append(_callee_expr(rec, ctx, v))
             else:
                 args.append(rec.expr(v))
-        for name in live_first:
-            args.append(rec.expr(tx.cells[name] if name in code.co_cellvars else tx.locals[name]))
         if handled is not None:
             rec.emit(f"{ns.ref(set_handled, 'set_handled')}({rec.expr(tx.locals[f'__tk_stack{handled}'])})")
         rec.emit(f"return {ns.ref(step, 'step')}({', '.join(args)})")

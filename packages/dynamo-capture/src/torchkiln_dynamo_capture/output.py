@@ -5,11 +5,14 @@ from __future__ import annotations
 import operator
 import re
 import warnings
+from collections.abc import Mapping
 
+import sympy
 import torch
 import torch.fx
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torchkiln_guards import Guard, StorageAliasMatch, TensorMatch
+from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+from torchkiln_guards import Guard, ShapeGuard, StorageAliasMatch, TensorMatch
 
 from ._codegen import Namespace, signature_text
 from ._guards import SameObjectMatch
@@ -23,6 +26,7 @@ from .variables.containers import (
     ListVariable,
     TupleVariable,
 )
+from .variables.symbolic import SliceVariable, SymNodeVariable
 from .variables.tensors import TensorVariable
 
 _SIMPLE = (int, float, bool, str, type(None))
@@ -31,9 +35,16 @@ _SIMPLE = (int, float, bool, str, type(None))
 class OutputGraph:
     """Everything one capture produces: graph, guards, side effects, and the values it depends on."""
 
-    def __init__(self, f_globals: dict) -> None:
+    def __init__(self, f_globals: dict, dynamic: bool | Mapping[str, frozenset[int]] = False) -> None:
         self.graph = torch.fx.Graph()
-        self.fake_mode = FakeTensorMode()
+        #: which input dims get symbolic sizes: all (True), none (False), or per input source
+        #: (``{"L['x']": {0}}``: the dims that changed size between calls, automatic dynamic)
+        self.dynamic = dynamic
+        # no duck sizing: two inputs of equal size get their own symbols, and any equality the
+        # graph relies on is a guard the ShapeEnv records (not an assumption)
+        self.shape_env = ShapeEnv(duck_shape=False) if dynamic else None
+        self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
+        self.symbols: dict[sympy.Symbol, tuple] = {}  # symbol -> (input source, dim)
         self.guards: list[Guard] = []  # deduplicated and ordered by compile_guards
         self.side_effects = SideEffects()
         self.f_globals = f_globals
@@ -46,6 +57,25 @@ class OutputGraph:
         self.root = torch.nn.Module()
         self._last_placeholder = None
         self._names: set[str] = set()
+
+    def shape_guards(self) -> list[Guard]:
+        """What the graph assumed about symbolic sizes: each is at least 2 (sizes 0 and 1
+        specialize), and every relation the ShapeEnv decided during capture (``s0 == 4`` for a size
+        used as a Python int, ``s0 == s1`` for a broadcast, ``s0 > 8`` for a branch)."""
+        if self.shape_env is None or not self.symbols:
+            return []
+        guards: list[Guard] = [ShapeGuard(sym >= 2, {sym: self.symbols[sym]}) for sym in self.symbols]
+        # a decided equality may have become a replacement (s1 -> s0) instead of a guard: both
+        exprs = [g.expr for g in self.shape_env.guards]
+        exprs += [sympy.Eq(sym, value) for sym, value in self.shape_env.replacements.items() if sym in self.symbols]
+        for expr in exprs:
+            if expr is sympy.true:
+                continue
+            missing = expr.free_symbols - set(self.symbols)
+            if missing:
+                raise Unsupported(f"internal: a shape guard over sizes of no input ({expr})")
+            guards.append(ShapeGuard(expr, {sym: self.symbols[sym] for sym in expr.free_symbols}))
+        return guards
 
     # --- values from outside ------------------------------------------------------------------
     def remember(self, value, var):
@@ -63,12 +93,23 @@ class OutputGraph:
         self._names.add(name)
         return name
 
-    def _fake(self, t: torch.Tensor) -> torch.Tensor:
+    def _dynamic_dims(self, t: torch.Tensor, source) -> frozenset[int]:
+        """The dims of input ``t`` to make symbolic (sizes 0 and 1 always specialize)."""
+        if not self.dynamic or source is None:
+            return frozenset()
+        dims = range(t.dim()) if self.dynamic is True else self.dynamic.get(source.expr(), ())
+        return frozenset(d for d in dims if d < t.dim() and t.shape[d] >= 2)
+
+    def _fake(self, t: torch.Tensor, dynamic_dims: frozenset[int] = frozenset()) -> torch.Tensor:
         try:
             with warnings.catch_warnings():
                 # describing a non-leaf input (an activation handed to a continuation) reads .grad
                 warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf")
-                return self.fake_mode.from_tensor(t)
+                if self.shape_env is None:
+                    return self.fake_mode.from_tensor(t)
+                # with a ShapeEnv, from_tensor would make every size symbolic: say which are
+                dims = [DimDynamic.DYNAMIC if d in dynamic_dims else DimDynamic.STATIC for d in range(t.dim())]
+                return self.fake_mode.from_tensor(t, symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims))
         except Exception as e:  # subclasses / sparse layouts the fake mode cannot describe
             raise Unsupported(f"tensor input of type {type(t).__name__} ({e})") from e
 
@@ -80,13 +121,16 @@ class OutputGraph:
             return known
         if source is None or isinstance(t, torch.nn.Parameter):
             return self.wrap_module_tensor(tx, t, source)
-        fake = self._fake(t)
+        dynamic_dims = self._dynamic_dims(t, source)
+        fake = self._fake(t, dynamic_dims)
+        for d in dynamic_dims:
+            self.symbols[fake.shape[d].node.expr] = (source, d)
         ctx = self.graph.inserting_after(self._last_placeholder) if self._last_placeholder else self.graph.inserting_before(None)
         with ctx:
             node = self.graph.placeholder(self._fresh(_name_hint(source)))
         self._last_placeholder = node
         node.meta["example_value"] = fake
-        self.guards.append(TensorMatch.from_tensor(source, t))
+        self.guards.append(TensorMatch.from_tensor(source, t, dynamic_dims))
         # distinct inputs must stay distinct (in-place updates would otherwise be seen twice); two
         # inputs that do share a storage are guarded to keep sharing it, so the guards hold here
         for prev_source, prev, _ in self.inputs[-6:]:
@@ -184,7 +228,7 @@ class OutputGraph:
         """
         ns = Namespace()
         ns.values.update({"_G": self.f_globals, "_cells": cells})
-        rec = Reconstructor(ns)
+        rec = Reconstructor(ns, self.symbols)
         for kind, target, key, value in self.side_effects.entries:
             if kind == "container":
                 dst = source_code(target.source, ns)
@@ -265,6 +309,10 @@ def _contains_tensor(x) -> bool:
 def _map(v, what: str):
     if isinstance(v, TensorVariable):
         return v.node if what == "node" else v.fake
+    if isinstance(v, SymNodeVariable):
+        return v.node if what == "node" else v.value
+    if isinstance(v, SliceVariable):
+        return slice(*(_map(p, what) for p in v.parts))
     if isinstance(v, ConstantVariable):
         return v.value
     if isinstance(v, TupleVariable):

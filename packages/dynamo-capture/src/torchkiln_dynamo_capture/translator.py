@@ -33,6 +33,7 @@ from .variables.containers import DictVariable, IteratorVariable, ListVariable, 
 from .variables.ctx import enter_context
 from .variables.functions import NewCellVariable, SuperVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
+from .variables.symbolic import SliceVariable, SymNodeVariable
 from .variables.tensors import TensorVariable
 
 _VT = version_table()
@@ -434,6 +435,9 @@ class InstructionTranslator:
         parts = self.popn(inst.arg)
         if any(isinstance(p, TensorVariable) for p in parts):
             raise Unsupported("slice bounds that are tensors")
+        if any(isinstance(p, SymNodeVariable) for p in parts):  # x[:, :n] with a symbolic n
+            self.push(SliceVariable(parts))
+            return
         self.push(ConstantVariable(slice(*(p.as_python_constant() for p in parts))))
 
     def LIST_APPEND(self, inst):  # list(i) ... v -> list(i) ...

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import inspect
 import types
 import warnings
 
@@ -196,6 +197,10 @@ class CapturedFunction:
         self._eager = False
         self._warned_limit = False
         self._module = None  # the nn.Module, when this captures one (for file:line in messages)
+        # automatic dynamic shapes (dynamic=None): sizes of the tensor arguments at the first
+        # capture; a later capture makes the dims that changed symbolic ("L['x']" -> dims)
+        self._first_sizes: dict[str, tuple[int, ...]] | None = None
+        self._auto_dims: dict[str, frozenset[int]] = {}
         self.__wrapped__ = fn
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
@@ -237,7 +242,7 @@ class CapturedFunction:
         if self.entries:
             log_recompile(f"Recompiling {self.__name__} ({self._where()}): {self._why_missed(args, kwargs)}")
         try:
-            entry = capture_frame(self._fn, args, kwargs, self.ctx)
+            entry = capture_frame(self._fn, args, kwargs, self.ctx, self._dynamic_for(args, kwargs))
         except Unsupported as e:
             self.unsupported = e
             if self.fullgraph:
@@ -258,6 +263,23 @@ class CapturedFunction:
         return entry.run(*args, **kwargs)
 
 
+    def _dynamic_for(self, args, kwargs):
+        """Which input dims the next capture makes symbolic: every dim (dynamic=True), none
+        (dynamic=False), or (dynamic=None) those whose size differs from the first capture's."""
+        if self.dynamic is not None:
+            return bool(self.dynamic)
+        sizes = _tensor_sizes(self._fn, args, kwargs)
+        if self._first_sizes is None:
+            self._first_sizes = sizes
+            return False
+        for name, now in sizes.items():
+            before = self._first_sizes.get(name)
+            if before is not None and len(before) == len(now):
+                changed = {d for d, (a, b) in enumerate(zip(before, now)) if a != b}
+                if changed:
+                    self._auto_dims[name] = self._auto_dims.get(name, frozenset()) | changed
+        return dict(self._auto_dims) if self._auto_dims else False
+
     def _why_missed(self, args, kwargs) -> str:
         """The first failing guard of the most recent entry, as explain_failure words it."""
         try:
@@ -274,6 +296,26 @@ class CapturedFunction:
             fn = type(self._module).forward
         code = getattr(getattr(fn, "__func__", fn), "__code__", None)
         return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "?"
+
+
+def _tensor_sizes(fn, args, kwargs) -> dict[str, tuple[int, ...]]:
+    """``{"L['x']": sizes}`` for the tensor arguments of a call of ``fn`` (top level only)."""
+    try:
+        sig = inspect.signature(fn, follow_wrapped=False)
+        bound = sig.bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return {}
+    sizes = {}
+    for name, value in bound.arguments.items():
+        kind = sig.parameters[name].kind
+        if kind is inspect.Parameter.VAR_POSITIONAL:  # a module's forward gets its inputs as *args
+            items = {f"L[{name!r}][{i}]": v for i, v in enumerate(value)}
+        elif kind is inspect.Parameter.VAR_KEYWORD:
+            items = {f"L[{name!r}][{k!r}]": v for k, v in value.items()}
+        else:
+            items = {f"L[{name!r}]": value}
+        sizes.update({src: tuple(v.shape) for src, v in items.items() if isinstance(v, torch.Tensor)})
+    return sizes
 
 
 def _call_module(self, *args, **kwargs):
@@ -336,15 +378,10 @@ def capture(fn, backend, *, fullgraph: bool = False, dynamic=None, recompile_lim
     ``backend(gm, example_inputs) -> callable`` receives each graph (torch-level FX, parameters as
     get_attr, real example inputs) like a torch.compile backend. With ``fullgraph=True`` anything
     capture cannot handle raises ``Unsupported``; otherwise the function runs eagerly with a warning.
-    Shapes are static: ``dynamic=True`` is not implemented yet and says so with a warning (each
-    new input shape compiles a new guarded entry, so results stay correct).
+    ``dynamic``: True gives every input dim a symbolic size (one entry serves all sizes, with shape
+    guards for what the graph relied on); False specializes every size; None (the default) starts
+    static and makes the dims that changed size symbolic at the first recompile (automatic dynamic).
     """
-    if dynamic:
-        warnings.warn(
-            "torchkiln: dynamic=True is not supported yet; shapes are specialized, so each new "
-            "input shape compiles a new entry (results are unaffected)",
-            stacklevel=2,
-        )
     if isinstance(fn, torch.nn.Module):
         captured = CapturedFunction(_call_module, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit)
         captured.__name__ = type(fn).__name__

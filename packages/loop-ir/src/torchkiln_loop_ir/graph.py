@@ -19,6 +19,7 @@ import torch.fx
 import torch.utils._pytree as pytree
 
 from .errors import Unlowerable
+from .indexing import FloorDiv, ModularIndexing
 from .ir import (
     Buffer,
     ComputedBuffer,
@@ -35,11 +36,29 @@ from .ir import (
 )
 from .options import LoopIROptions
 
+_TORCH_DIV = ("FloorDiv", "CleanDiv")
+_TORCH_MOD = ("PythonMod", "Mod")
+
+
+def from_torch_sympy(expr: sympy.Expr) -> sympy.Expr:
+    """Replace torch's FloorDiv/CleanDiv and PythonMod/Mod (sizes: non-negative) by loop-ir's
+    FloorDiv and ModularIndexing."""
+    def is_torch(e) -> bool:
+        return isinstance(e, sympy.Function) and type(e).__module__.startswith("torch") \
+            and type(e).__name__ in (*_TORCH_DIV, *_TORCH_MOD)
+
+    def ours(e):
+        a, b = e.args
+        return FloorDiv(a, b) if type(e).__name__ in _TORCH_DIV else ModularIndexing(a, sympy.Integer(1), b)
+
+    return expr.replace(is_torch, ours) if expr.has(sympy.Function) else expr
+
 
 def to_expr(value: Any) -> sympy.Expr:
-    """An int or SymInt as a sympy expression."""
+    """An int or SymInt as a sympy expression (in loop-ir's vocabulary: torch's ShapeEnv writes
+    integer division and modulo with functions of its own, the code generators know ours)."""
     if isinstance(value, torch.SymInt):
-        return sympy.sympify(value.node.expr)
+        return from_torch_sympy(sympy.sympify(value.node.expr))
     if isinstance(value, sympy.Expr):
         return value
     return sympy.Integer(int(value))
@@ -266,6 +285,12 @@ class GraphLowering:
                                            (n.args, n.kwargs))
             if n.target is operator.getitem:
                 env[n] = args[0][args[1]]
+                continue
+            val = n.meta.get("val")
+            if isinstance(val, torch.SymInt) and to_expr(val).free_symbols <= set(self.size_symbols):
+                # a size computation (sym_size, s0 // 2): its expression over the input sizes,
+                # which the wrapper and kernels compute themselves: no kernel, no fallback
+                env[n] = to_expr(val)
                 continue
             value = self._lower_node(n, args, kwargs, LOWERINGS)
             env[n] = self._maybe_realize(n, value)

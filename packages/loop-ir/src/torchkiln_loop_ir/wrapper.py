@@ -50,6 +50,24 @@ def make_extern(step: ExternCall, out_specs: Sequence[Any] = ()) -> Callable[...
     fixed = [(i, tuple(int(v) for v in sp.size), tuple(int(v) for v in sp.stride))
              for i, sp in enumerate(out_specs)
              if sp is not None and all(isinstance(v, sympy.Integer) for v in (*sp.size, *sp.stride))]
+    symbolic = [(i, f) for i, sp in enumerate(out_specs)
+                if sp is not None and not all(isinstance(v, sympy.Integer) for v in (*sp.size, *sp.stride))
+                and (f := _stride_fn(sp)) is not None]
+    if symbolic:
+        inner = call
+
+        def call(*values):
+            # symbolic sizes: the strides the kernels after this call were generated for, from
+            # the result's own sizes; a result laid out otherwise is copied into that layout
+            outs = inner(*values)
+            for i, strides_of in symbolic:
+                r = outs[i]
+                if isinstance(r, torch.Tensor) and r.numel() > 1:
+                    want = strides_of(r)
+                    if r.stride() != want:
+                        outs = list(outs)
+                        outs[i] = torch.empty_strided(r.shape, want, dtype=r.dtype, device=r.device).copy_(r)
+            return outs
     if not fixed:
         return call
     # a fallback may be an op whose output size depends on the data (nonzero, x[mask]): check it
@@ -70,6 +88,23 @@ def make_extern(step: ExternCall, out_specs: Sequence[Any] = ()) -> Callable[...
         return outs
 
     return checked
+
+
+def _stride_fn(spec: Any) -> Callable[[torch.Tensor], tuple[int, ...]] | None:
+    """``f(result) -> strides`` for a symbolic layout, its size symbols read from the result's
+    shape (None when a stride uses a symbol no dim of the result shows on its own)."""
+    bind = {}
+    for dim, size in enumerate(spec.size):
+        if isinstance(size, sympy.Symbol) and size not in bind:
+            bind[size] = dim
+    if not all(st.free_symbols <= set(bind) for st in map(sympy.sympify, spec.stride)):
+        return None
+    lines = [f"    {sym} = r.shape[{dim}]" for sym, dim in bind.items()]
+    body = "\n".join(lines) + ("\n" if lines else "")
+    source = f"def strides(r):\n{body}    return {_tuple(spec.stride)}\n"
+    ns = {"FloorDiv": lambda a, b: a // b, "ModularIndexing": lambda a, b, c: (a // b) % c}
+    exec(compile(source, "<extern strides>", "exec"), ns)  # noqa: S102 - our own generated code, as the wrapper module
+    return ns["strides"]
 
 
 def _make_extern(step: ExternCall) -> Callable[..., Any]:
@@ -112,7 +147,7 @@ def _make_extern(step: ExternCall) -> Callable[..., Any]:
               "    if len(flat) != _n_out:\n"
               f"        raise RuntimeError(f\"{{op}} returned {{len(flat)}} values, expected {{_n_out}}\")\n"
               "    return flat\n")
-    exec(compile(source, f"<extern {op}>", "exec"), ns)
+    exec(compile(source, f"<extern {op}>", "exec"), ns)  # noqa: S102 - our own generated code, as the wrapper module
     return ns["call"]
 
 

@@ -178,7 +178,9 @@ def _copy(code: types.CodeType, index: int, layout, live, name: str):
     for item in bc[:resume_pos]:
         if isinstance(item, Instr) and item.name == "MAKE_CELL" and item.arg.name in passed:
             item.set("NOP")
-    args = stack_args(layout) + list(live)
+    # live locals first: they are in the original's variable order, so when the first argument
+    # (``self``) is live it stays local 0, where 3.11's zero-argument super() looks for it
+    args = list(live) + stack_args(layout)
     bc.argnames = args
     bc.argcount = len(args)
     bc.posonlyargcount = 0
@@ -277,11 +279,14 @@ def step_code(code: types.CodeType, first: int, last: int, layout: tuple[str, ..
 
 
 def _tail(succ: Successor, cellvars: set) -> list[Instr]:
-    """Move the stack into temporaries, then ``return resume(*stack, *live)`` (cells as cells)."""
+    """Move the stack into temporaries, then ``return resume(*live, *stack)`` (cells as cells)."""
     depth = len(succ.layout)
     out = [Instr("STORE_FAST", f"__tk_tmp{i}") for i in reversed(range(depth))]
     out += [Instr("PUSH_NULL"), Instr("LOAD_CONST", succ.resume)]
     argc = 0
+    for name in succ.live:
+        out.append(Instr("LOAD_CLOSURE", CellVar(name)) if name in cellvars else Instr("LOAD_FAST", name))
+        argc += 1
     for i, kind in enumerate(succ.layout):
         if kind == NULL:
             continue  # STORE_FAST of a NULL just leaves the temporary unbound
@@ -289,9 +294,6 @@ def _tail(succ: Successor, cellvars: set) -> list[Instr]:
             out += [Instr("PUSH_NULL"), Instr("LOAD_CONST", tuple), Instr("LOAD_FAST", f"__tk_tmp{i}"), *_call(1)]
         else:
             out.append(Instr("LOAD_FAST", f"__tk_tmp{i}"))
-        argc += 1
-    for name in succ.live:
-        out.append(Instr("LOAD_CLOSURE", CellVar(name)) if name in cellvars else Instr("LOAD_FAST", name))
         argc += 1
     out += [*_call(argc), Instr("RETURN_VALUE")]
     return out
@@ -486,7 +488,7 @@ set_handled = types.FunctionType(_set_handled_code(), {}, "set_handled")
 
 
 def _handler_tail(succ: Successor, cellvars: set) -> list:
-    """At a clause body: ``prev = <exception handled before>; try: r = resume(*stack, *live)
+    """At a clause body: ``prev = <exception handled before>; try: r = resume(*live, *stack)
     finally: <restore prev>; return r``."""
     prev = f"__tk_tmp{len(succ.layout) - 1}"
     out = _tail(succ, cellvars)

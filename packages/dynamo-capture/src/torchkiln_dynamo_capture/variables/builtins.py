@@ -31,6 +31,7 @@ from .containers import (
     TupleVariable,
 )
 from .functions import PartialVariable, SuperVariable, UserFunctionVariable
+from .symbolic import is_symbolic, sym_binary
 from .tensors import TensorVariable
 
 _OPERATOR_FNS = set(BINARY_OPS.values()) | set(COMPARE_OPS.values())
@@ -260,6 +261,9 @@ def construct(tx, cls: type, args, kwargs) -> VariableTracker:
 # --- operators ------------------------------------------------------------------------------------
 
 def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker:
+    if (is_symbolic(a) or is_symbolic(b)) and not isinstance(a, TensorVariable) and not isinstance(b, TensorVariable) \
+            and a.is_python_constant() and b.is_python_constant():
+        return sym_binary(tx, fn, a, b)
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         if not isinstance(a, TensorVariable):  # `number += tensor` rebinds: not in-place
             fn = INPLACE_TO_BINARY.get(fn, fn)

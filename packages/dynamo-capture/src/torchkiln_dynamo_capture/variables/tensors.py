@@ -9,6 +9,7 @@ import torch.fx
 
 from ..exc import Unsupported
 from .base import AttrMissing, ConstantVariable, VariableTracker
+from .symbolic import sizes_variable, sym_value
 
 # attributes answered from the FakeTensor's metadata (static shapes: they become constants)
 _META_ATTRS = {
@@ -37,7 +38,12 @@ class TensorVariable(VariableTracker):
     def python_type(self) -> type:
         return self.cls
 
+    def _symbolic(self) -> bool:
+        return any(isinstance(s, torch.SymInt) for s in self.fake.shape)
+
     def var_getattr(self, tx, name):
+        if name == "shape" and self._symbolic():
+            return sizes_variable(tx, self, self.fake.shape, "size")
         if name in _META_ATTRS:
             return ConstantVariable(getattr(self.fake, name))
         if name in _TENSOR_ATTRS:
@@ -60,6 +66,8 @@ class TensorVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if name in _DATA_DEPENDENT:
             raise Unsupported(f"Tensor.{name}() (its result depends on tensor data)", "keep it outside the captured function")
+        if name in ("size", "numel", "nelement", "stride") and self._symbolic():
+            return self._symbolic_meta(tx, name, args)
         if name in _META_METHODS:
             a = [x.as_python_constant() for x in args]
             k = {n: v.as_python_constant() for n, v in kwargs.items()}
@@ -70,8 +78,23 @@ class TensorVariable(VariableTracker):
             return tx.out.call_tensor_op(tx, "call_function", operator.setitem, [self, *args], kwargs)
         return tx.out.call_tensor_op(tx, "call_method", name, [self, *args], kwargs)
 
+    def _symbolic_meta(self, tx, name, args):
+        """``size()``, ``size(d)``, ``numel()``, ``stride()`` of a tensor with symbolic sizes."""
+        if name == "stride":
+            values = self.fake.stride()
+            return sizes_variable(tx, self, values, "stride") if not args else \
+                ConstantVariable(int(values[args[0].as_python_constant()]))
+        if name in ("numel", "nelement"):
+            return sym_value(tx, lambda: tx.out.graph.call_function(torch.ops.aten.sym_numel.default, (self.node,)),
+                             self.fake.numel())
+        if not args:
+            return sizes_variable(tx, self, self.fake.shape, "size")
+        d = args[0].as_python_constant()
+        return sym_value(tx, lambda: tx.out.graph.call_function(torch.ops.aten.sym_size.int, (self.node, d)),
+                         self.fake.shape[d])
+
     def unpack(self, tx):
-        n = self.fake.shape[0] if self.fake.dim() else None
+        n = int(self.fake.shape[0]) if self.fake.dim() else None  # iterating specializes the size
         if n is None:
             raise Unsupported("iterating over a 0-d tensor")
         return [tx.out.call_tensor_op(tx, "call_function", operator.getitem, [self, ConstantVariable(i)], {}) for i in range(n)]
