@@ -7,7 +7,7 @@ from .partition import PartitionStats, default_partition, is_recomputable, min_c
 from .trace import FunctionalGraph, LiftedGraph, aten_graph, functional_graph, lift_parameters
 from .verify import check_functional
 
-__version__ = "0.1.0"
+__version__ = "0.1.1"
 
 __all__ = [
     "AOTError",

@@ -17,6 +17,7 @@ from typing import Any
 
 import torch
 from torch import fx
+from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ._batch_norm import BatchNormAsLegit
@@ -135,7 +136,10 @@ def trace_functional(
 
     functional = torch.func.functionalize(flat_fn, remove="mutations")
     try:
-        with _ambient_fake_mode(args, fake):
+        # symbolic inputs: composite ops take their Python decompositions, which keep sizes
+        # symbolic (older torch's C++ ones call numel() on them and fail)
+        python_dispatcher = enable_python_dispatcher() if not fake else contextlib.nullcontext()
+        with _ambient_fake_mode(args, fake), python_dispatcher:
             traced = make_fx(
                 functional,
                 decomposition_table=decompositions,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import operator
 import re
 import warnings
@@ -10,6 +11,7 @@ from collections.abc import Mapping
 import sympy
 import torch
 import torch.fx
+from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 from torchkiln_guards import Guard, ShapeGuard, StorageAliasMatch, TensorMatch
@@ -170,7 +172,9 @@ class OutputGraph:
         fake_args = [_map(a, "fake") for a in args]
         fake_kwargs = {k: _map(v, "fake") for k, v in kwargs.items()}
         try:
-            with self.fake_mode:
+            # with symbolic sizes, composite ops run their Python decompositions (the C++ ones
+            # read sizes as plain ints: "Cannot call numel() on tensor with symbolic sizes")
+            with self.fake_mode, (enable_python_dispatcher() if self.shape_env is not None else contextlib.nullcontext()):
                 if kind == "call_method":
                     result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
