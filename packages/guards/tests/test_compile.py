@@ -252,3 +252,20 @@ def test_parameters_shadowing_builtins(h):
     h.expect_fail(cg, "L['max']: expected nan, got 1.0", torch.randn(3, 6), [1, 2], {"a": 1}, 1.0)
     h.expect_fail(cg, None, torch.randn(7, 6), [1, 2], {"a": 1}, float("nan"))
     assert f(x, 1, 2, 3) is x
+
+
+def test_a_slice_item_source_is_hashable_and_guarded():
+    """``L['t'][1:]`` (a slice of an input tuple handed to a continuation) on Python 3.11 too."""
+    from torchkiln_guards import ConstantMatch, ItemSource, LengthMatch, LocalSource, compile_guards
+
+    src = ItemSource(LocalSource("t"), slice(1, None))
+    assert hash(src) == hash(ItemSource(LocalSource("t"), slice(1, None)))
+    import inspect
+
+    def f(t):
+        return t
+
+    guards = compile_guards([LengthMatch(src, 2), ConstantMatch(ItemSource(src, 0), 5)],
+                            signature=inspect.signature(f), f_globals={})
+    assert guards.check((1, 5, 7))
+    assert not guards.check((1, 6, 7)) and not guards.check((1, 5))

@@ -41,7 +41,7 @@ from .source import (
     Source,
 )
 
-__version__ = "0.1.0"
+__version__ = "0.1.1"
 
 __all__ = [
     "AttrSource",
