@@ -110,7 +110,8 @@ def _stride_fn(spec: Any) -> Callable[[torch.Tensor], tuple[int, ...]] | None:
 def _make_extern(step: ExternCall) -> Callable[..., Any]:
     """``f(*dynamic_leaves) -> list of outputs``, generated as Python source: the call's argument
     structure is spelled out once, constants bound by name, so a call does no pytree work (an
-    unflatten per call cost ~40 us for a convolution's nested int lists)."""
+    unflatten per call was a third of unet's host time under cProfile:
+    benchmarks/gpu_profile.py --python, log in benchmarks/results/gpu-2026-12-01/run5/)."""
     op = step.op
     n_out = len(step.outputs)
     ns: dict[str, Any] = {"op": op}
