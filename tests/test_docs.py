@@ -2,7 +2,8 @@
 
 The checks are deliberately simple (they read the Markdown, never import the packages):
 - a backticked path ending in ``.py`` exists: relative to the repository root, or as the tail of a
-  file in the page's own package (``bytecode/resume.py`` on docs/dynamo-capture.md);
+  file in the page's own package (``bytecode/resume.py`` on docs/dynamo-capture.md), or of a file
+  elsewhere under packages/, tests/ or benchmarks/ (another package's module named in passing);
 - a backticked dotted name starting with ``torchkiln`` resolves statically to a module file under
   packages/*/src and then to names defined in it (``torchkiln_loop_ir.scheduler.Scheduler.fuse``);
 - a backticked call such as ``compile_guards(...)`` or ``Scheduler.can_fuse()`` names a function,
@@ -49,6 +50,7 @@ EXTERNAL_NAMES = {
 def _is_external(name: str) -> bool:
     """A Python builtin or a tensor method (``vars()``, ``x.t_()``): not torchkiln's to define."""
     return name in EXTERNAL_NAMES or hasattr(builtins, name) or hasattr(torch.Tensor, name)
+
 
 BACKTICKED = re.compile(r"`([^`]+)`")
 LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -174,7 +176,8 @@ def _py_path_exists(token: str, page: Path) -> bool:
     package = _page_package(page)
     tail = "/" + token.lstrip("./")
     for roots in ([package] if package else [], [PACKAGES, ROOT / "tests", ROOT / "benchmarks"]):
-        if any(str(p).endswith(tail) for r in roots for p in r.rglob("*.py") if ".nox" not in p.parts):
+        files = (p for r in roots for p in r.rglob("*.py") if ".nox" not in p.parts)
+        if any(str(p).endswith(tail) for p in files):
             return True
     return False
 
