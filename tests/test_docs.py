@@ -176,10 +176,14 @@ def _py_path_exists(token: str, page: Path) -> bool:
     package = _page_package(page)
     tail = "/" + token.lstrip("./")
     for roots in ([package] if package else [], [PACKAGES, ROOT / "tests", ROOT / "benchmarks"]):
-        files = (p for r in roots for p in r.rglob("*.py") if ".nox" not in p.parts)
-        if any(str(p).endswith(tail) for p in files):
+        if any(f.endswith(tail) for r in roots for f in _py_files(r)):
             return True
     return False
+
+
+@functools.cache
+def _py_files(root: Path) -> tuple[str, ...]:
+    return tuple(str(p) for p in root.rglob("*.py") if ".nox" not in p.parts)
 
 
 def test_one_page_per_package() -> None:
