@@ -71,3 +71,29 @@ def test_avg_pool2d_lowering(codegen, kwargs):
     compiled = torchkiln.compile(f, options={"strict": True, "codegen": codegen})
     torch.testing.assert_close(compiled(t), f(t))
     assert not torchkiln.report(compiled).graphs[0].fallbacks
+
+
+def test_checkpoint_autocast_and_grad_modes_inside_one_graph():
+    import torch.utils.checkpoint as checkpoint
+
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 8)
+
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = lin(x).relu()
+        with torch.no_grad():
+            scale = x.abs().mean()
+        z = checkpoint.checkpoint(lambda t: t.float().sin() * scale, y, use_reentrant=False)
+        return z.sum(1)
+
+    compiled = torchkiln.compile(f, options={"strict": True})
+    x1 = torch.randn(4, 8, requires_grad=True)
+    x2 = x1.detach().clone().requires_grad_()
+    out, ref = compiled(x1), f(x2)
+    torch.testing.assert_close(out, ref)
+    out.sum().backward()
+    ref.sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad)
+    report = torchkiln.report(compiled)
+    assert len(report.graphs) == 1 and not report.graph_breaks

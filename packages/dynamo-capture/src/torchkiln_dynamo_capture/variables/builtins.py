@@ -12,6 +12,7 @@ import sys
 import types
 
 import torch
+import torch.utils.checkpoint
 
 from .. import trace_rules
 from ..exc import Unsupported
@@ -40,6 +41,10 @@ try:
 except ImportError:  # torch without torch.library.custom_op
     class _CustomOpDef:  # type: ignore[no-redef]
         pass
+
+#: keyword arguments of torch.utils.checkpoint.checkpoint itself (the rest go to the function)
+_CHECKPOINT_OPTIONS = frozenset({"use_reentrant", "context_fn", "determinism_check", "debug",
+                                 "preserve_rng_state", "early_stop"})
 
 _OPERATOR_FNS = set(BINARY_OPS.values()) | set(COMPARE_OPS.values())
 # torch Python functions that wrap a user function (decorators): inlined rather than put in the graph
@@ -88,6 +93,11 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return ConstantVariable(True)
     if trace_rules.is_disabled(fn):
         raise disabled_call(fn)
+    if fn is torch.utils.checkpoint.checkpoint and args:
+        # activation checkpointing: the region is inlined into the graph (same values; whether
+        # its activations are kept or recomputed is the partitioner's choice)
+        kept = {k: v for k, v in kwargs.items() if k not in _CHECKPOINT_OPTIONS}
+        return tx.call_function(args[0], list(args[1:]), kept)
     if trace_rules.is_allowed_in_graph(fn):
         return tx.out.call_tensor_op(tx, "call_function", fn, args, kwargs)
     handler = _BUILTIN_HANDLERS.get(fn) if _hashable(fn) else None
