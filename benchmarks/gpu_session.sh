@@ -14,6 +14,10 @@
 #   zoo, hf     the benchmarks on CUDA in bfloat16 (kernel and ATen-fallback counts in the rows)
 #   cudagraphs  the zoo and hf suites with mode="reduce-overhead" (CUDA graphs, both compilers);
 #               cudagraphs-zoo / cudagraphs-hf for one of them
+#   hf-full, timm-full   the full-size suites (--size full: bert-base, distilbert, gpt2, t5-base
+#               encoder, an 8-layer Llama at batch 8-32 x 512-1024; timm at batch 64/128), inference
+#   hf-train, timm-train the same models for a training step (--train: bf16 autocast, loss,
+#               backward, AdamW; gradients checked against eager)
 #   scale       BERT-base at full size (batch 16, seq 512, bf16 autocast): compile seconds and step
 #               time for inference and a training step, eager vs torchkiln vs torch.compile
 #               (benchmarks/gpu_scale.py; one subprocess per compiler and mode)
@@ -53,6 +57,10 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                 bench hf-bf16-cudagraphs 130 --suite hf --mode reduce-overhead ;;
     cudagraphs-zoo) bench zoo-bf16-cudagraphs 150 --suite zoo --mode reduce-overhead ;;
     cudagraphs-hf) bench hf-bf16-cudagraphs 130 --suite hf --mode reduce-overhead ;;
+    hf-full) bench hf-full-bf16 560 --suite hf --size full --repeat 10 ;;
+    timm-full) bench timm-full-bf16 560 --suite timm --size full --repeat 10 ;;
+    hf-train) bench hf-full-train-bf16 560 --suite hf --size full --train --repeat 5 --warmup 2 ;;
+    timm-train) bench timm-full-train-bf16 560 --suite timm --size full --train --repeat 5 --warmup 2 ;;
     scale) timeout 560 python3 benchmarks/gpu_scale.py --model bert-base --batch 16 --seq 512 \
              --timeout 170 --json "$OUT/gpu-scale-bert-base.json" 2>&1 | tee "$OUT/gpu-scale.log" | tail -12 ;;
     scale-infer) timeout 560 python3 benchmarks/gpu_scale.py --model bert-base --modes infer \
