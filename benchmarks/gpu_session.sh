@@ -4,6 +4,7 @@
 #
 #   bash benchmarks/gpu_session.sh                      # every section, in this order
 #   bash benchmarks/gpu_session.sh py312 ops hf         # some of them
+#   MODELS=bert,gpt2 bash benchmarks/gpu_session.sh hf-train   # some models of the bench sections
 #
 # Sections (each bounded, so one device call of 10 minutes at most gets the most out):
 #   py312       the test suites on Python 3.12 (capture, guards, aot, loop-ir, cpp, meta-package,
@@ -36,7 +37,7 @@ bench() {  # bench <name> <timeout> <args...>
   local name=$1 limit=$2
   shift 2
   timeout "$limit" python3 -m torchkiln bench --device cuda --dtype bfloat16 --no-progress \
-    --json "$OUT/gpu-$name.json" "$@" 2>&1 | tee "$OUT/gpu-$name.log" | tail -16
+    ${MODELS:+--models "$MODELS"} --json "$OUT/gpu-$name.json" "$@" 2>&1 | tee "$OUT/gpu-$name.log" | tail -16
 }
 
 for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
