@@ -9,7 +9,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
-MODES: tuple[str, ...] = ("default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs")
+MODES: tuple[str, ...] = (
+    "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"
+)
 
 #: What each torch.compile mode turns on, in CompileOptions fields (Inductor's mode table, read
 #: through: reduce-overhead = CUDA graphs; max-autotune = autotuning + CUDA graphs;
@@ -33,7 +35,7 @@ INDUCTOR_OPTIONS: dict[str, str] = {
 
 #: Common Inductor options torchkiln accepts but ignores, with the reason the warning gives.
 IGNORED_INDUCTOR_OPTIONS: dict[str, str] = {
-    "epilogue_fusion": "matmuls run as extern calls, so there is no template to fuse an epilogue into",
+    "epilogue_fusion": "matmuls run as extern calls, so there is no template to fuse into",
     "max_autotune_gemm": "matmuls run as extern ATen calls, so there is no GEMM template to tune",
     "triton.cudagraph_trees": "torchkiln records one CUDA graph per compiled graph, not trees",
     "shape_padding": "torchkiln does not pad matmul shapes",
