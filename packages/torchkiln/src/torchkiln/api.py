@@ -18,6 +18,7 @@ from typing import Any
 
 import torch
 import torchkiln_dynamo_capture
+from torch.nn.modules import module as _nn_module
 from torchkiln_guards.logs import check_log_names
 
 from torchkiln.errors import BackendCompilerFailed, LayerUnavailable
@@ -265,13 +266,11 @@ class CompiledModule(torch.nn.Module):
 
 
 def _has_global_module_hooks() -> bool:
-    from torch.nn.modules import module
-
     return bool(
-        module._global_forward_hooks
-        or module._global_forward_pre_hooks
-        or module._global_backward_hooks
-        or module._global_backward_pre_hooks
+        _nn_module._global_forward_hooks
+        or _nn_module._global_forward_pre_hooks
+        or _nn_module._global_backward_hooks
+        or _nn_module._global_backward_pre_hooks
     )
 
 
