@@ -366,6 +366,13 @@ def test_cpu_use_needs_neither_triton_nor_codegen_triton() -> None:
         torch.testing.assert_close(out, model(x))
         out.sum().backward()
         assert model[0].weight.grad is not None
+        # asking for Triton without the extra: one warning saying how to get it, eager result
+        import warnings
+        fn = torchkiln.compile(lambda t: t.sin() + 1, options={"codegen": "triton"})
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            torch.testing.assert_close(fn(x), x.sin() + 1)
+        assert any("torchkiln[triton]" in str(w.message) for w in caught), caught
         print("ok")
         """
     )

@@ -75,7 +75,13 @@ def code_generator(device: torch.device, options: CompileOptions) -> Any:
             options=_codegen_options(cpp, "CppOptions", options.cpp_options, options)
         )
     if chosen in ("cuda", "triton"):
-        import torchkiln_codegen_triton as triton
+        try:
+            import torchkiln_codegen_triton as triton
+        except ImportError as error:  # a CPU-only install: torchkiln without its triton extra
+            raise LayerUnavailable(
+                f"compiling for {device.type} with Triton needs the Triton code generator: "
+                f"pip install 'torchkiln[triton]' ({one_line(error)})"
+            ) from error
 
         return _layer(triton, "TritonBackend")(
             options=_codegen_options(triton, "TritonOptions", options.triton_options, options)
