@@ -2,7 +2,7 @@
 
 __version__ = "0.1.1"
 
-from torchkiln.api import CompiledFunction, CompiledModule, compile, explain, report
+from torchkiln.api import CompiledFunction, CompiledModule, compile, explain, report, reset
 from torchkiln.backend import backend
 from torchkiln.errors import BackendCompilerFailed, LayerUnavailable, TorchkilnError
 from torchkiln.options import CompileOptions
@@ -24,4 +24,5 @@ __all__ = [
     "explain",
     "make_backend",
     "report",
+    "reset",
 ]
