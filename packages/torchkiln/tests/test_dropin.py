@@ -380,3 +380,25 @@ def test_cpu_use_needs_neither_triton_nor_codegen_triton() -> None:
         [sys.executable, "-c", script], capture_output=True, text=True, timeout=600
     )
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+
+
+def test_torchkiln_disable_and_mark_dynamic_reexported():
+    calls = []
+
+    @torchkiln.disable
+    def helper(x):
+        calls.append(1)
+        return x * 2
+
+    def f(x):
+        return helper(x.sin()).cos()
+
+    compiled = torchkiln.compile(f, options={"strict": True})
+    for n in (4, 6, 9):
+        x = torch.randn(n, 3)
+        torchkiln.mark_dynamic(x, 0)
+        torch.testing.assert_close(compiled(x), f(x))
+    assert len(calls) == 6  # once per compiled call and once per eager call: never traced
+    # the marked input: one graph before the helper for every size; the continuation after it
+    # gets an unmarked tensor: static at first, symbolic from its first recompile (2 graphs)
+    assert len(torchkiln.report(compiled).graphs) == 3
