@@ -59,6 +59,8 @@ class OutputGraph:
         self.fake_to_var: dict[int, TensorVariable] = {}
         self.root = torch.nn.Module()
         self._last_placeholder = None
+        #: ids of containers from outside held as constants (their mutations must run in Python)
+        self.outside_containers: set[int] = set()
         self._names: set[str] = set()
 
     def shape_guards(self) -> list[Guard]:
