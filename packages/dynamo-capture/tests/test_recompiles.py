@@ -214,3 +214,18 @@ def test_recompile_limit_warning_names_the_guard():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         torch.testing.assert_close(cf(y), _tiny(y))
+
+
+def _divide(a, s):
+    return a / s
+
+
+def test_signed_zero_and_nan_arguments():
+    # a Python float is specialised into the graph: -0.0 after 0.0 recompiles (1 / -0.0 is -inf),
+    # and NaN after NaN reuses the entry (every NaN divides the same)
+    backend = Counting()
+    f = capture(_divide, backend)
+    a = torch.randn(4)
+    for s in (0.0, -0.0, 0.0, float("nan"), float("nan"), -0.0):
+        torch.testing.assert_close(f(a, s), _divide(a, s), equal_nan=True)
+    assert backend.calls == 3
