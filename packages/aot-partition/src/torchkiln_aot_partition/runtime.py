@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from .aliasing import SyntheticBases
 from .mutation import OutputAlias, apply_mutations, restore_aliases
 from .trace import merge_constant_outputs
 
@@ -22,12 +23,14 @@ class InferenceRuntime:
     mutated_inputs: tuple[int, ...]
     constant_outputs: tuple[tuple[int, Any], ...] = ()
     aliases: tuple[OutputAlias, ...] = ()
+    bases: SyntheticBases | None = None
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         args = list(self.params) + list(inputs)
+        graph_args = self.bases.graph_args(args) if self.bases is not None else args
         with torch.no_grad():
-            outs = list(self.compiled(*args))
-        apply_mutations(args, self.mutated_inputs, outs[self.num_user_outputs:])
+            outs = list(self.compiled(*graph_args))
+        apply_mutations(graph_args, self.mutated_inputs, outs[self.num_user_outputs:])
         outs = restore_aliases(outs[: self.num_user_outputs], args, self.aliases)
         return merge_constant_outputs(outs, self.constant_outputs)
 
@@ -104,12 +107,14 @@ class TrainingRuntime:
     params: tuple[torch.Tensor, ...]
     constant_outputs: tuple[tuple[int, Any], ...] = ()
     aliases: tuple[OutputAlias, ...] = ()
+    bases: SyntheticBases | None = None
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         args = list(self.params) + list(inputs)
-        outs = list(CompiledFunction.apply(self.plan, *args))
+        graph_args = self.bases.graph_args(args) if self.bases is not None else args
+        outs = list(CompiledFunction.apply(self.plan, *graph_args))
         n = self.plan.num_user_outputs
-        apply_mutations(args, self.plan.mutated_inputs, outs[n:])
+        apply_mutations(graph_args, self.plan.mutated_inputs, outs[n:])
         # An aliased output is rebuilt as a view outside the Function: its gradient then flows
         # through eager's view backward (the Function's copy of it gets a zero tangent).
         outs = restore_aliases(outs[:n], args, self.aliases)

@@ -14,7 +14,7 @@ import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
-from torchkiln_guards import Guard, ShapeGuard, StorageAliasMatch, TensorMatch
+from torchkiln_guards import Guard, ShapeGuard, StorageAliasGroups, TensorMatch
 
 from ._codegen import Namespace, signature_text
 from ._guards import SameObjectMatch
@@ -79,6 +79,15 @@ class OutputGraph:
             guards.append(ShapeGuard(expr, {sym: self.symbols[sym] for sym in expr.free_symbols}))
         return guards
 
+    def alias_guards(self) -> list[Guard]:
+        """Which tensor inputs share a storage, as at capture: the compiled graph depends on it
+        (aot-partition traces inputs that share a storage and are mutated over one base; inputs
+        that do not share one must stay apart, or a write through one would be missed by another)."""
+        if len(self.inputs) < 2:
+            return []
+        sources = [s for s, _, _ in self.inputs]
+        return [StorageAliasGroups.from_tensors(sources, [t for _, t, _ in self.inputs])]
+
     # --- values from outside ------------------------------------------------------------------
     def remember(self, value, var):
         self.var_cache[id(value)] = var
@@ -133,10 +142,6 @@ class OutputGraph:
         self._last_placeholder = node
         node.meta["example_value"] = fake
         self.guards.append(TensorMatch.from_tensor(source, t, dynamic_dims))
-        # distinct inputs must stay distinct (in-place updates would otherwise be seen twice); two
-        # inputs that do share a storage are guarded to keep sharing it, so the guards hold here
-        for prev_source, prev, _ in self.inputs[-6:]:
-            self.guards.append(StorageAliasMatch(prev_source, source, _same_storage(prev, t)))
         var = TensorVariable(node, fake, source, cls=type(t))
         self.inputs.append((source, t, node))
         return self._register(t, var)
@@ -293,13 +298,6 @@ _STATE_OPS = _state_ops()
 def _name_hint(source) -> str:
     """``L['x'].w`` -> ``x.w`` (sanitised by ``_fresh``): graph names read like the user's code."""
     return re.sub(r"\b[LGC]\['([^']*)'\]", r"\1", source.expr())
-
-
-def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    try:
-        return a.untyped_storage()._cdata == b.untyped_storage()._cdata
-    except Exception:  # noqa: BLE001 - a tensor without a storage shares none
-        return False
 
 
 def _contains_tensor(x) -> bool:
