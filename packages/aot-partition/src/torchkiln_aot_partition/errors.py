@@ -10,3 +10,8 @@ class AOTError(RuntimeError):
 
 class NotFunctionalError(AOTError):
     """A graph handed to a compiler breaks contract C2 (see `check_functional`)."""
+
+
+class MutationAppliedError(AOTError):
+    """A compiled graph failed after it began writing its input mutations back to the caller's
+    tensors. Running it again (eagerly) would apply them twice; the original error is __cause__."""

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import torch
 
 from .aliasing import SyntheticBases
+from .errors import MutationAppliedError
 from .mutation import OutputAlias, apply_mutations, restore_aliases
 from .trace import merge_constant_outputs
 
@@ -31,8 +33,9 @@ class InferenceRuntime:
         with torch.no_grad():
             outs = list(self.compiled(*graph_args))
         apply_mutations(graph_args, self.mutated_inputs, outs[self.num_user_outputs:])
-        outs = restore_aliases(outs[: self.num_user_outputs], args, self.aliases)
-        return merge_constant_outputs(outs, self.constant_outputs)
+        with _after_write_back(self.mutated_inputs):
+            outs = restore_aliases(outs[: self.num_user_outputs], args, self.aliases)
+            return merge_constant_outputs(outs, self.constant_outputs)
 
 
 @dataclass
@@ -115,7 +118,21 @@ class TrainingRuntime:
         outs = list(CompiledFunction.apply(self.plan, *graph_args))
         n = self.plan.num_user_outputs
         apply_mutations(graph_args, self.plan.mutated_inputs, outs[n:])
-        # An aliased output is rebuilt as a view outside the Function: its gradient then flows
-        # through eager's view backward (the Function's copy of it gets a zero tangent).
-        outs = restore_aliases(outs[:n], args, self.aliases)
-        return merge_constant_outputs(outs, self.constant_outputs)
+        with _after_write_back(self.plan.mutated_inputs):
+            # An aliased output is rebuilt as a view outside the Function: its gradient then flows
+            # through eager's view backward (the Function's copy of it gets a zero tangent).
+            outs = restore_aliases(outs[:n], args, self.aliases)
+            return merge_constant_outputs(outs, self.constant_outputs)
+
+
+@contextlib.contextmanager
+def _after_write_back(mutated_inputs):
+    """A failure after input mutations were written back says so (MutationAppliedError): the
+    caller must not run the graph again, eagerly or not."""
+    try:
+        yield
+    except Exception as exc:
+        if not mutated_inputs:
+            raise
+        raise MutationAppliedError(f"the compiled graph failed after writing its input mutations back "
+                                   f"({type(exc).__name__}: {exc})") from exc

@@ -4,7 +4,7 @@ __version__ = "0.1.1"
 
 from torchkiln.api import CompiledFunction, CompiledModule, compile, explain, report
 from torchkiln.backend import backend
-from torchkiln.errors import BackendCompilerFailed, LayerUnavailable, TorchkilnError
+from torchkiln.errors import BackendCompilerFailed, FailedAfterEffects, LayerUnavailable, TorchkilnError
 from torchkiln.options import CompileOptions
 from torchkiln.pipeline import make_backend
 from torchkiln.report import CompileReport, EagerFallback, GraphReport
@@ -16,6 +16,7 @@ __all__ = [
     "CompiledFunction",
     "CompiledModule",
     "EagerFallback",
+    "FailedAfterEffects",
     "GraphReport",
     "LayerUnavailable",
     "TorchkilnError",
