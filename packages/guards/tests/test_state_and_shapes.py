@@ -138,3 +138,21 @@ def test_storage_alias_groups(h):
     h.expect_pass(cg, buf[:3], torch.randn(3), torch.randn(3))
     h.expect_fail(cg, "L['y'] shares a storage with: expected no earlier input, got L['x']",
                   buf[:3], buf[2:5], torch.randn(3))
+
+
+def test_storage_alias_groups_of_two(h):
+    from torchkiln_guards import StorageAliasGroups
+
+    def f(x, y):
+        return x + y
+
+    srcs = [LocalSource("x"), LocalSource("y")]
+    base = torch.randn(3, 3)
+    shared = h.build(f, [StorageAliasGroups.from_tensors(srcs, [base, base.t()])])
+    apart = h.build(f, [StorageAliasGroups.from_tensors(srcs, [base, torch.randn(3, 3)])])
+    other = torch.randn(3, 3)
+    h.expect_pass(shared, other, other[1:])
+    h.expect_fail(shared, "L['y'] shares a storage with: expected L['x'], got no earlier input",
+                  other, torch.randn(3))
+    h.expect_pass(apart, other, torch.randn(3))
+    h.expect_fail(apart, None, other, other)

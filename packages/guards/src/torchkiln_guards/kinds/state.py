@@ -182,6 +182,13 @@ class StorageAliasGroups(Guard):
         return f"StorageAliasGroups({len(self.sources_)} tensors)"
 
     def code(self, refs, ctx):
+        if len(refs) == 2:
+            op = "!=" if self.pattern == (0, 1) else "=="
+            return f"{refs[0]}.untyped_storage()._cdata {op} {refs[1]}.untyped_storage()._cdata"
+        if self.pattern == tuple(range(len(refs))):
+            # the common case, no sharing: one set of storage ids, built inline (~2x faster)
+            ids = ", ".join(f"{r}.untyped_storage()._cdata" for r in refs)
+            return f"{ctx.builtin('len')}({{{ids}}}) == {len(refs)}"
         return f"{ctx.const(alias_pattern, 'alias_pattern')}(({', '.join(refs)},)) == {self.pattern!r}"
 
     def failure(self, *tensors):
