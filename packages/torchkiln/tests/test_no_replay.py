@@ -143,3 +143,18 @@ def test_a_user_error_inside_torch_is_not_replayed(monkeypatch):
         with pytest.raises(NotImplementedError, match="Input Error"):
             compiled(torch.randn(3))
     assert log == ["printed"]
+
+
+def test_arguments_that_do_not_fit_raise_as_eager():
+    def f(x, y):
+        return x + y
+
+    compiled = torchkiln.compile(f, backend="eager")
+    x = torch.randn(3)
+    torch.testing.assert_close(compiled(x, x), x + x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(TypeError, match="missing 1 required positional argument"):
+            compiled(x)
+    torch.testing.assert_close(compiled(x, 2 * x), 3 * x)
+    assert not torchkiln.report(compiled).eager_fallbacks

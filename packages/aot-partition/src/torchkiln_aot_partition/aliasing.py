@@ -116,10 +116,11 @@ def synthetic_bases(primals: Sequence, groups: Sequence[Sequence[int]], *, grad:
         first = members[0]
         if any(m.dtype != first.dtype or m.device != first.device for m in members):
             raise AOTError("graph inputs that share a storage have different dtypes or devices "
-                           "(a .view(dtype) of another input); running this graph eagerly")
+                           "(a .view(dtype) of another input) and are mutated: only eager can "
+                           "reproduce the writes")
         if grad and any(m.requires_grad for m in members):
-            raise AOTError("graph inputs that share a storage are mutated and require grad; "
-                           "running this graph eagerly")
+            raise AOTError("graph inputs that share a storage are mutated and require grad: "
+                           "autograd's rules for views written in place are left to eager")
         # The base starts at the storage's first element: as_strided offsets (and the
         # as_strided_scatter functionalization writes back with) are then the same whether read
         # as absolute or relative to the base.

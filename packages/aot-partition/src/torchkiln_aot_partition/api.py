@@ -88,6 +88,6 @@ def _bases_for(primals, mutated_inputs, *, grad: bool, symbolic: bool) -> Synthe
     if not groups:
         return None
     if symbolic:
-        raise AOTError("graph inputs that share a storage are mutated under symbolic shapes; "
-                       "running this graph eagerly")
+        raise AOTError("graph inputs that share a storage are mutated under symbolic shapes "
+                       "(their synthetic base needs static geometry)")
     return synthetic_bases(primals, groups, grad=grad)

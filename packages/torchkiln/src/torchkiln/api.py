@@ -155,14 +155,16 @@ def _frames(error: BaseException) -> list[Any]:
 
 
 def _frame_kind(frame: Any) -> str:
-    """"graph" (a graph's ops running: an FX graph's forward, or the pipeline's graph runner,
-    which lets out only eager's errors), "library", "torchkiln" (our code, generated or not), or
-    "user"."""
+    """"graph" (what raises only as eager would: an FX graph's forward, the pipeline's graph
+    runner, a guard check binding the arguments), "library", "torchkiln" (our code, generated or
+    not), or "user"."""
     module = frame.f_globals.get("__name__") or ""
     filename = frame.f_code.co_filename
     if module == "torchkiln.pipeline" and frame.f_code.co_name == "run_graph":
         return "graph"
     if filename.endswith(("fx/graph_module.py", "fx\\graph_module.py")) or filename.startswith("<eval_with_key"):
+        return "graph"
+    if filename == "<torchkiln guards>":  # raises only for arguments that do not fit, as fn would
         return "graph"
     root = module.split(".")[0]
     if root in _LIBRARIES or root in sys.stdlib_module_names:
