@@ -14,6 +14,9 @@
 #   zoo, hf     the benchmarks on CUDA in bfloat16 (kernel and ATen-fallback counts in the rows)
 #   cudagraphs  the zoo and hf suites with mode="reduce-overhead" (CUDA graphs, both compilers);
 #               cudagraphs-zoo / cudagraphs-hf for one of them
+#   scale       BERT-base at full size (batch 16, seq 512, bf16 autocast): compile seconds and step
+#               time for inference and a training step, eager vs torchkiln vs torch.compile
+#               (benchmarks/gpu_scale.py; one subprocess per compiler and mode)
 # Everything lands in $OUT.
 set -uo pipefail
 OUT=${OUT:-/tmp/out}
@@ -50,6 +53,10 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                 bench hf-bf16-cudagraphs 130 --suite hf --mode reduce-overhead ;;
     cudagraphs-zoo) bench zoo-bf16-cudagraphs 150 --suite zoo --mode reduce-overhead ;;
     cudagraphs-hf) bench hf-bf16-cudagraphs 130 --suite hf --mode reduce-overhead ;;
+    scale) timeout 560 python3 benchmarks/gpu_scale.py --model bert-base --batch 16 --seq 512 \
+             --timeout 170 --json "$OUT/gpu-scale-bert-base.json" 2>&1 | tee "$OUT/gpu-scale.log" | tail -12 ;;
+    scale-infer) timeout 560 python3 benchmarks/gpu_scale.py --model bert-base --modes infer \
+             --timeout 170 --json "$OUT/gpu-scale-bert-base-infer.json" 2>&1 | tail -8 ;;
     *) echo "unknown section $section" ;;
   esac
 done

@@ -1,4 +1,4 @@
-"""The dependency rule of ../shared/ARCHITECTURE.md, checked by reading every import.
+"""The dependency rule of docs/architecture.md, checked by reading every import.
 
 A file under packages/<folder>/src may import a sibling torchkiln package only if that package's
 pyproject declares it, and no file may reach into the parts of torch that torchkiln rebuilds.
