@@ -3,15 +3,15 @@
 Functionalization treats each graph input as its own tensor, so with ``a = x`` and ``b = x[0]``,
 ``a.mul_(2); return b + 0`` would read the old ``b``, and the copy-back of ``a`` and ``b`` would
 race. When inputs that share a storage are mutated, the graph is traced instead with one *base*
-per storage (a 1-D view from the storage's first element to the last one an alias covers) and each aliased input
-recreated inside the graph as ``base.as_strided(size, stride, storage_offset)`` with its real
-geometry.
-Functionalization then sees one tensor and its views: a write through one view is read through
-the others, and the mutation copied back is the base's, which updates every alias at once.
+per storage (a 1-D view from the storage's first element to the last one an alias covers), and
+each aliased input is recreated inside the graph as ``base.as_strided(size, stride,
+storage_offset)`` with its real geometry. Functionalization then sees one tensor and its views:
+a write through one view is read through the others, and the mutation copied back is the
+base's, which updates every alias at once.
 
 Only static geometry is handled (capture guards it: TensorMatch pins sizes, strides and storage
-offsets, StorageAliasMatch the sharing); aliased, mutated inputs under symbolic shapes raise
-AOTError, so the graph runs eagerly.
+offsets, StorageAliasGroups which inputs share a storage); aliased, mutated inputs under
+symbolic shapes raise AOTError, so the graph runs eagerly.
 """
 
 from __future__ import annotations
