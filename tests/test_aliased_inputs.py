@@ -158,3 +158,30 @@ def test_mutated_aliases_that_require_grad_run_eagerly_and_correctly():
         (got.sum() + x_c.sum()).backward()
         (want.sum() + x_e.sum()).backward()
         torch.testing.assert_close(w_c.grad, w_e.grad)
+
+
+_VIEWS = {
+    "flat slice": lambda s: s.view(-1)[3:17],
+    "other flat slice": lambda s: s.view(-1)[9:21],
+    "row": lambda s: s[2],
+    "transpose": lambda s: s.t(),
+    "every other column": lambda s: s[:, 1::2],
+    "whole": lambda s: s,
+}
+_WRITES = ["a.add_(1.5)", "b.mul_(-2)", "a.fill_(3.0)", "b.clamp_(min=0)", "a.sub_(a.sum())",
+           "a.mul_(2); b.add_(1)", "b.zero_(); a.add_(1)"]
+_READS = ["a + 0", "b * 1", "a.sum() + b.sum()", "(a.sum(), b)"]
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_views_writes_and_reads(seed):
+    # seeded programs: two views of one 5x5 storage, writes through one or both, reads of either
+    import random
+
+    rng = random.Random(seed)
+    view_a, view_b = rng.sample(sorted(_VIEWS), 2)
+    src = f"def fn(a, b):\n    {rng.choice(_WRITES)}\n    return {rng.choice(_READS)}\n"
+    scope: dict = {}
+    exec(compile(src, f"<aliasing program {seed}>", "exec"), scope)
+    fn = scope["fn"]
+    _check(fn, lambda: torch.randn(5, 5), lambda s: (_VIEWS[view_a](s), _VIEWS[view_b](s)))
