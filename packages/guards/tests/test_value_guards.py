@@ -68,7 +68,9 @@ def test_id_match(h):
         # signed zeros differ (1 / v tells them apart); any NaN matches NaN
         (0.0, 0.0, -0.0, "L['v']: expected 0.0, got -0.0"),
         (-0.0, -0.0, 0.0, "L['v']: expected -0.0, got 0.0"),
-        (float("nan"), -float("nan"), 0.0, "L['v']: expected nan, got 0.0"),
+        (float("nan"), float("nan"), 0.0, "L['v']: expected nan, got 0.0"),
+        (float("nan"), float("nan"), -float("nan"), "L['v']: expected nan, got nan [the sign bits differ]"),
+        (-float("nan"), -float("nan"), float("nan"), "L['v']: expected nan, got nan [the sign bits differ]"),
         ((0.0, 1), (0.0, 1), (-0.0, 1), "L['v']: expected (0.0, 1), got (-0.0, 1)"),
         ((float("nan"), 1), (float("nan"), 1), (1.0, 1), "L['v']: expected (nan, 1), got (1.0, 1)"),
         (complex(0.0, -0.0), complex(0.0, -0.0), complex(0.0, 0.0), "L['v']: expected -0j, got 0j"),
@@ -92,10 +94,11 @@ def test_constant_match(h, value, same, different, reason):
 
 
 def test_constant_match_equality_is_exact():
-    # a guard set deduplicates equal guards: 0.0 and -0.0 must stay two guards, NaNs one
+    # a guard set deduplicates equal guards: 0.0 and -0.0 must stay two guards, NaNs of one sign one
     assert ConstantMatch(V, 0.0) != ConstantMatch(V, -0.0)
     assert len({ConstantMatch(V, 0.0), ConstantMatch(V, -0.0)}) == 2
     assert ConstantMatch(V, float("nan")) == ConstantMatch(V, float("nan"))
+    assert ConstantMatch(V, float("nan")) != ConstantMatch(V, -float("nan"))
     assert ConstantMatch(V, 1) != ConstantMatch(V, 1.0)
 
 

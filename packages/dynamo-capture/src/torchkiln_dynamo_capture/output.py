@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import operator
 import re
 import warnings
@@ -177,6 +178,10 @@ class OutputGraph:
         """Add a node ``target(*args, **kwargs)``; its result's metadata comes from running it on fakes."""
         node_args = tuple(_map(a, "node") for a in args)
         node_kwargs = {k: _map(v, "node") for k, v in kwargs.items()}
+        if _has_negative_nan((node_args, node_kwargs)):
+            # FX writes every NaN as ``nan``: the graph would compute with +NaN
+            raise Unsupported("a negative NaN constant in a graph operation (the graph's code "
+                              "cannot spell its sign)", "the operation runs in Python")
         fake_args = [_map(a, "fake") for a in args]
         fake_kwargs = {k: _map(v, "fake") for k, v in kwargs.items()}
         try:
@@ -301,6 +306,16 @@ _STATE_OPS = _state_ops()
 def _name_hint(source) -> str:
     """``L['x'].w`` -> ``x.w`` (sanitised by ``_fresh``): graph names read like the user's code."""
     return re.sub(r"\b[LGC]\['([^']*)'\]", r"\1", source.expr())
+
+
+def _has_negative_nan(x) -> bool:
+    if type(x) is float:
+        return x != x and math.copysign(1.0, x) < 0
+    if isinstance(x, (tuple, list)):
+        return any(_has_negative_nan(i) for i in x)
+    if isinstance(x, dict):
+        return any(_has_negative_nan(i) for i in x.values())
+    return False
 
 
 def _contains_tensor(x) -> bool:

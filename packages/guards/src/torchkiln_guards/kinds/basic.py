@@ -115,7 +115,7 @@ class _IdText:
 
 def _exact(value: Any) -> bool:
     """Whether ``==`` is too coarse for this constant: it holds a signed zero (``0.0 == -0.0``,
-    yet ``1 / x`` differs) or a NaN (``nan != nan``, yet every NaN computes the same)."""
+    yet ``1 / x`` differs) or a NaN (``nan != nan``, yet two NaNs of one sign compute the same)."""
     if type(value) is float:
         return value == 0.0 or value != value
     if type(value) is complex:
@@ -127,10 +127,12 @@ def _exact(value: Any) -> bool:
 
 def exact_key(value: Any) -> Any:
     """A hashable key equal for two constants exactly when ConstantMatch treats them as the same:
-    the type is part of it, floats compare with their sign bit and every NaN is one value."""
+    the type is part of it, floats compare with their sign bit (``copysign`` reads it, for NaN
+    too) and the NaNs of one sign are one value."""
     t = type(value)
     if t is float:
-        return (float, "nan") if value != value else (float, value, math.copysign(1.0, value))
+        sign = math.copysign(1.0, value)
+        return (float, "nan", sign) if value != value else (float, value, sign)
     if t is complex:
         return (complex, exact_key(value.real), exact_key(value.imag))
     if t is tuple:
@@ -158,7 +160,8 @@ class ConstantMatch(Guard):
 
     None, bools, enum members and torch.dtype compare by identity; int, float, str, bytes,
     complex, torch.device, and tuples/frozensets of constants by type then ``==``, except that
-    floats are exact: ``-0.0`` and ``0.0`` differ (``1 / x`` tells them apart) and NaN matches NaN.
+    floats are exact: ``-0.0`` and ``0.0`` differ (``1 / x`` tells them apart), and a NaN matches
+    a NaN of the same sign (``copysign(1, x)`` tells ``nan`` from ``-nan``).
     """
 
     source: Source
@@ -194,11 +197,10 @@ class ConstantMatch(Guard):
             else ctx.const(type(c), "type")
         )
         is_type = f"{ctx.builtin('type')}({v}) is {type_ref}"
-        if type(c) is float and math.isnan(c):
-            return f"{is_type} and {v} != {v}"
-        if type(c) is float and c == 0.0:
+        if type(c) is float and (c == 0.0 or c != c):
+            value = f"{v} != {v}" if c != c else f"{v} == 0.0"
             sign = ctx.const(math.copysign, "copysign")
-            return f"{is_type} and {v} == 0.0 and {sign}(1.0, {v}) == {math.copysign(1.0, c)!r}"
+            return f"{is_type} and {value} and {sign}(1.0, {v}) == {math.copysign(1.0, c)!r}"
         if _exact(c):  # a signed zero or NaN inside a tuple or complex: the slow exact comparison
             return f"{ctx.const(_constant_holds, 'constant_holds')}({v}, {ctx.const(c, 'const')})"
         const = repr(c) if _literal(c) else ctx.const(c, "const")
@@ -207,7 +209,8 @@ class ConstantMatch(Guard):
     def failure(self, value):
         if _constant_holds(value, self.value):
             return None
-        return self._fail(self.source.expr(), self.value, value)
+        detail = "the sign bits differ" if repr(value) == repr(self.value) else ""
+        return self._fail(self.source.expr(), self.value, value, detail)
 
 
 @dataclass(frozen=True)
