@@ -95,3 +95,35 @@ def test_fusion_never_orders_a_reader_before_its_producer(trace):
         for name in g.read_names & written:
             assert name in done, (g.names, name)
         done |= g.write_names
+
+
+def _reaches_through_another(sched, src, dst) -> bool:
+    """A plain search: is there a path src -> X -> ... -> dst with X neither end?"""
+    stack = [g for g in sched.group_succs(src) if g is not dst]
+    seen = set(stack)
+    while stack:
+        g = stack.pop()
+        for h in sched.group_succs(g):
+            if h is dst:
+                return True
+            if h is not src and h not in seen:
+                seen.add(h)
+                stack.append(h)
+    return False
+
+
+def test_cycle_check_agrees_with_a_search_after_partial_fusion(trace):
+    full, _ = _scheduler(trace, 4)
+    full.fuse()
+    for k in (0, 3, len(full.log) // 2, len(full.log)):
+        sched, _ = _scheduler(trace, 4)
+        sched.fuse(k)
+        kernels = [g for g in sched.groups if not g.is_extern]
+        checked = refused = 0
+        for i, a in enumerate(kernels):
+            for b in kernels[i + 1:]:
+                expect = _reaches_through_another(sched, a, b) or _reaches_through_another(sched, b, a)
+                assert sched._creates_cycle(a, b) == expect, (k, a.names, b.names)
+                checked += 1
+                refused += expect
+        assert checked and refused  # both answers were exercised
