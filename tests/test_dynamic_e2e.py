@@ -100,3 +100,22 @@ def test_transformers_stay_symbolic_in_sequence_length(name, train):
                     torch.testing.assert_close(g, e)
     report = torchkiln.report(compiled)
     assert len(report.graphs) == 1 and not report.graph_breaks
+
+
+def test_masked_lm_with_labels_is_one_graph():
+    """transformers' heads build their loss module inside forward (CrossEntropyLoss()): made at
+    capture time and inlined, not a graph break (and no recompile per call for a new object)."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    cfg = transformers.BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2,
+                                  num_attention_heads=2, intermediate_size=64)
+    model = transformers.BertForMaskedLM(cfg).eval()
+    compiled = torchkiln.compile(model, options={"strict": True})
+    for _ in range(3):
+        ids = torch.randint(0, 200, (2, 16))
+        with torch.no_grad():
+            out, ref = compiled(input_ids=ids, labels=ids), model(input_ids=ids, labels=ids)
+        torch.testing.assert_close(out.loss, ref.loss)
+        torch.testing.assert_close(out.logits, ref.logits)
+    report = torchkiln.report(compiled)
+    assert len(report.graphs) == 1 and not report.graph_breaks

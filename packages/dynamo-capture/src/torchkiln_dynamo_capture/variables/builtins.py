@@ -263,7 +263,7 @@ def construct(tx, cls: type, args, kwargs) -> VariableTracker:
     if cls in _BUILTIN_HANDLERS:
         return _BUILTIN_HANDLERS[cls](tx, *args, **kwargs)
     if issubclass(cls, torch.nn.Module):
-        raise Unsupported(f"creating a {cls.__name__} module inside a captured function")
+        return _stateless_module(tx, cls, args, kwargs)
     if dataclasses.is_dataclass(cls):
         return DataclassVariable.create(tx, cls, args, kwargs)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
@@ -294,6 +294,26 @@ def construct(tx, cls: type, args, kwargs) -> VariableTracker:
     if init is not object.__init__:
         tx.call_function(tx.wrap(init, None), [obj, *args], kwargs)
     return obj
+
+
+def _stateless_module(tx, cls: type, args, kwargs) -> VariableTracker:
+    """``torch.nn.CrossEntropyLoss()``, ``nn.GELU()``, ... made inside a forward (transformers'
+    heads build their loss this way): a torch.nn module with constant arguments and no parameters
+    or buffers is made at capture time and inlined; its calls are its forward, as in eager."""
+    from .modules import NNModuleVariable
+
+    if not (cls.__module__ or "").startswith("torch.nn.") or not _all_const(args, kwargs):
+        raise Unsupported(f"creating a {cls.__name__} module inside a captured function")
+    a, k = _consts(args, kwargs)
+    try:
+        module = cls(*a, **k)
+    except Exception as e:
+        raise Unsupported(f"creating a {cls.__name__} module raised {type(e).__name__}: {e}") from e
+    if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
+        raise Unsupported(f"creating a {cls.__name__} module (with parameters or buffers) inside a "
+                          "captured function", "create it in __init__ so its weights persist")
+    tx.out.keepalive.append(module)
+    return NNModuleVariable(module, None)
 
 
 # --- operators ------------------------------------------------------------------------------------
