@@ -65,8 +65,9 @@ def _make_launcher(kernel: CppCompiledKernel, nbuf: int, nsize: int) -> Any:
     bad = "extra" + (f" or {last} is MISSING" if last else "")
     given = f"({', '.join(params)},)" if params else "()"
     if kernel._reports_status:
-        # a fresh status word per call: concurrent calls never see each other's errors
-        args.append("byref(status)")
+        # a fresh status word per call: concurrent calls never see each other's errors (passed
+        # as the c_int64 itself, which ctypes converts for a POINTER argtype faster than byref)
+        args.append("status")
     body = f"    if {bad}:\n        arity(len(extra) + sum(p is not MISSING for p in {given}))\n"
     if kernel._reports_status:
         body += "    status = int64(0)\n"
@@ -82,7 +83,6 @@ def _make_launcher(kernel: CppCompiledKernel, nbuf: int, nsize: int) -> Any:
     scope = {
         "fn": kernel._fn,
         "int64": ctypes.c_int64,
-        "byref": ctypes.byref,
         "failed": functools.partial(raise_status, kernel.name),
         "arity": arity,
         "MISSING": _MISSING,
