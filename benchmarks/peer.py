@@ -1,7 +1,7 @@
 """The comparison peer of `python -m torchkiln bench` and `overhead`: PyTorch's own torch.compile.
 
 It lives here, outside packages/, because nothing under packages/ may call torch.compile (it is
-what torchkiln rebuilds); benchmarks may, to measure against it (ARCHITECTURE.md). The bench
+what torchkiln rebuilds); benchmarks may, to measure against it (docs/architecture.md). The bench
 command loads this file by path (torchkiln/bench/_peer.py says where it looks).
 """
 

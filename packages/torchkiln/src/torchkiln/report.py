@@ -121,6 +121,10 @@ class ReportRecorder:
     def replace_graph(self, index: int, report: GraphReport) -> None:
         self._graphs = [report if g.index == index else g for g in self._graphs]
 
+    def clear(self) -> None:
+        """Forget every graph and fallback (``torchkiln.reset()``); indices start again at 0."""
+        self._graphs, self._fallbacks, self._next_index = [], [], 0
+
     def add_fallback(self, fallback: EagerFallback) -> None:
         # A graph that compiled and then failed at run time moves from graphs to fallbacks.
         self._graphs = [g for g in self._graphs if g.index != fallback.index or fallback.index < 0]

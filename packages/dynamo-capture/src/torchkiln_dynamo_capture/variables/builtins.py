@@ -12,7 +12,9 @@ import sys
 import types
 
 import torch
+import torch.utils.checkpoint
 
+from .. import trace_rules
 from ..exc import Unsupported
 from .base import (
     BINARY_OPS,
@@ -33,6 +35,16 @@ from .containers import (
 from .functions import PartialVariable, SuperVariable, UserFunctionVariable
 from .symbolic import is_symbolic, sym_binary
 from .tensors import TensorVariable
+
+try:
+    from torch._library.custom_ops import CustomOpDef as _CustomOpDef
+except ImportError:  # torch without torch.library.custom_op
+    class _CustomOpDef:  # type: ignore[no-redef]
+        pass
+
+#: keyword arguments of torch.utils.checkpoint.checkpoint itself (the rest go to the function)
+_CHECKPOINT_OPTIONS = frozenset({"use_reentrant", "context_fn", "determinism_check", "debug",
+                                 "preserve_rng_state", "early_stop"})
 
 _OPERATOR_FNS = set(BINARY_OPS.values()) | set(COMPARE_OPS.values())
 # torch Python functions that wrap a user function (decorators): inlined rather than put in the graph
@@ -58,6 +70,12 @@ def _has_tensor(vts) -> bool:
     return False
 
 
+def disabled_call(fn) -> Unsupported:
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    return Unsupported(f"calling {name}, marked disable (torch.compiler.disable / torchkiln.disable)",
+                       "it runs eagerly between two graphs, as asked")
+
+
 def is_torch_callable(fn) -> bool:
     mod = getattr(fn, "__module__", None) or ""
     if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and getattr(fn, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase):
@@ -69,6 +87,19 @@ def is_torch_callable(fn) -> bool:
 
 def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     """Call a real callable ``fn`` (known at capture time) with tracked arguments."""
+    if isinstance(fn, _CustomOpDef):  # a torch.library.custom_op: its operator goes in the graph
+        fn = fn._opoverload
+    if _hashable(fn) and fn in trace_rules.IS_COMPILING:
+        return ConstantVariable(True)
+    if trace_rules.is_disabled(fn):
+        raise disabled_call(fn)
+    if fn is torch.utils.checkpoint.checkpoint and args:
+        # activation checkpointing: the region is inlined into the graph (same values; whether
+        # its activations are kept or recomputed is the partitioner's choice)
+        kept = {k: v for k, v in kwargs.items() if k not in _CHECKPOINT_OPTIONS}
+        return tx.call_function(args[0], list(args[1:]), kept)
+    if trace_rules.is_allowed_in_graph(fn):
+        return tx.out.call_tensor_op(tx, "call_function", fn, args, kwargs)
     handler = _BUILTIN_HANDLERS.get(fn) if _hashable(fn) else None
     if handler is not None:
         return handler(tx, *args, **kwargs)
@@ -268,7 +299,8 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
         if not isinstance(a, TensorVariable):  # `number += tensor` rebinds: not in-place
             fn = INPLACE_TO_BINARY.get(fn, fn)
         return tx.out.call_tensor_op(tx, "call_function", fn, [a, b], {})
-    if a.is_python_constant() and b.is_python_constant() and not isinstance(a, (ListVariable, DictVariable)):
+    if a.is_python_constant() and b.is_python_constant() and not isinstance(a, (ListVariable, DictVariable)) \
+            and not (_holds_symbolic(a) or _holds_symbolic(b)):
         try:
             return tx.wrap(fn(a.as_python_constant(), b.as_python_constant()), None)
         except Exception as e:
@@ -279,6 +311,10 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
         return a
     if isinstance(a, (ListVariable, TupleVariable)) and base is operator.add and isinstance(b, (ListVariable, TupleVariable)):
         return type(a)._new_like(a, a.items + b.items)
+    if base is operator.add and _holds_symbolic(b) and isinstance(a, ConstantVariable) \
+            and isinstance(a.value, tuple) and isinstance(b, TupleVariable):
+        # a constant tuple (a torch.Size of static dims) + a tuple holding symbolic sizes
+        return TupleVariable([ConstantVariable(v) for v in a.value] + list(b.items))
     if isinstance(a, (ListVariable, TupleVariable)) and base is operator.mul and b.is_python_constant():
         return type(a)._new_like(a, a.items * b.as_python_constant())
     if fn in (operator.eq, operator.ne):
@@ -293,6 +329,13 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
     if r is not None:
         return r
     raise Unsupported(f"operator {fn.__name__} on {type(a).__name__} and {type(b).__name__}")
+
+
+def _holds_symbolic(v: VariableTracker) -> bool:
+    """A tuple or list holding a symbolic size: folding it to a constant would specialize the
+    size (``x.size()[:-1] + (n,)`` in GPT-2 made every sequence length recompile)."""
+    return isinstance(v, (TupleVariable, ListVariable)) and any(
+        is_symbolic(i) or _holds_symbolic(i) for i in v.items)
 
 
 def _user_dunder(tx, fn, a, b):
