@@ -137,6 +137,7 @@ def test_imports_follow_the_dependency_rule(package_dir: Path) -> None:
 THIRD_PARTY = {
     "torch": "torch",
     "sympy": "sympy",
+    "filelock": "filelock",
     "networkx": "networkx",
     "bytecode": "bytecode",
     "rich": "rich",

@@ -135,3 +135,33 @@ def test_check_functional_rejects_mutation_and_torch_level_graphs(capture):
         check_functional(gm)
     with pytest.raises(NotFunctionalError, match="OpOverload|meta"):
         check_functional(capture(_pointwise))
+
+
+def test_threads_tracing_together_all_succeed(compiler, capture):
+    """make_fx from several threads at once (torch.fx's tracer patcher is a process global)."""
+    import threading
+
+    fns = [_pointwise, _reduction, _matmul, _softmax] * 2
+    barrier = threading.Barrier(len(fns))
+    results: list = [None] * len(fns)
+
+    def work(i: int) -> None:
+        x, y = torch.randn(6, 8), torch.randn(6, 8)
+        gm = capture(fns[i])
+        barrier.wait()
+        try:
+            compiled = aot_compile(gm, [x, y], fw_compiler=compiler)
+            results[i] = (list(compiled(x, y)), list(fns[i](x, y)))
+        except BaseException as e:  # noqa: BLE001 - checked below
+            results[i] = e
+
+    threads = [threading.Thread(target=work, args=(i,)) for i in range(len(fns))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for r in results:
+        assert isinstance(r, tuple), repr(r)
+        for got, want in zip(*r):
+            torch.testing.assert_close(got, want)
+    assert len(compiler.graphs) == len(fns)

@@ -260,6 +260,42 @@ def test_outputs_aliasing_inputs_keep_eager_aliasing(grad, compiler, capture):
         torch.testing.assert_close(x1.grad, x2.grad)
 
 
+def test_threads_running_their_first_backward_together_compile_it_once(compiler, capture):
+    import threading
+    import time
+
+    def slow_compiler(gm, inputs):  # a backward compile long enough for every thread to arrive
+        if compiler.graphs:
+            time.sleep(0.3)
+        return compiler(gm, inputs)
+
+    mod = MLP()
+    ref = _clone_module(mod)
+    compiled = aot_compile(capture(mod), [torch.randn(6, 8, requires_grad=True)], fw_compiler=slow_compiler)
+    xs = [torch.randn(6, 8, requires_grad=True) for _ in range(4)]
+    outs = [compiled(x)[0] for x in xs]
+    barrier = threading.Barrier(4)
+    errors: list[BaseException] = []
+
+    def backward(i: int) -> None:
+        barrier.wait()
+        try:
+            outs[i].sum().backward()
+        except BaseException as e:  # noqa: BLE001 - checked below
+            errors.append(e)
+
+    threads = [threading.Thread(target=backward, args=(i,)) for i in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert errors == [] and len(compiler.graphs) == 2  # forward + one backward
+    for x in xs:
+        x2 = x.detach().clone().requires_grad_(True)
+        ref(x2).sum().backward()
+        torch.testing.assert_close(x.grad, x2.grad)
+
+
 def test_double_backward_is_a_clear_error_not_a_wrong_gradient():
     import pytest
 

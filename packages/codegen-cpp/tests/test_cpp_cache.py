@@ -69,7 +69,7 @@ def test_env_var_selects_cache_dir_and_concurrent_builds_agree(kit, monkeypatch,
         t.join()
     assert not errors
     assert results[0].path == results[1].path and results[0].path.startswith(str(tmp_path))
-    assert sorted(os.listdir(Path(results[0].path).parent)) == ["kernel.cpp", "kernel.so"]
+    assert sorted(os.listdir(Path(results[0].path).parent)) == ["MANIFEST", "kernel.cpp", "kernel.so"]
     a = torch.randn(31)
     out = torch.empty(31)
     results[1](a, out)

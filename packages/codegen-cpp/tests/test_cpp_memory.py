@@ -119,12 +119,59 @@ def test_out_of_bounds_indirect_index_raises(kernels):
     idx[5] = 50
     with pytest.raises(IndexError, match="out of bounds"):
         kernels["embedding"](idx, torch.randn(50, 33), torch.empty(17, 33))
-    # the flag was cleared: a good call after a bad one succeeds
+    # the error belonged to that call: a good call after a bad one succeeds
     idx[5] = 0
     weight = torch.randn(50, 33)
     out = torch.empty(17, 33)
     kernels["embedding"](idx, weight, out)
     torch.testing.assert_close(out, weight[idx])
+
+
+def test_out_of_bounds_is_reported_to_its_own_call_under_threads(kit):
+    """The status word is per call: with 4 threads mixing good and out-of-range indices, exactly
+    the out-of-range calls raise and every good call returns eager's rows (a process-wide flag
+    let bad calls return data and made good calls on other threads raise)."""
+    import threading
+
+    V, D, N = 50, 33, 2000  # long enough that calls on different threads overlap
+
+    def gather(x, r):
+        i = ops.indirect_indexing(ops.load("idx", x[0]), V)
+        ops.store("out", x[0] * D + x[1], ops.load("weight", i * D + x[1]))
+
+    spec = kit.spec("gather", (N, D), (), [("loop", [("out", gather, False)])],
+                    [kit.buf("idx", (N,), torch.int64), kit.buf("weight", (V, D)), kit.buf("out", (N, D))],
+                    ("idx", "weight"), ("out",))  # fmt: skip
+    kernel = CppBackend().compile_kernels([spec])[0]
+    weight = torch.randn(V, D)
+    errors: list[str] = []
+    barrier = threading.Barrier(4)
+
+    def worker(t: int) -> None:
+        barrier.wait()
+        for i in range(200):
+            idx = torch.randint(0, V, (N,))
+            bad = (i + t) % 2 == 0
+            if bad:
+                idx[(i * 37) % N] = V + i % 4 if i % 4 else -1
+            out = torch.empty(N, D)
+            try:
+                kernel(idx, weight, out)
+            except IndexError:
+                if not bad:
+                    errors.append(f"thread {t} call {i}: a valid call raised IndexError")
+                continue
+            if bad:
+                errors.append(f"thread {t} call {i}: an out-of-range call returned data")
+            elif not torch.equal(out, weight[idx]):
+                errors.append(f"thread {t} call {i}: wrong rows")
+
+    threads = [threading.Thread(target=worker, args=(t,)) for t in range(4)]
+    for th in threads:
+        th.start()
+    for th in threads:
+        th.join()
+    assert errors == []
 
 
 @pytest.mark.parametrize("na", [0, 1, 7, 257])

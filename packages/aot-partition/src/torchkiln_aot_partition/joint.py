@@ -19,7 +19,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ._batch_norm import BatchNormAsLegit
 from ._compat import is_fake
 from .errors import AOTError
-from .trace import FunctionalGraph, trace_functional
+from .trace import MAKE_FX_LOCK, FunctionalGraph, trace_functional
 
 
 @dataclass(frozen=True)
@@ -91,7 +91,7 @@ def joint_graph(fn, primals: Sequence[torch.Tensor], decompositions: dict,
     # Stage 1 traces forward + autograd.grad to ATen (mutations still in place); stage 2 replays
     # that graph, which no longer needs autograd, under functionalization.
     try:
-        with BatchNormAsLegit(), mode if symbolic else contextlib.nullcontext():
+        with MAKE_FX_LOCK, BatchNormAsLegit(), mode if symbolic else contextlib.nullcontext():
             stage1 = make_fx(joint, decomposition_table=decompositions,
                              tracing_mode="real" if symbolic else "fake")(*leaves, *tangents)
     except Exception as exc:

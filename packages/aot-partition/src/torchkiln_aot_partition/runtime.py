@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+import threading
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -40,16 +41,22 @@ class InferenceRuntime:
 
 @dataclass
 class _BackwardState:
-    """Compiles the backward graph on first use (and keeps it)."""
+    """Compiles the backward graph on first use (and keeps it); threads running their first
+    backward together compile it once (the others wait for it)."""
 
     bw_gm: Any
     bw_compiler: Callable
     compiled: Callable | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def get(self, args) -> Callable:
-        if self.compiled is None:
-            self.compiled = self.bw_compiler(self.bw_gm, list(args))
-        return self.compiled
+        compiled = self.compiled
+        if compiled is None:
+            with self._lock:
+                if self.compiled is None:
+                    self.compiled = self.bw_compiler(self.bw_gm, list(args))
+                compiled = self.compiled
+        return compiled
 
 
 @dataclass(frozen=True)

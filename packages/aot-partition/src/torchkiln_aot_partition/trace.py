@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import operator
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -26,6 +27,11 @@ from ._linear import SymbolicLinear
 from .errors import AOTError
 
 aten = torch.ops.aten
+
+#: make_fx runs one trace at a time in the process: torch.fx's tracer keeps its patcher in a
+#: module global (torch/fx/_symbolic_trace.py CURRENT_PATCHER), and two traces on two threads
+#: failed with "CURRENT_PATCHER is None". Re-entrant: a trace may start another.
+MAKE_FX_LOCK = threading.RLock()
 
 
 @dataclass(frozen=True)
@@ -142,7 +148,7 @@ def trace_functional(
         # symbolic inputs: composite ops take their Python decompositions, which keep sizes
         # symbolic (older torch's C++ ones call numel() on them and fail)
         python_dispatcher = enable_python_dispatcher() if not fake else contextlib.nullcontext()
-        with _ambient_fake_mode(args, fake), python_dispatcher:
+        with MAKE_FX_LOCK, _ambient_fake_mode(args, fake), python_dispatcher:
             traced = make_fx(
                 functional,
                 decomposition_table=decompositions,

@@ -4,6 +4,8 @@ No ATen or c10 headers (they make each compile take seconds); half and bfloat16 
 16-bit integers and computed in float through the conversions below.
 """
 
+from ._status import STATUS_PRELUDE
+
 PRELUDE = r"""
 #include <cstdint>
 #include <cstring>
@@ -182,15 +184,4 @@ inline int64_t tk_randint64(int64_t seed, int64_t offset, int64_t low, int64_t h
 
 }  // namespace
 
-// Out-of-bounds indirect indices clamp (so memory stays safe) and raise this flag; the Python
-// side reads and clears it after a kernel that checks bounds, and raises IndexError.
-static int64_t tk_oob_flag = 0;
-extern "C" int64_t tk_take_oob_flag() { int64_t f = tk_oob_flag; tk_oob_flag = 0; return f; }
-inline int64_t tk_check_index(int64_t i, int64_t size) {
-  if (i < 0 || i >= size) {
-    __atomic_store_n(&tk_oob_flag, (int64_t)1, __ATOMIC_RELAXED);
-    return 0;
-  }
-  return i;
-}
-"""
+""" + STATUS_PRELUDE

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections.abc import Sequence
 from typing import Any
 
 from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec
 
 from ._prelude import PRELUDE
+from ._status import raise_status
 from ._vector_math import declarations
 from .cache import build_library
 from .kernel import GeneratedKernel, c_name, generate_kernel
@@ -21,7 +23,7 @@ class CppCompiledKernel:
     Tensors are passed as ``tensor.data_ptr()``: index expressions are element offsets from there.
     """
 
-    __slots__ = ("_fn", "_launch", "_nargs", "_take_oob", "library_path", "name", "path", "source")
+    __slots__ = ("_fn", "_launch", "_nargs", "_reports_status", "library_path", "name", "path", "source")
 
     def __init__(
         self, name: str, gen: GeneratedKernel, path: str, library_path: str, lib: ctypes.CDLL
@@ -32,10 +34,12 @@ class CppCompiledKernel:
         self.library_path = library_path
         fn = getattr(lib, gen.name)
         fn.argtypes = [ctypes.c_void_p] * gen.num_buffers + [ctypes.c_int64] * gen.num_sizes
+        if gen.reports_status:
+            fn.argtypes += [ctypes.POINTER(ctypes.c_int64)]
         fn.restype = None
         self._fn = fn
         self._nargs = gen.num_buffers + gen.num_sizes
-        self._take_oob = lib.tk_take_oob_flag if gen.checks_bounds else None
+        self._reports_status = gen.reports_status
         # The per-call path is a function of exactly this kernel's arity, made once: no slicing,
         # no list building, no len() check per call (a wrong arity is a TypeError from Python).
         self._launch = _make_launcher(self, gen.num_buffers, gen.num_sizes)
@@ -43,11 +47,6 @@ class CppCompiledKernel:
     # ``kernel(*args)`` finds ``__call__`` on the type; a property hands back the per-instance
     # launcher, which Python then calls directly (one frame, not a wrapper around it).
     __call__ = property(lambda self: self._launch)
-
-    def _oob(self) -> None:
-        raise IndexError(
-            f"kernel {self.name}: an indirect index (gather/scatter/embedding) was out of bounds"
-        )
 
     def __repr__(self) -> str:
         return f"<CppCompiledKernel {self.name} from {self.path}>"
@@ -65,12 +64,16 @@ def _make_launcher(kernel: CppCompiledKernel, nbuf: int, nsize: int) -> Any:
     last = params[-1] if params else None
     bad = "extra" + (f" or {last} is MISSING" if last else "")
     given = f"({', '.join(params)},)" if params else "()"
-    body = (
-        f"    if {bad}:\n        arity(len(extra) + sum(p is not MISSING for p in {given}))\n"
-        f"    fn({', '.join(args)})\n"
-    )
-    if kernel._take_oob is not None:
-        body += "    if take_oob():\n        oob()\n"
+    if kernel._reports_status:
+        # a fresh status word per call: concurrent calls never see each other's errors (passed
+        # as the c_int64 itself, which ctypes converts for a POINTER argtype faster than byref)
+        args.append("status")
+    body = f"    if {bad}:\n        arity(len(extra) + sum(p is not MISSING for p in {given}))\n"
+    if kernel._reports_status:
+        body += "    status = int64(0)\n"
+    body += f"    fn({', '.join(args)})\n"
+    if kernel._reports_status:
+        body += "    if status.value:\n        failed(status.value)\n"
     signature = ", ".join([f"{p}=MISSING" for p in params] + ["*extra"])
     src = f"def call({signature}):\n{body}"
 
@@ -79,8 +82,8 @@ def _make_launcher(kernel: CppCompiledKernel, nbuf: int, nsize: int) -> Any:
 
     scope = {
         "fn": kernel._fn,
-        "take_oob": kernel._take_oob,
-        "oob": kernel._oob,
+        "int64": ctypes.c_int64,
+        "failed": functools.partial(raise_status, kernel.name),
         "arity": arity,
         "MISSING": _MISSING,
     }

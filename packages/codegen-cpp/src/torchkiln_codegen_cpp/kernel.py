@@ -27,6 +27,7 @@ from torchkiln_loop_ir.indexing import index_symbol
 from torchkiln_loop_ir.ops import set_ops_handler
 
 from ._pointwise import BOOL_OVERRIDES, POINTWISE
+from ._status import STATUS_PARAM
 from ._welford import welford_combine
 from .errors import CodegenError, UnsupportedOp
 from .loopnest import render_loop_nest
@@ -80,7 +81,7 @@ class CppValue:
 class _State:
     params: dict[str, str] = field(default_factory=dict)  # buffer name -> C parameter name
     counter: int = 0
-    checks_bounds: bool = False
+    reports_status: bool = False  # the kernel takes a status word (see _status.py)
     has_atomic: bool = False
     uses_rindex: bool = False
 
@@ -258,8 +259,8 @@ class CppOpsHandler:
         self.state.counter += 1
         sym = index_symbol("i", self.state.counter)
         if check:
-            self.state.checks_bounds = True
-            rhs = f"tk_check_index(static_cast<int64_t>({value}), {print_index(size)})"
+            self.state.reports_status = True
+            rhs = f"tk_check_index(static_cast<int64_t>({value}), {print_index(size)}, {STATUS_PARAM})"
         else:
             rhs = f"static_cast<int64_t>({value})"
         scope.lines.append(f"int64_t {sym.name} = {rhs};")
@@ -533,7 +534,7 @@ class GeneratedKernel:
     source: str
     num_buffers: int
     num_sizes: int
-    checks_bounds: bool
+    reports_status: bool  # a last parameter ``int64_t* tk_status`` follows the sizes
 
 
 def generate_kernel(
@@ -566,7 +567,7 @@ def generate_kernel(
         render_loop_nest(kernel, handler, symbol, options),
         len(kernel.args),
         len(kernel.size_args),
-        handler.state.checks_bounds,
+        handler.state.reports_status,
     )
 
 

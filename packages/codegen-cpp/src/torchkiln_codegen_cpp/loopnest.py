@@ -9,6 +9,7 @@ import sympy
 from torchkiln_loop_ir.backend import KernelSpec
 from torchkiln_loop_ir.indexing import FloorDiv, ModularIndexing
 
+from ._status import STATUS_PARAM
 from .options import CppOptions
 from .printer import print_index, storage_type
 
@@ -17,9 +18,12 @@ if TYPE_CHECKING:
 
 
 def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options: CppOptions) -> str:
-    """The ``extern "C"`` function: parameters (pointers, then int64 sizes) and the loop nest."""
+    """The ``extern "C"`` function: parameters (pointers, then int64 sizes, then the status word
+    when the kernel reports errors) and the loop nest."""
     params = [f"{storage_type(kernel.buffers[n].dtype)}* {h.state.params[n]}" for n in kernel.args]
     params += [f"int64_t {s.name}" for s in kernel.size_args]
+    if h.state.reports_status:
+        params.append(f"int64_t* {STATUS_PARAM}")
     out = [f'extern "C" void {symbol}({", ".join(params)}) {{']
     for stage in kernel.stages:
         for node in stage.nodes:

@@ -16,7 +16,8 @@ class CppOptions:
     ``vector_math``: let ``omp simd`` loops call glibc libmvec's SIMD variants of float32 ``exp``,
     ``log``, ``tanh``, ``erf``, ... (a few ULP from scalar libm, same NaN/inf/overflow behaviour;
     x86-64 glibc >= 2.35 only, ignored elsewhere). False: scalar libm calls, as in 0.1.1.
-    ``cache_dir``: None means ``$TORCHKILN_CACHE_DIR`` or ``~/.cache/torchkiln``.
+    ``cache_dir``: None means the shared cache root (``torchkiln_loop_ir.codecache.cache_root``:
+    ``$TORCHKILN_CACHE_DIR``, else ``$XDG_CACHE_HOME/torchkiln``, else ``~/.cache/torchkiln``).
     """
 
     compiler: str = "g++"

@@ -5,10 +5,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec
+from torchkiln_loop_ir.codecache import CodeCache, source_module
 
 from ._compat import interpreting
 from .autotune import heuristic_config
-from .cache import load_module, write_source
 from .errors import CodegenError
 from .kernel import generate
 from .options import TritonOptions
@@ -34,8 +34,11 @@ class TritonBackend:
             body = generate(spec, looped=cfg.looped, options=self.options, interpret=interpret,
                             fn_name=kernel_name(spec))
             source = module_source(spec, body, interpret=interpret)
-            path = write_source(source, self.options)
-            fn = getattr(load_module(path), kernel_name(spec))
+            # registered in sys.modules: Triton's jit looks the kernel's module up for its globals
+            module, file = source_module(CodeCache.at("triton", self.options.cache_dir), source,
+                                         "kernel.py", "torchkiln_triton_", register=True)
+            path = str(file)
+            fn = getattr(module, kernel_name(spec))
         except CodegenError as e:
             if e.path is None and path is not None:
                 raise CodegenError(str(e), path) from e

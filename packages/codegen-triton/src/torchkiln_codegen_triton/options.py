@@ -14,8 +14,8 @@ class TritonOptions:
     autotune: on CUDA, time a few block-size configurations on the first call of each kernel and
         keep the fastest (ignored under TRITON_INTERPRET=1, where the heuristic is used).
     debug_asserts: emit ``tl.device_assert`` bounds checks for indirect indices.
-    cache_dir: where kernel sources are written; None means $TORCHKILN_CACHE_DIR or
-        ~/.cache/torchkiln, plus ``/triton``.
+    cache_dir: where kernel sources are written (plus ``/triton``); None means the shared cache
+        root (``torchkiln_loop_ir.codecache.cache_root``).
     """
 
     persistent_rnumel: int = 1024

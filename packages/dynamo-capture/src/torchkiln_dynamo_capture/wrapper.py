@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import threading
 import types
 import warnings
 
@@ -15,6 +16,14 @@ from .breaks import GraphBreak
 from .bytecode.resume import closure_as_arguments, comprehension_over_tuple, resume_code, step_code
 from .exc import RecompileLimitExceeded, Unsupported
 from .frame import CacheEntry, capture_frame, make_function
+
+#: One capture (and backend compile) at a time in the process, held only while capturing, never
+#: while a graph or the user's code runs. Threads making their first call of a function together
+#: then compile it once: the ones that waited find the entry the first one made. And capture runs
+#: torch.fx tracers, whose patcher is a module global (torch/fx/_symbolic_trace.py
+#: CURRENT_PATCHER, not ours to change): two traces on two threads failed with "CURRENT_PATCHER is
+#: None" and left the function eager for good. Re-entrant: a capture may call another's miss.
+_CAPTURE_LOCK = threading.RLock()
 
 #: iterators over builtin containers: taking their items ahead runs no user code
 _CONTAINER_ITERATORS = frozenset(type(it) for it in (
@@ -231,15 +240,30 @@ class CapturedFunction:
         return len(self.ctx.graphs)
 
     def _miss(self, args, kwargs):
-        if self._eager:
+        with _CAPTURE_LOCK:
+            for entry in self.entries:  # made by a thread this one waited for
+                if entry.check(*args, **kwargs):
+                    break
+            else:
+                entry = self._capture(args, kwargs)
+        if entry is None:
+            # outside the lock (other threads compile meanwhile) and outside any except block:
+            # the user's code must not see capture's error as the exception being handled
+            # (sys.exc_info(), a bare raise, __context__)
             return self._fn(*args, **kwargs)
+        return entry.run(*args, **kwargs)
+
+    def _capture(self, args, kwargs) -> CacheEntry | None:
+        """A new entry for this call (holding ``_CAPTURE_LOCK``), or None: run it eagerly."""
+        if self._eager:
+            return None
         if len(self.entries) >= self.recompile_limit:
             if not self._warned_limit:
                 self._warned_limit = True
                 why = self._why_missed(args, kwargs)
                 warnings.warn(f"torchkiln: {self.__name__} ({self._where()}) hit recompile_limit={self.recompile_limit} "
-                              f"(last failing guard: {why}); running eagerly", RecompileLimitExceeded, stacklevel=3)
-            return self._fn(*args, **kwargs)
+                              f"(last failing guard: {why}); running eagerly", RecompileLimitExceeded, stacklevel=4)
+            return None
         if self.entries:
             log_recompile(f"Recompiling {self.__name__} ({self._where()}): {self._why_missed(args, kwargs)}")
         try:
@@ -248,20 +272,18 @@ class CapturedFunction:
             self.unsupported = e
             if self.fullgraph:
                 raise
-            warnings.warn(f"torchkiln: running {self.__name__} eagerly: {e}", stacklevel=3)
+            warnings.warn(f"torchkiln: running {self.__name__} eagerly: {e}", stacklevel=4)
             self._eager = True
         except Exception as e:  # an internal error must not break the user's program
             if self.fullgraph:
                 raise
             self.unsupported = Unsupported(f"internal error during capture: {type(e).__name__}: {e}")
-            warnings.warn(f"torchkiln: running {self.__name__} eagerly: {self.unsupported}", stacklevel=3)
+            warnings.warn(f"torchkiln: running {self.__name__} eagerly: {self.unsupported}", stacklevel=4)
             self._eager = True
         if self._eager:
-            # outside the except blocks: the user's code must not see capture's error as the
-            # exception being handled (sys.exc_info(), a bare raise, __context__)
-            return self._fn(*args, **kwargs)
+            return None
         self.entries.append(entry)
-        return entry.run(*args, **kwargs)
+        return entry
 
 
     def _dynamic_for(self, args, kwargs):

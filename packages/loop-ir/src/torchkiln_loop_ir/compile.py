@@ -117,5 +117,5 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
     scheduled = schedule(graph_ir, backend.capabilities, options)
     specs = [s for s in scheduled.steps if isinstance(s, KernelSpec)]
     kernels = list(backend.compile_kernels(specs)) if specs else []
-    call, source, path = load_wrapper(scheduled, kernels, options.resolved_cache_dir())
+    call, source, path = load_wrapper(scheduled, kernels, options.cache_dir)
     return CompiledGraph(graph_ir, scheduled, kernels, source, path, call)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
-from pathlib import Path
 
 
 @dataclass(frozen=True)
@@ -13,7 +11,8 @@ class LoopIROptions:
 
     max_fusions: fuel for the greedy fusion loop (None = unlimited, 0 = no fusion at all; one kernel
         per realized buffer); used to bisect a bad fusion.
-    cache_dir: where wrappers are written (default ``$TORCHKILN_CACHE_DIR`` or ``~/.cache/torchkiln``).
+    cache_dir: where wrappers are written (default: ``codecache.cache_root``, i.e.
+        ``$TORCHKILN_CACHE_DIR``, else ``$XDG_CACHE_HOME/torchkiln``, else ``~/.cache/torchkiln``).
     inline_max_reads: a pointwise value reading more buffers than this is realized.
     reuse_buffers: let a new buffer take the storage of a dead one of the same size and dtype.
     """
@@ -23,7 +22,3 @@ class LoopIROptions:
     inline_max_reads: int = 8
     reuse_buffers: bool = True
     autotune: bool = False  # accepted for the meta-package; loop-ir itself does not autotune
-
-    def resolved_cache_dir(self) -> Path:
-        base = self.cache_dir or os.environ.get("TORCHKILN_CACHE_DIR") or "~/.cache/torchkiln"
-        return Path(base).expanduser()

@@ -1,19 +1,14 @@
 """The per-graph Python wrapper: allocate, launch kernels, call externs, make views, free.
 
 The wrapper is generated as Python source (readable, cached on disk under
-``<cache_dir>/wrappers/<hash>.py``) and loaded as a module; its ``make(...)`` binds the compiled
-kernels and extern callables and returns ``call(args) -> list``. Everything the hot path needs is
-a local name: no dict lookups, no sympy at run time.
+``<cache root>/wrappers/<hash>/wrapper.py``, see codecache.py) and loaded as a module; its
+``make(...)`` binds the compiled kernels and extern callables and returns ``call(args) -> list``.
+Everything the hot path needs is a local name: no dict lookups, no sympy at run time.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib.util
-import os
-import tempfile
 from collections.abc import Callable, Sequence
-from pathlib import Path
 from typing import Any
 
 import sympy
@@ -21,6 +16,7 @@ import torch
 import torch.utils._pytree as pytree
 
 from .backend import BufferRef, ExternCall, Free, KernelSpec, ScheduledGraph, View
+from .codecache import CodeCache, source_module
 from .errors import OutputShapeChanged
 
 
@@ -241,25 +237,12 @@ def wrapper_source(graph: ScheduledGraph) -> str:
     return "\n".join(lines)
 
 
-def write_atomic(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=".tmp_", suffix=".py")
-    with os.fdopen(fd, "w") as f:
-        f.write(text)
-    os.replace(tmp, path)
-
-
-def load_wrapper(graph: ScheduledGraph, kernels: Sequence[Any], cache_dir: Path) -> tuple[Callable[..., Any], str, str]:
-    """Write, load and bind the wrapper: returns (call, source, path)."""
+def load_wrapper(graph: ScheduledGraph, kernels: Sequence[Any], cache_dir: str | None = None
+                 ) -> tuple[Callable[..., Any], str, str]:
+    """Write (through the shared code cache, verified before it runs), load and bind the wrapper:
+    returns (call, source, path). ``cache_dir``: the cache root (None: ``codecache.cache_root``)."""
     source = wrapper_source(graph)
-    digest = hashlib.sha256(source.encode()).hexdigest()[:24]
-    path = cache_dir / "wrappers" / f"w{digest}.py"
-    if not path.exists():
-        write_atomic(path, source)
-    spec = importlib.util.spec_from_file_location(f"torchkiln_wrapper_{digest}", path)
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
+    module, path = source_module(CodeCache.at("wrappers", cache_dir), source, "wrapper.py", "torchkiln_wrapper_")
     externs = [make_extern(s, [graph.buffers.get(o) if o else None for o in s.outputs])
                for s in graph.steps if isinstance(s, ExternCall)]
     devices = [torch.device(d) for d in sorted({str(b.device) for b in graph.buffers.values()})]

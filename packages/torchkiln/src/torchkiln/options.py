@@ -54,8 +54,9 @@ class CompileOptions:
         "max-autotune-no-cudagraphs" (``autotune`` only).
     max_fusions: fusion fuel for the loop-IR scheduler (None = unlimited); bisects a bad fusion.
     recompile_limit: how many guarded entries a captured frame may hold before running eagerly.
-    cache_dir: where code generators cache their builds (None = ``$TORCHKILN_CACHE_DIR`` or
-        ``~/.cache/torchkiln``); handed to the code generator options that know the field.
+    cache_dir: where code generators cache their builds (None = ``$TORCHKILN_CACHE_DIR``, else
+        ``$XDG_CACHE_HOME/torchkiln``, else ``~/.cache/torchkiln``); handed to the code
+        generator options that know the field.
     autotune: ask the Triton code generator to time block-size choices (set by the max-autotune
         modes, or Inductor's ``max_autotune`` option).
     cudagraphs: wrap CUDA graphs in ``torch.cuda.CUDAGraph`` (set by reduce-overhead and
