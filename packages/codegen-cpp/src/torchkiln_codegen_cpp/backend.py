@@ -11,6 +11,7 @@ from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec
 from ._prelude import PRELUDE
 from ._vector_math import declarations
 from .cache import build_library
+from .errors import CodegenError
 from .kernel import GeneratedKernel, c_name, generate_kernel
 from .options import CppOptions
 
@@ -21,12 +22,16 @@ class CppCompiledKernel:
     Tensors are passed as ``tensor.data_ptr()``: index expressions are element offsets from there.
     """
 
-    __slots__ = ("_fn", "_launch", "_nargs", "_take_oob", "library_path", "name", "path", "source")
+    __slots__ = (
+        "_fn", "_launch", "_nargs", "_take_oob", "generated", "library_path", "name", "path",
+        "source",
+    )
 
     def __init__(
         self, name: str, gen: GeneratedKernel, path: str, library_path: str, lib: ctypes.CDLL
     ):
         self.name = name
+        self.generated = gen  # kept so a persistent cache can save how to call it (export_kernels)
         self.source = gen.source
         self.path = path
         self.library_path = library_path
@@ -125,9 +130,34 @@ class CppBackend:
         if not kernels:
             return []
         source, gens = self.library_source(kernels)
+        return self._load(source, [k.name for k in kernels], gens)
+
+    def _load(
+        self, source: str, names: Sequence[str], gens: Sequence[GeneratedKernel]
+    ) -> list[CppCompiledKernel]:
         src_path, lib_path = build_library(source, self.options)
         lib = ctypes.CDLL(str(lib_path))
         return [
-            CppCompiledKernel(k.name, g, str(src_path), str(lib_path), lib)
-            for k, g in zip(kernels, gens)
+            CppCompiledKernel(name, g, str(src_path), str(lib_path), lib)
+            for name, g in zip(names, gens)
         ]
+
+    def export_kernels(self, kernels: Sequence[CppCompiledKernel]) -> dict[str, Any]:
+        """Plain data from which ``load_kernels`` rebuilds ``kernels`` (all from one library)
+        without generating code again: the library's source and each kernel's entry point."""
+        libraries = {k.path for k in kernels}
+        if len(libraries) != 1:
+            raise CodegenError(f"cannot export kernels of {len(libraries)} libraries as one")
+        (source_path,) = libraries
+        with open(source_path) as f:
+            source = f.read()
+        return {"library_source": source, "generated": [(k.name, k.generated) for k in kernels]}
+
+    def load_kernels(
+        self, exported: dict[str, Any], specs: Sequence[KernelSpec] = ()
+    ) -> list[CppCompiledKernel]:
+        """The kernels ``export_kernels`` saved: the library comes from the build cache, and is
+        built again from its saved source when the cache lost it."""
+        names = [name for name, _ in exported["generated"]]
+        gens = [gen for _, gen in exported["generated"]]
+        return self._load(exported["library_source"], names, gens)
