@@ -55,7 +55,7 @@ def export_graph(compiled: CompiledGraph, backend: Any) -> GraphArtifact:
                                       reuse=dict(scheduled.reuse),
                                       size_symbols=dict(scheduled.size_symbols)),
         backend_name=str(getattr(backend, "name", "")),
-        kernels=exporter(compiled.kernels),
+        kernels=exporter(compiled.kernels) if compiled.kernels else None,
         extern_calls=tuple(compiled.extern_calls),
         fallbacks=tuple(compiled.fallbacks),
     )
