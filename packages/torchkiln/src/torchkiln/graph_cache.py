@@ -207,9 +207,9 @@ def _host(codegen: Any, devices: set[str]) -> tuple[Any, ...]:
 
         host += [_cpu_features(), compiler_version(codegen.options.compiler)]
     elif name == "triton":
-        import triton
+        from importlib.metadata import version
 
-        host += [triton.__version__, os.environ.get("TRITON_INTERPRET", "")]
+        host += [version("triton"), os.environ.get("TRITON_INTERPRET", "")]
         for device in sorted(devices):
             if device.startswith("cuda") and torch.cuda.is_available():
                 index = torch.device(device).index or 0
