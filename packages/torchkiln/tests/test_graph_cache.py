@@ -127,6 +127,18 @@ def test_graphs_whose_code_is_not_in_their_text_are_not_cached() -> None:
     with pytest.raises(graph_cache.NotCached, match="outside torch"):
         graph_cache.graph_key(with_function, [torch.randn(2, 4)], options, backend, None)
 
+    class Scale:  # an argument whose repr may not show its state
+        factor = 3.0
+
+        def __repr__(self) -> str:
+            return "3.0"
+
+    graph = torch.fx.Graph()
+    graph.output(graph.call_function(torch.mul, (graph.placeholder("x"), Scale())))
+    with pytest.raises(graph_cache.NotCached, match="Scale argument"):
+        graph_cache.graph_key(torch.fx.GraphModule({}, graph), [torch.randn(2)], options,
+                              backend, None)
+
 
 def test_the_key_follows_input_metadata() -> None:
     import torchkiln_codegen_cpp

@@ -18,6 +18,7 @@ compiler's version (C++) or Triton's version, interpreter mode and GPU names (Tr
 A graph is not cached (status ``off: ...``) when its key cannot cover it: symbolic sizes (tracing
 them adds shape guards a cache hit would not), ``call_module`` nodes or call targets outside
 torch/operator/math/builtins (their code is not in the graph's text), non-tensor attributes,
+node arguments other than plain values (numbers, strings, dtypes, devices, slices...),
 non-strided tensors, or a code generator that cannot save its kernels.
 
 Entries are written to a temporary file and moved into place with ``os.replace``, and carry a
@@ -85,6 +86,26 @@ def _known_target(target: Any) -> bool:
     return isinstance(module, str) and module.split(".")[0] in _KNOWN_MODULES
 
 
+_PLAIN = (type(None), bool, int, float, complex, str, torch.dtype, torch.device, torch.layout,
+          torch.memory_format, slice, type(Ellipsis), fx.Node)
+
+
+def _plain_constants(node: fx.Node) -> None:
+    """Node arguments must print as what they are; an object whose repr hides its state (or is
+    bound as a global of the generated code) is not keyed by the code's text."""
+    stack = [node.args, node.kwargs]
+    while stack:
+        value = stack.pop()
+        if isinstance(value, (list, tuple)):
+            stack.extend(value)
+        elif isinstance(value, dict):
+            stack.extend(value.values())
+        elif isinstance(value, slice):
+            stack.extend((value.start, value.stop, value.step))
+        elif not isinstance(value, _PLAIN):
+            raise NotCached(f"node {node.name} has a {type(value).__name__} argument")
+
+
 def _tensor_meta(t: torch.Tensor) -> tuple[Any, ...]:
     if t.layout != torch.strided:
         raise NotCached(f"a {t.layout} tensor (only strided tensors are keyed)")
@@ -127,6 +148,7 @@ def _graph_text(gm: fx.GraphModule, out: list[str], storages: dict[Any, int]) ->
     """The code of ``gm`` and the metadata of what its nodes name, appended to ``out``."""
     out.append(gm.code)
     for node in gm.graph.nodes:
+        _plain_constants(node)
         if node.op == "call_module":
             raise NotCached(f"call_module {node.target} (module code is not in the graph text)")
         if node.op in ("call_function",) and not _known_target(node.target):
