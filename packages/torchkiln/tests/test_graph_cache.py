@@ -163,3 +163,13 @@ def test_the_key_follows_input_metadata() -> None:
     grad_mode_on = key(x, y)
     with torch.no_grad():
         assert key(x, y) != grad_mode_on  # grad mode
+
+
+def test_a_hit_rebuilds_a_kernel_library_the_build_cache_lost(cache_dir) -> None:
+    import shutil
+
+    assert model.run(cache_dir, train=False, batch=13)["cache"] == ["miss"]
+    shutil.rmtree(Path(cache_dir) / "cpp")  # the entry keeps the library's source
+    again = model.run(cache_dir, train=False, batch=13)
+    assert again["cache"] == ["hit"] and again["error"] < 1e-4
+    assert any((Path(cache_dir) / "cpp").rglob("*.so"))

@@ -11,7 +11,6 @@ from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec
 from ._prelude import PRELUDE
 from ._vector_math import declarations
 from .cache import build_library
-from .errors import CodegenError
 from .kernel import GeneratedKernel, c_name, generate_kernel
 from .options import CppOptions
 
@@ -143,21 +142,31 @@ class CppBackend:
         ]
 
     def export_kernels(self, kernels: Sequence[CppCompiledKernel]) -> dict[str, Any]:
-        """Plain data from which ``load_kernels`` rebuilds ``kernels`` (all from one library)
-        without generating code again: the library's source and each kernel's entry point."""
-        libraries = {k.path for k in kernels}
-        if len(libraries) != 1:
-            raise CodegenError(f"cannot export kernels of {len(libraries)} libraries as one")
-        (source_path,) = libraries
-        with open(source_path) as f:
-            source = f.read()
-        return {"library_source": source, "generated": [(k.name, k.generated) for k in kernels]}
+        """Plain data from which ``load_kernels`` rebuilds ``kernels`` without generating code
+        again: the source of each library they come from and each kernel's entry point."""
+        paths = list(dict.fromkeys(k.path for k in kernels))
+        sources = []
+        for path in paths:
+            with open(path) as f:
+                sources.append(f.read())
+        where = {path: i for i, path in enumerate(paths)}
+        return {
+            "libraries": sources,
+            "kernels": [(where[k.path], k.name, k.generated) for k in kernels],
+        }
 
     def load_kernels(
         self, exported: dict[str, Any], specs: Sequence[KernelSpec] = ()
     ) -> list[CppCompiledKernel]:
-        """The kernels ``export_kernels`` saved: the library comes from the build cache, and is
-        built again from its saved source when the cache lost it."""
-        names = [name for name, _ in exported["generated"]]
-        gens = [gen for _, gen in exported["generated"]]
-        return self._load(exported["library_source"], names, gens)
+        """The kernels ``export_kernels`` saved, in order: each library comes from the build
+        cache, and is built again from its saved source when the cache lost it."""
+        by_library: dict[int, list[tuple[int, str, GeneratedKernel]]] = {}
+        for position, (index, name, gen) in enumerate(exported["kernels"]):
+            by_library.setdefault(index, []).append((position, name, gen))
+        kernels: list[Any] = [None] * len(exported["kernels"])
+        for index, entries in by_library.items():
+            built = self._load(exported["libraries"][index], [e[1] for e in entries],
+                               [e[2] for e in entries])
+            for (position, _, _), kernel in zip(entries, built):
+                kernels[position] = kernel
+        return kernels
