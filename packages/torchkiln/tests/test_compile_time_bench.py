@@ -1,4 +1,4 @@
-"""``bench --compile-time``: one measurement in this process, the table and the cold/warm summary."""
+"""``bench --compile-time``: one measurement in this process, the table, the cold/warm summary."""
 
 from __future__ import annotations
 
@@ -24,7 +24,9 @@ def test_the_table_and_summary_pair_cold_and_warm_rows() -> None:
         {"layers": 4, "step": "train", "compiler": "torch.compile", "cache": "cold",
          "error": "exit code 1: boom"},
     ]
-    assert compile_time.summary(rows) == ["torchkiln train 4 layers: cold 10.00 s, warm 2.00 s (5.0x)"]
+    assert compile_time.summary(rows) == [
+        "torchkiln train 4 layers: cold 10.00 s, warm 2.00 s (5.0x)"
+    ]
     text = compile_time.render(rows, "t")
     assert "hit" in text and "exit code 1: boom" in text and "3.00" in text
 

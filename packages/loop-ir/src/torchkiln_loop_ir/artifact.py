@@ -32,7 +32,7 @@ class NotCacheable(Exception):
 class GraphArtifact:
     """Plain data (picklable, given a pickler that names ATen ops) for one compiled graph."""
 
-    scheduled: ScheduledGraph  # kernel steps without bodies: the wrapper needs only their names/args
+    scheduled: ScheduledGraph  # kernel steps without bodies (the wrapper needs names and args)
     backend_name: str
     kernels: Any  # the backend's own export of its compiled kernels
     extern_calls: tuple[str, ...]
@@ -74,7 +74,7 @@ def load_graph(artifact: GraphArtifact, backend: Any,
     specs = [s for s in artifact.scheduled.steps if isinstance(s, KernelSpec)]
     kernels = list(backend.load_kernels(artifact.kernels, specs)) if specs else []
     if len(kernels) != len(specs):
-        raise NotCacheable(f"the backend loaded {len(kernels)} kernels for {len(specs)} kernel steps")
+        raise NotCacheable(f"the backend loaded {len(kernels)} kernels for {len(specs)} steps")
     call, source, path = load_wrapper(artifact.scheduled, kernels, options.resolved_cache_dir())
     return CompiledGraph(
         graph_ir=None,  # type: ignore[arg-type] - not lowered: that is the point

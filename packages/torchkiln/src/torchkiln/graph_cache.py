@@ -157,7 +157,7 @@ def _graph_text(gm: fx.GraphModule, out: list[str], storages: dict[Any, int]) ->
         if node.op == "placeholder":
             val = node.meta.get("example_value", node.meta.get("val"))
             if isinstance(val, torch.Tensor) and any(not isinstance(s, int) for s in val.shape):
-                raise NotCached("symbolic sizes (tracing them adds shape guards a cache hit would not)")
+                raise NotCached("symbolic sizes (tracing them adds shape guards a hit would not)")
         if node.op == "get_attr":
             value = gm
             for atom in str(node.target).split("."):
@@ -245,7 +245,7 @@ def _host(codegen: Any, devices: set[str]) -> tuple[Any, ...]:
 def graph_key(gm: fx.GraphModule, example_inputs: list[Any], options: Any, codegen: Any,
               ir_options: Any) -> str:
     """The cache key of compiling ``gm`` on ``example_inputs``; raises NotCached with a reason."""
-    if getattr(codegen, "export_kernels", None) is None or getattr(codegen, "load_kernels", None) is None:
+    if not (hasattr(codegen, "export_kernels") and hasattr(codegen, "load_kernels")):
         raise NotCached(f"code generator {getattr(codegen, 'name', codegen)!r} cannot save kernels")
     storages: dict[Any, int] = {}
     text: list[str] = []

@@ -143,7 +143,8 @@ class _CacheSlot:
 
     def __init__(self, options: CompileOptions, codegen: Any, ir_options: Any,
                  timers: dict[str, float]) -> None:
-        self.options, self.codegen, self.ir_options, self.timers = options, codegen, ir_options, timers
+        self.options, self.codegen, self.ir_options = options, codegen, ir_options
+        self.timers = timers
         self.key: str | None = None
         self.root = graph_cache.cache_root(options)
         self.verdict = "off: disabled by CompileOptions(graph_cache=False)"

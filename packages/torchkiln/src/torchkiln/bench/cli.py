@@ -41,7 +41,8 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     timing.add_argument("--compile-time", action="store_true",
                         help="measure compile time instead of running the model suites")
-    timing.add_argument("--layers", default="1,2,4,8,12,24", help="encoder depths (default %(default)s)")
+    timing.add_argument("--layers", default="1,2,4,8,12,24",
+                        help="encoder depths (default %(default)s)")
     timing.add_argument("--train", action="store_true", help="training steps only")
     timing.add_argument("--inference", action="store_true", help="inference steps only")
     timing.add_argument("--hidden", type=int, default=64, help="encoder width (default 64)")
