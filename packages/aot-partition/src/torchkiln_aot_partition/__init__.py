@@ -4,6 +4,7 @@ from .api import aot_compile
 from .errors import AOTError, DoubleBackwardUnsupported, MutationAppliedError, NotFunctionalError
 from .joint import JointGraph, joint_graph
 from .partition import PartitionStats, default_partition, is_recomputable, min_cut_partition
+from .saved import RuntimeMetadata, rebuild_runtime, runtime_metadata
 from .trace import FunctionalGraph, LiftedGraph, aten_graph, functional_graph, lift_parameters
 from .verify import check_functional
 
@@ -18,6 +19,7 @@ __all__ = [
     "MutationAppliedError",
     "NotFunctionalError",
     "PartitionStats",
+    "RuntimeMetadata",
     "aot_compile",
     "aten_graph",
     "check_functional",
@@ -27,4 +29,6 @@ __all__ = [
     "joint_graph",
     "lift_parameters",
     "min_cut_partition",
+    "rebuild_runtime",
+    "runtime_metadata",
 ]

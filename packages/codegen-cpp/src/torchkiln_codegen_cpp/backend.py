@@ -23,12 +23,16 @@ class CppCompiledKernel:
     Tensors are passed as ``tensor.data_ptr()``: index expressions are element offsets from there.
     """
 
-    __slots__ = ("_fn", "_launch", "_nargs", "_reports_status", "library_path", "name", "path", "source")
+    __slots__ = (
+        "_fn", "_launch", "_nargs", "_reports_status", "generated", "library_path", "name", "path",
+        "source",
+    )
 
     def __init__(
         self, name: str, gen: GeneratedKernel, path: str, library_path: str, lib: ctypes.CDLL
     ):
         self.name = name
+        self.generated = gen  # kept so a persistent cache can save how to call it (export_kernels)
         self.source = gen.source
         self.path = path
         self.library_path = library_path
@@ -128,9 +132,44 @@ class CppBackend:
         if not kernels:
             return []
         source, gens = self.library_source(kernels)
+        return self._load(source, [k.name for k in kernels], gens)
+
+    def _load(
+        self, source: str, names: Sequence[str], gens: Sequence[GeneratedKernel]
+    ) -> list[CppCompiledKernel]:
         src_path, lib_path = build_library(source, self.options)
         lib = ctypes.CDLL(str(lib_path))
         return [
-            CppCompiledKernel(k.name, g, str(src_path), str(lib_path), lib)
-            for k, g in zip(kernels, gens)
+            CppCompiledKernel(name, g, str(src_path), str(lib_path), lib)
+            for name, g in zip(names, gens)
         ]
+
+    def export_kernels(self, kernels: Sequence[CppCompiledKernel]) -> dict[str, Any]:
+        """Plain data from which ``load_kernels`` rebuilds ``kernels`` without generating code
+        again: the source of each library they come from and each kernel's entry point."""
+        paths = list(dict.fromkeys(k.path for k in kernels))
+        sources = []
+        for path in paths:
+            with open(path) as f:
+                sources.append(f.read())
+        where = {path: i for i, path in enumerate(paths)}
+        return {
+            "libraries": sources,
+            "kernels": [(where[k.path], k.name, k.generated) for k in kernels],
+        }
+
+    def load_kernels(
+        self, exported: dict[str, Any], specs: Sequence[KernelSpec] = ()
+    ) -> list[CppCompiledKernel]:
+        """The kernels ``export_kernels`` saved, in order: each library comes from the build
+        cache, and is built again from its saved source when the cache lost it."""
+        by_library: dict[int, list[tuple[int, str, GeneratedKernel]]] = {}
+        for position, (index, name, gen) in enumerate(exported["kernels"]):
+            by_library.setdefault(index, []).append((position, name, gen))
+        kernels: list[Any] = [None] * len(exported["kernels"])
+        for index, entries in by_library.items():
+            built = self._load(exported["libraries"][index], [e[1] for e in entries],
+                               [e[2] for e in entries])
+            for (position, _, _), kernel in zip(entries, built):
+                kernels[position] = kernel
+        return kernels

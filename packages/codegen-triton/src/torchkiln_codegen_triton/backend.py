@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec
 from torchkiln_loop_ir.codecache import CodeCache, source_module
@@ -51,3 +52,23 @@ class TritonBackend:
     def compile_kernels(self, kernels: Sequence[KernelSpec]) -> list[TritonCompiledKernel]:
         """One compiled kernel per spec, in order (Triton compiles each lazily at first launch)."""
         return [self.compile_kernel(k) for k in kernels]
+
+    def export_kernels(self, kernels: Sequence[TritonCompiledKernel]) -> list[dict[str, Any]]:
+        """Plain data from which ``load_kernels`` rebuilds ``kernels`` without generating code:
+        each kernel's module source and launch configuration."""
+        return [{"source": k.source, "config": k.config} for k in kernels]
+
+    def load_kernels(self, exported: Sequence[dict[str, Any]],
+                     specs: Sequence[KernelSpec]) -> list[TritonCompiledKernel]:
+        """The kernels ``export_kernels`` saved, for ``specs`` (the same kernel steps, whose
+        bodies are not needed: only names, arguments and ranges)."""
+        if len(exported) != len(specs):
+            raise CodegenError(f"{len(exported)} saved kernels for {len(specs)} kernel steps")
+        kernels = []
+        autotune = self.options.autotune and not interpreting()
+        for saved, spec in zip(exported, specs):
+            path = write_source(saved["source"], self.options)
+            fn = getattr(load_module(path), kernel_name(spec))
+            kernels.append(TritonCompiledKernel(spec, saved["source"], path, fn, saved["config"],
+                                                autotune=autotune))
+        return kernels

@@ -16,6 +16,7 @@ from .backend import (
     ScheduledGraph,
     View,
 )
+from .artifact import GraphArtifact, NotCacheable, export_graph, load_graph
 from .compile import CompiledGraph, compile_graph, schedule
 from .decompositions import decompositions
 from .errors import LoopIRError, LoweringError, OutputShapeChanged, Unlowerable
@@ -30,8 +31,8 @@ from .scheduler import FusionDecision, MemoryDep
 
 __all__ = [
     "LOWERINGS", "Backend", "BackendCapabilities", "BufferRef", "BufferSpec", "CompiledGraph",
-    "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "GraphIR", "KernelNode",
+    "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "GraphArtifact", "GraphIR", "KernelNode",
     "KernelSpec", "KernelStage", "LoopIRError", "LoopIROptions", "LoweringError", "MemoryDep",
-    "ModularIndexing", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "Unlowerable", "View", "compile_graph",
-    "decompositions", "index_symbol", "lower", "ops", "register_lowering", "schedule", "set_ops_handler",
+    "ModularIndexing", "NotCacheable", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "Unlowerable", "View", "compile_graph",
+    "decompositions", "export_graph", "index_symbol", "load_graph", "lower", "ops", "register_lowering", "schedule", "set_ops_handler",
 ]

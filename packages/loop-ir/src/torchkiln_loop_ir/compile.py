@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -78,6 +79,12 @@ class CompiledGraph:
     wrapper_source: str
     source_path: str
     _call: Any = field(repr=False, default=None)
+    # seconds per phase ("lowering", "scheduling", "codegen", "wrapper"; "cache_load" when it came
+    # from a cache entry), so the meta-package can say where compile time went
+    phase_seconds: dict[str, float] = field(default_factory=dict)
+    # a graph loaded from a cache entry has no GraphIR; its extern calls and fallbacks were saved
+    saved_extern_calls: tuple[str, ...] | None = None
+    saved_fallbacks: tuple[str, ...] | None = None
 
     def __call__(self, *inputs: Any) -> list[torch.Tensor]:
         return self._call(inputs)
@@ -88,11 +95,15 @@ class CompiledGraph:
 
     @property
     def extern_calls(self) -> list[str]:
-        return list(self.graph_ir.extern_calls)
+        if self.saved_extern_calls is not None:
+            return list(self.saved_extern_calls)
+        return [str(op) for op in self.graph_ir.extern_calls]
 
     @property
     def fallbacks(self) -> list[str]:
-        return list(self.graph_ir.fallbacks)
+        if self.saved_fallbacks is not None:
+            return list(self.saved_fallbacks)
+        return [str(op) for op in self.graph_ir.fallbacks]
 
     @property
     def kernel_specs(self) -> list[KernelSpec]:
@@ -113,9 +124,22 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
     from .wrapper import load_wrapper
 
     options = options or LoopIROptions()
+    phases: dict[str, float] = {}
+    start = time.perf_counter()
+
+    def lap(name: str) -> None:
+        nonlocal start
+        now = time.perf_counter()
+        phases[name] = now - start
+        start = now
+
     graph_ir = lower(gm, example_inputs, options)
+    lap("lowering")
     scheduled = schedule(graph_ir, backend.capabilities, options)
+    lap("scheduling")
     specs = [s for s in scheduled.steps if isinstance(s, KernelSpec)]
     kernels = list(backend.compile_kernels(specs)) if specs else []
+    lap("codegen")
     call, source, path = load_wrapper(scheduled, kernels, options.cache_dir)
-    return CompiledGraph(graph_ir, scheduled, kernels, source, path, call)
+    lap("wrapper")
+    return CompiledGraph(graph_ir, scheduled, kernels, source, path, call, phases)

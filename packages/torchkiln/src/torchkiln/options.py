@@ -65,6 +65,10 @@ class CompileOptions:
         / ``TritonBackend(options=...)``; None lets the code generator pick its defaults.
     loop_ir: extra keyword fields for ``LoopIROptions`` (only fields it declares are used).
     codegen: "auto" (C++ for CPU tensors, Triton for CUDA tensors), "cpp" or "triton".
+    graph_cache: keep each compiled graph (aot-partition's runtime and the compiled forward and
+        backward graphs) on disk under ``<cache_dir>/graphs``, so a later process compiling the
+        same graph on the same input metadata skips tracing, partitioning, lowering, scheduling
+        and code generation (see ``torchkiln.graph_cache`` for what the key covers).
     """
 
     strict: bool = False
@@ -78,6 +82,7 @@ class CompileOptions:
     triton_options: Any = None
     loop_ir: tuple[tuple[str, Any], ...] = ()
     codegen: str = "auto"
+    graph_cache: bool = True
 
     def __post_init__(self) -> None:
         if self.codegen not in CODEGENS:

@@ -19,6 +19,7 @@ import torch
 import torchkiln_aot_partition
 import torchkiln_loop_ir
 
+from torchkiln import graph_cache
 from torchkiln.cudagraphs import wrap_cudagraphs
 from torchkiln.errors import BackendCompilerFailed, FailedAfterEffects, LayerUnavailable
 from torchkiln.logs import log_output_code
@@ -120,7 +121,13 @@ def _summary(
     graphs: list[Any],
     device: torch.device,
     cudagraphs: str,
+    timers: dict[str, float] | None = None,
+    cache: str = "",
 ) -> GraphReport:
+    phases = dict(timers or {})
+    for g in graphs:
+        for name, value in getattr(g, "phase_seconds", {}).items():
+            phases[name] = phases.get(name, 0.0) + value
     return GraphReport(
         index=index,
         fx_nodes=fx_nodes,
@@ -131,7 +138,80 @@ def _summary(
         source_path=str(getattr(graphs[0], "source_path", "") or "") if graphs else "",
         device=str(device),
         cudagraphs=cudagraphs,
+        phases=phases,
+        cache=cache,
     )
+
+
+class _CacheSlot:
+    """One graph's dealings with the persistent graph cache: its key, the verdict for the
+    report, and the store once every graph of the runtime is compiled (for training, that is
+    after the backward graph compiled at the first backward call)."""
+
+    def __init__(self, options: CompileOptions, codegen: Any, ir_options: Any,
+                 timers: dict[str, float]) -> None:
+        self.options, self.codegen, self.ir_options = options, codegen, ir_options
+        self.timers = timers
+        self.key: str | None = None
+        self.root = graph_cache.cache_root(options)
+        self.verdict = "off: disabled by CompileOptions(graph_cache=False)"
+        self.metadata: Any = None
+
+    def lookup(self, gm: torch.fx.GraphModule, example_inputs: list[Any],
+               compiled_graphs: list[Any]) -> Any:
+        """The runtime rebuilt from a cache entry, or None (verdict says why)."""
+        start = time.perf_counter()
+        try:
+            self.key = graph_cache.graph_key(gm, example_inputs, self.options, self.codegen,
+                                             self.ir_options)
+        except graph_cache.NotCached as reason:
+            self.verdict = f"off: {reason}"
+            return None
+        except Exception as error:  # noqa: BLE001 - a key we cannot make means no caching
+            self.verdict = f"off: no key ({one_line(error)})"
+            return None
+        finally:
+            self.timers["cache_key"] = time.perf_counter() - start
+        try:
+            entry = graph_cache.load(self.root, self.key)
+            if entry is None:
+                self.verdict = "miss"
+                return None
+            fw = torchkiln_loop_ir.load_graph(entry.forward, self.codegen, self.ir_options)
+            bw = (torchkiln_loop_ir.load_graph(entry.backward, self.codegen, self.ir_options)
+                  if entry.backward is not None else None)
+            runtime = torchkiln_aot_partition.rebuild_runtime(gm, entry.runtime, fw, bw)
+        except Exception as error:  # noqa: BLE001 - a bad entry is compiled again, never fatal
+            self.verdict = f"corrupt: {one_line(error)}"
+            return None
+        compiled_graphs.extend(g for g in (fw, bw) if g is not None)
+        self.verdict = "hit"
+        return runtime
+
+    def remember(self, runtime: Any) -> None:
+        """Take the metadata of the runtime aot_compile made (before any CUDA graph wrapping)."""
+        if self.key is not None:
+            try:
+                self.metadata = torchkiln_aot_partition.runtime_metadata(runtime)
+            except Exception as error:  # noqa: BLE001
+                self.verdict += f" (not stored: {one_line(error)})"
+
+    def store_if_complete(self, compiled_graphs: list[Any]) -> None:
+        if self.key is None or self.metadata is None:
+            return
+        wanted = 2 if self.metadata.training else 1
+        if len(compiled_graphs) != wanted:
+            return
+        start = time.perf_counter()
+        try:
+            artifacts = [torchkiln_loop_ir.export_graph(g, self.codegen) for g in compiled_graphs]
+            graph_cache.store(self.root, graph_cache.CacheEntry(
+                graph_cache.FORMAT, self.key, self.metadata, artifacts[0],
+                artifacts[1] if self.metadata.training else None))
+        except Exception as error:  # noqa: BLE001 - not caching never breaks compiling
+            self.verdict += f" (not stored: {one_line(error)})"
+        self.metadata = None  # stored once
+        self.timers["cache_store"] = time.perf_counter() - start
 
 
 def make_backend(options: CompileOptions, recorder: ReportRecorder | None = None) -> Backend:
@@ -145,6 +225,7 @@ def make_backend(options: CompileOptions, recorder: ReportRecorder | None = None
         fx_nodes = len(gm.graph.nodes)
         compiled_graphs: list[Any] = []
         reported: list[GraphReport] = []
+        timers: dict[str, float] = {}
         start = time.perf_counter()
         stage = "setup"
         try:
@@ -153,25 +234,39 @@ def make_backend(options: CompileOptions, recorder: ReportRecorder | None = None
             ir_options = loop_ir_options(options)
             compile_graph = _layer(torchkiln_loop_ir, "compile_graph")
             aot_compile = _layer(torchkiln_aot_partition, "aot_compile")
-            decompositions = _layer(torchkiln_loop_ir, "decompositions")()
+            slot = _CacheSlot(options, codegen, ir_options, timers)
+            in_compiler = [0.0]
 
             def fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
+                began = time.perf_counter()
                 compiled = compile_graph(aten_gm, aten_inputs, backend=codegen, options=ir_options)
                 compiled_graphs.append(compiled)
                 part = "forward" if len(compiled_graphs) == 1 else "backward"
                 log_output_code(index, part, compiled)
+                in_compiler[0] += time.perf_counter() - began
+                slot.store_if_complete(compiled_graphs)
                 if reported:  # a backward graph compiled lazily, after the report was written
                     seconds = reported[0].compile_seconds
                     reported[0] = _summary(
-                        index, fx_nodes, seconds, compiled_graphs, device, reported[0].cudagraphs
+                        index, fx_nodes, seconds, compiled_graphs, device,
+                        reported[0].cudagraphs, timers, slot.verdict,
                     )
                     recorder.replace_graph(index, reported[0])
                 return compiled
 
-            stage = "aot/loop-ir/codegen"
-            compiled = aot_compile(
-                gm, example_inputs, fw_compiler=fw_compiler, decompositions=decompositions
-            )
+            stage = "graph cache"
+            compiled = (slot.lookup(gm, list(example_inputs), compiled_graphs)
+                        if options.graph_cache else None)
+            if compiled is None:
+                stage = "aot/loop-ir/codegen"
+                decompositions = _layer(torchkiln_loop_ir, "decompositions")()
+                began = time.perf_counter()
+                compiled = aot_compile(
+                    gm, example_inputs, fw_compiler=fw_compiler, decompositions=decompositions
+                )
+                timers["aot"] = time.perf_counter() - began - in_compiler[0]
+                slot.remember(compiled)
+                slot.store_if_complete(compiled_graphs)
             cudagraphs = ""
             if options.cudagraphs:
                 compiled, cudagraphs = wrap_cudagraphs(compiled, gm, example_inputs)
@@ -179,7 +274,8 @@ def make_backend(options: CompileOptions, recorder: ReportRecorder | None = None
             return _fall_back(gm, index, fx_nodes, stage, error, options, recorder)
         reported.append(
             _summary(
-                index, fx_nodes, time.perf_counter() - start, compiled_graphs, device, cudagraphs
+                index, fx_nodes, time.perf_counter() - start, compiled_graphs, device, cudagraphs,
+                timers, slot.verdict,
             )
         )
         recorder.add_graph(reported[0])

@@ -20,6 +20,12 @@ class GraphReport:
     fallbacks: ATen ops with no lowering, run as their eager ATen kernel.
     compile_seconds: wall time of the backend for this graph.
     source_path: the generated wrapper module on disk ("" when none was written).
+    phases: seconds per pipeline phase, forward and backward graphs added up: "aot" (tracing,
+        functionalization, partitioning), "lowering", "scheduling", "codegen" (kernel code and
+        builds), "wrapper", "cache_key", "cache_load", "cache_store". A backward graph compiled
+        at the first backward call adds its phases then (compile_seconds is the forward's).
+    cache: the graph cache's verdict: "hit", "miss", "corrupt: <why>" (compiled again),
+        "off: <why>" (not cached), or "" (before any verdict).
     """
 
     index: int
@@ -31,6 +37,8 @@ class GraphReport:
     source_path: str
     device: str = "cpu"
     cudagraphs: str = ""  # "" when not asked; "on" or the reason it was skipped
+    phases: dict[str, float] = field(default_factory=dict)
+    cache: str = ""
 
 
 @dataclass(frozen=True)

@@ -51,6 +51,20 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--plot", default=None, help="write a PNG bar chart of the speedups")
     parser.add_argument("--no-progress", action="store_true")
+    timing = parser.add_argument_group(
+        "compile time", "--compile-time: compile seconds of a transformer encoder by depth, "
+        "cold and warm cache, each compile in a new process (bench/compile_time.py)"
+    )
+    timing.add_argument("--compile-time", action="store_true",
+                        help="measure compile time instead of running the model suites")
+    timing.add_argument("--layers", default="1,2,4,8,12,24",
+                        help="encoder depths (default %(default)s)")
+    # --train (above) with --compile-time: training steps only
+    timing.add_argument("--inference", action="store_true", help="inference steps only")
+    timing.add_argument("--hidden", type=int, default=64, help="encoder width (default 64)")
+    timing.add_argument("--seq", type=int, default=16, help="sequence length (default 16)")
+    timing.add_argument("--timeout", type=float, default=1800,
+                        help="seconds one compile may take before it is recorded as unfinished")
 
 
 def _suites(text: str) -> list[str]:
@@ -67,6 +81,10 @@ def _suites(text: str) -> list[str]:
 
 
 def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
+    if args.compile_time:
+        from torchkiln.bench import compile_time
+
+        return compile_time.command(args, argv)
     names = args.suite if isinstance(args.suite, list) else _suites(args.suite)
     size = args.size or ("full" if args.device == "cuda" else "small")
     specs: list[suites.ModelSpec] = []

@@ -1,0 +1,87 @@
+"""What a runtime made by ``aot_compile`` knows besides its compiled graphs, as plain data.
+
+A persistent cache above aot-partition saves the compiled forward (and backward) graphs in its
+own form and this ``RuntimeMetadata`` beside them; ``rebuild_runtime`` then makes the same
+runtime for the same torch-level graph without tracing, functionalizing or partitioning it. Only
+the parameters are taken from the graph module at hand (``lift_parameters``: the live tensors,
+in the order the compiled graphs expect them).
+
+The metadata is only valid for the graph, input metadata and grad mode it was made under; the
+caller's key must cover them. Graphs with symbolic sizes are not supported: tracing them adds
+shape guards that a rebuilt runtime would not add.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from torch import fx
+
+from .errors import AOTError
+from .mutation import OutputAlias
+from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
+from .trace import lift_parameters
+
+
+@dataclass(frozen=True)
+class RuntimeMetadata:
+    """Everything but the compiled graphs: training=False is the inference path (no saved
+    tensors, no backward), in which diff_outputs/grad_inputs/num_saved are unused."""
+
+    training: bool
+    num_user_outputs: int
+    mutated_inputs: tuple[int, ...]
+    constant_outputs: tuple[tuple[int, Any], ...]
+    aliases: tuple[OutputAlias, ...]
+    num_params: int
+    diff_outputs: tuple[int, ...] = ()
+    grad_inputs: tuple[int, ...] = ()
+    num_saved: int = 0
+    num_primals: int = 0
+
+
+def runtime_metadata(runtime: Any) -> RuntimeMetadata:
+    """The metadata of a runtime ``aot_compile`` returned."""
+    if isinstance(runtime, InferenceRuntime):
+        return RuntimeMetadata(False, runtime.num_user_outputs, tuple(runtime.mutated_inputs),
+                               tuple(runtime.constant_outputs), tuple(runtime.aliases),
+                               len(runtime.params))
+    if isinstance(runtime, TrainingRuntime):
+        plan = runtime.plan
+        return RuntimeMetadata(True, plan.num_user_outputs, tuple(plan.mutated_inputs),
+                               tuple(runtime.constant_outputs), tuple(runtime.aliases),
+                               len(runtime.params), tuple(plan.diff_outputs),
+                               tuple(plan.grad_inputs), plan.num_saved, plan.num_primals)
+    raise AOTError(f"not a runtime made by aot_compile: {type(runtime).__name__}")
+
+
+def rebuild_runtime(gm: fx.GraphModule, meta: RuntimeMetadata, compiled_fw: Callable,
+                    compiled_bw: Callable | None = None) -> InferenceRuntime | TrainingRuntime:
+    """The runtime ``aot_compile(gm, ...)`` returned when ``meta`` was taken, from its compiled
+    forward (and, for training, backward) graphs; the parameters are ``gm``'s own."""
+    lifted = lift_parameters(gm)
+    if len(lifted.params) != meta.num_params:
+        raise AOTError(f"the graph lifts {len(lifted.params)} parameters, the saved runtime "
+                       f"expected {meta.num_params}")
+    if not meta.training:
+        return InferenceRuntime(compiled_fw, lifted.params, meta.num_user_outputs,
+                                meta.mutated_inputs, meta.constant_outputs, meta.aliases)
+    if compiled_bw is None:
+        raise AOTError("a training runtime needs its compiled backward graph")
+
+    def no_compile(bw_gm: Any, args: Any) -> Callable:
+        return compiled_bw
+
+    plan = TrainingPlan(
+        compiled_fw=compiled_fw,
+        backward=_BackwardState(None, no_compile, compiled_bw),
+        num_user_outputs=meta.num_user_outputs,
+        mutated_inputs=meta.mutated_inputs,
+        diff_outputs=meta.diff_outputs,
+        grad_inputs=meta.grad_inputs,
+        num_saved=meta.num_saved,
+        num_primals=meta.num_primals,
+    )
+    return TrainingRuntime(plan, lifted.params, meta.constant_outputs, meta.aliases)

@@ -1,0 +1,175 @@
+"""The persistent graph cache: a new process compiling the same model skips aot-partition,
+lowering, scheduling and codegen, and gets eager's results; a damaged entry is compiled again;
+anything in the key (input dtype/shape, options) that changes misses."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import torchkiln
+from torchkiln import graph_cache
+
+HERE = Path(__file__).parent
+COMPILING = {"aot", "lowering", "scheduling", "codegen"}
+
+
+def _model_module():
+    spec = importlib.util.spec_from_file_location("_cache_model", HERE / "_cache_model.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+model = _model_module()
+
+
+@pytest.fixture(scope="module")
+def cache_dir(tmp_path_factory) -> str:
+    return str(tmp_path_factory.mktemp("graph-cache"))
+
+
+def _entries(cache_dir: str) -> list[Path]:
+    return sorted((Path(cache_dir) / "graphs").glob("*.bin"))
+
+
+def _in_subprocess(cache_dir: str, train: bool, batch: int) -> dict:
+    env = dict(os.environ, TORCHKILN_CACHE_DIR=cache_dir)
+    proc = subprocess.run(
+        [sys.executable, str(HERE / "_cache_model.py"), cache_dir, "train" if train else "infer",
+         str(batch), "--forbid-compiling"],
+        capture_output=True, text=True, env=env, timeout=600, check=False,
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def test_a_new_process_reuses_the_training_step_without_compiling(cache_dir) -> None:
+    cold = model.run(cache_dir, train=True, batch=5)
+    assert cold["cache"] == ["miss"] and cold["error"] < 1e-4
+    assert COMPILING <= set(cold["phases"][0]) and "cache_store" in cold["phases"][0]
+    assert len(_entries(cache_dir)) == 1  # stored once the backward graph had compiled
+
+    # aot_compile and compile_graph raise in that process: it must not call them
+    warm = _in_subprocess(cache_dir, train=True, batch=5)
+    assert warm["cache"] == ["hit"], warm
+    assert warm["error"] < 1e-4  # against eager on its own fresh random input
+    assert not COMPILING & set(warm["phases"][0]) and "cache_load" in warm["phases"][0]
+    assert warm["kernels"] == cold["kernels"]
+
+
+@pytest.mark.parametrize("damage", ["truncate", "garbage", "bad pickle"])
+def test_a_damaged_entry_is_compiled_again(cache_dir, damage) -> None:
+    batch = {"truncate": 6, "garbage": 7, "bad pickle": 9}[damage]
+    before = set(_entries(cache_dir))
+    first = model.run(cache_dir, train=False, batch=batch)
+    assert first["cache"] == ["miss"]
+    (entry,) = set(_entries(cache_dir)) - before
+    data = entry.read_bytes()
+    if damage == "truncate":
+        entry.write_bytes(data[: len(data) // 2])
+    elif damage == "garbage":
+        entry.write_bytes(os.urandom(len(data)))
+    else:  # a valid checksum over a payload that is not a pickle
+        import hashlib
+
+        payload = b"not a pickle at all"
+        entry.write_bytes(graph_cache.MAGIC + hashlib.sha256(payload).digest() + payload)
+    again = model.run(cache_dir, train=False, batch=batch)
+    assert again["cache"][0].startswith("corrupt"), again
+    assert again["error"] < 1e-4 and COMPILING <= set(again["phases"][0])
+    third = model.run(cache_dir, train=False, batch=batch)  # the rebuilt entry was stored
+    assert third["cache"] == ["hit"] and third["error"] < 1e-4
+
+
+def test_what_the_key_covers_misses(cache_dir) -> None:
+    base = model.run(cache_dir, train=False, batch=3)
+    assert base["cache"] == ["miss"]
+    assert model.run(cache_dir, train=False, batch=3)["cache"] == ["hit"]
+    changed = [
+        model.run(cache_dir, train=False, batch=4),  # an input shape
+        model.run(cache_dir, train=False, batch=3, dtype=torch.float64),  # dtypes
+        model.run(cache_dir, train=False, batch=3, max_fusions=0),  # an option
+        model.run(cache_dir, train=True, batch=3),  # requires_grad / grad mode: training
+    ]
+    for result in changed:
+        assert result["cache"] == ["miss"], result
+        assert result["error"] < 1e-4
+
+
+def test_the_option_turns_the_cache_off(cache_dir) -> None:
+    result = model.run(cache_dir, train=False, batch=11, graph_cache=False)
+    assert result["cache"][0].startswith("off") and result["error"] < 1e-4
+    assert model.run(cache_dir, train=False, batch=11)["cache"] == ["miss"]
+
+
+def _helper(x):  # a Python function called from a graph: its body is not in gm.code
+    return x * 2
+
+
+def test_graphs_whose_code_is_not_in_their_text_are_not_cached() -> None:
+    import torchkiln_codegen_cpp
+
+    backend = torchkiln_codegen_cpp.CppBackend()
+    options = torchkiln.CompileOptions()
+    with_module = torch.fx.symbolic_trace(torch.nn.Sequential(torch.nn.Linear(4, 4)))
+    with pytest.raises(graph_cache.NotCached, match="call_module"):
+        graph_cache.graph_key(with_module, [torch.randn(2, 4)], options, backend, None)
+    graph = torch.fx.Graph()
+    graph.output(graph.call_function(_helper, (graph.placeholder("x"),)))
+    with_function = torch.fx.GraphModule({}, graph)
+    with pytest.raises(graph_cache.NotCached, match="outside torch"):
+        graph_cache.graph_key(with_function, [torch.randn(2, 4)], options, backend, None)
+
+    class Scale:  # an argument whose repr may not show its state
+        factor = 3.0
+
+        def __repr__(self) -> str:
+            return "3.0"
+
+    graph = torch.fx.Graph()
+    graph.output(graph.call_function(torch.mul, (graph.placeholder("x"), Scale())))
+    with pytest.raises(graph_cache.NotCached, match="Scale argument"):
+        graph_cache.graph_key(torch.fx.GraphModule({}, graph), [torch.randn(2)], options,
+                              backend, None)
+
+
+def test_the_key_follows_input_metadata() -> None:
+    import torchkiln_codegen_cpp
+
+    gm = torch.fx.symbolic_trace(lambda x, y: torch.relu(x) + y)
+    backend = torchkiln_codegen_cpp.CppBackend()
+    options = torchkiln.CompileOptions()
+
+    def key(*inputs):
+        return graph_cache.graph_key(gm, list(inputs), options, backend, None)
+
+    x, y = torch.randn(4, 4), torch.randn(4, 4)
+    assert key(x, y) == key(torch.randn(4, 4), torch.randn(4, 4))  # values are not in the key
+    others = [
+        key(x.t(), y),  # strides
+        key(x, x),  # the inputs share storage
+        key(x.requires_grad_(False)[1:], y[1:]),  # shape and storage offset
+        key(x.double(), y),
+        key(x.clone().requires_grad_(), y),
+    ]
+    assert len({key(x, y), *others}) == len(others) + 1
+    grad_mode_on = key(x, y)
+    with torch.no_grad():
+        assert key(x, y) != grad_mode_on  # grad mode
+
+
+def test_a_hit_rebuilds_a_kernel_library_the_build_cache_lost(cache_dir) -> None:
+    import shutil
+
+    assert model.run(cache_dir, train=False, batch=13)["cache"] == ["miss"]
+    shutil.rmtree(Path(cache_dir) / "cpp")  # the entry keeps the library's source
+    again = model.run(cache_dir, train=False, batch=13)
+    assert again["cache"] == ["hit"] and again["error"] < 1e-4
+    assert any((Path(cache_dir) / "cpp").rglob("*.so"))
