@@ -74,17 +74,23 @@ template <typename To, typename From> inline To tk_bitcast(From v) {
 }
 
 // ---- NaN-propagating extremes, like torch.maximum / amax ----
-template <typename T> inline T tk_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
-template <typename T> inline T tk_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
+// Equal operands give the first one, as eager's: maximum(-0., 0.) is -0., clamp_min(-0., 0.) -0.
+template <typename T> inline T tk_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? b : a)); }
+template <typename T> inline T tk_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (b < a ? b : a)); }
 template <typename T> inline T tk_relu(T a) { return a < T(0) ? T(0) : a; }
-template <typename T> inline T tk_sign(T a) { return (a != a) ? a : (T)((T(0) < a) - (a < T(0))); }
+// sign(nan) is 0 in eager (both comparisons are false), and sign(-0.) is +0.
+template <typename T> inline T tk_sign(T a) { return (T)((T(0) < a) - (a < T(0))); }
+
+// Integer division by zero raises ZeroDivisionError in eager: the lane gives 0 and sets a bit
+// of the kernel's error flag (defined below), which the Python side turns into that error.
+inline void tk_flag_zero_division();
 
 // ---- Python-style integer and float division ----
 // Integer division by zero or of the minimum by -1 would raise SIGFPE and kill the process:
 // those lanes give 0 / the wrapped result instead.
 template <typename T> inline T tk_floordiv(T a, T b) {
   if constexpr (std::is_integral<T>::value) {
-    if (b == 0) return 0;
+    if (b == 0) { tk_flag_zero_division(); return 0; }
     if (std::is_signed<T>::value && b == T(-1)) return (T)(0ull - (unsigned long long)a);
     T q = a / b; T r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
@@ -99,7 +105,8 @@ template <typename T> inline T tk_floordiv(T a, T b) {
 }
 template <typename T> inline T tk_remainder(T a, T b) {
   if constexpr (std::is_integral<T>::value) {
-    if (b == 0 || (std::is_signed<T>::value && b == T(-1))) return 0;
+    if (b == 0) { tk_flag_zero_division(); return 0; }
+    if (std::is_signed<T>::value && b == T(-1)) return 0;
     T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   } else {
     T r = std::fmod(a, b);
@@ -108,7 +115,8 @@ template <typename T> inline T tk_remainder(T a, T b) {
 }
 template <typename T> inline T tk_fmod(T a, T b) {
   if constexpr (std::is_integral<T>::value) {
-    return (b == 0 || (std::is_signed<T>::value && b == T(-1))) ? T(0) : T(a % b);
+    if (b == 0) { tk_flag_zero_division(); return 0; }
+    return (std::is_signed<T>::value && b == T(-1)) ? T(0) : T(a % b);
   } else { return std::fmod(a, b); }
 }
 template <typename T> inline T tk_ipow(T base, T exp) {
@@ -186,9 +194,11 @@ inline int64_t tk_randint64(int64_t seed, int64_t offset, int64_t low, int64_t h
 // side reads and clears it after a kernel that checks bounds, and raises IndexError.
 static int64_t tk_oob_flag = 0;
 extern "C" int64_t tk_take_oob_flag() { int64_t f = tk_oob_flag; tk_oob_flag = 0; return f; }
+// Bit 1: an out-of-bounds index; bit 2: an integer division by zero.
+namespace { inline void tk_flag_zero_division() { __atomic_fetch_or(&tk_oob_flag, (int64_t)2, __ATOMIC_RELAXED); } }
 inline int64_t tk_check_index(int64_t i, int64_t size) {
   if (i < 0 || i >= size) {
-    __atomic_store_n(&tk_oob_flag, (int64_t)1, __ATOMIC_RELAXED);
+    __atomic_fetch_or(&tk_oob_flag, (int64_t)1, __ATOMIC_RELAXED);
     return 0;
   }
   return i;

@@ -44,7 +44,11 @@ class CppCompiledKernel:
     # launcher, which Python then calls directly (one frame, not a wrapper around it).
     __call__ = property(lambda self: self._launch)
 
-    def _oob(self) -> None:
+    def _oob(self, flag: int = 1) -> None:
+        # the flag's bits (see the prelude): 2 an integer division by zero, 1 an index out of
+        # bounds; the division error is eager's own exception (type and message)
+        if flag & 2:
+            raise RuntimeError("ZeroDivisionError")
         raise IndexError(
             f"kernel {self.name}: an indirect index (gather/scatter/embedding) was out of bounds"
         )
@@ -70,7 +74,7 @@ def _make_launcher(kernel: CppCompiledKernel, nbuf: int, nsize: int) -> Any:
         f"    fn({', '.join(args)})\n"
     )
     if kernel._take_oob is not None:
-        body += "    if take_oob():\n        oob()\n"
+        body += "    flag = take_oob()\n    if flag:\n        oob(flag)\n"
     signature = ", ".join([f"{p}=MISSING" for p in params] + ["*extra"])
     src = f"def call({signature}):\n{body}"
 

@@ -80,7 +80,7 @@ class CppValue:
 class _State:
     params: dict[str, str] = field(default_factory=dict)  # buffer name -> C parameter name
     counter: int = 0
-    checks_bounds: bool = False
+    checks_bounds: bool = False  # reads the error flag: an indirect index or an integer division
     has_atomic: bool = False
     uses_rindex: bool = False
 
@@ -513,10 +513,17 @@ class CppOpsHandler:
         dtype = torch.bool if kind == "bool" else first.dtype
         src = vals[1].dtype if name == "where" else vals[0].dtype
         template = float_t if src.is_floating_point else int_t
+        if name in _INT_DIVISIONS and not src.is_floating_point:
+            # a zero divisor sets the kernel's error flag, which the caller must then read
+            self.state.checks_bounds = True
         if src == torch.bool and name in BOOL_OVERRIDES:
             template = BOOL_OVERRIDES[name]
         expr = template.format(*vals, T=compute_type(src))
         return self._emit(expr, dtype, vals)
+
+
+# Integer ops that raise ZeroDivisionError in eager on a zero divisor (see tk_flag_zero_division).
+_INT_DIVISIONS = frozenset({"floordiv", "remainder", "fmod", "mod"})
 
 
 def c_name(name: str) -> str:

@@ -189,10 +189,33 @@ def _tk_copysign(a, b):
 
 @triton.jit
 def _tk_pow(a, b):
+    # C's pow: odd integer exponents keep the sign of the base (-0. and -inf included), a
+    # finite negative base with a non-integer exponent is nan, pow(x, 0) and pow(1, y) are 1,
+    # pow(-1, +-inf) is 1
     mag = tl.exp2(b * tl.log2(tl.abs(a)))
-    bint = tl.floor(b) == b
+    finite_b = tl.abs(b) != float("inf")
+    bint = (tl.floor(b) == b) & finite_b
     odd = bint & ((b - 2.0 * tl.floor(b * 0.5)) != 0)
-    r = tl.where((a < 0) & odd, -mag, mag)
-    r = tl.where((a < 0) & (~bint), float("nan"), r)
-    return tl.where(b == 0, 1.0, r)
+    negative = (a < 0) | ((a == 0) & (1.0 / a < 0))
+    r = tl.where(negative & odd, -mag, mag)
+    r = tl.where((a < 0) & (tl.abs(a) != float("inf")) & (~bint) & finite_b, float("nan"), r)
+    one = (b == 0) | (a == 1) | ((a == -1) & (~finite_b))
+    return tl.where(one, 1.0, r)
+
+
+@triton.jit
+def _tk_floordiv(a, b):
+    # Python's floor division of floats, as eager computes it: (a - fmod(a, b)) / b, corrected
+    # when fmod's sign differs from b's, then rounded to the nearest integer; a zero quotient
+    # keeps the sign of a / b; b == 0 gives a / b (inf or nan)
+    q = a / b
+    m = a % b
+    d = (a - m) / b
+    d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1.0, d)
+    f = tl.floor(d)
+    f = tl.where(d - f > 0.5, f + 1.0, f)
+    negative = (q < 0) | ((q == 0) & (1.0 / q < 0))
+    zero = tl.where(negative, -tl.abs(d), tl.abs(d))
+    r = tl.where(d == 0, zero, f)
+    return tl.where(b == 0, q, r)
 '''
