@@ -425,7 +425,9 @@ class CppOpsHandler:
             cond = f"!({best} != {best}) && (({value} != {value}) || {value} {op} {best})"
             body.lines.append(f"if ({cond}) {{ {best} = {value}; {acc} = {self._rindex()}; }}")
             result = post(acc, torch.int64)
-        elif reduction_type == "welford_reduce" and dtype == torch.float32:
+        elif reduction_type == "welford_reduce" and value.dtype == torch.float32 and dtype in (
+            torch.float32, torch.float64
+        ):
             # (mean, m2, weight) of float rows from plain sums of x and x*x in double: three
             # additions an ``omp simd reduction`` vectorizes (a running Welford update is a
             # division per element and scalar: 8x slower than eager's layer_norm). In double,

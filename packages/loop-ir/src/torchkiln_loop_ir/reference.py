@@ -136,6 +136,7 @@ class TorchOpsHandler:
             for k in range(1, v.shape[-1]):
                 out = out ^ v[..., k]
         elif reduction_type == "welford_reduce":
+            v = v.to(dtype)  # float32 values may accumulate in float64
             mean = v.mean(-1)
             m2 = ((v - mean.unsqueeze(-1)) ** 2).sum(-1)
             weight = torch.full_like(mean, v.shape[-1])
