@@ -74,9 +74,10 @@ template <typename To, typename From> inline To tk_bitcast(From v) {
 }
 
 // ---- NaN-propagating extremes, like torch.maximum / amax ----
-// Equal operands give the first one, as eager's: maximum(-0., 0.) is -0., clamp_min(-0., 0.) -0.
-template <typename T> inline T tk_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? b : a)); }
-template <typename T> inline T tk_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (b < a ? b : a)); }
+// Equal operands give the second one, as eager's vectorized kernels (max_ps): maximum(-0., 0.)
+// is 0. (the lowering of clamp orders its operands for that)
+template <typename T> inline T tk_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
+template <typename T> inline T tk_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
 template <typename T> inline T tk_relu(T a) { return a < T(0) ? T(0) : a; }
 // sign(nan) is 0 in eager (both comparisons are false), and sign(-0.) is +0.
 template <typename T> inline T tk_sign(T a) { return (T)((T(0) < a) - (a < T(0))); }

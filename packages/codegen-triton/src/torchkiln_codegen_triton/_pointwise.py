@@ -81,17 +81,18 @@ class PointwiseOps:
             return self._math("pow", a, b)
         return self._op("_tk_ipow({0}, {1})", a, b)
 
-    # NaN wins; equal operands give the first one, as eager's (maximum(-0., 0.) is -0.)
+    # NaN wins; equal operands give the second one, as eager's vectorized kernels
+    # (maximum(-0., 0.) is 0.; the lowering of clamp orders its operands for that)
     def maximum(self, a, b):
         a, b = self._args((a, b))
         if a.dtype.is_floating_point:
-            return self._op("tl.where((({0} < {1}) | ({1} != {1})) & ({0} == {0}), {1}, {0})", a, b)
+            return self._op("tl.where(({0} > {1}) | ({0} != {0}), {0}, {1})", a, b)
         return self._op("tl.maximum({0}, {1})", a, b)
 
     def minimum(self, a, b):
         a, b = self._args((a, b))
         if a.dtype.is_floating_point:
-            return self._op("tl.where((({1} < {0}) | ({1} != {1})) & ({0} == {0}), {1}, {0})", a, b)
+            return self._op("tl.where(({0} < {1}) | ({0} != {0}), {0}, {1})", a, b)
         return self._op("tl.minimum({0}, {1})", a, b)
 
     # transcendental

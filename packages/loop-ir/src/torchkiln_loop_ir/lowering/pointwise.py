@@ -255,13 +255,18 @@ def _clamp(ctx, x, min=None, max=None):
     if ctx.node.target in (aten.clamp_max.default, aten.clamp_max.Tensor):
         min, max = None, min
     operands = [x] + [v for v in (min, max) if v is not None]
+    # Which of two equal values (-0. and 0.) comes out follows eager's vectorized kernels, whose
+    # max/min give the second operand on a tie (ops.maximum/minimum do the same): a scalar bound
+    # keeps x (clamp(-0., min=0.) is -0.), a tensor bound gives the bound (clamp(-0., min=zeros)
+    # is 0.). Eager's scalar loop (tensors under 16 elements, some broadcast layouts) keeps x.
+    bound_first = [not isinstance(v, IRNode) for v in (min, max) if v is not None]
 
     def fn(v, *bounds):
-        bounds = list(bounds)
-        if min is not None:
-            v = ops.maximum(v, bounds.pop(0))
-        if max is not None:
-            v = ops.minimum(v, bounds.pop(0))
+        bounds, firsts = list(bounds), list(bound_first)
+        for present, op in ((min is not None, ops.maximum), (max is not None, ops.minimum)):
+            if present:
+                bound = bounds.pop(0)
+                v = op(bound, v) if firsts.pop(0) else op(v, bound)
         return v
 
     return make_pointwise(ctx, fn, operands)

@@ -244,7 +244,7 @@ def _split_welford(ctx, red: Reduction, split: int) -> tuple[ComputedBuffer, Com
     return mean, m2
 
 
-def _var_parts(ctx, x, dims, correction, keepdim):
+def _var_parts(ctx, x, dims, correction, keepdim, take_sqrt=False):
     """(variance, mean) as IR values, from one Welford pass (mean, m2): var = m2 / (n - correction).
 
     Welford's running update keeps float32 accurate where the mean is large against the spread
@@ -266,7 +266,10 @@ def _var_parts(ctx, x, dims, correction, keepdim):
 
     def var_fn(idx):
         denom = ops.sub(ops.index_expr(n, wdt), ops.constant(float(corr), wdt))
-        return narrow(ops.truediv(m2_load(idx), ops.maximum(denom, ops.constant(0.0, wdt))))
+        v = ops.truediv(m2_load(idx), ops.maximum(denom, ops.constant(0.0, wdt)))
+        # std's sqrt before narrowing, as eager: a variance past float32's range can have a
+        # standard deviation inside it
+        return narrow(ops.sqrt(v) if take_sqrt else v)
 
     var = Pointwise(var_fn, m2.get_size(), out, x.get_device())
     mean_pw = Pointwise(lambda idx: narrow(mean_load(idx)), m2.get_size(), out, x.get_device())
@@ -284,9 +287,7 @@ def var(ctx, x, dims=None, *args, correction=None, keepdim=False, unbiased=None)
 
 @register_lowering(aten.std.correction)
 def std(ctx, x, dims=None, *, correction=None, keepdim=False):
-    v = _var_parts(ctx, x, dims, correction, keepdim)[0]
-    load = v.make_loader()
-    return Pointwise(lambda idx: ops.sqrt(load(idx)), v.get_size(), v.get_dtype(), v.get_device())
+    return _var_parts(ctx, x, dims, correction, keepdim, take_sqrt=True)[0]
 
 
 @register_lowering(aten.var_mean.correction)
