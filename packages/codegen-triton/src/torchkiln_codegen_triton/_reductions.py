@@ -140,8 +140,21 @@ def _welford(h: Any, value: TritonValue, looped: bool,
         # the whole row is in registers: two passes over it are exact and cheap
         w = h.emit(f"tl.sum(tl.where(rmask, 1.0, 0.0) + tl.zeros([XBLOCK, RBLOCK], {tf}), 1)[:, None]",
                    wdt, x, stage, cse=False)
-        s = h.emit(f"tl.sum(tl.where(rmask, {vb.name}, 0.0), 1)[:, None]", wdt, x, stage, cse=False)
-        mean = h.emit(f"{s.name} / {w.name}", wdt, x, stage, cse=False)
+        if wdt == torch.float64:
+            # the sum of float64 values can overflow where their mean does not (rows of 1e308):
+            # sum them scaled by a power of two near the largest (exact), then scale back
+            big = h.emit(f"tl.max(tl.where(rmask, tl.abs({vb.name}), 0.0), 1)[:, None]", wdt, x,
+                         stage, cse=False)
+            # the power of two of the largest's exponent, from its bits (exp2/log2 are float32)
+            pow2 = (f"({big.name}.to(tl.int64, bitcast=True) & 0x7FF0000000000000)"
+                    ".to(tl.float64, bitcast=True)")
+            scale = h.emit(f"tl.where(({big.name} >= 2.2250738585072014e-308) & "
+                           f"({big.name} < float('inf')), {pow2}, 1.0)", wdt, x, stage, cse=False)
+            mean = h.emit(f"tl.sum(tl.where(rmask, {vb.name} / {scale.name}, 0.0), 1)[:, None] "
+                          f"/ {w.name} * {scale.name}", wdt, x, stage, cse=False)
+        else:
+            s = h.emit(f"tl.sum(tl.where(rmask, {vb.name}, 0.0), 1)[:, None]", wdt, x, stage, cse=False)
+            mean = h.emit(f"{s.name} / {w.name}", wdt, x, stage, cse=False)
         dev = h.new_name("_dev")
         h.line(f"{dev} = tl.where(rmask, {vb.name} - {mean.name}, 0.0)", "suffix")
         m2 = h.emit(f"tl.sum({dev} * {dev}, 1)[:, None]", wdt, x, stage, cse=False)
