@@ -179,7 +179,7 @@ KNOWN: dict[tuple, str] = {
     **{("var_std_var_mean", dt, cg, i): _WELFORD_MEAN for dt in (F32, F16, BF16) for cg in ("cpp", "triton")
        for i in (5,)},
     **{("fmod_remainder", dt, cg): _FMOD for dt in (F32, BF16, F64) for cg in ("cpp", "triton")},
-    **{("scalar_forms", dt, cg): _ALPHA for dt in (F32, BF16, F64) for cg in ("cpp", "triton")},
+    **{("scalar_forms", dt, cg): _ALPHA for dt in (F32, BF16, F64) for cg in ("cpp", "triton", "reference")},
 }
 
 
@@ -342,11 +342,15 @@ def _without_zero_divisors(entries):
     return out
 
 
-@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def _backend(codegen):
+    return L.ReferenceBackend() if codegen == "reference" else OC._backend(codegen)
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton", "reference"])
 @pytest.mark.parametrize("key", list(GROUPS), ids=_group_id)
 def test_special_values(key, codegen):
     entries, fn, gm, randoms = _built(key)
-    cg = L.compile_graph(gm, randoms, OC._backend(codegen))
+    cg = L.compile_graph(gm, randoms, _backend(codegen))
     assert not cg.fallbacks, cg.fallbacks
     problems = []
     if key[0] == "int_division":

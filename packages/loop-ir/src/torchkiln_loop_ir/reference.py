@@ -137,8 +137,9 @@ class TorchOpsHandler:
                 out = out ^ v[..., k]
         elif reduction_type == "welford_reduce":
             v = v.to(dtype)  # float32 values may accumulate in float64
-            mean = v.mean(-1)
-            m2 = ((v - mean.unsqueeze(-1)) ** 2).sum(-1)
+            # eager's own Welford pass: no overflow of a sum of large values, eager's NaN/inf
+            var, mean = torch.var_mean(v, -1, correction=0)
+            m2 = var * v.shape[-1]
             weight = torch.full_like(mean, v.shape[-1])
             return tuple(t.reshape(keep) for t in (mean, m2, weight))
         else:
