@@ -1,4 +1,5 @@
-"""Every pointwise and reduction lowering on special values, through both code generators, against eager.
+"""Every pointwise and reduction lowering on special values, through both code generators (and
+loop-ir's reference backend), against eager.
 
 The op table is test_ops_specs.py's: each spec's function is run on inputs made of NaN, +-inf, +-0,
 denormals and each dtype's extremes (float32, float64, float16, bfloat16, int32, int64, bool)
@@ -6,8 +7,9 @@ instead of random numbers. Binary and ternary specs see every pair of special va
 of an element k holds ``values[(k // n**j) % n]``); reductions see rows that mix normal numbers
 with one or two special values, plus rows of infinities and of values whose sum or spread
 overflows. Outputs are compared with eager (assert_close with equal_nan, exact for integers and
-bools, and the sign of every zero); 16-bit floats with an eager float32 reference, as in
-test_ops_codegen.py.
+bools, and the sign of every zero); a 16-bit float output must equal eager's in its dtype or
+eager's in float32 rounded to it (what a fused kernel computes, as test_ops_codegen.py checks).
+Tolerances are test_ops_codegen.py's.
 
 To keep the Triton interpreter inside CI's time budget, the specs of one family (unary, binary,
 where/clamp/masked_fill, reductions) in all their dtypes are traced into one graph and compiled
