@@ -113,16 +113,18 @@ def _rows(dtype) -> torch.Tensor:
 
 # Specs whose inputs are not data to fill with special values: indices, masks of a fixed count,
 # random ops, shape-only factories, views and layout (they move values, compute nothing), and
-# extern kernels (matmul, convolution, attention: ATen's own kernels run them). split_reductions
+# extern kernels (matmul, convolution, attention and their backwards: ATen's own kernels run them).
+# split_reductions
 # needs 2**17 elements per graph (too slow in the Triton interpreter); the reduction family covers
 # its lowerings on smaller rows.
 NOT_DATA = {
     "embedding_gather_index_select", "scatter", "index_put", "index_put_sliced",
     "boolean_mask_read", "random", "factories", "iota_scalar_tensor_empty_permuted", "views",
     "views_as_written", "cat_split_unbind", "matmuls", "convolution", "sdpa", "split_reductions",
+    "convolution_backward", "pooling_backward", "sdpa_backward",
 }
 REDUCTIONS = {"sum_prod_mean", "cumsum", "sum_prod_int", "amax_amin_max_min", "argmax_argmin_max_dim",
-              "argmax_ties", "any_all", "var_dim", "var_std_var_mean", "max_pool2d"}
+              "argmax_ties", "any_all", "var_dim", "var_std_var_mean", "max_pool2d", "avg_pool2d"}
 INT_DIVISION = {"div_modes", "fmod_remainder_int", "prims_div"}
 
 
@@ -192,7 +194,7 @@ def _inputs(spec, dtype, family):
     case = spec.cases(dtype)[0]
     randoms = [m() for m in case]
     if family == "reduction":
-        if len(randoms[0].shape) != 2:  # max_pool2d: specials every 5th element of its window
+        if len(randoms[0].shape) != 2:  # pooling: specials every 5th element of its windows
             x = randoms[0].clone()
             vals = special_values(dtype)
             flat = x.view(-1)
