@@ -76,17 +76,23 @@ template <typename To, typename From> inline To tk_bitcast(From v) {
 }
 
 // ---- NaN-propagating extremes, like torch.maximum / amax ----
+// Equal operands give the second one, as eager's vectorized kernels (max_ps): maximum(-0., 0.)
+// is 0. (the lowering of clamp orders its operands for that)
 template <typename T> inline T tk_max(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a > b ? a : b)); }
 template <typename T> inline T tk_min(T a, T b) { return (a != a) ? a : ((b != b) ? b : (a < b ? a : b)); }
 template <typename T> inline T tk_relu(T a) { return a < T(0) ? T(0) : a; }
-template <typename T> inline T tk_sign(T a) { return (a != a) ? a : (T)((T(0) < a) - (a < T(0))); }
+// sign(nan) is 0 in eager (both comparisons are false), and sign(-0.) is +0.
+template <typename T> inline T tk_sign(T a) { return (T)((T(0) < a) - (a < T(0))); }
+
+// Integer division by zero raises ZeroDivisionError in eager: the lane gives 0 and sets the
+// ZERO_DIVISION bit (2, see _status.py) of the call's status word, which the launcher raises.
 
 // ---- Python-style integer and float division ----
 // Integer division by zero or of the minimum by -1 would raise SIGFPE and kill the process:
 // those lanes give 0 / the wrapped result instead.
-template <typename T> inline T tk_floordiv(T a, T b) {
+template <typename T> inline T tk_floordiv(T a, T b, int64_t* status = nullptr) {
   if constexpr (std::is_integral<T>::value) {
-    if (b == 0) return 0;
+    if (b == 0) { if (status) __atomic_fetch_or(status, (int64_t)2, __ATOMIC_RELAXED); return 0; }
     if (std::is_signed<T>::value && b == T(-1)) return (T)(0ull - (unsigned long long)a);
     T q = a / b; T r = a % b;
     return (r != 0 && ((r < 0) != (b < 0))) ? q - 1 : q;
@@ -99,18 +105,20 @@ template <typename T> inline T tk_floordiv(T a, T b) {
     return fd;
   }
 }
-template <typename T> inline T tk_remainder(T a, T b) {
+template <typename T> inline T tk_remainder(T a, T b, int64_t* status = nullptr) {
   if constexpr (std::is_integral<T>::value) {
-    if (b == 0 || (std::is_signed<T>::value && b == T(-1))) return 0;
+    if (b == 0) { if (status) __atomic_fetch_or(status, (int64_t)2, __ATOMIC_RELAXED); return 0; }
+    if (std::is_signed<T>::value && b == T(-1)) return 0;
     T r = a % b; return (r != 0 && ((r < 0) != (b < 0))) ? r + b : r;
   } else {
     T r = std::fmod(a, b);
     return (r != T(0) && ((r < T(0)) != (b < T(0)))) ? r + b : r;
   }
 }
-template <typename T> inline T tk_fmod(T a, T b) {
+template <typename T> inline T tk_fmod(T a, T b, int64_t* status = nullptr) {
   if constexpr (std::is_integral<T>::value) {
-    return (b == 0 || (std::is_signed<T>::value && b == T(-1))) ? T(0) : T(a % b);
+    if (b == 0) { if (status) __atomic_fetch_or(status, (int64_t)2, __ATOMIC_RELAXED); return 0; }
+    return (std::is_signed<T>::value && b == T(-1)) ? T(0) : T(a % b);
   } else { return std::fmod(a, b); }
 }
 template <typename T> inline T tk_ipow(T base, T exp) {

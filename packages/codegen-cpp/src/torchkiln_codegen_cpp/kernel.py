@@ -426,7 +426,9 @@ class CppOpsHandler:
             cond = f"!({best} != {best}) && (({value} != {value}) || {value} {op} {best})"
             body.lines.append(f"if ({cond}) {{ {best} = {value}; {acc} = {self._rindex()}; }}")
             result = post(acc, torch.int64)
-        elif reduction_type == "welford_reduce" and dtype == torch.float32:
+        elif reduction_type == "welford_reduce" and value.dtype == torch.float32 and dtype in (
+            torch.float32, torch.float64
+        ):
             # (mean, m2, weight) of float rows from plain sums of x and x*x in double: three
             # additions an ``omp simd reduction`` vectorizes (a running Welford update is a
             # division per element and scalar: 8x slower than eager's layer_norm). In double,
@@ -514,10 +516,17 @@ class CppOpsHandler:
         dtype = torch.bool if kind == "bool" else first.dtype
         src = vals[1].dtype if name == "where" else vals[0].dtype
         template = float_t if src.is_floating_point else int_t
+        if name in _INT_DIVISIONS and not src.is_floating_point:
+            # a zero divisor sets a bit of the call's status word, which the launcher raises
+            self.state.reports_status = True
         if src == torch.bool and name in BOOL_OVERRIDES:
             template = BOOL_OVERRIDES[name]
         expr = template.format(*vals, T=compute_type(src))
         return self._emit(expr, dtype, vals)
+
+
+# Integer ops that raise ZeroDivisionError in eager on a zero divisor (see _status.py).
+_INT_DIVISIONS = frozenset({"floordiv", "remainder", "fmod", "mod"})
 
 
 def c_name(name: str) -> str:

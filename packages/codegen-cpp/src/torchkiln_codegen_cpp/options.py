@@ -10,7 +10,9 @@ class CppOptions:
     """How kernels are generated and built.
 
     ``flags`` go to the compiler verbatim and are part of the cache key. No ``-ffast-math``:
-    kernels must keep IEEE NaN/inf semantics to match eager PyTorch.
+    kernels must keep IEEE NaN/inf semantics to match eager PyTorch. ``-ffp-contract=off``: g++
+    fuses ``a + 2 * b`` into one fma in C++ by default, which rounds (and overflows) once where
+    eager's two ops round twice (-inf + 2 * FLT_MAX is -inf fused, nan in eager).
     ``parallel_threshold``: loop nests with fewer elements (x-numel * r-numel) run serially, since
     waking the OpenMP team costs more than it saves on tiny kernels.
     ``vector_math``: let ``omp simd`` loops call glibc libmvec's SIMD variants of float32 ``exp``,
@@ -29,6 +31,7 @@ class CppOptions:
         "-shared",
         "-std=c++17",
         "-fno-strict-aliasing",
+        "-ffp-contract=off",
         "-w",
     )
     parallel_threshold: int = 16384

@@ -51,7 +51,7 @@ class PointwiseOps:
     def floordiv(self, a, b):
         a, b = self._args((a, b))
         if a.dtype.is_floating_point:
-            return self._op("tl.floor({0} / {1})", a, b)
+            return self._op("_tk_floordiv({0}, {1})", a, b)
         q = self._op("{0} // {1}", a, b)
         r = self._op("{0} % {1}", a, b)
         fix = self._op("(({0} != 0) & (({0} < 0) != ({1} < 0)))", r, b, dtype=_BOOL)
@@ -66,9 +66,8 @@ class PointwiseOps:
         return self._op("tl.where({2}, {0} + {1}, {0})", r, b, fix)
 
     def fmod(self, a, b):
-        a, b = self._args((a, b))
-        if a.dtype.is_floating_point:
-            return self._math("fmod", a, b)
+        # Triton's % is C's: LLVM frem (fmod, exact) on floats, srem on integers, compiled and
+        # in the interpreter alike
         return self._op("{0} % {1}", a, b)
 
     def neg(self, a): return self._op("-{0}", a)
@@ -82,6 +81,8 @@ class PointwiseOps:
             return self._math("pow", a, b)
         return self._op("_tk_ipow({0}, {1})", a, b)
 
+    # NaN wins; equal operands give the second one, as eager's vectorized kernels
+    # (maximum(-0., 0.) is 0.; the lowering of clamp orders its operands for that)
     def maximum(self, a, b):
         a, b = self._args((a, b))
         if a.dtype.is_floating_point:
@@ -135,10 +136,8 @@ class PointwiseOps:
         dt = tl_dtype(a.dtype)
         if a.dtype == _BOOL:
             return a
-        s = self._op(f"({{0}} > 0).to({dt}) - ({{0}} < 0).to({dt})", a)
-        if a.dtype.is_floating_point:
-            s = self._op("tl.where({1} != {1}, {1}, {0})", s, a)
-        return s
+        # sign(nan) is 0 in eager (both comparisons are false)
+        return self._op(f"({{0}} > 0).to({dt}) - ({{0}} < 0).to({dt})", a)
 
     def _float_round(self, name: str, a: Any) -> TritonValue:
         a = self._args((a,))[0]

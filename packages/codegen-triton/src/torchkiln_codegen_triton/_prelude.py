@@ -21,6 +21,19 @@ def _tk_round_bf16(x):
 
 
 @triton.jit
+def _tk_f32_to_bf16(x):
+    # interpreter only: float32 -> bfloat16 through the bits (its own conversion flushes subnormals)
+    bits = _tk_round_bf16(x).to(tl.uint32, bitcast=True)
+    return (bits >> 16).to(tl.uint16).to(tl.bfloat16, bitcast=True)
+
+
+@triton.jit
+def _tk_bf16_to_f32(x):
+    # interpreter only: bfloat16 -> float32 exactly, subnormals included
+    return (x.to(tl.uint16, bitcast=True).to(tl.uint32) << 16).to(tl.float32, bitcast=True)
+
+
+@triton.jit
 def _tk_ipow(a, b):
     # integer power by squaring: exact (wrapping on overflow, as torch), where exp2/log2 in
     # float loses the low digits of large results; b < 0 gives 0 unless |a| == 1, as torch
@@ -46,7 +59,8 @@ def _tk_log1p(x):
 @triton.jit
 def _tk_expm1(x):
     small = x + x * x * 0.5 + x * x * x / 6.0 + x * x * x * x / 24.0
-    return tl.where(tl.abs(x) < 1e-2, small, tl.exp(x) - 1.0)
+    r = tl.where(tl.abs(x) < 1e-2, small, tl.exp(x) - 1.0)
+    return tl.where(x == 0, x, r)  # expm1(-0.) is -0.
 
 
 @triton.jit
@@ -54,32 +68,41 @@ def _tk_tanh(x):
     t = tl.exp(-2.0 * tl.abs(x))
     r = _tk_expm1(-2.0 * tl.abs(x))
     y = -r / (1.0 + t)
-    return tl.where(x < 0, -y, y)
+    return tl.where(x == 0, x, tl.where(x < 0, -y, y))  # tanh(+-0.) is +-0.
 
 
 @triton.jit
 def _tk_sinh(x):
-    e = _tk_expm1(tl.abs(x))
-    y = 0.5 * (e + e / (e + 1.0))
-    return tl.where(x < 0, -y, y)
+    a = tl.abs(x)
+    e = _tk_expm1(a)
+    # past 20, e / (e + 1) is 1 to the last bit; exp(a - ln 2) reaches sinh's own overflow point
+    y = tl.where(a > 20.0, tl.exp(a - 0.6931471805599453), 0.5 * (e + e / (e + 1.0)))
+    return tl.where(x == 0, x, tl.where(x < 0, -y, y))
 
 
 @triton.jit
 def _tk_cosh(x):
-    e = tl.exp(tl.abs(x))
-    return 0.5 * (e + 1.0 / e)
+    a = tl.abs(x)
+    e = tl.exp(a)
+    return tl.where(a > 20.0, tl.exp(a - 0.6931471805599453), 0.5 * (e + 1.0 / e))
 
 
 @triton.jit
 def _tk_asinh(x):
     a = tl.abs(x)
-    y = _tk_log1p(a + a * a / (1.0 + tl.sqrt(1.0 + a * a)))
-    return tl.where(x < 0, -y, y)
+    big = a > 1e8  # a * a would overflow or swamp: asinh(a) = log(2a) to the last bit there
+    ab = tl.where(big, 1.0, a)
+    y = tl.where(big, tl.log(a) + 0.6931471805599453,
+                 _tk_log1p(ab + ab * ab / (1.0 + tl.sqrt(1.0 + ab * ab))))
+    return tl.where(x == 0, x, tl.where(x < 0, -y, y))
 
 
 @triton.jit
 def _tk_acosh(x):
-    return tl.log(x + tl.sqrt(x * x - 1.0))
+    big = x > 1e8
+    xs = tl.where(big, 2.0, x)
+    y = tl.where(big, tl.log(x) + 0.6931471805599453, tl.log(xs + tl.sqrt((xs - 1.0) * (xs + 1.0))))
+    return tl.where(x < 1.0, float("nan"), y)
 
 
 @triton.jit
@@ -104,16 +127,26 @@ def _tk_atan(x):
     p = (((8.05374449538e-2 * z - 1.38776856032e-1) * z + 1.99777106478e-1) * z
          - 3.33329491539e-1) * z * t + t
     y = base + p
-    return tl.where(x < 0, -y, y)
+    return tl.where(x == 0, x, tl.where(x < 0, -y, y))  # atan(+-0.) is +-0.
 
 
 @triton.jit
 def _tk_atan2(y, x):
+    # C's atan2, special values included: the sign of a zero y picks +-0 or +-pi, two infinities
+    # give +-pi/4 or +-3pi/4, NaN propagates
     a = _tk_atan(y / tl.where(x == 0, 1.0, x))
     pi = 3.141592653589793
-    r = tl.where(x > 0, a, tl.where(y >= 0, a + pi, a - pi))
-    r = tl.where(x == 0, tl.where(y > 0, pi / 2, tl.where(y < 0, -pi / 2, 0.0)), r)
-    return r
+    y_neg = (y < 0) | ((y == 0) & (1.0 / y < 0))
+    x_neg = (x < 0) | ((x == 0) & (1.0 / x < 0))
+    r = tl.where(x > 0, a, tl.where(y_neg, a - pi, a + pi))
+    on_axis = tl.where(x_neg, tl.where(y_neg, -pi, pi), y)
+    r = tl.where(x == 0, tl.where(y > 0, pi / 2, tl.where(y < 0, -pi / 2, on_axis)), r)
+    r = tl.where(y == 0, tl.where(x_neg, tl.where(y_neg, -pi, pi), y), r)
+    inf = float("inf")
+    both = (tl.abs(x) == inf) & (tl.abs(y) == inf)
+    corner = tl.where(x > 0, pi / 4, 3 * pi / 4)
+    r = tl.where(both, tl.where(y_neg, -corner, corner), r)
+    return tl.where((x != x) | (y != y), x + y, r)
 
 
 @triton.jit
@@ -160,7 +193,10 @@ def _tk_erfinv(x):
     p2 = 0.00943887047 + p2 * wl
     p2 = 1.00167406 + p2 * wl
     p2 = 2.83297682 + p2 * wl
-    return tl.where(w < 5.0, p1, p2) * x
+    r = tl.where(w < 5.0, p1, p2) * x
+    inf = float("inf")
+    r = tl.where(tl.abs(x) == 1.0, tl.where(x > 0, inf, -inf), r)  # the poles, exactly
+    return tl.where(tl.abs(x) > 1.0, float("nan"), tl.where(x == 0, x, r))
 
 
 @triton.jit
@@ -170,10 +206,12 @@ def _tk_trunc(x):
 
 @triton.jit
 def _tk_rint(x):
-    # round half to even, like torch.round
+    # round half to even, like torch.round; a zero result keeps x's sign (round(-0.3) is -0.)
     r = tl.floor(x + 0.5)
     odd = (r - 2.0 * tl.floor(r * 0.5)) != 0
-    return tl.where(((r - x) == 0.5) & odd, r - 1.0, r)
+    r = tl.where(((r - x) == 0.5) & odd, r - 1.0, r)
+    r = tl.where(r == 0, tl.where(x < 0, -0.0 * r, r * 0.0), r)
+    return tl.where(x == 0, x, r)
 
 
 @triton.jit
@@ -189,10 +227,34 @@ def _tk_copysign(a, b):
 
 @triton.jit
 def _tk_pow(a, b):
+    # C's pow: odd integer exponents keep the sign of the base (-0. and -inf included), a
+    # finite negative base with a non-integer exponent is nan, pow(x, 0) and pow(1, y) are 1,
+    # pow(-1, +-inf) is 1
     mag = tl.exp2(b * tl.log2(tl.abs(a)))
-    bint = tl.floor(b) == b
+    finite_b = tl.abs(b) != float("inf")
+    bint = (tl.floor(b) == b) & finite_b
     odd = bint & ((b - 2.0 * tl.floor(b * 0.5)) != 0)
-    r = tl.where((a < 0) & odd, -mag, mag)
-    r = tl.where((a < 0) & (~bint), float("nan"), r)
-    return tl.where(b == 0, 1.0, r)
+    negative = (a < 0) | ((a == 0) & (1.0 / a < 0))
+    r = tl.where(negative & odd, -mag, mag)
+    r = tl.where((a < 0) & (tl.abs(a) != float("inf")) & (~bint) & finite_b, float("nan"), r)
+    one = (b == 0) | (a == 1) | ((a == -1) & (~finite_b))
+    r = tl.where(b == 1, a, r)  # exp2(log2(a)) can round past the largest float
+    return tl.where(one, 1.0, r)
+
+
+@triton.jit
+def _tk_floordiv(a, b):
+    # Python's floor division of floats, as eager computes it: (a - fmod(a, b)) / b, corrected
+    # when fmod's sign differs from b's, then rounded to the nearest integer; a zero quotient
+    # keeps the sign of a / b; b == 0 gives a / b (inf or nan)
+    q = a / b
+    m = a % b
+    d = (a - m) / b
+    d = tl.where((m != 0) & ((b < 0) != (m < 0)), d - 1.0, d)
+    f = tl.floor(d)
+    f = tl.where(d - f > 0.5, f + 1.0, f)
+    negative = (q < 0) | ((q == 0) & (1.0 / q < 0))
+    zero = tl.where(negative, -tl.abs(d), tl.abs(d))
+    r = tl.where(d == 0, zero, f)
+    return tl.where(b == 0, q, r)
 '''

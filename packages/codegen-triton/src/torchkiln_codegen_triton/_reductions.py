@@ -73,7 +73,7 @@ def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: st
     stage = h.stage_index
     looped = h._stage.looped
     if rtype == "welford_reduce":
-        return _welford(h, value, looped)
+        return _welford(h, value, looped, dtype)
     if rtype in ("argmax", "argmin"):
         return _arg(h, rtype, value, looped)
     if rtype not in ("sum", "prod", "max", "min", "any", "xor_sum"):
@@ -126,26 +126,42 @@ def _arg(h: Any, rtype: str, value: TritonValue, looped: bool) -> TritonValue:
                   frozenset({"x"}), stage, cse=False)
 
 
-def _welford(h: Any, value: TritonValue, looped: bool) -> tuple[TritonValue, TritonValue, TritonValue]:
-    """(mean, m2, weight) of the row, float32."""
-    f32 = torch.float32
-    v = value.name if value.dtype == f32 else f"{value.name}.to(tl.float32)"
-    vb = h.emit(_broadcast(v, value), f32, XR)
+def _welford(h: Any, value: TritonValue, looped: bool,
+             dtype: torch.dtype = torch.float32) -> tuple[TritonValue, TritonValue, TritonValue]:
+    """(mean, m2, weight) of the row, in float64 when ``dtype`` is (float32 rows summed on the
+    CPU, as eager), else float32."""
+    wdt = torch.float64 if dtype == torch.float64 else torch.float32
+    tf = tl_dtype(wdt)
+    v = value.name if value.dtype == wdt else f"{value.name}.to({tf})"
+    vb = h.emit(_broadcast(v, value), wdt, XR)
     stage = h.stage_index
     x = frozenset({"x"})
     if not looped:
         # the whole row is in registers: two passes over it are exact and cheap
-        w = h.emit("tl.sum(tl.where(rmask, 1.0, 0.0) + tl.zeros([XBLOCK, RBLOCK], tl.float32), 1)[:, None]",
-                   f32, x, stage, cse=False)
-        s = h.emit(f"tl.sum(tl.where(rmask, {vb.name}, 0.0), 1)[:, None]", f32, x, stage, cse=False)
-        mean = h.emit(f"{s.name} / {w.name}", f32, x, stage, cse=False)
+        w = h.emit(f"tl.sum(tl.where(rmask, 1.0, 0.0) + tl.zeros([XBLOCK, RBLOCK], {tf}), 1)[:, None]",
+                   wdt, x, stage, cse=False)
+        if wdt == torch.float64:
+            # the sum of float64 values can overflow where their mean does not (rows of 1e308):
+            # sum them scaled by a power of two near the largest (exact), then scale back
+            big = h.emit(f"tl.max(tl.where(rmask, tl.abs({vb.name}), 0.0), 1)[:, None]", wdt, x,
+                         stage, cse=False)
+            # the power of two of the largest's exponent, from its bits (exp2/log2 are float32)
+            pow2 = (f"({big.name}.to(tl.int64, bitcast=True) & 0x7FF0000000000000)"
+                    ".to(tl.float64, bitcast=True)")
+            scale = h.emit(f"tl.where(({big.name} >= 2.2250738585072014e-308) & "
+                           f"({big.name} < float('inf')), {pow2}, 1.0)", wdt, x, stage, cse=False)
+            mean = h.emit(f"tl.sum(tl.where(rmask, {vb.name} / {scale.name}, 0.0), 1)[:, None] "
+                          f"/ {w.name} * {scale.name}", wdt, x, stage, cse=False)
+        else:
+            s = h.emit(f"tl.sum(tl.where(rmask, {vb.name}, 0.0), 1)[:, None]", wdt, x, stage, cse=False)
+            mean = h.emit(f"{s.name} / {w.name}", wdt, x, stage, cse=False)
         dev = h.new_name("_dev")
         h.line(f"{dev} = tl.where(rmask, {vb.name} - {mean.name}, 0.0)", "suffix")
-        m2 = h.emit(f"tl.sum({dev} * {dev}, 1)[:, None]", f32, x, stage, cse=False)
+        m2 = h.emit(f"tl.sum({dev} * {dev}, 1)[:, None]", wdt, x, stage, cse=False)
         return mean, m2, w
     m, m2a, wa = h.new_name("_wmean"), h.new_name("_wm2"), h.new_name("_wweight")
     for name in (m, m2a, wa):
-        h.line(f"{name} = tl.zeros([XBLOCK, RBLOCK], tl.float32)", "prefix")
+        h.line(f"{name} = tl.zeros([XBLOCK, RBLOCK], {tf})", "prefix")
     wn, d, mn = h.new_name("_wn"), h.new_name("_wd"), h.new_name("_wmn")
     h.line(f"{wn} = tl.where(rmask, {wa} + 1.0, {wa})", "body")
     h.line(f"{d} = {vb.name} - {m}", "body")
@@ -154,22 +170,24 @@ def _welford(h: Any, value: TritonValue, looped: bool) -> tuple[TritonValue, Tri
     h.line(f"{m} = {mn}", "body")
     h.line(f"{wa} = {wn}", "body")
     # Chan et al.: combine lanes exactly from their (mean, m2, weight)
-    w = h.emit(f"tl.sum({wa}, 1)[:, None]", f32, x, stage, cse=False)
-    mean = h.emit(f"tl.sum({wa} * {m}, 1)[:, None] / {w.name}", f32, x, stage, cse=False)
+    w = h.emit(f"tl.sum({wa}, 1)[:, None]", wdt, x, stage, cse=False)
+    mean = h.emit(f"tl.sum({wa} * {m}, 1)[:, None] / {w.name}", wdt, x, stage, cse=False)
     m2 = h.emit(f"tl.sum({m2a} + {wa} * ({m} - {mean.name}) * ({m} - {mean.name}), 1)[:, None]",
-                f32, x, stage, cse=False)
+                wdt, x, stage, cse=False)
     return mean, m2, w
 
 
 def welford_combine(h: Any, parts: tuple[TritonValue, ...], looped: bool) -> tuple[TritonValue, ...]:
-    """Combine partial (mean, m2, weight) triples along r into one per row (Chan et al.)."""
-    f32, x, stage = torch.float32, frozenset({"x"}), h.stage_index
-    mb, m2b, wb = (h.emit(_broadcast(p.name if p.dtype == f32 else f"{p.name}.to(tl.float32)", p),
-                          f32, XR) for p in parts)
+    """Combine partial (mean, m2, weight) triples along r into one per row (Chan et al.), in
+    float64 if the partials are."""
+    wdt = torch.float64 if any(p.dtype == torch.float64 for p in parts) else torch.float32
+    x, stage, tf = frozenset({"x"}), h.stage_index, tl_dtype(wdt)
+    mb, m2b, wb = (h.emit(_broadcast(p.name if p.dtype == wdt else f"{p.name}.to({tf})", p),
+                          wdt, XR) for p in parts)
     if looped:
         m, m2a, wa = h.new_name("_cmean"), h.new_name("_cm2"), h.new_name("_cweight")
         for name in (m, m2a, wa):
-            h.line(f"{name} = tl.zeros([XBLOCK, RBLOCK], tl.float32)", "prefix")
+            h.line(f"{name} = tl.zeros([XBLOCK, RBLOCK], {tf})", "prefix")
         nw, d, r = h.new_name("_cnw"), h.new_name("_cd"), h.new_name("_cr")
         h.line(f"{nw} = {wa} + tl.where(rmask, {wb.name}, 0.0)", "body")
         h.line(f"{d} = {mb.name} - {m}", "body")
@@ -183,8 +201,8 @@ def welford_combine(h: Any, parts: tuple[TritonValue, ...], looped: bool) -> tup
         h.line(f"{lanes_w} = tl.where(rmask, {wb.name}, 0.0)", "body")
         lanes_m, lanes_m2 = mb.name, h.new_name("_cm2")
         h.line(f"{lanes_m2} = tl.where(rmask, {m2b.name}, 0.0)", "body")
-    w = h.emit(f"tl.sum({lanes_w}, 1)[:, None]", f32, x, stage, cse=False)
-    mean = h.emit(f"tl.sum({lanes_w} * {lanes_m}, 1)[:, None] / {w.name}", f32, x, stage, cse=False)
+    w = h.emit(f"tl.sum({lanes_w}, 1)[:, None]", wdt, x, stage, cse=False)
+    mean = h.emit(f"tl.sum({lanes_w} * {lanes_m}, 1)[:, None] / {w.name}", wdt, x, stage, cse=False)
     m2 = h.emit(f"tl.sum({lanes_m2} + {lanes_w} * ({lanes_m} - {mean.name}) * ({lanes_m} - {mean.name}), 1)[:, None]",
-                f32, x, stage, cse=False)
+                wdt, x, stage, cse=False)
     return mean, m2, w

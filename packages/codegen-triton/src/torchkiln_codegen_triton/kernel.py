@@ -197,7 +197,9 @@ class TritonOpsHandler(PointwiseOps):
         text = f"tl.load({ptr}, {mask}, other=0)" if mask else f"tl.load({ptr})"
         dtype = buf.dtype
         if dtype in _LOW_PRECISION:  # computed in float32, like eager's kernels do internally
-            text += ".to(tl.float32)"
+            # the interpreter's bfloat16 -> float32 conversion flushes subnormals: widen the bits
+            bf16 = dtype == torch.bfloat16 and self.interpret
+            text = f"_tk_bf16_to_f32({text})" if bf16 else text + ".to(tl.float32)"
             dtype = torch.float32
         value = self.emit(text, dtype, deps, post)
         if not mask_vals:
@@ -323,8 +325,9 @@ class TritonOpsHandler(PointwiseOps):
     def _convert(self, text: str, src: torch.dtype, dtype: torch.dtype) -> str:
         """``text`` (of ``src``) converted to ``dtype``, rounding to nearest even like eager."""
         if dtype == torch.bfloat16 and self.interpret and src.is_floating_point:
-            # the interpreter truncates float32 -> bfloat16; round the bits first (GPUs round)
-            text = f"_tk_round_bf16({text}.to(tl.float32))"
+            # the interpreter truncates float32 -> bfloat16 and flushes subnormals; round and
+            # narrow the bits ourselves (GPUs round)
+            return f"_tk_f32_to_bf16({text}.to(tl.float32))"
         return f"{text}.to({tl_dtype(dtype)})"
 
     def to_dtype_bitcast(self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> TritonValue:

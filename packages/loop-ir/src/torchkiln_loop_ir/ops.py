@@ -40,6 +40,10 @@ pointwise (elementwise, operands already promoted to one dtype by the lowering)
   fmod copysign signbit isinf isnan logical_and logical_or logical_xor logical_not
   bitwise_and bitwise_or bitwise_xor bitwise_not bitwise_left_shift bitwise_right_shift
   eq ne lt le gt ge where square
+  Semantics are eager's: floordiv is Python's (of floats too: 1 // 0.1 is 9), maximum/minimum
+  propagate NaN and give the second operand on a tie (-0. and 0.), sign(nan) is 0; an integer
+  floordiv/mod/remainder/fmod by zero raises RuntimeError('ZeroDivisionError') where eager's
+  kernels do (its CPU kernels; a backend reports it after the kernel, through an error flag).
 """
 
 from __future__ import annotations

@@ -136,8 +136,10 @@ class TorchOpsHandler:
             for k in range(1, v.shape[-1]):
                 out = out ^ v[..., k]
         elif reduction_type == "welford_reduce":
-            mean = v.mean(-1)
-            m2 = ((v - mean.unsqueeze(-1)) ** 2).sum(-1)
+            v = v.to(dtype)  # float32 values may accumulate in float64
+            # eager's own Welford pass: no overflow of a sum of large values, eager's NaN/inf
+            var, mean = torch.var_mean(v, -1, correction=0)
+            m2 = var * v.shape[-1]
             weight = torch.full_like(mean, v.shape[-1])
             return tuple(t.reshape(keep) for t in (mean, m2, weight))
         else:

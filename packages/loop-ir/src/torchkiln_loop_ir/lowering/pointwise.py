@@ -131,9 +131,37 @@ for _name in ("maximum", "minimum", "atan2", "fmod", "remainder", "copysign", "b
         def lower(ctx, a, b):
             if op_name == "pow" and isinstance(a, (int, float)) and not isinstance(b, IRNode):
                 raise Unlowerable("scalar ** scalar")
+            if op_name == "pow" and isinstance(b, (int, float)) and not isinstance(b, bool):
+                special = _pow_scalar_special(ctx, b)
+                if special is not None:
+                    return make_pointwise(ctx, special, [a])
             return _binary(ctx, op_name, a, b)
 
     _reg(_name)
+
+
+def _pow_scalar_special(ctx, exponent: float) -> Callable[[Any], Any] | None:
+    """How eager computes ``x ** exponent`` for the exponents its CPU kernel special-cases.
+
+    For float32/float64/bfloat16 results eager's pow kernel does not call pow() for these
+    exponents: 0.5 is sqrt, -0.5 rsqrt, -1 reciprocal, 2 / 3 / -2 products. The results differ
+    from pow()'s at signed zeros and infinities (pow(-0., -0.5) is +inf, rsqrt(-0.) -inf;
+    pow(-inf, -0.5) is 0, rsqrt(-inf) nan), so we compute the same expressions. float16 calls
+    pow() for every exponent (no special case there).
+    """
+    if ctx.out_dtype not in (torch.float32, torch.float64, torch.bfloat16):
+        return None
+    exponent = float(exponent)
+    one = lambda: ops.constant(1.0, compute_dtype(ctx.out_dtype))  # noqa: E731
+    table: dict[float, Callable[[Any], Any]] = {
+        0.5: lambda x: ops.sqrt(x),
+        -0.5: lambda x: ops.rsqrt(x),
+        -1.0: lambda x: ops.reciprocal(x),
+        2.0: lambda x: ops.mul(x, x),
+        3.0: lambda x: ops.mul(ops.mul(x, x), x),
+        -2.0: lambda x: ops.truediv(one(), ops.mul(x, x)),
+    }
+    return table.get(exponent)
 
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
 
@@ -187,8 +215,8 @@ def _div(ctx, a, b, *, rounding_mode=None):
             return _trunc_div_int(ctx, a, b)
         return _binary(ctx, "truediv", a, b)
     if rounding_mode == "floor":
-        if out.is_floating_point:
-            return make_pointwise(ctx, lambda x, y: ops.floor(ops.truediv(x, y)), [a, b])
+        # Python's floor division, not floor(a / b): the rounded quotient of 1 / 0.1 is 10 but
+        # 1 // 0.1 is 9 (ops.floordiv is (a - fmod(a, b)) / b corrected, as eager computes it)
         return _binary(ctx, "floordiv", a, b)
     if rounding_mode == "trunc":
         if out.is_floating_point:
@@ -227,13 +255,18 @@ def _clamp(ctx, x, min=None, max=None):
     if ctx.node.target in (aten.clamp_max.default, aten.clamp_max.Tensor):
         min, max = None, min
     operands = [x] + [v for v in (min, max) if v is not None]
+    # Which of two equal values (-0. and 0.) comes out follows eager's vectorized kernels, whose
+    # max/min give the second operand on a tie (ops.maximum/minimum do the same): a scalar bound
+    # keeps x (clamp(-0., min=0.) is -0.), a tensor bound gives the bound (clamp(-0., min=zeros)
+    # is 0.). Eager's scalar loop (tensors under 16 elements, some broadcast layouts) keeps x.
+    bound_first = [not isinstance(v, IRNode) for v in (min, max) if v is not None]
 
     def fn(v, *bounds):
-        bounds = list(bounds)
-        if min is not None:
-            v = ops.maximum(v, bounds.pop(0))
-        if max is not None:
-            v = ops.minimum(v, bounds.pop(0))
+        bounds, firsts = list(bounds), list(bound_first)
+        for present, op in ((min is not None, ops.maximum), (max is not None, ops.minimum)):
+            if present:
+                bound = bounds.pop(0)
+                v = op(bound, v) if firsts.pop(0) else op(v, bound)
         return v
 
     return make_pointwise(ctx, fn, operands)

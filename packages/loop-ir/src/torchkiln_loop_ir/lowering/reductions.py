@@ -200,8 +200,9 @@ def any_(ctx, x, dims=None, keepdim=False):
 
 
 def _welford(ctx, x, dims, keepdim, cdt) -> tuple[ComputedBuffer, ComputedBuffer]:
-    """(mean, m2) of ``x`` over ``dims``: two buffers of one ``welford_reduce`` (one pass once
-    the scheduler fuses the siblings, which share every read)."""
+    """(mean, m2) of ``x`` over ``dims`` in ``cdt``: two buffers of one ``welford_reduce`` (one
+    pass once the scheduler fuses the siblings, which share every read). float32 values reduced
+    in float64 are loaded as float32 (the code generator widens them as it accumulates)."""
     dims = _dims(x, dims)
     ranges, rranges, full_index = _split(x, dims, keepdim)
     if not rranges or product(rranges) == 0:
@@ -209,11 +210,14 @@ def _welford(ctx, x, dims, keepdim, cdt) -> tuple[ComputedBuffer, ComputedBuffer
     load = x.make_loader()
     src = compute_dtype(x.get_dtype())
 
+    widen = src == torch.float32 and cdt == torch.float64
+    value_dt = src if widen else cdt
+
     def inner_fn(index, rindex):
         v = load(full_index(index, rindex))
-        return v if src == cdt else ops.to_dtype(v, cdt, src)
+        return v if src == value_dt else ops.to_dtype(v, value_dt, src)
 
-    red = Reduction(inner_fn, ranges, rranges, "welford_reduce", cdt, cdt, x.get_device())
+    red = Reduction(inner_fn, ranges, rranges, "welford_reduce", cdt, value_dt, x.get_device())
     split = _split_factor(red)
     if split:
         return _split_welford(ctx, red, split)
@@ -240,25 +244,35 @@ def _split_welford(ctx, red: Reduction, split: int) -> tuple[ComputedBuffer, Com
     return mean, m2
 
 
-def _var_parts(ctx, x, dims, correction, keepdim):
+def _var_parts(ctx, x, dims, correction, keepdim, take_sqrt=False):
     """(variance, mean) as IR values, from one Welford pass (mean, m2): var = m2 / (n - correction).
 
     Welford's running update keeps float32 accurate where the mean is large against the spread
-    (x = 1000 + randn), which the naive sum-of-squares formula is not.
+    (x = 1000 + randn), which the naive sum-of-squares formula is not. On the CPU, float32 rows
+    accumulate in float64 as eager's CPU kernel does: m2 (n times the variance) overflows float32
+    long before the variance does (1000 values of +-1e18: m2 1e39, variance 1e36). CUDA's eager
+    accumulates float32 in float32, and so do we there.
     """
     out = ctx.meta[0].dtype if isinstance(ctx.meta, (tuple, list)) else ctx.out_dtype
     cdt = compute_dtype(out)
+    wdt = torch.float64 if cdt == torch.float32 and x.get_device().type == "cpu" else cdt
     n = _count(x, dims)
-    mean_buf, m2 = _welford(ctx, x, dims, keepdim, cdt)
+    mean_buf, m2 = _welford(ctx, x, dims, keepdim, wdt)
     corr = 1 if correction is None else correction
     m2_load, mean_load = m2.make_loader(), mean_buf.make_loader()
 
+    def narrow(v):
+        return v if wdt == cdt else ops.to_dtype(v, cdt, wdt)
+
     def var_fn(idx):
-        denom = ops.sub(ops.index_expr(n, cdt), ops.constant(float(corr), cdt))
-        return ops.truediv(m2_load(idx), ops.maximum(denom, ops.constant(0.0, cdt)))
+        denom = ops.sub(ops.index_expr(n, wdt), ops.constant(float(corr), wdt))
+        v = ops.truediv(m2_load(idx), ops.maximum(denom, ops.constant(0.0, wdt)))
+        # std's sqrt before narrowing, as eager: a variance past float32's range can have a
+        # standard deviation inside it
+        return narrow(ops.sqrt(v) if take_sqrt else v)
 
     var = Pointwise(var_fn, m2.get_size(), out, x.get_device())
-    mean_pw = Pointwise(mean_load, m2.get_size(), out, x.get_device())
+    mean_pw = Pointwise(lambda idx: narrow(mean_load(idx)), m2.get_size(), out, x.get_device())
     return var, mean_pw
 
 
@@ -273,9 +287,7 @@ def var(ctx, x, dims=None, *args, correction=None, keepdim=False, unbiased=None)
 
 @register_lowering(aten.std.correction)
 def std(ctx, x, dims=None, *, correction=None, keepdim=False):
-    v = _var_parts(ctx, x, dims, correction, keepdim)[0]
-    load = v.make_loader()
-    return Pointwise(lambda idx: ops.sqrt(load(idx)), v.get_size(), v.get_dtype(), v.get_device())
+    return _var_parts(ctx, x, dims, correction, keepdim, take_sqrt=True)[0]
 
 
 @register_lowering(aten.var_mean.correction)
