@@ -14,6 +14,7 @@ from .backend import (
     KernelSpec,
     KernelStage,
     ScheduledGraph,
+    SymbolSource,
     View,
 )
 from .compile import CompiledGraph, compile_graph, schedule
@@ -32,6 +33,6 @@ __all__ = [
     "LOWERINGS", "Backend", "BackendCapabilities", "BufferRef", "BufferSpec", "CompiledGraph",
     "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "GraphIR", "KernelNode",
     "KernelSpec", "KernelStage", "LoopIRError", "LoopIROptions", "LoweringError", "MemoryDep",
-    "ModularIndexing", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "Unlowerable", "View", "compile_graph",
+    "ModularIndexing", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "SymbolSource", "Unlowerable", "View", "compile_graph",
     "decompositions", "index_symbol", "lower", "ops", "register_lowering", "schedule", "set_ops_handler",
 ]

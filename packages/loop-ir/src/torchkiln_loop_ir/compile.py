@@ -78,9 +78,10 @@ class CompiledGraph:
     wrapper_source: str
     source_path: str
     _call: Any = field(repr=False, default=None)
+    constants: tuple[torch.Tensor, ...] = ()  # lifted tensor constants, passed after the inputs
 
     def __call__(self, *inputs: Any) -> list[torch.Tensor]:
-        return self._call(inputs)
+        return self._call((*inputs, *self.constants) if self.constants else inputs)
 
     @property
     def num_kernels(self) -> int:
@@ -113,9 +114,50 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
     from .wrapper import load_wrapper
 
     options = options or LoopIROptions()
+    gm, example_inputs, constants = lift_constants(gm, example_inputs)
     graph_ir = lower(gm, example_inputs, options)
     scheduled = schedule(graph_ir, backend.capabilities, options)
     specs = [s for s in scheduled.steps if isinstance(s, KernelSpec)]
     kernels = list(backend.compile_kernels(specs)) if specs else []
     call, source, path = load_wrapper(scheduled, kernels, options.resolved_cache_dir())
-    return CompiledGraph(graph_ir, scheduled, kernels, source, path, call)
+    return CompiledGraph(graph_ir, scheduled, kernels, source, path, call, tuple(constants))
+
+
+def lift_constants(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+                   ) -> tuple[torch.fx.GraphModule, list[Any], list[torch.Tensor]]:
+    """Tensor constants of ``gm`` as trailing inputs: ``(gm', inputs + constants, constants)``.
+
+    make_fx keeps a tensor the traced function built from data (``torch.tensor([1., 2.])``) as a
+    ``get_attr`` node (``_tensor_constant0``). Lowered as an input, the constant is read by the
+    kernels like any input and never reused for another buffer; the wrapper stays free of data.
+    ``gm`` itself is left unchanged (a copy of its graph is rewritten). Other ``get_attr`` nodes
+    (submodules) are kept, and lowering declines them.
+    """
+    attrs = [n for n in gm.graph.nodes if n.op == "get_attr"
+             and isinstance(_attr(gm, n.target), torch.Tensor)]
+    if not attrs:
+        return gm, list(example_inputs), []
+    graph = torch.fx.Graph()
+    copies: dict[torch.fx.Node, torch.fx.Node] = {}
+    graph.output(graph.graph_copy(gm.graph, copies))
+    last = [copies[n] for n in gm.graph.nodes if n.op == "placeholder"]
+    constants = []
+    for node in attrs:
+        value = _attr(gm, node.target)
+        anchor = last[-1] if last else next(iter(graph.nodes))
+        with (graph.inserting_after(anchor) if last else graph.inserting_before(anchor)):
+            ph = graph.placeholder(f"constant_{node.target.replace('.', '_')}")
+        ph.meta = dict(copies[node].meta)
+        ph.meta.setdefault("val", value)
+        copies[node].replace_all_uses_with(ph)
+        graph.erase_node(copies[node])
+        last.append(ph)
+        constants.append(value.detach())
+    return torch.fx.GraphModule(gm, graph), [*example_inputs, *constants], constants
+
+
+def _attr(gm: torch.fx.GraphModule, target: str) -> Any:
+    value: Any = gm
+    for part in target.split("."):
+        value = getattr(value, part, None)
+    return value
