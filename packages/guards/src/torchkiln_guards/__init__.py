@@ -39,6 +39,7 @@ from .source import (
     LocalSource,
     SizeSource,
     Source,
+    StrideSource,
 )
 
 __version__ = "0.1.1"
@@ -65,6 +66,7 @@ __all__ = [
     "ModuleTrainingMatch",
     "ShapeGuard",
     "SizeSource",
+    "StrideSource",
     "Source",
     "StorageAliasMatch",
     "TensorMatch",
