@@ -1,0 +1,71 @@
+"""Causes of eager fallbacks the fuzzer (tests/fuzz) found, end to end in strict mode (a fallback
+raises), each against eager on fresh inputs."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torchkiln
+
+
+def _strict(fn, codegen="cpp", dynamic=None):
+    return torchkiln.compile(fn, dynamic=dynamic, options={"strict": True, "codegen": codegen})
+
+
+@pytest.mark.parametrize("make", [
+    lambda r, c: torch.randn(c, r).t(),
+    lambda r, c: torch.randn(r, 2 * c)[:, ::2],
+    lambda r, c: torch.randn(2 * r, c)[::2],
+    lambda r, c: torch.randn(r, 3 * c + 1)[:, 1::3],
+], ids=["transposed", "column-step", "row-step", "offset-step"])
+def test_dynamic_input_whose_stride_is_its_own_symbol(make):
+    """NameError: name 's37' is not defined (the commonest fallback): a dynamic input whose
+    layout shows a symbol only in a stride."""
+    def f(x):
+        return x.t().cos().sum(0), (x * 2).amax(1, keepdim=True)
+
+    compiled = _strict(f, dynamic=True)
+    for r, c in [(5, 4), (7, 3), (3, 9)]:
+        x = make(r, c)
+        for got, want in zip(compiled(x), f(x)):
+            torch.testing.assert_close(got, want)
+    assert not torchkiln.report(compiled).eager_fallbacks
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_tensor_constant_in_the_function(codegen, dynamic):
+    """``torch.tensor([...])`` in the function reached loop-ir as a get_attr node and the graph
+    ran eagerly (HF generation with use_cache=True among others)."""
+    def f(x, n):
+        scale = torch.tensor([0.5, -1.0, 2.0])
+        ids = torch.tensor([2, 0, 1])
+        return (x * scale)[:, ids] + torch.tensor(1.5), n + torch.tensor([[1], [2]])
+
+    compiled = _strict(f, codegen, dynamic)
+    for rows in (4, 6):
+        x, n = torch.randn(rows, 3), torch.randint(-3, 3, (2, 5))
+        for got, want in zip(compiled(x, n), f(x, n)):
+            torch.testing.assert_close(got, want)
+    report = torchkiln.report(compiled)
+    assert not report.eager_fallbacks and all(not g.fallbacks or g.fallbacks == ["aten.index.Tensor"]
+                                              for g in report.graphs)
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_reshape_of_an_empty_tensor(dynamic):
+    """Fusion analysis failed with 'integer modulo by zero' on the reshape of a size-0 tensor."""
+    def f(x):
+        m = (torch.softmax(x, 2) < x).reshape(x.shape[0], -1)
+        return m, torch.sqrt(x.abs()).reshape(-1) + 1, x.permute(2, 0, 1).reshape(3, -1).sum(1)
+
+    compiled = _strict(f, dynamic=dynamic)
+    for shape in [(3, 0, 0), (3, 0, 2), (3, 2, 0)]:
+        x = torch.randn(shape)
+        for got, want in zip(compiled(x), f(x)):
+            torch.testing.assert_close(got, want)
