@@ -69,3 +69,24 @@ def test_reshape_of_an_empty_tensor(dynamic):
         x = torch.randn(shape)
         for got, want in zip(compiled(x), f(x)):
             torch.testing.assert_close(got, want)
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_index_into_an_empty_dim_raises_as_eager(codegen):
+    """Fuzz seed 86 killed the process (SIGSEGV, both code generators): an out-of-range index
+    is clamped to 0, and a dim of size 0 has no element 0. Eager raises; so must compiled."""
+    def f(x, i):
+        return torch.index_select(x, 0, i) * 2, x[i] + 1
+
+    compiled = torchkiln.compile(f, options={"codegen": codegen})
+    x, i = torch.randn(0, 3), torch.tensor([0, 0])
+    with pytest.raises(RuntimeError) as eager:
+        f(x, i)
+    with pytest.raises(type(eager.value)):
+        compiled(x, i)
+    x, i = torch.randn(0, 3, 0), torch.tensor([0, 1, 0, 0])  # an empty result: still an error
+    with pytest.raises(RuntimeError):
+        compiled(x, i)
+    x, i = torch.randn(4, 3), torch.tensor([3, 0])  # and a graph of the same code still works
+    for got, want in zip(torchkiln.compile(f, options={"codegen": codegen, "strict": True})(x, i), f(x, i)):
+        torch.testing.assert_close(got, want)

@@ -4,6 +4,7 @@ Verdicts (``Outcome.kind``):
 - "ok": same results (by the tolerance rule below), same input state after mutation, or the same
   exception type as eager;
 - "wrong": a result, an output dtype/shape, or an input's state after the call differs;
+- "no-error": eager raised, the compiled function returned (an error check compiled away);
 - "crash": compiled raised where eager did not, or raised another exception type;
 - "unstable": a bool/int result that depends on float rounding (compiled agrees with the float64
   reference where it disagrees with eager): not counted as wrong, listed;
@@ -154,7 +155,7 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
     if eager_err is not None:
         out.eager_error = type(eager_err).__name__
         if comp_err is None:
-            out.kind, out.detail = "wrong", f"eager raised {type(eager_err).__name__}: {eager_err}; compiled returned"
+            out.kind, out.detail = "no-error", f"eager raised {type(eager_err).__name__}: {str(eager_err)[:200]}; compiled returned"
         elif not (isinstance(comp_err, type(eager_err)) or isinstance(eager_err, type(comp_err))):
             out.kind = "crash"
             out.detail = (f"compiled raised {type(comp_err).__name__}: {str(comp_err)[:300]}; eager raised "

@@ -65,16 +65,16 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interrupted after {done} programs", flush=True)
     n = done
     print(f"\n{n} programs, seeds {args.seed}..{args.seed + n - 1}, {time.time() - start:.0f}s")
-    for kind in ("ok", "wrong", "crash", "unstable", "fallback", "op-fallback", "harness"):
+    for kind in ("ok", "wrong", "no-error", "crash", "unstable", "fallback", "op-fallback", "harness"):
         print(f"  {kind:12s} {counts[kind]:6d}  ({100 * counts[kind] / max(n, 1):.2f}%)")
-    for kind in ("wrong", "crash", "fallback", "unstable", "harness"):
+    for kind in ("wrong", "no-error", "crash", "fallback", "unstable", "harness"):
         if seeds[kind]:
             print(f"  {kind} seeds: {' '.join(map(str, seeds[kind]))}")
     if reasons:
         print("  fallback reasons:")
         for r, c in reasons.most_common(15):
             print(f"    {c:5d}  {r}")
-    return 1 if counts["wrong"] or counts["crash"] else 0
+    return 1 if counts["wrong"] or counts["crash"] or counts["no-error"] else 0
 
 
 def _child(args) -> int:
@@ -140,7 +140,7 @@ def _count(args, seed: int, out: dict, counts, seeds, reasons) -> None:
         counts["op-fallback"] += 1
     if kind != "ok":
         seeds[kind].append(seed)
-    if kind in ("wrong", "crash") or (args.verbose and (out.get("fallback") or kind != "ok")):
+    if kind in ("wrong", "crash", "no-error") or (args.verbose and (out.get("fallback") or kind != "ok")):
         print(f"seed {seed}: {kind}{' (fallback)' if out.get('fallback') else ''}: {out['detail']}", flush=True)
         for r in out.get("fallback_reasons", []):
             print(f"    fallback: {r}")
