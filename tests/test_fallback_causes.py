@@ -90,3 +90,29 @@ def test_index_into_an_empty_dim_raises_as_eager(codegen):
     x, i = torch.randn(4, 3), torch.tensor([3, 0])  # and a graph of the same code still works
     for got, want in zip(torchkiln.compile(f, options={"codegen": codegen, "strict": True})(x, i), f(x, i)):
         torch.testing.assert_close(got, want)
+
+
+def test_gpt2_with_kv_cache_compiles_its_main_graph():
+    """Hugging Face GPT-2 with use_cache=True: its main graph (a tensor constant in the cache
+    code) ran eagerly, 'get_attr nodes are not expected in an ATen graph'. Capture still runs one
+    cache helper eagerly (issue 15); every graph the backend received must compile."""
+    transformers = pytest.importorskip("transformers")
+    import warnings
+
+    torch.manual_seed(0)
+    cfg = transformers.GPT2Config(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=2,
+                                  bos_token_id=0, eos_token_id=0)
+    model = transformers.GPT2LMHeadModel(cfg).eval()
+    compiled = torchkiln.compile(model)
+    with torch.no_grad(), warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ids = torch.randint(0, 256, (2, 7))
+        got, want = compiled(ids, use_cache=True), model(ids, use_cache=True)
+    torch.testing.assert_close(got.logits, want.logits, atol=1e-4, rtol=1e-4)
+    for (gk, gv), (wk, wv) in zip(((l.keys, l.values) for l in got.past_key_values.layers),
+                                  ((l.keys, l.values) for l in want.past_key_values.layers)):
+        torch.testing.assert_close(gk, wk, atol=1e-4, rtol=1e-4)
+        torch.testing.assert_close(gv, wv, atol=1e-4, rtol=1e-4)
+    report = torchkiln.report(compiled)
+    assert report.graphs and max(g.fx_nodes for g in report.graphs) > 100  # the main graph
+    assert [f.reason for f in report.eager_fallbacks if f.index >= 0] == []
