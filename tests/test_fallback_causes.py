@@ -116,3 +116,16 @@ def test_gpt2_with_kv_cache_compiles_its_main_graph():
     report = torchkiln.report(compiled)
     assert report.graphs and max(g.fx_nodes for g in report.graphs) > 100  # the main graph
     assert [f.reason for f in report.eager_fallbacks if f.index >= 0] == []
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float16])
+def test_pow_half_builds(dtype):
+    """float32 pow(x, 0.5) crashed g++ 12 (internal compiler error) through the simd
+    declaration of powf, and the graph ran eagerly."""
+    def f(x):
+        return torch.pow(x, 0.5) + 1, (x.abs() ** 0.5).sum(0), torch.pow(x, 1.7)
+
+    compiled = _strict(f)
+    x = torch.rand(64, 33).to(dtype)
+    for got, want in zip(compiled(x), f(x)):
+        torch.testing.assert_close(got, want, equal_nan=True)

@@ -16,6 +16,7 @@ import collections
 import dataclasses
 import json
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -52,6 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     reasons: collections.Counter[str] = collections.Counter()
     start = time.time()
     done = 0
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` of a background run: summary, then exit
     try:
         while done < args.programs:
             first = args.seed + done
@@ -75,6 +77,10 @@ def main(argv: list[str] | None = None) -> int:
         for r, c in reasons.most_common(15):
             print(f"    {c:5d}  {r}")
     return 1 if counts["wrong"] or counts["crash"] or counts["no-error"] else 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
 
 
 def _child(args) -> int:
@@ -107,12 +113,16 @@ def _in_child(args, first: int, n: int):
         root = Path(__file__).resolve().parents[2]
         proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         running = None
-        for line in proc.stdout:
-            if line.startswith("START "):
-                running = int(line.split()[1])
-            elif line.startswith("RESULT "):
-                yield running, json.loads(line[7:])
-                seed, running = running + 1, None
+        try:
+            for line in proc.stdout:
+                if line.startswith("START "):
+                    running = int(line.split()[1])
+                elif line.startswith("RESULT "):
+                    yield running, json.loads(line[7:])
+                    seed, running = running + 1, None
+        except BaseException:  # interrupted (or the consumer stopped): take the child down too
+            proc.kill()
+            raise
         rc = proc.wait()
         if running is not None:
             yield running, {"kind": "crash", "detail": f"the process died (exit code {rc}) running it",
