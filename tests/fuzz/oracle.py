@@ -9,7 +9,10 @@ Verdicts (``Outcome.kind``):
 - "unstable": a bool/int result that depends on float rounding (compiled agrees with the float64
   reference where it disagrees with eager): not counted as wrong, listed;
 ``Outcome.fallback`` says whether any graph ran eagerly because the pipeline failed on it (its
-reasons in ``Outcome.fallback_reasons``); ``op_fallbacks`` are ATen ops run as fallback kernels
+reasons in ``Outcome.fallback_reasons``); ``Outcome.error_replay``: the only "fallback" was the
+program's own error (raised eagerly too) coming out of a compiled graph, which the pipeline then
+replays eagerly (counted apart: the graph compiled; the replay is the pipeline's error policy);
+``op_fallbacks`` are ATen ops run as fallback kernels
 inside compiled graphs (not eager fallbacks: listed for information).
 
 The tolerance rule for floats: compiled passes if it is close to eager at torch.testing's default
@@ -53,6 +56,7 @@ class Outcome:
     fallback_reasons: list[str] = field(default_factory=list)
     op_fallbacks: list[str] = field(default_factory=list)
     eager_error: str = ""
+    error_replay: bool = False
 
 
 def _inputs(program: Program, seed: int, reference: bool = False) -> list[torch.Tensor]:
@@ -154,6 +158,9 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
     out.op_fallbacks = [op for g in report.graphs for op in g.fallbacks]
     if eager_err is not None:
         out.eager_error = type(eager_err).__name__
+        prefix = "running the compiled graph failed"
+        if out.fallback and all(prefix in r and type(eager_err).__name__ in r for r in out.fallback_reasons):
+            out.fallback, out.error_replay = False, True
         if comp_err is None:
             out.kind, out.detail = "no-error", f"eager raised {type(eager_err).__name__}: {str(eager_err)[:200]}; compiled returned"
         elif not (isinstance(comp_err, type(eager_err)) or isinstance(eager_err, type(comp_err))):

@@ -67,9 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interrupted after {done} programs", flush=True)
     n = done
     print(f"\n{n} programs, seeds {args.seed}..{args.seed + n - 1}, {time.time() - start:.0f}s")
-    for kind in ("ok", "wrong", "no-error", "crash", "unstable", "fallback", "op-fallback", "harness"):
+    for kind in ("ok", "wrong", "no-error", "crash", "unstable", "fallback", "error-replay", "op-fallback",
+                 "harness"):
         print(f"  {kind:12s} {counts[kind]:6d}  ({100 * counts[kind] / max(n, 1):.2f}%)")
-    for kind in ("wrong", "no-error", "crash", "fallback", "unstable", "harness"):
+    for kind in ("wrong", "no-error", "crash", "fallback", "error-replay", "unstable", "harness"):
         if seeds[kind]:
             print(f"  {kind} seeds: {' '.join(map(str, seeds[kind]))}")
     if reasons:
@@ -148,6 +149,9 @@ def _count(args, seed: int, out: dict, counts, seeds, reasons) -> None:
             reasons[_short(r)] += 1
     if out.get("op_fallbacks"):
         counts["op-fallback"] += 1
+    if out.get("error_replay"):
+        counts["error-replay"] += 1
+        seeds["error-replay"].append(seed)
     if kind != "ok":
         seeds[kind].append(seed)
     if kind in ("wrong", "crash", "no-error") or (args.verbose and (out.get("fallback") or kind != "ok")):
