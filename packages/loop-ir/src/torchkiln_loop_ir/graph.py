@@ -387,6 +387,12 @@ class GraphLowering:
         return outs
 
 
+def _op_name(op: Any) -> str:
+    """``aten.mm`` / ``aten.scatter.value``: the op's qualified name, default overload omitted."""
+    name = getattr(op, "_name", None) or getattr(op, "__name__", str(op))
+    return name.replace("::", ".")
+
+
 def _solve_for(expr: sympy.Expr, sym: sympy.Symbol, read: sympy.Symbol) -> sympy.Expr | None:
     """``sym`` as an expression of ``read`` (the value of ``expr`` read at run time), when
     ``expr == read`` has exactly one solution free of integer-division helpers; else None."""
@@ -399,12 +405,6 @@ def _solve_for(expr: sympy.Expr, sym: sympy.Symbol, read: sympy.Symbol) -> sympy
     if len(solutions) != 1 or solutions[0].has(sympy.Function) or not solutions[0].free_symbols:
         return None
     return solutions[0]
-
-
-def _op_name(op: Any) -> str:
-    """``aten.mm`` / ``aten.scatter.value``: the op's qualified name, default overload omitted."""
-    name = getattr(op, "_name", None) or getattr(op, "__name__", str(op))
-    return name.replace("::", ".")
 
 
 def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
