@@ -56,3 +56,33 @@ def test_generator_is_deterministic_and_varied():
     assert any(p.dynamic for p in programs) and any(p.codegen == "triton" for p in programs)
     sizes = {d for p in programs for spec in p.inputs for d in spec.shape}
     assert {0, 1, 3, 5, 7} <= sizes
+
+
+def test_oracle_tolerance_is_not_vacuous():
+    """The comparison flags real differences and accepts float32 rounding that the float64
+    reference shows to be as accurate as eager's."""
+    import torch
+
+    from tests.fuzz.oracle import compare
+
+    torch.manual_seed(0)
+    ref = torch.randn(1000, dtype=torch.float64)
+    eager = ref.float()
+    assert compare(eager.clone(), eager, ref)[0] == ""
+    # another rounding order: within 1 ulp of the exact value, as accurate as eager's
+    other = (ref + ref.abs() * 2 ** -25 * torch.sign(torch.randn(1000, dtype=torch.float64))).float()
+    assert compare(other, eager, ref)[0] == ""
+    wrong = eager.clone()
+    wrong[17] += 1e-3
+    assert compare(wrong, eager, ref)[0] == "wrong"
+    nan = eager.clone()
+    nan[3] = float("nan")
+    assert compare(nan, eager, ref)[0] == "wrong"
+    assert compare(eager.double(), eager, ref)[0] == "wrong"  # dtype
+    assert compare(eager[:-1], eager, ref)[0] == "wrong"  # shape
+    ints = torch.arange(10)
+    assert compare(ints + (ints == 4), ints, None)[0] == "wrong"
+    # a comparison flipped by rounding: compiled agrees with float64 where eager does not
+    e, r = torch.tensor([False, False]), torch.tensor([True, False])
+    assert compare(torch.tensor([True, False]), e, r)[0] == "unstable"
+    assert compare(torch.tensor([True, True]), e, r)[0] == "wrong"  # differs from both
