@@ -105,6 +105,15 @@ for _folder in PACKAGES:
 
 
 @nox.session
+def fuzz(session: nox.Session) -> None:
+    """Many more fuzzed programs than CI runs: `nox -s fuzz -- --programs 10000 --seed 0`
+    prints wrong/fallback/crash counts and the seeds that failed (tests/fuzz/run.py)."""
+    _install_all_editable(session)
+    args = session.posargs or ["--programs", "2000", "--seed", "0"]
+    session.run("python", "-m", "tests.fuzz.run", *args, env={"TRITON_INTERPRET": "1"})
+
+
+@nox.session
 def lint(session: nox.Session) -> None:
     session.install("ruff")
     session.run("ruff", "check", "packages", "tests", "noxfile.py")

@@ -156,3 +156,15 @@ def test_storage_alias_groups_of_two(h):
                   other, torch.randn(3))
     h.expect_pass(apart, other, torch.randn(3))
     h.expect_fail(apart, None, other, other)
+def test_shape_guard_over_a_stride(h):
+    """A dynamic input sliced with a step has a stride symbol no size shows: the guard reads it."""
+    s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)
+    cg = h.build(f, [ShapeGuard(sympy.Ne(s0, s1), {s0: (X, 0, "stride"), s1: (X, 1)})])
+    h.expect_pass(cg, torch.randn(4, 6)[:, ::2], torch.randn(1))  # stride 6, size 3
+    h.expect_fail(
+        cg,
+        "Ne(L['x'].stride()[0], L['x'].size()[1]): expected True, got False "
+        "[L['x'].stride()[0]=3, L['x'].size()[1]=3]",
+        torch.randn(4, 3),
+        torch.randn(1),
+    )

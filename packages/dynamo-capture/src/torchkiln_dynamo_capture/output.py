@@ -49,6 +49,8 @@ class OutputGraph:
         self.shape_env = ShapeEnv(duck_shape=False) if dynamic else None
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.symbols: dict[sympy.Symbol, tuple] = {}  # symbol -> (input source, dim)
+        # symbols the fake mode gave input strides no size shows (a step slice): (source, dim, "stride")
+        self.stride_symbols: dict[sympy.Symbol, tuple] = {}
         self.guards: list[Guard] = []  # deduplicated and ordered by compile_guards
         self.side_effects = SideEffects()
         self.f_globals = f_globals
@@ -73,14 +75,15 @@ class OutputGraph:
         guards: list[Guard] = [ShapeGuard(sym >= 2, {sym: self.symbols[sym]}) for sym in self.symbols]
         # a decided equality may have become a replacement (s1 -> s0) instead of a guard: both
         exprs = [g.expr for g in self.shape_env.guards]
-        exprs += [sympy.Eq(sym, value) for sym, value in self.shape_env.replacements.items() if sym in self.symbols]
+        known = {**self.stride_symbols, **self.symbols}
+        exprs += [sympy.Eq(sym, value) for sym, value in self.shape_env.replacements.items() if sym in known]
         for expr in exprs:
             if expr is sympy.true:
                 continue
-            missing = expr.free_symbols - set(self.symbols)
+            missing = expr.free_symbols - set(known)
             if missing:
                 raise Unsupported(f"internal: a shape guard over sizes of no input ({expr})")
-            guards.append(ShapeGuard(expr, {sym: self.symbols[sym] for sym in expr.free_symbols}))
+            guards.append(ShapeGuard(expr, {sym: known[sym] for sym in expr.free_symbols}))
         return guards
 
     def alias_guards(self) -> list[Guard]:
@@ -142,6 +145,11 @@ class OutputGraph:
         fake = self._fake(t, dynamic_dims)
         for d in dynamic_dims:
             self.symbols[fake.shape[d].node.expr] = (source, d)
+        if dynamic_dims:
+            for d, st in enumerate(fake.stride()):
+                if isinstance(st, torch.SymInt) and isinstance(st.node.expr, sympy.Symbol) \
+                        and st.node.expr not in self.symbols:
+                    self.stride_symbols.setdefault(st.node.expr, (source, d, "stride"))
         ctx = self.graph.inserting_after(self._last_placeholder) if self._last_placeholder else self.graph.inserting_before(None)
         with ctx:
             node = self.graph.placeholder(self._fresh(_name_hint(source)))

@@ -40,6 +40,7 @@ from .source import (
     LocalSource,
     SizeSource,
     Source,
+    StrideSource,
 )
 
 __version__ = "0.1.1"
@@ -66,6 +67,7 @@ __all__ = [
     "ModuleTrainingMatch",
     "ShapeGuard",
     "SizeSource",
+    "StrideSource",
     "Source",
     "StorageAliasGroups",
     "StorageAliasMatch",

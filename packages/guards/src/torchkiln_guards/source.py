@@ -22,6 +22,7 @@ __all__ = [
     "LocalSource",
     "SizeSource",
     "Source",
+    "StrideSource",
 ]
 
 # Keys that can be written as a literal inside the generated code (repr round-trips).
@@ -187,3 +188,25 @@ class SizeSource(Source):
 
     def _fetch(self, base_value, frame):
         return base_value.shape[self.dim]
+
+
+@dataclass(frozen=True)
+class StrideSource(Source):
+    """The stride of a tensor source at one dimension: ``L['x'].stride()[0]`` (a dynamic input
+    sliced with a step has a stride no size shows, and its own symbol)."""
+
+    source: Source
+    dim: int
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def expr(self) -> str:
+        return f"{self.source.expr()}.stride()[{self.dim}]"
+
+    def _code(self, base_ref, ctx):
+        return f"{base_ref}.stride({self.dim})"
+
+    def _fetch(self, base_value, frame):
+        return base_value.stride(self.dim)

@@ -14,6 +14,7 @@ from .backend import (
     KernelSpec,
     KernelStage,
     ScheduledGraph,
+    SymbolSource,
     View,
 )
 from .artifact import GraphArtifact, NotCacheable, export_graph, load_graph
@@ -33,6 +34,8 @@ __all__ = [
     "LOWERINGS", "Backend", "BackendCapabilities", "BufferRef", "BufferSpec", "CompiledGraph",
     "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "GraphArtifact", "GraphIR", "KernelNode",
     "KernelSpec", "KernelStage", "LoopIRError", "LoopIROptions", "LoweringError", "MemoryDep",
-    "ModularIndexing", "NotCacheable", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "Unlowerable", "View", "compile_graph",
-    "decompositions", "export_graph", "index_symbol", "load_graph", "lower", "ops", "register_lowering", "schedule", "set_ops_handler",
+    "ModularIndexing", "NotCacheable", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "SymbolSource",
+    "Unlowerable", "View", "compile_graph",
+    "decompositions", "export_graph", "index_symbol", "load_graph", "lower", "ops", "register_lowering", "schedule",
+    "set_ops_handler",
 ]

@@ -37,6 +37,7 @@ class GraphArtifact:
     kernels: Any  # the backend's own export of its compiled kernels
     extern_calls: tuple[str, ...]
     fallbacks: tuple[str, ...]
+    constants: tuple[Any, ...] = ()  # lifted tensor constants (on the CPU), passed after the inputs
 
 
 def _without_bodies(spec: KernelSpec) -> KernelSpec:
@@ -56,6 +57,7 @@ def export_graph(compiled: CompiledGraph, backend: Any) -> GraphArtifact:
                                       size_symbols=dict(scheduled.size_symbols)),
         backend_name=str(getattr(backend, "name", "")),
         kernels=exporter(compiled.kernels) if compiled.kernels else None,
+        constants=tuple(c.detach().cpu() for c in compiled.constants),
         extern_calls=tuple(compiled.extern_calls),
         fallbacks=tuple(compiled.fallbacks),
     )
@@ -86,4 +88,7 @@ def load_graph(artifact: GraphArtifact, backend: Any,
         phase_seconds={"cache_load": time.perf_counter() - start},
         saved_extern_calls=artifact.extern_calls,
         saved_fallbacks=artifact.fallbacks,
+        constants=tuple(c.to(artifact.scheduled.buffers[name].device) for c, name in
+                        zip(artifact.constants, artifact.scheduled.inputs[-len(artifact.constants):]))
+        if artifact.constants else (),
     )

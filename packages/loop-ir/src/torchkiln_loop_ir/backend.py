@@ -132,9 +132,33 @@ Step = KernelSpec | ExternCall | View | Free
 
 
 @dataclass(frozen=True)
+class SymbolSource:
+    """Where the wrapper reads a size symbol from the graph's inputs.
+
+    ``attr`` "size"/"stride": ``input.shape[dim]`` / ``input.stride(dim)``; "value": the input is
+    the symbolic int itself (dim unused). ``solve``: when the input shows the symbol only inside an
+    expression (a stride ``2*s37`` of a sliced input), the symbol as an expression of ``_v``, the
+    value read (and of symbols bound before it).
+    """
+
+    pos: int
+    attr: Literal["size", "stride", "value"] = "size"
+    dim: int = -1
+    solve: sympy.Expr | None = None
+
+    def read(self, input_name: str) -> str:
+        """Python source reading the value at this source from the input named ``input_name``."""
+        if self.attr == "value":
+            return input_name
+        return f"{input_name}.{'shape' if self.attr == 'size' else 'stride()'}[{self.dim}]"
+
+
+@dataclass(frozen=True)
 class ScheduledGraph:
     inputs: tuple[str, ...]  # buffer names bound to the graph's inputs, in order
-    size_symbols: Mapping[sympy.Symbol, tuple[int, int]]  # symbol -> (input position, dim)
+    # symbol -> where the wrapper reads it; bound in this order (a solved symbol may use earlier
+    # ones). A (input position, dim) pair is a size, dim -1 the input itself.
+    size_symbols: Mapping[sympy.Symbol, SymbolSource | tuple[int, int]]
     buffers: Mapping[str, BufferSpec]
     steps: tuple[Step, ...]
     outputs: tuple[Any, ...]  # buffer names (str) or constants, in the graph's output order

@@ -85,9 +85,10 @@ class CompiledGraph:
     # a graph loaded from a cache entry has no GraphIR; its extern calls and fallbacks were saved
     saved_extern_calls: tuple[str, ...] | None = None
     saved_fallbacks: tuple[str, ...] | None = None
+    constants: tuple[torch.Tensor, ...] = ()  # lifted tensor constants, passed after the inputs
 
     def __call__(self, *inputs: Any) -> list[torch.Tensor]:
-        return self._call(inputs)
+        return self._call((*inputs, *self.constants) if self.constants else inputs)
 
     @property
     def num_kernels(self) -> int:
@@ -133,6 +134,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
         phases[name] = now - start
         start = now
 
+    gm, example_inputs, constants = lift_constants(gm, example_inputs)
     graph_ir = lower(gm, example_inputs, options)
     lap("lowering")
     scheduled = schedule(graph_ir, backend.capabilities, options)
@@ -142,4 +144,45 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
     lap("codegen")
     call, source, path = load_wrapper(scheduled, kernels, options.cache_dir)
     lap("wrapper")
-    return CompiledGraph(graph_ir, scheduled, kernels, source, path, call, phases)
+    return CompiledGraph(graph_ir, scheduled, kernels, source, path, call, phases,
+                         constants=tuple(constants))
+
+
+def lift_constants(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+                   ) -> tuple[torch.fx.GraphModule, list[Any], list[torch.Tensor]]:
+    """Tensor constants of ``gm`` as trailing inputs: ``(gm', inputs + constants, constants)``.
+
+    make_fx keeps a tensor the traced function built from data (``torch.tensor([1., 2.])``) as a
+    ``get_attr`` node (``_tensor_constant0``). Lowered as an input, the constant is read by the
+    kernels like any input and never reused for another buffer; the wrapper stays free of data.
+    ``gm`` itself is left unchanged (a copy of its graph is rewritten). Other ``get_attr`` nodes
+    (submodules) are kept, and lowering declines them.
+    """
+    attrs = [n for n in gm.graph.nodes if n.op == "get_attr"
+             and isinstance(_attr(gm, n.target), torch.Tensor)]
+    if not attrs:
+        return gm, list(example_inputs), []
+    graph = torch.fx.Graph()
+    copies: dict[torch.fx.Node, torch.fx.Node] = {}
+    graph.output(graph.graph_copy(gm.graph, copies))
+    last = [copies[n] for n in gm.graph.nodes if n.op == "placeholder"]
+    constants = []
+    for node in attrs:
+        value = _attr(gm, node.target)
+        anchor = last[-1] if last else next(iter(graph.nodes))
+        with (graph.inserting_after(anchor) if last else graph.inserting_before(anchor)):
+            ph = graph.placeholder(f"constant_{node.target.replace('.', '_')}")
+        ph.meta = dict(copies[node].meta)
+        ph.meta.setdefault("val", value)
+        copies[node].replace_all_uses_with(ph)
+        graph.erase_node(copies[node])
+        last.append(ph)
+        constants.append(value.detach())
+    return torch.fx.GraphModule(gm, graph), [*example_inputs, *constants], constants
+
+
+def _attr(gm: torch.fx.GraphModule, target: str) -> Any:
+    value: Any = gm
+    for part in target.split("."):
+        value = getattr(value, part, None)
+    return value

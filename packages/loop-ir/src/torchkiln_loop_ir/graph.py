@@ -18,6 +18,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
+from .backend import SymbolSource
 from .errors import Unlowerable
 from .indexing import FloorDiv, ModularIndexing
 from .ir import (
@@ -168,7 +169,9 @@ class GraphLowering:
         self.options = options
         self.nodes: list[Any] = []
         self.inputs: list[InputBuffer] = []
-        self.size_symbols: dict[sympy.Symbol, tuple[int, int]] = {}
+        self.size_symbols: dict[sympy.Symbol, SymbolSource] = {}
+        # (input position, "size"/"stride"/"value", dim, expression) of every input size/stride
+        self._symbol_sites: list[tuple[int, str, int, sympy.Expr]] = []
         self.fallbacks: list[str] = []
         self.extern_calls: list[str] = []
         self._count = 0
@@ -273,6 +276,7 @@ class GraphLowering:
         placeholders = [n for n in self.gm.graph.nodes if n.op == "placeholder"]
         for pos, (n, real) in enumerate(zip(placeholders, self.example_inputs)):
             env[n] = self._placeholder(pos, n, real)
+        self._bind_symbols()
         outputs: list[Any] = []
         for n in self.gm.graph.nodes:
             if n.op == "placeholder":
@@ -333,18 +337,39 @@ class GraphLowering:
         if not isinstance(val, torch.Tensor):
             if isinstance(val, torch.SymInt):
                 expr = to_expr(val)
-                if isinstance(expr, sympy.Symbol) and expr not in self.size_symbols:
-                    self.size_symbols[expr] = (pos, -1)  # dim -1: the input is the value itself
+                self._symbol_sites.append((pos, "value", -1, expr))
                 return expr
             return val
         size = tuple(to_expr(s) for s in val.shape)
         stride = tuple(to_expr(s) for s in val.stride())
-        for dim, s in enumerate(size):
-            if isinstance(s, sympy.Symbol) and s not in self.size_symbols:
-                self.size_symbols[s] = (pos, dim)
+        self._symbol_sites += [(pos, "size", dim, s) for dim, s in enumerate(size)]
+        self._symbol_sites += [(pos, "stride", dim, s) for dim, s in enumerate(stride)]
         buf = InputBuffer(n.name, FixedLayout(val.device, val.dtype, size, stride))
         self.inputs.append(buf)
         return buf
+
+    def _bind_symbols(self) -> None:
+        """Say where the wrapper reads each size symbol of the inputs: a size, else a stride (a
+        symbol only a stride shows: a transposed or step-sliced input), else the one unknown of
+        an expression it solves for (a stride ``2*s37``). Bound in dependency order."""
+        sites = [site for site in self._symbol_sites if not site[3].is_number]
+        for attr in ("value", "size", "stride"):
+            for pos, a, dim, expr in sites:
+                if a == attr and isinstance(expr, sympy.Symbol) and expr not in self.size_symbols:
+                    self.size_symbols[expr] = SymbolSource(pos, a, dim)
+        read = sympy.Symbol("_v", integer=True)
+        progress = True
+        while progress:
+            progress = False
+            for pos, a, dim, expr in sites:
+                unknown = expr.free_symbols - set(self.size_symbols)
+                if len(unknown) != 1:
+                    continue
+                (sym,) = unknown
+                solved = _solve_for(expr, sym, read)
+                if solved is not None:
+                    self.size_symbols[sym] = SymbolSource(pos, a, dim, solved)
+                    progress = True
 
     def _maybe_realize(self, n: torch.fx.Node, value: Any) -> Any:
         if not isinstance(value, Pointwise):
@@ -380,6 +405,20 @@ def _op_name(op: Any) -> str:
     """``aten.mm`` / ``aten.scatter.value``: the op's qualified name, default overload omitted."""
     name = getattr(op, "_name", None) or getattr(op, "__name__", str(op))
     return name.replace("::", ".")
+
+
+def _solve_for(expr: sympy.Expr, sym: sympy.Symbol, read: sympy.Symbol) -> sympy.Expr | None:
+    """``sym`` as an expression of ``read`` (the value of ``expr`` read at run time), when
+    ``expr == read`` has exactly one solution free of integer-division helpers; else None."""
+    if expr.has(sympy.Function):
+        return None
+    try:
+        solutions = sympy.solve(sympy.Eq(expr, read), sym)
+    except (NotImplementedError, TypeError, ValueError):
+        return None
+    if len(solutions) != 1 or solutions[0].has(sympy.Function) or not solutions[0].free_symbols:
+        return None
+    return solutions[0]
 
 
 def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],

@@ -340,7 +340,7 @@ class GraphIR:
     """The lowered graph: inputs, realized buffers in program order, and outputs."""
 
     inputs: list[InputBuffer]
-    size_symbols: dict[sympy.Symbol, tuple[int, int]]
+    size_symbols: dict[sympy.Symbol, Any]  # symbol -> backend.SymbolSource
     nodes: list[Realized]
     outputs: list[Any]  # Buffer / ReinterpretView / constants
     fallbacks: list[str] = field(default_factory=list)

@@ -15,9 +15,9 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
-from .backend import BufferRef, ExternCall, Free, KernelSpec, ScheduledGraph, View
+from .backend import BufferRef, ExternCall, Free, KernelSpec, ScheduledGraph, SymbolSource, View
 from .codecache import CodeCache, source_module
-from .errors import OutputShapeChanged
+from .errors import LoweringError, OutputShapeChanged
 
 
 def pyexpr(e: Any) -> str:
@@ -201,9 +201,8 @@ def wrapper_source(graph: ScheduledGraph) -> str:
     body: list[str] = []
     if graph.inputs:
         body.append(f"{', '.join(graph.inputs)}, = args")
-    for sym, (pos, dim) in sorted(graph.size_symbols.items(), key=lambda kv: kv[0].name):
-        src = graph.inputs[pos]
-        body.append(f"{sym.name} = {src}" if dim == -1 else f"{sym.name} = {src}.shape[{dim}]")
+    body += _bind_symbols(graph)
+    bound = {sym.name for sym in graph.size_symbols}
     reused_by = {old: new for new, old in graph.reuse.items()}
     ext = 0
     for step in graph.steps:
@@ -224,17 +223,63 @@ def wrapper_source(graph: ScheduledGraph) -> str:
             outs = [o if o else "_" for o in step.outputs]
             body.append(f"{', '.join(outs)}, = extern{ext}({', '.join(extern_leaves(step))})  # {step.kind} {step.op}")
             ext += 1
+            # a size only this call's result knows (nonzero, x[mask]): read it from the result
+            for out in filter(None, step.outputs):
+                for dim, size in enumerate(graph.buffers[out].size):
+                    if isinstance(size, sympy.Symbol) and size.name not in bound:
+                        body.append(f"{size.name} = {out}.shape[{dim}]")
+                        bound.add(size.name)
         elif isinstance(step, View):
             body.append(f"{step.name} = _as_strided({step.base}, {_tuple(step.size)}, {_tuple(step.stride)}, "
                         f"{pyexpr(step.offset)} + {step.base}.storage_offset())")
         elif isinstance(step, Free) and step.name not in reused_by:
             body.append(f"del {step.name}")
     body.append("return [" + ", ".join(o if isinstance(o, str) else pyexpr(o) for o in graph.outputs) + "]")
+    unbound = sorted(_symbols_used(graph) - bound)
+    if unbound:
+        # refuse at compile time (a clean eager fallback) rather than a NameError on a call
+        raise LoweringError(f"size symbol(s) {', '.join(unbound)} used by the graph come from no "
+                            "input size, stride or value and no extern result")
     lines.extend("        " + line for line in body)
     lines.append("")
     lines.append("    return call")
     lines.append("")
     return "\n".join(lines)
+
+
+def _bind_symbols(graph: ScheduledGraph) -> list[str]:
+    """Lines binding each size symbol from the inputs: plain reads first, then solved ones in the
+    order lowering found them (a solved symbol's expression may use symbols bound before it)."""
+    sources = [(sym, src if isinstance(src, SymbolSource)
+                else SymbolSource(src[0], "value" if src[1] == -1 else "size", src[1]))
+               for sym, src in graph.size_symbols.items()]
+    direct = sorted(((sym, src) for sym, src in sources if src.solve is None), key=lambda kv: kv[0].name)
+    lines = []
+    for sym, src in [*direct, *((sym, src) for sym, src in sources if src.solve is not None)]:
+        read = src.read(graph.inputs[src.pos])
+        if src.solve is None:
+            lines.append(f"{sym.name} = {read}")
+        else:  # round(): the solution may divide (stride 2*s37 -> s37 = _v/2), sizes are ints
+            lines.append(f"_v = {read}")
+            lines.append(f"{sym.name} = round({pyexpr(src.solve)})")
+    return lines
+
+
+def _symbols_used(graph: ScheduledGraph) -> set[str]:
+    """Names of the size symbols the wrapper's steps and outputs refer to."""
+    exprs: list[Any] = [o for o in graph.outputs if not isinstance(o, str)]
+    for step in graph.steps:
+        if isinstance(step, KernelSpec):
+            exprs += step.size_args
+            for name in step.outputs:
+                if name not in step.inputs and name not in graph.reuse:
+                    exprs += [*graph.buffers[name].size, *graph.buffers[name].stride]
+        elif isinstance(step, ExternCall):
+            exprs += [x for x in pytree.tree_leaves((step.args, dict(step.kwargs)))
+                      if isinstance(x, sympy.Basic)]
+        elif isinstance(step, View):
+            exprs += [*step.size, *step.stride, step.offset]
+    return {s.name for e in exprs if isinstance(e, sympy.Basic) for s in e.free_symbols}
 
 
 def load_wrapper(graph: ScheduledGraph, kernels: Sequence[Any], cache_dir: str | None = None

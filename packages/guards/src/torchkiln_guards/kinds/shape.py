@@ -9,7 +9,7 @@ import sympy
 from sympy.printing.pycode import PythonCodePrinter
 from sympy.printing.str import StrPrinter
 
-from ..source import SizeSource, Source
+from ..source import SizeSource, Source, StrideSource
 from .base import Guard, Raised
 
 __all__ = ["ShapeGuard"]
@@ -62,12 +62,17 @@ class _ExprPrinter(StrPrinter):
         return self._names.get(expr, expr.name)
 
 
+def _dim_source(source: Source, dim: int, kind: str = "size") -> Source:
+    return StrideSource(source, dim) if kind == "stride" else SizeSource(source, dim)
+
+
 @dataclass(frozen=True)
 class ShapeGuard(Guard):
     """``expr`` (a sympy relational or boolean) holds when each symbol is bound to a size.
 
     ``symbols`` maps each free symbol to ``(source, dim)``: the symbol is ``source``'s size at
-    ``dim``. It is stored as a tuple of ``(symbol, (source, dim))`` pairs, sorted by name.
+    ``dim``, or to ``(source, dim, "stride")``: its stride there. It is stored as a tuple of
+    ``(symbol, (source, dim, kind))`` pairs, sorted by name.
     """
 
     expr: sympy.Basic
@@ -81,17 +86,18 @@ class ShapeGuard(Guard):
             raise ValueError(
                 f"ShapeGuard {expr}: no (source, dim) given for symbols {sorted(map(str, missing))}"
             )
-        pairs = tuple(sorted(((s, (src, int(d))) for s, (src, d) in items.items()), key=lambda p: p[0].name))
+        pairs = tuple(sorted(((s, (v[0], int(v[1]), v[2] if len(v) > 2 else "size"))
+                              for s, v in items.items()), key=lambda p: p[0].name))
         object.__setattr__(self, "expr", expr)
         object.__setattr__(self, "symbols", pairs)
 
     @property
     def sources(self) -> tuple[Source, ...]:
-        return tuple(SizeSource(src, dim) for _, (src, dim) in self.symbols)
+        return tuple(_dim_source(*entry) for _, entry in self.symbols)
 
     def expr_text(self) -> str:
         """The relation with sizes spelled as source expressions."""
-        names = {s: SizeSource(src, dim).expr() for s, (src, dim) in self.symbols}
+        names = {s: _dim_source(*entry).expr() for s, entry in self.symbols}
         return _ExprPrinter(names).doprint(self.expr)
 
     def summary(self) -> str:
@@ -103,7 +109,7 @@ class ShapeGuard(Guard):
 
     def failure(self, *sizes):
         binding = {s: sympy.Integer(int(v)) for (s, _), v in zip(self.symbols, sizes)}
-        detail = ", ".join(f"{SizeSource(src, d).expr()}={int(v)}" for (_, (src, d)), v in zip(self.symbols, sizes))
+        detail = ", ".join(f"{_dim_source(*entry).expr()}={int(v)}" for (_, entry), v in zip(self.symbols, sizes))
         try:
             result = self.expr.xreplace(binding)
             holds = bool(result)

@@ -24,6 +24,10 @@ from .pointwise import broadcast_index
 
 def indirect(value: Any, size: sympy.Expr) -> sympy.Symbol:
     """An index symbol for the integer ``value`` into a dim of ``size`` (negatives wrap)."""
+    if size == 0:
+        # every index is out of range and the tensor has no element a clamped index could read
+        # (the kernels' bounds checks clamp to 0: a segfault here); ATen raises IndexError
+        raise Unlowerable("indexing into a dim of size 0")
     zero = ops.constant(0, torch.int64)
     wrapped = ops.where(ops.lt(value, zero), ops.add(value, ops.index_expr(size, torch.int64)), value)
     return ops.indirect_indexing(wrapped, size)

@@ -33,6 +33,13 @@ def view_of(x: IRNode, size: Sequence[sympy.Expr], reindex: Reindex) -> IRNode:
     """``x`` seen with ``size``: element ``i`` of the view is element ``reindex(i)`` of ``x``."""
     size = tuple(sympy.sympify(s) for s in size)
     bl = _base_and_layout(x)
+    if any(s == 0 for s in size):
+        # no element: any reindexing is right, and a reshape's would divide by the zero size
+        # (ModularIndexing(i, 1, 0) made fusion analysis fail: integer modulo by zero)
+        if bl is not None:
+            return ReinterpretView(bl[0], FixedLayout(bl[1].device, bl[1].dtype, size, contiguous_strides(size)))
+        load, zeros = x.make_loader(), [sympy.Integer(0)] * len(x.get_size())
+        return Pointwise(lambda index: load(zeros), size, x.get_dtype(), x.get_device())
     if bl is not None:
         base, layout = bl
         syms = [index_symbol("v", i) for i in range(len(size))]

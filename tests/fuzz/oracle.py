@@ -1,0 +1,191 @@
+"""Run one fuzzed program eagerly, compiled and in float64, and judge the compiled run.
+
+Verdicts (``Outcome.kind``):
+- "ok": same results (by the tolerance rule below), same input state after mutation, or the same
+  exception type as eager;
+- "wrong": a result, an output dtype/shape, or an input's state after the call differs;
+- "no-error": eager raised, the compiled function returned (an error check compiled away);
+- "crash": compiled raised where eager did not, or raised another exception type;
+- "unstable": a bool/int result that depends on float rounding (compiled agrees with the float64
+  reference where it disagrees with eager): not counted as wrong, listed;
+``Outcome.fallback`` says whether any graph ran eagerly because the pipeline failed on it (its
+reasons in ``Outcome.fallback_reasons``); ``Outcome.error_replay``: the only "fallback" was the
+program's own error (raised eagerly too) coming out of a compiled graph, which the pipeline then
+replays eagerly (counted apart: the graph compiled; the replay is the pipeline's error policy);
+``op_fallbacks`` are ATen ops run as fallback kernels
+inside compiled graphs (not eager fallbacks: listed for information).
+
+The tolerance rule for floats: compiled passes if it is close to eager at torch.testing's default
+tolerance for the dtype; otherwise, when a float64 run of the same program exists, compiled must be
+at least about as accurate as eager against it: RMSE(compiled - ref) <= 2 * RMSE(eager - ref) +
+atol/10 and max|compiled - ref| <= 4 * max|eager - ref| + atol (the rule of torch's own
+``same(..., fp64_ref)``, plus a bound on the worst element so one wild element cannot hide in
+the mean). NaN and infinity patterns must match eager's exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import math
+import traceback
+import warnings
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+
+from .generator import Program, make_input
+
+# torch.testing.assert_close defaults
+TOLERANCES = {
+    torch.float16: (1e-3, 1e-5),
+    torch.bfloat16: (1.6e-2, 1e-5),
+    torch.float32: (1.3e-6, 1e-5),
+    torch.float64: (1e-7, 1e-7),
+}
+
+
+@dataclass
+class Outcome:
+    seed: int
+    kind: str = "ok"
+    detail: str = ""
+    fallback: bool = False
+    fallback_reasons: list[str] = field(default_factory=list)
+    op_fallbacks: list[str] = field(default_factory=list)
+    eager_error: str = ""
+    error_replay: bool = False
+
+
+def _inputs(program: Program, seed: int, reference: bool = False) -> list[torch.Tensor]:
+    return [make_input(spec, seed * 1000 + i, reference) for i, spec in enumerate(program.inputs)]
+
+
+def _run(fn, args) -> tuple[Any, BaseException | None]:
+    try:
+        return fn(*args), None
+    except Exception as e:  # noqa: BLE001 - the program's own error is part of its behaviour
+        return None, e
+
+
+def _flat(result: Any) -> list[Any]:
+    return pytree.tree_leaves(result)
+
+
+def _float_close(c: torch.Tensor, e: torch.Tensor, r: torch.Tensor | None) -> str:
+    """'' when ``c`` passes against eager ``e`` (and the float64 reference ``r``), else why not."""
+    rtol, atol = TOLERANCES.get(e.dtype, (1e-7, 1e-7))
+    if torch.allclose(c, e, rtol=rtol, atol=atol, equal_nan=True):
+        return ""
+    c64, e64 = c.double(), e.double()
+    if not torch.equal(torch.isnan(c64), torch.isnan(e64)):
+        return "NaN pattern differs"
+    if not torch.equal(torch.isinf(c64) & (c64 > 0), torch.isinf(e64) & (e64 > 0)) or \
+            not torch.equal(torch.isinf(c64) & (c64 < 0), torch.isinf(e64) & (e64 < 0)):
+        return "infinity pattern differs"
+    worst = (c64 - e64).abs().nan_to_num(0).max().item()
+    if r is None or r.shape != c.shape:
+        return f"max abs diff {worst:.3g} vs eager (no float64 reference)"
+    r64 = r.double()
+    finite = torch.isfinite(c64) & torch.isfinite(e64) & torch.isfinite(r64)
+    if not finite.any():
+        return ""
+    dc, de = (c64 - r64)[finite], (e64 - r64)[finite]
+    rmse_c, rmse_e = dc.pow(2).mean().sqrt().item(), de.pow(2).mean().sqrt().item()
+    max_c, max_e = dc.abs().max().item(), de.abs().max().item()
+    if rmse_c <= 2 * rmse_e + atol / 10 and max_c <= 4 * max_e + atol:
+        return ""
+    return (f"max abs diff {worst:.3g} vs eager; vs float64: rmse {rmse_c:.3g} (eager {rmse_e:.3g}), "
+            f"max {max_c:.3g} (eager {max_e:.3g})")
+
+
+def compare(c: Any, e: Any, r: Any) -> tuple[str, str]:
+    """(kind, detail) for one leaf: kind in "", "wrong", "unstable"."""
+    if isinstance(e, torch.Tensor):
+        if not isinstance(c, torch.Tensor):
+            return "wrong", f"got {type(c).__name__}, eager gave a tensor"
+        if c.dtype != e.dtype:
+            return "wrong", f"dtype {c.dtype} vs eager {e.dtype}"
+        if c.shape != e.shape:
+            return "wrong", f"shape {tuple(c.shape)} vs eager {tuple(e.shape)}"
+        r = r if isinstance(r, torch.Tensor) else None
+        if e.is_floating_point():
+            why = _float_close(c, e, r)
+            return ("wrong", why) if why else ("", "")
+        if torch.equal(c, e):
+            return "", ""
+        if r is not None and r.shape == c.shape:
+            # a bool/int that depends on float rounding: compiled agrees with float64 there
+            differ = c != e
+            if torch.equal(c[differ], r.to(c.dtype)[differ]):
+                return "unstable", f"{int(differ.sum())} element(s) differ from eager, match float64"
+        n = int((c != e).sum())
+        return "wrong", f"{n} of {e.numel()} element(s) differ"
+    if isinstance(e, float) and isinstance(c, float):
+        return ("", "") if (math.isnan(c) and math.isnan(e)) or math.isclose(c, e, rel_tol=1e-6) else ("wrong", f"{c} vs {e}")
+    return ("", "") if c == e else ("wrong", f"{c!r} vs {e!r}")
+
+
+def judge(program: Program, *, seed: int | None = None, options: dict | None = None) -> Outcome:
+    """Run ``program`` eagerly, compiled (torchkiln.compile) and in float64, and judge it."""
+    import torchkiln
+
+    seed = program.seed if seed is None else seed
+    out = Outcome(program.seed)
+    eager_in, comp_in, ref_in = _inputs(program, seed), _inputs(program, seed), _inputs(program, seed, True)
+    eager_res, eager_err = _run(program.function(), eager_in)
+    ref_res, ref_err = _run(program.function(reference=True), ref_in)
+    opts = {"codegen": "triton"} if program.codegen == "triton" else {}
+    opts.update(options or {})
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        with contextlib.redirect_stdout(io.StringIO()):
+            try:
+                compiled = torchkiln.compile(program.function(), dynamic=program.dynamic or None,
+                                             options=opts)
+            except Exception as e:  # noqa: BLE001
+                out.kind, out.detail = "crash", f"torchkiln.compile raised {type(e).__name__}: {e}"
+                return out
+            comp_res, comp_err = _run(compiled, comp_in)
+    report = torchkiln.report(compiled)
+    out.fallback_reasons = [f.reason for f in report.eager_fallbacks]
+    out.fallback_reasons += [str(w.message) for w in caught
+                             if "torchkiln" in str(w.message) and "eager" in str(w.message)
+                             and not any(str(w.message).find(r) >= 0 for r in out.fallback_reasons)]
+    out.fallback = bool(out.fallback_reasons)
+    out.op_fallbacks = [op for g in report.graphs for op in g.fallbacks]
+    if eager_err is not None:
+        out.eager_error = type(eager_err).__name__
+        prefix = "running the compiled graph failed"
+        if out.fallback and all(prefix in r and type(eager_err).__name__ in r for r in out.fallback_reasons):
+            out.fallback, out.error_replay = False, True
+        if comp_err is None:
+            out.kind, out.detail = "no-error", f"eager raised {type(eager_err).__name__}: {str(eager_err)[:200]}; compiled returned"
+        elif not (isinstance(comp_err, type(eager_err)) or isinstance(eager_err, type(comp_err))):
+            out.kind = "crash"
+            out.detail = (f"compiled raised {type(comp_err).__name__}: {str(comp_err)[:300]}; eager raised "
+                          f"{type(eager_err).__name__}: {str(eager_err)[:200]}")
+        return out
+    if comp_err is not None:
+        out.kind = "crash"
+        tb = "".join(traceback.format_exception(comp_err)[-3:])
+        out.detail = f"compiled raised {type(comp_err).__name__}: {str(comp_err)[:300]}\n{tb}"
+        return out
+    ref_leaves = _flat(ref_res) if ref_err is None else None
+    e_leaves, c_leaves = _flat(eager_res), _flat(comp_res)
+    if len(e_leaves) != len(c_leaves):
+        out.kind, out.detail = "wrong", f"{len(c_leaves)} results, eager gave {len(e_leaves)}"
+        return out
+    checks = [(f"result {i}", c, e, ref_leaves[i] if ref_leaves and len(ref_leaves) == len(e_leaves) else None)
+              for i, (c, e) in enumerate(zip(c_leaves, e_leaves))]
+    checks += [(f"input x{i} after the call", c, e, r)
+               for i, (c, e, r) in enumerate(zip(comp_in, eager_in, ref_in))]
+    for what, c, e, r in checks:
+        kind, why = compare(c, e, r)
+        if kind == "wrong" or (kind == "unstable" and out.kind == "ok"):
+            out.kind, out.detail = kind, f"{what}: {why}"
+            if kind == "wrong":
+                break
+    return out

@@ -1,0 +1,174 @@
+"""Run many fuzzed programs and print wrong/fallback/crash counts with the seeds that failed.
+
+    python tests/fuzz/run.py --programs 2000 --seed 0
+    python -m tests.fuzz --programs 200 --seed 1000 --verbose
+
+Program ``k`` of a run is ``generate(seed + k)``: a failing seed is reproduced alone with
+``--programs 1 --seed <that seed> --verbose``, which prints its source. Programs run in child
+processes (``--chunk`` programs each), so a program that kills its process (a segfault in a
+kernel) is counted as a crash and the run goes on with the next seed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import dataclasses
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+if __package__ in (None, ""):  # run as a script: make `tests.fuzz` importable
+    sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+    __package__ = "tests.fuzz"
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+from tests.fuzz.generator import generate  # noqa: E402
+from tests.fuzz.oracle import judge  # noqa: E402
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--programs", type=int, default=200)
+    p.add_argument("--seed", type=int, default=0, help="first seed; program k has seed SEED+k")
+    p.add_argument("--triton-share", type=float, default=0.1,
+                   help="share of programs compiled with codegen=triton (Triton's interpreter)")
+    p.add_argument("--dynamic-share", type=float, default=0.3)
+    p.add_argument("--verbose", action="store_true", help="print each failing program's source")
+    p.add_argument("--chunk", type=int, default=50, help="programs per child process")
+    p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
+    args = p.parse_args(argv)
+    if args.child:
+        return _child(args)
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    counts: collections.Counter[str] = collections.Counter()
+    seeds: dict[str, list[int]] = collections.defaultdict(list)
+    reasons: collections.Counter[str] = collections.Counter()
+    start = time.time()
+    done = 0
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` of a background run: summary, then exit
+    try:
+        while done < args.programs:
+            first = args.seed + done
+            n = min(args.chunk, args.programs - done)
+            for seed, out in _in_child(args, first, n):
+                _count(args, seed, out, counts, seeds, reasons)
+                done += 1
+                if done % 25 == 0:
+                    print(f"... {done} programs, {time.time() - start:.0f}s: {dict(counts)}", flush=True)
+    except KeyboardInterrupt:  # a long run stopped early still reports what it saw
+        print(f"interrupted after {done} programs", flush=True)
+    n = done
+    print(f"\n{n} programs, seeds {args.seed}..{args.seed + n - 1}, {time.time() - start:.0f}s")
+    for kind in ("ok", "wrong", "no-error", "crash", "unstable", "fallback", "error-replay", "op-fallback",
+                 "harness"):
+        print(f"  {kind:12s} {counts[kind]:6d}  ({100 * counts[kind] / max(n, 1):.2f}%)")
+    for kind in ("wrong", "no-error", "crash", "fallback", "error-replay", "unstable", "harness"):
+        if seeds[kind]:
+            print(f"  {kind} seeds: {' '.join(map(str, seeds[kind]))}")
+    if reasons:
+        print("  fallback reasons:")
+        for r, c in reasons.most_common(15):
+            print(f"    {c:5d}  {r}")
+    return 1 if counts["wrong"] or counts["crash"] or counts["no-error"] else 0
+
+
+def _interrupt(signum, frame):
+    raise KeyboardInterrupt
+
+
+def _child(args) -> int:
+    """Judge programs ``seed .. seed+programs-1``, one JSON line each (after a START line, so
+    the parent knows which program a dead child was running)."""
+    import warnings
+
+    warnings.filterwarnings("ignore")
+    for seed in range(args.seed, args.seed + args.programs):
+        print(f"START {seed}", flush=True)
+        program = generate(seed, triton_share=args.triton_share, dynamic_share=args.dynamic_share)
+        try:
+            out = dataclasses.asdict(judge(program))
+        except Exception as e:  # noqa: BLE001 - a bug of the harness itself: count, go on
+            out = {"kind": "harness", "detail": f"{type(e).__name__}: {e}"}
+        out["source"] = program.describe()
+        print("RESULT " + json.dumps(out), flush=True)
+    return 0
+
+
+def _in_child(args, first: int, n: int):
+    """Yield (seed, outcome dict) for ``n`` programs from ``first``, each in a child process; a
+    child that dies is reported as a crash of the program it was running, and the next child
+    starts after it."""
+    seed = first
+    while seed < first + n:
+        cmd = [sys.executable, "-m", "tests.fuzz.run", "--child", "--seed", str(seed),
+               "--programs", str(first + n - seed), "--triton-share", str(args.triton_share),
+               "--dynamic-share", str(args.dynamic_share)]
+        root = Path(__file__).resolve().parents[2]
+        proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        running = None
+        try:
+            for line in proc.stdout:
+                if line.startswith("START "):
+                    running = int(line.split()[1])
+                elif line.startswith("RESULT "):
+                    yield running, json.loads(line[7:])
+                    seed, running = running + 1, None
+        except BaseException:  # interrupted (or the consumer stopped): take the child down too
+            proc.kill()
+            raise
+        rc = proc.wait()
+        if running is not None:
+            yield running, {"kind": "crash", "detail": f"the process died (exit code {rc}) running it",
+                            "source": generate(running, triton_share=args.triton_share,
+                                               dynamic_share=args.dynamic_share).describe()}
+            seed = running + 1
+        elif seed < first + n:  # died before starting a program: do not loop forever
+            raise RuntimeError(f"fuzz child exited with {rc} before running seed {seed}")
+
+
+def _count(args, seed: int, out: dict, counts, seeds, reasons) -> None:
+    """Count one program's outcome and print it when it failed."""
+    kind = out["kind"]
+    counts[kind] += 1
+    if kind == "harness":
+        seeds["harness"].append(seed)
+        print(f"seed {seed}: harness error {out['detail']}", flush=True)
+        return
+    if out.get("fallback"):
+        counts["fallback"] += 1
+        seeds["fallback"].append(seed)
+        for r in out["fallback_reasons"]:
+            reasons[_short(r)] += 1
+    if out.get("op_fallbacks"):
+        counts["op-fallback"] += 1
+    if out.get("error_replay"):
+        counts["error-replay"] += 1
+        seeds["error-replay"].append(seed)
+    if kind != "ok":
+        seeds[kind].append(seed)
+    if kind in ("wrong", "crash", "no-error") or (args.verbose and (out.get("fallback") or kind != "ok")):
+        print(f"seed {seed}: {kind}{' (fallback)' if out.get('fallback') else ''}: {out['detail']}", flush=True)
+        for r in out.get("fallback_reasons", []):
+            print(f"    fallback: {r}")
+        if args.verbose:
+            print(out["source"])
+
+
+def _short(reason: str) -> str:
+    import re
+
+    reason = re.sub(r"graph \d+ \(\d+ FX nodes\)", "graph N", reason)
+    reason = re.sub(r"'s\d+'", "'sN'", reason)
+    return reason[:160]
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,88 @@
+"""A bounded fuzz run for CI: fixed seeds, each program judged eagerly vs compiled (C++, and
+Triton's interpreter for the programs the generator gives it), with input state and exception
+types compared. More programs: `nox -s fuzz` or `python -m tests.fuzz.run --programs N --seed S`.
+
+A seed that fails here is a bug: reproduce it with
+`python tests/fuzz/run.py --programs 1 --seed <seed> --verbose` (prints the program).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import pytest
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # `tests.fuzz` under importlib mode
+
+from tests.fuzz.generator import generate  # noqa: E402
+from tests.fuzz.oracle import judge  # noqa: E402
+
+CI_SEEDS = range(0, 40)
+
+# Seeds whose failure is a known, reported bug owned elsewhere; each must still fail (strict
+# xfail), so a fix shows up here and the seed returns to the plain list.
+KNOWN = {
+    19: "fallback: a kernel body reads a size symbol missing from KernelSpec.size_args "
+        "(mean over a symbolic dim, then a reduction): loop-ir kernels.py, reported to 'sched'",
+    30: "no-error: int - bool raises eagerly (\"Subtraction ... with a bool tensor\"); capture's "
+        "fake propagation does not check it",
+}
+
+
+@pytest.mark.parametrize("seed", [
+    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=KNOWN[s])) if s in KNOWN else s
+    for s in CI_SEEDS
+])
+def test_fuzzed_program(seed):
+    program = generate(seed)
+    out = judge(program)
+    assert out.kind in ("ok", "unstable"), f"{out.kind}: {out.detail}\n{program.describe()}"
+    assert not out.fallback, f"eager fallback: {out.fallback_reasons}\n{program.describe()}"
+
+
+def test_generator_is_deterministic_and_varied():
+    """The same seed gives the same program; the CI seeds cover the op families and layouts."""
+    assert generate(7).source == generate(7).source
+    programs = [generate(s) for s in CI_SEEDS]
+    text = "\n".join(p.source for p in programs)
+    for needle in ("torch.cat", "torch.where", "keepdim=True", "@", ".transpose(", "[",
+                   ".add_(", "torch.tensor(", ".to(D."):
+        assert needle in text, needle
+    layouts = {spec.layout for p in programs for spec in p.inputs}
+    assert layouts == {"contiguous", "transposed", "strided"}
+    assert any(p.dynamic for p in programs) and any(p.codegen == "triton" for p in programs)
+    sizes = {d for p in programs for spec in p.inputs for d in spec.shape}
+    assert {0, 1, 3, 5, 7} <= sizes
+
+
+def test_oracle_tolerance_is_not_vacuous():
+    """The comparison flags real differences and accepts float32 rounding that the float64
+    reference shows to be as accurate as eager's."""
+    import torch
+
+    from tests.fuzz.oracle import compare
+
+    torch.manual_seed(0)
+    ref = torch.randn(1000, dtype=torch.float64)
+    eager = ref.float()
+    assert compare(eager.clone(), eager, ref)[0] == ""
+    # another rounding order: within 1 ulp of the exact value, as accurate as eager's
+    other = (ref + ref.abs() * 2 ** -25 * torch.sign(torch.randn(1000, dtype=torch.float64))).float()
+    assert compare(other, eager, ref)[0] == ""
+    wrong = eager.clone()
+    wrong[17] += 1e-3
+    assert compare(wrong, eager, ref)[0] == "wrong"
+    nan = eager.clone()
+    nan[3] = float("nan")
+    assert compare(nan, eager, ref)[0] == "wrong"
+    assert compare(eager.double(), eager, ref)[0] == "wrong"  # dtype
+    assert compare(eager[:-1], eager, ref)[0] == "wrong"  # shape
+    ints = torch.arange(10)
+    assert compare(ints + (ints == 4), ints, None)[0] == "wrong"
+    # a comparison flipped by rounding: compiled agrees with float64 where eager does not
+    e, r = torch.tensor([False, False]), torch.tensor([True, False])
+    assert compare(torch.tensor([True, False]), e, r)[0] == "unstable"
+    assert compare(torch.tensor([True, True]), e, r)[0] == "wrong"  # differs from both
