@@ -150,6 +150,9 @@ IMPURE_MODULES = frozenset({
     "tempfile", "socket", "threading", "multiprocessing", "pathlib", "datetime", "uuid", "secrets", "pdb",
     "traceback", "signal", "select", "atexit", "gc", "faulthandler", "sched", "asyncio", "builtins.input",
 })
+#: modules of stateful C++ objects that talk to other processes (process groups, DDP's reducer and
+#: logger, works): their methods act on every call, so one run at capture time is not the same
+_COMMUNICATION_MODULES = ("torch._C._distributed", "torch.distributed")
 #: builtins that are not pure functions of their arguments
 _IMPURE_BUILTINS = frozenset({"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit",
                               "help", "globals", "locals", "delattr", "__import__"})
@@ -175,7 +178,8 @@ def _pure_with_constants(fn) -> bool:
     if isinstance(fn, type):
         return True
     if owner is not None and not isinstance(owner, types.ModuleType):
-        return not is_impure_module(type(owner).__module__)
+        owner_mod = type(owner).__module__ or ""
+        return not is_impure_module(owner_mod) and not owner_mod.startswith(_COMMUNICATION_MODULES)
     mod = getattr(fn, "__module__", None) or getattr(owner, "__name__", "") or ""
     if mod == "builtins":
         return getattr(fn, "__name__", "") not in _IMPURE_BUILTINS

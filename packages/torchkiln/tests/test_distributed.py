@@ -1,0 +1,183 @@
+"""Compiled models under torch.distributed: two CPU processes with the gloo backend.
+
+One ``torch.multiprocessing`` spawn trains every variant (eager DDP, ``DDP(compile(m))``,
+``compile(DDP(m))``, eager FSDP2, ``compile(fully_shard(m))``) for a few SGD steps, each rank on
+half of each batch; the test process trains the same model eagerly on the whole batches. Parameters
+and the last step's gradients must agree with the eager distributed run and the single process.
+The spawn runs once per session (a module fixture): starting two interpreters is the slow part.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+
+import pytest
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+
+import torchkiln
+
+WORLD = 2
+STEPS = 3
+BATCH = 8
+ATOL = 1e-6  # float32: the reduced mean of two half batches vs one whole batch differs in the last bits
+
+pytestmark = pytest.mark.skipif(
+    not (dist.is_available() and dist.is_gloo_available()),
+    reason="this torch build has no torch.distributed gloo backend",
+)
+
+
+class Block(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.up = torch.nn.Linear(8, 16)
+        self.down = torch.nn.Linear(16, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return x + self.down(torch.relu(self.up(x)))
+
+
+class Net(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.blocks = torch.nn.ModuleList([Block() for _ in range(2)])
+        self.head = torch.nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for block in self.blocks:
+            x = block(x)
+        return self.head(x)
+
+
+def _model(seed: int) -> Net:
+    torch.manual_seed(seed)
+    return Net()
+
+
+def _batches(seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
+    g = torch.Generator().manual_seed(seed + 1)
+    return [(torch.randn(BATCH, 8, generator=g), torch.randn(BATCH, 4, generator=g)) for _ in range(STEPS)]
+
+
+def _full(t: torch.Tensor) -> torch.Tensor:
+    """A DTensor shard (FSDP2) gathered whole (a collective: every rank calls it); a tensor as is."""
+    full = t.full_tensor() if hasattr(t, "full_tensor") else t
+    return full.detach().clone()
+
+
+def _train(model: torch.nn.Module, call, seed: int, rank: int, world: int) -> dict:
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    n = BATCH // world
+    for x, y in _batches(seed):
+        opt.zero_grad()
+        out = call(x[rank * n:(rank + 1) * n])
+        torch.nn.functional.mse_loss(out, y[rank * n:(rank + 1) * n]).backward()
+        grads = {k: _full(p.grad) for k, p in model.named_parameters()}
+        opt.step()
+    params = {k: _full(p) for k, p in model.named_parameters()}
+    return {"params": params, "grads": grads}
+
+
+def _variant(name: str, seed: int, rank: int) -> dict:
+    from torch.distributed.device_mesh import init_device_mesh
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    model = _model(seed)
+    if name == "ddp_eager":
+        call = DDP(model)
+    elif name == "ddp_of_compiled":
+        call = DDP(torchkiln.compile(model))
+    elif name == "compiled_ddp":
+        call = torchkiln.compile(DDP(model))
+    else:
+        mesh = init_device_mesh("cpu", (WORLD,))
+        for block in model.blocks:
+            fully_shard(block, mesh=mesh)
+        fully_shard(model, mesh=mesh)
+        call = torchkiln.compile(model) if name == "fsdp2_compiled" else model
+    out = _train(model, call, seed, rank, WORLD)
+    compiled = call.module if name == "ddp_of_compiled" else call
+    if isinstance(compiled, torchkiln.CompiledModule):
+        report = torchkiln.report(compiled)
+        out["graphs"] = report.num_graphs
+        out["fallbacks"] = [f.reason for f in report.eager_fallbacks]
+        out["breaks"] = list(report.graph_breaks)
+    return out
+
+
+VARIANTS = ("ddp_eager", "ddp_of_compiled", "compiled_ddp", "fsdp2_eager", "fsdp2_compiled")
+
+
+def _worker(rank: int, port: int, seed: int, out_dir: str) -> None:
+    os.environ["MASTER_ADDR"] = "127.0.0.1"
+    os.environ["MASTER_PORT"] = str(port)
+    dist.init_process_group("gloo", rank=rank, world_size=WORLD)
+    try:
+        results = {name: _variant(name, seed, rank) for name in VARIANTS}
+        if rank == 0:
+            torch.save(results, os.path.join(out_dir, "results.pt"))
+    finally:
+        dist.destroy_process_group()
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def runs(tmp_path_factory):
+    seed = int(torch.randint(0, 2**31 - 1, ()).item())  # fresh weights and data each session
+    out_dir = str(tmp_path_factory.mktemp("ddp"))
+    ctx = mp.spawn(_worker, args=(_free_port(), seed, out_dir), nprocs=WORLD, join=False)
+    deadline = time.monotonic() + 300
+    while not ctx.join(timeout=5):
+        if time.monotonic() > deadline:
+            for p in ctx.processes:
+                p.kill()
+            pytest.fail("the two gloo processes did not finish in 300 s (a hung collective?)")
+    reference = _model(seed)
+    single = _train(reference, reference, seed, 0, 1)
+    return seed, torch.load(os.path.join(out_dir, "results.pt")), single
+
+
+def _assert_close(got: dict, want: dict, what: str, seed: int) -> None:
+    for key in ("params", "grads"):
+        for name, w in want[key].items():
+            g = got[key][name]
+            err = (g - w).abs().max().item()
+            assert err <= ATOL, f"{what}: {key} {name} is {err:.3g} away (seed {seed})"
+
+
+@pytest.mark.parametrize("variant", VARIANTS)
+def test_matches_one_process(runs, variant):
+    seed, results, single = runs
+    _assert_close(results[variant], single, f"{variant} vs one eager process", seed)
+
+
+@pytest.mark.parametrize("variant,eager", [
+    ("ddp_of_compiled", "ddp_eager"), ("compiled_ddp", "ddp_eager"), ("fsdp2_compiled", "fsdp2_eager"),
+])
+def test_matches_eager_distributed(runs, variant, eager):
+    seed, results, _ = runs
+    _assert_close(results[variant], results[eager], f"{variant} vs {eager}", seed)
+    assert results[variant]["graphs"] >= 1, f"{variant}: nothing was compiled"
+    assert not results[variant]["fallbacks"], f"{variant}: fell back to eager: {results[variant]['fallbacks']}"
+
+
+def test_wrapper_runs_in_python(runs):
+    """compile(DDP(m)) breaks at DDP's call (its reducer calls run each step) and captures the
+    wrapped model as one graph; compile(fully_shard(m)) breaks at each sharded block (their hooks
+    all-gather), not at every layer: one graph per block plus the root's head."""
+    _, results, _ = runs
+    ddp = results["compiled_ddp"]
+    assert ddp["graphs"] == 1
+    assert any("DistributedDataParallel" in b for b in ddp["breaks"]), ddp["breaks"]
+    fsdp = results["fsdp2_compiled"]
+    assert fsdp["graphs"] == 3, fsdp
