@@ -23,7 +23,9 @@ import torchkiln
 WORLD = 2
 STEPS = 3
 BATCH = 8
-ATOL = 1e-6  # float32: the reduced mean of two half batches vs one whole batch differs in the last bits
+SMALL_BUCKET = 600  # bytes: Linear(8, 16) holds 576
+# float32: the reduced mean of two half batches vs one whole batch differs in the last bits
+ATOL = 1e-6
 
 pytestmark = pytest.mark.skipif(
     not (dist.is_available() and dist.is_gloo_available()),
@@ -60,11 +62,14 @@ def _model(seed: int) -> Net:
 
 def _batches(seed: int) -> list[tuple[torch.Tensor, torch.Tensor]]:
     g = torch.Generator().manual_seed(seed + 1)
-    return [(torch.randn(BATCH, 8, generator=g), torch.randn(BATCH, 4, generator=g)) for _ in range(STEPS)]
+    return [
+        (torch.randn(BATCH, 8, generator=g), torch.randn(BATCH, 4, generator=g))
+        for _ in range(STEPS)
+    ]
 
 
 def _full(t: torch.Tensor) -> torch.Tensor:
-    """A DTensor shard (FSDP2) gathered whole (a collective: every rank calls it); a tensor as is."""
+    """A DTensor shard (FSDP2) gathered whole (a collective: every rank calls it), or the tensor."""
     full = t.full_tensor() if hasattr(t, "full_tensor") else t
     return full.detach().clone()
 
@@ -91,7 +96,8 @@ def _variant(name: str, seed: int, rank: int) -> dict:
     if name == "ddp_eager":
         call = DDP(model)
     elif name == "ddp_of_compiled":
-        call = DDP(torchkiln.compile(model))
+        # buckets of about one Linear: the captured graph is split at them (ddp_buckets.py)
+        call = DDP(torchkiln.compile(model), bucket_cap_mb=SMALL_BUCKET / 2**20)
     elif name == "compiled_ddp":
         call = torchkiln.compile(DDP(model))
     else:
@@ -107,6 +113,7 @@ def _variant(name: str, seed: int, rank: int) -> dict:
         out["graphs"] = report.num_graphs
         out["fallbacks"] = [f.reason for f in report.eager_fallbacks]
         out["breaks"] = list(report.graph_breaks)
+        out["splits"] = list(report.ddp_bucket_splits)
     return out
 
 
@@ -162,13 +169,16 @@ def test_matches_one_process(runs, variant):
 
 
 @pytest.mark.parametrize("variant,eager", [
-    ("ddp_of_compiled", "ddp_eager"), ("compiled_ddp", "ddp_eager"), ("fsdp2_compiled", "fsdp2_eager"),
+    ("ddp_of_compiled", "ddp_eager"),
+    ("compiled_ddp", "ddp_eager"),
+    ("fsdp2_compiled", "fsdp2_eager"),
 ])
 def test_matches_eager_distributed(runs, variant, eager):
     seed, results, _ = runs
     _assert_close(results[variant], results[eager], f"{variant} vs {eager}", seed)
     assert results[variant]["graphs"] >= 1, f"{variant}: nothing was compiled"
-    assert not results[variant]["fallbacks"], f"{variant}: fell back to eager: {results[variant]['fallbacks']}"
+    fallbacks = results[variant]["fallbacks"]
+    assert not fallbacks, f"{variant}: fell back to eager: {fallbacks}"
 
 
 def test_wrapper_runs_in_python(runs):
@@ -179,5 +189,16 @@ def test_wrapper_runs_in_python(runs):
     ddp = results["compiled_ddp"]
     assert ddp["graphs"] == 1
     assert any("DistributedDataParallel" in b for b in ddp["breaks"]), ddp["breaks"]
+    assert not ddp["splits"], "one 25 MiB default bucket holds the whole model: no split"
     fsdp = results["fsdp2_compiled"]
     assert fsdp["graphs"] == 3, fsdp
+
+
+def test_graph_split_at_ddp_buckets(runs):
+    """Under DDP with small buckets the graph runs as pieces of about one bucket each (so a
+    bucket's all-reduce can overlap the backward of the pieces before it), each compiled."""
+    _, results, _ = runs
+    split = results["ddp_of_compiled"]
+    assert len(split["splits"]) == 1, split["splits"]
+    assert split["graphs"] >= 3, split
+    assert "pieces" in split["splits"][0]

@@ -28,6 +28,8 @@ class CompileOptions:
         / ``TritonBackend(options=...)``; None lets the code generator pick its defaults.
     loop_ir: extra keyword fields for ``LoopIROptions`` (only fields it declares are used).
     codegen: "auto" (C++ for CPU tensors, Triton for CUDA tensors), "cpp" or "triton".
+    ddp_buckets: under DistributedDataParallel, split each graph at DDP's gradient buckets so a
+        bucket's all-reduce overlaps the backward of the rest (see ``ddp_buckets.py``).
     """
 
     strict: bool = False
@@ -41,6 +43,7 @@ class CompileOptions:
     triton_options: Any = None
     loop_ir: tuple[tuple[str, Any], ...] = ()
     codegen: str = "auto"
+    ddp_buckets: bool = True
 
     def __post_init__(self) -> None:
         if self.codegen not in CODEGENS:

@@ -47,6 +47,7 @@ class CompileReport:
     graphs: list[GraphReport]
     eager_fallbacks: list[EagerFallback]
     graph_breaks: list[str] = field(default_factory=list)  # reasons, when capture reports them
+    ddp_bucket_splits: list[str] = field(default_factory=list)  # graphs split at DDP's buckets
 
     @property
     def num_graphs(self) -> int:
@@ -99,6 +100,8 @@ class CompileReport:
         )
         for reason in self.graph_breaks:
             console.print(f"  graph break: {reason}")
+        for split in self.ddp_bucket_splits:
+            console.print(f"  ddp: {split}")
         return buffer.getvalue()
 
 
@@ -108,6 +111,7 @@ class ReportRecorder:
     def __init__(self) -> None:
         self._graphs: list[GraphReport] = []
         self._fallbacks: list[EagerFallback] = []
+        self._bucket_splits: list[str] = []
         self._next_index = 0
 
     def new_index(self) -> int:
@@ -121,6 +125,9 @@ class ReportRecorder:
     def replace_graph(self, index: int, report: GraphReport) -> None:
         self._graphs = [report if g.index == index else g for g in self._graphs]
 
+    def add_bucket_split(self, description: str) -> None:
+        self._bucket_splits.append(description)
+
     def add_fallback(self, fallback: EagerFallback) -> None:
         # A graph that compiled and then failed at run time moves from graphs to fallbacks.
         self._graphs = [g for g in self._graphs if g.index != fallback.index or fallback.index < 0]
@@ -132,4 +139,6 @@ class ReportRecorder:
         extra_fallbacks: list[EagerFallback] | None = None,
     ) -> CompileReport:
         fallbacks = list(self._fallbacks) + list(extra_fallbacks or [])
-        return CompileReport(list(self._graphs), fallbacks, list(graph_breaks or []))
+        return CompileReport(
+            list(self._graphs), fallbacks, list(graph_breaks or []), list(self._bucket_splits)
+        )
