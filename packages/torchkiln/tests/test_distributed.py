@@ -114,6 +114,7 @@ def _variant(name: str, seed: int, rank: int) -> dict:
         out["fallbacks"] = [f.reason for f in report.eager_fallbacks]
         out["breaks"] = list(report.graph_breaks)
         out["splits"] = list(report.ddp_bucket_splits)
+        out["extern"] = [op for g in report.graphs for op in g.extern_calls + g.fallbacks]
     return out
 
 
@@ -192,6 +193,8 @@ def test_wrapper_runs_in_python(runs):
     assert not ddp["splits"], "one 25 MiB default bucket holds the whole model: no split"
     fsdp = results["fsdp2_compiled"]
     assert fsdp["graphs"] == 3, fsdp
+    # FSDP's all-gathers and reduce-scatters ran in its hooks, outside every compiled graph
+    assert not [op for op in fsdp["extern"] if "c10d" in op or "gather" in op or "scatter" in op]
 
 
 def test_graph_split_at_ddp_buckets(runs):
@@ -202,3 +205,49 @@ def test_graph_split_at_ddp_buckets(runs):
     assert len(split["splits"]) == 1, split["splits"]
     assert split["graphs"] >= 3, split
     assert "pieces" in split["splits"][0]
+
+
+@pytest.fixture
+def world_of_one():
+    dist.init_process_group("gloo", store=dist.HashStore(), rank=0, world_size=1)
+    yield
+    dist.destroy_process_group()
+
+
+def _backward_nodes(out: torch.Tensor) -> list[str]:
+    seen, todo, names = set(), [out.grad_fn], []
+    while todo:
+        node = todo.pop()
+        if node is None or node in seen:
+            continue
+        seen.add(node)
+        names.append(type(node).__name__)
+        todo.extend(fn for fn, _ in node.next_functions)
+    return [n for n in names if n != "AccumulateGrad"]
+
+
+@pytest.mark.parametrize("split", [True, False])
+def test_bucket_pieces_are_separate_backward_steps(world_of_one, split):
+    """Split at buckets, each piece is its own autograd node: a piece's parameters have their
+    gradients (and DDP reduces their bucket) before the backward of the pieces before it runs.
+    ``ddp_buckets=False`` keeps one graph, one backward node."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    seed = int(torch.randint(0, 2**31 - 1, ()).item())
+    mine, theirs = _model(seed), _model(seed)
+    compiled = torchkiln.compile(
+        DDP(mine, bucket_cap_mb=SMALL_BUCKET / 2**20), options={"ddp_buckets": split}
+    )
+    eager = DDP(theirs, bucket_cap_mb=SMALL_BUCKET / 2**20)
+    x = torch.randn(BATCH, 8)
+    got, want = compiled(x), eager(x)
+    torch.testing.assert_close(got, want, rtol=0, atol=ATOL)
+    nodes = _backward_nodes(got)
+    got.square().sum().backward()
+    want.square().sum().backward()
+    for (name, p), q in zip(mine.named_parameters(), theirs.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=0, atol=ATOL, msg=f"{name} (seed {seed})")
+    report = torchkiln.report(compiled)
+    assert len(nodes) == report.num_graphs, (nodes, report.num_graphs)
+    assert len(nodes) == (3 if split else 1), nodes
+    assert len(report.ddp_bucket_splits) == (1 if split else 0), report.ddp_bucket_splits
