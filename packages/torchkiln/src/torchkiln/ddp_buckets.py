@@ -47,7 +47,7 @@ def active_bucket_cap() -> int | None:
     ddp_mod = sys.modules.get("torch.nn.parallel.distributed")
     ddp_cls = getattr(ddp_mod, "DistributedDataParallel", None)
     active = getattr(ddp_cls, "_active_ddp_module", None) if ddp_cls is not None else None
-    if active is None or not getattr(active, "require_backward_grad_sync", True):
+    if active is None:
         return None
     cap = getattr(active, "bucket_bytes_cap", None)
     return int(cap) if isinstance(cap, int) and cap > 0 else None
