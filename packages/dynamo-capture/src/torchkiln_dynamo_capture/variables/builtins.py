@@ -150,9 +150,10 @@ IMPURE_MODULES = frozenset({
     "tempfile", "socket", "threading", "multiprocessing", "pathlib", "datetime", "uuid", "secrets", "pdb",
     "traceback", "signal", "select", "atexit", "gc", "faulthandler", "sched", "asyncio", "builtins.input",
 })
-#: modules of stateful C++ objects that talk to other processes (process groups, DDP's reducer and
-#: logger, works): their methods act on every call, so one run at capture time is not the same
-_COMMUNICATION_MODULES = ("torch._C._distributed", "torch.distributed")
+#: modules of stateful objects that talk to other processes (process groups, stores, works, DDP's
+#: reducer and logger, DDP and FSDP modules): their methods act on every call, so one run at
+#: capture time is not the same
+_COMMUNICATION_MODULES = ("torch._C._distributed", "torch.distributed", "torch.nn.parallel.distributed")
 #: builtins that are not pure functions of their arguments
 _IMPURE_BUILTINS = frozenset({"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit",
                               "help", "globals", "locals", "delattr", "__import__"})
