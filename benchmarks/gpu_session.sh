@@ -4,6 +4,7 @@
 #
 #   bash benchmarks/gpu_session.sh                      # every section, in this order
 #   bash benchmarks/gpu_session.sh py312 ops hf         # some of them
+#   MODELS=bert,gpt2 bash benchmarks/gpu_session.sh hf-train   # some models of the bench sections
 #
 # Sections (each bounded, so one device call of 10 minutes at most gets the most out):
 #   py312       the test suites on Python 3.12 (capture, guards, aot, loop-ir, cpp, meta-package,
@@ -14,6 +15,10 @@
 #   zoo, hf     the benchmarks on CUDA in bfloat16 (kernel and ATen-fallback counts in the rows)
 #   cudagraphs  the zoo and hf suites with mode="reduce-overhead" (CUDA graphs, both compilers);
 #               cudagraphs-zoo / cudagraphs-hf for one of them
+#   hf-full, timm-full   the full-size suites (--size full: bert-base, distilbert, gpt2, t5-base
+#               encoder, an 8-layer Llama at batch 8-32 x 512-1024; timm at batch 64/128), inference
+#   hf-train, timm-train the same models for a training step (--train: bf16 autocast, loss,
+#               backward, AdamW; gradients checked against eager)
 #   scale       BERT-base at full size (batch 16, seq 512, bf16 autocast): compile seconds and step
 #               time for inference and a training step, eager vs torchkiln vs torch.compile
 #               (benchmarks/gpu_scale.py; one subprocess per compiler and mode)
@@ -32,7 +37,7 @@ bench() {  # bench <name> <timeout> <args...>
   local name=$1 limit=$2
   shift 2
   timeout "$limit" python3 -m torchkiln bench --device cuda --dtype bfloat16 --no-progress \
-    --json "$OUT/gpu-$name.json" "$@" 2>&1 | tee "$OUT/gpu-$name.log" | tail -16
+    ${MODELS:+--models "$MODELS"} --json "$OUT/gpu-$name.json" "$@" 2>&1 | tee "$OUT/gpu-$name.log" | tail -16
 }
 
 for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
@@ -53,6 +58,10 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                 bench hf-bf16-cudagraphs 130 --suite hf --mode reduce-overhead ;;
     cudagraphs-zoo) bench zoo-bf16-cudagraphs 150 --suite zoo --mode reduce-overhead ;;
     cudagraphs-hf) bench hf-bf16-cudagraphs 130 --suite hf --mode reduce-overhead ;;
+    hf-full) bench hf-full-bf16 560 --suite hf --size full --repeat 10 ;;
+    timm-full) bench timm-full-bf16 560 --suite timm --size full --repeat 10 ;;
+    hf-train) bench hf-full-train-bf16 560 --suite hf --size full --train --repeat 5 --warmup 2 ;;
+    timm-train) bench timm-full-train-bf16 560 --suite timm --size full --train --repeat 5 --warmup 2 ;;
     scale) timeout 560 python3 benchmarks/gpu_scale.py --model bert-base --batch 16 --seq 512 \
              --timeout 170 --json "$OUT/gpu-scale-bert-base.json" 2>&1 | tee "$OUT/gpu-scale.log" | tail -12 ;;
     scale-infer) timeout 560 python3 benchmarks/gpu_scale.py --model bert-base --modes infer \

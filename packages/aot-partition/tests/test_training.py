@@ -258,3 +258,22 @@ def test_outputs_aliasing_inputs_keep_eager_aliasing(grad, compiler, capture):
         (got[0].sum() + 2 * got[1].sum() + got[3].sum()).backward()
         (want[0].sum() + 2 * want[1].sum() + want[3].sum()).backward()
         torch.testing.assert_close(x1.grad, x2.grad)
+
+
+def test_double_backward_is_a_clear_error_not_a_wrong_gradient():
+    import pytest
+
+    from torchkiln_aot_partition import DoubleBackwardUnsupported, aot_compile
+
+    def f(x):
+        return (x.sin() * x).sum()
+
+    x = torch.randn(6, requires_grad=True)
+    gm = torch.fx.symbolic_trace(f)
+    compiled = aot_compile(gm, [x], fw_compiler=lambda g, inputs: g.forward)
+    (out,) = compiled(x)
+    # first-order gradients still work with create_graph=False
+    (g,) = torch.autograd.grad(out, x, retain_graph=True)
+    torch.testing.assert_close(g, x.cos() * x + x.sin())
+    with pytest.raises(DoubleBackwardUnsupported, match="create_graph=True"):
+        torch.autograd.grad(out, x, create_graph=True)

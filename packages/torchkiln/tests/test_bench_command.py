@@ -173,3 +173,44 @@ def test_the_peer_is_loaded_from_outside_packages_or_reported_missing(monkeypatc
     monkeypatch.undo()
     assert _peer._peer_module().__file__.endswith("benchmarks/peer.py")
     _peer._peer_module.cache_clear()
+
+
+def test_training_step_mode_checks_gradients(tmp_path) -> None:
+    out = tmp_path / "train.json"
+    code = cli.main(["bench", "--train", "--models", "gpt", "--repeat", "2", "--warmup", "1",
+                     "--no-peer", "--batch", "1", "--json", str(out)])
+    assert code == 0
+    (row,) = json.loads(out.read_text())["rows"]
+    assert row["task"] == "train" and row["accuracy"] == "pass", row
+    assert row["graphs"] == 1 and row["op_fallbacks"] == [] and row["kernels"] > 0
+    assert row["eager_ms"] > 0 and row["torchkiln_ms"] > 0
+
+
+def test_a_training_step_with_wrong_gradients_fails_accuracy(monkeypatch) -> None:
+    from torchkiln.bench import train
+
+    real = train.Variant.grads
+
+    def skewed(self):
+        grads = real(self)
+        return [g * 1.01 for g in grads] if self.fn is not self.model else grads
+
+    monkeypatch.setattr(train.Variant, "grads", skewed)
+    spec = next(s for s in suites.zoo_suite() if s.name == "mlp_mixer")
+    row = runner.run_model(spec, runner.BenchConfig(peer=False, repeat=1, warmup=1, batch=1, train=True))
+    assert row.accuracy == "fail" and any("gradients" in n for n in row.notes)
+
+
+def test_suites_are_comma_separated_and_checked(capsys) -> None:
+    assert cli._suites("zoo,hf") == ["zoo", "hf"]
+    assert cli._suites("all") == list(suites.SUITES)
+    with pytest.raises(SystemExit):
+        cli.main(["bench", "--suite", "zoo,nope"])
+    assert "unknown suite(s) nope" in capsys.readouterr().err
+
+
+def test_full_size_suites_carry_their_batch() -> None:
+    pytest.importorskip("transformers")
+    full = {s.name: s for s in suites.load_suite("hf", "full")}
+    assert full["bert"].batch == 16 and full["llama"].batch == 8
+    assert all(s.batch is None for s in suites.load_suite("hf", "small"))

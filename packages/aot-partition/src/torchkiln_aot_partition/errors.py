@@ -10,3 +10,8 @@ class AOTError(RuntimeError):
 
 class NotFunctionalError(AOTError):
     """A graph handed to a compiler breaks contract C2 (see `check_functional`)."""
+
+
+class DoubleBackwardUnsupported(AOTError):
+    """``backward(create_graph=True)`` reached a compiled graph, whose backward is not itself
+    differentiable."""

@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from .errors import DoubleBackwardUnsupported
 from .mutation import OutputAlias, apply_mutations, restore_aliases
 from .trace import merge_constant_outputs
 
@@ -81,6 +82,15 @@ class CompiledFunction(torch.autograd.Function):
 
     @staticmethod
     def backward(ctx, *grad_outputs):
+        if torch.is_grad_enabled():
+            # create_graph=True: the compiled backward is not itself differentiable (its saved
+            # activations carry no graph back to the inputs), so a second derivative would miss
+            # terms: refuse rather than be silently wrong
+            raise DoubleBackwardUnsupported(
+                "torchkiln: backward with create_graph=True (double backward) through a compiled "
+                "graph is not supported; compute higher-order gradients eagerly (torchkiln.disable "
+                "the function) or take first-order gradients only"
+            )
         plan: TrainingPlan = ctx.plan
         tensors = iter(ctx.saved_tensors)
         saved = [next(tensors) if s is None else s for s in ctx.nontensor_saved]

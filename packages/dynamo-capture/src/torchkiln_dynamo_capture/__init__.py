@@ -1,6 +1,7 @@
 """Symbolic evaluation of Python bytecode into FX graphs, with guards and graph breaks (TorchDynamo)."""
 
 from .exc import RecompileLimitExceeded, Unsupported
+from .trace_rules import allow_in_graph, disable, mark_dynamic, mark_static
 from .explain import ExplainOutput, explain
 from .wrapper import CacheEntry, CapturedFunction, CapturedModule, capture
 
@@ -8,5 +9,5 @@ __version__ = "0.2.0"
 
 __all__ = [
     "CacheEntry", "CapturedFunction", "CapturedModule", "ExplainOutput", "RecompileLimitExceeded", "Unsupported",
-    "capture", "explain",
+    "allow_in_graph", "capture", "disable", "explain", "mark_dynamic", "mark_static",
 ]

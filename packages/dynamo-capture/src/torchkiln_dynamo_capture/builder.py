@@ -13,7 +13,7 @@ from torchkiln_guards import ConstantMatch, DictKeysMatch, IdMatch, LengthMatch,
 from ._guards import ValueEqualsMatch
 from ._sources import AttrSource, HeldObjectSource, ItemSource, ViewDictSource, view_dict
 from .variables.base import ConstantVariable
-from .variables.builtins import _INLINE_TORCH_MODULES, _is_stdlib, is_torch_callable
+from .variables.builtins import _INLINE_TORCH_MODULES, _CustomOpDef, _is_stdlib, is_torch_callable
 from .variables.containers import DictVariable, DictViewVariable, ListVariable, TupleVariable
 from .variables.ctx import ContextExitVariable, GradModeExit, _no_exit
 from .variables.ctx import _set_grad as set_grad
@@ -26,6 +26,7 @@ _OPAQUE_CONSTANTS = (
     torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format, slice, range, type(Ellipsis),
     type(NotImplemented), frozenset, enum.Enum, torch.finfo, torch.iinfo,
 )
+_TORCH_OPS = (torch._ops._OpNamespace, torch._ops.OpOverloadPacket, torch._ops.OpOverload)
 _DICT_VIEWS = {type({}.keys()): "keys", type({}.values()): "values", type({}.items()): "items"}
 _CALLABLE_TYPES = (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
                    types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType,
@@ -59,6 +60,12 @@ def wrap(tx, value, source):
         g.append(ValueEqualsMatch(AttrSource(source, "__name__"), value.__name__))
         self_var = wrap(tx, value.__self__, AttrSource(source, "__self__"))
         return BoundMethodVariable(self_var, value.__name__)
+    if isinstance(value, (*_TORCH_OPS, _CustomOpDef)):
+        # torch.ops.<ns>, its OpOverloadPackets and OpOverloads (aten, prims, custom operators
+        # registered with torch.library): process-wide singletons, called into the graph as they are
+        if source is not None and not isinstance(source, AttrSource):
+            g.append(IdMatch(source, value))
+        return ConstantVariable(value, source)
     if isinstance(value, (*_OPAQUE_CONSTANTS, types.ModuleType, *_CALLABLE_TYPES)):
         if source is not None and isinstance(value, _CALLABLE_TYPES):
             # a bound builtin method read off an object is a new object each time: not guardable by id

@@ -19,6 +19,7 @@ from typing import Any
 import torch
 from torchkiln_guards import CompiledGuards, compile_guards
 
+from . import trace_rules
 from ._guards import batch_guards
 from ._logging import log_graph_break
 from ._sources import AttrSource, ClosureSource, HeldObjectSource, LocalSource
@@ -237,6 +238,8 @@ def _callee_expr(rec, ctx, v) -> str:
     cref = ns.ref(ctx, "ctx")
     if isinstance(v, NNModuleVariable):
         return f"{cref}.module_callee({rec.expr(v)})"
+    if isinstance(v, UserFunctionVariable) and v.fn is not None and trace_rules.is_disabled(v.fn):
+        return rec.expr(v)  # marked disable: called as it is, never captured
     if isinstance(v, UserFunctionVariable) and v.fn is not None and not v.by_code:
         if v.self_var is None:
             return ns.ref(ctx.function_callee(v.fn), "callee")

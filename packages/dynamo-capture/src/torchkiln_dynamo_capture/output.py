@@ -16,6 +16,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
 from torchkiln_guards import Guard, ShapeGuard, StorageAliasMatch, TensorMatch
 
+from . import trace_rules
 from ._codegen import Namespace, signature_text
 from ._guards import SameObjectMatch
 from ._reconstruct import Reconstructor
@@ -99,7 +100,9 @@ class OutputGraph:
         """The dims of input ``t`` to make symbolic (sizes 0 and 1 always specialize)."""
         if not self.dynamic or source is None:
             return frozenset()
-        dims = range(t.dim()) if self.dynamic is True else self.dynamic.get(source.expr(), ())
+        dims = set(range(t.dim()) if self.dynamic is True else self.dynamic.get(source.expr(), ()))
+        # the user's marks: mark_dynamic adds dims, mark_static removes them
+        dims = (dims | trace_rules.marked_dynamic_dims(t)) - trace_rules.marked_static_dims(t)
         return frozenset(d for d in dims if d < t.dim() and t.shape[d] >= 2)
 
     def _fake(self, t: torch.Tensor, dynamic_dims: frozenset[int] = frozenset()) -> torch.Tensor:

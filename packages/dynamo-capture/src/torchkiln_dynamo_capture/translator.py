@@ -28,7 +28,8 @@ from .variables.base import (
     NullVariable,
     VariableTracker,
 )
-from .variables.builtins import binary_op, contains, identity, is_impure_module
+from . import trace_rules
+from .variables.builtins import binary_op, contains, disabled_call, identity, is_impure_module
 from .variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables.ctx import enter_context
 from .variables.functions import NewCellVariable, SuperVariable, UserFunctionVariable
@@ -116,6 +117,10 @@ class InstructionTranslator:
         if is_impure_module(func.f_globals.get("__name__")):
             raise Unsupported(f"calling {func.f_globals['__name__']}.{func.name} (it acts outside the program: "
                               "output, time, files, ...)", "it runs in Python between two graphs")
+        if func.fn is not None and trace_rules.is_disabled(func.fn):
+            raise disabled_call(func.fn)
+        if func.fn is not None and trace_rules.is_allowed_in_graph(func.fn):
+            return self.out.call_tensor_op(self, "call_function", func.fn, args, kwargs)
         if self.depth >= _MAX_DEPTH:
             raise Unsupported(f"inlining depth over {_MAX_DEPTH} (recursion?) at {func.name}")
         localvars = bind_arguments(func, args, kwargs)

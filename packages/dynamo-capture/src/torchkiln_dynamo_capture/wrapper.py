@@ -9,6 +9,7 @@ import warnings
 
 import torch
 
+from . import trace_rules
 from ._logging import log_recompile
 from .breaks import GraphBreak
 from .bytecode.resume import closure_as_arguments, comprehension_over_tuple, resume_code, step_code
@@ -280,19 +281,22 @@ class CapturedFunction:
     def _dynamic_for(self, args, kwargs):
         """Which input dims the next capture makes symbolic: every dim (dynamic=True), none
         (dynamic=False), or (dynamic=None) those whose size differs from the first capture's."""
+        marked = _marked_dims(self._fn, args, kwargs)  # torch._dynamo.mark_dynamic and ours
         if self.dynamic is not None:
-            return bool(self.dynamic)
+            return True if self.dynamic else (marked or False)
         sizes = _tensor_sizes(self._fn, args, kwargs)
         if self._first_sizes is None:
             self._first_sizes = sizes
-            return False
+            return marked or False
         for name, now in sizes.items():
             before = self._first_sizes.get(name)
             if before is not None and len(before) == len(now):
                 changed = {d for d, (a, b) in enumerate(zip(before, now)) if a != b}
                 if changed:
                     self._auto_dims[name] = self._auto_dims.get(name, frozenset()) | changed
-        return dict(self._auto_dims) if self._auto_dims else False
+        dims = {k: self._auto_dims.get(k, frozenset()) | marked.get(k, frozenset())
+                for k in {*self._auto_dims, *marked}}
+        return dims or False
 
     def _why_missed(self, args, kwargs) -> str:
         """The first failing guard of the most recent entry, as explain_failure words it."""
@@ -312,8 +316,19 @@ class CapturedFunction:
         return f"{code.co_filename}:{code.co_firstlineno}" if code is not None else "?"
 
 
+def _marked_dims(fn, args, kwargs) -> dict[str, frozenset[int]]:
+    """``{"L['x']": dims}`` marked dynamic on the tensor arguments of a call (top level only)."""
+    return {src: dims for src, t in _tensor_args(fn, args, kwargs).items()
+            if (dims := trace_rules.marked_dynamic_dims(t))}
+
+
 def _tensor_sizes(fn, args, kwargs) -> dict[str, tuple[int, ...]]:
     """``{"L['x']": sizes}`` for the tensor arguments of a call of ``fn`` (top level only)."""
+    return {src: tuple(t.shape) for src, t in _tensor_args(fn, args, kwargs).items()}
+
+
+def _tensor_args(fn, args, kwargs) -> dict[str, torch.Tensor]:
+    """``{"L['x']": tensor}`` for the tensor arguments of a call of ``fn`` (top level only)."""
     try:
         sig = inspect.signature(fn, follow_wrapped=False)
         bound = sig.bind(*args, **kwargs)
@@ -328,7 +343,7 @@ def _tensor_sizes(fn, args, kwargs) -> dict[str, tuple[int, ...]]:
             items = {f"L[{name!r}][{k!r}]": v for k, v in value.items()}
         else:
             items = {f"L[{name!r}]": value}
-        sizes.update({src: tuple(v.shape) for src, v in items.items() if isinstance(v, torch.Tensor)})
+        sizes.update({src: v for src, v in items.items() if isinstance(v, torch.Tensor)})
     return sizes
 
 
@@ -403,4 +418,6 @@ def capture(fn, backend, *, fullgraph: bool = False, dynamic=None, recompile_lim
         return CapturedModule(fn, captured)
     if not callable(fn):
         raise TypeError(f"capture expects a function, method or nn.Module, got {type(fn).__name__}")
-    return CapturedFunction(fn, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit)
+    captured = CapturedFunction(fn, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit)
+    captured._eager = trace_rules.is_disabled(fn)  # marked disable: it always runs as it is
+    return captured

@@ -33,7 +33,10 @@ _EXTRA = [
 _KEEP = [
     "mm", "bmm", "addmm", "baddbmm", "convolution", "_scaled_dot_product_flash_attention",
     "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_cudnn_attention", "cumsum",
+    "_scaled_dot_product_cudnn_attention", "cumsum", "convolution_backward",
+    "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward",
+    "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_cudnn_attention_backward",
     "embedding", "var_mean", "var", "std", "amax", "amin", "argmax", "argmin", "clamp", "where",
     "index_select", "gather", "cat", "split", "split_with_sizes", "unbind", "expand", "permute",
 ]

@@ -320,6 +320,10 @@ class GraphLowering:
             del self.nodes[mark:]  # drop anything the abandoned lowering realized
             del self.fallbacks[marks[0]:], self.extern_calls[marks[1]:]
             return ctx.extern(n.target, args, kwargs, kind="fallback", reason=reason)
+        if _is_custom_op(n.target):
+            # a user's operator (torch.library): its own kernel is the implementation, so it is a
+            # named extern call, not a fallback for a missing lowering
+            return ctx.extern(n.target, args, kwargs, kind="extern", reason="custom operator")
         return ctx.extern(n.target, args, kwargs, kind="fallback", reason="no lowering")
 
     def _placeholder(self, pos: int, n: torch.fx.Node, real: Any) -> Any:
@@ -360,6 +364,13 @@ class GraphLowering:
                 v = self.named(v, "graph output", a)
             outs.append(v)
         return outs
+
+
+def _is_custom_op(op: Any) -> bool:
+    """An operator of a namespace other than torch's own (aten, prims, ...): a torch.library op."""
+    namespace = getattr(op, "namespace", None)
+    return isinstance(op, torch._ops.OpOverload) and namespace not in (None, "aten", "prims", "_c10d_functional",
+                                                                     "c10d_functional", "rngprims", "quantized")
 
 
 def _op_name(op: Any) -> str:

@@ -12,7 +12,9 @@ import sys
 import types
 
 import torch
+import torch.utils.checkpoint
 
+from .. import trace_rules
 from ..exc import Unsupported
 from .base import (
     BINARY_OPS,
@@ -33,6 +35,16 @@ from .containers import (
 from .functions import PartialVariable, SuperVariable, UserFunctionVariable
 from .symbolic import is_symbolic, sym_binary
 from .tensors import TensorVariable
+
+try:
+    from torch._library.custom_ops import CustomOpDef as _CustomOpDef
+except ImportError:  # torch without torch.library.custom_op
+    class _CustomOpDef:  # type: ignore[no-redef]
+        pass
+
+#: keyword arguments of torch.utils.checkpoint.checkpoint itself (the rest go to the function)
+_CHECKPOINT_OPTIONS = frozenset({"use_reentrant", "context_fn", "determinism_check", "debug",
+                                 "preserve_rng_state", "early_stop"})
 
 _OPERATOR_FNS = set(BINARY_OPS.values()) | set(COMPARE_OPS.values())
 # torch Python functions that wrap a user function (decorators): inlined rather than put in the graph
@@ -58,6 +70,12 @@ def _has_tensor(vts) -> bool:
     return False
 
 
+def disabled_call(fn) -> Unsupported:
+    name = getattr(fn, "__qualname__", None) or repr(fn)
+    return Unsupported(f"calling {name}, marked disable (torch.compiler.disable / torchkiln.disable)",
+                       "it runs eagerly between two graphs, as asked")
+
+
 def is_torch_callable(fn) -> bool:
     mod = getattr(fn, "__module__", None) or ""
     if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and getattr(fn, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase):
@@ -69,6 +87,19 @@ def is_torch_callable(fn) -> bool:
 
 def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     """Call a real callable ``fn`` (known at capture time) with tracked arguments."""
+    if isinstance(fn, _CustomOpDef):  # a torch.library.custom_op: its operator goes in the graph
+        fn = fn._opoverload
+    if _hashable(fn) and fn in trace_rules.IS_COMPILING:
+        return ConstantVariable(True)
+    if trace_rules.is_disabled(fn):
+        raise disabled_call(fn)
+    if fn is torch.utils.checkpoint.checkpoint and args:
+        # activation checkpointing: the region is inlined into the graph (same values; whether
+        # its activations are kept or recomputed is the partitioner's choice)
+        kept = {k: v for k, v in kwargs.items() if k not in _CHECKPOINT_OPTIONS}
+        return tx.call_function(args[0], list(args[1:]), kept)
+    if trace_rules.is_allowed_in_graph(fn):
+        return tx.out.call_tensor_op(tx, "call_function", fn, args, kwargs)
     handler = _BUILTIN_HANDLERS.get(fn) if _hashable(fn) else None
     if handler is not None:
         return handler(tx, *args, **kwargs)

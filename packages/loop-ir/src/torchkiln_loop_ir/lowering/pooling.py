@@ -71,3 +71,62 @@ def max_pool2d_with_indices(ctx, x, kernel_size, stride=None, padding=0, dilatio
     values = Pointwise(lambda idx: window(idx)[0], out_size, x.get_dtype(), x.get_device())
     indices = Pointwise(lambda idx: window(idx)[1], out_size, torch.int64, x.get_device())
     return (ctx.realize(values, "max_pool2d values"), ctx.realize(indices, "max_pool2d indices"))
+
+
+@register_lowering(aten.avg_pool2d.default)
+def avg_pool2d(ctx, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
+               divisor_override=None):
+    """The window's sum over its divisor, as ATen counts it: the window clipped to the padded
+    input (count_include_pad) or to the input itself, or ``divisor_override``."""
+    kh, kw = _pair(kernel_size, None)
+    sh, sw = _pair(stride, [kh, kw])
+    ph, pw = _pair(padding, 0)
+    if kh * kw > _MAX_WINDOW:
+        raise Unlowerable(f"pooling window of {kh * kw} taps")
+    size = x.get_size()
+    if len(size) not in (3, 4):
+        raise Unlowerable("avg_pool2d of a tensor that is not 3-D or 4-D")
+    H, W = size[-2], size[-1]
+    load = x.make_loader()
+    dtype = ctx.out_dtype
+    acc = torch.float64 if dtype == torch.float64 else torch.float32
+    i64 = torch.int64
+
+    def clip(v, lo, hi):
+        return ops.minimum(ops.maximum(v, lo), hi)
+
+    def inner(index):
+        *lead, oh, ow = index
+        total = None
+        for i in range(kh):
+            for j in range(kw):
+                h, w = oh * sh - ph + i, ow * sw - pw + j
+                if ph or pw or ceil_mode:
+                    hv, wv = ops.index_expr(h, i64), ops.index_expr(w, i64)
+                    mask = ops.logical_and(
+                        ops.logical_and(ops.ge(hv, ops.constant(0, i64)), ops.lt(hv, ops.index_expr(H, i64))),
+                        ops.logical_and(ops.ge(wv, ops.constant(0, i64)), ops.lt(wv, ops.index_expr(W, i64))))
+                    v = ops.masked(mask, lambda h=h, w=w: load([*lead, h, w]), 0.0)
+                else:
+                    v = load([*lead, h, w])
+                v = ops.to_dtype(v, acc, x.get_dtype()) if x.get_dtype() != acc else v
+                total = v if total is None else ops.add(total, v)
+        if divisor_override:
+            divisor = ops.constant(float(divisor_override), acc)
+        elif not (ph or pw or ceil_mode):
+            divisor = ops.constant(float(kh * kw), acc)
+        else:
+            h0, w0 = ops.index_expr(oh * sh - ph, i64), ops.index_expr(ow * sw - pw, i64)
+            zero = ops.constant(0, i64)
+            h1 = ops.minimum(ops.add(h0, ops.constant(kh, i64)), ops.index_expr(H + ph, i64))
+            w1 = ops.minimum(ops.add(w0, ops.constant(kw, i64)), ops.index_expr(W + pw, i64))
+            if not count_include_pad:
+                h0, w0 = ops.maximum(h0, zero), ops.maximum(w0, zero)
+                h1 = clip(h1, zero, ops.index_expr(H, i64))
+                w1 = clip(w1, zero, ops.index_expr(W, i64))
+            count = ops.mul(ops.sub(h1, h0), ops.sub(w1, w0))
+            divisor = ops.to_dtype(count, acc, i64)
+        out = ops.truediv(total, divisor)
+        return out if acc == dtype else ops.to_dtype(out, dtype, acc)
+
+    return Pointwise(inner, ctx.out_size, dtype, x.get_device())

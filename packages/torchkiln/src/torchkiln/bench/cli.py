@@ -12,13 +12,29 @@ from torchkiln.bench import meta, overhead, runner, suites, table
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--suite", default="zoo", choices=[*suites.SUITES, "all"])
+    parser.add_argument(
+        "--suite", default="zoo", type=_suites,
+        help=f"comma-separated suites: {', '.join(suites.SUITES)}, or all (default zoo)",
+    )
+    parser.add_argument(
+        "--size", default=None, choices=list(suites.SIZES),
+        help="model sizes: small (CI configs) or full (the libraries' defaults at the batch and "
+        "sequence people run); default full on cuda, small on cpu",
+    )
+    parser.add_argument(
+        "--train", action="store_true",
+        help="time a training step (forward, loss, backward, AdamW; autocast for 16-bit dtypes) "
+        "and check gradients instead of inference",
+    )
     parser.add_argument(
         "--models", default="", help="comma-separated model names (default: all of the suite)"
     )
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="float32", choices=list(runner.DTYPES))
-    parser.add_argument("--batch", type=int, default=2)
+    parser.add_argument(
+        "--batch", type=int, default=None,
+        help=f"batch size (default: each model's full-size batch, or {runner.DEFAULT_BATCH})",
+    )
     parser.add_argument(
         "--mode", default="default", choices=["default", "reduce-overhead", "max-autotune"]
     )
@@ -37,12 +53,26 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--no-progress", action="store_true")
 
 
+def _suites(text: str) -> list[str]:
+    names = [n.strip() for n in text.split(",") if n.strip()]
+    if names == ["all"]:
+        return list(suites.SUITES)
+    unknown = [n for n in names if n not in suites.SUITES]
+    if unknown or not names:
+        raise argparse.ArgumentTypeError(
+            f"unknown suite(s) {', '.join(unknown) or repr(text)}; pick from "
+            f"{', '.join(suites.SUITES)} or all"
+        )
+    return names
+
+
 def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
-    names = [n for n in args.suite.split(",")] if args.suite != "all" else list(suites.SUITES)
+    names = args.suite if isinstance(args.suite, list) else _suites(args.suite)
+    size = args.size or ("full" if args.device == "cuda" else "small")
     specs: list[suites.ModelSpec] = []
     for name in names:
         try:
-            specs += suites.load_suite(name)
+            specs += suites.load_suite(name, size)
         except suites.SuiteUnavailable as error:
             print(f"torchkiln bench: {error}", file=sys.stderr)
     if args.models:
@@ -65,11 +95,15 @@ def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         repeat=args.repeat,
         warmup=args.warmup,
         strict=args.strict,
+        train=args.train,
+        size=size,
     )
     rows = runner.run_models(specs, config, progress=not args.no_progress and sys.stderr.isatty())
     print(
         table.render(
-            rows, title=f"torchkiln benchmark ({args.device}, {args.dtype}, batch {args.batch})"
+            rows,
+            title=f"torchkiln benchmark ({'training step' if args.train else 'inference'}, "
+            f"{args.device}, {args.dtype}, {size} size, batch {args.batch or 'per model'})",
         )
     )
     if args.json_path:

@@ -23,6 +23,7 @@ from torchkiln.bench._peer import peer_compile, reset_peer
 from torchkiln.bench.suites import ModelSpec
 from torchkiln.pipeline import one_line
 
+DEFAULT_BATCH = 2
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 
 
@@ -30,12 +31,14 @@ DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch
 class BenchConfig:
     device: str = "cpu"
     dtype: str = "float32"
-    batch: int = 2
+    batch: int | None = None  # None: the model's full-size batch (size "full"), else DEFAULT_BATCH
     mode: str = "default"
     peer: bool = True
     repeat: int = 20
     warmup: int = 3
     strict: bool = False
+    train: bool = False  # a training step (forward, loss, backward, AdamW) instead of inference
+    size: str = "small"  # the suites' model sizes (small: CI/CPU configs; full: default configs)
 
 
 ROW_KEYS = (
@@ -57,6 +60,7 @@ ROW_KEYS = (
     "graph_breaks",
     "kernels",
     "accuracy",
+    "task",
 )
 
 
@@ -67,6 +71,7 @@ class Row:
     device: str
     dtype: str
     batch: int
+    task: str = "infer"  # "infer" or "train" (a training step)
     eager_ms: float | None = None
     torchkiln_ms: float | None = None
     inductor_ms: float | None = None
@@ -119,9 +124,17 @@ def run_model(
     spec: ModelSpec, config: BenchConfig, status: Callable[[str], None] = lambda _: None
 ) -> Row:
     """Benchmark one model; every failure is caught and recorded in the row."""
-    row = Row(spec.name, spec.suite, config.device, config.dtype, config.batch)
+    batch = config.batch if config.batch is not None else (
+        spec.batch if spec.batch is not None and config.size == "full" else DEFAULT_BATCH)
+    row = Row(spec.name, spec.suite, config.device, config.dtype, batch,
+              task="train" if config.train else "infer")
     try:
-        _run(spec, config, row, status)
+        if config.train:
+            from torchkiln.bench.train import run_train
+
+            run_train(spec, config, row, status, _cast)
+        else:
+            _run(spec, config, row, status)
     except Exception as error:  # noqa: BLE001 - one model must not stop the run
         row.accuracy = f"error: {one_line(error, 160)}"
     finally:
@@ -132,7 +145,7 @@ def run_model(
 def _run(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str], None]) -> None:
     dtype = DTYPES[config.dtype]
     status(f"{spec.name}: building")
-    model, inputs = spec.build(config.batch)
+    model, inputs = spec.build(row.batch)
     model64, inputs64 = accuracy.fp64_copy(model, inputs)
     model64 = model64.to(config.device)
     inputs64 = tuple(_cast(v, config.device, torch.float64) for v in inputs64)

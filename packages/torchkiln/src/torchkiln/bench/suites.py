@@ -1,7 +1,11 @@
 """Model suites: the bundled zoo, Hugging Face transformers (random weights from configs) and timm.
 
-A suite is a list of ``ModelSpec``; ``load_suite(name)`` raises ``SuiteUnavailable`` (with the
-reason) when the suite's library is not installed, and the command skips it with that message.
+A suite is a list of ``ModelSpec``; ``load_suite(name, size)`` raises ``SuiteUnavailable`` (with
+the reason) when the suite's library is not installed, and the command skips it with that message.
+``size="small"`` builds the CI/CPU configs (2-layer, hidden-128 transformers at sequence 32);
+``size="full"`` the libraries' default configs at the sizes people run (bert-base, distilbert-base,
+gpt2, t5-base's encoder, an 8-layer Llama of width 1024; sequence 512, Llama 1024), each with the
+batch that fills a large GPU (``ModelSpec.batch``; ``--batch`` overrides it).
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import torch
 from torchkiln.bench import zoo
 
 SUITES = ("zoo", "hf", "timm")
+SIZES = ("small", "full")
 
 
 class SuiteUnavailable(RuntimeError):
@@ -29,6 +34,7 @@ class ModelSpec:
     build: Callable[
         [int], tuple[torch.nn.Module, tuple[Any, ...]]
     ]  # batch -> (model, inputs), CPU fp32
+    batch: int | None = None  # the batch this size of the model is run at (None: the command's)
 
 
 def _require(module: str, suite: str) -> Any:
@@ -47,7 +53,7 @@ def zoo_suite() -> list[ModelSpec]:
     ]
 
 
-def _hf_configs(transformers: Any) -> dict[str, Callable[[], Any]]:
+def _hf_small(transformers: Any) -> dict[str, Callable[[], Any]]:
     small = {
         "hidden_size": 128,
         "num_hidden_layers": 2,
@@ -79,24 +85,46 @@ def _hf_configs(transformers: Any) -> dict[str, Callable[[], Any]]:
     }
 
 
-def hf_suite(seq: int = 32) -> list[ModelSpec]:
+#: full size: (model name) -> (builder, batch, sequence length); the libraries' default configs
+def _hf_full(transformers: Any) -> dict[str, tuple[Callable[[], Any], int, int]]:
+    t5_base = {"d_model": 768, "d_kv": 64, "d_ff": 3072, "num_layers": 12, "num_heads": 12}
+    llama = {"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
+             "num_attention_heads": 16, "num_key_value_heads": 16, "max_position_embeddings": 2048}
+    return {
+        "bert": (lambda: transformers.BertForMaskedLM(transformers.BertConfig()), 16, 512),
+        "distilbert": (
+            lambda: transformers.DistilBertForMaskedLM(transformers.DistilBertConfig()), 32, 512),
+        "gpt2": (lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config()), 16, 512),
+        "t5_encoder": (
+            lambda: transformers.T5EncoderModel(transformers.T5Config(**t5_base)), 16, 512),
+        "llama": (lambda: transformers.LlamaForCausalLM(transformers.LlamaConfig(**llama)), 8, 1024),
+    }
+
+
+def hf_suite(size: str = "small", seq: int = 32) -> list[ModelSpec]:
     transformers = _require("transformers", "hf")
 
     def builder(
-        make: Callable[[], Any],
+        make: Callable[[], Any], length: int
     ) -> Callable[[int], tuple[torch.nn.Module, tuple[Any, ...]]]:
         def build(batch: int) -> tuple[torch.nn.Module, tuple[Any, ...]]:
             with torch.random.fork_rng(devices=[]):
                 torch.manual_seed(0)
                 model = make().eval()
                 model.config.use_cache = False
-                ids = torch.randint(0, 1024, (batch, seq))
+                vocab = min(int(model.config.vocab_size), 1024)
+                ids = torch.randint(0, vocab, (batch, length))
             return model, (ids,)
 
         return build
 
+    if size == "full":
+        return [
+            ModelSpec(name, "hf", builder(make, length), batch)
+            for name, (make, batch, length) in _hf_full(transformers).items()
+        ]
     return [
-        ModelSpec(name, "hf", builder(make)) for name, make in _hf_configs(transformers).items()
+        ModelSpec(name, "hf", builder(make, seq)) for name, make in _hf_small(transformers).items()
     ]
 
 
@@ -109,7 +137,11 @@ TIMM_MODELS = (
 )
 
 
-def timm_suite() -> list[ModelSpec]:
+#: full-size batch per timm model (224x224 images)
+TIMM_BATCH = {"mobilenetv3_large_100": 128, "efficientnet_b0": 128}
+
+
+def timm_suite(size: str = "full") -> list[ModelSpec]:
     timm = _require("timm", "timm")
 
     def build(name: str, batch: int) -> tuple[torch.nn.Module, tuple[Any, ...]]:
@@ -120,13 +152,21 @@ def timm_suite() -> list[ModelSpec]:
         return model, inputs
 
     return [
-        ModelSpec(name, "timm", lambda batch, name=name: build(name, batch)) for name in TIMM_MODELS
+        ModelSpec(name, "timm", lambda batch, name=name: build(name, batch),
+                  TIMM_BATCH.get(name, 64) if size == "full" else None)
+        for name in TIMM_MODELS
     ]
 
 
-def load_suite(name: str) -> list[ModelSpec]:
-    """The models of suite ``name`` (zoo, hf, timm); SuiteUnavailable if its library is missing."""
-    loaders = {"zoo": zoo_suite, "hf": hf_suite, "timm": timm_suite}
-    if name not in loaders:
-        raise ValueError(f"unknown suite {name!r}; pick one of {', '.join(SUITES)} or all")
-    return loaders[name]()
+def load_suite(name: str, size: str = "small") -> list[ModelSpec]:
+    """The models of suite ``name`` (zoo, hf, timm) at ``size`` (small, full; the zoo has one
+    size); SuiteUnavailable if its library is missing."""
+    if size not in SIZES:
+        raise ValueError(f"unknown size {size!r}; pick one of {', '.join(SIZES)}")
+    if name == "zoo":
+        return zoo_suite()
+    if name == "hf":
+        return hf_suite(size)
+    if name == "timm":
+        return timm_suite(size)
+    raise ValueError(f"unknown suite {name!r}; pick one of {', '.join(SUITES)} or all")

@@ -1,0 +1,93 @@
+"""What the user asked capture to do with a callable: run it eagerly (``disable``), put it in the
+graph as one call (``allow_in_graph``), or answer ``is_compiling()`` with True.
+
+The marks are attributes on the function object, so they need no registry: ours
+(``_torchkiln_disable``, ``_torchkiln_allow_in_graph``) and the one ``torch.compiler.disable``
+sets on the wrapper it returns (``_torchdynamo_disable``), so code written for torch.compile
+behaves the same under torchkiln. ``torch.compiler.allow_in_graph`` records its functions in
+TorchDynamo's private state, which torchkiln does not read: use ``allow_in_graph`` from here
+(re-exported as ``torchkiln.allow_in_graph``); inlining such a function instead gives the same
+results, only possibly more graphs.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import torch
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_DISABLE_MARKS = ("_torchkiln_disable", "_torchdynamo_disable")
+
+
+def is_disabled(fn: Any) -> bool:
+    """Whether ``fn`` (or the function of a bound method) is marked to run eagerly."""
+    fn = getattr(fn, "__func__", fn)
+    return any(getattr(fn, mark, False) is True for mark in _DISABLE_MARKS)
+
+
+def is_allowed_in_graph(fn: Any) -> bool:
+    return getattr(getattr(fn, "__func__", fn), "_torchkiln_allow_in_graph", False) is True
+
+
+def disable(fn: F | None = None, *, recursive: bool = True, reason: str | None = None) -> Any:
+    """``fn`` never captured: a call of it from captured code breaks the graph and runs ``fn`` in
+    Python, as ``torch.compiler.disable`` does (``recursive=False`` is treated as True: nothing
+    ``fn`` calls is captured either). Usable as ``@disable`` or ``@disable(reason=...)``."""
+    if fn is None:
+        return functools.partial(disable, recursive=recursive, reason=reason)
+
+    @functools.wraps(fn)
+    def eager(*args: Any, **kwargs: Any) -> Any:
+        return fn(*args, **kwargs)
+
+    eager._torchkiln_disable = True  # type: ignore[attr-defined]
+    eager._torchkiln_disable_reason = reason  # type: ignore[attr-defined]
+    return eager  # type: ignore[return-value]
+
+
+def allow_in_graph(fn: F) -> F:
+    """``fn`` goes into the graph as one call (its body is not inlined nor split by breaks); it
+    must take and return tensors (and constants), and run under FakeTensor and make_fx."""
+    fn._torchkiln_allow_in_graph = True  # type: ignore[attr-defined]
+    return fn
+
+
+#: functions that answer "is torch.compile tracing now?": inside capture, yes
+IS_COMPILING = frozenset(
+    f for f in (getattr(torch.compiler, "is_compiling", None), getattr(torch.compiler, "is_dynamo_compiling", None))
+    if f is not None
+)
+
+
+def marked_dynamic_dims(t: torch.Tensor) -> frozenset[int]:
+    """Dims marked by ``torch._dynamo.mark_dynamic`` / ``maybe_mark_dynamic`` (attributes on the
+    tensor, read without importing TorchDynamo) or by ``mark_dynamic`` here."""
+    dims = set(getattr(t, "_dynamo_dynamic_indices", ()) or ())
+    dims |= set(getattr(t, "_dynamo_weak_dynamic_indices", ()) or ())
+    return frozenset(dims)
+
+
+def marked_static_dims(t: torch.Tensor) -> frozenset[int]:
+    return frozenset(getattr(t, "_dynamo_static_indices", ()) or ())
+
+
+def mark_dynamic(t: torch.Tensor, dims: int | list[int] | tuple[int, ...]) -> None:
+    """Make ``t``'s ``dims`` symbolic from the first capture on (torch's own attribute, so
+    ``torch._dynamo.mark_dynamic`` and this are interchangeable)."""
+    dims = [dims] if isinstance(dims, int) else list(dims)
+    current = set(getattr(t, "_dynamo_dynamic_indices", ()) or ())
+    t._dynamo_dynamic_indices = current | {d % t.dim() for d in dims}  # type: ignore[attr-defined]
+
+
+def mark_static(t: torch.Tensor, dims: int | list[int] | tuple[int, ...] | None = None) -> None:
+    """Keep ``t``'s ``dims`` (all when None) static even when they change between calls."""
+    dims = range(t.dim()) if dims is None else [dims] if isinstance(dims, int) else list(dims)
+    current = set(getattr(t, "_dynamo_static_indices", ()) or ())
+    t._dynamo_static_indices = current | {d % t.dim() for d in dims}  # type: ignore[attr-defined]
+
+
+__all__ = ["allow_in_graph", "disable", "is_allowed_in_graph", "is_disabled", "mark_dynamic", "mark_static"]

@@ -1,0 +1,159 @@
+"""Training mode of the benchmark (``--train``): one step = forward, a scalar loss, backward and an
+eager ``torch.optim.AdamW`` step, for eager, torchkiln and torch.compile on the same model.
+
+On CUDA with ``--dtype bfloat16``/``float16`` the parameters stay float32 and the forward runs
+under ``torch.autocast`` of that dtype (mixed precision, as people train); with float32 there is
+no autocast. Dropout is set to 0 so that the three variants compute the same step. The loss is
+the mean square of every floating output (a scalar that reaches every output).
+
+Accuracy is checked once per model, on gradients: each variant takes one step from the same
+weights and the same inputs, and every parameter's gradient of torchkiln must be within the
+benchmark's rule (``accuracy.compare``) of eager's against an fp64 eager reference.
+Each variant then owns its copy of the model and its optimizer for the timed steps.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import copy
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+import torchkiln
+from torchkiln.bench import accuracy, timing
+from torchkiln.bench._peer import peer_compile
+
+LOW_PRECISION = (torch.bfloat16, torch.float16)
+
+
+def loss_of(output: Any) -> torch.Tensor:
+    """The mean square of every floating output tensor, summed: a scalar reaching every output."""
+    tensors = [t for t in accuracy.flatten_outputs(output) if t.is_floating_point()]
+    if not tensors:
+        raise ValueError("the model returns no floating-point tensor to train on")
+    return sum(t.float().pow(2).mean() for t in tensors)
+
+
+def _no_dropout(model: torch.nn.Module) -> torch.nn.Module:
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+        if hasattr(module, "dropout") and isinstance(module.dropout, float):
+            module.dropout = 0.0
+    config = getattr(model, "config", None)
+    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout",
+                 "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout_rate"):
+        if config is not None and isinstance(getattr(config, name, None), float):
+            setattr(config, name, 0.0)
+    return model
+
+
+class Variant:
+    """One model copy, its optimizer and its (possibly compiled) callable."""
+
+    def __init__(self, model: torch.nn.Module, fn: Callable[..., Any], autocast: Callable[[], Any]):
+        self.model = model
+        self.fn = fn
+        self.autocast = autocast
+        self.optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+
+    def forward_backward(self, inputs: tuple[Any, ...]) -> torch.Tensor:
+        self.model.zero_grad(set_to_none=True)
+        with self.autocast():
+            loss = loss_of(self.fn(*inputs))
+        loss.backward()
+        return loss
+
+    def step(self, inputs: tuple[Any, ...]) -> torch.Tensor:
+        loss = self.forward_backward(inputs)
+        self.optimizer.step()
+        return loss
+
+    def grads(self) -> list[torch.Tensor]:
+        return [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.model.parameters()]
+
+
+def run_train(spec: Any, config: Any, row: Any, status: Callable[[str], None], inputs_cast: Callable) -> None:
+    """Fill ``row`` with the training-step figures of ``spec`` (see the module docstring)."""
+    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[config.dtype]
+    device = config.device
+    status(f"{spec.name}: building")
+    base, inputs = spec.build(row.batch)
+    base = _no_dropout(base).train()
+    model64, inputs64 = accuracy.fp64_copy(base, inputs)
+    model64 = model64.to(device)
+    inputs64 = tuple(inputs_cast(v, device, torch.float64) for v in inputs64)
+    mixed = dtype in LOW_PRECISION  # parameters in float32, the forward under autocast
+    param_dtype = torch.float32 if mixed else dtype
+    base = base.to(device=device, dtype=param_dtype)
+    inputs = tuple(inputs_cast(v, device, param_dtype) for v in inputs)
+
+    def autocast() -> Any:
+        if mixed:
+            return torch.autocast(torch.device(device).type, dtype=dtype)
+        return contextlib.nullcontext()
+
+    timer = timing.Timer(device)
+    # the fp64 reference gradients
+    reference = Variant(model64, model64, contextlib.nullcontext)
+    reference.forward_backward(inputs64)
+    ref_grads = [g.detach() for g in reference.grads()]
+    del reference, model64, inputs64
+
+    eager = Variant(copy.deepcopy(base), None, autocast)  # type: ignore[arg-type]
+    eager.fn = eager.model
+    first_eager_s, _ = timer.wall(lambda: eager.forward_backward(inputs))
+    eager_s = min(first_eager_s, timer.wall(lambda: eager.forward_backward(inputs))[0])
+    eager_grads = [g.detach().clone() for g in eager.grads()]
+
+    status(f"{spec.name}: compiling a training step with torchkiln")
+    tk_model = copy.deepcopy(base)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        compiled = torchkiln.compile(tk_model, mode=config.mode, options={"strict": config.strict})
+        tk = Variant(tk_model, compiled, autocast)
+        first_s, _ = timer.wall(lambda: tk.forward_backward(inputs))
+    row.notes += sorted({str(w.message) for w in caught if "torchkiln" in str(w.message)})
+    row.compile_s = timing.compile_seconds(first_s, eager_s)
+    verdict = accuracy.compare(tk.grads(), eager_grads, ref_grads, dtype)
+    row.accuracy = verdict.text
+    if not verdict.passed:
+        row.notes.append(f"gradients: {verdict.detail}")
+    report = torchkiln.report(compiled)
+    row.graphs, row.kernels = report.num_graphs, report.num_kernels
+    row.eager_fallbacks = len(report.eager_fallbacks)
+    row.op_fallbacks = sorted({op for g in report.graphs for op in g.fallbacks})
+    row.graph_breaks = len(report.graph_breaks) if report.graph_breaks else max(0, report.num_graphs - 1)
+    variants = {"eager": eager, "torchkiln": tk}
+
+    if config.peer:
+        status(f"{spec.name}: compiling a training step with torch.compile")
+        try:
+            pc_model = copy.deepcopy(base)
+            peer = Variant(pc_model, peer_compile(pc_model, mode=config.mode), autocast)
+            peer_first_s, _ = timer.wall(lambda: peer.forward_backward(inputs))
+            row.inductor_compile_s = timing.compile_seconds(peer_first_s, eager_s)
+            row.inductor_accuracy = accuracy.compare(
+                peer.grads(), eager_grads, ref_grads, dtype).text
+            variants["inductor"] = peer
+        except Exception as error:  # noqa: BLE001 - the peer failing is a note, not our failure
+            row.notes.append(f"torch.compile failed: {type(error).__name__}: {str(error)[:160]}")
+
+    status(f"{spec.name}: timing training steps ({config.repeat} interleaved runs)")
+    fns = {name: (lambda v=v: v.step(inputs)) for name, v in variants.items()}
+    times = timing.interleaved(fns, repeat=config.repeat, warmup=config.warmup, measure=timer.ms)
+    row.eager_ms = timing.median(times["eager"])
+    row.torchkiln_ms = timing.median(times["torchkiln"])
+    row.speedup = timing.speedup(times["eager"], times["torchkiln"])
+    if "inductor" in times:
+        row.inductor_ms = timing.median(times["inductor"])
+        row.inductor_speedup = timing.speedup(times["eager"], times["inductor"])
+    from torchkiln.bench.runner import peak_memory_mb
+
+    row.eager_peak_mem_mb = peak_memory_mb(fns["eager"], device)
+    row.peak_mem_mb = peak_memory_mb(fns["torchkiln"], device)
+    if "inductor" in fns:
+        row.inductor_peak_mem_mb = peak_memory_mb(fns["inductor"], device)

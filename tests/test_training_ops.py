@@ -1,0 +1,99 @@
+"""A training step through every backward op of the conv and transformer bench models: convolution
+and pooling backward as named extern calls, batch-norm running statistics (aten.copy), group and
+layer norm, embedding, attention; no ATen fallback, gradients and buffers equal eager's."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torchkiln
+
+
+class ConvAttnNet(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.c1 = nn.Conv2d(3, 8, 3, padding=1)
+        self.b1 = nn.BatchNorm2d(8)
+        self.c2 = nn.Conv2d(8, 8, 3, padding=1)
+        self.gn = nn.GroupNorm(2, 8)
+        self.emb = nn.Embedding(10, 8)
+        self.ln = nn.LayerNorm(8)
+        self.fc = nn.Linear(8, 4)
+
+    def forward(self, x, idx):
+        y = F.max_pool2d(F.relu(self.b1(self.c1(x))), 2)
+        y = F.avg_pool2d(F.silu(self.gn(self.c2(y))), 2)
+        y = F.adaptive_avg_pool2d(y, 1).flatten(1)
+        q = self.ln(y + self.emb(idx).mean(1)).unsqueeze(1).expand(-1, 4, -1)
+        return self.fc(F.gelu(F.scaled_dot_product_attention(q, q, q).mean(1)))
+
+
+def test_training_steps_match_eager_with_no_aten_fallback():
+    torch.manual_seed(0)
+    model = ConvAttnNet()
+    ref = copy.deepcopy(model)
+    compiled = torchkiln.compile(model, options={"strict": True})
+    for _ in range(2):
+        x, idx = torch.randn(2, 3, 16, 16), torch.randint(0, 10, (2, 5))
+        out, expected = compiled(x, idx), ref(x, idx)
+        torch.testing.assert_close(out, expected)
+        out.square().sum().backward()
+        expected.square().sum().backward()
+    for (name, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name)
+    for (name, b), (_, c) in zip(model.named_buffers(), ref.named_buffers()):
+        torch.testing.assert_close(b, c, msg=name)
+    report = torchkiln.report(compiled)
+    assert not [f for g in report.graphs for f in g.fallbacks]
+    externs = {c for g in report.graphs for c in g.extern_calls}
+    assert {"aten.convolution_backward", "aten.max_pool2d_with_indices_backward",
+            "aten.avg_pool2d_backward"} <= externs
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+@pytest.mark.parametrize("kwargs", [
+    dict(kernel_size=3, stride=2, padding=1),
+    dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+    dict(kernel_size=2, ceil_mode=True),
+    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+    dict(kernel_size=(2, 3), divisor_override=5),
+], ids=["pad", "pad-exclude", "ceil", "ceil-pad-exclude", "divisor"])
+def test_avg_pool2d_lowering(codegen, kwargs):
+    def f(t):
+        return F.avg_pool2d(t, **kwargs)
+
+    t = torch.randn(2, 3, 11, 9)
+    compiled = torchkiln.compile(f, options={"strict": True, "codegen": codegen})
+    torch.testing.assert_close(compiled(t), f(t))
+    assert not torchkiln.report(compiled).graphs[0].fallbacks
+
+
+def test_checkpoint_autocast_and_grad_modes_inside_one_graph():
+    import torch.utils.checkpoint as checkpoint
+
+    torch.manual_seed(0)
+    lin = nn.Linear(8, 8)
+
+    def f(x):
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = lin(x).relu()
+        with torch.no_grad():
+            scale = x.abs().mean()
+        z = checkpoint.checkpoint(lambda t: t.float().sin() * scale, y, use_reentrant=False)
+        return z.sum(1)
+
+    compiled = torchkiln.compile(f, options={"strict": True})
+    x1 = torch.randn(4, 8, requires_grad=True)
+    x2 = x1.detach().clone().requires_grad_()
+    out, ref = compiled(x1), f(x2)
+    torch.testing.assert_close(out, ref)
+    out.sum().backward()
+    ref.sum().backward()
+    torch.testing.assert_close(x1.grad, x2.grad)
+    report = torchkiln.report(compiled)
+    assert len(report.graphs) == 1 and not report.graph_breaks
