@@ -15,7 +15,7 @@ from .breaks import GraphBreak
 from .bytecode.resume import closure_as_arguments, comprehension_over_tuple, resume_code, step_code
 from .exc import RecompileLimitExceeded, Unsupported
 from .frame import CacheEntry, capture_frame, make_function
-from .variables.modules import wrapped_module
+from .trace_rules import wrapped_module
 
 #: iterators over builtin containers: taking their items ahead runs no user code
 _CONTAINER_ITERATORS = frozenset(type(it) for it in (

@@ -181,10 +181,6 @@ IMPURE_MODULES = frozenset({
     "tempfile", "socket", "threading", "multiprocessing", "pathlib", "datetime", "uuid", "secrets", "pdb",
     "traceback", "signal", "select", "atexit", "gc", "faulthandler", "sched", "asyncio", "builtins.input",
 })
-#: modules of stateful objects that talk to other processes (process groups, stores, works, DDP's
-#: reducer and logger, DDP and FSDP modules): their methods act on every call, so one run at
-#: capture time is not the same
-_COMMUNICATION_MODULES = ("torch._C._distributed", "torch.distributed", "torch.nn.parallel.distributed")
 #: builtins that are not pure functions of their arguments
 _IMPURE_BUILTINS = frozenset({"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit",
                               "help", "globals", "locals", "delattr", "__import__"})
@@ -210,8 +206,9 @@ def _pure_with_constants(fn) -> bool:
     if isinstance(fn, type):
         return True
     if owner is not None and not isinstance(owner, types.ModuleType):
-        owner_mod = type(owner).__module__ or ""
-        return not is_impure_module(owner_mod) and not owner_mod.startswith(_COMMUNICATION_MODULES)
+        # torch.distributed's objects act on every call (an all-reduce, a reducer told a
+        # backward is coming): run once at capture time, later calls would silently skip them
+        return not is_impure_module(type(owner).__module__) and not trace_rules.talks_to_other_processes(owner)
     mod = getattr(fn, "__module__", None) or getattr(owner, "__name__", "") or ""
     if mod == "builtins":
         return getattr(fn, "__name__", "") not in _IMPURE_BUILTINS

@@ -1,12 +1,10 @@
 """nn.Module instances: parameters and buffers become get_attr nodes, forward and hooks are inlined.
 
-Distributed wrappers are the exception (``runs_in_python``): their forward and hooks talk to a
-process group and a gradient reducer, which must run on every call, not once at capture time.
+Distributed wrappers are the exception (``trace_rules.runs_in_python``): their forward and hooks
+talk to a process group and a gradient reducer, which must run on every call, not once at capture.
 """
 
 from __future__ import annotations
-
-import sys
 
 import torch
 from torchkiln_guards import LengthMatch, ModuleHooksMatch
@@ -14,6 +12,7 @@ from torchkiln_guards import LengthMatch, ModuleHooksMatch
 from .._guards import ChildModulesMatch, SubmoduleHooksMatch
 from .._sources import AttrSource, HeldObjectSource, LocalSource
 from ..exc import Unsupported
+from ..trace_rules import runs_in_python
 from .base import AttrMissing, ConstantVariable
 from .objects import UserObjectVariable
 
@@ -169,49 +168,6 @@ class NNModuleVariable(UserObjectVariable):
         if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
             return len(m) > 0
         return True
-
-
-#: (module, class, attribute holding the wrapped module or None, why its call runs in Python).
-#: DistributedDataParallel's forward tells the reducer a backward is coming (prepare_for_forward,
-#: prepare_for_backward, bucket rebuilds): inlined, those C++ calls would run once at capture time
-#: and never again, and gradients would silently go unreduced. FSDP's forward and FSDP2's hooks
-#: all-gather parameters before and free them after. The wrapped module (or, for FSDP2, the
-#: module's own forward) is plain computation: that part is captured.
-_DISTRIBUTED_WRAPPERS = (
-    ("torch.nn.parallel.distributed", "DistributedDataParallel", "module",
-     "its forward prepares the gradient reducer for the backward"),
-    ("torch.distributed.fsdp.fully_sharded_data_parallel", "FullyShardedDataParallel", "_fsdp_wrapped_module",
-     "its forward all-gathers and frees the parameters"),
-    ("torch.distributed.fsdp._fully_shard._fully_shard", "FSDPModule", None,
-     "its forward hooks all-gather and free the parameters"),
-)
-
-
-def _wrapper_entry(m):
-    for modname, clsname, inner, why in _DISTRIBUTED_WRAPPERS:
-        # only classes already imported: a module of that class exists only if its module was loaded
-        cls = getattr(sys.modules.get(modname), clsname, None)
-        if cls is not None and isinstance(m, cls):
-            return inner, why
-    return None
-
-
-def runs_in_python(m) -> str | None:
-    """Why calling module ``m`` must run in Python rather than be inlined (None: inline it)."""
-    entry = _wrapper_entry(m)
-    return entry[1] if entry is not None else None
-
-
-def wrapped_module(m):
-    """The module whose forward a distributed wrapper calls (itself unwrapped), or None when ``m``
-    is not a wrapper of another module (FSDP2 keeps the module and adds hooks to it)."""
-    entry = _wrapper_entry(m)
-    if entry is None or entry[0] is None:
-        return None
-    inner = m.__dict__["_modules"].get(entry[0])
-    if not isinstance(inner, torch.nn.Module):
-        return None
-    return wrapped_module(inner) or inner
 
 
 def _where(parent_source, name: str) -> str:
