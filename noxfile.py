@@ -30,6 +30,10 @@ PACKAGES = {
 DIST_TO_FOLDER = {dist: folder for folder, dist in PACKAGES.items()}
 # Optional extras a package's own tests exercise: the --plot test of the benchmark command, and
 # capture's conformance programs on real transformers models (a test-only need, not a dependency).
+# torchkiln's own tests are CPU-only, so pkg-torchkiln installs it without its "triton" extra:
+# that session is the proof that a CPU-only install (no triton, no codegen-triton) works. The
+# `tests` session installs every package, codegen-triton and so triton included, for the
+# Triton-interpreter tests.
 TEST_EXTRAS = {"torchkiln": "[plot]"}
 TEST_REQUIREMENTS = {"dynamo-capture": ["transformers>=4.40"]}
 
@@ -38,10 +42,12 @@ nox.options.default_venv_backend = "venv"
 
 
 def _sibling_deps(folder: str) -> list[str]:
-    """Folders of the sibling packages `folder` declares, transitively, dependencies first."""
-    meta = tomllib.loads((ROOT / "packages" / folder / "pyproject.toml").read_text())
+    """Folders of the sibling packages `folder` declares (in its dependencies or its extras, so
+    an extra's wheel is there if asked for), transitively, dependencies first."""
+    meta = tomllib.loads((ROOT / "packages" / folder / "pyproject.toml").read_text())["project"]
+    extras = [r for group in meta.get("optional-dependencies", {}).values() for r in group]
     found: list[str] = []
-    for requirement in meta["project"]["dependencies"]:
+    for requirement in [*meta["dependencies"], *extras]:
         name = requirement.split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip()
         if name in DIST_TO_FOLDER:
             for dep in [*_sibling_deps(DIST_TO_FOLDER[name]), DIST_TO_FOLDER[name]]:

@@ -92,6 +92,9 @@ def _logger_names() -> frozenset[str]:
     found = set()
     for path in _src_files():
         found.update(re.findall(r"getLogger\(\s*[\"']([\w.]+)[\"']", path.read_text()))
+    from torchkiln_guards.logs import ARTIFACTS  # the registry names its loggers torchkiln.<name>
+
+    found.update(f"torchkiln.{name}" for name in ARTIFACTS)
     return frozenset(found)
 
 

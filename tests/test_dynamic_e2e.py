@@ -59,3 +59,44 @@ def test_llama_with_dynamic_sequence_length():
             got = compiled(ids, use_cache=False).logits
             want = model(ids, use_cache=False).logits
             torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
+
+
+def _hf_small(name):
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    if name == "bert":
+        cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
+                                      num_attention_heads=2, intermediate_size=64)
+        return transformers.BertModel(cfg)
+    if name == "gpt2":
+        cfg = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=1, n_head=2, n_positions=64,
+                                      bos_token_id=0, eos_token_id=0)
+        return transformers.GPT2LMHeadModel(cfg)
+    cfg = transformers.DistilBertConfig(vocab_size=100, dim=32, n_layers=1, n_heads=2, hidden_dim=64)
+    return transformers.DistilBertModel(cfg)
+
+
+@pytest.mark.parametrize("name,train", [("bert", False), ("gpt2", False), ("distilbert", False),
+                                        ("bert", True)])
+def test_transformers_stay_symbolic_in_sequence_length(name, train):
+    """One graph serves every sequence length (linear, tuple arithmetic on sizes and the
+    partitioner's cost model used to read symbolic sizes as ints and specialize them)."""
+    model = _hf_small(name).train(train)
+    model.config.use_cache = False
+    for module in model.modules():
+        if isinstance(module, torch.nn.Dropout):
+            module.p = 0.0
+    compiled = torchkiln.compile(model, dynamic=True, options={"strict": True})
+    for length in (8, 12, 17):
+        ids = torch.randint(0, 100, (2, length))
+        with torch.set_grad_enabled(train):
+            out, ref = compiled(ids)[0], model(ids)[0]
+        torch.testing.assert_close(out, ref)
+        if train:
+            grads = torch.autograd.grad(out.square().mean(), list(model.parameters()), allow_unused=True)
+            expected = torch.autograd.grad(ref.square().mean(), list(model.parameters()), allow_unused=True)
+            for g, e in zip(grads, expected):
+                if e is not None:
+                    torch.testing.assert_close(g, e)
+    report = torchkiln.report(compiled)
+    assert len(report.graphs) == 1 and not report.graph_breaks

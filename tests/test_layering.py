@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 import tomllib
 from pathlib import Path
 
@@ -39,12 +40,19 @@ def _import_name(package_dir: Path) -> str:
     return src.name
 
 
+def _requirements(package_dir: Path) -> list[str]:
+    """Every requirement of the package: its dependencies and those of its extras (an import
+    of an extra's package is declared too: it is made only where that extra is needed)."""
+    meta = tomllib.loads((package_dir / "pyproject.toml").read_text())["project"]
+    extras = meta.get("optional-dependencies", {}).values()
+    return [*meta["dependencies"], *(r for group in extras for r in group)]
+
+
 def _declared(package_dir: Path) -> set[str]:
-    meta = tomllib.loads((package_dir / "pyproject.toml").read_text())
-    names = set()
-    for requirement in meta["project"]["dependencies"]:
-        names.add(re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].strip())
-    return names
+    return {
+        re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0].strip()
+        for requirement in _requirements(package_dir)
+    }
 
 
 def _dist_name(package_dir: Path) -> str:
@@ -125,6 +133,58 @@ def test_imports_follow_the_dependency_rule(package_dir: Path) -> None:
     assert not problems, "\n".join(sorted(set(problems)))
 
 
+# import name -> distribution name, for the third-party packages the sources import
+THIRD_PARTY = {
+    "torch": "torch",
+    "sympy": "sympy",
+    "networkx": "networkx",
+    "bytecode": "bytecode",
+    "rich": "rich",
+    "triton": "triton",
+    "numpy": "numpy",
+    "matplotlib": "matplotlib",
+    "transformers": "transformers",
+    "timm": "timm",
+}
+
+
+@pytest.mark.parametrize("package_dir", _package_dirs(), ids=lambda p: p.name)
+def test_third_party_imports_are_declared(package_dir: Path) -> None:
+    """A package declares every third-party package it imports (pip installs nothing else)."""
+    declared = _declared(package_dir)
+    problems = []
+    for path in sorted((package_dir / "src").rglob("*.py")):
+        tree = ast.parse(path.read_text(), filename=str(path))
+        for name, line in _imports(tree):
+            top = name.split(".")[0]
+            if top in sys.stdlib_module_names or top in SIBLINGS:
+                continue
+            dist = THIRD_PARTY.get(top)
+            where = f"{path.relative_to(ROOT)}:{line}"
+            if dist is None:
+                problems.append(f"{where} imports {top}: name its distribution in THIRD_PARTY")
+            elif dist not in declared:
+                problems.append(f"{where} imports {top}, not declared in its pyproject")
+    assert not problems, "\n".join(sorted(set(problems)))
+
+
+def test_python_and_torch_ranges_are_bounded() -> None:
+    """Supported Python and torch versions are declared with an upper bound: private torch APIs
+    and CPython bytecode change between releases, so an unbounded range would be a promise."""
+    from packaging.requirements import Requirement
+    from packaging.specifiers import SpecifierSet
+
+    for package_dir in _package_dirs():
+        meta = tomllib.loads((package_dir / "pyproject.toml").read_text())["project"]
+        python = SpecifierSet(meta["requires-python"])
+        assert "3.11" in python and "3.12" in python and "3.13" not in python, package_dir.name
+        for text in _requirements(package_dir):
+            requirement = Requirement(text)
+            if requirement.name == "torch":
+                spec = requirement.specifier
+                assert "2.11.0" in spec and "2.13.0" in spec and "2.14.0" not in spec, text
+
+
 def test_the_benchmark_peer_lives_outside_packages() -> None:
     """torch.compile is called only by benchmarks/peer.py, which the bench command loads by path."""
     assert "torch.compile(" in (ROOT / "benchmarks" / "peer.py").read_text()
@@ -150,8 +210,7 @@ def test_every_package_has_its_own_version_and_files() -> None:
 def test_sibling_dependencies_are_version_ranges() -> None:
     dists = set(SIBLINGS.values())
     for package_dir in _package_dirs():
-        meta = tomllib.loads((package_dir / "pyproject.toml").read_text())
-        for requirement in meta["project"]["dependencies"]:
+        for requirement in _requirements(package_dir):
             name = re.split(r"[<>=!~\[; ]", requirement, maxsplit=1)[0]
             if name in dists:
                 assert ">=" in requirement and "<" in requirement, requirement
@@ -168,8 +227,7 @@ def test_sibling_ranges_admit_the_siblings_in_this_tree() -> None:
 
     versions = {_dist_name(p): _version(p) for p in _package_dirs()}
     for package_dir in _package_dirs():
-        meta = tomllib.loads((package_dir / "pyproject.toml").read_text())
-        for text in meta["project"]["dependencies"]:
+        for text in _requirements(package_dir):
             requirement = Requirement(text)
             if requirement.name in versions:
                 have = versions[requirement.name]

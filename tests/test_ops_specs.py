@@ -33,6 +33,9 @@ NOT_ON_CPU = {
     aten._scaled_dot_product_flash_attention.default: "CUDA-only SDPA kernel",
     aten._scaled_dot_product_efficient_attention.default: "CUDA-only SDPA kernel",
     aten._scaled_dot_product_cudnn_attention.default: "CUDA-only SDPA kernel",
+    **{getattr(aten, name).default: "CUDA-only SDPA backward kernel" for name in (
+        "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
+        "_scaled_dot_product_cudnn_attention_backward") if hasattr(aten, name)},
 }
 _SDPA_KERNELS = (aten._scaled_dot_product_flash_attention_for_cpu.default, *NOT_ON_CPU)
 
@@ -463,6 +466,38 @@ spec("boolean_mask_read", lambda x, m: (x[m] * 2, torch.nonzero(m)),
 spec("max_pool2d", lambda x: F.max_pool2d_with_indices(x, 3, 2, 1),
      lambda dt: [(make((2, 3, 9, 11), dt),), (make((1, 1, 3, 3), dt),)],
      (aten.max_pool2d_with_indices.default,), dtypes=FLOATS, decompose=False)
+
+spec("avg_pool2d", lambda x: (F.avg_pool2d(x, 3, 2, 1), F.avg_pool2d(x, 2, ceil_mode=True),
+                              F.avg_pool2d(x, 3, 2, 1, count_include_pad=False, ceil_mode=True),
+                              F.avg_pool2d(x, (2, 3), divisor_override=4)),
+     lambda dt: [(make((2, 3, 9, 11), dt),), (make((1, 1, 4, 5), dt),)],
+     (aten.avg_pool2d.default,), dtypes=FLOATS, decompose=False)
+spec("copy", lambda d, s: (aten.copy(d, s) * 2, aten.copy(d, s[:1]).sin()),
+     lambda dt: [(make((5, 7), dt), make((5, 7), dt)), (make((3, 4), dt), make((3, 4), F32))],
+     (aten.copy.default,), dtypes=FLOATS, decompose=False)
+
+# backward kernels run as named externs
+spec("convolution_backward",
+     lambda g, x, w: aten.convolution_backward(g, x, w, [4], [1, 1], [1, 1], [1, 1], False, [0, 0], 1,
+                                               [True, True, True]),
+     lambda dt: [(make((2, 4, 7, 9), dt), make((2, 3, 7, 9), dt), make((4, 3, 3, 3), dt))],
+     (aten.convolution_backward.default,), dtypes=(F32,), tol={F32: (1e-4, 1e-4)}, decompose=False,
+     extern=("aten.convolution_backward",))
+spec("pooling_backward",
+     lambda g, x: (aten.max_pool2d_with_indices_backward(
+         g, x, [3, 3], [2, 2], [1, 1], [1, 1], False, aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1])[1]),
+         aten.avg_pool2d_backward(g, x, [3, 3], [2, 2], [1, 1], False, True, None)),
+     lambda dt: [(make((2, 3, 5, 6), dt), make((2, 3, 9, 11), dt))],
+     (aten.max_pool2d_with_indices_backward.default, aten.avg_pool2d_backward.default), dtypes=(F32,),
+     decompose=False, extern=("aten.max_pool2d_with_indices_backward", "aten.avg_pool2d_backward"))
+spec("sdpa_backward", lambda g, q, k, v: aten._scaled_dot_product_flash_attention_for_cpu_backward(
+         g, q, k, v, *aten._scaled_dot_product_flash_attention_for_cpu(q, k, v), 0.0, False),
+     lambda dt: [(make((2, 3, 7, 8), dt), make((2, 3, 7, 8), dt), make((2, 3, 7, 8), dt),
+                  make((2, 3, 7, 8), dt))],
+     (aten._scaled_dot_product_flash_attention_for_cpu_backward.default,), dtypes=(F32,),
+     tol={F32: (1e-4, 1e-4)}, decompose=False,
+     extern=("aten._scaled_dot_product_flash_attention_for_cpu",
+             "aten._scaled_dot_product_flash_attention_for_cpu_backward"))
 
 # extern kernels, with pointwise epilogues
 spec("matmuls", lambda a, b, c, x, y: (torch.relu(a @ b + 1), torch.addmm(c, a, b) * 2,

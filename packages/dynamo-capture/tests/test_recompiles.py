@@ -214,3 +214,9 @@ def test_recompile_limit_warning_names_the_guard():
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         torch.testing.assert_close(cf(y), _tiny(y))
+
+
+def test_a_misspelt_log_name_fails_when_capturing_starts(monkeypatch):
+    monkeypatch.setenv("TORCHKILN_LOGS", "recompile")
+    with pytest.raises(ValueError, match="'recompile'.*valid names:.*recompiles"):
+        capture(_tiny, Counting())

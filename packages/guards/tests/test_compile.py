@@ -184,7 +184,7 @@ def test_logging_with_env_var(h, monkeypatch, caplog):
     with caplog.at_level(logging.WARNING, logger="torchkiln.guards"):
         h.build(add, [TensorMatch.from_tensor(X, x)])
     assert not [r for r in caplog.records if r.name == "torchkiln.guards"]
-    monkeypatch.setenv("TORCHKILN_LOGS", "dynamo,guards")
+    monkeypatch.setenv("TORCHKILN_LOGS", "recompiles,guards")
     with caplog.at_level(logging.INFO, logger="torchkiln.guards"):
         cg = h.build(add, [TensorMatch.from_tensor(X, x)])
     logged = [r.getMessage() for r in caplog.records if r.name == "torchkiln.guards"]

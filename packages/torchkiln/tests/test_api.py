@@ -141,8 +141,9 @@ def test_backend_choices(standin_layers) -> None:
 
 
 def test_options_are_checked() -> None:
-    with pytest.raises(ValueError, match="unknown option"):
+    with pytest.warns(UserWarning, match="ignoring option.*'strikt'") as record:
         torchkiln.compile(f, options={"strikt": True})
+    assert record[0].filename == __file__  # points at the user's call
     with pytest.raises(ValueError, match="mode"):
         torchkiln.compile(f, mode="fast")
     from torchkiln.options import resolve_options
@@ -150,6 +151,32 @@ def test_options_are_checked() -> None:
     assert resolve_options(None, "reduce-overhead").cudagraphs
     assert resolve_options({"mode": "max-autotune"}, "default").autotune
     assert not resolve_options(None, "default").autotune
+    assert resolve_options(None, None) == resolve_options(None, "default")
+    no_cg = resolve_options(None, "max-autotune-no-cudagraphs")
+    assert no_cg.autotune and not no_cg.cudagraphs and no_cg.mode == "max-autotune-no-cudagraphs"
+    full = resolve_options(None, "max-autotune")
+    assert full.autotune and full.cudagraphs
+
+
+def test_inductor_option_names_are_mapped_or_named_in_one_warning() -> None:
+    from torchkiln.options import resolve_options
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        mapped = resolve_options({"max_autotune": True, "triton.cudagraphs": True, "strict": True})
+    assert mapped.autotune and mapped.cudagraphs and mapped.strict
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        # explicit options override the mode's settings
+        off = resolve_options({"triton.cudagraphs": False}, "max-autotune")
+    assert off.autotune and not off.cudagraphs
+    with pytest.warns(UserWarning) as record:
+        kept = resolve_options({"epilogue_fusion": True, "trace.enabled": True, "max_autotune": 1})
+    assert len(record) == 1
+    message = str(record[0].message)
+    assert "'epilogue_fusion': matmuls run as extern calls" in message
+    assert "'trace.enabled': no torchkiln meaning" in message
+    assert kept.autotune and not kept.cudagraphs
 
 
 def test_torch_compile_style_backend_function(standin_layers) -> None:

@@ -37,10 +37,10 @@ def tensor_nbytes(val) -> int:
     """Bytes a (fake) tensor's values occupy; symbolic sizes fall back to their hint."""
     numel = val.numel()
     if not isinstance(numel, int):
-        try:
-            numel = int(numel)
-        except (TypeError, ValueError, RuntimeError):  # unbacked / no hint: assume large so it is not cheap to save
-            numel = 1 << 20
+        # the size seen at trace time, read without a guard: int(numel) would specialize the
+        # symbolic size (and recompile the graph for every other size)
+        hint = getattr(getattr(numel, "node", None), "hint", None)
+        numel = int(hint) if hint is not None else 1 << 20  # unbacked: assume large, not cheap to save
     return numel * val.element_size()
 
 

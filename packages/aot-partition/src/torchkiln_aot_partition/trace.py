@@ -21,6 +21,7 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ._batch_norm import BatchNormAsLegit
+from ._linear import SymbolicLinear
 from ._compat import as_decomposition_dict, default_decompositions, is_fake
 from .errors import AOTError
 
@@ -131,7 +132,7 @@ def trace_functional(
     """
 
     def flat_fn(*a):
-        with BatchNormAsLegit():
+        with BatchNormAsLegit(), SymbolicLinear():
             return _as_output_tuple(fn(*a))
 
     functional = torch.func.functionalize(flat_fn, remove="mutations")

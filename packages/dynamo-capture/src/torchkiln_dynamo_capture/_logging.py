@@ -1,56 +1,22 @@
-"""``TORCHKILN_LOGS=recompiles,graph_breaks``: why a cached entry missed ("torchkiln.recompiles") and
-where a frame was split ("torchkiln.graph_breaks"), with the user's file:line."""
+"""Capture's log artifacts, ``recompiles`` and ``graph_breaks`` (TORCHKILN_LOGS): why a cached entry
+missed and where a frame was split, with the user's file:line. Names, parsing and handlers are the
+one registry's, ``torchkiln_guards.logs``."""
 
 from __future__ import annotations
 
-import logging
-import os
-import sys
+from torchkiln_guards.logs import check_log_names, log_artifact, logger
 
-recompiles_log = logging.getLogger("torchkiln.recompiles")
-graph_breaks_log = logging.getLogger("torchkiln.graph_breaks")
+recompiles_log = logger("recompiles")
+graph_breaks_log = logger("graph_breaks")
 
-
-def _enabled(name: str) -> bool:
-    # Read at call time, so setting the variable in a running process takes effect.
-    names = {n.strip().lstrip("+") for n in os.environ.get("TORCHKILN_LOGS", "").split(",")}
-    return name in names or "all" in names
-
-
-class _StderrHandler(logging.StreamHandler):
-    """Writes to whatever ``sys.stderr`` is at emit time (it may be replaced after setup)."""
-
-    @property
-    def stream(self):
-        return sys.stderr
-
-    @stream.setter
-    def stream(self, value):
-        pass
-
-
-def _ensure_stderr_handler(log: logging.Logger) -> None:
-    if not any(getattr(h, "_torchkiln", False) for h in log.handlers):
-        h = _StderrHandler()
-        h.setFormatter(logging.Formatter(f"[{log.name}] %(message)s"))
-        h._torchkiln = True  # type: ignore[attr-defined]
-        log.addHandler(h)
-    if log.level == logging.NOTSET or log.level > logging.INFO:
-        log.setLevel(logging.INFO)
-
-
-def _log(log: logging.Logger, name: str, message: str) -> None:
-    if _enabled(name):
-        _ensure_stderr_handler(log)
-    if log.isEnabledFor(logging.INFO):
-        log.info("%s", message)
+__all__ = ["check_log_names", "log_graph_break", "log_recompile"]
 
 
 def log_recompile(message: str) -> None:
     """Log ``message`` at INFO; with TORCHKILN_LOGS naming recompiles, also print it to stderr."""
-    _log(recompiles_log, "recompiles", message)
+    log_artifact("recompiles", message)
 
 
 def log_graph_break(message: str) -> None:
     """Log a graph break at INFO; with TORCHKILN_LOGS naming graph_breaks, also print it to stderr."""
-    _log(graph_breaks_log, "graph_breaks", message)
+    log_artifact("graph_breaks", message)

@@ -10,7 +10,7 @@ import warnings
 import torch
 
 from . import trace_rules
-from ._logging import log_recompile
+from ._logging import check_log_names, log_recompile
 from .breaks import GraphBreak
 from .bytecode.resume import closure_as_arguments, comprehension_over_tuple, resume_code, step_code
 from .exc import RecompileLimitExceeded, Unsupported
@@ -411,6 +411,7 @@ def capture(fn, backend, *, fullgraph: bool = False, dynamic=None, recompile_lim
     guards for what the graph relied on); False specializes every size; None (the default) starts
     static and makes the dims that changed size symbolic at the first recompile (automatic dynamic).
     """
+    check_log_names()  # a misspelt TORCHKILN_LOGS name fails here, not inside a capture
     if isinstance(fn, torch.nn.Module):
         captured = CapturedFunction(_call_module, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit)
         captured.__name__ = type(fn).__name__

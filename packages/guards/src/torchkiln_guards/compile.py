@@ -17,7 +17,7 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from ._logging import log_guard_source
+from .logs import log_guard_source
 from .kinds import Guard, GuardFailure, TensorMatch, TypeMatch
 from .kinds.base import Raised
 from .source import ClosureSource, LocalSource, Source, _Frame

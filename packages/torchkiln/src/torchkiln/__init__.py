@@ -2,7 +2,9 @@
 
 __version__ = "0.1.1"
 
-from torchkiln.api import CompiledFunction, CompiledModule, compile, explain, report
+from torchkiln_dynamo_capture import allow_in_graph, disable, mark_dynamic, mark_static
+
+from torchkiln.api import CompiledFunction, CompiledModule, compile, explain, report, reset
 from torchkiln.backend import backend
 from torchkiln.errors import BackendCompilerFailed, LayerUnavailable, TorchkilnError
 from torchkiln.options import CompileOptions
@@ -19,9 +21,14 @@ __all__ = [
     "GraphReport",
     "LayerUnavailable",
     "TorchkilnError",
+    "allow_in_graph",
     "backend",
     "compile",
+    "disable",
     "explain",
     "make_backend",
+    "mark_dynamic",
+    "mark_static",
     "report",
+    "reset",
 ]

@@ -5,17 +5,21 @@ graphs and hands them to a backend; by default that is our pipeline (``pipeline.
 Internal failures never break the user's program unless ``options={"strict": True}``: a graph
 the pipeline cannot compile runs eagerly, and if capture itself fails the whole function does,
 each time with one warning and a record in ``report(compiled).eager_fallbacks``.
+``reset()`` forgets what every live compiled function has compiled, as ``torch.compiler.reset()``.
 """
 
 from __future__ import annotations
 
 import functools
 import warnings
+import weakref
 from collections.abc import Callable
 from typing import Any
 
 import torch
 import torchkiln_dynamo_capture
+from torch.nn.modules import module as _nn_module
+from torchkiln_guards.logs import check_log_names
 
 from torchkiln.errors import BackendCompilerFailed, LayerUnavailable
 from torchkiln.options import CompileOptions, resolve_options
@@ -28,18 +32,39 @@ def _eager_backend(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Calla
     return gm.forward
 
 
+#: backend names that mean our pipeline ("inductor" too: swapping torch.compile for
+#: torchkiln.compile keeps the same kind of compiler, ours)
+PIPELINE_BACKENDS = (None, "torchkiln", "inductor")
+
+
 def _choose_backend(
     backend: Any, options: CompileOptions, recorder: ReportRecorder
 ) -> Callable[..., Any]:
-    if backend is None or backend == "torchkiln":
+    if backend in PIPELINE_BACKENDS:
         return make_backend(options, recorder)
     if backend == "eager":
         return _eager_backend
     if callable(backend):
         return backend
     raise ValueError(
-        f"torchkiln: backend must be None, 'torchkiln', 'eager' or a callable, not {backend!r}"
+        "torchkiln: backend must be None, 'torchkiln', 'inductor' (both our pipeline), 'eager' "
+        f"or a callable, not {backend!r}"
     )
+
+
+def _with_mode_and_options(
+    backend: Callable[..., Any], mode: str | None, options: Any
+) -> Callable[..., Any]:
+    """A user's backend callable, called as torch.compile calls one: with ``mode=`` when a mode
+    other than the default was given and ``options=`` when options were, nothing otherwise."""
+    kwargs: dict[str, Any] = {}
+    if mode and mode != "default":
+        kwargs["mode"] = mode
+    if options:
+        kwargs["options"] = options
+    if not kwargs:
+        return backend
+    return functools.partial(backend, **kwargs)
 
 
 def _capture(
@@ -73,6 +98,7 @@ class _Runner:
         self.options = options
         self.fullgraph = fullgraph
         self.recorder = recorder
+        self._backend, self._dynamic = backend, dynamic  # to capture afresh after reset()
         self.captured: Callable[..., Any] | None = None
         try:
             self.captured = _capture(fn, backend, options, fullgraph, dynamic)
@@ -107,6 +133,18 @@ class _Runner:
             result = self.fn(*args, **kwargs)
             self._fail("capture failed", error)
             return result
+
+    def reset(self) -> None:
+        """Forget every compiled entry: capture's cache (guarded entries, continuations, automatic
+        dynamic sizes), the eager decision and the report; the next call captures afresh."""
+        self.recorder.clear()
+        self.captured = None
+        try:
+            self.captured = _capture(
+                self.fn, self._backend, self.options, self.fullgraph, self._dynamic
+            )
+        except Exception as error:  # noqa: BLE001
+            self._fail("capture could not wrap the function", error)
 
     def _functions(self) -> list[Any]:
         """The captured function and every continuation or callee its graph breaks created."""
@@ -179,9 +217,20 @@ class CompiledModule(torch.nn.Module):
     def forward(self, *args: Any, **kwargs: Any) -> Any:
         return self._torchkiln_runner(*args, **kwargs)
 
-    # Skips nn.Module's hook dispatch on the wrapper (hooks live on the original module, which
-    # capture calls): one Python call less per step.
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        # Hooks registered on this wrapper run as torch.compile's OptimizedModule runs them:
+        # through nn.Module.__call__ around the compiled forward (hooks on the original module
+        # run inside, where capture calls it). Global module hooks fire for the wrapper too, an
+        # extra time, as torch.compile's do. Without hooks: straight to the runner, one Python
+        # call less per step.
+        if (
+            self._forward_hooks
+            or self._forward_pre_hooks
+            or self._backward_hooks
+            or self._backward_pre_hooks
+            or _has_global_module_hooks()
+        ):
+            return torch.nn.Module.__call__(self, *args, **kwargs)
         return self._torchkiln_runner(*args, **kwargs)
 
     def __getattr__(self, name: str) -> Any:
@@ -216,45 +265,102 @@ class CompiledModule(torch.nn.Module):
         return f"CompiledModule({self._orig_mod!r})"
 
 
-def compile(
-    fn_or_module: Any = None,
-    *,
-    mode: str = "default",
-    dynamic: bool | None = None,
-    fullgraph: bool = False,
-    backend: Any = None,
-    options: CompileOptions | dict[str, Any] | None = None,
-) -> Any:
-    """Compile a function or ``nn.Module`` like ``torch.compile``; usable as ``@compile`` or
-    ``@compile(...)``.
+def _has_global_module_hooks() -> bool:
+    return bool(
+        _nn_module._global_forward_hooks
+        or _nn_module._global_forward_pre_hooks
+        or _nn_module._global_backward_hooks
+        or _nn_module._global_backward_pre_hooks
+    )
 
-    mode: "default", "reduce-overhead" (CUDA graphs on CUDA) or "max-autotune" (autotuning).
-    backend: None/"torchkiln" (our pipeline), "eager" (capture, then run the FX graphs), or a
-        torch.compile-style callable ``(gm, example_inputs) -> callable`` (capture only).
-    options: a dict or ``CompileOptions`` (``strict``, ``max_fusions``, ``recompile_limit``, ...).
+
+#: every live compiled function's runner, for reset() (weak: compiling keeps nothing alive)
+_LIVE_RUNNERS: weakref.WeakSet[_Runner] = weakref.WeakSet()
+
+
+def compile(
+    model: Any = None,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    backend: Any = None,
+    mode: str | None = None,
+    options: CompileOptions | dict[str, Any] | None = None,
+    disable: bool = False,
+) -> Any:
+    """Compile a function or ``nn.Module`` like ``torch.compile`` (same arguments, same meaning);
+    usable as ``@compile`` or ``@compile(...)``.
+
+    fullgraph: a graph break raises instead of splitting the function.
+    dynamic: None (static first, symbolic dims at the first recompile), True (symbolic from the
+        start), False (always specialize).
+    backend: None/"torchkiln"/"inductor" (our pipeline), "eager" (capture, then run the FX
+        graphs), or a torch.compile-style callable ``(gm, example_inputs) -> callable``, called
+        with ``mode=``/``options=`` as torch.compile calls it (capture only).
+    mode: None (= "default"), "default", "reduce-overhead" (CUDA graphs on CUDA), "max-autotune"
+        (autotuning and CUDA graphs) or "max-autotune-no-cudagraphs".
+    options: a dict or ``CompileOptions``: our fields (``strict``, ``max_fusions``,
+        ``recompile_limit``, ...) and the Inductor names with a torchkiln meaning
+        (``max_autotune``, ``triton.cudagraphs``, ...: ``options.INDUCTOR_OPTIONS``); other names
+        are ignored with one warning. Unlike torch.compile, ``mode`` and ``options`` may be
+        given together (explicit options win over the mode's settings).
+    disable: return ``model`` unchanged (torch.compile's no-op switch).
     Returns a ``CompiledFunction`` (functions) or ``CompiledModule`` (modules);
     ``torchkiln.report(result)`` says what was compiled.
     """
-    resolved = resolve_options(options, mode)
-    if fn_or_module is None:
+    if model is None:
         return functools.partial(
-            compile,
-            mode=mode,
-            dynamic=dynamic,
+            _compile_or_refuse_none,
             fullgraph=fullgraph,
+            dynamic=dynamic,
             backend=backend,
+            mode=mode,
             options=options,
+            disable=disable,
         )
-    if not callable(fn_or_module):
+    if disable:
+        return model
+    if not callable(model):
         raise TypeError(
-            f"torchkiln.compile expects a function or nn.Module, not {type(fn_or_module).__name__}"
+            f"torchkiln.compile expects a function or nn.Module, not {type(model).__name__}"
         )
+    check_log_names()
     recorder = ReportRecorder()
-    chosen = _choose_backend(backend, resolved, recorder)
-    runner = _Runner(fn_or_module, chosen, resolved, fullgraph, dynamic, recorder)
-    if isinstance(fn_or_module, torch.nn.Module):
-        return CompiledModule(fn_or_module, runner)
-    return CompiledFunction(fn_or_module, runner)
+    if backend in PIPELINE_BACKENDS:
+        resolved = resolve_options(options, mode, stacklevel=3)
+        chosen = _choose_backend(backend, resolved, recorder)
+    else:
+        # mode and options belong to that backend (torch.compile does not check them): ours
+        # only reads its own fields (strict, recompile_limit) from them, without warnings.
+        own = options if isinstance(options, CompileOptions) else None
+        if own is None and isinstance(options, dict):
+            own = resolve_options(options, None, warn_ignored=False)
+        resolved = own or CompileOptions()
+        chosen = _choose_backend(backend, resolved, recorder)
+        if callable(backend):
+            chosen = _with_mode_and_options(chosen, mode, options)
+    runner = _Runner(model, chosen, resolved, fullgraph, dynamic, recorder)
+    _LIVE_RUNNERS.add(runner)
+    if isinstance(model, torch.nn.Module):
+        return CompiledModule(model, runner)
+    return CompiledFunction(model, runner)
+
+
+def _compile_or_refuse_none(model: Any, **kwargs: Any) -> Any:
+    """The decorator ``compile(...)`` returns: ``compile(model, ...)``; None is an error there."""
+    if model is None:
+        raise TypeError("torchkiln.compile(...)(model): model can't be None")
+    return compile(model, **kwargs)
+
+
+def reset() -> None:
+    """Forget everything compiled in this process, as ``torch.compiler.reset()`` does for
+    torch.compile: every live compiled function drops its capture cache entries, continuations
+    and report, and compiles afresh on its next call. Files on disk (the code generators'
+    caches) stay, as torch's do. ``torch.compiler.reset()`` calls this too once
+    ``torchkiln.backend`` has been used by torch.compile (torch resets the backends it cached)."""
+    for runner in list(_LIVE_RUNNERS):
+        runner.reset()
 
 
 def explain(fn: Callable[..., Any]) -> Callable[..., Any]:

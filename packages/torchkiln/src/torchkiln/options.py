@@ -3,11 +3,44 @@
 from __future__ import annotations
 
 import dataclasses
+import warnings
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Literal
 
-Mode = Literal["default", "reduce-overhead", "max-autotune"]
-MODES: tuple[str, ...] = ("default", "reduce-overhead", "max-autotune")
+Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
+MODES: tuple[str, ...] = (
+    "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"
+)
+
+#: What each torch.compile mode turns on, in CompileOptions fields (Inductor's mode table, read
+#: through: reduce-overhead = CUDA graphs; max-autotune = autotuning + CUDA graphs;
+#: max-autotune-no-cudagraphs = autotuning only). CUDA graphs apply to CUDA graphs only.
+MODE_SETTINGS: dict[str, dict[str, bool]] = {
+    "default": {},
+    "reduce-overhead": {"cudagraphs": True},
+    "max-autotune": {"autotune": True, "cudagraphs": True},
+    "max-autotune-no-cudagraphs": {"autotune": True},
+}
+
+#: Inductor option names (torch.compile's ``options=``) that have a torchkiln meaning, and the
+#: CompileOptions field each sets. ``autotune`` is our block-size search for generated kernels,
+#: which is what Inductor's max_autotune(_pointwise) and coordinate-descent tuning do for its own.
+INDUCTOR_OPTIONS: dict[str, str] = {
+    "max_autotune": "autotune",
+    "max_autotune_pointwise": "autotune",
+    "coordinate_descent_tuning": "autotune",
+    "triton.cudagraphs": "cudagraphs",
+}
+
+#: Common Inductor options torchkiln accepts but ignores, with the reason the warning gives.
+IGNORED_INDUCTOR_OPTIONS: dict[str, str] = {
+    "epilogue_fusion": "matmuls run as extern calls, so there is no template to fuse into",
+    "max_autotune_gemm": "matmuls run as extern ATen calls, so there is no GEMM template to tune",
+    "triton.cudagraph_trees": "torchkiln records one CUDA graph per compiled graph, not trees",
+    "shape_padding": "torchkiln does not pad matmul shapes",
+    "freezing": "torchkiln does not fold parameters into constants",
+}
 CODEGENS: tuple[str, ...] = ("auto", "cpp", "triton")
 
 
@@ -16,14 +49,17 @@ class CompileOptions:
     """Everything the pipeline needs to know about how to compile.
 
     strict: internal errors raise instead of falling back to eager with a warning.
-    mode: "default", "reduce-overhead" (CUDA graphs for CUDA graphs), "max-autotune"
-        (default plus ``autotune``).
+    mode: a torch.compile mode (see ``MODE_SETTINGS``): "default", "reduce-overhead" (CUDA graphs
+        for CUDA graphs), "max-autotune" (``autotune`` and CUDA graphs) or
+        "max-autotune-no-cudagraphs" (``autotune`` only).
     max_fusions: fusion fuel for the loop-IR scheduler (None = unlimited); bisects a bad fusion.
     recompile_limit: how many guarded entries a captured frame may hold before running eagerly.
     cache_dir: where code generators cache their builds (None = ``$TORCHKILN_CACHE_DIR`` or
         ``~/.cache/torchkiln``); handed to the code generator options that know the field.
-    autotune: ask the Triton code generator to time block-size choices (set by max-autotune).
-    cudagraphs: wrap CUDA graphs in ``torch.cuda.CUDAGraph`` (set by reduce-overhead).
+    autotune: ask the Triton code generator to time block-size choices (set by the max-autotune
+        modes, or Inductor's ``max_autotune`` option).
+    cudagraphs: wrap CUDA graphs in ``torch.cuda.CUDAGraph`` (set by reduce-overhead and
+        max-autotune, or Inductor's ``triton.cudagraphs`` option).
     cpp_options / triton_options: option objects handed unchanged to ``CppBackend(options=...)``
         / ``TritonBackend(options=...)``; None lets the code generator pick its defaults.
     loop_ir: extra keyword fields for ``LoopIROptions`` (only fields it declares are used).
@@ -56,44 +92,84 @@ class CompileOptions:
             )
 
 
-def resolve_options(options: CompileOptions | dict[str, Any] | None, mode: str) -> CompileOptions:
-    """Merge the user's ``options`` (dict or CompileOptions) and ``mode`` into CompileOptions.
-
-    Raises ``ValueError`` for an unknown mode or option name (listing the known names).
-    """
+def check_mode(mode: str | None) -> str:
+    """``mode`` as a mode name (None is torch.compile's default, "default"); ``ValueError`` for an
+    unknown one, listing the known ones."""
+    if mode is None:
+        return "default"
     if mode not in MODES:
         raise ValueError(f"torchkiln: unknown mode {mode!r}; pick one of {', '.join(MODES)}")
+    return mode
+
+
+def _chosen_mode(keyword: str | None, from_options: str | None) -> str:
+    """The keyword's mode, unless it was left at the default and the options name one."""
+    keyword, from_options = check_mode(keyword), check_mode(from_options)
+    return from_options if keyword == "default" else keyword
+
+
+def split_options(
+    options: Mapping[str, Any],
+) -> tuple[dict[str, Any], dict[str, bool], dict[str, str]]:
+    """``options`` as (our own CompileOptions fields, fields set through Inductor names, ignored
+    names -> why). A field set by several Inductor names is on if any of them is true."""
+    own_fields = {f.name for f in dataclasses.fields(CompileOptions)}
+    own: dict[str, Any] = {}
+    mapped: dict[str, bool] = {}
+    ignored: dict[str, str] = {}
+    for key, value in options.items():
+        if key in own_fields:
+            own[key] = value
+        elif key in INDUCTOR_OPTIONS:
+            field = INDUCTOR_OPTIONS[key]
+            mapped[field] = mapped.get(field, False) or bool(value)
+        else:
+            ignored[str(key)] = IGNORED_INDUCTOR_OPTIONS.get(key, "no torchkiln meaning")
+    return own, mapped, ignored
+
+
+def _warn_ignored(ignored: dict[str, str], stacklevel: int) -> None:
+    reasons = "; ".join(f"{name!r}: {why}" for name, why in ignored.items())
+    mapped = ", ".join(INDUCTOR_OPTIONS)
+    own = ", ".join(f.name for f in dataclasses.fields(CompileOptions))
+    warnings.warn(
+        f"torchkiln: ignoring option(s) {reasons}. Inductor names torchkiln maps: {mapped}; "
+        f"torchkiln's own: {own}",
+        stacklevel=stacklevel + 1,
+    )
+
+
+def resolve_options(
+    options: CompileOptions | Mapping[str, Any] | None,
+    mode: str | None = None,
+    *,
+    warn_ignored: bool = True,
+    stacklevel: int = 2,
+) -> CompileOptions:
+    """Merge the user's ``options`` and ``mode`` into CompileOptions, as torch.compile would.
+
+    ``options`` is a CompileOptions or a dict of CompileOptions fields and/or Inductor option
+    names (``INDUCTOR_OPTIONS`` are mapped; any other name is ignored with one warning naming
+    it, unless ``warn_ignored`` is False: the names were meant for a user's own backend). The
+    mode's settings (``MODE_SETTINGS``) come first and explicit options override them; the
+    keyword ``mode`` wins over a ``"mode"`` key unless it is left at None/"default".
+    Raises ``ValueError`` for an unknown mode.
+    """
+    if isinstance(options, CompileOptions):
+        chosen = _chosen_mode(mode, options.mode)
+        # A CompileOptions cannot say which fields were set on purpose: a mode only turns on.
+        return dataclasses.replace(options, mode=chosen, **MODE_SETTINGS[chosen])
     if options is None:
-        base = CompileOptions()
-    elif isinstance(options, CompileOptions):
-        base = options
-    elif isinstance(options, dict):
-        known = {f.name for f in dataclasses.fields(CompileOptions)}
-        unknown = sorted(set(options) - known)
-        if unknown:
-            raise ValueError(
-                f"torchkiln: unknown option(s) {', '.join(unknown)}; "
-                f"known: {', '.join(sorted(known))}"
-            )
-        values = dict(options)
-        if isinstance(values.get("loop_ir"), dict):
-            values["loop_ir"] = tuple(sorted(values["loop_ir"].items()))
-        base = CompileOptions(**values)
-    else:
+        options = {}
+    if not isinstance(options, Mapping):
         raise TypeError(
             f"torchkiln: options must be a dict or CompileOptions, not {type(options).__name__}"
         )
-    changes: dict[str, Any] = {"mode": mode}
-    if mode == "max-autotune":
-        changes["autotune"] = True
-    if mode == "reduce-overhead":
-        changes["cudagraphs"] = True
-    if base.mode != "default" and mode == "default":
-        changes["mode"] = base.mode  # options asked for a mode and the keyword was left alone
-        changes.pop("autotune", None)
-        changes.pop("cudagraphs", None)
-        if base.mode == "max-autotune":
-            changes["autotune"] = True
-        if base.mode == "reduce-overhead":
-            changes["cudagraphs"] = True
-    return dataclasses.replace(base, **changes)
+    own, mapped, ignored = split_options(options)
+    if ignored and warn_ignored:
+        _warn_ignored(ignored, stacklevel)
+    chosen = _chosen_mode(mode, own.pop("mode", None))
+    values = {**MODE_SETTINGS[chosen], **mapped, **own, "mode": chosen}
+    if isinstance(values.get("loop_ir"), Mapping):
+        values["loop_ir"] = tuple(sorted(values["loop_ir"].items()))
+    return CompileOptions(**values)

@@ -22,6 +22,7 @@ import torchkiln_loop_ir
 from torchkiln.cudagraphs import wrap_cudagraphs
 from torchkiln.ddp_buckets import active_bucket_cap, split_at_buckets
 from torchkiln.errors import BackendCompilerFailed, LayerUnavailable
+from torchkiln.logs import log_output_code
 from torchkiln.options import CompileOptions
 from torchkiln.report import EagerFallback, GraphReport, ReportRecorder
 
@@ -75,7 +76,13 @@ def code_generator(device: torch.device, options: CompileOptions) -> Any:
             options=_codegen_options(cpp, "CppOptions", options.cpp_options, options)
         )
     if chosen in ("cuda", "triton"):
-        import torchkiln_codegen_triton as triton
+        try:
+            import torchkiln_codegen_triton as triton
+        except ImportError as error:  # a CPU-only install: torchkiln without its triton extra
+            raise LayerUnavailable(
+                f"compiling for {device.type} with Triton needs the Triton code generator: "
+                f"pip install 'torchkiln[triton]' ({one_line(error)})"
+            ) from error
 
         return _layer(triton, "TritonBackend")(
             options=_codegen_options(triton, "TritonOptions", options.triton_options, options)
@@ -175,6 +182,8 @@ def make_backend(options: CompileOptions, recorder: ReportRecorder | None = None
             def fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
                 compiled = compile_graph(aten_gm, aten_inputs, backend=codegen, options=ir_options)
                 compiled_graphs.append(compiled)
+                part = "forward" if len(compiled_graphs) == 1 else "backward"
+                log_output_code(index, part, compiled)
                 if reported:  # a backward graph compiled lazily, after the report was written
                     seconds = reported[0].compile_seconds
                     reported[0] = _summary(

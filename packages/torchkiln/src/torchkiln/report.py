@@ -128,6 +128,11 @@ class ReportRecorder:
     def add_bucket_split(self, description: str) -> None:
         self._bucket_splits.append(description)
 
+    def clear(self) -> None:
+        """Forget every graph and fallback (``torchkiln.reset()``); indices start again at 0."""
+        self._graphs, self._fallbacks, self._next_index = [], [], 0
+        self._bucket_splits = []
+
     def add_fallback(self, fallback: EagerFallback) -> None:
         # A graph that compiled and then failed at run time moves from graphs to fallbacks.
         self._graphs = [g for g in self._graphs if g.index != fallback.index or fallback.index < 0]

@@ -301,7 +301,8 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
         if not isinstance(a, TensorVariable):  # `number += tensor` rebinds: not in-place
             fn = INPLACE_TO_BINARY.get(fn, fn)
         return tx.out.call_tensor_op(tx, "call_function", fn, [a, b], {})
-    if a.is_python_constant() and b.is_python_constant() and not isinstance(a, (ListVariable, DictVariable)):
+    if a.is_python_constant() and b.is_python_constant() and not isinstance(a, (ListVariable, DictVariable)) \
+            and not (_holds_symbolic(a) or _holds_symbolic(b)):
         try:
             return tx.wrap(fn(a.as_python_constant(), b.as_python_constant()), None)
         except Exception as e:
@@ -312,6 +313,10 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
         return a
     if isinstance(a, (ListVariable, TupleVariable)) and base is operator.add and isinstance(b, (ListVariable, TupleVariable)):
         return type(a)._new_like(a, a.items + b.items)
+    if base is operator.add and _holds_symbolic(b) and isinstance(a, ConstantVariable) \
+            and isinstance(a.value, tuple) and isinstance(b, TupleVariable):
+        # a constant tuple (a torch.Size of static dims) + a tuple holding symbolic sizes
+        return TupleVariable([ConstantVariable(v) for v in a.value] + list(b.items))
     if isinstance(a, (ListVariable, TupleVariable)) and base is operator.mul and b.is_python_constant():
         return type(a)._new_like(a, a.items * b.as_python_constant())
     if fn in (operator.eq, operator.ne):
@@ -326,6 +331,13 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
     if r is not None:
         return r
     raise Unsupported(f"operator {fn.__name__} on {type(a).__name__} and {type(b).__name__}")
+
+
+def _holds_symbolic(v: VariableTracker) -> bool:
+    """A tuple or list holding a symbolic size: folding it to a constant would specialize the
+    size (``x.size()[:-1] + (n,)`` in GPT-2 made every sequence length recompile)."""
+    return isinstance(v, (TupleVariable, ListVariable)) and any(
+        is_symbolic(i) or _holds_symbolic(i) for i in v.items)
 
 
 def _user_dunder(tx, fn, a, b):

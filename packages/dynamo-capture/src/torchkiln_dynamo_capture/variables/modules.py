@@ -67,14 +67,16 @@ class NNModuleVariable(UserObjectVariable):
             raise Unsupported("module backward hooks")
         from .containers import TupleVariable
 
+        where = self.source.expr() if self.source is not None else type(m).__name__
         if isinstance(self.source, LocalSource):
             tx.out.guards.append(ModuleHooksMatch(self.source, m))
         else:
-            where = self.source.expr() if self.source is not None else type(m).__name__
             tx.out.guards.append(SubmoduleHooksMatch.of(
                 (m._forward_hooks, m._forward_pre_hooks), f"{where}._forward_hooks\n{where}._forward_pre_hooks"))
         for hook_id, hook in list(m._forward_pre_hooks.items()):
-            hook_v = tx.wrap(hook, None)
+            # a source for the hook (held by reference; the hooks guard above pins it): what it
+            # reaches through its closure or globals can then be mutated and replayed
+            hook_v = tx.wrap(hook, HeldObjectSource(hook, f"{where}._forward_pre_hooks[{hook_id}]"))
             if hook_id in m._forward_pre_hooks_with_kwargs:
                 res = tx.call_function(hook_v, [self, TupleVariable(args), _dict(kwargs)], {})
                 if not (res.is_python_constant() and res.as_python_constant() is None):
@@ -86,7 +88,7 @@ class NNModuleVariable(UserObjectVariable):
                     args = tx.unpack(res) if isinstance(res, TupleVariable) else [res]
         out = self.var_getattr(tx, "forward").call(tx, args, kwargs)
         for hook_id, hook in list(m._forward_hooks.items()):
-            hook_v = tx.wrap(hook, None)
+            hook_v = tx.wrap(hook, HeldObjectSource(hook, f"{where}._forward_hooks[{hook_id}]"))
             if hook_id in m._forward_hooks_with_kwargs:
                 res = tx.call_function(hook_v, [self, TupleVariable(args), _dict(kwargs), out], {})
             else:
