@@ -114,3 +114,45 @@ def test_shape_guard_needs_every_symbol():
         assert "s1" in str(exc)
     else:
         raise AssertionError("a ShapeGuard with an unbound symbol must be rejected")
+
+
+def test_storage_alias_groups(h):
+    from torchkiln_guards import StorageAliasGroups
+
+    def f(x, y, z):
+        return x + y + z
+
+    srcs = [LocalSource("x"), LocalSource("y"), LocalSource("z")]
+    base = torch.randn(4, 4)
+    # y is a view of x, z apart
+    cg = h.build(f, [StorageAliasGroups.from_tensors(srcs, [base, base[0], torch.randn(4)])])
+    other = torch.randn(4, 4)
+    h.expect_pass(cg, other, other.t(), torch.randn(4))
+    h.expect_fail(cg, "L['y'] shares a storage with: expected L['x'], got no earlier input",
+                  other, torch.randn(4), torch.randn(4))
+    h.expect_fail(cg, "L['z'] shares a storage with: expected no earlier input, got L['x']",
+                  other, other[1], other[2])
+    # nothing shared: any sharing fails, including overlapping slices of one buffer
+    cg = h.build(f, [StorageAliasGroups.from_tensors(srcs, [torch.randn(3), torch.randn(3), torch.randn(3)])])
+    buf = torch.randn(9)
+    h.expect_pass(cg, buf[:3], torch.randn(3), torch.randn(3))
+    h.expect_fail(cg, "L['y'] shares a storage with: expected no earlier input, got L['x']",
+                  buf[:3], buf[2:5], torch.randn(3))
+
+
+def test_storage_alias_groups_of_two(h):
+    from torchkiln_guards import StorageAliasGroups
+
+    def f(x, y):
+        return x + y
+
+    srcs = [LocalSource("x"), LocalSource("y")]
+    base = torch.randn(3, 3)
+    shared = h.build(f, [StorageAliasGroups.from_tensors(srcs, [base, base.t()])])
+    apart = h.build(f, [StorageAliasGroups.from_tensors(srcs, [base, torch.randn(3, 3)])])
+    other = torch.randn(3, 3)
+    h.expect_pass(shared, other, other[1:])
+    h.expect_fail(shared, "L['y'] shares a storage with: expected L['x'], got no earlier input",
+                  other, torch.randn(3))
+    h.expect_pass(apart, other, torch.randn(3))
+    h.expect_fail(apart, None, other, other)

@@ -65,6 +65,15 @@ def test_id_match(h):
         (0.5, 0.5, 0.25, "L['v']: expected 0.5, got 0.25"),
         (float("nan"), float("nan"), 1.0, "L['v']: expected nan, got 1.0"),
         (float("inf"), float("inf"), 1.0, "L['v']: expected inf, got 1.0"),
+        # signed zeros differ (1 / v tells them apart); any NaN matches NaN
+        (0.0, 0.0, -0.0, "L['v']: expected 0.0, got -0.0"),
+        (-0.0, -0.0, 0.0, "L['v']: expected -0.0, got 0.0"),
+        (float("nan"), float("nan"), 0.0, "L['v']: expected nan, got 0.0"),
+        (float("nan"), float("nan"), -float("nan"), "L['v']: expected nan, got nan [the sign bits differ]"),
+        (-float("nan"), -float("nan"), float("nan"), "L['v']: expected nan, got nan [the sign bits differ]"),
+        ((0.0, 1), (0.0, 1), (-0.0, 1), "L['v']: expected (0.0, 1), got (-0.0, 1)"),
+        ((float("nan"), 1), (float("nan"), 1), (1.0, 1), "L['v']: expected (nan, 1), got (1.0, 1)"),
+        (complex(0.0, -0.0), complex(0.0, -0.0), complex(0.0, 0.0), "L['v']: expected -0j, got 0j"),
         (True, True, False, "L['v']: expected True, got False"),
         ("mean", "mean", "sum", "L['v']: expected 'mean', got 'sum'"),
         ((1, 2), (1, 2), (1, 3), "L['v']: expected (1, 2), got (1, 3)"),
@@ -82,6 +91,15 @@ def test_constant_match(h, value, same, different, reason):
     h.expect_pass(cg, same, x)
     h.expect_fail(cg, reason, different, x)
     torch.testing.assert_close(g(same, x), x * 2)
+
+
+def test_constant_match_equality_is_exact():
+    # a guard set deduplicates equal guards: 0.0 and -0.0 must stay two guards, NaNs of one sign one
+    assert ConstantMatch(V, 0.0) != ConstantMatch(V, -0.0)
+    assert len({ConstantMatch(V, 0.0), ConstantMatch(V, -0.0)}) == 2
+    assert ConstantMatch(V, float("nan")) == ConstantMatch(V, float("nan"))
+    assert ConstantMatch(V, float("nan")) != ConstantMatch(V, -float("nan"))
+    assert ConstantMatch(V, 1) != ConstantMatch(V, 1.0)
 
 
 def test_constant_match_rejects_mutable_values():

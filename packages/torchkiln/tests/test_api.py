@@ -2,6 +2,7 @@
 
 import operator
 import warnings
+from typing import Any
 
 import pytest
 import torch
@@ -238,14 +239,19 @@ def test_a_user_error_is_raised_and_compiling_goes_on(standin_layers) -> None:
     assert not torchkiln.report(compiled).eager_fallbacks
 
 
+def _as_capture_code(source: str, name: str, filename: str = "<capture stand-in>", **names) -> Any:
+    """A function whose frames read as capture's: its module is torchkiln_dynamo_capture's."""
+    scope = {"__name__": "torchkiln_dynamo_capture._standin", **names}
+    exec(compile(source, filename, "exec"), scope)
+    return scope[name]
+
+
 def test_an_internal_capture_error_runs_the_function_eagerly(standin_layers) -> None:
     import torchkiln_dynamo_capture
 
     def broken_capture(fn, backend, **kwargs):
-        def run(*args):
-            raise AssertionError("translator bug")
-
-        return run
+        # capture's own code (by module name), failing before any of the function ran
+        return _as_capture_code("def run(*args):\n    raise AssertionError('translator bug')\n", "run")
 
     standin_layers.setattr(torchkiln_dynamo_capture, "capture", broken_capture)
     compiled = torchkiln.compile(f)

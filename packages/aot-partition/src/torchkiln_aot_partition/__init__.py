@@ -1,7 +1,7 @@
 """ATen-level functional graphs, joint forward+backward tracing and min-cut partitioning (AOTAutograd)."""
 
 from .api import aot_compile
-from .errors import AOTError, DoubleBackwardUnsupported, NotFunctionalError
+from .errors import AOTError, DoubleBackwardUnsupported, MutationAppliedError, NotFunctionalError
 from .joint import JointGraph, joint_graph
 from .partition import PartitionStats, default_partition, is_recomputable, min_cut_partition
 from .trace import FunctionalGraph, LiftedGraph, aten_graph, functional_graph, lift_parameters
@@ -15,6 +15,7 @@ __all__ = [
     "FunctionalGraph",
     "JointGraph",
     "LiftedGraph",
+    "MutationAppliedError",
     "NotFunctionalError",
     "PartitionStats",
     "aot_compile",

@@ -50,4 +50,24 @@ def is_fake(t) -> bool:
     return isinstance(t, FakeTensor)
 
 
-__all__ = ["as_decomposition_dict", "default_decompositions", "is_fake", "tensor_nbytes", "torch"]
+def has_metadata_mutation(t: torch.Tensor) -> bool:
+    """Whether functional tensor ``t`` (an input inside torch.func.functionalize) had its sizes or
+    strides changed in place; False where this torch cannot tell."""
+    query = getattr(torch, "_functionalize_has_metadata_mutation", None)
+    if query is None:  # pragma: no cover - every torch we support has it
+        return False
+    try:
+        return bool(query(t))
+    except RuntimeError:  # not a functional tensor (a non-tensor input passed through)
+        return False
+
+
+__all__ = [
+    "as_decomposition_dict",
+    "default_decompositions",
+    "has_metadata_mutation",
+    "is_fake",
+    "tensor_nbytes",
+    "torch",
+]
+

@@ -7,11 +7,13 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import fx
 
+from .aliasing import SyntheticBases, shared_storage_groups, synthetic_bases
+from .errors import AOTError
 from .joint import joint_graph
 from .mutation import find_output_aliases
 from .partition import min_cut_partition
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
-from .trace import functional_graph, lift_parameters, resolve_decompositions, symbolic_inputs
+from .trace import functional_graph, lift_parameters, resolve_decompositions, symbolic_inputs, trace_functional
 
 
 def aot_compile(
@@ -44,16 +46,26 @@ def aot_compile(
 
     if not needs_grad:
         fg, _ = functional_graph(gm, example_inputs, decomps)
-        compiled = fw_compiler(fg.gm, [p.detach() for p in primals])
+        bases = _bases_for(primals, fg.mutated_inputs, grad=False, symbolic=fakes is not None)
+        if bases is not None:  # aliased inputs are mutated: trace again over their bases
+            with torch.no_grad():
+                fg = trace_functional(bases.wrap(lifted.gm), bases.graph_args(primals), decomps)
+        graph_inputs = bases.graph_args(primals) if bases is not None else primals
+        compiled = fw_compiler(fg.gm, [p.detach() for p in graph_inputs])
         return InferenceRuntime(compiled, lifted.params, fg.num_user_outputs, fg.mutated_inputs,
-                                lifted.constant_outputs, aliases)
+                                lifted.constant_outputs, aliases, bases)
 
     joint = joint_graph(lifted.gm, primals, decomps, fake_primals=fakes)
+    bases = _bases_for(primals, joint.mutated_inputs, grad=True, symbolic=fakes is not None)
+    graph_inputs = primals
+    if bases is not None:
+        graph_inputs = bases.graph_args(primals)
+        joint = joint_graph(bases.wrap(lifted.gm), graph_inputs, decomps)
     fw_gm, bw_gm = partition_fn(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
                                 num_primals=joint.num_primals)
     fw_gm.meta["mutated_inputs"] = joint.mutated_inputs
     fw_gm.meta["num_user_outputs"] = joint.num_user_outputs
-    compiled_fw = fw_compiler(fw_gm, [p.detach() for p in primals])
+    compiled_fw = fw_compiler(fw_gm, [p.detach() for p in graph_inputs])
     num_saved = len(next(n for n in fw_gm.graph.nodes if n.op == "output").args[0]) - joint.num_fwd_outputs
     plan = TrainingPlan(
         compiled_fw=compiled_fw,
@@ -65,4 +77,17 @@ def aot_compile(
         num_saved=num_saved,
         num_primals=joint.num_primals,
     )
-    return TrainingRuntime(plan, lifted.params, lifted.constant_outputs, aliases)
+    return TrainingRuntime(plan, lifted.params, lifted.constant_outputs, aliases, bases)
+
+
+def _bases_for(primals, mutated_inputs, *, grad: bool, symbolic: bool) -> SyntheticBases | None:
+    """Synthetic bases when inputs that share a storage are mutated (see aliasing.py), else None:
+    aliased inputs that are only read need nothing."""
+    mutated = set(mutated_inputs)
+    groups = [g for g in shared_storage_groups(primals) if mutated.intersection(g)]
+    if not groups:
+        return None
+    if symbolic:
+        raise AOTError("graph inputs that share a storage are mutated under symbolic shapes "
+                       "(their synthetic base needs static geometry)")
+    return synthetic_bases(primals, groups, grad=grad)

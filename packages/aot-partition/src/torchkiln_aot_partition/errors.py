@@ -15,3 +15,8 @@ class NotFunctionalError(AOTError):
 class DoubleBackwardUnsupported(AOTError):
     """``backward(create_graph=True)`` reached a compiled graph, whose backward is not itself
     differentiable."""
+
+
+class MutationAppliedError(AOTError):
+    """A compiled graph failed after it began writing its input mutations back to the caller's
+    tensors. Running it again (eagerly) would apply them twice; the original error is __cause__."""

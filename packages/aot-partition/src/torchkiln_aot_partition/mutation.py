@@ -18,13 +18,48 @@ from dataclasses import dataclass
 
 import torch
 
+from .errors import AOTError, MutationAppliedError
+
 
 def apply_mutations(args: Sequence[torch.Tensor], mutated_inputs: Sequence[int],
                     new_values: Sequence[torch.Tensor]) -> None:
-    """args[i].copy_(value) for each mutated input i, without recording autograd history."""
+    """args[i].copy_(value) for each mutated input i, without recording autograd history.
+
+    All or nothing: every copy is checked (shape, device) and a new value that shares memory
+    with an input is cloned before the first input is written, so what can fail fails before any
+    input changed. A failure while writing raises MutationAppliedError (some inputs may hold their
+    new values: the call must not be repeated)."""
+    pairs = []
     with torch.no_grad():
         for i, value in zip(mutated_inputs, new_values):
-            args[i].copy_(value)
+            dst = args[i]
+            if value.shape != dst.shape or value.device != dst.device:
+                raise AOTError(f"the new value of mutated graph input {i} has shape {tuple(value.shape)} on "
+                               f"{value.device}, the input {tuple(dst.shape)} on {dst.device}")
+            if _overlaps_itself(dst):
+                raise AOTError(f"mutated graph input {i} has elements that share one memory location "
+                               "(an expanded tensor); eager refuses to write it too")
+            if any(_shares_memory(value, args[j]) for j in mutated_inputs):
+                value = value.clone()  # writing one input must not change another's new value
+            pairs.append((dst, value))
+        try:
+            for dst, value in pairs:
+                dst.copy_(value)
+        except Exception as exc:
+            raise MutationAppliedError(f"writing the mutated graph inputs back failed part way "
+                                       f"({type(exc).__name__}: {exc})") from exc
+
+
+def _overlaps_itself(t: torch.Tensor) -> bool:
+    # 1 is "yes" (0 "no", 2 "too hard to tell": copy_ then decides, as in eager)
+    return torch._debug_has_internal_overlap(t) == 1
+
+
+def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
+    try:
+        return a.untyped_storage()._cdata == b.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError):  # no storage: nothing shared
+        return False
 
 
 @dataclass(frozen=True)

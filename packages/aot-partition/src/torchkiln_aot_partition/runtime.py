@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import torch
 
-from .errors import DoubleBackwardUnsupported
+from .aliasing import SyntheticBases
+from .errors import DoubleBackwardUnsupported, MutationAppliedError
 from .mutation import OutputAlias, apply_mutations, restore_aliases
 from .trace import merge_constant_outputs
 
@@ -23,14 +25,17 @@ class InferenceRuntime:
     mutated_inputs: tuple[int, ...]
     constant_outputs: tuple[tuple[int, Any], ...] = ()
     aliases: tuple[OutputAlias, ...] = ()
+    bases: SyntheticBases | None = None
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         args = list(self.params) + list(inputs)
+        graph_args = self.bases.graph_args(args) if self.bases is not None else args
         with torch.no_grad():
-            outs = list(self.compiled(*args))
-        apply_mutations(args, self.mutated_inputs, outs[self.num_user_outputs:])
-        outs = restore_aliases(outs[: self.num_user_outputs], args, self.aliases)
-        return merge_constant_outputs(outs, self.constant_outputs)
+            outs = list(self.compiled(*graph_args))
+        apply_mutations(graph_args, self.mutated_inputs, outs[self.num_user_outputs:])
+        with _after_write_back(self.mutated_inputs):
+            outs = restore_aliases(outs[: self.num_user_outputs], args, self.aliases)
+            return merge_constant_outputs(outs, self.constant_outputs)
 
 
 @dataclass
@@ -114,13 +119,29 @@ class TrainingRuntime:
     params: tuple[torch.Tensor, ...]
     constant_outputs: tuple[tuple[int, Any], ...] = ()
     aliases: tuple[OutputAlias, ...] = ()
+    bases: SyntheticBases | None = None
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         args = list(self.params) + list(inputs)
-        outs = list(CompiledFunction.apply(self.plan, *args))
+        graph_args = self.bases.graph_args(args) if self.bases is not None else args
+        outs = list(CompiledFunction.apply(self.plan, *graph_args))
         n = self.plan.num_user_outputs
-        apply_mutations(args, self.plan.mutated_inputs, outs[n:])
-        # An aliased output is rebuilt as a view outside the Function: its gradient then flows
-        # through eager's view backward (the Function's copy of it gets a zero tangent).
-        outs = restore_aliases(outs[:n], args, self.aliases)
-        return merge_constant_outputs(outs, self.constant_outputs)
+        apply_mutations(graph_args, self.plan.mutated_inputs, outs[n:])
+        with _after_write_back(self.plan.mutated_inputs):
+            # An aliased output is rebuilt as a view outside the Function: its gradient then flows
+            # through eager's view backward (the Function's copy of it gets a zero tangent).
+            outs = restore_aliases(outs[:n], args, self.aliases)
+            return merge_constant_outputs(outs, self.constant_outputs)
+
+
+@contextlib.contextmanager
+def _after_write_back(mutated_inputs):
+    """A failure after input mutations were written back says so (MutationAppliedError): the
+    caller must not run the graph again, eagerly or not."""
+    try:
+        yield
+    except Exception as exc:
+        if not mutated_inputs:
+            raise
+        raise MutationAppliedError(f"the compiled graph failed after writing its input mutations back "
+                                   f"({type(exc).__name__}: {exc})") from exc

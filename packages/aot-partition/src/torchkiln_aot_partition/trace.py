@@ -21,8 +21,8 @@ from torch._dispatch.python import enable_python_dispatcher
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ._batch_norm import BatchNormAsLegit
+from ._compat import as_decomposition_dict, default_decompositions, has_metadata_mutation, is_fake
 from ._linear import SymbolicLinear
-from ._compat import as_decomposition_dict, default_decompositions, is_fake
 from .errors import AOTError
 
 aten = torch.ops.aten
@@ -133,7 +133,9 @@ def trace_functional(
 
     def flat_fn(*a):
         with BatchNormAsLegit(), SymbolicLinear():
-            return _as_output_tuple(fn(*a))
+            outs = _as_output_tuple(fn(*a))
+        _refuse_metadata_mutations(a)
+        return outs
 
     functional = torch.func.functionalize(flat_fn, remove="mutations")
     try:
@@ -154,6 +156,16 @@ def trace_functional(
                        "An op in the graph has no fake-tensor / functionalization support; "
                        "run the graph eagerly instead.") from exc
     return _finish_functional_graph(traced)
+
+
+def _refuse_metadata_mutations(inputs) -> None:
+    """An input whose sizes or strides the graph changed in place (x.t_(), x.transpose_(0, 1),
+    x.as_strided_(...)) would come back as a copy of values, not a change of geometry: refuse it
+    (the graph then runs eagerly) rather than write the wrong thing into the caller's tensor."""
+    for i, x in enumerate(inputs):
+        if isinstance(x, torch.Tensor) and has_metadata_mutation(x):
+            raise AOTError(f"graph input {i} has its sizes or strides changed in place (x.t_(), "
+                           "x.transpose_(), x.as_strided_()); only value mutations are compiled")
 
 
 def _finish_functional_graph(traced: fx.GraphModule) -> FunctionalGraph:

@@ -72,8 +72,10 @@ class Reconstructor:
                 self.outputs.append(v)
             return f"__o[{self._out_index[id(v)]}]"
         if isinstance(v, ConstantVariable):
-            if v.source is not None and isinstance(v.value, (set, list, dict)):
-                return source_code(v.source, ns)  # the object itself, not capture's copy
+            if v.source is not None and (isinstance(v.value, (set, list, dict))
+                                         or type(getattr(v.value, "__self__", None)) in (set, list, dict)):
+                # the object itself (or its bound method), not capture's copy of it
+                return source_code(v.source, ns)
             return repr(v.value) if type(v.value) in _SIMPLE and v.value == v.value else ns.ref(v.value)
         if isinstance(v, TupleVariable):
             body = "".join(self.expr(i) + ", " for i in v.items)

@@ -38,6 +38,10 @@ def wrap(tx, value, source):
     out = tx.out
     cached = out.var_cache.get(id(value))
     if cached is not None:
+        if cached.untracked_real and source is not None:
+            # first reached with no source, now with one: mutations can be written back through it
+            out.guards.append(IdMatch(source, value))
+            cached.source, cached.untracked_real = source, False
         return cached
     t = type(value)
     g = out.guards
@@ -89,14 +93,14 @@ def wrap(tx, value, source):
             g.append(TypeMatch(source, t))
             g.append(LengthMatch(source, len(value)))
         items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
-        return out.remember(value, ListVariable(items, source))
+        return out.remember(value, _mark_untracked(ListVariable(items, source)))
     if t is dict or (isinstance(value, dict) and t.__module__ == "collections"):
         keys = tuple(value.keys())
         if source is not None:
             g.append(TypeMatch(source, t))
             g.append(DictKeysMatch(source, keys))
         items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
-        return out.remember(value, DictVariable(items, source, cls=t))
+        return out.remember(value, _mark_untracked(DictVariable(items, source, cls=t)))
     if t in _DICT_VIEWS:
         # a live view handed over by a graph break: track the dict it reads, so later changes to
         # the dict show through the view (as in eager)
@@ -108,9 +112,14 @@ def wrap(tx, value, source):
             return UserObjectVariable(value, source)
         return DictViewVariable(dict_var, _DICT_VIEWS[t])
     if t in (set,):
+        # a set from outside is a constant to capture; mutating it breaks the graph (call_value),
+        # so the mutation runs on the set itself: through its source, or held when it has none
+        held = set(value) if source is not None else value
         if source is not None:
-            g.append(ValueEqualsMatch(source, set(value)))
-        return ConstantVariable(set(value), source)
+            g.append(ValueEqualsMatch(source, held))
+        out.outside_containers.add(id(held))
+        out.keepalive.append(held)
+        return ConstantVariable(held, source)
     if isinstance(value, torch.nn.Module):
         # submodules reached through a guarded module are not re-guarded (the root's identity
         # stands for its tree, as for parameters): guard cost stays flat in model depth
@@ -139,12 +148,21 @@ def wrap(tx, value, source):
             g.append(TypeMatch(source, t))
         return PartialVariable(
             wrap(tx, value.func, AttrSource(source, "func") if source is not None else None),
-            [wrap(tx, a, None) for a in value.args], {k: wrap(tx, v, None) for k, v in value.keywords.items()}, source)
+            [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source is not None else None)
+             for i, a in enumerate(value.args)],
+            {k: wrap(tx, v, ItemSource(AttrSource(source, "keywords"), k) if source is not None else None)
+             for k, v in value.keywords.items()}, source)
     if callable(value) and not dataclasses.is_dataclass(value) and (getattr(value, "__module__", "") or "").startswith("torch") and not hasattr(value, "__dict__"):
         return ConstantVariable(value, source)
     if source is not None:
         g.append(TypeMatch(source, t))
-    return out.remember(value, UserObjectVariable(value, source))
+    return out.remember(value, _mark_untracked(UserObjectVariable(value, source)))
+
+
+def _mark_untracked(var):
+    """A real mutable object wrapped with no source may be read, never mutated (see SideEffects)."""
+    var.untracked_real = var.source is None
+    return var
 
 
 def _constant_guard(source, value):

@@ -134,6 +134,7 @@ def capture_frame(fn, args, kwargs, ctx, dynamic=False) -> CacheEntry:
     finally:
         torch._C._set_grad_enabled(grad)
     out.guards.extend(out.shape_guards())
+    out.guards.extend(out.alias_guards())
     compiled_guards = compile_guards(batch_guards(out.guards), signature=sig, f_globals=func.__globals__, closure=real_cells)
     return CacheEntry(compiled_guards.check, run, compiled_guards, gm, run_src, out.op_count() if gm is not None else 0)
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import math
 import operator
 import re
 import warnings
@@ -14,7 +15,7 @@ import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
-from torchkiln_guards import Guard, ShapeGuard, StorageAliasMatch, TensorMatch
+from torchkiln_guards import Guard, ShapeGuard, StorageAliasGroups, TensorMatch
 
 from . import trace_rules
 from ._codegen import Namespace, signature_text
@@ -59,6 +60,8 @@ class OutputGraph:
         self.fake_to_var: dict[int, TensorVariable] = {}
         self.root = torch.nn.Module()
         self._last_placeholder = None
+        #: ids of containers from outside held as constants (their mutations must run in Python)
+        self.outside_containers: set[int] = set()
         self._names: set[str] = set()
 
     def shape_guards(self) -> list[Guard]:
@@ -79,6 +82,15 @@ class OutputGraph:
                 raise Unsupported(f"internal: a shape guard over sizes of no input ({expr})")
             guards.append(ShapeGuard(expr, {sym: self.symbols[sym] for sym in expr.free_symbols}))
         return guards
+
+    def alias_guards(self) -> list[Guard]:
+        """Which tensor inputs share a storage, as at capture: the compiled graph depends on it
+        (aot-partition traces inputs that share a storage and are mutated over one base; inputs
+        that do not share one must stay apart, or a write through one would be missed by another)."""
+        if len(self.inputs) < 2:
+            return []
+        sources = [s for s, _, _ in self.inputs]
+        return [StorageAliasGroups.from_tensors(sources, [t for _, t, _ in self.inputs])]
 
     # --- values from outside ------------------------------------------------------------------
     def remember(self, value, var):
@@ -136,10 +148,6 @@ class OutputGraph:
         self._last_placeholder = node
         node.meta["example_value"] = fake
         self.guards.append(TensorMatch.from_tensor(source, t, dynamic_dims))
-        # distinct inputs must stay distinct (in-place updates would otherwise be seen twice); two
-        # inputs that do share a storage are guarded to keep sharing it, so the guards hold here
-        for prev_source, prev, _ in self.inputs[-6:]:
-            self.guards.append(StorageAliasMatch(prev_source, source, _same_storage(prev, t)))
         var = TensorVariable(node, fake, source, cls=type(t))
         self.inputs.append((source, t, node))
         return self._register(t, var)
@@ -172,6 +180,10 @@ class OutputGraph:
         """Add a node ``target(*args, **kwargs)``; its result's metadata comes from running it on fakes."""
         node_args = tuple(_map(a, "node") for a in args)
         node_kwargs = {k: _map(v, "node") for k, v in kwargs.items()}
+        if _has_negative_nan((node_args, node_kwargs)):
+            # FX writes every NaN as ``nan``: the graph would compute with +NaN
+            raise Unsupported("a negative NaN constant in a graph operation (the graph's code "
+                              "cannot spell its sign)", "the operation runs in Python")
         fake_args = [_map(a, "fake") for a in args]
         fake_kwargs = {k: _map(v, "fake") for k, v in kwargs.items()}
         try:
@@ -298,11 +310,14 @@ def _name_hint(source) -> str:
     return re.sub(r"\b[LGC]\['([^']*)'\]", r"\1", source.expr())
 
 
-def _same_storage(a: torch.Tensor, b: torch.Tensor) -> bool:
-    try:
-        return a.untyped_storage()._cdata == b.untyped_storage()._cdata
-    except Exception:  # noqa: BLE001 - a tensor without a storage shares none
-        return False
+def _has_negative_nan(x) -> bool:
+    if type(x) is float:
+        return x != x and math.copysign(1.0, x) < 0
+    if isinstance(x, (tuple, list)):
+        return any(_has_negative_nan(i) for i in x)
+    if isinstance(x, dict):
+        return any(_has_negative_nan(i) for i in x.values())
+    return False
 
 
 def _contains_tensor(x) -> bool:

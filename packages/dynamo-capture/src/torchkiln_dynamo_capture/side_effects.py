@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import types
 
+from .exc import Unsupported
+
 
 class SideEffects:
     """Records mutated lists/dicts from outside, attribute stores, global and closure-cell stores.
@@ -27,8 +29,12 @@ class SideEffects:
         """A list or dict variable changed; if it came from outside, rewrite it after the graph."""
         if container_var.source is not None:
             self._record(("container", id(container_var)), ("container", container_var, None, None))
+        elif container_var.untracked_real:
+            raise _untracked(container_var)
 
     def store_attr(self, obj_var, name: str, value) -> None:
+        if obj_var.source is None and obj_var.untracked_real:
+            raise _untracked(obj_var)
         self._record(("attr", id(obj_var.value), name), ("attr", obj_var, name, value))
 
     def attr_value(self, obj, name: str):
@@ -53,3 +59,11 @@ class SideEffects:
 
     def __len__(self) -> int:
         return len(self.entries)
+
+
+def _untracked(var) -> Unsupported:
+    kind = var.python_type().__name__
+    return Unsupported(f"mutating a {kind} that existed before the call and that capture reached with no "
+                       "path it could write back through (held by a functools.partial, a function's "
+                       "closure or defaults reached without a source, ...)",
+                       "the mutation runs in Python between two graphs, so it happens exactly as written")

@@ -174,6 +174,7 @@ class GraphLowering:
         self._count = 0
         self._seeds: tuple[str, torch.device] | None = None  # the seed buffer of random ops
         self._num_seeds = 0
+        self._counted: tuple[Any, tuple[int, int]] = (None, (0, 0))  # the last Pointwise and its counts
 
     def next_seed(self, device: torch.device) -> tuple[str, int]:
         """(seed buffer, position) of a fresh per-call seed for one random op."""
@@ -311,7 +312,8 @@ class GraphLowering:
             try:
                 value = fn(ctx, *args, **kwargs)
                 if isinstance(value, Pointwise):
-                    count_reads_and_ops(value)  # run the body once now, so its bugs fall back here
+                    # run the body once now, so its bugs fall back here; _maybe_realize reuses the counts
+                    self._counted = (value, count_reads_and_ops(value))
                 return value
             except Unlowerable as e:
                 reason = f"lowering declined: {e}"
@@ -347,7 +349,8 @@ class GraphLowering:
     def _maybe_realize(self, n: torch.fx.Node, value: Any) -> Any:
         if not isinstance(value, Pointwise):
             return value
-        reads, ops = count_reads_and_ops(value)
+        counted, counts = self._counted
+        reads, ops = counts if counted is value else count_reads_and_ops(value)
         users = len(n.users)
         if reads > self.options.inline_max_reads:
             return self.realize(value, f"too many reads to inline ({reads})", n)

@@ -128,14 +128,18 @@ def extern_step(node: ExternNode) -> ExternCall | View:
 def steps_for(groups: Sequence[FusedGroup], plans: Mapping[int, GroupPlan], buffers: Mapping[str, BufferSpec],
               graph_outputs: set[str]) -> list[Any]:
     """Steps in order; a kernel's outputs are the buffers read by a later step or returned."""
+    last_read: dict[str, int] = {}  # buffer -> index of the last group reading it
+    for i, g in enumerate(groups):
+        for n in g.nodes:
+            for name in n.read_names:
+                last_read[name] = i
     steps: list[Any] = []
+    kernels = 0
     for i, g in enumerate(groups):
         if g.is_extern:
             steps.append(extern_step(g.nodes[0]))
             continue
-        later = set(graph_outputs)
-        for h in groups[i + 1:]:
-            later |= set().union(*(n.read_names for n in h.nodes))
-        steps.append(kernel_spec(f"kernel{sum(1 for s in steps if isinstance(s, KernelSpec))}", g,
-                                 plans[id(g)], buffers, later))
+        later = {w for w in g.write_names if w in graph_outputs or last_read.get(w, -1) > i}
+        steps.append(kernel_spec(f"kernel{kernels}", g, plans[id(g)], buffers, later))
+        kernels += 1
     return steps

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import defaultdict, deque
 from collections.abc import Sequence
 from typing import Any
 
@@ -83,28 +84,29 @@ def plan_memory(steps: Sequence[Any], buffers: dict[str, BufferSpec], inputs: Se
             last[name] = i
             if name in base_of:
                 last[base_of[name]] = i
+    view_bases = set(base_of.values())
     out: list[Any] = []
     mapping: dict[str, str] = {}
-    pool: list[str] = []  # dead kernel outputs, available for reuse
+    # dead kernel outputs available for reuse, by layout, oldest first
+    pool: dict[tuple, deque[str]] = defaultdict(deque)
     kernel_made = {o for s in steps if isinstance(s, KernelSpec) for o in s.outputs if o not in s.inputs}
     for i, step in enumerate(steps):
         if reuse and isinstance(step, KernelSpec):
             for o in step.outputs:
                 if o in step.inputs or o in pinned or o not in kernel_made:
                     continue
-                spec = buffers[o]
-                match = next((p for p in pool if _same(buffers[p], spec)), None)
-                if match is not None:
-                    pool.remove(match)
-                    mapping[o] = match
+                free = pool.get(_layout_key(buffers[o]))
+                if free:
+                    mapping[o] = free.popleft()
         out.append(step)
         for name in sorted(step_uses(step)):
-            if last.get(name) == i and name not in pinned and name not in base_of.values():
+            if last.get(name) == i and name not in pinned and name not in view_bases:
                 out.append(Free(name))
                 if name in kernel_made:
-                    pool.append(name)
+                    pool[_layout_key(buffers[name])].append(name)
     return out, mapping
 
 
-def _same(a: BufferSpec, b: BufferSpec) -> bool:
-    return (a.dtype, a.device, tuple(a.size), tuple(a.stride)) == (b.dtype, b.device, tuple(b.size), tuple(b.stride))
+def _layout_key(a: BufferSpec) -> tuple:
+    """Buffers with equal keys can stand in for each other."""
+    return (a.dtype, a.device, tuple(a.size), tuple(a.stride))

@@ -10,6 +10,7 @@ A buffer produced and consumed inside a kernel must be read at exactly the index
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -141,30 +142,30 @@ class ExternNode:
             self.name = "/".join(sorted(self.write_names)) or f"extern{order}"
 
 
-@dataclass
+@dataclass(eq=False)
 class FusedGroup:
-    """A set of scheduler nodes (in program order) that becomes one kernel, or one extern step."""
+    """A set of scheduler nodes (in program order) that becomes one kernel, or one extern step.
+
+    ``mask`` has bit ``n.order`` set for each member; ``ancestors`` (kept by the ``Scheduler``)
+    has the bits of every node in a group this one depends on, directly or not.
+    """
 
     nodes: tuple[Any, ...]
     read_names: set[str] = field(default_factory=set)
     write_names: set[str] = field(default_factory=set)
+    ancestors: int = 0
 
     def __post_init__(self) -> None:
         self.all_reads = set().union(*(n.read_names for n in self.nodes))
         self.write_names = set().union(*(n.write_names for n in self.nodes))
         self.read_names = self.all_reads - self.write_names
+        self.order = min(n.order for n in self.nodes)
+        self.mask = sum(1 << n.order for n in self.nodes)
+        self.has_reduction = any(getattr(n, "is_reduction", False) for n in self.nodes)
 
     @property
     def is_extern(self) -> bool:
         return isinstance(self.nodes[0], ExternNode)
-
-    @property
-    def order(self) -> int:
-        return min(n.order for n in self.nodes)
-
-    @property
-    def has_reduction(self) -> bool:
-        return any(getattr(n, "is_reduction", False) for n in self.nodes)
 
     @property
     def names(self) -> str:
@@ -307,8 +308,19 @@ def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> Gro
     return GroupPlan(tuple(xranges), tuple(rranges), stages)
 
 
+# A buffer read by very many groups (a mask, a scalar) would make every pair of its readers a
+# horizontal candidate: each reader is paired only with the next this-many readers in program order.
+# Producer/consumer pairs are never capped.
+_SHARED_READ_WINDOW = 16
+
+
 class Scheduler:
-    """Builds groups from the lowered nodes and fuses them greedily."""
+    """Builds groups from the lowered nodes and fuses them greedily, best-scored legal pair first.
+
+    Cost is near-linear in the graph: buffers are indexed to the groups touching them once;
+    candidates come only from shared buffers; the cycle check reads ancestor bitsets kept up to
+    date on each merge; candidates wait in a priority queue instead of being rebuilt per merge.
+    """
 
     def __init__(self, nodes: Sequence[Any], caps: BackendCapabilities, graph_outputs: set[str]) -> None:
         self.caps = caps
@@ -319,6 +331,48 @@ class Scheduler:
         self.groups: list[FusedGroup] = [FusedGroup((n,)) for n in sn]
         self._plans: dict[tuple[str, ...], Any] = {}
         self.log: list[str] = []
+        self._nbytes: dict[str, int] = {}
+        for n in sn:
+            if isinstance(n, SchedulerNode):
+                numel = n.buf.layout.numel()
+                self._nbytes.setdefault(n.name, int(numel) * n.buf.layout.dtype.itemsize if numel.is_number
+                                        else 1 << 20)
+        self._preds, self._succs = _node_dependencies(sn)
+        self._group_of: list[FusedGroup] = list(self.groups)  # by node order
+        # ancestors in program order: every predecessor precedes its node
+        for g in self.groups:
+            for u in self._preds[g.order]:
+                g.ancestors |= self.groups[u].ancestors | (1 << u)
+        self._users: dict[str, set[FusedGroup]] = {}  # buffer -> groups reading or writing it
+        for g in self.groups:
+            for name in g.all_reads | g.write_names:
+                self._users.setdefault(name, set()).add(g)
+        # a group's place in the candidate order of the old quadratic loop: its position in
+        # ``groups``, new groups last; ties in score are broken by it, so logs stay comparable
+        self._pos: dict[FusedGroup, int] = {g: i for i, g in enumerate(self.groups)}
+
+    # -- the dependency graph between groups -------------------------------------------------
+    def group_preds(self, g: FusedGroup) -> set[FusedGroup]:
+        out = {self._group_of[u] for n in g.nodes for u in self._preds[n.order]}
+        out.discard(g)
+        return out
+
+    def group_succs(self, g: FusedGroup) -> set[FusedGroup]:
+        out = {self._group_of[v] for n in g.nodes for v in self._succs[n.order]}
+        out.discard(g)
+        return out
+
+    def _creates_cycle(self, a: FusedGroup, b: FusedGroup) -> bool:
+        """Is there a path a -> X -> ... -> b (or b -> ... -> a) through another group X?
+
+        Such an X would have to run both after and before the fused kernel. X exists iff a
+        direct predecessor of the later end, other than the earlier end, descends from it.
+        """
+        for src, dst in ((a, b), (b, a)):
+            for p in self.group_preds(dst):
+                if p is not src and p.ancestors & src.mask:
+                    return True
+        return False
 
     # -- legality -----------------------------------------------------------------------------
     def plan(self, nodes: Sequence[SchedulerNode]) -> GroupPlan | FusionDecision:
@@ -330,38 +384,19 @@ class Scheduler:
                 self._plans[key] = FusionDecision(False, f"cannot analyse the fused kernel: {type(e).__name__}: {e}")
         return self._plans[key]
 
-    def _depends(self, a: FusedGroup, b: FusedGroup) -> bool:
-        """True if ``b`` reads something ``a`` writes."""
-        return not a.write_names.isdisjoint(b.all_reads)
-
-    def _reaches(self, src: FusedGroup, dst: FusedGroup, skip: set[int]) -> bool:
-        """Is there a dependency path src -> ... -> dst through groups other than ``skip``?"""
-        stack, seen = [src], {id(src)}
-        while stack:
-            g = stack.pop()
-            for h in self.groups:
-                if id(h) in seen or not self._depends(g, h):
-                    continue
-                if h is dst:
-                    if g is not src:
-                        return True
-                    continue
-                if id(h) in skip:
-                    continue
-                seen.add(id(h))
-                stack.append(h)
-        return False
-
     def can_fuse(self, a: FusedGroup, b: FusedGroup) -> FusionDecision:
-        """May ``a`` and ``b`` become one kernel? Carries the reason when not."""
+        """May ``a`` and ``b`` become one kernel? Carries the reason when not.
+
+        A refusal is permanent while ``a`` and ``b`` exist: their nodes do not change, and a path
+        between them through other groups survives any merge of those other groups.
+        """
         if a.is_extern or b.is_extern:
             return FusionDecision(False, "extern kernels are not fused")
         if any(getattr(n, "is_scatter", False) for n in a.nodes + b.nodes):
             return FusionDecision(False, "scatter nodes update a buffer in place and are not fused")
-        first, second = (a, b) if a.order <= b.order else (b, a)
-        if self._reaches(first, second, {id(a), id(b)}) or self._reaches(second, first, {id(a), id(b)}):
+        if self._creates_cycle(a, b):
             return FusionDecision(False, "fusing would create a cycle through another node")
-        nodes = tuple(sorted(first.nodes + second.nodes, key=lambda n: n.order))
+        nodes = tuple(sorted(a.nodes + b.nodes, key=lambda n: n.order))
         plan = self.plan(nodes)
         return plan if isinstance(plan, FusionDecision) else FusionDecision(True)
 
@@ -382,51 +417,131 @@ class Scheduler:
         return category, saved, -(second.order - first.order)
 
     def _bytes(self, name: str) -> int:
-        for g in self.groups:
-            for n in g.nodes:
-                if isinstance(n, SchedulerNode) and n.name == name:
-                    numel = n.buf.layout.numel()
-                    return int(numel) * n.buf.layout.dtype.itemsize if numel.is_number else 1 << 20
-        return 1
+        return self._nbytes.get(name, 1)
+
+    # -- candidates ---------------------------------------------------------------------------
+    def _partners(self, g: FusedGroup) -> set[FusedGroup]:
+        """Groups sharing a buffer with ``g`` (producer, consumer, or a nearby co-reader)."""
+        out: set[FusedGroup] = set()
+        for name in g.all_reads | g.write_names:
+            users = self._users.get(name, ())
+            if len(users) <= _SHARED_READ_WINDOW + 1 or name in g.write_names:
+                out.update(users)
+                continue
+            # a widely shared buffer: its writers, and the readers nearest g in program order
+            ranked = sorted(users, key=lambda h: h.order)
+            at = ranked.index(g)
+            out.update(ranked[max(0, at - _SHARED_READ_WINDOW):at + _SHARED_READ_WINDOW + 1])
+            out.update(h for h in users if name in h.write_names)
+        out.discard(g)
+        return {h for h in out if not h.is_extern}
+
+    def _push(self, heap: list, seen: set, a: FusedGroup, b: FusedGroup) -> None:
+        if self._pos[a] > self._pos[b]:
+            a, b = b, a
+        key = (self._pos[a], self._pos[b])
+        if key in seen:
+            return
+        seen.add(key)
+        score = self.score_fusion(a, b)
+        heapq.heappush(heap, (tuple(-x for x in score) + key, score, a, b))
 
     # -- the greedy loop ----------------------------------------------------------------------
     def fuse(self, max_fusions: int | None = None) -> None:
+        """Fuse the best-scored legal pair until none is left or ``max_fusions`` merges are done.
+
+        Equal scores go to the pair earliest in ``groups`` (merged groups count as last), so fuel
+        N reproduces the first N lines of the unlimited run's ``log``.
+        """
         fuel = max_fusions
-        while fuel is None or fuel > 0:
-            candidates = []
-            for i, a in enumerate(self.groups):
-                if a.is_extern:
-                    continue
-                for b in self.groups[i + 1:]:
-                    if b.is_extern:
-                        continue
-                    if not (a.write_names | a.all_reads).isdisjoint(b.write_names | b.all_reads):
-                        candidates.append((self.score_fusion(a, b), a, b))
-            candidates.sort(key=lambda c: c[0], reverse=True)
-            fused = False
-            for score, a, b in candidates:
-                decision = self.can_fuse(a, b)
-                if decision:
-                    merged = FusedGroup(tuple(sorted(a.nodes + b.nodes, key=lambda n: n.order)))
-                    self.groups = [g for g in self.groups if g is not a and g is not b] + [merged]
-                    self.log.append(f"fused {a.names} + {b.names} (score {score})")
-                    fused = True
-                    break
-            if not fused:
-                break
+        heap: list = []
+        seen: set[tuple[int, int]] = set()
+        alive = {g for g in self.groups if not g.is_extern}
+        for g in self.groups:
+            if not g.is_extern:
+                for h in self._partners(g):
+                    self._push(heap, seen, g, h)
+        while heap and (fuel is None or fuel > 0):
+            _, score, a, b = heapq.heappop(heap)
+            if a not in alive or b not in alive or not self.can_fuse(a, b):
+                continue
+            merged = self._merge(a, b)
+            alive -= {a, b}
+            alive.add(merged)
+            self.log.append(f"fused {a.names} + {b.names} (score {score})")
+            for h in self._partners(merged):
+                self._push(heap, seen, merged, h)
             if fuel is not None:
                 fuel -= 1
         self.groups = self._topological(self.groups)
 
+    def _merge(self, a: FusedGroup, b: FusedGroup) -> FusedGroup:
+        merged = FusedGroup(tuple(sorted(a.nodes + b.nodes, key=lambda n: n.order)))
+        merged.ancestors = (a.ancestors | b.ancestors) & ~merged.mask
+        self.groups = [g for g in self.groups if g is not a and g is not b] + [merged]
+        self._pos[merged] = len(self._pos)
+        for n in merged.nodes:
+            self._group_of[n.order] = merged
+        for g in (a, b):
+            for name in g.all_reads | g.write_names:
+                self._users[name].discard(g)
+        for name in merged.all_reads | merged.write_names:
+            self._users[name].add(merged)
+        # every descendant now also depends on whatever the other half depended on; stop where
+        # nothing is new (then nothing is new below either: ancestors only grow downwards)
+        new = merged.ancestors | merged.mask
+        work = list(self.group_succs(merged))
+        while work:
+            d = work.pop()
+            if new & ~d.ancestors:
+                d.ancestors |= new
+                work.extend(self.group_succs(d))
+        return merged
+
     def _topological(self, groups: list[FusedGroup]) -> list[FusedGroup]:
-        remaining = sorted(groups, key=lambda g: g.order)
+        """Kahn's algorithm, taking the ready group earliest in program order first."""
+        indeg = {g: len(self.group_preds(g)) for g in groups}
+        ready = [(g.order, i, g) for i, g in enumerate(groups) if indeg[g] == 0]
+        heapq.heapify(ready)
+        index = {g: i for i, g in enumerate(groups)}
         out: list[FusedGroup] = []
-        while remaining:
-            for g in remaining:
-                if not any(h is not g and self._depends(h, g) for h in remaining):
-                    out.append(g)
-                    remaining.remove(g)
-                    break
-            else:  # pragma: no cover - fusion never creates cycles (checked in can_fuse)
-                raise RuntimeError("cycle among fused groups")
+        while ready:
+            _, _, g = heapq.heappop(ready)
+            out.append(g)
+            for h in self.group_succs(g):
+                indeg[h] -= 1
+                if indeg[h] == 0:
+                    heapq.heappush(ready, (h.order, index[h], h))
+        if len(out) != len(groups):  # pragma: no cover - fusion never creates cycles (checked in can_fuse)
+            raise RuntimeError("cycle among fused groups")
         return out
+
+
+def _node_dependencies(nodes: Sequence[Any]) -> tuple[list[set[int]], list[set[int]]]:
+    """Node-level edges by node order: a read after a write (of the same buffer), and a write
+    after any earlier read or write (a scatter updating its target in place)."""
+    preds: list[set[int]] = [set() for _ in nodes]
+    succs: list[set[int]] = [set() for _ in nodes]
+    writers: dict[str, list[int]] = {}
+    readers: dict[str, list[int]] = {}
+
+    def edge(u: int, v: int) -> None:
+        if u != v:
+            preds[v].add(u)
+            succs[u].add(v)
+
+    for n in nodes:
+        v = n.order
+        for name in n.read_names:
+            for u in writers.get(name, ()):
+                edge(u, v)
+        for name in n.write_names:
+            for u in readers.get(name, ()):
+                edge(u, v)
+            for u in writers.get(name, ()):
+                edge(u, v)
+        for name in n.read_names:
+            readers.setdefault(name, []).append(v)
+        for name in n.write_names:
+            writers.setdefault(name, []).append(v)
+    return preds, succs

@@ -11,6 +11,7 @@ each time with one warning and a record in ``report(compiled).eager_fallbacks``.
 from __future__ import annotations
 
 import functools
+import sys
 import warnings
 import weakref
 from collections.abc import Callable
@@ -21,7 +22,7 @@ import torchkiln_dynamo_capture
 from torch.nn.modules import module as _nn_module
 from torchkiln_guards.logs import check_log_names
 
-from torchkiln.errors import BackendCompilerFailed, LayerUnavailable
+from torchkiln.errors import BackendCompilerFailed, FailedAfterEffects, LayerUnavailable, TorchkilnError
 from torchkiln.options import CompileOptions, resolve_options
 from torchkiln.pipeline import make_backend, one_line
 from torchkiln.report import CompileReport, EagerFallback, ReportRecorder
@@ -120,19 +121,29 @@ class _Runner:
         try:
             return captured(*args, **kwargs)
         except Exception as error:
-            if self.fullgraph or self.options.strict or isinstance(error, BackendCompilerFailed):
+            if self.fullgraph or self.options.strict or isinstance(error, TorchkilnError):
                 raise
-            # The user's own code raised (after a graph break, code runs in CPython): that is the
-            # program's behaviour, re-raise it as eager would (running it again would repeat its
-            # side effects).
+            # The user's own code raised (after a graph break code runs in CPython; a graph's
+            # ops raise only as eager would, the pipeline sees to it): that is the program's
+            # behaviour, re-raised unchanged.
             if _raised_by_user_code(error):
                 raise
-            # Capture raised. If eager raises too, it was the user's own error: re-raise eager's,
-            # as the program would have without compile, and keep compiling. Otherwise it was an
-            # internal error: warn once and run eagerly from now on.
-            result = self.fn(*args, **kwargs)
-            self._fail("capture failed", error)
-            return result
+            # An internal error after the function may have had effects (a graph wrote its
+            # inputs, Python code of the function ran): re-running it eagerly would repeat them.
+            if _may_have_had_effects(error):
+                self._fail("the compiled function failed", error)
+                raise FailedAfterEffects(
+                    f"torchkiln: {getattr(self.fn, '__name__', 'the function')} failed inside torchkiln "
+                    f"after it may have had effects ({one_line(error)}); not re-run eagerly, which "
+                    "would repeat them; it runs eagerly from the next call"
+                ) from error
+            failed = error
+        # Capture failed before anything of the function ran. If eager raises too, it was the
+        # user's own error: eager's propagates (outside the except block: not chained to
+        # capture's) and compiling goes on. Otherwise: warn once and run eagerly from now on.
+        result = self.fn(*args, **kwargs)
+        self._fail("capture failed", failed)
+        return result
 
     def reset(self) -> None:
         """Forget every compiled entry: capture's cache (guarded entries, continuations, automatic
@@ -171,22 +182,59 @@ class _Runner:
         return [str(b).splitlines()[0] for b in breaks] if breaks else []
 
 
-def _raised_by_user_code(error: BaseException) -> bool:
-    """Whether the innermost Python frame of ``error``'s traceback is the user's code (not torch,
-    not torchkiln's own modules, not generated code)."""
+def _frames(error: BaseException) -> list[Any]:
+    """The frames of ``error``'s traceback, innermost first."""
+    frames = []
     tb = error.__traceback__
-    last = None
     while tb is not None:
-        last = tb.tb_frame.f_code.co_filename
+        frames.append(tb.tb_frame)
         tb = tb.tb_next
-    if last is None or last.startswith("<"):
-        return False
-    return not any(part in last for part in _INTERNAL_PATH_PARTS)
+    return frames[::-1]
 
 
-_INTERNAL_PATH_PARTS = (
-    "torchkiln_", "/torchkiln/", "/torch/", "/triton/", "/sympy/", "/bytecode/", "/networkx/",
-)
+def _frame_kind(frame: Any) -> str:
+    """"graph" (what raises only as eager would: an FX graph's forward, the pipeline's graph
+    runner, a guard check binding the arguments), "library", "torchkiln" (our code, generated or
+    not), or "user"."""
+    module = frame.f_globals.get("__name__") or ""
+    filename = frame.f_code.co_filename
+    if module == "torchkiln.pipeline" and frame.f_code.co_name == "run_graph":
+        return "graph"
+    if filename.endswith(("fx/graph_module.py", "fx\\graph_module.py")) or filename.startswith("<eval_with_key"):
+        return "graph"
+    if filename == "<torchkiln guards>":  # raises only for arguments that do not fit, as fn would
+        return "graph"
+    root = module.split(".")[0]
+    if root in _LIBRARIES or root in sys.stdlib_module_names:
+        return "library"
+    if root.startswith("torchkiln") or filename.startswith("<torchkiln"):
+        return "torchkiln"
+    return "user"
+
+
+_LIBRARIES = frozenset({"torch", "triton", "sympy", "bytecode", "networkx", "numpy"})
+
+
+def _raised_by_user_code(error: BaseException) -> bool:
+    """Whether ``error`` came from the user's program: the innermost frame of its traceback that
+    is not a library's (torch, triton, ...) is the user's code, or a graph of the user's ops
+    that raised as eager does."""
+    for frame in _frames(error):
+        kind = _frame_kind(frame)
+        if kind != "library":
+            return kind in ("user", "graph")
+    return False
+
+
+def _may_have_had_effects(error: BaseException) -> bool:
+    """Whether anything the user can see may have happened before ``error``: its traceback
+    passes through the function's compiled code (``run``: a graph was called, side effects
+    replayed, a continuation entered) or through the user's own code. An error inside capture
+    or a guard check alone has had none."""
+    return any(
+        _frame_kind(f) in ("user", "graph") or f.f_code.co_filename.startswith("<torchkiln generated")
+        for f in _frames(error)[:-1]  # the outermost frame is _Runner.__call__ itself
+    )
 
 
 class CompiledFunction:

@@ -17,3 +17,10 @@ class BackendCompilerFailed(TorchkilnError):
 
 class LayerUnavailable(TorchkilnError):
     """A layer the pipeline needs is not installed or does not expose its contract yet."""
+
+
+class FailedAfterEffects(TorchkilnError):
+    """A compiled graph or function failed after it may have had effects the user can see (input
+    mutations written back, Python code of the function run). torchkiln does not re-run it
+    eagerly, which would repeat those effects; the original error is chained as ``__cause__``,
+    and later calls run eagerly."""

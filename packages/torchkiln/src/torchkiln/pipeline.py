@@ -21,7 +21,7 @@ import torchkiln_loop_ir
 
 from torchkiln.cudagraphs import wrap_cudagraphs
 from torchkiln.ddp_buckets import active_bucket_cap, split_at_buckets
-from torchkiln.errors import BackendCompilerFailed, LayerUnavailable
+from torchkiln.errors import BackendCompilerFailed, FailedAfterEffects, LayerUnavailable
 from torchkiln.logs import log_output_code
 from torchkiln.options import CompileOptions
 from torchkiln.report import EagerFallback, GraphReport, ReportRecorder
@@ -238,20 +238,41 @@ def _guard_calls(
     options: CompileOptions,
     recorder: ReportRecorder,
 ) -> Callable[..., Any]:
-    """``compiled``, switching this graph to eager for good if a call of it raises (non-strict)."""
+    """``compiled``, checked against eager when a call of it raises (non-strict).
+
+    A compiled graph has no effect until it writes its input mutations back, all at once, at the
+    end (aot-partition's runtime). So when it raises before that, the graph alone runs eagerly: if
+    eager raises too, that was the user's error (an index out of range): eager's exception
+    propagates, unchanged, and the compiled graph stays in use. If eager succeeds, the compiled
+    graph was wrong to raise: this graph runs eagerly from now on, with one warning. When it
+    raises after writing back (MutationAppliedError), it is never re-run: FailedAfterEffects
+    says so, and later calls run eagerly.
+    """
     if options.strict:
         return compiled
+    applied_error = getattr(torchkiln_aot_partition, "MutationAppliedError", ())
     run = compiled
 
     def run_graph(*args: Any) -> Any:
         nonlocal run
+        if run is gm.forward:
+            return run(*args)
         try:
             return run(*args)
-        except Exception as error:
-            if run is gm.forward:
-                raise  # the eager graph itself raised: that is the user's error
+        except applied_error as error:
             run = gm.forward
             _fall_back(gm, index, fx_nodes, "running the compiled graph", error, options, recorder)
-            return run(*args)
+            raise FailedAfterEffects(
+                f"torchkiln: graph {index} failed after writing its input mutations back "
+                f"({one_line(error)}); it is not re-run eagerly (that would apply them twice)"
+            ) from error
+        except Exception as error:  # noqa: BLE001 - decided below, against eager
+            failed = error
+        # Outside the except block: eager's own exception must not carry the compiled one as
+        # its __context__.
+        result = gm.forward(*args)  # raises the user's error as eager does
+        run = gm.forward
+        _fall_back(gm, index, fx_nodes, "running the compiled graph", failed, options, recorder)
+        return result
 
     return run_graph

@@ -16,6 +16,9 @@ class VariableTracker:
     """What capture knows about one Python value; ``source`` says where it came from (for guards)."""
 
     source = None
+    #: a real object (not made during capture) reached with no source: capture cannot say how
+    #: the run function would reach it again, so it must not mutate it (see SideEffects)
+    untracked_real = False
 
     def python_type(self) -> type:
         raise Unsupported(f"type() of {type(self).__name__}")
@@ -123,7 +126,10 @@ class ConstantVariable(VariableTracker):
         return f"ConstantVariable({self.value!r})"
 
 
-_MUTATORS = {"append", "extend", "pop", "insert", "remove", "clear", "update", "setdefault", "add", "discard"}
+_MUTATORS = {"append", "extend", "pop", "insert", "remove", "clear", "update", "setdefault", "add", "discard",
+             "popitem", "sort", "reverse", "difference_update", "intersection_update",
+             "symmetric_difference_update", "__setitem__", "__delitem__", "__iadd__", "__ior__",
+             "__iand__", "__isub__", "__ixor__", "__imul__"}
 
 
 def _needs_wrap(v) -> bool:

@@ -17,6 +17,7 @@ import torch.utils.checkpoint
 from .. import trace_rules
 from ..exc import Unsupported
 from .base import (
+    _MUTATORS,
     BINARY_OPS,
     COMPARE_OPS,
     INPLACE_TO_BINARY,
@@ -89,6 +90,12 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     """Call a real callable ``fn`` (known at capture time) with tracked arguments."""
     if isinstance(fn, _CustomOpDef):  # a torch.library.custom_op: its operator goes in the graph
         fn = fn._opoverload
+    if type(getattr(fn, "__self__", None)) in (list, dict, set) and getattr(fn, "__name__", "") in _MUTATORS \
+            and id(fn.__self__) in tx.out.outside_containers:
+        # a bound mutator of a container capture holds as a constant (a copy): the mutation
+        # would be lost, so it runs in Python
+        raise Unsupported(f"mutating a {type(fn.__self__).__name__} held as a constant ({fn.__name__})",
+                          "the mutation runs in Python between two graphs")
     if _hashable(fn) and fn in trace_rules.IS_COMPILING:
         return ConstantVariable(True)
     if trace_rules.is_disabled(fn):

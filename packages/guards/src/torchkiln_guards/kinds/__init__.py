@@ -12,7 +12,7 @@ from .basic import (
 )
 from .module import ModuleHooksMatch, ModuleTrainingMatch
 from .shape import ShapeGuard
-from .state import GlobalStateMatch, StorageAliasMatch
+from .state import GlobalStateMatch, StorageAliasGroups, StorageAliasMatch
 from .tensor import TensorMatch
 
 __all__ = [
@@ -29,6 +29,7 @@ __all__ = [
     "ModuleHooksMatch",
     "ModuleTrainingMatch",
     "ShapeGuard",
+    "StorageAliasGroups",
     "StorageAliasMatch",
     "TensorMatch",
     "TypeMatch",

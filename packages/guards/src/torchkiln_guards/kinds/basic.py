@@ -113,13 +113,44 @@ class _IdText:
         return self.text
 
 
+def _exact(value: Any) -> bool:
+    """Whether ``==`` is too coarse for this constant: it holds a signed zero (``0.0 == -0.0``,
+    yet ``1 / x`` differs) or a NaN (``nan != nan``, yet two NaNs of one sign compute the same)."""
+    if type(value) is float:
+        return value == 0.0 or value != value
+    if type(value) is complex:
+        return _exact(value.real) or _exact(value.imag)
+    if type(value) in (tuple, frozenset):
+        return any(_exact(v) for v in value)
+    return False
+
+
+def exact_key(value: Any) -> Any:
+    """A hashable key equal for two constants exactly when ConstantMatch treats them as the same:
+    the type is part of it, floats compare with their sign bit (``copysign`` reads it, for NaN
+    too) and the NaNs of one sign are one value."""
+    t = type(value)
+    if t is float:
+        sign = math.copysign(1.0, value)
+        return (float, "nan", sign) if value != value else (float, value, sign)
+    if t is complex:
+        return (complex, exact_key(value.real), exact_key(value.imag))
+    if t is tuple:
+        return (tuple, tuple(exact_key(v) for v in value))
+    if t is frozenset:
+        return (frozenset, frozenset(exact_key(v) for v in value))
+    if isinstance(value, _ID_TYPES):
+        return (t, id(value))
+    return (t, value)
+
+
 def _constant_holds(value: Any, expected: Any) -> bool:
     if isinstance(expected, _ID_TYPES):
         return value is expected
     if type(value) is not type(expected):
         return False
-    if type(expected) is float and math.isnan(expected):
-        return math.isnan(value)
+    if _exact(expected):
+        return exact_key(value) == exact_key(expected)
     return bool(value == expected)
 
 
@@ -127,8 +158,10 @@ def _constant_holds(value: Any, expected: Any) -> bool:
 class ConstantMatch(Guard):
     """The value equals a constant, of exactly the same type (``1``, ``1.0`` and ``True`` differ).
 
-    None, bools, enum members and torch.dtype compare by identity; int, float (NaN matches NaN),
-    str, bytes, complex, torch.device, and tuples/frozensets of constants by type then ``==``.
+    None, bools, enum members and torch.dtype compare by identity; int, float, str, bytes,
+    complex, torch.device, and tuples/frozensets of constants by type then ``==``, except that
+    floats are exact: ``-0.0`` and ``0.0`` differ (``1 / x`` tells them apart), and a NaN matches
+    a NaN of the same sign (``copysign(1, x)`` tells ``nan`` from ``-nan``).
     """
 
     source: Source
@@ -143,6 +176,15 @@ class ConstantMatch(Guard):
                 "plus guards on their items, and other objects with IdMatch or TypeMatch"
             )
 
+    # Two guards are the same guard when they accept the same values (0.0 and -0.0 do not).
+    def __eq__(self, other):
+        if type(other) is not ConstantMatch:
+            return NotImplemented
+        return self.source == other.source and exact_key(self.value) == exact_key(other.value)
+
+    def __hash__(self):
+        return hash((self.source, exact_key(self.value)))
+
     def code(self, refs, ctx):
         v, c = refs[0], self.value
         if c is None or type(c) is bool:
@@ -154,15 +196,21 @@ class ConstantMatch(Guard):
             if type(c).__module__ == "builtins"
             else ctx.const(type(c), "type")
         )
-        if type(c) is float and math.isnan(c):
-            return f"{ctx.builtin('type')}({v}) is {ctx.builtin('float')} and {v} != {v}"
+        is_type = f"{ctx.builtin('type')}({v}) is {type_ref}"
+        if type(c) is float and (c == 0.0 or c != c):
+            value = f"{v} != {v}" if c != c else f"{v} == 0.0"
+            sign = ctx.const(math.copysign, "copysign")
+            return f"{is_type} and {value} and {sign}(1.0, {v}) == {math.copysign(1.0, c)!r}"
+        if _exact(c):  # a signed zero or NaN inside a tuple or complex: the slow exact comparison
+            return f"{ctx.const(_constant_holds, 'constant_holds')}({v}, {ctx.const(c, 'const')})"
         const = repr(c) if _literal(c) else ctx.const(c, "const")
-        return f"{ctx.builtin('type')}({v}) is {type_ref} and {v} == {const}"
+        return f"{is_type} and {v} == {const}"
 
     def failure(self, value):
         if _constant_holds(value, self.value):
             return None
-        return self._fail(self.source.expr(), self.value, value)
+        detail = "the sign bits differ" if repr(value) == repr(self.value) else ""
+        return self._fail(self.source.expr(), self.value, value, detail)
 
 
 @dataclass(frozen=True)
