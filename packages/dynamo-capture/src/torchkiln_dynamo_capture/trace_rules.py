@@ -8,11 +8,16 @@ behaves the same under torchkiln. ``torch.compiler.allow_in_graph`` records its 
 TorchDynamo's private state, which torchkiln does not read: use ``allow_in_graph`` from here
 (re-exported as ``torchkiln.allow_in_graph``); inlining such a function instead gives the same
 results, only possibly more graphs.
+
+Capture also keeps torch.distributed's own machinery out of graphs by itself: a distributed
+wrapper module's call runs in Python (``runs_in_python``, ``wrapped_module``), and methods of
+objects that talk to other processes are never run at capture time (``talks_to_other_processes``).
 """
 
 from __future__ import annotations
 
 import functools
+import sys
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -88,6 +93,59 @@ def mark_static(t: torch.Tensor, dims: int | list[int] | tuple[int, ...] | None 
     dims = range(t.dim()) if dims is None else [dims] if isinstance(dims, int) else list(dims)
     current = set(getattr(t, "_dynamo_static_indices", ()) or ())
     t._dynamo_static_indices = current | {d % t.dim() for d in dims}  # type: ignore[attr-defined]
+
+
+#: (module, class, attribute holding the wrapped module or None, why its call runs in Python).
+#: DistributedDataParallel's forward tells the reducer a backward is coming (prepare_for_forward,
+#: prepare_for_backward, bucket rebuilds): inlined, those C++ calls would run once at capture time
+#: and never again, and gradients would silently go unreduced. FSDP's forward and FSDP2's hooks
+#: all-gather parameters before and free them after. The wrapped module (or, for FSDP2, the
+#: module's own forward) is plain computation: that part is captured.
+_DISTRIBUTED_WRAPPERS = (
+    ("torch.nn.parallel.distributed", "DistributedDataParallel", "module",
+     "its forward prepares the gradient reducer for the backward"),
+    ("torch.distributed.fsdp.fully_sharded_data_parallel", "FullyShardedDataParallel", "_fsdp_wrapped_module",
+     "its forward all-gathers and frees the parameters"),
+    ("torch.distributed.fsdp._fully_shard._fully_shard", "FSDPModule", None,
+     "its forward hooks all-gather and free the parameters"),
+)
+
+
+def _wrapper_entry(m):
+    for modname, clsname, inner, why in _DISTRIBUTED_WRAPPERS:
+        # only classes already imported: a module of that class exists only if its module was loaded
+        cls = getattr(sys.modules.get(modname), clsname, None)
+        if cls is not None and isinstance(m, cls):
+            return inner, why
+    return None
+
+
+def runs_in_python(m) -> str | None:
+    """Why calling module ``m`` must run in Python rather than be inlined (None: inline it)."""
+    entry = _wrapper_entry(m)
+    return entry[1] if entry is not None else None
+
+
+#: modules of stateful objects that talk to other processes
+_COMMUNICATION_MODULES = ("torch._C._distributed", "torch.distributed", "torch.nn.parallel.distributed")
+
+
+def talks_to_other_processes(obj: Any) -> bool:
+    """Whether ``obj`` is a stateful object of torch.distributed (a process group, a store, a work,
+    DDP's reducer or logger, a DDP or FSDP module): its methods act each time they are called."""
+    return (type(obj).__module__ or "").startswith(_COMMUNICATION_MODULES)
+
+
+def wrapped_module(m):
+    """The module whose forward a distributed wrapper calls (itself unwrapped), or None when ``m``
+    is not a wrapper of another module (FSDP2 keeps the module and adds hooks to it)."""
+    entry = _wrapper_entry(m)
+    if entry is None or entry[0] is None:
+        return None
+    inner = m.__dict__["_modules"].get(entry[0])
+    if not isinstance(inner, torch.nn.Module):
+        return None
+    return wrapped_module(inner) or inner
 
 
 __all__ = ["allow_in_graph", "disable", "is_allowed_in_graph", "is_disabled", "mark_dynamic", "mark_static"]

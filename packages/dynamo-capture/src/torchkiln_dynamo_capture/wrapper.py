@@ -16,6 +16,7 @@ from .breaks import GraphBreak
 from .bytecode.resume import closure_as_arguments, comprehension_over_tuple, resume_code, step_code
 from .exc import RecompileLimitExceeded, Unsupported
 from .frame import CacheEntry, capture_frame, make_function
+from .trace_rules import wrapped_module
 
 #: One capture (and backend compile) at a time in the process, held only while capturing, never
 #: while a graph or the user's code runs. Threads making their first call of a function together
@@ -160,7 +161,14 @@ class CaptureContext:
     def module_callee(self, mod):
         """Calling ``mod`` with its forward captured as its own frame. Without hooks the captured
         forward is called directly; with hooks nn.Module's own ``__call__`` runs them (in Python)
-        around the captured forward (see ``_call_with_forward``)."""
+        around the captured forward (see ``_call_with_forward``). A distributed wrapper (DDP, FSDP)
+        runs its own forward in Python around the wrapped module's captured forward."""
+        inner = wrapped_module(mod)
+        if inner is not None:
+            forward = type(inner).forward
+            if not isinstance(forward, types.FunctionType) or "forward" in inner.__dict__:
+                return mod
+            return functools.partial(_call_wrapper, mod, inner, self.method_callee(forward, inner))
         forward = type(mod).forward
         if not isinstance(forward, types.FunctionType) or "forward" in mod.__dict__:
             return mod
@@ -178,11 +186,17 @@ def _has_hooks(mod) -> bool:
 def _call_with_forward(mod, forward, *args, **kwargs):
     """``mod(*args, **kwargs)`` with ``forward`` in place of its forward for this one call: every
     hook kind keeps nn.Module's exact semantics (the order, kwargs hooks, backward hooks)."""
-    mod.__dict__["forward"] = forward
+    return _call_wrapper(mod, mod, forward, *args, **kwargs)
+
+
+def _call_wrapper(mod, inner, forward, *args, **kwargs):
+    """``mod(*args, **kwargs)`` with ``forward`` in place of the forward of ``inner``, the module
+    ``mod`` wraps (or ``mod`` itself), for this one call: the wrapper's own forward runs as written."""
+    inner.__dict__["forward"] = forward
     try:
         return mod(*args, **kwargs)
     finally:
-        mod.__dict__.pop("forward", None)
+        inner.__dict__.pop("forward", None)
 
 
 def _global_module_hooks() -> bool:

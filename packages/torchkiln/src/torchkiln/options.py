@@ -69,6 +69,8 @@ class CompileOptions:
         backward graphs) on disk under ``<cache_dir>/graphs``, so a later process compiling the
         same graph on the same input metadata skips tracing, partitioning, lowering, scheduling
         and code generation (see ``torchkiln.graph_cache`` for what the key covers).
+    ddp_buckets: under DistributedDataParallel, split each graph at DDP's gradient buckets so a
+        bucket's all-reduce overlaps the backward of the rest (see ``ddp_buckets.py``).
     """
 
     strict: bool = False
@@ -83,6 +85,7 @@ class CompileOptions:
     loop_ir: tuple[tuple[str, Any], ...] = ()
     codegen: str = "auto"
     graph_cache: bool = True
+    ddp_buckets: bool = True
 
     def __post_init__(self) -> None:
         if self.codegen not in CODEGENS:

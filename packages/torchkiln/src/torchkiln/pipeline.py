@@ -21,6 +21,7 @@ import torchkiln_loop_ir
 
 from torchkiln import graph_cache
 from torchkiln.cudagraphs import wrap_cudagraphs
+from torchkiln.ddp_buckets import active_bucket_cap, split_at_buckets
 from torchkiln.errors import BackendCompilerFailed, FailedAfterEffects, LayerUnavailable
 from torchkiln.logs import log_output_code
 from torchkiln.options import CompileOptions
@@ -219,6 +220,29 @@ def make_backend(options: CompileOptions, recorder: ReportRecorder | None = None
     recorder = recorder if recorder is not None else ReportRecorder()
 
     def torchkiln_backend(
+        gm: torch.fx.GraphModule, example_inputs: list[Any]
+    ) -> Callable[..., Any]:
+        cap = active_bucket_cap() if options.ddp_buckets else None
+        if cap is not None:
+            try:
+                split = split_at_buckets(gm, cap, compile_whole)
+            except Exception as error:  # noqa: BLE001 - the whole graph still compiles
+                if options.strict:
+                    raise BackendCompilerFailed(
+                        f"torchkiln: splitting a graph at DDP buckets failed: {one_line(error)}"
+                    ) from error
+                warnings.warn(
+                    f"torchkiln: splitting a graph at DDP buckets failed ({one_line(error)}); "
+                    "compiling it whole",
+                    stacklevel=2,
+                )
+                split = None
+            if split is not None:
+                recorder.add_bucket_split(split[1].describe())
+                return split[0]
+        return compile_whole(gm, example_inputs)
+
+    def compile_whole(
         gm: torch.fx.GraphModule, example_inputs: list[Any]
     ) -> Callable[..., Any]:
         index = recorder.new_index()

@@ -55,6 +55,7 @@ class CompileReport:
     graphs: list[GraphReport]
     eager_fallbacks: list[EagerFallback]
     graph_breaks: list[str] = field(default_factory=list)  # reasons, when capture reports them
+    ddp_bucket_splits: list[str] = field(default_factory=list)  # graphs split at DDP's buckets
 
     @property
     def num_graphs(self) -> int:
@@ -107,6 +108,8 @@ class CompileReport:
         )
         for reason in self.graph_breaks:
             console.print(f"  graph break: {reason}")
+        for split in self.ddp_bucket_splits:
+            console.print(f"  ddp: {split}")
         return buffer.getvalue()
 
 
@@ -116,6 +119,7 @@ class ReportRecorder:
     def __init__(self) -> None:
         self._graphs: list[GraphReport] = []
         self._fallbacks: list[EagerFallback] = []
+        self._bucket_splits: list[str] = []
         self._next_index = 0
 
     def new_index(self) -> int:
@@ -129,9 +133,13 @@ class ReportRecorder:
     def replace_graph(self, index: int, report: GraphReport) -> None:
         self._graphs = [report if g.index == index else g for g in self._graphs]
 
+    def add_bucket_split(self, description: str) -> None:
+        self._bucket_splits.append(description)
+
     def clear(self) -> None:
         """Forget every graph and fallback (``torchkiln.reset()``); indices start again at 0."""
         self._graphs, self._fallbacks, self._next_index = [], [], 0
+        self._bucket_splits = []
 
     def add_fallback(self, fallback: EagerFallback) -> None:
         # A graph that compiled and then failed at run time moves from graphs to fallbacks.
@@ -144,4 +152,6 @@ class ReportRecorder:
         extra_fallbacks: list[EagerFallback] | None = None,
     ) -> CompileReport:
         fallbacks = list(self._fallbacks) + list(extra_fallbacks or [])
-        return CompileReport(list(self._graphs), fallbacks, list(graph_breaks or []))
+        return CompileReport(
+            list(self._graphs), fallbacks, list(graph_breaks or []), list(self._bucket_splits)
+        )

@@ -213,7 +213,9 @@ def _pure_with_constants(fn) -> bool:
     if isinstance(fn, type):
         return True
     if owner is not None and not isinstance(owner, types.ModuleType):
-        return not is_impure_module(type(owner).__module__)
+        # torch.distributed's objects act on every call (an all-reduce, a reducer told a
+        # backward is coming): run once at capture time, later calls would silently skip them
+        return not is_impure_module(type(owner).__module__) and not trace_rules.talks_to_other_processes(owner)
     mod = getattr(fn, "__module__", None) or getattr(owner, "__name__", "") or ""
     if mod == "builtins":
         return getattr(fn, "__name__", "") not in _IMPURE_BUILTINS

@@ -1,4 +1,8 @@
-"""nn.Module instances: parameters and buffers become get_attr nodes, forward and hooks are inlined."""
+"""nn.Module instances: parameters and buffers become get_attr nodes, forward and hooks are inlined.
+
+Distributed wrappers are the exception (``trace_rules.runs_in_python``): their forward and hooks
+talk to a process group and a gradient reducer, which must run on every call, not once at capture.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ from torchkiln_guards import LengthMatch, ModuleHooksMatch
 from .._guards import ChildModulesMatch, SubmoduleHooksMatch
 from .._sources import AttrSource, HeldObjectSource, LocalSource
 from ..exc import Unsupported
+from ..trace_rules import runs_in_python
 from .base import AttrMissing, ConstantVariable
 from .objects import UserObjectVariable
 
@@ -50,6 +55,14 @@ class NNModuleVariable(UserObjectVariable):
 
     def call(self, tx, args, kwargs):
         m = self.value
+        why = runs_in_python(m)
+        if why is not None:
+            # the caller breaks at this call and CPython makes it: the wrapper's own machinery runs
+            # for real, and the module it wraps has its forward captured (CaptureContext.module_callee)
+            err = Unsupported(f"calling a {type(m).__name__}: {why}",
+                              "it runs in Python; the forward of the module it wraps is captured as its own frame")
+            err.in_callee = True
+            raise err
         if m._backward_hooks or m._backward_pre_hooks:
             raise Unsupported("module backward hooks")
         from .containers import TupleVariable
