@@ -17,6 +17,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+import inspect
+import operator
+
 import torch
 from torch.fx.passes.split_module import split_module
 
@@ -128,9 +131,12 @@ def split_at_buckets(
     owner = bucket_pieces(gm, bucket_bytes_cap)
     if owner is None:
         return None
-    split = split_module(
-        gm, gm, lambda node: owner[node], keep_original_order=True, tuple_return=True
-    )
+    if "tuple_return" in inspect.signature(split_module).parameters:
+        split = split_module(
+            gm, gm, lambda node: owner[node], keep_original_order=True, tuple_return=True
+        )
+    else:  # torch < 2.12: pieces with one output return it bare
+        split = _tuple_outputs(split_module(gm, gm, lambda node: owner[node], keep_original_order=True))
     sizes: dict[int, dict[int, torch.Tensor]] = {}
     for node, piece in owner.items():
         param = _trainable(gm, node)
@@ -143,3 +149,23 @@ def split_at_buckets(
         for _, ps in sorted(sizes.items())
     )
     return split, BucketSplit(bucket_bytes_cap, pieces)
+
+
+def _tuple_outputs(split: torch.fx.GraphModule) -> torch.fx.GraphModule:
+    """Every piece of ``split`` returns a tuple (a bare output becomes ``(x,)``, read back with
+    ``[0]`` by the caller), as ``split_module(tuple_return=True)`` gives on newer torch: a piece is
+    compiled as a graph, and compiled graphs return a sequence."""
+    for node in list(split.graph.nodes):
+        if node.op != "call_module":
+            continue
+        piece = getattr(split, node.target)
+        out = next(n for n in piece.graph.nodes if n.op == "output")
+        if isinstance(out.args[0], (tuple, list)):
+            continue
+        out.args = ((out.args[0],),)
+        piece.recompile()
+        with split.graph.inserting_after(node):
+            first = split.graph.call_function(operator.getitem, (node, 0))
+        node.replace_all_uses_with(first, delete_user_cb=lambda user: user is not first)
+    split.recompile()
+    return split

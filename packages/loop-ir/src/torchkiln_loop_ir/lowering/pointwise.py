@@ -6,6 +6,7 @@ to that dtype first (comparisons and logical ops compute in their operands' prom
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -249,11 +250,39 @@ def _masked_fill(ctx, x, mask, value):
                           operand_dtypes=[torch.bool, cdt, cdt])
 
 
+def _is_nan_scalar(v: Any) -> bool:
+    return isinstance(v, float) and v != v
+
+
+@functools.cache
+def _eager_nan_bound_effect(which: str) -> str:
+    """What eager's clamp does with a NaN scalar bound: "nan" (every result NaN), "ignore" (the
+    bound is dropped) or "other"."""
+    t = torch.tensor([0.5, -2.0] * 16)
+    r = t.clamp(min=float("nan")) if which == "min" else t.clamp(max=float("nan"))
+    if bool(r.isnan().all()):
+        return "nan"
+    return "ignore" if torch.equal(r, t) else "other"
+
+
+def _nan_bound(bound: float, which: str) -> float | None:
+    effect = _eager_nan_bound_effect(which)
+    if effect == "other":
+        raise Unlowerable(f"clamp with a NaN {which} bound (eager's own kernel decides)")
+    return bound if effect == "nan" else None
+
+
 @register_lowering(aten.clamp.default, aten.clamp.Tensor, aten.clamp_min.default, aten.clamp_max.default,
                    aten.clamp_min.Tensor, aten.clamp_max.Tensor)
 def _clamp(ctx, x, min=None, max=None):
     if ctx.node.target in (aten.clamp_max.default, aten.clamp_max.Tensor):
         min, max = None, min
+    # a NaN scalar bound: torch versions differ (2.13's kernels give NaN everywhere, older ones
+    # ignore it), so do what this torch's eager kernel does
+    if _is_nan_scalar(min):
+        min = _nan_bound(min, "min")
+    if _is_nan_scalar(max):
+        max = _nan_bound(max, "max")
     operands = [x] + [v for v in (min, max) if v is not None]
     # Which of two equal values (-0. and 0.) comes out follows eager's vectorized kernels, whose
     # max/min give the second operand on a tie (ops.maximum/minimum do the same): a scalar bound
