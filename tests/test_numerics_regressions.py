@@ -44,12 +44,14 @@ def _check(fn, *args, codegen):
         assert type(got) is type(want) and str(got) == str(want), (want, got)
         return
     assert not isinstance(got, Exception), got
-    for w, g in zip(torch.utils._pytree.tree_leaves(want), torch.utils._pytree.tree_leaves(got)):
+    leaves = zip(torch.utils._pytree.tree_leaves(want), torch.utils._pytree.tree_leaves(got))
+    for i, (w, g) in enumerate(leaves):
         assert g.dtype == w.dtype, (g.dtype, w.dtype)
         # a few ulp: eager's own sqrt of 3e38 is one ulp above the rounded root, the Triton
         # interpreter's pow and exp are a few ulp off; NaN, infinities and zeros must match
         torch.testing.assert_close(g, w, rtol=2e-6 if w.is_floating_point() else 0, atol=0,
-                                   equal_nan=True)
+                                   equal_nan=True, msg=lambda m, i=i, w=w, g=g: f"output {i}: {m}\n"
+                                   f"eager {w[:8].tolist()}\ncompiled {g[:8].tolist()}")
         if w.is_floating_point():
             zero = w == 0
             assert torch.equal(g.signbit()[zero], w.signbit()[zero]), (g, w)

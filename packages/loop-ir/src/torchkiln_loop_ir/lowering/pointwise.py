@@ -254,22 +254,22 @@ def _is_nan_scalar(v: Any) -> bool:
     return isinstance(v, float) and v != v
 
 
-@functools.cache
-def _eager_nan_bound_effect(which: str) -> str:
-    """What eager's clamp does with a NaN scalar bound: "nan" (every result NaN), "ignore" (the
-    bound is dropped) or "other"."""
-    t = torch.tensor([0.5, -2.0] * 16)
-    r = t.clamp(min=float("nan")) if which == "min" else t.clamp(max=float("nan"))
-    if bool(r.isnan().all()):
-        return "nan"
-    return "ignore" if torch.equal(r, t) else "other"
-
-
-def _nan_bound(bound: float, which: str) -> float | None:
-    effect = _eager_nan_bound_effect(which)
-    if effect == "other":
-        raise Unlowerable(f"clamp with a NaN {which} bound (eager's own kernel decides)")
-    return bound if effect == "nan" else None
+def _nan_bounds(min: Any, max: Any) -> tuple[Any, Any]:
+    """Scalar NaN bounds as this torch's eager clamp treats them (versions differ: 2.13's kernels
+    give NaN everywhere, older ones drop the bound): probe eager with the same bounds and keep
+    them (NaN results) or drop the NaN ones; anything else runs as the ATen kernel."""
+    probe = torch.tensor([0.5, -2.0, 3.0, -0.0] * 8)
+    scalar = [None if isinstance(v, IRNode) else v for v in (min, max)]
+    if any(isinstance(v, IRNode) for v in (min, max)):
+        scalar = [v if _is_nan_scalar(v) else None for v in (min, max)]
+    eager = probe.clamp(*scalar)
+    if bool(eager.isnan().all()):
+        return min, max
+    dropped = [None if _is_nan_scalar(v) else v for v in scalar]
+    if any(v is not None for v in dropped) and torch.equal(eager, probe.clamp(*dropped)) \
+            or all(v is None for v in dropped) and torch.equal(eager, probe):
+        return (None if _is_nan_scalar(min) else min), (None if _is_nan_scalar(max) else max)
+    raise Unlowerable("clamp with a NaN bound (eager's own kernel decides)")
 
 
 @register_lowering(aten.clamp.default, aten.clamp.Tensor, aten.clamp_min.default, aten.clamp_max.default,
@@ -279,10 +279,8 @@ def _clamp(ctx, x, min=None, max=None):
         min, max = None, min
     # a NaN scalar bound: torch versions differ (2.13's kernels give NaN everywhere, older ones
     # ignore it), so do what this torch's eager kernel does
-    if _is_nan_scalar(min):
-        min = _nan_bound(min, "min")
-    if _is_nan_scalar(max):
-        max = _nan_bound(max, "max")
+    if _is_nan_scalar(min) or _is_nan_scalar(max):
+        min, max = _nan_bounds(min, max)
     operands = [x] + [v for v in (min, max) if v is not None]
     # Which of two equal values (-0. and 0.) comes out follows eager's vectorized kernels, whose
     # max/min give the second operand on a tie (ops.maximum/minimum do the same): a scalar bound
