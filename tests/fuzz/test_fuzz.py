@@ -24,12 +24,7 @@ CI_SEEDS = range(0, 40)
 
 # Seeds whose failure is a known, reported bug owned elsewhere; each must still fail (strict
 # xfail), so a fix shows up here and the seed returns to the plain list.
-KNOWN = {
-    19: "fallback: a kernel body reads a size symbol missing from KernelSpec.size_args "
-        "(mean over a symbolic dim, then a reduction): loop-ir kernels.py, reported to 'sched'",
-    30: "no-error: int - bool raises eagerly (\"Subtraction ... with a bool tensor\"); capture's "
-        "fake propagation does not check it",
-}
+KNOWN: dict[int, str] = {}
 
 
 @pytest.mark.parametrize("seed", [

@@ -1,6 +1,6 @@
 """Symbolic evaluation of Python bytecode into FX graphs, with guards and graph breaks (TorchDynamo)."""
 
-from .exc import RecompileLimitExceeded, Unsupported
+from .exc import BackendError, RecompileLimitExceeded, Unsupported
 from .trace_rules import allow_in_graph, disable, mark_dynamic, mark_static
 from .explain import ExplainOutput, explain
 from .wrapper import CacheEntry, CapturedFunction, CapturedModule, capture
@@ -8,6 +8,6 @@ from .wrapper import CacheEntry, CapturedFunction, CapturedModule, capture
 __version__ = "0.3.0"
 
 __all__ = [
-    "CacheEntry", "CapturedFunction", "CapturedModule", "ExplainOutput", "RecompileLimitExceeded", "Unsupported",
+    "BackendError", "CacheEntry", "CapturedFunction", "CapturedModule", "ExplainOutput", "RecompileLimitExceeded", "Unsupported",
     "allow_in_graph", "capture", "disable", "explain", "mark_dynamic", "mark_static",
 ]

@@ -33,5 +33,10 @@ class Unsupported(Exception):
         return f"{where}unsupported: {self.construct}{hint}"
 
 
+class BackendError(Exception):
+    """Base of the errors a backend raises on purpose for the caller (a compiler's strict mode):
+    capture lets them through instead of running the function eagerly."""
+
+
 class RecompileLimitExceeded(RuntimeWarning):
     """Warning category used when a captured function hits its recompile limit."""

@@ -194,6 +194,10 @@ class OutputGraph:
                               "cannot spell its sign)", "the operation runs in Python")
         fake_args = [_map(a, "fake") for a in args]
         fake_kwargs = {k: _map(v, "fake") for k, v in kwargs.items()}
+        if _is_subtraction(target) and any(_is_bool(a) for a in (*fake_args, *fake_kwargs.values())):
+            # eager refuses subtraction with a bool operand; meta functions (fakes) do not check
+            raise Unsupported("subtraction with a bool operand (eager raises RuntimeError)",
+                              "it runs in Python, which raises eager's error")
         try:
             # with symbolic sizes, composite ops run their Python decompositions (the C++ ones
             # read sizes as plain ints: "Cannot call numel() on tensor with symbolic sizes")
@@ -316,6 +320,19 @@ _STATE_OPS = _state_ops()
 def _name_hint(source) -> str:
     """``L['x'].w`` -> ``x.w`` (sanitised by ``_fresh``): graph names read like the user's code."""
     return re.sub(r"\b[LGC]\['([^']*)'\]", r"\1", source.expr())
+
+
+_SUBTRACTIONS = frozenset({"sub", "sub_", "__sub__", "__rsub__", "__isub__", "subtract", "subtract_"})
+
+
+def _is_subtraction(target) -> bool:
+    if isinstance(target, str):
+        return target in _SUBTRACTIONS
+    return target in (operator.sub, operator.isub, torch.sub, torch.subtract, torch.rsub)
+
+
+def _is_bool(x) -> bool:
+    return type(x) is bool or (isinstance(x, torch.Tensor) and x.dtype == torch.bool)
 
 
 def _has_negative_nan(x) -> bool:

@@ -14,7 +14,7 @@ from . import trace_rules
 from ._logging import check_log_names, log_recompile
 from .breaks import GraphBreak
 from .bytecode.resume import closure_as_arguments, comprehension_over_tuple, resume_code, step_code
-from .exc import RecompileLimitExceeded, Unsupported
+from .exc import BackendError, RecompileLimitExceeded, Unsupported
 from .frame import CacheEntry, capture_frame, make_function
 from .trace_rules import wrapped_module
 
@@ -289,7 +289,7 @@ class CapturedFunction:
             warnings.warn(f"torchkiln: running {self.__name__} eagerly: {e}", stacklevel=4)
             self._eager = True
         except Exception as e:  # an internal error must not break the user's program
-            if self.fullgraph:
+            if self.fullgraph or isinstance(e, BackendError):
                 raise
             self.unsupported = Unsupported(f"internal error during capture: {type(e).__name__}: {e}")
             warnings.warn(f"torchkiln: running {self.__name__} eagerly: {self.unsupported}", stacklevel=4)

@@ -91,6 +91,7 @@ def kernel_spec(name: str, group: FusedGroup, plan: GroupPlan, buffers: Mapping[
             for d in p.writes:
                 writes.append(d.name)
                 exprs.append(d.index)
+            exprs.extend(p.exprs)
         stages.append(KernelStage(kind, tuple(nodes)))
     for p_ in (p for _, ps in plan.stages for p in ps):
         if p_.node.is_scatter and p_.node.buf.write_name not in reads:

@@ -50,6 +50,9 @@ class _Recorder:
     def __init__(self) -> None:
         self.reads: list[tuple[str, sympy.Expr]] = []
         self.writes: list[tuple[str, sympy.Expr]] = []
+        # expressions a body computes with (index_expr, indirect sizes): their size symbols are
+        # arguments of the kernel too (a mean's divisor under dynamic shapes)
+        self.exprs: list[sympy.Expr] = []
         self._n = 0
 
     def load(self, name, index):
@@ -63,7 +66,11 @@ class _Recorder:
 
     store_reduction = store
 
+    def index_expr(self, expr, dtype):
+        self.exprs.append(sympy.sympify(expr))
+
     def indirect_indexing(self, value, size, check=True):
+        self.exprs.append(sympy.sympify(size))
         sym = index_symbol("tmp_ind", self._n)
         self._n += 1
         return sym
@@ -179,6 +186,7 @@ class PlannedNode:
     reads: list[MemoryDep]
     writes: list[MemoryDep]
     xs_map: Any  # callable (kxs, krs) -> (node xs, node rs)
+    exprs: tuple[sympy.Expr, ...] = ()  # what the body computes with beyond its indices
 
 
 @dataclass
@@ -264,7 +272,7 @@ def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> Gro
         size = tuple(xranges) + (tuple(rranges) if kind == "loop" else ())
         reads = [MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in rec.reads]
         writes = [MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in rec.writes]
-        planned.append(PlannedNode(n, kind, reads, writes, (tuple(xs), tuple(rs))))
+        planned.append(PlannedNode(n, kind, reads, writes, (tuple(xs), tuple(rs)), tuple(rec.exprs)))
 
     # stages, in program order; a node goes to the first stage its inputs allow
     stages: list[tuple[str, list[PlannedNode]]] = []

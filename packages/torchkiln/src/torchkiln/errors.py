@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+from torchkiln_dynamo_capture import BackendError
+
 
 class TorchkilnError(RuntimeError):
     """Base class of torchkiln's own errors."""
 
 
-class BackendCompilerFailed(TorchkilnError):
+class BackendCompilerFailed(TorchkilnError, BackendError):
     """The pipeline failed on one graph in strict mode (outside strict mode the graph runs eagerly).
 
     The message names the stage (aot, loop-ir, codegen, run) and the original error; the original
