@@ -119,3 +119,18 @@ def test_masked_lm_with_labels_is_one_graph():
         torch.testing.assert_close(out.logits, ref.logits)
     report = torchkiln.report(compiled)
     assert len(report.graphs) == 1 and not report.graph_breaks
+
+
+def test_symbolic_size_proved_one_broadcasts():
+    """Fuzz seed 22376: ``x[0::3]`` of a dynamic size-3 input has size ``(s0 + 2) // 3``, which the
+    trace broadcast as 1 (a guard); loop-ir read it at the output's index instead of 0."""
+
+    def f(x):
+        t1 = x.to(torch.float32)
+        return torch.where(x[0::3], t1[0:2:3], t1)
+
+    compiled = torchkiln.compile(f, dynamic=True, options={"strict": True})
+    for n in (3, 3, 2, 3):
+        x = torch.rand(n) > 0.5
+        x[0] = False
+        torch.testing.assert_close(compiled(x), f(x))

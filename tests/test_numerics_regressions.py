@@ -171,3 +171,11 @@ def test_float32_std_var_do_not_overflow_where_eager_does_not(codegen):
     one_big[:, 3] = 3e38  # the variance overflows float32, the standard deviation does not
     want, got = _run(lambda a: (a.std(-1), a.var(-1)), one_big, codegen=codegen)
     torch.testing.assert_close(got, want, rtol=1e-5, atol=0)
+
+
+@pytest.mark.parametrize("codegen", CODEGENS)
+def test_bool_add_and_mul_stay_bool(codegen):
+    """Fuzz seed 22004: Triton computed bool + bool in int8 (1 + 1 = 2 stored in a bool tensor)."""
+    a = torch.tensor([True, False, True, False] * 5)
+    b = torch.tensor([True, True, False, False] * 5)
+    _check(lambda x, y: (x + y, x * y, x + True, (x + y) * x), a, b, codegen=codegen)

@@ -38,9 +38,17 @@ class PointwiseOps:
         return self._op(self.math[name], *vals)
 
     # arithmetic
-    def add(self, a, b): return self._op("{0} + {1}", a, b)
+    # bool + bool is logical or, bool * bool logical and (Triton computes them in int8: 1 + 1 = 2,
+    # not a bool)
+    def add(self, a, b):
+        a, b = self._args((a, b))
+        return self._op("{0} | {1}" if a.dtype == _BOOL else "{0} + {1}", a, b)
+
     def sub(self, a, b): return self._op("{0} - {1}", a, b)
-    def mul(self, a, b): return self._op("{0} * {1}", a, b)
+
+    def mul(self, a, b):
+        a, b = self._args((a, b))
+        return self._op("{0} & {1}" if a.dtype == _BOOL else "{0} * {1}", a, b)
 
     def truediv(self, a, b):
         a, b = self._args((a, b))

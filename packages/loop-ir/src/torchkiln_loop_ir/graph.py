@@ -55,11 +55,28 @@ def from_torch_sympy(expr: sympy.Expr) -> sympy.Expr:
     return expr.replace(is_torch, ours) if expr.has(sympy.Function) else expr
 
 
+def _known_one(node: Any, expr: sympy.Expr) -> bool:
+    """Whether the ShapeEnv has proved (by a guard) that a symbolic size is 1: broadcasting reads
+    a size-1 dim at index 0, so a size like ``(s0 + 2) // 3`` that the trace broadcast as 1 must be
+    1 here too (read at the output's index, it read past its end: a silently wrong result)."""
+    env = getattr(node, "shape_env", None)
+    evaluate = getattr(env, "_maybe_evaluate_static", None)
+    if evaluate is None:
+        return False
+    try:
+        return bool(evaluate(sympy.Eq(expr, 1)) is sympy.true)
+    except Exception:  # noqa: BLE001 - an expression the ShapeEnv cannot decide: keep it symbolic
+        return False
+
+
 def to_expr(value: Any) -> sympy.Expr:
     """An int or SymInt as a sympy expression (in loop-ir's vocabulary: torch's ShapeEnv writes
     integer division and modulo with functions of its own, the code generators know ours)."""
     if isinstance(value, torch.SymInt):
-        return from_torch_sympy(sympy.sympify(value.node.expr))
+        expr = sympy.sympify(value.node.expr)
+        if not expr.is_number and _known_one(value.node, expr):
+            return sympy.Integer(1)
+        return from_torch_sympy(expr)
     if isinstance(value, sympy.Expr):
         return value
     return sympy.Integer(int(value))
