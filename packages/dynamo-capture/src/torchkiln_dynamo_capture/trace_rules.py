@@ -69,7 +69,7 @@ IS_COMPILING = frozenset(
 
 
 def marked_dynamic_dims(t: torch.Tensor) -> frozenset[int]:
-    """Dims marked by ``torch._dynamo.mark_dynamic`` / ``maybe_mark_dynamic`` (attributes on the
+    """Dims marked by TorchDynamo's ``mark_dynamic`` / ``maybe_mark_dynamic`` (attributes on the
     tensor, read without importing TorchDynamo) or by ``mark_dynamic`` here."""
     dims = set(getattr(t, "_dynamo_dynamic_indices", ()) or ())
     dims |= set(getattr(t, "_dynamo_weak_dynamic_indices", ()) or ())
@@ -82,7 +82,7 @@ def marked_static_dims(t: torch.Tensor) -> frozenset[int]:
 
 def mark_dynamic(t: torch.Tensor, dims: int | list[int] | tuple[int, ...]) -> None:
     """Make ``t``'s ``dims`` symbolic from the first capture on (torch's own attribute, so
-    ``torch._dynamo.mark_dynamic`` and this are interchangeable)."""
+    TorchDynamo's ``mark_dynamic`` and this are interchangeable)."""
     dims = [dims] if isinstance(dims, int) else list(dims)
     current = set(getattr(t, "_dynamo_dynamic_indices", ()) or ())
     t._dynamo_dynamic_indices = current | {d % t.dim() for d in dims}  # type: ignore[attr-defined]

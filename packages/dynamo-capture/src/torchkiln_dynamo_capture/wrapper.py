@@ -303,7 +303,7 @@ class CapturedFunction:
     def _dynamic_for(self, args, kwargs):
         """Which input dims the next capture makes symbolic: every dim (dynamic=True), none
         (dynamic=False), or (dynamic=None) those whose size differs from the first capture's."""
-        marked = _marked_dims(self._fn, args, kwargs)  # torch._dynamo.mark_dynamic and ours
+        marked = _marked_dims(self._fn, args, kwargs)  # TorchDynamo's mark_dynamic and ours
         if self.dynamic is not None:
             return True if self.dynamic else (marked or False)
         sizes = _tensor_sizes(self._fn, args, kwargs)

@@ -49,6 +49,6 @@ def backend(
     return compiled
 
 
-# torch._dynamo.reset() (torch.compiler.reset()) calls ``reset()`` on each backend torch.compile
+# torch.compiler.reset() calls ``reset()`` on each backend torch.compile
 # has used, when the backend has one: that is torch's only hook, and it reaches us this way.
 backend.reset = reset  # type: ignore[attr-defined]
