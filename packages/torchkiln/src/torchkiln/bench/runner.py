@@ -104,6 +104,16 @@ def _cast(value: Any, device: str, dtype: torch.dtype) -> Any:
     return value
 
 
+def record_report(row: Row, report: Any) -> None:
+    """Graphs, kernels, breaks and fallbacks of a ``torchkiln.report`` into ``row``."""
+    row.graphs, row.kernels = report.num_graphs, report.num_kernels
+    row.eager_fallbacks = len(report.eager_fallbacks)
+    row.op_fallbacks = sorted({op for g in report.graphs for op in g.fallbacks})
+    row.graph_breaks = (
+        len(report.graph_breaks) if report.graph_breaks else max(0, report.num_graphs - 1)
+    )
+
+
 def peak_memory_mb(fn: Callable[[], Any], device: str) -> float | None:
     """Peak memory of one call above what was allocated before it, in MB; None on CPU.
 
@@ -170,13 +180,7 @@ def _run(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str],
         row.accuracy = verdict.text
         if not verdict.passed:
             row.notes.append(f"accuracy: {verdict.detail}")
-        report = torchkiln.report(compiled)
-        row.graphs, row.kernels = report.num_graphs, report.num_kernels
-        row.eager_fallbacks = len(report.eager_fallbacks)
-        row.op_fallbacks = sorted({op for g in report.graphs for op in g.fallbacks})
-        row.graph_breaks = (
-            len(report.graph_breaks) if report.graph_breaks else max(0, report.num_graphs - 1)
-        )
+        record_report(row, torchkiln.report(compiled))
         fns: dict[str, Callable[[], Any]] = {"eager": eager, "torchkiln": lambda: compiled(*inputs)}
 
         if config.peer:

@@ -122,11 +122,9 @@ def run_train(spec: Any, config: Any, row: Any, status: Callable[[str], None], i
     row.accuracy = verdict.text
     if not verdict.passed:
         row.notes.append(f"gradients: {verdict.detail}")
-    report = torchkiln.report(compiled)
-    row.graphs, row.kernels = report.num_graphs, report.num_kernels
-    row.eager_fallbacks = len(report.eager_fallbacks)
-    row.op_fallbacks = sorted({op for g in report.graphs for op in g.fallbacks})
-    row.graph_breaks = len(report.graph_breaks) if report.graph_breaks else max(0, report.num_graphs - 1)
+    from torchkiln.bench.runner import record_report
+
+    record_report(row, torchkiln.report(compiled))
     variants = {"eager": eager, "torchkiln": tk}
 
     if config.peer:
