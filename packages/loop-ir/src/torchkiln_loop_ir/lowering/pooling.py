@@ -23,18 +23,39 @@ def _pair(v, default):
     return [int(x) for x in (v * 2 if len(v) == 1 else v)]
 
 
-@register_lowering(aten.max_pool2d_with_indices.default)
-def max_pool2d_with_indices(ctx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def _window(name: str, x, kernel_size, stride, padding):
+    """(kh, kw, sh, sw, ph, pw, H, W) of a 2-D pooling window over ``x``, or Unlowerable."""
     kh, kw = _pair(kernel_size, None)
     sh, sw = _pair(stride, [kh, kw])
     ph, pw = _pair(padding, 0)
-    dh, dw = _pair(dilation, 1)
     if kh * kw > _MAX_WINDOW:
         raise Unlowerable(f"pooling window of {kh * kw} taps")
     size = x.get_size()
     if len(size) not in (3, 4):
-        raise Unlowerable("max_pool2d of a tensor that is not 3-D or 4-D")
-    H, W = size[-2], size[-1]
+        raise Unlowerable(f"{name} of a tensor that is not 3-D or 4-D")
+    return kh, kw, sh, sw, ph, pw, size[-2], size[-1]
+
+
+def _tap(load, lead, h, w, H, W, check_h: bool, check_w: bool, other: float):
+    """The input at (h, w), or ``other`` where a checked coordinate falls outside the input."""
+    if not (check_h or check_w):
+        return load([*lead, h, w])
+    i64 = torch.int64
+    conds = []
+    for v, size, check in ((h, H, check_h), (w, W, check_w)):
+        if check:
+            iv = ops.index_expr(v, i64)
+            conds += [ops.ge(iv, ops.constant(0, i64)), ops.lt(iv, ops.index_expr(size, i64))]
+    mask = conds[0]
+    for c in conds[1:]:
+        mask = ops.logical_and(mask, c)
+    return ops.masked(mask, lambda: load([*lead, h, w]), other)
+
+
+@register_lowering(aten.max_pool2d_with_indices.default)
+def max_pool2d_with_indices(ctx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+    kh, kw, sh, sw, ph, pw, H, W = _window("max_pool2d", x, kernel_size, stride, padding)
+    dh, dw = _pair(dilation, 1)
     out_size = tuple(sympy.sympify(int(s)) if not isinstance(s, torch.SymInt) else sympy.sympify(s.node.expr)
                      for s in ctx.meta[0].shape)
     load = x.make_loader()
@@ -47,19 +68,8 @@ def max_pool2d_with_indices(ctx, x, kernel_size, stride=None, padding=0, dilatio
             for j in range(kw):
                 h = oh * sh - ph + i * dh
                 w = ow * sw - pw + j * dw
-                hv, wv = ops.index_expr(h, torch.int64), ops.index_expr(w, torch.int64)
-                conds = []
-                if ph or ceil_mode:
-                    conds += [ops.ge(hv, ops.constant(0, torch.int64)), ops.lt(hv, ops.index_expr(H, torch.int64))]
-                if pw or ceil_mode:
-                    conds += [ops.ge(wv, ops.constant(0, torch.int64)), ops.lt(wv, ops.index_expr(W, torch.int64))]
-                if conds:
-                    mask = conds[0]
-                    for c in conds[1:]:
-                        mask = ops.logical_and(mask, c)
-                    v = ops.masked(mask, lambda h=h, w=w: load([*lead, h, w]), float("-inf"))
-                else:
-                    v = load([*lead, h, w])
+                v = _tap(load, lead, h, w, H, W, bool(ph or ceil_mode), bool(pw or ceil_mode),
+                         float("-inf"))
                 flat = ops.index_expr(h * W + w, torch.int64)
                 if best is None:
                     best, best_i = v, flat
@@ -78,15 +88,7 @@ def avg_pool2d(ctx, x, kernel_size, stride=None, padding=0, ceil_mode=False, cou
                divisor_override=None):
     """The window's sum over its divisor, as ATen counts it: the window clipped to the padded
     input (count_include_pad) or to the input itself, or ``divisor_override``."""
-    kh, kw = _pair(kernel_size, None)
-    sh, sw = _pair(stride, [kh, kw])
-    ph, pw = _pair(padding, 0)
-    if kh * kw > _MAX_WINDOW:
-        raise Unlowerable(f"pooling window of {kh * kw} taps")
-    size = x.get_size()
-    if len(size) not in (3, 4):
-        raise Unlowerable("avg_pool2d of a tensor that is not 3-D or 4-D")
-    H, W = size[-2], size[-1]
+    kh, kw, sh, sw, ph, pw, H, W = _window("avg_pool2d", x, kernel_size, stride, padding)
     load = x.make_loader()
     dtype = ctx.out_dtype
     acc = torch.float64 if dtype == torch.float64 else torch.float32
@@ -101,14 +103,8 @@ def avg_pool2d(ctx, x, kernel_size, stride=None, padding=0, ceil_mode=False, cou
         for i in range(kh):
             for j in range(kw):
                 h, w = oh * sh - ph + i, ow * sw - pw + j
-                if ph or pw or ceil_mode:
-                    hv, wv = ops.index_expr(h, i64), ops.index_expr(w, i64)
-                    mask = ops.logical_and(
-                        ops.logical_and(ops.ge(hv, ops.constant(0, i64)), ops.lt(hv, ops.index_expr(H, i64))),
-                        ops.logical_and(ops.ge(wv, ops.constant(0, i64)), ops.lt(wv, ops.index_expr(W, i64))))
-                    v = ops.masked(mask, lambda h=h, w=w: load([*lead, h, w]), 0.0)
-                else:
-                    v = load([*lead, h, w])
+                edge = bool(ph or pw or ceil_mode)
+                v = _tap(load, lead, h, w, H, W, edge, edge, 0.0)
                 v = ops.to_dtype(v, acc, x.get_dtype()) if x.get_dtype() != acc else v
                 total = v if total is None else ops.add(total, v)
         if divisor_override:
