@@ -114,6 +114,23 @@ def record_report(row: Row, report: Any) -> None:
     )
 
 
+def record_timings(row: Row, fns: dict[str, Callable[[], Any]], config: BenchConfig,
+                   timer: Any) -> None:
+    """Interleaved medians, speedups over eager and peak memory of each variant in ``fns``
+    ("eager", "torchkiln", and "inductor" when the peer compiled)."""
+    times = timing.interleaved(fns, repeat=config.repeat, warmup=config.warmup, measure=timer.ms)
+    row.eager_ms = timing.median(times["eager"])
+    row.torchkiln_ms = timing.median(times["torchkiln"])
+    row.speedup = timing.speedup(times["eager"], times["torchkiln"])
+    if "inductor" in times:
+        row.inductor_ms = timing.median(times["inductor"])
+        row.inductor_speedup = timing.speedup(times["eager"], times["inductor"])
+    row.eager_peak_mem_mb = peak_memory_mb(fns["eager"], config.device)
+    row.peak_mem_mb = peak_memory_mb(fns["torchkiln"], config.device)
+    if "inductor" in fns:
+        row.inductor_peak_mem_mb = peak_memory_mb(fns["inductor"], config.device)
+
+
 def peak_memory_mb(fn: Callable[[], Any], device: str) -> float | None:
     """Peak memory of one call above what was allocated before it, in MB; None on CPU.
 
@@ -196,19 +213,7 @@ def _run(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str],
                 row.notes.append(f"torch.compile failed: {one_line(error, 160)}")
 
         status(f"{spec.name}: timing ({config.repeat} interleaved runs)")
-        times = timing.interleaved(
-            fns, repeat=config.repeat, warmup=config.warmup, measure=timer.ms
-        )
-        row.eager_ms = timing.median(times["eager"])
-        row.torchkiln_ms = timing.median(times["torchkiln"])
-        row.speedup = timing.speedup(times["eager"], times["torchkiln"])
-        if "inductor" in times:
-            row.inductor_ms = timing.median(times["inductor"])
-            row.inductor_speedup = timing.speedup(times["eager"], times["inductor"])
-        row.eager_peak_mem_mb = peak_memory_mb(eager, config.device)
-        row.peak_mem_mb = peak_memory_mb(fns["torchkiln"], config.device)
-        if "inductor" in fns:
-            row.inductor_peak_mem_mb = peak_memory_mb(fns["inductor"], config.device)
+        record_timings(row, fns, config, timer)
 
 
 def run_models(specs: Sequence[ModelSpec], config: BenchConfig, progress: bool = True) -> list[Row]:

@@ -142,16 +142,6 @@ def run_train(spec: Any, config: Any, row: Any, status: Callable[[str], None], i
 
     status(f"{spec.name}: timing training steps ({config.repeat} interleaved runs)")
     fns = {name: (lambda v=v: v.step(inputs)) for name, v in variants.items()}
-    times = timing.interleaved(fns, repeat=config.repeat, warmup=config.warmup, measure=timer.ms)
-    row.eager_ms = timing.median(times["eager"])
-    row.torchkiln_ms = timing.median(times["torchkiln"])
-    row.speedup = timing.speedup(times["eager"], times["torchkiln"])
-    if "inductor" in times:
-        row.inductor_ms = timing.median(times["inductor"])
-        row.inductor_speedup = timing.speedup(times["eager"], times["inductor"])
-    from torchkiln.bench.runner import peak_memory_mb
+    from torchkiln.bench.runner import record_timings
 
-    row.eager_peak_mem_mb = peak_memory_mb(fns["eager"], device)
-    row.peak_mem_mb = peak_memory_mb(fns["torchkiln"], device)
-    if "inductor" in fns:
-        row.inductor_peak_mem_mb = peak_memory_mb(fns["inductor"], device)
+    record_timings(row, fns, config, timer)
