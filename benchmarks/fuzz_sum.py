@@ -29,12 +29,12 @@ def main(paths: list[str]) -> int:
             seeds[kind] += s.split()
         for n, r in re.findall(r"^    +(\d+)  (.*)$", text, re.M):
             reasons[r] += int(n)
-    total = counts["ok"] + sum(counts[k] for k in ("wrong", "no-error", "crash", "unstable", "harness"))
+    total = counts["ok"] + sum(counts[k] for k in ("wrong", "no-error", "crash", "unstable", "undefined", "harness"))
     ranges.sort()
     print(f"{total} programs in {len(ranges)} runs, seeds {ranges[0][0] if ranges else '-'}.."
           f"{ranges[-1][1] if ranges else '-'}")
-    for kind in ("ok", "wrong", "no-error", "crash", "unstable", "fallback", "error-replay", "op-fallback",
-                 "harness"):
+    for kind in ("ok", "wrong", "no-error", "crash", "unstable", "undefined", "fallback", "error-replay",
+                 "op-fallback", "harness"):
         print(f"  {kind:12s} {counts[kind]:6d}  ({100 * counts[kind] / max(total, 1):.2f}%)")
     for kind, s in seeds.items():
         print(f"  {kind} seeds: {' '.join(s)}")
