@@ -21,8 +21,7 @@ class TritonBackend:
 
     name = "triton"
     device_type = "cuda"
-    capabilities = BackendCapabilities(reduction_broadcast_reduction=True, max_reduction_stages=8,
-                                       indirect_store_atomic_add=True)
+    capabilities = BackendCapabilities(reduction_broadcast_reduction=True, max_reduction_stages=8)
 
     def __init__(self, options: TritonOptions | None = None) -> None:
         self.options = options or TritonOptions()
