@@ -25,8 +25,8 @@ read memory; stores of a name in ``outputs`` write memory.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
 import warnings
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import InitVar, dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
