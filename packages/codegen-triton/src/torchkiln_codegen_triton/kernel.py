@@ -366,19 +366,6 @@ class TritonOpsHandler(PointwiseOps):
 
 # -- the whole kernel ------------------------------------------------------------------------
 
-@dataclass(frozen=True)
-class KernelPlan:
-    """Compile-time facts the launcher needs: argument names and block-size choices."""
-
-    name: str
-    source: str
-    reduction: bool
-    looped: bool
-    xblock: int
-    rblock: int
-    num_warps: int
-
-
 def arg_names(spec: KernelSpec) -> dict[str, str]:
     names: dict[str, str] = {}
     for i, name in enumerate(spec.args):

@@ -25,7 +25,7 @@ from .graph import lower
 from .indexing import FloorDiv, ModularIndexing, index_symbol
 from .ir import GraphIR
 from .lowering import LOWERINGS, register_lowering
-from .ops import ops, set_ops_handler
+from .ops import OP_SPECS, OpsHandler, ops, set_ops_handler
 from .options import LoopIROptions
 from .reference import ReferenceBackend
 from .scheduler import FusionDecision, MemoryDep
@@ -34,7 +34,7 @@ __all__ = [
     "LOWERINGS", "Backend", "BackendCapabilities", "BufferRef", "BufferSpec", "CompiledGraph",
     "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "GraphArtifact", "GraphIR", "KernelNode",
     "KernelSpec", "KernelStage", "LoopIRError", "LoopIROptions", "LoweringError", "MemoryDep",
-    "ModularIndexing", "NotCacheable", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "SymbolSource",
+    "ModularIndexing", "NotCacheable", "OP_SPECS", "OpsHandler", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "SymbolSource",
     "Unlowerable", "View", "compile_graph",
     "decompositions", "export_graph", "index_symbol", "load_graph", "lower", "ops", "register_lowering", "schedule",
     "set_ops_handler",

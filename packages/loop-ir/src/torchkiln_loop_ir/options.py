@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
+from dataclasses import InitVar, dataclass
 
 
 @dataclass(frozen=True)
@@ -15,10 +16,19 @@ class LoopIROptions:
         ``$TORCHKILN_CACHE_DIR``, else ``$XDG_CACHE_HOME/torchkiln``, else ``~/.cache/torchkiln``).
     inline_max_reads: a pointwise value reading more buffers than this is realized.
     reuse_buffers: let a new buffer take the storage of a dead one of the same size and dtype.
+    autotune: deprecated, not a field: loop-ir never autotuned (block-size search is the Triton
+        code generator's ``TritonOptions.autotune``); still accepted, with a DeprecationWarning.
     """
 
     max_fusions: int | None = None
     cache_dir: str | None = None
     inline_max_reads: int = 8
     reuse_buffers: bool = True
-    autotune: bool = False  # accepted for the meta-package; loop-ir itself does not autotune
+    autotune: InitVar[bool | None] = None
+
+    def __post_init__(self, autotune: bool | None) -> None:
+        if autotune is not None:
+            warnings.warn(
+                "LoopIROptions(autotune=...) is deprecated and does nothing: loop-ir does not "
+                "autotune (TritonOptions.autotune does)", DeprecationWarning, stacklevel=3,
+            )

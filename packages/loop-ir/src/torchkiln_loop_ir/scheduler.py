@@ -19,6 +19,7 @@ import sympy
 
 from ._simplify import simplify_index
 from .backend import BackendCapabilities
+from .handlers import NoOpHandler
 from .indexing import FloorDiv, ModularIndexing, index_symbol
 from .ir import Buffer, ComputedBuffer, ExternKernel, NamedView, contiguous_strides, product
 from .ops import set_ops_handler
@@ -44,16 +45,16 @@ class FusionDecision:
         return self.ok
 
 
-class _Recorder:
+class _Recorder(NoOpHandler):
     """An ops handler recording the loads and stores of a body (indices as given)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.reads: list[tuple[str, sympy.Expr]] = []
         self.writes: list[tuple[str, sympy.Expr]] = []
         # expressions a body computes with (index_expr, indirect sizes): their size symbols are
         # arguments of the kernel too (a mean's divisor under dynamic shapes)
         self.exprs: list[sympy.Expr] = []
-        self._n = 0
 
     def load(self, name, index):
         self.reads.append((name, sympy.sympify(index)))
@@ -71,20 +72,7 @@ class _Recorder:
 
     def indirect_indexing(self, value, size, check=True):
         self.exprs.append(sympy.sympify(size))
-        sym = index_symbol("tmp_ind", self._n)
-        self._n += 1
-        return sym
-
-    def masked(self, mask, body, other):
-        return body()
-
-    def reduction(self, dtype, src_dtype, reduction_type, value):
-        return (None, None, None) if reduction_type.startswith("welford") else None
-
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: None
+        return super().indirect_indexing(value, size, check)
 
 
 def _drop_ones(sizes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:

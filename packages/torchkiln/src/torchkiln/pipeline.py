@@ -98,7 +98,6 @@ def loop_ir_options(options: CompileOptions) -> Any:
     cls = _layer(torchkiln_loop_ir, "LoopIROptions")
     wanted = {
         "max_fusions": options.max_fusions,
-        "autotune": options.autotune,
         "cache_dir": options.cache_dir,
         **dict(options.loop_ir),
     }
