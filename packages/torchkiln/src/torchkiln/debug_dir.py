@@ -46,7 +46,7 @@ def debug_root(configured: str | None) -> Path | None:
 
 
 def _safe(name: str) -> str:
-    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip("._") or "graph"
+    return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip(".") or "graph"
 
 
 def function_name(fn: Any) -> str:

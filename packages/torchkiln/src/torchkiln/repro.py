@@ -328,4 +328,7 @@ def _graph_from_dump(text: str, attributes: dict[str, Any]) -> torch.fx.GraphMod
             owner.register_parameter(name, torch.nn.Parameter(value, spec[5]))
         else:
             owner.register_buffer(name, value)
-    return torch.fx.GraphModule(module, torch.fx.Tracer().trace(module))
+    graph = torch.fx.Tracer().trace(module)
+    for node in graph.nodes:
+        node.type = None  # print_readable's shape annotations are strings, not types
+    return torch.fx.GraphModule(module, graph)
