@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -85,6 +86,10 @@ def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         from torchkiln.bench import compile_time
 
         return compile_time.command(args, argv)
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        # checked before the run, not after it: a long run should not end in an ImportError
+        print("torchkiln bench: --plot needs matplotlib (pip install matplotlib)", file=sys.stderr)
+        return 2
     names = args.suite if isinstance(args.suite, list) else _suites(args.suite)
     size = args.size or ("full" if args.device == "cuda" else "small")
     specs: list[suites.ModelSpec] = []

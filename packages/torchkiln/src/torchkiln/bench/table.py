@@ -1,8 +1,10 @@
-"""The benchmark table (rich): one row per model, a geometric-mean row, a failure summary line."""
+"""The benchmark table (rich): one row per model, a geometric-mean row, a failure summary line,
+and a warning when a timing's runs disagree (each timing shows its median and min-max)."""
 
 from __future__ import annotations
 
 import io
+import shutil
 from collections import Counter
 from collections.abc import Sequence
 
@@ -10,11 +12,37 @@ from rich.console import Console
 from rich.table import Table
 
 from torchkiln.bench.runner import Row
-from torchkiln.bench.timing import geometric_mean
+from torchkiln.bench.timing import NOISY_IQR, Spread, geometric_mean
 
 
 def _num(value: float | None, fmt: str) -> str:
     return "-" if value is None else format(value, fmt)
+
+
+def _ms(row: Row, variant: str, value: float | None) -> str:
+    """A median with its runs' range: ``12.345 (11.9-13.1)``; a ``!`` marks a noisy timing."""
+    if value is None:
+        return "-"
+    spread = row.spreads.get(variant)
+    if not spread:
+        return f"{value:.3f}"
+    noisy = Spread(**spread).noisy()
+    return f"{value:.3f} ({spread['low']:.3g}-{spread['high']:.3g}){'!' if noisy else ''}"
+
+
+def noisy_warning(rows: Sequence[Row]) -> str:
+    """One warning naming every timing whose runs disagree by more than NOISY_IQR, or ""."""
+    noisy = [
+        f"{r.model} {variant} ({Spread(**s).relative_iqr:.0%})"
+        for r in rows for variant, s in r.spreads.items() if Spread(**s).noisy()
+    ]
+    if not noisy:
+        return ""
+    return (
+        f"warning: {len(noisy)} timing(s) marked ! disagree across runs by more than "
+        f"{NOISY_IQR:.0%} of the median (interquartile range): {', '.join(noisy)}; their "
+        "speedups are not a result"
+    )
 
 
 def _x(value: float | None) -> str:
@@ -33,7 +61,10 @@ def failure_summary(rows: Sequence[Row]) -> str:
     return f"{len(failed)} of {len(rows)} models failed: {listed}"
 
 
-def render(rows: Sequence[Row], title: str = "torchkiln benchmark", width: int = 200) -> str:
+def render(rows: Sequence[Row], title: str = "torchkiln benchmark", width: int | None = None) -> str:
+    """The table, ``width`` columns wide (default: the terminal's, 120 when not a terminal);
+    rich folds cells to fit. Timings are medians with the (min-max) of their runs."""
+    width = width or shutil.get_terminal_size((120, 24)).columns
     table = Table(title=title)
     headers = (
         "model",
@@ -56,9 +87,9 @@ def render(rows: Sequence[Row], title: str = "torchkiln benchmark", width: int =
             graphs += f" ({r.eager_fallbacks} eager)"
         table.add_row(
             f"{r.suite}/{r.model}",
-            _num(r.eager_ms, ".3f"),
-            _num(r.torchkiln_ms, ".3f"),
-            _num(r.inductor_ms, ".3f"),
+            _ms(r, "eager", r.eager_ms),
+            _ms(r, "torchkiln", r.torchkiln_ms),
+            _ms(r, "inductor", r.inductor_ms),
             _x(r.speedup),
             _x(r.inductor_speedup),
             f"{_num(r.compile_s, '.2f')} / {_num(r.inductor_compile_s, '.2f')}",
@@ -87,6 +118,9 @@ def render(rows: Sequence[Row], title: str = "torchkiln benchmark", width: int =
     console = Console(file=buffer, width=width, color_system=None)
     console.print(table)
     console.print(failure_summary(rows))
+    warning = noisy_warning(rows)
+    if warning:
+        console.print(warning)
     if rows and all(r.peak_mem_mb is None for r in rows):
         console.print(
             "peak memory: measured on CUDA only (torch.cuda.max_memory_allocated); '-' on CPU"
