@@ -44,6 +44,10 @@ class FusionDecision:
         return self.ok
 
 
+#: score category -> its name in the fusion log
+FUSION_KINDS = {3: "reduction-epilogue", 2: "vertical", 1: "horizontal"}
+
+
 @dataclass(frozen=True)
 class FusionRecord:
     """One decision of the greedy fusion loop, as the debug dir and ``TORCHKILN_LOGS=fusion``
@@ -57,12 +61,10 @@ class FusionRecord:
     score: tuple[int, int, int] = (0, 0, 0)
     reason: str = ""
 
-    KINDS = {3: "reduction-epilogue", 2: "vertical", 1: "horizontal"}
-
     def __str__(self) -> str:
         if not self.first:
             return f"stopped: {self.reason}"
-        kind = self.KINDS.get(self.score[0], "?")
+        kind = FUSION_KINDS.get(self.score[0], "?")
         head = f"{'fused' if self.accepted else 'rejected'} {self.first} + {self.second} ({kind}, " \
                f"{self.score[1]} bytes saved)"
         return head if self.accepted else f"{head}: {self.reason}"

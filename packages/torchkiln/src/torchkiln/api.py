@@ -23,7 +23,12 @@ from torch.nn.modules import module as _nn_module
 from torchkiln_guards.logs import check_log_names
 
 from torchkiln.debug_dir import function_name, write_guards
-from torchkiln.errors import BackendCompilerFailed, FailedAfterEffects, LayerUnavailable, TorchkilnError
+from torchkiln.errors import (
+    BackendCompilerFailed,
+    FailedAfterEffects,
+    LayerUnavailable,
+    TorchkilnError,
+)
 from torchkiln.options import CompileOptions, resolve_options
 from torchkiln.pipeline import make_backend, one_line
 from torchkiln.report import CompileReport, EagerFallback, ReportRecorder

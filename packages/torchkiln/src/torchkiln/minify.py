@@ -165,7 +165,7 @@ def _eager_values(gm: torch.fx.GraphModule, inputs: list[Any]) -> dict[str, Any]
 
 
 def _cuttable(value: Any) -> bool:
-    return isinstance(value, torch.Tensor) or (isinstance(value, (int, float, bool)))
+    return isinstance(value, (torch.Tensor, int, float, bool))
 
 
 def _compute_nodes(gm: torch.fx.GraphModule) -> int:

@@ -22,8 +22,8 @@ import torchkiln_loop_ir
 from torchkiln import graph_cache
 from torchkiln.cudagraphs import wrap_cudagraphs
 from torchkiln.ddp_buckets import active_bucket_cap, split_at_buckets
-from torchkiln.errors import BackendCompilerFailed, FailedAfterEffects, LayerUnavailable
 from torchkiln.debug_dir import GraphDump, debug_root
+from torchkiln.errors import BackendCompilerFailed, FailedAfterEffects, LayerUnavailable
 from torchkiln.logs import log_aot_graph, log_compiled_stages, log_output_code, log_perf_hints
 from torchkiln.options import CompileOptions
 from torchkiln.perf_hints import perf_hints
@@ -251,7 +251,7 @@ def make_backend(
         if cap is not None:
             try:
                 split = split_at_buckets(gm, cap, compile_whole)
-            except Exception as error:  # noqa: BLE001 - the whole graph still compiles
+            except Exception as error:
                 if options.strict:
                     raise BackendCompilerFailed(
                         f"torchkiln: splitting a graph at DDP buckets failed: {one_line(error)}"

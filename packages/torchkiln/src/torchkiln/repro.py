@@ -14,7 +14,6 @@ minify <script>`` shrinks it (``minify.py``), which loads the script with ``load
 
 from __future__ import annotations
 
-import dataclasses
 import importlib.util
 import sys
 import textwrap
@@ -83,8 +82,11 @@ def graph_attributes(gm: torch.fx.GraphModule) -> dict[str, Any]:
 def graph_code(gm: torch.fx.GraphModule) -> tuple[str, str]:
     """(import lines, ``def forward`` source) of ``gm``, from FX's own code generation."""
     code = gm.graph.python_code(root_module="self")
-    imports = _format_import_block(code.globals, sys_importer)
-    return imports, textwrap.dedent(code.src).strip()
+    lines = _format_import_block(code.globals, sys_importer).splitlines()
+    # the script imports torch itself; FX names some globals twice
+    kept = [line for i, line in enumerate(lines)
+            if line.strip() and line.strip() != "import torch" and line not in lines[:i]]
+    return "\n".join(kept), textwrap.dedent(code.src).strip()
 
 
 _TEMPLATE = '''\
@@ -309,8 +311,8 @@ def _graph_from_dump(text: str, attributes: dict[str, Any]) -> torch.fx.GraphMod
     """The graph module a dump's ``fx_graph.py`` (``print_readable``'s class) describes, traced
     with its attributes rebuilt (zeros of the recorded shape: only metadata goes in a repro)."""
     namespace: dict[str, Any] = {}
-    exec(compile("import torch\nfrom torch import device\n" + text, "<fx_graph.py>", "exec"),
-         namespace)  # noqa: S102 - our own dump
+    source = compile("import torch\nfrom torch import device\n" + text, "<fx_graph.py>", "exec")
+    exec(source, namespace)  # noqa: S102 - the dump torchkiln itself wrote
     classes = [v for v in namespace.values() if isinstance(v, type)
                and issubclass(v, torch.nn.Module) and v is not torch.nn.Module]
     if not classes:

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 import statistics
 import time
-from dataclasses import dataclass
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
