@@ -2,7 +2,8 @@
 wrapped so its body calls an op no code generator has. The graph falls back to eager (results
 still match), a repro script is written; run on its own in a subprocess (with the same broken
 lowering installed) it reproduces the failure, and without it it passes. The minifier shrinks
-the graph to the one multiplication."""
+the graph to the one multiplication. A silently wrong lowering (the product plus one) is caught
+by the script written on request from the debug dir, as an accuracy failure, and minified too."""
 
 import subprocess
 import sys
@@ -31,8 +32,19 @@ BREAKER = textwrap.dedent('''
         return lowering
 
 
-    def install():
-        LOWERINGS[torch.ops.aten.mul] = broken(LOWERINGS[torch.ops.aten.mul])
+    def wrong(original):
+        """A silently wrong lowering: the product plus one."""
+        def lowering(ctx, *args, **kwargs):
+            value = original(ctx, *args, **kwargs)
+            inner = value.inner_fn
+            return dataclasses.replace(
+                value, inner_fn=lambda index: ops.add(inner(index), ops.constant(1.0, value.dtype)))
+        return lowering
+
+
+    def install(kind="broken"):
+        make = broken if kind == "broken" else wrong
+        LOWERINGS[torch.ops.aten.mul] = make(LOWERINGS[torch.ops.aten.mul])
 ''')
 
 
@@ -47,8 +59,8 @@ def breaker(tmp_path, monkeypatch):
     return tmp_path
 
 
-def _run_script(script, breaker_dir, broken):
-    setup = "import breaker; breaker.install(); " if broken else ""
+def _run_script(script, breaker_dir, broken, kind="broken"):
+    setup = f"import breaker; breaker.install({kind!r}); " if broken else ""
     code = f"{setup}import runpy; runpy.run_path({str(script)!r}, run_name='__main__')"
     return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
                           timeout=300, cwd=breaker_dir,
@@ -140,3 +152,32 @@ def test_the_minifier_refuses_a_script_that_passes(tmp_path):
     torch.testing.assert_close(compiled(x), g(x))
     assert main(["repro", str(tmp_path / "g_0")]) == 0
     assert main(["minify", str(tmp_path / "g_0" / "repro.py")]) == 2
+
+
+def test_a_wrong_result_is_reproduced_and_minified_from_the_debug_dir(tmp_path, monkeypatch):
+    """The compiled graph is wrong (nothing in torchkiln can see that at run time: this is what
+    the user notices); ``python -m torchkiln repro`` on its debug-dir folder writes a script that
+    reports the mismatch, and the minifier keeps the accuracy failure down to the mul."""
+    from torchkiln.bench.cli import main
+    from torchkiln.minify import minify
+    from torchkiln.repro import load_script
+
+    (tmp_path / "breaker.py").write_text(BREAKER)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    import breaker as module
+
+    monkeypatch.setitem(LOWERINGS, torch.ops.aten.mul, module.wrong(LOWERINGS[torch.ops.aten.mul]))
+    compiled = torchkiln.compile(f, options={"debug_dir": str(tmp_path / "dump"), "strict": True})
+    args = _inputs()
+    got = compiled(*args)
+    assert not torch.allclose(got[0], f(*args)[0])  # the deliberate bug is visible
+    folder = tmp_path / "dump" / "f_0"
+    assert main(["repro", str(folder)]) == 0
+    script = folder / "repro.py"
+    wrong = _run_script(script, tmp_path, broken=True, kind="wrong")
+    assert wrong.returncode == 1 and "reproduced: accuracy: output 0" in wrong.stdout, wrong.stdout
+    assert _run_script(script, tmp_path, broken=False).returncode == 0
+    small = load_script(minify(script, log=lambda line: None))
+    ops = [n for n in small.make_graph().graph.nodes if n.op in ("call_function", "call_method")]
+    assert [str(n.target) for n in ops] == ["<built-in function mul>"], ops
+    assert small.check().startswith("accuracy: ")
