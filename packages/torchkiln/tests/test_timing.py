@@ -91,10 +91,16 @@ def test_the_table_shows_spreads_fits_the_width_and_warns_on_noise() -> None:
         Row("jumpy", "zoo", "cpu", "float32", 1, eager_ms=2.0, torchkiln_ms=1.0, speedup=2.0,
             accuracy="pass", spreads={"eager": loud, "torchkiln": quiet}),
     ]
-    for width in (80, 140):
+    for width in (60, 80, 100, 140):
         text = table.render(rows, width=width)
-        assert max(len(line) for line in text.splitlines()) <= width
-        assert "warning: 1 timing(s) marked ! disagree" in text and "jumpy eager (50%)" in text
+        lines = text.splitlines()
+        assert max(len(line) for line in lines) <= width
+        # nothing cropped: every line of the table ends on its right border, every column shown
+        body = [line.rstrip() for line in lines if line[:1] in "┏┃┡│├└"]
+        assert body and all(line[-1] in "┓┃┩│┤┘" for line in body), text
+        assert sum("pass" in line for line in body) == 2, text
+        flat = " ".join(text.split())  # rich wraps the lines under the table at spaces
+        assert "warning: 1 timing(s) marked ! disagree" in flat and "jumpy eager (50%)" in flat
     wide = table.render(rows, width=240)
     assert "2.000 (1-3)!" in wide and "1.000 (0.99-1.01)" in wide
     assert "warning" not in table.render(rows[:1], width=240)

@@ -251,7 +251,7 @@ def make_backend(
         if cap is not None:
             try:
                 split = split_at_buckets(gm, cap, compile_whole)
-            except Exception as error:
+            except Exception as error:  # the whole graph still compiles (re-raised when strict)
                 if options.strict:
                     raise BackendCompilerFailed(
                         f"torchkiln: splitting a graph at DDP buckets failed: {one_line(error)}"
