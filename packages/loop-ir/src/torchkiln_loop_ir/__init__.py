@@ -28,11 +28,11 @@ from .lowering import LOWERINGS, register_lowering
 from .ops import OP_SPECS, OpsHandler, ops, set_ops_handler
 from .options import LoopIROptions
 from .reference import ReferenceBackend
-from .scheduler import FusionDecision, MemoryDep
+from .scheduler import FusionDecision, FusionRecord, MemoryDep
 
 __all__ = [
     "LOWERINGS", "Backend", "BackendCapabilities", "BufferRef", "BufferSpec", "CompiledGraph",
-    "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "GraphArtifact", "GraphIR", "KernelNode",
+    "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "FusionRecord", "GraphArtifact", "GraphIR", "KernelNode",
     "KernelSpec", "KernelStage", "LoopIRError", "LoopIROptions", "LoweringError", "MemoryDep",
     "ModularIndexing", "NotCacheable", "OP_SPECS", "OpsHandler", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "SymbolSource",
     "Unlowerable", "View", "compile_graph",

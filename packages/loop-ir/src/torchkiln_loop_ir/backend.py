@@ -164,6 +164,9 @@ class ScheduledGraph:
     steps: tuple[Step, ...]
     outputs: tuple[Any, ...]  # buffer names (str) or constants, in the graph's output order
     reuse: Mapping[str, str] = field(default_factory=dict)  # buffer -> earlier buffer it reuses
+    # the scheduler's decisions (scheduler.FusionRecord: accepted and rejected, with reasons), in
+    # order; kept with the schedule so a graph loaded from a cache entry still shows them
+    fusion_log: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)

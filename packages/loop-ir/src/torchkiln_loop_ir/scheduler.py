@@ -45,6 +45,32 @@ class FusionDecision:
         return self.ok
 
 
+#: score category -> its name in the fusion log
+FUSION_KINDS = {3: "reduction-epilogue", 2: "vertical", 1: "horizontal"}
+
+
+@dataclass(frozen=True)
+class FusionRecord:
+    """One decision of the greedy fusion loop, as the debug dir and ``TORCHKILN_LOGS=fusion``
+    show it: the pair (buffer names joined by ``+``), its score (category 3 reduction-epilogue,
+    2 vertical, 1 horizontal; bytes saved; -distance), and for a refusal ``can_fuse``'s reason.
+    ``first`` is empty for the line that says fusion stopped because ``max_fusions`` ran out."""
+
+    accepted: bool
+    first: str
+    second: str
+    score: tuple[int, int, int] = (0, 0, 0)
+    reason: str = ""
+
+    def __str__(self) -> str:
+        if not self.first:
+            return f"stopped: {self.reason}"
+        kind = FUSION_KINDS.get(self.score[0], "?")
+        head = f"{'fused' if self.accepted else 'rejected'} {self.first} + {self.second} ({kind}, " \
+               f"{self.score[1]} bytes saved)"
+        return head if self.accepted else f"{head}: {self.reason}"
+
+
 class _Recorder(NoOpHandler):
     """An ops handler recording the loads and stores of a body (indices as given)."""
 
@@ -326,7 +352,9 @@ class Scheduler:
             sn.append(SchedulerNode(node, i) if isinstance(node, ComputedBuffer) else ExternNode(node, i))
         self.groups: list[FusedGroup] = [FusedGroup((n,)) for n in sn]
         self._plans: dict[tuple[str, ...], Any] = {}
-        self.log: list[str] = []
+        self.log: list[str] = []  # the accepted fusions, in order
+        # every decision, accepted or rejected (with why), in order: the debug dir's schedule
+        self.decisions: list[FusionRecord] = []
         self._nbytes: dict[str, int] = {}
         for n in sn:
             if isinstance(n, SchedulerNode):
@@ -459,16 +487,27 @@ class Scheduler:
                     self._push(heap, seen, g, h)
         while heap and (fuel is None or fuel > 0):
             _, score, a, b = heapq.heappop(heap)
-            if a not in alive or b not in alive or not self.can_fuse(a, b):
+            if a not in alive or b not in alive:
+                continue  # stale: one side was merged since; the merged group was pushed anew
+            decision = self.can_fuse(a, b)
+            if not decision:
+                self.decisions.append(FusionRecord(False, a.names, b.names, score, decision.reason))
                 continue
             merged = self._merge(a, b)
             alive -= {a, b}
             alive.add(merged)
             self.log.append(f"fused {a.names} + {b.names} (score {score})")
+            self.decisions.append(FusionRecord(True, a.names, b.names, score))
             for h in self._partners(merged):
                 self._push(heap, seen, merged, h)
             if fuel is not None:
                 fuel -= 1
+        if heap and fuel == 0:
+            left = sum(1 for _, _, a, b in heap if a in alive and b in alive)
+            if left:
+                self.decisions.append(FusionRecord(
+                    False, "", "", reason=f"max_fusions={max_fusions} spent, {left} candidate "
+                    "pair(s) not considered"))
         self.groups = self._topological(self.groups)
 
     def _merge(self, a: FusedGroup, b: FusedGroup) -> FusedGroup:
