@@ -381,6 +381,13 @@ spec("views", lambda x: (x.contiguous().view(-1) * 2, x.reshape(x.shape[-1], -1)
       aten.squeeze.dims, aten.slice.Tensor, aten.select.int, aten._unsafe_view.default,
       aten.alias.default, aten.detach.default, aten.clone.default, aten.as_strided.default),
      dtypes=ALL, decompose=False)
+spec("as_strided_computed",
+     lambda x: (F.adaptive_avg_pool2d(x * 2, 1).flatten(1) + 1,
+                (x.transpose(1, 3) + 1).as_strided((7, 3), (2, 5), 3) * 2),
+     lambda dt: [(lambda dt=dt: torch.randn(2, 5, 3, 4).to(dt).to(memory_format=torch.channels_last),)],
+     # adaptive_avg_pool2d's composite kernel restrides its mean of a channels-last input with a raw
+     # as_strided_; the second reads a computed value by eager's (transposed) storage order
+     (aten.as_strided_.default, aten.as_strided.default))
 spec("views_as_written", lambda x: (aten.mul.Tensor(aten.reshape.default(x, [-1]), 2),
                                     aten.add.Tensor(aten.lift_fresh.default(x), 1),
                                     aten.mul.Tensor(aten.lift_fresh_copy.default(x), 3)),

@@ -42,3 +42,45 @@ def test_view_outputs_are_views_not_copies(compile_fn):
     torch.testing.assert_close(got[0], (x * 2).t())
     assert got[1].data_ptr() == x.data_ptr() and got[1].stride() == (1, 6)
     assert cg.num_kernels == 1
+
+
+def test_as_strided_of_computed_values_is_an_index_remap(check):
+    # positions are eager's storage positions: x.t() + 1 keeps x.t()'s strides in eager, so its
+    # storage order is x's, not the logical order of the transposed shape
+    x = torch.randn(5, 6)
+    cg = check(lambda x: ((x + 1).as_strided((4, 3), (3, 1), 2) * 2,
+                          (x.t() + 1).as_strided((7,), (2,), 1) - 1,
+                          (x * 3).as_strided((2, 2, 2), (1, 6, 12), 5) + 0), x)
+    assert cg.fallbacks == []
+
+
+def test_as_strided_of_a_sliced_input_counts_offsets_from_the_storage(check):
+    base = torch.randn(40)
+    x = base[5:29].view(4, 6)  # storage offset 5
+    cg = check(lambda x: torch.as_strided(x, (3, 3), (6, 2), 7) * 1, x)
+    assert cg.fallbacks == []
+
+
+def test_as_strided_inplace_from_adaptive_avg_pool_of_channels_last(trace):
+    # adaptive_avg_pool2d's composite kernel runs below functionalization and restrides its mean
+    # with as_strided_ when the input is channels-last (timm's convnext head)
+    import torchkiln_loop_ir as L
+
+    def f(x, w):
+        y = torch.nn.functional.adaptive_avg_pool2d(x * w, 1)
+        return y.flatten(1) * 2
+
+    x = torch.randn(2, 8, 5, 5).to(memory_format=torch.channels_last)
+    w = torch.randn(1, 8, 1, 1)
+    gm = trace(f, x, w)
+    assert any(n.target is torch.ops.aten.as_strided_.default for n in gm.graph.nodes)
+    cg = L.compile_graph(gm, [x, w], L.ReferenceBackend())
+    assert cg.fallbacks == []
+    torch.testing.assert_close(cg(x, w)[0], f(x, w))
+
+
+def test_as_strided_outside_a_computed_value_falls_back(check):
+    # reading past the slice into the rest of mm's result: ATen does it on a view of mm's buffer
+    x, w = torch.randn(2, 4), torch.randn(4, 3)
+    cg = check(lambda x, w: torch.as_strided(torch.mm(x, w)[:, :2], (2, 3), (3, 1)) * 1, x, w)
+    assert cg.fallbacks == ["aten.as_strided"]

@@ -194,17 +194,6 @@ def _restride(layout: FixedLayout, new: Sequence[sympy.Expr]) -> tuple[sympy.Exp
     return tuple(sympy.Integer(s) for s in t.stride())
 
 
-@register_lowering(aten.as_strided.default)
-def as_strided(ctx, x, size, stride, storage_offset=None):
-    if isinstance(x, Pointwise):
-        x = ctx.realize(x, "input of as_strided")
-    base = x.base if isinstance(x, ReinterpretView) else x
-    offset = sympy.sympify(storage_offset if storage_offset is not None else
-                           (x.layout.offset if isinstance(x, ReinterpretView) else 0))
-    return ReinterpretView(base, FixedLayout(base.layout.device, base.layout.dtype, tuple(map(sympy.sympify, size)),
-                                             tuple(map(sympy.sympify, stride)), offset))
-
-
 @register_lowering(aten.alias.default, aten.detach.default, aten.lift_fresh.default)
 def alias(ctx, x):
     return x
