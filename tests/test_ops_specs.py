@@ -388,6 +388,12 @@ spec("as_strided_computed",
      # adaptive_avg_pool2d's composite kernel restrides its mean of a channels-last input with a raw
      # as_strided_; the second reads a computed value by eager's (transposed) storage order
      (aten.as_strided_.default, aten.as_strided.default))
+spec("slice_scatter",
+     lambda x, s: (torch.slice_scatter(x, s, 1, 2, 5), torch.slice_scatter(x, s[:, :2], 1, 1, None, 2),
+                   torch.slice_scatter(x, x[-3:], 0, -3), torch.slice_scatter(x, x[:2], 0, 5, 100)),
+     lambda dt: [(make((7, 5), dt), make((7, 3), dt)),
+                 (make((7, 5), dt, transposed=True), make((7, 3), dt, transposed=True))],
+     (aten.slice_scatter.default,), dtypes=ALL)
 spec("views_as_written", lambda x: (aten.mul.Tensor(aten.reshape.default(x, [-1]), 2),
                                     aten.add.Tensor(aten.lift_fresh.default(x), 1),
                                     aten.mul.Tensor(aten.lift_fresh_copy.default(x), 3)),

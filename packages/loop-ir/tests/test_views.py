@@ -84,3 +84,41 @@ def test_as_strided_outside_a_computed_value_falls_back(check):
     x, w = torch.randn(2, 4), torch.randn(4, 3)
     cg = check(lambda x, w: torch.as_strided(torch.mm(x, w)[:, :2], (2, 3), (3, 1)) * 1, x, w)
     assert cg.fallbacks == ["aten.as_strided"]
+
+
+def test_slice_scatter_is_a_pointwise_select(check):
+    x, s = torch.randn(6, 10), torch.randn(6, 3)
+    cg = check(lambda x, s: (torch.slice_scatter(x, s, 1, 2, 5) * 2,
+                             torch.slice_scatter(x, s, 1, 1, None, 3) + 1,
+                             torch.slice_scatter(x.t(), s.t() * 2, 0, -3) - 1,
+                             torch.slice_scatter(x, x[:2] * 3, 0, 4, 100)), x, s)
+    assert cg.fallbacks == []
+
+
+def test_slice_backward_of_rotary_halves_has_no_fallback():
+    # Llama's rotate_half: the gradient of x[..., :d // 2] and x[..., d // 2:] is slice_scatter
+    import torchkiln_loop_ir as L
+    from torchkiln_aot_partition import aot_compile
+
+    def rotate(x, cos, sin):
+        x1, x2 = x[..., :4], x[..., 4:]
+        return x * cos + torch.cat((-x2, x1), dim=-1) * sin
+
+    x = torch.randn(2, 3, 8, requires_grad=True)
+    cos, sin = torch.randn(3, 8), torch.randn(3, 8)
+    gm = torch.fx.symbolic_trace(rotate)
+    graphs = []
+
+    def compiler(g, inputs):
+        cg = L.compile_graph(g, inputs, L.ReferenceBackend())
+        graphs.append(cg)
+        return cg
+
+    fn = aot_compile(gm, [x, cos, sin], fw_compiler=compiler, decompositions=L.decompositions())
+    out = fn(x, cos, sin)[0]
+    grad = torch.randn_like(out)
+    (gx,) = torch.autograd.grad(out, x, grad)
+    ref_x = x.detach().requires_grad_()
+    (ref,) = torch.autograd.grad(rotate(ref_x, cos, sin), ref_x, grad)
+    torch.testing.assert_close(gx, ref)
+    assert len(graphs) == 2 and all(g.fallbacks == [] for g in graphs)
