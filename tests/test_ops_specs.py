@@ -394,6 +394,10 @@ spec("slice_scatter",
      lambda dt: [(make((7, 5), dt), make((7, 3), dt)),
                  (make((7, 5), dt, transposed=True), make((7, 3), dt, transposed=True))],
      (aten.slice_scatter.default,), dtypes=ALL)
+spec("constant_pad_nd",
+     lambda x: (F.pad(x, (1, 2), value=-100), F.pad(x, (0, 1, 2, 0)), F.pad(x, (-1, 2, 1, -2), value=3)),
+     lambda dt: [(make((7, 5), dt),), (make((7, 5), dt, transposed=True),)],
+     (aten.constant_pad_nd.default,), dtypes=FLOATS + INTS, decompose=False)
 spec("views_as_written", lambda x: (aten.mul.Tensor(aten.reshape.default(x, [-1]), 2),
                                     aten.add.Tensor(aten.lift_fresh.default(x), 1),
                                     aten.mul.Tensor(aten.lift_fresh_copy.default(x), 3)),
