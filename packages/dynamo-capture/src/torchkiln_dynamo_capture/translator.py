@@ -13,6 +13,7 @@ import types
 
 from torchkiln_guards import GlobalStateMatch
 
+from . import trace_rules
 from ._binding import _as_dict, bind_arguments
 from ._sources import GlobalSource, HeldObjectSource, ItemSource
 from .breaks import break_point
@@ -28,7 +29,6 @@ from .variables.base import (
     NullVariable,
     VariableTracker,
 )
-from . import trace_rules
 from .variables.builtins import binary_op, contains, disabled_call, identity, is_impure_module
 from .variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables.ctx import enter_context
