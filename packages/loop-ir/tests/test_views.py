@@ -122,3 +122,42 @@ def test_slice_backward_of_rotary_halves_has_no_fallback():
     (ref,) = torch.autograd.grad(rotate(ref_x, cos, sin), ref_x, grad)
     torch.testing.assert_close(gx, ref)
     assert len(graphs) == 2 and all(g.fallbacks == [] for g in graphs)
+
+
+def test_as_strided_scatter_into_inputs_and_computed_values(check):
+    x, s = torch.randn(4, 6), torch.randn(3, 2)
+    cg = check(lambda x, s: (torch.as_strided_scatter(x, s, (3, 2), (6, 1), 2) * 2,
+                             torch.as_strided_scatter(x.t() + 1, s * 3, (3, 2), (1, 3), 7) - 1,
+                             torch.as_strided_scatter(x.exp(), s.t(), (2, 3), (1, 2), 1)), x, s)
+    assert cg.fallbacks == []
+
+
+def test_channels_last_adaptive_pool_trains_without_fallback():
+    # the training graph functionalizes adaptive_avg_pool2d's raw as_strided_ into
+    # as_strided_scatter (timm's convnext head): both directions lowered, gradients equal eager's
+    import torchkiln_loop_ir as L
+    from torchkiln_aot_partition import aot_compile
+
+    def head(x, w):
+        return torch.nn.functional.adaptive_avg_pool2d(x * w, 1).flatten(1).square()
+
+    x = torch.randn(2, 8, 5, 5).to(memory_format=torch.channels_last).requires_grad_()
+    w = torch.randn(1, 8, 1, 1, requires_grad=True)
+    graphs = []
+
+    def compiler(g, inputs):
+        cg = L.compile_graph(g, inputs, L.ReferenceBackend())
+        graphs.append(cg)
+        return cg
+
+    fn = aot_compile(torch.fx.symbolic_trace(head), [x, w], fw_compiler=compiler,
+                     decompositions=L.decompositions())
+    out = fn(x, w)[0]
+    grad = torch.randn_like(out)
+    got = torch.autograd.grad(out, (x, w), grad)
+    rx, rw = x.detach().requires_grad_(), w.detach().requires_grad_()
+    ref = head(rx, rw)
+    torch.testing.assert_close(out, ref)
+    for g, e in zip(got, torch.autograd.grad(ref, (rx, rw), grad)):
+        torch.testing.assert_close(g, e)
+    assert len(graphs) == 2 and all(g.fallbacks == [] for g in graphs)

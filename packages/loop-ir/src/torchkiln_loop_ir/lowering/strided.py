@@ -14,13 +14,14 @@ Element ``idx`` of ``x.as_strided(size, stride, offset)`` is storage element
    ``x``'s index along eager's stride order and read through ``x``'s loader: a ``Pointwise``.
 
 Reads outside what ``x`` covers (the rest of a larger storage) decline with a reason and run in
-ATen. ``as_strided_`` is the in-place form: make_fx records it raw when a decomposition runs below
+ATen. ``as_strided_scatter`` (below) is the write through such a view. ``as_strided_`` is the in-place form: make_fx records it raw when a decomposition runs below
 functionalization (``adaptive_avg_pool2d`` of a channels-last input restrides its ``mean``); it is
 the same view, as long as nothing reads the original node after the restride.
 """
 
 from __future__ import annotations
 
+import operator
 from collections.abc import Sequence
 
 import sympy
@@ -48,6 +49,28 @@ def _eager_geometry(node: object) -> tuple[tuple[sympy.Expr, ...], tuple[sympy.E
         raise Unlowerable("the input of as_strided has no traced value (its eager strides are unknown)")
     return (tuple(to_expr(s) for s in val.shape), tuple(to_expr(s) for s in val.stride()),
             to_expr(val.storage_offset()))
+
+
+def _aliases(node: object) -> bool:
+    """Whether the FX node's value is a view of (or an in-place result on) another tensor."""
+    if not isinstance(node, torch.fx.Node) or node.op != "call_function":
+        return False
+    if node.target is operator.getitem:
+        return _aliases(node.args[0])
+    schema = getattr(node.target, "_schema", None)
+    return schema is None or any(r.alias_info is not None for r in schema.returns)
+
+
+def _fresh_geometry(node: object) -> tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...], sympy.Expr]:
+    """Eager's geometry of a computed value that owns its storage. A view's traced storage offset
+    is not trustworthy (make_fx records real views as fresh fakes at offset 0): decline those."""
+    if _aliases(node):
+        raise Unlowerable("as_strided of a view of a computed value (its storage offset in eager "
+                          "is not known here)")
+    size, stride, offset = _eager_geometry(node)
+    if offset != 0:
+        raise Unlowerable("a computed value that does not start its storage")
+    return size, stride, offset
 
 
 def _input_base(x: IRNode) -> InputBuffer | None:
@@ -88,16 +111,21 @@ def _same_strides(layout: FixedLayout, size: Sequence[sympy.Expr], stride: Seque
 def lower_as_strided(ctx, x: IRNode, size, stride, storage_offset=None) -> IRNode:
     size = tuple(sympy.sympify(s) for s in size)
     stride = tuple(sympy.sympify(s) for s in stride)
-    x_size, x_stride, x_offset = _eager_geometry(ctx.node.args[0])
-    offset = sympy.sympify(storage_offset) if storage_offset is not None else x_offset
     device, dtype = x.get_device(), x.get_dtype()
-
     base = _input_base(x)
     if base is not None:  # 1. the caller's storage itself
-        relative = sympy.expand(offset - _placeholder_offset(ctx, base))
+        base_offset = _placeholder_offset(ctx, base)
+        if storage_offset is None:
+            if not isinstance(x, InputBuffer):
+                raise Unlowerable("as_strided of a view of a graph input without a storage offset")
+            storage_offset = base_offset
+        relative = sympy.expand(sympy.sympify(storage_offset) - base_offset)
         if relative.is_number and relative < 0:
             raise Unlowerable("as_strided starts before the graph input's first element")
         return ReinterpretView(base, FixedLayout(device, dtype, size, stride, relative))
+
+    x_size, x_stride, x_offset = _fresh_geometry(ctx.node.args[0])
+    offset = sympy.sympify(storage_offset) if storage_offset is not None else x_offset
 
     sizes, strides = _ints(size), _ints(stride)
     xs, xst = _ints(x_size), _ints(x_stride)
@@ -158,3 +186,71 @@ def as_strided_(ctx, x, size, stride, storage_offset=None):
             raise Unlowerable(f"{', '.join(later)} read {source.name} after as_strided_ restrided it "
                               "in place (a functional view would give them the old geometry)")
     return lower_as_strided(ctx, x, size, stride, storage_offset)
+
+
+@register_lowering(aten.as_strided_scatter.default)
+def as_strided_scatter(ctx, x, src, size, stride, storage_offset=None):
+    """``x`` with the elements ``x.as_strided(size, stride, offset)`` would see replaced by ``src``:
+    how functionalization writes back through an ``as_strided_`` (the training graph of
+    convnext's channels-last pooling) or through a synthetic base of aliased inputs.
+
+    Element ``j`` of the result sits at storage position ``p = x_offset + sum(j * x_stride)``
+    (eager's geometry of ``x``). With the view's dims ordered by stride, outermost first, and no
+    two view elements on one position, ``p - offset`` decomposes greedily into the one view index
+    ``i`` that reads ``p``, if any: the result is ``src[i]`` there, ``x[j]`` elsewhere."""
+    size = tuple(sympy.sympify(s) for s in size)
+    stride = tuple(sympy.sympify(s) for s in stride)
+    if isinstance(x, InputBuffer):
+        x_size, x_stride, _ = _eager_geometry(ctx.node.args[0])
+        x_offset = _placeholder_offset(ctx, x)
+    elif _input_base(x) is not None:
+        raise Unlowerable("as_strided_scatter into a view of a graph input")
+    else:
+        x_size, x_stride, x_offset = _fresh_geometry(ctx.node.args[0])
+    offset = sympy.sympify(storage_offset) if storage_offset is not None else x_offset
+    sizes, strides, xs, xst = _ints(size), _ints(stride), _ints(x_size), _ints(x_stride)
+    if None in (sizes, strides, xs, xst) or not offset.is_number or not x_offset.is_number:
+        raise Unlowerable("as_strided_scatter with symbolic sizes")
+    if _dense_order(xs, xst) is None:
+        raise Unlowerable("as_strided_scatter into a tensor whose eager layout has gaps or overlaps")
+    order = _disjoint_order(sizes, strides)
+    if order is None:
+        raise Unlowerable("as_strided_scatter through a view whose elements overlap")
+    start = int(x_offset) - int(offset)  # p - offset at x's element 0
+    cdt = compute_dtype(ctx.out_dtype)
+    load_x, load_src = x.make_loader(), src.make_loader()
+    x_dtype, src_dtype = compute_dtype(x.get_dtype()), compute_dtype(src.get_dtype())
+
+    def index_value(e):
+        return ops.index_expr(e, torch.int64)
+
+    def inner_fn(index):
+        q = sympy.Integer(start) + sum((j * st for j, st, sz in zip(index, xst, xs) if sz != 1), sympy.Integer(0))
+        inside = ops.ge(index_value(q), ops.constant(0, torch.int64))
+        src_index: list[sympy.Expr] = [sympy.Integer(0)] * len(sizes)
+        rest = q
+        for d in order:  # greedy: the outermost stride first
+            src_index[d] = FloorDiv(rest, strides[d])
+            inside = ops.logical_and(inside, ops.lt(index_value(src_index[d]), ops.constant(sizes[d], torch.int64)))
+            rest = ModularIndexing(rest, 1, strides[d])
+        inside = ops.logical_and(inside, ops.eq(index_value(rest), ops.constant(0, torch.int64)))
+        picked = ops.masked(inside, lambda: _as(load_src(src_index), src_dtype, cdt), 0)
+        return ops.where(inside, picked, _as(load_x(list(index)), x_dtype, cdt))
+
+    return Pointwise(inner_fn, tuple(ctx.out_size), ctx.out_dtype, ctx.device)
+
+
+def _disjoint_order(size: Sequence[int], stride: Sequence[int]) -> list[int] | None:
+    """Dims of size > 1 outermost stride first, when no two indices reach one position (each
+    stride passes the extent of the dims inside it); else None."""
+    dims = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: stride[d])
+    extent = 1
+    for d in dims:
+        if stride[d] < extent:
+            return None
+        extent = stride[d] * (size[d] - 1) + extent
+    return dims[::-1]
+
+
+def _as(value, dtype: torch.dtype, want: torch.dtype):
+    return value if dtype == want else ops.to_dtype(value, want, dtype)
