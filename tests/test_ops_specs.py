@@ -386,9 +386,12 @@ spec("as_strided_computed",
                 (x.transpose(1, 3) + 1).as_strided((7, 3), (2, 5), 3) * 2,
                 torch.as_strided_scatter(x * 3, x[0, :2, :2, 0] - 1, (2, 2), (7, 2), 5),
                 torch.as_strided_scatter(x.exp(), x[1, 0, :2, :3], (2, 3), (1, 4), 2) + 1),
-     lambda dt: [(lambda dt=dt: torch.randn(2, 5, 3, 4).to(dt).to(memory_format=torch.channels_last),)],
+     lambda dt: [(lambda dt=dt: torch.randn(2, 5, 3, 4).to(dt).to(memory_format=torch.channels_last),),
+                 (make((2, 5, 3, 4), dt),)],
      # adaptive_avg_pool2d's composite kernel restrides its mean of a channels-last input with a raw
-     # as_strided_; the second reads a computed value by eager's (transposed) storage order
+     # as_strided_; the second reads a computed value by eager's (transposed) storage order; the
+     # scatters' views begin 5 and 2 elements into a contiguous value: index functions must stay
+     # on non-negative numbers
      (aten.as_strided_.default, aten.as_strided.default, aten.as_strided_scatter.default))
 spec("slice_scatter",
      lambda x, s: (torch.slice_scatter(x, s, 1, 2, 5), torch.slice_scatter(x, s[:, :2], 1, 1, None, 2),

@@ -217,6 +217,12 @@ def as_strided_scatter(ctx, x, src, size, stride, storage_offset=None):
     if order is None:
         raise Unlowerable("as_strided_scatter through a view whose elements overlap")
     start = int(x_offset) - int(offset)  # p - offset at x's element 0
+    # Index functions are defined on non-negative integers only (the simplifier splits off
+    # multiples, code generators divide like C): shift the position by a multiple ``shift`` of
+    # the outermost stride so that it never goes below 0; the decomposition subtracts it back.
+    outer = strides[order[0]] if order else 1
+    shift = outer * -(-max(0, -start) // outer)
+    base = sympy.Integer(start + shift)
     cdt = compute_dtype(ctx.out_dtype)
     load_x, load_src = x.make_loader(), src.make_loader()
     x_dtype, src_dtype = compute_dtype(x.get_dtype()), compute_dtype(src.get_dtype())
@@ -224,16 +230,26 @@ def as_strided_scatter(ctx, x, src, size, stride, storage_offset=None):
     def index_value(e):
         return ops.index_expr(e, torch.int64)
 
+    def const(v):
+        return ops.constant(v, torch.int64)
+
     def inner_fn(index):
-        q = sympy.Integer(start) + sum((j * st for j, st, sz in zip(index, xst, xs) if sz != 1), sympy.Integer(0))
-        inside = ops.ge(index_value(q), ops.constant(0, torch.int64))
+        q = base + sum((j * st for j, st, sz in zip(index, xst, xs) if sz != 1), sympy.Integer(0))
         src_index: list[sympy.Expr] = [sympy.Integer(0)] * len(sizes)
-        rest = q
-        for d in order:  # greedy: the outermost stride first
-            src_index[d] = FloorDiv(rest, strides[d])
-            inside = ops.logical_and(inside, ops.lt(index_value(src_index[d]), ops.constant(sizes[d], torch.int64)))
-            rest = ModularIndexing(rest, 1, strides[d])
-        inside = ops.logical_and(inside, ops.eq(index_value(rest), ops.constant(0, torch.int64)))
+        if not order:  # one element: the view's own position
+            inside = ops.eq(index_value(q), const(shift))
+        else:
+            top = FloorDiv(q, outer)  # the outermost view index, plus shift // outer
+            lo = shift // outer
+            inside = ops.logical_and(ops.ge(index_value(top), const(lo)),
+                                     ops.lt(index_value(top), const(lo + sizes[order[0]])))
+            src_index[order[0]] = top - lo
+            rest = ModularIndexing(q, 1, outer)
+            for d in order[1:]:  # greedy, outermost stride first
+                src_index[d] = FloorDiv(rest, strides[d])
+                inside = ops.logical_and(inside, ops.lt(index_value(src_index[d]), const(sizes[d])))
+                rest = ModularIndexing(rest, 1, strides[d])
+            inside = ops.logical_and(inside, ops.eq(index_value(rest), const(0)))
         picked = ops.masked(inside, lambda: _as(load_src(src_index), src_dtype, cdt), 0)
         return ops.where(inside, picked, _as(load_x(list(index)), x_dtype, cdt))
 
