@@ -41,6 +41,9 @@ class OutputGraph:
 
     def __init__(self, f_globals: dict, dynamic: bool | Mapping[str, frozenset[int]] = False) -> None:
         self.graph = torch.fx.Graph()
+        #: the top-level graph: inputs and attributes always go here (``graph`` is another one
+        #: while a control-flow operator's function is traced; see variables/higher_order.py)
+        self.root_graph = self.graph
         #: which input dims get symbolic sizes: all (True), none (False), or per input source
         #: (``{"L['x']": {0}}``: the dims that changed size between calls, automatic dynamic)
         self.dynamic = dynamic
@@ -150,9 +153,10 @@ class OutputGraph:
                 if isinstance(st, torch.SymInt) and isinstance(st.node.expr, sympy.Symbol) \
                         and st.node.expr not in self.symbols:
                     self.stride_symbols.setdefault(st.node.expr, (source, d, "stride"))
-        ctx = self.graph.inserting_after(self._last_placeholder) if self._last_placeholder else self.graph.inserting_before(None)
+        root = self.root_graph
+        ctx = root.inserting_after(self._last_placeholder) if self._last_placeholder else root.inserting_before(None)
         with ctx:
-            node = self.graph.placeholder(self._fresh(_name_hint(source)))
+            node = root.placeholder(self._fresh(_name_hint(source)))
         self._last_placeholder = node
         node.meta["example_value"] = fake
         self.guards.append(TensorMatch.from_tensor(source, t, dynamic_dims))
@@ -170,7 +174,7 @@ class OutputGraph:
             self.root.register_parameter(name, t)
         else:
             self.root.register_buffer(name, t)
-        node = self.graph.get_attr(name)
+        node = self.root_graph.get_attr(name)
         fake = self._fake(t)
         node.meta["example_value"] = fake
         var = TensorVariable(node, fake, None, cls=type(t))

@@ -302,7 +302,12 @@ class GraphLowering:
                 outputs = self._outputs(n, env)
                 continue
             if n.op == "get_attr":
-                raise Unlowerable("get_attr nodes are not expected in an ATen graph")
+                sub = _attr_value(self.gm, n.target)
+                if not isinstance(sub, torch.fx.GraphModule):
+                    raise Unlowerable("get_attr nodes are not expected in an ATen graph")
+                # a control-flow operator's branch or body: a constant argument of its extern call
+                env[n] = sub
+                continue
             args, kwargs = pytree.tree_map(lambda a: env[a] if isinstance(a, torch.fx.Node) else a,
                                            (n.args, n.kwargs))
             if n.target is operator.getitem:
@@ -445,3 +450,10 @@ def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
 
 
 __all__ = ["GraphLowering", "LoweringContext", "layout_of", "lower", "to_expr"]
+
+
+def _attr_value(gm: torch.fx.GraphModule, target: str) -> Any:
+    value: Any = gm
+    for part in str(target).split("."):
+        value = getattr(value, part, None)
+    return value

@@ -34,6 +34,7 @@ from .containers import (
     TupleVariable,
 )
 from .functions import PartialVariable, SuperVariable, UserFunctionVariable
+from .higher_order import call_higher_order, higher_order_kind
 from .symbolic import is_symbolic, sym_binary
 from .tensors import TensorVariable
 
@@ -100,6 +101,9 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return ConstantVariable(True)
     if trace_rules.is_disabled(fn):
         raise disabled_call(fn)
+    hop = higher_order_kind(fn)
+    if hop is not None:  # torch.cond, while_loop, map: one node with traced subgraphs
+        return call_higher_order(tx, hop, args, kwargs)
     if fn is torch.utils.checkpoint.checkpoint and args:
         # activation checkpointing: the region is inlined into the graph (same values; whether
         # its activations are kept or recomputed is the partitioner's choice)
