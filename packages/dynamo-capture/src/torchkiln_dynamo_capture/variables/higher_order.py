@@ -280,6 +280,7 @@ def _attach(tx, s: _Subgraph, name: str):
     attr = out._fresh(f"{name}_graph")
     out.root.add_module(attr, s.gm)
     node = out.graph.get_attr(attr)
+    node.meta["example_value"] = s.gm  # contract C1: every node says what it holds
     return node
 
 
