@@ -66,7 +66,7 @@ class CacheEntry:
     op_count: int
 
 
-def _start(fn, args, kwargs, dynamic=False):
+def _start(fn, args, kwargs, dynamic=False, scalar_outputs=False):
     """A fresh OutputGraph and top-frame translator with the call's arguments bound."""
     bound_self = None
     if isinstance(fn, types.MethodType):
@@ -79,7 +79,7 @@ def _start(fn, args, kwargs, dynamic=False):
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
         raise Unsupported("capturing a generator or coroutine function")
     sig = inspect.signature(fn, follow_wrapped=False)  # functools.wraps must not rename the parameters
-    out = OutputGraph(func.__globals__, dynamic)
+    out = OutputGraph(func.__globals__, dynamic, scalar_outputs=scalar_outputs)
     grad_mode_guard(out)
     tx = InstructionTranslator(out, code, func.__globals__, {}, {})
     ba = sig.bind(*args, **kwargs)
@@ -113,7 +113,7 @@ def capture_frame(fn, args, kwargs, ctx, dynamic=False) -> CacheEntry:
     ``dynamic``: which input dims get symbolic sizes (see OutputGraph)."""
     grad = torch.is_grad_enabled()
     try:
-        func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic)
+        func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic, ctx.capture_scalar_outputs)
         try:
             ret = tx.run()
             _, run, run_src, gm = out.compile(ctx.compile_graph, sig, real_cells, ret=ret)
@@ -122,7 +122,7 @@ def capture_frame(fn, args, kwargs, ctx, dynamic=False) -> CacheEntry:
             if ctx.fullgraph or bp is None:
                 raise
             torch._C._set_grad_enabled(grad)
-            func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic)
+            func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic, ctx.capture_scalar_outputs)
             tx.stop_at = (bp.first, bp.occurrence)
             try:
                 tx.run()

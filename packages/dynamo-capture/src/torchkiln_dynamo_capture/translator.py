@@ -34,7 +34,7 @@ from .variables.containers import DictVariable, IteratorVariable, ListVariable, 
 from .variables.ctx import enter_context
 from .variables.functions import NewCellVariable, SuperVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
-from .variables.symbolic import SliceVariable, SymNodeVariable
+from .variables.symbolic import SliceVariable, SymNodeVariable, sym_unary
 from .variables.tensors import TensorVariable
 
 _VT = version_table()
@@ -376,6 +376,8 @@ class InstructionTranslator:
         x = self.pop()
         if isinstance(x, TensorVariable):
             self.push(self.out.call_tensor_op(self, "call_function", fn, [x], {}))
+        elif isinstance(x, SymNodeVariable) and x.unbacked:
+            self.push(sym_unary(self, fn, x))  # -n of a value read from a tensor stays symbolic
         else:
             self.push(ConstantVariable(fn(x.as_python_constant())))
 

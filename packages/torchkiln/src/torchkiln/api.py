@@ -79,7 +79,8 @@ def _capture(
     if capture is None:
         raise LayerUnavailable("torchkiln_dynamo_capture does not provide capture yet")
     return capture(
-        fn, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=options.recompile_limit
+        fn, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=options.recompile_limit,
+        capture_scalar_outputs=options.capture_scalar_outputs,
     )
 
 

@@ -71,6 +71,9 @@ class CompileOptions:
         and code generation (see ``torchkiln.graph_cache`` for what the key covers).
     ddp_buckets: under DistributedDataParallel, split each graph at DDP's gradient buckets so a
         bucket's all-reduce overlaps the backward of the rest (see ``ddp_buckets.py``).
+    capture_scalar_outputs: ``.item()`` / ``.tolist()`` become unbacked symbolic values kept in
+        the graph (TorchDynamo's ``capture_scalar_outputs``); False (the default, as in
+        TorchDynamo) breaks the graph there.
     """
 
     strict: bool = False
@@ -86,6 +89,7 @@ class CompileOptions:
     codegen: str = "auto"
     graph_cache: bool = True
     ddp_buckets: bool = True
+    capture_scalar_outputs: bool = False
 
     def __post_init__(self) -> None:
         if self.codegen not in CODEGENS:

@@ -35,7 +35,7 @@ from .containers import (
 )
 from .functions import PartialVariable, SuperVariable, UserFunctionVariable
 from .higher_order import call_higher_order, higher_order_kind
-from .symbolic import is_symbolic, sym_binary
+from .symbolic import CHECKS, call_check, is_symbolic, sym_binary
 from .tensors import TensorVariable
 
 try:
@@ -101,6 +101,8 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return ConstantVariable(True)
     if trace_rules.is_disabled(fn):
         raise disabled_call(fn)
+    if _hashable(fn) and fn in CHECKS:
+        return call_check(tx, fn, args, kwargs)
     hop = higher_order_kind(fn)
     if hop is not None:  # torch.cond, while_loop, map: one node with traced subgraphs
         return call_higher_order(tx, hop, args, kwargs)

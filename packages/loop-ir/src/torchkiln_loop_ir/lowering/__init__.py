@@ -29,6 +29,6 @@ def register_lowering(*targets: Any) -> Callable[[Callable[..., Any]], Callable[
     return wrap
 
 
-from . import control_flow, copies, extern, indexing, pointwise, pooling, random, reductions, views  # noqa: F401  (fill LOWERINGS)
+from . import control_flow, copies, extern, indexing, pointwise, pooling, random, reductions, scalars, views  # noqa: F401  (fill LOWERINGS)
 
 __all__ = ["LOWERINGS", "register_lowering"]
