@@ -201,9 +201,12 @@ class Reconstructor:
             # this same cell object to the continuation (see bytecode/resume.py)
             contents = "" if v.contents is None else self.expr(v.contents)
             self.emit(f"{name} = {ns.ref(types.CellType, 'CellType')}({contents})")
-        elif isinstance(v, DataclassVariable):
+        elif isinstance(v, DataclassVariable) and v.rebuilt_by_init:
             fields = ", ".join(f"{k}={self.expr(x)}" for k, x in v.fields.items())
             self.emit(f"{name} = {ns.ref(v.cls)}({fields})")
+        elif isinstance(v, DataclassVariable):  # __post_init__ already ran during capture
+            fields = ", ".join(f"{k!r}: {self.expr(x)}" for k, x in v.fields.items())
+            self.emit(f"{name} = _new_object({ns.ref(v.cls)}, {{{fields}}})")
         else:
             attrs = ", ".join(f"{k!r}: {self.expr(x)}" for k, x in v.attrs.items())
             self.emit(f"{name} = _new_object({ns.ref(v.cls)}, {{{attrs}}})")

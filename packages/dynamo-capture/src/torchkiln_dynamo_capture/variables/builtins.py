@@ -352,6 +352,10 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
         return TupleVariable([ConstantVariable(v) for v in a.value] + list(b.items))
     if isinstance(a, (ListVariable, TupleVariable)) and base is operator.mul and b.is_python_constant():
         return type(a)._new_like(a, a.items * b.as_python_constant())
+    if fn in (operator.eq, operator.ne) and isinstance(a, DataclassVariable) and isinstance(b, DataclassVariable):
+        equal = a.equals(b)
+        if equal is not None:
+            return ConstantVariable(equal if fn is operator.eq else not equal)
     if fn in (operator.eq, operator.ne):
         ra, rb = a.real_value(), b.real_value()
         if ra is not NO_REAL and rb is not NO_REAL:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
@@ -184,6 +185,11 @@ def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> Variab
         if attr.fget is None:
             raise AttrMissing(name)
         return tx.call_function(tx.wrap(attr.fget, None), [obj], {})
+    if isinstance(attr, functools.cached_property) and hasattr(obj, "store_attr"):
+        # computed once, then an instance attribute (reads find it before this descriptor)
+        value = tx.call_function(tx.wrap(attr.func, None), [obj], {})
+        obj.store_attr(tx, attr.attrname or name, value)
+        return value
     if isinstance(attr, types.FunctionType):
         from .builtins import _is_stdlib
 
@@ -203,6 +209,36 @@ def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> Variab
             raise Unsupported(f"descriptor {name!r}")
         return tx.wrap(getattr(real, name), source)
     return tx.wrap(attr, source)
+
+
+def class_attr(cls: type, name: str):
+    """The attribute ``name`` found on ``cls``'s MRO (not through the descriptor protocol), or None."""
+    for k in cls.__mro__:
+        if name in k.__dict__:
+            return k.__dict__[name]
+    return None
+
+
+def is_data_descriptor(attr) -> bool:
+    """A property or another descriptor with ``__set__`` (it wins over the instance dict);
+    ``__slots__`` members are plain storage here."""
+    return attr is not None and type(attr).__name__ != "member_descriptor" and (
+        isinstance(attr, property) or inspect.isdatadescriptor(attr))
+
+
+def store_through_descriptor(tx, obj: VariableTracker, cls: type, name: str, value) -> bool:
+    """``obj.name = value`` when ``cls`` has a data descriptor for ``name``: a property's setter
+    is inlined (so later reads inside the graph see what it stored); True when handled."""
+    attr = class_attr(cls, name)
+    if not is_data_descriptor(attr):
+        return False
+    if isinstance(attr, property):
+        if attr.fset is None:
+            raise Unsupported(f"setting {name!r}, a property without a setter (eager raises AttributeError)",
+                              "it runs in Python, which raises eager's error")
+        tx.call_function(tx.wrap(attr.fset, None), [obj, value], {})
+        return True
+    raise Unsupported(f"setting {name!r} through a {type(attr).__name__} descriptor")
 
 
 def wrap_class_attr(tx, obj: VariableTracker, cls: type, name: str) -> VariableTracker:
