@@ -31,6 +31,7 @@ from .variables.base import (
 from . import trace_rules
 from .variables.builtins import binary_op, contains, disabled_call, identity, is_impure_module
 from .variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
+from .variables.generators import contextmanager_call, is_contextmanager_function
 from .variables.ctx import enter_context
 from .variables.functions import NewCellVariable, SuperVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
@@ -43,6 +44,13 @@ _MAX_DEPTH = 64
 
 
 class _Return(Exception):
+    def __init__(self, value):
+        self.value = value
+
+
+class Suspend(Exception):  # noqa: N818 - a control transfer, not an error
+    """A generator run by ``variables/generators.py`` reached ``yield``: the value it yields."""
+
     def __init__(self, value):
         self.value = value
 
@@ -121,15 +129,9 @@ class InstructionTranslator:
             raise disabled_call(func.fn)
         if func.fn is not None and trace_rules.is_allowed_in_graph(func.fn):
             return self.out.call_tensor_op(self, "call_function", func.fn, args, kwargs)
-        if self.depth >= _MAX_DEPTH:
-            raise Unsupported(f"inlining depth over {_MAX_DEPTH} (recursion?) at {func.name}")
-        localvars = bind_arguments(func, args, kwargs)
-        cells = {}
-        for name in code.co_cellvars:
-            cells[name] = NewCellVariable(localvars.pop(name, None))
-        for name, cell in zip(code.co_freevars, func.closure):
-            cells[name] = cell
-        child = InstructionTranslator(self.out, code, func.f_globals, localvars, cells, parent=self, func=func)
+        if func.fn is not None and is_contextmanager_function(func.fn):
+            return contextmanager_call(self, func.fn, args, kwargs)  # entered by BEFORE_WITH
+        child = self.child_frame(func, args, kwargs)
         try:
             if code.co_flags & 0x20:
                 # a generator (genexpr): run it to completion now; its yields become an iterator
@@ -140,6 +142,19 @@ class InstructionTranslator:
         except Unsupported as e:
             e.in_callee = True  # the caller breaks at the call; the callee is captured on its own
             raise
+
+    def child_frame(self, func: UserFunctionVariable, args: list, kwargs: dict) -> InstructionTranslator:
+        """A translator for ``func``'s frame with its arguments bound, not yet run."""
+        if self.depth >= _MAX_DEPTH:
+            raise Unsupported(f"inlining depth over {_MAX_DEPTH} (recursion?) at {func.name}")
+        code = func.code
+        localvars = bind_arguments(func, args, kwargs)
+        cells = {}
+        for name in code.co_cellvars:
+            cells[name] = NewCellVariable(localvars.pop(name, None))
+        for name, cell in zip(code.co_freevars, func.closure):
+            cells[name] = cell
+        return InstructionTranslator(self.out, code, func.f_globals, localvars, cells, parent=self, func=func)
 
     # --- the loop ---------------------------------------------------------------------------------
     def run(self) -> VariableTracker:
@@ -599,15 +614,38 @@ class InstructionTranslator:
         self.push(result)
 
     def RETURN_GENERATOR(self, inst):  # -> None (the generator object is not modelled)
-        if getattr(self, "yielded", None) is None:
+        if getattr(self, "yielded", None) is None and not getattr(self, "suspended", False):
             raise Unsupported("generator functions", "return a list instead")
         self.push(ConstantVariable(None))
 
     def YIELD_VALUE(self, inst):  # x -> None (the value sent back)
+        if getattr(self, "suspended", False):
+            raise Suspend(self.pop())  # a contextmanager's generator: resumed at the block's exit
         if getattr(self, "yielded", None) is None:
             raise Unsupported("yield outside a generator being inlined")
         self.yielded.append(self.pop())
         self.push(ConstantVariable(None))
+
+    def GET_YIELD_FROM_ITER(self, inst):  # iterable -> iterator (yield from: items known now)
+        x = self.pop()
+        self.push(x if isinstance(x, IteratorVariable) else IteratorVariable(self.unpack(x)))
+
+    def SEND(self, inst):  # receiver value -> receiver item  |  (exhausted) jump with its result
+        self.pop()  # the value sent in: inlined generators are only iterated (always None)
+        item = self.stack[-1].next()
+        if item is not None:
+            self.push(item)
+            return
+        if _VT.send_pops_receiver:
+            self.stack[-1] = ConstantVariable(None)
+        else:
+            self.push(ConstantVariable(None))
+        self.jump(inst)
+
+    def END_SEND(self, inst):  # (3.12) receiver value -> value
+        v = self.pop()
+        self.pop()
+        self.push(v)
 
 
 def grad_mode_guard(out) -> None:

@@ -24,6 +24,9 @@ class VersionTable:
     for_iter_skips_end_for: bool
     #: opnames renamed to a common spelling.
     renames: tuple[tuple[str, str], ...]
+    #: SEND on an exhausted receiver replaces the receiver by the result (3.11) instead of
+    #: leaving it for the END_SEND at its target (3.12).
+    send_pops_receiver: bool = False
 
 
 _RENAMES_311 = (
@@ -47,7 +50,7 @@ _RENAMES_312 = (
 def version_table(version: tuple[int, int] | None = None) -> VersionTable:
     version = version or sys.version_info[:2]
     if version == (3, 11):
-        return VersionTable(for_iter_skips_end_for=False, renames=_RENAMES_311)
+        return VersionTable(for_iter_skips_end_for=False, renames=_RENAMES_311, send_pops_receiver=True)
     elif version == (3, 12):
         return VersionTable(for_iter_skips_end_for=True, renames=_RENAMES_312)
     else:

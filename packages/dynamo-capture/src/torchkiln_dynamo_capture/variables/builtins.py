@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import inspect
+import itertools
 import math
 import operator
 import sys
@@ -34,6 +36,7 @@ from .containers import (
     TupleVariable,
 )
 from .functions import PartialVariable, SuperVariable, UserFunctionVariable
+from .generators import NullContextVariable, contextmanager_call, is_contextmanager_function
 from .higher_order import call_higher_order, higher_order_kind
 from .symbolic import CHECKS, call_check, is_symbolic, sym_binary
 from .tensors import TensorVariable
@@ -103,6 +106,14 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         raise disabled_call(fn)
     if _hashable(fn) and fn in CHECKS:
         return call_check(tx, fn, args, kwargs)
+    if is_contextmanager_function(fn):  # a contextlib.contextmanager: entered by BEFORE_WITH
+        return contextmanager_call(tx, fn, args, kwargs)
+    if fn is contextlib.nullcontext:
+        return NullContextVariable(args[0] if args else kwargs.get("enter_result", ConstantVariable(None)))
+    if fn is itertools.chain:
+        return IteratorVariable([i for it in args for i in tx.unpack(it)])
+    if fn is itertools.chain.from_iterable:
+        return IteratorVariable([i for it in tx.unpack(args[0]) for i in tx.unpack(it)])
     hop = higher_order_kind(fn)
     if hop is not None:  # torch.cond, while_loop, map: one node with traced subgraphs
         return call_higher_order(tx, hop, args, kwargs)

@@ -310,12 +310,13 @@ def is_model_output(cls: type) -> bool:
 
 
 def _own_dunders(cls) -> set:
-    """Dunders a user wrote on ``cls`` itself rather than ones dataclasses generated."""
+    """Dunders a user wrote on ``cls`` itself rather than ones dataclasses generated (those are
+    compiled from source text by ``exec``: their code's file is ``<string>``, in 3.11 and 3.12)."""
     own = set()
     for name in ("__eq__",):
         fn = cls.__dict__.get(name)
-        if fn is not None and getattr(fn, "__qualname__", "").startswith(cls.__qualname__) and \
-                "dataclasses" not in (getattr(fn, "__module__", None) or "") and fn.__code__.co_filename != dataclasses.__file__:
+        code = getattr(fn, "__code__", None)
+        if fn is not None and (code is None or code.co_filename != "<string>"):
             own.add(name)
     return own
 
