@@ -33,7 +33,7 @@ from .variables.builtins import binary_op, contains, disabled_call, identity, is
 from .variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables.generators import contextmanager_call, is_contextmanager_function
 from .variables.ctx import enter_context
-from .variables.functions import NewCellVariable, SuperVariable, UserFunctionVariable
+from .variables.functions import WRAPS_FUNCTIONS, NewCellVariable, SuperVariable, UserFunctionVariable, wraps_call
 from .variables.modules import NNModuleVariable
 from .variables.symbolic import SliceVariable, SymNodeVariable, sym_unary
 from .variables.tensors import TensorVariable
@@ -131,6 +131,8 @@ class InstructionTranslator:
             return self.out.call_tensor_op(self, "call_function", func.fn, args, kwargs)
         if func.fn is not None and is_contextmanager_function(func.fn):
             return contextmanager_call(self, func.fn, args, kwargs)  # entered by BEFORE_WITH
+        if func.fn in WRAPS_FUNCTIONS and (wrapped := wraps_call(func.fn, args, kwargs)) is not None:
+            return wrapped
         child = self.child_frame(func, args, kwargs)
         try:
             if code.co_flags & 0x20:

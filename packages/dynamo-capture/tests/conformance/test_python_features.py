@@ -1,7 +1,12 @@
 """The Python a model's forward uses: generators consumed in the frame, ``functools.wraps``
 wrappers, ``contextlib.contextmanager`` blocks, ``super()`` chains, properties, class and static
 methods, dataclasses and ``typing`` evaluated at run time. Each captured in one graph (as
-TorchDynamo does), checked against eager for results, side effects and graph count."""
+TorchDynamo does), checked against eager for results, side effects and graph count.
+
+Known peer differences: TorchDynamo 2.13 breaks the graph (fullgraph raises) on
+``functools.cached_property`` (``prop_cached``), ``dataclasses.fields`` of a class
+(``dc_fields_names``), subscripting a ``Generic`` class (``typing_generic_class``) and
+``typing.Union`` / ``get_args`` / ``get_type_hints`` at run time; torchkiln keeps one graph."""
 
 from __future__ import annotations
 
@@ -209,12 +214,25 @@ class _WrappedForward(nn.Module):
         return self.lin(x)
 
 
-def wraps_lru_cache_free(x):
-    @functools.lru_cache(maxsize=None)
-    def table(n):
-        return tuple(range(n))
+def wraps_update_wrapper(x):
+    def inner(t):
+        """Doc of inner."""
+        return t - 1
 
-    return x * sum(table(4))
+    def outer(t):
+        return inner(t) * 2
+
+    functools.update_wrapper(outer, inner)
+    return outer(x) + len(outer.__name__) + len(outer.__doc__)
+
+
+def wraps_metadata_of_local(x):
+    @logged
+    def inner(t):
+        """Doc."""
+        return t * 3
+
+    return inner(x) + len(inner.__name__) + len(inner.__doc__) + (inner.__wrapped__(x) * 0).sum()
 
 
 # ----------------------------------------------------------------------------- contextlib
@@ -598,7 +616,8 @@ PROGRAMS = [
     Program(wraps_local_decorator),
     Program(wraps_kwargs),
     Program(_WrappedForward(), lambda: (randn(3, 4),)),
-    Program(wraps_lru_cache_free),
+    Program(wraps_update_wrapper),
+    Program(wraps_metadata_of_local),
     # contextlib
     Program(cm_basic, setup=_reset, observe=_observe),
     Program(cm_value),
