@@ -31,7 +31,7 @@ from .variables.base import (
 from . import trace_rules
 from .variables.builtins import binary_op, contains, disabled_call, identity, is_impure_module
 from .variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
-from .variables.generators import contextmanager_call, is_contextmanager_function
+from .variables.generators import contextmanager_call, is_contextmanager_helper
 from .variables.ctx import enter_context
 from .variables.functions import WRAPS_FUNCTIONS, NewCellVariable, SuperVariable, UserFunctionVariable, wraps_call
 from .variables.modules import NNModuleVariable
@@ -129,8 +129,8 @@ class InstructionTranslator:
             raise disabled_call(func.fn)
         if func.fn is not None and trace_rules.is_allowed_in_graph(func.fn):
             return self.out.call_tensor_op(self, "call_function", func.fn, args, kwargs)
-        if func.fn is not None and is_contextmanager_function(func.fn):
-            return contextmanager_call(self, func.fn, args, kwargs)  # entered by BEFORE_WITH
+        if is_contextmanager_helper(func):
+            return contextmanager_call(self, func, args, kwargs)  # entered by BEFORE_WITH
         if func.fn in WRAPS_FUNCTIONS and (wrapped := wraps_call(func.fn, args, kwargs)) is not None:
             return wrapped
         child = self.child_frame(func, args, kwargs)

@@ -107,7 +107,7 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if _hashable(fn) and fn in CHECKS:
         return call_check(tx, fn, args, kwargs)
     if is_contextmanager_function(fn):  # a contextlib.contextmanager: entered by BEFORE_WITH
-        return contextmanager_call(tx, fn, args, kwargs)
+        return contextmanager_call(tx, UserFunctionVariable.from_function(tx, fn, None), args, kwargs)
     if fn is contextlib.nullcontext:
         return NullContextVariable(args[0] if args else kwargs.get("enter_result", ConstantVariable(None)))
     if fn is itertools.chain:

@@ -64,8 +64,21 @@ def is_contextmanager_function(fn) -> bool:
             and inspect.isgeneratorfunction(getattr(fn, "__wrapped__", None)))
 
 
-def contextmanager_call(tx, fn, args: list, kwargs: dict) -> GeneratorContextVariable:
-    return GeneratorContextVariable(tx.wrap(fn.__wrapped__, None), args, kwargs)
+def is_contextmanager_helper(func: VariableTracker) -> bool:
+    """``func`` (a UserFunctionVariable) is contextlib's wrapper: a real one, or one that
+    ``contextlib.contextmanager`` made in the frame (a generator function defined there)."""
+    fn = getattr(func, "fn", None)
+    if fn is not None:
+        return is_contextmanager_function(fn)
+    return getattr(func, "code", None) is _HELPER_CODE
+
+
+def contextmanager_call(tx, func: VariableTracker, args: list, kwargs: dict) -> GeneratorContextVariable:
+    """Calling the wrapper: the generator function and its arguments, entered by BEFORE_WITH."""
+    if func.fn is not None:
+        return GeneratorContextVariable(tx.wrap(func.fn.__wrapped__, None), args, kwargs)
+    cell = func.closure[func.code.co_freevars.index("func")]
+    return GeneratorContextVariable(cell.get(tx), args, kwargs)
 
 
 def enter_generator_context(tx, ctx: VariableTracker):
@@ -101,4 +114,4 @@ def _resume(frame):
 
 
 __all__ = ["GeneratorContextVariable", "NullContextVariable", "contextmanager_call", "enter_generator_context",
-           "is_contextmanager_function"]
+           "is_contextmanager_function", "is_contextmanager_helper"]
