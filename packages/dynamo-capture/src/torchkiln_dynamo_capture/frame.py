@@ -111,9 +111,24 @@ def _start(fn, args, kwargs, dynamic=False, scalar_outputs=False):
 def capture_frame(fn, args, kwargs, ctx, dynamic=False) -> CacheEntry:
     """Symbolically evaluate one call of ``fn`` and build its cache entry (raises Unsupported).
     ``dynamic``: which input dims get symbolic sizes (see OutputGraph)."""
+    recorded = len(ctx.breaks)
+    try:
+        return _capture_once(fn, args, kwargs, ctx, dynamic, trace_contextmanagers=True)
+    except Unsupported as e:
+        if ctx.fullgraph or not getattr(e, "traced_contextmanager", False):
+            raise
+        # a break inside a traced contextmanager block cannot be handed to CPython (its generator
+        # exists only symbolically): capture again with contextmanager calls run in Python
+        del ctx.breaks[recorded:], ctx.break_errors[recorded:]
+        return _capture_once(fn, args, kwargs, ctx, dynamic, trace_contextmanagers=False)
+
+
+def _capture_once(fn, args, kwargs, ctx, dynamic, *, trace_contextmanagers: bool) -> CacheEntry:
     grad = torch.is_grad_enabled()
+    out = None
     try:
         func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic, ctx.capture_scalar_outputs)
+        out.trace_contextmanagers = trace_contextmanagers
         try:
             ret = tx.run()
             _, run, run_src, gm = out.compile(ctx.compile_graph, sig, real_cells, ret=ret)
@@ -123,6 +138,7 @@ def capture_frame(fn, args, kwargs, ctx, dynamic=False) -> CacheEntry:
                 raise
             torch._C._set_grad_enabled(grad)
             func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic, ctx.capture_scalar_outputs)
+            out.trace_contextmanagers = trace_contextmanagers
             tx.stop_at = (bp.first, bp.occurrence)
             try:
                 tx.run()
@@ -131,6 +147,9 @@ def capture_frame(fn, args, kwargs, ctx, dynamic=False) -> CacheEntry:
             else:
                 raise Unsupported("internal: capture did not reach its break point again") from e
             run, run_src, gm = _split(func, sig, out, tx, e, ctx, real_cells)
+    except Unsupported as e:
+        e.traced_contextmanager = out is not None and out.traced_contextmanagers > 0
+        raise
     finally:
         torch._C._set_grad_enabled(grad)
     out.guards.extend(out.shape_guards())

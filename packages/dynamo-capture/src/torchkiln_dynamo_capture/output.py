@@ -71,6 +71,9 @@ class OutputGraph:
         #: ids of containers from outside held as constants (their mutations must run in Python)
         self.outside_containers: set[int] = set()
         self._names: set[str] = set()
+        #: contextlib.contextmanager blocks are traced (generators.py) unless a retry asked not to
+        self.trace_contextmanagers = True
+        self.traced_contextmanagers = 0
 
     def shape_guards(self) -> list[Guard]:
         """What the graph assumed about symbolic sizes: each is at least 2 (sizes 0 and 1

@@ -129,7 +129,7 @@ class InstructionTranslator:
             raise disabled_call(func.fn)
         if func.fn is not None and trace_rules.is_allowed_in_graph(func.fn):
             return self.out.call_tensor_op(self, "call_function", func.fn, args, kwargs)
-        if is_contextmanager_helper(func):
+        if is_contextmanager_helper(func) and self.out.trace_contextmanagers:
             return contextmanager_call(self, func, args, kwargs)  # entered by BEFORE_WITH
         if func.fn in WRAPS_FUNCTIONS and (wrapped := wraps_call(func.fn, args, kwargs)) is not None:
             return wrapped

@@ -668,3 +668,49 @@ PROGRAMS = [
 @pytest.mark.parametrize("program", PROGRAMS, ids=ids(PROGRAMS))
 def test_program(program: Program) -> None:
     run_program(program)
+
+
+@contextlib.contextmanager
+def _printing_block(tag):
+    print("entering", tag)  # a break inside the generator itself
+    yield tag
+    LOG.append(f"exit {tag}")
+
+
+def _break_in_body(x):
+    with _logging_block("b"):
+        y = x * 2
+        print("inside")  # a break inside the block
+        z = y + 1
+    return z
+
+
+def _break_in_generator(x):
+    y = x + 1
+    with _printing_block("p") as t:
+        z = y * len(t)
+    return z
+
+
+@pytest.mark.parametrize("fn", [_break_in_body, _break_in_generator])
+def test_break_around_a_contextmanager_runs_it_in_python(fn, capsys):
+    """A break while a traced contextmanager block is open cannot hand the block to CPython (its
+    generator exists only symbolically): capture retries with the contextmanager run in Python,
+    as before contextmanagers were traced: graphs around it, same output and side effects."""
+    from _conformance_harness import CountingBackend
+
+    from torchkiln_dynamo_capture import capture
+
+    backend = CountingBackend()
+    compiled = capture(fn, backend)
+    for _ in range(2):
+        x = randn(3)
+        _reset()
+        got = compiled(x)
+        got_log, got_out = list(LOG), capsys.readouterr().out
+        _reset()
+        want = fn(x)
+        assert LOG == got_log and capsys.readouterr().out == got_out
+        torch.testing.assert_close(got, want)
+    assert backend.calls == 2
+    assert all("GeneratorContextVariable" not in b.reason for b in compiled.graph_breaks)

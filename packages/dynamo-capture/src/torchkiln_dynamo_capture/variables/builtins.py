@@ -106,7 +106,7 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         raise disabled_call(fn)
     if _hashable(fn) and fn in CHECKS:
         return call_check(tx, fn, args, kwargs)
-    if is_contextmanager_function(fn):  # a contextlib.contextmanager: entered by BEFORE_WITH
+    if is_contextmanager_function(fn) and tx.out.trace_contextmanagers:  # entered by BEFORE_WITH
         return contextmanager_call(tx, UserFunctionVariable.from_function(tx, fn, None), args, kwargs)
     if fn is contextlib.nullcontext:
         return NullContextVariable(args[0] if args else kwargs.get("enter_result", ConstantVariable(None)))

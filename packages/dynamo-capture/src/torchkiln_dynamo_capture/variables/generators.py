@@ -75,6 +75,7 @@ def is_contextmanager_helper(func: VariableTracker) -> bool:
 
 def contextmanager_call(tx, func: VariableTracker, args: list, kwargs: dict) -> GeneratorContextVariable:
     """Calling the wrapper: the generator function and its arguments, entered by BEFORE_WITH."""
+    tx.out.traced_contextmanagers += 1  # a break while it exists makes capture retry without
     if func.fn is not None:
         return GeneratorContextVariable(tx.wrap(func.fn.__wrapped__, None), args, kwargs)
     cell = func.closure[func.code.co_freevars.index("func")]
