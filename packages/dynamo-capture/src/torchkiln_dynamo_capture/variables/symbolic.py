@@ -114,15 +114,15 @@ def call_check(tx, fn, args, kwargs) -> VariableTracker:
         fn(*real, **{k: v.as_python_constant() for k, v in kwargs.items()})
         return ConstantVariable(None)
     value, node = args[0].value, args[0].node
-    try:
-        fn(value)
-    except GuardOnDataDependentSymNode as e:
-        raise _data_dependent(f"checked with {fn.__name__}") from e
     graph = tx.out.graph
-    if fn is not torch._check:  # _check_is_size(n): n >= 0
+    if fn is not torch._check:  # _check_is_size(n) is deprecated for _check(n >= 0): the same fact
         value = value >= 0
         node = graph.call_function(operator.ge, (node, 0))
         node.meta["example_value"] = value
+    try:
+        torch._check(value)
+    except GuardOnDataDependentSymNode as e:
+        raise _data_dependent(f"checked with {fn.__name__}") from e
     # aten._assert_scalar, not torch._check: an ATen op make_fx keeps, so the check survives
     # into the compiled graph (torch._check would run once while tracing and vanish)
     check = graph.call_function(torch.ops.aten._assert_scalar.default,
