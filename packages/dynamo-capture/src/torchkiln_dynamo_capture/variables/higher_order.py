@@ -111,6 +111,9 @@ def _operands(tx, v, what: str) -> list:
 
 def _cond(tx, pred, true_fn, false_fn, operands):
     ops = _operands(tx, operands, "torch.cond operands")
+    if not all(isinstance(o, TensorVariable) for o in ops):
+        raise Unsupported("torch.cond operands that are not tensors (eager raises RuntimeError)",
+                          "it runs in Python, which raises eager's error")
     if not isinstance(pred, TensorVariable):
         # a Python bool (or a size, decided now with a guard): the branch is known at capture
         chosen = true_fn if tx.truth(pred) else false_fn
@@ -232,7 +235,7 @@ def _trace(tx, fn: VariableTracker, operands: list, name: str, call_as=None, spl
         raise Unsupported(f"{name.replace('_', ' ')} function mutates outside state (the operator forbids it)",
                           "the control-flow operator runs in Python between two graphs")
     leaves, spec = _flatten(result, name)
-    outputs = [v.node for v in leaves]
+    outputs = _unaliased_outputs(out, sub, leaves)
     sub.output(outputs[0] if single_output and spec == "leaf" else tuple(outputs))
     external: list = []
     for node in sub.nodes:
@@ -240,6 +243,30 @@ def _trace(tx, fn: VariableTracker, operands: list, name: str, call_as=None, spl
             if inp.graph is not sub and inp not in external:
                 external.append(inp)
     return _Subgraph(sub, outputs, spec, external)
+
+
+def _unaliased_outputs(out, sub, leaves) -> list:
+    """The subgraph's output nodes, each a tensor of its own: an output that is an input, a view
+    of one, a tensor from outside, or another output again is cloned (the operators refuse
+    outputs aliasing inputs or each other: "might be aliasing the input or the output")."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    def storage(t):
+        return StorageWeakRef(t.untyped_storage())
+
+    taken = {storage(ph.meta["example_value"]) for ph in sub.nodes
+             if ph.op == "placeholder" and isinstance(ph.meta.get("example_value"), torch.Tensor)}
+    outputs = []
+    for v in leaves:
+        node, fake = v.node, v.fake
+        if node.graph is not sub or storage(fake) in taken:
+            with out.fake_mode, (enable_python_dispatcher() if out.shape_env is not None else contextlib.nullcontext()):
+                fake = fake.clone()
+            node = sub.call_function(torch.clone, (node,))
+            node.meta["example_value"] = fake
+        taken.add(storage(fake))
+        outputs.append(node)
+    return outputs
 
 
 def _unify_lifted(subgraphs: list) -> list:
