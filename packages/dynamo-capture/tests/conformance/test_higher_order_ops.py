@@ -390,7 +390,7 @@ def test_graph_holds_one_cond_node():
     (lambda x: torch.cond(x.sum() > 0, lambda a: a.t(), lambda a: a.t() * 2, (x,)),
      lambda x: x.t().clone() if x.sum() > 0 else x.t() * 2),
     (lambda x: torch.cond(x.sum() > 0, lambda a: W, lambda a: a @ W, (x @ W,)),
-     lambda x: W.clone() if (x @ W).sum() > 0 else (x @ W) @ W),
+     lambda x: W.clone() if x.sum() > 0 else (x @ W) @ W),
 ], ids=["identity_branch", "view_branch", "outside_tensor_branch"])
 def test_branch_outputs_aliasing_inputs_are_copies(fn, reference):
     """A branch returning its input, a view of it or a tensor from outside: the subgraph outputs
