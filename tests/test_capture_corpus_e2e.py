@@ -1,4 +1,5 @@
-"""The control-flow and scalar-output programs of dynamo-capture's conformance corpus, compiled
+"""The control-flow, scalar-output and more-Python-features programs of dynamo-capture's
+conformance corpus, compiled
 end to end (aot-partition, loop-ir, C++) in strict mode: results and side effects equal eager's
 on fresh inputs, in the graph count capture promises. Where a lower layer refuses a graph on
 purpose (float ``.item()`` values, autograd through ``while_loop``), the refusal is the
@@ -22,6 +23,7 @@ if str(_CORPUS) not in sys.path:
     sys.path.insert(0, str(_CORPUS))
 
 import test_higher_order_ops as hops  # noqa: E402
+import test_python_features_more as more  # noqa: E402
 import test_scalar_outputs as scalars  # noqa: E402
 from _conformance_harness import assert_same  # noqa: E402
 
@@ -32,7 +34,8 @@ REFUSED = {
         "item_scale", "item_arithmetic", "item_returned", "tolist_unpack", "tolist_2d", "item_bool",
         "item_in_comprehension", "item_to_module_free_tensor")},
 }
-CASES = [(p, {}) for p in hops.PROGRAMS] + [(p, {"capture_scalar_outputs": True}) for p in scalars.PROGRAMS]
+CASES = ([(p, {}) for p in hops.PROGRAMS + more.PROGRAMS]
+         + [(p, {"capture_scalar_outputs": True}) for p in scalars.PROGRAMS])
 
 
 def _check(program, compiled) -> None:

@@ -214,11 +214,29 @@ class SuperVariable(VariableTracker):
         self.cls, self.obj = cls, obj
 
     def var_getattr(self, tx, name):
+        owner = getattr(self.obj, "value", None)
+        if isinstance(self.obj, ConstantVariable) and isinstance(owner, type):
+            return self._class_getattr(tx, owner, name)
         mro = self.obj.python_type().__mro__
         start = mro.index(self.cls) + 1 if self.cls in mro else 1
         for k in mro[start:]:
             if name in k.__dict__:
                 return wrap_descriptor(tx, self.obj, k.__dict__[name], name, None)
+        raise AttrMissing(name)
+
+    def _class_getattr(self, tx, owner: type, name: str):
+        """``super()`` in a classmethod (``super(cls, cls)``): the next class in the class's own
+        MRO; a classmethod binds to the class, a function comes back unbound."""
+        mro = owner.__mro__
+        start = mro.index(self.cls) + 1 if self.cls in mro else 1
+        for k in mro[start:]:
+            if name in k.__dict__:
+                attr = k.__dict__[name]
+                if isinstance(attr, classmethod):
+                    return UserFunctionVariable.from_function(tx, attr.__func__, None, self_var=self.obj)
+                if isinstance(attr, staticmethod):
+                    return tx.wrap(attr.__func__, None)
+                return tx.wrap(attr, None)
         raise AttrMissing(name)
 
 
