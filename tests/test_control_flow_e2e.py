@@ -8,10 +8,9 @@ import warnings
 
 import pytest
 import torch
+import torchkiln
 from torch._higher_order_ops.map import map as hmap
 from torch._higher_order_ops.while_loop import while_loop
-
-import torchkiln
 
 
 def _cond_fn(x, y):

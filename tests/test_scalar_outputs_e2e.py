@@ -12,7 +12,6 @@ import warnings
 
 import pytest
 import torch
-
 import torchkiln
 from torchkiln.errors import BackendCompilerFailed
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from _conformance_harness import Program, ids, randn, run_program, x34, xy34
+from _conformance_harness import Program, ids, randn, run_program
 from torch import nn
 
 TRACE: list = []

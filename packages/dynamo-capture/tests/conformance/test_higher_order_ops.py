@@ -10,7 +10,16 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _conformance_harness import CountingBackend, Program, compile_with, ids, randn, run_program, x34, xy34
+from _conformance_harness import (
+    CountingBackend,
+    Program,
+    compile_with,
+    ids,
+    randn,
+    run_program,
+    x34,
+    xy34,
+)
 from torch._higher_order_ops.map import map as hmap
 from torch._higher_order_ops.while_loop import while_loop
 

@@ -1,3 +1,4 @@
+# ruff: noqa: UP007, UP045, SIM117, RUF007  (the old spellings are what these programs test)
 """The Python a model's forward uses: generators consumed in the frame, ``functools.wraps``
 wrappers, ``contextlib.contextmanager`` blocks, ``super()`` chains, properties, class and static
 methods, dataclasses and ``typing`` evaluated at run time. Each captured in one graph (as
@@ -20,7 +21,7 @@ from typing import Generic, NamedTuple, Optional, TypeVar, Union
 
 import pytest
 import torch
-from _conformance_harness import Program, ids, randn, run_program, x34, xy34
+from _conformance_harness import Program, ids, randn, run_program, xy34
 from torch import nn
 
 LOG: list = []
@@ -698,7 +699,6 @@ def test_break_around_a_contextmanager_runs_it_in_python(fn, capsys):
     generator exists only symbolically): capture retries with the contextmanager run in Python,
     as before contextmanagers were traced: graphs around it, same output and side effects."""
     from _conformance_harness import CountingBackend
-
     from torchkiln_dynamo_capture import capture
 
     backend = CountingBackend()

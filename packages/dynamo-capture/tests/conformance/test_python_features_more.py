@@ -1,3 +1,4 @@
+# ruff: noqa: UP006, UP007, UP045, SIM117, C402, PYI041  (the old spellings are what these programs test)
 """More of the Python a forward uses, and the control-flow operators in more settings (see
 test_python_features.py and test_higher_order_ops.py). One graph each, against eager.
 
@@ -13,7 +14,7 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from _conformance_harness import Program, ids, randn, run_program, x34, xy34
+from _conformance_harness import Program, ids, randn, run_program, xy34
 from torch._higher_order_ops.map import map as hmap
 from torch._higher_order_ops.while_loop import while_loop
 

@@ -35,7 +35,7 @@ from .tensors import TensorVariable
 
 def _operators() -> dict:
     """The Python entry points and the operators themselves, by kind."""
-    import torch._higher_order_ops  # noqa: F401  (loads cond, while_loop and map)
+    import torch._higher_order_ops  # loads the cond, while_loop and map modules
 
     found: dict = {}
     modules = {"cond": "torch._higher_order_ops.cond", "while_loop": "torch._higher_order_ops.while_loop",
