@@ -39,6 +39,17 @@ NOT_ON_CPU = {
 }
 _SDPA_KERNELS = (aten._scaled_dot_product_flash_attention_for_cpu.default, *NOT_ON_CPU)
 
+# Lowerings a spec's single traced graph cannot hold (an op spec traces a function of tensors with
+# make_fx over fake inputs): control-flow operators need subgraph modules, and a value read at run
+# time needs a data-dependent size. Each is checked end to end, against eager, by the named file.
+TESTED_ELSEWHERE = {
+    torch.ops.higher_order.cond: "tests/test_control_flow_e2e.py",
+    torch.ops.higher_order.while_loop: "tests/test_control_flow_e2e.py",
+    torch.ops.higher_order.map_impl: "tests/test_control_flow_e2e.py",
+    aten._local_scalar_dense.default: "tests/test_scalar_outputs_e2e.py",
+    aten._assert_scalar.default: "tests/test_scalar_outputs_e2e.py",
+}
+
 
 @dataclass(frozen=True)
 class AnyOf:
@@ -580,7 +591,8 @@ def test_every_lowering_has_a_spec():
     import torchkiln_loop_ir as L
 
     ops = covered_ops()
-    missing = sorted(str(op) for op in L.LOWERINGS if op not in NOT_ON_CPU and not covers(op, ops))
+    missing = sorted(str(op) for op in L.LOWERINGS
+                     if op not in NOT_ON_CPU and op not in TESTED_ELSEWHERE and not covers(op, ops))
     assert not missing, f"lowerings without an op spec in tests/test_ops_specs.py: {missing}"
 
 

@@ -16,6 +16,18 @@ from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardS
 from .trace import functional_graph, lift_parameters, resolve_decompositions, symbolic_inputs, trace_functional
 
 
+def _refuse_while_loop_backward(gm: torch.fx.GraphModule) -> None:
+    """torch's backward of while_loop keeps every iteration's carried values in buffers sized by
+    the data-dependent trip count; functionalizing that trace asks for a guard on the unbacked
+    count and fails deep inside make_fx. Say so plainly instead (the graph then runs eagerly,
+    where torch's own while_loop autograd runs)."""
+    op = getattr(torch.ops.higher_order, "while_loop", None)
+    for node in gm.graph.nodes:
+        if node.op == "call_function" and op is not None and node.target is op:
+            raise AOTError("autograd through while_loop is not compiled (its backward is sized by a "
+                           "data-dependent trip count; torch's own while_loop autograd runs it)")
+
+
 def aot_compile(
     gm: fx.GraphModule,
     example_inputs: Sequence[torch.Tensor],
@@ -55,6 +67,7 @@ def aot_compile(
         return InferenceRuntime(compiled, lifted.params, fg.num_user_outputs, fg.mutated_inputs,
                                 lifted.constant_outputs, aliases, bases)
 
+    _refuse_while_loop_backward(gm)
     joint = joint_graph(lifted.gm, primals, decomps, fake_primals=fakes)
     bases = _bases_for(primals, joint.mutated_inputs, grad=True, symbolic=fakes is not None)
     graph_inputs = primals

@@ -15,6 +15,7 @@ import torch
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
+from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ._batch_norm import BatchNormAsLegit
 from ._compat import is_fake
@@ -56,7 +57,8 @@ def joint_graph(fn, primals: Sequence[torch.Tensor], decompositions: dict,
     primals = list(primals)
     grad_idx = [i for i, p in enumerate(primals) if isinstance(p, torch.Tensor) and p.requires_grad]
     symbolic = fake_primals is not None
-    mode = _mode_of(fake_primals) if symbolic else FakeTensorMode()
+    # static shapes still get a ShapeEnv (as make_fx's own fake mode has): while_loop's fake run asks for it
+    mode = _mode_of(fake_primals) if symbolic else FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
     examples = list(fake_primals) if symbolic else primals
     # One run on fake copies (no side effects on the user's tensors) gives the outputs' shapes
     # and which of them require grad.

@@ -80,10 +80,12 @@ def find_output_aliases(fn, args: Sequence[torch.Tensor]) -> tuple[OutputAlias, 
     Returns () when any size is symbolic: the geometry would not hold for other sizes.
     """
     from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from torch.multiprocessing.reductions import StorageWeakRef
 
     try:
-        with FakeTensorMode() as mode, torch.no_grad():
+        # a ShapeEnv (with static sizes) as make_fx has one: while_loop's fake run asks for it
+        with FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True) as mode, torch.no_grad():
             fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
             outs = fn(*fakes)
     except (RuntimeError, TypeError, ValueError, NotImplementedError):

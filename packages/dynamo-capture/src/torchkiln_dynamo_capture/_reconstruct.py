@@ -46,9 +46,12 @@ def _new_object(cls, attrs):
 class Reconstructor:
     """Writes expressions over ``run``'s namespace; graph outputs it needs are collected in order."""
 
-    def __init__(self, ns: Namespace, symbols: dict | None = None) -> None:
+    def __init__(self, ns: Namespace, symbols: dict | None = None, as_tensor=None) -> None:
         self.ns = ns
         self.symbols = symbols or {}  # size symbol -> (input source, dim), for symbolic ints
+        #: an unbacked value (``.item()``) as a 0-d tensor output of the graph, read back with .item()
+        self.as_tensor = as_tensor
+        self._scalars: dict[int, str] = {}
         ns.values.setdefault("_new_object", _new_object)
         self.outputs: list[TensorVariable] = []
         self._out_index: dict[int, int] = {}
@@ -61,6 +64,12 @@ class Reconstructor:
     def expr(self, v) -> str:
         ns = self.ns
         if isinstance(v, SymNodeVariable):
+            if v.unbacked:
+                if self.as_tensor is None:
+                    raise Unsupported("returning a value read from a tensor (.item())")
+                if id(v) not in self._scalars:
+                    self._scalars[id(v)] = f"{self.expr(self.as_tensor(v))}.item()"
+                return self._scalars[id(v)]
             return self._size_expr(v.value.node.expr)
         if isinstance(v, TensorVariable):
             if v.source is not None:
@@ -192,9 +201,12 @@ class Reconstructor:
             # this same cell object to the continuation (see bytecode/resume.py)
             contents = "" if v.contents is None else self.expr(v.contents)
             self.emit(f"{name} = {ns.ref(types.CellType, 'CellType')}({contents})")
-        elif isinstance(v, DataclassVariable):
+        elif isinstance(v, DataclassVariable) and v.rebuilt_by_init:
             fields = ", ".join(f"{k}={self.expr(x)}" for k, x in v.fields.items())
             self.emit(f"{name} = {ns.ref(v.cls)}({fields})")
+        elif isinstance(v, DataclassVariable):  # __post_init__ already ran during capture
+            fields = ", ".join(f"{k!r}: {self.expr(x)}" for k, x in v.fields.items())
+            self.emit(f"{name} = _new_object({ns.ref(v.cls)}, {{{fields}}})")
         else:
             attrs = ", ".join(f"{k!r}: {self.expr(x)}" for k, x in v.attrs.items())
             self.emit(f"{name} = _new_object({ns.ref(v.cls)}, {{{attrs}}})")

@@ -26,7 +26,8 @@ _OPAQUE_CONSTANTS = (
     torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format, slice, range, type(Ellipsis),
     type(NotImplemented), frozenset, enum.Enum, torch.finfo, torch.iinfo,
 )
-_TORCH_OPS = (torch._ops._OpNamespace, torch._ops.OpOverloadPacket, torch._ops.OpOverload)
+_TORCH_OPS = (torch._ops._OpNamespace, torch._ops.OpOverloadPacket, torch._ops.OpOverload,
+              torch._ops.HigherOrderOperator)
 _DICT_VIEWS = {type({}.keys()): "keys", type({}.values()): "values", type({}.items()): "items"}
 _CALLABLE_TYPES = (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
                    types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType,
@@ -66,7 +67,8 @@ def wrap(tx, value, source):
         return BoundMethodVariable(self_var, value.__name__)
     if isinstance(value, (*_TORCH_OPS, _CustomOpDef)):
         # torch.ops.<ns>, its OpOverloadPackets and OpOverloads (aten, prims, custom operators
-        # registered with torch.library): process-wide singletons, called into the graph as they are
+        # registered with torch.library), torch.ops.higher_order.*: process-wide singletons,
+        # called into the graph as they are (control flow: variables/higher_order.py)
         if source is not None and not isinstance(source, AttrSource):
             g.append(IdMatch(source, value))
         return ConstantVariable(value, source)

@@ -66,7 +66,7 @@ class CacheEntry:
     op_count: int
 
 
-def _start(fn, args, kwargs, dynamic=False):
+def _start(fn, args, kwargs, dynamic=False, scalar_outputs=False):
     """A fresh OutputGraph and top-frame translator with the call's arguments bound."""
     bound_self = None
     if isinstance(fn, types.MethodType):
@@ -79,7 +79,7 @@ def _start(fn, args, kwargs, dynamic=False):
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
         raise Unsupported("capturing a generator or coroutine function")
     sig = inspect.signature(fn, follow_wrapped=False)  # functools.wraps must not rename the parameters
-    out = OutputGraph(func.__globals__, dynamic)
+    out = OutputGraph(func.__globals__, dynamic, scalar_outputs=scalar_outputs)
     grad_mode_guard(out)
     tx = InstructionTranslator(out, code, func.__globals__, {}, {})
     ba = sig.bind(*args, **kwargs)
@@ -111,9 +111,24 @@ def _start(fn, args, kwargs, dynamic=False):
 def capture_frame(fn, args, kwargs, ctx, dynamic=False) -> CacheEntry:
     """Symbolically evaluate one call of ``fn`` and build its cache entry (raises Unsupported).
     ``dynamic``: which input dims get symbolic sizes (see OutputGraph)."""
-    grad = torch.is_grad_enabled()
+    recorded = len(ctx.breaks)
     try:
-        func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic)
+        return _capture_once(fn, args, kwargs, ctx, dynamic, trace_contextmanagers=True)
+    except Unsupported as e:
+        if ctx.fullgraph or not getattr(e, "traced_contextmanager", False):
+            raise
+        # a break inside a traced contextmanager block cannot be handed to CPython (its generator
+        # exists only symbolically): capture again with contextmanager calls run in Python
+        del ctx.breaks[recorded:], ctx.break_errors[recorded:]
+        return _capture_once(fn, args, kwargs, ctx, dynamic, trace_contextmanagers=False)
+
+
+def _capture_once(fn, args, kwargs, ctx, dynamic, *, trace_contextmanagers: bool) -> CacheEntry:
+    grad = torch.is_grad_enabled()
+    out = None
+    try:
+        func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic, ctx.capture_scalar_outputs)
+        out.trace_contextmanagers = trace_contextmanagers
         try:
             ret = tx.run()
             _, run, run_src, gm = out.compile(ctx.compile_graph, sig, real_cells, ret=ret)
@@ -122,7 +137,8 @@ def capture_frame(fn, args, kwargs, ctx, dynamic=False) -> CacheEntry:
             if ctx.fullgraph or bp is None:
                 raise
             torch._C._set_grad_enabled(grad)
-            func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic)
+            func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic, ctx.capture_scalar_outputs)
+            out.trace_contextmanagers = trace_contextmanagers
             tx.stop_at = (bp.first, bp.occurrence)
             try:
                 tx.run()
@@ -131,6 +147,9 @@ def capture_frame(fn, args, kwargs, ctx, dynamic=False) -> CacheEntry:
             else:
                 raise Unsupported("internal: capture did not reach its break point again") from e
             run, run_src, gm = _split(func, sig, out, tx, e, ctx, real_cells)
+    except Unsupported as e:
+        e.traced_contextmanager = out is not None and out.traced_contextmanagers > 0
+        raise
     finally:
         torch._C._set_grad_enabled(grad)
     out.guards.extend(out.shape_guards())

@@ -39,14 +39,20 @@ _SIMPLE = (int, float, bool, str, type(None))
 class OutputGraph:
     """Everything one capture produces: graph, guards, side effects, and the values it depends on."""
 
-    def __init__(self, f_globals: dict, dynamic: bool | Mapping[str, frozenset[int]] = False) -> None:
+    def __init__(self, f_globals: dict, dynamic: bool | Mapping[str, frozenset[int]] = False, *,
+                 scalar_outputs: bool = False) -> None:
         self.graph = torch.fx.Graph()
+        #: the top-level graph: inputs and attributes always go here (``graph`` is another one
+        #: while a control-flow operator's function is traced; see variables/higher_order.py)
+        self.root_graph = self.graph
         #: which input dims get symbolic sizes: all (True), none (False), or per input source
         #: (``{"L['x']": {0}}``: the dims that changed size between calls, automatic dynamic)
         self.dynamic = dynamic
         # no duck sizing: two inputs of equal size get their own symbols, and any equality the
         # graph relies on is a guard the ShapeEnv records (not an assumption)
-        self.shape_env = ShapeEnv(duck_shape=False) if dynamic else None
+        #: ``.item()`` / ``.tolist()`` become unbacked symbols of the ShapeEnv (capture_scalar_outputs)
+        self.scalar_outputs = scalar_outputs
+        self.shape_env = ShapeEnv(duck_shape=False) if dynamic or scalar_outputs else None
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.symbols: dict[sympy.Symbol, tuple] = {}  # symbol -> (input source, dim)
         # symbols the fake mode gave input strides no size shows (a step slice): (source, dim, "stride")
@@ -65,6 +71,9 @@ class OutputGraph:
         #: ids of containers from outside held as constants (their mutations must run in Python)
         self.outside_containers: set[int] = set()
         self._names: set[str] = set()
+        #: contextlib.contextmanager blocks are traced (generators.py) unless a retry asked not to
+        self.trace_contextmanagers = True
+        self.traced_contextmanagers = 0
 
     def shape_guards(self) -> list[Guard]:
         """What the graph assumed about symbolic sizes: each is at least 2 (sizes 0 and 1
@@ -150,9 +159,10 @@ class OutputGraph:
                 if isinstance(st, torch.SymInt) and isinstance(st.node.expr, sympy.Symbol) \
                         and st.node.expr not in self.symbols:
                     self.stride_symbols.setdefault(st.node.expr, (source, d, "stride"))
-        ctx = self.graph.inserting_after(self._last_placeholder) if self._last_placeholder else self.graph.inserting_before(None)
+        root = self.root_graph
+        ctx = root.inserting_after(self._last_placeholder) if self._last_placeholder else root.inserting_before(None)
         with ctx:
-            node = self.graph.placeholder(self._fresh(_name_hint(source)))
+            node = root.placeholder(self._fresh(_name_hint(source)))
         self._last_placeholder = node
         node.meta["example_value"] = fake
         self.guards.append(TensorMatch.from_tensor(source, t, dynamic_dims))
@@ -170,7 +180,7 @@ class OutputGraph:
             self.root.register_parameter(name, t)
         else:
             self.root.register_buffer(name, t)
-        node = self.graph.get_attr(name)
+        node = self.root_graph.get_attr(name)
         fake = self._fake(t)
         node.meta["example_value"] = fake
         var = TensorVariable(node, fake, None, cls=type(t))
@@ -245,6 +255,17 @@ class OutputGraph:
             return TupleVariable(items, cls=type(result) if type(result) is not tuple else tuple)
         raise Unsupported(f"op result of type {type(result).__name__}")
 
+    def _scalar_as_tensor(self, v: SymNodeVariable) -> TensorVariable:
+        """An unbacked value handed back to Python leaves the graph as a 0-d tensor (graph
+        outputs are tensors, contract C1); the run function reads it back with ``.item()``.
+        Floats go through float64, the precision of a Python float."""
+        dtype = {torch.SymInt: torch.int64, torch.SymBool: torch.bool}.get(type(v.value), torch.float64)
+        with self.fake_mode:
+            fake = torch.scalar_tensor(v.value, dtype=dtype)
+        node = self.graph.call_function(torch.scalar_tensor, (v.node,), {"dtype": dtype})
+        node.meta["example_value"] = fake
+        return self._wrap_result(node, fake)
+
     # --- finishing ------------------------------------------------------------------------------
     def op_count(self) -> int:
         """Operations worth a graph: global-state switches alone (grad mode, autocast) are not."""
@@ -259,7 +280,7 @@ class OutputGraph:
         """
         ns = Namespace()
         ns.values.update({"_G": self.f_globals, "_cells": cells})
-        rec = Reconstructor(ns, self.symbols)
+        rec = Reconstructor(ns, self.symbols, as_tensor=self._scalar_as_tensor)
         for kind, target, key, value in self.side_effects.entries:
             if kind == "container":
                 dst = source_code(target.source, ns)

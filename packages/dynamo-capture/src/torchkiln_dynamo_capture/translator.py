@@ -30,11 +30,12 @@ from .variables.base import (
 )
 from .variables.builtins import binary_op, contains, disabled_call, identity, is_impure_module
 from .variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
+from .variables.generators import contextmanager_call, is_contextmanager_helper
 from .variables.ctx import enter_context
-from .variables.functions import NewCellVariable, SuperVariable, UserFunctionVariable
 from .variables.logging_calls import bound, replay_logging_call
+from .variables.functions import WRAPS_FUNCTIONS, NewCellVariable, SuperVariable, UserFunctionVariable, wraps_call
 from .variables.modules import NNModuleVariable
-from .variables.symbolic import SliceVariable, SymNodeVariable
+from .variables.symbolic import SliceVariable, SymNodeVariable, sym_unary
 from .variables.tensors import TensorVariable
 
 _VT = version_table()
@@ -43,6 +44,13 @@ _MAX_DEPTH = 64
 
 
 class _Return(Exception):
+    def __init__(self, value):
+        self.value = value
+
+
+class Suspend(Exception):  # noqa: N818 - a control transfer, not an error
+    """A generator run by ``variables/generators.py`` reached ``yield``: the value it yields."""
+
     def __init__(self, value):
         self.value = value
 
@@ -125,15 +133,11 @@ class InstructionTranslator:
             raise disabled_call(func.fn)
         if func.fn is not None and trace_rules.is_allowed_in_graph(func.fn):
             return self.out.call_tensor_op(self, "call_function", func.fn, args, kwargs)
-        if self.depth >= _MAX_DEPTH:
-            raise Unsupported(f"inlining depth over {_MAX_DEPTH} (recursion?) at {func.name}")
-        localvars = bind_arguments(func, args, kwargs)
-        cells = {}
-        for name in code.co_cellvars:
-            cells[name] = NewCellVariable(localvars.pop(name, None))
-        for name, cell in zip(code.co_freevars, func.closure):
-            cells[name] = cell
-        child = InstructionTranslator(self.out, code, func.f_globals, localvars, cells, parent=self, func=func)
+        if is_contextmanager_helper(func) and self.out.trace_contextmanagers:
+            return contextmanager_call(self, func, args, kwargs)  # entered by BEFORE_WITH
+        if func.fn in WRAPS_FUNCTIONS and (wrapped := wraps_call(func.fn, args, kwargs)) is not None:
+            return wrapped
+        child = self.child_frame(func, args, kwargs)
         try:
             if code.co_flags & 0x20:
                 # a generator (genexpr): run it to completion now; its yields become an iterator
@@ -144,6 +148,19 @@ class InstructionTranslator:
         except Unsupported as e:
             e.in_callee = True  # the caller breaks at the call; the callee is captured on its own
             raise
+
+    def child_frame(self, func: UserFunctionVariable, args: list, kwargs: dict) -> InstructionTranslator:
+        """A translator for ``func``'s frame with its arguments bound, not yet run."""
+        if self.depth >= _MAX_DEPTH:
+            raise Unsupported(f"inlining depth over {_MAX_DEPTH} (recursion?) at {func.name}")
+        code = func.code
+        localvars = bind_arguments(func, args, kwargs)
+        cells = {}
+        for name in code.co_cellvars:
+            cells[name] = NewCellVariable(localvars.pop(name, None))
+        for name, cell in zip(code.co_freevars, func.closure):
+            cells[name] = cell
+        return InstructionTranslator(self.out, code, func.f_globals, localvars, cells, parent=self, func=func)
 
     # --- the loop ---------------------------------------------------------------------------------
     def run(self) -> VariableTracker:
@@ -380,6 +397,8 @@ class InstructionTranslator:
         x = self.pop()
         if isinstance(x, TensorVariable):
             self.push(self.out.call_tensor_op(self, "call_function", fn, [x], {}))
+        elif isinstance(x, SymNodeVariable) and x.unbacked:
+            self.push(sym_unary(self, fn, x))  # -n of a value read from a tensor stays symbolic
         else:
             self.push(ConstantVariable(fn(x.as_python_constant())))
 
@@ -601,15 +620,38 @@ class InstructionTranslator:
         self.push(result)
 
     def RETURN_GENERATOR(self, inst):  # -> None (the generator object is not modelled)
-        if getattr(self, "yielded", None) is None:
+        if getattr(self, "yielded", None) is None and not getattr(self, "suspended", False):
             raise Unsupported("generator functions", "return a list instead")
         self.push(ConstantVariable(None))
 
     def YIELD_VALUE(self, inst):  # x -> None (the value sent back)
+        if getattr(self, "suspended", False):
+            raise Suspend(self.pop())  # a contextmanager's generator: resumed at the block's exit
         if getattr(self, "yielded", None) is None:
             raise Unsupported("yield outside a generator being inlined")
         self.yielded.append(self.pop())
         self.push(ConstantVariable(None))
+
+    def GET_YIELD_FROM_ITER(self, inst):  # iterable -> iterator (yield from: items known now)
+        x = self.pop()
+        self.push(x if isinstance(x, IteratorVariable) else IteratorVariable(self.unpack(x)))
+
+    def SEND(self, inst):  # receiver value -> receiver item  |  (exhausted) jump with its result
+        self.pop()  # the value sent in: inlined generators are only iterated (always None)
+        item = self.stack[-1].next()
+        if item is not None:
+            self.push(item)
+            return
+        if _VT.send_pops_receiver:
+            self.stack[-1] = ConstantVariable(None)
+        else:
+            self.push(ConstantVariable(None))
+        self.jump(inst)
+
+    def END_SEND(self, inst):  # (3.12) receiver value -> value
+        v = self.pop()
+        self.pop()
+        self.push(v)
 
 
 def grad_mode_guard(out) -> None:

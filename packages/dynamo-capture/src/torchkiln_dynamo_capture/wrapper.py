@@ -47,10 +47,13 @@ class CaptureContext:
     so a break reached again (a loop, a second call) reuses them and their guarded entries.
     """
 
-    def __init__(self, backend, *, fullgraph: bool, dynamic, recompile_limit: int) -> None:
+    def __init__(self, backend, *, fullgraph: bool, dynamic, recompile_limit: int,
+                 capture_scalar_outputs: bool = False) -> None:
         self.backend = backend
         self.fullgraph = fullgraph
         self.dynamic = dynamic
+        #: ``.item()`` / ``.tolist()`` as unbacked symbolic values in the graph (else a break)
+        self.capture_scalar_outputs = capture_scalar_outputs
         self.recompile_limit = recompile_limit
         self.graphs: list[torch.fx.GraphModule] = []
         self.breaks: list[GraphBreak] = []
@@ -208,10 +211,12 @@ def _global_module_hooks() -> bool:
 class CapturedFunction:
     """The callable ``capture`` returns. Hot path: the first entry whose guards pass runs."""
 
-    def __init__(self, fn, backend, *, fullgraph=False, dynamic=None, recompile_limit=8, ctx=None):
+    def __init__(self, fn, backend, *, fullgraph=False, dynamic=None, recompile_limit=8, ctx=None,
+                 capture_scalar_outputs=False):
         self._fn = fn
         self._backend = backend
-        self.ctx = ctx or CaptureContext(backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit)
+        self.ctx = ctx or CaptureContext(backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit,
+                                         capture_scalar_outputs=capture_scalar_outputs)
         self.ctx.functions.append(self)
         self.fullgraph = fullgraph
         self.dynamic = dynamic
@@ -423,7 +428,8 @@ class CapturedModule(torch.nn.Module):
         return f"Captured({self._mod!r})"
 
 
-def capture(fn, backend, *, fullgraph: bool = False, dynamic=None, recompile_limit: int = 8):
+def capture(fn, backend, *, fullgraph: bool = False, dynamic=None, recompile_limit: int = 8,
+            capture_scalar_outputs: bool = False):
     """Wrap ``fn`` (function, bound method or nn.Module) so its calls are captured into FX graphs.
 
     ``backend(gm, example_inputs) -> callable`` receives each graph (torch-level FX, parameters as
@@ -432,15 +438,19 @@ def capture(fn, backend, *, fullgraph: bool = False, dynamic=None, recompile_lim
     ``dynamic``: True gives every input dim a symbolic size (one entry serves all sizes, with shape
     guards for what the graph relied on); False specializes every size; None (the default) starts
     static and makes the dims that changed size symbolic at the first recompile (automatic dynamic).
+    ``capture_scalar_outputs``: ``.item()`` and ``.tolist()`` give unbacked symbolic values that
+    stay in the graph (TorchDynamo's option of that name); False (the default) breaks the graph there.
     """
     check_log_names()  # a misspelt TORCHKILN_LOGS name fails here, not inside a capture
     if isinstance(fn, torch.nn.Module):
-        captured = CapturedFunction(_call_module, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit)
+        captured = CapturedFunction(_call_module, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit,
+                                    capture_scalar_outputs=capture_scalar_outputs)
         captured.__name__ = type(fn).__name__
         captured._module = fn
         return CapturedModule(fn, captured)
     if not callable(fn):
         raise TypeError(f"capture expects a function, method or nn.Module, got {type(fn).__name__}")
-    captured = CapturedFunction(fn, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit)
+    captured = CapturedFunction(fn, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit,
+                                capture_scalar_outputs=capture_scalar_outputs)
     captured._eager = trace_rules.is_disabled(fn)  # marked disable: it always runs as it is
     return captured

@@ -109,6 +109,8 @@ class ExternCall:
     outputs: tuple[str, ...]
     kind: Literal["extern", "fallback"] = "extern"
     reason: str = ""
+    #: per output: the size symbol a scalar result binds (``.item()``'s u0), or ""
+    scalars: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)

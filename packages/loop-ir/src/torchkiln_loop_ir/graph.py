@@ -185,6 +185,8 @@ class GraphLowering:
         self.nodes: list[Any] = []
         self.inputs: list[InputBuffer] = []
         self.size_symbols: dict[sympy.Symbol, SymbolSource] = {}
+        #: symbols bound by an extern call's scalar result (``.item()``), not by an input
+        self.scalar_symbols: set[sympy.Symbol] = set()
         # (input position, "size"/"stride"/"value", dim, expression) of every input size/stride
         self._symbol_sites: list[tuple[int, str, int, sympy.Expr]] = []
         self.fallbacks: list[str] = []
@@ -276,8 +278,13 @@ class GraphLowering:
                 outputs.append(Buffer(self.new_name(), layout_of(v, dense_only=False)))
             else:
                 outputs.append(None)
+        # a scalar result that is a fresh size symbol (``.item()``: u0) is bound by this call
+        scalars = tuple(str(to_expr(v)) if o is None and isinstance(v, torch.SymInt)
+                        and isinstance(to_expr(v), sympy.Symbol) and to_expr(v) not in self.size_symbols
+                        else "" for o, v in zip(outputs, flat))
+        self.scalar_symbols.update(sympy.Symbol(s, integer=True) for s in scalars if s)
         ek = ExternKernel(op, args, kwargs, tuple(outputs), spec, kind=kind, reason=reason,
-                          origin=node.name)
+                          origin=node.name, scalars=scalars if any(scalars) else ())
         self.nodes.append(ek)
         (self.extern_calls if kind == "extern" else self.fallbacks).append(_op_name(op))
         result = [b if b is not None else v for b, v in zip(outputs, flat)]
@@ -300,14 +307,30 @@ class GraphLowering:
                 outputs = self._outputs(n, env)
                 continue
             if n.op == "get_attr":
-                raise Unlowerable("get_attr nodes are not expected in an ATen graph")
+                sub = _attr_value(self.gm, n.target)
+                if not isinstance(sub, torch.fx.GraphModule):
+                    raise Unlowerable("get_attr nodes are not expected in an ATen graph")
+                # a control-flow operator's branch or body: a constant argument of its extern call
+                env[n] = sub
+                continue
             args, kwargs = pytree.tree_map(lambda a: env[a] if isinstance(a, torch.fx.Node) else a,
                                            (n.args, n.kwargs))
             if n.target is operator.getitem:
                 env[n] = args[0][args[1]]
                 continue
             val = n.meta.get("val")
-            if isinstance(val, torch.SymInt) and to_expr(val).free_symbols <= set(self.size_symbols):
+            if isinstance(val, torch.SymFloat) or n.target is aten_local_scalar_dense and \
+                    not isinstance(val, torch.SymInt):
+                # kernels take integer sizes only: a float (or bool) read from a tensor at run time
+                # has no place to live; refused here (the graph runs eagerly), never left unbound
+                raise Unlowerable(f"a {type(val).__name__} value computed at run time (.item() of a "
+                                  "float or bool tensor): kernels take integer sizes only")
+            known = set(self.size_symbols) | self.scalar_symbols
+            if isinstance(val, torch.SymBool) and sympy.sympify(val.node.expr).free_symbols <= known:
+                # a condition on sizes (torch._check's argument): read by _assert_scalar's lowering
+                env[n] = sympy.sympify(val.node.expr)
+                continue
+            if isinstance(val, torch.SymInt) and to_expr(val).free_symbols <= known:
                 # a size computation (sym_size, s0 // 2): its expression over the input sizes,
                 # which the wrapper and kernels compute themselves: no kernel, no fallback
                 env[n] = to_expr(val)
@@ -443,3 +466,13 @@ def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
 
 
 __all__ = ["GraphLowering", "LoweringContext", "layout_of", "lower", "to_expr"]
+
+
+aten_local_scalar_dense = torch.ops.aten._local_scalar_dense.default
+
+
+def _attr_value(gm: torch.fx.GraphModule, target: str) -> Any:
+    value: Any = gm
+    for part in str(target).split("."):
+        value = getattr(value, part, None)
+    return value

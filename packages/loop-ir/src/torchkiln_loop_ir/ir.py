@@ -322,6 +322,8 @@ class ExternKernel:
     kind: str = "extern"
     reason: str = ""
     origin: str = ""
+    #: per flattened result: the size symbol a scalar result binds (``.item()``'s u0), or ""
+    scalars: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)

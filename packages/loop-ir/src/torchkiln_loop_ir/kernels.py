@@ -119,7 +119,8 @@ def extern_step(node: ExternNode) -> ExternCall | View:
     assert isinstance(ir, ExternKernel)
     args, kwargs = pytree.tree_map(_ref, (ir.args, ir.kwargs))
     outs = tuple(b.name if b is not None else "" for b in ir.outputs)
-    return ExternCall(ir.op, tuple(args), dict(kwargs), outs, kind=ir.kind, reason=ir.reason)
+    return ExternCall(ir.op, tuple(args), dict(kwargs), outs, kind=ir.kind, reason=ir.reason,
+                      scalars=ir.scalars)
 
 
 def steps_for(groups: Sequence[FusedGroup], plans: Mapping[int, GroupPlan], buffers: Mapping[str, BufferSpec],

@@ -39,12 +39,18 @@ def _writes_of(node: Any) -> set[str]:
     return {node.name}
 
 
+def _has_effect(node: Any) -> bool:
+    """An extern call kept though no buffer of it is read: one that binds a size symbol
+    (``.item()``'s u0, read by the sizes after it) or returns nothing (a run-time check)."""
+    return isinstance(node, ExternKernel) and (bool(node.scalars) or all(o is None for o in node.outputs))
+
+
 def eliminate_dead_code(nodes: Sequence[Any], outputs: set[str]) -> list[Any]:
     """Drop realized nodes whose results nobody reads (walking backwards)."""
     live = set(outputs)
     kept: list[Any] = []
     for node in reversed(list(nodes)):
-        if _writes_of(node) & live:
+        if _writes_of(node) & live or _has_effect(node):
             kept.append(node)
             live |= _reads_of(node)
     return list(reversed(kept))

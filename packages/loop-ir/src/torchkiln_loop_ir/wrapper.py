@@ -220,8 +220,12 @@ def wrapper_source(graph: ScheduledGraph) -> str:
             args = list(step.args) + [s.name for s in step.size_args]
             body.append(f"{step.name}({', '.join(args)})")
         elif isinstance(step, ExternCall):
-            outs = [o if o else "_" for o in step.outputs]
-            body.append(f"{', '.join(outs)}, = extern{ext}({', '.join(extern_leaves(step))})  # {step.kind} {step.op}")
+            # a scalar result binds its size symbol (``.item()``: u0 = extern(...))
+            scalars = step.scalars or ("",) * len(step.outputs)
+            outs = [o or sym or "_" for o, sym in zip(step.outputs, scalars)]
+            bound.update(sym for sym in scalars if sym)
+            call = f"extern{ext}({', '.join(extern_leaves(step))})  # {step.kind} {step.op}"
+            body.append(f"{', '.join(outs)}, = {call}" if outs else call)
             ext += 1
             # a size only this call's result knows (nonzero, x[mask]): read it from the result
             for out in filter(None, step.outputs):

@@ -84,8 +84,10 @@ def _capture(
     capture = getattr(torchkiln_dynamo_capture, "capture", None)
     if capture is None:
         raise LayerUnavailable("torchkiln_dynamo_capture does not provide capture yet")
+    # passed only when asked for: a capture layer without the option (or a stand-in) still works
+    extra = {"capture_scalar_outputs": True} if options.capture_scalar_outputs else {}
     return capture(
-        fn, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=options.recompile_limit
+        fn, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=options.recompile_limit, **extra
     )
 
 

@@ -280,12 +280,20 @@ def _op(qualified: str) -> Any:
     return getattr(packet, overload[0]) if overload else packet
 
 
+def _higher_order(name: str) -> Any:
+    """The control-flow operator ``torch.ops.higher_order.<name>`` (cond, while_loop, map_impl)."""
+    return getattr(torch.ops.higher_order, name)
+
+
 class _Pickler(pickle.Pickler):
-    """Pickles operators by name: torch's OpOverload objects cannot be pickled themselves."""
+    """Pickles operators by name: torch's OpOverload and HigherOrderOperator objects cannot be
+    pickled themselves (a control-flow operator's subgraphs are GraphModules, which can)."""
 
     def reducer_override(self, obj: Any) -> Any:
         if isinstance(obj, (torch._ops.OpOverload, torch._ops.OpOverloadPacket)):
             return _op, (str(obj),)
+        if isinstance(obj, torch._ops.HigherOrderOperator):
+            return _higher_order, (obj.name(),)
         return NotImplemented
 
 

@@ -77,6 +77,9 @@ class CompileOptions:
     repro: write a standalone repro script (``repro.py``) for each graph that falls back to
         eager: into its debug-dir folder, else under ``<cache root>/repro/`` (the warning names
         it). Repro scripts themselves compile with it off.
+    capture_scalar_outputs: ``.item()`` / ``.tolist()`` become unbacked symbolic values kept in
+        the graph (TorchDynamo's ``capture_scalar_outputs``); False (the default, as in
+        TorchDynamo) breaks the graph there.
     """
 
     strict: bool = False
@@ -94,6 +97,7 @@ class CompileOptions:
     ddp_buckets: bool = True
     debug_dir: str | None = None
     repro: bool = True
+    capture_scalar_outputs: bool = False
 
     def __post_init__(self) -> None:
         if self.codegen not in CODEGENS:

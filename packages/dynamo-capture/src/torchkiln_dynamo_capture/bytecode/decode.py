@@ -32,6 +32,9 @@ class VersionTable:
     load_attr_method_flag: bool
     #: the forward spelling of each backward jump (3.11 spells the direction in conditional jumps).
     forward_jumps: tuple[tuple[str, str], ...]
+    #: SEND on an exhausted receiver replaces the receiver by the result (3.11) instead of
+    #: leaving it for the END_SEND at its target (3.12).
+    send_pops_receiver: bool = False
 
 
 _RENAMES_311 = (
@@ -69,7 +72,7 @@ def version_table(version: tuple[int, int] | None = None) -> VersionTable:
     if version == (3, 11):
         return VersionTable(for_iter_skips_end_for=False, renames=_RENAMES_311, precall=True,
                             comprehension_frames=True, load_attr_method_flag=False,
-                            forward_jumps=_FORWARD_311)
+                            forward_jumps=_FORWARD_311, send_pops_receiver=True)
     elif version == (3, 12):
         return VersionTable(for_iter_skips_end_for=True, renames=_RENAMES_312, precall=False,
                             comprehension_frames=False, load_attr_method_flag=True,

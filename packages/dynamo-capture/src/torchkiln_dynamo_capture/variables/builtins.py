@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import collections
+import contextlib
 import dataclasses
 import functools
 import inspect
+import itertools
 import math
 import operator
 import sys
@@ -34,7 +36,9 @@ from .containers import (
     TupleVariable,
 )
 from .functions import PartialVariable, SuperVariable, UserFunctionVariable
-from .symbolic import is_symbolic, sym_binary
+from .generators import NullContextVariable, contextmanager_call, is_contextmanager_function
+from .higher_order import call_higher_order, higher_order_kind
+from .symbolic import CHECKS, call_check, is_symbolic, sym_binary
 from .tensors import TensorVariable
 
 try:
@@ -104,6 +108,19 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         from .logging_calls import replay_logging_call
 
         return replay_logging_call(tx, fn, args, kwargs)
+    if _hashable(fn) and fn in CHECKS:
+        return call_check(tx, fn, args, kwargs)
+    if is_contextmanager_function(fn) and tx.out.trace_contextmanagers:  # entered by BEFORE_WITH
+        return contextmanager_call(tx, UserFunctionVariable.from_function(tx, fn, None), args, kwargs)
+    if fn is contextlib.nullcontext:
+        return NullContextVariable(args[0] if args else kwargs.get("enter_result", ConstantVariable(None)))
+    if fn is itertools.chain:
+        return IteratorVariable([i for it in args for i in tx.unpack(it)])
+    if fn is itertools.chain.from_iterable:
+        return IteratorVariable([i for it in tx.unpack(args[0]) for i in tx.unpack(it)])
+    hop = higher_order_kind(fn)
+    if hop is not None:  # torch.cond, while_loop, map: one node with traced subgraphs
+        return call_higher_order(tx, hop, args, kwargs)
     if fn is torch.utils.checkpoint.checkpoint and args:
         # activation checkpointing: the region is inlined into the graph (same values; whether
         # its activations are kept or recomputed is the partitioner's choice)
@@ -352,6 +369,10 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
         return TupleVariable([ConstantVariable(v) for v in a.value] + list(b.items))
     if isinstance(a, (ListVariable, TupleVariable)) and base is operator.mul and b.is_python_constant():
         return type(a)._new_like(a, a.items * b.as_python_constant())
+    if fn in (operator.eq, operator.ne) and isinstance(a, DataclassVariable) and isinstance(b, DataclassVariable):
+        equal = a.equals(b)
+        if equal is not None:
+            return ConstantVariable(equal if fn is operator.eq else not equal)
     if fn in (operator.eq, operator.ne):
         ra, rb = a.real_value(), b.real_value()
         if ra is not NO_REAL and rb is not NO_REAL:

@@ -309,6 +309,18 @@ def is_model_output(cls: type) -> bool:
     return any(k.__name__ == "ModelOutput" for k in cls.__mro__) and dataclasses.is_dataclass(cls)
 
 
+def _own_dunders(cls) -> set:
+    """Dunders a user wrote on ``cls`` itself rather than ones dataclasses generated (those are
+    compiled from source text by ``exec``: their code's file is ``<string>``, in 3.11 and 3.12)."""
+    own = set()
+    for name in ("__eq__",):
+        fn = cls.__dict__.get(name)
+        code = getattr(fn, "__code__", None)
+        if fn is not None and (code is None or code.co_filename != "<string>"):
+            own.add(name)
+    return own
+
+
 class DataclassVariable(VariableTracker):
     """An instance of a dataclass built during capture; rebuilt after the graph as ``cls(**fields)``.
 
@@ -323,6 +335,8 @@ class DataclassVariable(VariableTracker):
 
     @classmethod
     def create(cls, tx, klass, args, kwargs) -> DataclassVariable:
+        if any(isinstance(f.type, dataclasses.InitVar) for f in getattr(klass, "__dataclass_fields__", {}).values()):
+            raise Unsupported(f"constructing {klass.__name__}, a dataclass with InitVar fields")
         names = [f.name for f in dataclasses.fields(klass) if f.init]
         values: dict[str, Any] = {}
         for n, a in zip(names, args):
@@ -335,9 +349,36 @@ class DataclassVariable(VariableTracker):
                 values[f.name] = tx.wrap(f.default, None)
             elif f.default_factory is not dataclasses.MISSING:
                 values[f.name] = tx.wrap(f.default_factory(), None)
-            else:
+            elif f.init:
                 raise Unsupported(f"{klass.__name__}() missing field {f.name!r}")
-        return cls(klass, values)
+            # a field with init=False and no default is set by __post_init__ (or never)
+        var = cls(klass, values)
+        post_init = getattr(klass, "__post_init__", None)
+        if post_init is not None and not is_model_output(klass):
+            tx.call_function(tx.wrap(post_init, None), [var], {})
+        return var
+
+    @property
+    def rebuilt_by_init(self) -> bool:
+        """Whether ``cls(**fields)`` rebuilds it after the graph; otherwise its fields are set on a
+        bare instance (``__post_init__`` already ran here and must not run twice)."""
+        fields = dataclasses.fields(self.cls)
+        return is_model_output(self.cls) or (not hasattr(self.cls, "__post_init__") and all(f.init for f in fields)
+                                             and set(self.fields) == {f.name for f in fields})
+
+    def equals(self, other) -> bool | None:
+        """The generated ``__eq__`` on values known at capture time (None: not decidable here)."""
+        params = getattr(self.cls, "__dataclass_params__", None)
+        if params is None or not params.eq or "__eq__" in _own_dunders(self.cls):
+            return None
+        if other.cls is not self.cls:
+            return False
+        names = [f.name for f in dataclasses.fields(self.cls) if f.compare]
+        mine = [self.fields.get(n) for n in names]
+        theirs = [other.fields.get(n) for n in names]
+        if not all(v is not None and v.is_python_constant() for v in mine + theirs):
+            return None
+        return [v.as_python_constant() for v in mine] == [v.as_python_constant() for v in theirs]
 
     def python_type(self):
         return self.cls
@@ -350,6 +391,8 @@ class DataclassVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if name in self.fields:
             return self.fields[name]
+        if name == "__class__":
+            return ConstantVariable(self.cls)
         from .functions import BoundMethodVariable, wrap_class_attr
 
         if name in ("keys", "values", "items", "to_tuple", "get", "__getitem__", "__contains__"):

@@ -73,6 +73,10 @@ def set_grad_enabled(tx, mode: bool) -> VariableTracker:
 
 def enter_context(tx, ctx: VariableTracker):
     """Enter ``ctx`` symbolically; returns (exit callable, value bound by ``as``)."""
+    from .generators import GeneratorContextVariable, NullContextVariable, enter_generator_context
+
+    if isinstance(ctx, (GeneratorContextVariable, NullContextVariable)):
+        return enter_generator_context(tx, ctx)
     if isinstance(ctx, GradModeSetVariable):
         return ContextExitVariable(lambda: _set_grad(tx, ctx.prev), GRAD_EXITS[ctx.prev]), ConstantVariable(None)
     obj = ctx.real_value()
@@ -85,6 +89,9 @@ def enter_context(tx, ctx: VariableTracker):
         return ContextExitVariable(lambda: _set_grad(tx, prev), GRAD_EXITS[prev]), ConstantVariable(None)
     if isinstance(obj, contextlib.nullcontext):
         return ContextExitVariable(lambda: None, _no_exit), tx.wrap(obj.enter_result, None)
+    if isinstance(obj, contextlib.suppress):
+        # only the normal path is traced: nothing to suppress there; handed over, it is itself
+        return ContextExitVariable(lambda: None, obj.__exit__), ConstantVariable(None)
     if isinstance(obj, torch.autocast):
         from torch.amp.autocast_mode import _enter_autocast, _exit_autocast
 

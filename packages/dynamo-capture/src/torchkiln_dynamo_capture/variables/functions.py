@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import inspect
 import types
 
@@ -31,6 +32,8 @@ class UserFunctionVariable(VariableTracker):
         self.self_var = self_var
         self.source = source
         self.name = name or code.co_name
+        #: the function ``functools.wraps`` copied metadata from (a wrapper made in the frame)
+        self.wrapped = None
 
     @classmethod
     def from_function(cls, tx, fn: types.FunctionType, source=None, self_var=None, by_code=False):
@@ -44,9 +47,12 @@ class UserFunctionVariable(VariableTracker):
                    self_var=self_var, source=source, name=fn.__qualname__, by_code=by_code)
 
     def bind(self, self_var):
-        return UserFunctionVariable(self.code, self.f_globals, fn=self.fn, defaults=self.defaults, kwdefaults=self.kwdefaults,
-                                    closure=self.closure, self_var=self_var, name=self.name, by_code=self.by_code,
-                                    source=self.source if self.by_code else None)
+        bound = UserFunctionVariable(self.code, self.f_globals, fn=self.fn, defaults=self.defaults,
+                                     kwdefaults=self.kwdefaults, closure=self.closure, self_var=self_var,
+                                     name=self.name, by_code=self.by_code,
+                                     source=self.source if self.by_code else None)
+        bound.wrapped = self.wrapped
+        return bound
 
     def python_type(self):
         return types.MethodType if self.self_var is not None else types.FunctionType
@@ -60,10 +66,19 @@ class UserFunctionVariable(VariableTracker):
         return NO_REAL if owner is NO_REAL else types.MethodType(self.fn, owner)
 
     def var_getattr(self, tx, name):
+        if self.wrapped is not None and name in WRAPPER_ASSIGNED:
+            return self.wrapped if name == "__wrapped__" else tx.getattr(self.wrapped, name)
         if self.fn is not None and hasattr(self.fn, name):
             return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
         if name == "__name__":
             return ConstantVariable(self.code.co_name)
+        if name == "__qualname__":
+            return ConstantVariable(self.code.co_qualname if hasattr(self.code, "co_qualname") else self.code.co_name)
+        if name == "__module__":
+            return ConstantVariable(self.f_globals.get("__name__"))
+        if name == "__doc__":
+            doc = self.code.co_consts[0] if self.code.co_consts and isinstance(self.code.co_consts[0], str) else None
+            return ConstantVariable(doc)
         raise AttrMissing(name)
 
     def call(self, tx, args, kwargs):
@@ -73,6 +88,48 @@ class UserFunctionVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserFunctionVariable({self.name})"
+
+
+#: functools.wraps and update_wrapper (inlined they would set attributes on a function that
+#: exists only symbolically): see ``wraps_call``
+WRAPS_FUNCTIONS = (functools.wraps, functools.update_wrapper)
+#: what functools.wraps copies, plus the link it adds
+WRAPPER_ASSIGNED = frozenset({*functools.WRAPPER_ASSIGNMENTS, "__wrapped__"})
+
+
+class WrapsVariable(VariableTracker):
+    """``functools.wraps(wrapped)``: applied to a wrapper made in the frame, it records
+    ``wrapped`` on it (reads of ``__name__``, ``__doc__``, ``__wrapped__``, ... answer from it)
+    instead of running update_wrapper on an object that exists only symbolically."""
+
+    def __init__(self, wrapped: VariableTracker):
+        self.wrapped = wrapped
+
+    def call(self, tx, args, kwargs):
+        if len(args) != 1 or kwargs:
+            raise Unsupported("functools.wraps(...) applied to other than one function")
+        return apply_wraps(args[0], self.wrapped)
+
+
+def wraps_call(fn, args: list, kwargs: dict) -> VariableTracker | None:
+    """``functools.wraps(f)`` / ``functools.update_wrapper(w, f)`` over functions made in the
+    frame (None: not that call, or real functions, which update_wrapper handles when inlined)."""
+    if fn is functools.wraps and len(args) == 1 and not kwargs:
+        return WrapsVariable(args[0])
+    if fn is functools.update_wrapper and len(args) == 2 and not kwargs:
+        return apply_wraps(args[0], args[1])
+    return None
+
+
+def apply_wraps(wrapper: VariableTracker, wrapped: VariableTracker) -> VariableTracker:
+    if not isinstance(wrapper, UserFunctionVariable):
+        raise Unsupported(f"functools.wraps on a {type(wrapper).__name__}")
+    if wrapper.fn is not None and not wrapper.by_code:
+        # a function that outlives the frame: its attributes must really change
+        raise Unsupported("functools.wraps / update_wrapper on a function made outside the frame",
+                          "it runs in Python between two graphs")
+    wrapper.wrapped = wrapped
+    return wrapper
 
 
 class BoundMethodVariable(VariableTracker):
@@ -157,11 +214,29 @@ class SuperVariable(VariableTracker):
         self.cls, self.obj = cls, obj
 
     def var_getattr(self, tx, name):
+        owner = getattr(self.obj, "value", None)
+        if isinstance(self.obj, ConstantVariable) and isinstance(owner, type):
+            return self._class_getattr(tx, owner, name)
         mro = self.obj.python_type().__mro__
         start = mro.index(self.cls) + 1 if self.cls in mro else 1
         for k in mro[start:]:
             if name in k.__dict__:
                 return wrap_descriptor(tx, self.obj, k.__dict__[name], name, None)
+        raise AttrMissing(name)
+
+    def _class_getattr(self, tx, owner: type, name: str):
+        """``super()`` in a classmethod (``super(cls, cls)``): the next class in the class's own
+        MRO; a classmethod binds to the class, a function comes back unbound."""
+        mro = owner.__mro__
+        start = mro.index(self.cls) + 1 if self.cls in mro else 1
+        for k in mro[start:]:
+            if name in k.__dict__:
+                attr = k.__dict__[name]
+                if isinstance(attr, classmethod):
+                    return UserFunctionVariable.from_function(tx, attr.__func__, None, self_var=self.obj)
+                if isinstance(attr, staticmethod):
+                    return tx.wrap(attr.__func__, None)
+                return tx.wrap(attr, None)
         raise AttrMissing(name)
 
 
@@ -184,6 +259,11 @@ def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> Variab
         if attr.fget is None:
             raise AttrMissing(name)
         return tx.call_function(tx.wrap(attr.fget, None), [obj], {})
+    if isinstance(attr, functools.cached_property) and hasattr(obj, "store_attr"):
+        # computed once, then an instance attribute (reads find it before this descriptor)
+        value = tx.call_function(tx.wrap(attr.func, None), [obj], {})
+        obj.store_attr(tx, attr.attrname or name, value)
+        return value
     if isinstance(attr, types.FunctionType):
         from .builtins import _is_stdlib
 
@@ -203,6 +283,36 @@ def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> Variab
             raise Unsupported(f"descriptor {name!r}")
         return tx.wrap(getattr(real, name), source)
     return tx.wrap(attr, source)
+
+
+def class_attr(cls: type, name: str):
+    """The attribute ``name`` found on ``cls``'s MRO (not through the descriptor protocol), or None."""
+    for k in cls.__mro__:
+        if name in k.__dict__:
+            return k.__dict__[name]
+    return None
+
+
+def is_data_descriptor(attr) -> bool:
+    """A property or another descriptor with ``__set__`` (it wins over the instance dict);
+    ``__slots__`` members are plain storage here."""
+    return attr is not None and type(attr).__name__ != "member_descriptor" and (
+        isinstance(attr, property) or inspect.isdatadescriptor(attr))
+
+
+def store_through_descriptor(tx, obj: VariableTracker, cls: type, name: str, value) -> bool:
+    """``obj.name = value`` when ``cls`` has a data descriptor for ``name``: a property's setter
+    is inlined (so later reads inside the graph see what it stored); True when handled."""
+    attr = class_attr(cls, name)
+    if not is_data_descriptor(attr):
+        return False
+    if isinstance(attr, property):
+        if attr.fset is None:
+            raise Unsupported(f"setting {name!r}, a property without a setter (eager raises AttributeError)",
+                              "it runs in Python, which raises eager's error")
+        tx.call_function(tx.wrap(attr.fset, None), [obj, value], {})
+        return True
+    raise Unsupported(f"setting {name!r} through a {type(attr).__name__} descriptor")
 
 
 def wrap_class_attr(tx, obj: VariableTracker, cls: type, name: str) -> VariableTracker:

@@ -7,7 +7,7 @@ import inspect
 from .._sources import AttrSource
 from ..exc import Unsupported
 from .base import AttrMissing, ConstantVariable, DeletedVariable, VariableTracker
-from .functions import wrap_descriptor
+from .functions import class_attr, is_data_descriptor, store_through_descriptor, wrap_descriptor
 
 _MISSING = object()
 
@@ -59,6 +59,8 @@ class UserObjectVariable(VariableTracker):
         return tx.wrap(v, self._src(name))
 
     def store_attr(self, tx, name, value):
+        if store_through_descriptor(tx, self, type(self.value), name, value):
+            return
         tx.out.side_effects.store_attr(self, name, value)
 
     def call(self, tx, args, kwargs):
@@ -101,14 +103,20 @@ class NewObjectVariable(VariableTracker):
         return self.cls
 
     def var_getattr(self, tx, name):
+        if name == "__class__":
+            return ConstantVariable(self.cls)
+        attr = class_attr(self.cls, name)
+        if is_data_descriptor(attr):  # a property wins over the instance dict, as in Python
+            return wrap_descriptor(tx, self, attr, name, None)
         if name in self.attrs:
             return self.attrs[name]
-        for k in self.cls.__mro__:
-            if name in k.__dict__:
-                return wrap_descriptor(tx, self, k.__dict__[name], name, None)
+        if attr is not None or any(name in k.__dict__ for k in self.cls.__mro__):
+            return wrap_descriptor(tx, self, attr, name, None)
         raise AttrMissing(name)
 
     def store_attr(self, tx, name, value):
+        if store_through_descriptor(tx, self, self.cls, name, value):
+            return
         self.attrs[name] = value
 
     def call(self, tx, args, kwargs):

@@ -7,6 +7,12 @@ computing the size from the tensor at run time, plus the SymInt. Arithmetic on i
 every batch size. Anything else that needs a Python int (``range(n)``, a dict key, a branch)
 *specializes*: ``int(sym)`` records a guard in the ShapeEnv (``s0 == 4``), so the entry is only
 reused for that size. Comparisons are decided the same way (the ShapeEnv guards the outcome).
+
+With ``capture_scalar_outputs``, ``t.item()`` and ``t.tolist()`` give *unbacked* values (a
+SymInt, SymFloat or SymBool with no value at capture time, ``scalar_output``): arithmetic and
+comparisons on them stay in the graph, torch operations take them (``torch.full((n,), v)``, view
+sizes after ``torch._check``), and anything that needs the value now (a branch, ``int()``, a
+dict key) breaks the graph, since no guard can be written on a value the inputs do not give.
 """
 
 from __future__ import annotations
@@ -14,13 +20,19 @@ from __future__ import annotations
 import operator
 
 import torch
+from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, free_unbacked_symbols
 
+from ..exc import Unsupported
 from .base import ConstantVariable, VariableTracker
 
 #: operators that keep a size symbolic (the rest specialize)
 ARITHMETIC = frozenset({operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod,
                         operator.iadd, operator.isub, operator.imul, operator.ifloordiv, operator.imod})
 COMPARISONS = frozenset({operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge})
+#: more operators that stay symbolic when a side is unbacked (nothing to specialize to)
+UNBACKED_ARITHMETIC = ARITHMETIC | frozenset({operator.truediv, operator.itruediv, operator.pow, operator.ipow})
+_SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
+_PY_TYPE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
 
 class SymNodeVariable(VariableTracker):
@@ -32,36 +44,99 @@ class SymNodeVariable(VariableTracker):
         self.value = value
 
     def python_type(self) -> type:
-        return int
+        return _PY_TYPE.get(type(self.value), int)
+
+    @property
+    def unbacked(self) -> bool:
+        """A value read from a tensor (``.item()``): no value to specialize to at capture time."""
+        return bool(free_unbacked_symbols(self.value))
 
     # Used as a Python constant, the size specializes: int() guards it in the ShapeEnv.
     def is_python_constant(self) -> bool:
         return True
 
     def as_python_constant(self) -> int:
-        return int(self.value)
+        try:
+            return self.python_type()(self.value)
+        except GuardOnDataDependentSymNode as e:
+            raise _data_dependent("used as a Python value") from e
 
     def truth(self, tx) -> bool:
-        return bool(self.value != 0)
+        try:
+            return bool(self.value) if isinstance(self.value, torch.SymBool) else bool(self.value != 0)
+        except GuardOnDataDependentSymNode as e:
+            raise _data_dependent("branched on") from e
 
     def __repr__(self) -> str:
         return f"SymNodeVariable({self.node.name}, {self.value})"
 
 
+def _data_dependent(what: str) -> Unsupported:
+    return Unsupported(f"a value read from a tensor (.item()/.tolist()) {what}: it has no value "
+                       "at capture time", "the rest runs in Python after a graph break; "
+                       "torch.where or torch.cond keep a data-dependent choice in the graph")
+
+
 def sym_value(tx, node_fn, value) -> VariableTracker:
     """A SymNodeVariable for ``value`` when it is symbolic (``node_fn()`` makes its node), else a
     constant."""
-    if isinstance(value, torch.SymInt) and value.node.expr.free_symbols:
+    if isinstance(value, _SYM_TYPES) and value.node.expr.free_symbols:
         node = node_fn()
         node.meta["example_value"] = value
         return SymNodeVariable(node, value)
-    return ConstantVariable(int(value) if isinstance(value, torch.SymInt) else value)
+    if isinstance(value, _SYM_TYPES):
+        return ConstantVariable(_PY_TYPE[type(value)](value))
+    return ConstantVariable(value)
+
+
+def scalar_output(tx, tensor_var) -> VariableTracker:
+    """``t.item()`` under capture_scalar_outputs: an unbacked symbol of the capture's ShapeEnv
+    (``create_unbacked_symint``/``symfloat``, through the fake ``_local_scalar_dense``), computed
+    by an ``item`` node at run time."""
+    out = tx.out
+    if tensor_var.fake.numel() != 1:
+        raise Unsupported("Tensor.item() of a tensor with more than one element (eager raises)")
+    with out.fake_mode:
+        value = tensor_var.fake.item()
+    return sym_value(tx, lambda: out.graph.call_method("item", (tensor_var.node,)), value)
+
+
+#: torch's checks that teach the ShapeEnv a fact about a value (``torch._check(n >= 0)``)
+CHECKS = frozenset(f for f in (getattr(torch, "_check", None), getattr(torch, "_check_is_size", None)) if f)
+
+
+def call_check(tx, fn, args, kwargs) -> VariableTracker:
+    """``torch._check(cond)`` / ``torch._check_is_size(n)`` on a symbolic value: run now on the
+    symbolic value (the ShapeEnv records the fact, so later ops may rely on it) and kept as a
+    graph node, so the compiled code checks it at run time as eager does."""
+    if not args or not isinstance(args[0], SymNodeVariable):
+        real = [a.as_python_constant() for a in args]
+        fn(*real, **{k: v.as_python_constant() for k, v in kwargs.items()})
+        return ConstantVariable(None)
+    value, node = args[0].value, args[0].node
+    graph = tx.out.graph
+    if fn is not torch._check:  # _check_is_size(n) is deprecated for _check(n >= 0): the same fact
+        value = value >= 0
+        node = graph.call_function(operator.ge, (node, 0))
+        node.meta["example_value"] = value
+    try:
+        torch._check(value)
+    except GuardOnDataDependentSymNode as e:
+        raise _data_dependent(f"checked with {fn.__name__}") from e
+    # aten._assert_scalar, not torch._check: an ATen op make_fx keeps, so the check survives
+    # into the compiled graph (torch._check would run once while tracing and vanish)
+    check = graph.call_function(torch.ops.aten._assert_scalar.default,
+                                (node, f"Runtime assertion failed for expression {value.node.expr}"))
+    check.meta["example_value"] = None
+    return ConstantVariable(None)
 
 
 def sym_binary(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker:
     """``fn(a, b)`` where one side is symbolic and the other an int or symbolic."""
     va = a.value if isinstance(a, SymNodeVariable) else a.as_python_constant()
     vb = b.value if isinstance(b, SymNodeVariable) else b.as_python_constant()
+    if any(isinstance(v, SymNodeVariable) and v.unbacked for v in (a, b)):
+        return _unbacked_binary(tx, fn, a, b, va, vb)
     if fn in COMPARISONS:
         return ConstantVariable(bool(fn(va, vb)))  # decided now; the ShapeEnv guards the outcome
     if fn not in ARITHMETIC or not all(isinstance(v, (int, torch.SymInt)) for v in (va, vb)):
@@ -73,7 +148,33 @@ def sym_binary(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracke
     return sym_value(tx, lambda: tx.out.graph.call_function(base, (na, nb)), result)
 
 
-_BINARY = {operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
+def sym_unary(tx, fn, a: SymNodeVariable) -> VariableTracker:
+    """``-n`` / ``+n`` / ``~n`` of an unbacked value: a new symbolic value and its node."""
+    try:
+        result = fn(a.value)
+    except (GuardOnDataDependentSymNode, TypeError) as e:
+        raise _data_dependent(f"used with {getattr(fn, '__name__', fn)}") from e
+    return sym_value(tx, lambda: tx.out.graph.call_function(fn, (a.node,)), result)
+
+
+def _unbacked_binary(tx, fn, a, b, va, vb):
+    """Arithmetic and comparisons with an unbacked side: a new symbolic value and its node."""
+    if fn not in UNBACKED_ARITHMETIC and fn not in COMPARISONS:
+        raise _data_dependent(f"used with {getattr(fn, '__name__', fn)}")
+    if not all(isinstance(v, (int, float, bool, *_SYM_TYPES)) for v in (va, vb)):
+        raise _data_dependent(f"combined with a {type(va if not isinstance(va, _SYM_TYPES) else vb).__name__}")
+    try:
+        result = fn(va, vb)
+    except GuardOnDataDependentSymNode as e:
+        raise _data_dependent(f"used with {getattr(fn, '__name__', fn)}") from e
+    na = a.node if isinstance(a, SymNodeVariable) else va
+    nb = b.node if isinstance(b, SymNodeVariable) else vb
+    base = _BINARY.get(fn, fn)
+    return sym_value(tx, lambda: tx.out.graph.call_function(base, (na, nb)), result)
+
+
+_BINARY = {operator.itruediv: operator.truediv, operator.ipow: operator.pow,
+           operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
            operator.ifloordiv: operator.floordiv, operator.imod: operator.mod}
 
 

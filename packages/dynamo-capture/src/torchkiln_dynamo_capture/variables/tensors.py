@@ -9,7 +9,7 @@ import torch.fx
 
 from ..exc import Unsupported
 from .base import AttrMissing, ConstantVariable, VariableTracker
-from .symbolic import sizes_variable, sym_value
+from .symbolic import scalar_output, sizes_variable, sym_value
 
 # attributes answered from the FakeTensor's metadata (static shapes: they become constants)
 _META_ATTRS = {
@@ -64,6 +64,8 @@ class TensorVariable(VariableTracker):
         raise Unsupported(f"Tensor attribute {name!r}")
 
     def call_method(self, tx, name, args, kwargs):
+        if name in ("item", "tolist") and tx.out.scalar_outputs and not args and not kwargs:
+            return self._scalar_outputs(tx, name)
         if name in _DATA_DEPENDENT:
             raise Unsupported(f"Tensor.{name}() (its result depends on tensor data)", "keep it outside the captured function")
         if name in ("size", "numel", "nelement", "stride") and self._symbolic():
@@ -77,6 +79,24 @@ class TensorVariable(VariableTracker):
         if name == "__setitem__":
             return tx.out.call_tensor_op(tx, "call_function", operator.setitem, [self, *args], kwargs)
         return tx.out.call_tensor_op(tx, "call_method", name, [self, *args], kwargs)
+
+    def _scalar_outputs(self, tx, name):
+        """``item()`` / ``tolist()`` as unbacked symbolic values (capture_scalar_outputs)."""
+        if name == "item":
+            return scalar_output(tx, self)
+        from .containers import ListVariable
+
+        if self._symbolic():
+            raise Unsupported("Tensor.tolist() of a tensor with symbolic sizes (its length is not known)")
+
+        def build(var, dims):
+            if not dims:
+                return scalar_output(tx, var)
+            return ListVariable([build(tx.out.call_tensor_op(tx, "call_function", operator.getitem,
+                                                              [var, ConstantVariable(i)], {}), dims[1:])
+                                 for i in range(dims[0])])
+
+        return build(self, [int(d) for d in self.fake.shape])
 
     def _symbolic_meta(self, tx, name, args):
         """``size()``, ``size(d)``, ``numel()``, ``stride()`` of a tensor with symbolic sizes."""

@@ -29,6 +29,9 @@ def register_lowering(*targets: Any) -> Callable[[Callable[..., Any]], Callable[
     return wrap
 
 
-from . import copies, extern, indexing, pointwise, pooling, random, reductions, strided, view_scatter, views  # noqa: F401  (fill LOWERINGS)
+from . import (  # noqa: F401  (fill LOWERINGS)
+    control_flow, copies, extern, indexing, pointwise, pooling, random, reductions, scalars, strided,
+    view_scatter, views,
+)
 
 __all__ = ["LOWERINGS", "register_lowering"]
