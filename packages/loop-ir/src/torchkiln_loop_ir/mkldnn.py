@@ -1,0 +1,194 @@
+"""CPU convolution through oneDNN (mkldnn): channels-last activations, prepacked weights, and the
+activation after a convolution fused into the call as a oneDNN post-op.
+
+``use_mkldnn_convolutions(gm)`` is a pass over the ATen graph before lowering. Each 2-D float32
+CPU ``aten.convolution`` (not transposed) becomes ``torchkiln.mkldnn_convolution(x, w, b, ...,
+attr)``:
+
+- its input is made channels-last (an ``aten.clone`` the lowering turns into a copy kernel when
+  the producer is not channels-last already); its output is channels-last, so the pointwise
+  kernels after it and the next convolution read channels-last too (meta values are propagated
+  again, and loop-ir realizes buffers with the strides their meta value has). oneDNN's NCHW
+  path reorders both ways on every call; NHWC does not (measured ~30% faster per convolution on
+  the 2-core CPU, single thread);
+- its only consumer, when it is an activation oneDNN applies in the same pass (``relu``, and
+  ``x * sigmoid(x)``, which is SiLU decomposed), is folded in as ``attr`` ("relu", "swish");
+  every convolution left with ``attr="none"`` gets the reason in the pass's log;
+- a weight that is a graph input (a parameter, or a folded constant from aot-partition's
+  freezing) is reordered once into oneDNN's blocked format and reused while the tensor is
+  unchanged (``_packed_weight``: keyed by the tensor object, its version counter, data pointer
+  and the call's geometry; a computed weight is a new tensor each call and is not cached).
+
+Without mkldnn in the torch build (``torch.backends.mkldnn.is_available()``), or for other
+dtypes, devices, ranks and transposed convolutions, ``aten.convolution`` stays an extern call,
+with the reason in the log.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+from torch import fx
+from torch.utils.weak import WeakIdKeyDictionary
+
+aten = torch.ops.aten
+
+_LIB = torch.library.Library("torchkiln", "FRAGMENT")
+_LIB.define("mkldnn_convolution(Tensor x, Tensor weight, Tensor? bias, int[] padding, int[] stride, "
+            "int[] dilation, int groups, str attr, bool pack_weight) -> Tensor")
+
+#: weight tensor -> (key, prepacked weight); entries die with their tensor
+_PACKED: WeakIdKeyDictionary = WeakIdKeyDictionary()
+
+
+def _packed_weight(weight: torch.Tensor, padding, stride, dilation, groups, input_size) -> torch.Tensor:
+    """``weight`` in oneDNN's blocked layout for this geometry, reordered once per change of the
+    tensor (version counter, data pointer) or of the call's geometry."""
+    key = (weight._version, weight.data_ptr(), tuple(padding), tuple(stride), tuple(dilation),
+           groups, tuple(input_size))
+    hit = _PACKED.get(weight)
+    if hit is not None and hit[0] == key:
+        return hit[1]
+    packed = torch.ops.mkldnn._reorder_convolution_weight(
+        weight, list(padding), list(stride), list(dilation), groups, list(input_size))
+    _PACKED[weight] = (key, packed)
+    return packed
+
+
+def _mkldnn_convolution(x, weight, bias, padding, stride, dilation, groups, attr, pack_weight):
+    if pack_weight:
+        weight = _packed_weight(weight, padding, stride, dilation, groups, x.shape)
+    return torch.ops.mkldnn._convolution_pointwise(x, weight, bias, padding, stride, dilation,
+                                                   groups, attr, [], "")
+
+
+def _mkldnn_convolution_fake(x, weight, bias, padding, stride, dilation, groups, attr, pack_weight):
+    size = [x.shape[0], weight.shape[0]]
+    for d in range(2):
+        span = dilation[d] * (weight.shape[2 + d] - 1) + 1
+        size.append((x.shape[2 + d] + 2 * padding[d] - span) // stride[d] + 1)
+    return x.new_empty(size).contiguous(memory_format=torch.channels_last)
+
+
+_LIB.impl("mkldnn_convolution", _mkldnn_convolution, "CPU")
+torch.library.register_fake("torchkiln::mkldnn_convolution", _mkldnn_convolution_fake, lib=_LIB)
+
+MKLDNN_CONVOLUTION = torch.ops.torchkiln.mkldnn_convolution.default
+
+
+def mkldnn_available() -> bool:
+    return bool(torch.backends.mkldnn.is_available())
+
+
+def _val(node: Any) -> Any:
+    return node.meta.get("val") if isinstance(node, fx.Node) else None
+
+
+def _why_not(node: fx.Node) -> str | None:
+    """Why this convolution stays ``aten.convolution``, or None when oneDNN takes it."""
+    x, w, _b, _stride, _padding, _dilation, transposed, _op, _groups = node.args
+    y, xv, wv = _val(node), _val(x), _val(w)
+    if not mkldnn_available():
+        return "torch was built without mkldnn"
+    if transposed:
+        return "transposed convolution"
+    if not all(isinstance(v, torch.Tensor) for v in (y, xv, wv)):
+        return "no tensor meta value"
+    if y.dim() != 4:
+        return f"{y.dim() - 2}-D convolution (2-D only)"
+    if y.device.type != "cpu" or y.dtype != torch.float32 or wv.dtype != torch.float32:
+        return f"{y.dtype} on {y.device.type} (float32 on the CPU only)"
+    if any(not isinstance(s, int) for s in (*xv.shape, *wv.shape)):
+        return "symbolic sizes"
+    return None
+
+
+def _activation(node: fx.Node) -> tuple[str, list[fx.Node], str]:
+    """(oneDNN post-op, the nodes it replaces, reason when none) for the consumers of ``node``."""
+    users = list(node.users)
+    if len(users) == 1 and users[0].target is aten.relu.default:
+        return "relu", users, ""
+    if len(users) == 2:
+        sig = next((u for u in users if u.target is aten.sigmoid.default), None)
+        mul = next((u for u in users if u.target is aten.mul.Tensor), None)
+        if (sig is not None and mul is not None and len(sig.users) == 1 and mul in sig.users
+                and set(mul.args) == {node, sig}):
+            return "swish", [sig, mul], ""
+    if not users:
+        return "none", [], "no consumer"
+    if len(users) > 1:
+        return "none", [], f"its output has {len(users)} consumers (an activation is fused only into a sole consumer)"
+    return "none", [], (f"its consumer {users[0].target} is not an activation oneDNN applies in the "
+                        "convolution (relu, silu)")
+
+
+def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ...]]:
+    """A copy of ``gm`` whose CPU convolutions go through oneDNN, and the log of decisions (one
+    line per convolution: what it became, or why not)."""
+    convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
+    if not convs:
+        return gm, ()
+    graph = fx.Graph()
+    copies: dict[fx.Node, fx.Node] = {}
+    graph.output(graph.graph_copy(gm.graph, copies))
+    new_gm = fx.GraphModule(gm, graph)
+    log: list[str] = []
+    placeholders = {n for n in graph.nodes if n.op == "placeholder"}
+    changed = False
+    for conv in [copies[c] for c in convs]:
+        reason = _why_not(conv)
+        if reason is not None:
+            log.append(f"{conv.name}: aten.convolution kept ({reason})")
+            continue
+        x, w, b, stride, padding, dilation, _transposed, _op, groups = conv.args
+        attr, replaced, why = _activation(conv)
+        with graph.inserting_before(conv):
+            if not _val(x).is_contiguous(memory_format=torch.channels_last):
+                x = graph.call_function(aten.clone.default, (x,),
+                                        {"memory_format": torch.channels_last})
+                _fake_meta(x)
+            new = graph.call_function(MKLDNN_CONVOLUTION, (
+                x, w, b, list(padding), list(stride), list(dilation), groups, attr, w in placeholders))
+            _fake_meta(new)
+        last = replaced[-1] if replaced else conv
+        last.replace_all_uses_with(new)
+        for n in reversed([conv, *replaced]):
+            if not n.users:
+                graph.erase_node(n)
+        changed = True
+        fused = f" with {attr} fused" if attr != "none" else f"; activation not fused: {why}"
+        log.append(f"{conv.name}: oneDNN convolution, channels-last{fused}")
+    if not changed:
+        return gm, tuple(log)
+    graph.lint()
+    _propagate_meta(new_gm)
+    new_gm.recompile()
+    return new_gm, tuple(log)
+
+
+def _fake_meta(node: fx.Node) -> None:
+    """meta['val'] of a node this pass made, from its inputs' (a later convolution reads it)."""
+    mode = next(v.fake_mode for a in node.all_input_nodes if hasattr(v := _val(a), "fake_mode"))
+    args, kwargs = torch.utils._pytree.tree_map(
+        lambda a: _val(a) if isinstance(a, fx.Node) else a, (node.args, node.kwargs))
+    with mode:
+        node.meta["val"] = node.target(*args, **kwargs)
+
+
+def _propagate_meta(gm: fx.GraphModule) -> None:
+    """Recompute every node's meta['val'] from the placeholders' (strides changed downstream of
+    the convolutions: channels-last now flows through the pointwise ops)."""
+    mode = next(v.fake_mode for n in gm.graph.nodes
+                if (v := _val(n)) is not None and hasattr(v, "fake_mode"))
+    env: dict[fx.Node, Any] = {}
+    with mode:
+        for n in gm.graph.nodes:
+            if n.op == "placeholder":
+                env[n] = _val(n)
+            elif n.op == "call_function":
+                args, kwargs = torch.utils._pytree.tree_map(
+                    lambda a: env[a] if isinstance(a, fx.Node) else a, (n.args, n.kwargs))
+                env[n] = n.target(*args, **kwargs) if n.target is not operator.getitem else args[0][args[1]]
+                n.meta["val"] = env[n]
