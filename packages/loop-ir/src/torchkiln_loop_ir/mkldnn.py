@@ -38,6 +38,8 @@ aten = torch.ops.aten
 _LIB = torch.library.Library("torchkiln", "FRAGMENT")
 _LIB.define("mkldnn_convolution(Tensor x, Tensor weight, Tensor? bias, int[] padding, int[] stride, "
             "int[] dilation, int groups, str attr, bool pack_weight) -> Tensor")
+_LIB.define("mkldnn_convolution_add(Tensor x, Tensor other, Tensor weight, Tensor? bias, int[] padding, "
+            "int[] stride, int[] dilation, int groups, str attr, bool pack_weight) -> Tensor")
 
 #: weight tensor -> (key, prepacked weight); entries die with their tensor
 _PACKED: WeakIdKeyDictionary = WeakIdKeyDictionary()
@@ -72,10 +74,29 @@ def _mkldnn_convolution_fake(x, weight, bias, padding, stride, dilation, groups,
     return x.new_empty(size).contiguous(memory_format=torch.channels_last)
 
 
+def _mkldnn_convolution_add(x, other, weight, bias, padding, stride, dilation, groups, attr,
+                            pack_weight):
+    """``attr(convolution(x) + other)``: the residual add as oneDNN's binary post-op."""
+    if pack_weight:
+        weight = _packed_weight(weight, padding, stride, dilation, groups, x.shape)
+    return torch.ops.mkldnn._convolution_pointwise.binary(
+        x, other, weight, bias, padding, stride, dilation, groups, "add", None,
+        None if attr == "none" else attr, [], None)
+
+
+def _mkldnn_convolution_add_fake(x, other, weight, bias, padding, stride, dilation, groups, attr,
+                                 pack_weight):
+    return _mkldnn_convolution_fake(x, weight, bias, padding, stride, dilation, groups, attr,
+                                    pack_weight)
+
+
 _LIB.impl("mkldnn_convolution", _mkldnn_convolution, "CPU")
 torch.library.register_fake("torchkiln::mkldnn_convolution", _mkldnn_convolution_fake, lib=_LIB)
+_LIB.impl("mkldnn_convolution_add", _mkldnn_convolution_add, "CPU")
+torch.library.register_fake("torchkiln::mkldnn_convolution_add", _mkldnn_convolution_add_fake, lib=_LIB)
 
 MKLDNN_CONVOLUTION = torch.ops.torchkiln.mkldnn_convolution.default
+MKLDNN_CONVOLUTION_ADD = torch.ops.torchkiln.mkldnn_convolution_add.default
 
 
 def mkldnn_available() -> bool:
@@ -103,6 +124,25 @@ def _why_not(node: fx.Node) -> str | None:
     if any(not isinstance(s, int) for s in (*xv.shape, *wv.shape)):
         return "symbolic sizes"
     return None
+
+
+def _residual(node: fx.Node) -> tuple[fx.Node | None, str, list[fx.Node]]:
+    """(the other operand, activation after the add, replaced nodes) when the sole consumer of
+    ``node`` adds a tensor of its own shape and dtype (a residual connection), else (None, ...)."""
+    users = list(node.users)
+    if len(users) != 1 or users[0].target is not aten.add.Tensor or users[0].kwargs:
+        return None, "none", []
+    add = users[0]
+    others = [a for a in add.args if a is not node]
+    if len(others) != 1 or not isinstance(others[0], fx.Node):
+        return None, "none", []
+    other, y = _val(others[0]), _val(node)
+    if not isinstance(other, torch.Tensor) or other.shape != y.shape or other.dtype != y.dtype:
+        return None, "none", []
+    after = list(add.users)
+    if len(after) == 1 and after[0].target is aten.relu.default:
+        return others[0], "relu", [add, after[0]]
+    return others[0], "none", [add]
 
 
 def _activation(node: fx.Node) -> tuple[str, list[fx.Node], str]:
@@ -143,14 +183,23 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
             log.append(f"{conv.name}: aten.convolution kept ({reason})")
             continue
         x, w, b, stride, padding, dilation, _transposed, _op, groups = conv.args
-        attr, replaced, why = _activation(conv)
-        with graph.inserting_before(conv):
+        geometry = (list(padding), list(stride), list(dilation), groups)
+        other, attr, replaced = _residual(conv)
+        why = ""
+        if other is None:
+            attr, replaced, why = _activation(conv)
+        # after the last input the new call reads: the residual operand may come after conv
+        with graph.inserting_before(replaced[0] if replaced else conv):
             if not _val(x).is_contiguous(memory_format=torch.channels_last):
                 x = graph.call_function(aten.clone.default, (x,),
                                         {"memory_format": torch.channels_last})
                 _fake_meta(x)
-            new = graph.call_function(MKLDNN_CONVOLUTION, (
-                x, w, b, list(padding), list(stride), list(dilation), groups, attr, w in placeholders))
+            if other is not None:
+                new = graph.call_function(MKLDNN_CONVOLUTION_ADD, (
+                    x, other, w, b, *geometry, attr, w in placeholders))
+            else:
+                new = graph.call_function(MKLDNN_CONVOLUTION, (
+                    x, w, b, *geometry, attr, w in placeholders))
             _fake_meta(new)
         last = replaced[-1] if replaced else conv
         last.replace_all_uses_with(new)
@@ -158,7 +207,10 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
             if not n.users:
                 graph.erase_node(n)
         changed = True
-        fused = f" with {attr} fused" if attr != "none" else f"; activation not fused: {why}"
+        if other is not None:
+            fused = " with the residual add" + (f" and {attr}" if attr != "none" else "") + " fused"
+        else:
+            fused = f" with {attr} fused" if attr != "none" else f"; activation not fused: {why}"
         log.append(f"{conv.name}: oneDNN convolution, channels-last{fused}")
     if not changed:
         return gm, tuple(log)
