@@ -99,6 +99,12 @@ MKLDNN_CONVOLUTION = torch.ops.torchkiln.mkldnn_convolution.default
 MKLDNN_CONVOLUTION_ADD = torch.ops.torchkiln.mkldnn_convolution_add.default
 
 
+#: ops whose result depends on memory order, not only on the logical values of their input
+_STORAGE_OPS = {aten.as_strided.default, aten.as_strided_copy.default}
+#: views that a new layout can make impossible without a copy: their meta is a reshape's
+_RESHAPES = {aten.view.default: aten.reshape.default, aten._unsafe_view.default: aten.reshape.default}
+
+
 def mkldnn_available() -> bool:
     return bool(torch.backends.mkldnn.is_available())
 
@@ -170,6 +176,10 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
     convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
     if not convs:
         return gm, ()
+    if any(n.target in _STORAGE_OPS for n in gm.graph.nodes):
+        # as_strided reads memory order, which channels-last would change under it
+        return gm, tuple(f"{c.name}: aten.convolution kept (the graph has an as_strided view, "
+                         "whose values depend on the memory layout)" for c in convs)
     graph = fx.Graph()
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, copies))
@@ -228,10 +238,37 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
         log.append(f"{conv.name}: oneDNN convolution, channels-last{fused}")
     if not changed:
         return gm, tuple(log)
-    graph.lint()
+    output = next(n for n in graph.nodes if n.op == "output")
+    before = [_val(o) for o in output.args[0]]
     _propagate_meta(new_gm)
+    if not _keep_output_layouts(graph, output, before):
+        return gm, tuple(f"{c.name}: aten.convolution kept (a graph output that is not contiguous "
+                         "would change layout)" for c in convs)
+    graph.lint()
     new_gm.recompile()
     return new_gm, tuple(log)
+
+
+def _keep_output_layouts(graph: fx.Graph, output: fx.Node, before: list[Any]) -> bool:
+    """Give every graph output the strides it had before the pass (the caller, or a backward
+    graph reading saved activations, was traced with them): a contiguous output that became
+    channels-last is copied back; False when a non-contiguous one changed (pass abandoned)."""
+    outs = list(output.args[0])
+    for i, (node, old) in enumerate(zip(outs, before)):
+        new = _val(node)
+        if not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor):
+            continue
+        if new.stride() == old.stride() or old.numel() <= 1:
+            continue
+        if not old.is_contiguous():
+            return False
+        with graph.inserting_before(output):
+            copy = graph.call_function(aten.clone.default, (node,),
+                                       {"memory_format": torch.contiguous_format})
+            _fake_meta(copy)
+        outs[i] = copy
+    output.args = (tuple(outs),)
+    return True
 
 
 def _fake_meta(node: fx.Node) -> None:
@@ -256,5 +293,8 @@ def _propagate_meta(gm: fx.GraphModule) -> None:
             elif n.op == "call_function":
                 args, kwargs = torch.utils._pytree.tree_map(
                     lambda a: env[a] if isinstance(a, fx.Node) else a, (n.args, n.kwargs))
-                env[n] = n.target(*args, **kwargs) if n.target is not operator.getitem else args[0][args[1]]
+                if n.target is operator.getitem:
+                    env[n] = args[0][args[1]]
+                else:  # loop-ir lowers a view it cannot restride as a reshape (a copy)
+                    env[n] = _RESHAPES.get(n.target, n.target)(*args, **kwargs)
                 n.meta["val"] = env[n]

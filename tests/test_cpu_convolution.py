@@ -1,0 +1,175 @@
+"""Convolution nets on the CPU end to end (torchkiln.compile, C++ code generator): batch norm
+folded at inference, convolutions through oneDNN with fused activations and residual adds;
+equal to eager in eval/no_grad, in train mode, and after the parameters change."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+import torchkiln
+import torchkiln_loop_ir
+from torchkiln_loop_ir.mkldnn import mkldnn_available, use_mkldnn_convolutions
+
+needs_mkldnn = pytest.mark.skipif(not mkldnn_available(), reason="torch built without mkldnn")
+
+
+class Block(nn.Module):
+    def __init__(self, c, act):
+        super().__init__()
+        self.act = act
+        self.conv1 = nn.Conv2d(c, c, 3, padding=1, bias=False)
+        self.bn1 = nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1)
+        self.bn2 = nn.BatchNorm2d(c)
+        self.proj = nn.Conv2d(c, c, 1)
+
+    def forward(self, x):
+        y = self.act(self.bn1(self.conv1(x)))
+        return self.act(self.bn2(self.conv2(y)) + self.proj(x))
+
+
+class Net(nn.Module):
+    def __init__(self, act=F.relu):
+        super().__init__()
+        self.stem = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8))
+        self.act = act
+        self.block = Block(8, act)
+        self.dw = nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8)
+        self.fc = nn.Linear(8, 5)
+        with torch.no_grad():
+            for m in self.modules():
+                if isinstance(m, nn.BatchNorm2d):
+                    m.running_mean.uniform_(-1, 1)
+                    m.running_var.uniform_(0.5, 2)
+                    m.weight.uniform_(0.5, 1.5)
+                    m.bias.uniform_(-1, 1)
+
+    def forward(self, x):
+        x = F.max_pool2d(self.act(self.stem(x)), 2)
+        x = F.avg_pool2d(self.dw(self.block(x)), 2)
+        return self.fc(x.flatten(1).mean(1, keepdim=True).expand(-1, 8))
+
+
+def _twin(model):
+    other = Net(model.act)
+    other.load_state_dict(model.state_dict())
+    return other.train(model.training)
+
+
+def _compile(model, **loop_ir):
+    return torchkiln.compile(model, options={"strict": True, "graph_cache": False,
+                                             "loop_ir": loop_ir})
+
+
+@pytest.mark.parametrize("act", [F.relu, F.silu], ids=["relu", "silu"])
+def test_eval_no_grad_matches_eager(act):
+    model = Net(act).eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        for _ in range(3):
+            x = torch.randn(2, 3, 16, 16)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+
+
+def test_train_mode_matches_eager_and_updates_running_stats():
+    model = Net().train()
+    eager = _twin(model)
+    compiled = _compile(model)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(4, 3, 16, 16)
+            torch.testing.assert_close(compiled(x), eager(x), rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(model.block.bn2.running_mean, eager.block.bn2.running_mean)
+    torch.testing.assert_close(model.stem[1].running_var, eager.stem[1].running_var)
+
+
+def test_training_step_gradients_match_eager():
+    model = Net().eval()
+    eager = _twin(model)
+    compiled = _compile(model)
+    x = torch.randn(2, 3, 16, 16)
+    compiled(x).square().sum().backward()
+    eager(x).square().sum().backward()
+    torch.testing.assert_close(model.block.conv1.weight.grad, eager.block.conv1.weight.grad,
+                               rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("how", ["in_place", "load_state_dict"])
+def test_parameter_mutation_after_first_call(how):
+    model = Net().eval()
+    compiled = _compile(model)
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+        if how == "in_place":
+            model.block.conv2.weight.mul_(-2.0)
+            model.block.bn2.running_mean.add_(0.5)
+        else:
+            model.load_state_dict(Net().state_dict())
+        x2 = torch.randn(2, 3, 16, 16)
+        torch.testing.assert_close(compiled(x2), model(x2), rtol=1e-4, atol=1e-5)
+    assert torchkiln.report(compiled).num_graphs == 1
+
+
+def test_without_mkldnn_path_matches_eager():
+    model = Net(F.silu).eval()
+    compiled = _compile(model, mkldnn_convolution=False)
+    with torch.no_grad():
+        x = torch.randn(2, 3, 16, 16)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    externs = torchkiln.report(compiled).graphs[0].extern_calls
+    assert "aten.convolution" in externs and not any("mkldnn" in e for e in externs)
+
+
+@needs_mkldnn
+def test_epilogue_decisions_are_logged():
+    model = Net(F.silu).eval()
+    seen = []
+    real = torchkiln_loop_ir.compile_graph
+
+    def spy(*args, **kwargs):
+        cg = real(*args, **kwargs)
+        seen.append(cg.convolution_log)
+        return cg
+
+    import torchkiln.pipeline as pipeline
+
+    compiled = _compile(model)
+    original = pipeline.torchkiln_loop_ir.compile_graph
+    pipeline.torchkiln_loop_ir.compile_graph = spy
+    try:
+        with torch.no_grad():
+            x = torch.randn(2, 3, 16, 16)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    finally:
+        pipeline.torchkiln_loop_ir.compile_graph = original
+    log = "\n".join(seen[0])
+    assert "with swish fused" in log  # conv1 -> bn folded -> silu
+    assert "with the residual add" in log  # conv2 + proj(x)
+    assert "1x1 kernel" in log  # proj stays ATen's
+    assert "activation not fused" in log  # the depthwise convolution feeds avg_pool2d
+    externs = torchkiln.report(compiled).graphs[0].extern_calls
+    assert any("mkldnn_convolution" in e for e in externs)
+
+
+@needs_mkldnn
+def test_pass_keeps_unsupported_convolutions():
+    class M(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.up = nn.ConvTranspose2d(4, 4, 2, stride=2)
+            self.c1 = nn.Conv1d(4, 4, 3)
+
+        def forward(self, x):
+            y = self.up(x)
+            return self.c1(y.flatten(2)[..., :10]).relu()
+
+    model = M().eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        x = torch.randn(1, 4, 4, 4)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    assert callable(use_mkldnn_convolutions)
