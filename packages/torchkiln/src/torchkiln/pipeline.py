@@ -141,6 +141,7 @@ def _summary(
         cudagraphs=cudagraphs,
         phases=phases,
         cache=cache,
+        convolutions=[line for g in graphs for line in getattr(g, "convolution_log", ())],
     )
 
 

@@ -26,6 +26,9 @@ class GraphReport:
         at the first backward call adds its phases then (compile_seconds is the forward's).
     cache: the graph cache's verdict: "hit", "miss", "corrupt: <why>" (compiled again),
         "off: <why>" (not cached), or "" (before any verdict).
+    convolutions: one line per convolution of the compiled graphs: how it runs (oneDNN with the
+        activation or residual add fused, a matrix multiply, ATen's) and why an epilogue was not
+        fused (loop-ir's ``CompiledGraph.convolution_log``; empty for a graph from the cache).
     """
 
     index: int
@@ -39,6 +42,7 @@ class GraphReport:
     cudagraphs: str = ""  # "" when not asked; "on" or the reason it was skipped
     phases: dict[str, float] = field(default_factory=dict)
     cache: str = ""
+    convolutions: list[str] = field(default_factory=list)
 
 
 @dataclass(frozen=True)
