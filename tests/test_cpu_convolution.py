@@ -157,3 +157,33 @@ def test_pass_keeps_unsupported_convolutions():
         x = torch.randn(1, 4, 4, 4)
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
     assert callable(use_mkldnn_convolutions)
+
+
+_CACHED_RUN = """
+import sys, torch, torchkiln
+sys.path.insert(0, {tests!r})
+from test_cpu_convolution import Net
+torch.manual_seed(0)
+model = Net().eval()
+compiled = torchkiln.compile(model, options={{"strict": True}})
+with torch.no_grad():
+    x = torch.randn(2, 3, 16, 16)
+    torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    model.block.conv1.weight.mul_(0.5)
+    torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+print(torchkiln.report(compiled).graphs[0].cache)
+"""
+
+
+def test_graph_cache_keeps_folding_and_onednn_calls(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "TORCHKILN_CACHE_DIR": str(tmp_path)}
+    code = _CACHED_RUN.format(tests=str(Path(__file__).parent))
+    verdicts = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                               text=True, check=True).stdout.strip().splitlines()[-1]
+                for _ in range(2)]
+    assert verdicts == ["miss", "hit"]
