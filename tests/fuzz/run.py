@@ -67,10 +67,10 @@ def main(argv: list[str] | None = None) -> int:
         print(f"interrupted after {done} programs", flush=True)
     n = done
     print(f"\n{n} programs, seeds {args.seed}..{args.seed + n - 1}, {time.time() - start:.0f}s")
-    for kind in ("ok", "wrong", "no-error", "crash", "unstable", "fallback", "error-replay", "op-fallback",
-                 "harness"):
+    for kind in ("ok", "wrong", "no-error", "crash", "unstable", "undefined", "fallback", "error-replay",
+                 "op-fallback", "harness"):
         print(f"  {kind:12s} {counts[kind]:6d}  ({100 * counts[kind] / max(n, 1):.2f}%)")
-    for kind in ("wrong", "no-error", "crash", "fallback", "error-replay", "unstable", "harness"):
+    for kind in ("wrong", "no-error", "crash", "fallback", "error-replay", "unstable", "undefined", "harness"):
         if seeds[kind]:
             print(f"  {kind} seeds: {' '.join(map(str, seeds[kind]))}")
     if reasons:

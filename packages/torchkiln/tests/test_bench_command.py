@@ -214,3 +214,17 @@ def test_full_size_suites_carry_their_batch() -> None:
     full = {s.name: s for s in suites.load_suite("hf", "full")}
     assert full["bert"].batch == 16 and full["llama"].batch == 8
     assert all(s.batch is None for s in suites.load_suite("hf", "small"))
+
+
+def test_plot_without_matplotlib_stops_before_the_run(monkeypatch, capsys) -> None:
+    import importlib.util
+
+    from torchkiln.bench import cli
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    ran = []
+    monkeypatch.setattr(runner, "run_models", lambda *a, **k: ran.append(1) or [])
+    assert cli.main(["bench", "--plot", "out.png", "--no-peer"]) == 2
+    assert "--plot needs matplotlib" in capsys.readouterr().err and not ran

@@ -13,7 +13,7 @@ import torchkiln
 import torchkiln_aot_partition
 import torchkiln_dynamo_capture
 from torchkiln.options import CompileOptions
-from torchkiln.pipeline import _guard_calls
+from torchkiln.pipeline import _guard_calls, _Where
 from torchkiln.report import ReportRecorder
 
 
@@ -51,7 +51,7 @@ def test_a_graph_failing_after_writing_back_is_not_replayed():
     applied = torchkiln_aot_partition.MutationAppliedError("writing back failed part way")
     compiled = _Counted(gm, applied)
     recorder = ReportRecorder()
-    run = _guard_calls(compiled, gm, 0, 3, CompileOptions(), recorder)
+    run = _guard_calls(compiled, gm, _Where("f", 0, 3, None), CompileOptions(), recorder)
     a = torch.zeros(3)
     with pytest.warns(UserWarning, match="running the compiled graph"):
         with pytest.raises(torchkiln.FailedAfterEffects, match="not re-run eagerly") as info:
@@ -67,7 +67,7 @@ def test_a_user_error_raises_as_eager_and_keeps_the_compiled_graph():
     gm = _graph(_index)
     compiled = _Counted(gm)
     recorder = ReportRecorder()
-    run = _guard_calls(compiled, gm, 0, 3, CompileOptions(), recorder)
+    run = _guard_calls(compiled, gm, _Where("f", 0, 3, None), CompileOptions(), recorder)
     x = torch.randn(3)
     with warnings.catch_warnings():
         warnings.simplefilter("error")
@@ -84,7 +84,7 @@ def test_a_user_error_raises_as_eager_and_keeps_the_compiled_graph():
 def test_an_internal_graph_error_runs_the_graph_eagerly_once():
     gm = _graph(_index)
     compiled = _Counted(gm, RuntimeError("kernel crashed"))
-    run = _guard_calls(compiled, gm, 0, 3, CompileOptions(), ReportRecorder())
+    run = _guard_calls(compiled, gm, _Where("f", 0, 3, None), CompileOptions(), ReportRecorder())
     x = torch.randn(3)
     with pytest.warns(UserWarning, match="kernel crashed"):
         torch.testing.assert_close(run(x, 2), _index(x, 2))

@@ -61,3 +61,46 @@ def test_cpu_timer_measures_wall_time() -> None:
     assert 9.0 <= ms < 200.0
     seconds, value = timer.wall(lambda: 42)
     assert value == 42 and 0 <= seconds < 0.1 and not math.isnan(seconds)
+
+
+def test_spread_quartiles_and_noise_on_known_timings() -> None:
+    quiet = timing.spread([10.0, 10.2, 9.9, 10.1, 10.0])
+    assert (quiet.low, quiet.median, quiet.high) == (9.9, 10.0, 10.2)
+    assert (quiet.q1, quiet.q3) == (10.0, 10.1)
+    assert quiet.relative_iqr == pytest.approx(0.01)
+    assert not quiet.noisy()
+    loud = timing.spread([10.0, 14.0, 8.0, 12.0, 9.0])  # q1 9, q3 12: 30% of the median 10
+    assert loud.relative_iqr == pytest.approx(0.3)
+    assert loud.noisy() and not loud.noisy(threshold=0.5)
+    assert timing.spread([3.0]).relative_iqr == 0.0
+    with pytest.raises(ValueError):
+        timing.spread([])
+
+
+def test_the_table_shows_spreads_fits_the_width_and_warns_on_noise() -> None:
+    import dataclasses
+
+    from torchkiln.bench import table
+    from torchkiln.bench.runner import Row
+
+    quiet = dataclasses.asdict(timing.spread([1.0, 1.01, 0.99, 1.0]))
+    loud = dataclasses.asdict(timing.spread([2.0, 3.0, 1.0, 2.5, 1.5]))
+    rows = [
+        Row("calm", "zoo", "cpu", "float32", 1, eager_ms=1.0, torchkiln_ms=1.0, speedup=1.0,
+            accuracy="pass", spreads={"eager": quiet, "torchkiln": quiet}),
+        Row("jumpy", "zoo", "cpu", "float32", 1, eager_ms=2.0, torchkiln_ms=1.0, speedup=2.0,
+            accuracy="pass", spreads={"eager": loud, "torchkiln": quiet}),
+    ]
+    for width in (60, 80, 100, 140):
+        text = table.render(rows, width=width)
+        lines = text.splitlines()
+        assert max(len(line) for line in lines) <= width
+        # nothing cropped: every line of the table ends on its right border, every column shown
+        body = [line.rstrip() for line in lines if line[:1] in "┏┃┡│├└"]
+        assert body and all(line[-1] in "┓┃┩│┤┘" for line in body), text
+        assert sum("pass" in line for line in body) == 2, text
+        flat = " ".join(text.split())  # rich wraps the lines under the table at spaces
+        assert "warning: 1 timing(s) marked ! disagree" in flat and "jumpy eager (50%)" in flat
+    wide = table.render(rows, width=240)
+    assert "2.000 (1-3)!" in wide and "1.000 (0.99-1.01)" in wide
+    assert "warning" not in table.render(rows[:1], width=240)

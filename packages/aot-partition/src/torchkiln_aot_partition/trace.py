@@ -10,7 +10,6 @@ become extra outputs holding the inputs' new values, which the runtime copies ba
 from __future__ import annotations
 
 import contextlib
-import operator
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
@@ -298,7 +297,3 @@ def functional_graph(gm: fx.GraphModule, example_inputs: Sequence[torch.Tensor],
     fg.gm.meta["num_user_outputs"] = fg.num_user_outputs
     fg.gm.meta["constant_outputs"] = lifted.constant_outputs
     return fg, lifted
-
-
-def is_getitem(node: fx.Node) -> bool:
-    return node.op == "call_function" and node.target is operator.getitem

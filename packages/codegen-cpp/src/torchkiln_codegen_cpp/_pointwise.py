@@ -1,7 +1,8 @@
 """C++ templates of the pointwise ops: ``{0}``, ``{1}``, ``{2}`` are operands, ``{T}`` the compute
 type of the first operand. Each entry is (float template, integer template, result kind), where
-result kind is "same" (the first operand's dtype), "bool", or "second" (``where``: the dtype of
-the second operand)."""
+result kind is the op's ``dtype_rule`` in loop-ir's op table (``OP_SPECS``): "same" (the first
+operand's dtype), "bool", or "second" (``where``: the dtype of the second operand); the
+repository's tests/test_ops_contract.py checks they agree."""
 
 from __future__ import annotations
 

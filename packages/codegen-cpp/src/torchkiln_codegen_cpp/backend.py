@@ -109,9 +109,7 @@ class CppBackend:
     name = "cpp"
     device_type = "cpu"
     # Several reduction stages per kernel: each "loop" stage is its own r-loop inside the x-loop.
-    capabilities = BackendCapabilities(
-        reduction_broadcast_reduction=True, max_reduction_stages=8, indirect_store_atomic_add=True
-    )
+    capabilities = BackendCapabilities(reduction_broadcast_reduction=True, max_reduction_stages=8)
 
     def __init__(self, options: CppOptions | None = None):
         self.options = options or CppOptions()

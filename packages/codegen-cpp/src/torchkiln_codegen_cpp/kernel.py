@@ -23,6 +23,7 @@ from typing import Any
 import sympy
 import torch
 from torchkiln_loop_ir.backend import KernelSpec
+from torchkiln_loop_ir.handlers import DefaultHandler
 from torchkiln_loop_ir.indexing import index_symbol
 from torchkiln_loop_ir.ops import set_ops_handler
 
@@ -83,15 +84,17 @@ class _State:
     counter: int = 0
     reports_status: bool = False  # the kernel takes a status word (see _status.py)
     has_atomic: bool = False
-    uses_rindex: bool = False
 
 
-class CppOpsHandler:
+class CppOpsHandler(DefaultHandler):
     """The ``ops`` handler that turns one kernel's bodies into C++ statements.
 
     Install it with ``set_ops_handler`` and call the bodies; ``kernel_source`` does this for a
-    whole ``KernelSpec``. Implements every op listed in ``torchkiln_loop_ir.ops``.
+    whole ``KernelSpec``. Implements every op listed in ``torchkiln_loop_ir.ops``: the pointwise
+    ones from the ``POINTWISE`` templates (in ``default``), the others as methods.
     """
+
+    default_ops = frozenset(POINTWISE)
 
     def __init__(self, kernel: KernelSpec, options: CppOptions | None = None):
         self.kernel = kernel
@@ -493,16 +496,17 @@ class CppOpsHandler:
         return print_index(sympy.expand(flat))
 
     # ---- pointwise -----------------------------------------------------------------------------
-    def __getattr__(self, name: str) -> Any:
-        if name not in POINTWISE:
-            if name.startswith("_"):
-                raise AttributeError(name)
+    def default(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CppValue:
+        if name not in POINTWISE or kwargs:
             raise UnsupportedOp(f"the C++ backend has no op {name!r} (see torchkiln_loop_ir.ops)")
+        return self._pointwise(name, args)
 
-        def op(*args: Any) -> CppValue:
-            return self._pointwise(name, args)
-
-        return op
+    def __getattr__(self, name: str) -> Any:
+        # only reached for names that are no op of the table (a body's typo): a typed error
+        # that is also an AttributeError, so ``hasattr`` answers False
+        if name.startswith("_"):
+            raise AttributeError(name)
+        raise UnsupportedOp(f"the C++ backend has no op {name!r} (see torchkiln_loop_ir.ops)")
 
     def _pointwise(self, name: str, args: Sequence[Any]) -> CppValue:
         float_t, int_t, kind = POINTWISE[name]

@@ -25,9 +25,6 @@ DTYPES: dict[torch.dtype, tuple[str, str]] = {
     torch.bool: ("bool", "bool"),
 }
 
-# Narrow integers promote to int in C++ arithmetic; results are cast back to wrap like torch.
-NARROW_INTS = frozenset({torch.int8, torch.int16, torch.uint8})
-
 
 def storage_type(dtype: torch.dtype) -> str:
     try:

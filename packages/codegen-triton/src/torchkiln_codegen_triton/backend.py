@@ -21,8 +21,7 @@ class TritonBackend:
 
     name = "triton"
     device_type = "cuda"
-    capabilities = BackendCapabilities(reduction_broadcast_reduction=True, max_reduction_stages=8,
-                                       indirect_store_atomic_add=True)
+    capabilities = BackendCapabilities(reduction_broadcast_reduction=True, max_reduction_stages=8)
 
     def __init__(self, options: TritonOptions | None = None) -> None:
         self.options = options or TritonOptions()
@@ -67,8 +66,10 @@ class TritonBackend:
         kernels = []
         autotune = self.options.autotune and not interpreting()
         for saved, spec in zip(exported, specs):
-            path = write_source(saved["source"], self.options)
-            fn = getattr(load_module(path), kernel_name(spec))
-            kernels.append(TritonCompiledKernel(spec, saved["source"], path, fn, saved["config"],
-                                                autotune=autotune))
+            module, file = source_module(CodeCache.at("triton", self.options.cache_dir),
+                                         saved["source"], "kernel.py", "torchkiln_triton_",
+                                         register=True)
+            fn = getattr(module, kernel_name(spec))
+            kernels.append(TritonCompiledKernel(spec, saved["source"], str(file), fn,
+                                                saved["config"], autotune=autotune))
         return kernels

@@ -328,6 +328,10 @@ class TritonOpsHandler(PointwiseOps):
             # the interpreter truncates float32 -> bfloat16 and flushes subnormals; round and
             # narrow the bits ourselves (GPUs round)
             return f"_tk_f32_to_bf16({text}.to(tl.float32))"
+        if src == torch.bfloat16 and self.interpret and dtype.is_floating_point:
+            # ... and flushes bfloat16 subnormals when widening them
+            text = f"_tk_bf16_to_f32({text})"
+            return text if dtype == torch.float32 else f"{text}.to({tl_dtype(dtype)})"
         return f"{text}.to({tl_dtype(dtype)})"
 
     def to_dtype_bitcast(self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> TritonValue:
@@ -361,19 +365,6 @@ class TritonOpsHandler(PointwiseOps):
 
 
 # -- the whole kernel ------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class KernelPlan:
-    """Compile-time facts the launcher needs: argument names and block-size choices."""
-
-    name: str
-    source: str
-    reduction: bool
-    looped: bool
-    xblock: int
-    rblock: int
-    num_warps: int
-
 
 def arg_names(spec: KernelSpec) -> dict[str, str]:
     names: dict[str, str] = {}

@@ -91,10 +91,6 @@ class ViewDictSource(Source):
         return view_dict(base_value)
 
 
-def held_object(obj: Any, label: str | None = None) -> HeldObjectSource:
-    return HeldObjectSource(obj, label or f"<{type(obj).__name__} at {id(obj):#x}>")
-
-
 def closure_cell_source(fn_source: Source, index: int) -> Source:
     """The contents of cell ``index`` of the function at ``fn_source``."""
     return AttrSource(ItemSource(AttrSource(fn_source, "__closure__"), index), "cell_contents")

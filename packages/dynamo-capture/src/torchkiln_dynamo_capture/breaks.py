@@ -10,12 +10,13 @@ from __future__ import annotations
 
 import dis
 import linecache
-import sys
 from dataclasses import asdict, dataclass
 
+from .bytecode.decode import version_table
+from .bytecode.flow import exits
 from .bytecode.resume import ITER, NULL, VALUE, ExceptClause, clauses_reached
 
-_PY312 = sys.version_info >= (3, 12)
+_VT = version_table()
 
 
 @dataclass(frozen=True)
@@ -79,7 +80,7 @@ def _popped(inst) -> int | None:
         return arg
     if name == "FORMAT_VALUE":
         return 1 + bool(arg & 0x04)
-    if name == "LOAD_ATTR" and not (_PY312 and arg & 1):
+    if name == "LOAD_ATTR" and not (_VT.load_attr_method_flag and arg & 1):
         return 1  # 3.12's method form pushes [meth, self] or [NULL, attr]: not known statically
     return None
 
@@ -95,7 +96,6 @@ _POPS = {
     "LIST_APPEND": 1, "LIST_EXTEND": 1, "SET_ADD": 1, "SET_UPDATE": 1, "MAP_ADD": 2, "DICT_UPDATE": 1,
     "DICT_MERGE": 1, "STORE_GLOBAL": 1, "LOAD_GLOBAL": 0, "LOAD_DEREF": 0, "LOAD_FAST": 0,
 }
-_NO_FALLTHROUGH = {"RAISE_VARARGS", "RETURN_VALUE", "RETURN_CONST"}
 
 
 def successor_layouts(insts, bp: BreakPoint, layout: tuple[str, ...]) -> list[tuple[bool, int, tuple[str, ...]]]:
@@ -106,19 +106,14 @@ def successor_layouts(insts, bp: BreakPoint, layout: tuple[str, ...]) -> list[tu
     net = sum(dis.stack_effect(i.opcode, i.arg if i.opcode >= dis.HAVE_ARGUMENT else None)
               for i in insts[bp.first:bp.last])
     out = []
-    ways = []
-    if last.opname not in _NO_FALLTHROUGH:
-        ways.append(False)
-    if last.target is not None:
-        ways.append(True)
-    for jump in ways:
+    for jump, nxt in exits(last):
         effect = net + dis.stack_effect(last.opcode, last.arg if last.opcode >= dis.HAVE_ARGUMENT else None, jump=jump)
         pushed = popped + effect
         if last.opname == "LOAD_GLOBAL" and (last.arg or 0) & 1:
             new = (NULL,) + (VALUE,) * (pushed - 1)
         else:
             new = (VALUE,) * pushed
-        out.append((jump, last.target if jump else bp.last + 1, kept + new))
+        out.append((jump, nxt, kept + new))
     return out
 
 

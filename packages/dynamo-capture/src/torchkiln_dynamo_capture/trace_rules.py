@@ -12,6 +12,9 @@ results, only possibly more graphs.
 Capture also keeps torch.distributed's own machinery out of graphs by itself: a distributed
 wrapper module's call runs in Python (``runs_in_python``, ``wrapped_module``), and methods of
 objects that talk to other processes are never run at capture time (``talks_to_other_processes``).
+Nor are calls that change the process's torch state (``changes_torch_state``: seeding or reading
+random generators, streams and events, global defaults): run once while tracing, later calls would
+silently skip them, so they break the graph and run in Python on every call.
 """
 
 from __future__ import annotations
@@ -134,6 +137,35 @@ def talks_to_other_processes(obj: Any) -> bool:
     """Whether ``obj`` is a stateful object of torch.distributed (a process group, a store, a work,
     DDP's reducer or logger, a DDP or FSDP module): its methods act each time they are called."""
     return (type(obj).__module__ or "").startswith(_COMMUNICATION_MODULES)
+
+
+#: modules every function of which reads or changes the state of torch's random generators or of
+#: the device (streams, events, caching allocator, CUDA graphs)
+_STATEFUL_TORCH_MODULES = ("torch.random", "torch.cuda.random", "torch.cuda.streams", "torch.cuda.memory",
+                           "torch.cuda.graphs", "torch.mps", "torch.xpu.random")
+#: functions of the ``torch`` and ``torch.cuda`` namespaces that act on process-wide state
+_STATEFUL_TORCH_NAMES = frozenset({
+    "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "get_rng_state_all",
+    "set_rng_state", "set_rng_state_all", "synchronize", "set_device", "set_stream", "empty_cache",
+    "set_default_dtype", "set_default_device", "set_default_tensor_type", "set_num_threads",
+    "set_num_interop_threads", "use_deterministic_algorithms", "set_deterministic_debug_mode",
+    "set_float32_matmul_precision", "set_printoptions", "set_flush_denormal", "set_warn_always",
+})
+
+
+def changes_torch_state(fn: Any) -> bool:
+    """Whether calling ``fn`` reads or changes torch's process-wide state: a random generator
+    (``torch.manual_seed``, ``Generator.manual_seed``/``get_state``), a stream or event, or a global
+    default. Such a call run once at capture time would be skipped by every later call."""
+    owner = getattr(fn, "__self__", None)
+    if isinstance(owner, (torch.Generator, torch.Stream, torch.Event)):
+        return True
+    if owner is not None and (type(owner).__module__ or "").startswith(_STATEFUL_TORCH_MODULES):
+        return True
+    mod = getattr(fn, "__module__", None) or ""
+    if mod.startswith(_STATEFUL_TORCH_MODULES):
+        return True
+    return mod.split(".")[0] == "torch" and getattr(fn, "__name__", "") in _STATEFUL_TORCH_NAMES
 
 
 def wrapped_module(m):

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import builtins
 import operator
-import sys
 import types
 
 from torchkiln_guards import GlobalStateMatch
@@ -282,7 +281,7 @@ class InstructionTranslator:
     def LOAD_ATTR(self, inst):  # obj -> attr  |  (3.12 method flag) obj -> NULL attr
         obj = self.pop()
         attr = self.getattr(obj, inst.argval)
-        if sys.version_info >= (3, 12) and inst.arg & 1:
+        if _VT.load_attr_method_flag and inst.arg & 1:
             self.push(NullVariable())
         self.push(attr)
 

@@ -23,6 +23,15 @@ ARTIFACTS: dict[str, str] = {
     "graph_breaks": "each graph break, with the user's file:line and reason (dynamo-capture)",
     "output_code": "the generated wrapper and kernel sources (with their paths) of each "
     "compiled forward and backward graph (torchkiln)",
+    "aot_graphs": "the ATen forward and backward graphs aot-partition hands the compiler "
+    "(torchkiln)",
+    "loop_ir": "the lowered loop IR of each compiled ATen graph (torchkiln)",
+    "schedule": "the schedule of each compiled ATen graph: kernels, stages, extern calls, "
+    "frees (torchkiln)",
+    "fusion": "every fusion decision of the scheduler, each rejected one with its reason "
+    "(torchkiln)",
+    "perf_hints": "what likely costs speed in a compiled graph: ATen fallbacks, unfused "
+    "reductions and producer/consumer pairs, early fusion stops (torchkiln)",
 }
 ALL = "all"
 

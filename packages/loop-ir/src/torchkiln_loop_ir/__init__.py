@@ -26,16 +26,16 @@ from .indexing import FloorDiv, ModularIndexing, index_symbol
 from .ir import GraphIR
 from .lowering import LOWERINGS, register_lowering
 from . import mkldnn as _mkldnn  # noqa: F401  (defines torchkiln::mkldnn_convolution*, which cached graphs name)
-from .ops import ops, set_ops_handler
+from .ops import OP_SPECS, OpsHandler, ops, set_ops_handler
 from .options import LoopIROptions
 from .reference import ReferenceBackend
-from .scheduler import FusionDecision, MemoryDep
+from .scheduler import FusionDecision, FusionRecord, MemoryDep
 
 __all__ = [
     "LOWERINGS", "Backend", "BackendCapabilities", "BufferRef", "BufferSpec", "CompiledGraph",
-    "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "GraphArtifact", "GraphIR", "KernelNode",
+    "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "FusionRecord", "GraphArtifact", "GraphIR", "KernelNode",
     "KernelSpec", "KernelStage", "LoopIRError", "LoopIROptions", "LoweringError", "MemoryDep",
-    "ModularIndexing", "NotCacheable", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "SymbolSource",
+    "ModularIndexing", "NotCacheable", "OP_SPECS", "OpsHandler", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "SymbolSource",
     "Unlowerable", "View", "compile_graph",
     "decompositions", "export_graph", "index_symbol", "load_graph", "lower", "ops", "register_lowering", "schedule",
     "set_ops_handler",

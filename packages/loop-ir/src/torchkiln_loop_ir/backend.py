@@ -25,8 +25,9 @@ read memory; stores of a name in ``outputs`` write memory.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import InitVar, dataclass, field
 from typing import Any, Literal, Protocol, runtime_checkable
 
 import sympy
@@ -163,6 +164,9 @@ class ScheduledGraph:
     steps: tuple[Step, ...]
     outputs: tuple[Any, ...]  # buffer names (str) or constants, in the graph's output order
     reuse: Mapping[str, str] = field(default_factory=dict)  # buffer -> earlier buffer it reuses
+    # the scheduler's decisions (scheduler.FusionRecord: accepted and rejected, with reasons), in
+    # order; kept with the schedule so a graph loaded from a cache entry still shows them
+    fusion_log: tuple[Any, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -171,7 +175,18 @@ class BackendCapabilities:
 
     reduction_broadcast_reduction: bool  # a kernel may hold several reduction stages
     max_reduction_stages: int = 1
-    indirect_store_atomic_add: bool = True
+    # deprecated: declared but never read (every backend must implement atomic-add stores, the
+    # ops contract's ``store(..., mode="atomic_add")``); still accepted so code generators built
+    # against an older loop-ir keep working, with a DeprecationWarning
+    indirect_store_atomic_add: InitVar[bool | None] = None
+
+    def __post_init__(self, indirect_store_atomic_add: bool | None) -> None:
+        if indirect_store_atomic_add is not None:
+            warnings.warn(
+                "BackendCapabilities(indirect_store_atomic_add=...) is deprecated and ignored: "
+                "every backend implements atomic-add stores (ops.store mode='atomic_add')",
+                DeprecationWarning, stacklevel=3,
+            )
 
 
 @runtime_checkable

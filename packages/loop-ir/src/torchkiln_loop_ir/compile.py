@@ -66,7 +66,7 @@ def schedule(graph: GraphIR, capabilities: BackendCapabilities,
     steps, reuse = plan_memory(steps, buffers, input_names, outputs, options.reuse_buffers)
     out_names = tuple(o.name if isinstance(o, (Buffer, NamedView)) else o for o in graph.outputs)
     return ScheduledGraph(tuple(input_names), dict(graph.size_symbols), buffers, tuple(steps), out_names,
-                          reuse)
+                          reuse, tuple(sched.decisions))
 
 
 @dataclass
@@ -119,6 +119,12 @@ class CompiledGraph:
     def schedule_text(self) -> str:
         """The schedule as readable text (kernels, their stages and bodies, externs, frees)."""
         return format_scheduled_graph(self.scheduled)
+
+    def fusion_text(self) -> str:
+        """Every fusion decision of the scheduler, one a line: accepted ones and rejected ones
+        with the reason (``scheduler.FusionRecord``)."""
+        records = getattr(self.scheduled, "fusion_log", ())
+        return "\n".join(map(str, records)) if records else "(no fusion candidates)"
 
 
 def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backend: Backend,

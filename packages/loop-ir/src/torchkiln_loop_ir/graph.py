@@ -20,6 +20,7 @@ import torch.utils._pytree as pytree
 
 from .backend import SymbolSource
 from .errors import Unlowerable
+from .handlers import DefaultHandler
 from .indexing import FloorDiv, ModularIndexing
 from .ir import (
     Buffer,
@@ -35,6 +36,7 @@ from .ir import (
     ReinterpretView,
     contiguous_strides,
 )
+from .ops import ALL_OPS
 from .options import LoopIROptions
 
 _TORCH_DIV = ("FloorDiv", "CleanDiv")
@@ -105,8 +107,10 @@ def layout_of(val: Any, *, dense_only: bool = True) -> FixedLayout:
     return FixedLayout(val.device, val.dtype, size, stride)
 
 
-class _Counter:
+class _Counter(DefaultHandler):
     """An ops handler counting loads and other ops, to judge whether inlining is cheap."""
+
+    default_ops = ALL_OPS
 
     def __init__(self) -> None:
         self.loads = 0
@@ -122,14 +126,8 @@ class _Counter:
         self.ops += 1
         return body()
 
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-
-        def op(*args, **kwargs):
-            self.ops += 1
-
-        return op
+    def default(self, name, args, kwargs):
+        self.ops += 1
 
 
 def count_reads_and_ops(pw: Pointwise) -> tuple[int, int]:

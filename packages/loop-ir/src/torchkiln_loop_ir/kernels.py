@@ -10,6 +10,7 @@ import torch.utils._pytree as pytree
 
 from ._simplify import simplify_index
 from .backend import BufferRef, BufferSpec, ExternCall, KernelNode, KernelSpec, KernelStage, View
+from .handlers import WrapperHandler
 from .indexing import index_symbol
 from .ir import Buffer, ExternKernel, NamedView
 from .ops import current_ops_handler, set_ops_handler
@@ -20,7 +21,7 @@ def _is_index_var(sym: sympy.Symbol) -> bool:
     return sym.name[:1] in ("x", "r") or sym.name.startswith("tmp_ind")
 
 
-class _SimplifyingHandler:
+class _SimplifyingHandler(WrapperHandler):
     """Forwards every op to ``inner``, simplifying index expressions on the way.
 
     Reshapes and flattened iteration spaces compute indices with FloorDiv/ModularIndexing that
@@ -29,7 +30,7 @@ class _SimplifyingHandler:
     """
 
     def __init__(self, inner: Any, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> None:
-        self._inner = inner
+        super().__init__(inner)
         self._ranges = ranges
 
     def _s(self, index: Any) -> Any:
@@ -46,11 +47,6 @@ class _SimplifyingHandler:
 
     def index_expr(self, expr, dtype):
         return self._inner.index_expr(self._s(expr), dtype)
-
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return getattr(self._inner, name)
 
 
 def _node_body(p: PlannedNode, xranges: Sequence[sympy.Expr], rranges: Sequence[sympy.Expr]):

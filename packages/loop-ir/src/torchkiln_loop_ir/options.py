@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import warnings
+from dataclasses import InitVar, dataclass
 
 
 @dataclass(frozen=True)
@@ -17,6 +18,8 @@ class LoopIROptions:
     reuse_buffers: let a new buffer take the storage of a dead one of the same size and dtype.
     mkldnn_convolution: on a CPU backend, run 2-D float32 convolutions through oneDNN with
         channels-last activations, prepacked weights and a fused activation (mkldnn.py).
+    autotune: deprecated, not a field: loop-ir never autotuned (block-size search is the Triton
+        code generator's ``TritonOptions.autotune``); still accepted, with a DeprecationWarning.
     """
 
     max_fusions: int | None = None
@@ -24,4 +27,11 @@ class LoopIROptions:
     inline_max_reads: int = 8
     reuse_buffers: bool = True
     mkldnn_convolution: bool = True
-    autotune: bool = False  # accepted for the meta-package; loop-ir itself does not autotune
+    autotune: InitVar[bool | None] = None
+
+    def __post_init__(self, autotune: bool | None) -> None:
+        if autotune is not None:
+            warnings.warn(
+                "LoopIROptions(autotune=...) is deprecated and does nothing: loop-ir does not "
+                "autotune (TritonOptions.autotune does)", DeprecationWarning, stacklevel=3,
+            )

@@ -8,8 +8,9 @@ from typing import Any
 import sympy
 import torch
 
+from .handlers import DefaultHandler
 from .indexing import FloorDiv, ModularIndexing, index_symbol
-from .ops import set_ops_handler
+from .ops import ALL_OPS, set_ops_handler
 
 
 def format_index(expr: Any) -> str:
@@ -35,7 +36,7 @@ class _Tmp(str):
     """A printed value: the name of the temporary holding it."""
 
 
-class PrintingHandler:
+class PrintingHandler(DefaultHandler):
     """An ops handler that records each op as a line ``tmpN = ops.name(args)``."""
 
     def __init__(self) -> None:
@@ -76,10 +77,10 @@ class PrintingHandler:
         self.lines.append(f"{tmp} = masked_result({_fmt(result)})")
         return tmp
 
-    def __getattr__(self, name: str) -> Callable[..., Any]:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: self._emit(name, args, kwargs)
+    default_ops = ALL_OPS
+
+    def default(self, name: str, args: tuple, kwargs: dict) -> _Tmp:
+        return self._emit(name, args, kwargs)
 
 
 def format_body(body: Callable[..., Any], nranges: int, nrranges: int, indent: str = "    ") -> str:

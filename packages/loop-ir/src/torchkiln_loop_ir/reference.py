@@ -17,8 +17,9 @@ import sympy
 import torch
 
 from .backend import BackendCapabilities, KernelSpec
+from .handlers import DefaultHandler
 from .indexing import FloorDiv, ModularIndexing, index_symbol
-from .ops import set_ops_handler
+from .ops import POINTWISE_OPS, set_ops_handler
 
 
 def eval_index(expr: Any, env: dict[sympy.Symbol, Any]) -> Any:
@@ -68,8 +69,15 @@ _TORCH_FNS = {
 }
 
 
-class TorchOpsHandler:
-    """The vectorized torch implementation of every op in ops.py."""
+def _torch_fn(name: str) -> Any:
+    return _TORCH_FNS.get(name) or getattr(torch, name, None)
+
+
+class TorchOpsHandler(DefaultHandler):
+    """The vectorized torch implementation of every op in ops.py (pointwise ops by the torch
+    function of the same name, in ``default``)."""
+
+    default_ops = frozenset(n for n in POINTWISE_OPS if _torch_fn(n) is not None)
 
     def __init__(self, storages: dict[str, torch.Tensor], env: dict[sympy.Symbol, Any], ndim: int,
                  nx: int, device: torch.device) -> None:
@@ -202,16 +210,19 @@ class TorchOpsHandler:
         u2 = (self._bits(seed, offset, 1) >> 8).double() / (1 << 24)
         return (torch.sqrt(-2.0 * torch.log(u1)) * torch.cos(6.283185307179586 * u2)).float()
 
+    def randint64(self, seed: Any, offset: Any, low: Any, high: Any) -> torch.Tensor:
+        low = torch.as_tensor(low, device=self.device).long()
+        high = torch.as_tensor(high, device=self.device).long()
+        return low + self._bits(seed, offset, 0) % (high - low)
+
     def where(self, cond, a, b):
         return torch.where(torch.as_tensor(cond).bool(), a, b)
 
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        fn = _TORCH_FNS.get(name) or getattr(torch, name, None)
+    def default(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> torch.Tensor:
+        fn = _torch_fn(name)
         if fn is None:
             raise NotImplementedError(f"ReferenceBackend has no op {name!r}")
-        return lambda *args: fn(*[torch.as_tensor(a, device=self.device) for a in args])
+        return fn(*[torch.as_tensor(a, device=self.device) for a in args], **kwargs)
 
 
 def _flat(t: torch.Tensor) -> torch.Tensor:
@@ -278,7 +289,7 @@ class ReferenceBackend:
                  capabilities: BackendCapabilities | None = None) -> None:
         self.device_type = device_type
         self.capabilities = capabilities or BackendCapabilities(
-            reduction_broadcast_reduction=True, max_reduction_stages=8, indirect_store_atomic_add=True)
+            reduction_broadcast_reduction=True, max_reduction_stages=8)
 
     def compile_kernels(self, kernels: Sequence[KernelSpec]) -> list[ReferenceKernel]:
         return [ReferenceKernel(k.name, k) for k in kernels]

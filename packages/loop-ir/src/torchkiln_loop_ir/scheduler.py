@@ -19,6 +19,7 @@ import sympy
 
 from ._simplify import simplify_index
 from .backend import BackendCapabilities
+from .handlers import NoOpHandler
 from .indexing import FloorDiv, ModularIndexing, index_symbol
 from .ir import Buffer, ComputedBuffer, ExternKernel, NamedView, contiguous_strides, product
 from .ops import set_ops_handler
@@ -44,16 +45,42 @@ class FusionDecision:
         return self.ok
 
 
-class _Recorder:
+#: score category -> its name in the fusion log
+FUSION_KINDS = {3: "reduction-epilogue", 2: "vertical", 1: "horizontal"}
+
+
+@dataclass(frozen=True)
+class FusionRecord:
+    """One decision of the greedy fusion loop, as the debug dir and ``TORCHKILN_LOGS=fusion``
+    show it: the pair (buffer names joined by ``+``), its score (category 3 reduction-epilogue,
+    2 vertical, 1 horizontal; bytes saved; -distance), and for a refusal ``can_fuse``'s reason.
+    ``first`` is empty for the line that says fusion stopped because ``max_fusions`` ran out."""
+
+    accepted: bool
+    first: str
+    second: str
+    score: tuple[int, int, int] = (0, 0, 0)
+    reason: str = ""
+
+    def __str__(self) -> str:
+        if not self.first:
+            return f"stopped: {self.reason}"
+        kind = FUSION_KINDS.get(self.score[0], "?")
+        head = f"{'fused' if self.accepted else 'rejected'} {self.first} + {self.second} ({kind}, " \
+               f"{self.score[1]} bytes saved)"
+        return head if self.accepted else f"{head}: {self.reason}"
+
+
+class _Recorder(NoOpHandler):
     """An ops handler recording the loads and stores of a body (indices as given)."""
 
     def __init__(self) -> None:
+        super().__init__()
         self.reads: list[tuple[str, sympy.Expr]] = []
         self.writes: list[tuple[str, sympy.Expr]] = []
         # expressions a body computes with (index_expr, indirect sizes): their size symbols are
         # arguments of the kernel too (a mean's divisor under dynamic shapes)
         self.exprs: list[sympy.Expr] = []
-        self._n = 0
 
     def load(self, name, index):
         self.reads.append((name, sympy.sympify(index)))
@@ -71,20 +98,7 @@ class _Recorder:
 
     def indirect_indexing(self, value, size, check=True):
         self.exprs.append(sympy.sympify(size))
-        sym = index_symbol("tmp_ind", self._n)
-        self._n += 1
-        return sym
-
-    def masked(self, mask, body, other):
-        return body()
-
-    def reduction(self, dtype, src_dtype, reduction_type, value):
-        return (None, None, None) if reduction_type.startswith("welford") else None
-
-    def __getattr__(self, name):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return lambda *args, **kwargs: None
+        return super().indirect_indexing(value, size, check)
 
 
 def _drop_ones(sizes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
@@ -363,7 +377,9 @@ class Scheduler:
             sn.append(SchedulerNode(node, i) if isinstance(node, ComputedBuffer) else ExternNode(node, i))
         self.groups: list[FusedGroup] = [FusedGroup((n,)) for n in sn]
         self._plans: dict[tuple[str, ...], Any] = {}
-        self.log: list[str] = []
+        self.log: list[str] = []  # the accepted fusions, in order
+        # every decision, accepted or rejected (with why), in order: the debug dir's schedule
+        self.decisions: list[FusionRecord] = []
         self._nbytes: dict[str, int] = {}
         for n in sn:
             if isinstance(n, SchedulerNode):
@@ -496,16 +512,27 @@ class Scheduler:
                     self._push(heap, seen, g, h)
         while heap and (fuel is None or fuel > 0):
             _, score, a, b = heapq.heappop(heap)
-            if a not in alive or b not in alive or not self.can_fuse(a, b):
+            if a not in alive or b not in alive:
+                continue  # stale: one side was merged since; the merged group was pushed anew
+            decision = self.can_fuse(a, b)
+            if not decision:
+                self.decisions.append(FusionRecord(False, a.names, b.names, score, decision.reason))
                 continue
             merged = self._merge(a, b)
             alive -= {a, b}
             alive.add(merged)
             self.log.append(f"fused {a.names} + {b.names} (score {score})")
+            self.decisions.append(FusionRecord(True, a.names, b.names, score))
             for h in self._partners(merged):
                 self._push(heap, seen, merged, h)
             if fuel is not None:
                 fuel -= 1
+        if heap and fuel == 0:
+            left = sum(1 for _, _, a, b in heap if a in alive and b in alive)
+            if left:
+                self.decisions.append(FusionRecord(
+                    False, "", "", reason=f"max_fusions={max_fusions} spent, {left} candidate "
+                    "pair(s) not considered"))
         self.groups = self._topological(self.groups)
 
     def _merge(self, a: FusedGroup, b: FusedGroup) -> FusedGroup:

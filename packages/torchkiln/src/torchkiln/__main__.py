@@ -1,4 +1,4 @@
-"""``python -m torchkiln bench|overhead|--version``."""
+"""``python -m torchkiln bench|overhead|repro|minify|--version``."""
 
 from torchkiln.bench.cli import main
 

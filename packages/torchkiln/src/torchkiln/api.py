@@ -22,7 +22,13 @@ import torchkiln_dynamo_capture
 from torch.nn.modules import module as _nn_module
 from torchkiln_guards.logs import check_log_names
 
-from torchkiln.errors import BackendCompilerFailed, FailedAfterEffects, LayerUnavailable, TorchkilnError
+from torchkiln.debug_dir import function_name, write_guards
+from torchkiln.errors import (
+    BackendCompilerFailed,
+    FailedAfterEffects,
+    LayerUnavailable,
+    TorchkilnError,
+)
 from torchkiln.options import CompileOptions, resolve_options
 from torchkiln.pipeline import make_backend, one_line
 from torchkiln.report import CompileReport, EagerFallback, ReportRecorder
@@ -39,10 +45,10 @@ PIPELINE_BACKENDS = (None, "torchkiln", "inductor")
 
 
 def _choose_backend(
-    backend: Any, options: CompileOptions, recorder: ReportRecorder
+    backend: Any, options: CompileOptions, recorder: ReportRecorder, function: str = "graph"
 ) -> Callable[..., Any]:
     if backend in PIPELINE_BACKENDS:
-        return make_backend(options, recorder)
+        return make_backend(options, recorder, function)
     if backend == "eager":
         return _eager_backend
     if callable(backend):
@@ -119,7 +125,10 @@ class _Runner:
         if captured is None:
             return self.fn(*args, **kwargs)
         try:
-            return captured(*args, **kwargs)
+            result = captured(*args, **kwargs)
+            if self.recorder.has_pending_dumps:
+                self._dump_guards()
+            return result
         except Exception as error:
             if self.fullgraph or self.options.strict or isinstance(error, TorchkilnError):
                 raise
@@ -144,6 +153,15 @@ class _Runner:
         result = self.fn(*args, **kwargs)
         self._fail("capture failed", failed)
         return result
+
+    def _dump_guards(self) -> None:
+        """Write the guards of graphs compiled during this call into their debug-dir folders
+        (capture compiles a graph's guards after the backend returned)."""
+        try:
+            write_guards(self._functions(), self.recorder.take_pending_dumps())
+        except Exception as error:  # noqa: BLE001 - a debug dump never breaks the program
+            warnings.warn(f"torchkiln: could not write guards to the debug dir: {one_line(error)}",
+                          stacklevel=3)
 
     def reset(self) -> None:
         """Forget every compiled entry: capture's cache (guarded entries, continuations, automatic
@@ -376,7 +394,7 @@ def compile(
     recorder = ReportRecorder()
     if backend in PIPELINE_BACKENDS:
         resolved = resolve_options(options, mode, stacklevel=3)
-        chosen = _choose_backend(backend, resolved, recorder)
+        chosen = _choose_backend(backend, resolved, recorder, function_name(model))
     else:
         # mode and options belong to that backend (torch.compile does not check them): ours
         # only reads its own fields (strict, recompile_limit) from them, without warnings.

@@ -36,7 +36,10 @@ def backend(
     check_log_names()
     resolved = resolve_options(options, mode, stacklevel=2)
     recorder = ReportRecorder()
-    compiled = make_backend(resolved, recorder)(gm, example_inputs)
+    compiled = make_backend(resolved, recorder, "torch_compile")(gm, example_inputs)
+    for _, dump in recorder.take_pending_dumps():
+        dump.write("guards.py", "# guards belong to torch.compile's own capture here "
+                   "(TORCH_LOGS=guards shows them)")
     try:
         compiled.torchkiln_report = recorder.snapshot()
     except AttributeError:  # a bound method or a slotted object takes no attributes: wrap it

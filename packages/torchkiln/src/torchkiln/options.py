@@ -71,6 +71,12 @@ class CompileOptions:
         and code generation (see ``torchkiln.graph_cache`` for what the key covers).
     ddp_buckets: under DistributedDataParallel, split each graph at DDP's gradient buckets so a
         bucket's all-reduce overlaps the backward of the rest (see ``ddp_buckets.py``).
+    debug_dir: write every compiled graph's stages to ``<debug_dir>/<function>_<n>/`` (see
+        ``debug_dir.py``); None reads ``$TORCHKILN_DEBUG_DIR`` (unset: nothing is written). With
+        a debug dir the graph cache is not read, so every stage runs and is written.
+    repro: write a standalone repro script (``repro.py``) for each graph that falls back to
+        eager: into its debug-dir folder, else under ``<cache root>/repro/`` (the warning names
+        it). Repro scripts themselves compile with it off.
     """
 
     strict: bool = False
@@ -86,6 +92,8 @@ class CompileOptions:
     codegen: str = "auto"
     graph_cache: bool = True
     ddp_buckets: bool = True
+    debug_dir: str | None = None
+    repro: bool = True
 
     def __post_init__(self) -> None:
         if self.codegen not in CODEGENS:

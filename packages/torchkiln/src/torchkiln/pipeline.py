@@ -22,9 +22,11 @@ import torchkiln_loop_ir
 from torchkiln import graph_cache
 from torchkiln.cudagraphs import wrap_cudagraphs
 from torchkiln.ddp_buckets import active_bucket_cap, split_at_buckets
+from torchkiln.debug_dir import GraphDump, debug_root
 from torchkiln.errors import BackendCompilerFailed, FailedAfterEffects, LayerUnavailable
-from torchkiln.logs import log_output_code
+from torchkiln.logs import log_aot_graph, log_compiled_stages, log_output_code, log_perf_hints
 from torchkiln.options import CompileOptions
+from torchkiln.perf_hints import perf_hints
 from torchkiln.report import EagerFallback, GraphReport, ReportRecorder
 
 Backend = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
@@ -98,7 +100,6 @@ def loop_ir_options(options: CompileOptions) -> Any:
     cls = _layer(torchkiln_loop_ir, "LoopIROptions")
     wanted = {
         "max_fusions": options.max_fusions,
-        "autotune": options.autotune,
         "cache_dir": options.cache_dir,
         **dict(options.loop_ir),
     }
@@ -124,6 +125,8 @@ def _summary(
     cudagraphs: str,
     timers: dict[str, float] | None = None,
     cache: str = "",
+    artifacts: dict[str, str] | None = None,
+    hints: list[str] | None = None,
 ) -> GraphReport:
     phases = dict(timers or {})
     for g in graphs:
@@ -141,8 +144,25 @@ def _summary(
         cudagraphs=cudagraphs,
         phases=phases,
         cache=cache,
+        artifacts=dict(artifacts or {}),
+        perf_hints=list(hints or []),
         convolutions=[line for g in graphs for line in getattr(g, "convolution_log", ())],
     )
+
+
+def code_artifacts(part: str, compiled: Any) -> dict[str, str]:
+    """Where a compiled ATen graph's code lives: its wrapper and each kernel with a file."""
+    out = {}
+    if getattr(compiled, "source_path", ""):
+        out[f"{part}.wrapper"] = str(compiled.source_path)
+    for number, kernel in enumerate(getattr(compiled, "kernels", ()) or ()):
+        path = getattr(kernel, "path", None)
+        if path:
+            out[f"{part}.kernel.{getattr(kernel, 'name', '') or number}"] = str(path)
+    return out
+
+
+PARTS = ("forward", "backward")
 
 
 class _CacheSlot:
@@ -216,9 +236,13 @@ class _CacheSlot:
         self.timers["cache_store"] = time.perf_counter() - start
 
 
-def make_backend(options: CompileOptions, recorder: ReportRecorder | None = None) -> Backend:
-    """The torchkiln backend (C5) for ``options``, recording into ``recorder`` (or a new one)."""
+def make_backend(
+    options: CompileOptions, recorder: ReportRecorder | None = None, function: str = "graph"
+) -> Backend:
+    """The torchkiln backend (C5) for ``options``, recording into ``recorder`` (or a new one).
+    ``function`` names the debug-dir and repro folders of its graphs (``<function>_<n>``)."""
     recorder = recorder if recorder is not None else ReportRecorder()
+    root = debug_root(options.debug_dir)
 
     def torchkiln_backend(
         gm: torch.fx.GraphModule, example_inputs: list[Any]
@@ -227,7 +251,7 @@ def make_backend(options: CompileOptions, recorder: ReportRecorder | None = None
         if cap is not None:
             try:
                 split = split_at_buckets(gm, cap, compile_whole)
-            except Exception as error:  # noqa: BLE001 - the whole graph still compiles
+            except Exception as error:  # the whole graph still compiles (re-raised when strict)
                 if options.strict:
                     raise BackendCompilerFailed(
                         f"torchkiln: splitting a graph at DDP buckets failed: {one_line(error)}"
@@ -251,8 +275,33 @@ def make_backend(options: CompileOptions, recorder: ReportRecorder | None = None
         compiled_graphs: list[Any] = []
         reported: list[GraphReport] = []
         timers: dict[str, float] = {}
+        artifacts: dict[str, str] = {}
         start = time.perf_counter()
+        dump = GraphDump.create(root, function, index) if root is not None else None
+        if dump is not None:
+            artifacts["debug_dir"] = str(dump.folder)
+            dump.fx_graph(gm, list(example_inputs))
+            dump.graph_meta(gm, list(example_inputs), options)
+            recorder.add_dump(gm, dump)
         stage = "setup"
+
+        def record_stages(part: str, compiled: Any) -> None:
+            """Log and dump what the stages made for ``part``; note where its code lives."""
+            artifacts.update(code_artifacts(part, compiled))
+            log_output_code(index, part, compiled)
+            log_compiled_stages(index, part, compiled)
+            if dump is not None:
+                dump.compiled(part, compiled)
+
+        def summarize(seconds: float, cudagraphs: str, verdict: str) -> GraphReport:
+            hints = perf_hints(list(zip(PARTS, compiled_graphs)), cudagraphs)
+            summary = _summary(index, fx_nodes, seconds, compiled_graphs, device, cudagraphs,
+                               timers, verdict, artifacts, hints)
+            log_perf_hints(index, hints)
+            if dump is not None:
+                dump.timing(summary)
+                dump.perf_hints(hints)
+            return summary
         try:
             device = graph_device(gm, example_inputs)
             codegen = code_generator(device, options)
@@ -263,25 +312,32 @@ def make_backend(options: CompileOptions, recorder: ReportRecorder | None = None
             in_compiler = [0.0]
 
             def fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
+                part = PARTS[min(len(compiled_graphs), 1)]
+                log_aot_graph(index, part, aten_gm)
+                if dump is not None:
+                    dump.aten_graph(part, aten_gm)
                 began = time.perf_counter()
                 compiled = compile_graph(aten_gm, aten_inputs, backend=codegen, options=ir_options)
                 compiled_graphs.append(compiled)
-                part = "forward" if len(compiled_graphs) == 1 else "backward"
-                log_output_code(index, part, compiled)
+                record_stages(part, compiled)
                 in_compiler[0] += time.perf_counter() - began
                 slot.store_if_complete(compiled_graphs)
                 if reported:  # a backward graph compiled lazily, after the report was written
-                    seconds = reported[0].compile_seconds
-                    reported[0] = _summary(
-                        index, fx_nodes, seconds, compiled_graphs, device,
-                        reported[0].cudagraphs, timers, slot.verdict,
+                    reported[0] = summarize(
+                        reported[0].compile_seconds, reported[0].cudagraphs, slot.verdict
                     )
                     recorder.replace_graph(index, reported[0])
                 return compiled
 
             stage = "graph cache"
-            compiled = (slot.lookup(gm, list(example_inputs), compiled_graphs)
-                        if options.graph_cache else None)
+            compiled = None
+            if options.graph_cache and dump is not None:
+                # a cache entry has no ATen graphs or loop IR to dump: compile every stage
+                slot.verdict = "off: not read while a debug dir is written"
+            elif options.graph_cache:
+                compiled = slot.lookup(gm, list(example_inputs), compiled_graphs)
+                for part, loaded in zip(PARTS, compiled_graphs):
+                    record_stages(part, loaded)
             if compiled is None:
                 stage = "aot/loop-ir/codegen"
                 decompositions = _layer(torchkiln_loop_ir, "decompositions")()
@@ -296,42 +352,76 @@ def make_backend(options: CompileOptions, recorder: ReportRecorder | None = None
             if options.cudagraphs:
                 compiled, cudagraphs = wrap_cudagraphs(compiled, gm, example_inputs)
         except Exception as error:  # noqa: BLE001 - any internal failure falls back (C5)
-            return _fall_back(gm, index, fx_nodes, stage, error, options, recorder)
-        reported.append(
-            _summary(
-                index, fx_nodes, time.perf_counter() - start, compiled_graphs, device, cudagraphs,
-                timers, slot.verdict,
-            )
-        )
+            where = _Where(function, index, fx_nodes, dump)
+            return _fall_back(gm, where, stage, error, options, recorder, list(example_inputs))
+        reported.append(summarize(time.perf_counter() - start, cudagraphs, slot.verdict))
         recorder.add_graph(reported[0])
-        return _guard_calls(compiled, gm, index, fx_nodes, options, recorder)
+        return _guard_calls(compiled, gm, _Where(function, index, fx_nodes, dump), options, recorder)
 
     torchkiln_backend.recorder = recorder  # type: ignore[attr-defined]
     return torchkiln_backend
 
 
+@dataclasses.dataclass(frozen=True)
+class _Where:
+    """Which graph a fallback is about: the compiled function's name, the graph's index, its
+    size, and its debug-dir folder (None without a debug dir)."""
+
+    function: str
+    index: int
+    fx_nodes: int
+    dump: GraphDump | None
+
+
+def _write_repro(
+    gm: torch.fx.GraphModule, where: _Where, reason: str, options: CompileOptions,
+    inputs: list[Any],
+) -> str:
+    """Write ``repro.py`` (and ``failure.txt``) for a graph that fell back: into its debug-dir
+    folder, else ``<cache root>/repro/<function>_<n>/``. Returns the script's path, or "" when
+    it could not be written (a repro never makes matters worse)."""
+    from torchkiln.repro import repro_source
+
+    try:
+        dump = where.dump
+        if dump is None:
+            dump = GraphDump.create(
+                graph_cache.cache_root(options).parent / "repro", where.function, where.index
+            )
+        if dump is None:
+            return ""
+        dump.failure(reason)
+        source = repro_source(gm, inputs, options, reason, f"{where.function} graph {where.index}")
+        return dump.write("repro.py", source)
+    except Exception as error:  # noqa: BLE001 - the fallback itself must still happen
+        warnings.warn(f"torchkiln: could not write a repro: {one_line(error)}", stacklevel=3)
+        return ""
+
+
 def _fall_back(
     gm: torch.fx.GraphModule,
-    index: int,
-    fx_nodes: int,
+    where: _Where,
     stage: str,
     error: Exception,
     options: CompileOptions,
     recorder: ReportRecorder,
+    inputs: list[Any],
 ) -> Callable[..., Any]:
-    reason = f"{stage} failed on graph {index} ({fx_nodes} FX nodes): {one_line(error)}"
+    reason = (f"{stage} failed on graph {where.index} ({where.fx_nodes} FX nodes): "
+              f"{one_line(error)}")
+    repro = _write_repro(gm, where, reason, options, inputs) if options.repro else ""
+    see = f" (repro: python {repro})" if repro else ""
     if options.strict:
-        raise BackendCompilerFailed(f"torchkiln: {reason} (strict mode)") from error
-    warnings.warn(f"torchkiln: {reason}; running this graph eagerly", stacklevel=2)
-    recorder.add_fallback(EagerFallback(index, fx_nodes, reason))
+        raise BackendCompilerFailed(f"torchkiln: {reason} (strict mode){see}") from error
+    warnings.warn(f"torchkiln: {reason}; running this graph eagerly{see}", stacklevel=2)
+    recorder.add_fallback(EagerFallback(where.index, where.fx_nodes, reason, repro))
     return gm.forward
 
 
 def _guard_calls(
     compiled: Callable[..., Any],
     gm: torch.fx.GraphModule,
-    index: int,
-    fx_nodes: int,
+    where: _Where,
     options: CompileOptions,
     recorder: ReportRecorder,
 ) -> Callable[..., Any]:
@@ -358,9 +448,9 @@ def _guard_calls(
             return run(*args)
         except applied_error as error:
             run = gm.forward
-            _fall_back(gm, index, fx_nodes, "running the compiled graph", error, options, recorder)
+            _fall_back(gm, where, "running the compiled graph", error, options, recorder, list(args))
             raise FailedAfterEffects(
-                f"torchkiln: graph {index} failed after writing its input mutations back "
+                f"torchkiln: graph {where.index} failed after writing its input mutations back "
                 f"({one_line(error)}); it is not re-run eagerly (that would apply them twice)"
             ) from error
         except Exception as error:  # noqa: BLE001 - decided below, against eager
@@ -369,7 +459,7 @@ def _guard_calls(
         # its __context__.
         result = gm.forward(*args)  # raises the user's error as eager does
         run = gm.forward
-        _fall_back(gm, index, fx_nodes, "running the compiled graph", failed, options, recorder)
+        _fall_back(gm, where, "running the compiled graph", failed, options, recorder, list(args))
         return result
 
     return run_graph

@@ -7,7 +7,9 @@ The pipeline records into a ``ReportRecorder`` owned by the compiled function (n
 from __future__ import annotations
 
 import io
+import weakref
 from dataclasses import dataclass, field
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -26,6 +28,11 @@ class GraphReport:
         at the first backward call adds its phases then (compile_seconds is the forward's).
     cache: the graph cache's verdict: "hit", "miss", "corrupt: <why>" (compiled again),
         "off: <why>" (not cached), or "" (before any verdict).
+    artifacts: every file the graph's code lives in, forward and backward: "forward.wrapper",
+        "forward.kernel.<name>", "backward.wrapper", ... -> path; and "debug_dir" -> the graph's
+        folder when ``TORCHKILN_DEBUG_DIR`` / ``debug_dir`` was set.
+    perf_hints: what likely costs speed (``perf_hints.py``): ATen fallbacks, unfused reductions,
+        unfused producer/consumer pairs, early fusion stops, skipped CUDA graphs.
     convolutions: one line per convolution of the compiled graphs: how it runs (oneDNN with the
         activation or residual add fused, a matrix multiply, ATen's) and why an epilogue was not
         fused (loop-ir's ``CompiledGraph.convolution_log``; empty for a graph from the cache).
@@ -43,6 +50,13 @@ class GraphReport:
     phases: dict[str, float] = field(default_factory=dict)
     cache: str = ""
     convolutions: list[str] = field(default_factory=list)
+    artifacts: dict[str, str] = field(default_factory=dict)
+    perf_hints: list[str] = field(default_factory=list)
+
+    @property
+    def source_paths(self) -> list[str]:
+        """The wrapper of every compiled part (forward, then backward once compiled)."""
+        return [p for k, p in self.artifacts.items() if k.endswith(".wrapper")]
 
 
 @dataclass(frozen=True)
@@ -52,6 +66,7 @@ class EagerFallback:
     index: int  # graph index, -1 for the whole function (capture itself failed)
     fx_nodes: int
     reason: str  # one line
+    repro: str = ""  # the standalone repro script written for this graph ("" when none)
 
 
 @dataclass(frozen=True)
@@ -97,11 +112,14 @@ class CompileReport:
                 ", ".join(g.extern_calls) or "-",
                 ", ".join(g.fallbacks) or "-",
                 f"{g.compile_seconds:.3f}",
-                g.source_path or "-",
+                "\n".join(
+                    [*g.source_paths, *([g.artifacts["debug_dir"]] if "debug_dir" in g.artifacts else [])]
+                ) or g.source_path or "-",
             )
         for f in self.eager_fallbacks:
             name = "whole fn" if f.index < 0 else str(f.index)
-            table.add_row(name, str(f.fx_nodes), "eager", "-", "-", "-", f.reason)
+            reason = f.reason + (f" (repro: {f.repro})" if f.repro else "")
+            table.add_row(name, str(f.fx_nodes), "eager", "-", "-", "-", reason)
         buffer = io.StringIO()
         console = Console(file=buffer, width=140, color_system=None)
         console.print(table)
@@ -112,6 +130,9 @@ class CompileReport:
         )
         for reason in self.graph_breaks:
             console.print(f"  graph break: {reason}")
+        for g in self.graphs:
+            for hint in g.perf_hints:
+                console.print(f"  graph {g.index} perf hint: {hint}")
         for split in self.ddp_bucket_splits:
             console.print(f"  ddp: {split}")
         return buffer.getvalue()
@@ -125,6 +146,9 @@ class ReportRecorder:
         self._fallbacks: list[EagerFallback] = []
         self._bucket_splits: list[str] = []
         self._next_index = 0
+        # debug-dir folders still waiting for their guards, which capture compiles only after the
+        # backend returns: (weak FX graph, GraphDump), taken by the compiled function after a call
+        self._pending_dumps: list[tuple[Any, Any]] = []
 
     def new_index(self) -> int:
         index = self._next_index
@@ -137,6 +161,18 @@ class ReportRecorder:
     def replace_graph(self, index: int, report: GraphReport) -> None:
         self._graphs = [report if g.index == index else g for g in self._graphs]
 
+    def add_dump(self, gm: Any, dump: Any) -> None:
+        self._pending_dumps.append((weakref.ref(gm), dump))
+
+    @property
+    def has_pending_dumps(self) -> bool:
+        return bool(self._pending_dumps)
+
+    def take_pending_dumps(self) -> list[tuple[Any, Any]]:
+        """The (FX graph, GraphDump) pairs waiting for guards, forgotten once taken."""
+        taken, self._pending_dumps = self._pending_dumps, []
+        return [(gm, dump) for ref, dump in taken if (gm := ref()) is not None]
+
     def add_bucket_split(self, description: str) -> None:
         self._bucket_splits.append(description)
 
@@ -144,6 +180,7 @@ class ReportRecorder:
         """Forget every graph and fallback (``torchkiln.reset()``); indices start again at 0."""
         self._graphs, self._fallbacks, self._next_index = [], [], 0
         self._bucket_splits = []
+        self._pending_dumps = []
 
     def add_fallback(self, fallback: EagerFallback) -> None:
         # A graph that compiled and then failed at run time moves from graphs to fallbacks.

@@ -12,7 +12,7 @@ import dis
 import sys
 import types
 from dataclasses import dataclass
-from functools import lru_cache
+from functools import cache, lru_cache
 from typing import Any
 
 
@@ -24,6 +24,14 @@ class VersionTable:
     for_iter_skips_end_for: bool
     #: opnames renamed to a common spelling.
     renames: tuple[tuple[str, str], ...]
+    #: CALL is preceded by PRECALL (3.11).
+    precall: bool
+    #: list/dict/set comprehensions run as functions of their own (3.11; 3.12 inlines them, PEP 709).
+    comprehension_frames: bool
+    #: LOAD_ATTR's low bit asks for the method form, pushing [NULL or meth, attr] (3.12).
+    load_attr_method_flag: bool
+    #: the forward spelling of each backward jump (3.11 spells the direction in conditional jumps).
+    forward_jumps: tuple[tuple[str, str], ...]
 
 
 _RENAMES_311 = (
@@ -42,14 +50,30 @@ _RENAMES_312 = (
     ("JUMP_BACKWARD_NO_INTERRUPT", "JUMP_BACKWARD"),
     ("LOAD_FAST_CHECK", "LOAD_FAST"),
 )
+_FORWARD_312 = (
+    ("JUMP_BACKWARD", "JUMP_FORWARD"),
+    ("JUMP_BACKWARD_NO_INTERRUPT", "JUMP_FORWARD"),
+)
+_FORWARD_311 = (
+    ("POP_JUMP_BACKWARD_IF_TRUE", "POP_JUMP_FORWARD_IF_TRUE"),
+    ("POP_JUMP_BACKWARD_IF_FALSE", "POP_JUMP_FORWARD_IF_FALSE"),
+    ("POP_JUMP_BACKWARD_IF_NONE", "POP_JUMP_FORWARD_IF_NONE"),
+    ("POP_JUMP_BACKWARD_IF_NOT_NONE", "POP_JUMP_FORWARD_IF_NOT_NONE"),
+    *_FORWARD_312,
+)
 
 
+@cache
 def version_table(version: tuple[int, int] | None = None) -> VersionTable:
     version = version or sys.version_info[:2]
     if version == (3, 11):
-        return VersionTable(for_iter_skips_end_for=False, renames=_RENAMES_311)
+        return VersionTable(for_iter_skips_end_for=False, renames=_RENAMES_311, precall=True,
+                            comprehension_frames=True, load_attr_method_flag=False,
+                            forward_jumps=_FORWARD_311)
     elif version == (3, 12):
-        return VersionTable(for_iter_skips_end_for=True, renames=_RENAMES_312)
+        return VersionTable(for_iter_skips_end_for=True, renames=_RENAMES_312, precall=False,
+                            comprehension_frames=False, load_attr_method_flag=True,
+                            forward_jumps=_FORWARD_312)
     else:
         raise NotImplementedError(f"torchkiln capture supports CPython 3.11 and 3.12, not {version}")
 

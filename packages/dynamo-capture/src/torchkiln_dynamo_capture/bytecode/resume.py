@@ -12,35 +12,30 @@ pushes the live stack back from arguments and jumps into the middle:
 
 Copying the whole code (not just the rest) keeps loops (a back edge above N), ``with`` blocks and
 ``try`` handlers intact: the exception table still covers the copied instructions, at the same
-stack depth, because the prologue rebuilds the stack exactly. Every version difference is in
-``_CALL`` and ``_FORWARD``.
+stack depth, because the prologue rebuilds the stack exactly. Control flow (the exception table,
+the ways an instruction continues) is ``flow.py``'s; version differences are ``decode.py``'s
+``version_table`` (PRECALL before CALL, comprehension frames, the forward spelling of jumps).
 """
 
 from __future__ import annotations
 
 import dis
 import functools
-import sys
 import types
 from dataclasses import dataclass
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr, Label, TryBegin, TryEnd
 
-from .decode import decode
+from .decode import decode, version_table
+from .flow import ExceptionEntry, flow_graph
+from .flow import exits as normal_exits
 
 #: stack slot kinds: a value passed as an argument, the NULL under a callable, or an iterator
 #: passed as the tuple of what it has left (so it can be guarded and rebuilt with GET_ITER)
 VALUE, NULL, ITER = "value", "null", "iter"
 
-_PY311 = sys.version_info[:2] == (3, 11)
-_FORWARD = {  # 3.11 spells the direction of a conditional jump in its name
-    "POP_JUMP_BACKWARD_IF_TRUE": "POP_JUMP_FORWARD_IF_TRUE",
-    "POP_JUMP_BACKWARD_IF_FALSE": "POP_JUMP_FORWARD_IF_FALSE",
-    "POP_JUMP_BACKWARD_IF_NONE": "POP_JUMP_FORWARD_IF_NONE",
-    "POP_JUMP_BACKWARD_IF_NOT_NONE": "POP_JUMP_FORWARD_IF_NOT_NONE",
-    "JUMP_BACKWARD": "JUMP_FORWARD",
-    "JUMP_BACKWARD_NO_INTERRUPT": "JUMP_FORWARD",
-}
+_VT = version_table()
+_FORWARD = dict(_VT.forward_jumps)  # a step's tail is after everything: its jumps go forward
 _FLAG_VARARGS, _FLAG_VARKEYWORDS = 0x04, 0x08
 
 
@@ -102,7 +97,7 @@ _ITEMS_ARG = "__tk_items"
 def is_comprehension(code: types.CodeType) -> bool:
     """Whether ``code`` is a comprehension run as its own frame (3.11 only), which
     ``comprehension_over_tuple`` can transform."""
-    return (_PY311 and code.co_name in _COMPREHENSION_NAMES and code.co_argcount == 1
+    return (_VT.comprehension_frames and code.co_name in _COMPREHENSION_NAMES and code.co_argcount == 1
             and code.co_varnames[:1] == (".0",) and not code.co_flags & (_FLAG_VARARGS | _FLAG_VARKEYWORDS))
 
 
@@ -140,7 +135,7 @@ def original(code: types.CodeType, index: int) -> tuple[types.CodeType, int | No
 
 
 def _call(argc: int) -> list[Instr]:
-    return ([Instr("PRECALL", argc)] if _PY311 else []) + [Instr("CALL", argc)]
+    return ([Instr("PRECALL", argc)] if _VT.precall else []) + [Instr("CALL", argc)]
 
 
 def stack_args(layout: tuple[str, ...]) -> list[str]:
@@ -210,11 +205,7 @@ def _locate(instrs: list, line: int) -> list:
 
 def _set_handler_depths(bc, instrs, code) -> None:
     """Give each TryBegin the stack depth of the original exception-table entry for its handler."""
-    by_offset = {i.offset: i.index for i in decode(code)}
-    depth = {}
-    for entry in dis.Bytecode(code).exception_entries:
-        if entry.target in by_offset:
-            depth[by_offset[entry.target]] = entry.depth
+    depth = flow_graph(code).handler_depth
     index_of = {id(instr): n for n, instr in enumerate(instrs)}
     label_pos = {id(item): p for p, item in enumerate(bc) if isinstance(item, Label)}
     for item in bc:
@@ -316,7 +307,6 @@ def _tail(succ: Successor, cellvars: set) -> list[Instr]:
 # continuation returns or raises.
 
 _RAISES = {"RERAISE", "RAISE_VARARGS"}
-_NO_FALLTHROUGH = {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD"}
 _STORES = {"STORE_FAST", "STORE_DEREF"}
 
 
@@ -333,41 +323,15 @@ class ExceptClause:
     binds: tuple[str, ...]
 
 
-def _exception_entries(code: types.CodeType) -> list[tuple[int, int, int, int, bool]]:
-    """The exception table as (first, end, handler, depth, lasti) in instruction indices."""
-    insts = decode(code)
-    by_offset = {i.offset: i.index for i in insts}
-    out = []
-    for entry in dis.Bytecode(code).exception_entries:
-        covered = [i.index for i in insts if entry.start <= i.offset < entry.end]
-        if covered and entry.target in by_offset:
-            out.append((covered[0], covered[-1] + 1, by_offset[entry.target], entry.depth, entry.lasti))
-    return out
-
-
-def _covering(entries, index: int):
-    return next((e for e in entries if e[0] <= index < e[1]), None)
-
-
-def _flow(inst) -> list[tuple[bool, int]]:
-    """(is the jump, next index) for each way control leaves ``inst`` normally."""
-    out = []
-    if inst.opname not in _NO_FALLTHROUGH:
-        out.append((False, inst.index + 1))
-    if inst.target is not None:
-        out.append((True, inst.target))
-    return out
-
-
 def _effect(inst, jump: bool) -> int:
     return dis.stack_effect(inst.opcode, inst.arg if inst.opcode >= dis.HAVE_ARGUMENT else None, jump=jump)
 
 
-def _walk_handler(insts, entry) -> tuple[list[ExceptClause], list[int]]:
+def _walk_handler(insts, entry: ExceptionEntry) -> tuple[list[ExceptClause], list[int]]:
     """The clauses of the handler of ``entry`` (none unless it starts with PUSH_EXC_INFO: a cleanup
     only restores and re-raises) and the instructions of its normal flow that raise again (no
     clause matched, a cleanup, a ``with`` whose ``__exit__`` did not suppress)."""
-    _, _, handler, depth, lasti = entry
+    handler, depth, lasti = entry.handler, entry.depth, entry.lasti
     base = depth + int(lasti)
     clauses, raises = [], []
     is_except = insts[handler].opname == "PUSH_EXC_INFO"
@@ -384,7 +348,7 @@ def _walk_handler(insts, entry) -> tuple[list[ExceptClause], list[int]]:
             raises.append(i)
             continue
         stored = (inst.argval,) if inst.opname in _STORES else ()
-        for jump, nxt in _flow(inst):
+        for jump, nxt in normal_exits(inst):
             after = d + _effect(inst, jump)
             if is_except and d == base + 2 and after == base + 1:
                 clauses.append(ExceptClause(nxt, depth, lasti, binds + stored))
@@ -397,18 +361,17 @@ def _walk_handler(insts, entry) -> tuple[list[ExceptClause], list[int]]:
 def clauses_reached(code: types.CodeType, index: int) -> tuple[ExceptClause, ...]:
     """The except clauses control may reach when instruction ``index`` raises: its handler's, and
     those of the handlers outer clauses re-raise to (a clause that does not match, a cleanup)."""
-    insts = decode(code)
-    entries = _exception_entries(code)
+    graph = flow_graph(code)
     out: list[ExceptClause] = []
-    todo, seen = [_covering(entries, index)], set()
+    todo, seen = [graph.covering(index)], set()
     while todo:
         entry = todo.pop()
-        if entry is None or entry[2] in seen:
+        if entry is None or entry.handler in seen:
             continue
-        seen.add(entry[2])
-        clauses, raises = _walk_handler(insts, entry)
+        seen.add(entry.handler)
+        clauses, raises = _walk_handler(graph.insts, entry)
         out += [c for c in clauses if c not in out]
-        todo += [_covering(entries, i) for i in raises]
+        todo += [graph.covering(i) for i in raises]
     return tuple(out)
 
 
@@ -416,10 +379,10 @@ def clauses_reached(code: types.CodeType, index: int) -> tuple[ExceptClause, ...
 def _clause_regions(code: types.CodeType) -> tuple[tuple[ExceptClause, frozenset, frozenset], ...]:
     """Each clause with its body (what runs while it handles: from ``body`` to its exits, nested
     handlers included) and its exits (the POP_EXCEPTs that leave it normally)."""
-    insts = decode(code)
-    entries = _exception_entries(code)
+    graph = flow_graph(code)
+    insts = graph.insts
     out = []
-    for entry in entries:
+    for entry in graph.entries:
         for clause in _walk_handler(insts, entry)[0]:
             body: set[int] = set()
             exits: set[int] = set()
@@ -436,10 +399,10 @@ def _clause_regions(code: types.CodeType) -> tuple[tuple[ExceptClause, frozenset
                         exits.add(i)
                         continue
                     level -= 1
-                todo += [(nxt, level) for _, nxt in _flow(inst)]
-                inner = _covering(entries, i)
-                if inner is not None and insts[inner[2]].opname == "PUSH_EXC_INFO":  # not a cleanup
-                    todo.append((inner[2], level + 1))
+                todo += [(nxt, level) for _, nxt in normal_exits(inst)]
+                inner = graph.covering(i)
+                if inner is not None and insts[inner.handler].opname == "PUSH_EXC_INFO":  # not a cleanup
+                    todo.append((inner.handler, level + 1))
             out.append((clause, frozenset(body), frozenset(exits)))
     return tuple(out)
 

@@ -212,6 +212,8 @@ def _pure_with_constants(fn) -> bool:
     owner = getattr(fn, "__self__", None)
     if isinstance(fn, type):
         return True
+    if trace_rules.changes_torch_state(fn):
+        return False
     if owner is not None and not isinstance(owner, types.ModuleType):
         # torch.distributed's objects act on every call (an all-reduce, a reducer told a
         # backward is coming): run once at capture time, later calls would silently skip them

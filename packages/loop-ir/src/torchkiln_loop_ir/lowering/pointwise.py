@@ -80,9 +80,14 @@ def make_pointwise(ctx: Any, fn: Callable[..., Any], operands: Sequence[Any],
     cdt = compute_dtype(dtype or out_dtype)
     dts = operand_dtypes or [cdt] * len(operands)
     loaders = [operand_loader(x, dt) for x, dt in zip(operands, dts)]
+    # A 16-bit result computed in float32 is rounded to its dtype where a consumer reads it
+    # unstored (fused), as eager's stored tensor would be: `s = x.sin(); s.sum() - s` is 0 in eager
+    # and must be 0 here, not the float32 rounding error of `s`.
+    rounds = is_low_precision(out_dtype) and cdt == torch.float32
 
     def inner_fn(index):
-        return fn(*[load(index) for load in loaders])
+        v = fn(*[load(index) for load in loaders])
+        return ops.to_dtype(ops.to_dtype(v, out_dtype, cdt), cdt, out_dtype) if rounds else v
 
     return Pointwise(inner_fn, ctx.out_size, out_dtype, ctx.device)
 
@@ -307,10 +312,10 @@ def _to_copy(ctx, x, dtype=None, **kwargs):
     if isinstance(x, IRNode) and x.get_dtype() != out:
         # An explicit cast rounds through 16-bit floats even when the value stays in registers
         # (16-bit values are computed in float32): in x.to(bf16).mul(3).to(float32) both the
-        # rounded x and the rounded product must be seen, as in eager.
+        # rounded x and the rounded product must be seen, as in eager. make_pointwise rounds a
+        # 16-bit result; the source is rounded here when it is not a stored buffer.
         src = x.get_dtype()
-        steps = [d for d in (src if not isinstance(x, (Buffer, ReinterpretView)) else None, out)
-                 if d is not None and is_low_precision(d)]
+        steps = [src] if is_low_precision(src) and not isinstance(x, (Buffer, ReinterpretView)) else []
         if steps:
             def rounded(v):
                 for d in steps:

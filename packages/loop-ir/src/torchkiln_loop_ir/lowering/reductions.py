@@ -65,11 +65,31 @@ def reduce(ctx: Any, x: IRNode, dims: Any, keepdim: bool, reduction_type: str, o
             v = ops.to_dtype(v, want, src)
         return value_fn(v, full) if value_fn else v
 
+    if reduction_type in _TRIVIAL_TYPES and product(rranges) == 1:
+        return _one_element(inner_fn, ranges, rranges, out_dtype, want, x.get_device())
     red = Reduction(inner_fn, ranges, rranges, reduction_type, out_dtype, src_dtype, x.get_device())
     split = _split_factor(red)
     if split:
         return _split_reduction(ctx, red, split)
     return ctx.reduction(red)
+
+
+# A reduction over one element is that element: a Pointwise the scheduler fuses with its
+# neighbours (one kernel fewer), and a value computed once per kernel, so `x - x.mean(-1)` over a
+# dimension of size 1 is exactly 0, as in eager, not the difference between two kernels' libm.
+_TRIVIAL_TYPES = frozenset({"sum", "prod", "max", "min", "any"})
+
+
+def _one_element(inner_fn, ranges, rranges, out_dtype: torch.dtype, value_dtype: torch.dtype,
+                 device) -> Pointwise:
+    zeros = [sympy.Integer(0)] * len(rranges)
+    cdt = compute_dtype(out_dtype)
+
+    def value(index):
+        v = inner_fn(index, zeros)
+        return v if value_dtype == cdt else ops.to_dtype(v, cdt, value_dtype)
+
+    return Pointwise(value, ranges, out_dtype, device)
 
 
 # Split reductions: a long reduction with few outputs (x.sum() of 2**20 elements) has no
@@ -217,6 +237,9 @@ def _welford(ctx, x, dims, keepdim, cdt) -> tuple[ComputedBuffer, ComputedBuffer
         v = load(full_index(index, rindex))
         return v if src == value_dt else ops.to_dtype(v, value_dt, src)
 
+    if product(rranges) == 1:  # mean is the element, m2 is 0
+        mean = _one_element(inner_fn, ranges, rranges, cdt, value_dt, x.get_device())
+        return mean, Pointwise(lambda index: ops.constant(0.0, cdt), ranges, cdt, x.get_device())
     red = Reduction(inner_fn, ranges, rranges, "welford_reduce", cdt, value_dt, x.get_device())
     split = _split_factor(red)
     if split:

@@ -1,8 +1,9 @@
-"""Argument parsing and the two commands: ``bench`` and ``overhead``."""
+"""Argument parsing and the commands: ``bench``, ``overhead``, ``repro`` and ``minify``."""
 
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import sys
 from pathlib import Path
@@ -85,6 +86,10 @@ def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         from torchkiln.bench import compile_time
 
         return compile_time.command(args, argv)
+    if args.plot and importlib.util.find_spec("matplotlib") is None:
+        # checked before the run, not after it: a long run should not end in an ImportError
+        print("torchkiln bench: --plot needs matplotlib (pip install matplotlib)", file=sys.stderr)
+        return 2
     names = args.suite if isinstance(args.suite, list) else _suites(args.suite)
     size = args.size or ("full" if args.device == "cuda" else "small")
     specs: list[suites.ModelSpec] = []
@@ -160,6 +165,30 @@ def overhead_command(args: argparse.Namespace, argv: list[str] | None = None) ->
     return 0
 
 
+def repro_command(args: argparse.Namespace, argv: list[str] | None = None) -> int:
+    from torchkiln.repro import NotReproducible, repro_from_folder
+
+    try:
+        path = repro_from_folder(args.folder)
+    except NotReproducible as error:
+        print(f"torchkiln repro: {error}", file=sys.stderr)
+        return 2
+    print(f"wrote {path}; run it with: python {path}")
+    return 0
+
+
+def minify_command(args: argparse.Namespace, argv: list[str] | None = None) -> int:
+    from torchkiln.minify import minify
+    from torchkiln.repro import NotReproducible
+
+    try:
+        minify(args.script, args.out)
+    except NotReproducible as error:
+        print(f"torchkiln minify: {error}", file=sys.stderr)
+        return 2
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     from torchkiln import __version__
 
@@ -181,6 +210,17 @@ def build_parser() -> argparse.ArgumentParser:
     over.add_argument("--no-peer", action="store_true")
     over.add_argument("--json", dest="json_path", default=None)
     over.set_defaults(func=overhead_command)
+    repro = commands.add_parser(
+        "repro", help="write a standalone repro script for a TORCHKILN_DEBUG_DIR graph folder"
+    )
+    repro.add_argument("folder", help="a <debug dir>/<function>_<n> folder")
+    repro.set_defaults(func=repro_command)
+    mini = commands.add_parser(
+        "minify", help="shrink a failing repro script (nodes, then max_fusions)"
+    )
+    mini.add_argument("script", help="a repro.py written by torchkiln")
+    mini.add_argument("--out", default=None, help="where to write (default <script>_min.py)")
+    mini.set_defaults(func=minify_command)
     return parser
 
 

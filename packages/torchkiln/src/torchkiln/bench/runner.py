@@ -91,6 +91,8 @@ class Row:
     accuracy: str = "error: not run"
     inductor_accuracy: str | None = None
     notes: list[str] = field(default_factory=list)
+    #: variant ("eager", "torchkiln", "inductor") -> its runs' spread (timing.Spread fields, ms)
+    spreads: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -119,6 +121,8 @@ def record_timings(row: Row, fns: dict[str, Callable[[], Any]], config: BenchCon
     """Interleaved medians, speedups over eager and peak memory of each variant in ``fns``
     ("eager", "torchkiln", and "inductor" when the peer compiled)."""
     times = timing.interleaved(fns, repeat=config.repeat, warmup=config.warmup, measure=timer.ms)
+    # the table shows each median with its runs' range, and warns when they disagree
+    row.spreads = {v: dataclasses.asdict(timing.spread(values)) for v, values in times.items()}
     row.eager_ms = timing.median(times["eager"])
     row.torchkiln_ms = timing.median(times["torchkiln"])
     row.speedup = timing.speedup(times["eager"], times["torchkiln"])

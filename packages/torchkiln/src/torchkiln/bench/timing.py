@@ -10,6 +10,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -19,6 +20,42 @@ def median(values: Sequence[float]) -> float:
     if not values:
         raise ValueError("median of no timings")
     return float(statistics.median(values))
+
+
+#: runs of one variant "disagree" when their interquartile range exceeds this fraction of the
+#: median: the table then warns that the timing is noise as much as result
+NOISY_IQR = 0.10
+
+
+@dataclass(frozen=True)
+class Spread:
+    """How the runs of one variant spread: min, quartiles, median, max (milliseconds)."""
+
+    low: float
+    q1: float
+    median: float
+    q3: float
+    high: float
+
+    @property
+    def relative_iqr(self) -> float:
+        """(q3 - q1) / median: 0 for identical runs."""
+        return (self.q3 - self.q1) / self.median if self.median > 0 else 0.0
+
+    def noisy(self, threshold: float = NOISY_IQR) -> bool:
+        return self.relative_iqr > threshold
+
+
+def spread(values: Sequence[float]) -> Spread:
+    """The spread of ``values`` (quartiles by the inclusive method: exact for few runs)."""
+    if not values:
+        raise ValueError("spread of no timings")
+    ordered = sorted(float(v) for v in values)
+    if len(ordered) == 1:
+        q1 = q3 = ordered[0]
+    else:
+        q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
+    return Spread(ordered[0], q1, median(ordered), q3, ordered[-1])
 
 
 def speedup(eager_times: Sequence[float], compiled_times: Sequence[float]) -> float:

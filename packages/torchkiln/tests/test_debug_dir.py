@@ -1,0 +1,175 @@
+"""TORCHKILN_DEBUG_DIR: a forward+backward graph's folder holds every stage (FX graph, ATen
+forward and backward, loop IR, schedule, fusion decisions, wrapper and kernels, guards, timing,
+perf hints); every graph of a broken function gets one; the log artifacts print the same stages;
+``python -m torchkiln repro <folder>`` writes a script that compiles the graph and checks it."""
+
+import json
+import os
+import subprocess
+import sys
+import warnings
+
+import pytest
+import torch
+import torchkiln
+from torchkiln_guards.logs import ARTIFACTS, logger
+
+
+@pytest.fixture(autouse=True)
+def _restore_loggers():
+    saved = {n: (logger(n).level, list(logger(n).handlers)) for n in ARTIFACTS}
+    yield
+    for n, (level, handlers) in saved.items():
+        logger(n).setLevel(level)
+        logger(n).handlers[:] = handlers
+
+
+def _model():
+    torch.manual_seed(0)
+    return torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU(), torch.nn.LayerNorm(8))
+
+
+def _read(folder, name):
+    path = folder / name
+    assert path.is_file(), f"{name} missing; folder has {sorted(p.name for p in folder.iterdir())}"
+    text = path.read_text()
+    assert text.strip(), f"{name} is empty"
+    return text
+
+
+def test_a_training_graph_dumps_every_stage(tmp_path):
+    model = _model()
+    compiled = torchkiln.compile(model, options={"debug_dir": str(tmp_path), "strict": True})
+    x = torch.randn(4, 8)
+    out = compiled(x)
+    torch.testing.assert_close(out, model(x))
+    grads = torch.autograd.grad(out.sum(), list(model.parameters()))
+    want = torch.autograd.grad(model(x).sum(), list(model.parameters()))
+    for g, w in zip(grads, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+
+    (folder,) = list(tmp_path.iterdir())
+    assert folder.name == "Sequential_0"
+    assert "def forward" in _read(folder, "fx_graph.py")
+    assert "torch.ops.aten" in _read(folder, "aten_forward.py")
+    assert "torch.ops.aten" in _read(folder, "aten_backward.py")
+    for part in ("forward", "backward"):
+        assert "buf" in _read(folder, f"loop_ir_{part}.txt")
+        assert "kernel" in _read(folder, f"schedule_{part}.txt").lower()
+        fusion = _read(folder, f"fusion_{part}.txt")
+        assert all(line.startswith(("fused ", "rejected ", "stopped: ")) for line in fusion.splitlines())
+        assert all(": " in line for line in fusion.splitlines() if line.startswith("rejected "))
+        assert "def " in _read(folder, f"wrapper_{part}.py")
+        kernels = list((folder / f"kernels_{part}").iterdir())
+        assert kernels and all(k.read_text().strip() for k in kernels)
+    assert "rejected " in _read(folder, "fusion_backward.txt")
+    assert "return False" in _read(folder, "guards.py")  # the generated guard check
+    timing = json.loads(_read(folder, "timing.json"))
+    assert {"aot", "lowering", "scheduling", "codegen", "wrapper"} <= set(timing["phases"])
+    assert timing["cache"].startswith("off: not read")
+    assert "unfused" in _read(folder, "perf_hints.txt")
+
+    (graph,) = torchkiln.report(compiled).graphs
+    assert graph.artifacts["debug_dir"] == str(folder)
+    assert set(graph.source_paths) == {graph.artifacts["forward.wrapper"],
+                                       graph.artifacts["backward.wrapper"]}
+    assert all(os.path.isfile(p) for k, p in graph.artifacts.items() if k != "debug_dir")
+    assert graph.perf_hints and "graph 0 perf hint: " in str(torchkiln.report(compiled))
+
+
+def _broken(x):
+    y = torch.sin(x) * 2.0
+    print("graph break")
+    return torch.cos(y).sum(dim=0)
+
+
+def test_every_graph_of_a_broken_function_gets_a_folder_from_the_variable(
+    tmp_path, monkeypatch, capsys
+):
+    monkeypatch.setenv("TORCHKILN_DEBUG_DIR", str(tmp_path))
+    compiled = torchkiln.compile(_broken)
+    x = torch.randn(5, 3)
+    torch.testing.assert_close(compiled(x), _broken(x))
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["_broken_0", "_broken_1"]
+    report = torchkiln.report(compiled)
+    assert [g.index for g in report.graphs] == [0, 1]
+    for g in report.graphs:
+        folder = tmp_path / f"_broken_{g.index}"
+        assert g.artifacts["debug_dir"] == str(folder)
+        assert os.path.isfile(g.artifacts["forward.wrapper"])
+        assert "torch.ops.aten" in _read(folder, "aten_forward.py")
+        _read(folder, "guards.py")
+        assert not (folder / "aten_backward.py").exists()  # inference: no backward graph
+    # a second process (run) writing the same dir gets new folders, never overwrites
+    again = torchkiln.compile(_broken)
+    torch.testing.assert_close(again(x), _broken(x))
+    assert {"_broken_0.1", "_broken_1.1"} <= {p.name for p in tmp_path.iterdir()}
+
+
+def test_the_log_artifacts_print_each_stage(monkeypatch, capsys):
+    monkeypatch.setenv("TORCHKILN_LOGS", "aot_graphs,loop_ir,schedule,fusion,perf_hints")
+
+    def f(x, w):
+        s = torch.softmax(x @ w, dim=-1)
+        return s.sum(dim=0) + s.mean(), x[::2].sum()
+
+    compiled = torchkiln.compile(f, options={"strict": True, "graph_cache": False})
+    x, w = torch.randn(8, 8), torch.randn(8, 8)
+    for got, want in zip(compiled(x, w), f(x, w)):
+        torch.testing.assert_close(got, want, rtol=1e-4, atol=1e-5)
+    err = capsys.readouterr().err
+    assert "[torchkiln.aot_graphs] graph 0 ATen forward:" in err
+    assert "[torchkiln.loop_ir] graph 0 forward loop IR:" in err
+    assert "[torchkiln.schedule] graph 0 forward schedule:" in err
+    assert "[torchkiln.fusion] graph 0 forward fusion decisions:" in err
+    assert "\nfused " in err and "\nrejected " in err
+    assert "[torchkiln.perf_hints] graph 0: forward: " in err
+
+
+def test_repro_command_writes_a_script_for_a_dumped_graph(tmp_path):
+    def f(x, idx):
+        return torch.relu(x[idx]) * 3.0 + x.sum()
+
+    compiled = torchkiln.compile(f, options={"debug_dir": str(tmp_path), "strict": True})
+    x, idx = torch.randn(6, 4), torch.tensor([5, 0, 2])
+    torch.testing.assert_close(compiled(x, idx), f(x, idx))
+    folder = tmp_path / "f_0"
+    result = subprocess.run(
+        [sys.executable, "-m", "torchkiln", "repro", str(folder)],
+        capture_output=True, text=True, timeout=300, check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    script = folder / "repro.py"
+    assert str(script) in result.stdout
+    # on its own, the script compiles the graph through torchkiln and matches eager (exit 0)
+    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
+                         timeout=300, cwd=tmp_path, check=False)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "passed: torchkiln matches eager" in run.stdout
+    # integer inputs keep their range (indices stay valid)
+    assert "'int64', 'cpu', False, 0, 5)" in script.read_text()
+
+
+def test_a_folder_that_is_not_a_graph_is_refused(tmp_path):
+    from torchkiln.bench.cli import main
+
+    with warnings.catch_warnings():
+        assert main(["repro", str(tmp_path)]) == 2
+
+
+def test_triton_kernels_are_dumped_and_an_aten_fallback_is_a_perf_hint(tmp_path):
+    def f(x):
+        return torch.sort(x, dim=-1).values * 2.0 + torch.relu(x).softmax(dim=-1)
+
+    compiled = torchkiln.compile(f, options={"debug_dir": str(tmp_path), "codegen": "triton",
+                                             "strict": True})
+    x = torch.randn(4, 16)
+    torch.testing.assert_close(compiled(x), f(x))
+    folder = tmp_path / "f_0"
+    kernels = sorted((folder / "kernels_forward").iterdir())
+    assert kernels and all(k.suffix == ".py" and "@triton.jit" in k.read_text() for k in kernels)
+    assert "kernel0(" in _read(folder, "wrapper_forward.py")
+    hints = _read(folder, "perf_hints.txt")
+    assert "ATen fallback aten.sort: no lowering" in hints
+    (graph,) = torchkiln.report(compiled).graphs
+    assert graph.fallbacks == ["aten.sort"] and any("aten.sort" in h for h in graph.perf_hints)
