@@ -168,3 +168,17 @@ def test_freezing_can_be_turned_off(compiler, capture):
         compiled = aot_compile(capture(model), [x], fw_compiler=compiler, freeze_parameters=False)
         assert aten.rsqrt.default in _ops(compiler.graphs[0])
         torch.testing.assert_close(compiled(x)[0], model(x))
+
+
+def test_refold_keeps_the_constant_tensors(compiler, capture):
+    # a recorded CUDA graph reads the folded constants' memory: refolding writes into it
+    model = ConvNet().eval()
+    x = torch.randn(2, 3, 8, 8)
+    with torch.no_grad():
+        runtime = _compile(model, x, compiler, capture)
+        before = list(runtime.folded.values(list(runtime.params)))
+        model.conv1.weight.mul_(3.0)
+        runtime.refresh_folded()
+        after = runtime.folded.values(list(runtime.params))
+        assert all(a is b for a, b in zip(after, before))
+        torch.testing.assert_close(runtime(x)[0], model(x))

@@ -92,11 +92,18 @@ class FoldedConstants:
         with self._lock:
             with torch.no_grad():
                 values = list(self.graph(*[args[i] for i in self.sources]))
-            for k, (v, meta) in enumerate(zip(values, self.metas)):
-                if _meta(v) != meta:
-                    raise FoldedConstantsChanged(
-                        f"folded constant {k} is {_meta(v)}, the graph was compiled for {meta}: "
-                        "a parameter changed shape, dtype or layout after compiling")
+                for k, (v, meta) in enumerate(zip(values, self.metas)):
+                    if _meta(v) != meta:
+                        raise FoldedConstantsChanged(
+                            f"folded constant {k} is {_meta(v)}, the graph was compiled for "
+                            f"{meta}: a parameter changed shape, dtype or layout after compiling")
+                if self._values is not None:
+                    # refold in place: the tensors keep their memory, which a recorded CUDA
+                    # graph reads at replay (and their identity, which oneDNN's packed-weight
+                    # cache is keyed by; copy_ bumps their version, so it repacks)
+                    for old, new in zip(self._values, values):
+                        old.copy_(new)
+                    values = self._values
             self._values, self._key = values, key
         return values
 

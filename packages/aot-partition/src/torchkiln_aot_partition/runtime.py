@@ -31,6 +31,13 @@ class InferenceRuntime:
     #: frozen parameters' folded constants (freezing.py), passed after the graph's own inputs
     folded: FoldedConstants | None = None
 
+    def refresh_folded(self) -> None:
+        """Refold the frozen parameters' constants, in place, if a parameter changed: a caller
+        that replays the compiled graph without calling the runtime (a CUDA graph) calls this
+        first."""
+        if self.folded is not None:
+            self.folded.values(self.params)  # folding reads parameters only (positions < params)
+
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         args = list(self.params) + list(inputs)
         graph_args = self.bases.graph_args(args) if self.bases is not None else args
