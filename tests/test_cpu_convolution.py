@@ -187,3 +187,16 @@ def test_graph_cache_keeps_folding_and_onednn_calls(tmp_path):
                                text=True, check=True).stdout.strip().splitlines()[-1]
                 for _ in range(2)]
     assert verdicts == ["miss", "hit"]
+
+
+@needs_mkldnn
+def test_inductor_freezing_option_turns_folding_off():
+    model = Net().eval()
+    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False,
+                                                 "freezing": False})
+    with torch.no_grad():
+        x = torch.randn(2, 3, 16, 16)
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    log = "\n".join(torchkiln.report(compiled).graphs[0].convolutions)
+    # the batch norm is not folded: its subtraction now follows the convolution
+    assert "its consumer aten.sub.Tensor" in log and "with relu fused" not in log
