@@ -252,6 +252,14 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
     output = next(n for n in graph.nodes if n.op == "output")
     before = [_val(o) for o in output.args[0]]
     _propagate_meta(new_gm)
+    # a copy to channels-last was decided on the producer's old strides; many producers are
+    # channels-last now (a max-pool after a convolution): drop those copies
+    for n in list(graph.nodes):
+        if (n.target is aten.clone.default and n.kwargs.get("memory_format") is torch.channels_last
+                and _val(n.args[0]).is_contiguous(memory_format=torch.channels_last)
+                and n.args[0].op != "placeholder"):
+            n.replace_all_uses_with(n.args[0])
+            graph.erase_node(n)
     if not _keep_output_layouts(graph, output, before):
         return gm, tuple(f"{c.name}: aten.convolution kept (a graph output that is not contiguous "
                          "would change layout)" for c in convs)
