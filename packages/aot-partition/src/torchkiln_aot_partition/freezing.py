@@ -260,7 +260,7 @@ def _reaches_output(node: fx.Node) -> bool:
     return False
 
 
-def _only_views(node: fx.Node, const: set[fx.Node]) -> bool:
+def _only_views(node: fx.Node) -> bool:
     """``node`` is a chain of views of one placeholder (folding it saves nothing)."""
     while node.op != "placeholder":
         if node.target not in _VIEWS:
@@ -290,7 +290,7 @@ def _keep_reason(node: fx.Node, const: set[fx.Node]) -> str | None:
         return "not a tensor"
     if not _is_static(val):
         return "symbolic size"
-    if _only_views(node, const):
+    if _only_views(node):
         return "a view of a parameter"
     if _reaches_output(node):
         return "returned by the graph"
