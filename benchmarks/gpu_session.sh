@@ -5,6 +5,7 @@
 #   bash benchmarks/gpu_session.sh                      # every section, in this order
 #   bash benchmarks/gpu_session.sh py312 ops hf         # some of them
 #   MODELS=bert,gpt2 bash benchmarks/gpu_session.sh hf-train   # some models of the bench sections
+#   BENCH_LIMIT=200 bash benchmarks/gpu_session.sh timm-full     # a shorter limit per bench section
 #
 # Sections (each bounded, so one device call of 10 minutes at most gets the most out):
 #   py312       the test suites on Python 3.12 (capture, guards, aot, loop-ir, cpp, meta-package,
@@ -37,7 +38,7 @@ python3 -c 'import sys, torch, triton; print(sys.version); print(torch.__version
 PYTEST="python3 -m pytest -q -p no:cacheprovider --import-mode=importlib"
 
 bench() {  # bench <name> <timeout> <args...>
-  local name=$1 limit=$2
+  local name=$1 limit=${BENCH_LIMIT:-$2}
   shift 2
   timeout "$limit" python3 -m torchkiln bench --device cuda --dtype bfloat16 --no-progress \
     ${MODELS:+--models "$MODELS"} --json "$OUT/gpu-$name.json" "$@" 2>&1 | tee "$OUT/gpu-$name.log" | tail -16

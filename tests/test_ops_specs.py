@@ -381,6 +381,28 @@ spec("views", lambda x: (x.contiguous().view(-1) * 2, x.reshape(x.shape[-1], -1)
       aten.squeeze.dims, aten.slice.Tensor, aten.select.int, aten._unsafe_view.default,
       aten.alias.default, aten.detach.default, aten.clone.default, aten.as_strided.default),
      dtypes=ALL, decompose=False)
+spec("as_strided_computed",
+     lambda x: (F.adaptive_avg_pool2d(x * 2, 1).flatten(1) + 1,
+                (x.transpose(1, 3) + 1).as_strided((7, 3), (2, 5), 3) * 2,
+                torch.as_strided_scatter(x * 3, x[0, :2, :2, 0] - 1, (2, 2), (7, 2), 5),
+                torch.as_strided_scatter(x.exp(), x[1, 0, :2, :3], (2, 3), (1, 4), 2) + 1),
+     lambda dt: [(lambda dt=dt: torch.randn(2, 5, 3, 4).to(dt).to(memory_format=torch.channels_last),),
+                 (make((2, 5, 3, 4), dt),)],
+     # adaptive_avg_pool2d's composite kernel restrides its mean of a channels-last input with a raw
+     # as_strided_; the second reads a computed value by eager's (transposed) storage order; the
+     # scatters' views begin 5 and 2 elements into a contiguous value: index functions must stay
+     # on non-negative numbers
+     (aten.as_strided_.default, aten.as_strided.default, aten.as_strided_scatter.default))
+spec("slice_scatter",
+     lambda x, s: (torch.slice_scatter(x, s, 1, 2, 5), torch.slice_scatter(x, s[:, :2], 1, 1, None, 2),
+                   torch.slice_scatter(x, x[-3:], 0, -3), torch.slice_scatter(x, x[:2], 0, 5, 100)),
+     lambda dt: [(make((7, 5), dt), make((7, 3), dt)),
+                 (make((7, 5), dt, transposed=True), make((7, 3), dt, transposed=True))],
+     (aten.slice_scatter.default,), dtypes=ALL)
+spec("constant_pad_nd",
+     lambda x: (F.pad(x, (1, 2), value=-100), F.pad(x, (0, 1, 2, 0)), F.pad(x, (-1, 2, 1, -2), value=3)),
+     lambda dt: [(make((7, 5), dt),), (make((7, 5), dt, transposed=True),)],
+     (aten.constant_pad_nd.default,), dtypes=FLOATS + INTS, decompose=False)
 spec("views_as_written", lambda x: (aten.mul.Tensor(aten.reshape.default(x, [-1]), 2),
                                     aten.add.Tensor(aten.lift_fresh.default(x), 1),
                                     aten.mul.Tensor(aten.lift_fresh_copy.default(x), 3)),

@@ -120,7 +120,7 @@ def _rows(dtype) -> torch.Tensor:
 NOT_DATA = {
     "embedding_gather_index_select", "scatter", "index_put", "index_put_sliced",
     "boolean_mask_read", "random", "factories", "iota_scalar_tensor_empty_permuted", "views",
-    "views_as_written", "cat_split_unbind", "matmuls", "convolution", "sdpa", "split_reductions",
+    "views_as_written", "cat_split_unbind", "slice_scatter", "matmuls", "convolution", "sdpa", "split_reductions",
     "convolution_backward", "pooling_backward", "sdpa_backward",
 }
 REDUCTIONS = {"sum_prod_mean", "cumsum", "sum_prod_int", "amax_amin_max_min", "argmax_argmin_max_dim",

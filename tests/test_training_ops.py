@@ -97,3 +97,31 @@ def test_checkpoint_autocast_and_grad_modes_inside_one_graph():
     torch.testing.assert_close(x1.grad, x2.grad)
     report = torchkiln.report(compiled)
     assert len(report.graphs) == 1 and not report.graph_breaks
+
+
+def test_gpt2_lm_loss_with_warning_once_is_one_graph_and_matches_eager():
+    # GPT2LMHeadModel(ids, labels=ids) reads model.loss_function, which calls transformers'
+    # logger.warning_once: it used to break the graph four times (one per frame on the way)
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=1, n_head=2, n_positions=16,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(config).train()
+    model.config.use_cache = False
+    ref = copy.deepcopy(model)
+
+    def step(m, ids):
+        return m(ids, labels=ids).loss
+
+    compiled = torchkiln.compile(lambda ids: step(model, ids), options={"strict": True})
+    for _ in range(2):
+        ids = torch.randint(0, 64, (2, 8))
+        loss, expected = compiled(ids), step(ref, ids)
+        torch.testing.assert_close(loss, expected)
+        loss.backward()
+        expected.backward()
+    for (name, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
+        torch.testing.assert_close(p.grad, q.grad, msg=name, rtol=1e-4, atol=1e-5)
+    report = torchkiln.report(compiled)
+    assert report.num_graphs == 1 and report.graph_breaks == []
+    assert not [f for g in report.graphs for f in g.fallbacks]

@@ -97,3 +97,16 @@ def test_handler_implements_every_op_of_the_contract():
 
     missing = sorted(op for op in ALL_OPS if not callable(getattr(TritonOpsHandler, op, None)))
     assert missing == []
+
+
+def test_exported_kernels_load_back_without_codegen(tmp_path):
+    # the graph cache's path: load_kernels called helpers removed when the code cache moved to
+    # loop-ir (NameError: every cached Triton graph was compiled again)
+    from torchkiln_codegen_triton import TritonOptions
+
+    backend = TritonBackend(TritonOptions(cache_dir=str(tmp_path)))
+    k = _copy_kernel("exported")
+    (loaded,) = backend.load_kernels(backend.export_kernels(backend.compile_kernels([k])), [k])
+    a, out = torch.randn(7), torch.empty(7)
+    loaded(a, out)
+    torch.testing.assert_close(out, a)

@@ -1,8 +1,8 @@
 """Repro scripts and the minifier, on a deliberately broken lowering: ``aten.mul``'s lowering is
-wrapped so its body calls an op no code generator has. The graph falls back to eager (results
+wrapped so its body raises when it is run. The graph falls back to eager (results
 still match), a repro script is written; run on its own in a subprocess (with the same broken
 lowering installed) it reproduces the failure, and without it it passes. The minifier shrinks
-the graph to the one multiplication. A silently wrong lowering (the product plus one) is caught
+the graph to the one multiplication. A silently wrong lowering (the product negated) is caught
 by the script written on request from the debug dir, as an accuracy failure, and minified too."""
 
 import subprocess
@@ -16,29 +16,38 @@ import torchkiln
 from torchkiln_loop_ir import LOWERINGS
 
 BREAKER = textwrap.dedent('''
-    """Breaks aten.mul's lowering: its body calls an op that no code generator has."""
+    """Breaks aten.mul's lowering: its body fails when a code generator runs it (analysis
+    handlers run it fine, so the failure is the graph's, past lowering)."""
     import dataclasses
 
     import torch
     from torchkiln_loop_ir import LOWERINGS, ops
+    from torchkiln_loop_ir.ops import current_ops_handler
+
+
+    def _fail(value):
+        handler = type(current_ops_handler())  # kernels run bodies under a simplifying wrapper
+        if handler.__module__.startswith("torchkiln_codegen") or handler.__name__ == "_SimplifyingHandler":
+            raise RuntimeError("torchkiln_no_such_op: a deliberately broken lowering of aten.mul")
+        return value
 
 
     def broken(original):
         def lowering(ctx, *args, **kwargs):
             value = original(ctx, *args, **kwargs)
             inner = value.inner_fn
-            return dataclasses.replace(
-                value, inner_fn=lambda index: ops.torchkiln_no_such_op(inner(index)))
+            return dataclasses.replace(value, inner_fn=lambda index: _fail(inner(index)))
         return lowering
 
 
     def wrong(original):
-        """A silently wrong lowering: the product plus one."""
+        """A silently wrong lowering: the product negated (tanh of the sum then flips sign,
+        where a shift would vanish in tanh's saturation)."""
         def lowering(ctx, *args, **kwargs):
             value = original(ctx, *args, **kwargs)
             inner = value.inner_fn
             return dataclasses.replace(
-                value, inner_fn=lambda index: ops.add(inner(index), ops.constant(1.0, value.dtype)))
+                value, inner_fn=lambda index: ops.neg(inner(index)))
         return lowering
 
 
@@ -96,7 +105,7 @@ def test_a_fallback_writes_a_repro_that_reproduces_on_its_own(breaker, tmp_path)
 
     broken = _run_script(fallback.repro, breaker, broken=True)
     assert broken.returncode == 1, broken.stdout + broken.stderr
-    assert "reproduced: UnsupportedOp" in broken.stdout and "torchkiln_no_such_op" in broken.stdout
+    assert "reproduced: RuntimeError" in broken.stdout and "torchkiln_no_such_op" in broken.stdout
     fixed = _run_script(fallback.repro, breaker, broken=False)
     assert fixed.returncode == 0, fixed.stdout + fixed.stderr
     assert "passed: torchkiln matches eager" in fixed.stdout

@@ -8,7 +8,7 @@ from .saved import RuntimeMetadata, rebuild_runtime, runtime_metadata
 from .trace import FunctionalGraph, LiftedGraph, aten_graph, functional_graph, lift_parameters
 from .verify import check_functional
 
-__version__ = "0.2.0"
+__version__ = "0.2.1"
 
 __all__ = [
     "AOTError",

@@ -52,6 +52,24 @@ def module_header(interpret: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
+def async_compile_mode() -> Any:
+    """Triton's ``AsyncCompileMode`` (a context manager taking an executor: warmups submit their
+    compiles to it), or None in Triton versions without it."""
+    try:
+        from triton.runtime._async_compile import AsyncCompileMode
+    except ImportError:
+        return None
+    return AsyncCompileMode
+
+
+def init_driver() -> None:
+    """Set up Triton's active driver and target now (lazily built on first use, which several
+    compile threads should not race to do)."""
+    from triton.runtime import driver
+
+    driver.active.get_current_target()
+
+
 @functools.lru_cache(maxsize=1)
 def _launch_api() -> tuple[Any, Any, Any] | None:
     if not ((3, 4) <= TRITON_VERSION <= (3, 9)):

@@ -13,6 +13,7 @@ from .autotune import heuristic_config
 from .errors import CodegenError
 from .kernel import generate
 from .options import TritonOptions
+from .precompile import precompile
 from .wrapper import TritonCompiledKernel, kernel_name, module_source
 
 
@@ -29,11 +30,20 @@ class TritonBackend:
     def compile_kernel(self, spec: KernelSpec) -> TritonCompiledKernel:
         interpret = interpreting()
         cfg = heuristic_config(spec, self.options)
-        path = None
         try:
             body = generate(spec, looped=cfg.looped, options=self.options, interpret=interpret,
                             fn_name=kernel_name(spec))
             source = module_source(spec, body, interpret=interpret)
+        except CodegenError:
+            raise
+        except Exception as e:
+            raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}") from e
+        return self._load(spec, source, cfg)
+
+    def _load(self, spec: KernelSpec, source: str, cfg: Any) -> TritonCompiledKernel:
+        """Write ``source`` through the code cache, import it and wrap its kernel for launching."""
+        path = None
+        try:
             # registered in sys.modules: Triton's jit looks the kernel's module up for its globals
             module, file = source_module(CodeCache.at("triton", self.options.cache_dir), source,
                                          "kernel.py", "torchkiln_triton_", register=True)
@@ -46,11 +56,14 @@ class TritonBackend:
         except Exception as e:
             raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}", path) from e
         return TritonCompiledKernel(spec, source, path, fn, cfg,
-                                    autotune=self.options.autotune and not interpret)
+                                    autotune=self.options.autotune and not interpreting())
 
     def compile_kernels(self, kernels: Sequence[KernelSpec]) -> list[TritonCompiledKernel]:
-        """One compiled kernel per spec, in order (Triton compiles each lazily at first launch)."""
-        return [self.compile_kernel(k) for k in kernels]
+        """One compiled kernel per spec, in order; on CUDA their binaries are compiled in
+        parallel before this returns (``precompile``), not one by one at their first launch."""
+        compiled = [self.compile_kernel(k) for k in kernels]
+        precompile(compiled, self.options.compile_workers)
+        return compiled
 
     def export_kernels(self, kernels: Sequence[TritonCompiledKernel]) -> list[dict[str, Any]]:
         """Plain data from which ``load_kernels`` rebuilds ``kernels`` without generating code:
@@ -63,13 +76,6 @@ class TritonBackend:
         bodies are not needed: only names, arguments and ranges)."""
         if len(exported) != len(specs):
             raise CodegenError(f"{len(exported)} saved kernels for {len(specs)} kernel steps")
-        kernels = []
-        autotune = self.options.autotune and not interpreting()
-        for saved, spec in zip(exported, specs):
-            module, file = source_module(CodeCache.at("triton", self.options.cache_dir),
-                                         saved["source"], "kernel.py", "torchkiln_triton_",
-                                         register=True)
-            fn = getattr(module, kernel_name(spec))
-            kernels.append(TritonCompiledKernel(spec, saved["source"], str(file), fn,
-                                                saved["config"], autotune=autotune))
+        kernels = [self._load(spec, saved["source"], saved["config"]) for saved, spec in zip(exported, specs)]
+        precompile(kernels, self.options.compile_workers)
         return kernels

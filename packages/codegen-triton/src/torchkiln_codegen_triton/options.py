@@ -16,6 +16,9 @@ class TritonOptions:
     debug_asserts: emit ``tl.device_assert`` bounds checks for indirect indices.
     cache_dir: where kernel sources are written (plus ``/triton``); None means the shared cache
         root (``torchkiln_loop_ir.codecache.cache_root``).
+    compile_workers: threads compiling a graph's kernels to GPU binaries right after code
+        generation, before the first call (``precompile.py``); None means ``os.cpu_count()``, 0
+        leaves each kernel to compile at its first launch. No effect under the interpreter.
     """
 
     persistent_rnumel: int = 1024
@@ -24,3 +27,4 @@ class TritonOptions:
     autotune: bool = False
     debug_asserts: bool = False
     cache_dir: str | None = None
+    compile_workers: int | None = None

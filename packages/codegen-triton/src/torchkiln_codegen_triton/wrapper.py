@@ -63,6 +63,8 @@ class TritonCompiledKernel:
         self._nsizes = len(spec.size_args)
         self._reduction = spec.is_reduction
         self._numels = _numel_fn(spec)
+        self._arg_dtypes = tuple(spec.buffers[name].dtype for name in spec.args)
+        self._on_cuda = any(b.device.type == "cuda" for b in spec.buffers.values())
         # retuning reruns the kernel: only safe when it does not read what it writes
         self._autotune = (autotune and not set(spec.inputs) & set(spec.outputs)
                           and "tl.atomic_add" not in source)
@@ -70,6 +72,28 @@ class TritonCompiledKernel:
         self._launchers: dict[tuple[Any, ...], Any] = {}
         self._cuda: bool | None = None
         self._device_index: int | None = None
+
+    def warmup_call(self) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
+        """``fn.warmup``'s arguments that compile the very binary the first launch looks up: the
+        tensors' dtypes (Triton's mock tensors are 16-byte aligned, as allocations are), the
+        numels, the launch's block sizes and warps. None when that is not known before the call:
+        a CUDA kernel of symbolic sizes, one still to be autotuned, or one that never launches."""
+        if not self._on_cuda or self._nsizes or self._autotune:
+            return None
+        xnumel, rnumel = self._numels()
+        if xnumel <= 0 or (self._reduction and rnumel <= 0):
+            return None
+        cfg = self.config
+        numels = (xnumel, rnumel) if self._reduction else (xnumel,)
+        blocks = {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock} if self._reduction else {"XBLOCK": cfg.xblock}
+        grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
+        return (*self._arg_dtypes, *numels), {"grid": grid, **blocks, "num_warps": cfg.num_warps}
+
+    def warmup(self) -> None:
+        """Compile this kernel's binary now (Triton keeps it for the first launch)."""
+        call = self.warmup_call()
+        if call is not None:
+            self._fn.warmup(*call[0], **call[1])
 
     def _launch(self, cfg: Config, args: tuple[Any, ...], xnumel: int, rnumel: int) -> None:
         grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)

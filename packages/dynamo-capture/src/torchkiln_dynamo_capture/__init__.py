@@ -5,7 +5,7 @@ from .trace_rules import allow_in_graph, disable, mark_dynamic, mark_static
 from .explain import ExplainOutput, explain
 from .wrapper import CacheEntry, CapturedFunction, CapturedModule, capture
 
-__version__ = "0.3.1"
+__version__ = "0.4.0"
 
 __all__ = [
     "BackendError", "CacheEntry", "CapturedFunction", "CapturedModule", "ExplainOutput", "RecompileLimitExceeded", "Unsupported",

@@ -279,6 +279,8 @@ class OutputGraph:
                 rec.emit(f"{rec.expr(target)}.cell_contents = {rec.expr(value)}")
             elif kind == "global":
                 rec.emit(f"{ns.ref(target)}[{key!r}] = {rec.expr(value)}")
+            elif kind == "call":
+                rec.emit(f"{ns.ref(target, 'log')}(*{ns.ref(key, 'a')}, **{ns.ref(value, 'k')})")
         # the grad mode the code after the graph expects (a graph's own switches may be gone
         # after aot-partition, and a graph of switches alone is not compiled)
         grad = torch.is_grad_enabled()

@@ -1,4 +1,5 @@
-"""Mutations of Python state seen during capture, replayed (in program order) after the graph runs."""
+"""Mutations of Python state seen during capture, replayed (in program order) after the graph runs;
+and logging calls, which run there too instead of breaking the graph."""
 
 from __future__ import annotations
 
@@ -56,6 +57,10 @@ class SideEffects:
     def global_value(self, f_globals: dict, name: str):
         i = self._index.get(("global", id(f_globals), name))
         return None if i is None else self.entries[i][3]
+
+    def call(self, fn, args: list, kwargs: dict) -> None:
+        """``fn(*args, **kwargs)`` (constants) runs after the graph: a log record or a warning."""
+        self._record(("call", len(self.entries)), ("call", fn, args, kwargs))
 
     def __len__(self) -> int:
         return len(self.entries)

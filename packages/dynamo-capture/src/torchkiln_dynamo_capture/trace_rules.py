@@ -15,6 +15,11 @@ objects that talk to other processes are never run at capture time (``talks_to_o
 Nor are calls that change the process's torch state (``changes_torch_state``: seeding or reading
 random generators, streams and events, global defaults): run once while tracing, later calls would
 silently skip them, so they break the graph and run in Python on every call.
+
+Logging calls (``logging.Logger`` methods, ``logging.info`` and friends, transformers'
+``logger.warning_once``, ``warnings.warn``) do not break the graph: like the functions TorchDynamo
+lets reorder (``reorderable_logging_functions``), they run after the graph, in program order, with
+the arguments they had (``is_reorderable_logging``).
 """
 
 from __future__ import annotations
@@ -180,4 +185,27 @@ def wrapped_module(m):
     return wrapped_module(inner) or inner
 
 
-__all__ = ["allow_in_graph", "disable", "is_allowed_in_graph", "is_disabled", "mark_dynamic", "mark_static"]
+#: logger methods that only emit a record (return None): safe to run after the graph instead
+LOGGING_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"})
+
+
+def is_reorderable_logging(fn: Any, owner: Any = None) -> bool:
+    """Whether calling ``fn`` (bound to ``owner`` when given) only emits a log record or a warning,
+    so that capture may run it after the graph rather than break the graph for it. Methods of a
+    ``logging.Logger`` or ``LoggerAdapter`` named like its emitting methods or ``*_once``
+    (transformers' ``warning_once``/``info_once``), the module functions ``logging.info`` etc.,
+    and ``warnings.warn``."""
+    import logging
+    import warnings
+
+    if fn is warnings.warn:
+        return True
+    func = getattr(fn, "__func__", fn)
+    owner = getattr(fn, "__self__", owner)
+    name = getattr(func, "__name__", "")
+    if isinstance(owner, (logging.Logger, logging.LoggerAdapter)):
+        return name in LOGGING_METHODS or (name.endswith("_once") and name.split("_")[0] in LOGGING_METHODS)
+    return owner is None and name in LOGGING_METHODS and getattr(logging, name, None) is func
+
+
+__all__ = ["allow_in_graph", "disable", "is_allowed_in_graph", "is_disabled", "is_reorderable_logging", "mark_dynamic", "mark_static"]

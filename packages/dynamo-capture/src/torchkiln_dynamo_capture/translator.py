@@ -12,6 +12,7 @@ import types
 
 from torchkiln_guards import GlobalStateMatch
 
+from . import trace_rules
 from ._binding import _as_dict, bind_arguments
 from ._sources import GlobalSource, HeldObjectSource, ItemSource
 from .breaks import break_point
@@ -27,11 +28,11 @@ from .variables.base import (
     NullVariable,
     VariableTracker,
 )
-from . import trace_rules
 from .variables.builtins import binary_op, contains, disabled_call, identity, is_impure_module
 from .variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables.ctx import enter_context
 from .variables.functions import NewCellVariable, SuperVariable, UserFunctionVariable
+from .variables.logging_calls import bound, replay_logging_call
 from .variables.modules import NNModuleVariable
 from .variables.symbolic import SliceVariable, SymNodeVariable
 from .variables.tensors import TensorVariable
@@ -113,6 +114,10 @@ class InstructionTranslator:
         code = func.code
         if code.co_flags & (0x80 | 0x100 | 0x200):
             raise Unsupported(f"calling coroutine {func.name}")
+        if func.fn is not None:
+            owner = func.self_var.real_value() if func.self_var is not None else None
+            if trace_rules.is_reorderable_logging(func.fn, owner):
+                return replay_logging_call(self, bound(func.fn, owner), args[1 if owner is not None else 0:], kwargs)
         if is_impure_module(func.f_globals.get("__name__")):
             raise Unsupported(f"calling {func.f_globals['__name__']}.{func.name} (it acts outside the program: "
                               "output, time, files, ...)", "it runs in Python between two graphs")

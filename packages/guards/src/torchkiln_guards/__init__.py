@@ -43,7 +43,7 @@ from .source import (
     StrideSource,
 )
 
-__version__ = "0.2.0"
+__version__ = "0.3.0"
 
 __all__ = [
     "AttrSource",

@@ -1,6 +1,6 @@
 """Decompositions, lowering to a define-by-run loop IR, the fusion scheduler and buffer planning (TorchInductor's core)."""
 
-__version__ = "0.3.0"
+__version__ = "0.4.0"
 
 from .backend import (
     Backend,

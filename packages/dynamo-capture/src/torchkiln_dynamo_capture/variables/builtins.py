@@ -100,6 +100,10 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return ConstantVariable(True)
     if trace_rules.is_disabled(fn):
         raise disabled_call(fn)
+    if trace_rules.is_reorderable_logging(fn):
+        from .logging_calls import replay_logging_call
+
+        return replay_logging_call(tx, fn, args, kwargs)
     if fn is torch.utils.checkpoint.checkpoint and args:
         # activation checkpointing: the region is inlined into the graph (same values; whether
         # its activations are kept or recomputed is the partitioner's choice)

@@ -29,6 +29,6 @@ def register_lowering(*targets: Any) -> Callable[[Callable[..., Any]], Callable[
     return wrap
 
 
-from . import copies, extern, indexing, pointwise, pooling, random, reductions, views  # noqa: F401  (fill LOWERINGS)
+from . import copies, extern, indexing, pointwise, pooling, random, reductions, strided, view_scatter, views  # noqa: F401  (fill LOWERINGS)
 
 __all__ = ["LOWERINGS", "register_lowering"]

@@ -194,17 +194,6 @@ def _restride(layout: FixedLayout, new: Sequence[sympy.Expr]) -> tuple[sympy.Exp
     return tuple(sympy.Integer(s) for s in t.stride())
 
 
-@register_lowering(aten.as_strided.default)
-def as_strided(ctx, x, size, stride, storage_offset=None):
-    if isinstance(x, Pointwise):
-        x = ctx.realize(x, "input of as_strided")
-    base = x.base if isinstance(x, ReinterpretView) else x
-    offset = sympy.sympify(storage_offset if storage_offset is not None else
-                           (x.layout.offset if isinstance(x, ReinterpretView) else 0))
-    return ReinterpretView(base, FixedLayout(base.layout.device, base.layout.dtype, tuple(map(sympy.sympify, size)),
-                                             tuple(map(sympy.sympify, stride)), offset))
-
-
 @register_lowering(aten.alias.default, aten.detach.default, aten.lift_fresh.default)
 def alias(ctx, x):
     return x
@@ -283,3 +272,36 @@ def unbind(ctx, x, dim=0):
     del size[dim]
     return [view_of(x, size, lambda idx, k=k: list(idx[:dim]) + [sympy.Integer(k)] + list(idx[dim:]))
             for k in range(int(x.get_size()[dim]))]
+
+
+@register_lowering(aten.constant_pad_nd.default)
+def constant_pad_nd(ctx, x, pad, value=0):
+    """``F.pad(x, pad, value=v)``: ``x`` shifted by the low pads, ``v`` outside it (a negative pad
+    crops). transformers' causal-LM loss pads its shifted labels with ``ignore_index``."""
+    from ..ir import compute_dtype
+    from .pointwise import operand_loader
+
+    in_size = x.get_size()
+    n = len(in_size)
+    if len(pad) % 2 or len(pad) // 2 > n:
+        raise Unlowerable(f"constant_pad_nd with {len(pad)} pads for {n} dims")
+    low = [sympy.Integer(0)] * n
+    for k in range(len(pad) // 2):
+        low[n - 1 - k] = sympy.sympify(pad[2 * k])
+    padded = [d for d in range(n) if low[d] != 0 or ctx.out_size[d] != in_size[d]]
+    cdt = compute_dtype(ctx.out_dtype)
+    load, fill = operand_loader(x, cdt), operand_loader(value, cdt)
+
+    def inner_fn(index):
+        src = [i - lo for i, lo in zip(index, low)]
+        inside = None
+        for d in padded:
+            i = ops.index_expr(src[d], torch.int64)
+            c = ops.logical_and(ops.ge(i, ops.constant(0, torch.int64)),
+                                ops.lt(i, ops.index_expr(in_size[d], torch.int64)))
+            inside = c if inside is None else ops.logical_and(inside, c)
+        if inside is None:
+            return load(src)
+        return ops.where(inside, ops.masked(inside, lambda: load(src), 0), fill(index))
+
+    return Pointwise(inner_fn, ctx.out_size, ctx.out_dtype, ctx.device)
