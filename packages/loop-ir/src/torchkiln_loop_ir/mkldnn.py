@@ -31,6 +31,7 @@ from typing import Any
 
 import torch
 from torch import fx
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.weak import WeakIdKeyDictionary
 
 aten = torch.ops.aten
@@ -187,6 +188,11 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, copies))
     new_gm = fx.GraphModule(gm, graph)
+    if not _static_inputs(new_gm):
+        return gm, tuple(f"{c.name}: aten.convolution kept (graph inputs of symbolic size)"
+                         for c in convs)
+    mode = FakeTensorMode()
+    _propagate_meta(new_gm, mode)  # one fake mode for every value the pass makes or reads
     log: list[str] = []
     placeholders = {n for n in graph.nodes if n.op == "placeholder"}
     changed = False
@@ -251,7 +257,7 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
         return gm, tuple(log)
     output = next(n for n in graph.nodes if n.op == "output")
     before = [_val(o) for o in output.args[0]]
-    _propagate_meta(new_gm)
+    _propagate_meta(new_gm, mode)
     # a copy to channels-last was decided on the producer's old strides; many producers are
     # channels-last now (a max-pool after a convolution): drop those copies
     for n in list(graph.nodes):
@@ -321,16 +327,25 @@ def _fake_meta(node: fx.Node) -> None:
         node.meta["val"] = node.target(*args, **kwargs)
 
 
-def _propagate_meta(gm: fx.GraphModule) -> None:
-    """Recompute every node's meta['val'] from the placeholders' (strides changed downstream of
-    the convolutions: channels-last now flows through the pointwise ops)."""
-    mode = next(v.fake_mode for n in gm.graph.nodes
-                if (v := _val(n)) is not None and hasattr(v, "fake_mode"))
+def _static_inputs(gm: fx.GraphModule) -> bool:
+    """Every placeholder is a tensor of static size and strides (the pass re-fakes them)."""
+    return all(isinstance(v := _val(n), torch.Tensor)
+               and all(isinstance(s, int) for s in (*v.shape, *v.stride()))
+               for n in gm.graph.nodes if n.op == "placeholder")
+
+
+def _propagate_meta(gm: fx.GraphModule, mode: FakeTensorMode) -> None:
+    """Recompute every node's meta['val'] in ``mode`` from the placeholders' sizes and strides
+    (strides change downstream of the convolutions: channels-last flows through the pointwise
+    ops; and the graph's own values may come from several fake modes, or be real constants)."""
     env: dict[fx.Node, Any] = {}
     with mode:
         for n in gm.graph.nodes:
             if n.op == "placeholder":
-                env[n] = _val(n)
+                v = _val(n)
+                env[n] = torch.empty_strided(tuple(v.shape), tuple(v.stride()), dtype=v.dtype,
+                                             device=v.device)
+                n.meta["val"] = env[n]
             elif n.op == "call_function":
                 args, kwargs = torch.utils._pytree.tree_map(
                     lambda a: env[a] if isinstance(a, fx.Node) else a, (n.args, n.kwargs))
