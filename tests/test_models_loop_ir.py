@@ -21,6 +21,8 @@ from torchkiln_codegen_cpp import CppBackend
 ALLOWED_EXTERNS = {
     "aten.mm", "aten.bmm", "aten.addmm", "aten.baddbmm", "aten.convolution",
     "aten._scaled_dot_product_flash_attention_for_cpu", "aten.randint.low",
+    # CPU convolutions through oneDNN (loop-ir's mkldnn.py)
+    "torchkiln.mkldnn_convolution", "torchkiln.mkldnn_convolution_add",
 }
 
 

@@ -543,7 +543,8 @@ spec("matmuls", lambda a, b, c, x, y: (torch.relu(a @ b + 1), torch.addmm(c, a, 
 spec("convolution", lambda x, w, b: (torch.relu(F.conv2d(x, w, b, padding=1)),),
      lambda dt: [(make((2, 3, 7, 9), dt), make((4, 3, 3, 3), dt), make((4,), dt))],
      (aten.convolution.default,), dtypes=(F32,), tol={F32: (1e-4, 1e-4)},
-     extern=("aten.convolution",))
+     # on the CPU through oneDNN with the relu fused (loop-ir's mkldnn.py), elsewhere ATen's
+     extern=("aten.convolution", "torchkiln.mkldnn_convolution"))
 spec("sdpa", lambda q, k, v: (F.scaled_dot_product_attention(q, k, v) * 2,),
      lambda dt: [(make((2, 3, 7, 8), dt), make((2, 3, 7, 8), dt), make((2, 3, 7, 8), dt))],
      (AnyOf(_SDPA_KERNELS),), dtypes=(F32,), tol={F32: (1e-4, 1e-4)},

@@ -96,3 +96,16 @@ def test_reduction_over_leading_dim_fuses_with_its_pointwise_users(check):
     x = torch.randn(257, 3)
     cg = check(lambda x: (x.softmax(0), x.var(0)), x, atol=1e-5, rtol=1e-5)
     assert cg.num_kernels == 1
+
+
+def test_channels_last_pointwise_iterates_in_memory_order(check):
+    # a channels-last result is written with the channel innermost (unit stride), not the width
+    x = torch.randn(2, 5, 6, 7).contiguous(memory_format=torch.channels_last)
+    y = torch.randn(2, 5, 6, 7).contiguous(memory_format=torch.channels_last)
+    cg = check(lambda x, y: ((x * 2 + y).relu(),), x, y)
+    (kernel,) = cg.kernel_specs
+    assert tuple(kernel.xranges) == (2, 6, 7, 5)
+    out = cg(x, y)[0]
+    assert out.is_contiguous(memory_format=torch.channels_last)
+    # a contiguous consumer of a channels-last value still lines up with eager
+    check(lambda x: ((x.relu() + 1).contiguous() * 3, x.relu() + 1), x)

@@ -104,3 +104,15 @@ def test_the_table_shows_spreads_fits_the_width_and_warns_on_noise() -> None:
     wide = table.render(rows, width=240)
     assert "2.000 (1-3)!" in wide and "1.000 (0.99-1.01)" in wide
     assert "warning" not in table.render(rows[:1], width=240)
+
+
+def test_cpu_clock_does_not_count_waiting():
+    import time
+
+    from torchkiln.bench import timing
+
+    nap = lambda: time.sleep(0.05)  # noqa: E731 - waits, uses no CPU
+    assert timing.Timer("cpu", clock="wall").ms(nap) >= 45
+    assert timing.Timer("cpu", clock="cpu").ms(nap) < 20
+    with pytest.raises(ValueError, match="unknown clock"):
+        timing.Timer("cpu", clock="sundial")

@@ -9,6 +9,7 @@ from torch import fx
 
 from .aliasing import SyntheticBases, shared_storage_groups, synthetic_bases
 from .errors import AOTError
+from .freezing import freeze
 from .joint import joint_graph
 from .mutation import find_output_aliases
 from .partition import min_cut_partition
@@ -36,6 +37,7 @@ def aot_compile(
     bw_compiler: Callable | None = None,
     decompositions=None,
     partition_fn: Callable = min_cut_partition,
+    freeze_parameters: bool = True,
 ) -> Callable[..., list[torch.Tensor]]:
     """Compile a torch-level graph (contract C1) ahead of time; returns compiled(*graph_inputs) -> list.
 
@@ -63,9 +65,15 @@ def aot_compile(
             with torch.no_grad():
                 fg = trace_functional(bases.wrap(lifted.gm), bases.graph_args(primals), decomps)
         graph_inputs = bases.graph_args(primals) if bases is not None else primals
-        compiled = fw_compiler(fg.gm, [p.detach() for p in graph_inputs])
+        folded = None
+        if freeze_parameters and bases is None and fakes is None:
+            frozen = [i for i in range(len(lifted.params)) if i not in set(fg.mutated_inputs)]
+            folded, stats = freeze(fg.gm, graph_inputs, frozen)
+            fg.gm.meta["freeze"] = stats
+        extra = folded.values(graph_inputs) if folded is not None else []
+        compiled = fw_compiler(fg.gm, [p.detach() for p in graph_inputs] + extra)
         return InferenceRuntime(compiled, lifted.params, fg.num_user_outputs, fg.mutated_inputs,
-                                lifted.constant_outputs, aliases, bases)
+                                lifted.constant_outputs, aliases, bases, folded)
 
     _refuse_while_loop_backward(gm)
     joint = joint_graph(lifted.gm, primals, decomps, fake_primals=fakes)

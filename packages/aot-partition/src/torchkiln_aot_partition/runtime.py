@@ -12,6 +12,7 @@ import torch
 
 from .aliasing import SyntheticBases
 from .errors import DoubleBackwardUnsupported, MutationAppliedError
+from .freezing import FoldedConstants
 from .mutation import OutputAlias, apply_mutations, restore_aliases
 from .trace import merge_constant_outputs
 
@@ -27,12 +28,24 @@ class InferenceRuntime:
     constant_outputs: tuple[tuple[int, Any], ...] = ()
     aliases: tuple[OutputAlias, ...] = ()
     bases: SyntheticBases | None = None
+    #: frozen parameters' folded constants (freezing.py), passed after the graph's own inputs
+    folded: FoldedConstants | None = None
+
+    def refresh_folded(self) -> None:
+        """Refold the frozen parameters' constants, in place, if a parameter changed: a caller
+        that replays the compiled graph without calling the runtime (a CUDA graph) calls this
+        first."""
+        if self.folded is not None:
+            self.folded.values(self.params)  # folding reads parameters only (positions < params)
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         args = list(self.params) + list(inputs)
         graph_args = self.bases.graph_args(args) if self.bases is not None else args
         with torch.no_grad():
-            outs = list(self.compiled(*graph_args))
+            if self.folded is not None:
+                outs = list(self.compiled(*graph_args, *self.folded.values(graph_args)))
+            else:
+                outs = list(self.compiled(*graph_args))
         apply_mutations(graph_args, self.mutated_inputs, outs[self.num_user_outputs:])
         with _after_write_back(self.mutated_inputs):
             outs = restore_aliases(outs[: self.num_user_outputs], args, self.aliases)

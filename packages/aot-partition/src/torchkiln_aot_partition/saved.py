@@ -20,6 +20,7 @@ from typing import Any
 from torch import fx
 
 from .errors import AOTError
+from .freezing import FoldedConstants
 from .mutation import OutputAlias
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
 from .trace import lift_parameters
@@ -40,6 +41,7 @@ class RuntimeMetadata:
     grad_inputs: tuple[int, ...] = ()
     num_saved: int = 0
     num_primals: int = 0
+    folded: FoldedConstants | None = None  # the constant graph of frozen parameters
 
 
 def runtime_metadata(runtime: Any) -> RuntimeMetadata:
@@ -47,7 +49,7 @@ def runtime_metadata(runtime: Any) -> RuntimeMetadata:
     if isinstance(runtime, InferenceRuntime):
         return RuntimeMetadata(False, runtime.num_user_outputs, tuple(runtime.mutated_inputs),
                                tuple(runtime.constant_outputs), tuple(runtime.aliases),
-                               len(runtime.params))
+                               len(runtime.params), folded=runtime.folded)
     if isinstance(runtime, TrainingRuntime):
         plan = runtime.plan
         return RuntimeMetadata(True, plan.num_user_outputs, tuple(plan.mutated_inputs),
@@ -67,7 +69,8 @@ def rebuild_runtime(gm: fx.GraphModule, meta: RuntimeMetadata, compiled_fw: Call
                        f"expected {meta.num_params}")
     if not meta.training:
         return InferenceRuntime(compiled_fw, lifted.params, meta.num_user_outputs,
-                                meta.mutated_inputs, meta.constant_outputs, meta.aliases)
+                                meta.mutated_inputs, meta.constant_outputs, meta.aliases,
+                                folded=meta.folded)
     if compiled_bw is None:
         raise AOTError("a training runtime needs its compiled backward graph")
 

@@ -25,6 +25,7 @@ from .graph import lower
 from .indexing import FloorDiv, ModularIndexing, index_symbol
 from .ir import GraphIR
 from .lowering import LOWERINGS, register_lowering
+from . import mkldnn as _mkldnn  # noqa: F401  (defines torchkiln::mkldnn_convolution*, which cached graphs name)
 from .ops import OP_SPECS, OpsHandler, ops, set_ops_handler
 from .options import LoopIROptions
 from .reference import ReferenceBackend

@@ -86,6 +86,8 @@ class CompiledGraph:
     saved_extern_calls: tuple[str, ...] | None = None
     saved_fallbacks: tuple[str, ...] | None = None
     constants: tuple[torch.Tensor, ...] = ()  # lifted tensor constants, passed after the inputs
+    # one line per convolution: oneDNN with the activation fused, or why not (mkldnn.py)
+    convolution_log: tuple[str, ...] = ()
 
     def __call__(self, *inputs: Any) -> list[torch.Tensor]:
         return self._call((*inputs, *self.constants) if self.constants else inputs)
@@ -141,6 +143,11 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
         start = now
 
     gm, example_inputs, constants = lift_constants(gm, example_inputs)
+    convolution_log: tuple[str, ...] = ()
+    if options.mkldnn_convolution and getattr(backend, "device_type", None) == "cpu":
+        from .mkldnn import use_mkldnn_convolutions
+
+        gm, convolution_log = use_mkldnn_convolutions(gm)
     graph_ir = lower(gm, example_inputs, options)
     lap("lowering")
     scheduled = schedule(graph_ir, backend.capabilities, options)
@@ -151,7 +158,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
     call, source, path = load_wrapper(scheduled, kernels, options.cache_dir)
     lap("wrapper")
     return CompiledGraph(graph_ir, scheduled, kernels, source, path, call, phases,
-                         constants=tuple(constants))
+                         constants=tuple(constants), convolution_log=convolution_log)
 
 
 def lift_constants(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]

@@ -227,6 +227,12 @@ class GraphLowering:
             return value
         if isinstance(value, Pointwise):
             val = node.meta.get("val") if node is not None else None
+            if isinstance(val, (tuple, list)):
+                # one result of a multi-output op (max-pool's values): the meta value of the
+                # same size and dtype gives its strides (channels-last stays channels-last)
+                val = next((v for v in val if isinstance(v, torch.Tensor)
+                            and tuple(to_expr(s) for s in v.shape) == value.ranges
+                            and v.dtype == value.dtype), None)
             if (isinstance(val, torch.Tensor) and tuple(to_expr(s) for s in val.shape) == value.ranges
                     and val.dtype == value.dtype):
                 layout = layout_of(val)

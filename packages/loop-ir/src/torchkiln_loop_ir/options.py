@@ -16,6 +16,8 @@ class LoopIROptions:
         ``$TORCHKILN_CACHE_DIR``, else ``$XDG_CACHE_HOME/torchkiln``, else ``~/.cache/torchkiln``).
     inline_max_reads: a pointwise value reading more buffers than this is realized.
     reuse_buffers: let a new buffer take the storage of a dead one of the same size and dtype.
+    mkldnn_convolution: on a CPU backend, run 2-D float32 convolutions through oneDNN with
+        channels-last activations, prepacked weights and a fused activation (mkldnn.py).
     autotune: deprecated, not a field: loop-ir never autotuned (block-size search is the Triton
         code generator's ``TritonOptions.autotune``); still accepted, with a DeprecationWarning.
     """
@@ -24,6 +26,7 @@ class LoopIROptions:
     cache_dir: str | None = None
     inline_max_reads: int = 8
     reuse_buffers: bool = True
+    mkldnn_convolution: bool = True
     autotune: InitVar[bool | None] = None
 
     def __post_init__(self, autotune: bool | None) -> None:

@@ -105,6 +105,21 @@ def _drop_ones(sizes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
     return tuple(s for s in sizes if s != 1)
 
 
+def _memory_order(buf: ComputedBuffer) -> tuple[int, ...] | None:
+    """The non-size-1 dims of a pointwise buffer, outermost first by stride, when its layout is
+    not the logical order (static strides only); None otherwise."""
+    if buf.is_reduction or buf.is_scatter:
+        return None
+    size, stride = tuple(buf.layout.size), tuple(buf.layout.stride)
+    if size != tuple(buf.ranges) or len(stride) != len(size):
+        return None
+    dims = [d for d, s in enumerate(size) if s != 1]
+    if not all(isinstance(stride[d], (int, sympy.Integer)) for d in dims):
+        return None
+    order = sorted(range(len(dims)), key=lambda k: -int(stride[dims[k]]))
+    return tuple(order) if order != list(range(len(dims))) else None
+
+
 class SchedulerNode:
     """One realized ComputedBuffer: its iteration space and its reads and writes."""
 
@@ -113,7 +128,12 @@ class SchedulerNode:
         self.name = buf.name
         self.order = order
         self.is_reduction = buf.is_reduction
+        # a pointwise buffer laid out in another order than its logical dims (channels-last)
+        # iterates in memory order: its innermost loop then walks unit stride, and vectorizes
+        self.perm = _memory_order(buf)
         self.xr = _drop_ones(buf.ranges)
+        if self.perm is not None:
+            self.xr = tuple(self.xr[d] for d in self.perm)
         self.rr = _drop_ones(buf.reduction_ranges) if self.is_reduction else ()
         if self.is_reduction and not self.rr:
             self.rr = (sympy.Integer(1),)
@@ -139,6 +159,11 @@ class SchedulerNode:
             it = iter(vals)
             return [sympy.Integer(0) if s == 1 else next(it) for s in sizes]
 
+        if self.perm is not None:  # back from memory order to the logical dims
+            logical: list[Any] = [None] * len(xs)
+            for k, d in enumerate(self.perm):
+                logical[d] = xs[k]
+            xs = logical
         rfull = full(self.buf.reduction_ranges, rs) if self.is_reduction and _drop_ones(self.buf.reduction_ranges) else \
             [sympy.Integer(0)] * len(self.buf.reduction_ranges)
         self.buf.store_body()(full(self.buf.ranges, xs), rfull)

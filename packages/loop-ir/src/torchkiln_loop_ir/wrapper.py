@@ -110,7 +110,11 @@ def _make_extern(step: ExternCall) -> Callable[..., Any]:
     benchmarks/gpu_profile.py --python, log in benchmarks/results/gpu-2026-12-01/run5/)."""
     op = step.op
     n_out = len(step.outputs)
-    ns: dict[str, Any] = {"op": op}
+    # loop-ir's own operators are called as the Python functions behind them: the dispatcher's
+    # round trip cost ~8 us per convolution (mkldnn.py)
+    from .mkldnn import DIRECT_CALLS
+
+    ns: dict[str, Any] = {"op": DIRECT_CALLS.get(op, op)}
     n_dyn = [0]
 
     def const(value: Any) -> str:

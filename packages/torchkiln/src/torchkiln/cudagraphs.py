@@ -130,8 +130,13 @@ class _CUDAGraphRunner:
         self.graph: torch.cuda.CUDAGraph | None = None
         self.static_inputs: list[Any] = []
         self.static_outputs: Sequence[Any] = ()
+        # aot-partition's inference runtime refolds frozen parameters' constants in place; a
+        # replay skips the runtime, so the runner calls it before each replay (and recording)
+        self.refresh: Callable[[], None] | None = getattr(compiled, "refresh_folded", None)
 
     def _record(self, args: Sequence[Any]) -> None:
+        if self.refresh is not None:  # never refold inside the capture
+            self.refresh()
         self.static_inputs = [a.clone() if isinstance(a, torch.Tensor) else a for a in args]
         stream = torch.cuda.Stream()
         stream.wait_stream(torch.cuda.current_stream())
@@ -150,5 +155,7 @@ class _CUDAGraphRunner:
         for static, value in zip(self.static_inputs, args, strict=True):
             if isinstance(static, torch.Tensor):
                 static.copy_(value)
+        if self.refresh is not None:  # folded constants of changed parameters, in place
+            self.refresh()
         self.graph.replay()
         return [o.clone() if isinstance(o, torch.Tensor) else o for o in self.static_outputs]

@@ -31,6 +31,7 @@ INDUCTOR_OPTIONS: dict[str, str] = {
     "max_autotune_pointwise": "autotune",
     "coordinate_descent_tuning": "autotune",
     "triton.cudagraphs": "cudagraphs",
+    "freezing": "freeze_parameters",
 }
 
 #: Common Inductor options torchkiln accepts but ignores, with the reason the warning gives.
@@ -39,7 +40,6 @@ IGNORED_INDUCTOR_OPTIONS: dict[str, str] = {
     "max_autotune_gemm": "matmuls run as extern ATen calls, so there is no GEMM template to tune",
     "triton.cudagraph_trees": "torchkiln records one CUDA graph per compiled graph, not trees",
     "shape_padding": "torchkiln does not pad matmul shapes",
-    "freezing": "torchkiln does not fold parameters into constants",
 }
 CODEGENS: tuple[str, ...] = ("auto", "cpp", "triton")
 
@@ -74,6 +74,9 @@ class CompileOptions:
     debug_dir: write every compiled graph's stages to ``<debug_dir>/<function>_<n>/`` (see
         ``debug_dir.py``); None reads ``$TORCHKILN_DEBUG_DIR`` (unset: nothing is written). With
         a debug dir the graph cache is not read, so every stage runs and is written.
+    freeze_parameters: on the inference path (no autograd, static shapes), fold batch norm into
+        the preceding convolution and compute weight-only subgraphs once, again only when a
+        parameter changes (aot-partition's ``freezing.py``); Inductor's ``freezing`` option.
     repro: write a standalone repro script (``repro.py``) for each graph that falls back to
         eager: into its debug-dir folder, else under ``<cache root>/repro/`` (the warning names
         it). Repro scripts themselves compile with it off.
@@ -95,6 +98,7 @@ class CompileOptions:
     codegen: str = "auto"
     graph_cache: bool = True
     ddp_buckets: bool = True
+    freeze_parameters: bool = True
     debug_dir: str | None = None
     repro: bool = True
     capture_scalar_outputs: bool = False

@@ -146,6 +146,7 @@ def _summary(
         cache=cache,
         artifacts=dict(artifacts or {}),
         perf_hints=list(hints or []),
+        convolutions=[line for g in graphs for line in getattr(g, "convolution_log", ())],
     )
 
 
@@ -341,8 +342,11 @@ def make_backend(
                 stage = "aot/loop-ir/codegen"
                 decompositions = _layer(torchkiln_loop_ir, "decompositions")()
                 began = time.perf_counter()
+                # the keyword only when turned off: older aot-partition releases lack it
+                extra = {} if options.freeze_parameters else {"freeze_parameters": False}
                 compiled = aot_compile(
-                    gm, example_inputs, fw_compiler=fw_compiler, decompositions=decompositions
+                    gm, example_inputs, fw_compiler=fw_compiler, decompositions=decompositions,
+                    **extra,
                 )
                 timers["aot"] = time.perf_counter() - began - in_compiler[0]
                 slot.remember(compiled)

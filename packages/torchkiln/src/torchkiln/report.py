@@ -33,6 +33,9 @@ class GraphReport:
         folder when ``TORCHKILN_DEBUG_DIR`` / ``debug_dir`` was set.
     perf_hints: what likely costs speed (``perf_hints.py``): ATen fallbacks, unfused reductions,
         unfused producer/consumer pairs, early fusion stops, skipped CUDA graphs.
+    convolutions: one line per convolution of the compiled graphs: how it runs (oneDNN with the
+        activation or residual add fused, a matrix multiply, ATen's) and why an epilogue was not
+        fused (loop-ir's ``CompiledGraph.convolution_log``; empty for a graph from the cache).
     """
 
     index: int
@@ -46,6 +49,7 @@ class GraphReport:
     cudagraphs: str = ""  # "" when not asked; "on" or the reason it was skipped
     phases: dict[str, float] = field(default_factory=dict)
     cache: str = ""
+    convolutions: list[str] = field(default_factory=list)
     artifacts: dict[str, str] = field(default_factory=dict)
     perf_hints: list[str] = field(default_factory=list)
 

@@ -45,6 +45,12 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument(
+        "--clock", default="wall", choices=["wall", "cpu"],
+        help="how CPU runs are timed: wall time (default) or the process's CPU time, which on a "
+        "machine shared with other jobs does not count waiting for a core; use it with one "
+        "thread (OMP_NUM_THREADS=1), since with more it counts OpenMP's spinning",
+    )
+    parser.add_argument(
         "--strict", action="store_true", help="internal torchkiln errors fail the model"
     )
     parser.add_argument(
@@ -120,6 +126,7 @@ def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         strict=args.strict,
         train=args.train,
         size=size,
+        clock=args.clock,
     )
     rows = runner.run_models(specs, config, progress=not args.no_progress and sys.stderr.isatty())
     print(

@@ -39,6 +39,7 @@ class BenchConfig:
     strict: bool = False
     train: bool = False  # a training step (forward, loss, backward, AdamW) instead of inference
     size: str = "small"  # the suites' model sizes (small: CI/CPU configs; full: default configs)
+    clock: str = "wall"  # CPU timings: "wall" (perf_counter) or "cpu" (process CPU time)
 
 
 ROW_KEYS = (
@@ -182,7 +183,7 @@ def _run(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str],
     inputs64 = tuple(_cast(v, config.device, torch.float64) for v in inputs64)
     model = model.to(device=config.device, dtype=dtype).eval()
     inputs = tuple(_cast(v, config.device, dtype) for v in inputs)
-    timer = timing.Timer(config.device)
+    timer = timing.Timer(config.device, config.clock)
     with torch.no_grad():
         reference = model64(*inputs64)
         del model64, inputs64  # its memory must not count in the peak of what follows

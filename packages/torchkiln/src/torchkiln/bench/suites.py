@@ -1,4 +1,5 @@
-"""Model suites: the bundled zoo, Hugging Face transformers (random weights from configs) and timm.
+"""Model suites: the bundled zoo, small convolution nets (conv), Hugging Face transformers (random
+weights from configs) and timm.
 
 A suite is a list of ``ModelSpec``; ``load_suite(name, size)`` raises ``SuiteUnavailable`` (with
 the reason) when the suite's library is not installed, and the command skips it with that message.
@@ -17,9 +18,9 @@ from typing import Any
 
 import torch
 
-from torchkiln.bench import zoo
+from torchkiln.bench import convnets, zoo
 
-SUITES = ("zoo", "hf", "timm")
+SUITES = ("zoo", "conv", "hf", "timm")
 SIZES = ("small", "full")
 
 
@@ -50,6 +51,14 @@ def zoo_suite() -> list[ModelSpec]:
     return [
         ModelSpec(name, "zoo", lambda batch, name=name: zoo.build(name, batch))
         for name in zoo.MODELS
+    ]
+
+
+def conv_suite() -> list[ModelSpec]:
+    """Small convolution nets (bench/convnets.py): VGG-, MobileNet- and ResNet-style, 64x64."""
+    return [
+        ModelSpec(name, "conv", lambda batch, name=name: convnets.build(name, batch))
+        for name in convnets.MODELS
     ]
 
 
@@ -159,12 +168,14 @@ def timm_suite(size: str = "full") -> list[ModelSpec]:
 
 
 def load_suite(name: str, size: str = "small") -> list[ModelSpec]:
-    """The models of suite ``name`` (zoo, hf, timm) at ``size`` (small, full; the zoo has one
-    size); SuiteUnavailable if its library is missing."""
+    """The models of suite ``name`` (zoo, conv, hf, timm) at ``size`` (small, full; the zoo and
+    conv suites have one size); SuiteUnavailable if its library is missing."""
     if size not in SIZES:
         raise ValueError(f"unknown size {size!r}; pick one of {', '.join(SIZES)}")
     if name == "zoo":
         return zoo_suite()
+    if name == "conv":
+        return conv_suite()
     if name == "hf":
         return hf_suite(size)
     if name == "timm":

@@ -2,7 +2,8 @@
 
 Eager and compiled runs alternate within each round so clock drift and thermal effects hit every
 variant alike; each round rotates which variant goes first. On CUDA each run is timed with CUDA
-events after a synchronize; on CPU with ``time.perf_counter``.
+events after a synchronize; on CPU with ``time.perf_counter``, or ``time.process_time`` with
+``--clock cpu`` (CPU time: robust to a shared machine when run with one thread).
 """
 
 from __future__ import annotations
@@ -75,11 +76,21 @@ def geometric_mean(values: Sequence[float]) -> float | None:
     return float(statistics.geometric_mean(kept))
 
 
+#: how CPU runs are timed: wall time, or the process's CPU time (see Timer)
+CLOCKS = ("wall", "cpu")
+
+
 class Timer:
     """Measures one call of a function in milliseconds on ``device``."""
 
-    def __init__(self, device: str | torch.device = "cpu") -> None:
+    def __init__(self, device: str | torch.device = "cpu", clock: str = "wall") -> None:
         self.cuda = torch.device(device).type == "cuda"
+        if clock not in CLOCKS:
+            raise ValueError(f"unknown clock {clock!r}; pick one of {', '.join(CLOCKS)}")
+        # "cpu": the process's CPU time (all its threads). On a machine shared with other jobs a
+        # single-threaded run's CPU time does not count the time the process waited for a core,
+        # which its wall time does; with several threads it counts OpenMP's spinning too.
+        self.clock = time.process_time if clock == "cpu" and not self.cuda else time.perf_counter
 
     def sync(self) -> None:
         if self.cuda:
@@ -102,9 +113,9 @@ class Timer:
             end.record()
             end.synchronize()
             return float(begin.elapsed_time(end))
-        start = time.perf_counter()
+        start = self.clock()
         fn()
-        return (time.perf_counter() - start) * 1e3
+        return (self.clock() - start) * 1e3
 
 
 def interleaved(
