@@ -170,8 +170,11 @@ class LoweringContext:
         return self.graph.realize_reduction(red, self.node)
 
     def extern(self, op: Any, args: Sequence[Any], kwargs: dict, *, kind: str = "extern",
-               reason: str = "") -> Any:
-        return self.graph.extern(op, tuple(args), kwargs, self.node, kind=kind, reason=reason)
+               reason: str = "", fx_args: tuple | None = None) -> Any:
+        """``op`` called on ``args``; ``fx_args`` are the FX arguments matching them (the
+        node's own by default), whose traced strides the IR arguments are realized with."""
+        return self.graph.extern(op, tuple(args), kwargs, self.node, kind=kind, reason=reason,
+                                 fx_args=fx_args)
 
 
 class GraphLowering:
@@ -262,10 +265,10 @@ class GraphLowering:
         return value
 
     def extern(self, op: Any, args: tuple, kwargs: dict, node: torch.fx.Node, *, kind: str,
-               reason: str) -> Any:
+               reason: str, fx_args: tuple | None = None) -> Any:
         # Realize each IR argument with the strides eager gave it at trace time (its FX node's
         # meta): ATen kernels choose their result strides from their inputs' strides.
-        fx_leaves = pytree.tree_leaves((node.args, node.kwargs))
+        fx_leaves = pytree.tree_leaves(fx_args if fx_args is not None else (node.args, node.kwargs))
         leaves, spec = pytree.tree_flatten((args, kwargs))
         fx_of = fx_leaves if len(fx_leaves) == len(leaves) else [None] * len(leaves)
 
