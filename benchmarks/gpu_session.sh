@@ -49,7 +49,7 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
   case $section in
     # Triton's interpreter (3.6 here) fails looped reductions with this machine's numpy 2.5, so
     # the Triton cases of the op suite run for real on CUDA in `ops`, not interpreted here
-    py312) timeout 300 $PYTEST -n 12 --timeout 120 -k "not (test_op and triton)" \
+    py312) timeout ${PY312_LIMIT:-300} $PYTEST -n 14 --timeout 120 -k "not (test_op and triton)" \
              $(ls -d packages/*/tests | grep -v codegen-triton) tests 2>&1 \
              | tee "$OUT/tests-py312.log" | grep -E "passed|failed|FAILED|Error" | tail -40 ;;
     ops) TRITON_INTERPRET=0 PYTHONPATH="$PYTHONPATH:$PWD/benchmarks" timeout 200 $PYTEST -n 12 \
