@@ -81,3 +81,20 @@ def test_oracle_tolerance_is_not_vacuous():
     e, r = torch.tensor([False, False]), torch.tensor([True, False])
     assert compare(torch.tensor([True, False]), e, r)[0] == "unstable"
     assert compare(torch.tensor([True, True]), e, r)[0] == "wrong"  # differs from both
+
+
+def test_oracle_grades_results_of_bfloat16_programs_at_bfloat16_tolerance():
+    """Seed 21234: a float64 result computed through bfloat16 values is as precise as bfloat16; a
+    one-ulp bfloat16 difference passes with the program's precision and fails without it, and a
+    real error still fails with it."""
+    import torch
+
+    from tests.fuzz.oracle import compare, program_precision
+
+    assert program_precision(generate(21234)) is torch.bfloat16
+    ref = torch.tensor([-2.4406], dtype=torch.float64)  # amax(log_softmax(x) - x) of seed 21234
+    eager = ref + 0.00233
+    one_ulp = ref + 0.00624  # a bfloat16 ulp at 2.44 is 0.0156
+    assert compare(one_ulp, eager, ref)[0] == "wrong"
+    assert compare(one_ulp, eager, ref, torch.bfloat16)[0] == ""
+    assert compare(ref + 0.1, eager, ref, torch.bfloat16)[0] == "wrong"
