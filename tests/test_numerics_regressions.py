@@ -89,12 +89,7 @@ _ZERO_DIVISIONS = {
 }
 
 
-@pytest.mark.parametrize("codegen", [
-    "cpp",
-    pytest.param("triton", marks=pytest.mark.xfail(
-        strict=True, reason="Triton kernels do not check integer division by zero (CUDA's eager "
-                            "does not either; only eager's CPU kernels raise)")),
-])
+@pytest.mark.parametrize("codegen", CODEGENS)  # Triton checks under its CPU interpreter only
 @pytest.mark.parametrize("op", list(_ZERO_DIVISIONS))
 def test_integer_division_by_zero_raises_like_eager(op, codegen):
     a = torch.arange(-5, 5, dtype=torch.int64)
@@ -109,9 +104,8 @@ def test_integer_division_without_zero_after_one_with_zero(codegen):
     """The error flag is per call: a good call after a raising one returns numbers."""
     f = torchkiln.compile(lambda a, b: a // b, options={"strict": True, "codegen": codegen})
     a = torch.arange(-5, 5)
-    if codegen == "cpp":
-        with pytest.raises(RuntimeError, match="ZeroDivisionError"):
-            f(a, torch.zeros_like(a))
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        f(a, torch.zeros_like(a))
     b = torch.full_like(a, 3)
     torch.testing.assert_close(f(a, b), a // b, rtol=0, atol=0)
 
