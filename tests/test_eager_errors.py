@@ -189,3 +189,26 @@ def test_inplace_full_overlap_is_compiled():
     torch.testing.assert_close(xc, xe)
     report = torchkiln.report(compiled)
     assert report.num_graphs == 1 and not report.graph_breaks, report.graph_breaks
+
+
+@pytest.mark.parametrize("codegen", CODEGENS)
+def test_unused_index_in_a_training_forward_raises(codegen):
+    """The partitioner keeps the forward's unused index ops too (aot-partition's extract_graph)."""
+    def f(x, w, i):
+        t = torch.index_select(w, 0, i)  # noqa: F841
+        return (x * w).sum()
+
+    compiled = torchkiln.compile(f, options={"codegen": codegen})
+    w = torch.randn(4, 3)
+    for idx, raises in (([1, 9], True), ([1, 2], False)):
+        grads = []
+        for fn in (f, compiled):
+            x = torch.randn(4, 3, generator=torch.Generator().manual_seed(0), requires_grad=True)
+            out, err = _outcome(fn, x, w, torch.tensor(idx))
+            grads.append(err if err is not None else (out.backward(), x.grad)[1])
+        want, got = grads
+        if raises:
+            assert type(want) is IndexError and type(got) is IndexError and str(got) == str(want), grads
+        else:
+            torch.testing.assert_close(got, want)
+    assert not torchkiln.report(compiled).eager_fallbacks
