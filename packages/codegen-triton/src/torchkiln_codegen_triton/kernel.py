@@ -33,8 +33,8 @@ from .printer import texpr, tl_dtype
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
-#: the parameter of a kernel that checks indices: a one-element int32 tensor, zeroed for each
-#: call, that the kernel sets to 1 when an index is out of range (see wrapper.py)
+#: the parameter of a kernel that checks its data (under the interpreter): a one-element int32
+#: tensor, zeroed for each call, into which the kernel ORs the bits below (see wrapper.py)
 STATUS_PARAM = "tk_status"
 STATUS_INDEX_OUT_OF_BOUNDS = 1
 STATUS_ZERO_DIVISION = 2
@@ -75,7 +75,7 @@ class TritonOpsHandler(PointwiseOps):
         self._reductions: dict[tuple[int, str, str], Any] = {}
         self.xvars: list[sympy.Expr] = []
         self.rvars: list[sympy.Expr] = []
-        self.reports_status = False  # an indirect index is checked: the kernel takes tk_status
+        self.reports_status = False  # something is checked: the kernel takes tk_status
 
     # -- structure -----------------------------------------------------------------------
     def declare_symbol(self, sym: sympy.Symbol, deps: frozenset[str]) -> None:

@@ -26,6 +26,10 @@ _INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itru
                       operator.ixor, operator.ilshift, operator.irshift}
 
 
+_INPLACE_DUNDERS = {f"__i{name}__" for name in ("add", "sub", "mul", "truediv", "floordiv", "mod",
+                                                   "pow", "and", "or", "xor", "lshift", "rshift")}
+
+
 def _int(v: Any) -> int:
     return int(v.node.hint) if isinstance(v, torch.SymInt) else int(v)
 
@@ -62,8 +66,9 @@ def inplace_partial_overlap(kind: str, target: Any, args: list, kwargs: dict) ->
     """True when eager would refuse the in-place call ``target(*args, **kwargs)`` (fake
     arguments) for an input that partially overlaps the tensor it writes."""
     written: torch.Tensor | None = None
-    if kind == "call_method" and isinstance(target, str) and target.endswith("_") \
-            and not target.startswith("_") or target in _INPLACE_OPERATORS:
+    inplace_method = kind == "call_method" and isinstance(target, str) and (
+        (target.endswith("_") and not target.startswith("_")) or target in _INPLACE_DUNDERS)
+    if inplace_method or target in _INPLACE_OPERATORS:
         written = args[0] if args and isinstance(args[0], torch.Tensor) else None
         others = list(args[1:]) + list(kwargs.values())
     elif isinstance(kwargs.get("out"), torch.Tensor):
