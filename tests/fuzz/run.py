@@ -19,9 +19,11 @@ import collections
 import dataclasses
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -65,8 +67,9 @@ def main(argv: list[str] | None = None) -> int:
     done = 0
     interrupted = False
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` of a background run: summary, then exit
+    outcomes = _outcomes(args, threading.Event())
     try:
-        for seed, out in _outcomes(args):
+        for seed, out in outcomes:
             _count(args, seed, out, counts, seeds, reasons)
             done += 1
             if done % 25 == 0:
@@ -74,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:  # a long run stopped early still reports what it saw
         interrupted = True
         print(f"interrupted after {done} programs", flush=True)
+    finally:
+        outcomes.close()  # stops the workers and kills their children
     n, seconds = done, time.time() - start
     for kind in seeds:
         seeds[kind].sort()  # parallel chunks finish in any order
@@ -93,27 +98,52 @@ def main(argv: list[str] | None = None) -> int:
     return 1 if counts["wrong"] or counts["crash"] or counts["no-error"] else 0
 
 
-def _outcomes(args):
-    """(seed, outcome dict) of every program of the run: chunks of ``--chunk`` seeds, each in a
-    child process, ``--jobs`` of them at once (results of one chunk come together)."""
-    chunks = [(args.seed + k, min(args.chunk, args.programs - k)) for k in range(0, args.programs, args.chunk)]
+def _outcomes(args, stop: threading.Event):
+    """(seed, outcome dict) of every program of the run, as they come: chunks of ``--chunk``
+    seeds, each in a child process, ``--jobs`` of them at once. Closing the generator (the run
+    was interrupted) sets ``stop``: no new child starts and the running ones are killed."""
+    chunks = collections.deque((args.seed + k, min(args.chunk, args.programs - k))
+                               for k in range(0, args.programs, args.chunk))
     if args.jobs <= 1:
         for first, n in chunks:
-            yield from _in_child(args, first, n)
+            yield from _in_child(args, first, n, stop)
         return
-    import concurrent.futures
+    results: queue.Queue = queue.Queue()
+    lock = threading.Lock()
 
-    with concurrent.futures.ThreadPoolExecutor(args.jobs) as pool:
-        futures = [pool.submit(lambda c: list(_in_child(args, *c)), c) for c in chunks]
+    def worker() -> None:
         try:
-            for future in concurrent.futures.as_completed(futures):
-                yield from future.result()
-        except BaseException:  # interrupted: no new chunks, and the running children die
-            for f in futures:
-                f.cancel()
-            for proc in list(_RUNNING):
-                proc.kill()
-            raise
+            while not stop.is_set():
+                with lock:
+                    if not chunks:
+                        break
+                    first, n = chunks.popleft()
+                for item in _in_child(args, first, n, stop):
+                    results.put(item)
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread, which raises it
+            results.put(e)
+        results.put(None)  # this worker is done
+
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(args.jobs)]
+    for w in workers:
+        w.start()
+    finished = 0
+    try:
+        while finished < len(workers):
+            try:
+                item = results.get(timeout=1)
+            except queue.Empty:
+                continue
+            if item is None:
+                finished += 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield item
+    finally:
+        stop.set()
+        for proc in list(_RUNNING):
+            proc.kill()
 
 
 def _write_json(args, argv, n, seconds, interrupted, counts, seeds, reasons) -> None:
@@ -168,18 +198,20 @@ def _child(args) -> int:
 _RUNNING: set[subprocess.Popen] = set()  # child processes alive, killed when the run is interrupted
 
 
-def _in_child(args, first: int, n: int):
+def _in_child(args, first: int, n: int, stop: threading.Event):
     """Yield (seed, outcome dict) for ``n`` programs from ``first``, each in a child process; a
     child that dies is reported as a crash of the program it was running, and the next child
-    starts after it."""
+    starts after it (unless the run is stopping: then it was killed)."""
     seed = first
-    while seed < first + n:
+    while seed < first + n and not stop.is_set():
         cmd = [sys.executable, "-m", "tests.fuzz.run", "--child", "--seed", str(seed),
                "--programs", str(first + n - seed), "--triton-share", str(args.triton_share),
                "--dynamic-share", str(args.dynamic_share)]
         root = Path(__file__).resolve().parents[2]
         proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
         _RUNNING.add(proc)
+        if stop.is_set():  # stopped while it started: the main thread may have missed it
+            proc.kill()
         running = None
         try:
             for line in proc.stdout:
@@ -193,6 +225,8 @@ def _in_child(args, first: int, n: int):
             raise
         rc = proc.wait()
         _RUNNING.discard(proc)
+        if stop.is_set():
+            return
         if running is not None:
             yield running, {"kind": "crash", "detail": f"the process died (exit code {rc}) running it",
                             "source": generate(running, triton_share=args.triton_share,

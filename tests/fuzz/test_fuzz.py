@@ -98,3 +98,25 @@ def test_oracle_grades_results_of_bfloat16_programs_at_bfloat16_tolerance():
     assert compare(one_ulp, eager, ref)[0] == "wrong"
     assert compare(one_ulp, eager, ref, torch.bfloat16)[0] == ""
     assert compare(ref + 0.1, eager, ref, torch.bfloat16)[0] == "wrong"
+
+
+def test_parallel_run_merges_counts_and_writes_json(tmp_path, capsys):
+    """``run.py --jobs 2`` over 4 seeds (two child processes, two programs each): the merged
+    counts and the JSON summary agree with judging the same programs here."""
+    import json
+
+    import torch
+
+    from tests.fuzz.run import main
+
+    seeds = range(3, 7)
+    direct = [judge(generate(s)).kind for s in seeds]
+    path = tmp_path / "fuzz.json"
+    rc = main(["--programs", "4", "--seed", "3", "--jobs", "2", "--chunk", "2", "--json", str(path)])
+    summary = json.loads(path.read_text())
+    assert rc == 0 and summary["programs"] == 4 and summary["jobs"] == 2
+    assert summary["seeds"] == [3, 6] and "--jobs 2" in summary["command"]
+    assert {k: v for k, v in summary["counts"].items() if v and k in ("ok", "unstable")} == \
+        {k: direct.count(k) for k in ("ok", "unstable") if direct.count(k)}
+    assert summary["python"] and summary["torch"] == torch.__version__
+    assert "4 programs, seeds 3..6" in capsys.readouterr().out
