@@ -12,7 +12,7 @@ import torch
 
 from .aliasing import SyntheticBases
 from .errors import DoubleBackwardUnsupported, MutationAppliedError
-from .mutation import OutputAlias, apply_mutations, restore_aliases
+from .mutation import OutputAlias, ShapeDependentAliases, apply_mutations, restore_aliases
 from .trace import merge_constant_outputs
 
 
@@ -25,7 +25,7 @@ class InferenceRuntime:
     num_user_outputs: int
     mutated_inputs: tuple[int, ...]
     constant_outputs: tuple[tuple[int, Any], ...] = ()
-    aliases: tuple[OutputAlias, ...] = ()
+    aliases: tuple[OutputAlias, ...] | ShapeDependentAliases = ()
     bases: SyntheticBases | None = None
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
@@ -125,7 +125,7 @@ class TrainingRuntime:
     plan: TrainingPlan
     params: tuple[torch.Tensor, ...]
     constant_outputs: tuple[tuple[int, Any], ...] = ()
-    aliases: tuple[OutputAlias, ...] = ()
+    aliases: tuple[OutputAlias, ...] | ShapeDependentAliases = ()
     bases: SyntheticBases | None = None
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
