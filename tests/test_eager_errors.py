@@ -246,3 +246,23 @@ def test_partial_overlap_rule_matches_eager():
             assert partially_overlaps(fa(), fb()) == eager_refuses, (wa, wb)
             checked += eager_refuses
     assert checked >= 4  # the rule is exercised both ways
+
+
+@pytest.mark.parametrize("codegen", CODEGENS)
+@pytest.mark.parametrize("n", [0, 3])
+def test_an_op_eager_refuses_for_a_dtype_raises_even_on_no_elements(n, codegen):
+    """Fuzz seed 80080: ``bitwise_not`` of a float tensor with no elements. Eager refuses the
+    dtype before looking at elements (NotImplementedError); a kernel over no elements would have
+    returned, so the lowering leaves such ops to ATen (a probe of eager on empty tensors)."""
+    def f(x, y):
+        return torch.bitwise_not(x * 1.5) + y
+
+    x = torch.ones(2, n, dtype=torch.int64)
+    compiled = torchkiln.compile(f, options={"codegen": codegen})
+    _, want = _outcome(f, x, 1)
+    _, got = _outcome(compiled, x, 1)
+    assert type(want) is NotImplementedError and type(got) is type(want) and str(got) == str(want)
+    assert not torchkiln.report(compiled).eager_fallbacks
+    fine = torch.arange(6).view(2, 3)
+    torch.testing.assert_close(torchkiln.compile(lambda a: torch.bitwise_not(a) * 2)(fine),
+                               torch.bitwise_not(fine) * 2)
