@@ -49,6 +49,22 @@ def expanded_view_of_a_transposed_output(x):
     return t0.unsqueeze(0).expand(3, *t0.shape), t0
 
 
+def view_of_a_transposed_intermediate_across_a_break(x):
+    """Seed 81183: the compiled graph may give ``t1`` other strides than eager's (the input is
+    transposed); the view is rebuilt over a copy of ``t1`` with eager's strides."""
+    t1 = x.t().clamp(-0.5, 0.5)
+    t3 = t1.transpose(1, 0)
+    print("a graph break")
+    t1.mul_(2)
+    return t3 + 0
+
+
+def views_of_an_empty_output(x):
+    """Seeds 81079, 81264: outputs with no elements share nothing (their strides are arbitrary)."""
+    t0 = x[:, :0] * 2
+    return t0[:, 0::1], t0
+
+
 def overlap_error_across_a_break(x):
     t0 = x.amax(dim=0, keepdim=True)
     t3 = t0[0::2]
@@ -67,10 +83,17 @@ def view_of_an_input_across_a_break(x):
 @pytest.mark.parametrize("dynamic", [False, True])
 @pytest.mark.parametrize("fn", [read_after_write_across_a_break, view_returned_with_its_base,
                                 expanded_view_of_a_transposed_output, overlap_error_across_a_break,
-                                view_of_an_input_across_a_break])
+                                view_of_an_input_across_a_break,
+                                view_of_a_transposed_intermediate_across_a_break,
+                                views_of_an_empty_output])
 def test_aliases_survive_the_graph(fn, dynamic):
     for n in (5, 7):  # a second size: dynamic shapes find the views' geometry again
-        (want, want_err, x_e), (got, got_err, x_c) = _both(fn, torch.randn(n, 3), dynamic)[0]
+        ((want, want_err, x_e), (got, got_err, x_c)), report = _both(fn, torch.randn(n, 3), dynamic)
+        # the graph after a break, whose inputs are the aliases, is mutated under symbolic
+        # shapes: aot-partition's known limit (it runs eagerly); nothing else falls back
+        others = [f.reason for f in report.eager_fallbacks
+                  if "share a storage are mutated under symbolic shapes" not in f.reason]
+        assert not others, others
         if want_err is not None:
             assert type(got_err) is type(want_err) and str(got_err) == str(want_err), (want_err, got_err)
             continue

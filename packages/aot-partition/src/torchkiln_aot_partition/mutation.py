@@ -108,7 +108,8 @@ def find_output_aliases(fn, args: Sequence[torch.Tensor]) -> tuple[OutputAlias, 
         ref = StorageWeakRef(out.untyped_storage())
         i = storages.get(ref)
         if i is None:
-            intermediates.setdefault(ref, []).append(k)
+            if out.numel() != 0:  # no element, nothing shared (its strides are arbitrary)
+                intermediates.setdefault(ref, []).append(k)
             continue
         aliases.append(OutputAlias(k, i, out is fakes[i], *_geometry(out)))
     for group in intermediates.values():
@@ -174,8 +175,11 @@ def restore_aliases(outs: list, args: Sequence[torch.Tensor],
         if a.of_output:
             base = outs[a.input]
             if tuple(base.stride()) != a.base_stride or base.storage_offset() != 0:
-                raise AOTError(f"graph output {a.input} came back with another layout than eager's; "
-                               f"output {a.output} cannot be rebuilt as its view")
+                # the compiled graph chose other strides for it (same values): give it eager's,
+                # which the views' geometry is written in
+                fixed = base.new_empty_strided(base.shape, a.base_stride)
+                fixed.copy_(base)
+                outs[a.input] = base = fixed
         else:
             base = args[a.input]
         outs[a.output] = base if a.is_input else base.as_strided(a.size, a.stride, a.storage_offset)
