@@ -176,9 +176,6 @@ _WELFORD_MEAN = ("eager's var_mean keeps a running (Welford) mean, which an infi
                  "unless it comes last in its lane; ours is the sum's mean (inf), as x.mean() is")
 # (spec, dtype, code generator) or (spec, dtype, code generator, output index) -> the reason
 KNOWN: dict[tuple, str] = {
-    ("int_division:zero", None, "triton"): (
-        "Triton kernels do not check integer division by zero: on CUDA, eager does not either "
-        "(only its CPU kernels raise); the interpreter on the CPU gives 0"),
     ("var_std_var_mean", F64, "triton", 5): _WELFORD_MEAN,
     **{("var_std_var_mean", dt, cg, i): _WELFORD_MEAN for dt in (F32, F16, BF16) for cg in ("cpp", "triton")
        for i in (5,)},

@@ -1,12 +1,15 @@
 """Run many fuzzed programs and print wrong/fallback/crash counts with the seeds that failed.
 
     python tests/fuzz/run.py --programs 2000 --seed 0
+    python tests/fuzz/run.py --programs 10000 --seed 70000 --jobs 16 --json benchmarks/results/fuzz.json
     python -m tests.fuzz --programs 200 --seed 1000 --verbose
 
 Program ``k`` of a run is ``generate(seed + k)``: a failing seed is reproduced alone with
 ``--programs 1 --seed <that seed> --verbose``, which prints its source. Programs run in child
-processes (``--chunk`` programs each), so a program that kills its process (a segfault in a
-kernel) is counted as a crash and the run goes on with the next seed.
+processes (``--chunk`` programs each, ``--jobs`` children at once over disjoint chunks of seeds),
+so a program that kills its process (a segfault in a kernel) is counted as a crash and the run
+goes on with the next seed. ``--json PATH`` writes the summary (counts, seeds of each kind,
+fallback reasons, versions, the command) for benchmarks/results/.
 """
 
 from __future__ import annotations
@@ -16,9 +19,11 @@ import collections
 import dataclasses
 import json
 import os
+import queue
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -32,6 +37,11 @@ from tests.fuzz.generator import generate  # noqa: E402
 from tests.fuzz.oracle import judge  # noqa: E402
 
 
+KINDS = ("ok", "wrong", "no-error", "crash", "unstable", "undefined", "fallback", "error-replay", "op-fallback",
+         "harness")
+SEED_KINDS = ("wrong", "no-error", "crash", "fallback", "error-replay", "unstable", "undefined", "harness")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--programs", type=int, default=200)
@@ -41,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--dynamic-share", type=float, default=0.3)
     p.add_argument("--verbose", action="store_true", help="print each failing program's source")
     p.add_argument("--chunk", type=int, default=50, help="programs per child process")
+    p.add_argument("--jobs", type=int, default=1,
+                   help="child processes running at once, each on its own chunks of seeds")
+    p.add_argument("--json", metavar="PATH", help="also write the summary as JSON (benchmarks/results/)")
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -53,31 +66,112 @@ def main(argv: list[str] | None = None) -> int:
     reasons: collections.Counter[str] = collections.Counter()
     start = time.time()
     done = 0
+    interrupted = False
     signal.signal(signal.SIGTERM, _interrupt)  # `kill PID` of a background run: summary, then exit
+    outcomes = _outcomes(args, threading.Event())
     try:
-        while done < args.programs:
-            first = args.seed + done
-            n = min(args.chunk, args.programs - done)
-            for seed, out in _in_child(args, first, n):
-                _count(args, seed, out, counts, seeds, reasons)
-                done += 1
-                if done % 25 == 0:
-                    print(f"... {done} programs, {time.time() - start:.0f}s: {dict(counts)}", flush=True)
+        for seed, out in outcomes:
+            _count(args, seed, out, counts, seeds, reasons)
+            done += 1
+            if done % 25 == 0:
+                print(f"... {done} programs, {time.time() - start:.0f}s: {dict(counts)}", flush=True)
     except KeyboardInterrupt:  # a long run stopped early still reports what it saw
+        interrupted = True
         print(f"interrupted after {done} programs", flush=True)
-    n = done
-    print(f"\n{n} programs, seeds {args.seed}..{args.seed + n - 1}, {time.time() - start:.0f}s")
-    for kind in ("ok", "wrong", "no-error", "crash", "unstable", "undefined", "fallback", "error-replay",
-                 "op-fallback", "harness"):
+    finally:
+        outcomes.close()  # stops the workers and kills their children
+    n, seconds = done, time.time() - start
+    for kind in seeds:
+        seeds[kind].sort()  # parallel chunks finish in any order
+    print(f"\n{n} programs, seeds {args.seed}..{args.seed + args.programs - 1}"
+          f"{' (interrupted)' if interrupted else ''}, {seconds:.0f}s, {args.jobs} job(s)")
+    for kind in KINDS:
         print(f"  {kind:12s} {counts[kind]:6d}  ({100 * counts[kind] / max(n, 1):.2f}%)")
-    for kind in ("wrong", "no-error", "crash", "fallback", "error-replay", "unstable", "undefined", "harness"):
+    for kind in SEED_KINDS:
         if seeds[kind]:
             print(f"  {kind} seeds: {' '.join(map(str, seeds[kind]))}")
     if reasons:
         print("  fallback reasons:")
         for r, c in reasons.most_common(15):
             print(f"    {c:5d}  {r}")
+    if args.json:
+        _write_json(args, argv, n, seconds, interrupted, counts, seeds, reasons)
     return 1 if counts["wrong"] or counts["crash"] or counts["no-error"] else 0
+
+
+def _outcomes(args, stop: threading.Event):
+    """(seed, outcome dict) of every program of the run, as they come: chunks of ``--chunk``
+    seeds, each in a child process, ``--jobs`` of them at once. Closing the generator (the run
+    was interrupted) sets ``stop``: no new child starts and the running ones are killed."""
+    chunks = collections.deque((args.seed + k, min(args.chunk, args.programs - k))
+                               for k in range(0, args.programs, args.chunk))
+    if args.jobs <= 1:
+        for first, n in chunks:
+            yield from _in_child(args, first, n, stop)
+        return
+    results: queue.Queue = queue.Queue()
+    lock = threading.Lock()
+
+    def worker() -> None:
+        try:
+            while not stop.is_set():
+                with lock:
+                    if not chunks:
+                        break
+                    first, n = chunks.popleft()
+                for item in _in_child(args, first, n, stop):
+                    results.put(item)
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread, which raises it
+            results.put(e)
+        results.put(None)  # this worker is done
+
+    workers = [threading.Thread(target=worker, daemon=True) for _ in range(args.jobs)]
+    for w in workers:
+        w.start()
+    finished = 0
+    try:
+        while finished < len(workers):
+            try:
+                item = results.get(timeout=1)
+            except queue.Empty:
+                continue
+            if item is None:
+                finished += 1
+            elif isinstance(item, BaseException):
+                raise item
+            else:
+                yield item
+    finally:
+        stop.set()
+        for proc in list(_RUNNING):
+            proc.kill()
+
+
+def _write_json(args, argv, n, seconds, interrupted, counts, seeds, reasons) -> None:
+    import platform
+
+    import torch
+
+    summary = {
+        "command": "python tests/fuzz/run.py " + " ".join(sys.argv[1:] if argv is None else argv),
+        "date": time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()),
+        "programs": n,
+        "seeds": [args.seed, args.seed + args.programs - 1],
+        "interrupted": interrupted,
+        "seconds": round(seconds, 1),
+        "jobs": args.jobs,
+        "triton_share": args.triton_share,
+        "dynamic_share": args.dynamic_share,
+        "counts": {kind: counts[kind] for kind in KINDS},
+        "seeds_by_kind": {kind: seeds[kind] for kind in SEED_KINDS},
+        "fallback_reasons": dict(reasons.most_common()),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",
+    }
+    Path(args.json).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
+    print(f"  summary written to {args.json}")
 
 
 def _interrupt(signum, frame):
@@ -102,17 +196,23 @@ def _child(args) -> int:
     return 0
 
 
-def _in_child(args, first: int, n: int):
+_RUNNING: set[subprocess.Popen] = set()  # child processes alive, killed when the run is interrupted
+
+
+def _in_child(args, first: int, n: int, stop: threading.Event):
     """Yield (seed, outcome dict) for ``n`` programs from ``first``, each in a child process; a
     child that dies is reported as a crash of the program it was running, and the next child
-    starts after it."""
+    starts after it (unless the run is stopping: then it was killed)."""
     seed = first
-    while seed < first + n:
+    while seed < first + n and not stop.is_set():
         cmd = [sys.executable, "-m", "tests.fuzz.run", "--child", "--seed", str(seed),
                "--programs", str(first + n - seed), "--triton-share", str(args.triton_share),
                "--dynamic-share", str(args.dynamic_share)]
         root = Path(__file__).resolve().parents[2]
         proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        _RUNNING.add(proc)
+        if stop.is_set():  # stopped while it started: the main thread may have missed it
+            proc.kill()
         running = None
         try:
             for line in proc.stdout:
@@ -125,6 +225,9 @@ def _in_child(args, first: int, n: int):
             proc.kill()
             raise
         rc = proc.wait()
+        _RUNNING.discard(proc)
+        if stop.is_set():
+            return
         if running is not None:
             yield running, {"kind": "crash", "detail": f"the process died (exit code {rc}) running it",
                             "source": generate(running, triton_share=args.triton_share,

@@ -81,3 +81,42 @@ def test_oracle_tolerance_is_not_vacuous():
     e, r = torch.tensor([False, False]), torch.tensor([True, False])
     assert compare(torch.tensor([True, False]), e, r)[0] == "unstable"
     assert compare(torch.tensor([True, True]), e, r)[0] == "wrong"  # differs from both
+
+
+def test_oracle_grades_results_of_bfloat16_programs_at_bfloat16_tolerance():
+    """Seed 21234: a float64 result computed through bfloat16 values is as precise as bfloat16; a
+    one-ulp bfloat16 difference passes with the program's precision and fails without it, and a
+    real error still fails with it."""
+    import torch
+
+    from tests.fuzz.oracle import compare, program_precision
+
+    assert program_precision(generate(21234)) is torch.bfloat16
+    ref = torch.tensor([-2.4406], dtype=torch.float64)  # amax(log_softmax(x) - x) of seed 21234
+    eager = ref + 0.00233
+    one_ulp = ref + 0.00624  # a bfloat16 ulp at 2.44 is 0.0156
+    assert compare(one_ulp, eager, ref)[0] == "wrong"
+    assert compare(one_ulp, eager, ref, torch.bfloat16)[0] == ""
+    assert compare(ref + 0.1, eager, ref, torch.bfloat16)[0] == "wrong"
+
+
+def test_parallel_run_merges_counts_and_writes_json(tmp_path, capsys):
+    """``run.py --jobs 2`` over 4 seeds (two child processes, two programs each): the merged
+    counts and the JSON summary agree with judging the same programs here."""
+    import json
+
+    import torch
+
+    from tests.fuzz.run import main
+
+    seeds = range(3, 7)
+    direct = [judge(generate(s)).kind for s in seeds]
+    path = tmp_path / "fuzz.json"
+    rc = main(["--programs", "4", "--seed", "3", "--jobs", "2", "--chunk", "2", "--json", str(path)])
+    summary = json.loads(path.read_text())
+    assert rc == 0 and summary["programs"] == 4 and summary["jobs"] == 2
+    assert summary["seeds"] == [3, 6] and "--jobs 2" in summary["command"]
+    assert {k: v for k, v in summary["counts"].items() if v and k in ("ok", "unstable")} == \
+        {k: direct.count(k) for k in ("ok", "unstable") if direct.count(k)}
+    assert summary["python"] and summary["torch"] == torch.__version__
+    assert "4 programs, seeds 3..6" in capsys.readouterr().out

@@ -173,3 +173,23 @@ def test_a_hit_rebuilds_a_kernel_library_the_build_cache_lost(cache_dir) -> None
     again = model.run(cache_dir, train=False, batch=13)
     assert again["cache"] == ["hit"] and again["error"] < 1e-4
     assert any((Path(cache_dir) / "cpp").rglob("*.so"))
+
+
+def test_a_hit_keeps_the_synthetic_base_of_mutated_aliased_inputs(tmp_path) -> None:
+    """Inputs that share a storage and are mutated are compiled over one base (aot-partition's
+    aliasing.py); a cache hit must rebuild the runtime with that base, not call the graph with
+    the aliases themselves (it raised "too many values to unpack" and ran eagerly)."""
+    def g(a, b):
+        a.add_(1)
+        return b * 2
+
+    for expected in ("miss", "hit"):
+        compiled = torchkiln.compile(g, options={"strict": True, "cache_dir": str(tmp_path)})
+        t = torch.randn(6)
+        te = t.clone()
+        want = g(te[1:], te[:4])
+        got = compiled(t[1:], t[:4])
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(t, te)
+        report = torchkiln.report(compiled)
+        assert [gr.cache for gr in report.graphs] == [expected] and not report.eager_fallbacks

@@ -11,7 +11,7 @@ from .aliasing import SyntheticBases, shared_storage_groups, synthetic_bases
 from .errors import AOTError
 from .freezing import freeze
 from .joint import joint_graph
-from .mutation import find_output_aliases
+from .mutation import ShapeDependentAliases, find_output_aliases
 from .partition import min_cut_partition
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
 from .trace import functional_graph, lift_parameters, resolve_decompositions, symbolic_inputs, trace_functional
@@ -56,7 +56,9 @@ def aot_compile(
         isinstance(p, torch.Tensor) and p.requires_grad for p in primals)
 
     fakes = symbolic_inputs(lifted)
-    aliases = () if fakes is not None else find_output_aliases(lifted.gm, primals)
+    aliases = find_output_aliases(lifted.gm, primals)
+    if aliases and fakes is not None:  # a view's geometry depends on the sizes
+        aliases = ShapeDependentAliases(lifted.gm)
 
     if not needs_grad:
         fg, _ = functional_graph(gm, example_inputs, decomps)

@@ -7,14 +7,19 @@ batch norm's running statistics update as in eager.
 
 Aliasing: an output that in eager is an input, or a view of one, is rebuilt at run time from the
 user's input (the input itself, or as_strided with eager's geometry, found by a fake run), after
-mutations are copied back, so it shares storage as in eager. Outputs aliasing other outputs, and
-aliases under symbolic shapes, are fresh tensors with the right values.
+mutations are copied back, so it shares storage as in eager. Outputs that are views of another
+output (``t = x * 2; return t, t[1:]``, and the values a graph break hands on) are rebuilt as
+views of that output, so a later write through one is seen through the other; when no output
+holds their whole storage (only slices of an intermediate are returned), the graph is refused
+(AOTError: it runs eagerly) rather than return unrelated tensors. Under symbolic shapes the
+geometry is found again for each new input geometry (ShapeDependentAliases).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
@@ -64,7 +69,8 @@ def _shares_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
 
 @dataclass(frozen=True)
 class OutputAlias:
-    """Graph output `output` is, in eager, the input `input` itself or a view of it with this geometry."""
+    """Graph output `output` is, in eager, the input `input` itself or a view of it with this
+    geometry; with `of_output`, a view of graph output `input` (which is its whole storage)."""
 
     output: int
     input: int
@@ -72,13 +78,14 @@ class OutputAlias:
     size: tuple[int, ...]
     stride: tuple[int, ...]
     storage_offset: int
+    of_output: bool = False
+    base_stride: tuple[int, ...] = ()  # with of_output: the strides output `input` has in eager
 
 
 def find_output_aliases(fn, args: Sequence[torch.Tensor]) -> tuple[OutputAlias, ...]:
-    """Which outputs of fn(*args) alias an input, found by one run on fake copies (static shapes).
-
-    Returns () when any size is symbolic: the geometry would not hold for other sizes.
-    """
+    """Which outputs of fn(*args) alias an input or another output, with eager's geometry for
+    these inputs, found by one run on fake copies of them (see ShapeDependentAliases for
+    symbolic shapes)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
     from torch.multiprocessing.reductions import StorageWeakRef
@@ -96,22 +103,86 @@ def find_output_aliases(fn, args: Sequence[torch.Tensor]) -> tuple[OutputAlias, 
         if isinstance(f, torch.Tensor):
             storages.setdefault(StorageWeakRef(f.untyped_storage()), i)
     aliases = []
+    intermediates: dict[StorageWeakRef, list[int]] = {}
     for k, out in enumerate(outs):
         if not isinstance(out, torch.Tensor):
             continue
-        i = storages.get(StorageWeakRef(out.untyped_storage()))
+        ref = StorageWeakRef(out.untyped_storage())
+        i = storages.get(ref)
         if i is None:
+            if out.numel() != 0:  # no element, nothing shared (its strides are arbitrary)
+                intermediates.setdefault(ref, []).append(k)
             continue
-        geometry = (tuple(out.shape), tuple(out.stride()), out.storage_offset())
-        if not all(isinstance(v, int) for v in geometry[0] + geometry[1] + (geometry[2],)):
-            return ()
-        aliases.append(OutputAlias(k, i, out is fakes[i], *geometry))
+        aliases.append(OutputAlias(k, i, out is fakes[i], *_geometry(out)))
+    for group in intermediates.values():
+        aliases += _views_of_an_output([outs[k] for k in group], group)
     return tuple(aliases)
 
 
-def restore_aliases(outs: list, args: Sequence[torch.Tensor], aliases: Sequence[OutputAlias]) -> list:
-    """Replace each aliased output by the input itself or a view of it, as eager returns."""
+class ShapeDependentAliases:
+    """Output aliases of a graph with symbolic shapes: the geometry of a view depends on the
+    sizes, so it is found again (``find_output_aliases``, a fake run) for each new geometry of
+    the inputs, and kept."""
+
+    def __init__(self, fn) -> None:
+        self.fn = fn
+        self._known: dict[tuple, tuple[OutputAlias, ...]] = {}
+
+    def __call__(self, args: Sequence[Any]) -> tuple[OutputAlias, ...]:
+        key = tuple((tuple(a.shape), a.stride(), a.storage_offset(), a.dtype)
+                    if isinstance(a, torch.Tensor) else a for a in args)
+        found = self._known.get(key)
+        if found is None:
+            found = self._known[key] = find_output_aliases(self.fn, args)
+        return found
+
+
+def _geometry(t: torch.Tensor) -> tuple[tuple[int, ...], tuple[int, ...], int]:
+    return tuple(t.shape), tuple(t.stride()), t.storage_offset()
+
+
+def _views_of_an_output(outs: list[torch.Tensor], positions: list[int]) -> list[OutputAlias]:
+    """Outputs (at ``positions``) sharing one intermediate's storage: the others as views of the
+    one that is that whole storage, dense (the compiled graph returns it with eager's strides)."""
+    if len({id(o) for o in outs}) == 1:
+        return []  # one tensor returned twice, nothing else on its storage
+    whole = [(j, o) for j, o in zip(positions, outs) if o.storage_offset() == 0 and _dense(o)
+             and o.numel() * o.element_size() == o.untyped_storage().nbytes()]
+    if not whole:
+        raise AOTError("graph outputs are views of an intermediate that is not itself an output "
+                       "(they would come back as unrelated tensors)")
+    base, tensor = whole[0]
+    return [OutputAlias(k, base, False, *_geometry(o), of_output=True, base_stride=tuple(tensor.stride()))
+            for k, o in zip(positions, outs) if k != base]
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Some order of the dims gives contiguous strides (dims of size 1 aside): no gaps, no
+    element twice."""
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def restore_aliases(outs: list, args: Sequence[torch.Tensor],
+                    aliases: Sequence[OutputAlias] | ShapeDependentAliases) -> list:
+    """Replace each aliased output by the input itself or a view of it (or a view of another
+    output), as eager returns."""
+    if isinstance(aliases, ShapeDependentAliases):
+        aliases = aliases(args)
     for a in aliases:
-        base = args[a.input]
+        if a.of_output:
+            base = outs[a.input]
+            if tuple(base.stride()) != a.base_stride or base.storage_offset() != 0:
+                # the compiled graph chose other strides for it (same values): give it eager's,
+                # which the views' geometry is written in
+                fixed = base.new_empty_strided(base.shape, a.base_stride)
+                fixed.copy_(base)
+                outs[a.input] = base = fixed
+        else:
+            base = args[a.input]
         outs[a.output] = base if a.is_input else base.as_strided(a.size, a.stride, a.storage_offset)
     return outs

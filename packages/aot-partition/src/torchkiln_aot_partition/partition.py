@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import operator
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import networkx as nx
@@ -21,6 +22,7 @@ import torch
 from torch import fx
 
 from ._compat import tensor_nbytes
+from .checks import checks_its_data, keep_impure_or_checking
 from .errors import AOTError
 
 aten = torch.ops.aten
@@ -103,9 +105,11 @@ def _save_cost(node: fx.Node) -> float:
     return cost
 
 
-def extract_graph(joint_gm: fx.GraphModule, inputs: list[fx.Node], outputs: list) -> fx.GraphModule:
-    """A new graph computing `outputs` from `inputs` (nodes of joint_gm), copying what is needed."""
-    needed = _ancestors(outputs, set(inputs))
+def extract_graph(joint_gm: fx.GraphModule, inputs: list[fx.Node], outputs: list,
+                  checks: Sequence[fx.Node] = ()) -> fx.GraphModule:
+    """A new graph computing `outputs` from `inputs` (nodes of joint_gm), copying what is needed,
+    plus the unused `checks` (nodes kept for the errors they raise, see checks.py)."""
+    needed = _ancestors([*outputs, *checks], set(inputs))
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     for node in inputs:
@@ -119,7 +123,7 @@ def extract_graph(joint_gm: fx.GraphModule, inputs: list[fx.Node], outputs: list
             raise AOTError(f"the partition needs input {node.name} that is not available on this side")
         env[node] = graph.node_copy(node, lambda n: env[n])
     graph.output(tuple(env[o] for o in outputs))
-    graph.eliminate_dead_code()
+    graph.eliminate_dead_code(is_impure_node=keep_impure_or_checking)
     graph.lint()
     return fx.GraphModule(joint_gm, graph)
 
@@ -129,7 +133,11 @@ def _split(joint_gm, num_fwd_outputs: int, num_primals: int, saved: list[fx.Node
     primals, tangents = placeholders[:num_primals], placeholders[num_primals:]
     outs = _output_args(joint_gm)
     fw_outs, bw_outs = outs[:num_fwd_outputs], outs[num_fwd_outputs:]
-    fw_gm = extract_graph(joint_gm, primals, fw_outs + saved)
+    # unused index ops of the forward still raise for a bad index in eager: the forward runs them
+    stop = set(primals)
+    checks = [n for n in joint_gm.graph.nodes if not n.users and checks_its_data(n)
+              and not _ancestors([n], stop) & set(tangents)]
+    fw_gm = extract_graph(joint_gm, primals, fw_outs + saved, checks)
     bw_gm = extract_graph(joint_gm, saved + tangents, bw_outs)
     return fw_gm, bw_gm
 

@@ -13,7 +13,7 @@ import torch
 from .aliasing import SyntheticBases
 from .errors import DoubleBackwardUnsupported, MutationAppliedError
 from .freezing import FoldedConstants
-from .mutation import OutputAlias, apply_mutations, restore_aliases
+from .mutation import OutputAlias, ShapeDependentAliases, apply_mutations, restore_aliases
 from .trace import merge_constant_outputs
 
 
@@ -26,7 +26,7 @@ class InferenceRuntime:
     num_user_outputs: int
     mutated_inputs: tuple[int, ...]
     constant_outputs: tuple[tuple[int, Any], ...] = ()
-    aliases: tuple[OutputAlias, ...] = ()
+    aliases: tuple[OutputAlias, ...] | ShapeDependentAliases = ()
     bases: SyntheticBases | None = None
     #: frozen parameters' folded constants (freezing.py), passed after the graph's own inputs
     folded: FoldedConstants | None = None
@@ -138,7 +138,7 @@ class TrainingRuntime:
     plan: TrainingPlan
     params: tuple[torch.Tensor, ...]
     constant_outputs: tuple[tuple[int, Any], ...] = ()
-    aliases: tuple[OutputAlias, ...] = ()
+    aliases: tuple[OutputAlias, ...] | ShapeDependentAliases = ()
     bases: SyntheticBases | None = None
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:

@@ -20,8 +20,9 @@ from typing import Any
 from torch import fx
 
 from .errors import AOTError
+from .aliasing import SyntheticBases
 from .freezing import FoldedConstants
-from .mutation import OutputAlias
+from .mutation import OutputAlias, ShapeDependentAliases
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
 from .trace import lift_parameters
 
@@ -42,20 +43,25 @@ class RuntimeMetadata:
     num_saved: int = 0
     num_primals: int = 0
     folded: FoldedConstants | None = None  # the constant graph of frozen parameters
+    # inputs that share a storage and are mutated: the graph takes their bases (aliasing.py)
+    bases: SyntheticBases | None = None
 
 
 def runtime_metadata(runtime: Any) -> RuntimeMetadata:
     """The metadata of a runtime ``aot_compile`` returned."""
+    if isinstance(runtime.aliases, ShapeDependentAliases):
+        raise AOTError("output aliases under symbolic shapes are found per call: not saved")
     if isinstance(runtime, InferenceRuntime):
         return RuntimeMetadata(False, runtime.num_user_outputs, tuple(runtime.mutated_inputs),
                                tuple(runtime.constant_outputs), tuple(runtime.aliases),
-                               len(runtime.params), folded=runtime.folded)
+                               len(runtime.params), bases=runtime.bases, folded=runtime.folded)
     if isinstance(runtime, TrainingRuntime):
         plan = runtime.plan
         return RuntimeMetadata(True, plan.num_user_outputs, tuple(plan.mutated_inputs),
                                tuple(runtime.constant_outputs), tuple(runtime.aliases),
                                len(runtime.params), tuple(plan.diff_outputs),
-                               tuple(plan.grad_inputs), plan.num_saved, plan.num_primals)
+                               tuple(plan.grad_inputs), plan.num_saved, plan.num_primals,
+                               bases=runtime.bases)
     raise AOTError(f"not a runtime made by aot_compile: {type(runtime).__name__}")
 
 
@@ -69,7 +75,7 @@ def rebuild_runtime(gm: fx.GraphModule, meta: RuntimeMetadata, compiled_fw: Call
                        f"expected {meta.num_params}")
     if not meta.training:
         return InferenceRuntime(compiled_fw, lifted.params, meta.num_user_outputs,
-                                meta.mutated_inputs, meta.constant_outputs, meta.aliases,
+                                meta.mutated_inputs, meta.constant_outputs, meta.aliases, meta.bases,
                                 folded=meta.folded)
     if compiled_bw is None:
         raise AOTError("a training runtime needs its compiled backward graph")
@@ -87,4 +93,4 @@ def rebuild_runtime(gm: fx.GraphModule, meta: RuntimeMetadata, compiled_fw: Call
         num_saved=meta.num_saved,
         num_primals=meta.num_primals,
     )
-    return TrainingRuntime(plan, lifted.params, meta.constant_outputs, meta.aliases)
+    return TrainingRuntime(plan, lifted.params, meta.constant_outputs, meta.aliases, meta.bases)

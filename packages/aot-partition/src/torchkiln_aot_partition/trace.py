@@ -23,6 +23,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ._batch_norm import BatchNormAsLegit
 from ._compat import as_decomposition_dict, default_decompositions, has_metadata_mutation, is_fake
 from ._linear import SymbolicLinear
+from .checks import keep_impure_or_checking
 from .errors import AOTError
 
 aten = torch.ops.aten
@@ -199,7 +200,8 @@ def _finish_functional_graph(traced: fx.GraphModule) -> FunctionalGraph:
     outs = tuple(user_outputs) + tuple(new_values[i] for i in mutated)
     output.args = (outs,)
     _inline_scalar_constants(traced)
-    graph.eliminate_dead_code()
+    # an unused index_select still raises in eager when an index is out of range: keep it
+    graph.eliminate_dead_code(is_impure_node=keep_impure_or_checking)
     graph.lint()
     traced.recompile()
     return FunctionalGraph(traced, len(user_outputs), mutated)

@@ -56,19 +56,29 @@ class PointwiseOps:
             return self._op("{0}.to(tl.float32) / {1}.to(tl.float32)", a, b, dtype=torch.float32)
         return self._op("{0} / {1}", a, b)
 
+    def _int_divisor(self, b: TritonValue) -> None:
+        """An integer divisor of 0 raises in eager (CPU): the handler reports it, when it can."""
+        if not b.dtype.is_floating_point:
+            self.report_zero_divisor(b)  # type: ignore[attr-defined]
+
     def floordiv(self, a, b):
         a, b = self._args((a, b))
         if a.dtype.is_floating_point:
             return self._op("_tk_floordiv({0}, {1})", a, b)
+        self._int_divisor(b)
         q = self._op("{0} // {1}", a, b)
         r = self._op("{0} % {1}", a, b)
         fix = self._op("(({0} != 0) & (({0} < 0) != ({1} < 0)))", r, b, dtype=_BOOL)
         return self._op("tl.where({2}, {0} - 1, {0})", q, b, fix)
 
-    def mod(self, a, b): return self._op("{0} % {1}", a, b)
+    def mod(self, a, b):
+        a, b = self._args((a, b))
+        self._int_divisor(b)
+        return self._op("{0} % {1}", a, b)
 
     def remainder(self, a, b):
         a, b = self._args((a, b))
+        self._int_divisor(b)
         r = self._op("{0} % {1}", a, b)
         fix = self._op("(({0} != 0) & (({0} < 0) != ({1} < 0)))", r, b, dtype=_BOOL)
         return self._op("tl.where({2}, {0} + {1}, {0})", r, b, fix)
@@ -76,6 +86,8 @@ class PointwiseOps:
     def fmod(self, a, b):
         # Triton's % is C's: LLVM frem (fmod, exact) on floats, srem on integers, compiled and
         # in the interpreter alike
+        a, b = self._args((a, b))
+        self._int_divisor(b)
         return self._op("{0} % {1}", a, b)
 
     def neg(self, a): return self._op("-{0}", a)

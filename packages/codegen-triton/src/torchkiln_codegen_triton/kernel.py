@@ -33,6 +33,12 @@ from .printer import texpr, tl_dtype
 
 _LOW_PRECISION = (torch.float16, torch.bfloat16)
 
+#: the parameter of a kernel that checks its data (under the interpreter): a one-element int32
+#: tensor, zeroed for each call, into which the kernel ORs the bits below (see wrapper.py)
+STATUS_PARAM = "tk_status"
+STATUS_INDEX_OUT_OF_BOUNDS = 1
+STATUS_ZERO_DIVISION = 2
+
 
 @dataclass
 class _Stage:
@@ -69,6 +75,7 @@ class TritonOpsHandler(PointwiseOps):
         self._reductions: dict[tuple[int, str, str], Any] = {}
         self.xvars: list[sympy.Expr] = []
         self.rvars: list[sympy.Expr] = []
+        self.reports_status = False  # something is checked: the kernel takes tk_status
 
     # -- structure -----------------------------------------------------------------------
     def declare_symbol(self, sym: sympy.Symbol, deps: frozenset[str]) -> None:
@@ -277,13 +284,37 @@ class TritonOpsHandler(PointwiseOps):
         loc = self.location(value.deps, value.post)
         self.line(f"{sym.name} = {value.name}", loc)
         self._sym[sym] = (value.deps, value.post if value.post == self.stage_index else None)
-        if check and self.options.debug_asserts:
+        if check and self.interpret:
+            # under the interpreter (Triton on a CPU) a bad index is reported like the C++
+            # kernels do: a status word the launcher checks after the call, and index 0 read
+            # instead. On a GPU that check would cost a device sync per call (and break CUDA
+            # graph capture): GPU kernels check only with debug_asserts.
+            ok = f"(0 <= {value.name}) & ({value.name} < {texpr(size)})"
+            self._report(f"~({ok})", value, STATUS_INDEX_OUT_OF_BOUNDS)
+            self.line(f"{sym.name} = tl.where({ok}, {value.name}, 0)", loc)
+        elif check and self.options.debug_asserts:
             mask = self._mask_text(value.deps)
             ok = f"(0 <= {sym.name}) & ({sym.name} < {texpr(size)})"
             cond = f"({ok}) | ~({mask})" if mask else ok
             self.line(f'tl.device_assert({cond}, "index out of bounds: 0 <= {sym.name} < '
                       f'{texpr(size)}")', loc)
         return sym
+
+    def _report(self, bad: str, value: TritonValue, bit: int) -> None:
+        """Set ``bit`` of the call's status word in the lanes (of ``value``'s shape, under the
+        current masks) where ``bad`` holds."""
+        loc = self.location(value.deps, value.post)
+        mask = self._mask_text(value.deps)
+        name = self.new_name("bad")
+        self.line(f"{name} = ({bad})" + (f" & ({mask})" if mask else ""), loc)
+        self.line(f"tl.atomic_or({STATUS_PARAM} + {name}.to(tl.int32) * 0, {bit}, {name})", loc)
+        self.reports_status = True
+
+    def report_zero_divisor(self, divisor: TritonValue) -> None:
+        """An integer division by ``divisor``: eager's CPU kernels raise ZeroDivisionError for a
+        0 (checked under the interpreter only, as indices are; CUDA's eager does not check)."""
+        if self.interpret:
+            self._report(f"{divisor.name} == 0", divisor, STATUS_ZERO_DIVISION)
 
     def masked(self, mask: Any, body: Any, other: Any) -> Any:
         mask = self.as_value(mask, torch.bool)
@@ -449,6 +480,9 @@ def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
             out += ["    " + ln for ln in st.suffix]
     if len(out) == len(head):
         out.append("    pass")
+    if handler.reports_status:  # the status word follows the tensors (TritonCompiledKernel)
+        params.insert(len(names), STATUS_PARAM)
+        out[0] = f"def {fn_name or spec.name}({', '.join(params)}):"
     return "\n".join(out) + "\n"
 
 

@@ -13,6 +13,7 @@ from ._compat import fast_launcher, module_header
 from ._prelude import PRELUDE
 from .autotune import Config, candidate_configs, pick_fastest
 from .errors import CodegenError
+from .kernel import STATUS_INDEX_OUT_OF_BOUNDS, STATUS_PARAM
 from .printer import pyexpr
 
 
@@ -71,6 +72,8 @@ class TritonCompiledKernel:
         # CUDA only: compiled kernels by specialization key, relaunched without Triton's binder
         self._launchers: dict[tuple[Any, ...], Any] = {}
         self._cuda: bool | None = None
+        # the kernel checks indirect indices into a status word (kernel.py's STATUS_PARAM)
+        self._status = re.search(rf"def \w+\([^)]*\b{STATUS_PARAM}\b", source) is not None
         self._device_index: int | None = None
 
     def warmup_call(self) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
@@ -147,19 +150,30 @@ class TritonCompiledKernel:
             first = next((a for a in args if isinstance(a, torch.Tensor) and a.is_cuda), None)
             self._cuda = first is not None
             self._device_index = first.device.index if first is not None else None
+        status = None
+        if self._status:  # a fresh word per call: calls on other threads keep their own errors
+            device = next(a.device for a in args if isinstance(a, torch.Tensor))
+            status = torch.zeros(1, dtype=torch.int32, device=device)
+            args = (*args[:self._nargs], status, *args[self._nargs:])
         if self._autotune and self._cuda:
             self._autotune = False
             self.config = pick_fastest(candidate_configs(self.config),
                                        lambda c: self._launch(c, args, xnumel, rnumel))
         try:
-            if self._cuda and self._fast_launch(args, xnumel, rnumel):
-                return
-            self._launch(self.config, args, xnumel, rnumel)
+            if not (self._cuda and self._fast_launch(args, xnumel, rnumel)):
+                self._launch(self.config, args, xnumel, rnumel)
         except CodegenError:
             raise
         except Exception as e:
             raise CodegenError(f"kernel {self.name} failed to launch: {type(e).__name__}: {e}",
                                self.path) from e
+        if status is not None and status.item():
+            # eager's exceptions (the pipeline replays the graph eagerly, which raises eager's
+            # own message)
+            if status.item() & STATUS_INDEX_OUT_OF_BOUNDS:
+                raise IndexError(f"kernel {self.name}: an indirect index (gather/scatter/embedding) "
+                                 "was out of bounds")
+            raise RuntimeError("ZeroDivisionError")
 
     def __repr__(self) -> str:
         return f"<TritonCompiledKernel {self.name} {self.config} at {self.path}>"

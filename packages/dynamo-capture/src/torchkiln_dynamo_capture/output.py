@@ -20,6 +20,7 @@ from torchkiln_guards import Guard, ShapeGuard, StorageAliasGroups, TensorMatch
 from . import trace_rules
 from ._codegen import Namespace, signature_text
 from ._guards import SameObjectMatch
+from ._overlap import inplace_partial_overlap
 from ._reconstruct import Reconstructor
 from ._sources import source_code
 from .exc import Unsupported
@@ -208,6 +209,10 @@ class OutputGraph:
             # eager refuses subtraction with a bool operand; meta functions (fakes) do not check
             raise Unsupported("subtraction with a bool operand (eager raises RuntimeError)",
                               "it runs in Python, which raises eager's error")
+        if inplace_partial_overlap(kind, target, fake_args, fake_kwargs):
+            # eager's TensorIterator refuses it; functionalization would compute it
+            raise Unsupported("an in-place op whose input partially overlaps the tensor it writes "
+                              "(eager raises RuntimeError)", "it runs in Python, which raises eager's error")
         try:
             # with symbolic sizes, composite ops run their Python decompositions (the C++ ones
             # read sizes as plain ints: "Cannot call numel() on tensor with symbolic sizes")

@@ -51,6 +51,7 @@ def schedule(graph: GraphIR, capabilities: BackendCapabilities,
     """Fuse the realized nodes of ``graph`` into kernels and plan its buffers."""
     options = options or LoopIROptions()
     outputs = {o.name for o in graph.outputs if isinstance(o, (Buffer, NamedView))}
+    outputs |= set(graph.kept)  # computed for their checks, never returned
     nodes = eliminate_dead_code(graph.nodes, outputs)
     sched = Scheduler(nodes, capabilities, outputs)
     sched.fuse(options.max_fusions)

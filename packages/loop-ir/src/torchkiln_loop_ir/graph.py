@@ -198,6 +198,7 @@ class GraphLowering:
         self._seeds: tuple[str, torch.device] | None = None  # the seed buffer of random ops
         self._num_seeds = 0
         self._counted: tuple[Any, tuple[int, int]] = (None, (0, 0))  # the last Pointwise and its counts
+        self.kept: list[str] = []  # buffers of unused nodes, computed for their checks
 
     def next_seed(self, device: torch.device) -> tuple[str, int]:
         """(seed buffer, position) of a fresh per-call seed for one random op."""
@@ -346,10 +347,22 @@ class GraphLowering:
                 continue
             value = self._lower_node(n, args, kwargs, LOWERINGS)
             env[n] = self._maybe_realize(n, value)
+            if not n.users:
+                self._keep_unused(n, env[n])
         if self._seeds is not None:
             self._seed_step()
         return GraphIR(self.inputs, self.size_symbols, self.nodes, outputs,
-                       self.fallbacks, self.extern_calls, [n.name for n in placeholders])
+                       self.fallbacks, self.extern_calls, [n.name for n in placeholders],
+                       self.kept)
+
+    def _keep_unused(self, n: torch.fx.Node, value: Any) -> None:
+        """Compute a node nobody reads: the graph's producer kept it for the error it raises
+        (an out-of-range index: aot-partition's dead-code rule), which its kernel checks."""
+        if isinstance(value, Pointwise):
+            value = self.realize(value, "unused, computed for its checks", n)
+        leaves = [v for v in pytree.tree_leaves(value) if isinstance(v, Buffer)
+                  and not isinstance(v, InputBuffer)]
+        self.kept += [b.name for b in leaves]
 
     def _lower_node(self, n: torch.fx.Node, args, kwargs, lowerings) -> Any:
         ctx = LoweringContext(self, n)

@@ -348,6 +348,9 @@ class GraphIR:
     fallbacks: list[str] = field(default_factory=list)
     extern_calls: list[str] = field(default_factory=list)
     input_names: list[str] = field(default_factory=list)  # every placeholder, tensors or not
+    # buffers nobody reads, computed anyway for the errors their kernels check (a dead
+    # out-of-range index_select raises in eager): the schedule treats them as outputs
+    kept: list[str] = field(default_factory=list)
 
     def __str__(self) -> str:
         from .printing import format_graph_ir

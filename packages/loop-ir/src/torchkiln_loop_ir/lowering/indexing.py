@@ -22,15 +22,26 @@ from . import aten, register_lowering
 from .pointwise import broadcast_index
 
 
-def indirect(value: Any, size: sympy.Expr) -> sympy.Symbol:
-    """An index symbol for the integer ``value`` into a dim of ``size`` (negatives wrap)."""
+def indirect(value: Any, size: sympy.Expr, *, wrap: bool = True) -> sympy.Symbol:
+    """An index symbol for the integer ``value`` into a dim of ``size``. With ``wrap`` negatives
+    count from the end (``x[idx]``, ``index_put``); without it (index_select, gather, scatter,
+    embedding: eager raises for a negative index) a negative index fails the bounds check."""
     if size == 0:
         # every index is out of range and the tensor has no element a clamped index could read
         # (the kernels' bounds checks clamp to 0: a segfault here); ATen raises IndexError
         raise Unlowerable("indexing into a dim of size 0")
+    if not wrap:
+        return ops.indirect_indexing(value, size)
     zero = ops.constant(0, torch.int64)
     wrapped = ops.where(ops.lt(value, zero), ops.add(value, ops.index_expr(size, torch.int64)), value)
     return ops.indirect_indexing(wrapped, size)
+
+
+def _check_empty_result(out_size, indices: IRNode) -> None:
+    """index_select and embedding check every index even when their result has no element (a
+    dim of size 0 elsewhere); a kernel over no elements loads none: leave it to ATen."""
+    if any(s == 0 for s in out_size) and all(s != 0 for s in indices.get_size()):
+        raise Unlowerable("an empty result whose indices eager still checks")
 
 
 def _load_int(x: IRNode, index) -> Any:
@@ -40,12 +51,13 @@ def _load_int(x: IRNode, index) -> Any:
 
 @register_lowering(aten.embedding.default)
 def embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
+    _check_empty_result(ctx.out_size, indices)
     load_w = weight.make_loader()
     nidx = len(indices.get_size())
     rows = weight.get_size()[0]
 
     def inner_fn(index):
-        i = indirect(_load_int(indices, index[:nidx]), rows)
+        i = indirect(_load_int(indices, index[:nidx]), rows, wrap=False)
         return load_w([i, index[-1]])
 
     return Pointwise(inner_fn, ctx.out_size, ctx.out_dtype, ctx.device)
@@ -94,7 +106,7 @@ def gather(ctx, x, dim, idx, *, sparse_grad=False):
 
     def inner_fn(index):
         full = list(index)
-        full[dim] = indirect(_load_int(idx, index), x.get_size()[dim])
+        full[dim] = indirect(_load_int(idx, index), x.get_size()[dim], wrap=False)
         return load_x(full)
 
     return Pointwise(inner_fn, ctx.out_size, ctx.out_dtype, ctx.device)
@@ -102,13 +114,14 @@ def gather(ctx, x, dim, idx, *, sparse_grad=False):
 
 @register_lowering(aten.index_select.default)
 def index_select(ctx, x, dim, idx):
+    _check_empty_result(ctx.out_size, idx)
     n = len(x.get_size())
     dim = dim % n if n else 0
     load_x = x.make_loader()
 
     def inner_fn(index):
         full = list(index)
-        full[dim] = indirect(_load_int(idx, [index[dim]]), x.get_size()[dim])
+        full[dim] = indirect(_load_int(idx, [index[dim]]), x.get_size()[dim], wrap=False)
         return load_x(full)
 
     return Pointwise(inner_fn, ctx.out_size, ctx.out_dtype, ctx.device)
@@ -165,7 +178,7 @@ def scatter(ctx, x, dim, index, src, reduce=None, *, include_self=True):
     def scatter_fn(idx):
         full = list(idx)
         if n:
-            full[dim] = indirect(_load_int(index, idx), x.get_size()[dim])
+            full[dim] = indirect(_load_int(index, idx), x.get_size()[dim], wrap=False)
         return layout_index(full), load_src(idx)
 
     target = _scatter(ctx, x, index.get_size(), scatter_fn, mode)

@@ -92,11 +92,41 @@ def make_pointwise(ctx: Any, fn: Callable[..., Any], operands: Sequence[Any],
     return Pointwise(inner_fn, ctx.out_size, out_dtype, ctx.device)
 
 
+def refuse_like_eager(ctx: Any, operands: Sequence[Any]) -> None:
+    """Decline (the ATen kernel then raises at run time) when eager refuses the operands'
+    dtypes: ``bitwise_not`` of a float raises NotImplementedError before looking at any element,
+    so even an empty float tensor raises, which a kernel over no elements would not."""
+    key = tuple(x.get_dtype() if isinstance(x, IRNode) else _plain(x) for x in operands)
+    why = _eager_refuses(ctx.node.target, key)
+    if why:
+        raise Unlowerable(f"eager refuses these dtypes ({why})")
+
+
+def _plain(x: Any) -> Any:
+    if isinstance(x, sympy.Expr):
+        return int(x) if x.is_integer or not x.is_number else float(x)
+    return x
+
+
+@functools.lru_cache(maxsize=None)
+def _eager_refuses(op: Any, key: tuple) -> str:
+    """'' when eager runs ``op`` on empty tensors of these dtypes (and these scalars)."""
+    if not all(isinstance(k, (torch.dtype, int, float, bool)) for k in key):
+        return ""  # a symbolic scalar: nothing to probe with
+    args = [torch.empty(0, dtype=k) if isinstance(k, torch.dtype) else k for k in key]
+    try:
+        op(*args)
+    except (NotImplementedError, RuntimeError, TypeError) as e:
+        return f"{type(e).__name__}: {str(e).splitlines()[0][:120]}"
+    return ""
+
+
 def _reg_unary(target_names: Sequence[str], op_name: str) -> None:
     targets = [getattr(aten, n) for n in target_names]
 
     @register_lowering(*targets)
     def lower(ctx, x):
+        refuse_like_eager(ctx, [x])
         return make_pointwise(ctx, lazy_op(op_name), [x])
 
 
@@ -141,6 +171,7 @@ for _name in ("maximum", "minimum", "atan2", "fmod", "remainder", "copysign", "b
                 special = _pow_scalar_special(ctx, b)
                 if special is not None:
                     return make_pointwise(ctx, special, [a])
+            refuse_like_eager(ctx, [a, b])
             return _binary(ctx, op_name, a, b)
 
     _reg(_name)

@@ -1,0 +1,81 @@
+"""Eager's memory-overlap check of in-place ops, on fake tensors.
+
+Eager refuses an in-place op whose written tensor and one of its inputs share memory without
+being the same view (``t = x.unsqueeze(0); t.add_(x)``: "unsupported operation: some elements of
+the input tensor and the written-to tensor refer to a single memory location", a RuntimeError
+from TensorIterator's ``assert_no_partial_overlap``). Meta functions do not run that check, and
+functionalization turns the op into an out-of-place add that never overlaps, so a compiled graph
+would return where eager raises. Capture asks this module first and leaves such an op to Python,
+where eager raises its own error.
+
+The rule mirrors ATen's ``get_overlap_status``: two tensors with elements, both non-overlapping
+and dense, on one storage, whose byte ranges intersect, overlap *partially* unless the ranges are
+equal and the strides are the same. Symbolic sizes are read at their values for this call.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+from torch.multiprocessing.reductions import StorageWeakRef
+
+_INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                      operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior,
+                      operator.ixor, operator.ilshift, operator.irshift}
+
+
+_INPLACE_DUNDERS = {f"__i{name}__" for name in ("add", "sub", "mul", "truediv", "floordiv", "mod",
+                                                   "pow", "and", "or", "xor", "lshift", "rshift")}
+
+
+def _int(v: Any) -> int:
+    return int(v.node.hint) if isinstance(v, torch.SymInt) else int(v)
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """ATen's ``is_non_overlapping_and_dense``: some order of the dims makes the strides those
+    of a contiguous tensor (dims of size 1 do not count)."""
+    dims = sorted((_int(st), _int(sz)) for sz, st in zip(t.shape, t.stride()) if _int(sz) != 1)
+    expected = 1
+    for stride, size in dims:
+        if stride != expected:
+            return False
+        expected *= size
+    return True
+
+
+def partially_overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
+    """ATen's ``get_overlap_status(a, b) == Partial`` for two (fake) tensors."""
+    if a is b or _int(a.numel()) == 0 or _int(b.numel()) == 0:
+        return False
+    if not (_dense(a) and _dense(b)):
+        return False  # ATen's "too hard": no error either
+    if StorageWeakRef(a.untyped_storage()) != StorageWeakRef(b.untyped_storage()):
+        return False
+    a_begin = _int(a.storage_offset()) * a.element_size()
+    b_begin = _int(b.storage_offset()) * b.element_size()
+    a_end, b_end = a_begin + _int(a.numel()) * a.element_size(), b_begin + _int(b.numel()) * b.element_size()
+    if a_begin == b_begin and a_end == b_end:
+        return [_int(s) for s in a.stride()] != [_int(s) for s in b.stride()]
+    return a_begin < b_end and b_begin < a_end
+
+
+def inplace_partial_overlap(kind: str, target: Any, args: list, kwargs: dict) -> bool:
+    """True when eager would refuse the in-place call ``target(*args, **kwargs)`` (fake
+    arguments) for an input that partially overlaps the tensor it writes."""
+    written: torch.Tensor | None = None
+    inplace_method = kind == "call_method" and isinstance(target, str) and (
+        (target.endswith("_") and not target.startswith("_")) or target in _INPLACE_DUNDERS)
+    if inplace_method or target in _INPLACE_OPERATORS:
+        written = args[0] if args and isinstance(args[0], torch.Tensor) else None
+        others = list(args[1:]) + list(kwargs.values())
+    elif isinstance(kwargs.get("out"), torch.Tensor):
+        written, others = kwargs["out"], list(args)
+    if written is None:
+        return False
+    return any(isinstance(o, torch.Tensor) and partially_overlaps(written, o) for o in others)
+
+
+__all__ = ["inplace_partial_overlap", "partially_overlaps"]
