@@ -81,6 +81,12 @@ def test_oracle_tolerance_is_not_vacuous():
     e, r = torch.tensor([False, False]), torch.tensor([True, False])
     assert compare(torch.tensor([True, False]), e, r)[0] == "unstable"
     assert compare(torch.tensor([True, True]), e, r)[0] == "wrong"  # differs from both
+    # seed 209909: eager's float16 layer norm of one element is -2.6e-5, not 0, so its gelu / False
+    # is -inf where the exact 0 / 0 is NaN; compiled agrees with float64 there, not with eager
+    inf_eager, nan_ref = torch.tensor([-float("inf"), 1.0]), torch.tensor([float("nan"), 1.0], dtype=torch.float64)
+    assert compare(torch.tensor([float("nan"), 1.0]), inf_eager, nan_ref)[0] == "unstable"
+    assert compare(torch.tensor([float("nan"), 2.0]), inf_eager, nan_ref)[0] == "wrong"  # and a value off
+    assert compare(torch.tensor([float("nan"), 1.0]), inf_eager, inf_eager.double())[0] == "wrong"
 
 
 def test_oracle_grades_results_of_bfloat16_programs_at_bfloat16_tolerance():

@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 
 from .errors import AOTError, MutationAppliedError
 
@@ -110,7 +111,9 @@ def find_output_aliases(fn, args: Sequence[torch.Tensor]) -> tuple[OutputAlias, 
         ref = StorageWeakRef(out.untyped_storage())
         i = storages.get(ref)
         if i is None:
-            if out.numel() != 0:  # no element, nothing shared (its strides are arbitrary)
+            # no element, nothing shared (its strides are arbitrary); a size read from the data
+            # (.item()) is not known to be 0
+            if not statically_known_true(out.numel() == 0):
                 intermediates.setdefault(ref, []).append(k)
             continue
         aliases.append(OutputAlias(k, i, out is fakes[i], *_geometry(out)))
