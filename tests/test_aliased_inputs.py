@@ -106,7 +106,8 @@ def test_aliasing_guarded_for_many_inputs():
     compiled = _compile(fn)
     for aliased in (False, True, False, True):
         last = (lambda s: s[0, :]) if aliased else (lambda s: s[1].clone())
-        _check(fn, lambda: torch.randn(2, 4), lambda s: (s[0], *others, last(s)), calls=1, compiled=compiled)
+        _check(fn, lambda: torch.randn(2, 4), lambda s, last=last: (s[0], *others, last(s)), calls=1,
+               compiled=compiled)
     assert len(torchkiln.report(compiled).graphs) == 2
 
 

@@ -21,10 +21,10 @@ _CORPUS = Path(__file__).resolve().parents[1] / "packages" / "dynamo-capture" / 
 if str(_CORPUS) not in sys.path:
     sys.path.insert(0, str(_CORPUS))
 
-import test_higher_order_ops as hops
-import test_python_features_more as more
-import test_scalar_outputs as scalars
-from _conformance_harness import assert_same
+import test_higher_order_ops as hops  # noqa: E402 - after the corpus folder is on sys.path
+import test_python_features_more as more  # noqa: E402 - after the corpus folder is on sys.path
+import test_scalar_outputs as scalars  # noqa: E402 - after the corpus folder is on sys.path
+from _conformance_harness import assert_same  # noqa: E402 - after the corpus folder is on sys.path
 
 #: program -> the reason its graph is refused below capture (the rest compile in strict mode)
 REFUSED = {

@@ -126,7 +126,9 @@ def test_views_transpose_slice_and_3d_broadcast_reduction():
 def test_recompiling_the_same_graph_hits_the_cache(monkeypatch):
     from torchkiln_codegen_cpp import cache
 
-    fn = lambda x: (torch.sigmoid(x) * x,)
+    def fn(x):
+        return (torch.sigmoid(x) * x,)
+
     first = _compile(fn, (torch.randn(5, 7),))
 
     def no_compiler(*args, **kwargs):

@@ -9,7 +9,6 @@ import re
 
 import pytest
 import torch
-
 import torchkiln
 import torchkiln_loop_ir.graph as graph
 

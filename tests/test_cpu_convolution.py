@@ -7,9 +7,8 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 import torchkiln
+from torch import nn
 from torchkiln_loop_ir.mkldnn import mkldnn_available, use_mkldnn_convolutions
 
 needs_mkldnn = pytest.mark.skipif(not mkldnn_available(), reason="torch built without mkldnn")

@@ -109,8 +109,8 @@ def test_gpt2_with_kv_cache_compiles_its_main_graph():
         ids = torch.randint(0, 256, (2, 7))
         got, want = compiled(ids, use_cache=True), model(ids, use_cache=True)
     torch.testing.assert_close(got.logits, want.logits, atol=1e-4, rtol=1e-4)
-    for (gk, gv), (wk, wv) in zip(((l.keys, l.values) for l in got.past_key_values.layers),
-                                  ((l.keys, l.values) for l in want.past_key_values.layers)):
+    for (gk, gv), (wk, wv) in zip(((layer.keys, layer.values) for layer in got.past_key_values.layers),
+                                  ((layer.keys, layer.values) for layer in want.past_key_values.layers)):
         torch.testing.assert_close(gk, wk, atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(gv, wv, atol=1e-4, rtol=1e-4)
     report = torchkiln.report(compiled)

@@ -5,7 +5,6 @@ around them instead of running them once while tracing."""
 from __future__ import annotations
 
 import torch
-
 import torchkiln
 
 

@@ -9,9 +9,8 @@ import copy
 import pytest
 import torch
 import torch.nn.functional as F
-from torch import nn
-
 import torchkiln
+from torch import nn
 
 
 class ConvAttnNet(nn.Module):

@@ -36,7 +36,6 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 from tests.fuzz.generator import generate  # noqa: E402
 from tests.fuzz.oracle import judge  # noqa: E402
 
-
 KINDS = ("ok", "wrong", "no-error", "crash", "unstable", "undefined", "fallback", "error-replay", "op-fallback",
          "harness")
 SEED_KINDS = ("wrong", "no-error", "crash", "fallback", "error-replay", "unstable", "undefined", "harness")

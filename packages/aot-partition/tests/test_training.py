@@ -298,7 +298,6 @@ def test_threads_running_their_first_backward_together_compile_it_once(compiler,
 
 def test_double_backward_is_a_clear_error_not_a_wrong_gradient():
     import pytest
-
     from torchkiln_aot_partition import DoubleBackwardUnsupported, aot_compile
 
     def f(x):

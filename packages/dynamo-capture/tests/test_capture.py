@@ -303,7 +303,7 @@ class Encoder(nn.Module):
     def forward(self, x, attention_mask=None, **kwargs):
         all_attn = [] if self.config.output_attentions else None
         states = (x,)
-        for i, block in enumerate(self.blocks):
+        for _i, block in enumerate(self.blocks):  # enumerate: part of what is captured
             y, attn = block(x, mask=attention_mask)
             x = self.norm(x + self.acts[self.config.act](y))
             states = states + (x,)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.distributed as dist
-
 from torchkiln_dynamo_capture import capture
 
 pytestmark = pytest.mark.skipif(

@@ -4,7 +4,6 @@ each program is checked against eager, with the graph count and breaks capture r
 from __future__ import annotations
 
 import torch
-
 from torchkiln_dynamo_capture import allow_in_graph, capture, disable, mark_dynamic, mark_static
 
 aten = torch.ops.aten

@@ -8,7 +8,6 @@ import functools
 
 import pytest
 import torch
-
 from torchkiln_dynamo_capture import capture
 
 

@@ -17,7 +17,6 @@ import pytest
 import torch
 import torch.distributed as dist
 import torch.multiprocessing as mp
-
 import torchkiln
 
 WORLD = 2

@@ -14,7 +14,13 @@ from .joint import joint_graph
 from .mutation import ShapeDependentAliases, find_output_aliases
 from .partition import min_cut_partition
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
-from .trace import functional_graph, lift_parameters, resolve_decompositions, symbolic_inputs, trace_functional
+from .trace import (
+    functional_graph,
+    lift_parameters,
+    resolve_decompositions,
+    symbolic_inputs,
+    trace_functional,
+)
 
 
 def _refuse_while_loop_backward(gm: torch.fx.GraphModule) -> None:

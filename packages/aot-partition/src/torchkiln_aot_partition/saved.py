@@ -19,8 +19,8 @@ from typing import Any
 
 from torch import fx
 
-from .errors import AOTError
 from .aliasing import SyntheticBases
+from .errors import AOTError
 from .freezing import FoldedConstants
 from .mutation import OutputAlias, ShapeDependentAliases
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState

@@ -1,8 +1,8 @@
 """Symbolic evaluation of Python bytecode into FX graphs, with guards and graph breaks (TorchDynamo)."""
 
 from .exc import BackendError, RecompileLimitExceeded, Unsupported
-from .trace_rules import allow_in_graph, disable, mark_dynamic, mark_static
 from .explain import ExplainOutput, explain
+from .trace_rules import allow_in_graph, disable, mark_dynamic, mark_static
 from .wrapper import CacheEntry, CapturedFunction, CapturedModule, capture
 
 __version__ = "0.4.0"

@@ -30,10 +30,16 @@ from .variables.base import (
 )
 from .variables.builtins import binary_op, contains, disabled_call, identity, is_impure_module
 from .variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
-from .variables.generators import contextmanager_call, is_contextmanager_helper
 from .variables.ctx import enter_context
+from .variables.functions import (
+    WRAPS_FUNCTIONS,
+    NewCellVariable,
+    SuperVariable,
+    UserFunctionVariable,
+    wraps_call,
+)
+from .variables.generators import contextmanager_call, is_contextmanager_helper
 from .variables.logging_calls import bound, replay_logging_call
-from .variables.functions import WRAPS_FUNCTIONS, NewCellVariable, SuperVariable, UserFunctionVariable, wraps_call
 from .variables.modules import NNModuleVariable
 from .variables.symbolic import SliceVariable, SymNodeVariable, sym_unary
 from .variables.tensors import TensorVariable
@@ -189,7 +195,7 @@ class InstructionTranslator:
         except Unsupported as e:
             if top and inst is not None and e.break_point is None:
                 e.break_point = break_point(insts, inst.index, self.exec_counts, getattr(e, "in_callee", False))
-            raise e.located(self.code.co_filename, self.lineno)
+            raise e.located(self.code.co_filename, self.lineno) from None
         except AttrMissing as e:
             err = Unsupported(f"missing attribute {e}").located(self.code.co_filename, self.lineno)
             if top and inst is not None:

@@ -126,7 +126,7 @@ def print_via_builtins_module(x):
 
 @program(graphs=2)
 def print_via_lambda(x):
-    say = lambda m: print(m)
+    say = lambda m: print(m)  # noqa: E731 - the lambda is what is captured
     y = x + 1
     say("lambda")
     return y * 2

@@ -117,12 +117,12 @@ def call_recursion_known_depth(x):
 
 
 def call_lambda(x):
-    f = lambda t: t * 2 + 1
+    f = lambda t: t * 2 + 1  # noqa: E731 - the lambda is what is captured
     return f(x)
 
 
 def call_lambda_default(x):
-    f = lambda t, k=3: t * k
+    f = lambda t, k=3: t * k  # noqa: E731 - the lambda is what is captured
     return f(x)
 
 

@@ -17,9 +17,9 @@ import types
 from collections.abc import Iterable, Mapping
 from typing import Any
 
-from .logs import log_guard_source
 from .kinds import Guard, GuardFailure, TensorMatch, TypeMatch
 from .kinds.base import Raised
+from .logs import log_guard_source
 from .source import ClosureSource, LocalSource, Source, _Frame
 
 __all__ = [

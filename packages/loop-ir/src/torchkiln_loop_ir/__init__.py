@@ -2,6 +2,8 @@
 
 __version__ = "0.4.0"
 
+from . import mkldnn as _mkldnn  # noqa: F401  (defines torchkiln::mkldnn_convolution*, which cached graphs name)
+from .artifact import GraphArtifact, NotCacheable, export_graph, load_graph
 from .backend import (
     Backend,
     BackendCapabilities,
@@ -17,7 +19,6 @@ from .backend import (
     SymbolSource,
     View,
 )
-from .artifact import GraphArtifact, NotCacheable, export_graph, load_graph
 from .compile import CompiledGraph, compile_graph, schedule
 from .decompositions import decompositions
 from .errors import LoopIRError, LoweringError, OutputShapeChanged, Unlowerable
@@ -25,7 +26,6 @@ from .graph import lower
 from .indexing import FloorDiv, ModularIndexing, index_symbol
 from .ir import GraphIR
 from .lowering import LOWERINGS, register_lowering
-from . import mkldnn as _mkldnn  # noqa: F401  (defines torchkiln::mkldnn_convolution*, which cached graphs name)
 from .ops import OP_SPECS, OpsHandler, ops, set_ops_handler
 from .options import LoopIROptions
 from .reference import ReferenceBackend

@@ -59,7 +59,7 @@ def schedule(graph: GraphIR, capabilities: BackendCapabilities,
     for g in sched.groups:
         if not g.is_extern:
             plan = sched.plan(g.nodes)
-            assert not (plan is None) and not hasattr(plan, "ok"), plan
+            assert plan is not None and not hasattr(plan, "ok"), plan
             plans[id(g)] = plan
     buffers = _buffer_specs(graph)
     steps = steps_for(sched.groups, plans, buffers, outputs)

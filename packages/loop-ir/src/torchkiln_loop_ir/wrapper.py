@@ -197,7 +197,7 @@ def wrapper_source(graph: ScheduledGraph) -> str:
         lines.append(f"    ({', '.join(s.name for s in kernel_steps)},) = kernels")
     if extern_steps:
         lines.append(f"    ({', '.join(f'extern{i}' for i in range(len(extern_steps)))},) = externs")
-    for i, d in enumerate(devices):
+    for i in range(len(devices)):
         lines.append(f"    dev{i} = devices[{i}]")
     dev_name = {d: f"dev{i}" for i, d in enumerate(devices)}
     lines.append("")

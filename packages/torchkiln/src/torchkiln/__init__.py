@@ -6,7 +6,12 @@ from torchkiln_dynamo_capture import allow_in_graph, disable, mark_dynamic, mark
 
 from torchkiln.api import CompiledFunction, CompiledModule, compile, explain, report, reset
 from torchkiln.backend import backend
-from torchkiln.errors import BackendCompilerFailed, FailedAfterEffects, LayerUnavailable, TorchkilnError
+from torchkiln.errors import (
+    BackendCompilerFailed,
+    FailedAfterEffects,
+    LayerUnavailable,
+    TorchkilnError,
+)
 from torchkiln.options import CompileOptions
 from torchkiln.pipeline import make_backend
 from torchkiln.report import CompileReport, EagerFallback, GraphReport

@@ -12,13 +12,12 @@ through the backend on its own at its first call (the real inputs, with their re
 
 from __future__ import annotations
 
+import inspect
+import operator
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-
-import inspect
-import operator
 
 import torch
 from torch.fx.passes.split_module import split_module
@@ -166,6 +165,6 @@ def _tuple_outputs(split: torch.fx.GraphModule) -> torch.fx.GraphModule:
         piece.recompile()
         with split.graph.inserting_after(node):
             first = split.graph.call_function(operator.getitem, (node, 0))
-        node.replace_all_uses_with(first, delete_user_cb=lambda user: user is not first)
+        node.replace_all_uses_with(first, delete_user_cb=lambda user, first=first: user is not first)
     split.recompile()
     return split

@@ -459,7 +459,7 @@ def _getattr(tx, obj, name, default=None):
         return tx.getattr(obj, name.as_python_constant())
     except AttrMissing:
         if default is None:
-            raise Unsupported(f"getattr: missing attribute {name.as_python_constant()!r}")
+            raise Unsupported(f"getattr: missing attribute {name.as_python_constant()!r}") from None
         return default
 
 

@@ -288,7 +288,7 @@ def _lift(s: _Subgraph, lifted: list) -> None:
     where = g.inserting_after(last[0]) if last else g.inserting_before(next(iter(g.nodes)))
     new = {}
     with where:
-        for i, n in enumerate(reversed(lifted)):  # inserting_after the same node: reverse order
+        for n in reversed(lifted):  # inserting_after the same node: reverse order
             ph = g.placeholder(f"lifted_{n.name}")
             ph.meta["example_value"] = _meta(n)
             new[n] = ph

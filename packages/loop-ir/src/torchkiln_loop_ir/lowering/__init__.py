@@ -29,9 +29,19 @@ def register_lowering(*targets: Any) -> Callable[[Callable[..., Any]], Callable[
     return wrap
 
 
-from . import (  # noqa: F401  (fill LOWERINGS)
-    control_flow, copies, extern, indexing, pointwise, pooling, random, reductions, scalars, strided,
-    view_scatter, views,
+from . import (  # noqa: E402, F401  (fill LOWERINGS, after register_lowering exists)
+    control_flow,
+    copies,
+    extern,
+    indexing,
+    pointwise,
+    pooling,
+    random,
+    reductions,
+    scalars,
+    strided,
+    view_scatter,
+    views,
 )
 
 __all__ = ["LOWERINGS", "register_lowering"]

@@ -108,7 +108,7 @@ def _plain(x: Any) -> Any:
     return x
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _eager_refuses(op: Any, key: tuple) -> str:
     """'' when eager runs ``op`` on empty tensors of these dtypes (and these scalars)."""
     if not all(isinstance(k, (torch.dtype, int, float, bool)) for k in key):

@@ -187,7 +187,9 @@ def _run(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str],
     with torch.no_grad():
         reference = model64(*inputs64)
         del model64, inputs64  # its memory must not count in the peak of what follows
-        eager = lambda: model(*inputs)
+        def eager():
+            return model(*inputs)
+
         eager_call_s, eager_out = timer.wall(eager)
         eager_call_s = min(eager_call_s, timer.wall(eager)[0])  # the first call pays one-time costs
 
