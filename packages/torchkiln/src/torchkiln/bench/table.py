@@ -130,9 +130,12 @@ def render(rows: Sequence[Row], title: str = "torchkiln benchmark", width: int |
     longest = {h: max([len(geomean.get(h, "")), *(len(c[h]) for c in cells)]) for h in headers}
     minimum = {h: min(32, longest[h]) for h in ("model", "torchkiln speedup", "torch.compile speedup")
                if h in headers}
-    table = _table(title, headers, cells, geomean, minimum)
-    if not _fits(table, width):  # rich crops a table whose kept widths leave too little room
-        table = _table(title, headers, cells, geomean, {})
+    # rich crops a table whose kept widths leave too little room: keep fewer widths, the model
+    # name (what a reader looks for) the longest
+    for kept in (minimum, {k: v for k, v in minimum.items() if k == "model"}, {}):
+        table = _table(title, headers, cells, geomean, kept)
+        if _fits(table, width):
+            break
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None)
     console.print(table)
