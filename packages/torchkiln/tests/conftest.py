@@ -87,3 +87,15 @@ def standin_layers(monkeypatch: pytest.MonkeyPatch) -> pytest.MonkeyPatch:
     monkeypatch.setattr(torchkiln_loop_ir, "LoopIROptions", StandInLoopIROptions, raising=False)
     monkeypatch.setattr(torchkiln_codegen_cpp, "CppBackend", StandInCppBackend, raising=False)
     return monkeypatch
+
+
+@pytest.fixture
+def restore_loggers():
+    """Puts every TORCHKILN_LOGS artifact logger's level and handlers back after a test."""
+    from torchkiln_guards.logs import ARTIFACTS, logger
+
+    saved = {n: (logger(n).level, list(logger(n).handlers)) for n in ARTIFACTS}
+    yield
+    for n, (level, handlers) in saved.items():
+        logger(n).setLevel(level)
+        logger(n).handlers[:] = handlers

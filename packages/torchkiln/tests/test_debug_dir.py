@@ -12,16 +12,8 @@ import warnings
 import pytest
 import torch
 import torchkiln
-from torchkiln_guards.logs import ARTIFACTS, logger
 
-
-@pytest.fixture(autouse=True)
-def _restore_loggers():
-    saved = {n: (logger(n).level, list(logger(n).handlers)) for n in ARTIFACTS}
-    yield
-    for n, (level, handlers) in saved.items():
-        logger(n).setLevel(level)
-        logger(n).handlers[:] = handlers
+pytestmark = pytest.mark.usefixtures("restore_loggers")
 
 
 def _model():

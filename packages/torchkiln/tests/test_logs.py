@@ -4,16 +4,9 @@
 import pytest
 import torch
 import torchkiln
-from torchkiln_guards.logs import ARTIFACTS, UnknownLogName, logger
+from torchkiln_guards.logs import UnknownLogName
 
-
-@pytest.fixture(autouse=True)
-def _restore_loggers():
-    saved = {n: (logger(n).level, list(logger(n).handlers)) for n in ARTIFACTS}
-    yield
-    for n, (level, handlers) in saved.items():
-        logger(n).setLevel(level)
-        logger(n).handlers[:] = handlers
+pytestmark = pytest.mark.usefixtures("restore_loggers")
 
 
 def f(x, w):
