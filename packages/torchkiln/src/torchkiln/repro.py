@@ -89,6 +89,22 @@ def graph_code(gm: torch.fx.GraphModule) -> tuple[str, str]:
     return "\n".join(kept), textwrap.dedent(code.src).strip()
 
 
+def install_attribute(module: torch.nn.Module, target: str, value: torch.Tensor, spec: Any) -> None:
+    """Set ``module.<target>`` (a dotted path; missing submodules are made) to ``value``: a
+    Parameter (requires_grad from ``spec``) when ``spec`` says the graph read one, else a buffer.
+    Repro scripts call it too."""
+    *path, name = target.split(".")
+    owner = module
+    for part in path:
+        if not hasattr(owner, part):
+            owner.add_module(part, torch.nn.Module())
+        owner = getattr(owner, part)
+    if spec[8]:
+        owner.register_parameter(name, torch.nn.Parameter(value, spec[5]))
+    else:
+        owner.register_buffer(name, value)
+
+
 _TEMPLATE = '''\
 """torchkiln repro: {title}.
 
@@ -101,6 +117,7 @@ Inputs and attributes are random (seed SEED) with the recorded shapes, strides a
 import sys
 
 import torch
+from torchkiln.repro import install_attribute
 {imports}
 
 SEED = {seed}
@@ -137,17 +154,7 @@ class Repro(torch.nn.Module):
         super().__init__()
         generator = torch.Generator().manual_seed(SEED + 1)
         for target, spec in ATTRIBUTES.items():
-            *path, name = target.split(".")
-            owner = self
-            for part in path:
-                if not hasattr(owner, part):
-                    owner.add_module(part, torch.nn.Module())
-                owner = getattr(owner, part)
-            value = make_tensor(spec, generator).detach()
-            if spec[8]:
-                owner.register_parameter(name, torch.nn.Parameter(value, spec[5]))
-            else:
-                owner.register_buffer(name, value)
+            install_attribute(self, target, make_tensor(spec, generator).detach(), spec)
 
 {forward}
 
@@ -319,17 +326,7 @@ def _graph_from_dump(text: str, attributes: dict[str, Any]) -> torch.fx.GraphMod
         raise NotReproducible("fx_graph.py holds no graph module class")
     module = classes[-1]()
     for target, spec in attributes.items():
-        *path, name = target.split(".")
-        owner = module
-        for part in path:
-            if not hasattr(owner, part):
-                owner.add_module(part, torch.nn.Module())
-            owner = getattr(owner, part)
-        value = torch.zeros(spec[1], dtype=getattr(torch, spec[3]))
-        if spec[8]:
-            owner.register_parameter(name, torch.nn.Parameter(value, spec[5]))
-        else:
-            owner.register_buffer(name, value)
+        install_attribute(module, target, torch.zeros(spec[1], dtype=getattr(torch, spec[3])), spec)
     graph = torch.fx.Tracer().trace(module)
     for node in graph.nodes:
         node.type = None  # print_readable's shape annotations are strings, not types
