@@ -142,15 +142,17 @@ def test_threads_tracing_together_all_succeed(compiler, capture):
     import threading
 
     fns = [_pointwise, _reduction, _matmul, _softmax] * 2
+    # The test's own fx tracer patches nn.Module.__call__ process-wide, so the graphs are
+    # captured here, one at a time; only aot_compile (make_fx) runs in the threads.
+    gms = [capture(fn) for fn in fns]
     barrier = threading.Barrier(len(fns))
     results: list = [None] * len(fns)
 
     def work(i: int) -> None:
         x, y = torch.randn(6, 8), torch.randn(6, 8)
-        gm = capture(fns[i])
-        barrier.wait()
         try:
-            compiled = aot_compile(gm, [x, y], fw_compiler=compiler)
+            barrier.wait(timeout=120)
+            compiled = aot_compile(gms[i], [x, y], fw_compiler=compiler)
             results[i] = (list(compiled(x, y)), list(fns[i](x, y)))
         except BaseException as e:  # noqa: BLE001 - checked below
             results[i] = e
