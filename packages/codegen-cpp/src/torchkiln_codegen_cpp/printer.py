@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import math
 
-import sympy
 import torch
-from torchkiln_loop_ir.indexing import FloorDiv, ModularIndexing
+from torchkiln_loop_ir.index_printer import IndexPrinter
 
 from .errors import CodegenError
 
@@ -59,79 +58,39 @@ def constant(value: object, dtype: torch.dtype) -> str:
     return f"static_cast<{ctype}>({v}LL)"
 
 
-class IndexPrinter:
-    """Prints sympy index expressions as int64 C++ arithmetic.
+class CppIndexPrinter(IndexPrinter):
+    """Index expressions as int64 C++: loop-IR's shared semantics (``torchkiln_loop_ir.index_printer``)
+    in C++ spelling. Symbols print as their names (loop variables, size arguments and indirect
+    indices are all int64_t variables of those names in the generated code); ``/`` and ``%``
+    truncate, which the base printer accounts for."""
 
-    Symbols print as their names (loop variables, size arguments and indirect indices are all
-    int64_t variables of those names in the generated code).
-    """
+    target = "C++"
+    error = CodegenError
 
-    def __call__(self, expr: object) -> str:
-        return self.print(sympy.sympify(expr))
+    def integer(self, value: int) -> str:
+        return f"{value}LL" if value >= 0 else f"({value}LL)"
 
-    def print(self, e: sympy.Expr) -> str:
-        if isinstance(e, sympy.Integer):
-            v = int(e)
-            return f"{v}LL" if v >= 0 else f"({v}LL)"
-        if isinstance(e, sympy.Symbol):
-            return e.name
-        if isinstance(e, sympy.Add):
-            terms = [self.print(a) for a in e.args]
-            return "(" + " + ".join(terms) + ")"
-        if isinstance(e, sympy.Mul):
-            coeff, rest = e.as_coeff_Mul()
-            if coeff == -1:
-                return f"(-{self.print(rest)})"
-            if not isinstance(coeff, sympy.Integer) and coeff != 1:
-                raise CodegenError(f"non-integer coefficient in index expression {e}")
-            return "(" + " * ".join(self.print(a) for a in e.args) + ")"
-        if isinstance(e, sympy.Pow):
-            base, exp = e.args
-            if isinstance(exp, sympy.Integer) and int(exp) > 0:
-                return "(" + " * ".join([self.print(base)] * int(exp)) + ")"
-            raise CodegenError(f"cannot print power {e} in an index expression")
-        if isinstance(e, FloorDiv):
-            a, b = e.args
-            return (
-                f"(static_cast<int64_t>({self.print(a)}) / static_cast<int64_t>({self.print(b)}))"
-            )
-        if isinstance(e, ModularIndexing):
-            a, d, m = e.args
-            return f"(({self.print(a)} / {self.print(d)}) % {self.print(m)})"
-        if isinstance(e, sympy.Min):
-            return self._fold("std::min<int64_t>", e.args)
-        if isinstance(e, sympy.Max):
-            return self._fold("std::max<int64_t>", e.args)
-        if isinstance(e, sympy.Mod):
-            a, m = e.args
-            return f"({self.print(a)} % {self.print(m)})"
-        if isinstance(e, sympy.floor):
-            # floor(p/q * rest) of non-negative integers, as some simplifications leave it
-            coeff, rest = sympy.sympify(e.args[0]).as_coeff_Mul()
-            if isinstance(coeff, sympy.Rational) and coeff > 0:
-                p, q = coeff.p, coeff.q
-                num = self.print(rest) if p == 1 else f"({p}LL * {self.print(rest)})"
-                return f"({num} / {q}LL)"
-            raise CodegenError(f"cannot print {e} in an index expression")
-        if isinstance(e, sympy.core.relational.Relational):
-            return f"({self.print(e.lhs)} {e.rel_op} {self.print(e.rhs)})"
-        if isinstance(e, sympy.And):
-            return "(" + " && ".join(self.print(a) for a in e.args) + ")"
-        if isinstance(e, sympy.Or):
-            return "(" + " || ".join(self.print(a) for a in e.args) + ")"
-        if isinstance(e, sympy.Not):
-            return f"(!{self.print(e.args[0])})"
-        if e is sympy.true:
-            return "true"
-        if e is sympy.false:
-            return "false"
-        raise CodegenError(f"cannot print index expression {e} ({type(e).__name__})")
+    def div(self, a: str, b: str) -> str:
+        return f"({a} / {b})"
 
-    def _fold(self, fn: str, args: tuple) -> str:
-        out = self.print(args[0])
-        for a in args[1:]:
-            out = f"{fn}({out}, {self.print(a)})"
-        return out
+    def minimum(self, a: str, b: str) -> str:
+        return f"std::min<int64_t>({a}, {b})"
+
+    def maximum(self, a: str, b: str) -> str:
+        return f"std::max<int64_t>({a}, {b})"
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        return f"({cond} ? {a} : {b})"
+
+    def logical(self, op: str, operands: list[str]) -> str:
+        return "(" + (" && " if op == "and" else " || ").join(operands) + ")"
+
+    def negate(self, a: str) -> str:
+        return f"(!{a})"
+
+    def boolean(self, value: bool) -> str:
+        return "true" if value else "false"
 
 
-print_index = IndexPrinter()
+IndexPrinter = CppIndexPrinter  # the name this module exported before the shared base existed
+print_index = CppIndexPrinter()

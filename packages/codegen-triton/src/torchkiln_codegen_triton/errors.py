@@ -2,13 +2,11 @@
 
 from __future__ import annotations
 
+from torchkiln_loop_ir.errors import CodegenError as _BaseCodegenError
 
-class CodegenError(RuntimeError):
-    """A kernel could not be generated, compiled or launched.
+
+class CodegenError(_BaseCodegenError):
+    """A Triton kernel could not be generated, compiled or launched (loop-IR's ``CodegenError``).
 
     ``path`` is the generated source file when there is one: open it to see the code Triton saw.
     """
-
-    def __init__(self, message: str, path: str | None = None) -> None:
-        self.path = path
-        super().__init__(f"{message} (generated source: {path})" if path else message)

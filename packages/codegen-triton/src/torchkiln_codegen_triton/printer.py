@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import sympy
 import torch
-from torchkiln_loop_ir.indexing import FloorDiv, ModularIndexing
+from torchkiln_loop_ir.index_printer import IndexPrinter, print_python
 
 from .errors import CodegenError
 
@@ -29,50 +28,33 @@ def tl_dtype(dtype: torch.dtype) -> str:
         raise CodegenError(f"the Triton backend does not support dtype {dtype}") from None
 
 
-def texpr(expr: sympy.Expr) -> str:
-    """Print an integer index expression as Triton (Python) source text.
+class TritonIndexPrinter(IndexPrinter):
+    """Index expressions as Triton source: loop-IR's shared semantics
+    (``torchkiln_loop_ir.index_printer``) in Triton spelling. On Triton tensors ``//`` and ``%``
+    truncate toward zero (C's semantics, not Python's), which the base printer accounts for;
+    ``and``/``or`` cannot combine tensors, so logic is bitwise on booleans."""
 
-    ``FloorDiv(a, b)`` -> ``a // b``; ``ModularIndexing(a, d, m)`` -> ``(a // d) % m``;
-    ``Min``/``Max`` -> ``tl.minimum``/``tl.maximum``. Operands are non-negative, so Triton's
-    truncating ``//`` and ``%`` agree with Python's.
-    """
-    expr = sympy.sympify(expr)
-    if isinstance(expr, sympy.Integer):
-        return str(int(expr))
-    if isinstance(expr, sympy.Symbol):
-        return expr.name
-    if isinstance(expr, sympy.Add):
-        terms = [texpr(a) for a in expr.args]
-        return "(" + " + ".join(terms) + ")"
-    if isinstance(expr, sympy.Mul):
-        coeff, rest = expr.as_coeff_Mul()
-        if coeff == -1:
-            return f"(-{texpr(rest)})"
-        return "(" + " * ".join(texpr(a) for a in expr.args) + ")"
-    if isinstance(expr, sympy.Pow) and expr.exp.is_Integer and int(expr.exp) > 0:
-        base = texpr(expr.base)
-        return "(" + " * ".join([base] * int(expr.exp)) + ")"
-    if isinstance(expr, FloorDiv):
-        return f"({texpr(expr.args[0])} // {texpr(expr.args[1])})"
-    if isinstance(expr, ModularIndexing):
-        base, div, mod = (texpr(a) for a in expr.args)
-        return f"(({base} // {div}) % {mod})" if div != "1" else f"({base} % {mod})"
-    if isinstance(expr, sympy.Mod):
-        return f"({texpr(expr.args[0])} % {texpr(expr.args[1])})"
-    if isinstance(expr, (sympy.Min, sympy.Max)):
-        fn = "tl.minimum" if isinstance(expr, sympy.Min) else "tl.maximum"
-        args = [texpr(a) for a in expr.args]
-        out = args[0]
-        for a in args[1:]:
-            out = f"{fn}({out}, {a})"
-        return out
-    raise CodegenError(f"cannot print index expression {expr!r} ({type(expr).__name__}) for Triton")
+    target = "Triton"
+    error = CodegenError
+
+    def minimum(self, a: str, b: str) -> str:
+        return f"tl.minimum({a}, {b})"
+
+    def maximum(self, a: str, b: str) -> str:
+        return f"tl.maximum({a}, {b})"
+
+    def select(self, cond: str, a: str, b: str) -> str:
+        return f"tl.where({cond}, {a}, {b})"
+
+    def logical(self, op: str, operands: list[str]) -> str:
+        return "(" + (" & " if op == "and" else " | ").join(operands) + ")"
+
+    def negate(self, a: str) -> str:
+        return f"({a} == 0)"
 
 
-def pyexpr(expr: sympy.Expr) -> str:
-    """Print a size expression as plain Python (for the launcher: sizes are ints there)."""
-    expr = sympy.sympify(expr)
-    if isinstance(expr, (sympy.Min, sympy.Max)):
-        fn = "min" if isinstance(expr, sympy.Min) else "max"
-        return f"{fn}({', '.join(pyexpr(a) for a in expr.args)})"
-    return texpr(expr)
+texpr = TritonIndexPrinter()
+"""Print an integer index expression as Triton source text."""
+
+pyexpr = print_python
+"""Print a size expression as plain Python (for the launcher: sizes are ints there)."""
