@@ -4,6 +4,7 @@ per key across threads, and generated modules executed only from verified bytes.
 from __future__ import annotations
 
 import json
+import os
 import random
 import threading
 from pathlib import Path
@@ -136,3 +137,49 @@ def test_write_atomic_replaces_whole_files(tmp_path):
     codecache.write_atomic(target, "one")
     codecache.write_atomic(target, b"two")
     assert target.read_text() == "two" and [p.name for p in target.parent.iterdir()] == ["f.txt"]
+
+
+def _entry_of(cache: CodeCache, key: str, size: int, used: float) -> None:
+    cache.get_or_build(key, lambda tmp: (tmp / "lib.bin").write_bytes(random.Random(key).randbytes(size)))
+    os.utime(cache.entry_dir(key), (used, used))
+
+
+def test_eviction_removes_least_recently_used_entries_beyond_the_limit(tmp_path, monkeypatch):
+    monkeypatch.setattr(codecache, "EVICT_EVERY", 10**6)  # only the explicit evict() below
+    cache = CodeCache(tmp_path / "kind", max_bytes=35_000)
+    for i, key in enumerate(["a0", "b1", "c2", "d3", "e4"]):
+        _entry_of(cache, key, 10_000, used=1000.0 + i)
+    # a hit marks an entry used: "a0", the oldest, becomes the newest
+    assert cache.get_or_build("a0", lambda tmp: pytest.fail("a hit must not build"))
+    removed = cache.evict()
+    assert removed == ["b1", "c2"]  # 5 entries of ~10 kB -> 3 fit under 35 kB
+    assert sorted(name for _, _, name in cache.entries()) == ["a0", "d3", "e4"]
+    total = sum(size for _, size, _ in cache.entries())
+    assert 30_000 <= total <= 35_000
+    assert cache.evict() == []  # under the limit: nothing more
+
+
+def test_eviction_runs_after_builds_and_spares_the_new_and_busy_entries(tmp_path, monkeypatch):
+    monkeypatch.setattr(codecache, "EVICT_EVERY", 1)
+    cache = CodeCache(tmp_path / "kind", max_bytes=15_000)
+    _entry_of(cache, "old", 10_000, used=1000.0)
+    _entry_of(cache, "busy", 10_000, used=1001.0)
+    with cache._lock("busy"):  # another build of its prefix is in progress: not removed now
+        _entry_of(cache, "new", 10_000, used=2000.0)
+    names = sorted(name for _, _, name in cache.entries())
+    assert names == ["busy", "new"]  # "old" went; "busy" was skipped, "new" is the one just built
+    assert cache.evict() == ["busy"]
+    # one lock file per key prefix, never one per key
+    assert sorted(p.name for p in cache.directory.iterdir() if p.name.endswith(".lock")) == [
+        "bu.lock", "ne.lock", "ol.lock"]
+
+
+def test_cache_size_limit_from_the_environment(monkeypatch):
+    monkeypatch.delenv("TORCHKILN_CACHE_MAX_MB", raising=False)
+    assert codecache.cache_size_limit() == codecache.DEFAULT_MAX_BYTES
+    monkeypatch.setenv("TORCHKILN_CACHE_MAX_MB", "1.5")
+    assert codecache.cache_size_limit() == 3 * 1024**2 // 2
+    assert CodeCache.at("cpp", "/nowhere").max_bytes is None  # read at eviction time
+    monkeypatch.setenv("TORCHKILN_CACHE_MAX_MB", "lots")
+    with pytest.raises(ValueError, match="TORCHKILN_CACHE_MAX_MB"):
+        codecache.cache_size_limit()

@@ -12,6 +12,12 @@ fall back to eager. Now a bad entry is moved aside, deleted and rebuilt, and nev
 of one key take turns through a lock file (``filelock``), so concurrent processes and threads
 compile once.
 
+The cache is bounded: each kind keeps at most ``cache_size_limit()`` bytes (``$TORCHKILN_CACHE_MAX_MB``,
+else 2 GiB). A use touches an entry; after a build the least recently used entries beyond the
+limit are removed (checked at a process's first build of a kind and every ``EVICT_EVERY`` builds
+after, so the bound may be passed by that many entries meanwhile). Locks are one file per key
+prefix (at most 256 per kind), so they do not grow with the cache.
+
 Python sources are executed from the verified bytes (not through the import system's bytecode
 cache, whose ``__pycache__`` files nothing verifies).
 """
@@ -33,11 +39,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
 
 MANIFEST = "MANIFEST"
 _TMP_PREFIX = "tmp-"
 _TRASH_PREFIX = "trash-"
+_LOCK_SUFFIX = ".lock"
+DEFAULT_MAX_BYTES = 2 * 1024**3  # per kind: thousands of graphs' libraries
+EVICT_EVERY = 16  # builds of one kind in one process between two size checks
 
 
 class CorruptCacheEntry(RuntimeError):
@@ -52,6 +61,21 @@ def cache_root(configured: str | os.PathLike[str] | None = None) -> Path:
         xdg = os.environ.get("XDG_CACHE_HOME")
         base = os.path.join(xdg, "torchkiln") if xdg else os.path.join("~", ".cache", "torchkiln")
     return Path(base).expanduser()
+
+
+def cache_size_limit() -> int:
+    """The most bytes one kind of entry may hold: ``$TORCHKILN_CACHE_MAX_MB`` (mebibytes), else
+    ``DEFAULT_MAX_BYTES``."""
+    configured = os.environ.get("TORCHKILN_CACHE_MAX_MB")
+    if not configured:
+        return DEFAULT_MAX_BYTES
+    try:
+        megabytes = float(configured)
+    except ValueError:
+        raise ValueError(f"TORCHKILN_CACHE_MAX_MB={configured!r} is not a number of mebibytes") from None
+    if megabytes < 0:
+        raise ValueError(f"TORCHKILN_CACHE_MAX_MB={configured!r} is negative")
+    return int(megabytes * 1024**2)
 
 
 def digest(data: bytes) -> str:
@@ -92,15 +116,27 @@ def write_atomic(path: Path, data: bytes | str) -> None:
         raise
 
 
+_builds: dict[str, int] = {}  # cache directory -> builds in this process: a counter, not configuration
+_builds_lock = threading.Lock()
+
+
 @dataclass(frozen=True)
 class CodeCache:
-    """The entries of one kind under a cache root."""
+    """The entries of one kind under a cache root, at most ``max_bytes`` of them (None:
+    ``cache_size_limit()``)."""
 
     directory: Path
+    max_bytes: int | None = None
 
     @classmethod
-    def at(cls, kind: str, configured: str | os.PathLike[str] | None = None) -> CodeCache:
-        return cls(cache_root(configured) / kind)
+    def at(cls, kind: str, configured: str | os.PathLike[str] | None = None,
+           max_bytes: int | None = None) -> CodeCache:
+        return cls(cache_root(configured) / kind, max_bytes)
+
+    def _lock(self, key: str) -> FileLock:
+        # one lock per key prefix, not per key: lock files must not grow with the cache (they
+        # cannot be deleted safely while another process may hold them)
+        return FileLock(str(self.directory / f"{key[:2]}{_LOCK_SUFFIX}"))
 
     def entry_dir(self, key: str) -> Path:
         return self.directory / key
@@ -131,10 +167,12 @@ class CodeCache:
         into place. An exception from ``build`` propagates and leaves no entry."""
         entry = self.entry_dir(key)
         if self.verified(key, expect) is not None:
+            _touch(entry)
             return entry
         self.directory.mkdir(parents=True, exist_ok=True)
-        with FileLock(str(self.directory / f"{key}.lock")):
+        with self._lock(key):
             if self.verified(key, expect) is not None:  # built by whoever held the lock before us
+                _touch(entry)
                 return entry
             self.discard(key)
             tmp = Path(tempfile.mkdtemp(prefix=_TMP_PREFIX, dir=self.directory))
@@ -147,7 +185,62 @@ class CodeCache:
             finally:
                 if tmp.exists():
                     shutil.rmtree(tmp, ignore_errors=True)
+        self._after_build(key)
         return entry
+
+    def _after_build(self, key: str) -> None:
+        with _builds_lock:
+            count = _builds.get(str(self.directory), 0)
+            _builds[str(self.directory)] = count + 1
+        if count % EVICT_EVERY == 0:
+            self.evict(keep=key)
+
+    def entries(self) -> list[tuple[float, int, str]]:
+        """``(last use, bytes, name)`` of every entry, oldest first (failed builds' kept sources
+        included; builds in progress and lock files are not entries)."""
+        found = []
+        try:
+            children = list(os.scandir(self.directory))
+        except OSError:
+            return []
+        for child in children:
+            name = child.name
+            if name.startswith((_TMP_PREFIX, _TRASH_PREFIX)) or name.endswith(_LOCK_SUFFIX):
+                continue
+            try:
+                if not child.is_dir(follow_symlinks=False):
+                    continue
+                used = child.stat(follow_symlinks=False).st_mtime
+                size = sum(f.stat(follow_symlinks=False).st_size for f in os.scandir(child.path)
+                           if f.is_file(follow_symlinks=False))
+            except OSError:  # removed meanwhile by another process
+                continue
+            found.append((used, size, name))
+        found.sort()
+        return found
+
+    def evict(self, keep: str | None = None) -> list[str]:
+        """Remove the least recently used entries until the kind holds at most ``max_bytes``;
+        never ``keep`` (the entry just built) nor an entry whose lock another build holds.
+        Returns the names removed."""
+        limit = cache_size_limit() if self.max_bytes is None else self.max_bytes
+        found = self.entries()
+        total = sum(size for _, size, _ in found)
+        removed = []
+        for _, size, name in found:
+            if total <= limit:
+                break
+            if name == keep:
+                continue
+            lock = self._lock(name[len("failed-"):] if name.startswith("failed-") else name)
+            try:
+                with lock.acquire(timeout=0):
+                    self.discard(name)
+            except Timeout:  # being built or checked right now: not the one to remove
+                continue
+            total -= size
+            removed.append(name)
+        return removed
 
     def discard(self, key: str) -> None:
         """Remove entry ``key`` if present: renamed aside first (one atomic step, so no reader
@@ -158,8 +251,18 @@ class CodeCache:
         trash = Path(tempfile.mkdtemp(prefix=_TRASH_PREFIX, dir=self.directory))
         try:
             os.replace(entry, trash / key)
+        except FileNotFoundError:  # another process removed it first
+            pass
         finally:
             shutil.rmtree(trash, ignore_errors=True)
+
+
+def _touch(entry: Path) -> None:
+    """Mark ``entry`` used now: eviction removes the least recently used first."""
+    try:
+        os.utime(entry)
+    except OSError:  # removed meanwhile: the caller's next check rebuilds it
+        pass
 
 
 _modules: dict[tuple[str, str], ModuleType] = {}  # (path, sha256) -> module: a memo, not configuration
@@ -200,7 +303,7 @@ def source_module(cache: CodeCache, source: str, file_name: str, module_prefix: 
     path = cache.get_or_build(key, lambda tmp: (tmp / file_name).write_bytes(data), {file_name: want}) / file_name
     try:
         module = import_verified(path, want, f"{module_prefix}{key}", register=register)
-    except CorruptCacheEntry:  # damaged between the check and the read: build it once more
+    except (CorruptCacheEntry, FileNotFoundError):  # damaged or evicted between the check and the read
         cache.discard(key)
         path = cache.get_or_build(key, lambda tmp: (tmp / file_name).write_bytes(data), {file_name: want}) / file_name
         module = import_verified(path, want, f"{module_prefix}{key}", register=register)
@@ -208,10 +311,13 @@ def source_module(cache: CodeCache, source: str, file_name: str, module_prefix: 
 
 
 __all__ = [
+    "DEFAULT_MAX_BYTES",
+    "EVICT_EVERY",
     "MANIFEST",
     "CodeCache",
     "CorruptCacheEntry",
     "cache_root",
+    "cache_size_limit",
     "digest",
     "host_cpu_features",
     "import_verified",
