@@ -16,7 +16,8 @@ from it, is placed after its r-loop in the x body ("post"), where later stages c
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,53 +30,14 @@ from torchkiln_loop_ir.ops import set_ops_handler
 
 from ._pointwise import BOOL_OVERRIDES, POINTWISE
 from ._status import STATUS_PARAM
-from ._welford import welford_combine
+from ._values import CppValue, Scope
 from .errors import CodegenError, UnsupportedOp
 from .loopnest import render_loop_nest
 from .options import CppOptions
 from .printer import compute_type, constant, print_index, storage_type
+from .reductions import RLoop
 
 _HALF_LIKE = {torch.float16: "half", torch.bfloat16: "bf16"}
-
-
-class _Scope:
-    """A C++ block: its statements and the values computed in it (for CSE)."""
-
-    def __init__(self, parent: _Scope | None):
-        self.parent = parent
-        self.lines: list[Any] = []  # str, or _RLoop placeholders in the x body
-        self.cse: dict[str, CppValue] = {}
-
-    def chain(self) -> list[_Scope]:
-        out, s = [], self
-        while s is not None:
-            out.append(s)
-            s = s.parent
-        return out
-
-
-@dataclass
-class _RLoop:
-    """The r-loop of one "loop" stage, placed in the x body where the stage begins."""
-
-    pre: list[str]
-    body: _Scope
-    # accumulators that an ``omp simd reduction`` clause may combine; None once the loop holds
-    # something that clause cannot express (a NaN-aware max, an argmax, a Welford update, atomics)
-    simd_reductions: list[tuple[str, str]] | None = field(default_factory=list)
-
-
-@dataclass(eq=False)
-class CppValue:
-    """A value in generated code: a C++ expression (usually a variable) of a torch dtype."""
-
-    expr: str
-    dtype: torch.dtype
-    scope: _Scope | None  # None: a literal, valid everywhere
-    post: Any = None  # the _RLoop whose reduction result this derives from: lives after it
-
-    def __str__(self) -> str:
-        return self.expr
 
 
 @dataclass
@@ -100,12 +62,12 @@ class CppOpsHandler(DefaultHandler):
         self.kernel = kernel
         self.options = options or CppOptions()
         self.state = _State()
-        self.x_scope = _Scope(None)
-        self._stack: list[_Scope] = [self.x_scope]
+        self.x_scope = Scope(None)
+        self._stack: list[Scope] = [self.x_scope]
         self._store_cache: dict[tuple[str, str], CppValue] = {}
-        self._reduction_cache: dict[tuple[str, str], Any] = {}
+        self._reduction_cache: dict[tuple[Any, ...], Any] = {}
         self._indirect_cache: dict[tuple[str, str], sympy.Symbol] = {}
-        self._rloop: _RLoop | None = None
+        self._rloop: RLoop | None = None
         self._producers = {n.buffer: n for st in kernel.stages for n in st.nodes}
         self._recomputing: set[str] = set()  # local buffers being recomputed (no memory writes)
         # memory indices touched inside r-loops: the loop nest picks which loop to vectorize
@@ -121,10 +83,10 @@ class CppOpsHandler(DefaultHandler):
         self.state.counter += 1
         return f"{prefix}{self.state.counter}"
 
-    def _visible(self, scope: _Scope | None) -> bool:
+    def _visible(self, scope: Scope | None) -> bool:
         return scope is None or scope in self._stack[-1].chain()
 
-    def _target(self, operands: Sequence[Any]) -> tuple[_Scope, bool]:
+    def _target(self, operands: Sequence[Any]) -> tuple[Scope, bool]:
         # Only results of the *current* stage's reduction are placed after its r-loop; those of
         # earlier stages are plain x-level values by now.
         if self._rloop is not None and any(
@@ -221,7 +183,7 @@ class CppOpsHandler(DefaultHandler):
         self._write(scope, name, index, value, mode)
 
     def _write(
-        self, scope: _Scope, name: str, index: sympy.Expr, value: CppValue, mode: str | None
+        self, scope: Scope, name: str, index: sympy.Expr, value: CppValue, mode: str | None
     ) -> None:
         if mode not in (None, "atomic_add"):
             raise CodegenError(f"unknown store mode {mode!r} (expected None or 'atomic_add')")
@@ -236,7 +198,7 @@ class CppOpsHandler(DefaultHandler):
                     )
                 self.state.has_atomic = True
                 if self._rloop is not None:
-                    self._rloop.simd_reductions = None
+                    self._rloop.refuse_simd()
                 scope.lines.append("#pragma omp atomic")
                 scope.lines.append(f"{target} += {self._to_storage(name, value)};")
             else:
@@ -274,7 +236,7 @@ class CppOpsHandler(DefaultHandler):
     def masked(self, mask: Any, body: Callable[[], Any], other: Any) -> CppValue:
         mask = self._value(mask)
         outer, post = self._target([mask])
-        inner = _Scope(outer)
+        inner = Scope(outer)
         self._stack.append(inner)
         try:
             result = body()
@@ -346,6 +308,19 @@ class CppOpsHandler(DefaultHandler):
         return self._emit(expr, torch.int64, [seed, offset, low, high])
 
     # ---- reductions ----------------------------------------------------------------------------
+    @contextmanager
+    def loop_stage(self) -> Iterator[RLoop]:
+        """Emit a "loop" stage: its bodies run inside a new r-loop placed in the x body here."""
+        loop = RLoop(self.x_scope, self.rvars, self.kernel.rranges, self._fresh)
+        self.x_scope.lines.append(loop)
+        self._rloop = loop
+        self._stack.append(loop.body)
+        try:
+            yield loop
+        finally:
+            self._stack.pop()
+            self._rloop = None
+
     def reduction(
         self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: Any
     ) -> Any:
@@ -354,146 +329,21 @@ class CppOpsHandler(DefaultHandler):
                 f"kernel {self.kernel.name}: ops.reduction outside a 'loop' stage of a kernel with "
                 "reduction ranges"
             )
+        # the same reduction of the same value is computed once per kernel (CSE of reductions)
         if reduction_type == "welford_combine":
-            return welford_combine(self, dtype, value)
-        value = self._value(value, src_dtype)
-        key = (reduction_type, value.expr)
+            parts = [self._value(v, dtype) for v in value]
+            key: tuple[Any, ...] = ("welford_combine", tuple(p.expr for p in parts))
+        else:
+            value = self._value(value, src_dtype)
+            key = (reduction_type, value.expr)
         if key in self._reduction_cache:
             return self._reduction_cache[key]
-        pre, body = self._rloop.pre, self._stack[-1]
-        acc = self._fresh("acc")
-        ct = compute_type(dtype)
-        vt = compute_type(value.dtype)
-        is_float = dtype.is_floating_point
-
-        def post(name: str, dt: torch.dtype) -> CppValue:
-            return CppValue(name, dt, self.x_scope, self._rloop)
-
-        if reduction_type in ("sum", "prod", "xor_sum", "any"):
-            init = {"sum": "0", "prod": "1", "xor_sum": "0", "any": "false"}[reduction_type]
-            update = {
-                "sum": f"{acc} + {value}",
-                "prod": f"{acc} * {value}",
-                "xor_sum": f"{acc} ^ {value}",
-                "any": f"{acc} || static_cast<bool>({value})",
-            }[reduction_type]
-            pre.append(f"{ct} {acc} = {init};")
-            body.lines.append(f"{acc} = {update};")
-            simd_op = {"sum": "+", "prod": "*", "xor_sum": "^", "any": "||"}[reduction_type]
-            if self._rloop.simd_reductions is not None and body is self._rloop.body:
-                self._rloop.simd_reductions.append((simd_op, acc))
-            else:
-                self._rloop.simd_reductions = None
-            result: Any = post(acc, dtype)
-        elif (
-            reduction_type in ("max", "min")
-            and dtype != torch.bool
-            and value.dtype == dtype
-            and self._rloop.simd_reductions is not None
-            and body is self._rloop.body
-        ):
-            # Vectorizable: OpenMP's max/min clause over a compare-and-select (which skips NaN),
-            # plus an int flag OR-reduced over the lanes that saw a NaN; the result is NaN if any
-            # lane did, like torch's amax/amin.
-            op = ">" if reduction_type == "max" else "<"
-            pre.append(f"{ct} {acc} = {self._extreme_init(reduction_type, dtype, is_float)};")
-            body.lines.append(f"{acc} = ({value} {op} {acc}) ? {value} : {acc};")
-            self._rloop.simd_reductions.append((reduction_type, acc))
-            if is_float:
-                nan = acc + "_nan"
-                pre.append(f"int {nan} = 0;")
-                body.lines.append(f"{nan} |= ({value} != {value});")
-                self._rloop.simd_reductions.append(("|", nan))
-                res = self._fresh("tmp")
-                self.x_scope.lines.append(
-                    f"{ct} {res} = {nan} ? std::numeric_limits<{ct}>::quiet_NaN() : {acc};"
-                )
-                result = post(res, dtype)
-            else:
-                result = post(acc, dtype)
-        elif reduction_type in ("max", "min"):
-            self._rloop.simd_reductions = None  # a NaN-aware update in a nested (masked) scope
-            pre.append(f"{ct} {acc} = {self._extreme_init(reduction_type, dtype, is_float)};")
-            body.lines.append(f"{acc} = tk_{reduction_type}<{ct}>({acc}, {value});")
-            result = post(acc, dtype)
-        elif reduction_type in ("argmax", "argmin"):
-            self._rloop.simd_reductions = None
-            best = self._fresh("accv")
-            kind = "max" if reduction_type == "argmax" else "min"
-            op = ">" if kind == "max" else "<"
-            pre.append(
-                f"{vt} {best} = {self._extreme_init(kind, value.dtype, value.dtype.is_floating_point)};"
-            )
-            pre.append(f"int64_t {acc} = 0;")
-            # NaN wins and stays (like torch); ties keep the first index: strict comparison.
-            cond = f"!({best} != {best}) && (({value} != {value}) || {value} {op} {best})"
-            body.lines.append(f"if ({cond}) {{ {best} = {value}; {acc} = {self._rindex()}; }}")
-            result = post(acc, torch.int64)
-        elif reduction_type == "welford_reduce" and value.dtype == torch.float32 and dtype in (
-            torch.float32, torch.float64
-        ):
-            # (mean, m2, weight) of float rows from plain sums of x and x*x in double: three
-            # additions an ``omp simd reduction`` vectorizes (a running Welford update is a
-            # division per element and scalar: 8x slower than eager's layer_norm). In double,
-            # m2 = sum(x*x) - sum(x)**2 / n cancels ~log10((mean/std)**2) of double's 16 digits,
-            # far below float32's 7 even for 1000 + randn rows.
-            s1, s2, w = acc + "_s1", acc + "_s2", acc + "_w"
-            pre.append(f"double {s1} = 0; double {s2} = 0; double {w} = 0;")
-            dv = self._fresh("tmpd")
-            body.lines.append(f"double {dv} = static_cast<double>({value});")
-            body.lines.append(f"{s1} = {s1} + {dv};")
-            body.lines.append(f"{s2} = {s2} + {dv} * {dv};")
-            body.lines.append(f"{w} = {w} + 1.0;")
-            if self._rloop.simd_reductions is not None and body is self._rloop.body:
-                self._rloop.simd_reductions.extend([("+", s1), ("+", s2), ("+", w)])
-            else:
-                self._rloop.simd_reductions = None
-            md = acc + "_md"
-            self.x_scope.lines.append(f"double {md} = {s1} / {w};")
-            self.x_scope.lines.append(f"{ct} {acc}_mean_out = static_cast<{ct}>({md});")
-            self.x_scope.lines.append(
-                f"{ct} {acc}_m2_out = static_cast<{ct}>(std::max({s2} - {s1} * {md}, 0.0));"
-            )
-            self.x_scope.lines.append(f"{ct} {acc}_weight_out = static_cast<{ct}>({w});")
-            result = tuple(post(f"{acc}_{p}_out", dtype) for p in ("mean", "m2", "weight"))
-        elif reduction_type == "welford_reduce":
-            self._rloop.simd_reductions = None
-            # The running update accumulates in double: in float, the rounding of each
-            # ``mean += delta / weight`` step piles up along long rows with a large mean
-            # (1000 + randn lost four digits of the variance); double keeps it below float's eps.
-            mean, m2, weight = acc + "_mean", acc + "_m2", acc + "_weight"
-            at = "double" if dtype in (torch.float32, torch.float64) else ct
-            pre.append(f"{at} {mean} = 0; {at} {m2} = 0; {at} {weight} = 0;")
-            d = self._fresh("delta")
-            body.lines.append(
-                f"{{ {weight} += 1; {at} {d} = {value} - {mean}; {mean} += {d} / {weight}; "
-                f"{m2} += {d} * ({value} - {mean}); }}"
-            )
-            parts = []
-            for part in (mean, m2, weight):
-                self.x_scope.lines.append(f"{ct} {part}_out = static_cast<{ct}>({part});")
-                parts.append(post(part + "_out", dtype))
-            result = tuple(parts)
+        if reduction_type == "welford_combine":
+            result = self._rloop.welford_combine(self._stack[-1], dtype, parts)
         else:
-            raise CodegenError(f"unknown reduction type {reduction_type!r}")
+            result = self._rloop.reduce(self._stack[-1], dtype, reduction_type, value)
         self._reduction_cache[key] = result
         return result
-
-    @staticmethod
-    def _extreme_init(kind: str, dtype: torch.dtype, is_float: bool) -> str:
-        ct = compute_type(dtype)
-        if dtype == torch.bool:
-            return "false" if kind == "max" else "true"
-        if is_float:
-            return ("-" if kind == "max" else "") + f"std::numeric_limits<{ct}>::infinity()"
-        return f"std::numeric_limits<{ct}>::{'lowest' if kind == 'max' else 'max'}()"
-
-    def _rindex(self) -> str:
-        """The flat index along the reduction ranges (row-major)."""
-        flat: sympy.Expr = sympy.Integer(0)
-        for var, size in zip(self.rvars, self.kernel.rranges):
-            flat = flat * size + var
-        return print_index(sympy.expand(flat))
 
     # ---- pointwise -----------------------------------------------------------------------------
     def default(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> CppValue:
@@ -559,16 +409,9 @@ def generate_kernel(
     with set_ops_handler(handler):
         for stage in kernel.stages:
             if stage.kind == "loop" and kernel.rranges:
-                loop = _RLoop([], _Scope(handler.x_scope))
-                handler.x_scope.lines.append(loop)
-                handler._rloop = loop
-                handler._stack.append(loop.body)
-                try:
+                with handler.loop_stage():
                     for node in stage.nodes:
                         node.body(handler.xvars, handler.rvars)
-                finally:
-                    handler._stack.pop()
-                    handler._rloop = None
             elif stage.kind in ("loop", "epilogue"):
                 for node in stage.nodes:
                     node.body(handler.xvars, handler.rvars if stage.kind == "loop" else ())

@@ -14,7 +14,8 @@ from .options import CppOptions
 from .printer import print_index, storage_type
 
 if TYPE_CHECKING:
-    from .kernel import CppOpsHandler, _Scope
+    from ._values import Scope
+    from .kernel import CppOpsHandler
 
 
 def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options: CppOptions) -> str:
@@ -91,7 +92,7 @@ def _vectorize_across_x(kernel: KernelSpec, h: CppOpsHandler) -> bool:
 
 
 def _render_scope(
-    scope: _Scope, kernel: KernelSpec, h: CppOpsHandler, options: CppOptions, outer: bool = False
+    scope: Scope, kernel: KernelSpec, h: CppOpsHandler, options: CppOptions, outer: bool = False
 ) -> list[str]:
     out: list[str] = []
     for item in scope.lines:
