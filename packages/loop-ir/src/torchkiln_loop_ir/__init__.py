@@ -21,7 +21,7 @@ from .backend import (
 )
 from .compile import CompiledGraph, compile_graph, schedule
 from .decompositions import decompositions
-from .errors import LoopIRError, LoweringError, OutputShapeChanged, Unlowerable
+from .errors import CodegenError, LoopIRError, LoweringError, OutputShapeChanged, Unlowerable
 from .graph import lower
 from .indexing import FloorDiv, ModularIndexing, index_symbol
 from .ir import GraphIR
@@ -33,7 +33,7 @@ from .scheduler import FusionDecision, FusionRecord, MemoryDep
 
 __all__ = [
     "LOWERINGS", "Backend", "BackendCapabilities", "BufferRef", "BufferSpec", "CompiledGraph",
-    "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "FusionRecord", "GraphArtifact", "GraphIR", "KernelNode",
+    "CodegenError", "CompiledKernel", "ExternCall", "FloorDiv", "Free", "FusionDecision", "FusionRecord", "GraphArtifact", "GraphIR", "KernelNode",
     "KernelSpec", "KernelStage", "LoopIRError", "LoopIROptions", "LoweringError", "MemoryDep",
     "ModularIndexing", "NotCacheable", "OP_SPECS", "OpsHandler", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "SymbolSource",
     "Unlowerable", "View", "compile_graph",
