@@ -4,9 +4,9 @@ Index and size expressions are integer sympy expressions (see indexing.py). What
 means is decided here, once, and is sympy's (that is, Python's) meaning:
 
 - ``FloorDiv(a, b)`` rounds toward minus infinity, for a numerator of any sign (the divisor is
-  positive: a size or a constant). Where sympy proves the numerator non-negative (loop variables,
-  sizes and indirect indices are non-negative symbols) the target's own integer division is
-  printed, which truncates and agrees there; elsewhere a form exact for negatives.
+  positive: a size or a constant). Where the numerator is provably non-negative (loop variables,
+  sizes and indirect indices are non-negative symbols: see ``nonnegative``) the target's own
+  integer division is printed, which truncates and agrees there; elsewhere a form exact for negatives.
 - ``ModularIndexing(a, d, m)`` is ``FloorDiv(a, d) mod m`` and ``Mod(a, m)`` is ``a mod m``, both
   with the sign of the (positive) modulus, as Python's ``%``.
 - ``floor(p / q)`` and ``ceiling(p / q)`` (some simplifications leave them) are floor divisions.
@@ -17,28 +17,53 @@ means is decided here, once, and is sympy's (that is, Python's) meaning:
 
 Every sub-expression is parenthesized, so no target's operator precedence matters. The printers
 differ only in spelling, the hooks below: ``PythonIndexPrinter`` (plain Python ints, for
-launchers), and the code generators' C++ and Triton subclasses. Dispatch is sympy's ``Printer``
-(``_print_<class name>`` along the expression's class hierarchy).
+launchers), and the code generators' C++ and Triton subclasses. Dispatch is by name, as in sympy's
+printers: ``_print_<class name>`` along the expression's class hierarchy, looked up once per class
+(sympy's ``Printer`` walks the hierarchy at every node, which made printing twice as slow).
 """
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Callable
+from typing import Any
+
 import sympy
-from sympy.printing.printer import Printer
 
 from .errors import CodegenError
 from .indexing import FloorDiv, ModularIndexing
 
 
+_METHODS: dict[tuple[type, type], Callable[[IndexPrinter, Any], str]] = {}  # a memo, not configuration
+
+
+@functools.lru_cache(maxsize=4096)
 def nonnegative(e: sympy.Expr) -> bool:
-    """Whether sympy proves ``e`` >= 0. ``FloorDiv`` declares itself non-negative (loop-IR's
-    contract gives it non-negative numerators), which this checks instead of trusting."""
-    if any(not nonnegative(f.args[0]) for f in e.atoms(FloorDiv)):
+    """Whether ``e`` is provably >= 0 (False when unsure). Read from the structure first: loop
+    variables, sizes and indirect indices are non-negative symbols, so sums and products of them
+    are, and sympy's assumption system (a millisecond per expression) is asked only about what
+    that leaves open. ``FloorDiv`` declares itself non-negative (loop-IR's contract gives it
+    non-negative numerators); its numerator is checked instead of trusting that."""
+    if e.is_Integer:
+        return int(e) >= 0
+    if e.is_Symbol:
+        return bool(e.is_nonnegative)
+    if isinstance(e, (sympy.Add, sympy.Mul, sympy.Min)) and all(nonnegative(a) for a in e.args):
+        return True
+    if isinstance(e, sympy.Max) and any(nonnegative(a) for a in e.args):
+        return True
+    if isinstance(e, sympy.Pow) and e.exp.is_Integer and int(e.exp) > 0 and nonnegative(e.base):
+        return True
+    if isinstance(e, (ModularIndexing, sympy.Mod)):  # floor modulo a positive modulus
+        return True
+    if isinstance(e, (FloorDiv, sympy.floor, sympy.ceiling)):
+        return nonnegative(e.args[0])
+    if e.has(FloorDiv):  # sympy would trust FloorDiv's declared sign
         return False
     return bool(e.is_nonnegative)
 
 
-class IndexPrinter(Printer):
+class IndexPrinter:
     """The shared printer; subclasses override the spelling hooks (``integer`` ... ``boolean``).
 
     The defaults spell Python source in which ``//`` and ``%`` truncate toward zero (C's and
@@ -46,7 +71,6 @@ class IndexPrinter(Printer):
     already floor, as Python's do.
     """
 
-    printmethod = None  # never let an expression print itself: only the methods below apply
     native_floor = False
     target = "Python"
     error: type[CodegenError] = CodegenError  # a code generator raises its own subclass
@@ -56,6 +80,15 @@ class IndexPrinter(Printer):
 
     def doprint(self, expr: object) -> str:
         return self._print(sympy.sympify(expr))
+
+    def _print(self, expr: object) -> str:
+        cls = type(expr)
+        method = _METHODS.get((type(self), cls))
+        if method is None:
+            method = next((m for c in cls.__mro__ if (m := getattr(type(self), f"_print_{c.__name__}", None))),
+                          type(self).unknown)
+            _METHODS[(type(self), cls)] = method
+        return method(self, expr)
 
     # ---- spelling hooks: what truly differs between targets --------------------------------
 
@@ -91,7 +124,7 @@ class IndexPrinter(Printer):
 
     # ---- the shared semantics ----------------------------------------------------------------
 
-    def emptyPrinter(self, expr: object) -> str:  # noqa: N802 - sympy's name
+    def unknown(self, expr: object) -> str:
         raise self.error(f"cannot print index expression {expr} ({type(expr).__name__}) for {self.target}")
 
     def _print_Integer(self, e: sympy.Integer) -> str:
@@ -119,7 +152,6 @@ class IndexPrinter(Printer):
 
     def floordiv(self, a: sympy.Expr, b: sympy.Expr) -> str:
         """``a`` divided by the positive ``b``, rounded toward minus infinity."""
-        a, b = sympy.sympify(a), sympy.sympify(b)
         if b.is_positive is False:
             raise self.error(f"floor division by {b}, not a positive divisor ({self.target})")
         pa, pb = self._print(a), self._print(b)
@@ -129,12 +161,13 @@ class IndexPrinter(Printer):
         return self.select(f"({pa} < {self.integer(0)})", self.div(self._print(a - b + 1), pb),
                            self.div(pa, pb))
 
-    def floormod(self, a: sympy.Expr, m: sympy.Expr) -> str:
-        """``a`` modulo the positive ``m``, with the sign of ``m`` (Python's ``%``)."""
-        a, m = sympy.sympify(a), sympy.sympify(m)
+    def floormod(self, a: sympy.Expr, m: sympy.Expr, printed_a: str | None = None) -> str:
+        """``a`` modulo the positive ``m``, with the sign of ``m`` (Python's ``%``);
+        ``printed_a``: ``a`` already printed."""
         if m.is_positive is False:
             raise self.error(f"modulus {m} is not positive ({self.target})")
-        pa, pm = self._print(a), self._print(m)
+        pa = self._print(a) if printed_a is None else printed_a
+        pm = self._print(m)
         if self.native_floor or nonnegative(a):
             return self.mod(pa, pm)
         # the truncating remainder lies in (-m, m): one more add and remainder lands in [0, m)
@@ -145,8 +178,10 @@ class IndexPrinter(Printer):
 
     def _print_ModularIndexing(self, e: ModularIndexing) -> str:
         base, div, mod = e.args
-        quotient = base if div == 1 else FloorDiv(base, div, evaluate=False)
-        return self.floormod(quotient, mod)
+        if div == 1:
+            return self.floormod(base, mod)
+        # FloorDiv(base, div) is as non-negative as base (div > 0): say so without building it
+        return self.floormod(base, mod, printed_a=self.floordiv(base, div))
 
     def _print_Mod(self, e: sympy.Mod) -> str:
         return self.floormod(*e.args)
