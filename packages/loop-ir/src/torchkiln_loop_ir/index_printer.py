@@ -33,7 +33,6 @@ import sympy
 from .errors import CodegenError
 from .indexing import FloorDiv, ModularIndexing
 
-
 _METHODS: dict[tuple[type, type], Callable[[IndexPrinter, Any], str]] = {}  # a memo, not configuration
 
 
