@@ -143,3 +143,28 @@ def test_unknown_op_is_a_codegen_error(kit):
         CppBackend().compile_kernels([bad])
     handler = CppOpsHandler(bad)
     assert not hasattr(handler, "frobnicate") and hasattr(handler, "exp")
+
+
+def test_native_builds_are_keyed_by_the_host_cpu(monkeypatch):
+    source = 'extern "C" void f() {}\n'
+    native = CppOptions()
+    portable = CppOptions(flags=tuple(f for f in native.flags if "native" not in f))
+    assert any("native" in f for f in native.flags)
+    keys = {}
+    for cpu in ("avx2 fma", "avx512f avx2 fma"):
+        monkeypatch.setattr(cache_mod, "host_cpu_features", lambda cpu=cpu: cpu)
+        keys[cpu] = (cache_mod.cache_key(source, native), cache_mod.cache_key(source, portable))
+    (native_a, portable_a), (native_b, portable_b) = keys.values()
+    assert native_a != native_b  # another CPU: another library for -march=native
+    assert portable_a == portable_b  # portable flags: one library serves every CPU
+
+
+def test_compiler_errors_are_loop_ir_codegen_errors():
+    from torchkiln_codegen_cpp.errors import UnsupportedOp
+    from torchkiln_loop_ir import CodegenError as BaseCodegenError
+
+    err = CodegenError("failed", source_path="/tmp/k.cpp", stderr_tail="error: x")
+    assert isinstance(err, BaseCodegenError) and isinstance(err, RuntimeError)
+    assert err.path == err.source_path == "/tmp/k.cpp" and err.stderr_tail == err.tool_output == "error: x"
+    assert "/tmp/k.cpp" in str(err) and "error: x" in str(err)
+    assert issubclass(UnsupportedOp, BaseCodegenError) and issubclass(UnsupportedOp, AttributeError)

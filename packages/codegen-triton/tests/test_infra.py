@@ -110,3 +110,11 @@ def test_exported_kernels_load_back_without_codegen(tmp_path):
     a, out = torch.randn(7), torch.empty(7)
     loaded(a, out)
     torch.testing.assert_close(out, a)
+
+
+def test_codegen_error_is_loop_ir_codegen_error():
+    from torchkiln_loop_ir import CodegenError as BaseCodegenError
+
+    err = CodegenError("kernel k failed", "/tmp/k.py")
+    assert isinstance(err, BaseCodegenError) and isinstance(err, RuntimeError)
+    assert err.path == "/tmp/k.py" and "/tmp/k.py" in str(err)
