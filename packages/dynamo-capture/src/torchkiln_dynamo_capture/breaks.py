@@ -14,7 +14,8 @@ from dataclasses import asdict, dataclass
 
 from .bytecode.decode import version_table
 from .bytecode.flow import exits
-from .bytecode.resume import ITER, NULL, VALUE, ExceptClause, clauses_reached
+from .bytecode.except_flow import ExceptClause, clauses_reached
+from .bytecode.resume import ITER, NULL, VALUE
 
 _VT = version_table()
 
@@ -60,7 +61,7 @@ def break_point(insts, index: int, counts: dict, in_callee: bool) -> BreakPoint 
     inst = insts[index]
     first = index
     if inst.opname == "CALL":
-        while first > 0 and insts[first - 1].opname in ("PRECALL", "KW_NAMES"):
+        while first > 0 and insts[first - 1].opname in _VT.call_prefix:
             first -= 1
     if _popped(inst) is None:
         return None

@@ -26,19 +26,9 @@ from ._sources import AttrSource, ClosureSource, HeldObjectSource, LocalSource
 from .breaks import ITER, NULL, VALUE, graph_break, handler_layouts, successor_layouts
 from .bytecode import decode
 from .bytecode.liveness import live_in
-from .bytecode.resume import (
-    CELL_ARGS,
-    RESUME_INFO,
-    Successor,
-    handled_slot,
-    is_comprehension,
-    original,
-    resume_code,
-    resume_target,
-    set_handled,
-    stack_args,
-    step_code,
-)
+from .bytecode.closures import is_comprehension
+from .bytecode.except_flow import handled_slot
+from .bytecode.resume import Successor, resume_code, set_handled, stack_args, step_code
 from .exc import Unsupported
 from .output import OutputGraph
 from .translator import InstructionTranslator, StopCapture, grad_mode_guard
@@ -66,8 +56,9 @@ class CacheEntry:
     op_count: int
 
 
-def _start(fn, args, kwargs, dynamic=False, scalar_outputs=False):
-    """A fresh OutputGraph and top-frame translator with the call's arguments bound."""
+def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False):
+    """A fresh OutputGraph and top-frame translator with the call's arguments bound (``codes``: the
+    capture context's ``CodeRegistry``, which says which arguments of generated code are cells)."""
     bound_self = None
     if isinstance(fn, types.MethodType):
         bound_self, func = fn.__self__, fn.__func__
@@ -91,7 +82,7 @@ def _start(fn, args, kwargs, dynamic=False, scalar_outputs=False):
         localvars[code.co_varnames[0]] = tx.wrap(bound_self, self_src)
     # a continuation receives its frame's cell variables as the cells themselves (see
     # bytecode/resume.py): stores go to the caller's cell, reached through the argument
-    passed_cells = set(code.co_cellvars) if code in RESUME_INFO else set(CELL_ARGS.get(code, ()))
+    passed_cells = codes.passed_cells(code)
     for name, value in ba.arguments.items():
         if name in passed_cells:
             cells[name] = RealCellVariable(value, AttrSource(LocalSource(name), "cell_contents"), LocalSource(name))
@@ -127,7 +118,7 @@ def _capture_once(fn, args, kwargs, ctx, dynamic, *, trace_contextmanagers: bool
     grad = torch.is_grad_enabled()
     out = None
     try:
-        func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic, ctx.capture_scalar_outputs)
+        func, sig, out, tx, real_cells = _start(fn, args, kwargs, ctx.codes, dynamic, ctx.capture_scalar_outputs)
         out.trace_contextmanagers = trace_contextmanagers
         try:
             ret = tx.run()
@@ -137,7 +128,7 @@ def _capture_once(fn, args, kwargs, ctx, dynamic, *, trace_contextmanagers: bool
             if ctx.fullgraph or bp is None:
                 raise
             torch._C._set_grad_enabled(grad)
-            func, sig, out, tx, real_cells = _start(fn, args, kwargs, dynamic, ctx.capture_scalar_outputs)
+            func, sig, out, tx, real_cells = _start(fn, args, kwargs, ctx.codes, dynamic, ctx.capture_scalar_outputs)
             out.trace_contextmanagers = trace_contextmanagers
             tx.stop_at = (bp.first, bp.occurrence)
             try:
@@ -177,15 +168,15 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
     bp = err.break_point
     code = func.__code__
     insts = decode(code)
-    orig, first = original(code, bp.first)
-    _, last = original(code, bp.last)
+    orig, first = ctx.codes.original(code, bp.first)
+    _, last = ctx.codes.original(code, bp.last)
     if first is None or last is None:
         raise Unsupported("internal: a graph break inside a continuation's prologue") from err
     layout = _layout(tx.stack)
     bound = set(tx.locals) - set(code.co_freevars)
     successors = []
     for jump, index, succ_layout in successor_layouts(insts, bp, layout):
-        _, orig_index = original(code, index)
+        _, orig_index = ctx.codes.original(code, index)
         if orig_index is None:
             raise Unsupported("internal: a continuation target inside a prologue") from err
         live = _live(orig, orig_index, bound)
@@ -201,7 +192,7 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
     step = ctx.step_function(orig, first, last, layout, live_first, successors, func)
     # a continuation that started in an except clause body and has left it since: the exception
     # handled before it is the one being handled again when the step runs (its POP_EXCEPT was a POP_TOP)
-    started = resume_target(code)
+    started = ctx.codes.resume_target(code)
     handled = handled_slot(orig, started, first) if started is not None else None
 
     where_line = insts[bp.last].lineno

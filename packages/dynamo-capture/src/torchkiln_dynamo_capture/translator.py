@@ -578,9 +578,8 @@ class InstructionTranslator:
             self.push(v)
 
     # --- calls -----------------------------------------------------------------------------------------
-    def KW_NAMES(self, inst):
-        # 3.11's dis leaves argval unresolved for KW_NAMES: the names tuple is co_consts[arg]
-        self.kw_names = self.code.co_consts[inst.arg]
+    def KW_NAMES(self, inst):  # (decode resolves the names tuple in every version)
+        self.kw_names = inst.argval
 
     def PRECALL(self, inst):
         pass

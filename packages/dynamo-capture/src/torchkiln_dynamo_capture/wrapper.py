@@ -13,7 +13,9 @@ import torch
 from . import trace_rules
 from ._logging import check_log_names, log_recompile
 from .breaks import GraphBreak
-from .bytecode.resume import closure_as_arguments, comprehension_over_tuple, resume_code, step_code
+from .bytecode.closures import closure_as_arguments, comprehension_over_tuple
+from .bytecode.registry import CodeRegistry
+from .bytecode.resume import resume_code, step_code
 from .exc import BackendError, RecompileLimitExceeded, Unsupported
 from .frame import CacheEntry, capture_frame, make_function
 from .trace_rules import wrapped_module
@@ -62,6 +64,9 @@ class CaptureContext:
         self._resumes: dict = {}
         self._steps: dict = {}
         self._callees: dict = {}
+        #: where each code object these caches hold came from (continuations, closure transforms):
+        #: owned here, so it lives and dies with this capture, not with the process
+        self.codes = CodeRegistry()
 
     def compile_graph(self, gm, example_inputs):
         self.graphs.append(gm)
@@ -82,7 +87,7 @@ class CaptureContext:
         fn = self._resumes.get(key)
         if fn is None:
             name = f"resume_at_{index}"
-            code = resume_code(orig, index, layout, live, name)
+            code = resume_code(orig, index, layout, live, name, self.codes)
             fn = self._child(make_function(code, func), f"{orig.co_name}.{name}")
             self._resumes[key] = fn
         return fn
@@ -124,7 +129,7 @@ class CaptureContext:
         key = ("made", fn.__code__)
         c = self._callees.get(key)
         if c is None:
-            code = closure_as_arguments(fn.__code__) if fn.__code__.co_freevars else fn.__code__
+            code = closure_as_arguments(fn.__code__, self.codes) if fn.__code__.co_freevars else fn.__code__
             plain = types.FunctionType(code, fn.__globals__, fn.__name__)
             c = self._callees[key] = self._child(plain, fn.__qualname__)
         return functools.partial(c, *fn.__closure__) if fn.__closure__ else c
@@ -138,7 +143,7 @@ class CaptureContext:
         key = ("comprehension", fn.__code__)
         c = self._callees.get(key)
         if c is None:
-            plain = types.FunctionType(comprehension_over_tuple(fn.__code__), fn.__globals__, fn.__name__)
+            plain = types.FunctionType(comprehension_over_tuple(fn.__code__, self.codes), fn.__globals__, fn.__name__)
             c = self._callees[key] = self._child(plain, fn.__qualname__)
         return functools.partial(_call_comprehension, fn, c)
 

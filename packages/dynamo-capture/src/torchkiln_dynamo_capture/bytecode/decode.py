@@ -32,6 +32,9 @@ class VersionTable:
     load_attr_method_flag: bool
     #: the forward spelling of each backward jump (3.11 spells the direction in conditional jumps).
     forward_jumps: tuple[tuple[str, str], ...]
+    #: the instructions that prepare a CALL and form one group with it (a break splits before the
+    #: group): 3.11's KW_NAMES and PRECALL, 3.12's KW_NAMES.
+    call_prefix: frozenset[str] = frozenset({"KW_NAMES"})
     #: SEND on an exhausted receiver replaces the receiver by the result (3.11) instead of
     #: leaving it for the END_SEND at its target (3.12).
     send_pops_receiver: bool = False
@@ -72,7 +75,8 @@ def version_table(version: tuple[int, int] | None = None) -> VersionTable:
     if version == (3, 11):
         return VersionTable(for_iter_skips_end_for=False, renames=_RENAMES_311, precall=True,
                             comprehension_frames=True, load_attr_method_flag=False,
-                            forward_jumps=_FORWARD_311, send_pops_receiver=True)
+                            forward_jumps=_FORWARD_311, send_pops_receiver=True,
+                            call_prefix=frozenset({"KW_NAMES", "PRECALL"}))
     elif version == (3, 12):
         return VersionTable(for_iter_skips_end_for=True, renames=_RENAMES_312, precall=False,
                             comprehension_frames=False, load_attr_method_flag=True,
@@ -121,5 +125,8 @@ def decode(code: types.CodeType) -> tuple[Instr, ...]:
         ln = i.positions.lineno if i.positions is not None and i.positions.lineno is not None else None
         lineno = ln if ln is not None else lineno
         target = by_offset.get(i.argval) if i.opcode in _JUMPS else None
-        out.append(Instr(n, renames.get(i.opname, i.opname), i.arg, i.argval, i.argrepr, i.offset, lineno, target, i.opcode))
+        argval = i.argval
+        if i.opname == "KW_NAMES":  # 3.11's dis leaves it unresolved: the names tuple is co_consts[arg]
+            argval = code.co_consts[i.arg]
+        out.append(Instr(n, renames.get(i.opname, i.opname), i.arg, argval, i.argrepr, i.offset, lineno, target, i.opcode))
     return tuple(out)
