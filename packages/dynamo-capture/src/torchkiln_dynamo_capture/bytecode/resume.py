@@ -21,6 +21,7 @@ object came from is recorded in the capture context's ``CodeRegistry`` (``regist
 from __future__ import annotations
 
 import types
+import weakref
 from dataclasses import dataclass
 
 from bytecode import Bytecode, CellVar, Instr, Label, TryBegin, TryEnd
@@ -179,10 +180,15 @@ def step_code(code: types.CodeType, first: int, last: int, layout: tuple[str, ..
 
 
 def _tail(succ: Successor, cellvars: set) -> list[Instr]:
-    """Move the stack into temporaries, then ``return resume(*live, *stack)`` (cells as cells)."""
+    """Move the stack into temporaries, then ``return resume(*live, *stack)`` (cells as cells).
+
+    The step holds its continuation by a weak reference (``resume_ref()`` makes the call): a
+    code object's constants are invisible to the cycle collector, so a strong one would keep the
+    continuation, its capture context and every graph of it alive for good (step -> continuation
+    -> context -> step). The context holds the continuation while any step of it can run."""
     depth = len(succ.layout)
     out = [Instr("STORE_FAST", f"__tk_tmp{i}") for i in reversed(range(depth))]
-    out += [Instr("PUSH_NULL"), Instr("LOAD_CONST", succ.resume)]
+    out += [Instr("PUSH_NULL"), Instr("PUSH_NULL"), Instr("LOAD_CONST", weakref.ref(succ.resume)), *_call(0)]
     argc = 0
     for name in succ.live:
         out.append(Instr("LOAD_CLOSURE", CellVar(name)) if name in cellvars else Instr("LOAD_FAST", name))
