@@ -192,6 +192,56 @@ def test_hooks_on_the_compiled_module_fire_as_torch_compile_fires_them() -> None
     torch.testing.assert_close(ours_grad, peer_grad)
 
 
+class Scaled(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = make_model()
+        self.scale = 2.0
+        self.drop = torch.nn.Dropout(0.5)
+
+    def forward(self, x):
+        return self.drop(self.inner(x)) * self.scale
+
+
+def test_the_compiled_module_proxies_the_original_as_torch_compiles_does() -> None:
+    # one proxy for capture and the meta-package (torchkiln_dynamo_capture.ModuleProxy): attribute
+    # writes, training mode, indexing and global hooks behave as on torch.compile's wrapper
+    from torchkiln_dynamo_capture import ModuleProxy
+
+    x = torch.randn(5, 8)
+    seen: dict[str, list] = {}
+    for name, compile_ in (("peer", lambda m: torch.compile(m, backend="eager")),
+                           ("ours", lambda m: torchkiln.compile(m, options={"strict": True}))):
+        model = Scaled()
+        compiled = compile_(model)
+        compiled.eval()
+        assert not model.training and not model.drop.training and not compiled.training
+        torch.testing.assert_close(compiled(x), model(x))
+        compiled.scale = 3.0  # set on the original: the compiled forward sees it
+        assert model.scale == 3.0 and compiled.scale == 3.0
+        torch.testing.assert_close(compiled(x), model(x))
+        model.train()
+        assert compiled.training
+        compiled.eval()
+        calls: list = []
+        hook = torch.nn.modules.module.register_module_forward_hook(
+            lambda module, args, output: calls.append(type(module).__name__))
+        try:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # torch.compile warns that the hook fires for its wrapper
+                got = compiled(x)
+        finally:
+            hook.remove()
+        torch.testing.assert_close(got, model(x))
+        seen[name] = [c == type(compiled).__name__ for c in calls]  # True: the wrapper's own
+        if name == "ours":
+            assert isinstance(compiled, ModuleProxy)
+            assert list(compiled.inner) == list(model.inner) and len(compiled.inner) == 3
+    # the global hook fires once for the wrapper itself, last (after its forward), in both
+    assert seen["ours"][-1] and seen["peer"][-1]
+    assert seen["ours"].count(True) == seen["peer"].count(True) == 1
+
+
 HOOK_CALLS: list[str] = []
 
 

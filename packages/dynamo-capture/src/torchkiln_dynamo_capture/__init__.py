@@ -2,12 +2,14 @@
 
 from .exc import BackendError, RecompileLimitExceeded, Unsupported
 from .explain import ExplainOutput, explain
+from .module_proxy import CapturedModule, ModuleProxy
 from .trace_rules import allow_in_graph, disable, mark_dynamic, mark_static
-from .wrapper import CacheEntry, CapturedFunction, CapturedModule, capture
+from .wrapper import CacheEntry, CapturedFunction, capture
 
 __version__ = "0.4.0"
 
 __all__ = [
-    "BackendError", "CacheEntry", "CapturedFunction", "CapturedModule", "ExplainOutput", "RecompileLimitExceeded", "Unsupported",
+    "BackendError", "CacheEntry", "CapturedFunction", "CapturedModule", "ExplainOutput", "ModuleProxy", "RecompileLimitExceeded",
+    "Unsupported",
     "allow_in_graph", "capture", "disable", "explain", "mark_dynamic", "mark_static",
 ]

@@ -7,7 +7,8 @@ from dataclasses import dataclass, field
 
 from .breaks import GraphBreak
 from .exc import Unsupported
-from .wrapper import CapturedModule, capture
+from .module_proxy import CapturedModule
+from .wrapper import capture
 
 
 @dataclass

@@ -18,6 +18,7 @@ from .bytecode.registry import CodeRegistry
 from .bytecode.resume import resume_code, step_code
 from .exc import BackendError, RecompileLimitExceeded, Unsupported
 from .frame import CacheEntry, capture_frame, make_function
+from .module_proxy import CapturedModule
 from .trace_rules import wrapped_module
 
 #: One capture (and backend compile) at a time in the process, held only while capturing, never
@@ -381,56 +382,6 @@ def _tensor_args(fn, args, kwargs) -> dict[str, torch.Tensor]:
 
 def _call_module(self, *args, **kwargs):
     return self(*args, **kwargs)
-
-
-class CapturedModule(torch.nn.Module):
-    """An nn.Module whose calls are captured; attributes, parameters and state_dict are the original's."""
-
-    def __init__(self, mod: torch.nn.Module, captured: CapturedFunction):
-        super().__init__()
-        self._modules["_orig_mod"] = mod
-        self.__dict__["_mod"] = mod
-        self.__dict__["_captured"] = captured
-
-    def __call__(self, *args, **kwargs):
-        return self._captured(self._mod, *args, **kwargs)
-
-    forward = __call__
-
-    def __getattr__(self, name):
-        if name == "_orig_mod":
-            return self._modules["_orig_mod"]
-        return getattr(self._modules["_orig_mod"], name)
-
-    def __setattr__(self, name, value):
-        if name in ("_orig_mod",):
-            return super().__setattr__(name, value)
-        setattr(self._mod, name, value)
-
-    def state_dict(self, *args, **kwargs):
-        return self._mod.state_dict(*args, **kwargs)
-
-    def load_state_dict(self, *args, **kwargs):
-        return self._mod.load_state_dict(*args, **kwargs)
-
-    def named_parameters(self, *args, **kwargs):
-        return self._mod.named_parameters(*args, **kwargs)
-
-    def parameters(self, recurse: bool = True):
-        return self._mod.parameters(recurse)
-
-    def named_buffers(self, *args, **kwargs):
-        return self._mod.named_buffers(*args, **kwargs)
-
-    def buffers(self, recurse: bool = True):
-        return self._mod.buffers(recurse)
-
-    def train(self, mode: bool = True):
-        self._mod.train(mode)
-        return self
-
-    def __repr__(self):
-        return f"Captured({self._mod!r})"
 
 
 def capture(fn, backend, *, fullgraph: bool = False, dynamic=None, recompile_limit: int = 8,

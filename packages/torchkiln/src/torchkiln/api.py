@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 import torchkiln_dynamo_capture
-from torch.nn.modules import module as _nn_module
+from torchkiln_dynamo_capture import ModuleProxy
 from torchkiln_guards.logs import check_log_names
 
 from torchkiln.debug_dir import function_name, write_guards
@@ -126,6 +126,10 @@ class _Runner:
         captured = self.captured
         if captured is None:
             return self.fn(*args, **kwargs)
+        if isinstance(captured, ModuleProxy):
+            # capture's proxy of the module: its forward, since its __call__ would run global
+            # module hooks once more (CompiledModule, the proxy users hold, runs them)
+            captured = captured.forward
         try:
             result = captured(*args, **kwargs)
             if self.recorder.has_pending_dumps:
@@ -273,73 +277,15 @@ class CompiledFunction:
         return self if instance is None else functools.partial(self, instance)
 
 
-class CompiledModule(torch.nn.Module):
-    """What ``torchkiln.compile(module)`` returns: calls are compiled; parameters, buffers,
-    ``state_dict``/``load_state_dict`` and attributes are the original module's (same objects)."""
+class CompiledModule(ModuleProxy):
+    """What ``torchkiln.compile(module)`` returns: capture's module proxy (``ModuleProxy``:
+    parameters, buffers, ``state_dict``, attributes, ``training`` and indexing are the original
+    module's; hooks registered on it run around the compiled forward, as on torch.compile's
+    wrapper) whose forward is the runner, with its eager fallback policy."""
 
     def __init__(self, module: torch.nn.Module, runner: _Runner) -> None:
-        super().__init__()
-        self._orig_mod = module
-        self.__dict__["_torchkiln_runner"] = runner  # not a submodule: keeps parameters() unique
-
-    def forward(self, *args: Any, **kwargs: Any) -> Any:
-        return self._torchkiln_runner(*args, **kwargs)
-
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        # Hooks registered on this wrapper run as torch.compile's OptimizedModule runs them:
-        # through nn.Module.__call__ around the compiled forward (hooks on the original module
-        # run inside, where capture calls it). Global module hooks fire for the wrapper too, an
-        # extra time, as torch.compile's do. Without hooks: straight to the runner, one Python
-        # call less per step.
-        if (
-            self._forward_hooks
-            or self._forward_pre_hooks
-            or self._backward_hooks
-            or self._backward_pre_hooks
-            or _has_global_module_hooks()
-        ):
-            return torch.nn.Module.__call__(self, *args, **kwargs)
-        return self._torchkiln_runner(*args, **kwargs)
-
-    def __getattr__(self, name: str) -> Any:
-        try:
-            return super().__getattr__(name)
-        except AttributeError:
-            return getattr(self._modules["_orig_mod"], name)
-
-    # Container protocols are looked up on the type, not through __getattr__.
-    def __getitem__(self, key: Any) -> Any:
-        return self._orig_mod[key]
-
-    def __len__(self) -> int:
-        return len(self._orig_mod)
-
-    def __iter__(self) -> Any:
-        return iter(self._orig_mod)
-
-    def state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        return self._orig_mod.state_dict(*args, **kwargs)
-
-    def load_state_dict(self, *args: Any, **kwargs: Any) -> Any:
-        return self._orig_mod.load_state_dict(*args, **kwargs)
-
-    def named_parameters(self, *args: Any, **kwargs: Any) -> Any:
-        return self._orig_mod.named_parameters(*args, **kwargs)
-
-    def named_buffers(self, *args: Any, **kwargs: Any) -> Any:
-        return self._orig_mod.named_buffers(*args, **kwargs)
-
-    def __repr__(self) -> str:
-        return f"CompiledModule({self._orig_mod!r})"
-
-
-def _has_global_module_hooks() -> bool:
-    return bool(
-        _nn_module._global_forward_hooks
-        or _nn_module._global_forward_pre_hooks
-        or _nn_module._global_backward_hooks
-        or _nn_module._global_backward_pre_hooks
-    )
+        super().__init__(module, runner)
+        self.__dict__["_torchkiln_runner"] = runner
 
 
 #: every live compiled function's runner, for reset() (weak: compiling keeps nothing alive)
