@@ -4,7 +4,6 @@ module run eagerly on fresh inputs."""
 
 from __future__ import annotations
 
-
 import torch
 from torchkiln_dynamo_capture import CapturedModule, ModuleProxy, capture
 

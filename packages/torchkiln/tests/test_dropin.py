@@ -225,7 +225,7 @@ def test_the_compiled_module_proxies_the_original_as_torch_compiles_does() -> No
         compiled.eval()
         calls: list = []
         hook = torch.nn.modules.module.register_module_forward_hook(
-            lambda module, args, output: calls.append(type(module).__name__))
+            lambda module, args, output, calls=calls: calls.append(type(module).__name__))
         try:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")  # torch.compile warns that the hook fires for its wrapper

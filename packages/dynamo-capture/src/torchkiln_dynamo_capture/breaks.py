@@ -13,8 +13,8 @@ import linecache
 from dataclasses import asdict, dataclass
 
 from .bytecode.decode import version_table
-from .bytecode.flow import exits
 from .bytecode.except_flow import ExceptClause, clauses_reached
+from .bytecode.flow import exits
 from .bytecode.resume import ITER, NULL, VALUE
 
 _VT = version_table()

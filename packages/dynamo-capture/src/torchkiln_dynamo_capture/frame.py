@@ -25,9 +25,9 @@ from ._logging import log_graph_break
 from ._sources import AttrSource, ClosureSource, HeldObjectSource, LocalSource
 from .breaks import ITER, NULL, VALUE, graph_break, handler_layouts, successor_layouts
 from .bytecode import decode
-from .bytecode.liveness import live_in
 from .bytecode.closures import is_comprehension
 from .bytecode.except_flow import handled_slot
+from .bytecode.liveness import live_in
 from .bytecode.resume import Successor, resume_code, set_handled, stack_args, step_code
 from .exc import Unsupported
 from .output import OutputGraph
