@@ -11,6 +11,7 @@ Both record what they made in the capture context's ``CodeRegistry`` (``registry
 
 from __future__ import annotations
 
+import inspect
 import types
 
 from bytecode import Bytecode, CellVar, FreeVar, Instr
@@ -18,8 +19,6 @@ from bytecode import Bytecode, CellVar, FreeVar, Instr
 from .decode import version_table
 from .registry import CodeRegistry, ResumeInfo
 from .resume import locate
-
-_FLAG_VARARGS, _FLAG_VARKEYWORDS = 0x04, 0x08
 
 #: the comprehensions that run as functions called with one argument ``.0``, the iterator the
 #: caller made; ``<genexpr>`` is a generator and is not one of them
@@ -55,7 +54,7 @@ def is_comprehension(code: types.CodeType) -> bool:
     ``comprehension_over_tuple`` can transform."""
     return (version_table().comprehension_frames and code.co_name in _COMPREHENSION_NAMES
             and code.co_argcount == 1 and code.co_varnames[:1] == (".0",)
-            and not code.co_flags & (_FLAG_VARARGS | _FLAG_VARKEYWORDS))
+            and not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS))
 
 
 def comprehension_over_tuple(code: types.CodeType, registry: CodeRegistry | None = None) -> types.CodeType:

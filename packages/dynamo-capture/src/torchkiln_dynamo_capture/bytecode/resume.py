@@ -20,6 +20,7 @@ object came from is recorded in the capture context's ``CodeRegistry`` (``regist
 
 from __future__ import annotations
 
+import inspect
 import types
 import weakref
 from dataclasses import dataclass
@@ -37,7 +38,6 @@ VALUE, NULL, ITER = "value", "null", "iter"
 
 _VT = version_table()
 _FORWARD = dict(_VT.forward_jumps)  # a step's tail is after everything: its jumps go forward
-_FLAG_VARARGS, _FLAG_VARKEYWORDS = 0x04, 0x08
 
 
 def _call(argc: int) -> list[Instr]:
@@ -86,7 +86,7 @@ def _copy(code: types.CodeType, index: int, layout, live, name: str):
     bc.argcount = len(args)
     bc.posonlyargcount = 0
     bc.kwonlyargcount = 0
-    bc.flags = bc.flags & ~(_FLAG_VARARGS | _FLAG_VARKEYWORDS)
+    bc.flags = bc.flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     bc.name = name
     bc.qualname = f"{code.co_qualname}.{name}"
     n_before = sum(1 for item in bc[:resume_pos + 1] if isinstance(item, Instr))
