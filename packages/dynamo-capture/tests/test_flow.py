@@ -96,3 +96,19 @@ def test_version_table_holds_every_difference_flow_and_resume_use():
     with pytest.raises(NotImplementedError):
         version_table((3, 13))
     assert version_table() == version_table(sys.version_info[:2])
+    # the instructions that form one call group with CALL (a break splits before the group)
+    assert version_table((3, 11)).call_prefix == {"KW_NAMES", "PRECALL"}
+    assert version_table((3, 12)).call_prefix == {"KW_NAMES"}
+
+
+def _keywords(a, b):
+    return dict(a=a, b=b)
+
+
+def test_decode_resolves_keyword_names_in_every_version():
+    def f(x):
+        return _keywords(x, b=x + 1)
+
+    kw = [i for i in decode(f.__code__) if i.opname == "KW_NAMES"]
+    assert [i.argval for i in kw] == [("b",)]  # 3.11 and 3.12 spell keyword calls with KW_NAMES
+    assert f(2) == {"a": 2, "b": 3}
