@@ -33,7 +33,7 @@ from .exc import Unsupported
 from .output import OutputGraph
 from .translator import InstructionTranslator, StopCapture, grad_mode_guard
 from .variables.base import ConstantVariable, NullVariable
-from .variables.containers import IteratorVariable
+from .variables.containers import IteratorVariable, TupleVariable
 from .variables.functions import (
     NewCellVariable,
     PartialVariable,
@@ -77,15 +77,25 @@ def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False):
     ba.apply_defaults()
     localvars = {}
     cells = {}
+    self_in_varargs = None
     if bound_self is not None:
         self_src = HeldObjectSource(bound_self, f"{func.__qualname__}.__self__")
-        localvars[code.co_varnames[0]] = tx.wrap(bound_self, self_src)
+        self_var = tx.wrap(bound_self, self_src)
+        if code.co_argcount == 0 and code.co_flags & 0x04:
+            # ``def wrapped(*args, **kwargs)`` bound as a method (decorators such as transformers'
+            # deprecate_kwarg): CPython passes self as args[0], the bound signature leaves it out
+            self_in_varargs = code.co_varnames[code.co_kwonlyargcount]
+        else:
+            localvars[code.co_varnames[0]] = self_var
     # a continuation receives its frame's cell variables as the cells themselves (see
     # bytecode/resume.py): stores go to the caller's cell, reached through the argument
     passed_cells = codes.passed_cells(code)
     for name, value in ba.arguments.items():
         if name in passed_cells:
             cells[name] = RealCellVariable(value, AttrSource(LocalSource(name), "cell_contents"), LocalSource(name))
+        elif name == self_in_varargs:
+            rest = tx.wrap(value, LocalSource(name))
+            localvars[name] = TupleVariable([self_var, *rest.items])
         else:
             localvars[name] = tx.wrap(value, LocalSource(name))
     real_cells = {}

@@ -11,6 +11,7 @@ import warnings
 import torch
 
 from . import trace_rules
+from .automatic_dynamic import SizeHistory
 from ._logging import check_log_names, log_recompile
 from .breaks import GraphBreak
 from .bytecode.closures import closure_as_arguments, comprehension_over_tuple
@@ -232,9 +233,10 @@ class CapturedFunction:
         self._eager = False
         self._warned_limit = False
         self._module = None  # the nn.Module, when this captures one (for file:line in messages)
-        # automatic dynamic shapes (dynamic=None): sizes of the tensor arguments at the first
-        # capture; a later capture makes the dims that changed symbolic ("L['x']" -> dims)
-        self._first_sizes: dict[str, tuple[int, ...]] | None = None
+        # automatic dynamic shapes (dynamic=None): sizes of every input tensor when first captured
+        # (arguments and tensors reached through them); a later capture makes the dims that
+        # changed symbolic ("L['x']" -> dims)
+        self._sizes = SizeHistory()
         self._auto_dims: dict[str, frozenset[int]] = {}
         self.__wrapped__ = fn
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
@@ -308,6 +310,7 @@ class CapturedFunction:
         if self._eager:
             return None
         self.entries.append(entry)
+        self._sizes.record(entry.guards)
         return entry
 
 
@@ -317,16 +320,10 @@ class CapturedFunction:
         marked = _marked_dims(self._fn, args, kwargs)  # TorchDynamo's mark_dynamic and ours
         if self.dynamic is not None:
             return True if self.dynamic else (marked or False)
-        sizes = _tensor_sizes(self._fn, args, kwargs)
-        if self._first_sizes is None:
-            self._first_sizes = sizes
+        if not self.entries:
             return marked or False
-        for name, now in sizes.items():
-            before = self._first_sizes.get(name)
-            if before is not None and len(before) == len(now):
-                changed = {d for d, (a, b) in enumerate(zip(before, now)) if a != b}
-                if changed:
-                    self._auto_dims[name] = self._auto_dims.get(name, frozenset()) | changed
+        for name, changed in self._sizes.changed_dims(self.entries[-1].guards, args, kwargs).items():
+            self._auto_dims[name] = self._auto_dims.get(name, frozenset()) | changed
         dims = {k: self._auto_dims.get(k, frozenset()) | marked.get(k, frozenset())
                 for k in {*self._auto_dims, *marked}}
         return dims or False
@@ -353,11 +350,6 @@ def _marked_dims(fn, args, kwargs) -> dict[str, frozenset[int]]:
     """``{"L['x']": dims}`` marked dynamic on the tensor arguments of a call (top level only)."""
     return {src: dims for src, t in _tensor_args(fn, args, kwargs).items()
             if (dims := trace_rules.marked_dynamic_dims(t))}
-
-
-def _tensor_sizes(fn, args, kwargs) -> dict[str, tuple[int, ...]]:
-    """``{"L['x']": sizes}`` for the tensor arguments of a call of ``fn`` (top level only)."""
-    return {src: tuple(t.shape) for src, t in _tensor_args(fn, args, kwargs).items()}
 
 
 def _tensor_args(fn, args, kwargs) -> dict[str, torch.Tensor]:

@@ -164,6 +164,26 @@ class CompiledGuards:
     def __repr__(self) -> str:
         return f"<CompiledGuards: {len(self.guards)} guards>"
 
+    def read(self, sources: Iterable[Source], *args: Any, **kwargs: Any) -> dict[Source, Any]:
+        """The values ``sources`` name in a call with these arguments (the slow path, as
+        ``explain_failure`` reads them); a source that cannot be read (a missing attribute or key,
+        arguments that do not bind) is left out. Capture uses it to see which sizes changed since
+        an earlier call (automatic dynamic shapes)."""
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError:
+            return {}
+        bound.apply_defaults()
+        frame = _Frame(bound.arguments, self._f_globals, self._closure)
+        memo: dict[Source, Any] = {}
+        values: dict[Source, Any] = {}
+        for src in sources:
+            try:
+                values[src] = _value(src, frame, memo)
+            except _SourceError:
+                continue
+        return values
+
     def explain_failure(self, *args: Any, **kwargs: Any) -> GuardFailure | None:
         """Evaluate the guards one by one, in check order, and name the first that fails, with its
         source expression and the expected and actual value. None if all hold."""
