@@ -94,6 +94,27 @@ def test_cond_dynamic_shapes_no_recompile():
     assert len(torchkiln.report(compiled).graphs) == 1
 
 
+def _cond_sized_fn(x):
+    # the branches differ in size: the result's first dim is unbacked (known at run time)
+    y = torch.cond(x.sum() > 0, lambda a: a[1:] * 2, lambda a: a.cos(), (x,))
+    return y.relu().sum(0) * y.shape[0]
+
+
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_cond_branches_of_different_sizes(dynamic):
+    """One graph per shape specialisation as torch.compile gives, never a break: a static capture
+    retries with a ShapeEnv for the unbacked size; under dynamic shapes the unbacked symbol is
+    bound to the cond node so aot-partition's trace over the same ShapeEnv accepts it."""
+    compiled = torchkiln.compile(_cond_sized_fn, dynamic=dynamic, options={"strict": True})
+    for n in (4, 6, 9):
+        for sign in (1.0, -1.0):
+            x = torch.randn(n, 5).abs() * sign
+            torch.testing.assert_close(compiled(x), _cond_sized_fn(x))
+    report = torchkiln.report(compiled)
+    # dynamic=None: n=4 static, then n symbolic from n=6 on (automatic dynamic)
+    assert len(report.graphs) == (1 if dynamic else 2) and not report.graph_breaks and not report.eager_fallbacks
+
+
 def _while_fn(x):
     def cond_fn(i, a):
         return a.abs().sum() > 1.0

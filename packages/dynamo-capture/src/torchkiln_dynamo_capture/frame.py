@@ -56,7 +56,7 @@ class CacheEntry:
     op_count: int
 
 
-def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False):
+def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False, shape_env=False):
     """A fresh OutputGraph and top-frame translator with the call's arguments bound (``codes``: the
     capture context's ``CodeRegistry``, which says which arguments of generated code are cells)."""
     bound_self = None
@@ -70,7 +70,7 @@ def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False):
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
         raise Unsupported("capturing a generator or coroutine function")
     sig = inspect.signature(fn, follow_wrapped=False)  # functools.wraps must not rename the parameters
-    out = OutputGraph(func.__globals__, dynamic, scalar_outputs=scalar_outputs)
+    out = OutputGraph(func.__globals__, dynamic, scalar_outputs=scalar_outputs, shape_env=shape_env)
     grad_mode_guard(out)
     tx = InstructionTranslator(out, code, func.__globals__, {}, {})
     ba = sig.bind(*args, **kwargs)
@@ -81,7 +81,7 @@ def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False):
     if bound_self is not None:
         self_src = HeldObjectSource(bound_self, f"{func.__qualname__}.__self__")
         self_var = tx.wrap(bound_self, self_src)
-        if code.co_argcount == 0 and code.co_flags & 0x04:
+        if code.co_argcount == 0 and code.co_flags & inspect.CO_VARARGS:
             # ``def wrapped(*args, **kwargs)`` bound as a method (decorators such as transformers'
             # deprecate_kwarg): CPython passes self as args[0], the bound signature leaves it out
             self_in_varargs = code.co_varnames[code.co_kwonlyargcount]
@@ -113,32 +113,47 @@ def capture_frame(fn, args, kwargs, ctx, dynamic=False) -> CacheEntry:
     """Symbolically evaluate one call of ``fn`` and build its cache entry (raises Unsupported).
     ``dynamic``: which input dims get symbolic sizes (see OutputGraph)."""
     recorded = len(ctx.breaks)
-    try:
-        return _capture_once(fn, args, kwargs, ctx, dynamic, trace_contextmanagers=True)
-    except Unsupported as e:
-        if ctx.fullgraph or not getattr(e, "traced_contextmanager", False):
-            raise
+    options = {"trace_contextmanagers": True, "shape_env": False}
+    while True:
+        try:
+            return _capture_once(fn, args, kwargs, ctx, dynamic, **options)
+        except Unsupported as e:
+            retry = _retry_options(e, ctx, options)
+            if retry is None:
+                raise
+            del ctx.breaks[recorded:], ctx.break_errors[recorded:]
+            options = retry
+
+
+def _retry_options(e: Unsupported, ctx, options: dict) -> dict | None:
+    """How to capture again after ``e``, or None: raise it."""
+    if getattr(e, "needs_shape_env", False) and not options["shape_env"]:
+        # an operator whose result has sizes known only at run time (a cond whose branches
+        # differ in size) needs unbacked symbols, so a ShapeEnv, which a static capture lacks
+        # (TorchDynamo always has one): capture again with one, sizes still static
+        return {**options, "shape_env": True}
+    if not ctx.fullgraph and getattr(e, "traced_contextmanager", False) and options["trace_contextmanagers"]:
         # a break inside a traced contextmanager block cannot be handed to CPython (its generator
         # exists only symbolically): capture again with contextmanager calls run in Python
-        del ctx.breaks[recorded:], ctx.break_errors[recorded:]
-        return _capture_once(fn, args, kwargs, ctx, dynamic, trace_contextmanagers=False)
+        return {**options, "trace_contextmanagers": False}
+    return None
 
 
-def _capture_once(fn, args, kwargs, ctx, dynamic, *, trace_contextmanagers: bool) -> CacheEntry:
+def _capture_once(fn, args, kwargs, ctx, dynamic, *, trace_contextmanagers: bool, shape_env: bool) -> CacheEntry:
     grad = torch.is_grad_enabled()
     out = None
     try:
-        func, sig, out, tx, real_cells = _start(fn, args, kwargs, ctx.codes, dynamic, ctx.capture_scalar_outputs)
+        func, sig, out, tx, real_cells = _start(fn, args, kwargs, ctx.codes, dynamic, ctx.capture_scalar_outputs, shape_env)
         out.trace_contextmanagers = trace_contextmanagers
         try:
             ret = tx.run()
             _, run, run_src, gm = out.compile(ctx.compile_graph, sig, real_cells, ret=ret)
         except Unsupported as e:
             bp = e.break_point
-            if ctx.fullgraph or bp is None:
+            if ctx.fullgraph or bp is None or getattr(e, "needs_shape_env", False) and not shape_env:
                 raise
             torch._C._set_grad_enabled(grad)
-            func, sig, out, tx, real_cells = _start(fn, args, kwargs, ctx.codes, dynamic, ctx.capture_scalar_outputs)
+            func, sig, out, tx, real_cells = _start(fn, args, kwargs, ctx.codes, dynamic, ctx.capture_scalar_outputs, shape_env)
             out.trace_contextmanagers = trace_contextmanagers
             tx.stop_at = (bp.first, bp.occurrence)
             try:

@@ -14,7 +14,12 @@ import torch
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
-from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+from torch.fx.experimental.symbolic_shapes import (
+    DimDynamic,
+    ShapeEnv,
+    StatelessSymbolicContext,
+    compute_unbacked_bindings,
+)
 from torchkiln_guards import Guard, ShapeGuard, StorageAliasGroups, TensorMatch
 
 from . import trace_rules
@@ -41,7 +46,7 @@ class OutputGraph:
     """Everything one capture produces: graph, guards, side effects, and the values it depends on."""
 
     def __init__(self, f_globals: dict, dynamic: bool | Mapping[str, frozenset[int]] = False, *,
-                 scalar_outputs: bool = False) -> None:
+                 scalar_outputs: bool = False, shape_env: bool = False) -> None:
         self.graph = torch.fx.Graph()
         #: the top-level graph: inputs and attributes always go here (``graph`` is another one
         #: while a control-flow operator's function is traced; see variables/higher_order.py)
@@ -53,7 +58,9 @@ class OutputGraph:
         # graph relies on is a guard the ShapeEnv records (not an assumption)
         #: ``.item()`` / ``.tolist()`` become unbacked symbols of the ShapeEnv (capture_scalar_outputs)
         self.scalar_outputs = scalar_outputs
-        self.shape_env = ShapeEnv(duck_shape=False) if dynamic or scalar_outputs else None
+        #: ``shape_env``: one even with static sizes, for operators whose result sizes are
+        #: unbacked symbols (see frame.capture_frame)
+        self.shape_env = ShapeEnv(duck_shape=False) if dynamic or scalar_outputs or shape_env else None
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.symbols: dict[sympy.Symbol, tuple] = {}  # symbol -> (input source, dim)
         # symbols the fake mode gave input strides no size shows (a step slice): (source, dim, "stride")
@@ -235,7 +242,23 @@ class OutputGraph:
             return tx.wrap(result, None)
         node = self.graph.create_node(kind, target, node_args, node_kwargs)
         node.meta["example_value"] = result
+        self.bind_unbacked(node, result)
         return self._wrap_result(node, result)
+
+    def bind_unbacked(self, node, value) -> None:
+        """Say which node introduced the unbacked symbols computing ``value`` on fakes created
+        (``node.meta["unbacked_bindings"]``, as TorchDynamo records them). The ShapeEnv keeps a
+        fresh unbacked symbol pending until some node binds it, and the next tracer over these
+        fakes (aot-partition's make_fx, under dynamic shapes) refuses its first tensor while one
+        is pending: a cond whose branches differ in size failed so."""
+        env = self.shape_env
+        if env is None or not env.pending_fresh_unbacked_symbols:
+            return
+        bindings = compute_unbacked_bindings(env, value, peek=True)
+        if bindings:
+            node.meta["unbacked_bindings"] = bindings
+            env.pending_fresh_unbacked_symbols[:] = [
+                s for s in env.pending_fresh_unbacked_symbols if s not in bindings]
 
     def _wrap_result(self, node, result):
         if isinstance(result, torch.Tensor):

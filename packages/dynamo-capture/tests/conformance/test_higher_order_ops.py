@@ -293,6 +293,25 @@ def map_tuple_xs(xs, ys):
     return hmap(body, (xs, ys))
 
 
+def cond_branches_differ_in_size(x):
+    # the result's first dim is 2 or 3 by the predicate: an unbacked size (TorchDynamo keeps it
+    # in the graph; torchkiln's static capture retries with a ShapeEnv for it)
+    return torch.cond(x.sum() > 0, lambda a: a[:2] * 2, lambda a: a.cos(), (x,))
+
+
+def cond_sized_result_used_after(x):
+    y = torch.cond(x.sum() > 0, lambda a: a[1:] + 1, lambda a: a * 3, (x,))
+    return y.relu().sum(0) * y.shape[0]
+
+
+def cond_branches_return_different_operands(x, y):
+    return torch.cond(x.sum() > 0, lambda a, b: a.sin(), lambda a, b: b.cos(), (x, y))
+
+
+def _signed_x_y54():
+    return (*_signed(), randn(5, 4))
+
+
 def _xs():
     return (randn(5, 4),)
 
@@ -323,6 +342,9 @@ COND_PROGRAMS = [
     Program(CondModule(), _signed),
     Program(CondMethodBranches(), _signed),
     Program(cond_higher_order_op_directly, _signed),
+    Program(cond_branches_differ_in_size, _signed),
+    Program(cond_sized_result_used_after, _signed),
+    Program(cond_branches_return_different_operands, _signed_x_y54),
 ]
 PROGRAMS = COND_PROGRAMS + [
     Program(cond_pred_bool_python, x34),

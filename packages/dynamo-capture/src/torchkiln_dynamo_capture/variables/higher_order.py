@@ -125,11 +125,22 @@ def _cond(tx, pred, true_fn, false_fn, operands):
     specs = [b.spec for b in branches]
     if specs[0] != specs[1]:
         raise Unsupported(f"torch.cond branches return different structures ({specs[0]} vs {specs[1]})")
+    if tx.out.shape_env is None and _sizes_differ(branches):
+        e = Unsupported("torch.cond branches return tensors of different sizes: the result's size is "
+                        "known only at run time, which needs a ShapeEnv")
+        e.needs_shape_env = True  # capture_frame captures again with one
+        raise e
     gms = [_attach(tx, b, name) for b, name in zip(branches, ("cond_true", "cond_false"))]
     args = (pred.node, *gms, tuple(_node(o) for o in ops) + tuple(lifted))
     fakes = (pred.fake, *(b.gm for b in branches), tuple(_fake(o) for o in ops) + tuple(_meta(n) for n in lifted))
     flat = _emit(tx, torch.ops.higher_order.cond, args, fakes)
     return _rebuild(branches[0].spec, flat)
+
+
+def _sizes_differ(branches) -> bool:
+    """Whether the branches' outputs differ in size or strides (cond then gives unbacked sizes)."""
+    metas = [[_meta(n) for n in b.outputs] for b in branches]
+    return any(a.shape != b.shape or a.stride() != b.stride() for a, b in zip(*metas))
 
 
 def _while_loop(tx, cond_fn, body_fn, carried, additional):
@@ -324,6 +335,7 @@ def _emit(tx, op, args, fakes, result=None) -> list:
                           "the control-flow operator runs in Python between two graphs") from e
     node = out.graph.create_node("call_function", op, args, {})
     node.meta["example_value"] = result
+    out.bind_unbacked(node, result)  # a cond whose branches differ in size: unbacked sizes
     items = []
     for i, r in enumerate(result):
         sub = out.graph.call_function(operator.getitem, (node, i))

@@ -72,7 +72,8 @@ class SymNodeVariable(VariableTracker):
 
 
 def _data_dependent(what: str) -> Unsupported:
-    return Unsupported(f"a value read from a tensor (.item()/.tolist()) {what}: it has no value "
+    return Unsupported(f"a value read from a tensor (.item()/.tolist(), or a size only known at run "
+                       f"time, such as a torch.cond result's) {what}: it has no value "
                        "at capture time", "the rest runs in Python after a graph break; "
                        "torch.where or torch.cond keep a data-dependent choice in the graph")
 
@@ -83,6 +84,7 @@ def sym_value(tx, node_fn, value) -> VariableTracker:
     if isinstance(value, _SYM_TYPES) and value.node.expr.free_symbols:
         node = node_fn()
         node.meta["example_value"] = value
+        tx.out.bind_unbacked(node, value)
         return SymNodeVariable(node, value)
     if isinstance(value, _SYM_TYPES):
         return ConstantVariable(_PY_TYPE[type(value)](value))
