@@ -13,9 +13,10 @@ with ``torch.compile(backend=<counting>)``, transformers 5.x):
 
 from __future__ import annotations
 
+import inspect
+
 import pytest
 import torch
-
 import torchkiln
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
@@ -47,7 +48,9 @@ def _generate_kwargs(model, cache: str) -> dict:
     if cache == "static":
         kwargs["cache_implementation"] = "static"
     elif cache == "static_passed":
-        kwargs["past_key_values"] = transformers.StaticCache(config=model.config, max_cache_len=16)
+        # transformers 4.x's StaticCache also takes the batch size
+        batch = {"max_batch_size": 2} if "max_batch_size" in inspect.signature(transformers.StaticCache).parameters else {}
+        kwargs["past_key_values"] = transformers.StaticCache(config=model.config, max_cache_len=16, **batch)
     return kwargs
 
 
@@ -71,7 +74,7 @@ def test_generate_matches_eager(model_name: str, cache: str) -> None:
         assert torch.equal(actual.sequences, expected.sequences), f"{call} call: token ids differ from eager"
         assert len(actual.logits) == len(expected.logits) == NEW_TOKENS
         for step, (a, e) in enumerate(zip(actual.logits, expected.logits)):
-            torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5, msg=lambda m, s=step: f"{call} call, step {s}: {m}")
+            torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5, msg=lambda m, c=call, s=step: f"{c} call, step {s}: {m}")
         report = torchkiln.report(compiled)
         assert report.num_graphs == GRAPHS[cache], f"{call} call: {report.num_graphs} graphs"
         assert not report.graph_breaks, report.graph_breaks

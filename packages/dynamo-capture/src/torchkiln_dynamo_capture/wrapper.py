@@ -11,8 +11,8 @@ import warnings
 import torch
 
 from . import trace_rules
-from .automatic_dynamic import SizeHistory
 from ._logging import check_log_names, log_recompile
+from .automatic_dynamic import SizeHistory
 from .breaks import GraphBreak
 from .bytecode.closures import closure_as_arguments, comprehension_over_tuple
 from .bytecode.registry import CodeRegistry

@@ -22,7 +22,15 @@ from dataclasses import dataclass
 
 import pytest
 import torch
-from _conformance_harness import CountingBackend, Program, assert_same, compile_with, ids, randn, run_program
+from _conformance_harness import (
+    CountingBackend,
+    Program,
+    assert_same,
+    compile_with,
+    ids,
+    randn,
+    run_program,
+)
 from torch import nn
 
 B, H, L, D = 2, 2, 8, 4  # batch, heads, cache length, head dim
