@@ -8,6 +8,7 @@ import torch
 from torch import fx
 
 from .aliasing import SyntheticBases, shared_storage_groups, synthetic_bases
+from .attention import fuse_attention
 from .errors import AOTError
 from .freezing import freeze
 from .joint import joint_graph
@@ -15,6 +16,7 @@ from .mutation import ShapeDependentAliases, find_output_aliases
 from .partition import min_cut_partition
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
 from .trace import (
+    FunctionalGraph,
     functional_graph,
     lift_parameters,
     resolve_decompositions,
@@ -44,6 +46,7 @@ def aot_compile(
     decompositions=None,
     partition_fn: Callable = min_cut_partition,
     freeze_parameters: bool = True,
+    sdpa_attention: bool = True,
 ) -> Callable[..., list[torch.Tensor]]:
     """Compile a torch-level graph (contract C1) ahead of time; returns compiled(*graph_inputs) -> list.
 
@@ -73,6 +76,8 @@ def aot_compile(
             with torch.no_grad():
                 fg = trace_functional(bases.wrap(lifted.gm), bases.graph_args(primals), decomps)
         graph_inputs = bases.graph_args(primals) if bases is not None else primals
+        if sdpa_attention and fakes is None:
+            fg = _route_attention(fg, graph_inputs, decomps)
         folded = None
         if freeze_parameters and bases is None and fakes is None:
             frozen = [i for i in range(len(lifted.params)) if i not in set(fg.mutated_inputs)]
@@ -107,6 +112,27 @@ def aot_compile(
         num_primals=joint.num_primals,
     )
     return TrainingRuntime(plan, lifted.params, lifted.constant_outputs, aliases, bases)
+
+
+def _route_attention(fg: FunctionalGraph, graph_inputs, decomps) -> FunctionalGraph:
+    """``fg`` with its hand-written attention routed to scaled_dot_product_attention (see
+    attention.py), traced again so torch picks the kernel; ``fg`` itself when nothing matched.
+    The decisions go to ``gm.meta["attention"]``."""
+    stats = fuse_attention(fg.gm)
+    if not stats.fused:
+        fg.gm.meta["attention"] = stats
+        return fg
+    with torch.no_grad():
+        again = trace_functional(fg.gm, graph_inputs, decomps)
+    for key in ("mutated_inputs", "num_user_outputs", "constant_outputs"):
+        if key in fg.gm.meta:
+            again.gm.meta[key] = fg.gm.meta[key]
+    if not any("scaled_dot_product" in str(n.target) for n in again.gm.graph.nodes):
+        # still correct (SDPA's math, rows the mask removes entirely set to NaN), just not faster
+        stats.refused.append("the decomposition table decomposes scaled_dot_product_attention's "
+                             "kernels into their math: no attention kernel in the graph")
+    again.gm.meta["attention"] = stats
+    return FunctionalGraph(again.gm, fg.num_user_outputs, fg.mutated_inputs)
 
 
 def _bases_for(primals, mutated_inputs, *, grad: bool, symbolic: bool) -> SyntheticBases | None:

@@ -77,6 +77,9 @@ class CompileOptions:
     freeze_parameters: on the inference path (no autograd, static shapes), fold batch norm into
         the preceding convolution and compute weight-only subgraphs once, again only when a
         parameter changes (aot-partition's ``freezing.py``); Inductor's ``freezing`` option.
+    sdpa_attention: on the inference path (static shapes), route hand-written attention
+        (``softmax(q @ k^T * s + mask) @ v``) to ``scaled_dot_product_attention`` (aot-partition's
+        ``attention.py``).
     repro: write a standalone repro script (``repro.py``) for each graph that falls back to
         eager: into its debug-dir folder, else under ``<cache root>/repro/`` (the warning names
         it). Repro scripts themselves compile with it off.
@@ -99,6 +102,7 @@ class CompileOptions:
     graph_cache: bool = True
     ddp_buckets: bool = True
     freeze_parameters: bool = True
+    sdpa_attention: bool = True
     debug_dir: str | None = None
     repro: bool = True
     capture_scalar_outputs: bool = False

@@ -344,6 +344,8 @@ def make_backend(
                 began = time.perf_counter()
                 # the keyword only when turned off: older aot-partition releases lack it
                 extra = {} if options.freeze_parameters else {"freeze_parameters": False}
+                if not options.sdpa_attention:
+                    extra["sdpa_attention"] = False
                 compiled = aot_compile(
                     gm, example_inputs, fw_compiler=fw_compiler, decompositions=decompositions,
                     **extra,
