@@ -156,15 +156,15 @@ def _scores_chain(node) -> bool:
 
 def _constant_value(graph: fx.Graph, node: fx.Node) -> torch.Tensor | None:
     """``node``'s value when it depends on no input and no random op (run now), else None."""
-    seen, order, stack = set(), [], [node]
+    seen, stack = set(), [node]
     while stack:
         n = stack.pop()
         if n in seen:
             continue
-        if n.op != "call_function" or n.is_impure() or getattr(n.target, "is_random", False):
+        if n.op != "call_function" or n.is_impure():
             return None
-        if "rand" in str(n.target) or "bernoulli" in str(n.target):
-            return None
+        if torch.Tag.nondeterministic_seeded in getattr(n.target, "tags", ()):
+            return None  # random: a value now is not its value at run time
         seen.add(n)
         stack.extend(n.all_input_nodes)
     order = [n for n in graph.nodes if n in seen]
