@@ -131,11 +131,31 @@ def test_attention_becomes_sdpa_and_equals_eager(dtype, mask, scale, table, comp
 def test_a_table_that_decomposes_sdpa_still_equals_eager(mask, compiler, capture):
     model = Attention(8, 16, mask=mask)
     compiled = _compile(model, _inputs(mask, torch.float32), compiler, capture, "raw")
-    assert "decomposes" in " ".join(compiler.graphs[0].meta["attention"].refused)
+    gm = compiler.graphs[0]
+    assert not _sdpa_nodes(gm) and "no attention kernel" in " ".join(gm.meta["attention"].refused)
     inputs = _inputs(mask, torch.float32)
     if mask == "bool":
         inputs[3][0, 0, 2] = True  # a row with every key removed: NaN, as in eager
     _check_close(compiled(*inputs)[0], model, inputs)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_keys_and_values_broadcast_over_heads(dtype, compiler, capture):
+    """One key/value head shared by every query head (``@`` broadcasts)."""
+    model = Attention(8, 16, mask="causal")
+
+    def inputs():
+        q, k, v = _inputs("none", dtype)
+        return [q, k[:, :1], v[:, :1]]
+
+    compiled = _compile(model, inputs(), compiler, capture)
+    # SDPA's CPU kernel takes no broadcast heads: torch picks its math, so the graph is left as
+    # written (the rewrite would only add ops)
+    gm = compiler.graphs[0]
+    assert not _sdpa_nodes(gm) and not gm.meta["attention"].fused
+    assert "no attention kernel" in " ".join(gm.meta["attention"].refused)
+    fresh = inputs()
+    _check_close(compiled(*fresh)[0], model, fresh)
 
 
 def test_causal_constant_mask_becomes_is_causal(compiler, capture):

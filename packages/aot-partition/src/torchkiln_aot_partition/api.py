@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Callable, Sequence
 
 import torch
@@ -116,23 +117,24 @@ def aot_compile(
 
 def _route_attention(fg: FunctionalGraph, graph_inputs, decomps) -> FunctionalGraph:
     """``fg`` with its hand-written attention routed to scaled_dot_product_attention (see
-    attention.py), traced again so torch picks the kernel; ``fg`` itself when nothing matched.
-    The decisions go to ``gm.meta["attention"]``."""
-    stats = fuse_attention(fg.gm)
-    if not stats.fused:
-        fg.gm.meta["attention"] = stats
-        return fg
-    with torch.no_grad():
-        again = trace_functional(fg.gm, graph_inputs, decomps)
-    for key in ("mutated_inputs", "num_user_outputs", "constant_outputs"):
-        if key in fg.gm.meta:
-            again.gm.meta[key] = fg.gm.meta[key]
-    if not any("scaled_dot_product" in str(n.target) for n in again.gm.graph.nodes):
-        # still correct (SDPA's math, rows the mask removes entirely set to NaN), just not faster
-        stats.refused.append("the decomposition table decomposes scaled_dot_product_attention's "
-                             "kernels into their math: no attention kernel in the graph")
-    again.gm.meta["attention"] = stats
-    return FunctionalGraph(again.gm, fg.num_user_outputs, fg.mutated_inputs)
+    attention.py), traced again so torch picks the kernel; ``fg`` itself, untouched, when nothing
+    matched or torch picked no attention kernel. The decisions go to ``gm.meta["attention"]``."""
+    # the rewrite works on a copy (nodes' meta shared, not copied) so fg stays as it was
+    candidate = fx.GraphModule(fg.gm, copy.deepcopy(fg.gm.graph))
+    stats = fuse_attention(candidate)
+    if stats.fused:
+        with torch.no_grad():
+            again = trace_functional(candidate, graph_inputs, decomps)
+        if any("scaled_dot_product" in str(n.target) for n in again.gm.graph.nodes):
+            again.gm.meta.update(fg.gm.meta)
+            again.gm.meta["attention"] = stats
+            return FunctionalGraph(again.gm, fg.num_user_outputs, fg.mutated_inputs)
+        stats.refused += [f"{line.split(':')[0]}: torch picked no attention kernel for these inputs "
+                          "(its math fallback, or a table that decomposes the kernels): left as written"
+                          for line in stats.fused]
+        stats.fused.clear()
+    fg.gm.meta["attention"] = stats
+    return fg
 
 
 def _bases_for(primals, mutated_inputs, *, grad: bool, symbolic: bool) -> SyntheticBases | None:
