@@ -6,7 +6,8 @@ becomes), a scale, an optional mask and a decomposed softmax; loop-ir then write
 weights (batch x heads x L x S) to memory and reads them back. ``fuse_attention`` recognises the
 pattern and puts one ``aten.scaled_dot_product_attention`` node in its place; the graph is traced
 again afterwards, so torch's own dispatcher picks the kernel (flash on CPU; flash, efficient or
-cuDNN on CUDA) and its input conversions, exactly as in eager.
+cuDNN on CUDA) and its input conversions, exactly as in eager. When it picks no kernel (its math
+fallback) ``aot_compile`` keeps the graph as written (``_route_attention`` in api.py).
 
 A rewrite happens only when every check passes, and each refusal carries its reason:
 
