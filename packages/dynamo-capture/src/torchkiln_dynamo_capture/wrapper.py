@@ -212,7 +212,8 @@ def _call_wrapper(mod, inner, forward, *args, **kwargs):
 def _global_module_hooks() -> bool:
     from torch.nn.modules import module as _m
 
-    return bool(_m._global_forward_hooks or _m._global_forward_pre_hooks)
+    return bool(_m._global_forward_hooks or _m._global_forward_pre_hooks
+                or _m._global_backward_hooks or _m._global_backward_pre_hooks)
 
 
 class CapturedFunction:

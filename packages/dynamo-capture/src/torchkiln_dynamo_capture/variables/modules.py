@@ -7,6 +7,7 @@ talk to a process group and a gradient reducer, which must run on every call, no
 from __future__ import annotations
 
 import torch
+from torch.nn.modules import module as _nn_module
 from torchkiln_guards import LengthMatch, ModuleHooksMatch
 
 from .._guards import ChildModulesMatch, SubmoduleHooksMatch
@@ -15,6 +16,10 @@ from ..exc import Unsupported
 from ..trace_rules import runs_in_python
 from .base import AttrMissing, ConstantVariable
 from .objects import UserObjectVariable
+
+#: the hook dicts nn.Module.__call__ reads, on the module and process-wide (register_module_forward_hook & co.)
+_OWN_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+_GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks")
 
 
 class NNModuleVariable(UserObjectVariable):
@@ -63,20 +68,34 @@ class NNModuleVariable(UserObjectVariable):
                               "it runs in Python; the forward of the module it wraps is captured as its own frame")
             err.in_callee = True
             raise err
-        if m._backward_hooks or m._backward_pre_hooks:
-            raise Unsupported("module backward hooks")
         from .containers import TupleVariable
 
         where = self.source.expr() if self.source is not None else type(m).__name__
+        # guarded before any decision below: registering or removing a hook (the module's own or a
+        # global one) later must recompile, whether this call is inlined or breaks
         if isinstance(self.source, LocalSource):
-            tx.out.guards.append(ModuleHooksMatch(self.source, m))
+            tx.out.guards.append(ModuleHooksMatch(self.source, m))  # covers the global dicts too
         else:
-            tx.out.guards.append(SubmoduleHooksMatch.of(
-                (m._forward_hooks, m._forward_pre_hooks), f"{where}._forward_hooks\n{where}._forward_pre_hooks"))
-        for hook_id, hook in list(m._forward_pre_hooks.items()):
+            own = [(getattr(m, n), f"{where}.{n}") for n in _OWN_HOOK_DICTS]
+            dicts, labels = zip(*(own + [(getattr(_nn_module, n), f"torch.nn.modules.module.{n}") for n in _GLOBAL_HOOK_DICTS]))
+            tx.out.guards.append(SubmoduleHooksMatch.of(dicts, "\n".join(labels)))
+        if m._backward_hooks or m._backward_pre_hooks or _nn_module._global_backward_hooks or _nn_module._global_backward_pre_hooks:
+            # nn.Module.__call__ wraps the inputs and outputs in BackwardHook nodes the graph has no
+            # way to express: the module runs in Python, where its backward hooks fire on backward
+            raise Unsupported(f"calling {type(m).__name__} ({where}) with backward hooks (register_full_backward_hook "
+                              "or a global one)", "the module call runs eagerly so its backward hooks fire")
+        # nn.Module.__call__'s order: global hooks first, then the module's own; a global hook may be
+        # a kwargs hook only for forward hooks (pre-hooks check the module's own kwargs set only)
+        pre = [(i, h, f"torch.nn.modules.module._global_forward_pre_hooks[{i}]") for i, h in _nn_module._global_forward_pre_hooks.items()]
+        pre += [(i, h, f"{where}._forward_pre_hooks[{i}]") for i, h in m._forward_pre_hooks.items()]
+        post = [(i, h, f"torch.nn.modules.module._global_forward_hooks[{i}]") for i, h in _nn_module._global_forward_hooks.items()]
+        post += [(i, h, f"{where}._forward_hooks[{i}]") for i, h in m._forward_hooks.items()]
+        for hook_id, hook, hook_where in pre:
             # a source for the hook (held by reference; the hooks guard above pins it): what it
-            # reaches through its closure or globals can then be mutated and replayed
-            hook_v = tx.wrap(hook, HeldObjectSource(hook, f"{where}._forward_pre_hooks[{hook_id}]"))
+            # reaches through its closure or globals can then be mutated and replayed. A hook that
+            # cannot be traced raises Unsupported inside it: the call breaks and nn.Module.__call__
+            # runs every hook around the captured forward (CaptureContext.module_callee)
+            hook_v = tx.wrap(hook, HeldObjectSource(hook, hook_where))
             if hook_id in m._forward_pre_hooks_with_kwargs:
                 res = tx.call_function(hook_v, [self, TupleVariable(args), _dict(kwargs)], {})
                 if not (res.is_python_constant() and res.as_python_constant() is None):
@@ -87,9 +106,9 @@ class NNModuleVariable(UserObjectVariable):
                 if not (res.is_python_constant() and res.as_python_constant() is None):
                     args = tx.unpack(res) if isinstance(res, TupleVariable) else [res]
         out = self.var_getattr(tx, "forward").call(tx, args, kwargs)
-        for hook_id, hook in list(m._forward_hooks.items()):
-            hook_v = tx.wrap(hook, HeldObjectSource(hook, f"{where}._forward_hooks[{hook_id}]"))
-            if hook_id in m._forward_hooks_with_kwargs:
+        for hook_id, hook, hook_where in post:
+            hook_v = tx.wrap(hook, HeldObjectSource(hook, hook_where))
+            if hook_id in m._forward_hooks_with_kwargs or hook_id in _nn_module._global_forward_hooks_with_kwargs:
                 res = tx.call_function(hook_v, [self, TupleVariable(args), _dict(kwargs), out], {})
             else:
                 res = tx.call_function(hook_v, [self, TupleVariable(args), out], {})

@@ -1,0 +1,281 @@
+"""Module hooks inside a captured forward: global (register_module_forward_hook & co.) and per-submodule
+forward, pre- and backward hooks, each case against eager on fresh random inputs: outputs, gradients,
+and the order and arguments of the hook calls recorded in a list."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch import nn
+from torch.nn.modules import module as nn_module
+from torchkiln_dynamo_capture import capture, explain
+
+
+class Counting:
+    """A backend that runs the graph as is and counts the graphs it was handed."""
+
+    def __init__(self):
+        self.calls = 0
+
+    def __call__(self, gm, example_inputs):
+        self.calls += 1
+        return gm.forward
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Linear(4, 6)
+        self.b = nn.Sequential(nn.ReLU(), nn.Linear(6, 3))
+
+    def forward(self, x):
+        return self.b(self.a(x)).tanh()
+
+
+@pytest.fixture
+def handles():
+    """Hook handles removed after the test whatever happens: a global hook left behind would leak
+    into every later test."""
+    hs = []
+    yield hs
+    for h in hs:
+        h.remove()
+
+
+def _net():
+    torch.manual_seed(0)
+    return Net()
+
+
+def _same_log(got, want):
+    """Both logs hold (label, tensors...) entries in the same order with the same values."""
+    assert [e[0] for e in got] == [e[0] for e in want]
+    for g, w in zip(got, want):
+        assert len(g) == len(w)
+        for a, b in zip(g[1:], w[1:]):
+            torch.testing.assert_close(a, b)
+
+
+def _logging_hooks(log):
+    def pre(mod, args):
+        log.append((f"pre {type(mod).__name__}", args[0].clone()))
+
+    def post(mod, args, out):
+        log.append((f"post {type(mod).__name__}", args[0].clone(), out.clone()))
+
+    return pre, post
+
+
+def _check(f, make_inputs, log, be=None, calls=3):
+    """``f`` captured and eager agree (outputs, then the hook log) on ``calls`` fresh inputs."""
+    cf = capture(f, be or Counting())
+    for _ in range(calls):
+        x = make_inputs()
+        log.clear()
+        want = f(x)
+        want_log = list(log)
+        log.clear()
+        got = cf(x)
+        torch.testing.assert_close(got, want)
+        _same_log(log, want_log)
+        assert want_log  # the hooks did fire
+    return cf
+
+
+def test_global_hooks_fire_for_every_submodule_in_order(handles):
+    net, log, be = _net(), [], Counting()
+    pre, post = _logging_hooks(log)
+    handles += [nn_module.register_module_forward_pre_hook(pre), nn_module.register_module_forward_hook(post)]
+    _check(lambda x: net(x), lambda: torch.randn(5, 4), log, be)
+    assert be.calls == 1  # traceable hooks are inlined: one graph, no break
+    # eager fires for Net, a, b, b.0, b.1: five pre- and five post-hook calls
+    assert len(log) == 10
+
+
+def test_global_hooks_that_rewrite_inputs_and_outputs(handles):
+    net, log = _net(), []
+
+    def pre(mod, args):
+        log.append((f"pre {type(mod).__name__}", args[0].clone()))
+        if isinstance(mod, nn.Linear):
+            return args[0] * 0.5  # a bare value: nn.Module wraps it in a tuple
+
+    def post(mod, args, out):
+        log.append((f"post {type(mod).__name__}", out.clone()))
+        return out + 1.0 if isinstance(mod, nn.ReLU) else None
+
+    def kw_post(mod, args, kwargs, out):
+        log.append((f"kw {type(mod).__name__}", out.clone()))
+        return out * 2.0 if isinstance(mod, nn.Sequential) else None
+
+    handles += [nn_module.register_module_forward_pre_hook(pre), nn_module.register_module_forward_hook(post),
+                nn_module.register_module_forward_hook(kw_post, with_kwargs=True)]
+    be = Counting()
+    _check(lambda x: net(x), lambda: torch.randn(5, 4), log, be)
+    assert be.calls == 1
+
+
+def test_global_and_module_hooks_order(handles):
+    """Global hooks run before the module's own, pre- and post-, as nn.Module.__call__ does."""
+    net, log = _net(), []
+    handles.append(nn_module.register_module_forward_hook(lambda m, a, o: log.append((f"global {type(m).__name__}", o.clone()))))
+    handles.append(net.a.register_forward_hook(lambda m, a, o: log.append(("own a", o.clone())) or o - 1))
+    handles.append(net.b[1].register_forward_pre_hook(lambda m, a: log.append(("own pre b1", a[0].clone())) or (a[0] * 3,)))
+    _check(lambda x: net(x), lambda: torch.randn(2, 4), log)
+
+
+def test_registering_and_removing_global_hooks_recompiles(handles):
+    net, log, be = _net(), [], Counting()
+    cf = capture(lambda x: net(x), be)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(cf(x), net(x))
+    assert be.calls == 1
+    h = nn_module.register_module_forward_hook(lambda m, a, o: log.append((type(m).__name__, o.clone())) or o * 2)
+    handles.append(h)
+    for _ in range(2):
+        x = torch.randn(3, 4)
+        log.clear()
+        want = net(x)
+        want_log = list(log)
+        log.clear()
+        torch.testing.assert_close(cf(x), want)
+        _same_log(log, want_log)
+    assert be.calls == 2  # the hook set changed once: one recompile
+    h.remove()
+    x = torch.randn(3, 4)
+    log.clear()
+    torch.testing.assert_close(cf(x), net(x))
+    assert log == []  # never silently stale: the removed hook does not fire
+    assert be.calls == 2  # the first entry is valid again
+    pre = nn_module.register_module_forward_pre_hook(lambda m, a: (a[0] + 1,) if isinstance(m, nn.Linear) else None)
+    handles.append(pre)
+    x = torch.randn(3, 4)
+    torch.testing.assert_close(cf(x), net(x))
+    assert be.calls == 3
+
+
+def test_submodule_hooks_added_and_removed_between_calls(handles):
+    net, log, be = _net(), [], Counting()
+    cf = capture(lambda x: net(x), be)
+
+    def same(x):
+        log.clear()
+        want = net(x)
+        want_log = list(log)
+        log.clear()
+        torch.testing.assert_close(cf(x), want)
+        _same_log(log, want_log)
+
+    same(torch.randn(2, 4))
+    h1 = net.b[1].register_forward_hook(lambda m, a, o: log.append(("b1", a[0].clone(), o.clone())) or o.flip(-1))
+    same(torch.randn(2, 4))
+    h2 = net.a.register_forward_pre_hook(lambda m, a, k: log.append(("a", a[0].clone())) or ((a[0].sin(),), k),
+                                         with_kwargs=True)
+    same(torch.randn(2, 4))
+    h1.remove()
+    same(torch.randn(2, 4))
+    h2.remove()
+    same(torch.randn(2, 4))
+    assert be.calls == 4  # no hooks, b1's, b1's and a's, a's; then none again (the first entry)
+
+
+def test_untraceable_global_hook_breaks_around_the_call(handles, capsys):
+    """A hook that prints cannot be captured: each submodule call breaks and runs with its hooks in
+    Python; the hook is never skipped, and outputs, prints and the log match eager."""
+    net, log = _net(), []
+
+    def noisy(mod, args, out):
+        print("hook", type(mod).__name__, tuple(out.shape))
+        log.append((type(mod).__name__, out.clone()))
+        return out * 2 if isinstance(mod, nn.Linear) else None
+
+    handles.append(nn_module.register_module_forward_hook(noisy))
+    f = lambda x: net(x)  # noqa: E731
+    cf = capture(f, Counting())
+    for _ in range(2):
+        x = torch.randn(2, 4)
+        log.clear()
+        want = f(x)
+        want_log, want_out = list(log), capsys.readouterr().out
+        log.clear()
+        torch.testing.assert_close(cf(x), want)
+        _same_log(log, want_log)
+        assert capsys.readouterr().out == want_out and want_out.count("hook") == 5
+
+
+def test_untraceable_submodule_hook_runs_with_the_submodule():
+    net, log = _net(), []
+    net.b[1].register_forward_pre_hook(lambda m, a: print("pre", tuple(a[0].shape)) or log.append(("pre", a[0].clone())))
+    net.b[1].register_forward_hook(lambda m, a, o: log.append(("post", o.clone())) or o + 1)
+    cf = capture(lambda x: net(x), Counting())
+    for _ in range(2):
+        x = torch.randn(2, 4)
+        log.clear()
+        want = net(x)
+        want_log = list(log)
+        log.clear()
+        torch.testing.assert_close(cf(x), want)
+        _same_log(log, want_log)
+    r = explain(lambda x: net(x))(torch.randn(2, 4))
+    assert r.graph_break_count >= 1
+
+
+def _grads_and_log(f, net, x, log):
+    log.clear()
+    net.zero_grad()
+    x = x.clone().requires_grad_()
+    out = f(x)
+    out.sum().backward()
+    return out.detach(), x.grad, [p.grad.clone() for p in net.parameters()], list(log)
+
+
+def test_submodule_backward_hook_breaks_with_a_reason_and_fires():
+    net, log = _net(), []
+    f = lambda x: net(x)  # noqa: E731
+    cf = capture(f, Counting())
+    x = torch.randn(3, 4)
+    cf(x)  # captured without backward hooks first: registering one later must not be silently dropped
+    net.b[1].register_full_backward_hook(lambda m, gin, gout: log.append(("bwd", gout[0].clone())) or None)
+    net.a.register_full_backward_pre_hook(lambda m, gout: log.append(("bwd pre", gout[0].clone())) or (gout[0] * 2,))
+    for _ in range(2):
+        x = torch.randn(3, 4)
+        want = _grads_and_log(f, net, x, log)
+        got = _grads_and_log(cf, net, x, log)
+        torch.testing.assert_close(got[:3], want[:3])
+        _same_log(got[3], want[3])
+        assert len(want[3]) == 2
+    r = explain(f)(torch.randn(3, 4))
+    assert any("backward hooks" in b.reason for b in r.breaks)
+
+
+def test_global_backward_hook_fires_for_submodules(handles):
+    net, log = _net(), []
+    f = lambda x: net(x)  # noqa: E731
+    cf = capture(f, Counting())
+    cf(torch.randn(3, 4))
+    handles.append(nn_module.register_module_full_backward_hook(
+        lambda m, gin, gout: log.append((type(m).__name__, gout[0].clone())) or None))
+    for _ in range(2):
+        x = torch.randn(3, 4)
+        want = _grads_and_log(f, net, x, log)
+        got = _grads_and_log(cf, net, x, log)
+        torch.testing.assert_close(got[:3], want[:3])
+        _same_log(got[3], want[3])
+        assert len(want[3]) == 5
+
+
+def test_global_hooks_through_the_module_proxy(handles):
+    """capture(module) fires global hooks for the proxy too (as torch.compile does for its wrapper);
+    leaving those out, the calls for the original and its submodules match eager."""
+    net, log = _net(), []
+    pre, post = _logging_hooks(log)
+    handles += [nn_module.register_module_forward_pre_hook(pre), nn_module.register_module_forward_hook(post)]
+    cm = capture(net, Counting())
+    for _ in range(2):
+        x = torch.randn(4, 4)
+        log.clear()
+        want = net(x)
+        want_log = list(log)
+        log.clear()
+        torch.testing.assert_close(cm(x), want)
+        _same_log([e for e in log if "CapturedModule" not in e[0]], want_log)
