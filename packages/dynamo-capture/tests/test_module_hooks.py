@@ -234,7 +234,7 @@ def test_submodule_backward_hook_breaks_with_a_reason_and_fires():
     f = lambda x: net(x)  # noqa: E731
     cf = capture(f, Counting())
     x = torch.randn(3, 4)
-    cf(x)  # captured without backward hooks first: registering one later must not be silently dropped
+    cf(x.requires_grad_())  # captured without backward hooks first: registering one later must not be silently dropped
     net.b[1].register_full_backward_hook(lambda m, gin, gout: log.append(("bwd", gout[0].clone())) or None)
     net.a.register_full_backward_pre_hook(lambda m, gout: log.append(("bwd pre", gout[0].clone())) or (gout[0] * 2,))
     for _ in range(2):
@@ -252,7 +252,7 @@ def test_global_backward_hook_fires_for_submodules(handles):
     net, log = _net(), []
     f = lambda x: net(x)  # noqa: E731
     cf = capture(f, Counting())
-    cf(torch.randn(3, 4))
+    cf(torch.randn(3, 4, requires_grad=True))  # captured first without the hook, for the same inputs
     handles.append(nn_module.register_module_full_backward_hook(
         lambda m, gin, gout: log.append((type(m).__name__, gout[0].clone())) or None))
     for _ in range(2):
@@ -279,3 +279,18 @@ def test_global_hooks_through_the_module_proxy(handles):
         log.clear()
         torch.testing.assert_close(cm(x), want)
         _same_log([e for e in log if "CapturedModule" not in e[0]], want_log)
+
+
+def test_global_hooks_fire_for_a_module_made_inside_the_forward(handles):
+    """torch.nn modules without parameters made inside a forward are inlined: eager fires global hooks
+    for them too."""
+    lin, log = nn.Linear(4, 4), []
+
+    def f(x):
+        return nn.GELU()(lin(x)) * 2
+
+    handles.append(nn_module.register_module_forward_hook(
+        lambda m, a, o: log.append((type(m).__name__, a[0].clone(), o.clone())) or (o + 1 if isinstance(m, nn.GELU) else None)))
+    be = Counting()
+    _check(f, lambda: torch.randn(3, 4), log, be)
+    assert be.calls == 1
