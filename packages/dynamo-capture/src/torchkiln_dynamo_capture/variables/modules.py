@@ -17,7 +17,8 @@ from ..trace_rules import runs_in_python
 from .base import AttrMissing, ConstantVariable
 from .objects import UserObjectVariable
 
-#: the hook dicts nn.Module.__call__ reads, on the module and process-wide (register_module_forward_hook & co.)
+#: the hook dicts nn.Module.__call__ reads, on the module and process-wide (register_module_forward_hook,
+#: register_module_forward_pre_hook, register_module_full_backward_hook, ...)
 _OWN_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 _GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks")
 
