@@ -26,7 +26,9 @@ process at compile time on random data, interleaved, the minimum of several runs
 the activation as its own pass (what the kernel after the GEMM does) against the fused oneDNN
 call; oneDNN is taken only when it is at least 5% faster. A residual add is charged nothing on
 the ``addmm`` side (the scheduler fuses it into the kernel after, usually the next layer norm).
-GEMMs above ``_MEASURE_MAX_FLOPS`` are not timed (a single run would cost seconds of compile
+GEMMs below ``_MEASURE_MIN_FLOPS`` keep ``addmm`` untimed (oneDNN's fixed cost is
+more than it could save; small graphs then compile to the same calls every run), and GEMMs above
+``_MEASURE_MAX_FLOPS`` are not timed (a single run would cost seconds of compile
 time): there oneDNN with the packed weight was never slower. ``"always"`` and ``"never"`` skip
 the measurement (tests, and turning the pass off).
 
@@ -57,6 +59,10 @@ _LIB.define("mkldnn_linear_add(Tensor x, Tensor other, Tensor weight, Tensor? bi
 MODES = ("measure", "always", "never")
 #: oneDNN's name of each activation post-op -> its ``algorithm`` argument
 _ALGORITHM = {"none": "", "relu": "", "gelu": "none", "swish": ""}
+#: 2*M*K*N below which oneDNN is not timed and not taken: its fixed cost (~15 us a call on the
+#: 2-core CPU) is more than anything it saves there (a GEMM this size takes ~100 us with addmm);
+#: it also keeps small graphs' calls the same from run to run
+_MEASURE_MIN_FLOPS = 8e6
 #: 2*M*K*N above which a GEMM is not timed at compile time (oneDNN is taken)
 _MEASURE_MAX_FLOPS = 4e9
 _GELU_HALF, _GELU_SQRT1_2 = 0.5, 1.0 / math.sqrt(2.0)
@@ -287,7 +293,12 @@ def use_mkldnn_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.Gr
         m, k = _val(x).shape
         n = _val(w).shape[0]
         what = f"{m}x{k}x{n}" + (" + bias" if b is not None else "") + (f" + {attr}" if attr != "none" else "")
-        if mode == "measure" and 2 * m * k * n <= _MEASURE_MAX_FLOPS:
+        flops = 2 * m * k * n
+        if mode == "measure" and flops < _MEASURE_MIN_FLOPS:
+            log.append(f"{gemm.name}: {gemm.target} kept ({what}: {flops / 1e6:.1f} MFLOP, below "
+                       f"{_MEASURE_MIN_FLOPS / 1e6:.0f} MFLOP: oneDNN's fixed cost outweighs what it saves)")
+            continue
+        if mode == "measure" and flops <= _MEASURE_MAX_FLOPS:
             faster, t_base, t_dnn = _measured(m, k, n, b is not None, attr)
             timing = f"addmm {t_base * 1e6:.0f} us, oneDNN {t_dnn * 1e6:.0f} us"
             if not faster:
