@@ -124,6 +124,31 @@ def test_training_step_gradients_match_eager():
         torch.testing.assert_close(p.grad, q.grad, **TOL)
 
 
+class Conv1D(nn.Module):
+    """GPT-2's linear layer: the weight stored (in, out), ``addmm(b, x, w)``, then GELU."""
+
+    def __init__(self):
+        super().__init__()
+        self.weight, self.bias = nn.Parameter(torch.randn(16, 40)), nn.Parameter(torch.randn(40))
+
+    def forward(self, x):
+        y = torch.addmm(self.bias, x.view(-1, x.shape[-1]), self.weight)
+        return F.gelu(y.view(*x.shape[:-1], -1))
+
+
+@needs_mkldnn
+def test_conv1d_weight_in_out_matches_eager_and_sees_updates():
+    model = Conv1D().eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 3, 16)
+            torch.testing.assert_close(compiled(x), model(x), **TOL)
+        model.weight.add_(1.0)
+        torch.testing.assert_close(compiled(x), model(x), **TOL)
+    assert "16x40 + bias + gelu fused" in "\n".join(_linears(compiled))
+
+
 def test_never_keeps_addmm_and_matches_eager():
     model = Block().eval()
     compiled = _compile(model, mode="never")

@@ -3,19 +3,22 @@ the epilogue (bias, activation, or a residual add) applied inside the GEMM call.
 
 ``use_mkldnn_linears(gm, mode)`` is a pass over the ATen graph before lowering, beside
 ``mkldnn.use_mkldnn_convolutions`` (whose helpers it shares). A linear layer reaches loop-ir as
-``addmm(b, x, permute(w, [1, 0]))`` or ``mm(x, permute(w, [1, 0]))``, often followed by a
-``view`` back to the input's leading dims. When ``w`` is a contiguous 2-D float32 graph input (a
-parameter, frozen or not), the call and its sole consumer can become one
-``torchkiln.mkldnn_linear(x, w, b, attr, pack_weight)``:
+``addmm(b, x, permute(w, [1, 0]))`` or ``mm(x, permute(w, [1, 0]))`` (GPT-2's ``Conv1D``, whose
+weight is stored (in, out): ``addmm(b, x, w)``), often followed by a ``view`` back to the
+input's leading dims. When ``w`` is a contiguous 2-D float32 graph input (a parameter, frozen or
+not), the call and its sole consumer can become one
+``torchkiln.mkldnn_linear(x, w, b, attr, pack_weight, weight_in_out)``:
 
 - ``attr`` is the activation oneDNN applies as a post-op: ``relu``, ``gelu`` (the exact, erf
   form, which reaches loop-ir decomposed: ``v * 0.5 * (1 + erf(v * 0.7071067811865476))``) or
   ``swish`` (SiLU, decomposed as ``v * sigmoid(v)``);
 - or the consumer is a residual add of a tensor of the result's shape:
-  ``torchkiln.mkldnn_linear_add(x, other, w, b, pack_weight)`` (oneDNN's binary post-op);
+  ``torchkiln.mkldnn_linear_add(x, other, w, b, pack_weight, weight_in_out)`` (oneDNN's binary post-op);
 - the weight is reordered once into oneDNN's blocked layout and reused while the tensor is
-  unchanged (``_packed_weight``: keyed by the tensor, its version counter, data pointer and the
-  row count; a parameter updated in place or replaced is packed again before the next call).
+  unchanged (``_weight``: keyed by the tensor, its version counter, data pointer and the
+  row count; a parameter updated in place or replaced is packed again before the next call; a
+  tensor is packed the second time it is seen, so a weight that is a new tensor on every call
+  is never reordered).
 
 Which call is faster depends on the shape: oneDNN's call costs ~15 us more than MKL's ``addmm``
 on the 2-core CPU, which dominates below ~100k multiply-adds per output tile row set (the zoo's
@@ -52,9 +55,10 @@ from .mkldnn import _LIB, _fake_meta, _propagate_meta, _static_inputs, _val, mkl
 
 aten = torch.ops.aten
 
-_LIB.define("mkldnn_linear(Tensor x, Tensor weight, Tensor? bias, str attr, bool pack_weight) -> Tensor")
-_LIB.define("mkldnn_linear_add(Tensor x, Tensor other, Tensor weight, Tensor? bias, bool pack_weight) "
-            "-> Tensor")
+_LIB.define("mkldnn_linear(Tensor x, Tensor weight, Tensor? bias, str attr, bool pack_weight, "
+            "bool weight_in_out) -> Tensor")
+_LIB.define("mkldnn_linear_add(Tensor x, Tensor other, Tensor weight, Tensor? bias, bool pack_weight, "
+            "bool weight_in_out) -> Tensor")
 
 MODES = ("measure", "always", "never")
 #: oneDNN's name of each activation post-op -> its ``algorithm`` argument
@@ -73,41 +77,52 @@ _PACKED: WeakIdKeyDictionary = WeakIdKeyDictionary()
 _DECISIONS: dict[tuple[Any, ...], tuple[bool, float, float]] = {}
 
 
-def _packed_weight(weight: torch.Tensor, rows: int) -> torch.Tensor:
-    """``weight`` in oneDNN's blocked layout, reordered once per change of the tensor (version
-    counter, data pointer) or of the row count it was packed for."""
+def _weight(weight: torch.Tensor, rows: int, pack: bool, in_out: bool) -> torch.Tensor:
+    """The (out, in) weight oneDNN takes: ``weight`` itself, or its transpose when it is stored
+    (in, out) (GPT-2's ``Conv1D``); with ``pack``, in oneDNN's blocked layout, reordered once
+    per change of the tensor (version counter, data pointer) or of the row count it was packed
+    for. A tensor seen for the first time is used unpacked: a weight that is a new tensor on
+    every call (not a parameter) then never pays for a reorder it cannot reuse."""
+    logical = weight.t() if in_out else weight
+    if not pack:
+        return logical
     key = (weight._version, weight.data_ptr(), rows)
     hit = _PACKED.get(weight)
     if hit is not None and hit[0] == key:
         return hit[1]
-    packed = torch.ops.mkldnn._reorder_linear_weight(weight, rows)
+    if hit is None:
+        _PACKED[weight] = (None, None)  # seen once: pack if it comes again
+        return logical
+    packed = torch.ops.mkldnn._reorder_linear_weight(logical, rows)
     _PACKED[weight] = (key, packed)
     return packed
 
 
-def _mkldnn_linear(x, weight, bias, attr, pack_weight):
-    if pack_weight:
-        weight = _packed_weight(weight, x.shape[0])
+def _mkldnn_linear(x, weight, bias, attr, pack_weight, weight_in_out):
+    weight = _weight(weight, x.shape[0], pack_weight, weight_in_out)
     return torch.ops.mkldnn._linear_pointwise(x, weight, bias, attr, [], _ALGORITHM[attr])
 
 
-def _mkldnn_linear_fake(x, weight, bias, attr, pack_weight):
-    return x.new_empty((x.shape[0], weight.shape[0]))
+def _out_features(weight, weight_in_out):
+    return weight.shape[1] if weight_in_out else weight.shape[0]
 
 
-def _mkldnn_linear_add(x, other, weight, bias, pack_weight):
+def _mkldnn_linear_fake(x, weight, bias, attr, pack_weight, weight_in_out):
+    return x.new_empty((x.shape[0], _out_features(weight, weight_in_out)))
+
+
+def _mkldnn_linear_add(x, other, weight, bias, pack_weight, weight_in_out):
     """``linear(x) + other``: the residual add as oneDNN's binary post-op (``other`` is read as
     the (rows, out) matrix it is a view of, copied first when its layout is not that)."""
-    if pack_weight:
-        weight = _packed_weight(weight, x.shape[0])
-    other = other.reshape(x.shape[0], weight.shape[0])
+    other = other.reshape(x.shape[0], _out_features(weight, weight_in_out))
     if not other.is_contiguous():
         other = other.contiguous()
+    weight = _weight(weight, x.shape[0], pack_weight, weight_in_out)
     return torch.ops.mkldnn._linear_pointwise.binary(x, other, weight, bias, "add")
 
 
-def _mkldnn_linear_add_fake(x, other, weight, bias, pack_weight):
-    return x.new_empty((x.shape[0], weight.shape[0]))
+def _mkldnn_linear_add_fake(x, other, weight, bias, pack_weight, weight_in_out):
+    return x.new_empty((x.shape[0], _out_features(weight, weight_in_out)))
 
 
 _LIB.impl("mkldnn_linear", _mkldnn_linear, "CPU")
@@ -183,18 +198,19 @@ def _epilogue(y: fx.Node) -> tuple[str, fx.Node | None, list[fx.Node], str]:
 
 
 def _linear_parts(node: fx.Node, placeholders: set[fx.Node]) -> tuple[Any, ...] | str:
-    """(x, weight, bias) of an ``addmm``/``mm`` that is a linear layer of a weight graph input,
-    or the reason it is not one oneDNN takes."""
+    """(x, weight, bias, weight stored (in, out)) of an ``addmm``/``mm`` that is a linear layer
+    of a weight graph input, or the reason it is not one oneDNN takes."""
     if node.target is aten.addmm.default:
         if node.kwargs:
             return "addmm with alpha/beta"
         bias, x, wt = node.args
     else:
         bias, (x, wt) = None, node.args
-    if not (isinstance(wt, fx.Node) and wt.target in (aten.permute.default, aten.t.default)
-            and (wt.target is aten.t.default or list(wt.args[1]) == [1, 0])):
+    in_out = bias is not None and wt in placeholders  # GPT-2's Conv1D: addmm(b, x, w), w (in, out)
+    if not in_out and not (isinstance(wt, fx.Node) and wt.target in (aten.permute.default, aten.t.default)
+                           and (wt.target is aten.t.default or list(wt.args[1]) == [1, 0])):
         return "its right operand is not a transposed weight"
-    w = wt.args[0]
+    w = wt if in_out else wt.args[0]
     if w not in placeholders:
         return "its weight is computed in the graph (only a graph input is prepacked)"
     xv, wv, yv = _val(x), _val(w), _val(node)
@@ -207,9 +223,9 @@ def _linear_parts(node: fx.Node, placeholders: set[fx.Node]) -> tuple[Any, ...] 
     if bias is not None:
         bv = _val(bias)
         if not (isinstance(bv, torch.Tensor) and bv.dim() == 1 and bv.dtype == torch.float32
-                and bv.shape[0] == wv.shape[0]):
+                and bv.shape[0] == wv.shape[1 if in_out else 0]):
             return "its bias is not a vector of the output width"
-    return x, w, bias
+    return x, w, bias, in_out
 
 
 def _time_min(fns: dict[str, Any], budget_s: float = 0.03, min_reps: int = 3) -> dict[str, float]:
@@ -247,12 +263,13 @@ def _measured(m: int, k: int, n: int, bias: bool, epilogue: str) -> tuple[bool, 
                 y = torch.addmm(b, x, wt) if bias else torch.mm(x, wt)
                 return act(y) if act is not None else y
 
+            _weight(w, m, True, False)  # seen once: the calls below use it packed
             if epilogue == "add":
                 def fused():
-                    return _mkldnn_linear_add(x, other, w, b, True)
+                    return _mkldnn_linear_add(x, other, w, b, True, False)
             else:
                 def fused():
-                    return _mkldnn_linear(x, w, b, epilogue, True)
+                    return _mkldnn_linear(x, w, b, epilogue, True, False)
 
             times = _time_min({"addmm": base, "onednn": fused})
         _DECISIONS[key] = (times["onednn"] < 0.95 * times["addmm"], times["addmm"], times["onednn"])
@@ -285,13 +302,13 @@ def use_mkldnn_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.Gr
         if isinstance(parts, str):
             log.append(f"{gemm.name}: {gemm.target} kept ({parts})")
             continue
-        x, w, b = parts
+        x, w, b, in_out = parts
         # the linear's result as the model sees it: the GEMM, or its view to the leading dims
         view = _sole_user(gemm)
         y = view if view is not None and view.target in (aten.view.default, aten._unsafe_view.default) else gemm
         attr, other, replaced, why = _epilogue(y)
         m, k = _val(x).shape
-        n = _val(w).shape[0]
+        n = _val(w).shape[1 if in_out else 0]
         what = f"{m}x{k}x{n}" + (" + bias" if b is not None else "") + (f" + {attr}" if attr != "none" else "")
         flops = 2 * m * k * n
         if mode == "measure" and flops < _MEASURE_MIN_FLOPS:
@@ -309,9 +326,9 @@ def use_mkldnn_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.Gr
             timing = "not measured" if mode == "measure" else f"mode {mode!r}"
         with graph.inserting_before(replaced[0] if replaced else gemm):
             if other is not None:
-                new = graph.call_function(MKLDNN_LINEAR_ADD, (x, other, w, b, True))
+                new = graph.call_function(MKLDNN_LINEAR_ADD, (x, other, w, b, True, in_out))
             else:
-                new = graph.call_function(MKLDNN_LINEAR, (x, w, b, attr, True))
+                new = graph.call_function(MKLDNN_LINEAR, (x, w, b, attr, True, in_out))
             _fake_meta(new)
             last = replaced[-1] if replaced else y
             result = new
@@ -319,7 +336,8 @@ def use_mkldnn_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.Gr
                 result = graph.call_function(aten.view.default, (new, list(_val(y).shape)))
                 _fake_meta(result)
         last.replace_all_uses_with(result)
-        for node in reversed([gemm.args[-1], gemm, *([y] if y is not gemm else []), *replaced]):
+        transpose = [] if in_out else [gemm.args[-1]]
+        for node in reversed([*transpose, gemm, *([y] if y is not gemm else []), *replaced]):
             if not node.users:  # the weight's transpose goes last: nothing reads it now
                 graph.erase_node(node)
         changed = True
