@@ -196,3 +196,75 @@ def test_pass_leaves_other_matmuls_and_says_why():
 def test_bad_mode_is_a_typed_error():
     with pytest.raises(ValueError, match="mkldnn_linear"):
         LoopIROptions(mkldnn_linear="sometimes")
+
+
+class QKV(nn.Module):
+    """Attention's three projections of one input (3-D: each flattens it with its own view),
+    and a gated MLP's two, as in Llama."""
+
+    def __init__(self, bias: bool, return_key: bool = False):
+        super().__init__()
+        self.q, self.k, self.v = (nn.Linear(16, 16, bias=bias) for _ in range(3))
+        self.gate, self.up = nn.Linear(16, 24, bias=bias), nn.Linear(16, 24, bias=bias)
+        self.return_key = return_key
+
+    def forward(self, x):
+        b, t, c = x.shape
+        q, k, v = (p(x).view(b, t, 2, 8).transpose(1, 2) for p in (self.q, self.k, self.v))
+        a = F.scaled_dot_product_attention(q, k, v).transpose(1, 2).reshape(b, t, c)
+        out = (a, F.silu(self.gate(a)) * self.up(a))
+        return (*out, k) if self.return_key else out
+
+
+@pytest.mark.parametrize("bias", [True, False], ids=["bias", "no_bias"])
+@pytest.mark.parametrize("mode", ["never", "always"])
+@pytest.mark.parametrize("freezing", [True, False], ids=["frozen", "unfrozen"])
+def test_grouped_linears_match_eager_and_see_updates(bias, mode, freezing):
+    if mode == "always" and not mkldnn_available():
+        pytest.skip("torch built without mkldnn")
+    model = QKV(bias).eval()
+    compiled = _compile(model, mode=mode, freezing=freezing)
+    with torch.no_grad():
+        x = torch.randn(2, 5, 16)
+        torch.testing.assert_close(compiled(x), model(x), **TOL)
+        model.k.weight.mul_(2.0)
+        model.up.load_state_dict(nn.Linear(16, 24, bias=bias).state_dict())
+        x = torch.randn(2, 5, 16)
+        torch.testing.assert_close(compiled(x), model(x), **TOL)
+    log = "\n".join(_linears(compiled))
+    assert "3 linears" in log and "2 linears" in log, log
+    assert "linear_group" in " ".join(torchkiln.report(compiled).graphs[0].extern_calls)
+
+
+def test_returned_strided_projection_is_not_grouped():
+    model = QKV(True, return_key=True).eval()
+    compiled = _compile(model, mode="never")
+    with torch.no_grad():
+        x = torch.randn(2, 5, 16)
+        out, expected = compiled(x), model(x)
+        torch.testing.assert_close(out, expected, **TOL)
+        assert out[2].stride() == expected[2].stride()  # the caller sees eager's strides
+    assert "not grouped" in "\n".join(_linears(compiled))
+
+
+def test_grouped_linears_training_gradients_match_eager():
+    model, eager = QKV(True), QKV(True)
+    eager.load_state_dict(model.state_dict())
+    compiled = _compile(model, mode="never")
+    x = torch.randn(2, 5, 16)
+    sum(o.square().sum() for o in compiled(x)).backward()
+    sum(o.square().sum() for o in eager(x)).backward()
+    for p, q in zip(model.parameters(), eager.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, **TOL)
+
+
+def test_group_linears_off_keeps_separate_gemms():
+    model = QKV(True).eval()
+    compiled = torchkiln.compile(model, options={
+        "strict": True, "graph_cache": False,
+        "loop_ir": {"mkldnn_linear": "never", "group_linears": False}})
+    with torch.no_grad():
+        x = torch.randn(2, 5, 16)
+        torch.testing.assert_close(compiled(x), model(x), **TOL)
+    externs = torchkiln.report(compiled).graphs[0].extern_calls
+    assert not any("linear_group" in e for e in externs) and externs.count("aten.addmm") == 5

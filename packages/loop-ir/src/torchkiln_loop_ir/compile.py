@@ -153,10 +153,15 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
 
         gm, convolution_log = use_mkldnn_convolutions(gm)
     linear_log: tuple[str, ...] = ()
+    if options.group_linears and getattr(backend, "device_type", None) == "cpu":
+        from .linear_group import group_linears
+
+        gm, linear_log = group_linears(gm, options.mkldnn_linear)
     if options.mkldnn_linear != "never" and getattr(backend, "device_type", None) == "cpu":
         from .mkldnn_linear import use_mkldnn_linears
 
-        gm, linear_log = use_mkldnn_linears(gm, options.mkldnn_linear)
+        gm, more = use_mkldnn_linears(gm, options.mkldnn_linear)
+        linear_log += more
     graph_ir = lower(gm, example_inputs, options)
     lap("lowering")
     scheduled = schedule(graph_ir, backend.capabilities, options)

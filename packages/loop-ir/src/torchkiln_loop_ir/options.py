@@ -22,6 +22,9 @@ class LoopIROptions:
         transposed weight input) run through oneDNN with a prepacked weight and their activation
         or residual add fused (mkldnn_linear.py): "measure" (default: where timing the shape at
         compile time says it is faster than ``addmm``), "always", or "never".
+    group_linears: on a CPU backend, run linear layers that read the same input (attention's
+        query, key and value projections) as one GEMM of their concatenated weights
+        (linear_group.py).
     autotune: deprecated, not a field: loop-ir never autotuned (block-size search is the Triton
         code generator's ``TritonOptions.autotune``); still accepted, with a DeprecationWarning.
     """
@@ -32,6 +35,7 @@ class LoopIROptions:
     reuse_buffers: bool = True
     mkldnn_convolution: bool = True
     mkldnn_linear: str = "measure"
+    group_linears: bool = True
     autotune: InitVar[bool | None] = None
 
     def __post_init__(self, autotune: bool | None) -> None:
