@@ -268,3 +268,37 @@ def test_group_linears_off_keeps_separate_gemms():
         torch.testing.assert_close(compiled(x), model(x), **TOL)
     externs = torchkiln.report(compiled).graphs[0].extern_calls
     assert not any("linear_group" in e for e in externs) and externs.count("aten.addmm") == 5
+
+
+_CACHED_RUN = """
+import sys, torch, torchkiln
+sys.path.insert(0, {tests!r})
+from test_cpu_linear import QKV, Layer
+torch.manual_seed(0)
+model = torch.nn.Sequential(Layer("gelu", True, False), torch.nn.Linear(40, 16), QKV(True)).eval()
+compiled = torchkiln.compile(model, options={{"strict": True, "loop_ir": {{"mkldnn_linear": "always"}}}})
+with torch.no_grad():
+    x = torch.randn(2, 5, 24)
+    torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    model[2].q.weight.mul_(0.5)
+    model[0].fc.weight.mul_(0.5)
+    torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+graph = torchkiln.report(compiled).graphs[0]
+print(graph.cache, sorted(e for e in graph.extern_calls if e.startswith("torchkiln")))
+"""
+
+
+def test_graph_cache_keeps_grouped_and_onednn_linears(tmp_path):
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    env = {**os.environ, "TORCHKILN_CACHE_DIR": str(tmp_path)}
+    code = _CACHED_RUN.format(tests=str(Path(__file__).parent))
+    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
+                           text=True, check=True).stdout.strip().splitlines()[-1]
+            for _ in range(2)]
+    assert runs[0].startswith("miss") and runs[1].startswith("hit"), runs
+    if mkldnn_available():
+        assert "torchkiln.linear_group" in runs[1] and "torchkiln.mkldnn_linear" in runs[1], runs
