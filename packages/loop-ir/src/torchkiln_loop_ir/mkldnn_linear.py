@@ -49,6 +49,7 @@ from typing import Any
 import torch
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
+from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.weak import WeakIdKeyDictionary
 
 from .mkldnn import _LIB, _fake_meta, _propagate_meta, _static_inputs, _val, mkldnn_available
@@ -250,30 +251,38 @@ _EAGER_EPILOGUE = {"none": None, "add": None, "relu": torch.relu,
 
 def _measured(m: int, k: int, n: int, bias: bool, epilogue: str) -> tuple[bool, float, float]:
     """(oneDNN is faster, addmm seconds, oneDNN seconds) for this GEMM and epilogue, measured
-    once per process."""
+    once per process on real tensors (outside any fake or dispatch mode the caller compiles
+    under); a oneDNN call that fails here is never chosen."""
     key = (m, k, n, bias, epilogue, torch.get_num_threads())
     if key not in _DECISIONS:
-        with torch.no_grad():
-            x, w = torch.randn(m, k), torch.randn(n, k)
-            b = torch.randn(n) if bias else None
-            other = torch.randn(m, n)
-            wt, act = w.t(), _EAGER_EPILOGUE[epilogue]
-
-            def base():
-                y = torch.addmm(b, x, wt) if bias else torch.mm(x, wt)
-                return act(y) if act is not None else y
-
-            _weight(w, m, True, False)  # seen once: the calls below use it packed
-            if epilogue == "add":
-                def fused():
-                    return _mkldnn_linear_add(x, other, w, b, True, False)
-            else:
-                def fused():
-                    return _mkldnn_linear(x, w, b, epilogue, True, False)
-
-            times = _time_min({"addmm": base, "onednn": fused})
-        _DECISIONS[key] = (times["onednn"] < 0.95 * times["addmm"], times["addmm"], times["onednn"])
+        try:
+            _DECISIONS[key] = _measure(m, k, n, bias, epilogue)
+        except RuntimeError:
+            _DECISIONS[key] = (False, math.nan, math.nan)
     return _DECISIONS[key]
+
+
+def _measure(m: int, k: int, n: int, bias: bool, epilogue: str) -> tuple[bool, float, float]:
+    with torch.no_grad(), _disable_current_modes():
+        x, w = torch.randn(m, k), torch.randn(n, k)
+        b = torch.randn(n) if bias else None
+        other = torch.randn(m, n)
+        wt, act = w.t(), _EAGER_EPILOGUE[epilogue]
+
+        def base():
+            y = torch.addmm(b, x, wt) if bias else torch.mm(x, wt)
+            return act(y) if act is not None else y
+
+        _weight(w, m, True, False)  # seen once: the calls below use it packed
+        if epilogue == "add":
+            def fused():
+                return _mkldnn_linear_add(x, other, w, b, True, False)
+        else:
+            def fused():
+                return _mkldnn_linear(x, w, b, epilogue, True, False)
+
+        times = _time_min({"addmm": base, "onednn": fused})
+    return times["onednn"] < 0.95 * times["addmm"], times["addmm"], times["onednn"]
 
 
 def use_mkldnn_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.GraphModule, tuple[str, ...]]:
@@ -317,7 +326,8 @@ def use_mkldnn_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.Gr
             continue
         if mode == "measure" and flops <= _MEASURE_MAX_FLOPS:
             faster, t_base, t_dnn = _measured(m, k, n, b is not None, attr)
-            timing = f"addmm {t_base * 1e6:.0f} us, oneDNN {t_dnn * 1e6:.0f} us"
+            timing = (f"addmm {t_base * 1e6:.0f} us, oneDNN {t_dnn * 1e6:.0f} us" if not math.isnan(t_dnn)
+                      else "oneDNN's call failed when timed")
             if not faster:
                 log.append(f"{gemm.name}: {gemm.target} kept ({what}: {timing}; oneDNN is not "
                            "5% faster)")
@@ -341,8 +351,8 @@ def use_mkldnn_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.Gr
             if not node.users:  # the weight's transpose goes last: nothing reads it now
                 graph.erase_node(node)
         changed = True
-        fused = f"; epilogue not fused: {why}" if attr == "none" else " fused"
-        log.append(f"{gemm.name}: oneDNN linear {what}{fused}, prepacked weight ({timing})")
+        fused, why = (" fused", "") if attr != "none" else ("", f"; epilogue not fused: {why}")
+        log.append(f"{gemm.name}: oneDNN linear {what}{fused}, prepacked weight ({timing}){why}")
     if not changed:
         return gm, tuple(log)
     graph.lint()
