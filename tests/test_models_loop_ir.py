@@ -23,6 +23,8 @@ ALLOWED_EXTERNS = {
     "aten._scaled_dot_product_flash_attention_for_cpu", "aten.randint.low",
     # CPU convolutions through oneDNN (loop-ir's mkldnn.py)
     "torchkiln.mkldnn_convolution", "torchkiln.mkldnn_convolution_add",
+    # CPU linear layers: grouped by input, or through oneDNN (linear_group.py, mkldnn_linear.py)
+    "torchkiln.linear_group", "torchkiln.mkldnn_linear", "torchkiln.mkldnn_linear_add",
 }
 
 

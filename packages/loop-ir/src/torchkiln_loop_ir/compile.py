@@ -89,6 +89,9 @@ class CompiledGraph:
     constants: tuple[torch.Tensor, ...] = ()  # lifted tensor constants, passed after the inputs
     # one line per convolution: oneDNN with the activation fused, or why not (mkldnn.py)
     convolution_log: tuple[str, ...] = ()
+    # one line per linear layer: oneDNN with its epilogue fused and the timings, or why not
+    # (mkldnn_linear.py)
+    linear_log: tuple[str, ...] = ()
 
     def __call__(self, *inputs: Any) -> list[torch.Tensor]:
         return self._call((*inputs, *self.constants) if self.constants else inputs)
@@ -149,6 +152,16 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
         from .mkldnn import use_mkldnn_convolutions
 
         gm, convolution_log = use_mkldnn_convolutions(gm)
+    linear_log: tuple[str, ...] = ()
+    if options.group_linears and getattr(backend, "device_type", None) == "cpu":
+        from .linear_group import group_linears
+
+        gm, linear_log = group_linears(gm, options.mkldnn_linear)
+    if options.mkldnn_linear != "never" and getattr(backend, "device_type", None) == "cpu":
+        from .mkldnn_linear import use_mkldnn_linears
+
+        gm, more = use_mkldnn_linears(gm, options.mkldnn_linear)
+        linear_log += more
     graph_ir = lower(gm, example_inputs, options)
     lap("lowering")
     scheduled = schedule(graph_ir, backend.capabilities, options)
@@ -159,7 +172,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
     call, source, path = load_wrapper(scheduled, kernels, options.cache_dir)
     lap("wrapper")
     return CompiledGraph(graph_ir, scheduled, kernels, source, path, call, phases,
-                         constants=tuple(constants), convolution_log=convolution_log)
+                         constants=tuple(constants), convolution_log=convolution_log,
+                         linear_log=linear_log)
 
 
 def lift_constants(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]

@@ -18,6 +18,13 @@ class LoopIROptions:
     reuse_buffers: let a new buffer take the storage of a dead one of the same size and dtype.
     mkldnn_convolution: on a CPU backend, run 2-D float32 convolutions through oneDNN with
         channels-last activations, prepacked weights and a fused activation (mkldnn.py).
+    mkldnn_linear: on a CPU backend, which float32 linear layers (``addmm``/``mm`` of a
+        transposed weight input) run through oneDNN with a prepacked weight and their activation
+        or residual add fused (mkldnn_linear.py): "measure" (default: where timing the shape at
+        compile time says it is faster than ``addmm``), "always", or "never".
+    group_linears: on a CPU backend, run linear layers that read the same input (attention's
+        query, key and value projections) as one GEMM of their concatenated weights
+        (linear_group.py).
     autotune: deprecated, not a field: loop-ir never autotuned (block-size search is the Triton
         code generator's ``TritonOptions.autotune``); still accepted, with a DeprecationWarning.
     """
@@ -27,9 +34,14 @@ class LoopIROptions:
     inline_max_reads: int = 8
     reuse_buffers: bool = True
     mkldnn_convolution: bool = True
+    mkldnn_linear: str = "measure"
+    group_linears: bool = True
     autotune: InitVar[bool | None] = None
 
     def __post_init__(self, autotune: bool | None) -> None:
+        if self.mkldnn_linear not in ("measure", "always", "never"):
+            raise ValueError("LoopIROptions.mkldnn_linear must be 'measure', 'always' or 'never', "
+                             f"got {self.mkldnn_linear!r}")
         if autotune is not None:
             warnings.warn(
                 "LoopIROptions(autotune=...) is deprecated and does nothing: loop-ir does not "

@@ -147,6 +147,7 @@ def _summary(
         artifacts=dict(artifacts or {}),
         perf_hints=list(hints or []),
         convolutions=[line for g in graphs for line in getattr(g, "convolution_log", ())],
+        linears=[line for g in graphs for line in getattr(g, "linear_log", ())],
     )
 
 

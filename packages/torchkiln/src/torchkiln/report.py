@@ -36,6 +36,9 @@ class GraphReport:
     convolutions: one line per convolution of the compiled graphs: how it runs (oneDNN with the
         activation or residual add fused, a matrix multiply, ATen's) and why an epilogue was not
         fused (loop-ir's ``CompiledGraph.convolution_log``; empty for a graph from the cache).
+    linears: one line per linear layer (``addmm``/``mm`` of a weight input) on the CPU: oneDNN
+        with a prepacked weight and its epilogue fused, with the compile-time timings that chose
+        it, or why it stays ``addmm`` (loop-ir's ``CompiledGraph.linear_log``).
     """
 
     index: int
@@ -50,6 +53,7 @@ class GraphReport:
     phases: dict[str, float] = field(default_factory=dict)
     cache: str = ""
     convolutions: list[str] = field(default_factory=list)
+    linears: list[str] = field(default_factory=list)
     artifacts: dict[str, str] = field(default_factory=dict)
     perf_hints: list[str] = field(default_factory=list)
 
