@@ -14,7 +14,7 @@ import builtins
 import inspect
 import keyword
 import types
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from .kinds import Guard, GuardFailure, TensorMatch, TypeMatch
@@ -153,7 +153,9 @@ class CompiledGuards:
 
     __slots__ = ("_closure", "_f_globals", "check", "guards", "signature", "source")
 
-    def __init__(self, check, source, guards, signature, f_globals, closure):
+    def __init__(self, check: Callable[..., bool], source: str, guards: tuple[Guard, ...],
+                 signature: inspect.Signature, f_globals: dict,
+                 closure: Mapping[str, types.CellType]) -> None:
         self.check = check
         self.source = source
         self.guards = guards

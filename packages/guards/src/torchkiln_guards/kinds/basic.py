@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import enum
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch
 
 from ..source import Source
-from .base import Guard, type_name
+from .base import CodeContext, Guard, GuardFailure, type_name
 
 __all__ = [
     "ClosureCellMatch",
@@ -65,10 +66,10 @@ class TypeMatch(Guard):
     type_: type
     cost = 0
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         return f"{ctx.builtin('type')}({refs[0]}) is {ctx.const(self.type_, 'type')}"
 
-    def failure(self, value):
+    def failure(self, value: Any) -> GuardFailure | None:
         if type(value) is self.type_:
             return None
         return self._fail(f"type({self.source.expr()})", self.type_, type(value))
@@ -88,12 +89,12 @@ class IdMatch(Guard):
         object.__setattr__(self, "obj_id", id(self.obj))
         object.__setattr__(self, "name", _object_name(self.obj))
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         if self.obj is None or self.obj is True or self.obj is False:
             return f"{refs[0]} is {self.obj!r}"
         return f"{refs[0]} is {ctx.const(self.obj, 'obj')}"
 
-    def failure(self, value):
+    def failure(self, value: Any) -> GuardFailure | None:
         if value is self.obj:
             return None
         return self._fail(
@@ -185,7 +186,7 @@ class ConstantMatch(Guard):
     def __hash__(self):
         return hash((self.source, exact_key(self.value)))
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         v, c = refs[0], self.value
         if c is None or type(c) is bool:
             return f"{v} is {c!r}"
@@ -206,7 +207,7 @@ class ConstantMatch(Guard):
         const = repr(c) if _literal(c) else ctx.const(c, "const")
         return f"{is_type} and {v} == {const}"
 
-    def failure(self, value):
+    def failure(self, value: Any) -> GuardFailure | None:
         if _constant_holds(value, self.value):
             return None
         detail = "the sign bits differ" if repr(value) == repr(self.value) else ""
@@ -221,10 +222,10 @@ class LengthMatch(Guard):
     n: int
     cost = 2
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         return f"{ctx.builtin('len')}({refs[0]}) == {int(self.n)}"
 
-    def failure(self, value):
+    def failure(self, value: Any) -> GuardFailure | None:
         n = len(value)
         return None if n == self.n else self._fail(f"len({self.source.expr()})", self.n, n)
 
@@ -240,11 +241,11 @@ class DictKeysMatch(Guard):
     def __post_init__(self):
         object.__setattr__(self, "keys", tuple(self.keys))
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         keys = repr(self.keys) if _literal(self.keys) else ctx.const(self.keys, "keys")
         return f"{ctx.builtin('tuple')}({refs[0]}) == {keys}"
 
-    def failure(self, value):
+    def failure(self, value: Any) -> GuardFailure | None:
         keys = tuple(value)
         if keys == self.keys:
             return None
@@ -260,11 +261,11 @@ class HasAttr(Guard):
     present: bool = True
     cost = 2
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         test = f"{ctx.builtin('hasattr')}({refs[0]}, {self.name!r})"
         return test if self.present else f"not {test}"
 
-    def failure(self, value):
+    def failure(self, value: Any) -> GuardFailure | None:
         has = hasattr(value, self.name)
         if has == self.present:
             return None
@@ -291,9 +292,9 @@ class ClosureCellMatch(Guard):
         )
         object.__setattr__(self, "_inner", inner)
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         return self._inner.code(refs, ctx)
 
-    def failure(self, value):
+    def failure(self, value: Any) -> GuardFailure | None:
         fail = self._inner.failure(value)
         return None if fail is None else self._fail(fail.expr, fail.expected, fail.actual)

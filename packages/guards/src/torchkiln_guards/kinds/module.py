@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import torch.nn.modules.module as _module_mod
 
 from ..source import Source
-from .base import Guard
+from .base import CodeContext, Guard, GuardFailure
 
 __all__ = ["ModuleHooksMatch", "ModuleTrainingMatch"]
 
@@ -35,10 +36,10 @@ class ModuleTrainingMatch(Guard):
     training: bool
     cost = 1
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         return f"{refs[0]}.training is {bool(self.training)!r}"
 
-    def failure(self, value):
+    def failure(self, value: Any) -> GuardFailure | None:
         actual = value.training
         if actual is self.training:
             return None
@@ -68,7 +69,7 @@ class ModuleHooksMatch(Guard):
         object.__setattr__(self, "global_hooks", tuple((n, _keys(d)) for n, d in _GLOBAL_HOOK_DICTS))
         object.__setattr__(self, "module", None)  # the snapshot is all we need; do not pin it
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         m = refs[0]
         parts = [_dict_test(f"{m}.{name}", keys, ctx) for name, keys in self.module_hooks]
         for name, d in _GLOBAL_HOOK_DICTS:
@@ -76,7 +77,7 @@ class ModuleHooksMatch(Guard):
             parts.append(_dict_test(ctx.const(d, name.lstrip("_")), keys, ctx))
         return " and ".join(parts)
 
-    def failure(self, value):
+    def failure(self, value: Any) -> GuardFailure | None:
         e = self.source.expr()
         for name, keys in self.module_hooks:
             actual = _keys(getattr(value, name))

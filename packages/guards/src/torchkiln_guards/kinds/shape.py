@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import sympy
 from sympy.printing.pycode import PythonCodePrinter
 from sympy.printing.str import StrPrinter
 
 from ..source import SizeSource, Source, StrideSource
-from .base import Guard, Raised
+from .base import CodeContext, Guard, GuardFailure, Raised
 
 __all__ = ["ShapeGuard"]
 
@@ -103,11 +104,11 @@ class ShapeGuard(Guard):
     def summary(self) -> str:
         return f"ShapeGuard({self.expr_text()})"
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         names = {s: ref for (s, _), ref in zip(self.symbols, refs)}
         return f"({_PyPrinter(names, ctx).doprint(self.expr)})"
 
-    def failure(self, *sizes):
+    def failure(self, *sizes: Any) -> GuardFailure | None:
         binding = {s: sympy.Integer(int(v)) for (s, _), v in zip(self.symbols, sizes)}
         detail = ", ".join(f"{_dim_source(*entry).expr()}={int(v)}" for (_, entry), v in zip(self.symbols, sizes))
         try:

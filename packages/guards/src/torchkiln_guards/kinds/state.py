@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from ..source import Source
-from .base import Guard
+from .base import CodeContext, Guard, GuardFailure
 
 __all__ = ["GlobalStateMatch", "StorageAliasGroups", "StorageAliasMatch", "alias_pattern"]
 
@@ -80,7 +81,7 @@ class GlobalStateMatch(Guard):
     def summary(self) -> str:
         return "GlobalStateMatch()"
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         def call(key, *args):
             return f"{ctx.const(_READERS[key], key)}({', '.join(map(repr, args))})"
 
@@ -97,7 +98,7 @@ class GlobalStateMatch(Guard):
         parts.append(f"{call('torch_function_modes')} == {self.torch_function_modes}")
         return " and ".join(parts)
 
-    def failure(self):
+    def failure(self) -> GuardFailure | None:
         now = GlobalStateMatch.capture()
         for key in ("grad_enabled", "default_dtype", "deterministic", "torch_function_modes"):
             if getattr(now, key) != getattr(self, key):
@@ -129,12 +130,12 @@ class StorageAliasMatch(Guard):
     def sources(self) -> tuple[Source, ...]:
         return (self.source_a, self.source_b)
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         a, b = refs
         op = "==" if self.alias else "!="
         return f"{a}.untyped_storage()._cdata {op} {b}.untyped_storage()._cdata"
 
-    def failure(self, a, b):
+    def failure(self, a: Any, b: Any) -> GuardFailure | None:
         same = _storage_id(a) == _storage_id(b)
         if same == self.alias:
             return None
@@ -171,7 +172,7 @@ class StorageAliasGroups(Guard):
     cost = 6
 
     @classmethod
-    def from_tensors(cls, sources, tensors) -> StorageAliasGroups:
+    def from_tensors(cls, sources: Sequence[Source], tensors: Sequence[Any]) -> StorageAliasGroups:
         return cls(tuple(sources), alias_pattern(tensors))
 
     @property
@@ -181,7 +182,7 @@ class StorageAliasGroups(Guard):
     def summary(self) -> str:
         return f"StorageAliasGroups({len(self.sources_)} tensors)"
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         if len(refs) == 2:
             op = "!=" if self.pattern == (0, 1) else "=="
             return f"{refs[0]}.untyped_storage()._cdata {op} {refs[1]}.untyped_storage()._cdata"
@@ -191,7 +192,7 @@ class StorageAliasGroups(Guard):
             return f"{ctx.builtin('len')}({{{ids}}}) == {len(refs)}"
         return f"{ctx.const(alias_pattern, 'alias_pattern')}(({', '.join(refs)},)) == {self.pattern!r}"
 
-    def failure(self, *tensors):
+    def failure(self, *tensors: Any) -> GuardFailure | None:
         now = alias_pattern(tensors)
         for i, (want, got) in enumerate(zip(self.pattern, now)):
             if want != got:

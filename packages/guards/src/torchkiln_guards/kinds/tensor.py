@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import sys
-from collections.abc import Set as AbstractSet
+from collections.abc import Sequence, Set as AbstractSet
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 
 from ..source import Source
-from .base import Guard, Raised
+from .base import CodeContext, Guard, GuardFailure, Raised
 
 __all__ = ["TensorMatch"]
 
@@ -32,7 +33,7 @@ def _pinned_strides(strides, dynamic: AbstractSet[int]) -> tuple[int | None, ...
     """Strides that do not depend on a dynamic size. For a dense (possibly permuted) tensor a
     stride is the product of the sizes of the dims with smaller strides, so it is static when none
     of those dims is dynamic. Everything else is left to ShapeGuard / the contiguity check."""
-    out = []
+    out: list[int | None] = []
     for i, st in enumerate(strides):
         if st is None:
             out.append(None)
@@ -118,16 +119,16 @@ class TensorMatch(Guard):
 
     def _strides_by_contiguity(self) -> bool:
         """All sizes and strides pinned, and the strides are the contiguous ones (where it matters)."""
-        if None in self.sizes or None in self.strides:
-            return False
         expected = 1
         for size, stride in zip(reversed(self.sizes), reversed(self.strides)):
+            if size is None or stride is None:
+                return False
             if size > 1 and stride != expected:
                 return False
             expected *= max(size, 1)
         return True
 
-    def code(self, refs, ctx):
+    def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         x = refs[0]
         parts = [
             f"{ctx.builtin('type')}({x}) is {ctx.const(self.type_, 'type')}",
@@ -166,7 +167,7 @@ class TensorMatch(Guard):
             parts.append(f"{ctx.const(_dispatch_keys, 'dispatch_keys')}({x}) == {self.dispatch_keys}")
         return " and ".join(parts)
 
-    def failure(self, value):
+    def failure(self, value: Any) -> GuardFailure | None:
         e = self.source.expr()
         if type(value) is not self.type_:
             return self._fail(f"type({e})", self.type_, type(value))
@@ -189,7 +190,8 @@ class TensorMatch(Guard):
         by_contiguity = self._strides_by_contiguity()
         if not by_contiguity or not x.is_contiguous():
             for i, s in enumerate(self.strides):
-                if by_contiguity and self.sizes[i] <= 1:
+                size = self.sizes[i]  # never None when by_contiguity
+                if by_contiguity and size is not None and size <= 1:
                     continue
                 if s is not None and stride[i] != s:
                     return self._fail(f"{e}.stride()[{i}]", s, stride[i])
