@@ -13,10 +13,11 @@ from .attention import fuse_attention
 from .errors import AOTError
 from .freezing import freeze
 from .joint import joint_graph
-from .mutation import ShapeDependentAliases, find_output_aliases
+from .mutation import OutputAlias, ShapeDependentAliases, find_output_aliases
 from .partition import min_cut_partition
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
 from .trace import (
+    Decompositions,
     FunctionalGraph,
     functional_graph,
     lift_parameters,
@@ -44,7 +45,7 @@ def aot_compile(
     *,
     fw_compiler: Callable,
     bw_compiler: Callable | None = None,
-    decompositions=None,
+    decompositions: Decompositions | None = None,
     partition_fn: Callable = min_cut_partition,
     freeze_parameters: bool = True,
     sdpa_attention: bool = True,
@@ -66,6 +67,7 @@ def aot_compile(
         isinstance(p, torch.Tensor) and p.requires_grad for p in primals)
 
     fakes = symbolic_inputs(lifted)
+    aliases: tuple[OutputAlias, ...] | ShapeDependentAliases
     aliases = find_output_aliases(lifted.gm, primals)
     if aliases and fakes is not None:  # a view's geometry depends on the sizes
         aliases = ShapeDependentAliases(lifted.gm)

@@ -8,8 +8,9 @@ make_fx + functionalize gives one ATen graph holding both passes, which the part
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import fx
@@ -46,7 +47,7 @@ class JointGraph:
         return self.num_user_outputs + len(self.mutated_inputs)
 
 
-def joint_graph(fn, primals: Sequence[torch.Tensor], decompositions: dict,
+def joint_graph(fn: Callable[..., Any], primals: Sequence[torch.Tensor], decompositions: dict,
                 fake_primals: Sequence[torch.Tensor] | None = None) -> JointGraph:
     """Trace fn's forward and backward into one functional ATen graph.
 
@@ -59,7 +60,7 @@ def joint_graph(fn, primals: Sequence[torch.Tensor], decompositions: dict,
     symbolic = fake_primals is not None
     # static shapes still get a ShapeEnv (as make_fx's own fake mode has): while_loop's fake run asks for it
     mode = _mode_of(fake_primals) if symbolic else FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
-    examples = list(fake_primals) if symbolic else primals
+    examples = list(fake_primals) if fake_primals is not None else primals
     # One run on fake copies (no side effects on the user's tensors) gives the outputs' shapes
     # and which of them require grad.
     with mode, torch.enable_grad():

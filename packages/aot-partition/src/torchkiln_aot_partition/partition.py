@@ -54,7 +54,8 @@ def is_recomputable(node: fx.Node) -> bool:
         return False
     target = node.target
     if target is operator.getitem:
-        return is_recomputable(node.args[0])
+        source = node.args[0]  # the multi-output node indexed (always a Node in an FX graph)
+        return isinstance(source, fx.Node) and is_recomputable(source)
     if not isinstance(target, torch._ops.OpOverload):
         return False
     tags = set(target.tags)
@@ -152,7 +153,8 @@ def _backward_nodes(joint_gm: fx.GraphModule, num_primals: int) -> set[fx.Node]:
     return bw
 
 
-def default_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int, num_primals: int):
+def default_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int,
+                      num_primals: int) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Save every forward value the backward reads (no recomputation); a baseline for min-cut."""
     bw_nodes = _backward_nodes(joint_gm, num_primals)
     bw_outs = _output_args(joint_gm)[num_fwd_outputs:]
@@ -166,7 +168,8 @@ def default_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int, num_pri
     return _finish(joint_gm, num_fwd_outputs, num_primals, saved)
 
 
-def min_cut_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int, num_primals: int):
+def min_cut_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int,
+                      num_primals: int) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Partition a joint graph by min-cut with recomputation.
 
     joint_gm: placeholders [primals (num_primals)..., tangents...]; outputs [forward outputs

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import threading
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -111,7 +111,11 @@ def merge_constant_outputs(outs: Sequence[Any], constants: Sequence[tuple[int, A
     return result
 
 
-def resolve_decompositions(decompositions) -> dict:
+# A decomposition table: {OpOverload: function}, or a zero-argument callable returning one.
+Decompositions = Mapping[Any, Callable[..., Any]] | Callable[[], Mapping[Any, Callable[..., Any]]]
+
+
+def resolve_decompositions(decompositions: Decompositions | None) -> dict:
     """The caller's table as a dict; None means torch's core-ATen decompositions."""
     if decompositions is None:
         return default_decompositions()
@@ -276,7 +280,8 @@ def symbolic_inputs(lifted: LiftedGraph) -> list | None:
     return vals
 
 
-def aten_graph(gm: fx.GraphModule, example_inputs: Sequence[torch.Tensor], decompositions=None):
+def aten_graph(gm: fx.GraphModule, example_inputs: Sequence[torch.Tensor],
+               decompositions: Decompositions | None = None) -> tuple[fx.GraphModule, list[Any]]:
     """Lower a torch-level graph (contract C1) to an ATen-level functional graph (contract C2).
 
     Returns (aten_gm, aten_example_inputs): placeholders are [lifted params/buffers, inputs];
@@ -287,7 +292,8 @@ def aten_graph(gm: fx.GraphModule, example_inputs: Sequence[torch.Tensor], decom
     return fg.gm, list(lifted.params) + list(example_inputs)
 
 
-def functional_graph(gm: fx.GraphModule, example_inputs: Sequence[torch.Tensor], decompositions=None):
+def functional_graph(gm: fx.GraphModule, example_inputs: Sequence[torch.Tensor],
+                     decompositions: Decompositions | None = None) -> tuple[FunctionalGraph, LiftedGraph]:
     """Like `aten_graph` but returns (FunctionalGraph, LiftedGraph) with the mutation bookkeeping."""
     decomps = resolve_decompositions(decompositions)
     lifted = lift_parameters(gm)
