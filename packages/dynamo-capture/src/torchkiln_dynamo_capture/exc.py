@@ -2,6 +2,11 @@
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # for annotations only: the errors module stays a leaf every module imports
+    from .breaks import BreakPoint
+
 
 class Unsupported(Exception):
     """Capture met a construct it cannot put in the graph.
@@ -17,8 +22,10 @@ class Unsupported(Exception):
         self.lineno = lineno
         #: where the top frame may be split for this failure (set by the translator), and whether
         #: it happened inside an inlined call (then the call itself is the break)
-        self.break_point = None
+        self.break_point: BreakPoint | None = None
         self.in_callee = False
+        #: the failure happened while a contextmanager was traced (set by capture_frame)
+        self.traced_contextmanager = False
         super().__init__(construct)
 
     def located(self, filename: str, lineno: int | None) -> Unsupported:

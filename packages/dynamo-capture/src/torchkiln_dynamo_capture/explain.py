@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from .breaks import GraphBreak
 from .exc import Unsupported
@@ -82,7 +84,7 @@ def _op_name(node) -> str:
     return f"{mod}.{name}" if mod and mod != "builtins" and mod != "_operator" else name
 
 
-def explain(fn):
+def explain(fn: Callable[..., Any]) -> Callable[..., ExplainOutput]:
     """``explain(fn)(*args, **kwargs) -> ExplainOutput``: capture without compiling (graphs run as
     they are), counting graphs and recording every graph break with its reason, place and hint."""
 

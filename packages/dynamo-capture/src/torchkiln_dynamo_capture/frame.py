@@ -14,7 +14,7 @@ import inspect
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torchkiln_guards import CompiledGuards, compile_guards
@@ -42,6 +42,9 @@ from .variables.functions import (
 )
 from .variables.modules import NNModuleVariable
 from .variables.objects import UserObjectVariable
+
+if TYPE_CHECKING:  # wrapper.py imports this module
+    from .wrapper import CaptureContext
 
 
 @dataclass
@@ -76,7 +79,7 @@ def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False, shape_e
     ba = sig.bind(*args, **kwargs)
     ba.apply_defaults()
     localvars = {}
-    cells = {}
+    cells: dict[str, RealCellVariable | NewCellVariable] = {}
     self_in_varargs = None
     if bound_self is not None:
         self_src = HeldObjectSource(bound_self, f"{func.__qualname__}.__self__")
@@ -109,7 +112,8 @@ def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False, shape_e
     return func, sig, out, tx, real_cells
 
 
-def capture_frame(fn, args, kwargs, ctx, dynamic=False) -> CacheEntry:
+def capture_frame(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
+                  ctx: CaptureContext, dynamic: bool | dict[str, frozenset[int]] = False) -> CacheEntry:
     """Symbolically evaluate one call of ``fn`` and build its cache entry (raises Unsupported).
     ``dynamic``: which input dims get symbolic sizes (see OutputGraph)."""
     recorded = len(ctx.breaks)
@@ -191,6 +195,7 @@ def _live(code: types.CodeType, index: int, bound: set) -> tuple[str, ...]:
 def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
     """Compile the graph up to the break point and a ``run`` ending in ``return step(...)``."""
     bp = err.break_point
+    assert bp is not None  # _capture_once splits only at a break point
     code = func.__code__
     insts = decode(code)
     orig, first = ctx.codes.original(code, bp.first)

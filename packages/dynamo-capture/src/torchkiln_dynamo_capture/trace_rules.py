@@ -59,7 +59,7 @@ def disable(fn: F | None = None, *, recursive: bool = True, reason: str | None =
 
     eager._torchkiln_disable = True  # type: ignore[attr-defined]
     eager._torchkiln_disable_reason = reason  # type: ignore[attr-defined]
-    return eager  # type: ignore[return-value]
+    return eager
 
 
 def allow_in_graph(fn: F) -> F:
@@ -98,9 +98,9 @@ def mark_dynamic(t: torch.Tensor, dims: int | list[int] | tuple[int, ...]) -> No
 
 def mark_static(t: torch.Tensor, dims: int | list[int] | tuple[int, ...] | None = None) -> None:
     """Keep ``t``'s ``dims`` (all when None) static even when they change between calls."""
-    dims = range(t.dim()) if dims is None else [dims] if isinstance(dims, int) else list(dims)
+    chosen = range(t.dim()) if dims is None else [dims] if isinstance(dims, int) else list(dims)
     current = set(getattr(t, "_dynamo_static_indices", ()) or ())
-    t._dynamo_static_indices = current | {d % t.dim() for d in dims}  # type: ignore[attr-defined]
+    t._dynamo_static_indices = current | {d % t.dim() for d in chosen}  # type: ignore[attr-defined]
 
 
 #: (module, class, attribute holding the wrapped module or None, why its call runs in Python).

@@ -7,6 +7,8 @@ import inspect
 import threading
 import types
 import warnings
+from collections.abc import Callable
+from typing import Any
 
 import torch
 
@@ -30,10 +32,14 @@ from .trace_rules import wrapped_module
 #: None" and left the function eager for good. Re-entrant: a capture may call another's miss.
 _CAPTURE_LOCK = threading.RLock()
 
+#: What capture hands each graph to, as torch.compile does: ``backend(gm, example_inputs)``
+#: returns the callable that runs the graph.
+CompilerFn = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
+
 #: iterators over builtin containers: taking their items ahead runs no user code
-_CONTAINER_ITERATORS = frozenset(type(it) for it in (
+_CONTAINER_ITERATORS: frozenset[type] = frozenset(map(type, (
     iter([]), iter(()), iter(range(0)), iter({}), iter({}.values()), iter({}.items()), iter(""), iter("\u00e9"),
-))
+)))
 
 
 def _call_comprehension(fn, captured, iterator):
@@ -51,8 +57,8 @@ class CaptureContext:
     so a break reached again (a loop, a second call) reuses them and their guarded entries.
     """
 
-    def __init__(self, backend, *, fullgraph: bool, dynamic, recompile_limit: int,
-                 capture_scalar_outputs: bool = False) -> None:
+    def __init__(self, backend: CompilerFn, *, fullgraph: bool, dynamic: bool | None,
+                 recompile_limit: int, capture_scalar_outputs: bool = False) -> None:
         self.backend = backend
         self.fullgraph = fullgraph
         self.dynamic = dynamic
@@ -108,7 +114,7 @@ class CaptureContext:
         c = self._callees.get(id(fn))
         if c is None:
             c = self._callees[id(fn)] = self._child(fn, getattr(fn, "__qualname__", "callee"))
-            c._keepalive = fn
+            c._keepalive = fn  # the cache is keyed by id(fn): fn must outlive its entry
         return c
 
     def method_callee(self, fn, obj):
@@ -160,11 +166,12 @@ class CaptureContext:
             captured_init = self._child(init, f"{cls.__qualname__}.__init__")
 
             def made(*args, **kwargs):
-                obj = object.__new__(cls)
+                obj: Any = object.__new__(cls)
                 captured_init(obj, *args, **kwargs)
                 return obj
 
-            made._keepalive = cls
+            # the cache is keyed by id(cls): cls must outlive its entry (a function attribute)
+            made._keepalive = cls  # type: ignore[attr-defined]
             self._callees[key] = made
         return made
 
@@ -219,8 +226,12 @@ def _global_module_hooks() -> bool:
 class CapturedFunction:
     """The callable ``capture`` returns. Hot path: the first entry whose guards pass runs."""
 
-    def __init__(self, fn, backend, *, fullgraph=False, dynamic=None, recompile_limit=8, ctx=None,
-                 capture_scalar_outputs=False):
+    #: what a callee made by CaptureContext keeps alive (its cache is keyed by ids)
+    _keepalive: Any
+
+    def __init__(self, fn: Callable[..., Any], backend: CompilerFn, *, fullgraph: bool = False,
+                 dynamic: bool | None = None, recompile_limit: int = 8,
+                 ctx: CaptureContext | None = None, capture_scalar_outputs: bool = False) -> None:
         self._fn = fn
         self._backend = backend
         self.ctx = ctx or CaptureContext(backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit,
@@ -233,7 +244,7 @@ class CapturedFunction:
         self.unsupported: Unsupported | None = None
         self._eager = False
         self._warned_limit = False
-        self._module = None  # the nn.Module, when this captures one (for file:line in messages)
+        self._module: torch.nn.Module | None = None  # the nn.Module, when this captures one (for file:line in messages)
         # automatic dynamic shapes (dynamic=None): sizes of every input tensor when first captured
         # (arguments and tensors reached through them); a later capture makes the dims that
         # changed symbolic ("L['x']" -> dims)
@@ -243,7 +254,7 @@ class CapturedFunction:
         self.__name__ = getattr(fn, "__name__", type(fn).__name__)
         self.__doc__ = getattr(fn, "__doc__", None)
 
-    def __call__(self, *args, **kwargs):
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
         for entry in self.entries:
             if entry.check(*args, **kwargs):
                 return entry.run(*args, **kwargs)
@@ -268,6 +279,7 @@ class CapturedFunction:
         return len(self.ctx.graphs)
 
     def _miss(self, args, kwargs):
+        entry: CacheEntry | None
         with _CAPTURE_LOCK:
             for entry in self.entries:  # made by a thread this one waited for
                 if entry.check(*args, **kwargs):
@@ -377,8 +389,9 @@ def _call_module(self, *args, **kwargs):
     return self(*args, **kwargs)
 
 
-def capture(fn, backend, *, fullgraph: bool = False, dynamic=None, recompile_limit: int = 8,
-            capture_scalar_outputs: bool = False):
+def capture(fn: Callable[..., Any], backend: CompilerFn, *, fullgraph: bool = False,
+            dynamic: bool | None = None, recompile_limit: int = 8,
+            capture_scalar_outputs: bool = False) -> CapturedFunction | CapturedModule:
     """Wrap ``fn`` (function, bound method or nn.Module) so its calls are captured into FX graphs.
 
     ``backend(gm, example_inputs) -> callable`` receives each graph (torch-level FX, parameters as
