@@ -79,7 +79,7 @@ def load_graph(artifact: GraphArtifact, backend: Any,
         raise NotCacheable(f"the backend loaded {len(kernels)} kernels for {len(specs)} steps")
     call, source, path = load_wrapper(artifact.scheduled, kernels, options.cache_dir)
     return CompiledGraph(
-        graph_ir=None,  # type: ignore[arg-type] - not lowered: that is the point
+        graph_ir=None,  # not lowered: that is the point
         scheduled=artifact.scheduled,
         kernels=kernels,
         wrapper_source=source,

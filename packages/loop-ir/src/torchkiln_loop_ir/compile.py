@@ -38,9 +38,9 @@ def _buffer_specs(graph: GraphIR) -> dict[str, BufferSpec]:
         if isinstance(n, ComputedBuffer):
             add(n.name, n.layout)
         elif isinstance(n, ExternKernel):
-            for b in n.outputs:
-                if b is not None:
-                    add(b.name, b.layout)
+            for out in n.outputs:
+                if out is not None:
+                    add(out.name, out.layout)
         elif isinstance(n, NamedView):
             add(n.name, n.view.layout)
     return specs
@@ -74,7 +74,7 @@ def schedule(graph: GraphIR, capabilities: BackendCapabilities,
 class CompiledGraph:
     """A compiled ATen graph: ``cg(*inputs) -> list[Tensor]``."""
 
-    graph_ir: GraphIR
+    graph_ir: GraphIR | None  # None for a graph loaded from a cache entry (see saved_*)
     scheduled: ScheduledGraph
     kernels: list[Any]
     wrapper_source: str
@@ -104,12 +104,14 @@ class CompiledGraph:
     def extern_calls(self) -> list[str]:
         if self.saved_extern_calls is not None:
             return list(self.saved_extern_calls)
+        assert self.graph_ir is not None  # a graph loaded from a cache entry saved its calls
         return [str(op) for op in self.graph_ir.extern_calls]
 
     @property
     def fallbacks(self) -> list[str]:
         if self.saved_fallbacks is not None:
             return list(self.saved_fallbacks)
+        assert self.graph_ir is not None  # a graph loaded from a cache entry saved its fallbacks
         return [str(op) for op in self.graph_ir.fallbacks]
 
     @property

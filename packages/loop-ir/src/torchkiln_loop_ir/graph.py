@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import sympy
 import torch
@@ -134,7 +134,8 @@ def count_reads_and_ops(pw: Pointwise) -> tuple[int, int]:
     from .indexing import index_symbol
     from .ops import set_ops_handler
 
-    counter = _Counter()
+    # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
+    counter = _Counter()  # type: ignore[abstract]
     with set_ops_handler(counter):
         pw.inner_fn([index_symbol("x", i) for i in range(len(pw.ranges))])
     return counter.loads, counter.ops
@@ -191,7 +192,7 @@ class GraphLowering:
         #: symbols bound by an extern call's scalar result (``.item()``), not by an input
         self.scalar_symbols: set[sympy.Symbol] = set()
         # (input position, "size"/"stride"/"value", dim, expression) of every input size/stride
-        self._symbol_sites: list[tuple[int, str, int, sympy.Expr]] = []
+        self._symbol_sites: list[tuple[int, Literal["size", "stride", "value"], int, sympy.Expr]] = []
         self.fallbacks: list[str] = []
         self.extern_calls: list[str] = []
         self._count = 0
@@ -209,6 +210,7 @@ class GraphLowering:
 
     def _seed_step(self) -> None:
         """Put the step filling the seed buffer first: ``aten.randint`` on every call."""
+        assert self._seeds is not None  # called only once a random op asked for seeds
         name, device = self._seeds
         n = self._num_seeds
         out = Buffer(name, FixedLayout(device, torch.int64, (sympy.Integer(n),), (sympy.Integer(1),)))
@@ -282,7 +284,7 @@ class GraphLowering:
         args, kwargs = pytree.tree_unflatten([leaf(x, fx) for x, fx in zip(leaves, fx_of)], spec)
         val = node.meta.get("val")
         flat, spec = pytree.tree_flatten(val)
-        outputs = []
+        outputs: list[Buffer | None] = []
         for v in flat:
             if isinstance(v, torch.Tensor):
                 outputs.append(Buffer(self.new_name(), layout_of(v, dense_only=False)))
@@ -449,7 +451,7 @@ class GraphLowering:
         for a in vals:
             v = env[a] if isinstance(a, torch.fx.Node) else a
             if isinstance(v, IRNode):
-                v = self.named(v, "graph output", a)
+                v = self.named(v, "graph output", a if isinstance(a, torch.fx.Node) else None)
             outs.append(v)
         return outs
 
@@ -463,7 +465,7 @@ def _is_custom_op(op: Any) -> bool:
 
 def _op_name(op: Any) -> str:
     """``aten.mm`` / ``aten.scatter.value``: the op's qualified name, default overload omitted."""
-    name = getattr(op, "_name", None) or getattr(op, "__name__", str(op))
+    name = str(getattr(op, "_name", None) or getattr(op, "__name__", str(op)))
     return name.replace("::", ".")
 
 

@@ -19,7 +19,7 @@ class FloorDiv(sympy.Function):
     is_nonnegative = True
 
     @classmethod
-    def eval(cls, base, divisor):
+    def eval(cls, base: sympy.Expr, divisor: sympy.Expr) -> sympy.Expr | None:
         if divisor == 1:
             return base
         if base == 0:
@@ -38,7 +38,7 @@ class ModularIndexing(sympy.Function):
     is_nonnegative = True
 
     @classmethod
-    def eval(cls, base, divisor, modulus):
+    def eval(cls, base: sympy.Expr, divisor: sympy.Expr, modulus: sympy.Expr) -> sympy.Expr | None:
         if base == 0 or modulus == 1:
             return sympy.Integer(0)
         if (

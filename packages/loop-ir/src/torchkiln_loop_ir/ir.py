@@ -256,6 +256,7 @@ class ComputedBuffer(Buffer):
                 value = ops.to_dtype(value, dtype, torch.float32)
             return value
 
+        body: Callable[..., None]  # a pointwise or scatter body may also be called with index alone
         if isinstance(data, Scatter):
 
             def body(index, rindex=()):

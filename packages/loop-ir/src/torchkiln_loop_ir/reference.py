@@ -78,6 +78,8 @@ class TorchOpsHandler(DefaultHandler):
     function of the same name, in ``default``)."""
 
     default_ops = frozenset(n for n in POINTWISE_OPS if _torch_fn(n) is not None)
+    shape: list[int]  # the kernel's x then r ranges, set before a body runs
+
 
     def __init__(self, storages: dict[str, torch.Tensor], env: dict[sympy.Symbol, Any], ndim: int,
                  nx: int, device: torch.device) -> None:
@@ -272,7 +274,8 @@ class ReferenceKernel:
             shape = [1] * ndim
             shape[d] = n
             env[sym] = torch.arange(n, device=device).view(shape)
-        handler = TorchOpsHandler(storages, env, ndim, len(xr), device)
+        # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
+        handler = TorchOpsHandler(storages, env, ndim, len(xr), device)  # type: ignore[abstract]
         handler.shape = xr + rr
         with set_ops_handler(handler):
             for stage in spec.stages:

@@ -139,7 +139,8 @@ class SchedulerNode:
             self.rr = (sympy.Integer(1),)
         self.xnumel = product(self.xr)
         self.rnumel = product(self.rr)
-        rec = _Recorder()
+        # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
+        rec = _Recorder()  # type: ignore[abstract]
         with set_ops_handler(rec):
             self.body_in(self.xr_syms(), self.rr_syms())
         self.is_scatter = buf.is_scatter
@@ -305,7 +306,8 @@ def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> Gro
             rs = []
         else:
             return FusionDecision(False, f"{n.name} iterates over {n.xnumel} elements, not {X} or {X}*{R}")
-        rec = _Recorder()
+        # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
+        rec = _Recorder()  # type: ignore[abstract]
         with set_ops_handler(rec):
             n.body_in(xs, rs)
         size = tuple(xranges) + (tuple(rranges) if kind == "loop" else ())
@@ -334,9 +336,9 @@ def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> Gro
             stages.append((p.kind, []))
             target = len(stages) - 1
         stages[target][1].append(p)
-        for w in p.writes:
-            writer[w.name] = p
-            stage_of[w.name] = target
+        for written in p.writes:
+            writer[written.name] = p
+            stage_of[written.name] = target
     loop_stages = [s for s in stages if s[0] == "loop"]
     red_stages = [s for s in loop_stages if any(p.node.is_reduction for p in s[1])]
     if not caps.reduction_broadcast_reduction:
