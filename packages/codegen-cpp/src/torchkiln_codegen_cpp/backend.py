@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec
@@ -50,7 +50,9 @@ class CppCompiledKernel:
 
     # ``kernel(*args)`` finds ``__call__`` on the type; a property hands back the per-instance
     # launcher, which Python then calls directly (one frame, not a wrapper around it).
-    __call__ = property(lambda self: self._launch)
+    @property
+    def __call__(self) -> Callable[..., Any]:
+        return self._launch
 
     def __repr__(self) -> str:
         return f"<CppCompiledKernel {self.name} from {self.path}>"

@@ -86,7 +86,7 @@ class CppOpsHandler(DefaultHandler):
     def _visible(self, scope: Scope | None) -> bool:
         return scope is None or scope in self._stack[-1].chain()
 
-    def _target(self, operands: Sequence[Any]) -> tuple[Scope, bool]:
+    def _target(self, operands: Sequence[Any]) -> tuple[Scope, RLoop | None]:
         # Only results of the *current* stage's reduction are placed after its r-loop; those of
         # earlier stages are plain x-level values by now.
         if self._rloop is not None and any(
@@ -405,7 +405,8 @@ def generate_kernel(
 ) -> GeneratedKernel:
     """Generate the ``extern "C"`` function for ``kernel`` (no compiling)."""
     options = options or CppOptions()
-    handler = CppOpsHandler(kernel, options)
+    # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
+    handler = CppOpsHandler(kernel, options)  # type: ignore[abstract]
     with set_ops_handler(handler):
         for stage in kernel.stages:
             if stage.kind == "loop" and kernel.rranges:

@@ -40,17 +40,17 @@ class PointwiseOps:
     # arithmetic
     # bool + bool is logical or, bool * bool logical and (Triton computes them in int8: 1 + 1 = 2,
     # not a bool)
-    def add(self, a, b):
+    def add(self, a: Any, b: Any) -> TritonValue:
         a, b = self._args((a, b))
         return self._op("{0} | {1}" if a.dtype == _BOOL else "{0} + {1}", a, b)
 
-    def sub(self, a, b): return self._op("{0} - {1}", a, b)
+    def sub(self, a: Any, b: Any) -> TritonValue: return self._op("{0} - {1}", a, b)
 
-    def mul(self, a, b):
+    def mul(self, a: Any, b: Any) -> TritonValue:
         a, b = self._args((a, b))
         return self._op("{0} & {1}" if a.dtype == _BOOL else "{0} * {1}", a, b)
 
-    def truediv(self, a, b):
+    def truediv(self, a: Any, b: Any) -> TritonValue:
         a, b = self._args((a, b))
         if not a.dtype.is_floating_point:
             return self._op("{0}.to(tl.float32) / {1}.to(tl.float32)", a, b, dtype=torch.float32)
@@ -61,7 +61,7 @@ class PointwiseOps:
         if not b.dtype.is_floating_point:
             self.report_zero_divisor(b)  # type: ignore[attr-defined]
 
-    def floordiv(self, a, b):
+    def floordiv(self, a: Any, b: Any) -> TritonValue:
         a, b = self._args((a, b))
         if a.dtype.is_floating_point:
             return self._op("_tk_floordiv({0}, {1})", a, b)
@@ -71,31 +71,31 @@ class PointwiseOps:
         fix = self._op("(({0} != 0) & (({0} < 0) != ({1} < 0)))", r, b, dtype=_BOOL)
         return self._op("tl.where({2}, {0} - 1, {0})", q, b, fix)
 
-    def mod(self, a, b):
+    def mod(self, a: Any, b: Any) -> TritonValue:
         a, b = self._args((a, b))
         self._int_divisor(b)
         return self._op("{0} % {1}", a, b)
 
-    def remainder(self, a, b):
+    def remainder(self, a: Any, b: Any) -> TritonValue:
         a, b = self._args((a, b))
         self._int_divisor(b)
         r = self._op("{0} % {1}", a, b)
         fix = self._op("(({0} != 0) & (({0} < 0) != ({1} < 0)))", r, b, dtype=_BOOL)
         return self._op("tl.where({2}, {0} + {1}, {0})", r, b, fix)
 
-    def fmod(self, a, b):
+    def fmod(self, a: Any, b: Any) -> TritonValue:
         # Triton's % is C's: LLVM frem (fmod, exact) on floats, srem on integers, compiled and
         # in the interpreter alike
         a, b = self._args((a, b))
         self._int_divisor(b)
         return self._op("{0} % {1}", a, b)
 
-    def neg(self, a): return self._op("-{0}", a)
-    def abs(self, a): return self._op("tl.abs({0})", a)
-    def square(self, a): return self._op("{0} * {0}", a)
-    def reciprocal(self, a): return self._op("1.0 / {0}", a)
+    def neg(self, a: Any) -> TritonValue: return self._op("-{0}", a)
+    def abs(self, a: Any) -> TritonValue: return self._op("tl.abs({0})", a)
+    def square(self, a: Any) -> TritonValue: return self._op("{0} * {0}", a)
+    def reciprocal(self, a: Any) -> TritonValue: return self._op("1.0 / {0}", a)
 
-    def pow(self, a, b):
+    def pow(self, a: Any, b: Any) -> TritonValue:
         a, b = self._args((a, b))
         if a.dtype.is_floating_point:
             return self._math("pow", a, b)
@@ -103,55 +103,55 @@ class PointwiseOps:
 
     # NaN wins; equal operands give the second one, as eager's vectorized kernels
     # (maximum(-0., 0.) is 0.; the lowering of clamp orders its operands for that)
-    def maximum(self, a, b):
+    def maximum(self, a: Any, b: Any) -> TritonValue:
         a, b = self._args((a, b))
         if a.dtype.is_floating_point:
             return self._op("tl.where(({0} > {1}) | ({0} != {0}), {0}, {1})", a, b)
         return self._op("tl.maximum({0}, {1})", a, b)
 
-    def minimum(self, a, b):
+    def minimum(self, a: Any, b: Any) -> TritonValue:
         a, b = self._args((a, b))
         if a.dtype.is_floating_point:
             return self._op("tl.where(({0} < {1}) | ({0} != {0}), {0}, {1})", a, b)
         return self._op("tl.minimum({0}, {1})", a, b)
 
     # transcendental
-    def exp(self, a): return self._math("exp", a)
-    def exp2(self, a): return self._math("exp2", a)
-    def expm1(self, a): return self._math("expm1", a)
-    def log(self, a): return self._math("log", a)
-    def log2(self, a): return self._math("log2", a)
-    def log10(self, a): return self._math("log10", a)
-    def log1p(self, a): return self._math("log1p", a)
-    def sqrt(self, a): return self._math("sqrt", a)
-    def rsqrt(self, a): return self._math("rsqrt", a)
-    def sin(self, a): return self._math("sin", a)
-    def cos(self, a): return self._math("cos", a)
-    def tan(self, a): return self._math("tan", a)
-    def asin(self, a): return self._math("asin", a)
-    def acos(self, a): return self._math("acos", a)
-    def atan(self, a): return self._math("atan", a)
-    def atan2(self, a, b): return self._math("atan2", a, b)
-    def sinh(self, a): return self._math("sinh", a)
-    def cosh(self, a): return self._math("cosh", a)
-    def tanh(self, a): return self._math("tanh", a)
-    def asinh(self, a): return self._math("asinh", a)
-    def acosh(self, a): return self._math("acosh", a)
-    def atanh(self, a): return self._math("atanh", a)
-    def erf(self, a): return self._math("erf", a)
-    def erfc(self, a): return self._math("erfc", a)
-    def erfinv(self, a): return self._math("erfinv", a)
-    def copysign(self, a, b): return self._math("copysign", a, b)
+    def exp(self, a: Any) -> TritonValue: return self._math("exp", a)
+    def exp2(self, a: Any) -> TritonValue: return self._math("exp2", a)
+    def expm1(self, a: Any) -> TritonValue: return self._math("expm1", a)
+    def log(self, a: Any) -> TritonValue: return self._math("log", a)
+    def log2(self, a: Any) -> TritonValue: return self._math("log2", a)
+    def log10(self, a: Any) -> TritonValue: return self._math("log10", a)
+    def log1p(self, a: Any) -> TritonValue: return self._math("log1p", a)
+    def sqrt(self, a: Any) -> TritonValue: return self._math("sqrt", a)
+    def rsqrt(self, a: Any) -> TritonValue: return self._math("rsqrt", a)
+    def sin(self, a: Any) -> TritonValue: return self._math("sin", a)
+    def cos(self, a: Any) -> TritonValue: return self._math("cos", a)
+    def tan(self, a: Any) -> TritonValue: return self._math("tan", a)
+    def asin(self, a: Any) -> TritonValue: return self._math("asin", a)
+    def acos(self, a: Any) -> TritonValue: return self._math("acos", a)
+    def atan(self, a: Any) -> TritonValue: return self._math("atan", a)
+    def atan2(self, a: Any, b: Any) -> TritonValue: return self._math("atan2", a, b)
+    def sinh(self, a: Any) -> TritonValue: return self._math("sinh", a)
+    def cosh(self, a: Any) -> TritonValue: return self._math("cosh", a)
+    def tanh(self, a: Any) -> TritonValue: return self._math("tanh", a)
+    def asinh(self, a: Any) -> TritonValue: return self._math("asinh", a)
+    def acosh(self, a: Any) -> TritonValue: return self._math("acosh", a)
+    def atanh(self, a: Any) -> TritonValue: return self._math("atanh", a)
+    def erf(self, a: Any) -> TritonValue: return self._math("erf", a)
+    def erfc(self, a: Any) -> TritonValue: return self._math("erfc", a)
+    def erfinv(self, a: Any) -> TritonValue: return self._math("erfinv", a)
+    def copysign(self, a: Any, b: Any) -> TritonValue: return self._math("copysign", a, b)
 
-    def sigmoid(self, a):
+    def sigmoid(self, a: Any) -> TritonValue:
         a = self._args((a,))[0]
         if not a.dtype.is_floating_point:
             a = self._op("{0}.to(tl.float32)", a, dtype=torch.float32)
         return self._op("1.0 / (1.0 + tl.exp(-{0}))", a)
 
-    def relu(self, a): return self._op("tl.where({0} < 0, 0, {0})", a)
+    def relu(self, a: Any) -> TritonValue: return self._op("tl.where({0} < 0, 0, {0})", a)
 
-    def sign(self, a):
+    def sign(self, a: Any) -> TritonValue:
         a = self._args((a,))[0]
         dt = tl_dtype(a.dtype)
         if a.dtype == _BOOL:
@@ -167,47 +167,47 @@ class PointwiseOps:
             return self._op(f"tl.{name}({{0}})", a)
         return self._op(self.math[name], a)
 
-    def floor(self, a): return self._float_round("floor", a)
-    def ceil(self, a): return self._float_round("ceil", a)
-    def trunc(self, a): return self._float_round("trunc", a)
-    def round(self, a): return self._float_round("nearbyint", a)
+    def floor(self, a: Any) -> TritonValue: return self._float_round("floor", a)
+    def ceil(self, a: Any) -> TritonValue: return self._float_round("ceil", a)
+    def trunc(self, a: Any) -> TritonValue: return self._float_round("trunc", a)
+    def round(self, a: Any) -> TritonValue: return self._float_round("nearbyint", a)
 
-    def signbit(self, a):
+    def signbit(self, a: Any) -> TritonValue:
         a = self._args((a,))[0]
         if a.dtype.is_floating_point:
             return self._op("({0} < 0) | (({0} == 0) & ((1.0 / {0}) < 0))", a, dtype=_BOOL)
         return self._op("{0} < 0", a, dtype=_BOOL)
 
-    def isinf(self, a): return self._op('tl.abs({0}) == float("inf")', a, dtype=_BOOL)
-    def isnan(self, a): return self._op("{0} != {0}", a, dtype=_BOOL)
+    def isinf(self, a: Any) -> TritonValue: return self._op('tl.abs({0}) == float("inf")', a, dtype=_BOOL)
+    def isnan(self, a: Any) -> TritonValue: return self._op("{0} != {0}", a, dtype=_BOOL)
 
     # logic and bits
-    def logical_and(self, a, b): return self._op("({0} != 0) & ({1} != 0)", a, b, dtype=_BOOL)
-    def logical_or(self, a, b): return self._op("({0} != 0) | ({1} != 0)", a, b, dtype=_BOOL)
-    def logical_xor(self, a, b): return self._op("({0} != 0) ^ ({1} != 0)", a, b, dtype=_BOOL)
-    def logical_not(self, a): return self._op("{0} == 0", a, dtype=_BOOL)
-    def bitwise_and(self, a, b): return self._op("{0} & {1}", a, b)
-    def bitwise_or(self, a, b): return self._op("{0} | {1}", a, b)
-    def bitwise_xor(self, a, b): return self._op("{0} ^ {1}", a, b)
+    def logical_and(self, a: Any, b: Any) -> TritonValue: return self._op("({0} != 0) & ({1} != 0)", a, b, dtype=_BOOL)
+    def logical_or(self, a: Any, b: Any) -> TritonValue: return self._op("({0} != 0) | ({1} != 0)", a, b, dtype=_BOOL)
+    def logical_xor(self, a: Any, b: Any) -> TritonValue: return self._op("({0} != 0) ^ ({1} != 0)", a, b, dtype=_BOOL)
+    def logical_not(self, a: Any) -> TritonValue: return self._op("{0} == 0", a, dtype=_BOOL)
+    def bitwise_and(self, a: Any, b: Any) -> TritonValue: return self._op("{0} & {1}", a, b)
+    def bitwise_or(self, a: Any, b: Any) -> TritonValue: return self._op("{0} | {1}", a, b)
+    def bitwise_xor(self, a: Any, b: Any) -> TritonValue: return self._op("{0} ^ {1}", a, b)
 
-    def bitwise_not(self, a):
+    def bitwise_not(self, a: Any) -> TritonValue:
         a = self._args((a,))[0]
         if a.dtype == _BOOL:
             return self._op("{0} == 0", a, dtype=_BOOL)
         return self._op("~{0}", a)
 
-    def bitwise_left_shift(self, a, b): return self._op("{0} << {1}", a, b)
-    def bitwise_right_shift(self, a, b): return self._op("{0} >> {1}", a, b)
+    def bitwise_left_shift(self, a: Any, b: Any) -> TritonValue: return self._op("{0} << {1}", a, b)
+    def bitwise_right_shift(self, a: Any, b: Any) -> TritonValue: return self._op("{0} >> {1}", a, b)
 
     # comparisons and selection
-    def eq(self, a, b): return self._op("{0} == {1}", a, b, dtype=_BOOL)
-    def ne(self, a, b): return self._op("{0} != {1}", a, b, dtype=_BOOL)
-    def lt(self, a, b): return self._op("{0} < {1}", a, b, dtype=_BOOL)
-    def le(self, a, b): return self._op("{0} <= {1}", a, b, dtype=_BOOL)
-    def gt(self, a, b): return self._op("{0} > {1}", a, b, dtype=_BOOL)
-    def ge(self, a, b): return self._op("{0} >= {1}", a, b, dtype=_BOOL)
+    def eq(self, a: Any, b: Any) -> TritonValue: return self._op("{0} == {1}", a, b, dtype=_BOOL)
+    def ne(self, a: Any, b: Any) -> TritonValue: return self._op("{0} != {1}", a, b, dtype=_BOOL)
+    def lt(self, a: Any, b: Any) -> TritonValue: return self._op("{0} < {1}", a, b, dtype=_BOOL)
+    def le(self, a: Any, b: Any) -> TritonValue: return self._op("{0} <= {1}", a, b, dtype=_BOOL)
+    def gt(self, a: Any, b: Any) -> TritonValue: return self._op("{0} > {1}", a, b, dtype=_BOOL)
+    def ge(self, a: Any, b: Any) -> TritonValue: return self._op("{0} >= {1}", a, b, dtype=_BOOL)
 
-    def where(self, c, a, b):
+    def where(self, c: Any, a: Any, b: Any) -> TritonValue:
         c = self.as_value(c, _BOOL)  # type: ignore[attr-defined]
         a, b = self._args((a, b))
         return self._op("tl.where({0}, {1}, {2})", c, a, b, dtype=a.dtype)

@@ -72,7 +72,7 @@ class TritonOpsHandler(PointwiseOps):
         self._busy: set[str] = set()
         # (stage, type, value) -> result: the buffers of one multi-output reduction (welford's
         # mean and m2) call ops.reduction on the same value; fused, they share one pass
-        self._reductions: dict[tuple[int, str, str], Any] = {}
+        self._reductions: dict[tuple[int, str, str | tuple[str, ...]], Any] = {}
         self.xvars: list[sympy.Expr] = []
         self.rvars: list[sympy.Expr] = []
         self.reports_status = False  # something is checked: the kernel takes tk_status

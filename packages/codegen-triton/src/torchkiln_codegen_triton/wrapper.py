@@ -170,7 +170,7 @@ class TritonCompiledKernel:
         if status is not None and status.item():
             # eager's exceptions (the pipeline replays the graph eagerly, which raises eager's
             # own message)
-            if status.item() & STATUS_INDEX_OUT_OF_BOUNDS:
+            if int(status.item()) & STATUS_INDEX_OUT_OF_BOUNDS:
                 raise IndexError(f"kernel {self.name}: an indirect index (gather/scatter/embedding) "
                                  "was out of bounds")
             raise RuntimeError("ZeroDivisionError")

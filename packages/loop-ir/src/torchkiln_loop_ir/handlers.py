@@ -102,5 +102,5 @@ def missing_ops(cls: type) -> list[str]:
         if klass in (DefaultHandler, OpsHandler) or klass is object:
             continue
         defined.update(n for n, v in vars(klass).items() if callable(v) or isinstance(v, staticmethod))
-    by_default = getattr(cls, "default_ops", frozenset()) if issubclass(cls, DefaultHandler) else frozenset()
+    by_default: frozenset[str] = getattr(cls, "default_ops", frozenset()) if issubclass(cls, DefaultHandler) else frozenset()
     return sorted(ALL_OPS - defined - by_default)

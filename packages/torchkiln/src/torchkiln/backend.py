@@ -40,15 +40,16 @@ def backend(
     for _, dump in recorder.take_pending_dumps():
         dump.write("guards.py", "# guards belong to torch.compile's own capture here "
                    "(TORCH_LOGS=guards shows them)")
+    # the report travels as an attribute of the returned callable (see the module docstring)
     try:
-        compiled.torchkiln_report = recorder.snapshot()
+        compiled.torchkiln_report = recorder.snapshot()  # type: ignore[attr-defined]
     except AttributeError:  # a bound method or a slotted object takes no attributes: wrap it
         inner = compiled
 
         def compiled(*args: Any) -> Any:
             return inner(*args)
 
-        compiled.torchkiln_report = recorder.snapshot()
+        compiled.torchkiln_report = recorder.snapshot()  # type: ignore[attr-defined]
     return compiled
 
 

@@ -16,7 +16,7 @@ MODES: tuple[str, ...] = (
 #: What each torch.compile mode turns on, in CompileOptions fields (Inductor's mode table, read
 #: through: reduce-overhead = CUDA graphs; max-autotune = autotuning + CUDA graphs;
 #: max-autotune-no-cudagraphs = autotuning only). CUDA graphs apply to CUDA graphs only.
-MODE_SETTINGS: dict[str, dict[str, bool]] = {
+MODE_SETTINGS: dict[str, dict[str, Any]] = {
     "default": {},
     "reduce-overhead": {"cudagraphs": True},
     "max-autotune": {"autotune": True, "cudagraphs": True},
