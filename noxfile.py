@@ -121,6 +121,29 @@ def lint(session: nox.Session) -> None:
     session.run("ruff", "check", "packages", "tests", "benchmarks", "noxfile.py")
 
 
+def _third_party_requirements(skip: set[str]) -> list[str]:
+    """Every package's declared third-party dependencies (not siblings, not extras), less `skip`."""
+    found: list[str] = []
+    for folder in PACKAGES:
+        meta = tomllib.loads((ROOT / "packages" / folder / "pyproject.toml").read_text())["project"]
+        for requirement in meta["dependencies"]:
+            name = requirement.split(">")[0].split("<")[0].split("=")[0].split("[")[0].strip()
+            if name not in DIST_TO_FOLDER and name not in skip and requirement not in found:
+                found.append(requirement)
+    return found
+
+
+@nox.session
+def typecheck(session: nox.Session) -> None:
+    """mypy over the public API of every package (the files and settings are `[tool.mypy]` in
+    pyproject.toml; CI runs it before the tests). Pinned like ruff. The packages are read from
+    their sources; their dependencies are installed for their types, except triton (untyped,
+    and large: mypy reads it as Any either way)."""
+    session.install(TORCH)
+    session.install("mypy==1.15.0", *_third_party_requirements(skip={"torch", "triton"}))
+    session.run("mypy")
+
+
 @nox.session
 def bench(session: nox.Session) -> None:
     """The main job: compile and benchmark the bundled model zoo on the CPU, printing the table."""
