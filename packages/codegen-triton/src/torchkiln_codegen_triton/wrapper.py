@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import sympy
@@ -27,9 +28,9 @@ def module_source(spec: KernelSpec, body: str, *, interpret: bool) -> str:
     return f"{module_header(interpret)}\n{PRELUDE}\n\n@triton.jit\n{body}"
 
 
-def _numel_fn(spec: KernelSpec):
+def _numel_fn(spec: KernelSpec) -> Callable[..., tuple[int, int]]:
     """A function of the size ints giving (xnumel, rnumel), compiled once."""
-    def prod(ranges):
+    def prod(ranges: Sequence[sympy.Expr]) -> str:
         total = sympy.Integer(1)
         for r in ranges:
             total = total * r

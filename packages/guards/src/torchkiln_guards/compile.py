@@ -14,7 +14,7 @@ import builtins
 import inspect
 import keyword
 import types
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from .kinds import Guard, GuardFailure, TensorMatch, TypeMatch
@@ -284,7 +284,7 @@ class GuardSet:
     def __init__(self, guards: Iterable[Guard] = ()):
         self.guards = order_guards(guards)
 
-    def __iter__(self):
+    def __iter__(self) -> Iterator[Guard]:
         return iter(self.guards)
 
     def __len__(self) -> int:

@@ -78,10 +78,10 @@ class LocalSource(Source):
     def expr(self) -> str:
         return f"L[{self.name!r}]"
 
-    def _code(self, base_ref, ctx):
+    def _code(self, base_ref: str | None, ctx: Any) -> str:
         return self.name
 
-    def _fetch(self, base_value, frame):
+    def _fetch(self, base_value: Any, frame: _Frame) -> Any:
         return frame.locals[self.name]
 
 
@@ -94,10 +94,10 @@ class GlobalSource(Source):
     def expr(self) -> str:
         return f"G[{self.name!r}]"
 
-    def _code(self, base_ref, ctx):
+    def _code(self, base_ref: str | None, ctx: Any) -> str:
         return f"___G[{self.name!r}]"
 
-    def _fetch(self, base_value, frame):
+    def _fetch(self, base_value: Any, frame: _Frame) -> Any:
         return frame.globals[self.name]
 
 
@@ -110,11 +110,11 @@ class ClosureSource(Source):
     def expr(self) -> str:
         return f"C[{self.name!r}]"
 
-    def _code(self, base_ref, ctx):
+    def _code(self, base_ref: str | None, ctx: Any) -> str:
         # The cell object is bound at compile time; only its contents are read per call.
         return f"___cell_{self.name}.cell_contents"
 
-    def _fetch(self, base_value, frame):
+    def _fetch(self, base_value: Any, frame: _Frame) -> Any:
         return frame.closure[self.name].cell_contents
 
 
@@ -132,12 +132,12 @@ class AttrSource(Source):
     def expr(self) -> str:
         return f"{self.source.expr()}.{self.attr}"
 
-    def _code(self, base_ref, ctx):
+    def _code(self, base_ref: str | None, ctx: Any) -> str:
         if self.attr.isidentifier() and not keyword.iskeyword(self.attr):
             return f"{base_ref}.{self.attr}"
         return f"{ctx.builtin('getattr')}({base_ref}, {self.attr!r})"
 
-    def _fetch(self, base_value, frame):
+    def _fetch(self, base_value: Any, frame: _Frame) -> Any:
         return getattr(base_value, self.attr)
 
 
@@ -155,12 +155,12 @@ class ItemSource(Source):
     def expr(self) -> str:
         return f"{self.source.expr()}[{self.key!r}]"
 
-    def _code(self, base_ref, ctx):
+    def _code(self, base_ref: str | None, ctx: Any) -> str:
         if type(self.key) in _LITERAL_KEY_TYPES:
             return f"{base_ref}[{self.key!r}]"
         return f"{base_ref}[{ctx.const(self.key, 'key')}]"
 
-    def _fetch(self, base_value, frame):
+    def _fetch(self, base_value: Any, frame: _Frame) -> Any:
         return base_value[self.key]
 
     def __hash__(self) -> int:
@@ -183,10 +183,10 @@ class SizeSource(Source):
     def expr(self) -> str:
         return f"{self.source.expr()}.size()[{self.dim}]"
 
-    def _code(self, base_ref, ctx):
+    def _code(self, base_ref: str | None, ctx: Any) -> str:
         return f"{base_ref}.shape[{self.dim}]"
 
-    def _fetch(self, base_value, frame):
+    def _fetch(self, base_value: Any, frame: _Frame) -> Any:
         return base_value.shape[self.dim]
 
 
@@ -205,8 +205,8 @@ class StrideSource(Source):
     def expr(self) -> str:
         return f"{self.source.expr()}.stride()[{self.dim}]"
 
-    def _code(self, base_ref, ctx):
+    def _code(self, base_ref: str | None, ctx: Any) -> str:
         return f"{base_ref}.stride({self.dim})"
 
-    def _fetch(self, base_value, frame):
+    def _fetch(self, base_value: Any, frame: _Frame) -> Any:
         return base_value.stride(self.dim)

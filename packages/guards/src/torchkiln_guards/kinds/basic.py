@@ -85,7 +85,7 @@ class IdMatch(Guard):
     name: str = field(init=False, compare=False)
     cost = 0
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "obj_id", id(self.obj))
         object.__setattr__(self, "name", _object_name(self.obj))
 
@@ -169,7 +169,7 @@ class ConstantMatch(Guard):
     value: Any
     cost = 1
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         if not is_constant(self.value):
             raise TypeError(
                 f"ConstantMatch({self.source.expr()}, ...) needs an immutable constant, got "
@@ -178,12 +178,12 @@ class ConstantMatch(Guard):
             )
 
     # Two guards are the same guard when they accept the same values (0.0 and -0.0 do not).
-    def __eq__(self, other):
+    def __eq__(self, other: object) -> bool:
         if type(other) is not ConstantMatch:
             return NotImplemented
         return self.source == other.source and exact_key(self.value) == exact_key(other.value)
 
-    def __hash__(self):
+    def __hash__(self) -> int:
         return hash((self.source, exact_key(self.value)))
 
     def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
@@ -238,7 +238,7 @@ class DictKeysMatch(Guard):
     keys: tuple
     cost = 2
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         object.__setattr__(self, "keys", tuple(self.keys))
 
     def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
@@ -284,7 +284,7 @@ class ClosureCellMatch(Guard):
     _inner: Guard = field(init=False, repr=False)
     cost = 1
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         inner = (
             ConstantMatch(self.source, self.value)
             if is_constant(self.value)

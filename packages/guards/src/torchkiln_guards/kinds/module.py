@@ -63,7 +63,7 @@ class ModuleHooksMatch(Guard):
     global_hooks: tuple = field(init=False)
     cost = 4
 
-    def __post_init__(self):
+    def __post_init__(self) -> None:
         snap = tuple((n, _keys(getattr(self.module, n, {}))) for n in _MODULE_HOOK_DICTS)
         object.__setattr__(self, "module_hooks", snap)
         object.__setattr__(self, "global_hooks", tuple((n, _keys(d)) for n, d in _GLOBAL_HOOK_DICTS))
@@ -93,6 +93,6 @@ class ModuleHooksMatch(Guard):
         return None
 
 
-def _dict_test(ref: str, keys: tuple, ctx) -> str:
+def _dict_test(ref: str, keys: tuple, ctx: CodeContext) -> str:
     # An empty dict is the common case: `not d` is the cheapest test there is.
     return f"not {ref}" if not keys else f"{ctx.builtin('tuple')}({ref}) == {keys!r}"

@@ -20,15 +20,15 @@ class _PyPrinter(PythonCodePrinter):
     """Python code for an integer relation; symbols print as the code reading their size.
     Integer-division functions of torch's and our loop IR's sympy vocabulary print as // and %."""
 
-    def __init__(self, names: Mapping[sympy.Symbol, str], ctx):
+    def __init__(self, names: Mapping[sympy.Symbol, str], ctx: CodeContext) -> None:
         super().__init__({"fully_qualified_modules": False})
         self._names = names
         self._ctx = ctx
 
-    def _print_Symbol(self, expr):
+    def _print_Symbol(self, expr: sympy.Expr) -> str:
         return self._names[expr]
 
-    def _print_Function(self, expr):
+    def _print_Function(self, expr: sympy.Expr) -> str:
         name = type(expr).__name__
         args = [self._print(a) for a in expr.args]
         if name in ("FloorDiv", "IntTrueDiv", "CleanDiv") and len(args) == 2:
@@ -41,13 +41,13 @@ class _PyPrinter(PythonCodePrinter):
             return f"{self._ctx.builtin(name.lower())}({', '.join(args)})"
         raise TypeError(f"ShapeGuard cannot generate code for sympy function {name}")
 
-    def _print_Max(self, expr):
+    def _print_Max(self, expr: sympy.Expr) -> str:
         return self._print_Function(expr)
 
-    def _print_Min(self, expr):
+    def _print_Min(self, expr: sympy.Expr) -> str:
         return self._print_Function(expr)
 
-    def _print_Mod(self, expr):
+    def _print_Mod(self, expr: sympy.Expr) -> str:
         a, b = (self._print(x) for x in expr.args)
         return f"({a} % {b})"
 
@@ -55,11 +55,11 @@ class _PyPrinter(PythonCodePrinter):
 class _ExprPrinter(StrPrinter):
     """The relation as the user reads it, symbols shown as ``L['x'].size()[0]``."""
 
-    def __init__(self, names: Mapping[sympy.Symbol, str]):
+    def __init__(self, names: Mapping[sympy.Symbol, str]) -> None:
         super().__init__()
         self._names = names
 
-    def _print_Symbol(self, expr):
+    def _print_Symbol(self, expr: sympy.Expr) -> str:
         return self._names.get(expr, expr.name)
 
 

@@ -82,7 +82,7 @@ class GlobalStateMatch(Guard):
         return "GlobalStateMatch()"
 
     def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
-        def call(key, *args):
+        def call(key: str, *args: Any) -> str:
             return f"{ctx.const(_READERS[key], key)}({', '.join(map(repr, args))})"
 
         parts = [f"{call('grad_enabled')} is {self.grad_enabled!r}"]
@@ -144,7 +144,7 @@ class StorageAliasMatch(Guard):
         )
 
 
-def alias_pattern(tensors) -> tuple[int, ...]:
+def alias_pattern(tensors: Sequence[Any]) -> tuple[int, ...]:
     """For each tensor, the position of the first tensor sharing its storage (itself if none)."""
     first: dict[object, int] = {}
     return tuple(first.setdefault(_storage_key(t, i), i) for i, t in enumerate(tensors))

@@ -20,7 +20,7 @@ def _dispatch_keys(t: torch.Tensor) -> int:
     return torch._C._dispatch_keys(t).raw_repr()
 
 
-def _static(v) -> int | None:
+def _static(v: Any) -> int | None:
     """A concrete int, or None for a symbolic (SymInt) value."""
     if isinstance(v, int):
         return int(v)
@@ -30,7 +30,7 @@ def _static(v) -> int | None:
     return int(v)
 
 
-def _pinned_strides(strides, dynamic: AbstractSet[int]) -> tuple[int | None, ...]:
+def _pinned_strides(strides: Sequence[int | None], dynamic: AbstractSet[int]) -> tuple[int | None, ...]:
     """Strides that do not depend on a dynamic size. For a dense (possibly permuted) tensor a
     stride is the product of the sizes of the dims with smaller strides, so it is static when none
     of those dims is dynamic. Everything else is left to ShapeGuard / the contiguity check."""
@@ -40,7 +40,7 @@ def _pinned_strides(strides, dynamic: AbstractSet[int]) -> tuple[int | None, ...
             out.append(None)
             continue
         depends = any(
-            j != i and j in dynamic and (strides[j] is None or strides[j] < st)
+            j != i and j in dynamic and ((other := strides[j]) is None or other < st)
             for j in range(len(strides))
         )
         out.append(None if depends else st)
@@ -177,7 +177,7 @@ class TensorMatch(Guard):
         except Exception as exc:  # noqa: BLE001 - a broken tensor-like fails the guard, never raises
             return self._fail(e, "a tensor", Raised(exc))
 
-    def _first_mismatch(self, e, x):
+    def _first_mismatch(self, e: str, x: Any) -> GuardFailure | None:  # a tensor (or a broken one)
         if x.dtype is not self.dtype:
             return self._fail(f"{e}.dtype", self.dtype, x.dtype)
         if x.device != self.device:
