@@ -39,6 +39,9 @@ def _has_global_module_hooks() -> bool:
 class ModuleProxy(torch.nn.Module):
     """An ``nn.Module`` standing for ``mod`` whose forward is ``forward(*args, **kwargs)``."""
 
+    # the original module; typed Any: indexing, len() and iter() reach a container's own
+    _orig_mod: Any
+
     def __init__(self, mod: torch.nn.Module, forward: Callable[..., Any]) -> None:
         super().__init__()
         self._orig_mod = mod  # registered as the one submodule (train/eval/to reach it)
@@ -54,7 +57,7 @@ class ModuleProxy(torch.nn.Module):
         return self._proxy_forward(*args, **kwargs)
 
     @property
-    def training(self) -> bool:  # type: ignore[override]
+    def training(self) -> bool:
         return self._orig_mod.training
 
     @training.setter

@@ -283,9 +283,6 @@ class CompiledModule(ModuleProxy):
     module's; hooks registered on it run around the compiled forward, as on torch.compile's
     wrapper) whose forward is the runner, with its eager fallback policy."""
 
-    # the original module; typed Any: indexing, len() and iter() reach a container's own
-    _orig_mod: Any
-
     def __init__(self, module: torch.nn.Module, runner: _Runner) -> None:
         super().__init__(module, runner)
         self.__dict__["_torchkiln_runner"] = runner
