@@ -2,9 +2,9 @@
 
 __version__ = "0.4.0"
 
+from . import linear_group as _linear_group  # noqa: F401  (defines torchkiln::linear_group, likewise)
 from . import mkldnn as _mkldnn  # noqa: F401  (defines torchkiln::mkldnn_convolution*, which cached graphs name)
 from . import mkldnn_linear as _mkldnn_linear  # noqa: F401  (defines torchkiln::mkldnn_linear*, likewise)
-from . import linear_group as _linear_group  # noqa: F401  (defines torchkiln::linear_group, likewise)
 from .artifact import GraphArtifact, NotCacheable, export_graph, load_graph
 from .backend import (
     Backend,

@@ -32,8 +32,15 @@ from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils.weak import WeakIdKeyDictionary
 
-from .mkldnn import (_LIB, _fake_meta, _keep_output_layouts, _propagate_meta, _static_inputs, _val,
-                     mkldnn_available)
+from .mkldnn import (
+    _LIB,
+    _fake_meta,
+    _keep_output_layouts,
+    _propagate_meta,
+    _static_inputs,
+    _val,
+    mkldnn_available,
+)
 from .mkldnn_linear import _MEASURE_MAX_FLOPS, _MEASURE_MIN_FLOPS, _linear_parts, _measured, _weight
 
 aten = torch.ops.aten
