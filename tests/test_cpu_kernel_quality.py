@@ -116,3 +116,28 @@ def test_zero_dim_and_one_dim_kernels():
 
     source = _check(f, inputs)
     assert _pieces(source, "x0") == [(0, 19), (19, 25)]
+
+
+def test_masked_softmax_and_exp_at_the_underflow_edge():
+    # where(mask, -inf, x) before exp: a bit blend (tk_where) keeps the loop vectorized, and
+    # tk_exp answers the lanes that underflow; both must give eager's bits for every value
+    def f(x, edge):
+        n = x.shape[-1]
+        causal = torch.ones(n, n, dtype=torch.bool).triu(1)
+        att = torch.softmax((x * 0.25).masked_fill(causal, float("-inf")), -1)
+        return att, torch.exp(edge), torch.sigmoid(-edge), torch.where(edge > 0, edge, -0.0).exp()
+
+    edge = torch.tensor([-103.97, -103.98, -104.0, -104.01, -1e30, float("-inf"), float("inf"),
+                         float("nan"), -0.0, 0.0, 88.7, 88.8, -87.4, -100.0, 1e-45, -1e-45, 3.0])
+
+    def inputs():
+        return torch.randn(2, 3, 33, 33), edge[torch.randperm(len(edge))]
+
+    source = _check(f, inputs, rtol=1e-6, atol=0)
+    assert "tk_where(" in source and "tk_exp(" in source
+    x = torch.randn(1, 1, 33, 33)
+    gm = make_fx(f, decomposition_table=loop_ir.decompositions())(x, edge)
+    cg = loop_ir.compile_graph(gm, [x, edge], codegen_cpp.CppBackend())
+    for got, want in zip(cg(x, edge)[1:], f(x, edge)[1:]):
+        torch.testing.assert_close(got, want, rtol=2e-7, atol=0, equal_nan=True)
+        assert torch.equal(got == 0, want == 0)  # underflow to 0 exactly where eager's does
