@@ -35,6 +35,8 @@ def apply_mutations(args: Sequence[torch.Tensor], mutated_inputs: Sequence[int],
     with an input is cloned before the first input is written, so what can fail fails before any
     input changed. A failure while writing raises MutationAppliedError (some inputs may hold their
     new values: the call must not be repeated)."""
+    if not mutated_inputs:
+        return
     pairs = []
     with torch.no_grad():
         for i, value in zip(mutated_inputs, new_values):

@@ -29,7 +29,7 @@ POINTWISE: dict[str, tuple[str, str, str]] = {
     "rsqrt": ("({T}(1) / std::sqrt({0}))", "({T}(1) / std::sqrt({0}))", "same"),
     "reciprocal": ("({T}(1) / {0})", "({T}(1) / {0})", "same"),
     "sigmoid": (
-        "({T}(1) / ({T}(1) + std::exp(-{0})))",
+        "({T}(1) / ({T}(1) + tk_exp(-{0})))",
         "({T}(1) / ({T}(1) + std::exp(-{0})))",
         "same",
     ),
@@ -62,7 +62,8 @@ POINTWISE: dict[str, tuple[str, str, str]] = {
     "le": ("({0} <= {1})", "({0} <= {1})", "bool"),
     "gt": ("({0} > {1})", "({0} > {1})", "bool"),
     "ge": ("({0} >= {1})", "({0} >= {1})", "bool"),
-    "where": ("({0} ? {1} : {2})", "({0} ? {1} : {2})", "second"),
+    "where": ("tk_where(static_cast<bool>({0}), static_cast<{T}>({1}), static_cast<{T}>({2}))",
+              "({0} ? {1} : {2})", "second"),
 }
 
 _STD_UNARY = (
@@ -91,6 +92,8 @@ _STD_UNARY = (
 )
 for _fn in _STD_UNARY:
     POINTWISE[_fn] = _unary_math(_fn)
+# exp underflowing to 0 skips libmvec's slow lanes (tk_exp in the prelude)
+POINTWISE["exp"] = ("tk_exp({0})", "std::exp({0})", "same")
 
 # bool has no ~ or unary minus of its own in torch's sense.
 BOOL_OVERRIDES: dict[str, str] = {"bitwise_not": "(!{0})", "neg": "(!{0})", "abs": "{0}"}

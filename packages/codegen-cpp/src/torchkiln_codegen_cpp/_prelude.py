@@ -75,6 +75,29 @@ template <typename To, typename From> inline To tk_bitcast(From v) {
   To out; std::memcpy(&out, &v, sizeof(To)); return out;
 }
 
+// ---- where(c, a, b) on floats as a bit blend, not `c ? a : b`: GCC keeps the ternary as a
+// branch when a libmvec call (exp, log, ...) follows it, and then does not vectorize the loop at
+// all (a masked softmax ran scalar). The blend is exact: the chosen operand's bits, NaN and -0.
+template <typename T> inline T tk_where(bool c, T a, T b) { return c ? a : b; }
+inline float tk_where(bool c, float a, float b) {
+  uint32_t m = 0u - static_cast<uint32_t>(c);
+  return tk_bitcast<float>((tk_bitcast<uint32_t>(a) & m) | (tk_bitcast<uint32_t>(b) & ~m));
+}
+inline double tk_where(bool c, double a, double b) {
+  uint64_t m = 0ull - static_cast<uint64_t>(c);
+  return tk_bitcast<double>((tk_bitcast<uint64_t>(a) & m) | (tk_bitcast<uint64_t>(b) & ~m));
+}
+
+// exp(x) is +0 below -103.98 in float (e^-104 is under half the smallest subnormal). libmvec's
+// vector expf sends every lane of a vector holding such an x (or -inf: a masked softmax) through
+// its scalar fallback, 4x slower on attention masks; those lanes are answered here instead.
+template <typename T> inline T tk_exp(T x) { return std::exp(x); }
+inline float tk_exp(float x) {
+  bool zero = x < -104.0f;
+  float e = std::exp(tk_where(zero, 0.0f, x));
+  return tk_where(zero, 0.0f, e);
+}
+
 // ---- NaN-propagating extremes, like torch.maximum / amax ----
 // Equal operands give the second one, as eager's vectorized kernels (max_ps): maximum(-0., 0.)
 // is 0. (the lowering of clamp orders its operands for that)

@@ -29,6 +29,7 @@ from torchkiln_loop_ir.indexing import index_symbol
 from torchkiln_loop_ir.ops import set_ops_handler
 
 from ._pointwise import BOOL_OVERRIDES, POINTWISE
+from ._splits import InnermostSplits
 from ._status import STATUS_PARAM
 from ._values import CppValue, Scope
 from .errors import CodegenError, UnsupportedOp
@@ -74,6 +75,7 @@ class CppOpsHandler(DefaultHandler):
         self.r_indices: list[sympy.Expr] = []
         self.xvars = [index_symbol("x", i) for i in range(len(kernel.xranges))]
         self.rvars = [index_symbol("r", i) for i in range(len(kernel.rranges))]
+        self.splits = InnermostSplits(self.xvars[-1] if self.xvars else None)  # cat's masks
         for i, name in enumerate(kernel.args):
             kind = "in_ptr" if name in kernel.inputs else "out_ptr"
             self.state.params[name] = f"{kind}{i}"
@@ -211,7 +213,9 @@ class CppOpsHandler(DefaultHandler):
         self._write(self.x_scope, name, index, value, None)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppValue:
-        return self._emit(f"static_cast<{compute_type(dtype)}>({print_index(expr)})", dtype)
+        value = self._emit(f"static_cast<{compute_type(dtype)}>({print_index(expr)})", dtype)
+        self.splits.note_index(value.expr, expr)
+        return value
 
     def indirect_indexing(self, value: Any, size: Any, check: bool = True) -> sympy.Symbol:
         value = self._value(value)
@@ -270,7 +274,9 @@ class CppOpsHandler(DefaultHandler):
             expr = f"static_cast<bool>({x})"
         else:
             expr = f"static_cast<{compute_type(dtype)}>({x})"
-        return self._emit(expr, dtype, [x])
+        value = self._emit(expr, dtype, [x])
+        self.splits.note_cast(value.expr, x)
+        return value
 
     def to_dtype_bitcast(self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> CppValue:
         x = self._value(x, src_dtype)
@@ -376,6 +382,8 @@ class CppOpsHandler(DefaultHandler):
         if src == torch.bool and name in BOOL_OVERRIDES:
             template = BOOL_OVERRIDES[name]
         expr = template.format(*vals, T=compute_type(src))
+        if len(vals) == 2:
+            self.splits.note_compare(name, *vals)
         return self._emit(expr, dtype, vals)
 
 

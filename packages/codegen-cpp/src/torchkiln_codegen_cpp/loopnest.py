@@ -41,7 +41,15 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
     outer = options.simd and _vectorize_across_x(kernel, h)
     inner_simd = (pointwise_only or outer) and options.simd
     ncollapse = nx - 1 if inner_simd else nx
+    # cat's masks on the innermost index: one loop per piece between their constants (_splits.py);
+    # not for a lone parallel loop (its pragma covers exactly one loop)
+    pieces = None
+    if nx and pointwise_only and inner_simd and not (nx == 1 and parallel is not None):
+        pieces = h.splits.pieces(kernel.xranges[-1])
     for i, (var, size) in enumerate(zip(h.xvars, xsizes)):
+        if i == nx - 1 and pieces:
+            lines.extend(_split_loops(var.name, pieces, body, indent))
+            break
         if i == 0 and parallel is not None:
             collapse = f" collapse({ncollapse})" if ncollapse > 1 else ""
             if nx == 1 and inner_simd:
@@ -56,13 +64,25 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
             lines.append(f"{indent}#pragma omp simd")
         lines.append(f"{indent}for (int64_t {var.name} = 0; {var.name} < {size}; {var.name}++) {{")
         indent += "  "
-    lines.extend(indent + ln for ln in body)
-    for _ in range(nx):
+    else:
+        lines.extend(indent + ln for ln in body)
+    for _ in range(nx if not pieces else nx - 1):
         indent = indent[:-2]
         lines.append(f"{indent}}}")
     out.extend(lines)
     out.append("}")
     return "\n".join(out) + "\n"
+
+
+def _split_loops(var: str, pieces: list[tuple[int, int]], body: list[str], indent: str) -> list[str]:
+    """The innermost loop as one ``omp simd`` loop per ``[start, end)`` piece, same body each."""
+    lines = []
+    for start, end in pieces:
+        lines.append(f"{indent}#pragma omp simd")
+        lines.append(f"{indent}for (int64_t {var} = {start}LL; {var} < {end}LL; {var}++) {{")
+        lines.extend(indent + "  " + ln for ln in body)
+        lines.append(f"{indent}}}")
+    return lines
 
 
 def _parallel_clause(numel: sympy.Expr, threshold: int) -> str | None:

@@ -202,6 +202,13 @@ def wrapper_source(graph: ScheduledGraph) -> str:
     for i in range(len(devices)):
         lines.append(f"    dev{i} = devices[{i}]")
     dev_name = {d: f"dev{i}" for i, d in enumerate(devices)}
+    # dtypes are bound once here, not looked up as ``torch.<dtype>`` on every call
+    dtypes = sorted({str(graph.buffers[name].dtype) for step in graph.steps
+                     if isinstance(step, KernelSpec) for name in step.outputs
+                     if name not in step.inputs and name not in graph.reuse})
+    dtype_name = {d: f"dt{i}" for i, d in enumerate(dtypes)}
+    for d, local in dtype_name.items():
+        lines.append(f"    {local} = {d}")
     lines.append("")
     lines.append("    def call(args):")
     body: list[str] = []
@@ -221,7 +228,7 @@ def wrapper_source(graph: ScheduledGraph) -> str:
                     body.append(f"{name} = {old}; del {old}")
                     continue
                 b = graph.buffers[name]
-                body.append(f"{name} = _empty({_tuple(b.size)}, {_tuple(b.stride)}, dtype={b.dtype}, "
+                body.append(f"{name} = _empty({_tuple(b.size)}, {_tuple(b.stride)}, dtype={dtype_name[str(b.dtype)]}, "
                             f"device={dev_name[str(b.device)]})")
             args = list(step.args) + [s.name for s in step.size_args]
             body.append(f"{step.name}({', '.join(args)})")
@@ -240,8 +247,9 @@ def wrapper_source(graph: ScheduledGraph) -> str:
                         body.append(f"{size.name} = {out}.shape[{dim}]")
                         bound.add(size.name)
         elif isinstance(step, View):
-            body.append(f"{step.name} = _as_strided({step.base}, {_tuple(step.size)}, {_tuple(step.stride)}, "
-                        f"{pyexpr(step.offset)} + {step.base}.storage_offset())")
+            # no offset: as_strided keeps the base's own storage offset (no arithmetic per call)
+            offset = "" if step.offset == 0 else f", {pyexpr(step.offset)} + {step.base}.storage_offset()"
+            body.append(f"{step.name} = _as_strided({step.base}, {_tuple(step.size)}, {_tuple(step.stride)}{offset})")
         elif isinstance(step, Free) and step.name not in reused_by:
             body.append(f"del {step.name}")
     body.append("return [" + ", ".join(o if isinstance(o, str) else pyexpr(o) for o in graph.outputs) + "]")
