@@ -28,6 +28,7 @@ from .graph import lower
 from .indexing import FloorDiv, ModularIndexing, index_symbol
 from .ir import GraphIR
 from .lowering import LOWERINGS, register_lowering
+from .memory import planned_peak_bytes
 from .ops import OP_SPECS, OpsHandler, ops, set_ops_handler
 from .options import LoopIROptions
 from .reference import ReferenceBackend
@@ -39,6 +40,6 @@ __all__ = [
     "KernelSpec", "KernelStage", "LoopIRError", "LoopIROptions", "LoweringError", "MemoryDep",
     "ModularIndexing", "NotCacheable", "OP_SPECS", "OpsHandler", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "SymbolSource",
     "Unlowerable", "View", "compile_graph",
-    "decompositions", "export_graph", "index_symbol", "load_graph", "lower", "ops", "register_lowering", "schedule",
+    "decompositions", "export_graph", "index_symbol", "load_graph", "lower", "ops", "planned_peak_bytes", "register_lowering", "schedule",
     "set_ops_handler",
 ]

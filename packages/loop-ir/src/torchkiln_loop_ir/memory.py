@@ -71,8 +71,9 @@ def plan_memory(steps: Sequence[Any], buffers: dict[str, BufferSpec], inputs: Se
                 outputs: set[str], reuse: bool = True) -> tuple[list[Any], dict[str, str]]:
     """Insert ``Free`` after each buffer's last use and pick dead buffers to reuse.
 
-    Only kernel outputs (allocated by the wrapper) are reused. Buffers a fallback reads or returns,
-    and bases of views, live to the end: an ATen fallback may return an alias of its input.
+    Only kernel outputs (allocated by the wrapper) are reused. Buffers a fallback reads or returns
+    live to the end: an ATen fallback may return an alias of its input. The base of a view dies
+    with the last use of the base or of any view of it (a view the graph returns pins its base).
     """
     pinned = set(inputs) | set(outputs)
     base_of: dict[str, str] = {}
@@ -82,7 +83,7 @@ def plan_memory(steps: Sequence[Any], buffers: dict[str, BufferSpec], inputs: Se
         elif isinstance(step, ExternCall) and step.kind == "fallback":
             pinned |= step_uses(step)  # an ATen fallback may return an alias of its input
     for name, base in base_of.items():
-        if name in outputs:
+        if name in pinned:  # a returned view, or one a fallback reads: its storage must survive
             pinned.add(base)
     last: dict[str, int] = {}
     for i, step in enumerate(steps):
@@ -90,7 +91,12 @@ def plan_memory(steps: Sequence[Any], buffers: dict[str, BufferSpec], inputs: Se
             last[name] = i
             if name in base_of:
                 last[base_of[name]] = i
-    view_bases = set(base_of.values())
+    # what dies at each step: a view base dies at the last use of any of its views (a view is
+    # a second name for the base's storage), so it is freed, and its storage reused, only then
+    dies: dict[int, list[str]] = defaultdict(list)
+    for name, i in last.items():
+        if name not in pinned:
+            dies[i].append(name)
     out: list[Any] = []
     mapping: dict[str, str] = {}
     # dead kernel outputs available for reuse, by layout, oldest first
@@ -105,10 +111,9 @@ def plan_memory(steps: Sequence[Any], buffers: dict[str, BufferSpec], inputs: Se
                 if free:
                     mapping[o] = free.popleft()
         out.append(step)
-        for name in sorted(step_uses(step)):
-            if last.get(name) == i and name not in pinned and name not in view_bases:
-                out.append(Free(name))
-                if name in kernel_made:
+        for name in sorted(dies.get(i, ())):
+            out.append(Free(name))
+            if name in kernel_made:
                     pool[_layout_key(buffers[name])].append(name)
     return out, mapping
 
@@ -116,3 +121,68 @@ def plan_memory(steps: Sequence[Any], buffers: dict[str, BufferSpec], inputs: Se
 def _layout_key(a: BufferSpec) -> tuple:
     """Buffers with equal keys can stand in for each other."""
     return (a.dtype, a.device, tuple(a.size), tuple(a.stride))
+
+
+def planned_peak_bytes(graph: Any) -> int | None:
+    """The most bytes the wrapper of ``graph`` (a ``ScheduledGraph``) holds at once in buffers it
+    makes itself (kernel outputs and extern results), following its ``Free`` steps, its reuse and
+    its views (a view shares its base's storage); inputs are the caller's and not counted. None
+    when a buffer's size is symbolic (the peak then depends on the call)."""
+    reused_by = {old: new for new, old in graph.reuse.items()}
+    storage_of: dict[str, int] = {}
+    names_of: dict[int, set[str]] = defaultdict(set)
+    size_of: dict[int, int] = {}
+    live = peak = 0
+
+    def bind(name: str, storage: int) -> None:
+        storage_of[name] = storage
+        names_of[storage].add(name)
+
+    def allocate(name: str) -> bool:
+        nonlocal live, peak
+        spec = graph.buffers[name]
+        try:
+            size = [int(s) for s in spec.size]
+            stride = [int(s) for s in spec.stride]
+        except TypeError:
+            return False
+        numel = 0 if 0 in size else 1 + sum((s - 1) * st for s, st in zip(size, stride))
+        storage = len(size_of)
+        size_of[storage] = numel * spec.dtype.itemsize
+        bind(name, storage)
+        live += size_of[storage]
+        peak = max(peak, live)
+        return True
+
+    def drop(name: str) -> None:
+        nonlocal live
+        storage = storage_of.pop(name, None)
+        if storage is None:
+            return
+        names_of[storage].discard(name)
+        if not names_of[storage]:
+            live -= size_of[storage]
+
+    for step in graph.steps:
+        if isinstance(step, KernelSpec):
+            for name in step.outputs:
+                if name in step.inputs:
+                    continue
+                if name in graph.reuse:
+                    old = graph.reuse[name]
+                    if old in storage_of:
+                        bind(name, storage_of[old])
+                        drop(old)
+                        continue
+                if not allocate(name):
+                    return None
+        elif isinstance(step, ExternCall):
+            for name in filter(None, step.outputs):
+                if not allocate(name):
+                    return None
+        elif isinstance(step, View):
+            if step.base in storage_of:
+                bind(step.name, storage_of[step.base])
+        elif isinstance(step, Free) and step.name not in reused_by:
+            drop(step.name)
+    return peak
