@@ -126,13 +126,18 @@ class CompiledFunction(torch.autograd.Function):
             )
         plan: TrainingPlan = ctx.plan
         tensors = iter(ctx.saved_tensors)
-        saved = [next(tensors) if s is None else s for s in ctx.nontensor_saved]
-        tangents = []
-        for i in plan.diff_outputs:
-            g = grad_outputs[i]
-            tangents.append(g.contiguous())
-        args = saved + tangents
-        grads = list(plan.backward.get(args)(*args))
+        args = [next(tensors) if s is None else s for s in ctx.nontensor_saved]
+        del tensors
+        args += [grad_outputs[i].contiguous() for i in plan.diff_outputs]
+        compiled = plan.backward.get(args)
+        # As eager frees each saved activation once its node's backward ran, let the compiled
+        # backward free each one at its last use: the context lets go of them (unless the graph
+        # is retained) and a boxed callable takes the only other references, the list.
+        clear = getattr(ctx, "maybe_clear_saved_tensors", None)  # torch >= 2.1
+        if clear is not None:
+            clear()
+        boxed = getattr(compiled, "call_boxed", None)
+        grads = list(boxed(args) if boxed is not None else compiled(*args))
         result: list[torch.Tensor | None] = [None] * plan.num_primals
         for i, g in zip(plan.grad_inputs, grads):
             result[i] = g

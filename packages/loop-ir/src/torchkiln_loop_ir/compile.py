@@ -96,6 +96,12 @@ class CompiledGraph:
     def __call__(self, *inputs: Any) -> list[torch.Tensor]:
         return self._call((*inputs, *self.constants) if self.constants else inputs)
 
+    def call_boxed(self, inputs: list[Any]) -> list[torch.Tensor]:
+        """Call with a list the caller gives away: the wrapper empties it, so each input whose
+        last reference it was is freed at its last use in the graph, not after the call."""
+        inputs.extend(self.constants)
+        return self._call(inputs)
+
     @property
     def num_kernels(self) -> int:
         return len(self.kernels)

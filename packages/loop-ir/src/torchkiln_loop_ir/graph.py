@@ -439,6 +439,11 @@ class GraphLowering:
         counted, counts = self._counted
         reads, ops = counts if counted is value else count_reads_and_ops(value)
         users = len(n.users)
+        if any(u.op == "output" for u in n.users):
+            # realized here, not when the output node is reached: in program order, so what it
+            # reads dies here (a backward's weight gradient cast to float32 right after its mm,
+            # not every mm result held to the end of the graph)
+            return self.realize(value, "graph output", n)
         if reads > self.options.inline_max_reads:
             return self.realize(value, f"too many reads to inline ({reads})", n)
         if users > 1 and (reads > 1 or ops > 4):

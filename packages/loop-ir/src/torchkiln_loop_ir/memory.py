@@ -75,7 +75,9 @@ def plan_memory(steps: Sequence[Any], buffers: dict[str, BufferSpec], inputs: Se
     live to the end: an ATen fallback may return an alias of its input. The base of a view dies
     with the last use of the base or of any view of it (a view the graph returns pins its base).
     """
-    pinned = set(inputs) | set(outputs)
+    # Inputs are freed (their names dropped) at their last use too: when the caller gave its
+    # references away (``call_boxed``) that frees them; they are never reused (not ours to write).
+    pinned = set(outputs)
     base_of: dict[str, str] = {}
     for step in steps:
         if isinstance(step, View):

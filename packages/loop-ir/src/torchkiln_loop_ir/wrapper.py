@@ -214,6 +214,10 @@ def wrapper_source(graph: ScheduledGraph) -> str:
     body: list[str] = []
     if graph.inputs:
         body.append(f"{', '.join(graph.inputs)}, = args")
+    # a list is the caller's giving its references away (CompiledGraph.call_boxed): with the list
+    # emptied, an input's ``del`` at its last use frees it (a backward's saved activations)
+    body.append("if args.__class__ is list:")
+    body.append("    args.clear()")
     body += _bind_symbols(graph)
     bound = {sym.name for sym in graph.size_symbols}
     reused_by = {old: new for new, old in graph.reuse.items()}
