@@ -5,6 +5,7 @@ from .errors import AOTError, DoubleBackwardUnsupported, MutationAppliedError, N
 from .joint import JointGraph, joint_graph
 from .partition import PartitionStats, default_partition, is_recomputable, min_cut_partition
 from .saved import RuntimeMetadata, rebuild_runtime, runtime_metadata
+from .saved_bytes import SavedBytes, partition_saved_bytes, saved_tensor_bytes
 from .trace import FunctionalGraph, LiftedGraph, aten_graph, functional_graph, lift_parameters
 from .verify import check_functional
 
@@ -20,6 +21,7 @@ __all__ = [
     "NotFunctionalError",
     "PartitionStats",
     "RuntimeMetadata",
+    "SavedBytes",
     "aot_compile",
     "aten_graph",
     "check_functional",
@@ -29,6 +31,8 @@ __all__ = [
     "joint_graph",
     "lift_parameters",
     "min_cut_partition",
+    "partition_saved_bytes",
     "rebuild_runtime",
     "runtime_metadata",
+    "saved_tensor_bytes",
 ]

@@ -113,6 +113,7 @@ def aot_compile(
         grad_inputs=joint.grad_inputs,
         num_saved=num_saved,
         num_primals=joint.num_primals,
+        partition=fw_gm.meta.get("partition"),
     )
     return TrainingRuntime(plan, lifted.params, lifted.constant_outputs, aliases, bases)
 

@@ -39,6 +39,10 @@ _CHEAP_OPS = frozenset({
 })
 
 
+#: what saving a primal costs, per byte, next to an intermediate's 1.0 (see min_cut_partition)
+_PRIMAL_COST = 0.01
+
+
 @dataclass(frozen=True)
 class PartitionStats:
     """What a partition saved for the backward (stored as fw_gm.meta["partition"])."""
@@ -46,6 +50,9 @@ class PartitionStats:
     saved: tuple[str, ...]
     saved_bytes: int
     recomputed: tuple[str, ...]
+    #: bytes of the saved values that are not primals or views of one (what the forward adds to
+    #: memory until the backward), a storage counted once however many views of it are saved
+    activation_bytes: int = 0
 
 
 def is_recomputable(node: fx.Node) -> bool:
@@ -63,6 +70,11 @@ def is_recomputable(node: fx.Node) -> bool:
         return False
     if target in _CHEAP_OPS or torch.Tag.pointwise in tags:
         return True
+    if target is aten._to_copy.default:
+        # a dtype cast on one device is pointwise (autocast's casts of weights and activations);
+        # a copy to another device is not cheap
+        src, out = node.args[0].meta.get("val"), node.meta.get("val")
+        return isinstance(src, torch.Tensor) and isinstance(out, torch.Tensor) and src.device == out.device
     return target.is_view
 
 
@@ -199,7 +211,13 @@ def min_cut_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int,
             # A banned op the forward computes anyway is never recomputed: it is free to reach.
             g.add_edge("source", node.name + "_in", capacity=math.inf)
         cost = _save_cost(node)
-        if node not in fw_required and node not in primals:
+        if node in primals:
+            # A parameter or input is alive anyway: saving it only keeps a reference. Priced at
+            # 1% of its bytes (a tie-breaker), the cut saves a weight and recomputes its cast in
+            # the backward instead of keeping a bfloat16 copy of every weight from forward to
+            # backward (what eager's autocast cache holds).
+            cost *= _PRIMAL_COST
+        elif node not in fw_required:
             # On a tie, do backward-only work in the backward: the forward stays as short as eager's.
             cost *= 1.01
         g.add_edge(node.name + "_in", node.name + "_out", capacity=cost)
@@ -229,8 +247,24 @@ def _finish(joint_gm, num_fwd_outputs, num_primals, saved):
     fw_names = {n.name for n in fw_gm.graph.nodes if n.op == "call_function"}
     recomputed = tuple(n.name for n in bw_gm.graph.nodes if n.op == "call_function" and n.name in fw_names)
     stats = PartitionStats(tuple(n.name for n in saved),
-                           int(sum(_node_bytes(n) for n in saved)), recomputed)
+                           int(sum(_node_bytes(n) for n in saved)), recomputed,
+                           _activation_bytes(saved, set(_placeholders(joint_gm)[:num_primals])))
     fw_gm.meta["partition"] = stats
     fw_gm.meta["num_saved"] = len(saved)
     bw_gm.meta["partition"] = stats
     return fw_gm, bw_gm
+
+
+def _activation_bytes(saved: list[fx.Node], primals: set[fx.Node]) -> int:
+    """Bytes of the storages the saved values hold beyond the primals': a view counts as its
+    base (once), a primal or a view of one as nothing (it is alive anyway)."""
+    roots: dict[fx.Node, float] = {}
+    for node in saved:
+        root = node
+        while (root.op == "call_function" and isinstance(root.target, torch._ops.OpOverload)
+               and root.target.is_view and isinstance(root.args[0], fx.Node)):
+            root = root.args[0]
+        if root in primals:
+            continue
+        roots[root] = max(roots.get(root, 0.0), _node_bytes(root) if root is not node else _node_bytes(node))
+    return int(sum(b for b in roots.values() if math.isfinite(b)))

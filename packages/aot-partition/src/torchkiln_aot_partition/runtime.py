@@ -92,6 +92,8 @@ class TrainingPlan:
     grad_inputs: tuple[int, ...]
     num_saved: int
     num_primals: int
+    #: the min-cut's figures (None when rebuilt from a cache): what is saved, its bytes
+    partition: Any = None
 
 
 class CompiledFunction(torch.autograd.Function):
