@@ -107,6 +107,10 @@ class FoldedConstants:
             self._values, self._key = values, key
         return values
 
+    def nbytes(self) -> int:
+        """Bytes the folded constants hold beside the parameters (0 before the first fold)."""
+        return sum(v.untyped_storage().nbytes() for v in {id(v): v for v in self._values or ()}.values())
+
     def prime(self, args: Sequence[Any], values: list[torch.Tensor]) -> None:
         """Start the cache with the values computed at compile time from ``args``."""
         self._key, self._values = self.key(args), values
