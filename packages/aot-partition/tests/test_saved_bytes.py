@@ -94,3 +94,27 @@ def test_autocast_weight_cast_is_recomputed_not_saved(compiler, capture):
     want.float().sum().backward()
     for p, q in zip(lin.parameters(), ref.parameters()):
         torch.testing.assert_close(p.grad, q.grad, atol=3e-2, rtol=3e-2)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_dropout_mask_saved_as_bool(dtype, compiler, capture):
+    """Dropout's draw is saved as a bool, one byte an element (as eager's native_dropout saves
+    its mask on CUDA; on the CPU eager keeps the scaled float noise), and the gradient is the
+    incoming one through the mask this call drew."""
+
+    def f(x):
+        return (F.dropout(x * 2, 0.25, training=True),)
+
+    x = torch.randn(64, 32, dtype=dtype, requires_grad=True)
+    compiled = aot_compile(capture(f), [x], fw_compiler=compiler)
+    x1 = torch.randn(64, 32, dtype=dtype).requires_grad_(True)  # fresh input
+    (out,), ours = saved_tensor_bytes(compiled, x1, held=[x1])
+    _, eager = saved_tensor_bytes(f, x1, held=[x1])
+    assert ours.activations == 64 * 32  # one bool per element
+    assert eager.activations == 64 * 32 * x.element_size()  # CPU eager: the float noise
+    kept = out != 0  # randn has no zeros: a zero is a dropped element
+    assert 0 < kept.sum() < kept.numel()
+    torch.testing.assert_close(out, torch.where(kept, x1.detach() * 2 / 0.75, 0).to(dtype))
+    g = torch.randn_like(out)
+    out.backward(g)
+    torch.testing.assert_close(x1.grad, torch.where(kept, g * 2 / 0.75, 0).to(dtype))

@@ -189,6 +189,7 @@ def min_cut_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int,
     (*forward outputs, *saved), bw_gm(*saved, *tangents) -> (*input grads). fw_gm.meta["partition"]
     holds a PartitionStats; fw_gm.meta["num_saved"] the number of saved values.
     """
+    _narrow_random_masks(joint_gm)
     placeholders = _placeholders(joint_gm)
     primals = set(placeholders[:num_primals])
     outs = _output_args(joint_gm)
@@ -268,3 +269,29 @@ def _activation_bytes(saved: list[fx.Node], primals: set[fx.Node]) -> int:
             continue
         roots[root] = max(roots.get(root, 0.0), _node_bytes(root) if root is not node else _node_bytes(node))
     return int(sum(b for b in roots.values() if math.isfinite(b)))
+
+
+def _narrow_random_masks(joint_gm: fx.GraphModule) -> None:
+    """A bernoulli draw (dropout's mask) is 0 or 1 in a float dtype; read it through a bool
+    (``ne(draw, 0)`` then a cast back, both recomputable), so the cut can save 1 byte an element
+    instead of 4 (or 2), as eager's dropout saves a bool mask. Exact: the cast gives back the
+    same 0.0 and 1.0. The draw itself is never recomputed (random), so without this the forward
+    had to save the float draw or what it scales."""
+    graph = joint_gm.graph
+    for node in list(graph.nodes):
+        target = node.target
+        if node.op != "call_function" or getattr(target, "overloadpacket", None) is not aten.bernoulli:
+            continue
+        val = node.meta.get("val")
+        mode = getattr(val, "fake_mode", None)
+        if not isinstance(val, torch.Tensor) or mode is None or not val.dtype.is_floating_point:
+            continue
+        with graph.inserting_after(node):
+            mask = graph.call_function(aten.ne.Scalar, (node, 0))
+        with graph.inserting_after(mask):
+            draw = graph.call_function(aten._to_copy.default, (mask,), {"dtype": val.dtype})
+        with mode:
+            mask.meta["val"] = aten.ne.Scalar(val, 0)
+            draw.meta["val"] = aten._to_copy.default(mask.meta["val"], dtype=val.dtype)
+        node.replace_all_uses_with(draw, delete_user_cb=lambda user: user is not mask)
+    joint_gm.recompile()
