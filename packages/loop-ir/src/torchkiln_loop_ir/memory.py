@@ -99,25 +99,80 @@ def plan_memory(steps: Sequence[Any], buffers: dict[str, BufferSpec], inputs: Se
     for name, i in last.items():
         if name not in pinned:
             dies[i].append(name)
+    kernel_made = {o for s in steps if isinstance(s, KernelSpec) for o in s.outputs if o not in s.inputs}
+    made_at = {o: i for i, s in enumerate(steps) if isinstance(s, (KernelSpec, ExternCall))
+               for o in (s.outputs if isinstance(s, ExternCall) else ()) if o} | {
+        o: i for i, s in enumerate(steps) if isinstance(s, KernelSpec) for o in s.outputs if o in kernel_made}
+    live = _live_bytes(steps, buffers, made_at, dies)
+    peak = max(live, default=0)
     out: list[Any] = []
     mapping: dict[str, str] = {}
-    # dead kernel outputs available for reuse, by layout, oldest first
-    pool: dict[tuple, deque[str]] = defaultdict(deque)
-    kernel_made = {o for s in steps if isinstance(s, KernelSpec) for o in s.outputs if o not in s.inputs}
+    # dead kernel outputs available for reuse, by layout: (name, the step it died at)
+    pool: dict[tuple, list[tuple[str, int]]] = defaultdict(list)
     for i, step in enumerate(steps):
         if reuse and isinstance(step, KernelSpec):
             for o in step.outputs:
                 if o in step.inputs or o in pinned or o not in kernel_made:
                     continue
-                free = pool.get(_layout_key(buffers[o]))
-                if free:
-                    mapping[o] = free.popleft()
+                taken = _take_from_pool(pool.get(_layout_key(buffers[o])), i, live, peak,
+                                        _nbytes(buffers[o]))
+                if taken is not None:
+                    mapping[o] = taken
         out.append(step)
         for name in sorted(dies.get(i, ())):
             out.append(Free(name))
             if name in kernel_made:
-                    pool[_layout_key(buffers[name])].append(name)
+                pool[_layout_key(buffers[name])].append((name, i))
     return out, mapping
+
+
+def _nbytes(spec: BufferSpec) -> int | None:
+    """Bytes of a buffer's storage, None for a symbolic size."""
+    try:
+        size = [int(s) for s in spec.size]
+        stride = [int(s) for s in spec.stride]
+    except TypeError:
+        return None
+    numel = 0 if 0 in size else 1 + sum((s - 1) * st for s, st in zip(size, stride))
+    return numel * spec.dtype.itemsize
+
+
+def _live_bytes(steps: Sequence[Any], buffers: dict[str, BufferSpec], made_at: dict[str, int],
+                dies: dict[int, list[str]]) -> list[int]:
+    """Bytes of the buffers the plan makes that are alive during each step, with every dead
+    buffer freed at once (no reuse); symbolic sizes count 0."""
+    delta = [0] * (len(steps) + 1)
+    for name, i in made_at.items():
+        delta[i] += _nbytes(buffers[name]) or 0
+    for i, names in dies.items():
+        for name in names:
+            if name in made_at:
+                delta[i + 1] -= _nbytes(buffers[name]) or 0
+    live, total = [], 0
+    for i in range(len(steps)):
+        total += delta[i]
+        live.append(total)
+    return live
+
+
+def _take_from_pool(free: list[tuple[str, int]] | None, step: int, live: list[int], peak: int,
+                    nbytes: int | None) -> str | None:
+    """A dead buffer for the output made at ``step``, or None. Keeping a dead buffer for reuse
+    holds its memory from its death to ``step``; it is taken only when that does not raise the
+    plan's peak (a GPU's caching allocator reuses freed memory anyway; on CPUs reuse saves the
+    allocation). The latest to die is tried first: it is held the shortest."""
+    if not free:
+        return None
+    for k in range(len(free) - 1, -1, -1):
+        name, died = free[k]
+        held = live[died + 1:step]
+        if nbytes is not None and held and max(held) + nbytes > peak:
+            continue
+        for j in range(died + 1, step):
+            live[j] += nbytes or 0
+        del free[k]
+        return name
+    return None
 
 
 def _layout_key(a: BufferSpec) -> tuple:
