@@ -29,11 +29,10 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+import torchkiln
 import torchkiln_codegen_cpp as cpp
 import torchkiln_loop_ir as loop_ir
 from torch.fx.experimental.proxy_tensor import make_fx
-
-import torchkiln
 
 
 def chain(k: int) -> Callable[[torch.Tensor], torch.Tensor]:
