@@ -64,8 +64,8 @@ def main() -> None:
         for p in model.parameters():
             p.grad = None
         del out
-        forward_peak = cpu_peak_bytes(lambda: loss(m))
-        step_peak = cpu_peak_bytes(lambda: step(m))
+        forward_peak = cpu_peak_bytes(lambda m=m: loss(m))
+        step_peak = cpu_peak_bytes(lambda m=m: step(m))
         print(f"{args.model} {args.dtype} {name:9s} saved {saved.activations / 2**20:7.2f} MB  "
               f"forward peak {forward_peak / 2**20:7.1f} MB  step peak {step_peak / 2**20:7.1f} MB")
 

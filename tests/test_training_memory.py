@@ -56,7 +56,7 @@ def test_saved_bytes_at_most_eager_and_gradients_match(kind, dtype):
     ours_loss.backward()
     eager_loss.backward()
     for (name, p), q in zip(model.named_parameters(), ref.parameters()):
-        torch.testing.assert_close(p.grad, q.grad, msg=lambda m: f"{name}: {m}", **tol)
+        torch.testing.assert_close(p.grad, q.grad, msg=lambda m, name=name: f"{name}: {m}", **tol)
     report = torchkiln.report(compiled)
     assert report.num_graphs == 1 and not [f for g in report.graphs for f in g.fallbacks]
 

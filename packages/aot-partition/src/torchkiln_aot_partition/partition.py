@@ -293,5 +293,5 @@ def _narrow_random_masks(joint_gm: fx.GraphModule) -> None:
         with mode:
             mask.meta["val"] = aten.ne.Scalar(val, 0)
             draw.meta["val"] = aten._to_copy.default(mask.meta["val"], dtype=val.dtype)
-        node.replace_all_uses_with(draw, delete_user_cb=lambda user: user is not mask)
+        node.replace_all_uses_with(draw, delete_user_cb=lambda user, mask=mask: user is not mask)
     joint_gm.recompile()
