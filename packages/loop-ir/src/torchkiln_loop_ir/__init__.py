@@ -1,6 +1,6 @@
 """Decompositions, lowering to a define-by-run loop IR, the fusion scheduler and buffer planning (TorchInductor's core)."""
 
-__version__ = "0.4.0"
+__version__ = "0.5.0"
 
 from . import linear_group as _linear_group  # noqa: F401  (defines torchkiln::linear_group, likewise)
 from . import mkldnn as _mkldnn  # noqa: F401  (defines torchkiln::mkldnn_convolution*, which cached graphs name)
