@@ -21,7 +21,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from ._batch_norm import BatchNormAsLegit
 from ._compat import is_fake
 from .errors import AOTError
-from .trace import MAKE_FX_LOCK, FunctionalGraph, trace_functional
+from .trace import MAKE_FX_LOCK, FunctionalGraph, paired_for_autograd, trace_functional
 
 
 @dataclass(frozen=True)
@@ -56,6 +56,7 @@ def joint_graph(fn: Callable[..., Any], primals: Sequence[torch.Tensor], decompo
     matching `primals`) are given: then the graph is traced in that mode and sizes stay symbolic.
     """
     primals = list(primals)
+    decompositions = paired_for_autograd(decompositions)
     grad_idx = [i for i, p in enumerate(primals) if isinstance(p, torch.Tensor) and p.requires_grad]
     symbolic = fake_primals is not None
     # static shapes still get a ShapeEnv (as make_fx's own fake mode has): while_loop's fake run asks for it

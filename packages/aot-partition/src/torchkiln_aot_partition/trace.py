@@ -115,6 +115,34 @@ def merge_constant_outputs(outs: Sequence[Any], constants: Sequence[tuple[int, A
 Decompositions = Mapping[Any, Callable[..., Any]] | Callable[[], Mapping[Any, Callable[..., Any]]]
 
 
+# Fused attention forwards whose decomposition computes the output but not the auxiliary results
+# (logsumexp, RNG state) in the layout their backward kernel reads: autograd pairs the forward with
+# that kernel, so decomposing the forward gives wrong gradients (torch's core-ATen table decomposes
+# `_scaled_dot_product_flash_attention_for_cpu`: gradients were off by ~50).
+_FUSED_ATTENTION_FORWARDS = (
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_cudnn_attention",
+    "_flash_attention_forward",
+    "_efficient_attention_forward",
+)
+
+
+def paired_for_autograd(decompositions: dict) -> dict:
+    """The table for a joint forward+backward trace: fused attention forwards stay whole, beside
+    the backward kernel that reads their auxiliary outputs."""
+    aten = torch.ops.aten
+    kept = set()
+    for name in _FUSED_ATTENTION_FORWARDS:
+        packet = getattr(aten, name, None)
+        if packet is not None:
+            kept |= {getattr(packet, o) for o in packet.overloads()}
+    if not kept & decompositions.keys():
+        return decompositions
+    return {op: fn for op, fn in decompositions.items() if op not in kept}
+
+
 def resolve_decompositions(decompositions: Decompositions | None) -> dict:
     """The caller's table as a dict; None means torch's core-ATen decompositions."""
     if decompositions is None:
