@@ -6,6 +6,8 @@ changes; the per-shape decision is logged."""
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -127,9 +129,10 @@ def test_training_step_gradients_match_eager():
 class Conv1D(nn.Module):
     """GPT-2's linear layer: the weight stored (in, out), ``addmm(b, x, w)``, then GELU."""
 
-    def __init__(self):
+    def __init__(self, n_in: int = 16, n_out: int = 40):
         super().__init__()
-        self.weight, self.bias = nn.Parameter(torch.randn(16, 40)), nn.Parameter(torch.randn(40))
+        self.weight = nn.Parameter(torch.randn(n_in, n_out) / n_in**0.5)
+        self.bias = nn.Parameter(torch.randn(n_out))
 
     def forward(self, x):
         y = torch.addmm(self.bias, x.view(-1, x.shape[-1]), self.weight)
@@ -148,6 +151,26 @@ def test_conv1d_weight_in_out_matches_eager_and_sees_updates():
         torch.testing.assert_close(compiled(x), model(x), **TOL)
     assert "16x40 + bias + gelu fused" in "\n".join(_linears(compiled))
 
+
+
+@needs_mkldnn
+def test_training_steps_pack_each_orientation_of_a_weight():
+    """A training forward reads GPT-2's Conv1D weight as (in, out), its backward reads the same
+    tensor transposed: each orientation gets its own packed copy (one shared copy made the second
+    step's linear fail in oneDNN). Steps on unchanged weights, gradients as eager's."""
+    transformers = pytest.importorskip("transformers")
+    config = transformers.GPT2Config(vocab_size=512, n_embd=128, n_layer=1, n_head=4, n_positions=64,
+                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+    model = transformers.GPT2Model(config)
+    eager = copy.deepcopy(model)
+    compiled = _compile(model)
+    for _ in range(3):
+        ids = torch.randint(0, 512, (2, 32))
+        compiled(ids).last_hidden_state.square().mean().backward()
+        eager(ids).last_hidden_state.square().mean().backward()
+        for p, q in zip(model.parameters(), eager.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, **TOL)
+            p.grad = q.grad = None
 
 def test_never_keeps_addmm_and_matches_eager():
     model = Block().eval()

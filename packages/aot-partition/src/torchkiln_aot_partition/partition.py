@@ -73,7 +73,9 @@ def is_recomputable(node: fx.Node) -> bool:
     if target is aten._to_copy.default:
         # a dtype cast on one device is pointwise (autocast's casts of weights and activations);
         # a copy to another device is not cheap
-        src, out = node.args[0].meta.get("val"), node.meta.get("val")
+        arg = node.args[0]
+        src = arg.meta.get("val") if isinstance(arg, fx.Node) else None
+        out = node.meta.get("val")
         return isinstance(src, torch.Tensor) and isinstance(out, torch.Tensor) and src.device == out.device
     return target.is_view
 

@@ -18,7 +18,8 @@ def _reads_of(node: Any) -> set[str]:
         from .ops import set_ops_handler
         from .scheduler import _Recorder
 
-        rec = _Recorder()
+        # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
+        rec = _Recorder()  # type: ignore[abstract]
         xs = [index_symbol("x", i) for i in range(len(node.ranges))]
         rs = [index_symbol("r", i) for i in range(len(node.reduction_ranges))]
         with set_ops_handler(rec):

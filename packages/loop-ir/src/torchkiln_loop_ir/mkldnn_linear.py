@@ -72,7 +72,8 @@ _MEASURE_MIN_FLOPS = 8e6
 _MEASURE_MAX_FLOPS = 4e9
 _GELU_HALF, _GELU_SQRT1_2 = 0.5, 1.0 / math.sqrt(2.0)
 
-#: weight tensor -> (key, prepacked weight); entries die with their tensor
+#: weight tensor -> {(weight_in_out, rows): ((version, data_ptr), prepacked weight)}; entries die
+#: with their tensor
 _PACKED: WeakIdKeyDictionary = WeakIdKeyDictionary()
 #: (M, K, N, bias, epilogue) -> (use oneDNN, addmm seconds, oneDNN seconds); measured once per process
 _DECISIONS: dict[tuple[Any, ...], tuple[bool, float, float]] = {}
@@ -87,15 +88,20 @@ def _weight(weight: torch.Tensor, rows: int, pack: bool, in_out: bool) -> torch.
     logical = weight.t() if in_out else weight
     if not pack:
         return logical
-    key = (weight._version, weight.data_ptr(), rows)
-    hit = _PACKED.get(weight)
-    if hit is not None and hit[0] == key:
-        return hit[1]
-    if hit is None:
-        _PACKED[weight] = (None, None)  # seen once: pack if it comes again
+    # One tensor can be packed in both orientations: a training forward reads a weight as (out,
+    # in) and its backward reads the same tensor transposed. Each (orientation, rows) has its own
+    # packed copy; the (version, data pointer) stamp says when it is stale.
+    layout, stamp = (in_out, rows), (weight._version, weight.data_ptr())
+    packs = _PACKED.get(weight)
+    if packs is None:
+        _PACKED[weight] = {}  # seen once: pack if it comes again
         return logical
-    packed = torch.ops.mkldnn._reorder_linear_weight(logical, rows)
-    _PACKED[weight] = (key, packed)
+    hit = packs.get(layout)
+    if hit is not None and hit[0] == stamp:
+        return hit[1]
+    with torch.no_grad():
+        packed = torch.ops.mkldnn._reorder_linear_weight(logical.detach(), rows)
+    packs[layout] = (stamp, packed)
     return packed
 
 
