@@ -29,7 +29,11 @@ class RLoop:
                  fresh: Callable[[str], str]):
         self.x_scope = x_scope  # where results go, after the loop
         self.pre: list[str] = []
-        self.body = Scope(x_scope)
+        # values that do not change along the loop (an embedding row's index and its bounds
+        # check), computed once before it: left inside, the check's possible status write kept
+        # GCC from vectorizing the loop (bert's embedding + LayerNorm ran 3.4x slower than eager)
+        self.invariant = Scope(x_scope)
+        self.body = Scope(self.invariant)
         self.simd_reductions: list[tuple[str, str]] | None = []
         self._rvars = tuple(rvars)
         self._rranges = tuple(rranges)
