@@ -111,7 +111,7 @@ class CppOpsHandler(DefaultHandler):
             return None
         visible = loop.invariant.chain()
         for o in operands:
-            if isinstance(o, CppValue) and (o.post is not None or (o.scope is not None and o.scope not in visible)):
+            if isinstance(o, CppValue) and (o.post is loop or (o.scope is not None and o.scope not in visible)):
                 return None
         if index is not None:
             for sym in index.free_symbols:
@@ -126,6 +126,10 @@ class CppOpsHandler(DefaultHandler):
         self, expr: str, dtype: torch.dtype, operands: Sequence[Any] = (), scope: Scope | None = None
     ) -> CppValue:
         post = None
+        if scope is None and operands:
+            # an op of values computed before the loop or of literals (an index clamped or
+            # wrapped before its gather) is computed there too; its text holds only its operands
+            scope = self._invariant_scope(operands)
         if scope is None:
             scope, post = self._target(operands)
         for s in scope.chain():
@@ -244,7 +248,8 @@ class CppOpsHandler(DefaultHandler):
         self._write(self.x_scope, name, index, value, None)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppValue:
-        value = self._emit(f"static_cast<{compute_type(dtype)}>({print_index(expr)})", dtype)
+        value = self._emit(f"static_cast<{compute_type(dtype)}>({print_index(expr)})", dtype,
+                           scope=self._invariant_scope((), sympy.sympify(expr)))
         self.splits.note_index(value.expr, expr)
         return value
 
