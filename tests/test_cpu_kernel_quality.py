@@ -203,7 +203,12 @@ def test_masked_gather_in_a_reduction_is_not_hoisted():
     def inputs():
         return torch.randn(7, 29), torch.randint(0, 9, (11,))
 
-    _check(f, inputs, rtol=1e-5, atol=2e-5)
+    source = _check(f, inputs, rtol=1e-5, atol=2e-5)
+    # the row index (wrapped, clamped, checked) goes before the loop; the row's load stays
+    # under the mask inside it
+    loop = _r_loop_of(source)
+    assert "tk_check_index" not in loop
+    assert re.search(r"if \(tmp\d+\) \{\s+float tmp\d+ = in_ptr\d\[\(r0 \+", loop)
 
 
 @pytest.mark.parametrize("scale, shift", [(1.0, 0.0), (1.0, 1000.0), (1e4, 0.0), (1e-3, 3.0)])

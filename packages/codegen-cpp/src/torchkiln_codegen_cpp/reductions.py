@@ -1,7 +1,7 @@
 """The r-loop of one "loop" stage and the reductions it computes.
 
 An ``RLoop`` owns its loop state: the accumulator declarations placed before the loop (``pre``),
-the loop body's scope, and the accumulators an ``omp simd reduction(..)`` clause may combine
+the values that do not change along it (``invariant``, rendered before it), the loop body's scope, and the accumulators an ``omp simd reduction(..)`` clause may combine
 (``simd_reductions``; None once the loop holds an update that clause cannot express: a NaN-aware
 max in a nested scope, an argmax, a running Welford update, an atomic store). ``reduce`` emits one
 reduction into it and returns the result values, placed after the loop in the x body ("post"),
