@@ -68,6 +68,7 @@ class CppOpsHandler(DefaultHandler):
         self._store_cache: dict[tuple[str, str], CppValue] = {}
         self._reduction_cache: dict[tuple[Any, ...], Any] = {}
         self._indirect_cache: dict[tuple[str, str], sympy.Symbol] = {}
+        self._indirect_scope: dict[sympy.Symbol, Scope] = {}  # where each indirect index lives
         self._rloop: RLoop | None = None
         self._producers = {n.buffer: n for st in kernel.stages for n in st.nodes}
         self._recomputing: set[str] = set()  # local buffers being recomputed (no memory writes)
@@ -97,8 +98,40 @@ class CppOpsHandler(DefaultHandler):
             return self.x_scope, self._rloop
         return self._stack[-1], None
 
-    def _emit(self, expr: str, dtype: torch.dtype, operands: Sequence[Any] = ()) -> CppValue:
-        scope, post = self._target(operands)
+    def _invariant_scope(self, operands: Sequence[Any], index: sympy.Expr | None = None) -> Scope | None:
+        """The current r-loop's invariant scope when a value of ``operands`` (and memory
+        ``index``) is the same in every iteration and is computed directly in the loop body (not
+        under a ``masked`` branch, whose mask guards it); else None. Only loops that run at
+        least once: a hoisted bounds check must not report an index the loop never reads."""
+        loop = self._rloop
+        if loop is None or self._stack[-1] is not loop.body:
+            return None
+        numel = sympy.Mul(*self.kernel.rranges)
+        if not (numel.is_Integer and int(numel) > 0):
+            return None
+        visible = loop.invariant.chain()
+        for o in operands:
+            if isinstance(o, CppValue) and (o.post is loop or (o.scope is not None and o.scope not in visible)):
+                return None
+        if index is not None:
+            for sym in index.free_symbols:
+                if sym in self.rvars:
+                    return None
+                home = self._indirect_scope.get(sym)
+                if home is not None and home not in visible:
+                    return None
+        return loop.invariant
+
+    def _emit(
+        self, expr: str, dtype: torch.dtype, operands: Sequence[Any] = (), scope: Scope | None = None
+    ) -> CppValue:
+        post = None
+        if scope is None and operands:
+            # an op of values computed before the loop or of literals (an index clamped or
+            # wrapped before its gather) is computed there too; its text holds only its operands
+            scope = self._invariant_scope(operands)
+        if scope is None:
+            scope, post = self._target(operands)
         for s in scope.chain():
             hit = s.cse.get(expr)
             if hit is not None and hit.dtype == dtype:
@@ -155,7 +188,9 @@ class CppOpsHandler(DefaultHandler):
         expr = f"{self._param(name)}[{print_index(index)}]"
         if dtype in _HALF_LIKE:
             expr = f"tk_{_HALF_LIKE[dtype]}_to_float({expr})"
-        return self._emit(expr, dtype)
+        # a buffer this kernel also writes may change along the loop: read it where it is used
+        hoist = None if name in self.kernel.outputs else self._invariant_scope((), index)
+        return self._emit(expr, dtype, scope=hoist)
 
     def _recompute(self, name: str, key: tuple[str, str]) -> CppValue | None:
         """Re-run the pointwise node that computes local buffer ``name`` here (its value from an
@@ -213,7 +248,8 @@ class CppOpsHandler(DefaultHandler):
         self._write(self.x_scope, name, index, value, None)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppValue:
-        value = self._emit(f"static_cast<{compute_type(dtype)}>({print_index(expr)})", dtype)
+        value = self._emit(f"static_cast<{compute_type(dtype)}>({print_index(expr)})", dtype,
+                           scope=self._invariant_scope((), sympy.sympify(expr)))
         self.splits.note_index(value.expr, expr)
         return value
 
@@ -221,7 +257,7 @@ class CppOpsHandler(DefaultHandler):
         value = self._value(value)
         check = check and self.options.bounds_check
         key = (value.expr, f"{size}:{check}")
-        scope, _ = self._target([value])
+        scope = self._invariant_scope([value]) or self._target([value])[0]
         cached = self._indirect_cache.get(key)
         if cached is not None:
             return cached
@@ -233,6 +269,7 @@ class CppOpsHandler(DefaultHandler):
         else:
             rhs = f"static_cast<int64_t>({value})"
         scope.lines.append(f"int64_t {sym.name} = {rhs};")
+        self._indirect_scope[sym] = scope
         if scope is self.x_scope:  # always visible later; deeper scopes are not
             self._indirect_cache[key] = sym
         return sym

@@ -120,6 +120,7 @@ def _render_scope(
             out.append(item)
             continue
         out.extend(item.pre)
+        out.extend(item.invariant.lines)
         indent = ""
         clauses = "".join(f" reduction({op}:{acc})" for op, acc in item.simd_reductions or ())
         # A full reduction (no x-loop to spread over threads) splits its r-loop across threads
