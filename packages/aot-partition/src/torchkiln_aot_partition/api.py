@@ -106,7 +106,7 @@ def aot_compile(
     num_saved = len(next(n for n in fw_gm.graph.nodes if n.op == "output").args[0]) - joint.num_fwd_outputs
     plan = TrainingPlan(
         compiled_fw=compiled_fw,
-        backward=_BackwardState(bw_gm, bw_compiler),
+        backward=_BackwardState(bw_gm, bw_compiler, num_saved=num_saved),
         num_user_outputs=joint.num_user_outputs,
         mutated_inputs=joint.mutated_inputs,
         diff_outputs=joint.diff_outputs,

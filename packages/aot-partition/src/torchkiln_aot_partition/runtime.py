@@ -14,6 +14,7 @@ from .aliasing import SyntheticBases
 from .errors import DoubleBackwardUnsupported, MutationAppliedError
 from .freezing import FoldedConstants
 from .mutation import OutputAlias, ShapeDependentAliases, apply_mutations, restore_aliases
+from .tangents import CannotSpecialise, without_tangents
 from .trace import merge_constant_outputs
 
 
@@ -63,12 +64,20 @@ class InferenceRuntime:
 @dataclass
 class _BackwardState:
     """Compiles the backward graph on first use (and keeps it); threads running their first
-    backward together compile it once (the others wait for it)."""
+    backward together compile it once (the others wait for it).
+
+    A backward whose incoming gradients are partly None (outputs the loss does not use) gets its
+    own graph, specialised on that pattern (tangents.py) and compiled once per pattern: it skips
+    what only propagates them, and the gradients that only they reach are None, as in eager."""
 
     bw_gm: Any
     bw_compiler: Callable
     compiled: Callable | None = None
+    num_saved: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
+    #: absent tangents (positions) -> (compiled graph, kept output positions), or None when the
+    #: pattern cannot be specialised (zeros tensors are passed to the full graph instead)
+    variants: dict = field(default_factory=dict, repr=False, compare=False)
 
     def get(self, args) -> Callable:
         compiled = self.compiled
@@ -78,6 +87,25 @@ class _BackwardState:
                     self.compiled = self.bw_compiler(self.bw_gm, list(args))
                 compiled = self.compiled
         return compiled
+
+    def specialised(self, absent: tuple[int, ...], args) -> tuple[Callable, tuple[int, ...]] | None:
+        """The compiled backward for the tangents at ``absent`` being None, and which of the full
+        graph's outputs it returns; None when there is no graph to specialise (rebuilt from a
+        cache) or it needs zeros of symbolic size."""
+        if absent in self.variants:
+            return self.variants[absent]
+        with self._lock:
+            if absent not in self.variants:
+                variant = None
+                if self.bw_gm is not None:
+                    try:
+                        spec = without_tangents(self.bw_gm, self.num_saved, absent)
+                    except CannotSpecialise:
+                        spec = None
+                    if spec is not None:
+                        variant = (self.bw_compiler(spec.gm, list(args)), spec.kept)
+                self.variants[absent] = variant
+            return self.variants[absent]
 
 
 @dataclass(frozen=True)
@@ -106,13 +134,17 @@ class CompiledFunction(torch.autograd.Function):
         n_fw = plan.num_user_outputs + len(plan.mutated_inputs)
         fw_outs, saved = outs[:n_fw], outs[n_fw:]
         ctx.plan = plan
+        diff = set(plan.diff_outputs)
+        ctx.output_meta = {i: (o.shape, o.dtype, o.device) for i, o in enumerate(fw_outs)
+                           if i in diff and isinstance(o, torch.Tensor)}
         tensors = [s for s in saved if isinstance(s, torch.Tensor)]
         ctx.save_for_backward(*tensors)
         ctx.nontensor_saved = [None if isinstance(s, torch.Tensor) else s for s in saved]
-        diff = set(plan.diff_outputs)
         non_diff = [o for i, o in enumerate(fw_outs)
                     if isinstance(o, torch.Tensor) and (i not in diff or i >= plan.num_user_outputs)]
         ctx.mark_non_differentiable(*non_diff)
+        # an output the loss does not use comes to backward as None, not zeros (see _BackwardState)
+        ctx.set_materialize_grads(False)
         return tuple(fw_outs)
 
     @staticmethod
@@ -130,8 +162,20 @@ class CompiledFunction(torch.autograd.Function):
         tensors = iter(ctx.saved_tensors)
         args = [next(tensors) if s is None else s for s in ctx.nontensor_saved]
         del tensors
-        args += [grad_outputs[i].contiguous() for i in plan.diff_outputs]
-        compiled = plan.backward.get(args)
+        tangents = [grad_outputs[i] for i in plan.diff_outputs]
+        absent = tuple(i for i, g in enumerate(tangents) if g is None)
+        if tangents and len(absent) == len(tangents):
+            return (None,) * (1 + plan.num_primals)  # nothing flows back: no gradient, as in eager
+        present = [g.contiguous() for g in tangents if g is not None]
+        kept = None  # None: every gradient the full graph returns
+        variant = plan.backward.specialised(absent, args + present) if absent else None
+        if variant is not None:
+            compiled, kept = variant
+            args += present
+        else:
+            args += [_zeros_for(ctx, i) if g is None else g.contiguous()
+                     for i, g in zip(plan.diff_outputs, tangents)]
+            compiled = plan.backward.get(args)
         # As eager frees each saved activation once its node's backward ran, let the compiled
         # backward free each one at its last use: the context lets go of them (unless the graph
         # is retained) and a boxed callable takes the only other references, the list.
@@ -141,9 +185,16 @@ class CompiledFunction(torch.autograd.Function):
         boxed = getattr(compiled, "call_boxed", None)
         grads = list(boxed(args) if boxed is not None else compiled(*args))
         result: list[torch.Tensor | None] = [None] * plan.num_primals
-        for i, g in zip(plan.grad_inputs, grads):
+        grad_inputs = plan.grad_inputs if kept is None else [plan.grad_inputs[k] for k in kept]
+        for i, g in zip(grad_inputs, grads):
             result[i] = g
         return (None, *result)
+
+
+def _zeros_for(ctx, output: int) -> torch.Tensor:
+    """The zero gradient of forward output ``output`` (the full backward graph takes one)."""
+    meta = ctx.output_meta[output]
+    return torch.zeros(meta[0], dtype=meta[1], device=meta[2])
 
 
 @dataclass(frozen=True)

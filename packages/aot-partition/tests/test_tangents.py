@@ -1,0 +1,142 @@
+"""Backward graphs specialised on None tangents: outputs the loss does not use cost nothing, and
+the gradients (None ones included) are eager's."""
+
+from __future__ import annotations
+
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torch import fx
+from torchkiln_aot_partition import aot_compile
+
+
+class TwoHeads(torch.nn.Module):
+    """A trunk feeding a main output and a pooler-like head (BERT's pooler, GPT-2's presents)."""
+
+    def __init__(self):
+        super().__init__()
+        self.trunk = torch.nn.Linear(8, 16)
+        self.norm = torch.nn.LayerNorm(16)
+        self.head = torch.nn.Linear(16, 4)
+        self.pooler = torch.nn.Linear(16, 16)
+
+    def forward(self, x):
+        h = self.norm(F.gelu(self.trunk(x)))
+        main = self.head(h)
+        pooled = torch.tanh(self.pooler(h[:, 0]))
+        cache = h.transpose(0, 1) * 2.0  # a view-and-scale of the trunk, as cached keys are
+        return main, pooled, cache
+
+
+def _losses():
+    # which outputs the loss uses: one, another, several, all
+    return {
+        "main": lambda m, p, c: (m * m).sum(),
+        "pooled": lambda m, p, c: p.sum(),
+        "cache": lambda m, p, c: (c * c).mean(),
+        "main+pooled": lambda m, p, c: m.sum() + (p * 3).sum(),
+        "all": lambda m, p, c: m.sum() + p.sum() + c.sum(),
+    }
+
+
+def _grads(mod, x):
+    return [x.grad] + [p.grad for p in mod.parameters()]
+
+
+def _assert_same_grads(got, want):
+    for i, (g, w) in enumerate(zip(got, want)):
+        if w is None:
+            assert g is None, f"grad {i}: eager's is None, compiled gave one"
+        else:
+            assert g is not None, f"grad {i}: compiled gave None"
+            torch.testing.assert_close(g, w, msg=f"grad {i}")
+
+
+def _step(compiled, mod, ref, loss):
+    x = torch.randn(3, 5, 8, requires_grad=True)
+    xr = x.detach().clone().requires_grad_(True)
+    for p in [*mod.parameters(), *ref.parameters()]:
+        p.grad = None
+    loss(*compiled(x)).backward()
+    loss(*ref(xr)).backward()
+    _assert_same_grads(_grads(mod, x), _grads(ref, xr))
+
+
+@pytest.mark.parametrize("which", list(_losses()))
+def test_gradients_equal_eager_whichever_outputs_the_loss_uses(which, compiler, capture):
+    mod = TwoHeads()
+    ref = copy.deepcopy(mod)
+    compiled = aot_compile(capture(mod), [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler)
+    _step(compiled, mod, ref, _losses()[which])
+    if which == "main":
+        assert mod.pooler.weight.grad is None  # as eager leaves it: nothing flowed there
+
+
+def _ops(gm: fx.GraphModule) -> list:
+    return [n.target for n in gm.graph.nodes if n.op == "call_function"]
+
+
+def test_one_output_backward_has_fewer_ops_and_no_zeros(compiler, capture):
+    mod = TwoHeads()
+    ref = copy.deepcopy(mod)
+    compiled = aot_compile(capture(mod), [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler)
+    _step(compiled, mod, ref, _losses()["all"])
+    _step(compiled, mod, ref, _losses()["main"])
+    assert len(compiler.graphs) == 3  # forward, full backward, backward for "main" only
+    full, main_only = compiler.graphs[1], compiler.graphs[2]
+    assert main_only.meta["absent_tangents"] == (1, 2)
+    assert len(_ops(main_only)) < len(_ops(full))
+    zeros = {torch.ops.aten.full.default, torch.ops.aten.zeros.default}
+    assert not zeros.intersection(_ops(main_only))
+    # the pooler's matmuls are gone: only the trunk's and the head's remain
+    mms = [t for t in _ops(main_only) if t in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)]
+    assert len(mms) < len([t for t in _ops(full) if t in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)])
+
+
+def test_pattern_changes_between_calls_compile_one_variant_each(compiler, capture):
+    mod = TwoHeads()
+    ref = copy.deepcopy(mod)
+    compiled = aot_compile(capture(mod), [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler)
+    order = ["main", "pooled", "main", "all", "cache", "pooled", "main+pooled", "all"]
+    for which in order:
+        _step(compiled, mod, ref, _losses()[which])
+    # forward + one backward per distinct pattern, each compiled once
+    assert len(compiler.graphs) == 1 + len(set(order))
+    patterns = [g.meta.get("absent_tangents", ()) for g in compiler.graphs[1:]]
+    assert len(set(patterns)) == len(patterns)
+
+
+def test_gradient_accumulates_over_patterns(compiler, capture):
+    """Two backwards into the same .grad (accumulation), with different None patterns."""
+    mod = TwoHeads()
+    ref = copy.deepcopy(mod)
+    compiled = aot_compile(capture(mod), [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler)
+    x = torch.randn(3, 5, 8, requires_grad=True)
+    xr = x.detach().clone().requires_grad_(True)
+    for loss in (_losses()["pooled"], _losses()["cache"]):
+        loss(*compiled(x)).backward()
+        loss(*ref(xr)).backward()
+    _assert_same_grads(_grads(mod, x), _grads(ref, xr))
+
+
+def test_add_of_zero_term_with_broadcast_and_alpha(compiler, capture):
+    """A zero term added to a smaller operand (broadcast) or with alpha is rewritten exactly."""
+
+    def f(x, b):
+        y = torch.add(x * 2, b, alpha=3.0)  # b broadcasts over x's rows
+        z = torch.sub(b.expand(4, 6), x, alpha=0.5)
+        return y.sin(), z
+
+    x = torch.randn(4, 6, requires_grad=True)
+    b = torch.randn(6, requires_grad=True)
+    compiled = aot_compile(capture(f), [x, b], fw_compiler=compiler)
+    for pick in (0, 1):
+        x1 = torch.randn(4, 6, requires_grad=True)
+        b1 = torch.randn(6, requires_grad=True)
+        x2, b2 = x1.detach().clone().requires_grad_(True), b1.detach().clone().requires_grad_(True)
+        g = torch.randn(4, 6)
+        compiled(x1, b1)[pick].backward(g)
+        f(x2, b2)[pick].backward(g)
+        _assert_same_grads([x1.grad, b1.grad], [x2.grad, b2.grad])
