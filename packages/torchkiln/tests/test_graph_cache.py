@@ -193,3 +193,34 @@ def test_a_hit_keeps_the_synthetic_base_of_mutated_aliased_inputs(tmp_path) -> N
         torch.testing.assert_close(t, te)
         report = torchkiln.report(compiled)
         assert [gr.cache for gr in report.graphs] == [expected] and not report.eager_fallbacks
+
+
+def test_a_backward_specialised_on_unused_outputs_is_not_stored_as_the_backward(tmp_path) -> None:
+    """When the first backward leaves an output unused, aot-partition compiles a backward
+    specialised on its None tangent (fewer inputs and gradients): it must not be stored as the
+    graph's backward, or a hit would call it with every tangent. The next process compiles
+    again (miss) and its gradients, the full pattern's included, are eager's."""
+    def g(x, w):
+        h = x @ w
+        return h.sin(), h.cos() * 2
+
+    def run():
+        compiled = torchkiln.compile(g, options={"strict": True, "cache_dir": str(tmp_path)})
+        x, w = torch.randn(3, 4), torch.randn(4, 5, requires_grad=True)
+        wr = w.detach().clone().requires_grad_(True)
+        compiled(x, w)[0].sum().backward()  # the second output unused
+        g(x, wr)[0].sum().backward()
+        torch.testing.assert_close(w.grad, wr.grad)
+        w.grad = wr.grad = None
+        a, b = compiled(x, w)
+        (a.sum() + b.sum()).backward()
+        a, b = g(x, wr)
+        (a.sum() + b.sum()).backward()
+        torch.testing.assert_close(w.grad, wr.grad)
+        report = torchkiln.report(compiled)
+        assert not report.eager_fallbacks
+        return [gr.cache for gr in report.graphs]
+
+    first, second = run(), run()
+    assert first[0].startswith("miss") and "not stored" in first[0]
+    assert second[0].startswith("miss")

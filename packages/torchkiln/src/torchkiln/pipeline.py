@@ -219,6 +219,12 @@ class _CacheSlot:
             except Exception as error:  # noqa: BLE001
                 self.verdict += f" (not stored: {one_line(error)})"
 
+    def forgo(self, reason: str) -> None:
+        """Store nothing for this graph (``reason`` goes to the verdict)."""
+        if self.key is not None and self.metadata is not None:
+            self.verdict += f" (not stored: {reason})"
+        self.metadata = None
+
     def store_if_complete(self, compiled_graphs: list[Any]) -> None:
         if self.key is None or self.metadata is None:
             return
@@ -322,6 +328,10 @@ def make_backend(
                 compiled_graphs.append(compiled)
                 record_stages(part, compiled)
                 in_compiler[0] += time.perf_counter() - began
+                if "absent_tangents" in aten_gm.meta:
+                    # a backward specialised on None tangents cannot stand in for the full one a
+                    # cache entry holds (it takes fewer inputs, returns fewer gradients)
+                    slot.forgo("a backward specialised on unused outputs")
                 slot.store_if_complete(compiled_graphs)
                 if reported:  # a backward graph compiled lazily, after the report was written
                     reported[0] = summarize(
