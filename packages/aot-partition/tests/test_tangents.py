@@ -140,3 +140,69 @@ def test_add_of_zero_term_with_broadcast_and_alpha(compiler, capture):
         compiled(x1, b1)[pick].backward(g)
         f(x2, b2)[pick].backward(g)
         _assert_same_grads([x1.grad, b1.grad], [x2.grad, b2.grad])
+
+
+def _chunks(x, w):
+    h = x @ w
+    a, b = h.chunk(2, dim=1)  # chunk's backward concatenates the pieces' gradients
+    return a.sin(), b
+
+
+def _chunk_step(compiled, n):
+    x = torch.randn(n, 4, requires_grad=True)
+    w = torch.randn(4, 6, requires_grad=True)
+    x2, w2 = (t.detach().clone().requires_grad_(True) for t in (x, w))
+    compiled(x, w)[0].sum().backward()  # b unused
+    _chunks(x2, w2)[0].sum().backward()
+    _assert_same_grads([x.grad, w.grad], [x2.grad, w2.grad])
+
+
+def test_a_zero_meeting_an_op_without_rule_becomes_a_zeros_tensor(compiler, capture):
+    """cat of a gradient and a zero keeps the cat, with a zeros tensor for the unused piece."""
+    x, w = torch.randn(5, 4, requires_grad=True), torch.randn(4, 6, requires_grad=True)
+    compiled = aot_compile(capture(_chunks), [x, w], fw_compiler=compiler)
+    _chunk_step(compiled, 5)
+    assert compiler.graphs[-1].meta["absent_tangents"] == (1,)
+    assert torch.ops.aten.full.default in _ops(compiler.graphs[-1])
+
+
+def test_symbolic_sizes_fall_back_to_zeros_for_the_full_graph(compiler, capture):
+    """A zeros tensor of symbolic size is not made in the graph: the full backward runs, given
+    zeros, and the gradients are still eager's at every size."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import DimDynamic, ShapeEnv, StatelessSymbolicContext
+
+    x, w = torch.randn(5, 4, requires_grad=True), torch.randn(4, 6, requires_grad=True)
+    gm = capture(_chunks)
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    x_node, w_node = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    x_node.meta["example_value"] = mode.from_tensor(x, symbolic_context=StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC]))  # x's rows symbolic, as capture does
+    w_node.meta["example_value"] = mode.from_tensor(w, symbolic_context=StatelessSymbolicContext(
+        dynamic_sizes=[DimDynamic.STATIC, DimDynamic.STATIC]))
+    compiled = aot_compile(gm, [x, w], fw_compiler=compiler)
+    for n in (3, 8):
+        _chunk_step(compiled, n)
+    assert len(compiler.graphs) == 2 and "absent_tangents" not in compiler.graphs[1].meta
+
+
+def test_a_rebuilt_runtime_passes_zeros_to_its_one_backward(compiler, capture):
+    """A runtime rebuilt from a cache has only the full compiled backward: an unused output's
+    gradient is a zeros tensor again, and the used ones' gradients are eager's."""
+    from torchkiln_aot_partition import rebuild_runtime, runtime_metadata
+
+    mod = TwoHeads()
+    ref = copy.deepcopy(mod)
+    gm = capture(mod)
+    first = aot_compile(gm, [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler)
+    _step(first, mod, ref, _losses()["all"])
+    rebuilt = rebuild_runtime(gm, runtime_metadata(first), compiler.graphs[0].forward,
+                              compiler.graphs[1].forward)
+    x = torch.randn(3, 5, 8, requires_grad=True)
+    xr = x.detach().clone().requires_grad_(True)
+    mod.zero_grad(set_to_none=True)
+    ref.zero_grad(set_to_none=True)
+    _losses()["main+pooled"](*rebuilt(x)).backward()
+    _losses()["main+pooled"](*ref(xr)).backward()
+    _assert_same_grads(_grads(mod, x), _grads(ref, xr))
+    assert len(compiler.graphs) == 2

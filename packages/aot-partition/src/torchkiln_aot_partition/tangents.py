@@ -178,7 +178,7 @@ def _grad_first(target) -> bool:
     native_layer_norm_backward, convolution_backward, the attention backwards, ...): every output
     is linear in it."""
     name = target.__name__.split(".")[0]
-    if not (name.endswith("_backward") or name.endswith("_backward_data")):
+    if not name.endswith(("_backward", "_backward_data")):
         return False
     args = target._schema.arguments
     return bool(args) and args[0].name.startswith("grad")
@@ -193,8 +193,8 @@ def _is_zero_fill(node) -> bool:
         return False
     if target.overloadpacket in _ZERO_FILLS:
         return True
-    return target.overloadpacket in (aten.full, aten.new_full, aten.full_like) and node.args[1] == 0 \
-        if len(node.args) > 1 else False
+    fills = (aten.full, aten.new_full, aten.full_like)
+    return target.overloadpacket in fills and len(node.args) > 1 and node.args[1] == 0
 
 
 def _is_float(node: fx.Node) -> bool:
