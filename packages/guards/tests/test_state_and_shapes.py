@@ -106,6 +106,34 @@ def test_shape_guard_with_torch_sympy_functions(h):
     h.expect_fail(cg, None, torch.randn(2, 8), torch.randn(1))
 
 
+def test_shape_guard_operands_of_floordiv_and_mod_keep_their_products(h):
+    """A view's guards from a ShapeEnv hold products inside // and %: ``Mod(s0*s1*s2,
+    2*s0*(s2//2))``. Printed bare, Python read ``a % 2*s0*...`` as ``(a % 2)*s0*...``, so the
+    check failed on the very sizes it was made for (a recompile per sequence length). The fast
+    check must agree with sympy's own evaluation of the relation for every size."""
+    from torch.utils._sympy.functions import FloorDiv
+
+    s0, s1, s2 = sympy.symbols("s0 s1 s2", integer=True, positive=True)
+    syms = {s0: (X, 0), s1: (X, 1), s2: (X, 2)}
+    half = FloorDiv(s2, 2)
+    relations = [
+        sympy.Eq(sympy.Mod(s0 * s2 * s1, 2 * s0 * half), 0),
+        sympy.Eq(FloorDiv(s2 * s1, 2 * half), s1),
+        sympy.Eq(s0 * s2 * s1, 2 * s0 * half * FloorDiv(s2 * s1, 2 * half)),
+        sympy.Eq(sympy.Mod(s1 + 1, s2 - 1), 0),
+    ]
+    y = torch.randn(1)
+    for rel in relations:
+        cg = h.build(f, [ShapeGuard(rel, syms)])
+        for sizes in [(2, 8, 8), (2, 12, 8), (3, 24, 8), (2, 5, 7), (4, 9, 3), (2, 7, 6), (1, 3, 5)]:
+            holds = bool(rel.xreplace({s: sympy.Integer(v) for s, v in zip((s0, s1, s2), sizes)}))
+            x = torch.randn(*sizes)
+            if holds:
+                h.expect_pass(cg, x, y)
+            else:
+                h.expect_fail(cg, None, x, y)
+
+
 def test_shape_guard_needs_every_symbol():
     s0, s1 = sympy.symbols("s0 s1")
     try:

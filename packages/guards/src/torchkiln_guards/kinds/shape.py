@@ -28,9 +28,19 @@ class _PyPrinter(PythonCodePrinter):
     def _print_Symbol(self, expr: sympy.Expr) -> str:
         return self._names[expr]
 
+    def _operand(self, expr: sympy.Expr) -> str:
+        """An operand of // or %, parenthesised unless atomic: the printer leaves a product bare
+        (``2*s0*s1``), and ``a % 2*s0*s1`` in Python is ``(a % 2)*s0*s1``, a guard that fails
+        (or passes) for the wrong sizes."""
+        text = self._print(expr)
+        return text if expr.is_Atom else f"({text})"
+
     def _print_Function(self, expr: sympy.Expr) -> str:
         name = type(expr).__name__
-        args = [self._print(a) for a in expr.args]
+        if name in ("Max", "Min"):
+            args = [self._print(a) for a in expr.args]
+        else:
+            args = [self._operand(a) for a in expr.args]
         if name in ("FloorDiv", "IntTrueDiv", "CleanDiv") and len(args) == 2:
             return f"({args[0]} // {args[1]})"
         if name == "ModularIndexing" and len(args) == 3:
@@ -48,7 +58,7 @@ class _PyPrinter(PythonCodePrinter):
         return self._print_Function(expr)
 
     def _print_Mod(self, expr: sympy.Expr) -> str:
-        a, b = (self._print(x) for x in expr.args)
+        a, b = (self._operand(x) for x in expr.args)
         return f"({a} % {b})"
 
 
