@@ -102,6 +102,44 @@ def test_transformers_stay_symbolic_in_sequence_length(name, train):
     assert len(report.graphs) == 1 and not report.graph_breaks
 
 
+def _hf_issue15(name):
+    """Issue 15's configs: 2 layers, hidden 64, random weights."""
+    transformers = pytest.importorskip("transformers")
+    torch.manual_seed(0)
+    if name == "bert":
+        return transformers.BertModel(transformers.BertConfig(
+            vocab_size=64, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+            intermediate_size=128, max_position_embeddings=64))
+    if name == "gpt2":
+        return transformers.GPT2Model(transformers.GPT2Config(
+            vocab_size=64, n_embd=64, n_layer=2, n_head=2, n_positions=64, use_cache=False,
+            bos_token_id=0, eos_token_id=0))
+    return transformers.DistilBertModel(transformers.DistilBertConfig(
+        vocab_size=64, dim=64, n_layers=2, n_heads=2, hidden_dim=128, max_position_embeddings=64))
+
+
+@pytest.mark.parametrize("name,embeds", [("bert", False), ("gpt2", False), ("distilbert", False),
+                                         ("bert", True)])
+def test_padded_batches_at_many_lengths_are_one_graph(name, embeds):
+    """Issue 15: with ``dynamic=True`` and a padding mask, lengths 8, 12, 16 and 24 are served by
+    the graph of the first call (TorchDynamo gives one graph here too). With ``inputs_embeds``
+    the hidden dim is symbolic as well, which once made a ShapeGuard fail on its own sizes."""
+    model = _hf_issue15(name).eval()
+    compiled = torchkiln.compile(model, dynamic=True, options={"strict": True})
+    for length in (8, 12, 16, 24):
+        mask = torch.ones(2, length, dtype=torch.long)
+        mask[1, length // 2:] = 0  # the second row is padded
+        inputs = ({"inputs_embeds": torch.randn(2, length, 64)} if embeds
+                  else {"input_ids": torch.randint(1, 64, (2, length))})
+        with torch.no_grad():
+            out = compiled(**inputs, attention_mask=mask).last_hidden_state
+            ref = model(**inputs, attention_mask=mask).last_hidden_state
+        torch.testing.assert_close(out, ref, atol=1e-4, rtol=1e-4)
+        report = torchkiln.report(compiled)
+        assert report.num_graphs == 1, f"length {length}: {report.num_graphs} graphs"
+        assert not report.graph_breaks and not report.eager_fallbacks
+
+
 def test_masked_lm_with_labels_is_one_graph():
     """transformers' heads build their loss module inside forward (CrossEntropyLoss()): made at
     capture time and inlined, not a graph break (and no recompile per call for a new object)."""
