@@ -140,6 +140,31 @@ def test_padded_batches_at_many_lengths_are_one_graph(name, embeds):
         assert not report.graph_breaks and not report.eager_fallbacks
 
 
+def _clamped(x):
+    n = min(x.size(1), 16)  # transformers' truncation to max positions
+    m = max(x.size(1) - 4, 2, x.size(0))
+    return x[:, :n] * 2 + torch.arange(n).view(1, -1, 1), torch.ones(m).sum()
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_min_max_of_a_size_stay_symbolic(codegen):
+    """``min(seq_len, 16)`` is a torch.sym_min node, not a guard on the length; the wrapper
+    allocates buffers of size ``Min(16, s1)``. Past 16 the slice's layout decision differs, which
+    may cost one more graph (never one per length)."""
+    compiled = torchkiln.compile(_clamped, dynamic=True, options={"codegen": codegen, "strict": True})
+    for length in (8, 11, 13, 15):
+        x = torch.randn(2, length, 10)
+        for got, want in zip(compiled(x), _clamped(x)):
+            torch.testing.assert_close(got, want)
+    assert torchkiln.report(compiled).num_graphs == 1
+    for length in (24, 40, 17):
+        x = torch.randn(2, length, 10)
+        for got, want in zip(compiled(x), _clamped(x)):
+            torch.testing.assert_close(got, want)
+    report = torchkiln.report(compiled)
+    assert report.num_graphs <= 2 and not report.eager_fallbacks
+
+
 def test_masked_lm_with_labels_is_one_graph():
     """transformers' heads build their loss module inside forward (CrossEntropyLoss()): made at
     capture time and inlined, not a graph break (and no recompile per call for a new object)."""

@@ -112,6 +112,46 @@ def size_arithmetic_scale(x):
     return x / (n * 2) + torch.full((1, n, 1), 1.0) * (n - 1)
 
 
+def branch_on_size_comparison(x):
+    # a comparison of the size with a constant is a guard on a range, not on the value
+    if x.size(1) > 4:
+        return x * 2
+    return x - 1
+
+
+def clamp_length_with_min(x):
+    # `min(seq_len, max_positions)`: a SymInt min, kept symbolic
+    n = min(x.size(1), 64)
+    return x[:, :n] + torch.arange(n).view(1, -1, 1)
+
+
+def slice_with_size_arithmetic(x):
+    n = x.shape[1]
+    return x[:, 1:] - x[:, : n - 1]
+
+
+def new_zeros_of_symbolic_length(x):
+    pad = x.new_zeros(x.size(0), x.size(1) // 2, x.size(2))
+    return torch.cat([x, pad], dim=1).cumsum(1)
+
+
+def range_over_length(x):
+    # unrolling `range(n)` needs n's value: both peers guard on it, one graph per length
+    out = x[:, 0]
+    for i in range(1, x.size(1)):
+        out = out + x[:, i]
+    return out
+
+
+_BY_LENGTH = {length: 1.0 + length / 8 for length in (8, 12, 16, 24)}
+
+
+def dict_keyed_by_length(x):
+    # a size as a dict key is a Python int: both peers specialise it, one graph per length
+    scale = _BY_LENGTH[x.size(1)]
+    return x * scale
+
+
 def _x(length):
     return (randn(B, length, C),)
 
@@ -134,7 +174,15 @@ PROGRAMS = [
     (expand_mask_to_scores, _x_mask),
     (sdpa_with_symbolic_mask, _x_mask),
     (size_arithmetic_scale, _x),
+    (branch_on_size_comparison, _x),
+    (clamp_length_with_min, _x),
+    (slice_with_size_arithmetic, _x),
+    (new_zeros_of_symbolic_length, _x),
 ]
+
+# Programs that need a size's value: TorchDynamo specialises them too (one graph per length), and
+# torchkiln must not do worse.
+SPECIALISING = [(range_over_length, _x), (dict_keyed_by_length, _x)]
 
 
 def _name(program):
@@ -153,15 +201,28 @@ def _compile_dynamic(fn, backend):
     return capture(fn, backend, fullgraph=True, dynamic=True)
 
 
-@pytest.mark.parametrize("program", PROGRAMS, ids=[_name(p) for p in PROGRAMS])
-def test_one_graph_for_every_sequence_length(program):
+def _run_lengths(program, graphs_after):
     fn, make_inputs = program
     torch.manual_seed(0)
     backend = CountingBackend()
     compiled = _compile_dynamic(fn, backend)
-    for length in LENGTHS:
+    for i, length in enumerate(LENGTHS):
         inputs = make_inputs(length)
         expected = fn(*inputs)
         actual = compiled(*inputs)
         assert_same(actual, expected, rtol=None, atol=None, where=f"length {length}")
-        assert backend.calls == 1, f"length {length}: {backend.calls} graphs, expected 1 (a size specialized)"
+        assert backend.calls == graphs_after[i], (
+            f"length {length}: {backend.calls} graphs, expected {graphs_after[i]}")
+    again = make_inputs(LENGTHS[0])  # the first length hits its entry again
+    assert_same(compiled(*again), fn(*again), rtol=None, atol=None, where="first length again")
+    assert backend.calls == graphs_after[-1], "the first length recompiled"
+
+
+@pytest.mark.parametrize("program", PROGRAMS, ids=[_name(p) for p in PROGRAMS])
+def test_one_graph_for_every_sequence_length(program):
+    _run_lengths(program, [1] * len(LENGTHS))
+
+
+@pytest.mark.parametrize("program", SPECIALISING, ids=[_name(p) for p in SPECIALISING])
+def test_value_of_size_needed_one_graph_per_length(program):
+    _run_lengths(program, list(range(1, len(LENGTHS) + 1)))

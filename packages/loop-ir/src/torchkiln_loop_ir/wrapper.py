@@ -21,7 +21,7 @@ from .errors import LoweringError, OutputShapeChanged
 
 
 def pyexpr(e: Any) -> str:
-    """A size expression as Python source (FloorDiv/ModularIndexing are helpers in the module)."""
+    """A size expression as Python source (FloorDiv/ModularIndexing/Min/Max are helpers in the module)."""
     if isinstance(e, sympy.Basic):
         if e.is_Integer:
             return str(int(e))
@@ -98,7 +98,8 @@ def _stride_fn(spec: Any) -> Callable[[torch.Tensor], tuple[int, ...]] | None:
     lines = [f"    {sym} = r.shape[{dim}]" for sym, dim in bind.items()]
     body = "\n".join(lines) + ("\n" if lines else "")
     source = f"def strides(r):\n{body}    return {_tuple(spec.stride)}\n"
-    ns = {"FloorDiv": lambda a, b: a // b, "ModularIndexing": lambda a, b, c: (a // b) % c}
+    ns = {"FloorDiv": lambda a, b: a // b, "ModularIndexing": lambda a, b, c: (a // b) % c,
+          "Min": min, "Max": max}
     exec(compile(source, "<extern strides>", "exec"), ns)  # noqa: S102 - our own generated code, as the wrapper module
     return ns["strides"]
 
@@ -188,6 +189,9 @@ def wrapper_source(graph: ScheduledGraph) -> str:
         "",
         "def ModularIndexing(a, b, c):",
         "    return (a // b) % c",
+        "",
+        "",
+        "Min, Max = min, max  # sizes from min()/max() of a size (torch.sym_min/sym_max)",
         "",
         "",
         "def make(kernels, externs, devices):",

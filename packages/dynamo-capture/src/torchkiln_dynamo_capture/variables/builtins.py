@@ -38,7 +38,7 @@ from .containers import (
 from .functions import PartialVariable, SuperVariable, UserFunctionVariable
 from .generators import NullContextVariable, contextmanager_call, is_contextmanager_function
 from .higher_order import call_higher_order, higher_order_kind
-from .symbolic import CHECKS, call_check, is_symbolic, sym_binary
+from .symbolic import CHECKS, call_check, is_symbolic, sym_binary, sym_min_max
 from .tensors import TensorVariable
 
 try:
@@ -528,6 +528,10 @@ def _reduce(fn):
             kwargs = {"start": args[1], **kwargs}
             args = args[:1]
         items = tx.unpack(args[0]) if len(args) == 1 else list(args)
+        if fn in (min, max) and not kwargs:  # before the constant path, which would specialize a size
+            symbolic = sym_min_max(tx, fn, items)
+            if symbolic is not None:
+                return symbolic
         if all(i.is_python_constant() for i in items) and _all_const([], kwargs):
             _, k = _consts([], kwargs)
             return tx.wrap(fn([i.as_python_constant() for i in items], **k), None)

@@ -150,6 +150,27 @@ def sym_binary(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracke
     return sym_value(tx, lambda: tx.out.graph.call_function(base, (na, nb)), result)
 
 
+def sym_min_max(tx, fn, items: list) -> VariableTracker | None:
+    """``min``/``max`` over ints where some are symbolic sizes, as ``torch.sym_min``/``sym_max``
+    nodes (TorchDynamo's reading): ``min(seq_len, max_positions)`` stays symbolic instead of
+    guarding the length to its value. None when an item is not an int or size."""
+    if not items or not any(isinstance(i, SymNodeVariable) for i in items):
+        return None
+    if not all(isinstance(i, SymNodeVariable) and isinstance(i.value, torch.SymInt)
+               or isinstance(i, ConstantVariable) and type(i.value) is int for i in items):
+        return None
+    sym_fn = torch.sym_min if fn is min else torch.sym_max
+    acc = items[0]
+    for item in items[1:]:
+        va = acc.value
+        vb = item.value
+        na = acc.node if isinstance(acc, SymNodeVariable) else va
+        nb = item.node if isinstance(item, SymNodeVariable) else vb
+        acc = sym_value(tx, lambda na=na, nb=nb: tx.out.graph.call_function(sym_fn, (na, nb)),
+                        sym_fn(va, vb))
+    return acc
+
+
 def sym_unary(tx, fn, a: SymNodeVariable) -> VariableTracker:
     """``-n`` / ``+n`` / ``~n`` of an unbacked value: a new symbolic value and its node."""
     try:
