@@ -4,7 +4,6 @@ checked against eager torch on fresh random inputs."""
 from __future__ import annotations
 
 import math
-import os
 
 import pytest
 import torch
@@ -13,16 +12,9 @@ from torch.fx.experimental.proxy_tensor import make_fx
 loop_ir = pytest.importorskip("torchkiln_loop_ir")
 codegen_cpp = pytest.importorskip("torchkiln_codegen_cpp")
 
+pytestmark = pytest.mark.usefixtures("private_cache_dir")  # tests/conftest.py
 
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache_dir(tmp_path_factory):
-    old = os.environ.get("TORCHKILN_CACHE_DIR")
-    os.environ["TORCHKILN_CACHE_DIR"] = str(tmp_path_factory.mktemp("cpp-e2e-cache"))
-    yield
-    if old is None:
-        os.environ.pop("TORCHKILN_CACHE_DIR", None)
-    else:
-        os.environ["TORCHKILN_CACHE_DIR"] = old
+
 
 
 def _compile(fn, inputs):

@@ -16,20 +16,9 @@ codegen_triton = pytest.importorskip("torchkiln_codegen_triton")
 
 # CPU tensors need the interpreter; benchmarks/gpu_triton_smoke.py runs this file with real
 # kernels by making CUDA the default device.
-pytestmark = pytest.mark.skipif(
+pytestmark = [pytest.mark.usefixtures("private_cache_dir"), pytest.mark.skipif(
     os.environ.get("TRITON_INTERPRET") in ("", "0") and torch.get_default_device().type != "cuda",
-    reason="needs Triton's CPU interpreter (CPU tensors) or CUDA as the default device")
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache_dir(tmp_path_factory):
-    old = os.environ.get("TORCHKILN_CACHE_DIR")
-    os.environ["TORCHKILN_CACHE_DIR"] = str(tmp_path_factory.mktemp("triton-e2e-cache"))
-    yield
-    if old is None:
-        os.environ.pop("TORCHKILN_CACHE_DIR", None)
-    else:
-        os.environ["TORCHKILN_CACHE_DIR"] = old
+    reason="needs Triton's CPU interpreter (CPU tensors) or CUDA as the default device")]
 
 
 def _check(fn, make_inputs, rtol=1e-4, atol=1e-4):

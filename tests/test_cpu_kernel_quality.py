@@ -5,7 +5,6 @@ that do not fill a vector."""
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
@@ -16,16 +15,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 loop_ir = pytest.importorskip("torchkiln_loop_ir")
 codegen_cpp = pytest.importorskip("torchkiln_codegen_cpp")
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache_dir(tmp_path_factory):
-    old = os.environ.get("TORCHKILN_CACHE_DIR")
-    os.environ["TORCHKILN_CACHE_DIR"] = str(tmp_path_factory.mktemp("cpu-kernel-cache"))
-    yield
-    if old is None:
-        os.environ.pop("TORCHKILN_CACHE_DIR", None)
-    else:
-        os.environ["TORCHKILN_CACHE_DIR"] = old
+pytestmark = pytest.mark.usefixtures("private_cache_dir")  # tests/conftest.py
 
 
 def _check(fn, make_inputs, rtol=1e-5, atol=1e-5):

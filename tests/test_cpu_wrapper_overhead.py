@@ -6,7 +6,6 @@ benchmarks/cpu_overhead.py measures the same layers' time."""
 from __future__ import annotations
 
 import ast
-import os
 
 import pytest
 import torch
@@ -15,16 +14,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 loop_ir = pytest.importorskip("torchkiln_loop_ir")
 codegen_cpp = pytest.importorskip("torchkiln_codegen_cpp")
 
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache_dir(tmp_path_factory):
-    old = os.environ.get("TORCHKILN_CACHE_DIR")
-    os.environ["TORCHKILN_CACHE_DIR"] = str(tmp_path_factory.mktemp("cpu-overhead-cache"))
-    yield
-    if old is None:
-        os.environ.pop("TORCHKILN_CACHE_DIR", None)
-    else:
-        os.environ["TORCHKILN_CACHE_DIR"] = old
+pytestmark = pytest.mark.usefixtures("private_cache_dir")  # tests/conftest.py
 
 
 def _compile(fn, inputs):

@@ -24,6 +24,8 @@ import torch.utils._python_dispatch
 import torchkiln_loop_ir as L
 from torch.fx.experimental.proxy_tensor import make_fx
 
+pytestmark = pytest.mark.usefixtures("private_cache_dir")  # tests/conftest.py
+
 
 def _load_specs():
     name = "torchkiln_op_specs"
@@ -39,17 +41,6 @@ S = _load_specs()
 LOW = (torch.float16, torch.bfloat16)
 DEFAULT_TOL = {torch.float32: (1.3e-5, 1e-5), torch.float16: (2e-3, 1e-3),
                torch.bfloat16: (1.6e-2, 1e-2), torch.float64: (1e-7, 1e-7)}
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache_dir(tmp_path_factory):
-    old = os.environ.get("TORCHKILN_CACHE_DIR")
-    os.environ["TORCHKILN_CACHE_DIR"] = str(tmp_path_factory.mktemp("ops-cache"))
-    yield
-    if old is None:
-        os.environ.pop("TORCHKILN_CACHE_DIR", None)
-    else:
-        os.environ["TORCHKILN_CACHE_DIR"] = old
 
 
 def _backend(name):

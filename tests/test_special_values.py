@@ -36,6 +36,8 @@ import torch
 import torchkiln_loop_ir as L
 from torch.fx.experimental.proxy_tensor import make_fx
 
+pytestmark = pytest.mark.usefixtures("private_cache_dir")  # tests/conftest.py
+
 
 def _load(module_name: str, file_name: str):
     if module_name not in sys.modules:
@@ -312,17 +314,6 @@ def _first_mismatch(g, w, rtol, atol) -> str:
 def _first_sign(g, w) -> str:
     k = int(((torch.signbit(g) != torch.signbit(w)) & (w == 0)).flatten().nonzero()[0])
     return f"flat {k}: got {g.flatten()[k].item()!r}, eager {w.flatten()[k].item()!r}"
-
-
-@pytest.fixture(scope="module", autouse=True)
-def _private_cache_dir(tmp_path_factory):
-    old = os.environ.get("TORCHKILN_CACHE_DIR")
-    os.environ["TORCHKILN_CACHE_DIR"] = str(tmp_path_factory.mktemp("special-cache"))
-    yield
-    if old is None:
-        os.environ.pop("TORCHKILN_CACHE_DIR", None)
-    else:
-        os.environ["TORCHKILN_CACHE_DIR"] = old
 
 
 _BUILT: dict = {}
