@@ -1,0 +1,215 @@
+"""Where the GPU time of a full-size model goes, eager vs torchkiln vs torch.compile: a diagnosis
+tool for the GPU session (speed ratios come from `python -m torchkiln bench`; the profiler adds
+host overhead, so this reports device-kernel time, which it does not distort).
+
+For each model and task (infer: bfloat16 weights, no_grad; train: float32 weights, bf16 autocast,
+forward + loss + backward, no optimizer step), each variant is warmed up, then:
+  - wall ms per iteration (CUDA-synchronised, no profiler),
+  - GPU kernel ms per iteration and kernel launches per iteration (torch.profiler, CUDA activity),
+  - that kernel time split by kind (gemm, attention, convolution, triton, aten elementwise/reduce,
+    copy, other), and the top kernels.
+If wall is well above kernel time, the variant is launch/host bound; otherwise the kernel split
+says where a compiler loses. torchkiln's artifacts (wrapper, kernels, schedule) are dumped with
+TORCHKILN_DEBUG_DIR and packed into one tar.gz per model and task.
+
+    python3 benchmarks/gpu_kernel_profile.py --suite hf --models gpt2,bert --tasks infer,train \
+        --out /tmp/out
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import copy
+import faulthandler
+import json
+import os
+import re
+import sys
+import tarfile
+import tempfile
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch.profiler import ProfilerActivity, profile
+
+KINDS = (
+    ("attention", re.compile(r"flash|fmha|attention|sdpa", re.I)),
+    ("convolution", re.compile(r"implicit_gemm|wgrad|dgrad|fprop|cudnn|conv2d|convolution", re.I)),
+    ("gemm", re.compile(r"gemm|cutlass|nvjet|xmma|cublas|splitK", re.I)),
+    ("copy", re.compile(r"copy|Memcpy|Memset|CatArray", re.I)),
+    ("triton", re.compile(r"^\w+$")),  # Triton kernels are plain identifiers; ATen's are C++ signatures
+    ("reduce", re.compile(r"reduce|softmax|norm|welford", re.I)),
+    ("elementwise", re.compile(r"elementwise|vectorized|unrolled", re.I)),
+)
+
+
+def kind_of(name: str) -> str:
+    for kind, pattern in KINDS:
+        if pattern.search(name):
+            return kind
+    return "other"
+
+
+def kernels(prof: Any, iters: int) -> dict[str, list[float]]:
+    """kernel name -> [ms per iteration, launches per iteration]"""
+    out: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for evt in prof.events():
+        if evt.device_type != torch.autograd.DeviceType.CUDA:
+            continue
+        us = getattr(evt, "device_time", None)
+        if us is None:
+            us = evt.cuda_time
+        out[evt.name][0] += us / 1000.0 / iters
+        out[evt.name][1] += 1.0 / iters
+    return dict(out)
+
+
+def measure(fn: Any, iters: int) -> dict[str, Any]:
+    for _ in range(3):
+        fn()
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    torch.cuda.synchronize()
+    wall = (time.perf_counter() - t0) * 1000 / iters
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+    table = kernels(prof, iters)
+    split: dict[str, float] = defaultdict(float)
+    for name, (ms, _) in table.items():
+        split[kind_of(name)] += ms
+    top = sorted(table.items(), key=lambda kv: -kv[1][0])[:40]
+    return {
+        "wall_ms": wall,
+        "kernel_ms": sum(ms for ms, _ in table.values()),
+        "launches": sum(n for _, n in table.values()),
+        "split_ms": dict(sorted(split.items(), key=lambda kv: -kv[1])),
+        "top": [[name[:140], round(ms, 4), round(n, 2), kind_of(name)] for name, (ms, n) in top],
+    }
+
+
+def build(suite: str, name: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
+    from torchkiln.bench.suites import load_suite
+
+    for spec in load_suite(suite, "full"):
+        if spec.name == name:
+            return spec.build(spec.batch)
+    raise SystemExit(f"no model {name!r} in the full {suite} suite")
+
+
+def variants(suite: str, name: str, task: str, debug: Path) -> dict[str, Any]:
+    import torchkiln
+    from torchkiln.bench.train import _no_dropout, loss_of
+
+    model, inputs = build(suite, name)
+    if task == "infer":
+        model = model.to("cuda", torch.bfloat16).eval()
+        inputs = tuple(t.to("cuda", torch.bfloat16) if t.is_floating_point() else t.to("cuda")
+                       for t in inputs)
+        models = {"eager": model, "torchkiln": model, "inductor": model}
+        ctx: Any = torch.no_grad
+    else:
+        model = _no_dropout(model).train().to("cuda")
+        inputs = tuple(t.to("cuda") for t in inputs)
+        models = {"eager": model, "torchkiln": copy.deepcopy(model), "inductor": copy.deepcopy(model)}
+        ctx = contextlib.nullcontext
+    os.environ["TORCHKILN_DEBUG_DIR"] = str(debug)
+    fns = {
+        "eager": models["eager"],
+        "torchkiln": torchkiln.compile(models["torchkiln"]),
+        "inductor": torch.compile(models["inductor"]),
+    }
+
+    def call(label: str) -> Any:
+        fn, m = fns[label], models[label]
+
+        def run() -> None:
+            if task == "infer":
+                with torch.no_grad():
+                    fn(*inputs)
+            else:
+                m.zero_grad(set_to_none=True)
+                with torch.autocast("cuda", dtype=torch.bfloat16):
+                    loss = loss_of(fn(*inputs))
+                loss.backward()
+
+        return run
+
+    del ctx
+    result: dict[str, Any] = {}
+    for label in fns:
+        run = call(label)
+        t0 = time.perf_counter()
+        run()
+        torch.cuda.synchronize()
+        first = time.perf_counter() - t0
+        result[label] = {"first_call_s": first}
+    os.environ.pop("TORCHKILN_DEBUG_DIR", None)
+    for label in fns:
+        torch.cuda.synchronize()
+        torch.cuda.reset_peak_memory_stats()
+        result[label].update(measure(call(label), iters=10 if task == "infer" else 5))
+        result[label]["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    return result
+
+
+def report(model: str, task: str, result: dict[str, Any]) -> str:
+    lines = [f"===== {model} {task}"]
+    for label, r in result.items():
+        split = ", ".join(f"{k} {v:.2f}" for k, v in r["split_ms"].items())
+        lines.append(f"{label:10s} wall {r['wall_ms']:8.2f} ms  kernels {r['kernel_ms']:8.2f} ms "
+                     f"({r['launches']:.0f} launches)  first call {r['first_call_s']:.1f} s  "
+                     f"peak {r['peak_mb']:.0f} MB")
+        lines.append(f"           split: {split}")
+    for label, r in result.items():
+        lines.append(f"--- top kernels, {label} (ms/iter, launches/iter, kind)")
+        for name, ms, n, kind in r["top"][:18]:
+            lines.append(f"  {ms:8.3f} {n:6.1f} {kind:12s} {name}")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--suite", default="hf")
+    parser.add_argument("--models", default="gpt2")
+    parser.add_argument("--tasks", default="infer,train")
+    parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
+    parser.add_argument("--hang-s", type=float, default=540)
+    args = parser.parse_args()
+    faulthandler.dump_traceback_later(args.hang_s, exit=True)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    torch.backends.cuda.matmul.allow_tf32 = False
+    all_results = {}
+    json_path = out / f"profile-{args.suite}.json"
+    for name in args.models.split(","):
+        for task in args.tasks.split(","):
+            debug = Path(tempfile.mkdtemp(prefix=f"tk-{name}-{task}-"))
+            try:
+                result = variants(args.suite, name, task, debug)
+            except Exception as error:  # noqa: BLE001 - one model must not stop the session
+                print(f"===== {name} {task}: {type(error).__name__}: {str(error)[:300]}")
+                continue
+            finally:
+                torch.cuda.empty_cache()
+            all_results[f"{name}/{task}"] = result
+            print(report(name, task, result), flush=True)
+            json_path.write_text(json.dumps(all_results, indent=1))
+            tar = out / f"debug-{name}-{task}.tar.gz"
+            with tarfile.open(tar, "w:gz") as t:
+                t.add(debug, arcname=f"{name}-{task}")
+            if tar.stat().st_size > 15 * 2**20:
+                tar.unlink()
+                print(f"(debug dump of {name} {task} too large to bring back)")
+    print(f"wrote {json_path}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
