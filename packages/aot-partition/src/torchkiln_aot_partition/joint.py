@@ -20,6 +20,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 
 from ._batch_norm import BatchNormAsLegit
 from ._compat import is_fake
+from ._masked_attention import MaskedAttention
 from .errors import AOTError
 from .trace import MAKE_FX_LOCK, FunctionalGraph, paired_for_autograd, trace_functional
 
@@ -95,7 +96,7 @@ def joint_graph(fn: Callable[..., Any], primals: Sequence[torch.Tensor], decompo
     # Stage 1 traces forward + autograd.grad to ATen (mutations still in place); stage 2 replays
     # that graph, which no longer needs autograd, under functionalization.
     try:
-        with MAKE_FX_LOCK, BatchNormAsLegit(), mode if symbolic else contextlib.nullcontext():
+        with MAKE_FX_LOCK, BatchNormAsLegit(), MaskedAttention(), mode if symbolic else contextlib.nullcontext():
             stage1 = make_fx(joint, decomposition_table=decompositions,
                              tracing_mode="real" if symbolic else "fake")(*leaves, *tangents)
     except Exception as exc:

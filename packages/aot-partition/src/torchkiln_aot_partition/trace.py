@@ -23,6 +23,7 @@ from torch.fx.experimental.proxy_tensor import make_fx
 from ._batch_norm import BatchNormAsLegit
 from ._compat import as_decomposition_dict, default_decompositions, has_metadata_mutation, is_fake
 from ._linear import SymbolicLinear
+from ._masked_attention import MaskedAttention
 from .checks import keep_impure_or_checking
 from .errors import AOTError
 
@@ -170,7 +171,7 @@ def trace_functional(
     """
 
     def flat_fn(*a):
-        with BatchNormAsLegit(), SymbolicLinear():
+        with BatchNormAsLegit(), SymbolicLinear(), MaskedAttention():
             outs = _as_output_tuple(fn(*a))
         _refuse_metadata_mutations(a)
         return outs

@@ -170,6 +170,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
 
         gm, more = use_mkldnn_linears(gm, options.mkldnn_linear)
         linear_log += more
+    device_type = getattr(backend, "device_type", None)
+    if options.pad_matmuls == "always" or (options.pad_matmuls == "auto" and device_type == "cuda"):
+        from .pad_mm import pad_matmuls
+
+        gm, more = pad_matmuls(gm)
+        linear_log += more
     graph_ir = lower(gm, example_inputs, options)
     lap("lowering")
     scheduled = schedule(graph_ir, backend.capabilities, options)

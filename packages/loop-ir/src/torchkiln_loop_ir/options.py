@@ -25,6 +25,9 @@ class LoopIROptions:
     group_linears: on a CPU backend, run linear layers that read the same input (attention's
         query, key and value projections) as one GEMM of their concatenated weights
         (linear_group.py).
+    pad_matmuls: pad matrix multiplies whose sizes are not a multiple of 16 bytes to aligned
+        sizes (pad_mm.py): "auto" (default: on a CUDA backend, where cuBLAS's fast kernels need
+        it), "always" (any backend; tests use it on the CPU), or "never".
     autotune: deprecated, not a field: loop-ir never autotuned (block-size search is the Triton
         code generator's ``TritonOptions.autotune``); still accepted, with a DeprecationWarning.
     """
@@ -36,12 +39,16 @@ class LoopIROptions:
     mkldnn_convolution: bool = True
     mkldnn_linear: str = "measure"
     group_linears: bool = True
+    pad_matmuls: str = "auto"
     autotune: InitVar[bool | None] = None
 
     def __post_init__(self, autotune: bool | None) -> None:
         if self.mkldnn_linear not in ("measure", "always", "never"):
             raise ValueError("LoopIROptions.mkldnn_linear must be 'measure', 'always' or 'never', "
                              f"got {self.mkldnn_linear!r}")
+        if self.pad_matmuls not in ("auto", "always", "never"):
+            raise ValueError("LoopIROptions.pad_matmuls must be 'auto', 'always' or 'never', "
+                             f"got {self.pad_matmuls!r}")
         if autotune is not None:
             warnings.warn(
                 "LoopIROptions(autotune=...) is deprecated and does nothing: loop-ir does not "

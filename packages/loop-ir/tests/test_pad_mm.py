@@ -1,0 +1,83 @@
+"""Matrix multiplies padded to aligned sizes (pad_mm.py): equal to eager on fresh random inputs
+for mm, addmm (1-D and 2-D bias) and bmm with unaligned M, K or N, with the product read by
+fused pointwise code, by views and as a graph output (which keeps its traced strides); each
+decision in the log. The pass is for CUDA's kernels; ``pad_matmuls="always"`` runs it here."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torchkiln_loop_ir as L
+from torchkiln_loop_ir import pad_mm
+
+ALWAYS = L.LoopIROptions(pad_matmuls="always")
+
+
+@pytest.fixture(autouse=True)
+def _small_products(monkeypatch):
+    monkeypatch.setattr(pad_mm, "MIN_WORK", 0)  # the test products are small
+    monkeypatch.setattr(pad_mm, "MAX_GROWTH", 2.0)
+
+
+def _padded(cg) -> list[str]:
+    return [line for line in cg.linear_log if "padded to" in line]
+
+
+@pytest.mark.parametrize("m,k,n", [(64, 96, 101), (61, 96, 128), (64, 95, 128), (33, 45, 50)])
+def test_mm_unaligned_sizes(check, m, k, n):
+    a, b = torch.randn(m, k), torch.randn(k, n)
+    cg = check(lambda a, b: torch.mm(a, b), a, b, atol=1e-4, rtol=1e-4, options=ALWAYS)
+    assert len(_padded(cg)) == 1, cg.linear_log
+    out = cg(a, b)[0]
+    assert out.stride() == (n, 1)  # a graph output keeps the strides it was traced with
+
+
+def test_linear_with_bias_read_by_pointwise_and_views(check):
+    x, w, bias = torch.randn(4, 16, 96), torch.randn(101, 96), torch.randn(101)
+
+    def f(x, w, bias):
+        y = torch.nn.functional.linear(x, w, bias)  # addmm of a transposed weight
+        return torch.relu(y) * 2, y.sum(-1)
+
+    cg = check(f, x, w, bias, atol=1e-4, rtol=1e-4, options=ALWAYS)
+    assert _padded(cg), cg.linear_log
+
+
+def test_addmm_2d_bias_unaligned_m_and_n(check):
+    bias, a, b = torch.randn(63, 101), torch.randn(63, 96), torch.randn(96, 101)
+    cg = check(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), bias, a, b,
+               atol=1e-4, rtol=1e-4, options=ALWAYS)
+    assert _padded(cg), cg.linear_log
+
+
+def test_bmm_and_gradient_shaped_products(check):
+    a, b = torch.randn(3, 33, 45), torch.randn(3, 45, 50)
+    cg = check(lambda a, b: torch.bmm(a, b) + 1, a, b, atol=1e-4, rtol=1e-4, options=ALWAYS)
+    assert _padded(cg)
+    # a backward's weight gradient: the transposed unaligned operand is the left one
+    g, h = torch.randn(64, 101), torch.randn(64, 96)
+    cg = check(lambda g, h: (g.t() @ h, g @ torch.ones(101, 96)), g, h, atol=1e-4, rtol=1e-4,
+               options=ALWAYS)
+    assert len(_padded(cg)) == 2, cg.linear_log
+
+
+def test_bfloat16_aligns_to_eight_elements(check):
+    a, b = torch.randn(64, 96).bfloat16(), torch.randn(96, 100).bfloat16()
+    cg = check(lambda a, b: a @ b, a, b, atol=1e-2, rtol=1e-2, options=ALWAYS)
+    assert [line for line in _padded(cg) if "64x96x100 padded to 64x96x104" in line]
+
+
+def test_aligned_small_and_off(check, monkeypatch):
+    a, b = torch.randn(64, 96), torch.randn(96, 128)
+    assert not _padded(check(lambda a, b: a @ b, a, b, atol=1e-4, rtol=1e-4, options=ALWAYS))
+    monkeypatch.setattr(pad_mm, "MIN_WORK", 1 << 24)
+    cg = check(lambda a, b: a @ b, torch.randn(8, 9), torch.randn(9, 7), atol=1e-4, options=ALWAYS)
+    assert not _padded(cg) and any("too small" in line for line in cg.linear_log)
+    # the default is CUDA only
+    cg = check(lambda a, b: a @ b, torch.randn(8, 9), torch.randn(9, 7), atol=1e-4)
+    assert not _padded(cg)
+
+
+def test_bad_option_is_a_clear_error():
+    with pytest.raises(ValueError, match="pad_matmuls"):
+        L.LoopIROptions(pad_matmuls="sometimes")
