@@ -11,8 +11,9 @@ While ``MaskedAttention`` is active (both traces: inference and the joint forwar
 ``scaled_dot_product_attention`` with a mask on CUDA, in float16/bfloat16, runs as
 ``aten._scaled_dot_product_efficient_attention`` with the mask as an additive bias, as eager's
 own dispatch does when it picks that kernel: a boolean mask becomes 0 / -inf in the query's
-dtype, the bias's last dimension is padded to a multiple of 16 elements for the kernel's aligned
-loads (then sliced back, a view), and expanded to (batch, heads, query length, key length).
+dtype, built once per mask (every layer reads the same one), and expanded to (batch, heads, query
+length, key length); a key length that is not a multiple of 16 is padded with masked-out keys
+for the kernel's aligned bias rows.
 Its backward is the kernel's own (autograd pairs them; ``trace.paired_for_autograd`` keeps the
 forward whole). Every other call (no mask, CPU, float32, dropout, causal with a mask, grouped
 query heads, head sizes the kernel does not take) is left to torch's own choice.
@@ -51,17 +52,40 @@ def _eligible(q: Any, k: Any, v: Any, mask: Any, dropout_p: float, is_causal: bo
     return all(isinstance(h, int) and h % 8 == 0 and h <= 256 for h in (head, value_head))
 
 
-def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-                     scale: float | None) -> torch.Tensor:
-    """Attention of ``q, k, v`` with ``mask`` through the memory-efficient fused kernel."""
+def _bias(mask: torch.Tensor, q: torch.Tensor, length: int, extra: int) -> torch.Tensor:
+    """The additive bias of ``mask`` in ``q``'s dtype over ``length + extra`` keys (the extra
+    keys masked out)."""
     bias = mask
     if mask.dtype == torch.bool:
         zero = torch.zeros((), dtype=q.dtype, device=q.device)
         bias = torch.where(mask, zero, torch.full((), float("-inf"), dtype=q.dtype, device=q.device))
-    length = bias.shape[-1]
-    if isinstance(length, int) and length % BIAS_ALIGN:
-        bias = F.pad(bias, (0, BIAS_ALIGN - length % BIAS_ALIGN))[..., :length]
-    bias = bias.expand(q.shape[0], q.shape[1], q.shape[2], k.shape[2])
+    if bias.shape[-1] != length:  # broadcast over the keys
+        bias = bias.expand(*bias.shape[:-1], length)
+    if extra:
+        bias = F.pad(bias, (0, extra), value=float("-inf"))
+    return bias
+
+
+def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
+                     scale: float | None, biases: dict[int, tuple[torch.Tensor, torch.Tensor]]
+                     ) -> torch.Tensor:
+    """Attention of ``q, k, v`` with ``mask`` through the memory-efficient fused kernel.
+
+    The kernel reads the bias in rows aligned to 16 elements: with a key length that is not a
+    multiple of 16, the keys and values get zero rows and the bias -inf columns up to the next
+    multiple (each padded key has weight 0, so the result is the same). ``biases`` holds the
+    bias built for each mask, by identity: every layer of a model reads the same mask, and its
+    bias is computed once per graph."""
+    length = k.shape[2]
+    extra = (-length) % BIAS_ALIGN if isinstance(length, int) else 0
+    key = id(mask)
+    if key not in biases:
+        biases[key] = (mask, _bias(mask, q, length, extra))  # the mask is held: its id stays its own
+    bias = biases[key][1]
+    if extra:
+        k = F.pad(k, (0, 0, 0, extra))
+        v = F.pad(v, (0, 0, 0, extra))
+    bias = bias.expand(q.shape[0], q.shape[1], q.shape[2], length + extra)
     needs_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     return aten._scaled_dot_product_efficient_attention(
         q, k, v, bias, needs_lse, 0.0, False, scale=scale)[0]
@@ -69,6 +93,10 @@ def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
 
 class MaskedAttention(TorchFunctionMode):
     """While active, masked 16-bit attention on CUDA traces to the memory-efficient kernel."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.biases: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
 
     def __torch_function__(self, func, types, args=(), kwargs=None):
         kwargs = kwargs or {}
@@ -79,5 +107,5 @@ class MaskedAttention(TorchFunctionMode):
             mask = bound.get("attn_mask")
             if _eligible(q, k, v, mask, float(bound.get("dropout_p", 0.0)),
                          bool(bound.get("is_causal", False)), bool(bound.get("enable_gqa", False))):
-                return masked_attention(q, k, v, mask, bound.get("scale"))
+                return masked_attention(q, k, v, mask, bound.get("scale"), self.biases)
         return func(*args, **kwargs)
