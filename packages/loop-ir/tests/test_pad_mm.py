@@ -81,3 +81,14 @@ def test_aligned_small_and_off(check, monkeypatch):
 def test_bad_option_is_a_clear_error():
     with pytest.raises(ValueError, match="pad_matmuls"):
         L.LoopIROptions(pad_matmuls="sometimes")
+
+
+def test_free_outputs_keep_the_padded_layout(trace):
+    a, b = torch.randn(64, 96), torch.randn(96, 101)
+    gm = trace(lambda a, b: (a @ b, (a @ b).relu()), a, b)
+    gm.meta["free_output_strides"] = 1  # contract C2: the first output goes to the user as it is
+    cg = L.compile_graph(gm, [a, b], L.ReferenceBackend(), ALWAYS)
+    first, second = cg(a, b)
+    torch.testing.assert_close(first, a @ b, atol=1e-4, rtol=1e-4)
+    torch.testing.assert_close(second, (a @ b).relu(), atol=1e-4, rtol=1e-4)
+    assert first.stride() == (104, 1) and second.stride() == (101, 1)

@@ -87,6 +87,9 @@ def aot_compile(
             folded, stats = freeze(fg.gm, graph_inputs, frozen)
             fg.gm.meta["freeze"] = stats
         extra = folded.values(graph_inputs) if folded is not None else []
+        # contract C2: the user outputs of an inference graph reach the caller as they are, so
+        # their strides are the compiler's to choose (a training forward's go through autograd)
+        fg.gm.meta["free_output_strides"] = 0 if aliases else fg.num_user_outputs
         compiled = fw_compiler(fg.gm, [p.detach() for p in graph_inputs] + extra)
         return InferenceRuntime(compiled, lifted.params, fg.num_user_outputs, fg.mutated_inputs,
                                 lifted.constant_outputs, aliases, bases, folded)

@@ -154,6 +154,8 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
         phases[name] = now - start
         start = now
 
+    # contract C2: how many leading outputs go to the user as they are (any strides will do)
+    free_outputs = int(gm.meta.get("free_output_strides", 0))
     gm, example_inputs, constants = lift_constants(gm, example_inputs)
     convolution_log: tuple[str, ...] = ()
     if options.mkldnn_convolution and getattr(backend, "device_type", None) == "cpu":
@@ -174,7 +176,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
     if options.pad_matmuls == "always" or (options.pad_matmuls == "auto" and device_type == "cuda"):
         from .pad_mm import pad_matmuls
 
-        gm, more = pad_matmuls(gm)
+        gm, more = pad_matmuls(gm, free_outputs)
         linear_log += more
     graph_ir = lower(gm, example_inputs, options)
     lap("lowering")

@@ -296,12 +296,16 @@ def _as_matmul(graph: fx.Graph, conv: fx.Node, x: fx.Node, w: fx.Node, b: Any) -
     graph.erase_node(conv)
 
 
-def _keep_output_layouts(graph: fx.Graph, output: fx.Node, before: list[Any]) -> bool:
+def _keep_output_layouts(graph: fx.Graph, output: fx.Node, before: list[Any], free: int = 0) -> bool:
     """Give every graph output the strides it had before the pass (the caller, or a backward
     graph reading saved activations, was traced with them): a contiguous output that became
-    channels-last is copied back; False when a non-contiguous one changed (pass abandoned)."""
+    channels-last is copied back; False when a non-contiguous one changed (pass abandoned).
+    The first ``free`` outputs keep their new strides (results handed to the user as they are:
+    contract C2's ``meta["free_output_strides"]``)."""
     outs = list(output.args[0])
     for i, (node, old) in enumerate(zip(outs, before)):
+        if i < free:
+            continue
         new = _val(node)
         if not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor):
             continue
