@@ -2,6 +2,7 @@
 
 __version__ = "0.5.0"
 
+from . import channels_last as _channels_last  # noqa: F401  (defines torchkiln::conv_channels_last, likewise)
 from . import linear_group as _linear_group  # noqa: F401  (defines torchkiln::linear_group, likewise)
 from . import mkldnn as _mkldnn  # noqa: F401  (defines torchkiln::mkldnn_convolution*, which cached graphs name)
 from . import mkldnn_linear as _mkldnn_linear  # noqa: F401  (defines torchkiln::mkldnn_linear*, likewise)

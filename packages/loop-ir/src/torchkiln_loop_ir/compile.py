@@ -156,6 +156,7 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
 
     # contract C2: how many leading outputs go to the user as they are (any strides will do)
     free_outputs = int(gm.meta.get("free_output_strides", 0))
+    inference_meta = "free_output_strides" in gm.meta
     gm, example_inputs, constants = lift_constants(gm, example_inputs)
     convolution_log: tuple[str, ...] = ()
     if options.mkldnn_convolution and getattr(backend, "device_type", None) == "cpu":
@@ -173,6 +174,12 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
         gm, more = use_mkldnn_linears(gm, options.mkldnn_linear)
         linear_log += more
     device_type = getattr(backend, "device_type", None)
+    if options.channels_last == "always" or (options.channels_last == "auto" and device_type == "cuda"
+                                             and inference_meta):
+        from .channels_last import use_channels_last
+
+        gm, more = use_channels_last(gm)
+        convolution_log += more
     if options.pad_matmuls == "always" or (options.pad_matmuls == "auto" and device_type == "cuda"):
         from .pad_mm import pad_matmuls
 

@@ -28,6 +28,9 @@ class LoopIROptions:
     pad_matmuls: pad matrix multiplies whose sizes are not a multiple of 16 bytes to aligned
         sizes (pad_mm.py): "auto" (default: on a CUDA backend, where cuBLAS's fast kernels need
         it), "always" (any backend; tests use it on the CPU), or "never".
+    channels_last: run 2-D convolutions channels-last with their weights converted once
+        (channels_last.py): "auto" (default: inference graphs on a CUDA backend), "always" (any
+        graph and backend; tests use it on the CPU), or "never".
     autotune: deprecated, not a field: loop-ir never autotuned (block-size search is the Triton
         code generator's ``TritonOptions.autotune``); still accepted, with a DeprecationWarning.
     """
@@ -40,6 +43,7 @@ class LoopIROptions:
     mkldnn_linear: str = "measure"
     group_linears: bool = True
     pad_matmuls: str = "auto"
+    channels_last: str = "auto"
     autotune: InitVar[bool | None] = None
 
     def __post_init__(self, autotune: bool | None) -> None:
@@ -49,6 +53,9 @@ class LoopIROptions:
         if self.pad_matmuls not in ("auto", "always", "never"):
             raise ValueError("LoopIROptions.pad_matmuls must be 'auto', 'always' or 'never', "
                              f"got {self.pad_matmuls!r}")
+        if self.channels_last not in ("auto", "always", "never"):
+            raise ValueError("LoopIROptions.channels_last must be 'auto', 'always' or 'never', "
+                             f"got {self.channels_last!r}")
         if autotune is not None:
             warnings.warn(
                 "LoopIROptions(autotune=...) is deprecated and does nothing: loop-ir does not "

@@ -113,11 +113,13 @@ def _make_extern(step: ExternCall) -> Callable[..., Any]:
     n_out = len(step.outputs)
     # loop-ir's own operators are called as the Python functions behind them: the dispatcher's
     # round trip cost ~8 us per convolution (mkldnn.py)
+    from .channels_last import DIRECT_CALLS as CHANNELS_LAST_CALLS
     from .linear_group import DIRECT_CALLS as GROUP_CALLS
     from .mkldnn import DIRECT_CALLS
     from .mkldnn_linear import DIRECT_CALLS as LINEAR_CALLS
 
-    ns: dict[str, Any] = {"op": {**DIRECT_CALLS, **LINEAR_CALLS, **GROUP_CALLS}.get(op, op)}
+    ns: dict[str, Any] = {"op": {**DIRECT_CALLS, **LINEAR_CALLS, **GROUP_CALLS,
+                                **CHANNELS_LAST_CALLS}.get(op, op)}
     n_dyn = [0]
 
     def const(value: Any) -> str:

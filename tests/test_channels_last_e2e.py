@@ -1,0 +1,65 @@
+"""Convolutions channels-last with their weights converted once (loop-ir's channels_last.py,
+forced on the CPU with ``channels_last="always"``; it runs by default for inference graphs on
+CUDA): a small residual conv net equal to eager on fresh random inputs, after an in-place
+weight update (the converted weight is rebuilt), with its output in eager's strides."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torchkiln
+from torch import nn
+
+
+class Block(nn.Module):
+    def __init__(self, c):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(c, c, 3, padding=1, bias=False), nn.BatchNorm2d(c)
+        self.conv2 = nn.Conv2d(c, c, 3, padding=1, groups=c)  # depthwise, with a bias
+
+    def forward(self, x):
+        return torch.relu(x + self.conv2(torch.relu(self.bn1(self.conv1(x)))))
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 8, 5, stride=2, padding=2)
+        self.pool = nn.MaxPool2d(2)
+        self.blocks = nn.Sequential(Block(8), Block(8))
+        self.head = nn.Linear(8, 5)
+
+    def forward(self, x):
+        y = self.blocks(self.pool(self.stem(x)))
+        return self.head(y.mean((2, 3))), y  # a 4-D output too: it keeps eager's strides
+
+
+def _compile(model):
+    return torchkiln.compile(model, options={"strict": True, "graph_cache": False, "loop_ir": {
+        "channels_last": "always", "mkldnn_convolution": False}})
+
+
+def _logged(compiled):
+    return [line for g in torchkiln.report(compiled).graphs for line in g.convolutions
+            if "channels-last" in line]
+
+
+@pytest.mark.parametrize("frozen", [True, False], ids=["no_grad", "grad_free_params"])
+def test_inference_equals_eager_and_sees_weight_updates(frozen):
+    model = Net().eval()
+    if not frozen:
+        for p in model.parameters():
+            p.requires_grad_(False)
+    compiled = _compile(model)
+    for step in range(3):
+        x = torch.randn(2, 3, 20, 20)
+        with torch.no_grad():
+            got, expected = compiled(x), model(x)
+            if step == 1:  # an in-place update: the converted weights must follow it
+                for p in model.parameters():
+                    p.mul_(0.9).add_(0.01)
+                got, expected = compiled(x), model(x)
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
+        assert got[1].stride() == expected[1].stride()
+    assert len(_logged(compiled)) == 5
