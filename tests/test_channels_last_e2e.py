@@ -63,3 +63,17 @@ def test_inference_equals_eager_and_sees_weight_updates(frozen):
             torch.testing.assert_close(g, e, rtol=1e-4, atol=1e-5)
         assert got[1].stride() == expected[1].stride()
     assert len(_logged(compiled)) == 5
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the GPU session runs it)")
+def test_cuda_inference_default_is_channels_last():
+    model = Net().cuda().bfloat16().eval()
+    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False})
+    x = torch.randn(4, 3, 32, 32, device="cuda", dtype=torch.bfloat16)
+    with torch.no_grad():
+        got, expected = compiled(x), model(x)
+        reference = model.double()(x.double())
+    for g, e, r in zip(got, expected, reference):
+        assert (g.double() - r).abs().max() <= 3 * (e.double() - r).abs().max() + 1e-2
+    assert got[1].stride() == expected[1].stride()
+    assert len(_logged(compiled)) == 5
