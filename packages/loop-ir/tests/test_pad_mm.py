@@ -92,3 +92,18 @@ def test_free_outputs_keep_the_padded_layout(trace):
     torch.testing.assert_close(first, a @ b, atol=1e-4, rtol=1e-4)
     torch.testing.assert_close(second, (a @ b).relu(), atol=1e-4, rtol=1e-4)
     assert first.stride() == (104, 1) and second.stride() == (101, 1)
+
+
+def test_transposed_operands_pad_their_base_once(trace, check):
+    """A linear layer's two gradients and its forward read g, g.t(), w and w.t(): one padded
+    copy of g and one of w, each written in its own (base) order, serve all three products."""
+    g, h, w = torch.randn(64, 101), torch.randn(64, 96), torch.randn(101, 96)
+
+    def f(g, h, w):
+        return g.t() @ h, g @ w, h @ w.t()
+
+    new, log = pad_mm.pad_matmuls(trace(f, g, h, w))
+    pads = [n for n in new.graph.nodes if n.target is torch.ops.aten.constant_pad_nd.default]
+    assert len(pads) == 2 and all(p.args[0].op == "placeholder" for p in pads), new.graph
+    assert sum("padded to" in line for line in log) == 3
+    check(f, g, h, w, atol=1e-4, rtol=1e-4, options=ALWAYS)
