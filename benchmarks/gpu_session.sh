@@ -12,6 +12,8 @@
 #               end-to-end; codegen-triton's run for real in `smoke`)
 #   ops         the op-level suite (every lowering, every dtype, odd sizes, strided and broadcast
 #               inputs) through codegen-triton with real kernels on CUDA
+#   cuda-tests  the CUDA-only end-to-end tests (masked attention, channels-last convolutions,
+#               padded matrix multiplies, split reductions) with real kernels
 #   smoke       codegen-triton's own tests and loop-ir's end-to-end tests on CUDA, launch overhead
 #   zoo, hf     the benchmarks on CUDA in bfloat16 (kernel and ATen-fallback counts in the rows)
 #   cudagraphs  the zoo and hf suites with mode="reduce-overhead" (CUDA graphs, both compilers);
@@ -57,6 +59,12 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
     ops) TRITON_INTERPRET=0 PYTHONPATH="$PYTHONPATH:$PWD/benchmarks" timeout 200 $PYTEST -n 12 \
            --timeout 180 -p cuda_default_plugin tests/test_ops_codegen.py -k triton 2>&1 \
            | tee "$OUT/ops-triton-cuda.log" | tail -15 ;;
+    cuda-tests) { TRITON_INTERPRET=0 timeout ${CUDA_TESTS_LIMIT:-100} $PYTEST -n 4 --timeout 90 \
+                    tests/test_masked_attention_cuda.py tests/test_channels_last_e2e.py \
+                    tests/test_pad_mm_e2e.py 2>&1
+                  TRITON_INTERPRET=0 PYTHONPATH="$PYTHONPATH:$PWD/benchmarks" timeout 100 $PYTEST \
+                    -n 4 --timeout 90 -p cuda_default_plugin tests/test_codegen_triton_e2e.py 2>&1
+                } | tee "$OUT/tests-cuda.log" | grep -E "passed|failed|FAILED|Error" | tail -20 ;;
     smoke) timeout 90 python3 benchmarks/gpu_triton_smoke.py 2>&1 | tee "$OUT/triton-smoke.log" | tail -2 ;;
     zoo) bench zoo-bf16 140 --suite zoo ;;
     hf) bench hf-bf16 120 --suite hf ;;
