@@ -118,6 +118,61 @@ def test_the_log_artifacts_print_each_stage(monkeypatch, capsys):
     assert "[torchkiln.perf_hints] graph 0: forward: " in err
 
 
+def test_each_log_artifact_prints_the_forward_and_the_backward_of_a_training_graph(
+    monkeypatch, capsys
+):
+    names = ("aot_graphs", "loop_ir", "schedule", "fusion", "output_code", "perf_hints")
+    monkeypatch.setenv("TORCHKILN_LOGS", ",".join(names))
+    model = _model()
+    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False})
+    x = torch.randn(4, 8)
+    out = compiled(x)
+    torch.testing.assert_close(out, model(x))
+    grads = torch.autograd.grad(out.square().sum(), list(model.parameters()))
+    want = torch.autograd.grad(model(x).square().sum(), list(model.parameters()))
+    for g, w in zip(grads, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    err = capsys.readouterr().err
+    for part in ("forward", "backward"):
+        assert f"[torchkiln.aot_graphs] graph 0 ATen {part}:" in err
+        assert f"[torchkiln.loop_ir] graph 0 {part} loop IR:" in err
+        assert f"[torchkiln.schedule] graph 0 {part} schedule:" in err
+        assert f"[torchkiln.fusion] graph 0 {part} fusion decisions:" in err
+        assert f"[torchkiln.output_code] graph 0 {part}: wrapper " in err
+    # the backward's rejected fusions are printed with their reason
+    backward_fusion = err.split("graph 0 backward fusion decisions:", 1)[1].split("\n[torchkiln.")[0]
+    assert any(line.startswith("rejected ") and ": " in line for line in backward_fusion.splitlines())
+    # each hint printed once, when its graph compiled (the backward's at the first backward)
+    hints = [line.split("[torchkiln.perf_hints] ", 1)[-1] for line in err.splitlines()
+             if line.startswith(("[torchkiln.perf_hints] ", "graph 0: "))]
+    (graph,) = torchkiln.report(compiled).graphs
+    assert sorted(hints) == sorted(f"graph 0: {h}" for h in graph.perf_hints)
+    assert any(h.startswith("backward: ") for h in graph.perf_hints)
+
+
+def test_the_report_keeps_the_code_of_forward_and_backward_without_a_debug_dir(monkeypatch):
+    monkeypatch.delenv("TORCHKILN_DEBUG_DIR", raising=False)
+    model = _model()
+    compiled = torchkiln.compile(model, options={"strict": True})
+    x = torch.randn(4, 8)
+    out = compiled(x)
+    torch.testing.assert_close(out, model(x))
+    out.sum().backward()
+    (graph,) = torchkiln.report(compiled).graphs
+    assert "debug_dir" not in graph.artifacts
+    for part in ("forward", "backward"):
+        assert os.path.isfile(graph.artifacts[f"{part}.wrapper"])
+        kernels = [p for k, p in graph.artifacts.items() if k.startswith(f"{part}.kernel.")]
+        assert kernels and all(os.path.isfile(p) for p in kernels), graph.artifacts
+    assert set(graph.source_paths) == {graph.artifacts["forward.wrapper"],
+                                       graph.artifacts["backward.wrapper"]}
+    # the files hold the code that runs: the wrappers call their kernels by name
+    for part in ("forward", "backward"):
+        source = open(graph.artifacts[f"{part}.wrapper"]).read()  # noqa: SIM115
+        assert all(key.rsplit(".", 1)[1] in source
+                   for key in graph.artifacts if key.startswith(f"{part}.kernel."))
+
+
 def test_repro_command_writes_a_script_for_a_dumped_graph(tmp_path):
     def f(x, idx):
         return torch.relu(x[idx]) * 3.0 + x.sum()
