@@ -513,37 +513,83 @@ def test_torch_compile_backend_torchkiln_through_installed_metadata(tmp_path) ->
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
-def test_cpu_use_needs_neither_triton_nor_codegen_triton() -> None:
-    """A CPU-only install has no triton (torchkiln's "triton" extra is off): with both made
-    unimportable, compiling and training on CPU tensors works and matches eager."""
+#: made importable first on a subprocess's path: from interpreter start, importing triton or
+#: torchkiln_codegen_triton (or anything under them) fails as when they are not installed
+BLOCKER = textwrap.dedent(
+    """
+    import sys
+
+    BLOCKED = ("triton", "torchkiln_codegen_triton")
+
+
+    class NotInstalled:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+
+    sys.meta_path.insert(0, NotInstalled())
+    """
+)
+
+
+def test_cpu_use_needs_neither_triton_nor_codegen_triton(tmp_path) -> None:
+    """A CPU-only install has no triton (torchkiln's "triton" extra is off; its dependencies
+    name neither, tests/test_layering.py checks): with both unimportable from interpreter start
+    (a sitecustomize meta-path blocker), compiling, training and the graph cache work on CPU
+    tensors and match eager."""
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
     script = textwrap.dedent(
         """
-        import sys
-        sys.modules["triton"] = None  # import triton -> ImportError, as when it is not installed
-        sys.modules["torchkiln_codegen_triton"] = None
+        import sys, warnings
         import torch, torchkiln
 
-        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU())
-        compiled = torchkiln.compile(model, options={"strict": True})
-        x = torch.randn(4, 8)
-        out = compiled(x)
-        torch.testing.assert_close(out, model(x))
-        out.sum().backward()
-        assert model[0].weight.grad is not None
+        for name in ("triton", "torchkiln_codegen_triton"):
+            try:
+                __import__(name)
+                raise SystemExit(f"{name} imported: the blocker is not installed")
+            except ImportError:
+                pass
+
+        def run():
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU())
+            compiled = torchkiln.compile(model, options={"strict": True})
+            x = torch.randn(4, 8)
+            out = compiled(x)
+            torch.testing.assert_close(out, model(x))
+            grads = torch.autograd.grad(out.square().sum(), list(model.parameters()))
+            want = torch.autograd.grad(model(x).square().sum(), list(model.parameters()))
+            for g, w in zip(grads, want):
+                torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+            (graph,) = torchkiln.report(compiled).graphs
+            return graph.cache
+
+        # the graph cache keys without codegen-triton: stored, then found
+        assert run() == "miss", "first compile"
+        torchkiln.reset()
+        assert run() == "hit", "second compile"
         # asking for Triton without the extra: one warning saying how to get it, eager result
-        import warnings
         fn = torchkiln.compile(lambda t: t.sin() + 1, options={"codegen": "triton"})
+        x = torch.randn(4, 8)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torch.testing.assert_close(fn(x), x.sin() + 1)
         assert any("torchkiln[triton]" in str(w.message) for w in caught), caught
+        assert not [m for m in sys.modules if m.split(".")[0] in ("triton", "torchkiln_codegen_triton")]
         print("ok")
         """
     )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        "TORCHKILN_CACHE_DIR": str(tmp_path / "cache"),
+    }
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr[-3000:]
 
 
 def test_torchkiln_disable_and_mark_dynamic_reexported():
