@@ -7,6 +7,7 @@ decorator forms, options dicts with Inductor names, hooks on the compiled module
 
 from __future__ import annotations
 
+import inspect
 import io
 import os
 import subprocess
@@ -192,6 +193,54 @@ def test_dynamic_compiles_the_same_graphs_as_torch_compile(dynamic) -> None:
         x = torch.randn(n, 3)
         torch.testing.assert_close(pipeline(x), shape_program(x))
     assert len(torchkiln.report(pipeline).graphs) == len(peer_shapes)
+
+
+#: torch.compile's newer keywords (torch 2.13), when this torch has them
+NEWER_KEYWORDS = {"name", "recompile_limit", "isolate_recompiles", "shapes_spec"} <= set(
+    inspect.signature(torch.compile).parameters
+)
+
+
+def test_torch_compiles_newer_keywords_are_taken() -> None:
+    """recompile_limit caps the graphs a frame holds (then it runs eagerly, eager's results);
+    name names the debug-dir folders; isolate_recompiles is accepted (ours are always isolated);
+    shapes_spec is ignored with a warning naming it."""
+    torch.compiler.reset()
+    peer_shapes: list = []
+    ours_shapes: list = []
+    kwargs = {"dynamic": False, "recompile_limit": 1, "isolate_recompiles": True, "name": "block"}
+    ours = torchkiln.compile(shape_program, backend=_recording(ours_shapes), **kwargs)
+    peer = torch.compile(shape_program, backend=_recording(peer_shapes), **kwargs) \
+        if NEWER_KEYWORDS else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # both warn once at the limit
+        for n in (4, 6, 9):
+            x = torch.randn(n, 3)
+            torch.testing.assert_close(ours(x), shape_program(x))
+            if peer is not None:
+                torch.testing.assert_close(peer(x), shape_program(x))
+    assert ours_shapes == [[(4, 3)]]
+    if peer is not None:
+        assert peer_shapes == ours_shapes
+    # the keyword wins over the options' field
+    limited = torchkiln.compile(shape_program, dynamic=False, recompile_limit=2,
+                                options={"recompile_limit": 5, "strict": True})
+    with pytest.warns(torchkiln_dynamo_capture.RecompileLimitExceeded, match="recompile_limit=2"):
+        for n in (4, 6, 9):
+            x = torch.randn(n, 3)
+            torch.testing.assert_close(limited(x), shape_program(x))
+    assert len(torchkiln.report(limited).graphs) == 2
+
+
+def test_name_names_the_debug_dir_folders_and_shapes_spec_is_named_in_a_warning(tmp_path) -> None:
+    named = torchkiln.compile(shape_program, name="my block",
+                              options={"debug_dir": str(tmp_path), "strict": True})
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(named(x), shape_program(x))
+    assert [p.name for p in tmp_path.iterdir()] == ["my_block_0"]
+    with pytest.warns(UserWarning, match="ignoring shapes_spec"):
+        spec = torchkiln.compile(shape_program, shapes_spec=object(), options={"strict": True})
+    torch.testing.assert_close(spec(x), shape_program(x))
 
 
 def test_an_unknown_mode_is_refused_by_name() -> None:

@@ -49,8 +49,11 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip(".") or "graph"
 
 
-def function_name(fn: Any) -> str:
-    """The name a compiled function's folders carry: its ``__name__`` (a module: its class)."""
+def function_name(fn: Any, name: str | None = None) -> str:
+    """The name a compiled function's folders carry: ``name`` when given (torch.compile's
+    ``name=``), else its ``__name__`` (a module: its class)."""
+    if name:
+        return _safe(str(name))
     if isinstance(fn, torch.nn.Module):
         return _safe(type(fn).__name__)
     return _safe(getattr(fn, "__name__", None) or type(fn).__name__)
