@@ -498,6 +498,12 @@ def test_torchkiln_backend_takes_torch_compiles_mode_and_options() -> None:
     ):
         compiled = torch.compile(program, backend=torchkiln.backend, **kwargs)
         torch.testing.assert_close(compiled(x, y), program(x, y))
+    # an Inductor name without a torchkiln meaning: one warning naming it, never a crash
+    torch.compiler.reset()
+    compiled = torch.compile(program, backend=torchkiln.backend,
+                             options={"epilogue_fusion": False, "strict": True})
+    with pytest.warns(UserWarning, match="ignoring option.*'epilogue_fusion'"):
+        torch.testing.assert_close(compiled(x, y), program(x, y))
 
 
 def test_a_users_backend_gets_mode_and_options_as_torch_compile_passes_them() -> None:
