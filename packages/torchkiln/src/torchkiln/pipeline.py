@@ -310,7 +310,7 @@ def make_backend(
             log_perf_hints(index, [h for h in hints if h not in logged_hints])
             logged_hints.update(hints)
             if dump is not None:
-                dump.timing(summary)
+                dump.timing(summary, list(zip(PARTS, compiled_graphs)))
                 dump.perf_hints(hints)
             return summary
         try:
