@@ -235,3 +235,36 @@ def test_sibling_ranges_admit_the_siblings_in_this_tree() -> None:
                 assert requirement.specifier.contains(have), (
                     f"{_dist_name(package_dir)} requires {text}, the tree has {have}"
                 )
+
+
+def _install_closure(dist: str) -> set[str]:
+    """Every distribution ``pip install <dist>`` pulls in, read from the pyprojects: the
+    package's dependencies (not its extras), and for a sibling, its dependencies in turn."""
+    from packaging.requirements import Requirement
+
+    folders = {_dist_name(p): p for p in _package_dirs()}
+    seen: set[str] = set()
+    todo = [dist]
+    while todo:
+        name = todo.pop()
+        if name in seen:
+            continue
+        seen.add(name)
+        if name in folders:
+            meta = tomllib.loads((folders[name] / "pyproject.toml").read_text())["project"]
+            todo += [Requirement(text).name for text in meta["dependencies"]]
+    return seen
+
+
+def test_a_cpu_only_install_pulls_in_neither_triton_nor_codegen_triton() -> None:
+    """``pip install torchkiln`` without the "triton" extra installs no triton and no Triton code
+    generator (platforms without a triton wheel can install it); the extra brings both.
+    packages/torchkiln/tests/test_dropin.py runs torchkiln on CPU with both unimportable."""
+    from packaging.requirements import Requirement
+
+    closure = _install_closure("torchkiln")
+    assert "torchkiln-codegen-cpp" in closure and "torch" in closure
+    assert not {"triton", "torchkiln-codegen-triton"} & closure, sorted(closure)
+    meta = tomllib.loads((PACKAGES / "torchkiln" / "pyproject.toml").read_text())["project"]
+    extra = {Requirement(text).name for text in meta["optional-dependencies"]["triton"]}
+    assert {"triton", "torchkiln-codegen-triton"} <= extra

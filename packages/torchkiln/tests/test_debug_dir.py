@@ -58,6 +58,9 @@ def test_a_training_graph_dumps_every_stage(tmp_path):
     assert "return False" in _read(folder, "guards.py")  # the generated guard check
     timing = json.loads(_read(folder, "timing.json"))
     assert {"aot", "lowering", "scheduling", "codegen", "wrapper"} <= set(timing["phases"])
+    for part in ("forward", "backward"):  # each part's own phases, the backward's at its compile
+        assert {"lowering", "scheduling", "codegen"} <= set(timing["phases_by_part"][part])
+        assert all(seconds >= 0 for seconds in timing["phases_by_part"][part].values())
     assert timing["cache"].startswith("off: not read")
     assert "unfused" in _read(folder, "perf_hints.txt")
 
@@ -118,6 +121,61 @@ def test_the_log_artifacts_print_each_stage(monkeypatch, capsys):
     assert "[torchkiln.perf_hints] graph 0: forward: " in err
 
 
+def test_each_log_artifact_prints_the_forward_and_the_backward_of_a_training_graph(
+    monkeypatch, capsys
+):
+    names = ("aot_graphs", "loop_ir", "schedule", "fusion", "output_code", "perf_hints")
+    monkeypatch.setenv("TORCHKILN_LOGS", ",".join(names))
+    model = _model()
+    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False})
+    x = torch.randn(4, 8)
+    out = compiled(x)
+    torch.testing.assert_close(out, model(x))
+    grads = torch.autograd.grad(out.square().sum(), list(model.parameters()))
+    want = torch.autograd.grad(model(x).square().sum(), list(model.parameters()))
+    for g, w in zip(grads, want):
+        torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+    err = capsys.readouterr().err
+    for part in ("forward", "backward"):
+        assert f"[torchkiln.aot_graphs] graph 0 ATen {part}:" in err
+        assert f"[torchkiln.loop_ir] graph 0 {part} loop IR:" in err
+        assert f"[torchkiln.schedule] graph 0 {part} schedule:" in err
+        assert f"[torchkiln.fusion] graph 0 {part} fusion decisions:" in err
+        assert f"[torchkiln.output_code] graph 0 {part}: wrapper " in err
+    # the backward's rejected fusions are printed with their reason
+    backward_fusion = err.split("graph 0 backward fusion decisions:", 1)[1].split("\n[torchkiln.")[0]
+    assert any(line.startswith("rejected ") and ": " in line for line in backward_fusion.splitlines())
+    # each hint printed once, when its graph compiled (the backward's at the first backward)
+    hints = [line.split("[torchkiln.perf_hints] ", 1)[-1] for line in err.splitlines()
+             if line.startswith(("[torchkiln.perf_hints] ", "graph 0: "))]
+    (graph,) = torchkiln.report(compiled).graphs
+    assert sorted(hints) == sorted(f"graph 0: {h}" for h in graph.perf_hints)
+    assert any(h.startswith("backward: ") for h in graph.perf_hints)
+
+
+def test_the_report_keeps_the_code_of_forward_and_backward_without_a_debug_dir(monkeypatch):
+    monkeypatch.delenv("TORCHKILN_DEBUG_DIR", raising=False)
+    model = _model()
+    compiled = torchkiln.compile(model, options={"strict": True})
+    x = torch.randn(4, 8)
+    out = compiled(x)
+    torch.testing.assert_close(out, model(x))
+    out.sum().backward()
+    (graph,) = torchkiln.report(compiled).graphs
+    assert "debug_dir" not in graph.artifacts
+    for part in ("forward", "backward"):
+        assert os.path.isfile(graph.artifacts[f"{part}.wrapper"])
+        kernels = [p for k, p in graph.artifacts.items() if k.startswith(f"{part}.kernel.")]
+        assert kernels and all(os.path.isfile(p) for p in kernels), graph.artifacts
+    assert set(graph.source_paths) == {graph.artifacts["forward.wrapper"],
+                                       graph.artifacts["backward.wrapper"]}
+    # the files hold the code that runs: the wrappers call their kernels by name
+    for part in ("forward", "backward"):
+        source = open(graph.artifacts[f"{part}.wrapper"]).read()  # noqa: SIM115
+        assert all(key.rsplit(".", 1)[1] in source
+                   for key in graph.artifacts if key.startswith(f"{part}.kernel."))
+
+
 def test_repro_command_writes_a_script_for_a_dumped_graph(tmp_path):
     def f(x, idx):
         return torch.relu(x[idx]) * 3.0 + x.sum()
@@ -148,20 +206,3 @@ def test_a_folder_that_is_not_a_graph_is_refused(tmp_path):
     with warnings.catch_warnings():
         assert main(["repro", str(tmp_path)]) == 2
 
-
-def test_triton_kernels_are_dumped_and_an_aten_fallback_is_a_perf_hint(tmp_path):
-    def f(x):
-        return torch.sort(x, dim=-1).values * 2.0 + torch.relu(x).softmax(dim=-1)
-
-    compiled = torchkiln.compile(f, options={"debug_dir": str(tmp_path), "codegen": "triton",
-                                             "strict": True})
-    x = torch.randn(4, 16)
-    torch.testing.assert_close(compiled(x), f(x))
-    folder = tmp_path / "f_0"
-    kernels = sorted((folder / "kernels_forward").iterdir())
-    assert kernels and all(k.suffix == ".py" and "@triton.jit" in k.read_text() for k in kernels)
-    assert "kernel0(" in _read(folder, "wrapper_forward.py")
-    hints = _read(folder, "perf_hints.txt")
-    assert "ATen fallback aten.sort: no lowering" in hints
-    (graph,) = torchkiln.report(compiled).graphs
-    assert graph.fallbacks == ["aten.sort"] and any("aten.sort" in h for h in graph.perf_hints)

@@ -7,6 +7,8 @@ decorator forms, options dicts with Inductor names, hooks on the compiled module
 
 from __future__ import annotations
 
+import inspect
+import io
 import os
 import subprocess
 import sys
@@ -19,6 +21,7 @@ from pathlib import Path
 import pytest
 import torch
 import torchkiln
+import torchkiln_dynamo_capture
 
 PYPROJECT = Path(__file__).resolve().parents[1] / "pyproject.toml"
 
@@ -110,14 +113,134 @@ def test_decorator_forms_and_the_model_keyword() -> None:
     def called(x, y):
         return program(x, y)
 
+    @torchkiln.compile(mode="max-autotune", options={"strict": True})
+    def with_mode(x, y):
+        return program(x, y)
+
+    @torch.compile(mode="max-autotune", backend="eager")
+    def peer(x, y):
+        return program(x, y)
+
     keyword = torchkiln.compile(model=program, options={"strict": True})
     x, y = inputs()
-    for compiled in (bare, called, keyword):
+    for compiled in (bare, called, with_mode, peer, keyword):
         torch.testing.assert_close(compiled(x, y), program(x, y))
     with pytest.raises(TypeError, match="can't be None"):
         torchkiln.compile()(None)
     with pytest.raises(RuntimeError):
         torch.compile()(None)
+
+
+SINK = io.StringIO()
+
+
+def with_break(x):
+    y = torch.sin(x) * 2.0
+    print("break", file=SINK)  # I/O capture cannot hold: a graph break
+    return torch.cos(y).sum()
+
+
+def test_fullgraph_raises_at_a_break_before_running_anything_as_torch_compile_does() -> None:
+    x = torch.randn(4)
+    for compiled in (torch.compile(with_break, backend="eager", fullgraph=True),
+                     torchkiln.compile(with_break, fullgraph=True)):
+        SINK.seek(0)
+        SINK.truncate()
+        # torch.compile's error is a RuntimeError (torch._dynamo.exc.Unsupported); so is ours
+        with pytest.raises(RuntimeError) as info:
+            compiled(x)
+        assert SINK.getvalue() == ""  # raised at capture: the print never ran
+    assert isinstance(info.value, torchkiln_dynamo_capture.Unsupported)
+    assert f"{__file__}:" in str(info.value) and "print" in str(info.value)
+    # without fullgraph both split the function at the break and run it, print included
+    for compiled in (torch.compile(with_break, backend="eager"), torchkiln.compile(with_break)):
+        SINK.seek(0)
+        SINK.truncate()
+        torch.testing.assert_close(compiled(x), with_break(x))
+        assert SINK.getvalue() == "break\nbreak\n"
+
+
+def shape_program(x):
+    return torch.sin(x) * 2.0 + x.sum()
+
+
+def _recording(shapes: list):
+    def backend(gm, example_inputs, **kwargs):
+        shapes.append([tuple(t.shape) for t in example_inputs if isinstance(t, torch.Tensor)])
+        return gm.forward
+
+    return backend
+
+
+@pytest.mark.parametrize("dynamic", [None, True, False])
+def test_dynamic_compiles_the_same_graphs_as_torch_compile(dynamic) -> None:
+    """None: static first, one symbolic graph at the first size change; True: one graph from
+    the start; False: one graph per size. Counted at the backend, the same on both sides."""
+    torch.compiler.reset()
+    peer_shapes: list = []
+    ours_shapes: list = []
+    peer = torch.compile(shape_program, backend=_recording(peer_shapes), dynamic=dynamic)
+    ours = torchkiln.compile(shape_program, backend=_recording(ours_shapes), dynamic=dynamic)
+    for n in (4, 6, 9, 6):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(peer(x), shape_program(x))
+        torch.testing.assert_close(ours(x), shape_program(x))
+    assert ours_shapes == peer_shapes
+    assert len(ours_shapes) == {None: 2, True: 1, False: 3}[dynamic]
+    # and through our pipeline, strict: the same number of compiled graphs, eager's results
+    pipeline = torchkiln.compile(shape_program, dynamic=dynamic, options={"strict": True})
+    for n in (4, 6, 9, 6):
+        x = torch.randn(n, 3)
+        torch.testing.assert_close(pipeline(x), shape_program(x))
+    assert len(torchkiln.report(pipeline).graphs) == len(peer_shapes)
+
+
+#: torch.compile's newer keywords (torch 2.13), when this torch has them
+NEWER_KEYWORDS = {"name", "recompile_limit", "isolate_recompiles", "shapes_spec"} <= set(
+    inspect.signature(torch.compile).parameters
+)
+
+
+def test_torch_compiles_newer_keywords_are_taken() -> None:
+    """recompile_limit caps the graphs a frame holds (then it runs eagerly, eager's results);
+    name names the debug-dir folders; isolate_recompiles is accepted (ours are always isolated);
+    shapes_spec is ignored with a warning naming it."""
+    torch.compiler.reset()
+    peer_shapes: list = []
+    ours_shapes: list = []
+    kwargs = {"dynamic": False, "recompile_limit": 1, "isolate_recompiles": True, "name": "block"}
+    ours = torchkiln.compile(shape_program, backend=_recording(ours_shapes), **kwargs)
+    peer = torch.compile(shape_program, backend=_recording(peer_shapes), **kwargs) \
+        if NEWER_KEYWORDS else None
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # both warn once at the limit
+        for n in (4, 6, 9):
+            x = torch.randn(n, 3)
+            torch.testing.assert_close(ours(x), shape_program(x))
+            if peer is not None:
+                torch.testing.assert_close(peer(x), shape_program(x))
+    assert ours_shapes == [[(4, 3)]]
+    if peer is not None:
+        assert peer_shapes == ours_shapes
+    # the keyword wins over the options' field
+    limited = torchkiln.compile(shape_program, dynamic=False, recompile_limit=2,
+                                options={"recompile_limit": 5, "strict": True})
+    with pytest.warns(torchkiln_dynamo_capture.RecompileLimitExceeded, match="recompile_limit=2"):
+        for n in (4, 6, 9):
+            x = torch.randn(n, 3)
+            torch.testing.assert_close(limited(x), shape_program(x))
+    assert len(torchkiln.report(limited).graphs) == 2
+
+
+def test_name_names_the_debug_dir_folders_and_shapes_spec_is_named_in_a_warning(tmp_path) -> None:
+    named = torchkiln.compile(shape_program, name="my block",
+                              options={"debug_dir": str(tmp_path), "strict": True})
+    x = torch.randn(4, 3)
+    torch.testing.assert_close(named(x), shape_program(x))
+    assert [p.name for p in tmp_path.iterdir()] == ["my_block_0"]
+    with pytest.warns(UserWarning, match="ignoring shapes_spec"):
+        spec = torchkiln.compile(shape_program, shapes_spec=object(), options={"strict": True})
+    torch.testing.assert_close(spec(x), shape_program(x))
 
 
 def test_an_unknown_mode_is_refused_by_name() -> None:
@@ -126,14 +249,14 @@ def test_an_unknown_mode_is_refused_by_name() -> None:
 
 
 def test_inductor_options_are_mapped_and_the_rest_named_in_one_warning() -> None:
-    options = {"max_autotune": True, "epilogue_fusion": True, "trace.enabled": False}
+    options = {"max_autotune": True, "epilogue_fusion": True, "trace.enabled": False, 7: None}
     peer = torch.compile(program, backend="eager", options=dict(options))
     with pytest.warns(UserWarning) as record:
         ours = torchkiln.compile(program, options={**options, "strict": True})
     ours_warnings = [w for w in record if "torchkiln" in str(w.message)]
     assert len(ours_warnings) == 1, [str(w.message) for w in record]
     message = str(ours_warnings[0].message)
-    assert "'epilogue_fusion'" in message and "'trace.enabled'" in message
+    assert "'epilogue_fusion'" in message and "'trace.enabled'" in message and "'7'" in message
     assert "'max_autotune'" not in message.split(". ")[0]  # mapped, so not among the ignored
     x, y = inputs()
     with warnings.catch_warnings():
@@ -190,6 +313,49 @@ def test_hooks_on_the_compiled_module_fire_as_torch_compile_fires_them() -> None
     torch.testing.assert_close(ours_out, model(x * 2.0) + 1.0)
     torch.testing.assert_close(ours_out, peer_out)
     torch.testing.assert_close(ours_grad, peer_grad)
+
+
+class WithKeyword(torch.nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = torch.nn.Linear(4, 4)
+
+    def forward(self, x, scale=1.0):
+        return self.linear(x) * scale
+
+
+def _keyword_hooked_run(compiled: torch.nn.Module, x: torch.Tensor) -> tuple[torch.Tensor, list]:
+    """Hooks registered ``with_kwargs=True``: the pre-hook rewrites a keyword argument, the
+    forward hook reads it and changes the output; the module is called with that keyword."""
+    calls: list = []
+
+    def pre(module, args, kwargs):
+        calls.append(("pre", dict(kwargs)))
+        return args, {**kwargs, "scale": kwargs["scale"] * 3.0}
+
+    def post(module, args, kwargs, output):
+        calls.append(("forward", dict(kwargs)))
+        return output + kwargs["scale"]
+
+    handles = [compiled.register_forward_pre_hook(pre, with_kwargs=True),
+               compiled.register_forward_hook(post, with_kwargs=True)]
+    out = compiled(x, scale=2.0)
+    for handle in handles:
+        handle.remove()
+    return out, calls
+
+
+def test_keyword_hooks_see_and_change_keyword_arguments_as_on_torch_compile() -> None:
+    model = WithKeyword()
+    x = torch.randn(2, 4)
+    eager_out, eager_calls = _keyword_hooked_run(model, x)
+    peer_out, peer_calls = _keyword_hooked_run(torch.compile(model, backend="eager"), x)
+    ours_out, ours_calls = _keyword_hooked_run(torchkiln.compile(model, options={"strict": True}), x)
+    assert ours_calls == peer_calls == eager_calls == [("pre", {"scale": 2.0}),
+                                                       ("forward", {"scale": 6.0})]
+    torch.testing.assert_close(eager_out, model.linear(x) * 6.0 + 6.0)
+    torch.testing.assert_close(ours_out, eager_out)
+    torch.testing.assert_close(peer_out, eager_out)
 
 
 class Scaled(torch.nn.Module):
@@ -332,6 +498,12 @@ def test_torchkiln_backend_takes_torch_compiles_mode_and_options() -> None:
     ):
         compiled = torch.compile(program, backend=torchkiln.backend, **kwargs)
         torch.testing.assert_close(compiled(x, y), program(x, y))
+    # an Inductor name without a torchkiln meaning: one warning naming it, never a crash
+    torch.compiler.reset()
+    compiled = torch.compile(program, backend=torchkiln.backend,
+                             options={"epilogue_fusion": False, "strict": True})
+    with pytest.warns(UserWarning, match="ignoring option.*'epilogue_fusion'"):
+        torch.testing.assert_close(compiled(x, y), program(x, y))
 
 
 def test_a_users_backend_gets_mode_and_options_as_torch_compile_passes_them() -> None:
@@ -396,37 +568,83 @@ def test_torch_compile_backend_torchkiln_through_installed_metadata(tmp_path) ->
     assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
 
 
-def test_cpu_use_needs_neither_triton_nor_codegen_triton() -> None:
-    """A CPU-only install has no triton (torchkiln's "triton" extra is off): with both made
-    unimportable, compiling and training on CPU tensors works and matches eager."""
+#: made importable first on a subprocess's path: from interpreter start, importing triton or
+#: torchkiln_codegen_triton (or anything under them) fails as when they are not installed
+BLOCKER = textwrap.dedent(
+    """
+    import sys
+
+    BLOCKED = ("triton", "torchkiln_codegen_triton")
+
+
+    class NotInstalled:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+            return None
+
+
+    sys.meta_path.insert(0, NotInstalled())
+    """
+)
+
+
+def test_cpu_use_needs_neither_triton_nor_codegen_triton(tmp_path) -> None:
+    """A CPU-only install has no triton (torchkiln's "triton" extra is off; its dependencies
+    name neither, tests/test_layering.py checks): with both unimportable from interpreter start
+    (a sitecustomize meta-path blocker), compiling, training and the graph cache work on CPU
+    tensors and match eager."""
+    (tmp_path / "sitecustomize.py").write_text(BLOCKER)
     script = textwrap.dedent(
         """
-        import sys
-        sys.modules["triton"] = None  # import triton -> ImportError, as when it is not installed
-        sys.modules["torchkiln_codegen_triton"] = None
+        import sys, warnings
         import torch, torchkiln
 
-        model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU())
-        compiled = torchkiln.compile(model, options={"strict": True})
-        x = torch.randn(4, 8)
-        out = compiled(x)
-        torch.testing.assert_close(out, model(x))
-        out.sum().backward()
-        assert model[0].weight.grad is not None
+        for name in ("triton", "torchkiln_codegen_triton"):
+            try:
+                __import__(name)
+                raise SystemExit(f"{name} imported: the blocker is not installed")
+            except ImportError:
+                pass
+
+        def run():
+            torch.manual_seed(0)
+            model = torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.GELU())
+            compiled = torchkiln.compile(model, options={"strict": True})
+            x = torch.randn(4, 8)
+            out = compiled(x)
+            torch.testing.assert_close(out, model(x))
+            grads = torch.autograd.grad(out.square().sum(), list(model.parameters()))
+            want = torch.autograd.grad(model(x).square().sum(), list(model.parameters()))
+            for g, w in zip(grads, want):
+                torch.testing.assert_close(g, w, rtol=1e-4, atol=1e-5)
+            (graph,) = torchkiln.report(compiled).graphs
+            return graph.cache
+
+        # the graph cache keys without codegen-triton: stored, then found
+        assert run() == "miss", "first compile"
+        torchkiln.reset()
+        assert run() == "hit", "second compile"
         # asking for Triton without the extra: one warning saying how to get it, eager result
-        import warnings
         fn = torchkiln.compile(lambda t: t.sin() + 1, options={"codegen": "triton"})
+        x = torch.randn(4, 8)
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             torch.testing.assert_close(fn(x), x.sin() + 1)
         assert any("torchkiln[triton]" in str(w.message) for w in caught), caught
+        assert not [m for m in sys.modules if m.split(".")[0] in ("triton", "torchkiln_codegen_triton")]
         print("ok")
         """
     )
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+        "TORCHKILN_CACHE_DIR": str(tmp_path / "cache"),
+    }
     done = subprocess.run(
-        [sys.executable, "-c", script], capture_output=True, text=True, timeout=600
+        [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )
-    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr[-3000:]
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stdout + done.stderr[-3000:]
 
 
 def test_torchkiln_disable_and_mark_dynamic_reexported():

@@ -8,11 +8,13 @@ if TYPE_CHECKING:  # for annotations only: the errors module stays a leaf every 
     from .breaks import BreakPoint
 
 
-class Unsupported(Exception):
+class Unsupported(RuntimeError):
     """Capture met a construct it cannot put in the graph.
 
     Carries the construct (what was met), the user's file and line, and a hint saying what to change.
     With ``fullgraph=True`` it reaches the user; otherwise the function runs eagerly with a warning.
+    A ``RuntimeError``, as torch.compile's own error for a break under ``fullgraph=True`` is, so
+    code that catches that keeps working when torchkiln replaces torch.compile.
     """
 
     def __init__(self, construct: str, hint: str = "", filename: str | None = None, lineno: int | None = None):

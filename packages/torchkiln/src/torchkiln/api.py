@@ -10,6 +10,7 @@ each time with one warning and a record in ``report(compiled).eager_fallbacks``.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import sys
 import warnings
@@ -300,7 +301,11 @@ def compile(
     backend: Any = None,
     mode: str | None = None,
     options: CompileOptions | dict[str, Any] | None = None,
+    name: str | None = None,
     disable: bool = False,
+    recompile_limit: int | None = None,
+    isolate_recompiles: bool = False,
+    shapes_spec: Any = None,
 ) -> Any:
     """Compile a function or ``nn.Module`` like ``torch.compile`` (same arguments, same meaning);
     usable as ``@compile`` or ``@compile(...)``.
@@ -318,7 +323,15 @@ def compile(
         (``max_autotune``, ``triton.cudagraphs``, ...: ``options.INDUCTOR_OPTIONS``); other names
         are ignored with one warning. Unlike torch.compile, ``mode`` and ``options`` may be
         given together (explicit options win over the mode's settings).
+    name: what the graphs' debug-dir and repro folders are called (default: the function's
+        ``__name__``, a module's class name).
     disable: return ``model`` unchanged (torch.compile's no-op switch).
+    recompile_limit: how many guarded entries a captured frame may hold before it runs eagerly
+        (None: ``options``' ``recompile_limit``, default 8); wins over the options' field.
+    isolate_recompiles: accepted for torch.compile's signature; a torchkiln compiled function
+        always keeps its own entries (True's meaning), so either value behaves the same.
+    shapes_spec: not supported: a value other than None is ignored with a warning (shapes are
+        chosen by ``dynamic`` and ``mark_dynamic``).
     Returns a ``CompiledFunction`` (functions) or ``CompiledModule`` (modules);
     ``torchkiln.report(result)`` says what was compiled.
     """
@@ -330,7 +343,11 @@ def compile(
             backend=backend,
             mode=mode,
             options=options,
+            name=name,
             disable=disable,
+            recompile_limit=recompile_limit,
+            isolate_recompiles=isolate_recompiles,
+            shapes_spec=shapes_spec,
         )
     if disable:
         return model
@@ -339,10 +356,13 @@ def compile(
             f"torchkiln.compile expects a function or nn.Module, not {type(model).__name__}"
         )
     check_log_names()
+    if shapes_spec is not None:
+        warnings.warn("torchkiln: ignoring shapes_spec (not supported): shapes follow dynamic= "
+                      "and torchkiln.mark_dynamic", stacklevel=2)
     recorder = ReportRecorder()
     if backend in PIPELINE_BACKENDS:
         resolved = resolve_options(options, mode, stacklevel=3)
-        chosen = _choose_backend(backend, resolved, recorder, function_name(model))
+        chosen = _choose_backend(backend, resolved, recorder, function_name(model, name))
     else:
         # mode and options belong to that backend (torch.compile does not check them): ours
         # only reads its own fields (strict, recompile_limit) from them, without warnings.
@@ -353,6 +373,8 @@ def compile(
         chosen = _choose_backend(backend, resolved, recorder)
         if callable(backend):
             chosen = _with_mode_and_options(chosen, mode, options)
+    if recompile_limit is not None:
+        resolved = dataclasses.replace(resolved, recompile_limit=recompile_limit)
     runner = _Runner(model, chosen, resolved, fullgraph, dynamic, recorder)
     _LIVE_RUNNERS.add(runner)
     if isinstance(model, torch.nn.Module):

@@ -13,7 +13,8 @@ folder already there gets a ``.1``, ``.2`` ... suffix, so runs never overwrite e
     wrapper_<part>.py        the generated wrapper (C++ or Triton code generator alike)
     kernels_<part>/          each generated kernel's source, named after the kernel
     guards.py                the capture entry's generated guard check (torchkiln.compile only)
-    timing.json              seconds per phase, compile seconds, graph cache verdict
+    timing.json              seconds per phase (summed, and per part), compile seconds, graph
+                             cache verdict
     perf_hints.txt           ATen fallbacks, unfused reductions and pairs, early fusion stops
     failure.txt, repro.py    when the graph fell back to eager: why, and a standalone repro
 
@@ -49,8 +50,11 @@ def _safe(name: str) -> str:
     return re.sub(r"[^A-Za-z0-9_.-]+", "_", name).strip(".") or "graph"
 
 
-def function_name(fn: Any) -> str:
-    """The name a compiled function's folders carry: its ``__name__`` (a module: its class)."""
+def function_name(fn: Any, name: str | None = None) -> str:
+    """The name a compiled function's folders carry: ``name`` when given (torch.compile's
+    ``name=``), else its ``__name__`` (a module: its class)."""
+    if name:
+        return _safe(str(name))
     if isinstance(fn, torch.nn.Module):
         return _safe(type(fn).__name__)
     return _safe(getattr(fn, "__name__", None) or type(fn).__name__)
@@ -158,10 +162,14 @@ class GraphDump:
         return self.write("guards.py", f"# the generated guard check of this graph's capture entry\n"
                           f"{source}")
 
-    def timing(self, report: Any) -> str:
+    def timing(self, report: Any, parts: list[tuple[str, Any]] | None = None) -> str:
+        """``report``'s times (phases summed over forward and backward) and, from ``parts``
+        ((part, CompiledGraph) pairs), each part's own loop-ir phases."""
         data = {
             "compile_seconds": report.compile_seconds,
             "phases": report.phases,
+            "phases_by_part": {part: dict(getattr(compiled, "phase_seconds", {}) or {})
+                               for part, compiled in parts or ()},
             "cache": report.cache,
             "kernels": report.kernels,
             "fx_nodes": report.fx_nodes,

@@ -191,7 +191,9 @@ def _global_modes() -> tuple[Any, ...]:
 @functools.cache
 def _software() -> str:
     """Versions of Python, torch, sympy and every torchkiln package, plus a hash of the packages'
-    source files: a checkout edited without a version bump still gets new keys."""
+    source files: a checkout edited without a version bump still gets new keys. A package
+    that is not installed (codegen-triton on a CPU-only install, torchkiln's "triton" extra
+    off) is keyed as absent."""
     import importlib
 
     import sympy
@@ -199,7 +201,11 @@ def _software() -> str:
     parts = [sys.version, torch.__version__, str(torch.version.git_version), sympy.__version__]
     digest = hashlib.sha256()
     for name in _PACKAGES:
-        module = importlib.import_module(name)
+        try:
+            module = importlib.import_module(name)
+        except ImportError as error:  # not installed, or its own dependency (triton) is not
+            parts.append(f"{name} absent ({error.name or error})")
+            continue
         parts.append(f"{name}=={getattr(module, '__version__', '?')}")
         root = Path(module.__file__).parent
         for path in sorted(root.rglob("*.py")):

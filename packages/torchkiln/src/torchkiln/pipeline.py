@@ -300,13 +300,17 @@ def make_backend(
             if dump is not None:
                 dump.compiled(part, compiled)
 
+        logged_hints: set[str] = set()
+
         def summarize(seconds: float, cudagraphs: str, verdict: str) -> GraphReport:
             hints = perf_hints(list(zip(PARTS, compiled_graphs)), cudagraphs)
             summary = _summary(index, fx_nodes, seconds, compiled_graphs, device, cudagraphs,
                                timers, verdict, artifacts, hints)
-            log_perf_hints(index, hints)
+            # summarized again when the backward compiles: log only what that added
+            log_perf_hints(index, [h for h in hints if h not in logged_hints])
+            logged_hints.update(hints)
             if dump is not None:
-                dump.timing(summary)
+                dump.timing(summary, list(zip(PARTS, compiled_graphs)))
                 dump.perf_hints(hints)
             return summary
         try:
