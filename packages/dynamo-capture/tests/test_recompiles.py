@@ -11,7 +11,7 @@ import warnings
 import pytest
 import torch
 from torch import nn
-from torchkiln_dynamo_capture import RecompileLimitExceeded, capture
+from torchkiln_dynamo_capture import FailOnRecompileLimitHit, RecompileLimitExceeded, capture
 
 SCALE = 2.0
 
@@ -204,8 +204,17 @@ def test_guards_log_shows_each_entry_source(monkeypatch, caplog):
     assert [e.guards.source in t for e, t in zip(cf.entries, texts)] == [True, True]
 
 
-def test_recompile_limit_warning_names_the_guard():
+def test_recompile_limit_under_fullgraph_raises_as_torch_compile_does():
     cf = capture(_tiny, Counting(), fullgraph=True, recompile_limit=1)
+    x = torch.randn(5)
+    torch.testing.assert_close(cf(x), _tiny(x))
+    with pytest.raises(FailOnRecompileLimitHit, match=r"fullgraph=True.*L\['x'\]\.size\(\)\[0\]: expected 5, got 6"):
+        cf(torch.randn(6))
+    torch.testing.assert_close(cf(x), _tiny(x))  # the compiled size still runs compiled
+
+
+def test_recompile_limit_warning_names_the_guard():
+    cf = capture(_tiny, Counting(), recompile_limit=1)
     x = torch.randn(5)
     torch.testing.assert_close(cf(x), _tiny(x))
     y = torch.randn(6)

@@ -49,3 +49,8 @@ class BackendError(Exception):
 
 class RecompileLimitExceeded(RuntimeWarning):
     """Warning category used when a captured function hits its recompile limit."""
+
+
+class FailOnRecompileLimitHit(RuntimeError):
+    """A ``fullgraph=True`` function hit its recompile limit: raised, not run eagerly, as
+    torch.compile raises its error of the same name (a full graph was asked for every call)."""

@@ -19,7 +19,7 @@ from .breaks import GraphBreak
 from .bytecode.closures import closure_as_arguments, comprehension_over_tuple
 from .bytecode.registry import CodeRegistry
 from .bytecode.resume import resume_code, step_code
-from .exc import BackendError, RecompileLimitExceeded, Unsupported
+from .exc import BackendError, FailOnRecompileLimitHit, RecompileLimitExceeded, Unsupported
 from .frame import CacheEntry, capture_frame, make_function
 from .module_proxy import CapturedModule
 from .trace_rules import wrapped_module
@@ -298,6 +298,12 @@ class CapturedFunction:
         if self._eager:
             return None
         if len(self.entries) >= self.recompile_limit:
+            if self.fullgraph:
+                raise FailOnRecompileLimitHit(
+                    f"{self.__name__} ({self._where()}) hit recompile_limit={self.recompile_limit} "
+                    f"with fullgraph=True (last failing guard: {self._why_missed(args, kwargs)}); "
+                    "raise the limit (torchkiln.compile(recompile_limit=...)) or mark the changing "
+                    "size dynamic")
             if not self._warned_limit:
                 self._warned_limit = True
                 why = self._why_missed(args, kwargs)
