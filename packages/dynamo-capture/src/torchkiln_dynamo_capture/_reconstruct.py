@@ -129,6 +129,8 @@ class Reconstructor:
             return "iter((" + "".join(self.expr(i) + ", " for i in v.items[v.pos:]) + "))"
         if isinstance(v, ContextExitVariable) and v.real_exit is not None:
             return ns.ref(v.real_exit, "exit")
+        if hasattr(v, "reconstruct"):  # a tracker that knows its own expression (Triton launches)
+            return v.reconstruct(self)
         raise Unsupported(f"returning or storing a {type(v).__name__} built during capture")
 
     def _size_expr(self, expr) -> str:

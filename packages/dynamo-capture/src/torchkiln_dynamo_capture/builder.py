@@ -20,6 +20,7 @@ from .variables.ctx import _set_grad as set_grad
 from .variables.functions import BoundMethodVariable, PartialVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
 from .variables.objects import UserObjectVariable
+from .variables.triton_kernels import TritonKernelVariable, is_triton_kernel
 
 _VALUE_TYPES = (int, float, bool, str, type(None), complex, bytes)
 _OPAQUE_CONSTANTS = (
@@ -72,6 +73,11 @@ def wrap(tx, value, source):
         if source is not None and not isinstance(source, AttrSource):
             g.append(IdMatch(source, value))
         return ConstantVariable(value, source)
+    if is_triton_kernel(value):
+        # a user's @triton.jit kernel: kernel[grid](...) is one graph call (variables/triton_kernels.py)
+        if source is not None:
+            g.append(IdMatch(source, value))
+        return TritonKernelVariable(value, source)
     if isinstance(value, (*_OPAQUE_CONSTANTS, types.ModuleType, *_CALLABLE_TYPES)):
         if source is not None and isinstance(value, _CALLABLE_TYPES):
             # a bound builtin method read off an object is a new object each time: not guardable by id
