@@ -56,6 +56,8 @@ def wrap(tx, value, source):
         if value is _no_exit:
             return ContextExitVariable(lambda: None, value)
         return ContextExitVariable(lambda: set_grad(tx, value.prev), value)
+    if (t is int or t is torch.Size) and source is not None and (dims := out.dynamic_int_dims(value, source)):
+        return _symbolic_ints(tx, value, source, dims)
     if t in _VALUE_TYPES:
         if source is not None:
             g.append(ConstantMatch(source, value))
@@ -165,6 +167,25 @@ def wrap(tx, value, source):
     if source is not None:
         g.append(TypeMatch(source, t))
     return out.remember(value, _mark_untracked(UserObjectVariable(value, source)))
+
+
+def _symbolic_ints(tx, value, source, dims):
+    """An int or torch.Size argument whose items (``dims``) are symbolic graph inputs: a size
+    handed over a graph break, or an int that changed between calls (automatic dynamic)."""
+    out = tx.out
+    if type(value) is int:
+        return out.wrap_input_int(value, source)
+    out.guards.append(TypeMatch(source, torch.Size))
+    out.guards.append(LengthMatch(source, len(value)))
+    items = []
+    for i, v in enumerate(value):
+        item = ItemSource(source, i)
+        if i in dims:
+            items.append(out.wrap_input_int(v, item))
+        else:
+            out.guards.append(ConstantMatch(item, v))
+            items.append(ConstantVariable(v, item))
+    return TupleVariable(items, source, cls=torch.Size)
 
 
 def _mark_untracked(var):

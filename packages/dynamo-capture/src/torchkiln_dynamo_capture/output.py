@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import inspect
 import math
 import operator
 import re
@@ -11,6 +14,7 @@ from collections.abc import Mapping
 
 import sympy
 import torch
+import torch._guards
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -40,6 +44,28 @@ from .variables.symbolic import SliceVariable, SymNodeVariable
 from .variables.tensors import TensorVariable
 
 _SIMPLE = (int, float, bool, str, type(None))
+
+
+@dataclasses.dataclass(frozen=True)
+class _IntInputSource(torch._guards.Source):
+    """The ShapeEnv's name for an int input's symbol (its guards are ours: ShapeGuard "value")."""
+
+    text: str
+
+    # torch 2.13 reads ``name`` and ``guard_source`` as properties, earlier versions call them
+    if isinstance(inspect.getattr_static(torch._guards.Source, "name"), (property, functools.cached_property)):
+        name = property(lambda self: self.text)
+        guard_source = property(lambda self: torch._guards.GuardSource.LOCAL)
+    else:
+        def name(self) -> str:
+            return self.text
+
+        def guard_source(self):
+            return torch._guards.GuardSource.LOCAL
+
+    @property
+    def _name_template(self) -> str:
+        return self.text
 
 
 class OutputGraph:
@@ -109,8 +135,10 @@ class OutputGraph:
         that do not share one must stay apart, or a write through one would be missed by another)."""
         if len(self.inputs) < 2:
             return []
-        sources = [s for s, _, _ in self.inputs]
-        return [StorageAliasGroups.from_tensors(sources, [t for _, t, _ in self.inputs])]
+        tensors = [(s, t) for s, t, _ in self.inputs if isinstance(t, torch.Tensor)]
+        if len(tensors) < 2:
+            return []
+        return [StorageAliasGroups.from_tensors([s for s, _ in tensors], [t for _, t in tensors])]
 
     # --- values from outside ------------------------------------------------------------------
     def remember(self, value, var):
@@ -136,6 +164,34 @@ class OutputGraph:
         # the user's marks: mark_dynamic adds dims, mark_static removes them
         dims = (dims | trace_rules.marked_dynamic_dims(t)) - trace_rules.marked_static_dims(t)
         return frozenset(d for d in dims if d < t.dim() and t.shape[d] >= 2)
+
+    def dynamic_int_dims(self, value: int | torch.Size, source) -> frozenset[int]:
+        """Which items of an int (dim 0: the value) or torch.Size argument become symbolic graph
+        inputs: those automatic dynamic shapes saw change (``dynamic=None``), every item of a
+        torch.Size argument (``dynamic=True``: a size handed over a graph break is a size); 0 and
+        1 specialize, as a tensor's sizes do."""
+        if not self.dynamic or source is None or self.shape_env is None:
+            return frozenset()
+        items = (value,) if type(value) is int else tuple(value)
+        if self.dynamic is True:
+            dims = set(range(len(items))) if type(value) is torch.Size else set()
+        else:
+            dims = set(self.dynamic.get(source.expr(), ()))
+        return frozenset(d for d in dims if d < len(items) and items[d] >= 2)
+
+    def wrap_input_int(self, value: int, source) -> SymNodeVariable:
+        """An int argument as a graph input of symbolic value (bound in the guards to ``source``)."""
+        sym = self.shape_env.create_symbol(value, _IntInputSource(source.expr()), dynamic_dim=DimDynamic.DYNAMIC)
+        symint = self.shape_env.create_symintnode(sym, hint=value)
+        self.symbols[sym] = (source, -1, "value")
+        root = self.root_graph
+        ctx = root.inserting_after(self._last_placeholder) if self._last_placeholder else root.inserting_before(None)
+        with ctx:
+            node = root.placeholder(self._fresh(_name_hint(source)))
+        self._last_placeholder = node
+        node.meta["example_value"] = symint
+        self.inputs.append((source, value, node))
+        return SymNodeVariable(node, symint)
 
     def _fake(self, t: torch.Tensor, dynamic_dims: frozenset[int] = frozenset()) -> torch.Tensor:
         try:
