@@ -48,7 +48,7 @@ class Reconstructor:
 
     def __init__(self, ns: Namespace, symbols: dict | None = None, as_tensor=None) -> None:
         self.ns = ns
-        self.symbols = symbols or {}  # size symbol -> (input source, dim), for symbolic ints
+        self.symbols = symbols or {}  # size symbol -> (input source, dim[, "value"]), for symbolic ints
         #: an unbacked value (``.item()``) as a 0-d tensor output of the graph, read back with .item()
         self.as_tensor = as_tensor
         self._scalars: dict[int, str] = {}
@@ -138,7 +138,9 @@ class Reconstructor:
         if expr.is_Integer:
             return str(int(expr))
         if expr.is_Symbol:
-            src, dim = self.symbols[expr]
+            src, dim, *kind = self.symbols[expr]
+            if kind == ["value"]:  # an int input of symbolic value: the int itself
+                return source_code(src, self.ns)
             return f"{source_code(src, self.ns)}.size({dim})"
         args = [self._size_expr(a) for a in expr.args]
         name = type(expr).__name__

@@ -174,14 +174,14 @@ def _symbolic_ints(tx, value, source, dims):
     handed over a graph break, or an int that changed between calls (automatic dynamic)."""
     out = tx.out
     if type(value) is int:
-        return out.wrap_input_int(value, source)
+        return out.wrap_input_int(value, source, size=False)
     out.guards.append(TypeMatch(source, torch.Size))
     out.guards.append(LengthMatch(source, len(value)))
     items = []
     for i, v in enumerate(value):
         item = ItemSource(source, i)
         if i in dims:
-            items.append(out.wrap_input_int(v, item))
+            items.append(out.wrap_input_int(v, item, size=True))
         else:
             out.guards.append(ConstantMatch(item, v))
             items.append(ConstantVariable(v, item))
