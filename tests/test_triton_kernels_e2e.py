@@ -13,9 +13,8 @@ import pytest
 import torch
 
 triton = pytest.importorskip("triton")
-import triton.language as tl  # noqa: E402
-
 import torchkiln  # noqa: E402
+import triton.language as tl  # noqa: E402
 
 DEVICE = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
 pytestmark = pytest.mark.usefixtures("private_cache_dir")
@@ -178,6 +177,9 @@ def test_written_parameters_from_the_source():
     # only tensors count (an int reaching a pointer's offset is never copied)
     assert written_parameters(add_kernel.fn) & {"x_ptr", "y_ptr", "out_ptr"} == {"out_ptr"}
     assert written_parameters(scale_inplace_kernel.fn) & {"x_ptr"} == {"x_ptr"}
+
+    def other_kernel(ptr, n):
+        pass
 
     def helper_call(a_ptr, b_ptr, n):  # a callee the analysis does not know: what it receives counts
         tl.store(b_ptr, tl.load(a_ptr))

@@ -16,7 +16,14 @@ Only the frame's own arguments count, not ints read from objects (module setting
 from __future__ import annotations
 
 import torch
-from torchkiln_guards import CompiledGuards, ConstantMatch, ItemSource, LocalSource, Source, TensorMatch
+from torchkiln_guards import (
+    CompiledGuards,
+    ConstantMatch,
+    ItemSource,
+    LocalSource,
+    Source,
+    TensorMatch,
+)
 
 from ._guards import ValueEqualsMatch
 
