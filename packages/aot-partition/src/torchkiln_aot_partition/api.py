@@ -90,7 +90,7 @@ def aot_compile(
         # contract C2: the user outputs of an inference graph reach the caller as they are, so
         # their strides are the compiler's to choose (a training forward's go through autograd)
         fg.gm.meta["free_output_strides"] = 0 if aliases else fg.num_user_outputs
-        compiled = fw_compiler(fg.gm, [p.detach() for p in graph_inputs] + extra)
+        compiled = fw_compiler(fg.gm, [_detached(p) for p in graph_inputs] + extra)
         return InferenceRuntime(compiled, lifted.params, fg.num_user_outputs, fg.mutated_inputs,
                                 lifted.constant_outputs, aliases, bases, folded)
 
@@ -105,7 +105,7 @@ def aot_compile(
                                 num_primals=joint.num_primals)
     fw_gm.meta["mutated_inputs"] = joint.mutated_inputs
     fw_gm.meta["num_user_outputs"] = joint.num_user_outputs
-    compiled_fw = fw_compiler(fw_gm, [p.detach() for p in graph_inputs])
+    compiled_fw = fw_compiler(fw_gm, [_detached(p) for p in graph_inputs])
     num_saved = len(next(n for n in fw_gm.graph.nodes if n.op == "output").args[0]) - joint.num_fwd_outputs
     plan = TrainingPlan(
         compiled_fw=compiled_fw,
@@ -119,6 +119,11 @@ def aot_compile(
         partition=fw_gm.meta.get("partition"),
     )
     return TrainingRuntime(plan, lifted.params, lifted.constant_outputs, aliases, bases)
+
+
+def _detached(p: object) -> object:
+    """A graph input for the compiler: a tensor detached, an int input (a symbolic size) as is."""
+    return p.detach() if isinstance(p, torch.Tensor) else p
 
 
 def _route_attention(fg: FunctionalGraph, graph_inputs, decomps) -> FunctionalGraph:

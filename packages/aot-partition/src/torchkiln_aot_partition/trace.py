@@ -18,6 +18,7 @@ from typing import Any
 import torch
 from torch import fx
 from torch._dispatch.python import enable_python_dispatcher
+from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.fx.experimental.proxy_tensor import make_fx
 
 from ._batch_norm import BatchNormAsLegit
@@ -296,11 +297,18 @@ def symbolic_inputs(lifted: LiftedGraph) -> list | None:
         if is_fake(val):
             mode = mode or val.fake_mode
             symbolic = symbolic or any(not isinstance(s, int) for s in val.shape)
+        elif isinstance(val, torch.SymInt):  # an int input of symbolic value (a size passed over a break)
+            symbolic = True
         vals.append(val)
-    if not symbolic or mode is None:
+    if symbolic and mode is None:
+        shape_env = next(v.node.shape_env for v in vals if isinstance(v, torch.SymInt))
+        mode = FakeTensorMode(shape_env=shape_env)
+    if not symbolic:
         return None
     params = list(lifted.params)
     for i, val in enumerate(vals):
+        if isinstance(val, torch.SymInt):
+            continue
         if not is_fake(val):
             if i >= len(params):
                 raise AOTError(f"graph input {i} has no fake example_value; capture must set "

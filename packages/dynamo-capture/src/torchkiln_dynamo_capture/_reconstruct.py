@@ -48,7 +48,7 @@ class Reconstructor:
 
     def __init__(self, ns: Namespace, symbols: dict | None = None, as_tensor=None) -> None:
         self.ns = ns
-        self.symbols = symbols or {}  # size symbol -> (input source, dim), for symbolic ints
+        self.symbols = symbols or {}  # size symbol -> (input source, dim[, "value"]), for symbolic ints
         #: an unbacked value (``.item()``) as a 0-d tensor output of the graph, read back with .item()
         self.as_tensor = as_tensor
         self._scalars: dict[int, str] = {}
@@ -129,6 +129,8 @@ class Reconstructor:
             return "iter((" + "".join(self.expr(i) + ", " for i in v.items[v.pos:]) + "))"
         if isinstance(v, ContextExitVariable) and v.real_exit is not None:
             return ns.ref(v.real_exit, "exit")
+        if hasattr(v, "reconstruct"):  # a tracker that knows its own expression (Triton launches)
+            return v.reconstruct(self)
         raise Unsupported(f"returning or storing a {type(v).__name__} built during capture")
 
     def _size_expr(self, expr) -> str:
@@ -136,7 +138,9 @@ class Reconstructor:
         if expr.is_Integer:
             return str(int(expr))
         if expr.is_Symbol:
-            src, dim = self.symbols[expr]
+            src, dim, *kind = self.symbols[expr]
+            if kind == ["value"]:  # an int input of symbolic value: the int itself
+                return source_code(src, self.ns)
             return f"{source_code(src, self.ns)}.size({dim})"
         args = [self._size_expr(a) for a in expr.args]
         name = type(expr).__name__

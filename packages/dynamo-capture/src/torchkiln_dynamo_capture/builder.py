@@ -20,6 +20,7 @@ from .variables.ctx import _set_grad as set_grad
 from .variables.functions import BoundMethodVariable, PartialVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
 from .variables.objects import UserObjectVariable
+from .variables.triton_kernels import TritonKernelVariable, is_triton_kernel
 
 _VALUE_TYPES = (int, float, bool, str, type(None), complex, bytes)
 _OPAQUE_CONSTANTS = (
@@ -55,6 +56,8 @@ def wrap(tx, value, source):
         if value is _no_exit:
             return ContextExitVariable(lambda: None, value)
         return ContextExitVariable(lambda: set_grad(tx, value.prev), value)
+    if (t is int or t is torch.Size) and source is not None and (dims := out.dynamic_int_dims(value, source)):
+        return _symbolic_ints(tx, value, source, dims)
     if t in _VALUE_TYPES:
         if source is not None:
             g.append(ConstantMatch(source, value))
@@ -72,6 +75,11 @@ def wrap(tx, value, source):
         if source is not None and not isinstance(source, AttrSource):
             g.append(IdMatch(source, value))
         return ConstantVariable(value, source)
+    if is_triton_kernel(value):
+        # a user's @triton.jit kernel: kernel[grid](...) is one graph call (variables/triton_kernels.py)
+        if source is not None:
+            g.append(IdMatch(source, value))
+        return TritonKernelVariable(value, source)
     if isinstance(value, (*_OPAQUE_CONSTANTS, types.ModuleType, *_CALLABLE_TYPES)):
         if source is not None and isinstance(value, _CALLABLE_TYPES):
             # a bound builtin method read off an object is a new object each time: not guardable by id
@@ -159,6 +167,25 @@ def wrap(tx, value, source):
     if source is not None:
         g.append(TypeMatch(source, t))
     return out.remember(value, _mark_untracked(UserObjectVariable(value, source)))
+
+
+def _symbolic_ints(tx, value, source, dims):
+    """An int or torch.Size argument whose items (``dims``) are symbolic graph inputs: a size
+    handed over a graph break, or an int that changed between calls (automatic dynamic)."""
+    out = tx.out
+    if type(value) is int:
+        return out.wrap_input_int(value, source, size=False)
+    out.guards.append(TypeMatch(source, torch.Size))
+    out.guards.append(LengthMatch(source, len(value)))
+    items = []
+    for i, v in enumerate(value):
+        item = ItemSource(source, i)
+        if i in dims:
+            items.append(out.wrap_input_int(v, item, size=True))
+        else:
+            out.guards.append(ConstantMatch(item, v))
+            items.append(ConstantVariable(v, item))
+    return TupleVariable(items, source, cls=torch.Size)
 
 
 def _mark_untracked(var):

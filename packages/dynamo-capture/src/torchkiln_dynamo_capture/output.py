@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import dataclasses
+import functools
+import inspect
 import math
 import operator
 import re
@@ -11,6 +14,7 @@ from collections.abc import Mapping
 
 import sympy
 import torch
+import torch._guards
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -42,6 +46,28 @@ from .variables.tensors import TensorVariable
 _SIMPLE = (int, float, bool, str, type(None))
 
 
+@dataclasses.dataclass(frozen=True)
+class _IntInputSource(torch._guards.Source):
+    """The ShapeEnv's name for an int input's symbol (its guards are ours: ShapeGuard "value")."""
+
+    text: str
+
+    # torch 2.13 reads ``name`` and ``guard_source`` as properties, earlier versions call them
+    if isinstance(inspect.getattr_static(torch._guards.Source, "name"), (property, functools.cached_property)):
+        name = property(lambda self: self.text)
+        guard_source = property(lambda self: torch._guards.GuardSource.LOCAL)
+    else:
+        def name(self) -> str:
+            return self.text
+
+        def guard_source(self):
+            return torch._guards.GuardSource.LOCAL
+
+    @property
+    def _name_template(self) -> str:
+        return self.text
+
+
 class OutputGraph:
     """Everything one capture produces: graph, guards, side effects, and the values it depends on."""
 
@@ -62,7 +88,9 @@ class OutputGraph:
         #: unbacked symbols (see frame.capture_frame)
         self.shape_env = ShapeEnv(duck_shape=False) if dynamic or scalar_outputs or shape_env else None
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
-        self.symbols: dict[sympy.Symbol, tuple] = {}  # symbol -> (input source, dim)
+        self.symbols: dict[sympy.Symbol, tuple] = {}  # symbol -> (input source, dim[, "value"])
+        #: symbols of int inputs (any value; the rest are sizes, at least 2)
+        self.int_symbols: set[sympy.Symbol] = set()
         # symbols the fake mode gave input strides no size shows (a step slice): (source, dim, "stride")
         self.stride_symbols: dict[sympy.Symbol, tuple] = {}
         self.guards: list[Guard] = []  # deduplicated and ordered by compile_guards
@@ -89,7 +117,8 @@ class OutputGraph:
         used as a Python int, ``s0 == s1`` for a broadcast, ``s0 > 8`` for a branch)."""
         if self.shape_env is None or not self.symbols:
             return []
-        guards: list[Guard] = [ShapeGuard(sym >= 2, {sym: self.symbols[sym]}) for sym in self.symbols]
+        guards: list[Guard] = [ShapeGuard(sym >= 2, {sym: self.symbols[sym]}) for sym in self.symbols
+                               if sym not in self.int_symbols]
         # a decided equality may have become a replacement (s1 -> s0) instead of a guard: both
         exprs = [g.expr for g in self.shape_env.guards]
         known = {**self.stride_symbols, **self.symbols}
@@ -109,8 +138,10 @@ class OutputGraph:
         that do not share one must stay apart, or a write through one would be missed by another)."""
         if len(self.inputs) < 2:
             return []
-        sources = [s for s, _, _ in self.inputs]
-        return [StorageAliasGroups.from_tensors(sources, [t for _, t, _ in self.inputs])]
+        tensors = [(s, t) for s, t, _ in self.inputs if isinstance(t, torch.Tensor)]
+        if len(tensors) < 2:
+            return []
+        return [StorageAliasGroups.from_tensors([s for s, _ in tensors], [t for _, t in tensors])]
 
     # --- values from outside ------------------------------------------------------------------
     def remember(self, value, var):
@@ -136,6 +167,40 @@ class OutputGraph:
         # the user's marks: mark_dynamic adds dims, mark_static removes them
         dims = (dims | trace_rules.marked_dynamic_dims(t)) - trace_rules.marked_static_dims(t)
         return frozenset(d for d in dims if d < t.dim() and t.shape[d] >= 2)
+
+    def dynamic_int_dims(self, value: int | torch.Size, source) -> frozenset[int]:
+        """Which items of an int (dim 0: the value) or torch.Size argument become symbolic graph
+        inputs: those automatic dynamic shapes saw change (``dynamic=None``), every item of a
+        torch.Size argument (``dynamic=True``: a size handed over a graph break is a size); 0 and
+        1 specialize, as a tensor's sizes do."""
+        if not self.dynamic or source is None or self.shape_env is None:
+            return frozenset()
+        if type(value) is int:  # any value: an int is not a size (TorchDynamo's unspecialized ints)
+            return frozenset({0}) if self.dynamic is not True and 0 in self.dynamic.get(source.expr(), ()) \
+                else frozenset()
+        if self.dynamic is True:
+            dims = set(range(len(value)))
+        else:
+            dims = set(self.dynamic.get(source.expr(), ()))
+        return frozenset(d for d in dims if d < len(value) and value[d] >= 2)
+
+    def wrap_input_int(self, value: int, source, *, size: bool) -> SymNodeVariable:
+        """An int argument as a graph input of symbolic value (bound in the guards to ``source``);
+        ``size``: an item of a torch.Size (at least 2, as a tensor's symbolic sizes), else any int."""
+        sym = self.shape_env.create_symbol(value, _IntInputSource(source.expr()), dynamic_dim=DimDynamic.DYNAMIC,
+                                           positive=True if size else None, do_not_specialize_zero_one=not size)
+        symint = self.shape_env.create_symintnode(sym, hint=value)
+        self.symbols[sym] = (source, -1, "value")
+        if not size:
+            self.int_symbols.add(sym)
+        root = self.root_graph
+        ctx = root.inserting_after(self._last_placeholder) if self._last_placeholder else root.inserting_before(None)
+        with ctx:
+            node = root.placeholder(self._fresh(_name_hint(source)))
+        self._last_placeholder = node
+        node.meta["example_value"] = symint
+        self.inputs.append((source, value, node))
+        return SymNodeVariable(node, symint)
 
     def _fake(self, t: torch.Tensor, dynamic_dims: frozenset[int] = frozenset()) -> torch.Tensor:
         try:
@@ -298,7 +363,8 @@ class OutputGraph:
     def op_count(self) -> int:
         """Operations worth a graph: global-state switches alone (grad mode, autocast) are not."""
         return sum(1 for n in self.graph.nodes
-                   if n.op in ("call_function", "call_method", "call_module") and n.target not in _STATE_OPS)
+                   if n.op in ("call_function", "call_method", "call_module") and n.target not in _STATE_OPS
+                   and not _scalar_arithmetic(n))
 
     def compile(self, backend, signature, cells: dict, *, ret=None, finish=None):
         """Finish the graph, hand it to ``backend`` and generate ``run(<user params>)``.
@@ -366,6 +432,17 @@ def _state_ops() -> frozenset:
 
 
 _STATE_OPS = _state_ops()
+
+
+def _scalar_arithmetic(n: torch.fx.Node) -> bool:
+    """Arithmetic on symbolic ints alone (``i % 2`` of an int input): its value is rebuilt from
+    the inputs where Python needs it, so it is not worth a graph of its own."""
+    def scalar(v) -> bool:
+        return isinstance(v, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool))
+
+    return (n.op == "call_function" and getattr(n.target, "__module__", None) in ("_operator", "operator", "math")
+            and scalar(n.meta.get("example_value"))
+            and all(scalar(a.meta.get("example_value")) for a in n.all_input_nodes))
 
 
 def _name_hint(source) -> str:

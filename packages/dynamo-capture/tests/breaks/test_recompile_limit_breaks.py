@@ -1,6 +1,8 @@
-"""The recompile limit (8 per function): a Python int argument that keeps changing compiles 8
+"""The recompile limit (8 per function): a Python float argument that keeps changing compiles 8
 entries, then the function runs eagerly with exactly one RecompileLimitExceeded warning naming the
-guard; results and printed output always equal eager's."""
+guard; results and printed output always equal eager's. (Floats are specialised, in TorchDynamo
+too; an int argument that changes becomes a symbolic graph input at the first recompile instead,
+automatic dynamic shapes: two entries for any number of values, as TorchDynamo.)"""
 
 from __future__ import annotations
 
@@ -27,7 +29,7 @@ def _run_ten_values(fn):
     be = CountingBackend()
     cf = capture(fn, be)
     caught_all = []
-    for n in range(10):
+    for n in (k + 0.5 for k in range(10)):
         x = torch.randn(3, 4)
         eager_out, captured_out = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(eager_out):
@@ -66,9 +68,22 @@ def test_values_seen_before_the_limit_still_hit_their_entries():
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
         for n in range(10):
-            cf(torch.randn(3, 4), n)
+            cf(torch.randn(3, 4), n + 0.5)
         before = be.calls
-        for n in range(8):
+        for n in (k + 0.5 for k in range(8)):
             x = torch.randn(3, 4)
             torch.testing.assert_close(cf(x, n), _scaled_with_break(x, n))
     assert be.calls == before == 16
+
+
+def test_changing_int_argument_becomes_symbolic_after_one_recompile():
+    """An int that changes is a symbolic graph input from the first recompile (automatic dynamic,
+    any value, 0 and 1 included): two entries and four graphs for ten values, with a break."""
+    be = CountingBackend()
+    cf = capture(_scaled_with_break, be)
+    with contextlib.redirect_stdout(io.StringIO()):
+        for n in range(10):
+            x = torch.randn(3, 4)
+            torch.testing.assert_close(cf(x, n), _scaled_with_break(x, n))
+        torch.testing.assert_close(cf(x, -3), _scaled_with_break(x, -3))
+    assert len(cf.entries) == 2 and be.calls == 4

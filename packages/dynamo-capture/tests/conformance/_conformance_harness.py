@@ -245,7 +245,11 @@ def _check_contract_c1(backend: CountingBackend, since: int, fn: Any = None) -> 
         assert len(placeholders) == len(ex), (
             f"{len(placeholders)} placeholders but {len(ex)} example inputs"
         )
-        for t in ex:
+        for t, ph in zip(ex, placeholders):
+            if isinstance(ph.meta.get("example_value"), torch.SymInt):
+                # an int input of symbolic value (automatic dynamic): its real int
+                assert type(t) is int, f"a SymInt placeholder's example input is {type(t).__name__}"
+                continue
             assert isinstance(t, torch.Tensor) and not isinstance(t, FakeTensor), (
                 "example_inputs must be real tensors"
             )

@@ -152,6 +152,34 @@ def dict_keyed_by_length(x):
     return x * scale
 
 
+def slice_to_min_of_length_and_cap(x):
+    # `x[:, :min(seq_len, cap)]` with lengths on both sides of the cap: the slice is symbolic
+    # (sym_min), but the elementwise op after it asks whether the slice is contiguous, which is
+    # `seq_len == min(seq_len, cap)`: one recompile when the length passes the cap, in TorchDynamo
+    # too (a guard from torch's own check_contiguous_sizes_strides), and none after
+    return x[:, : min(x.size(1), 12)] * 2
+
+
+@torch.compiler.disable
+def _runs_in_python(t):
+    return t + 0
+
+
+def size_across_a_graph_break(x):
+    # `s = x.shape` read before a graph break and used after it: the continuation receives a
+    # torch.Size (and an int); automatic dynamic shapes make the items that changed symbolic
+    s = x.shape
+    n = x.size(1)
+    y = _runs_in_python(x.sin())
+    return y.view(s[0], s[1], H, -1).sum(-1) * n + s[2]
+
+
+def sizes_tuple_across_a_graph_break(x):
+    b, length = x.size(0), x.size(1)
+    y = _runs_in_python(x.cos())
+    return y.reshape(b * length, -1)[: length + 1] - length
+
+
 def _x(length):
     return (randn(B, length, C),)
 
@@ -183,6 +211,12 @@ PROGRAMS = [
 # Programs that need a size's value: TorchDynamo specialises them too (one graph per length), and
 # torchkiln must not do worse.
 SPECIALISING = [(range_over_length, _x), (dict_keyed_by_length, _x)]
+# lengths 8, 12 | 16, 24 on either side of a cap of 12: one recompile (both peers)
+PASSING_A_CAP = [(slice_to_min_of_length_and_cap, _x)]
+# a graph break with sizes handed to the continuation, default (automatic) dynamic shapes: two
+# frames captured static at length 8, both recompiled once at 12 with the length symbolic, then
+# reused (TorchDynamo: the same counts); before, the continuation recompiled at every length
+ACROSS_A_BREAK = [(size_across_a_graph_break, _x), (sizes_tuple_across_a_graph_break, _x)]
 
 
 def _name(program):
@@ -201,11 +235,22 @@ def _compile_dynamic(fn, backend):
     return capture(fn, backend, fullgraph=True, dynamic=True)
 
 
-def _run_lengths(program, graphs_after):
+def _compile_automatic(fn, backend):
+    if PEER == "dynamo":  # the reference peer, never used by default
+        import torch._dynamo
+
+        torch._dynamo.reset()
+        return torch.compile(fn, backend=backend)
+    from torchkiln_dynamo_capture import capture
+
+    return capture(fn, backend)
+
+
+def _run_lengths(program, graphs_after, compile_fn=None):
     fn, make_inputs = program
     torch.manual_seed(0)
     backend = CountingBackend()
-    compiled = _compile_dynamic(fn, backend)
+    compiled = (compile_fn or _compile_dynamic)(fn, backend)
     for i, length in enumerate(LENGTHS):
         inputs = make_inputs(length)
         expected = fn(*inputs)
@@ -226,3 +271,13 @@ def test_one_graph_for_every_sequence_length(program):
 @pytest.mark.parametrize("program", SPECIALISING, ids=[_name(p) for p in SPECIALISING])
 def test_value_of_size_needed_one_graph_per_length(program):
     _run_lengths(program, list(range(1, len(LENGTHS) + 1)))
+
+
+@pytest.mark.parametrize("program", PASSING_A_CAP, ids=[_name(p) for p in PASSING_A_CAP])
+def test_length_passing_a_cap_recompiles_once(program):
+    _run_lengths(program, [1, 1, 2, 2])
+
+
+@pytest.mark.parametrize("program", ACROSS_A_BREAK, ids=[_name(p) for p in ACROSS_A_BREAK])
+def test_sizes_across_a_graph_break_stay_symbolic(program):
+    _run_lengths(program, [2, 4, 4, 4], compile_fn=_compile_automatic)

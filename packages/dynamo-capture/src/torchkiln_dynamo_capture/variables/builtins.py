@@ -310,8 +310,14 @@ def construct(tx, cls: type, args, kwargs) -> VariableTracker:
         if _has_tensor(args) or _has_tensor(kwargs.values()):
             return tx.out.call_tensor_op(tx, "call_function", cls, args, kwargs)
         raise Unsupported(f"constructing {cls.__name__} from values not known at capture time")
-    if cls.__new__ is not object.__new__ or type(cls) is not type:
+    if cls.__new__ is not object.__new__ or type(cls).__call__ is not type.__call__:
+        # a metaclass that only adds class-level behaviour (abc.ABCMeta: transformers' cache
+        # layers, collections.abc bases) makes instances as type does; one with its own
+        # __call__, or a custom __new__, may return anything
         raise Unsupported(f"constructing {cls.__qualname__} (custom __new__ or metaclass)")
+    if getattr(cls, "__abstractmethods__", None):
+        raise Unsupported(f"constructing {cls.__qualname__}, an abstract class",
+                          "it runs in Python, which raises eager's TypeError")
     from .objects import NewObjectVariable
 
     obj = NewObjectVariable(cls)

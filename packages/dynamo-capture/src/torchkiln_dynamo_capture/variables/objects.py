@@ -73,6 +73,9 @@ class UserObjectVariable(VariableTracker):
             return call_value(tx, self.value, args, kwargs)
         return tx.call_function(tx.wrap(call, None), [self, *args], kwargs)
 
+    def unpack(self, tx) -> list:
+        return unpack_user_object(tx, self, type(self.value))
+
     def truth(self, tx):
         if hasattr(type(self.value), "__bool__") or hasattr(type(self.value), "__len__"):
             raise Unsupported(f"truth value of a {type(self.value).__name__} object",
@@ -82,6 +85,21 @@ class UserObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserObjectVariable({type(self.value).__name__})"
+
+
+def unpack_user_object(tx, obj: VariableTracker, cls: type) -> list:
+    """``list(obj)`` for an instance of a user class: a ``collections.abc.Sequence`` (its mixin
+    ``__iter__`` reads ``obj[0]``, ``obj[1]``, ... up to ``len(obj)``: transformers' per-layer
+    config view) or a class with its own ``__iter__`` (whatever that returns, unpacked)."""
+    import collections.abc
+
+    it = class_attr(cls, "__iter__")
+    if it is collections.abc.Sequence.__iter__ and inspect.isfunction(class_attr(cls, "__len__")):
+        n = obj.var_getattr(tx, "__len__").call(tx, [], {}).as_python_constant()
+        return [tx.getitem(obj, ConstantVariable(i)) for i in range(n)]
+    if inspect.isfunction(it):
+        return tx.unpack(obj.var_getattr(tx, "__iter__").call(tx, [], {}))
+    raise Unsupported(f"iterating over a {cls.__name__} object")
 
 
 def _is_slot(attr) -> bool:
@@ -121,6 +139,9 @@ class NewObjectVariable(VariableTracker):
 
     def call(self, tx, args, kwargs):
         return self.var_getattr(tx, "__call__").call(tx, args, kwargs)
+
+    def unpack(self, tx) -> list:
+        return unpack_user_object(tx, self, self.cls)
 
     def truth(self, tx):
         for name in ("__bool__", "__len__"):

@@ -74,6 +74,8 @@ class _ExprPrinter(StrPrinter):
 
 
 def _dim_source(source: Source, dim: int, kind: str = "size") -> Source:
+    if kind == "value":  # an int input itself (a size handed over a graph break)
+        return source
     return StrideSource(source, dim) if kind == "stride" else SizeSource(source, dim)
 
 
@@ -82,7 +84,8 @@ class ShapeGuard(Guard):
     """``expr`` (a sympy relational or boolean) holds when each symbol is bound to a size.
 
     ``symbols`` maps each free symbol to ``(source, dim)``: the symbol is ``source``'s size at
-    ``dim``, or to ``(source, dim, "stride")``: its stride there. It is stored as a tuple of
+    ``dim``, or to ``(source, dim, "stride")``: its stride there, or to ``(source, -1, "value")``:
+    the int at ``source`` itself. It is stored as a tuple of
     ``(symbol, (source, dim, kind))`` pairs, sorted by name.
     """
 
