@@ -8,17 +8,23 @@ from dataclasses import dataclass, replace
 import sympy
 from torchkiln_loop_ir.backend import KernelSpec
 
+from ._layout import BlockLayout, choose_layout
 from .options import TritonOptions
 
 
 @dataclass(frozen=True)
 class Config:
-    """One launch configuration. ``looped`` selects the kernel shape, so it is fixed per source."""
+    """One launch configuration. ``looped`` selects the kernel shape, so it is fixed per source,
+    as are ``transposed`` (the block layout of a reduction, ``_layout.py``) and ``split`` (at
+    most this many r chunks reduced by separate programs into partials, then finished by a
+    second kernel, ``_split.py``; 0 means no split)."""
 
     xblock: int
     rblock: int
     num_warps: int
     looped: bool
+    transposed: bool = False
+    split: int = 0
 
 
 def _next_pow2(n: int) -> int:
@@ -34,14 +40,19 @@ def _numel(ranges: Sequence[sympy.Expr]) -> int | None:
     return int(total) if total.is_Integer else None
 
 
-def heuristic_config(spec: KernelSpec, options: TritonOptions) -> Config:
-    """Pointwise: XBLOCK up to ``pointwise_xblock``; reductions: persistent when the row fits."""
+def heuristic_config(spec: KernelSpec, options: TritonOptions,
+                     layout: BlockLayout | None = None) -> Config:
+    """Pointwise: XBLOCK up to ``pointwise_xblock``; reductions: persistent when the row fits.
+    ``layout`` is the reduction's block layout (None: ``choose_layout`` decides)."""
     xnumel = _numel(spec.xranges)
     xcap = _next_pow2(xnumel) if xnumel is not None else None
     if not spec.rranges:
         xblock = options.pointwise_xblock if xcap is None else max(16, min(options.pointwise_xblock, xcap))
         return Config(xblock, 1, 4 if xblock >= 512 else 2, False)
     rnumel = _numel(spec.rranges)
+    layout = layout or choose_layout(spec)
+    if layout.transposed:
+        return _transposed_config(spec, options, xcap, rnumel)
     if rnumel is not None and rnumel <= options.persistent_rnumel:
         rblock = _next_pow2(rnumel)
         xblock = max(1, min(64, 4096 // rblock))
@@ -53,7 +64,49 @@ def heuristic_config(spec: KernelSpec, options: TritonOptions) -> Config:
     if xcap is not None:
         xblock = max(1, min(xblock, xcap))
     num_warps = 8 if rblock * xblock >= 4096 else 4 if rblock * xblock >= 512 else 2
-    return Config(xblock, rblock, num_warps, looped)
+    split = split_chunks(spec, options, xblock, rblock) if looped else 0
+    return Config(xblock, rblock, num_warps, looped, split=split)
+
+
+def _transposed_config(spec: KernelSpec, options: TritonOptions, xcap: int | None,
+                       rnumel: int | None) -> Config:
+    """Blocks of an outer reduction (r on axis 0, x on axis 1, memory contiguous along x): a
+    wide XBLOCK (64 contiguous elements is a 128-byte line of bfloat16, two of float32) and a
+    short RBLOCK, so the accumulator tile stays small; persistent only when the whole column fits
+    beside that many x (rnumel <= 4096 / 32), else looped over r. A kernel of few x columns and
+    many r rows is split over r (``split_chunks``) so enough programs run."""
+    xblock = 64 if xcap is None else max(1, min(64, xcap))
+    if rnumel is not None and _next_pow2(rnumel) * max(xblock, 32) <= 4096 \
+            and rnumel <= options.persistent_rnumel:
+        rblock = _next_pow2(rnumel)
+        looped = False
+    else:
+        rblock = max(1, min(options.transposed_rblock, 2048 // xblock))
+        looped = True
+    num_warps = 8 if rblock * xblock >= 4096 else 4 if rblock * xblock >= 512 else 2
+    split = split_chunks(spec, options, xblock, rblock) if looped else 0
+    return Config(xblock, rblock, num_warps, looped, transposed=True, split=split)
+
+
+def split_chunks(spec: KernelSpec, options: TritonOptions, xblock: int, rblock: int) -> int:
+    """How many r chunks to split a looped reduction into (0: none): enough that
+    ``options.split_programs`` programs run when the x blocks alone are fewer, each chunk still
+    at least ``options.split_min_rchunk`` rows (the partials then cost a small fraction of
+    the input's traffic), at most ``options.split_max_chunks``. Only kernels of known sizes whose
+    reductions can be combined from partials (``_split.splittable``)."""
+    from ._split import splittable
+
+    xnumel, rnumel = _numel(spec.xranges), _numel(spec.rranges)
+    if options.split_max_chunks < 2 or xnumel is None or rnumel is None:
+        return 0
+    xprograms = -(-xnumel // xblock)
+    if xprograms * 2 > options.split_programs:
+        return 0
+    chunks = min(options.split_max_chunks, -(-options.split_programs // xprograms),
+                 rnumel // max(options.split_min_rchunk, rblock))
+    if chunks < 2 or not splittable(spec):
+        return 0
+    return chunks
 
 
 def candidate_configs(base: Config) -> list[Config]:

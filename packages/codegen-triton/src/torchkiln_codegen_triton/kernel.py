@@ -3,7 +3,8 @@
 The kernel flattens the x ranges into one ``xindex`` (a block of XBLOCK of them per program) and
 recovers each x variable with ``//`` and ``%``; reductions flatten the r ranges into ``rindex``
 likewise. Pointwise kernels use 1-D blocks ``[XBLOCK]``; reduction kernels 2-D ``[XBLOCK, RBLOCK]``
-(x along dim 0, r along dim 1). A *persistent* reduction holds a whole row (RBLOCK >= rnumel) and
+(x along dim 0, r along dim 1), or ``[RBLOCK, XBLOCK]`` for outer reductions whose memory is
+contiguous along x (``_layout.py`` decides per kernel). A *persistent* reduction holds a whole row (RBLOCK >= rnumel) and
 runs every stage straight through; a *looped* one wraps each loop stage in
 ``for roffset in range(0, rnumel, RBLOCK)``, accumulating per lane and combining lanes after it.
 
@@ -25,6 +26,7 @@ from torchkiln_loop_ir.ops import set_ops_handler
 
 from . import _reductions
 from ._compat import interpreting, math_table
+from ._layout import DEFAULT, BlockLayout, choose_layout
 from ._pointwise import PointwiseOps
 from ._values import NONE, TritonValue, full
 from .errors import CodegenError
@@ -52,8 +54,10 @@ class TritonOpsHandler(PointwiseOps):
     """The loop-IR ops handler that writes Triton code for one kernel (CSE'd ``tmpN = ...`` lines)."""
 
     def __init__(self, spec: KernelSpec, arg_names: dict[str, str], *, reduction: bool,
-                 looped: bool, options: TritonOptions, interpret: bool) -> None:
+                 looped: bool, options: TritonOptions, interpret: bool,
+                 layout: BlockLayout = DEFAULT) -> None:
         self.spec = spec
+        self.layout = layout
         self.arg_names = arg_names
         self.reduction_kernel = reduction
         self.looped = looped
@@ -138,8 +142,9 @@ class TritonOpsHandler(PointwiseOps):
     def shape(self, deps: frozenset[str]) -> str:
         if not self.reduction_kernel:
             return "[XBLOCK]" if deps else "[1]"
-        return {frozenset(): "[1, 1]", frozenset({"x"}): "[XBLOCK, 1]",
-                frozenset({"r"}): "[1, RBLOCK]"}.get(deps, "[XBLOCK, RBLOCK]")
+        lay = self.layout
+        return {frozenset(): "[1, 1]", frozenset({"x"}): lay.x_shape,
+                frozenset({"r"}): lay.r_shape}.get(deps, lay.block)
 
     # -- indices ---------------------------------------------------------------------------
     def index_info(self, index: sympy.Expr) -> tuple[frozenset[str], int | None]:
@@ -425,13 +430,17 @@ def _range_vars(ranges: Sequence[sympy.Expr], prefix: str, index: str) -> tuple[
 
 
 def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
-             interpret: bool | None = None, fn_name: str | None = None) -> str:
-    """The body of the ``@triton.jit`` function for ``spec`` (no module header)."""
+             interpret: bool | None = None, fn_name: str | None = None,
+             layout: BlockLayout | None = None) -> str:
+    """The body of the ``@triton.jit`` function for ``spec`` (no module header). ``layout``:
+    how a reduction's block is laid out (None: ``choose_layout`` decides from the accesses)."""
     interpret = interpreting() if interpret is None else interpret
     reduction = spec.is_reduction
+    if layout is None:
+        layout = choose_layout(spec) if reduction else DEFAULT
     names = arg_names(spec)
     handler = TritonOpsHandler(spec, names, reduction=reduction, looped=looped, options=options,
-                               interpret=interpret)
+                               interpret=interpret, layout=layout)
     params = list(names.values()) + [str(s) for s in spec.size_args] + ["xnumel"]
     if reduction:
         params.append("rnumel")
@@ -441,9 +450,10 @@ def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
     head = [f"def {fn_name or spec.name}({', '.join(params)}):",
             "    xoffset = tl.program_id(0) * XBLOCK"]
     if reduction:
-        head += ["    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
+        head[1:1] = [f"    # block layout {layout.reason}"]
+        head += [f"    xindex = xoffset + tl.arange(0, XBLOCK){layout.x_arange}",
                  "    xmask = xindex < xnumel",
-                 "    rbase = tl.arange(0, RBLOCK)[None, :]"]
+                 f"    rbase = tl.arange(0, RBLOCK){layout.r_arange}"]
     else:
         head += ["    xindex = xoffset + tl.arange(0, XBLOCK)",
                  "    xmask = xindex < xnumel"]
