@@ -14,7 +14,8 @@ from typing import Any
 import torch
 
 from ._layout import BlockLayout
-from ._values import XR, TritonValue, full, highest, lowest
+from ._split import SPLITTABLE, partial_name
+from ._values import XR, TritonValue, full, highest, lowest, literal
 from .errors import CodegenError
 from .printer import tl_dtype
 
@@ -87,6 +88,8 @@ def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: st
     vb = h.emit(_broadcast(v, value, h.layout), acc_dtype, XR)
     ident = _identity(rtype, acc_dtype)
     acc = h.new_name("_acc")
+    if looped and h.split:
+        return _split_partial(h, rtype, acc, vb, acc_dtype, dtype)
     if looped:
         h.line(f"{acc} = {full(ident, acc_dtype, h.layout.block)}", "prefix")
         h.line(f"{acc} = tl.where(rmask, {_combine(rtype, acc, vb.name, acc_dtype)}, {acc})", "body")
@@ -96,6 +99,29 @@ def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: st
     if result.dtype != dtype:
         result = h.to_dtype(result, dtype)
     return result
+
+
+def _split_partial(h: Any, rtype: str, acc: str, vb: TritonValue, acc_dtype: torch.dtype,
+                   dtype: torch.dtype) -> TritonValue:
+    """A split reduction (``_split.py``): the first kernel accumulates its chunk of rows and
+    stores the lanes' combination as partial ``[chunk, x]``; the finishing kernel loads the
+    chunks of its x block (the identity where there is none) and combines them the same way."""
+    if rtype not in SPLITTABLE:
+        raise CodegenError(f"reduction {rtype!r} cannot be split (no combine of partials)")
+    lay, ident = h.layout, _identity(rtype, acc_dtype)
+    part = partial_name(len(h.partials))
+    h.partials.append(acc_dtype)
+    h.line(f"{acc} = {full(ident, acc_dtype, lay.block)}", "init")
+    h.line(f"{acc} = tl.where(rmask, {_combine(rtype, acc, vb.name, acc_dtype)}, {acc})", "body")
+    result = TritonValue(h.new_name(), acc_dtype, frozenset({"x"}), h.stage_index)
+    h.line(f"{result.name} = {_lanes(rtype, acc, acc_dtype, lay)}", "partial_out")
+    h.line(f"tl.store({part} + (tl.program_id(1) * xnumel + xindex), {result.name}, xmask)",
+           "partial_out")
+    chunks = h.new_name("_part")
+    h.line(f"{chunks} = tl.load({part} + (rindex * xnumel + xindex), rmask & xmask, "
+           f"other={literal(ident, acc_dtype)})", "partial_in")
+    h.line(f"{result.name} = {_lanes(rtype, chunks, acc_dtype, lay)}", "partial_in")
+    return result if result.dtype == dtype else h.to_dtype(result, dtype)
 
 
 def _arg(h: Any, rtype: str, value: TritonValue, looped: bool) -> TritonValue:

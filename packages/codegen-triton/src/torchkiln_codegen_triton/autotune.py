@@ -6,6 +6,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 import sympy
+import torch
 from torchkiln_loop_ir.backend import KernelSpec
 
 from ._layout import BlockLayout, choose_layout
@@ -17,7 +18,9 @@ class Config:
     """One launch configuration. ``looped`` selects the kernel shape, so it is fixed per source,
     as are ``transposed`` (the block layout of a reduction, ``_layout.py``) and ``split`` (at
     most this many r chunks reduced by separate programs into partials, then finished by a
-    second kernel, ``_split.py``; 0 means no split)."""
+    second kernel, ``_split.py``; 0 means no split). ``split`` itself is a launch parameter
+    (the chunk count is worked out per call); ``partials`` (the partial buffers' dtypes) come
+    from the generated source."""
 
     xblock: int
     rblock: int
@@ -25,6 +28,7 @@ class Config:
     looped: bool
     transposed: bool = False
     split: int = 0
+    partials: tuple[torch.dtype, ...] = ()
 
 
 def _next_pow2(n: int) -> int:

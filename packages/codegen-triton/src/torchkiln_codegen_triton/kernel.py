@@ -16,7 +16,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import sympy
 import torch
@@ -28,6 +28,7 @@ from . import _reductions
 from ._compat import interpreting, math_table
 from ._layout import DEFAULT, BlockLayout, choose_layout
 from ._pointwise import PointwiseOps
+from ._split import partial_name, split_functions
 from ._values import NONE, TritonValue, full
 from .errors import CodegenError
 from .options import TritonOptions
@@ -48,6 +49,19 @@ class _Stage:
     body: list[str] = field(default_factory=list)
     suffix: list[str] = field(default_factory=list)
     looped: bool = False
+    # accumulators' initial values (before the r-loop), and for a split reduction the lines that
+    # store the partials (after the loop, first kernel) and combine them (second kernel)
+    init: list[str] = field(default_factory=list)
+    partial_out: list[str] = field(default_factory=list)
+    partial_in: list[str] = field(default_factory=list)
+
+
+class GeneratedKernel(NamedTuple):
+    """``source``: the @triton.jit function(s); ``partials``: for a split reduction, the dtype
+    of each partial buffer (parameters ``part_ptr0, ...`` after the tensors)."""
+
+    source: str
+    partials: tuple[torch.dtype, ...] = ()
 
 
 class TritonOpsHandler(PointwiseOps):
@@ -80,6 +94,8 @@ class TritonOpsHandler(PointwiseOps):
         self.xvars: list[sympy.Expr] = []
         self.rvars: list[sympy.Expr] = []
         self.reports_status = False  # something is checked: the kernel takes tk_status
+        self.split = False  # a split reduction (_split.py): reductions store partials
+        self.partials: list[torch.dtype] = []  # their dtypes, in parameter order
 
     # -- structure -----------------------------------------------------------------------
     def declare_symbol(self, sym: sympy.Symbol, deps: frozenset[str]) -> None:
@@ -431,26 +447,23 @@ def _range_vars(ranges: Sequence[sympy.Expr], prefix: str, index: str) -> tuple[
 
 def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
              interpret: bool | None = None, fn_name: str | None = None,
-             layout: BlockLayout | None = None) -> str:
-    """The body of the ``@triton.jit`` function for ``spec`` (no module header). ``layout``:
-    how a reduction's block is laid out (None: ``choose_layout`` decides from the accesses)."""
+             layout: BlockLayout | None = None, split: bool = False) -> GeneratedKernel:
+    """The ``@triton.jit`` function(s) for ``spec`` (no module header). ``layout``: how a
+    reduction's block is laid out (None: ``choose_layout`` decides from the accesses);
+    ``split``: a split reduction (``_split.py``, looped only), two functions."""
     interpret = interpreting() if interpret is None else interpret
     reduction = spec.is_reduction
     if layout is None:
         layout = choose_layout(spec) if reduction else DEFAULT
+    split = split and reduction and looped
+    name = fn_name or spec.name
     names = arg_names(spec)
     handler = TritonOpsHandler(spec, names, reduction=reduction, looped=looped, options=options,
                                interpret=interpret, layout=layout)
-    params = list(names.values()) + [str(s) for s in spec.size_args] + ["xnumel"]
+    handler.split = split
+    head = ["    xoffset = tl.program_id(0) * XBLOCK"]
     if reduction:
-        params.append("rnumel")
-    params.append("XBLOCK: tl.constexpr")
-    if reduction:
-        params.append("RBLOCK: tl.constexpr")
-    head = [f"def {fn_name or spec.name}({', '.join(params)}):",
-            "    xoffset = tl.program_id(0) * XBLOCK"]
-    if reduction:
-        head[1:1] = [f"    # block layout {layout.reason}"]
+        head[0:0] = [f"    # block layout {layout.reason}"]
         head += [f"    xindex = xoffset + tl.arange(0, XBLOCK){layout.x_arange}",
                  "    xmask = xindex < xnumel",
                  f"    rbase = tl.arange(0, RBLOCK){layout.r_arange}"]
@@ -466,10 +479,6 @@ def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
         if isinstance(v, sympy.Symbol):
             handler.declare_symbol(v, frozenset({"r"}))
     head += ["    " + ln for ln in xlines]
-    rhead = ["rindex = rbase", "rmask = rindex < rnumel", *rlines]
-    if reduction and not looped:
-        head += ["    " + ln for ln in rhead]
-    out = list(head)
     with set_ops_handler(handler):
         for stage in spec.stages:
             is_loop = stage.kind == "loop" and reduction
@@ -479,21 +488,34 @@ def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
             for node in stage.nodes:
                 node.body(list(xvars), list(rvars) if stage.kind == "loop" else [])
             handler.end_stage()
-            st = handler.stages[-1]
-            out += ["    " + ln for ln in st.prefix]
-            if st.looped:
-                out.append("    for roffset in range(0, rnumel, RBLOCK):")
-                out += ["        " + ln for ln in ["rindex = roffset + rbase", *rhead[1:]]]
-                out += ["        " + ln for ln in st.body]
-            else:
-                out += ["    " + ln for ln in st.body]
-            out += ["    " + ln for ln in st.suffix]
-    if len(out) == len(head):
-        out.append("    pass")
+    tensors = list(names.values()) + [partial_name(i) for i in range(len(handler.partials))]
     if handler.reports_status:  # the status word follows the tensors (TritonCompiledKernel)
-        params.insert(len(names), STATUS_PARAM)
-        out[0] = f"def {fn_name or spec.name}({', '.join(params)}):"
-    return "\n".join(out) + "\n"
+        tensors.append(STATUS_PARAM)
+    params = tensors + [str(s) for s in spec.size_args] + ["xnumel"]
+    if split:
+        return GeneratedKernel(split_functions(name, params, head, rlines, handler.stages),
+                               tuple(handler.partials))
+    if reduction:
+        params.append("rnumel")
+    params.append("XBLOCK: tl.constexpr")
+    if reduction:
+        params.append("RBLOCK: tl.constexpr")
+    rhead = ["rindex = rbase", "rmask = rindex < rnumel", *rlines]
+    if reduction and not looped:
+        head += ["    " + ln for ln in rhead]
+    out = [f"def {name}({', '.join(params)}):", *head]
+    for st in handler.stages:
+        out += ["    " + ln for ln in st.init + st.prefix]
+        if st.looped:
+            out.append("    for roffset in range(0, rnumel, RBLOCK):")
+            out += ["        " + ln for ln in ["rindex = roffset + rbase", *rhead[1:]]]
+            out += ["        " + ln for ln in st.body]
+        else:
+            out += ["    " + ln for ln in st.body]
+        out += ["    " + ln for ln in st.suffix]
+    if len(out) == len(head) + 1:
+        out.append("    pass")
+    return GeneratedKernel("\n".join(out) + "\n")
 
 
 def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> str:
@@ -504,7 +526,7 @@ def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> s
     options = options or TritonOptions()
     cfg = heuristic_config(kernel, options)
     interpret = interpreting()
-    body = generate(kernel, looped=cfg.looped, options=options, interpret=interpret,
-                    fn_name=kernel_name(kernel))
-    return module_source(kernel, body, interpret=interpret)
+    gen = generate(kernel, looped=cfg.looped, options=options, interpret=interpret,
+                   fn_name=kernel_name(kernel), split=cfg.split > 0)
+    return module_source(kernel, gen.source, interpret=interpret)
 

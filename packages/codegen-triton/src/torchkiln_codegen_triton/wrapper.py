@@ -12,6 +12,7 @@ from torchkiln_loop_ir.backend import KernelSpec
 
 from ._compat import fast_launcher, module_header
 from ._prelude import PRELUDE
+from ._split import chunking, finish_blocks
 from .autotune import Config, candidate_configs, pick_fastest
 from .errors import CodegenError
 from .kernel import STATUS_INDEX_OUT_OF_BOUNDS, STATUS_PARAM
@@ -60,7 +61,8 @@ class TritonCompiledKernel:
         self.source = source
         self.path = path
         self.config = config
-        self._fn = fn
+        # a split reduction (_split.py) is two kernels: the chunks' partials, then the finish
+        self._fn, self._finish = fn if isinstance(fn, tuple) else (fn, None)
         self._nargs = len(spec.args)
         self._nsizes = len(spec.size_args)
         self._reduction = spec.is_reduction
@@ -82,7 +84,7 @@ class TritonCompiledKernel:
         tensors' dtypes (Triton's mock tensors are 16-byte aligned, as allocations are), the
         numels, the launch's block sizes and warps. None when that is not known before the call:
         a CUDA kernel of symbolic sizes, one still to be autotuned, or one that never launches."""
-        if not self._on_cuda or self._nsizes or self._autotune:
+        if not self._on_cuda or self._nsizes or self._autotune or self._finish is not None:
             return None
         xnumel, rnumel = self._numels()
         if xnumel <= 0 or (self._reduction and rnumel <= 0):
@@ -101,11 +103,29 @@ class TritonCompiledKernel:
 
     def _launch(self, cfg: Config, args: tuple[Any, ...], xnumel: int, rnumel: int) -> None:
         grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
-        if self._reduction:
+        if self._finish is not None:
+            self._launch_split(cfg, args, xnumel, rnumel)
+        elif self._reduction:
             self._fn[grid](*args, xnumel, rnumel, XBLOCK=cfg.xblock, RBLOCK=cfg.rblock,
                            num_warps=cfg.num_warps)
         else:
             self._fn[grid](*args, xnumel, XBLOCK=cfg.xblock, num_warps=cfg.num_warps)
+
+    def _launch_split(self, cfg: Config, args: tuple[Any, ...], xnumel: int, rnumel: int) -> None:
+        """The two kernels of a split reduction: chunks of ``rchunk`` rows into partials of
+        shape [chunks, xnumel] (fresh each call: calls may overlap on streams), then the finish.
+        The partials go after the tensors (and before the status word and sizes)."""
+        tensors, rest = args[:self._nargs], args[self._nargs:]
+        device = next(a.device for a in tensors if isinstance(a, torch.Tensor))
+        rchunk, chunks = chunking(rnumel, max(1, cfg.split), cfg.rblock)
+        parts = [torch.empty((chunks, xnumel), dtype=dt, device=device) for dt in cfg.partials]
+        grid = ((xnumel + cfg.xblock - 1) // cfg.xblock, chunks)
+        self._fn[grid](*tensors, *parts, *rest, xnumel, rnumel, rchunk, XBLOCK=cfg.xblock,
+                       RBLOCK=cfg.rblock, num_warps=cfg.num_warps)
+        xblock, rblock = finish_blocks(max(chunks, cfg.split), xnumel)
+        self._finish[((xnumel + xblock - 1) // xblock,)](
+            *tensors, *parts, *rest, xnumel, chunks, XBLOCK=xblock, RBLOCK=rblock,
+            num_warps=4 if xblock * rblock >= 1024 else 2)
 
     def _constexprs(self, cfg: Config) -> tuple[int, ...]:
         return (cfg.xblock, cfg.rblock) if self._reduction else (cfg.xblock,)
@@ -161,7 +181,8 @@ class TritonCompiledKernel:
             self.config = pick_fastest(candidate_configs(self.config),
                                        lambda c: self._launch(c, args, xnumel, rnumel))
         try:
-            if not (self._cuda and self._fast_launch(args, xnumel, rnumel)):
+            split = self._finish is not None  # launched through Triton's binder, not fast
+            if not (self._cuda and not split and self._fast_launch(args, xnumel, rnumel)):
                 self._launch(self.config, args, xnumel, rnumel)
         except CodegenError:
             raise
