@@ -114,7 +114,10 @@ def split_chunks(spec: KernelSpec, options: TritonOptions, xblock: int, rblock: 
 
 
 def candidate_configs(base: Config) -> list[Config]:
-    """A few neighbours of the heuristic choice (same kernel shape) for real autotuning."""
+    """A few neighbours of the heuristic choice (same kernel shape) for real autotuning. An
+    outer reduction (transposed) also tries a shorter RBLOCK (a smaller accumulator tile at the
+    same coalesced XBLOCK); a split one, half and twice as many chunks (the chunk count is a
+    launch parameter: the same source)."""
     out = [base]
     for xb in (base.xblock // 2, base.xblock * 2):
         if 1 <= xb <= 4096 and xb * base.rblock <= 16384:
@@ -124,7 +127,11 @@ def candidate_configs(base: Config) -> list[Config]:
             out.append(replace(base, num_warps=nw))
     if base.looped and base.rblock * 2 * base.xblock <= 16384:
         out.append(replace(base, rblock=base.rblock * 2))
-    return out
+    if base.transposed and base.looped and base.rblock >= 2:
+        out.append(replace(base, rblock=base.rblock // 2))
+    if base.split:
+        out += [replace(base, split=n) for n in (base.split // 2, base.split * 2) if n >= 2]
+    return list(dict.fromkeys(out))
 
 
 def pick_fastest(configs: Sequence[Config], run: Callable[[Config], None]) -> Config:

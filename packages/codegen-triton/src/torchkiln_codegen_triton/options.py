@@ -34,7 +34,7 @@ class TritonOptions:
     transposed_rblock: int = 32
     split_programs: int = 1024
     split_max_chunks: int = 64
-    split_min_rchunk: int = 256
+    split_min_rchunk: int = 128
     autotune: bool = False
     debug_asserts: bool = False
     cache_dir: str | None = None

@@ -83,23 +83,32 @@ class TritonCompiledKernel:
         """``fn.warmup``'s arguments that compile the very binary the first launch looks up: the
         tensors' dtypes (Triton's mock tensors are 16-byte aligned, as allocations are), the
         numels, the launch's block sizes and warps. None when that is not known before the call:
-        a CUDA kernel of symbolic sizes, one still to be autotuned, or one that never launches."""
-        if not self._on_cuda or self._nsizes or self._autotune or self._finish is not None:
-            return None
+        a CUDA kernel of symbolic sizes, one still to be autotuned, or one that never launches.
+        For a split reduction, the first of its two kernels (``warmup`` compiles both)."""
+        calls = self._warmup_calls()
+        return calls[0][1:] if calls else None
+
+    def _warmup_calls(self) -> list[tuple[Any, tuple[Any, ...], dict[str, Any]]]:
+        if not self._on_cuda or self._nsizes or self._autotune:
+            return []
         xnumel, rnumel = self._numels()
         if xnumel <= 0 or (self._reduction and rnumel <= 0):
-            return None
+            return []
         cfg = self.config
+        if self._finish is not None:
+            _, launches = self._split_plan(cfg, xnumel, rnumel)
+            return [(fn, (*self._arg_dtypes, *cfg.partials, *numels), {"grid": grid, **kw})
+                    for fn, (grid, numels, kw) in zip((self._fn, self._finish), launches)]
         numels = (xnumel, rnumel) if self._reduction else (xnumel,)
         blocks = {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock} if self._reduction else {"XBLOCK": cfg.xblock}
         grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
-        return (*self._arg_dtypes, *numels), {"grid": grid, **blocks, "num_warps": cfg.num_warps}
+        return [(self._fn, (*self._arg_dtypes, *numels),
+                 {"grid": grid, **blocks, "num_warps": cfg.num_warps})]
 
     def warmup(self) -> None:
-        """Compile this kernel's binary now (Triton keeps it for the first launch)."""
-        call = self.warmup_call()
-        if call is not None:
-            self._fn.warmup(*call[0], **call[1])
+        """Compile this kernel's binaries now (Triton keeps them for the first launch)."""
+        for fn, args, kwargs in self._warmup_calls():
+            fn.warmup(*args, **kwargs)
 
     def _launch(self, cfg: Config, args: tuple[Any, ...], xnumel: int, rnumel: int) -> None:
         grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
@@ -111,21 +120,29 @@ class TritonCompiledKernel:
         else:
             self._fn[grid](*args, xnumel, XBLOCK=cfg.xblock, num_warps=cfg.num_warps)
 
+    @staticmethod
+    def _split_plan(cfg: Config, xnumel: int, rnumel: int) -> tuple[int, list[tuple[Any, ...]]]:
+        """A split reduction's chunk count and its two launches, each (grid, the ints after the
+        tensors, partials, status word and sizes, the constexprs and warps)."""
+        rchunk, chunks = chunking(rnumel, max(1, cfg.split), cfg.rblock)
+        xblock, rblock = finish_blocks(max(chunks, cfg.split), xnumel)
+        first = (((xnumel + cfg.xblock - 1) // cfg.xblock, chunks), (xnumel, rnumel, rchunk),
+                 {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock, "num_warps": cfg.num_warps})
+        finish = (((xnumel + xblock - 1) // xblock,), (xnumel, chunks),
+                  {"XBLOCK": xblock, "RBLOCK": rblock,
+                   "num_warps": 4 if xblock * rblock >= 1024 else 2})
+        return chunks, [first, finish]
+
     def _launch_split(self, cfg: Config, args: tuple[Any, ...], xnumel: int, rnumel: int) -> None:
-        """The two kernels of a split reduction: chunks of ``rchunk`` rows into partials of
-        shape [chunks, xnumel] (fresh each call: calls may overlap on streams), then the finish.
+        """The two kernels of a split reduction: chunks of rows into partials of shape
+        [chunks, xnumel] (fresh each call: calls may overlap on streams), then the finish.
         The partials go after the tensors (and before the status word and sizes)."""
         tensors, rest = args[:self._nargs], args[self._nargs:]
         device = next(a.device for a in tensors if isinstance(a, torch.Tensor))
-        rchunk, chunks = chunking(rnumel, max(1, cfg.split), cfg.rblock)
+        chunks, launches = self._split_plan(cfg, xnumel, rnumel)
         parts = [torch.empty((chunks, xnumel), dtype=dt, device=device) for dt in cfg.partials]
-        grid = ((xnumel + cfg.xblock - 1) // cfg.xblock, chunks)
-        self._fn[grid](*tensors, *parts, *rest, xnumel, rnumel, rchunk, XBLOCK=cfg.xblock,
-                       RBLOCK=cfg.rblock, num_warps=cfg.num_warps)
-        xblock, rblock = finish_blocks(max(chunks, cfg.split), xnumel)
-        self._finish[((xnumel + xblock - 1) // xblock,)](
-            *tensors, *parts, *rest, xnumel, chunks, XBLOCK=xblock, RBLOCK=rblock,
-            num_warps=4 if xblock * rblock >= 1024 else 2)
+        for fn, (grid, numels, kw) in zip((self._fn, self._finish), launches):
+            fn[grid](*tensors, *parts, *rest, *numels, **kw)
 
     def _constexprs(self, cfg: Config) -> tuple[int, ...]:
         return (cfg.xblock, cfg.rblock) if self._reduction else (cfg.xblock,)
