@@ -144,35 +144,48 @@ class TritonCompiledKernel:
         for fn, (grid, numels, kw) in zip((self._fn, self._finish), launches):
             fn[grid](*tensors, *parts, *rest, *numels, **kw)
 
-    def _constexprs(self, cfg: Config) -> tuple[int, ...]:
-        return (cfg.xblock, cfg.rblock) if self._reduction else (cfg.xblock,)
-
     def _fast_launch(self, args: tuple[Any, ...], xnumel: int, rnumel: int) -> bool:
         """Relaunch a kernel Triton compiled for the same specialization; False if none yet."""
         fast = fast_launcher()
         if fast is None:
             return False
         get_device, get_stream = fast
-        params = (*args, xnumel, rnumel) if self._reduction else (*args, xnumel)
         device = get_device()
         if self._device_index is not None and self._device_index != device:
             with torch.cuda.device(self._device_index):  # launch on the tensors' GPU
                 self._launch(self.config, args, xnumel, rnumel)
             return True
-        key = (device, *(_specialization(a) for a in params))
-        kernel = self._launchers.get(key)
         cfg = self.config
-        grid0 = (xnumel + cfg.xblock - 1) // cfg.xblock
+        if self._finish is not None:  # a split reduction: its two kernels, each relaunched
+            tensors, rest = args[:self._nargs], args[self._nargs:]
+            chunks, launches = self._split_plan(cfg, xnumel, rnumel)
+            parts = [torch.empty((chunks, xnumel), dtype=dt, device=tensors[0].device)
+                     for dt in cfg.partials]
+            for which, (fn, (grid, numels, kw)) in enumerate(zip((self._fn, self._finish), launches)):
+                consts = {k: v for k, v in kw.items() if k != "num_warps"}
+                self._run_fast(which, fn, (*tensors, *parts, *rest, *numels), grid, consts,
+                               kw["num_warps"], device, get_stream)
+            return True
+        params = (*args, xnumel, rnumel) if self._reduction else (*args, xnumel)
+        consts = {"XBLOCK": cfg.xblock, **({"RBLOCK": cfg.rblock} if self._reduction else {})}
+        self._run_fast(0, self._fn, params, ((xnumel + cfg.xblock - 1) // cfg.xblock,), consts,
+                       cfg.num_warps, device, get_stream)
+        return True
+
+    def _run_fast(self, which: int, fn: Any, params: tuple[Any, ...], grid: tuple[int, ...],
+                  consts: dict[str, int], num_warps: int, device: int, get_stream: Any) -> None:
+        """Launch ``fn`` (kernel ``which`` of this step) through the binary cached for the
+        specialization of ``params``; the first time, through Triton, keeping what it compiled."""
+        key = (which, device, *(_specialization(a) for a in params))
+        kernel = self._launchers.get(key)
         if kernel is None:
-            kernel = self._fn.run(*params, grid=(grid0,), warmup=False, XBLOCK=cfg.xblock,
-                                  num_warps=cfg.num_warps,
-                                  **({"RBLOCK": cfg.rblock} if self._reduction else {}))
+            kernel = fn.run(*params, grid=grid, warmup=False, num_warps=num_warps, **consts)
             if kernel is not None and hasattr(kernel, "packed_metadata"):
                 self._launchers[key] = kernel
-            return True
-        kernel.run(grid0, 1, 1, get_stream(device), kernel.function, kernel.packed_metadata, None,
-                   None, None, *params, *self._constexprs(cfg))
-        return True
+            return
+        gx, gy, gz = (*grid, 1, 1)[:3]
+        kernel.run(gx, gy, gz, get_stream(device), kernel.function, kernel.packed_metadata, None,
+                   None, None, *params, *consts.values())
 
     def __call__(self, *args: Any) -> None:
         if len(args) != self._nargs + self._nsizes:
@@ -198,8 +211,7 @@ class TritonCompiledKernel:
             self.config = pick_fastest(candidate_configs(self.config),
                                        lambda c: self._launch(c, args, xnumel, rnumel))
         try:
-            split = self._finish is not None  # launched through Triton's binder, not fast
-            if not (self._cuda and not split and self._fast_launch(args, xnumel, rnumel)):
+            if not (self._cuda and self._fast_launch(args, xnumel, rnumel)):
                 self._launch(self.config, args, xnumel, rnumel)
         except CodegenError:
             raise
