@@ -26,6 +26,7 @@ from torchkiln_loop_ir.ops import set_ops_handler
 
 from . import _reductions
 from ._compat import interpreting, math_table
+from ._flat_index import FlatIndex
 from ._layout import DEFAULT, BlockLayout, choose_layout
 from ._pointwise import PointwiseOps
 from ._split import partial_name, split_functions
@@ -72,6 +73,7 @@ class TritonOpsHandler(PointwiseOps):
                  layout: BlockLayout = DEFAULT) -> None:
         self.spec = spec
         self.layout = layout
+        self.flat_index = FlatIndex(spec.xranges, spec.rranges)  # addresses without // and %
         self.arg_names = arg_names
         self.reduction_kernel = reduction
         self.looped = looped
@@ -180,7 +182,7 @@ class TritonOpsHandler(PointwiseOps):
 
     def _pointer(self, name: str, index: sympy.Expr, deps: frozenset[str]) -> str:
         idx_deps, _ = self.index_info(index)
-        ptr = f"{self.arg_names[name]} + ({texpr(index)})"
+        ptr = f"{self.arg_names[name]} + ({texpr(self.flat_index.rewrite(index))})"
         if idx_deps != deps:  # broadcast the pointer to the shape of its mask/value
             ptr += f" + tl.zeros({self.shape(deps)}, tl.int32)"
         return ptr
