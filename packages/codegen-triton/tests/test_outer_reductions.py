@@ -226,3 +226,22 @@ def test_every_autotune_candidate_of_a_split_outer_reduction_is_correct():
     for cfg in cands:  # the launch parameters change, the source does not
         k.config = cfg
         _check(k, "sum", 203, 37, F32)
+
+
+@pytest.mark.parametrize("rtype", ["sum", "max"])
+def test_whole_tensor_reduction_splits_in_the_default_layout(rtype):
+    """A loss-style reduction of everything (one x, many r) ran as one program: split, its
+    chunks run in parallel. Contiguous along r: the default layout."""
+    n = 1237
+
+    def body(x, r):
+        v = ops.to_dtype(ops.load("a", r[0]), F32, BF16)
+        ops.store_reduction("out", 0, ops.reduction(F32, F32, rtype, v))
+
+    k = compile_one(spec("whole", (1,), (n,), [("loop", [("out", body, True)])],
+                         [buf("a", BF16, (n,)), buf("out", F32, ())], ["a"], ["out"]),
+                    TritonOptions(split_min_rchunk=64, looped_rblock=32, persistent_rnumel=64))
+    assert not k.config.transposed and k.config.split >= 2
+    a, out = torch.randn(n).to(BF16), torch.empty(())
+    k(a, out)
+    torch.testing.assert_close(out, REF[rtype](a.float(), 0))
