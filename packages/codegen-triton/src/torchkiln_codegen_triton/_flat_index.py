@@ -14,8 +14,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import sympy
-from torchkiln_loop_ir._simplify import simplify_index
-from torchkiln_loop_ir.indexing import FloorDiv, ModularIndexing, index_symbol
+from torchkiln_loop_ir import FloorDiv, ModularIndexing, index_symbol, simplify_index
 
 XFLAT = sympy.Symbol("xindex", integer=True, nonnegative=True)
 RFLAT = sympy.Symbol("rindex", integer=True, nonnegative=True)
