@@ -6,7 +6,6 @@ from . import channels_last as _channels_last  # noqa: F401  (defines torchkiln:
 from . import linear_group as _linear_group  # noqa: F401  (defines torchkiln::linear_group, likewise)
 from . import mkldnn as _mkldnn  # noqa: F401  (defines torchkiln::mkldnn_convolution*, which cached graphs name)
 from . import mkldnn_linear as _mkldnn_linear  # noqa: F401  (defines torchkiln::mkldnn_linear*, likewise)
-from ._simplify import simplify_index
 from .artifact import GraphArtifact, NotCacheable, export_graph, load_graph
 from .backend import (
     Backend,
@@ -43,5 +42,5 @@ __all__ = [
     "ModularIndexing", "NotCacheable", "OP_SPECS", "OpsHandler", "OutputShapeChanged", "ReferenceBackend", "ScheduledGraph", "SymbolSource",
     "Unlowerable", "View", "compile_graph",
     "decompositions", "export_graph", "index_symbol", "load_graph", "lower", "ops", "planned_peak_bytes", "register_lowering", "schedule",
-    "set_ops_handler", "simplify_index",
+    "set_ops_handler",
 ]
