@@ -141,7 +141,7 @@ def choose_layout(spec: KernelSpec) -> BlockLayout:
         elif _stride(index, rvar) == 1:
             along_r += size
     if along_x > along_r:
-        return BlockLayout(True, f"transposed: {along_x} bytes per element of the accesses are "
-                                 f"contiguous along x, {along_r} along r (an outer reduction)")
-    return BlockLayout(False, f"default: {along_r} bytes per element of the accesses are "
-                              f"contiguous along r, {along_x} along x")
+        return BlockLayout(True, f"transposed: accesses contiguous along x move {along_x} bytes "
+                                 f"per (x, r) point, along r {along_r} (an outer reduction)")
+    return BlockLayout(False, f"default: accesses contiguous along r move {along_r} bytes per "
+                              f"(x, r) point, along x {along_x}")

@@ -4,7 +4,8 @@ The kernel flattens the x ranges into one ``xindex`` (a block of XBLOCK of them 
 recovers each x variable with ``//`` and ``%``; reductions flatten the r ranges into ``rindex``
 likewise. Pointwise kernels use 1-D blocks ``[XBLOCK]``; reduction kernels 2-D ``[XBLOCK, RBLOCK]``
 (x along dim 0, r along dim 1), or ``[RBLOCK, XBLOCK]`` for outer reductions whose memory is
-contiguous along x (``_layout.py`` decides per kernel). A *persistent* reduction holds a whole row (RBLOCK >= rnumel) and
+contiguous along x (``_layout.py`` decides per kernel). A *split* reduction (``_split.py``) is
+two functions: chunks of r into partials on a 2-D grid, then ``<name>_finish``. A *persistent* reduction holds a whole row (RBLOCK >= rnumel) and
 runs every stage straight through; a *looped* one wraps each loop stage in
 ``for roffset in range(0, rnumel, RBLOCK)``, accumulating per lane and combining lanes after it.
 
