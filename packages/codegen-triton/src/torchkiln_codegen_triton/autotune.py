@@ -10,6 +10,7 @@ import torch
 from torchkiln_loop_ir.backend import KernelSpec
 
 from ._layout import BlockLayout, choose_layout
+from ._split import splittable
 from .options import TritonOptions
 
 
@@ -93,18 +94,18 @@ def _transposed_config(spec: KernelSpec, options: TritonOptions, xcap: int | Non
 
 
 def split_chunks(spec: KernelSpec, options: TritonOptions, xblock: int, rblock: int) -> int:
-    """How many r chunks to split a looped reduction into (0: none): enough that
-    ``options.split_programs`` programs run when the x blocks alone are fewer, each chunk still
+    """How many r chunks to split a looped reduction into (0: none): when the x blocks alone
+    give fewer than a quarter of ``options.split_programs`` programs (about two per SM of an
+    H200: a split costs a second launch, worth it only below that), enough chunks that
+    ``options.split_programs`` programs run, each chunk still
     at least ``options.split_min_rchunk`` rows (the partials then cost a small fraction of
     the input's traffic), at most ``options.split_max_chunks``. Only kernels of known sizes whose
     reductions can be combined from partials (``_split.splittable``)."""
-    from ._split import splittable
-
     xnumel, rnumel = _numel(spec.xranges), _numel(spec.rranges)
     if options.split_max_chunks < 2 or xnumel is None or rnumel is None:
         return 0
     xprograms = -(-xnumel // xblock)
-    if xprograms * 2 > options.split_programs:
+    if xprograms * 4 > options.split_programs:
         return 0
     chunks = min(options.split_max_chunks, -(-options.split_programs // xprograms),
                  rnumel // max(options.split_min_rchunk, rblock))

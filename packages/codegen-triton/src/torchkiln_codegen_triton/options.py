@@ -16,7 +16,7 @@ class TritonOptions:
     transposed_rblock: RBLOCK of a looped outer reduction (the transposed block layout, whose
         XBLOCK is 64 wide along contiguous memory).
     split_programs, split_max_chunks, split_min_rchunk: a looped reduction whose x blocks give
-        fewer than half ``split_programs`` programs is split over r into at most
+        fewer than a quarter of ``split_programs`` programs is split over r into at most
         ``split_max_chunks`` chunks of at least ``split_min_rchunk`` rows, reduced into partials
         that a second kernel combines (about 1024 programs fill an H200's 132 SMs several times
         over). ``split_max_chunks`` below 2 turns splitting off.
