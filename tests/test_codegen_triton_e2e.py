@@ -55,3 +55,16 @@ def test_half_precision_and_gather():
     _check(lambda x, i: ((x * 2).sum(1), x[i].float().tanh()),
            lambda: (torch.randn(7, 33, dtype=torch.float16), torch.randint(0, 7, (5,))),
            rtol=2e-3, atol=2e-3)
+
+
+def test_bias_gradient_outer_reductions_transposed_and_split():
+    """GPT-2's bias gradients: a pointwise backward of a [B, S, C] activation, kept, and its sum
+    over B and S (memory contiguous along C): transposed block layout, split over the rows."""
+    def fn(g, h):
+        d = (g * torch.tanh(h) + g).to(torch.bfloat16)
+        return d, d.float().sum((0, 1)), h.amax(0, keepdim=True), d.view(-1, d.shape[-1]).sum(0)
+
+    cg = _check(fn, lambda: (torch.randn(4, 96, 80, dtype=torch.bfloat16), torch.randn(4, 96, 80)),
+                rtol=2e-2, atol=2e-2)
+    configs = [k.config for k in cg.kernels]
+    assert any(c.transposed and c.split >= 2 for c in configs), configs

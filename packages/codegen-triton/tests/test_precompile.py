@@ -115,6 +115,32 @@ def test_every_kernel_is_warmed_on_a_pool_thread_with_its_launch_arguments(on_fa
         assert as_warmed == warm_args and launch_kwargs == warm_kwargs
 
 
+def test_both_kernels_of_a_split_reduction_are_warmed_as_launched(on_fake_gpu, monkeypatch):
+    monkeypatch.setattr(P, "async_compile_mode", lambda: None)
+    rows, cols = 300, 37
+
+    def body(x, r):
+        v = ops.load("a", r[0] * cols + x[0])
+        ops.store_reduction("out", x[0], ops.reduction(torch.float32, torch.float32, "sum", v))
+
+    k = _on(spec("pcg_split", (cols,), (rows,), [("loop", [("out", body, True)])],
+                 [buf("a", torch.float32, (rows, cols)), buf("out", torch.float32, (cols,))], ["a"], ["out"]),
+            "cuda")
+    options = TritonOptions(compile_workers=0, split_programs=64, split_min_rchunk=16)
+    (kernel,) = TritonBackend(options).compile_kernels([k])
+    assert kernel.config.split >= 2
+    first, finish = Recorder(), Recorder()
+    kernel._fn, kernel._finish = first, finish
+    assert P.precompile([kernel], workers=1) == 1
+    kernel(torch.randn(rows, cols), torch.empty(cols))
+    for r in (first, finish):
+        (warm_args, warm_kwargs), = r.warmups
+        (launch_args, launch_kwargs), = r.launches
+        as_warmed = tuple(a.dtype if isinstance(a, torch.Tensor) else a for a in launch_args)
+        assert as_warmed == warm_args and launch_kwargs == warm_kwargs
+    assert len(first.launches[0][1]["grid"]) == 2  # (x blocks, chunks)
+
+
 def test_async_compile_mode_is_used_where_triton_has_it(on_fake_gpu):
     if P.async_compile_mode() is None:
         pytest.skip("this Triton has no AsyncCompileMode")  # the thread-pool path is tested above

@@ -60,6 +60,29 @@ def test_vit_gelu_index_loses_its_division():
     x0, x1 = sympy.symbols("x0 x1", integer=True, nonnegative=True)
     expr = x1 + 4352 * FloorDiv(256 * x0 + x1, 4352) + 256 * ModularIndexing(x0, 1, 17)
     out = simplify_index(expr, {x0: 34, x1: 256})
-    assert out == x1 + 4352 * FloorDiv(x0, 17) + 256 * ModularIndexing(x0, 1, 17)
+    # the division drops to x0 // 17, whose quotient and remainder by 17 then merge back
+    assert out == x1 + 256 * x0
     assert simplify_index(FloorDiv(256 * x0 + x1 + 3, 512), {x0: 34, x1: 256}) == \
         FloorDiv(256 * x0 + x1 + 3, 512)  # x1 + 3 can carry into the next 256
+
+
+def test_quotient_and_remainder_merge_back():
+    """c*(e // d % m) + c*m*(e // (d*m)) is c*(e // d): the rows of a [B, S, C] tensor read as
+    one reduction range (GPT-2's bias gradients) index it linearly again."""
+    x0, r0, r1 = syms = sympy.symbols("x0 r0 r1", integer=True, nonnegative=True)
+    gpt2 = x0 + 1572864 * FloorDiv(r0, 512) + 3072 * ModularIndexing(r0, 1, 512)
+    assert simplify_index(gpt2, {x0: 3072, r0: 8192}) == x0 + 3072 * r0
+    rng = random.Random(99)
+    merged = 0
+    for _ in range(200):
+        ranges = {s: rng.choice([1, 2, 3, 5, 7, 16]) for s in syms}
+        base = rng.choice([0, 2]) + r0 + rng.choice([1, 3, 7, 16]) * r1
+        c, d, m = rng.choice([1, 3, 8]), rng.choice([1, 2, 3]), rng.choice([2, 3, 4, 5])
+        other = rng.choice([c * m, c * m + 1, 2 * c * m])  # only c*m merges
+        expr = x0 + c * ModularIndexing(base, d, m) + other * FloorDiv(base, d * m)
+        out = simplify_index(expr, ranges)
+        merged += not out.has(ModularIndexing)
+        for point in itertools.product(*(range(ranges[s]) for s in syms)):
+            at = dict(zip(syms, point))
+            assert _value(out, at) == _value(expr, at), (expr, out, ranges, at)
+    assert merged > 40

@@ -1,9 +1,10 @@
-"""Reductions in Triton: accumulate per lane of a [XBLOCK, RBLOCK] block, then combine the lanes.
+"""Reductions in Triton: accumulate per lane of a 2-D block, then combine the lanes.
 
 A persistent reduction's lanes hold the row itself (one "iteration"); a looped one carries an
 accumulator per lane across the r-loop. Combining lanes uses tl.sum/max/min/xor_sum and, for
-prod only, tl.reduce with a combine function. Results have shape [XBLOCK, 1] and are "post"
-values of the current stage (computed after its r-loop).
+prod only, tl.reduce with a combine function. Results have shape [XBLOCK, 1] (or [1, XBLOCK] in
+the transposed layout, _layout.py) and are "post" values of the current stage (computed after
+its r-loop).
 """
 
 from __future__ import annotations
@@ -12,7 +13,9 @@ from typing import Any
 
 import torch
 
-from ._values import XR, TritonValue, full, highest, lowest
+from ._layout import BlockLayout
+from ._split import SPLITTABLE, partial_name
+from ._values import XR, TritonValue, full, highest, lowest, literal
 from .errors import CodegenError
 from .printer import tl_dtype
 
@@ -42,29 +45,30 @@ def _combine(rtype: str, acc: str, v: str, dtype: torch.dtype) -> str:
     raise CodegenError(f"no combine for reduction {rtype!r}")
 
 
-def _lanes(rtype: str, acc: str, dtype: torch.dtype) -> str:
-    """Combine the RBLOCK lanes of ``acc`` into a [XBLOCK, 1] result."""
+def _lanes(rtype: str, acc: str, dtype: torch.dtype, lay: BlockLayout) -> str:
+    """Combine the RBLOCK lanes of ``acc`` into an x-only result ([XBLOCK, 1] or [1, XBLOCK])."""
     if rtype == "sum":
-        return f"tl.sum({acc}, 1)[:, None]"
+        return lay.over_r("tl.sum", acc)
     if rtype == "prod":
-        return f"tl.reduce({acc}, 1, _tk_prod_combine)[:, None]"
+        return lay.over_r("tl.reduce", acc, "_tk_prod_combine")
     if rtype == "any":
-        return f"tl.max({acc}.to(tl.int8), 1)[:, None] != 0"
+        return lay.over_r("tl.max", f"{acc}.to(tl.int8)") + " != 0"
     if rtype == "xor_sum":
-        return f"tl.xor_sum({acc}, 1)[:, None]"
+        return lay.over_r("tl.xor_sum", acc)
     fn = "tl.max" if rtype in ("max", "argmax") else "tl.min"
-    out = f"{fn}({acc}, 1)[:, None]"
+    out = lay.over_r(fn, acc)
     if dtype.is_floating_point:
-        out = f"tl.where(tl.max(({acc} != {acc}).to(tl.int8), 1)[:, None] != 0, float(\"nan\"), {out})"
+        nan = lay.over_r("tl.max", f"({acc} != {acc}).to(tl.int8)")
+        out = f"tl.where({nan} != 0, float(\"nan\"), {out})"
     return out
 
 
-def _broadcast(text: str, value: TritonValue) -> str:
-    """``text`` (the expression of ``value``) as an [XBLOCK, RBLOCK] block. A value with no block
-    dims is 0-d or [1] (a constant, a scalar load): tl.broadcast_to wants the same rank."""
+def _broadcast(text: str, value: TritonValue, lay: BlockLayout) -> str:
+    """``text`` (the expression of ``value``) as a full 2-D block. A value with no block dims is
+    0-d or [1] (a constant, a scalar load): tl.broadcast_to wants the same rank."""
     if not value.deps:
         text = f"tl.reshape({text}, [1, 1])"
-    return f"tl.broadcast_to({text}, [XBLOCK, RBLOCK])"
+    return f"tl.broadcast_to({text}, {lay.block})"
 
 
 def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: str,
@@ -81,34 +85,59 @@ def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: st
     acc_dtype = torch.bool if rtype == "any" else dtype
     v = value.name if value.dtype == acc_dtype else (
         f"({value.name} != 0)" if acc_dtype == torch.bool else f"{value.name}.to({tl_dtype(acc_dtype)})")
-    vb = h.emit(_broadcast(v, value), acc_dtype, XR)
+    vb = h.emit(_broadcast(v, value, h.layout), acc_dtype, XR)
     ident = _identity(rtype, acc_dtype)
     acc = h.new_name("_acc")
+    if looped and h.split:
+        return _split_partial(h, rtype, acc, vb, acc_dtype, dtype)
     if looped:
-        h.line(f"{acc} = {full(ident, acc_dtype, '[XBLOCK, RBLOCK]')}", "prefix")
+        h.line(f"{acc} = {full(ident, acc_dtype, h.layout.block)}", "prefix")
         h.line(f"{acc} = tl.where(rmask, {_combine(rtype, acc, vb.name, acc_dtype)}, {acc})", "body")
     else:
         h.line(f"{acc} = tl.where(rmask, {vb.name}, {full(ident, acc_dtype)})", "body")
-    result = h.emit(_lanes(rtype, acc, acc_dtype), acc_dtype, frozenset({"x"}), stage, cse=False)
+    result = h.emit(_lanes(rtype, acc, acc_dtype, h.layout), acc_dtype, frozenset({"x"}), stage, cse=False)
     if result.dtype != dtype:
         result = h.to_dtype(result, dtype)
     return result
 
 
+def _split_partial(h: Any, rtype: str, acc: str, vb: TritonValue, acc_dtype: torch.dtype,
+                   dtype: torch.dtype) -> TritonValue:
+    """A split reduction (``_split.py``): the first kernel accumulates its chunk of rows and
+    stores the lanes' combination as partial ``[chunk, x]``; the finishing kernel loads the
+    chunks of its x block (the identity where there is none) and combines them the same way."""
+    if rtype not in SPLITTABLE:
+        raise CodegenError(f"reduction {rtype!r} cannot be split (no combine of partials)")
+    lay, ident = h.layout, _identity(rtype, acc_dtype)
+    part = partial_name(len(h.partials))
+    h.partials.append(acc_dtype)
+    h.line(f"{acc} = {full(ident, acc_dtype, lay.block)}", "init")
+    h.line(f"{acc} = tl.where(rmask, {_combine(rtype, acc, vb.name, acc_dtype)}, {acc})", "body")
+    result = TritonValue(h.new_name(), acc_dtype, frozenset({"x"}), h.stage_index)
+    h.line(f"{result.name} = {_lanes(rtype, acc, acc_dtype, lay)}", "partial_out")
+    h.line(f"tl.store({part} + (tl.program_id(1) * xnumel + xindex), {result.name}, xmask)",
+           "partial_out")
+    chunks = h.new_name("_part")
+    h.line(f"{chunks} = tl.load({part} + (rindex * xnumel + xindex), rmask & xmask, "
+           f"other={literal(ident, acc_dtype)})", "partial_in")
+    h.line(f"{result.name} = {_lanes(rtype, chunks, acc_dtype, lay)}", "partial_in")
+    return result if result.dtype == dtype else h.to_dtype(result, dtype)
+
+
 def _arg(h: Any, rtype: str, value: TritonValue, looped: bool) -> TritonValue:
     """Index of the first extreme element along the flattened r range (NaN counts as extreme)."""
     dt = value.dtype
-    vb = h.emit(_broadcast(value.name, value), dt, XR)
+    vb = h.emit(_broadcast(value.name, value, h.layout), dt, XR)
     ident = _identity(rtype, dt)
     accv, acci = h.new_name("_accv"), h.new_name("_acci")
-    idx = "tl.broadcast_to(rindex.to(tl.int64), [XBLOCK, RBLOCK])"
+    idx = f"tl.broadcast_to(rindex.to(tl.int64), {h.layout.block})"
     if looped:
         op = ">" if rtype == "argmax" else "<"
         better = f"({vb.name} {op} {accv})"
         if dt.is_floating_point:
             better = f"({better} | (({vb.name} != {vb.name}) & ({accv} == {accv})))"
-        h.line(f"{accv} = {full(ident, dt, '[XBLOCK, RBLOCK]')}", "prefix")
-        h.line(f"{acci} = {full(_BIG_INDEX, torch.int64, '[XBLOCK, RBLOCK]')}", "prefix")
+        h.line(f"{accv} = {full(ident, dt, h.layout.block)}", "prefix")
+        h.line(f"{acci} = {full(_BIG_INDEX, torch.int64, h.layout.block)}", "prefix")
         cond = h.new_name("_take")
         h.line(f"{cond} = rmask & {better}", "body")
         h.line(f"{accv} = tl.where({cond}, {vb.name}, {accv})", "body")
@@ -117,12 +146,12 @@ def _arg(h: Any, rtype: str, value: TritonValue, looped: bool) -> TritonValue:
         h.line(f"{accv} = tl.where(rmask, {vb.name}, {full(ident, dt)})", "body")
         h.line(f"{acci} = tl.where(rmask, {idx}, {_BIG_INDEX})", "body")
     stage = h.stage_index
-    best = h.emit(_lanes("max" if rtype == "argmax" else "min", accv, dt), dt, frozenset({"x"}),
+    best = h.emit(_lanes("max" if rtype == "argmax" else "min", accv, dt, h.layout), dt, frozenset({"x"}),
                   stage, cse=False)
     hit = f"({accv} == {best.name})"
     if dt.is_floating_point:
         hit = f"({hit} | (({accv} != {accv}) & ({best.name} != {best.name})))"
-    return h.emit(f"tl.min(tl.where({hit}, {acci}, {_BIG_INDEX}), 1)[:, None]", torch.int64,
+    return h.emit(h.layout.over_r("tl.min", f"tl.where({hit}, {acci}, {_BIG_INDEX})"), torch.int64,
                   frozenset({"x"}), stage, cse=False)
 
 
@@ -133,35 +162,35 @@ def _welford(h: Any, value: TritonValue, looped: bool,
     wdt = torch.float64 if dtype == torch.float64 else torch.float32
     tf = tl_dtype(wdt)
     v = value.name if value.dtype == wdt else f"{value.name}.to({tf})"
-    vb = h.emit(_broadcast(v, value), wdt, XR)
+    vb = h.emit(_broadcast(v, value, h.layout), wdt, XR)
     stage = h.stage_index
     x = frozenset({"x"})
     if not looped:
         # the whole row is in registers: two passes over it are exact and cheap
-        w = h.emit(f"tl.sum(tl.where(rmask, 1.0, 0.0) + tl.zeros([XBLOCK, RBLOCK], {tf}), 1)[:, None]",
+        w = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, 1.0, 0.0) + tl.zeros({h.layout.block}, {tf})"),
                    wdt, x, stage, cse=False)
         if wdt == torch.float64:
             # the sum of float64 values can overflow where their mean does not (rows of 1e308):
             # sum them scaled by a power of two near the largest (exact), then scale back
-            big = h.emit(f"tl.max(tl.where(rmask, tl.abs({vb.name}), 0.0), 1)[:, None]", wdt, x,
+            big = h.emit(h.layout.over_r("tl.max", f"tl.where(rmask, tl.abs({vb.name}), 0.0)"), wdt, x,
                          stage, cse=False)
             # the power of two of the largest's exponent, from its bits (exp2/log2 are float32)
             pow2 = (f"({big.name}.to(tl.int64, bitcast=True) & 0x7FF0000000000000)"
                     ".to(tl.float64, bitcast=True)")
             scale = h.emit(f"tl.where(({big.name} >= 2.2250738585072014e-308) & "
                            f"({big.name} < float('inf')), {pow2}, 1.0)", wdt, x, stage, cse=False)
-            mean = h.emit(f"tl.sum(tl.where(rmask, {vb.name} / {scale.name}, 0.0), 1)[:, None] "
-                          f"/ {w.name} * {scale.name}", wdt, x, stage, cse=False)
+            mean = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, {vb.name} / {scale.name}, 0.0)")
+                          + f" / {w.name} * {scale.name}", wdt, x, stage, cse=False)
         else:
-            s = h.emit(f"tl.sum(tl.where(rmask, {vb.name}, 0.0), 1)[:, None]", wdt, x, stage, cse=False)
+            s = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, {vb.name}, 0.0)"), wdt, x, stage, cse=False)
             mean = h.emit(f"{s.name} / {w.name}", wdt, x, stage, cse=False)
         dev = h.new_name("_dev")
         h.line(f"{dev} = tl.where(rmask, {vb.name} - {mean.name}, 0.0)", "suffix")
-        m2 = h.emit(f"tl.sum({dev} * {dev}, 1)[:, None]", wdt, x, stage, cse=False)
+        m2 = h.emit(h.layout.over_r("tl.sum", f"{dev} * {dev}"), wdt, x, stage, cse=False)
         return mean, m2, w
     m, m2a, wa = h.new_name("_wmean"), h.new_name("_wm2"), h.new_name("_wweight")
     for name in (m, m2a, wa):
-        h.line(f"{name} = tl.zeros([XBLOCK, RBLOCK], {tf})", "prefix")
+        h.line(f"{name} = tl.zeros({h.layout.block}, {tf})", "prefix")
     wn, d, mn = h.new_name("_wn"), h.new_name("_wd"), h.new_name("_wmn")
     h.line(f"{wn} = tl.where(rmask, {wa} + 1.0, {wa})", "body")
     h.line(f"{d} = {vb.name} - {m}", "body")
@@ -170,9 +199,9 @@ def _welford(h: Any, value: TritonValue, looped: bool,
     h.line(f"{m} = {mn}", "body")
     h.line(f"{wa} = {wn}", "body")
     # Chan et al.: combine lanes exactly from their (mean, m2, weight)
-    w = h.emit(f"tl.sum({wa}, 1)[:, None]", wdt, x, stage, cse=False)
-    mean = h.emit(f"tl.sum({wa} * {m}, 1)[:, None] / {w.name}", wdt, x, stage, cse=False)
-    m2 = h.emit(f"tl.sum({m2a} + {wa} * ({m} - {mean.name}) * ({m} - {mean.name}), 1)[:, None]",
+    w = h.emit(h.layout.over_r("tl.sum", wa), wdt, x, stage, cse=False)
+    mean = h.emit(h.layout.over_r("tl.sum", f"{wa} * {m}") + f" / {w.name}", wdt, x, stage, cse=False)
+    m2 = h.emit(h.layout.over_r("tl.sum", f"{m2a} + {wa} * ({m} - {mean.name}) * ({m} - {mean.name})"),
                 wdt, x, stage, cse=False)
     return mean, m2, w
 
@@ -182,12 +211,12 @@ def welford_combine(h: Any, parts: tuple[TritonValue, ...], looped: bool) -> tup
     float64 if the partials are."""
     wdt = torch.float64 if any(p.dtype == torch.float64 for p in parts) else torch.float32
     x, stage, tf = frozenset({"x"}), h.stage_index, tl_dtype(wdt)
-    mb, m2b, wb = (h.emit(_broadcast(p.name if p.dtype == wdt else f"{p.name}.to({tf})", p),
+    mb, m2b, wb = (h.emit(_broadcast(p.name if p.dtype == wdt else f"{p.name}.to({tf})", p, h.layout),
                           wdt, XR) for p in parts)
     if looped:
         m, m2a, wa = h.new_name("_cmean"), h.new_name("_cm2"), h.new_name("_cweight")
         for name in (m, m2a, wa):
-            h.line(f"{name} = tl.zeros([XBLOCK, RBLOCK], {tf})", "prefix")
+            h.line(f"{name} = tl.zeros({h.layout.block}, {tf})", "prefix")
         nw, d, r = h.new_name("_cnw"), h.new_name("_cd"), h.new_name("_cr")
         h.line(f"{nw} = {wa} + tl.where(rmask, {wb.name}, 0.0)", "body")
         h.line(f"{d} = {mb.name} - {m}", "body")
@@ -201,8 +230,8 @@ def welford_combine(h: Any, parts: tuple[TritonValue, ...], looped: bool) -> tup
         h.line(f"{lanes_w} = tl.where(rmask, {wb.name}, 0.0)", "body")
         lanes_m, lanes_m2 = mb.name, h.new_name("_cm2")
         h.line(f"{lanes_m2} = tl.where(rmask, {m2b.name}, 0.0)", "body")
-    w = h.emit(f"tl.sum({lanes_w}, 1)[:, None]", wdt, x, stage, cse=False)
-    mean = h.emit(f"tl.sum({lanes_w} * {lanes_m}, 1)[:, None] / {w.name}", wdt, x, stage, cse=False)
-    m2 = h.emit(f"tl.sum({lanes_m2} + {lanes_w} * ({lanes_m} - {mean.name}) * ({lanes_m} - {mean.name}), 1)[:, None]",
+    w = h.emit(h.layout.over_r("tl.sum", lanes_w), wdt, x, stage, cse=False)
+    mean = h.emit(h.layout.over_r("tl.sum", f"{lanes_w} * {lanes_m}") + f" / {w.name}", wdt, x, stage, cse=False)
+    m2 = h.emit(h.layout.over_r("tl.sum", f"{lanes_m2} + {lanes_w} * ({lanes_m} - {mean.name}) * ({lanes_m} - {mean.name})"),
                 wdt, x, stage, cse=False)
     return mean, m2, w

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec
 from torchkiln_loop_ir.codecache import CodeCache, source_module
 
 from ._compat import interpreting
+from ._layout import choose_layout
 from .autotune import heuristic_config
 from .errors import CodegenError
 from .kernel import generate
@@ -29,11 +31,13 @@ class TritonBackend:
 
     def compile_kernel(self, spec: KernelSpec) -> TritonCompiledKernel:
         interpret = interpreting()
-        cfg = heuristic_config(spec, self.options)
+        layout = choose_layout(spec)
+        cfg = heuristic_config(spec, self.options, layout)
         try:
-            body = generate(spec, looped=cfg.looped, options=self.options, interpret=interpret,
-                            fn_name=kernel_name(spec))
-            source = module_source(spec, body, interpret=interpret)
+            gen = generate(spec, looped=cfg.looped, options=self.options, interpret=interpret,
+                           fn_name=kernel_name(spec), layout=layout, split=cfg.split > 0)
+            cfg = replace(cfg, partials=gen.partials)
+            source = module_source(spec, gen.source, interpret=interpret)
         except CodegenError:
             raise
         except Exception as e:
@@ -49,6 +53,8 @@ class TritonBackend:
                                          "kernel.py", "torchkiln_triton_", register=True)
             path = str(file)
             fn = getattr(module, kernel_name(spec))
+            if cfg.split:  # a split reduction's second kernel (_split.py)
+                fn = (fn, getattr(module, kernel_name(spec) + "_finish"))
         except CodegenError as e:
             if e.path is None and path is not None:
                 raise CodegenError(str(e), path) from e

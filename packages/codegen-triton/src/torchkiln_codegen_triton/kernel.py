@@ -3,7 +3,9 @@
 The kernel flattens the x ranges into one ``xindex`` (a block of XBLOCK of them per program) and
 recovers each x variable with ``//`` and ``%``; reductions flatten the r ranges into ``rindex``
 likewise. Pointwise kernels use 1-D blocks ``[XBLOCK]``; reduction kernels 2-D ``[XBLOCK, RBLOCK]``
-(x along dim 0, r along dim 1). A *persistent* reduction holds a whole row (RBLOCK >= rnumel) and
+(x along dim 0, r along dim 1), or ``[RBLOCK, XBLOCK]`` for outer reductions whose memory is
+contiguous along x (``_layout.py`` decides per kernel). A *split* reduction (``_split.py``) is
+two functions: chunks of r into partials on a 2-D grid, then ``<name>_finish``. A *persistent* reduction holds a whole row (RBLOCK >= rnumel) and
 runs every stage straight through; a *looped* one wraps each loop stage in
 ``for roffset in range(0, rnumel, RBLOCK)``, accumulating per lane and combining lanes after it.
 
@@ -15,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 import sympy
 import torch
@@ -25,7 +27,10 @@ from torchkiln_loop_ir.ops import set_ops_handler
 
 from . import _reductions
 from ._compat import interpreting, math_table
+from ._flat_index import FlatIndex
+from ._layout import DEFAULT, BlockLayout, choose_layout
 from ._pointwise import PointwiseOps
+from ._split import partial_name, split_functions
 from ._values import NONE, TritonValue, full
 from .errors import CodegenError
 from .options import TritonOptions
@@ -46,14 +51,30 @@ class _Stage:
     body: list[str] = field(default_factory=list)
     suffix: list[str] = field(default_factory=list)
     looped: bool = False
+    # accumulators' initial values (before the r-loop), and for a split reduction the lines that
+    # store the partials (after the loop, first kernel) and combine them (second kernel)
+    init: list[str] = field(default_factory=list)
+    partial_out: list[str] = field(default_factory=list)
+    partial_in: list[str] = field(default_factory=list)
+
+
+class GeneratedKernel(NamedTuple):
+    """``source``: the @triton.jit function(s); ``partials``: for a split reduction, the dtype
+    of each partial buffer (parameters ``part_ptr0, ...`` after the tensors)."""
+
+    source: str
+    partials: tuple[torch.dtype, ...] = ()
 
 
 class TritonOpsHandler(PointwiseOps):
     """The loop-IR ops handler that writes Triton code for one kernel (CSE'd ``tmpN = ...`` lines)."""
 
     def __init__(self, spec: KernelSpec, arg_names: dict[str, str], *, reduction: bool,
-                 looped: bool, options: TritonOptions, interpret: bool) -> None:
+                 looped: bool, options: TritonOptions, interpret: bool,
+                 layout: BlockLayout = DEFAULT) -> None:
         self.spec = spec
+        self.layout = layout
+        self.flat_index = FlatIndex(spec.xranges, spec.rranges)  # addresses without // and %
         self.arg_names = arg_names
         self.reduction_kernel = reduction
         self.looped = looped
@@ -76,6 +97,8 @@ class TritonOpsHandler(PointwiseOps):
         self.xvars: list[sympy.Expr] = []
         self.rvars: list[sympy.Expr] = []
         self.reports_status = False  # something is checked: the kernel takes tk_status
+        self.split = False  # a split reduction (_split.py): reductions store partials
+        self.partials: list[torch.dtype] = []  # their dtypes, in parameter order
 
     # -- structure -----------------------------------------------------------------------
     def declare_symbol(self, sym: sympy.Symbol, deps: frozenset[str]) -> None:
@@ -138,8 +161,9 @@ class TritonOpsHandler(PointwiseOps):
     def shape(self, deps: frozenset[str]) -> str:
         if not self.reduction_kernel:
             return "[XBLOCK]" if deps else "[1]"
-        return {frozenset(): "[1, 1]", frozenset({"x"}): "[XBLOCK, 1]",
-                frozenset({"r"}): "[1, RBLOCK]"}.get(deps, "[XBLOCK, RBLOCK]")
+        lay = self.layout
+        return {frozenset(): "[1, 1]", frozenset({"x"}): lay.x_shape,
+                frozenset({"r"}): lay.r_shape}.get(deps, lay.block)
 
     # -- indices ---------------------------------------------------------------------------
     def index_info(self, index: sympy.Expr) -> tuple[frozenset[str], int | None]:
@@ -159,7 +183,7 @@ class TritonOpsHandler(PointwiseOps):
 
     def _pointer(self, name: str, index: sympy.Expr, deps: frozenset[str]) -> str:
         idx_deps, _ = self.index_info(index)
-        ptr = f"{self.arg_names[name]} + ({texpr(index)})"
+        ptr = f"{self.arg_names[name]} + ({texpr(self.flat_index.rewrite(index))})"
         if idx_deps != deps:  # broadcast the pointer to the shape of its mask/value
             ptr += f" + tl.zeros({self.shape(deps)}, tl.int32)"
         return ptr
@@ -425,25 +449,27 @@ def _range_vars(ranges: Sequence[sympy.Expr], prefix: str, index: str) -> tuple[
 
 
 def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
-             interpret: bool | None = None, fn_name: str | None = None) -> str:
-    """The body of the ``@triton.jit`` function for ``spec`` (no module header)."""
+             interpret: bool | None = None, fn_name: str | None = None,
+             layout: BlockLayout | None = None, split: bool = False) -> GeneratedKernel:
+    """The ``@triton.jit`` function(s) for ``spec`` (no module header). ``layout``: how a
+    reduction's block is laid out (None: ``choose_layout`` decides from the accesses);
+    ``split``: a split reduction (``_split.py``, looped only), two functions."""
     interpret = interpreting() if interpret is None else interpret
     reduction = spec.is_reduction
+    if layout is None:
+        layout = choose_layout(spec) if reduction else DEFAULT
+    split = split and reduction and looped
+    name = fn_name or spec.name
     names = arg_names(spec)
     handler = TritonOpsHandler(spec, names, reduction=reduction, looped=looped, options=options,
-                               interpret=interpret)
-    params = list(names.values()) + [str(s) for s in spec.size_args] + ["xnumel"]
+                               interpret=interpret, layout=layout)
+    handler.split = split
+    head = ["    xoffset = tl.program_id(0) * XBLOCK"]
     if reduction:
-        params.append("rnumel")
-    params.append("XBLOCK: tl.constexpr")
-    if reduction:
-        params.append("RBLOCK: tl.constexpr")
-    head = [f"def {fn_name or spec.name}({', '.join(params)}):",
-            "    xoffset = tl.program_id(0) * XBLOCK"]
-    if reduction:
-        head += ["    xindex = xoffset + tl.arange(0, XBLOCK)[:, None]",
+        head[0:0] = [f"    # block layout {layout.reason}"]
+        head += [f"    xindex = xoffset + tl.arange(0, XBLOCK){layout.x_arange}",
                  "    xmask = xindex < xnumel",
-                 "    rbase = tl.arange(0, RBLOCK)[None, :]"]
+                 f"    rbase = tl.arange(0, RBLOCK){layout.r_arange}"]
     else:
         head += ["    xindex = xoffset + tl.arange(0, XBLOCK)",
                  "    xmask = xindex < xnumel"]
@@ -456,10 +482,6 @@ def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
         if isinstance(v, sympy.Symbol):
             handler.declare_symbol(v, frozenset({"r"}))
     head += ["    " + ln for ln in xlines]
-    rhead = ["rindex = rbase", "rmask = rindex < rnumel", *rlines]
-    if reduction and not looped:
-        head += ["    " + ln for ln in rhead]
-    out = list(head)
     with set_ops_handler(handler):
         for stage in spec.stages:
             is_loop = stage.kind == "loop" and reduction
@@ -469,21 +491,34 @@ def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
             for node in stage.nodes:
                 node.body(list(xvars), list(rvars) if stage.kind == "loop" else [])
             handler.end_stage()
-            st = handler.stages[-1]
-            out += ["    " + ln for ln in st.prefix]
-            if st.looped:
-                out.append("    for roffset in range(0, rnumel, RBLOCK):")
-                out += ["        " + ln for ln in ["rindex = roffset + rbase", *rhead[1:]]]
-                out += ["        " + ln for ln in st.body]
-            else:
-                out += ["    " + ln for ln in st.body]
-            out += ["    " + ln for ln in st.suffix]
-    if len(out) == len(head):
-        out.append("    pass")
+    tensors = list(names.values()) + [partial_name(i) for i in range(len(handler.partials))]
     if handler.reports_status:  # the status word follows the tensors (TritonCompiledKernel)
-        params.insert(len(names), STATUS_PARAM)
-        out[0] = f"def {fn_name or spec.name}({', '.join(params)}):"
-    return "\n".join(out) + "\n"
+        tensors.append(STATUS_PARAM)
+    params = tensors + [str(s) for s in spec.size_args] + ["xnumel"]
+    if split:
+        return GeneratedKernel(split_functions(name, params, head, rlines, handler.stages),
+                               tuple(handler.partials))
+    if reduction:
+        params.append("rnumel")
+    params.append("XBLOCK: tl.constexpr")
+    if reduction:
+        params.append("RBLOCK: tl.constexpr")
+    rhead = ["rindex = rbase", "rmask = rindex < rnumel", *rlines]
+    if reduction and not looped:
+        head += ["    " + ln for ln in rhead]
+    out = [f"def {name}({', '.join(params)}):", *head]
+    for st in handler.stages:
+        out += ["    " + ln for ln in st.init + st.prefix]
+        if st.looped:
+            out.append("    for roffset in range(0, rnumel, RBLOCK):")
+            out += ["        " + ln for ln in ["rindex = roffset + rbase", *rhead[1:]]]
+            out += ["        " + ln for ln in st.body]
+        else:
+            out += ["    " + ln for ln in st.body]
+        out += ["    " + ln for ln in st.suffix]
+    if len(out) == len(head) + 1:
+        out.append("    pass")
+    return GeneratedKernel("\n".join(out) + "\n")
 
 
 def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> str:
@@ -494,7 +529,7 @@ def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> s
     options = options or TritonOptions()
     cfg = heuristic_config(kernel, options)
     interpret = interpreting()
-    body = generate(kernel, looped=cfg.looped, options=options, interpret=interpret,
-                    fn_name=kernel_name(kernel))
-    return module_source(kernel, body, interpret=interpret)
+    gen = generate(kernel, looped=cfg.looped, options=options, interpret=interpret,
+                   fn_name=kernel_name(kernel), split=cfg.split > 0)
+    return module_source(kernel, gen.source, interpret=interpret)
 

@@ -13,6 +13,13 @@ class TritonOptions:
         registers (RBLOCK >= rnumel, one pass per stage); longer rows loop over RBLOCK chunks.
     autotune: on CUDA, time a few block-size configurations on the first call of each kernel and
         keep the fastest (ignored under TRITON_INTERPRET=1, where the heuristic is used).
+    transposed_rblock: RBLOCK of a looped outer reduction (the transposed block layout, whose
+        XBLOCK is 64 wide along contiguous memory).
+    split_programs, split_max_chunks, split_min_rchunk: a looped reduction whose x blocks give
+        fewer than a quarter of ``split_programs`` programs is split over r into at most
+        ``split_max_chunks`` chunks of at least ``split_min_rchunk`` rows, reduced into partials
+        that a second kernel combines (about 1024 programs fill an H200's 132 SMs several times
+        over). ``split_max_chunks`` below 2 turns splitting off.
     debug_asserts: emit ``tl.device_assert`` bounds checks for indirect indices.
     cache_dir: where kernel sources are written (plus ``/triton``); None means the shared cache
         root (``torchkiln_loop_ir.codecache.cache_root``).
@@ -24,6 +31,10 @@ class TritonOptions:
     persistent_rnumel: int = 1024
     pointwise_xblock: int = 1024
     looped_rblock: int = 128
+    transposed_rblock: int = 32
+    split_programs: int = 1024
+    split_max_chunks: int = 64
+    split_min_rchunk: int = 128
     autotune: bool = False
     debug_asserts: bool = False
     cache_dir: str | None = None

@@ -12,6 +12,7 @@ from torchkiln_loop_ir.backend import KernelSpec
 
 from ._compat import fast_launcher, module_header
 from ._prelude import PRELUDE
+from ._split import chunking, finish_blocks
 from .autotune import Config, candidate_configs, pick_fastest
 from .errors import CodegenError
 from .kernel import STATUS_INDEX_OUT_OF_BOUNDS, STATUS_PARAM
@@ -60,7 +61,8 @@ class TritonCompiledKernel:
         self.source = source
         self.path = path
         self.config = config
-        self._fn = fn
+        # a split reduction (_split.py) is two kernels: the chunks' partials, then the finish
+        self._fn, self._finish = fn if isinstance(fn, tuple) else (fn, None)
         self._nargs = len(spec.args)
         self._nsizes = len(spec.size_args)
         self._reduction = spec.is_reduction
@@ -81,34 +83,66 @@ class TritonCompiledKernel:
         """``fn.warmup``'s arguments that compile the very binary the first launch looks up: the
         tensors' dtypes (Triton's mock tensors are 16-byte aligned, as allocations are), the
         numels, the launch's block sizes and warps. None when that is not known before the call:
-        a CUDA kernel of symbolic sizes, one still to be autotuned, or one that never launches."""
+        a CUDA kernel of symbolic sizes, one still to be autotuned, or one that never launches.
+        For a split reduction, the first of its two kernels (``warmup`` compiles both)."""
+        calls = self._warmup_calls()
+        return calls[0][1:] if calls else None
+
+    def _warmup_calls(self) -> list[tuple[Any, tuple[Any, ...], dict[str, Any]]]:
         if not self._on_cuda or self._nsizes or self._autotune:
-            return None
+            return []
         xnumel, rnumel = self._numels()
         if xnumel <= 0 or (self._reduction and rnumel <= 0):
-            return None
+            return []
         cfg = self.config
+        if self._finish is not None:
+            _, launches = self._split_plan(cfg, xnumel, rnumel)
+            return [(fn, (*self._arg_dtypes, *cfg.partials, *numels), {"grid": grid, **kw})
+                    for fn, (grid, numels, kw) in zip((self._fn, self._finish), launches)]
         numels = (xnumel, rnumel) if self._reduction else (xnumel,)
         blocks = {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock} if self._reduction else {"XBLOCK": cfg.xblock}
         grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
-        return (*self._arg_dtypes, *numels), {"grid": grid, **blocks, "num_warps": cfg.num_warps}
+        return [(self._fn, (*self._arg_dtypes, *numels),
+                 {"grid": grid, **blocks, "num_warps": cfg.num_warps})]
 
     def warmup(self) -> None:
-        """Compile this kernel's binary now (Triton keeps it for the first launch)."""
-        call = self.warmup_call()
-        if call is not None:
-            self._fn.warmup(*call[0], **call[1])
+        """Compile this kernel's binaries now (Triton keeps them for the first launch)."""
+        for fn, args, kwargs in self._warmup_calls():
+            fn.warmup(*args, **kwargs)
 
     def _launch(self, cfg: Config, args: tuple[Any, ...], xnumel: int, rnumel: int) -> None:
         grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
-        if self._reduction:
+        if self._finish is not None:
+            self._launch_split(cfg, args, xnumel, rnumel)
+        elif self._reduction:
             self._fn[grid](*args, xnumel, rnumel, XBLOCK=cfg.xblock, RBLOCK=cfg.rblock,
                            num_warps=cfg.num_warps)
         else:
             self._fn[grid](*args, xnumel, XBLOCK=cfg.xblock, num_warps=cfg.num_warps)
 
-    def _constexprs(self, cfg: Config) -> tuple[int, ...]:
-        return (cfg.xblock, cfg.rblock) if self._reduction else (cfg.xblock,)
+    @staticmethod
+    def _split_plan(cfg: Config, xnumel: int, rnumel: int) -> tuple[int, list[tuple[Any, ...]]]:
+        """A split reduction's chunk count and its two launches, each (grid, the ints after the
+        tensors, partials, status word and sizes, the constexprs and warps)."""
+        rchunk, chunks = chunking(rnumel, max(1, cfg.split), cfg.rblock)
+        xblock, rblock = finish_blocks(max(chunks, cfg.split), xnumel)
+        first = (((xnumel + cfg.xblock - 1) // cfg.xblock, chunks), (xnumel, rnumel, rchunk),
+                 {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock, "num_warps": cfg.num_warps})
+        finish = (((xnumel + xblock - 1) // xblock,), (xnumel, chunks),
+                  {"XBLOCK": xblock, "RBLOCK": rblock,
+                   "num_warps": 4 if xblock * rblock >= 1024 else 2})
+        return chunks, [first, finish]
+
+    def _launch_split(self, cfg: Config, args: tuple[Any, ...], xnumel: int, rnumel: int) -> None:
+        """The two kernels of a split reduction: chunks of rows into partials of shape
+        [chunks, xnumel] (fresh each call: calls may overlap on streams), then the finish.
+        The partials go after the tensors (and before the status word and sizes)."""
+        tensors, rest = args[:self._nargs], args[self._nargs:]
+        device = next(a.device for a in tensors if isinstance(a, torch.Tensor))
+        chunks, launches = self._split_plan(cfg, xnumel, rnumel)
+        parts = [torch.empty((chunks, xnumel), dtype=dt, device=device) for dt in cfg.partials]
+        for fn, (grid, numels, kw) in zip((self._fn, self._finish), launches):
+            fn[grid](*tensors, *parts, *rest, *numels, **kw)
 
     def _fast_launch(self, args: tuple[Any, ...], xnumel: int, rnumel: int) -> bool:
         """Relaunch a kernel Triton compiled for the same specialization; False if none yet."""
@@ -116,26 +150,42 @@ class TritonCompiledKernel:
         if fast is None:
             return False
         get_device, get_stream = fast
-        params = (*args, xnumel, rnumel) if self._reduction else (*args, xnumel)
         device = get_device()
         if self._device_index is not None and self._device_index != device:
             with torch.cuda.device(self._device_index):  # launch on the tensors' GPU
                 self._launch(self.config, args, xnumel, rnumel)
             return True
-        key = (device, *(_specialization(a) for a in params))
-        kernel = self._launchers.get(key)
         cfg = self.config
-        grid0 = (xnumel + cfg.xblock - 1) // cfg.xblock
+        if self._finish is not None:  # a split reduction: its two kernels, each relaunched
+            tensors, rest = args[:self._nargs], args[self._nargs:]
+            chunks, launches = self._split_plan(cfg, xnumel, rnumel)
+            parts = [torch.empty((chunks, xnumel), dtype=dt, device=tensors[0].device)
+                     for dt in cfg.partials]
+            for which, (fn, (grid, numels, kw)) in enumerate(zip((self._fn, self._finish), launches)):
+                consts = {k: v for k, v in kw.items() if k != "num_warps"}
+                self._run_fast(which, fn, (*tensors, *parts, *rest, *numels), grid, consts,
+                               kw["num_warps"], device, get_stream)
+            return True
+        params = (*args, xnumel, rnumel) if self._reduction else (*args, xnumel)
+        consts = {"XBLOCK": cfg.xblock, **({"RBLOCK": cfg.rblock} if self._reduction else {})}
+        self._run_fast(0, self._fn, params, ((xnumel + cfg.xblock - 1) // cfg.xblock,), consts,
+                       cfg.num_warps, device, get_stream)
+        return True
+
+    def _run_fast(self, which: int, fn: Any, params: tuple[Any, ...], grid: tuple[int, ...],
+                  consts: dict[str, int], num_warps: int, device: int, get_stream: Any) -> None:
+        """Launch ``fn`` (kernel ``which`` of this step) through the binary cached for the
+        specialization of ``params``; the first time, through Triton, keeping what it compiled."""
+        key = (which, device, *(_specialization(a) for a in params))
+        kernel = self._launchers.get(key)
         if kernel is None:
-            kernel = self._fn.run(*params, grid=(grid0,), warmup=False, XBLOCK=cfg.xblock,
-                                  num_warps=cfg.num_warps,
-                                  **({"RBLOCK": cfg.rblock} if self._reduction else {}))
+            kernel = fn.run(*params, grid=grid, warmup=False, num_warps=num_warps, **consts)
             if kernel is not None and hasattr(kernel, "packed_metadata"):
                 self._launchers[key] = kernel
-            return True
-        kernel.run(grid0, 1, 1, get_stream(device), kernel.function, kernel.packed_metadata, None,
-                   None, None, *params, *self._constexprs(cfg))
-        return True
+            return
+        gx, gy, gz = (*grid, 1, 1)[:3]
+        kernel.run(gx, gy, gz, get_stream(device), kernel.function, kernel.packed_metadata, None,
+                   None, None, *params, *consts.values())
 
     def __call__(self, *args: Any) -> None:
         if len(args) != self._nargs + self._nsizes:

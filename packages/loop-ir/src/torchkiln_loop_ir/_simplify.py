@@ -105,8 +105,32 @@ def simplify_index(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) 
             return ModularIndexing(base, div, mod)
         return None
 
-    out = expr.replace(lambda e: isinstance(e, (FloorDiv, ModularIndexing)), _keep(rewrite))
-    return sympy.expand(out)
+    out = sympy.expand(expr.replace(lambda e: isinstance(e, (FloorDiv, ModularIndexing)),
+                                    _keep(rewrite)))
+    merged = _merge_quotient_remainder(out)
+    # the merged FloorDiv(e, d) may simplify further (d == 1: e itself; a split of e by d)
+    return out if merged == out else simplify_index(merged, ranges)
+
+
+def _merge_quotient_remainder(expr: sympy.Expr) -> sympy.Expr:
+    """``c*ModularIndexing(e, d, m) + c*m*FloorDiv(e, d*m)`` is ``c*FloorDiv(e, d)``: the
+    remainder and quotient of ``e // d`` by ``m`` put back together. A view that splits a dim
+    and a reduction that flattens it again leave this pair (the rows of a ``[B, S, C]`` tensor
+    read as ``C*(r % S) + S*C*(r // S)``, which is ``C*r``): merged, the index is linear again,
+    with no division per element, and a code generator sees its stride."""
+    while True:
+        terms = [t.as_coeff_Mul() for t in sympy.Add.make_args(expr)]
+        quotients = {(t.args[0], t.args[1]): c for c, t in terms if isinstance(t, FloorDiv)}
+        for c, t in terms:
+            if not isinstance(t, ModularIndexing):
+                continue
+            base, div, mod = t.args
+            if quotients.get((base, div * mod)) == c * mod:
+                expr = sympy.expand(expr - c * t - c * mod * FloorDiv(base, div * mod)
+                                    + c * FloorDiv(base, div))
+                break
+        else:
+            return expr
 
 
 def _keep(fn):

@@ -1,0 +1,65 @@
+"""Addresses written in the kernel's flat ``xindex``/``rindex`` where that makes them linear.
+
+A kernel recovers each range variable from the flat index of its block (``r0 = rindex // 512``,
+``r1 = rindex % 512``) and an address then recombines them (``768*r1 + 393216*r0``): a division
+and a remainder per element, and an address whose contiguity Triton's analysis cannot see
+through them. For data laid out in the order of the ranges that is just ``768*rindex``.
+``FlatIndex.rewrite`` substitutes each variable by its quotient/remainder of the flat index and
+lets loop-ir's ``simplify_index`` merge quotient and remainder pairs back; the result is used
+only when no division of a flat index is left (otherwise the address stays as it was).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import sympy
+from torchkiln_loop_ir import FloorDiv, ModularIndexing, index_symbol
+
+# loop-ir's own index simplifier (not exported: its module is not yet type-checked, which
+# loop-ir's exports must be); the same rules the scheduler's fusion checks rely on
+from torchkiln_loop_ir._simplify import simplify_index
+
+XFLAT = sympy.Symbol("xindex", integer=True, nonnegative=True)
+RFLAT = sympy.Symbol("rindex", integer=True, nonnegative=True)
+
+
+def _split(ranges: Sequence[sympy.Expr], prefix: str, flat: sympy.Symbol) -> dict[sympy.Symbol, sympy.Expr]:
+    """Each range variable as a function of the flat index (kernel.py's ``_range_vars``)."""
+    out: dict[sympy.Symbol, sympy.Expr] = {}
+    inner = sympy.Integer(1)
+    for i in reversed(range(len(ranges))):
+        size = sympy.sympify(ranges[i])
+        if size != 1:
+            q = FloorDiv(flat, inner) if inner != 1 else flat
+            out[index_symbol(prefix, i)] = ModularIndexing(flat, inner, size) if i > 0 else q
+        inner = inner * size
+    return out
+
+
+def _total(ranges: Sequence[sympy.Expr]) -> sympy.Expr:
+    total = sympy.Integer(1)
+    for r in ranges:
+        total = total * sympy.sympify(r)
+    return total
+
+
+class FlatIndex:
+    """Rewrites addresses of one kernel (see the module docstring); results are cached."""
+
+    def __init__(self, xranges: Sequence[sympy.Expr], rranges: Sequence[sympy.Expr]) -> None:
+        self._subs = {**_split(xranges, "x", XFLAT), **_split(rranges, "r", RFLAT)}
+        self._ranges = {XFLAT: _total(xranges), RFLAT: _total(rranges)}
+        # only kernels with a variable recovered by // or %: one range per side needs nothing
+        self._useful = any(not isinstance(v, sympy.Symbol) for v in self._subs.values())
+        self._cache: dict[sympy.Expr, sympy.Expr] = {}
+
+    def rewrite(self, index: sympy.Expr) -> sympy.Expr:
+        if not self._useful or not (index.free_symbols & self._subs.keys()):
+            return index
+        if index not in self._cache:
+            flat = simplify_index(index.subs(self._subs, simultaneous=True), self._ranges)
+            divided = any(f.args[0].free_symbols & {XFLAT, RFLAT}
+                          for f in flat.atoms(FloorDiv, ModularIndexing))
+            self._cache[index] = index if divided else flat
+        return self._cache[index]

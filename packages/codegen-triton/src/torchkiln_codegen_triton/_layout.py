@@ -1,0 +1,147 @@
+"""Which axis of a reduction kernel's 2-D block holds x and which holds r, decided per kernel.
+
+Triton makes the *last* axis of a block the fastest-varying one across a warp's threads: a load
+is coalesced when consecutive lanes of that axis read consecutive addresses. The default
+layout puts x on axis 0 and r on axis 1 (``[XBLOCK, RBLOCK]``), right for an *inner* reduction
+(a row sum, a softmax: memory contiguous along r). An *outer* reduction (a bias gradient: the sum
+over rows of a ``[rows, cols]`` tensor, memory contiguous along x and strided along r) wants the
+transposed block ``[RBLOCK, XBLOCK]``: r on axis 0, x on axis 1, lane reductions over axis 0 and
+results shaped ``[1, XBLOCK]``.
+
+``choose_layout`` reads the kernel's memory accesses (a recording pass over the node bodies)
+and weighs each access that varies along both x and r by its element size: contiguous along the
+innermost x variable counts for the transposed layout, contiguous along the innermost r variable
+for the default one. The heavier side wins (ties keep the default); the reason is kept in the
+layout and written into the kernel source as a comment.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+from torchkiln_loop_ir.backend import KernelSpec
+from torchkiln_loop_ir.handlers import NoOpHandler
+from torchkiln_loop_ir.indexing import index_symbol
+from torchkiln_loop_ir.ops import set_ops_handler
+
+
+@dataclass(frozen=True)
+class BlockLayout:
+    """How x and r map to the axes of a reduction kernel's blocks (see the module docstring)."""
+
+    transposed: bool = False
+    reason: str = "default: x on axis 0, r on axis 1"
+
+    @property
+    def block(self) -> str:
+        return "[RBLOCK, XBLOCK]" if self.transposed else "[XBLOCK, RBLOCK]"
+
+    @property
+    def x_shape(self) -> str:
+        return "[1, XBLOCK]" if self.transposed else "[XBLOCK, 1]"
+
+    @property
+    def r_shape(self) -> str:
+        return "[RBLOCK, 1]" if self.transposed else "[1, RBLOCK]"
+
+    @property
+    def x_arange(self) -> str:
+        """The subscript that makes ``tl.arange(0, XBLOCK)`` a 2-D x block."""
+        return "[None, :]" if self.transposed else "[:, None]"
+
+    @property
+    def r_arange(self) -> str:
+        return "[:, None]" if self.transposed else "[None, :]"
+
+    @property
+    def raxis(self) -> int:
+        """The block axis that the lane combination of a reduction reduces."""
+        return 0 if self.transposed else 1
+
+    def over_r(self, fn: str, text: str, *extra: str) -> str:
+        """``fn(text, raxis, *extra)`` kept 2-D: a ``[XBLOCK, 1]`` / ``[1, XBLOCK]`` result."""
+        args = ", ".join((text, str(self.raxis), *extra))
+        keep = "[None, :]" if self.transposed else "[:, None]"
+        return f"{fn}({args}){keep}"
+
+
+DEFAULT = BlockLayout()
+
+
+class _AccessRecorder(NoOpHandler):
+    """Records (buffer, index) of every load and store of memory a kernel body makes."""
+
+    def __init__(self, memory: frozenset[str]) -> None:
+        super().__init__()
+        self.memory = memory
+        self.accesses: list[tuple[str, sympy.Expr]] = []
+
+    def _note(self, name: str, index: Any) -> None:
+        if name in self.memory:
+            self.accesses.append((name, sympy.sympify(index)))
+
+    def load(self, name: str, index: Any) -> None:
+        self._note(name, index)
+
+    def store(self, name: str, index: Any, value: Any, mode: Any = None) -> None:
+        self._note(name, index)
+
+    def store_reduction(self, name: str, index: Any, value: Any) -> None:
+        self._note(name, index)
+
+
+def _innermost(ranges: Sequence[sympy.Expr], prefix: str) -> sympy.Symbol | None:
+    """The index variable of the last range of size other than 1 (the fastest-varying one of
+    the flattened index), as kernel.py names it."""
+    for i in reversed(range(len(ranges))):
+        if sympy.sympify(ranges[i]) != 1:
+            return index_symbol(prefix, i)
+    return None
+
+
+def _stride(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr:
+    """How far ``index`` moves when ``var`` goes from 0 to 1 with every other variable at 0 (the
+    stride at the block's start; FloorDiv/ModularIndexing evaluate on integers)."""
+    zero = {s: 0 for s in index.free_symbols if s.name[:1] in ("x", "r") or s.name.startswith("tmp")}
+    at0 = index.subs(zero)
+    at1 = index.subs({**zero, var: 1})
+    return sympy.simplify(at1 - at0)
+
+
+def choose_layout(spec: KernelSpec) -> BlockLayout:
+    """The block layout for reduction kernel ``spec`` (see the module docstring)."""
+    if not spec.rranges:
+        return DEFAULT
+    xvar, rvar = _innermost(spec.xranges, "x"), _innermost(spec.rranges, "r")
+    if xvar is None or rvar is None:
+        return DEFAULT
+    memory = frozenset(n for n in (*spec.inputs, *spec.outputs) if n not in spec.local_buffers)
+    recorder = _AccessRecorder(memory)
+    xvars = [index_symbol("x", i) for i in range(len(spec.xranges))]
+    rvars = [index_symbol("r", i) for i in range(len(spec.rranges))]
+    try:
+        with set_ops_handler(recorder):
+            for stage in spec.stages:
+                for node in stage.nodes:
+                    node.body(list(xvars), list(rvars) if stage.kind == "loop" else [])
+    except Exception:  # noqa: BLE001 - an analysis only: the code generator reports real errors
+        return BlockLayout(reason="default: the accesses could not be analysed")
+    along_x = along_r = 0
+    seen: set[tuple[str, str]] = set()
+    for name, index in recorder.accesses:
+        if (name, str(index)) in seen or not {xvar, rvar} <= index.free_symbols:
+            continue
+        seen.add((name, str(index)))
+        size = spec.buffers[name].dtype.itemsize
+        if _stride(index, xvar) == 1:
+            along_x += size
+        elif _stride(index, rvar) == 1:
+            along_r += size
+    if along_x > along_r:
+        return BlockLayout(True, f"transposed: accesses contiguous along x move {along_x} bytes "
+                                 f"per (x, r) point, along r {along_r} (an outer reduction)")
+    return BlockLayout(False, f"default: accesses contiguous along r move {along_r} bytes per "
+                              f"(x, r) point, along x {along_x}")

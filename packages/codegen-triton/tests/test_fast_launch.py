@@ -1,0 +1,72 @@
+"""The direct relaunch path (CUDA only, faked here): the first call goes through Triton's
+``fn.run`` and keeps the compiled kernel; later calls hand ``kernel.run`` the same grid,
+parameters and constexprs. A split reduction relaunches both of its kernels that way."""
+
+import pytest
+import torch
+from _specs import buf, compile_one, spec
+from torchkiln_codegen_triton import TritonOptions
+from torchkiln_codegen_triton import wrapper as W
+from torchkiln_loop_ir.ops import ops
+
+
+class Compiled:
+    function, packed_metadata = "function", "metadata"
+
+    def __init__(self):
+        self.runs = []
+
+    def run(self, *args):
+        self.runs.append(args)
+
+
+class FakeFn:
+    def __init__(self):
+        self.calls, self.compiled = [], Compiled()
+
+    def run(self, *params, grid, warmup, num_warps, **consts):
+        assert warmup is False
+        self.calls.append((params, grid, num_warps, consts))
+        return self.compiled
+
+
+def _described(params):
+    return tuple((a.dtype, tuple(a.shape)) if isinstance(a, torch.Tensor) else a for a in params)
+
+
+def _sum_kernel(rows, cols, options):
+    def body(x, r):
+        v = ops.load("a", r[0] * cols + x[0])
+        ops.store_reduction("out", x[0], ops.reduction(torch.float32, torch.float32, "sum", v))
+
+    return compile_one(spec("fl_sum", (cols,), (rows,), [("loop", [("out", body, True)])],
+                            [buf("a", torch.float32, (rows, cols)), buf("out", torch.float32, (cols,))],
+                            ["a"], ["out"]), options)
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_relaunch_passes_what_triton_was_first_given(monkeypatch, split):
+    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: 0, lambda device: "stream"))
+    options = TritonOptions(split_programs=64, split_min_rchunk=16) if split else \
+        TritonOptions(split_max_chunks=0)
+    k = _sum_kernel(300, 37, options)
+    assert (k.config.split >= 2) == split
+    fns = [FakeFn(), FakeFn()] if split else [FakeFn()]
+    k._fn = fns[0]
+    if split:
+        k._finish = fns[1]
+    k._cuda, k._device_index = True, None  # CPU tensors standing in for CUDA ones
+    a, out = torch.randn(300, 37), torch.empty(37)
+    k(a, out)
+    k(a, out)
+    for fn in fns:
+        (params, grid, num_warps, consts), = fn.calls
+        (run,) = fn.compiled.runs
+        assert run[:3] == (*grid, 1, 1)[:3] and run[3:9] == ("stream", "function", "metadata", None, None, None)
+        assert _described(run[9:]) == _described((*params, *consts.values()))
+        assert list(consts) == ["XBLOCK", "RBLOCK"]
+    if split:
+        first_grid = fns[0].calls[0][1]
+        assert len(first_grid) == 2 and first_grid[1] >= 2  # (x blocks, chunks)
+        parts = [p for p in fns[0].calls[0][0] if isinstance(p, torch.Tensor)][2:]
+        assert [(p.dtype, p.shape[1]) for p in parts] == [(torch.float32, 37)]
