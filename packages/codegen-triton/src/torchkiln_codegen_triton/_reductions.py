@@ -15,7 +15,7 @@ import torch
 
 from ._layout import BlockLayout
 from ._split import SPLITTABLE, partial_name
-from ._values import XR, TritonValue, full, highest, lowest, literal
+from ._values import XR, TritonValue, full, highest, literal, lowest
 from .errors import CodegenError
 from .printer import tl_dtype
 
