@@ -70,3 +70,23 @@ def test_relaunch_passes_what_triton_was_first_given(monkeypatch, split):
         assert len(first_grid) == 2 and first_grid[1] >= 2  # (x blocks, chunks)
         parts = [p for p in fns[0].calls[0][0] if isinstance(p, torch.Tensor)][2:]
         assert [(p.dtype, p.shape[1]) for p in parts] == [(torch.float32, 37)]
+
+
+def test_aligned_calls_skip_the_specialization_key(monkeypatch):
+    """A kernel of static sizes whose tensors are all 16-byte aligned relaunches the binary kept
+    for that case with exactly what the keyed path hands it; a misaligned tensor (a view at an
+    odd offset) goes back to the keyed path, where Triton specializes on alignment."""
+    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: 0, lambda device: "stream"))
+    k = _sum_kernel(300, 37, TritonOptions(split_max_chunks=0))
+    fn = FakeFn()
+    k._fn, k._cuda, k._device_index = fn, True, None
+    a, out = torch.randn(300, 37), torch.empty(37)
+    for _ in range(3):
+        k(a, out)
+    assert len(fn.calls) == 1 and len(fn.compiled.runs) == 2 and k._aligned
+    assert _described(fn.compiled.runs[0]) == _described(fn.compiled.runs[1])
+    keyed = k._launchers
+    misaligned = torch.randn(300 * 37 + 1)[1:].view(300, 37)
+    assert misaligned.data_ptr() % 16
+    k(misaligned, out)
+    assert len(fn.calls) == 2 and len(keyed) == 2  # a second specialization, compiled by Triton

@@ -74,6 +74,8 @@ class TritonCompiledKernel:
                           and "tl.atomic_add" not in source)
         # CUDA only: compiled kernels by specialization key, relaunched without Triton's binder
         self._launchers: dict[tuple[Any, ...], Any] = {}
+        #: device -> (binary, grid, ints and constexprs) for calls whose tensors are all aligned
+        self._aligned: dict[int, tuple[Any, int, tuple[Any, ...]]] = {}
         self._cuda: bool | None = None
         # the kernel checks indirect indices into a status word (kernel.py's STATUS_PARAM)
         self._status = re.search(rf"def \w+\([^)]*\b{STATUS_PARAM}\b", source) is not None
@@ -166,26 +168,41 @@ class TritonCompiledKernel:
                 self._run_fast(which, fn, (*tensors, *parts, *rest, *numels), grid, consts,
                                kw["num_warps"], device, get_stream)
             return True
+        # static sizes and no status word: only the tensors' alignment can change between calls
+        # (their dtypes are the graph's), so a call whose tensors are all 16-byte aligned (our
+        # own buffers always are) relaunches the kernel kept for that case with no key to build
+        static = not self._nsizes and not self._status
+        if static:
+            hit = self._aligned.get(device)
+            if hit is not None and all(a.data_ptr() & 15 == 0 for a in args):
+                kernel, gx, tail = hit
+                kernel.run(gx, 1, 1, get_stream(device), kernel.function, kernel.packed_metadata,
+                           None, None, None, *args, *tail)
+                return True
         params = (*args, xnumel, rnumel) if self._reduction else (*args, xnumel)
         consts = {"XBLOCK": cfg.xblock, **({"RBLOCK": cfg.rblock} if self._reduction else {})}
-        self._run_fast(0, self._fn, params, ((xnumel + cfg.xblock - 1) // cfg.xblock,), consts,
-                       cfg.num_warps, device, get_stream)
+        grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
+        kernel = self._run_fast(0, self._fn, params, grid, consts, cfg.num_warps, device, get_stream)
+        if static and kernel is not None and all(a.data_ptr() & 15 == 0 for a in args):
+            self._aligned[device] = (kernel, grid[0], (*params[len(args):], *consts.values()))
         return True
 
     def _run_fast(self, which: int, fn: Any, params: tuple[Any, ...], grid: tuple[int, ...],
-                  consts: dict[str, int], num_warps: int, device: int, get_stream: Any) -> None:
+                  consts: dict[str, int], num_warps: int, device: int, get_stream: Any) -> Any:
         """Launch ``fn`` (kernel ``which`` of this step) through the binary cached for the
-        specialization of ``params``; the first time, through Triton, keeping what it compiled."""
+        specialization of ``params``; the first time, through Triton, keeping what it compiled.
+        Returns the cached binary it launched (None the first time)."""
         key = (which, device, *(_specialization(a) for a in params))
         kernel = self._launchers.get(key)
         if kernel is None:
             kernel = fn.run(*params, grid=grid, warmup=False, num_warps=num_warps, **consts)
             if kernel is not None and hasattr(kernel, "packed_metadata"):
                 self._launchers[key] = kernel
-            return
+            return None
         gx, gy, gz = (*grid, 1, 1)[:3]
         kernel.run(gx, gy, gz, get_stream(device), kernel.function, kernel.packed_metadata, None,
                    None, None, *params, *consts.values())
+        return kernel
 
     def __call__(self, *args: Any) -> None:
         if len(args) != self._nargs + self._nsizes:
