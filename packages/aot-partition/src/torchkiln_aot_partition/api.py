@@ -16,6 +16,7 @@ from .joint import joint_graph
 from .mutation import OutputAlias, ShapeDependentAliases, find_output_aliases
 from .partition import min_cut_partition
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
+from .view_bases import expose_view_bases
 from .trace import (
     Decompositions,
     FunctionalGraph,
@@ -61,6 +62,8 @@ def aot_compile(
     bw_compiler = bw_compiler or fw_compiler
     decomps = resolve_decompositions(decompositions)
     example_inputs = list(example_inputs)
+    # views of an intermediate the graph does not return: it returns that too (view_bases.py)
+    gm, hidden = expose_view_bases(gm, example_inputs)
     lifted = lift_parameters(gm)
     primals = list(lifted.params) + example_inputs
     needs_grad = torch.is_grad_enabled() and any(
@@ -92,7 +95,7 @@ def aot_compile(
         fg.gm.meta["free_output_strides"] = 0 if aliases else fg.num_user_outputs
         compiled = fw_compiler(fg.gm, [_detached(p) for p in graph_inputs] + extra)
         return InferenceRuntime(compiled, lifted.params, fg.num_user_outputs, fg.mutated_inputs,
-                                lifted.constant_outputs, aliases, bases, folded)
+                                lifted.constant_outputs, aliases, bases, folded, hidden)
 
     _refuse_while_loop_backward(gm)
     joint = joint_graph(lifted.gm, primals, decomps, fake_primals=fakes)
@@ -118,7 +121,7 @@ def aot_compile(
         num_primals=joint.num_primals,
         partition=fw_gm.meta.get("partition"),
     )
-    return TrainingRuntime(plan, lifted.params, lifted.constant_outputs, aliases, bases)
+    return TrainingRuntime(plan, lifted.params, lifted.constant_outputs, aliases, bases, hidden)
 
 
 def _detached(p: object) -> object:

@@ -10,8 +10,10 @@ user's input (the input itself, or as_strided with eager's geometry, found by a 
 mutations are copied back, so it shares storage as in eager. Outputs that are views of another
 output (``t = x * 2; return t, t[1:]``, and the values a graph break hands on) are rebuilt as
 views of that output, so a later write through one is seen through the other; when no output
-holds their whole storage (only slices of an intermediate are returned), the graph is refused
-(AOTError: it runs eagerly) rather than return unrelated tensors. Under symbolic shapes the
+holds their whole storage (only slices of an intermediate are returned), aot_compile has the
+graph return the intermediate as a hidden output to rebuild them from (view_bases.py); when even
+that is impossible, the graph is refused (AOTError: it runs eagerly) rather than return unrelated
+tensors. Under symbolic shapes the
 geometry is found again for each new input geometry (ShapeDependentAliases).
 """
 
@@ -151,14 +153,19 @@ def _views_of_an_output(outs: list[torch.Tensor], positions: list[int]) -> list[
     one that is that whole storage, dense (the compiled graph returns it with eager's strides)."""
     if len({id(o) for o in outs}) == 1:
         return []  # one tensor returned twice, nothing else on its storage
-    whole = [(j, o) for j, o in zip(positions, outs) if o.storage_offset() == 0 and _dense(o)
-             and o.numel() * o.element_size() == o.untyped_storage().nbytes()]
+    whole = [(j, o) for j, o in zip(positions, outs) if holds_whole_storage(o)]
     if not whole:
         raise AOTError("graph outputs are views of an intermediate that is not itself an output "
                        "(they would come back as unrelated tensors)")
     base, tensor = whole[0]
     return [OutputAlias(k, base, False, *_geometry(o), of_output=True, base_stride=tuple(tensor.stride()))
             for k, o in zip(positions, outs) if k != base]
+
+
+def holds_whole_storage(t: torch.Tensor) -> bool:
+    """t is its storage: from offset 0, every element once, no gap, nothing past its end."""
+    return (t.storage_offset() == 0 and _dense(t)
+            and t.numel() * t.element_size() == t.untyped_storage().nbytes())
 
 
 def _dense(t: torch.Tensor) -> bool:

@@ -31,6 +31,8 @@ class InferenceRuntime:
     bases: SyntheticBases | None = None
     #: frozen parameters' folded constants (freezing.py), passed after the graph's own inputs
     folded: FoldedConstants | None = None
+    #: the last user outputs are intermediates views are rebuilt from (view_bases.py), not returned
+    hidden_outputs: int = 0
 
     def refresh_folded(self) -> None:
         """Refold the frozen parameters' constants, in place, if a parameter changed: a caller
@@ -53,11 +55,12 @@ class InferenceRuntime:
                 outs = list(self.compiled(*graph_args))
         finally:
             torch._C._set_grad_enabled(grad)
-        if not (self.mutated_inputs or self.aliases or self.constant_outputs):
+        if not (self.mutated_inputs or self.aliases or self.constant_outputs or self.hidden_outputs):
             return outs if len(outs) == self.num_user_outputs else outs[: self.num_user_outputs]
         apply_mutations(graph_args, self.mutated_inputs, outs[self.num_user_outputs:])
         with _after_write_back(self.mutated_inputs):
             outs = restore_aliases(outs[: self.num_user_outputs], args, self.aliases)
+            outs = outs[: len(outs) - self.hidden_outputs]
             return merge_constant_outputs(outs, self.constant_outputs)
 
 
@@ -206,6 +209,8 @@ class TrainingRuntime:
     constant_outputs: tuple[tuple[int, Any], ...] = ()
     aliases: tuple[OutputAlias, ...] | ShapeDependentAliases = ()
     bases: SyntheticBases | None = None
+    #: the last user outputs are intermediates views are rebuilt from (view_bases.py), not returned
+    hidden_outputs: int = 0
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         args = list(self.params) + list(inputs)
@@ -217,6 +222,7 @@ class TrainingRuntime:
             # An aliased output is rebuilt as a view outside the Function: its gradient then flows
             # through eager's view backward (the Function's copy of it gets a zero tangent).
             outs = restore_aliases(outs[:n], args, self.aliases)
+            outs = outs[: len(outs) - self.hidden_outputs]
             return merge_constant_outputs(outs, self.constant_outputs)
 
 

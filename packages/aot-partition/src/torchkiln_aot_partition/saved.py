@@ -45,6 +45,7 @@ class RuntimeMetadata:
     folded: FoldedConstants | None = None  # the constant graph of frozen parameters
     # inputs that share a storage and are mutated: the graph takes their bases (aliasing.py)
     bases: SyntheticBases | None = None
+    hidden_outputs: int = 0  # intermediates returned only to rebuild views from (view_bases.py)
 
 
 def runtime_metadata(runtime: Any) -> RuntimeMetadata:
@@ -54,14 +55,15 @@ def runtime_metadata(runtime: Any) -> RuntimeMetadata:
     if isinstance(runtime, InferenceRuntime):
         return RuntimeMetadata(False, runtime.num_user_outputs, tuple(runtime.mutated_inputs),
                                tuple(runtime.constant_outputs), tuple(runtime.aliases),
-                               len(runtime.params), bases=runtime.bases, folded=runtime.folded)
+                               len(runtime.params), bases=runtime.bases, folded=runtime.folded,
+                               hidden_outputs=runtime.hidden_outputs)
     if isinstance(runtime, TrainingRuntime):
         plan = runtime.plan
         return RuntimeMetadata(True, plan.num_user_outputs, tuple(plan.mutated_inputs),
                                tuple(runtime.constant_outputs), tuple(runtime.aliases),
                                len(runtime.params), tuple(plan.diff_outputs),
                                tuple(plan.grad_inputs), plan.num_saved, plan.num_primals,
-                               bases=runtime.bases)
+                               bases=runtime.bases, hidden_outputs=runtime.hidden_outputs)
     raise AOTError(f"not a runtime made by aot_compile: {type(runtime).__name__}")
 
 
@@ -76,7 +78,7 @@ def rebuild_runtime(gm: fx.GraphModule, meta: RuntimeMetadata, compiled_fw: Call
     if not meta.training:
         return InferenceRuntime(compiled_fw, lifted.params, meta.num_user_outputs,
                                 meta.mutated_inputs, meta.constant_outputs, meta.aliases, meta.bases,
-                                folded=meta.folded)
+                                folded=meta.folded, hidden_outputs=meta.hidden_outputs)
     if compiled_bw is None:
         raise AOTError("a training runtime needs its compiled backward graph")
 
@@ -93,4 +95,5 @@ def rebuild_runtime(gm: fx.GraphModule, meta: RuntimeMetadata, compiled_fw: Call
         num_saved=meta.num_saved,
         num_primals=meta.num_primals,
     )
-    return TrainingRuntime(plan, lifted.params, meta.constant_outputs, meta.aliases, meta.bases)
+    return TrainingRuntime(plan, lifted.params, meta.constant_outputs, meta.aliases, meta.bases,
+                           meta.hidden_outputs)
