@@ -30,6 +30,7 @@ from .variables.functions import (
     RealCellVariable,
     UserFunctionVariable,
 )
+from .variables.modules import NewModuleVariable
 from .variables.objects import NewObjectVariable, UserObjectVariable
 from .variables.symbolic import SymNodeVariable
 from .variables.tensors import TensorVariable
@@ -97,6 +98,8 @@ class Reconstructor:
             if getattr(v, "source", None) is not None:
                 return source_code(v.source, ns)
             return self._memoised(v)
+        if isinstance(v, NewModuleVariable):
+            return self._memoised(v)  # a module of this call's own, as eager makes
         if isinstance(v, UserObjectVariable):
             return source_code(v.source, ns) if v.source is not None else ns.ref(v.value)
         if isinstance(v, UserFunctionVariable) and v.by_code:
@@ -205,6 +208,9 @@ class Reconstructor:
             # this same cell object to the continuation (see bytecode/resume.py)
             contents = "" if v.contents is None else self.expr(v.contents)
             self.emit(f"{name} = {ns.ref(types.CellType, 'CellType')}({contents})")
+        elif isinstance(v, NewModuleVariable):
+            self.emit(f"{name} = {ns.ref(type(v.value))}(*{ns.ref(v.ctor_args, 'args')}, "
+                      f"**{ns.ref(v.ctor_kwargs, 'kwargs')})")
         elif isinstance(v, DataclassVariable) and v.rebuilt_by_init:
             fields = ", ".join(f"{k}={self.expr(x)}" for k, x in v.fields.items())
             self.emit(f"{name} = {ns.ref(v.cls)}({fields})")

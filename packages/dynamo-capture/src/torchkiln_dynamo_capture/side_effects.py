@@ -33,6 +33,10 @@ class SideEffects:
         elif container_var.untracked_real:
             raise _untracked(container_var)
 
+    def is_mutated(self, container_var) -> bool:
+        """Whether ``container_var`` (a list or dict from outside) changed during this capture."""
+        return ("container", id(container_var)) in self._index
+
     def store_attr(self, obj_var, name: str, value) -> None:
         if obj_var.source is None and obj_var.untracked_real:
             raise _untracked(obj_var)

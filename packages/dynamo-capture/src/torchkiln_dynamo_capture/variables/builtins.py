@@ -12,6 +12,7 @@ import math
 import operator
 import sys
 import types
+import weakref
 
 import torch
 import torch.utils.checkpoint
@@ -131,7 +132,7 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     handler = _BUILTIN_HANDLERS.get(fn) if _hashable(fn) else None
     if handler is not None:
         return handler(tx, *args, **kwargs)
-    if fn in _OPERATOR_FNS:
+    if _hashable(fn) and fn in _OPERATOR_FNS:  # a weakref hashes its referent (a dict: TypeError)
         return binary_op(tx, fn, args[0], args[1])
     if fn is operator.getitem:
         return tx.getitem(args[0], args[1])
@@ -157,6 +158,12 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
                 v = tx.getattr(v, part)
             vals.append(v)
         return vals[0] if len(vals) == 1 else TupleVariable(vals)
+    if isinstance(fn, weakref.ref):
+        # what it refers to is this call's business (RemovableHandle.remove reads a module's hook
+        # dict through one): read once at capture, another call's handle would reach the first
+        # call's dict, and the dict would come back to Python as a copy
+        raise Unsupported("calling a weak reference", "it runs in Python between two graphs, on the object "
+                          "it refers to then")
     name = getattr(fn, "__qualname__", None) or repr(fn)
     if fn is print:
         raise Unsupported("print() inside a captured function", "print runs in Python between two graphs; "
@@ -303,6 +310,14 @@ def construct(tx, cls: type, args, kwargs) -> VariableTracker:
                     raise Unsupported(f"{cls.__name__}() missing {names[i]!r}")
                 vals[i] = tx.wrap(d, None)
         return TupleVariable(vals, cls=cls)
+    outside = [v for v in (*args, *kwargs.values())
+               if isinstance(v, (ListVariable, DictVariable)) and getattr(v, "source", None) is not None]
+    if outside and cls.__module__ != "builtins":
+        # made now from constants, it would hold capture's copy of that list or dict, not the
+        # object itself (RemovableHandle keeps a weak reference to a module's hook dict: the
+        # copy died, and handle.remove() removed nothing)
+        raise Unsupported(f"constructing {cls.__qualname__} from a {outside[0].python_type().__name__} "
+                          "that existed before the call", "it is made in Python, holding the object itself")
     if _all_const(args, kwargs) and (cls.__module__ in ("builtins", "torch", "operator", "functools", "contextlib") or cls.__module__.startswith(("torch.", "enum", "collections"))):
         a, k = _consts(args, kwargs)
         return tx.wrap(cls(*a, **k), None)
@@ -331,7 +346,7 @@ def _stateless_module(tx, cls: type, args, kwargs) -> VariableTracker:
     """``torch.nn.CrossEntropyLoss()``, ``nn.GELU()``, ... made inside a forward (transformers'
     heads build their loss this way): a torch.nn module with constant arguments and no parameters
     or buffers is made at capture time and inlined; its calls are its forward, as in eager."""
-    from .modules import NNModuleVariable
+    from .modules import NewModuleVariable
 
     if not (cls.__module__ or "").startswith("torch.nn.") or not _all_const(args, kwargs):
         raise Unsupported(f"creating a {cls.__name__} module inside a captured function")
@@ -344,7 +359,7 @@ def _stateless_module(tx, cls: type, args, kwargs) -> VariableTracker:
         raise Unsupported(f"creating a {cls.__name__} module (with parameters or buffers) inside a "
                           "captured function", "create it in __init__ so its weights persist")
     tx.out.keepalive.append(module)
-    return NNModuleVariable(module, None)
+    return NewModuleVariable(module, a, k)
 
 
 # --- operators ------------------------------------------------------------------------------------

@@ -80,6 +80,7 @@ class NNModuleVariable(UserObjectVariable):
             own = [(getattr(m, n), f"{where}.{n}") for n in _OWN_HOOK_DICTS]
             dicts, labels = zip(*(own + [(getattr(_nn_module, n), f"torch.nn.modules.module.{n}") for n in _GLOBAL_HOOK_DICTS]))
             tx.out.guards.append(SubmoduleHooksMatch.of(dicts, "\n".join(labels)))
+        _refuse_changed_hooks(tx, m, where)
         if m._backward_hooks or m._backward_pre_hooks or _nn_module._global_backward_hooks or _nn_module._global_backward_pre_hooks:
             # nn.Module.__call__ wraps the inputs and outputs in BackwardHook nodes the graph has no
             # way to express: the module runs in Python, where its backward hooks fire on backward
@@ -190,6 +191,38 @@ class NNModuleVariable(UserObjectVariable):
         if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict)):
             return len(m) > 0
         return True
+
+
+class NewModuleVariable(NNModuleVariable):
+    """A stateless torch.nn module made during capture (``builtins._stateless_module``). Eager
+    makes a new one on every call, so the capture-time object must never stand for it at run
+    time: handed back to Python (a graph break, a return value) it is made again there from the
+    same constant arguments (``_reconstruct``), and a change to it (an attribute, ``train()``, a
+    hook) is refused, so that line breaks the graph and runs in Python on that fresh module; a
+    change recorded on the capture-time object would be replayed on one shared object by every
+    call (hooks piling up, a stale attribute)."""
+
+    def __init__(self, value, ctor_args: tuple, ctor_kwargs: dict) -> None:
+        super().__init__(value, None)
+        self.ctor_args = ctor_args
+        self.ctor_kwargs = ctor_kwargs
+
+    def store_attr(self, tx, name, value):
+        raise Unsupported(f"changing attribute {name!r} of a {type(self.value).__name__} made inside the "
+                          "captured function", "the module is made again in Python, where the change runs")
+
+
+def _refuse_changed_hooks(tx, m, where: str) -> None:
+    """A hook registered (or removed) earlier in this capture is only a pending change of the
+    hook dicts, replayed after the graph: the call below reads the real dicts, so it would run
+    without the new hook. The call runs in Python instead, after the change was made."""
+    dicts = [v for k, v in vars(m).items() if "hook" in k and isinstance(v, dict)]
+    dicts += [v for k, v in vars(_nn_module).items() if k.startswith("_global_") and "hook" in k and isinstance(v, dict)]
+    for d in dicts:
+        var = tx.out.var_cache.get(id(d))
+        if var is not None and tx.out.side_effects.is_mutated(var):
+            raise Unsupported(f"calling {type(m).__name__} ({where}) after its hooks changed in the captured "
+                              "function", "the call runs in Python, with the hooks as they are then")
 
 
 def _where(parent_source, name: str) -> str:
