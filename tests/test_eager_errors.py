@@ -266,3 +266,81 @@ def test_an_op_eager_refuses_for_a_dtype_raises_even_on_no_elements(n, codegen):
     fine = torch.arange(6).view(2, 3)
     torch.testing.assert_close(torchkiln.compile(lambda a: torch.bitwise_not(a) * 2)(fine),
                                torch.bitwise_not(fine) * 2)
+
+
+@pytest.mark.parametrize("op", ["add_", "mul_", "copy_", "clamp_", "exp_", "iadd", "out", "fill_",
+                                "zero_", "masked_fill_", "index_fill_"])
+def test_inplace_write_through_an_expand_is_eagers(op):
+    """``x.expand(3, 3).add_(1)``: the written tensor's elements share memory locations, and
+    eager's TensorIterator refuses most such writes (RuntimeError "more than one element of the
+    written-to tensor refers to a single memory location"), while ``fill_``, ``zero_``,
+    ``masked_fill_`` and ``index_fill_`` write. Functionalization computed every one of them:
+    the compiled function returned where eager raised. Capture now leaves such a write to Python:
+    eager's error, or eager's values and input state."""
+    ops = {
+        "add_": lambda t: t.add_(1), "mul_": lambda t: t.mul_(2), "copy_": lambda t: t.copy_(torch.ones(3, 3)),
+        "clamp_": lambda t: t.clamp_(0, 1), "exp_": lambda t: t.exp_(), "iadd": lambda t: t.__iadd__(1),
+        "out": lambda t: torch.add(torch.ones(3, 3), 1, out=t), "fill_": lambda t: t.fill_(3),
+        "zero_": lambda t: t.zero_(), "masked_fill_": lambda t: t.masked_fill_(t > 0, 0.5),
+        "index_fill_": lambda t: t.index_fill_(1, torch.tensor([0]), 5.0),
+    }
+
+    def f(x):
+        t = x.expand(3, 3)
+        ops[op](t)
+        return x * 2 + t.sum()
+
+    compiled = torchkiln.compile(f)
+    for _ in range(2):
+        x = torch.randn(3)
+        xe, xc = x.clone(), x.clone()
+        want, want_err = _outcome(f, xe)
+        got, got_err = _outcome(compiled, xc)
+        assert type(got_err) is type(want_err) and str(got_err) == str(want_err), (want_err, got_err)
+        if want_err is None:
+            torch.testing.assert_close(got, want)
+        torch.testing.assert_close(xc, xe)
+    assert not torchkiln.report(compiled).eager_fallbacks
+
+
+@pytest.mark.parametrize("case", ["softmax", "log_softmax", "gelu", "silu", "layer_norm", "var",
+                                  "lerp", "hypot", "logcumsumexp"])
+def test_an_op_without_a_kernel_for_the_dtype_raises(case):
+    """``long_tensor.softmax(-1)``: eager raises (NotImplementedError "softmax_lastdim_kernel_impl"
+    not implemented for 'Long'; var: RuntimeError "std and var only support floating point");
+    meta functions do not check the dtype, so the graph computed an answer. Capture now probes
+    eager on tiny real tensors of the same dtypes and leaves the op to Python when eager refuses
+    them. A float input right after compiles and gives eager's values."""
+    import torch.nn.functional as F
+
+    ops = {
+        "softmax": lambda a: a.softmax(-1) * 2, "log_softmax": lambda a: F.log_softmax(a, 0) + 1,
+        "gelu": lambda a: F.gelu(a) + 1, "silu": lambda a: F.silu(a) + 1,
+        "layer_norm": lambda a: F.layer_norm(a, (a.shape[-1],)) + 1, "var": lambda a: a.var() + 1,
+        "lerp": lambda a: torch.lerp(a, a * 2, 0.5) + 1, "hypot": lambda a: torch.hypot(a, a) * 2,
+        "logcumsumexp": lambda a: a.logcumsumexp(1) + 1,
+    }
+    fn = ops[case]
+    compiled = torchkiln.compile(fn)
+    ints = torch.randint(-5, 5, (2, 3))
+    _, want = _outcome(fn, ints)
+    _, got = _outcome(compiled, ints)
+    assert want is not None and type(got) is type(want) and str(got) == str(want), (want, got)
+    floats = torch.randn(2, 3)
+    torch.testing.assert_close(compiled(floats), fn(floats))
+    assert not torchkiln.report(compiled).eager_fallbacks
+
+
+def test_the_dtype_probe_leaves_integer_reshapes_and_indexing_in_the_graph():
+    """The probe runs on sizes cut to 2: a reshape or an index valid only for the real sizes
+    fails there, which must not send the op to Python (only complaints about dtypes do)."""
+    def f(ids, table):
+        flat = ids.view(-1, 4)
+        picked = torch.embedding(table, flat)
+        return picked.sum(1) + ids.reshape(8, 2).sum()
+
+    compiled = torchkiln.compile(f, options={"strict": True})
+    ids, table = torch.randint(0, 10, (2, 8)), torch.randn(10, 3)
+    torch.testing.assert_close(compiled(ids, table), f(ids, table))
+    report = torchkiln.report(compiled)
+    assert report.num_graphs == 1 and not report.graph_breaks, report.graph_breaks

@@ -62,20 +62,42 @@ def partially_overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
     return a_begin < b_end and b_begin < a_end
 
 
-def inplace_partial_overlap(kind: str, target: Any, args: list, kwargs: dict) -> bool:
-    """True when eager would refuse the in-place call ``target(*args, **kwargs)`` (fake
-    arguments) for an input that partially overlaps the tensor it writes."""
-    written: torch.Tensor | None = None
+def overlaps_itself(t: torch.Tensor) -> bool:
+    """ATen's ``has_internal_overlap(t) == Yes``: some elements of ``t`` are one memory location
+    (a stride 0 over a dim of size > 1, as ``expand`` makes)."""
+    if _dense(t):
+        return False
+    return any(_int(st) == 0 and _int(sz) > 1 for sz, st in zip(t.shape, t.stride()))
+
+
+def _written(kind: str, target: Any, args: list, kwargs: dict) -> tuple[torch.Tensor | None, list]:
+    """The tensor the call writes (None for an out-of-place call) and its other arguments."""
     inplace_method = kind == "call_method" and isinstance(target, str) and (
         (target.endswith("_") and not target.startswith("_")) or target in _INPLACE_DUNDERS)
     if inplace_method or target in _INPLACE_OPERATORS:
         written = args[0] if args and isinstance(args[0], torch.Tensor) else None
-        others = list(args[1:]) + list(kwargs.values())
-    elif isinstance(kwargs.get("out"), torch.Tensor):
-        written, others = kwargs["out"], list(args)
+        return written, list(args[1:]) + list(kwargs.values())
+    if isinstance(kwargs.get("out"), torch.Tensor):
+        return kwargs["out"], list(args)
+    return None, []
+
+
+def inplace_self_overlap(kind: str, target: Any, args: list, kwargs: dict) -> bool:
+    """True when the in-place call writes a tensor whose elements share memory locations
+    (``x.expand(3, 3).add_(1)``): eager's TensorIterator refuses most such writes ("more than one
+    element of the written-to tensor refers to a single memory location"), functionalization
+    would compute them."""
+    written, _ = _written(kind, target, args, kwargs)
+    return written is not None and _int(written.numel()) > 0 and overlaps_itself(written)
+
+
+def inplace_partial_overlap(kind: str, target: Any, args: list, kwargs: dict) -> bool:
+    """True when eager would refuse the in-place call ``target(*args, **kwargs)`` (fake
+    arguments) for an input that partially overlaps the tensor it writes."""
+    written, others = _written(kind, target, args, kwargs)
     if written is None:
         return False
     return any(isinstance(o, torch.Tensor) and partially_overlaps(written, o) for o in others)
 
 
-__all__ = ["inplace_partial_overlap", "partially_overlaps"]
+__all__ = ["inplace_partial_overlap", "inplace_self_overlap", "overlaps_itself", "partially_overlaps"]

@@ -29,7 +29,8 @@ from torchkiln_guards import Guard, ShapeGuard, StorageAliasGroups, TensorMatch
 from . import trace_rules
 from ._codegen import Namespace, signature_text
 from ._guards import SameObjectMatch
-from ._overlap import inplace_partial_overlap
+from ._dtype_probe import kernel_missing
+from ._overlap import inplace_partial_overlap, inplace_self_overlap
 from ._reconstruct import Reconstructor
 from ._sources import source_code
 from .exc import Unsupported
@@ -281,6 +282,10 @@ class OutputGraph:
             # eager refuses subtraction with a bool operand; meta functions (fakes) do not check
             raise Unsupported("subtraction with a bool operand (eager raises RuntimeError)",
                               "it runs in Python, which raises eager's error")
+        if inplace_self_overlap(kind, target, fake_args, fake_kwargs):
+            # in Python the op does what eager does: raises (most ops) or writes (fill_, ...)
+            raise Unsupported("an in-place op writing a tensor whose elements share memory (an expand; "
+                              "eager raises RuntimeError for most ops)", "it runs in Python, as in eager")
         if inplace_partial_overlap(kind, target, fake_args, fake_kwargs):
             # eager's TensorIterator refuses it; functionalization would compute it
             raise Unsupported("an in-place op whose input partially overlaps the tensor it writes "
@@ -299,6 +304,10 @@ class OutputGraph:
             name = target if isinstance(target, str) else getattr(target, "__name__", str(target))
             raise Unsupported(f"{name} on fake tensors raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
                               "data-dependent or unsupported operation") from e
+        missing = kernel_missing(kind, target, fake_args, fake_kwargs)
+        if missing is not None:
+            raise Unsupported(f"eager refuses these dtypes ({missing})",
+                              "it runs in Python, which raises eager's error")
         if target is operator.setitem:  # mutates its first argument, returns None
             node = self.graph.create_node(kind, target, node_args, node_kwargs)
             node.meta["example_value"] = None

@@ -1,0 +1,95 @@
+"""Does eager's kernel exist for these dtypes? Asked of a real run on tiny tensors.
+
+Meta functions (what fake tensors run) check shapes, not whether a kernel is compiled for a
+dtype: ``long_tensor.softmax(0)`` raises NotImplementedError ("softmax_lastdim_kernel_impl" not
+implemented for 'Long') in eager, and traced on fakes it gives a graph that computes an answer.
+So, for a call with an integer, bool or half-precision tensor, capture runs the op once on real
+tensors of the same dtypes and device, each dim cut to at most 2 elements (an empty dim stays
+empty, as eager skips empty work). When that raises NotImplementedError (the dispatch macros'
+"not implemented for <dtype>"), or a RuntimeError/TypeError about dtypes ("std and var only
+support floating point and complex dtypes"), the op is left to Python, which raises eager's own
+error. Any other exception from the probe says nothing (an index valid for the real sizes may be out of
+range for the cut ones) and is ignored. Random ops are never probed (the probe would move the
+generator).
+"""
+
+from __future__ import annotations
+
+import re
+import warnings
+from typing import Any
+
+import torch
+from torch.utils import _pytree as pytree
+
+#: dtypes whose kernels are not all compiled (floating float32/float64 and complex always are)
+_PROBED_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
+                            torch.float16, torch.bfloat16})
+
+#: names (methods and functions) that draw random numbers or act outside the tensors: not probed
+_NOT_PROBED = ("rand", "normal", "bernoulli", "uniform", "exponential", "geometric", "cauchy",
+               "log_normal", "multinomial", "dropout", "random", "item", "tolist", "numpy", "print",
+               "backward", "record_stream", "pin_memory", "share_memory", "set_", "resize",
+               # factories sized by their arguments, not by a tensor (the probe could not cut them)
+               "new_", "empty", "zeros", "ones", "full", "arange", "range", "linspace", "logspace", "eye")
+
+
+#: words of an error about dtypes (eager's dispatch and dtype checks)
+_ABOUT_DTYPES = re.compile(r"dtype|floating point|integral|scalar type|"
+                           r"\b(Long|Int|Short|Char|Byte|Bool|Half|BFloat16|UInt\d+)\b")
+
+
+class _NoHint(Exception):
+    """A symbolic size with no value to probe with (read from data)."""
+
+
+def _concrete(v: Any) -> Any:
+    if isinstance(v, (torch.SymInt, torch.SymFloat, torch.SymBool)):
+        hint = v.node.hint
+        if hint is None:
+            raise _NoHint
+        return hint
+    return v
+
+
+def _probe_tensor(t: torch.Tensor) -> torch.Tensor:
+    shape = [min(int(_concrete(s)), 2) for s in t.shape]
+    return torch.zeros(shape, dtype=t.dtype, device=t.device)
+
+
+def _name(target: Any) -> str:
+    return target if isinstance(target, str) else getattr(target, "__name__", "") or ""
+
+
+def kernel_missing(kind: str, target: Any, args: list, kwargs: dict) -> str | None:
+    """eager's NotImplementedError message when ``target(*args, **kwargs)`` (fake arguments) has no
+    kernel for their dtypes, else None."""
+    leaves = pytree.tree_leaves((args, kwargs))
+    tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
+    if not any(t.dtype in _PROBED_DTYPES for t in tensors):
+        return None
+    name = _name(target).lower()
+    if any(word in name for word in _NOT_PROBED) or any(t.device.type == "meta" for t in tensors):
+        return None
+    try:
+        real_args, real_kwargs = pytree.tree_map(
+            lambda x: _probe_tensor(x) if isinstance(x, torch.Tensor) else _concrete(x), (args, kwargs))
+    except _NoHint:
+        return None
+    try:
+        with torch.no_grad(), warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # a resized out= tensor, a deprecation: not the user's
+            if kind == "call_method":
+                getattr(real_args[0], target)(*real_args[1:], **real_kwargs)
+            else:
+                target(*real_args, **real_kwargs)
+    except NotImplementedError as e:
+        return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
+    except (RuntimeError, TypeError) as e:
+        # only a complaint about the dtypes, which the cut sizes cannot have caused ("std and var
+        # only support floating point and complex dtypes"); a shape error may be the cut's
+        first = str(e).splitlines()[0] if str(e) else ""
+        return f"{type(e).__name__}: {first}" if _ABOUT_DTYPES.search(first) else None
+    except Exception:  # noqa: BLE001 - the cut sizes may make a valid call invalid: no verdict
+        return None
+    return None
