@@ -61,6 +61,17 @@ def _name(target: Any) -> str:
     return target if isinstance(target, str) else getattr(target, "__name__", "") or ""
 
 
+def _torchs_own(target: Any) -> bool:
+    if isinstance(target, str):  # a Tensor method
+        return True
+    owner = getattr(target, "__objclass__", None)  # torch.Tensor.add and its kind
+    if isinstance(owner, type) and issubclass(owner, torch._C.TensorBase):
+        return True
+    module = getattr(target, "__module__", None) or ""
+    return module.split(".")[0] in ("torch", "_operator", "operator", "math", "builtins") or \
+        isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket))
+
+
 def kernel_missing(kind: str, target: Any, args: list, kwargs: dict) -> str | None:
     """eager's NotImplementedError message when ``target(*args, **kwargs)`` (fake arguments) has no
     kernel for their dtypes, else None."""
@@ -68,6 +79,8 @@ def kernel_missing(kind: str, target: Any, args: list, kwargs: dict) -> str | No
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
     if not any(t.dtype in _PROBED_DTYPES for t in tensors):
         return None
+    if not _torchs_own(target):
+        return None  # a user's function allowed in the graph: running it could have effects
     name = _name(target).lower()
     if any(word in name for word in _NOT_PROBED) or any(t.device.type == "meta" for t in tensors):
         return None
