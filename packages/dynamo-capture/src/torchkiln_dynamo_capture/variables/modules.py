@@ -20,6 +20,8 @@ from .objects import UserObjectVariable
 #: the hook dicts nn.Module.__call__ reads, on the module and process-wide (register_module_forward_hook,
 #: register_module_forward_pre_hook, register_module_full_backward_hook, ...)
 _OWN_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
+#: every process-wide dict of hook state (the hooks, and which take kwargs or always run)
+_GLOBAL_HOOK_STATE = tuple(n for n in vars(_nn_module) if n.startswith("_global_") and "hook" in n)
 _GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks")
 
 
@@ -216,8 +218,10 @@ def _refuse_changed_hooks(tx, m, where: str) -> None:
     """A hook registered (or removed) earlier in this capture is only a pending change of the
     hook dicts, replayed after the graph: the call below reads the real dicts, so it would run
     without the new hook. The call runs in Python instead, after the change was made."""
+    if not tx.out.side_effects.entries:
+        return  # nothing changed yet (the common case: no scan)
     dicts = [v for k, v in vars(m).items() if "hook" in k and isinstance(v, dict)]
-    dicts += [v for k, v in vars(_nn_module).items() if k.startswith("_global_") and "hook" in k and isinstance(v, dict)]
+    dicts += [d for d in (getattr(_nn_module, n, None) for n in _GLOBAL_HOOK_STATE) if isinstance(d, dict)]
     for d in dicts:
         var = tx.out.var_cache.get(id(d))
         if var is not None and tx.out.side_effects.is_mutated(var):
