@@ -118,8 +118,8 @@ def test_hooks_registered_on_a_module_from_outside_run_in_the_same_call():
     for n in (3, 3, 4):
         x = torch.randn(n)
         m_e, m_c = nn.Sigmoid(), nn.Sigmoid()
-        want, want_calls = _run(lambda t: f(t, m_e), x)
-        got, got_calls = _run(lambda t: compiled(t, m_c), x)
+        want, want_calls = _run(lambda t, m=m_e: f(t, m), x)
+        got, got_calls = _run(lambda t, m=m_c: compiled(t, m), x)
         torch.testing.assert_close(got, want)
         assert [(k, m is m_c) for k, m in got_calls] == [(k, m is m_e) for k, m in want_calls]
         assert not m_c._forward_hooks and not m_e._forward_hooks

@@ -16,7 +16,6 @@ from .joint import joint_graph
 from .mutation import OutputAlias, ShapeDependentAliases, find_output_aliases
 from .partition import min_cut_partition
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
-from .view_bases import expose_view_bases
 from .trace import (
     Decompositions,
     FunctionalGraph,
@@ -26,6 +25,7 @@ from .trace import (
     symbolic_inputs,
     trace_functional,
 )
+from .view_bases import expose_view_bases
 
 
 def _refuse_while_loop_backward(gm: torch.fx.GraphModule) -> None:

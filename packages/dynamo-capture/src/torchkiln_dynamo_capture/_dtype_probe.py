@@ -84,6 +84,43 @@ def kernel_missing(kind: str, target: Any, args: list, kwargs: dict) -> str | No
     name = _name(target).lower()
     if any(word in name for word in _NOT_PROBED) or any(t.device.type == "meta" for t in tensors):
         return None
+    if (getattr(target, "__module__", None) or "").startswith("torch.distributed"):
+        return None  # a collective run for real would wait for the other ranks
+    key = _key(kind, target, leaves)
+    if key is not None and key in _VERDICTS:
+        return _VERDICTS[key]
+    verdict = _probe(kind, target, args, kwargs)
+    if key is not None:
+        _VERDICTS[key] = verdict
+    return verdict
+
+
+#: (kind, target, the tensors' dtype/device/rank and the other arguments) -> verdict: one probe per
+#: op signature (a bf16 model calls the same few ops hundreds of times)
+_VERDICTS: dict[Any, str | None] = {}
+
+
+def _key(kind: str, target: Any, leaves: list) -> Any:
+    parts: list[Any] = [kind, target]
+    for x in leaves:
+        if isinstance(x, torch.Tensor):
+            try:  # the probe's own cut sizes (an empty dim stays empty: eager skips empty work)
+                cut = tuple(min(int(_concrete(s)), 2) for s in x.shape)
+            except _NoHint:
+                return None
+            parts.append((x.dtype, x.device.type, cut))
+        elif isinstance(x, (int, float, bool, str, type(None), torch.dtype, torch.device)):
+            parts.append(x)
+        else:
+            return None  # a symbolic value or an object: no stable key
+    try:
+        hash(tuple(parts))
+    except TypeError:
+        return None
+    return tuple(parts)
+
+
+def _probe(kind: str, target: Any, args: list, kwargs: dict) -> str | None:
     try:
         real_args, real_kwargs = pytree.tree_map(
             lambda x: _probe_tensor(x) if isinstance(x, torch.Tensor) else _concrete(x), (args, kwargs))

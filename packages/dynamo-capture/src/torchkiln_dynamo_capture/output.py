@@ -28,8 +28,8 @@ from torchkiln_guards import Guard, ShapeGuard, StorageAliasGroups, TensorMatch
 
 from . import trace_rules
 from ._codegen import Namespace, signature_text
-from ._guards import SameObjectMatch
 from ._dtype_probe import kernel_missing
+from ._guards import SameObjectMatch
 from ._overlap import inplace_partial_overlap, inplace_self_overlap
 from ._reconstruct import Reconstructor
 from ._sources import source_code
