@@ -92,7 +92,7 @@ def aot_compile(
         extra = folded.values(graph_inputs) if folded is not None else []
         # contract C2: the user outputs of an inference graph reach the caller as they are, so
         # their strides are the compiler's to choose (a training forward's go through autograd)
-        fg.gm.meta["free_output_strides"] = 0 if aliases else fg.num_user_outputs
+        fg.gm.meta["free_output_strides"] = 0 if aliases or hidden else fg.num_user_outputs
         compiled = fw_compiler(fg.gm, [_detached(p) for p in graph_inputs] + extra)
         return InferenceRuntime(compiled, lifted.params, fg.num_user_outputs, fg.mutated_inputs,
                                 lifted.constant_outputs, aliases, bases, folded, hidden)
