@@ -183,3 +183,26 @@ def test_vector_subnormal_inputs_within_ulps(vec_kernels):
         eager, wide = UNARY[name](a), UNARY[name](a.double()).float()
         ulps = torch.minimum(_ulps(out, eager), _ulps(out, wide)).max().item()
         assert ulps <= 4, (name, ulps)
+
+
+def test_sin_and_cos_of_one_value_stay_vector_calls(kit):
+    # A rotary embedding takes sin and cos of the same angle. GCC merges std::sin(x) and
+    # std::cos(x) into one scalar sincosf, which has no vector variant, and the loop stays
+    # scalar; the kernel must still match eager, and with libmvec call its vector sin and cos.
+    def body(x, r):
+        angle = ops.load("a", x[0])
+        ops.store("out", x[0], ops.add(ops.mul(ops.load("b", x[0]), ops.cos(angle)),
+                                       ops.mul(ops.load("c", x[0]), ops.sin(angle))))
+
+    bufs = [kit.buf(n, (N,)) for n in ("a", "b", "c", "out")]
+    spec = kit.spec("sincos", (N,), (), [("loop", [("out", body, False)])], bufs,
+                    ("a", "b", "c"), ("out",))
+    (kernel,) = CppBackend(CppOptions()).compile_kernels([spec])
+    a, b, c = _inputs(11), torch.randn(N), torch.randn(N)
+    out = torch.empty(N)
+    kernel(a, b, c, out)
+    _check(out, b * torch.cos(a) + c * torch.sin(a))
+    if libmvec_available():
+        data = _read(kernel.library_path)
+        assert b"sincosf" not in data
+        assert b"v_sinf" in data and b"v_cosf" in data

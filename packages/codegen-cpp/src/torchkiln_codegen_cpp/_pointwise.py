@@ -94,6 +94,9 @@ for _fn in _STD_UNARY:
     POINTWISE[_fn] = _unary_math(_fn)
 # exp underflowing to 0 skips libmvec's slow lanes (tk_exp in the prelude)
 POINTWISE["exp"] = ("tk_exp({0})", "std::exp({0})", "same")
+# sin and cos of one value must stay two vector calls, not one scalar sincosf (tk_sin in the prelude)
+POINTWISE["sin"] = ("tk_sin({0})", "std::sin({0})", "same")
+POINTWISE["cos"] = ("tk_cos({0})", "std::cos({0})", "same")
 
 # bool has no ~ or unary minus of its own in torch's sense.
 BOOL_OVERRIDES: dict[str, str] = {"bitwise_not": "(!{0})", "neg": "(!{0})", "abs": "{0}"}

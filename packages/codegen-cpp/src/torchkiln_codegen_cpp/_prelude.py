@@ -98,6 +98,12 @@ inline float tk_exp(float x) {
   return tk_where(zero, 0.0f, e);
 }
 
+// sin and cos: std:: here; float gets overloads calling libmvec when it is there (_vector_math.py:
+// GCC merges std::sin(x) and std::cos(x) of one x into a scalar sincosf call, with no vector
+// variant, and the loop stays scalar: a rotary embedding ran 4.5x slower)
+template <typename T> inline T tk_sin(T x) { return std::sin(x); }
+template <typename T> inline T tk_cos(T x) { return std::cos(x); }
+
 // ---- NaN-propagating extremes, like torch.maximum / amax ----
 // Equal operands give the second one, as eager's vectorized kernels (max_ps): maximum(-0., 0.)
 // is 0. (the lowering of clamp orders its operands for that)
