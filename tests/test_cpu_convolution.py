@@ -199,3 +199,42 @@ def test_inductor_freezing_option_turns_folding_off():
     log = "\n".join(torchkiln.report(compiled).graphs[0].convolutions)
     # the batch norm is not folded: its subtraction now follows the convolution
     assert "its consumer aten.sub.Tensor" in log and "with relu fused" not in log
+
+
+class Downsample(nn.Module):
+    """A ResNet block that halves the resolution: its shortcut is a strided 1x1 convolution."""
+
+    def __init__(self, cin, cout, stride):
+        super().__init__()
+        self.conv = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
+        self.bn = nn.BatchNorm2d(cout)
+        self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+        with torch.no_grad():
+            for bn in (self.bn, self.short[1]):
+                bn.running_mean.uniform_(-1, 1)
+                bn.running_var.uniform_(0.5, 2)
+
+    def forward(self, x):
+        return F.relu(self.bn(self.conv(x)) + self.short(x))
+
+
+@needs_mkldnn
+@pytest.mark.parametrize("stride", [1, 2])
+def test_batch_norm_training_gradients_match_eager(stride):
+    # In training, the forward saves each convolution's result for batch norm's backward; the
+    # oneDNN result is channels-last and must reach the backward in the traced (contiguous)
+    # layout (it once went uncopied and every gradient was wrong)
+    model = Downsample(4, 8, stride).train()
+    eager = Downsample(4, 8, stride).train()
+    eager.load_state_dict(model.state_dict())
+    compiled = _compile(model)
+    x = torch.randn(2, 4, 12, 12)
+    y, expected = compiled(x), eager(x)
+    torch.testing.assert_close(y, expected, rtol=1e-4, atol=1e-5)
+    cotangent = torch.randn_like(expected)
+    y.backward(cotangent)
+    expected.backward(cotangent)
+    for name, p in model.named_parameters():
+        q = dict(eager.named_parameters())[name]
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-4, msg=name)
+    torch.testing.assert_close(model.bn.running_var, eager.bn.running_var)

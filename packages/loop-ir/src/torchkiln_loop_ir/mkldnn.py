@@ -193,6 +193,12 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
                          for c in convs)
     mode = FakeTensorMode()
     _propagate_meta(new_gm, mode)  # one fake mode for every value the pass makes or reads
+    output = next(n for n in graph.nodes if n.op == "output")
+    # the outputs' traced layouts, read before any convolution is replaced: a replaced one that
+    # is an output (a training forward saves the convolution's result for batch norm's
+    # backward) would otherwise already show the channels-last strides, and go uncopied into a
+    # backward that reads it as contiguous (gradients were wrong)
+    before = [_val(o) for o in output.args[0]]
     log: list[str] = []
     placeholders = {n for n in graph.nodes if n.op == "placeholder"}
     changed = False
@@ -255,8 +261,6 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
         log.append(f"{conv.name}: oneDNN convolution, channels-last{fused}")
     if not changed:
         return gm, tuple(log)
-    output = next(n for n in graph.nodes if n.op == "output")
-    before = [_val(o) for o in output.args[0]]
     _propagate_meta(new_gm, mode)
     # a copy to channels-last was decided on the producer's old strides; many producers are
     # channels-last now (a max-pool after a convolution): drop those copies
