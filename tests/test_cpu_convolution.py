@@ -219,6 +219,20 @@ class Downsample(nn.Module):
 
 
 @needs_mkldnn
+@pytest.mark.parametrize("size,stride", [(16, 2), (15, 2), (17, 3)])
+def test_strided_1x1_shortcut_as_matrix_multiply(size, stride):
+    # the kept pixels (every stride-th row and column, odd sizes included) copied into a matrix
+    model = Downsample(6, 10, stride).eval()
+    compiled = _compile(model)
+    with torch.no_grad():
+        for _ in range(2):
+            x = torch.randn(2, 6, size, size)
+            torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    log = "\n".join(torchkiln.report(compiled).graphs[0].convolutions)
+    assert "matrix multiply over the channels-last pixels of the strided pixels" in log
+
+
+@needs_mkldnn
 @pytest.mark.parametrize("stride", [1, 2])
 def test_batch_norm_training_gradients_match_eager(stride):
     # In training, the forward saves each convolution's result for batch norm's backward; the

@@ -216,18 +216,17 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
                     _fake_meta(cl)
                 conv.replace_input_with(x, cl)
                 x = cl
-            if list(stride) == [1, 1] and list(padding) == [0, 0] and groups == 1:
-                _as_matmul(graph, conv, x, w, b)
+            if list(padding) == [0, 0] and groups == 1:
+                _as_matmul(graph, conv, x, w, b, list(stride))
+                strided = "" if list(stride) == [1, 1] else " of the strided pixels (copied)"
                 log.append(f"{conv.name}: a 1x1 convolution as a matrix multiply over the "
-                           "channels-last pixels (faster than either convolution call here); "
-                           "activation not fused")
+                           f"channels-last pixels{strided} (faster than either convolution call "
+                           "here); activation not fused")
             else:
-                # oneDNN's fused call costs more than ATen's own channels-last path on a 1x1
-                # kernel (2x16x16x16 -> 32: 45 us against 17 us, one thread)
+                # padded or grouped 1x1: rare; ATen's channels-last path
                 _fake_meta(conv)
                 log.append(f"{conv.name}: aten.convolution on channels-last (a 1x1 kernel with "
-                           "stride or padding: ATen's own path is faster than oneDNN's fused call; "
-                           "activation not fused)")
+                           "padding or groups; activation not fused)")
             changed = True
             continue
         geometry = (list(padding), list(stride), list(dilation), groups)
@@ -278,12 +277,15 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
     return new_gm, tuple(log)
 
 
-def _as_matmul(graph: fx.Graph, conv: fx.Node, x: fx.Node, w: fx.Node, b: Any) -> None:
-    """Replace a 1x1, stride-1, unpadded convolution of the channels-last ``x`` by
-    ``(N*H*W, C) @ (C, K) (+ bias)`` on views: the pixels of a channels-last tensor are the rows
-    of a matrix, and the result's rows are the output's channels-last pixels (1x1 kernels at
-    2x{16..128}x32x32: 36 us against ATen's 44 us and oneDNN's 67 us, one thread)."""
-    n, c, h, wd = _val(x).shape
+def _as_matmul(graph: fx.Graph, conv: fx.Node, x: fx.Node, w: fx.Node, b: Any,
+               stride: list[int]) -> None:
+    """Replace a 1x1, unpadded convolution of the channels-last ``x`` by
+    ``(N*H*W, C) @ (C, K) (+ bias)``: the pixels of a channels-last tensor are the rows of a
+    matrix, and the result's rows are the output's channels-last pixels (1x1 kernels at
+    2x{16..128}x32x32: 36 us against ATen's 44 us and oneDNN's 67 us, one thread). With a
+    stride the kept pixels (every stride-th row and column) are first copied into such a matrix
+    (a ResNet shortcut, 2x16x32x32 -> 32 at stride 2: copy + addmm 13 us against oneDNN's
+    prepacked call 32 us and ATen's 40 us, one thread: a oneDNN call's fixed cost is ~20 us)."""
     k = _val(w).shape[0]
 
     def add(target, *args):
@@ -292,7 +294,14 @@ def _as_matmul(graph: fx.Graph, conv: fx.Node, x: fx.Node, w: fx.Node, b: Any) -
         _fake_meta(node)
         return node
 
-    rows = add(aten.view.default, add(aten.permute.default, x, [0, 2, 3, 1]), [n * h * wd, c])
+    if stride != [1, 1]:
+        for dim, step in ((2, stride[0]), (3, stride[1])):
+            if step != 1:
+                x = add(aten.slice.Tensor, x, dim, 0, _val(x).shape[dim], step)
+    n, c, h, wd = _val(x).shape
+    # a view on stride 1; a copy of the kept pixels otherwise (loop-ir lowers the reshape)
+    reshape = aten.view.default if stride == [1, 1] else aten.reshape.default
+    rows = add(reshape, add(aten.permute.default, x, [0, 2, 3, 1]), [n * h * wd, c])
     weight = add(aten.permute.default, add(aten.reshape.default, w, [k, c]), [1, 0])
     out = add(aten.addmm.default, b, rows, weight) if b is not None else add(aten.mm.default, rows, weight)
     y = add(aten.permute.default, add(aten.view.default, out, [n, h, wd, k]), [0, 3, 1, 2])
