@@ -60,7 +60,7 @@ def test_vit_gelu_index_loses_its_division():
     x0, x1 = sympy.symbols("x0 x1", integer=True, nonnegative=True)
     expr = x1 + 4352 * FloorDiv(256 * x0 + x1, 4352) + 256 * ModularIndexing(x0, 1, 17)
     out = simplify_index(expr, {x0: 34, x1: 256})
-    # the division drops to x0 // 17, whose quotient and remainder by 17 then merge back
+    # 4352*(x0 // 17) + 256*(x0 % 17) is 256*x0: the split of x0 by 17 recombines too
     assert out == x1 + 256 * x0
     assert simplify_index(FloorDiv(256 * x0 + x1 + 3, 512), {x0: 34, x1: 256}) == \
         FloorDiv(256 * x0 + x1 + 3, 512)  # x1 + 3 can carry into the next 256
@@ -86,3 +86,38 @@ def test_quotient_and_remainder_merge_back():
             at = dict(zip(syms, point))
             assert _value(out, at) == _value(expr, at), (expr, out, ranges, at)
     assert merged > 40
+
+
+def test_split_and_merge_recombination_matches_brute_force():
+    # c*FloorDiv(e, c) + ModularIndexing(e', 1, c) is e when e - e' is a multiple of c; with
+    # e - e' not a multiple (or other coefficients) it must stay as it was
+    rng = random.Random(99)
+    x0, x1, x2 = syms = sympy.symbols("x0 x1 x2", integer=True, nonnegative=True)
+    recombined = 0
+    for _ in range(150):
+        ranges = {s: rng.choice([1, 2, 3, 5, 16, 17]) for s in syms}
+        sizes = [ranges[s] for s in syms]
+        c = rng.choice([2, 4, 16, 17, 32])
+        e = x2 + rng.choice([1, 3, c]) * x1 + rng.choice([c, 2 * c, 5]) * x0
+        other = e - rng.choice([0, 0, c * x0, c * x1, 1, x0]) + rng.choice([0, c, 2 * c, 1])
+        k = rng.choice([1, 2, 3])
+        outer = rng.choice([1, 2, 8, 64])
+        expr = k * c * FloorDiv(e, c) + rng.choice([k, k + 1]) * ModularIndexing(other, 1, c)
+        for wrapped in (expr, outer * FloorDiv(expr, outer) + ModularIndexing(expr, 1, outer)):
+            out = simplify_index(wrapped, ranges)
+            recombined += not out.has(FloorDiv, ModularIndexing)
+            for point in itertools.product(*(range(n) for n in sizes)):
+                at = dict(zip(syms, point))
+                assert _value(out, at) == _value(wrapped, at), (wrapped, out, ranges, at)
+    assert recombined > 25
+
+
+def test_view_split_then_merge_reads_where_it_was_written():
+    # mlp_mixer: a (2, 64, 32) buffer written by the bias add, read as (128, 32) by the GELU;
+    # equal indices make the two one kernel
+    x0 = sympy.Symbol("x0", integer=True, nonnegative=True)
+    merged = 32 * FloorDiv(x0, 32) + ModularIndexing(x0, 1, 32)
+    read = (2048 * FloorDiv(merged, 2048) + 32 * ModularIndexing(merged, 32, 64)
+            + ModularIndexing(ModularIndexing(x0, 1, 32), 1, 32))
+    write = 2048 * FloorDiv(x0, 2048) + ModularIndexing(x0, 1, 32) + 32 * ModularIndexing(x0, 32, 64)
+    assert simplify_index(read, {x0: 4096}) == simplify_index(write, {x0: 4096})

@@ -26,6 +26,7 @@ def _linear_terms(expr: sympy.Expr) -> list[tuple[sympy.Expr, sympy.Expr]] | Non
 
 
 def _max_value(terms, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr | None:
+    """The largest value of a sum of non-negative terms (None: unknown, or a negative term)."""
     total = sympy.Integer(0)
     for coeff, term in terms:
         if coeff < 0:
@@ -34,9 +35,50 @@ def _max_value(terms, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr |
             total += coeff
         elif term in ranges and sympy.sympify(ranges[term]).is_Integer:
             total += coeff * (sympy.sympify(ranges[term]) - 1)
+        elif isinstance(term, ModularIndexing) and term.args[2].is_Integer and term.args[2] > 0:
+            total += coeff * (term.args[2] - 1)  # Python's % of a positive modulus: [0, mod)
+        elif isinstance(term, FloorDiv) and term.args[1].is_Integer and term.args[1] > 0:
+            inner = _linear_terms(term.args[0])
+            mx = None if inner is None else _max_value(inner, ranges)
+            if mx is None:
+                return None
+            total += coeff * (mx // term.args[1])
         else:
             return None
     return total
+
+
+def _recombine(expr: sympy.Expr) -> sympy.Expr:
+    """``k*c*FloorDiv(e, c) + k*ModularIndexing(e', 1, c)`` is ``k*e`` when ``e - e'`` is a
+    multiple of ``c`` (then ``e' % c == e % c``): a view that splits a dimension and one that
+    merges it back write exactly this (mlp_mixer's ``(2, 64, 32)`` buffer read as ``(128, 32)``:
+    the GELU after the bias add was not fused, its read index did not print as the write's)."""
+    terms = _linear_terms(expr)
+    if terms is None:
+        return expr
+    terms = list(terms)
+    changed = True
+    while changed:
+        changed = False
+        for i, (ca, ta) in enumerate(terms):
+            if not isinstance(ta, FloorDiv) or not ta.args[1].is_Integer or ca % ta.args[1] != 0:
+                continue
+            e, c = ta.args
+            k = ca // c
+            for j, (cb, tb) in enumerate(terms):
+                if (cb != k or not isinstance(tb, ModularIndexing) or tb.args[1] != 1
+                        or tb.args[2] != c):
+                    continue
+                diff = _linear_terms(e - tb.args[0])
+                if diff is None or any(d % c != 0 for d, _ in diff):
+                    continue
+                terms = [t for n, t in enumerate(terms) if n not in (i, j)]
+                terms += _linear_terms(k * e) or [(k, e)]
+                changed = True
+                break
+            if changed:
+                break
+    return sympy.expand(sum((c * t for c, t in terms), sympy.Integer(0)))
 
 
 def _split_div(base, divisor, ranges):
@@ -107,7 +149,7 @@ def simplify_index(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) 
 
     out = sympy.expand(expr.replace(lambda e: isinstance(e, (FloorDiv, ModularIndexing)),
                                     _keep(rewrite)))
-    merged = _merge_quotient_remainder(out)
+    merged = _recombine(_merge_quotient_remainder(out))
     # the merged FloorDiv(e, d) may simplify further (d == 1: e itself; a split of e by d)
     return out if merged == out else simplify_index(merged, ranges)
 
