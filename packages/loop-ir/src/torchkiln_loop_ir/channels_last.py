@@ -118,6 +118,13 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
                          for c in convs)
     mode = FakeTensorMode()
     _propagate_meta(new_gm, mode)
+    output = next(n for n in graph.nodes if n.op == "output")
+    single = isinstance(output.args[0], fx.Node)
+    if single:
+        output.args = ((output.args[0],),)
+    # the outputs' traced layouts, read before any convolution is replaced (a replaced one that
+    # is itself an output would otherwise look channels-last already)
+    before = [_val(o) for o in output.args[0]]
     log: list[str] = []
     changed = False
     for conv in [copies[c] for c in convs]:
@@ -145,11 +152,6 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
         log.append(f"{conv.name}: convolution channels-last (weight converted once)")
     if not changed:
         return gm, tuple(log)
-    output = next(n for n in graph.nodes if n.op == "output")
-    single = isinstance(output.args[0], fx.Node)
-    if single:
-        output.args = ((output.args[0],),)
-    before = [_val(o) for o in output.args[0]]
     _propagate_meta(new_gm, mode)
     # an input copy decided on its producer's old strides: drop it where the producer is
     # channels-last now (a max-pool after a convolution)
