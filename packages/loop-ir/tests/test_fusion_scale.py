@@ -131,3 +131,34 @@ def test_cycle_check_agrees_with_a_search_after_partial_fusion(trace):
                 checked += 1
                 refused += expect
         assert checked and refused  # both answers were exercised
+
+
+def _plan_text(plan) -> list:
+    return [(kind, [(p.node.name, p.kind, p.reads, p.writes, p.xs_map, p.exprs) for p in ps])
+            for kind, ps in plan.stages] + [plan.xranges, plan.rranges]
+
+
+def test_remembered_node_accesses_equal_a_fresh_analysis(trace, check):
+    # the fusion loop re-plans the same node in many candidate groups and remembers its
+    # reads/writes per (indices, ranges): every final kernel's plan must equal one made by
+    # nodes that never analysed anything before, and a node's answer at other indices must not
+    # be the remembered one
+    sched, nodes = _scheduler(trace, 6)
+    sched.fuse()
+    remembered = sum(len(n._accesses) for g in sched.groups if not g.is_extern for n in g.nodes)
+    assert remembered > len([g for g in sched.groups if not g.is_extern])  # the cache was used
+    fresh = {n.name: S.SchedulerNode(n, i) for i, n in enumerate(nodes) if isinstance(n, ComputedBuffer)}
+    caps = L.ReferenceBackend().capabilities
+    for g in sched.groups:
+        if g.is_extern:
+            continue
+        again = S.plan_group(tuple(fresh[n.name] for n in g.nodes), caps)
+        assert _plan_text(sched.plan(g.nodes)) == _plan_text(again), g.names
+    node = next(n for g in sched.groups if not g.is_extern for n in g.nodes if len(n.xr) == 2)
+    xs, ranges = node.xr_syms(), dict(zip(node.xr_syms(), node.xr))
+    swapped = dict(zip(node.xr_syms(), node.xr[::-1]))
+    a = node.accesses(tuple(xs), (), ranges, tuple(node.xr))
+    b = node.accesses(tuple(xs[::-1]), (), swapped, tuple(node.xr[::-1]))
+    assert a[0] != b[0]
+    x, r, ws = _inputs(6)
+    check(lambda x, r, *ws: _deep(x, r, ws), x, r, *ws, atol=1e-4, rtol=1e-4)

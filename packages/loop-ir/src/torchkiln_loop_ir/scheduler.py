@@ -147,6 +147,31 @@ class SchedulerNode:
         # a scatter updates its target in place: it must run after the target's producer
         self.read_names = {n for n, _ in rec.reads} | ({buf.write_name} if self.is_scatter else set())
         self.write_names = {n for n, _ in rec.writes}
+        self._accesses: dict[tuple, tuple] = {}  # see ``accesses``
+
+    def accesses(self, xs: tuple[sympy.Expr, ...], rs: tuple[sympy.Expr, ...],
+                 var_ranges: dict[sympy.Symbol, sympy.Expr], size: tuple[sympy.Expr, ...]
+                 ) -> tuple[tuple[MemoryDep, ...], tuple[MemoryDep, ...], tuple[sympy.Expr, ...]]:
+        """The reads and writes (simplified over ``var_ranges``) and the expressions of this
+        node's body run at kernel indices ``xs``/``rs``.
+
+        Remembered per node: the fusion loop plans every candidate group from scratch, so the
+        same node is analysed at the same indices once per group it is tried in (a chain of
+        merges re-plans each member at every step). The answer depends only on the arguments
+        (the body is a fixed function of its indices), which are the whole key.
+        """
+        key = (xs, rs, tuple(var_ranges.items()), size)
+        found = self._accesses.get(key)
+        if found is None:
+            # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
+            rec = _Recorder()  # type: ignore[abstract]
+            with set_ops_handler(rec):
+                self.body_in(xs, rs)
+            found = (tuple(MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in rec.reads),
+                     tuple(MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in rec.writes),
+                     tuple(rec.exprs))
+            self._accesses[key] = found
+        return found
 
     def xr_syms(self):
         return [index_symbol("x", i) for i in range(len(self.xr))]
@@ -306,14 +331,9 @@ def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> Gro
             rs = []
         else:
             return FusionDecision(False, f"{n.name} iterates over {n.xnumel} elements, not {X} or {X}*{R}")
-        # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
-        rec = _Recorder()  # type: ignore[abstract]
-        with set_ops_handler(rec):
-            n.body_in(xs, rs)
         size = tuple(xranges) + (tuple(rranges) if kind == "loop" else ())
-        reads = [MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in rec.reads]
-        writes = [MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in rec.writes]
-        planned.append(PlannedNode(n, kind, reads, writes, (tuple(xs), tuple(rs)), tuple(rec.exprs)))
+        reads, writes, exprs = n.accesses(tuple(xs), tuple(rs), var_ranges, size)
+        planned.append(PlannedNode(n, kind, list(reads), list(writes), (tuple(xs), tuple(rs)), exprs))
 
     # stages, in program order; a node goes to the first stage its inputs allow
     stages: list[tuple[str, list[PlannedNode]]] = []
