@@ -22,7 +22,14 @@ from ._batch_norm import BatchNormAsLegit
 from ._compat import is_fake
 from ._masked_attention import MaskedAttention
 from .errors import AOTError
-from .trace import MAKE_FX_LOCK, FunctionalGraph, paired_for_autograd, trace_functional
+from .trace import (
+    MAKE_FX_LOCK,
+    FunctionalGraph,
+    already_functional,
+    finish_functional_graph,
+    paired_for_autograd,
+    trace_functional,
+)
 
 
 @dataclass(frozen=True)
@@ -104,8 +111,14 @@ def joint_graph(fn: Callable[..., Any], primals: Sequence[torch.Tensor], decompo
                        "An op in the graph has no fake-tensor or autograd support.") from exc
     with mode if symbolic else contextlib.nullcontext():
         plain = [p.detach() if isinstance(p, torch.Tensor) else p for p in examples]
-    with torch.no_grad():
-        fg: FunctionalGraph = trace_functional(stage1, plain + tangents, decompositions, fake=not symbolic)
+    fg: FunctionalGraph
+    if already_functional(stage1, decompositions):
+        # stage 2 would replay the same ops one for one (a full second trace, as costly as the
+        # first): finish the stage-1 graph as its result would have been finished
+        fg = finish_functional_graph(stage1)
+    else:
+        with torch.no_grad():
+            fg = trace_functional(stage1, plain + tangents, decompositions, fake=not symbolic)
     # trace_functional saw [outs..., grads...] as "user outputs"; split them back apart.
     n_out = n_user[0]
     gm = fg.gm

@@ -10,6 +10,7 @@ become extra outputs holding the inputs' new values, which the runtime copies ba
 from __future__ import annotations
 
 import contextlib
+import operator
 import threading
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -195,7 +196,35 @@ def trace_functional(
         raise AOTError(f"make_fx could not trace the graph to ATen: {type(exc).__name__}: {exc}. "
                        "An op in the graph has no fake-tensor / functionalization support; "
                        "run the graph eagerly instead.") from exc
-    return _finish_functional_graph(traced)
+    return finish_functional_graph(traced)
+
+
+# Ops whose schema does not declare the running statistics they update in place (see
+# _batch_norm.py): a graph holding one is never taken as functional.
+_UNDECLARED_MUTATIONS = ("batch_norm",)
+
+
+def already_functional(gm: fx.GraphModule, decompositions: dict) -> bool:
+    """Would ``trace_functional(gm, ...)`` only replay ``gm``'s ops one for one?
+
+    True when every call is an ATen op whose schema mutates nothing (no in-place op, no out=, no
+    metadata change) and that the table would not decompose, or a ``getitem`` of a multi-output
+    op: functionalization then has nothing to rewrite. A higher-order op, any other Python
+    callable, or a batch-norm op (its schema hides the running-stat update) says False.
+    """
+    for node in gm.graph.nodes:
+        if node.op in ("placeholder", "output", "get_attr"):
+            continue
+        if node.op != "call_function":
+            return False
+        target = node.target
+        if target is operator.getitem:
+            continue
+        if not isinstance(target, torch._ops.OpOverload) or target._schema.is_mutable:
+            return False
+        if target in decompositions or any(w in target.name() for w in _UNDECLARED_MUTATIONS):
+            return False
+    return True
 
 
 def _refuse_metadata_mutations(inputs) -> None:
@@ -208,7 +237,7 @@ def _refuse_metadata_mutations(inputs) -> None:
                            "x.transpose_(), x.as_strided_()); only value mutations are compiled")
 
 
-def _finish_functional_graph(traced: fx.GraphModule) -> FunctionalGraph:
+def finish_functional_graph(traced: fx.GraphModule) -> FunctionalGraph:
     graph = traced.graph
     placeholders = [n for n in graph.nodes if n.op == "placeholder"]
     index_of = {n: i for i, n in enumerate(placeholders)}
