@@ -121,3 +121,19 @@ def test_view_split_then_merge_reads_where_it_was_written():
             + ModularIndexing(ModularIndexing(x0, 1, 32), 1, 32))
     write = 2048 * FloorDiv(x0, 2048) + ModularIndexing(x0, 1, 32) + 32 * ModularIndexing(x0, 32, 64)
     assert simplify_index(read, {x0: 4096}) == simplify_index(write, {x0: 4096})
+def test_a_remembered_simplification_is_keyed_by_its_ranges():
+    # simplify_index remembers its answers: the same expression under other ranges must not get
+    # the remembered one (here: x1 < 256 drops the carry, x1 < 300 keeps it), in either order
+    from torchkiln_loop_ir._simplify import _simplify, _simplify_remembered
+
+    x0, x1 = sympy.symbols("x0 x1", integer=True, nonnegative=True)
+    expr = FloorDiv(256 * x0 + x1, 256)
+    for order in ((256, 300), (300, 256), (256, 300)):
+        for size in order:
+            got = simplify_index(expr, {x0: 8, x1: size})
+            assert got == _simplify(expr, {x0: 8, x1: size})
+            assert got == (x0 if size == 256 else expr), (size, got)
+            for x in (0, 3, 7):  # and it is right where the two answers differ
+                for y in (0, 255, size - 1):
+                    assert _value(got, {x0: x, x1: y}) == (256 * x + y) // 256
+    assert _simplify_remembered.cache_info().hits > 0

@@ -7,6 +7,7 @@ is ``x1`` when ``x1 < 257``). Equal indices must print equal for the fusion lega
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Mapping
 
 import sympy
@@ -122,7 +123,19 @@ def simplify_index(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) 
         return expr
     if not expr.has(FloorDiv, ModularIndexing):
         return expr
+    return _simplify_remembered(expr, frozenset(ranges.items()))
 
+
+# The same index is simplified over and over: every analysis re-runs the IR's loader closures
+# (the scheduler once per candidate kernel, code generation, dead-code checks), and each load
+# through a view rebuilds the same FloorDiv/ModularIndexing. The answer is a pure function of
+# the expression and the ranges (both immutable sympy values, the whole key), so it is kept.
+@functools.lru_cache(maxsize=1 << 16)
+def _simplify_remembered(expr: sympy.Expr, ranges_items: frozenset) -> sympy.Expr:
+    return _simplify(expr, dict(ranges_items))
+
+
+def _simplify(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
     def rewrite(e):
         if isinstance(e, FloorDiv):
             base, div = (simplify_index(a, ranges) for a in e.args)
