@@ -49,3 +49,26 @@ def test_scatter_forms_that_still_fall_back(check):
                                 x.half().scatter_add(0, i, s.half()).float()), x, idx, src,
                atol=1e-3, rtol=1e-3)
     assert sorted(cg.fallbacks) == ["aten.scatter_add", "aten.scatter_reduce.two"]
+
+
+def test_layout_index_is_remembered_per_arguments_and_their_types():
+    # FixedLayout.index keeps its sums (the loaders run it again in every analysis): equal
+    # arguments give the very same answer, other strides or offsets their own, and an int index
+    # is not answered with the sum built for a sympy Integer (they hash alike)
+    import sympy
+    import torch
+    from torchkiln_loop_ir.ir import FixedLayout
+
+    x0, x1 = sympy.symbols("x0 x1", integer=True, nonnegative=True)
+    a = FixedLayout(torch.device("cpu"), torch.float32, (sympy.Integer(4), sympy.Integer(5)),
+                    (sympy.Integer(5), sympy.Integer(1)))
+    b = FixedLayout(torch.device("cpu"), torch.float32, [sympy.Integer(4), sympy.Integer(5)],
+                    [sympy.Integer(1), sympy.Integer(4)], sympy.Integer(3))
+    for _ in range(2):
+        assert a.index([x0, x1]) == 5 * x0 + x1
+        assert b.index([x0, x1]) == x0 + 4 * x1 + 3
+        assert a.index([x1, x0]) == 5 * x1 + x0
+    plain = FixedLayout(torch.device("cpu"), torch.float32, (4, 5), (5, 1), 0)
+    assert type(plain.index((sympy.Integer(1), sympy.Integer(2)))) is sympy.Integer
+    got = plain.index((1, 2))
+    assert got == 7 and type(got) is int

@@ -16,6 +16,7 @@ All indices are sympy expressions; a loader turns a per-dimension index into an 
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -54,6 +55,19 @@ def product(values: Sequence[sympy.Expr]) -> sympy.Expr:
     return out
 
 
+# Every analysis re-runs the IR's loaders (lowering, the scheduler once per candidate kernel,
+# code generation), each building the same ``offset + sum(index * stride)`` in sympy again. It is
+# a pure function of its arguments (the index values' types too: an int and a sympy Integer hash
+# alike but build different sums), so it is kept.
+@functools.lru_cache(maxsize=1 << 16)
+def _flat_index(offset: sympy.Expr, size: tuple, stride: tuple, index: tuple, types: tuple) -> sympy.Expr:
+    out = offset
+    for i, sz, st in zip(index, size, stride):
+        if sz != 1:
+            out = out + i * st
+    return out
+
+
 @dataclass(frozen=True)
 class FixedLayout:
     """Where a tensor's elements live: ``offset + sum(index[d] * stride[d])`` in its storage."""
@@ -66,11 +80,12 @@ class FixedLayout:
 
     def index(self, index: Index) -> sympy.Expr:
         assert len(index) == len(self.size), (index, self.size)
-        out = self.offset
-        for i, sz, st in zip(index, self.size, self.stride):
-            if sz != 1:
-                out = out + i * st
-        return out
+        index = tuple(index)
+        try:
+            return _flat_index(self.offset, tuple(self.size), tuple(self.stride), index,
+                               tuple(map(type, index)))
+        except TypeError:  # an index value that cannot be hashed: nothing to remember it by
+            return _flat_index.__wrapped__(self.offset, self.size, self.stride, index, ())
 
     def numel(self) -> sympy.Expr:
         return product(self.size)
