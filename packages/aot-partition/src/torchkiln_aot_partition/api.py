@@ -13,7 +13,7 @@ from .attention import fuse_attention
 from .errors import AOTError
 from .freezing import freeze
 from .joint import joint_graph
-from .mutation import OutputAlias, ShapeDependentAliases, find_output_aliases
+from .mutation import OutputAlias, ShapeDependentAliases, find_output_aliases, output_aliases
 from .partition import min_cut_partition
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
 from .trace import (
@@ -70,12 +70,15 @@ def aot_compile(
         isinstance(p, torch.Tensor) and p.requires_grad for p in primals)
 
     fakes = symbolic_inputs(lifted)
-    aliases: tuple[OutputAlias, ...] | ShapeDependentAliases
-    aliases = find_output_aliases(lifted.gm, primals)
-    if aliases and fakes is not None:  # a view's geometry depends on the sizes
-        aliases = ShapeDependentAliases(lifted.gm)
+
+    def output_aliases_of(fake_run=None) -> tuple[OutputAlias, ...] | ShapeDependentAliases:
+        found = output_aliases(*fake_run) if fake_run is not None else find_output_aliases(lifted.gm, primals)
+        if found and fakes is not None:  # a view's geometry depends on the sizes
+            return ShapeDependentAliases(lifted.gm)
+        return found
 
     if not needs_grad:
+        aliases = output_aliases_of()
         fg, _ = functional_graph(gm, example_inputs, decomps)
         bases = _bases_for(primals, fg.mutated_inputs, grad=False, symbolic=fakes is not None)
         if bases is not None:  # aliased inputs are mutated: trace again over their bases
@@ -99,6 +102,8 @@ def aot_compile(
 
     _refuse_while_loop_backward(gm)
     joint = joint_graph(lifted.gm, primals, decomps, fake_primals=fakes)
+    # the joint's own fake run of the graph (static shapes) finds the aliases: no run of its own
+    aliases = output_aliases_of(joint.fake_run)
     bases = _bases_for(primals, joint.mutated_inputs, grad=True, symbolic=fakes is not None)
     graph_inputs = primals
     if bases is not None:

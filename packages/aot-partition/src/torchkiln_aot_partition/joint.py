@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -49,6 +49,9 @@ class JointGraph:
     mutated_inputs: tuple[int, ...]
     diff_outputs: tuple[int, ...]
     grad_inputs: tuple[int, ...]
+    # (fake inputs, fn(*fake inputs)) of the fake run that found the outputs, static shapes only:
+    # the output-alias analysis reads it instead of running the graph once more
+    fake_run: tuple[tuple[Any, ...], tuple[Any, ...]] | None = field(default=None, compare=False, repr=False)
 
     @property
     def num_fwd_outputs(self) -> int:
@@ -73,7 +76,7 @@ def joint_graph(fn: Callable[..., Any], primals: Sequence[torch.Tensor], decompo
     # One run on fake copies (no side effects on the user's tensors) gives the outputs' shapes
     # and which of them require grad.
     with mode, torch.enable_grad():
-        fake_outs = _fake_outputs(fn, examples, primals, mode)
+        fake_ins, fake_outs = _fake_outputs(fn, examples, primals, mode)
     diff_idx = [i for i, o in enumerate(fake_outs) if isinstance(o, torch.Tensor) and o.requires_grad]
     num_primals = len(primals)
     n_user = [0]
@@ -135,7 +138,8 @@ def joint_graph(fn: Callable[..., Any], primals: Sequence[torch.Tensor], decompo
     output.args = (tuple(user + mutations + grads),)
     gm.recompile()
     grad_inputs = tuple(i for i in grad_idx if i not in none_grads)
-    return JointGraph(gm, num_primals, n_out, fg.mutated_inputs, tuple(diff_idx), grad_inputs)
+    return JointGraph(gm, num_primals, n_out, fg.mutated_inputs, tuple(diff_idx), grad_inputs,
+                      None if symbolic else (fake_ins, fake_outs))
 
 
 def _mode_of(fakes) -> FakeTensorMode:
@@ -149,4 +153,4 @@ def _fake_outputs(fn, examples, primals, mode):
     fakes = [(e if is_fake(e) else mode.from_tensor(e)).detach().requires_grad_(p.requires_grad)
              if isinstance(p, torch.Tensor) else e for e, p in zip(examples, primals)]
     outs = fn(*fakes)
-    return tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
+    return tuple(fakes), (tuple(outs) if isinstance(outs, (tuple, list)) else (outs,))

@@ -93,7 +93,6 @@ def find_output_aliases(fn, args: Sequence[torch.Tensor]) -> tuple[OutputAlias, 
     symbolic shapes)."""
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.fx.experimental.symbolic_shapes import ShapeEnv
-    from torch.multiprocessing.reductions import StorageWeakRef
 
     try:
         # a ShapeEnv (with static sizes) as make_fx has one: while_loop's fake run asks for it
@@ -102,6 +101,14 @@ def find_output_aliases(fn, args: Sequence[torch.Tensor]) -> tuple[OutputAlias, 
             outs = fn(*fakes)
     except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return ()  # best effort: the ATen trace reports real problems with a better message
+    return output_aliases(fakes, outs)
+
+
+def output_aliases(fakes: Sequence[Any], outs: Any) -> tuple[OutputAlias, ...]:
+    """The aliases ``find_output_aliases`` finds, from a fake run already made: ``outs`` =
+    fn(*fakes), with static sizes (the joint trace's own fake run serves, see joint.py)."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
     outs = outs if isinstance(outs, (tuple, list)) else (outs,)
     storages = {}
     for i, f in enumerate(fakes):
