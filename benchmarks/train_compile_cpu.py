@@ -33,7 +33,6 @@ import time
 def _model(name: str, batch: int, seq: int):
     import torch
     import transformers
-
     from torchkiln.bench.suites import _hf_full
     from torchkiln.bench.train import _no_dropout
 
@@ -81,7 +80,6 @@ def main() -> None:
         sys.exit("--codegen triton on the CPU needs TRITON_INTERPRET=1")
 
     import torch
-
     import torchkiln
     from torchkiln.bench.train import loss_of
 

@@ -13,7 +13,11 @@ import torch
 import torch.nn.functional as F
 from torchkiln_aot_partition import aot_compile, joint_graph, lift_parameters
 from torchkiln_aot_partition import joint as joint_module
-from torchkiln_aot_partition.trace import already_functional, resolve_decompositions, trace_functional
+from torchkiln_aot_partition.trace import (
+    already_functional,
+    resolve_decompositions,
+    trace_functional,
+)
 
 
 class Block(torch.nn.Module):
