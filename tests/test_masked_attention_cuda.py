@@ -36,6 +36,8 @@ def _mask(kind, batch, length):
     mask = keep[:, None, None, :].expand(batch, 1, length, length)
     if kind == "bool":
         return mask
+    if kind == "permuted_additive":  # T5's position bias: (L, S, H) permuted to (1, H, L, S)
+        return torch.randn(length, length, 4, device="cuda", dtype=torch.bfloat16).permute(2, 0, 1)[None]
     return torch.zeros(mask.shape, device="cuda", dtype=torch.bfloat16).masked_fill(~mask, -1e4)
 
 
@@ -51,7 +53,7 @@ def _fused(compiled) -> bool:
 
 
 @pytest.mark.parametrize("length", [64, 77])
-@pytest.mark.parametrize("kind", ["bool", "additive"])
+@pytest.mark.parametrize("kind", ["bool", "additive", "permuted_additive"])
 def test_inference_equals_eager(kind, length):
     model = MaskedSelfAttention().cuda().bfloat16().eval()
     x = torch.randn(3, length, 64, device="cuda", dtype=torch.bfloat16)

@@ -80,7 +80,22 @@ def _bias(mask: torch.Tensor, q: torch.Tensor, length: int, extra: int) -> torch
         bias = bias.expand(*bias.shape[:-1], length)
     if extra:
         bias = F.pad(bias, (0, extra), value=float("-inf"))
+    if not _aligned(bias):
+        # the kernel reads bias rows of stride 1 at 16-element aligned starts: T5's position
+        # bias (a permuted view) failed at run time with "last dimension must be contiguous"
+        bias = bias.contiguous()
     return bias
+
+
+def _aligned(bias: torch.Tensor) -> bool:
+    """Whether the kernel can read ``bias`` as it is: last dimension of stride 1 and every other
+    stride (but a broadcast 0) a multiple of 16 elements; a symbolic stride counts as not."""
+    strides = bias.stride()
+    if not all(isinstance(s, int) for s in strides):
+        return False
+    if bias.dim() and bias.shape[-1] != 1 and strides[-1] != 1:
+        return False
+    return all(s % BIAS_ALIGN == 0 for s in strides[:-1])
 
 
 def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
