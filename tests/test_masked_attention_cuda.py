@@ -38,7 +38,9 @@ def _mask(kind, batch, length):
         return mask
     if kind == "permuted_additive":  # T5's position bias: (L, S, H) permuted to (1, H, L, S)
         return torch.randn(length, length, 4, device="cuda", dtype=torch.bfloat16).permute(2, 0, 1)[None]
-    return torch.zeros(mask.shape, device="cuda", dtype=torch.bfloat16).masked_fill(~mask, -1e4)
+    # an additive padding mask, broadcast along the queries as Hugging Face builds it
+    additive = torch.zeros(batch, 1, 1, length, device="cuda", dtype=torch.bfloat16)
+    return additive.masked_fill(~keep[:, None, None, :], -1e4).expand(batch, 1, length, length)
 
 
 def _externs(compiled):

@@ -50,3 +50,15 @@ def test_masked_attention_equals_eager(kernel, kind, length):
         want = F.scaled_dot_product_attention(q, k, v, attn_mask=mask, scale=scale)
         torch.testing.assert_close(got, want)
     assert len(biases) == 1  # one bias per mask
+
+
+def test_only_masks_torch_refuses_are_rerouted():
+    """Padding masks expanded along the queries (BERT) and key-strided biases (T5) are
+    candidates; a full causal mask (GPT-2, Llama) is left to torch's own fused kernel."""
+    keep = torch.rand(2, 9) > 0.3
+    padding = keep[:, None, None, :].expand(2, 1, 9, 9)
+    causal = torch.ones(9, 9, dtype=torch.bool).tril()[None, None].expand(2, 1, 9, 9)
+    position_bias = torch.randn(9, 9, 4).permute(2, 0, 1)[None]
+    assert M._unusual_mask(padding) and M._unusual_mask(keep[:, None, None, :])
+    assert M._unusual_mask(position_bias)
+    assert not M._unusual_mask(causal) and not M._unusual_mask(torch.randn(9, 9))
