@@ -334,6 +334,7 @@ def symbolic_inputs(lifted: LiftedGraph) -> list | None:
         mode = FakeTensorMode(shape_env=shape_env)
     if not symbolic:
         return None
+    assert mode is not None  # set from a fake input, or from a SymInt input's shape env above
     params = list(lifted.params)
     for i, val in enumerate(vals):
         if isinstance(val, torch.SymInt):
