@@ -38,8 +38,10 @@ from torch.utils.weak import WeakIdKeyDictionary
 from .mkldnn import (
     _LIB,
     _STORAGE_OPS,
+    _drop_redundant_channels_last_copies,
     _fake_meta,
     _keep_output_layouts,
+    _output_values,
     _propagate_meta,
     _static_inputs,
     _val,
@@ -119,12 +121,9 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
     mode = FakeTensorMode()
     _propagate_meta(new_gm, mode)
     output = next(n for n in graph.nodes if n.op == "output")
-    single = isinstance(output.args[0], fx.Node)
-    if single:
-        output.args = ((output.args[0],),)
     # the outputs' traced layouts, read before any convolution is replaced (a replaced one that
     # is itself an output would otherwise look channels-last already)
-    before = [_val(o) for o in output.args[0]]
+    before = _output_values(output)
     log: list[str] = []
     changed = False
     for conv in [copies[c] for c in convs]:
@@ -153,19 +152,10 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
     if not changed:
         return gm, tuple(log)
     _propagate_meta(new_gm, mode)
-    # an input copy decided on its producer's old strides: drop it where the producer is
-    # channels-last now (a max-pool after a convolution)
-    for n in list(graph.nodes):
-        if (n.target is aten.clone.default and n.kwargs.get("memory_format") is torch.channels_last
-                and _val(n.args[0]).is_contiguous(memory_format=torch.channels_last)
-                and n.args[0].op != "placeholder"):
-            n.replace_all_uses_with(n.args[0])
-            graph.erase_node(n)
+    _drop_redundant_channels_last_copies(graph)
     if not _keep_output_layouts(graph, output, before):
         return gm, tuple(f"{c.name}: aten.convolution kept in NCHW (a graph output that is not "
                          "contiguous would change layout)" for c in convs)
-    if single:
-        output.args = (output.args[0][0],)
     graph.lint()
     new_gm.recompile()
     return new_gm, tuple(log)

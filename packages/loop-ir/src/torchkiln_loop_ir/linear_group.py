@@ -36,6 +36,7 @@ from .mkldnn import (
     _LIB,
     _fake_meta,
     _keep_output_layouts,
+    _output_values,
     _propagate_meta,
     _static_inputs,
     _val,
@@ -124,7 +125,7 @@ def group_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.GraphMo
     if not groups:
         return gm, ()
     output = next(n for n in graph.nodes if n.op == "output")
-    before = [_val(o) for o in output.args[0]]
+    before = _output_values(output)
     log = []
     for group in groups:
         first = group[0][0]

@@ -198,7 +198,7 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
     # is an output (a training forward saves the convolution's result for batch norm's
     # backward) would otherwise already show the channels-last strides, and go uncopied into a
     # backward that reads it as contiguous (gradients were wrong)
-    before = [_val(o) for o in output.args[0]]
+    before = _output_values(output)
     log: list[str] = []
     placeholders = {n for n in graph.nodes if n.op == "placeholder"}
     changed = False
@@ -261,14 +261,7 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
     if not changed:
         return gm, tuple(log)
     _propagate_meta(new_gm, mode)
-    # a copy to channels-last was decided on the producer's old strides; many producers are
-    # channels-last now (a max-pool after a convolution): drop those copies
-    for n in list(graph.nodes):
-        if (n.target is aten.clone.default and n.kwargs.get("memory_format") is torch.channels_last
-                and _val(n.args[0]).is_contiguous(memory_format=torch.channels_last)
-                and n.args[0].op != "placeholder"):
-            n.replace_all_uses_with(n.args[0])
-            graph.erase_node(n)
+    _drop_redundant_channels_last_copies(graph)
     if not _keep_output_layouts(graph, output, before):
         return gm, tuple(f"{c.name}: aten.convolution kept (a graph output that is not contiguous "
                          "would change layout)" for c in convs)
@@ -309,13 +302,22 @@ def _as_matmul(graph: fx.Graph, conv: fx.Node, x: fx.Node, w: fx.Node, b: Any,
     graph.erase_node(conv)
 
 
+def _output_values(output: fx.Node) -> list[Any]:
+    """The meta values of a graph's outputs, as the passes read them before changing anything
+    (a graph returning one value, not a tuple, has one)."""
+    outs = output.args[0]
+    return [_val(o) for o in ([outs] if isinstance(outs, fx.Node) else outs)]
+
+
 def _keep_output_layouts(graph: fx.Graph, output: fx.Node, before: list[Any], free: int = 0) -> bool:
     """Give every graph output the strides it had before the pass (the caller, or a backward
     graph reading saved activations, was traced with them): a contiguous output that became
     channels-last is copied back; False when a non-contiguous one changed (pass abandoned).
     The first ``free`` outputs keep their new strides (results handed to the user as they are:
-    contract C2's ``meta["free_output_strides"]``)."""
-    outs = list(output.args[0])
+    contract C2's ``meta["free_output_strides"]``). ``before``: ``_output_values`` read before
+    the pass."""
+    single = isinstance(output.args[0], fx.Node)  # a graph returning one value, not a tuple
+    outs = [output.args[0]] if single else list(output.args[0])
     for i, (node, old) in enumerate(zip(outs, before)):
         if i < free:
             continue
@@ -331,8 +333,19 @@ def _keep_output_layouts(graph: fx.Graph, output: fx.Node, before: list[Any], fr
                                        {"memory_format": torch.contiguous_format})
             _fake_meta(copy)
         outs[i] = copy
-    output.args = (tuple(outs),)
+    output.args = (outs[0],) if single else (tuple(outs),)
     return True
+
+
+def _drop_redundant_channels_last_copies(graph: fx.Graph) -> None:
+    """Remove the copies to channels-last that a pass decided on a producer's old strides where
+    the producer is channels-last now (a max-pool after a convolution)."""
+    for n in list(graph.nodes):
+        if (n.target is aten.clone.default and n.kwargs.get("memory_format") is torch.channels_last
+                and _val(n.args[0]).is_contiguous(memory_format=torch.channels_last)
+                and n.args[0].op != "placeholder"):
+            n.replace_all_uses_with(n.args[0])
+            graph.erase_node(n)
 
 
 def _fake_meta(node: fx.Node) -> None:

@@ -32,6 +32,7 @@ from .mkldnn import (
     _STORAGE_OPS,
     _fake_meta,
     _keep_output_layouts,
+    _output_values,
     _propagate_meta,
     _static_inputs,
     _val,
@@ -193,10 +194,7 @@ def pad_matmuls(gm: fx.GraphModule, free_outputs: int = 0) -> tuple[fx.GraphModu
     mode = FakeTensorMode()
     _propagate_meta(new_gm, mode)  # one fake mode for every value the pass makes or reads
     output = next(n for n in graph.nodes if n.op == "output")
-    single = isinstance(output.args[0], fx.Node)  # a graph returning one value, not a tuple
-    if single:
-        output.args = ((output.args[0],),)
-    before = [_val(o) for o in output.args[0]]
+    before = _output_values(output)
     memo: dict = {}
     for p in wanted:
         sizes, padded = plans[p]  # type: ignore[misc]
@@ -207,8 +205,6 @@ def pad_matmuls(gm: fx.GraphModule, free_outputs: int = 0) -> tuple[fx.GraphModu
     if not _keep_output_layouts(graph, output, before, free=free_outputs):
         return gm, (*log[:-len(wanted)], *(f"{p.name}: {p.target} kept (a graph output that is "
                                            "not contiguous would change layout)" for p in wanted))
-    if single:
-        output.args = (output.args[0][0],)
     graph.lint()
     new_gm.recompile()
     return new_gm, tuple(log)
