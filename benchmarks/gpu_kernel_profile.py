@@ -21,9 +21,12 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import cProfile
 import faulthandler
+import io
 import json
 import os
+import pstats
 import re
 import sys
 import tarfile
@@ -104,7 +107,8 @@ def build(suite: str, name: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     raise SystemExit(f"no model {name!r} in the full {suite} suite")
 
 
-def variants(suite: str, name: str, task: str, debug: Path) -> dict[str, Any]:
+def variants(suite: str, name: str, task: str, debug: Path,
+             host_profile: Path | None = None) -> dict[str, Any]:
     import torchkiln
     from torchkiln.bench.train import _no_dropout, loss_of
 
@@ -157,6 +161,22 @@ def variants(suite: str, name: str, task: str, debug: Path) -> dict[str, Any]:
         torch.cuda.reset_peak_memory_stats()
         result[label].update(measure(call(label), iters=10 if task == "infer" else 5))
         result[label]["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+    if host_profile is not None:
+        # Where torchkiln's host time goes (Python wrapper, guards, autograd glue): a step that is
+        # slower in wall time than in kernel time is launch/host bound, and this says on what.
+        profiler = cProfile.Profile()
+        run = call("torchkiln")
+        torch.cuda.synchronize()
+        profiler.enable()
+        for _ in range(5):
+            run()
+        torch.cuda.synchronize()
+        profiler.disable()
+        text = io.StringIO()
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("tottime").print_stats(45)
+        stats.sort_stats("cumulative").print_stats(45)
+        host_profile.write_text(text.getvalue())
     return result
 
 
@@ -182,6 +202,8 @@ def main() -> None:
     parser.add_argument("--tasks", default="infer,train")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
     parser.add_argument("--hang-s", type=float, default=540)
+    parser.add_argument("--host-profile", action="store_true",
+                        help="also cProfile 5 torchkiln steps into host-<model>-<task>.txt")
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     out = Path(args.out)
@@ -193,7 +215,8 @@ def main() -> None:
         for task in args.tasks.split(","):
             debug = Path(tempfile.mkdtemp(prefix=f"tk-{name}-{task}-"))
             try:
-                result = variants(args.suite, name, task, debug)
+                host = out / f"host-{name}-{task}.txt" if args.host_profile else None
+                result = variants(args.suite, name, task, debug, host)
             except Exception as error:  # noqa: BLE001 - one model must not stop the session
                 print(f"===== {name} {task}: {type(error).__name__}: {str(error)[:300]}")
                 continue
