@@ -1,0 +1,163 @@
+"""Achieved memory bandwidth of memory-bound kernels on the GPU: eager vs torchkiln vs
+torch.compile on tensors of 100+ MB, as a fraction of the H200's 4.3 TB/s (issue "GPU speed at
+real sizes": at least 85%).
+
+Each case counts the bytes it must move at least (every input read once, every output written
+once) and divides by the median time of one call (CUDA events, after warm-up). A fused chain that
+reaches the bound reads and writes each byte once; anything below says the kernel wastes
+bandwidth (poor coalescing, too few programs, a second pass, a copy).
+
+    python3 benchmarks/gpu_bandwidth.py [--json out.json] [--peak-tbs 4.3]
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import statistics
+import time
+from collections.abc import Callable
+from typing import Any
+
+import torch
+import torch.nn.functional as F
+
+
+def _pointwise(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return (x * 2 + 1).relu() * y - x.sigmoid()
+
+
+def _gelu_residual(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+    return F.gelu(x) + y
+
+
+def _softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.softmax(x, dim=-1)
+
+
+def _layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
+    return F.layer_norm(x, x.shape[-1:], w, b)
+
+
+def _row_sum(x: torch.Tensor) -> torch.Tensor:
+    return x.sum(dim=-1)
+
+
+def _column_sum(x: torch.Tensor) -> torch.Tensor:
+    return x.sum(dim=0)
+
+
+def _add_layer_norm(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor,
+                    b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    h = x + r
+    return h, F.layer_norm(h, h.shape[-1:], w, b)
+
+
+def cases(dtype: torch.dtype, rows: int = 32768, width: int = 4096,
+          device: str = "cuda") -> list[tuple[str, Callable[..., Any], tuple[torch.Tensor, ...]]]:
+    """The default 32768 x 4096 is 128M elements: 256 MB in bfloat16, 512 MB in float32."""
+
+    def rand(*shape: int) -> torch.Tensor:
+        return torch.randn(*shape, device=device, dtype=dtype)
+
+    return [
+        ("pointwise chain", _pointwise, (rand(rows, width), rand(rows, width))),
+        ("gelu + residual", _gelu_residual, (rand(rows, width), rand(rows, width))),
+        ("softmax (last dim)", _softmax, (rand(rows, width),)),
+        ("layer norm", _layer_norm, (rand(rows, width), rand(width), rand(width))),
+        ("add + layer norm", _add_layer_norm,
+         (rand(rows, width), rand(rows, width), rand(width), rand(width))),
+        ("row sum", _row_sum, (rand(rows, width),)),
+        ("column sum", _column_sum, (rand(rows, width),)),
+    ]
+
+
+def _bytes(value: Any) -> int:
+    if isinstance(value, torch.Tensor):
+        return value.numel() * value.element_size()
+    return sum(_bytes(v) for v in value)
+
+
+def _close(got: Any, reference: Any) -> bool:
+    pairs = zip(_flat(got), _flat(reference), strict=True)
+    return all(torch.allclose(a.float(), b.float(), atol=3e-2, rtol=3e-2) for a, b in pairs)
+
+
+def _flat(value: Any) -> tuple[torch.Tensor, ...]:
+    return (value,) if isinstance(value, torch.Tensor) else tuple(value)
+
+
+def median_ms(fn: Callable[[], Any], reps: int = 30) -> float:
+    for _ in range(3):
+        fn()
+    times = []
+    for _ in range(reps):
+        if not torch.cuda.is_available():  # the CPU dry run
+            start_s = time.perf_counter()
+            fn()
+            times.append((time.perf_counter() - start_s) * 1000)
+            continue
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--json")
+    parser.add_argument("--peak-tbs", type=float, default=4.3)
+    parser.add_argument("--dtypes", default="bfloat16,float32")
+    parser.add_argument("--hang-s", type=float, default=280)
+    parser.add_argument("--rows", type=int, default=32768)
+    parser.add_argument("--device", default="cuda", help="cpu: a small dry run of the script")
+    args = parser.parse_args()
+    faulthandler.dump_traceback_later(args.hang_s, exit=True)
+    import torchkiln
+
+    rows = []
+    print(f"{'case':22s} {'dtype':9s} {'MB':>6s} | " + " | ".join(
+        f"{c:>20s}" for c in ("eager GB/s (%)", "torchkiln GB/s (%)", "inductor GB/s (%)")))
+    for dtype_name in args.dtypes.split(","):
+        dtype = getattr(torch, dtype_name)
+        for name, fn, inputs in cases(dtype, args.rows, device=args.device):
+            with torch.no_grad():
+                moved = _bytes(inputs) + _bytes(fn(*inputs))
+                row: dict[str, Any] = {"case": name, "dtype": dtype_name, "bytes": moved}
+                compiled = {"eager": fn, "torchkiln": torchkiln.compile(fn),
+                            "inductor": torch.compile(fn)}
+                reference = fn(*inputs)
+                for label, f in compiled.items():
+                    try:
+                        got = f(*inputs)
+                        ok = _close(got, reference)
+                        ms = median_ms(lambda f=f, inputs=inputs: f(*inputs))
+                        gbs = moved / ms / 1e6
+                        row[label] = {"ms": ms, "gb_s": gbs,
+                                      "fraction_of_peak": gbs / (args.peak_tbs * 1000),
+                                      "matches_eager": ok}
+                    except Exception as error:  # noqa: BLE001 - one case must not stop the run
+                        row[label] = {"error": f"{type(error).__name__}: {str(error)[:200]}"}
+                rows.append(row)
+
+            def cell(r: dict[str, Any]) -> str:
+                if "error" in r:
+                    return f"{'error':>20s}"
+                mark = "" if r["matches_eager"] else " WRONG"
+                return f"{r['gb_s']:9.0f} ({100 * r['fraction_of_peak']:3.0f}%){mark:>6s}"
+
+            print(f"{name:22s} {dtype_name:9s} {moved / 2**20:6.0f} | " + " | ".join(
+                cell(row[k]) for k in ("eager", "torchkiln", "inductor")), flush=True)
+            torch.cuda.empty_cache()
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump({"peak_tb_s": args.peak_tbs, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+                       "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
