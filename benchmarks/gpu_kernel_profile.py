@@ -71,6 +71,19 @@ def kernels(prof: Any, iters: int) -> dict[str, list[float]]:
     return dict(out)
 
 
+def runtime_calls(prof: Any, iters: int) -> dict[str, list[float]]:
+    """CUDA runtime/driver API call name -> [host ms per iteration, calls per iteration]: a
+    synchronize, a cudaMalloc/cudaFree or a blocking copy in the steady state stalls the host's
+    run-ahead, and the launch calls' own time is the floor of the host cost per kernel."""
+    out: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0])
+    for evt in prof.events():
+        if evt.device_type == torch.autograd.DeviceType.CUDA or not evt.name.startswith("cu"):
+            continue
+        out[evt.name][0] += evt.cpu_time_total / 1000.0 / iters
+        out[evt.name][1] += 1.0 / iters
+    return dict(sorted(out.items(), key=lambda kv: -kv[1][0]))
+
+
 def measure(fn: Any, iters: int) -> dict[str, Any]:
     for _ in range(3):
         fn()
@@ -95,6 +108,7 @@ def measure(fn: Any, iters: int) -> dict[str, Any]:
         "launches": sum(n for _, n in table.values()),
         "split_ms": dict(sorted(split.items(), key=lambda kv: -kv[1])),
         "top": [[name[:140], round(ms, 4), round(n, 2), kind_of(name)] for name, (ms, n) in top],
+        "runtime": {k: [round(ms, 3), round(n, 1)] for k, (ms, n) in runtime_calls(prof, iters).items()},
     }
 
 
@@ -188,6 +202,8 @@ def report(model: str, task: str, result: dict[str, Any]) -> str:
                      f"({r['launches']:.0f} launches)  first call {r['first_call_s']:.1f} s  "
                      f"peak {r['peak_mb']:.0f} MB")
         lines.append(f"           split: {split}")
+        calls = ", ".join(f"{k} {ms:.2f} ms/{n:.0f}" for k, (ms, n) in list(r["runtime"].items())[:8])
+        lines.append(f"           runtime API: {calls}")
     for label, r in result.items():
         lines.append(f"--- top kernels, {label} (ms/iter, launches/iter, kind)")
         for name, ms, n, kind in r["top"][:18]:
