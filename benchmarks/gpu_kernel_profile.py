@@ -122,7 +122,7 @@ def build(suite: str, name: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
 
 
 def variants(suite: str, name: str, task: str, debug: Path,
-             host_profile: Path | None = None) -> dict[str, Any]:
+             host_profile: Path | None = None, only: tuple[str, ...] = ()) -> dict[str, Any]:
     import torchkiln
     from torchkiln.bench.train import _no_dropout, loss_of
 
@@ -144,6 +144,8 @@ def variants(suite: str, name: str, task: str, debug: Path,
         "torchkiln": torchkiln.compile(models["torchkiln"]),
         "inductor": torch.compile(models["inductor"]),
     }
+    if only:
+        fns = {k: v for k, v in fns.items() if k in only}
 
     def call(label: str) -> Any:
         fn, m = fns[label], models[label]
@@ -190,6 +192,22 @@ def variants(suite: str, name: str, task: str, debug: Path,
         stats = pstats.Stats(profiler, stream=text)
         stats.sort_stats("tottime").print_stats(45)
         stats.sort_stats("cumulative").print_stats(45)
+        # the host time of each ATen op the compiled code calls (externs: matmuls, attention,
+        # convolutions, allocations), from the profiler's CPU events
+        with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
+            for _ in range(5):
+                run()
+            torch.cuda.synchronize()
+        ops: dict[str, list[float]] = defaultdict(lambda: [0.0, 0.0, 0.0])
+        for evt in prof.events():
+            if evt.device_type == torch.autograd.DeviceType.CUDA:
+                continue
+            ops[evt.name][0] += evt.self_cpu_time_total / 5000.0
+            ops[evt.name][1] += evt.cpu_time_total / 5000.0
+            ops[evt.name][2] += 1 / 5
+        text.write("\n\nhost ms per step by op (self, total, calls):\n")
+        for op, (own, total, n) in sorted(ops.items(), key=lambda kv: -kv[1][0])[:45]:
+            text.write(f"{own:9.3f} {total:9.3f} {n:7.1f}  {op[:120]}\n")
         host_profile.write_text(text.getvalue())
     return result
 
@@ -218,6 +236,7 @@ def main() -> None:
     parser.add_argument("--tasks", default="infer,train")
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
     parser.add_argument("--hang-s", type=float, default=540)
+    parser.add_argument("--only", default="", help="a subset of eager,torchkiln,inductor")
     parser.add_argument("--host-profile", action="store_true",
                         help="also cProfile 5 torchkiln steps into host-<model>-<task>.txt")
     args = parser.parse_args()
@@ -232,7 +251,8 @@ def main() -> None:
             debug = Path(tempfile.mkdtemp(prefix=f"tk-{name}-{task}-"))
             try:
                 host = out / f"host-{name}-{task}.txt" if args.host_profile else None
-                result = variants(args.suite, name, task, debug, host)
+                result = variants(args.suite, name, task, debug, host,
+                                  tuple(args.only.split(",")) if args.only else ())
             except Exception as error:  # noqa: BLE001 - one model must not stop the session
                 print(f"===== {name} {task}: {type(error).__name__}: {str(error)[:300]}")
                 continue
