@@ -90,3 +90,46 @@ def test_aligned_calls_skip_the_specialization_key(monkeypatch):
     assert misaligned.data_ptr() % 16
     k(misaligned, out)
     assert len(fn.calls) == 2 and len(keyed) == 2  # a second specialization, compiled by Triton
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_ready_launch_repeats_the_keyed_launch(monkeypatch, split):
+    """From the third call on, a static kernel whose tensors are aligned launches through its
+    ready closure: the same binary, grid and parameters as the keyed path handed it (a split
+    reduction: fresh partials each call); the result equals eager's. A call on another device
+    or with a misaligned tensor takes the general path again."""
+    device = [0]
+    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: device[0], lambda d: f"stream{d}"))
+    options = TritonOptions(split_programs=64, split_min_rchunk=16) if split else \
+        TritonOptions(split_max_chunks=0)
+    k = _sum_kernel(300, 37, options)
+    fns = [FakeFn(), FakeFn()] if split else [FakeFn()]
+    k._fn = fns[0]
+    if split:
+        k._finish = fns[1]
+    k._cuda, k._device_index = True, None
+    a, out = torch.randn(300, 37), torch.empty(37)
+    for _ in range(4):
+        k(a, out)
+    assert k._ready is not None and k._ready[0] == 0
+    for fn in fns:
+        assert len(fn.calls) == 1 and len(fn.compiled.runs) == 3
+        first, *later = fn.compiled.runs
+        assert all(_described(r) == _described(first) for r in later)
+        assert all(r[3] == "stream0" for r in later)
+    if split:  # fresh partials per call, never the first call's
+        parts = [r[9 + 2] for r in fns[0].compiled.runs]
+        assert len({id(p) for p in parts}) == len(parts)  # all alive: distinct objects
+    device[0] = 1
+    k(a, out)
+    assert all(len(fn.calls) == 2 for fn in fns)  # a new device: Triton's own launch again
+
+
+def test_ready_kernel_matches_eager_under_the_interpreter():
+    """The lean path is CUDA-only; on the CPU the general path still computes the sum."""
+    k = _sum_kernel(300, 37, TritonOptions(split_programs=64, split_min_rchunk=16))
+    a, out = torch.randn(300, 37), torch.empty(37)
+    for _ in range(3):
+        k(a, out)
+        torch.testing.assert_close(out, a.sum(0), rtol=1e-5, atol=1e-4)
+    assert k._ready is None

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import operator
 import re
 from collections.abc import Callable, Sequence
+from functools import reduce
 from typing import Any
 
 import sympy
@@ -52,6 +54,22 @@ def _specialization(arg: Any) -> Any:
     return (type(arg), arg)
 
 
+def _misaligned(tensors: Sequence[torch.Tensor]) -> int:
+    """Nonzero when some tensor's data is not 16-byte aligned (Triton specializes on it)."""
+    return reduce(operator.or_, map(torch.Tensor.data_ptr, tensors), 0) & 15
+
+
+def _relaunch(device: int, kernel: Any, gx: int, tail: tuple[Any, ...]) -> Callable[..., None]:
+    """``launch(get_stream, *tensors)``: ``kernel`` (a binary Triton compiled for aligned
+    tensors) on grid ``gx`` with the ints and constexprs ``tail`` after the tensors."""
+    run, function, meta = kernel.run, kernel.function, kernel.packed_metadata
+
+    def launch(get_stream: Any, *tensors: Any) -> None:
+        run(gx, 1, 1, get_stream(device), function, meta, None, None, None, *tensors, *tail)
+
+    return launch
+
+
 class TritonCompiledKernel:
     """A launchable kernel: call with tensors for ``spec.args`` then ints for ``spec.size_args``."""
 
@@ -80,6 +98,9 @@ class TritonCompiledKernel:
         # the kernel checks indirect indices into a status word (kernel.py's STATUS_PARAM)
         self._status = re.search(rf"def \w+\([^)]*\b{STATUS_PARAM}\b", source) is not None
         self._device_index: int | None = None
+        #: (device, launch) once a static kernel relaunched with all tensors aligned: the whole
+        #: call then is ``launch(get_stream, *tensors)``, nothing recomputed (see ``__call__``)
+        self._ready: tuple[int, Callable[..., None]] | None = None
 
     def warmup_call(self) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
         """``fn.warmup``'s arguments that compile the very binary the first launch looks up: the
@@ -163,10 +184,15 @@ class TritonCompiledKernel:
             chunks, launches = self._split_plan(cfg, xnumel, rnumel)
             parts = [torch.empty((chunks, xnumel), dtype=dt, device=tensors[0].device)
                      for dt in cfg.partials]
+            kept = []
             for which, (fn, (grid, numels, kw)) in enumerate(zip((self._fn, self._finish), launches)):
                 consts = {k: v for k, v in kw.items() if k != "num_warps"}
-                self._run_fast(which, fn, (*tensors, *parts, *rest, *numels), grid, consts,
-                               kw["num_warps"], device, get_stream)
+                kernel = self._run_fast(which, fn, (*tensors, *parts, *rest, *numels), grid,
+                                        consts, kw["num_warps"], device, get_stream)
+                kept.append(kernel and (kernel, grid, (*rest, *numels, *consts.values())))
+            if (not self._nsizes and not self._status and all(kept) and self._ready is None
+                    and not _misaligned(tensors)):
+                self._ready = (device, self._split_relaunch(device, chunks, xnumel, kept))
             return True
         # static sizes and no status word: only the tensors' alignment can change between calls
         # (their dtypes are the graph's), so a call whose tensors are all 16-byte aligned (our
@@ -185,7 +211,29 @@ class TritonCompiledKernel:
         kernel = self._run_fast(0, self._fn, params, grid, consts, cfg.num_warps, device, get_stream)
         if static and kernel is not None and all(a.data_ptr() & 15 == 0 for a in args):
             self._aligned[device] = (kernel, grid[0], (*params[len(args):], *consts.values()))
+            if self._ready is None:
+                self._ready = (device, _relaunch(device, kernel, grid[0],
+                                                 (*params[len(args):], *consts.values())))
         return True
+
+    def _split_relaunch(self, device: int, chunks: int, xnumel: int,
+                        kept: list[Any]) -> Callable[..., None]:
+        """The ready launch of a split reduction: fresh partials, then both kept binaries."""
+        (first, grid1, tail1), (finish, grid2, tail2) = kept
+        shapes = [((chunks, xnumel), dt) for dt in self.config.partials]
+        g1 = (*grid1, 1, 1)[:3]
+        g2 = (*grid2, 1, 1)[:3]
+        run1, fn1, meta1 = first.run, first.function, first.packed_metadata
+        run2, fn2, meta2 = finish.run, finish.function, finish.packed_metadata
+        empty = torch.empty
+
+        def launch(get_stream: Any, *tensors: Any) -> None:
+            parts = [empty(shape, dtype=dt, device=tensors[0].device) for shape, dt in shapes]
+            stream = get_stream(device)
+            run1(*g1, stream, fn1, meta1, None, None, None, *tensors, *parts, *tail1)
+            run2(*g2, stream, fn2, meta2, None, None, None, *tensors, *parts, *tail2)
+
+        return launch
 
     def _run_fast(self, which: int, fn: Any, params: tuple[Any, ...], grid: tuple[int, ...],
                   consts: dict[str, int], num_warps: int, device: int, get_stream: Any) -> Any:
@@ -205,6 +253,18 @@ class TritonCompiledKernel:
         return kernel
 
     def __call__(self, *args: Any) -> None:
+        # the common case, kept lean (it runs once per kernel per step; wrapper time per launch
+        # is what a host-bound step is made of): a static kernel already relaunched once, on
+        # the current device, all tensors 16-byte aligned, no launch hook installed
+        ready = self._ready
+        if ready is not None and len(args) == self._nargs:
+            fast = fast_launcher()
+            if fast is not None and fast[0]() == ready[0] and not _misaligned(args):
+                ready[1](fast[1], *args)
+                return
+        self._call(*args)
+
+    def _call(self, *args: Any) -> None:
         if len(args) != self._nargs + self._nsizes:
             raise CodegenError(f"kernel {self.name} takes {self._nargs} tensors and {self._nsizes} "
                                f"size ints, got {len(args)} arguments", self.path)
