@@ -1,0 +1,138 @@
+"""The host (Python) side of a compiled step, measured on the CPU: a full-size model compiled
+with the Triton backend, its kernels' GPU launches replaced by no-ops (the launch path up to
+Triton's launcher still runs: the kernel object, the ready/aligned/keyed relaunch paths, split
+reductions' partials, the generated wrapper's allocations and views), the ATen externs run for
+real on tiny inputs. What it prints is what the wrapper costs per step and per launch with no
+GPU in the way: on the H200 a step whose wall time is twice its kernel time is host-bound, and
+this separates the Python part of that host time from the driver's.
+
+    TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train
+    TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train --profile
+"""
+
+from __future__ import annotations
+
+import argparse
+import cProfile
+import contextlib
+import pstats
+import time
+from typing import Any
+
+import torch
+
+LAUNCHES = [0]
+
+
+class _NoLaunch:
+    """Stands in for a compiled Triton binary: ``run`` counts the launch and does nothing."""
+
+    function = packed_metadata = None
+
+    def run(self, *args: Any) -> None:
+        LAUNCHES[0] += 1
+
+
+class _FakeJit:
+    """Stands in for a ``@triton.jit`` function: its first run "compiles" to ``_NoLaunch``."""
+
+    def __init__(self) -> None:
+        self.binary = _NoLaunch()
+
+    def run(self, *params: Any, grid: Any, warmup: bool, num_warps: int, **consts: Any) -> Any:
+        LAUNCHES[0] += 1
+        return self.binary
+
+    def __getitem__(self, grid: Any) -> Any:
+        return lambda *a, **k: LAUNCHES.__setitem__(0, LAUNCHES[0] + 1)
+
+
+def _fake_gpu_kernels() -> None:
+    """Every kernel compiled from now on takes the CUDA launch path with no-op launches."""
+    from torchkiln_codegen_triton import wrapper as W
+
+    W.fast_launcher = lambda: (lambda: 0, lambda device: 0)
+    init = W.TritonCompiledKernel.__init__
+
+    def fake_init(self: Any, *args: Any, **kwargs: Any) -> None:
+        init(self, *args, **kwargs)
+        self._fn = _FakeJit()
+        if self._finish is not None:
+            self._finish = _FakeJit()
+        self._cuda, self._device_index, self._on_cuda = True, None, False
+
+    W.TritonCompiledKernel.__init__ = fake_init
+
+
+def build(model: str, task: str, batch: int, seq: int) -> tuple[Any, Any]:
+    import transformers
+
+    from torchkiln.bench.train import _no_dropout, loss_of
+
+    configs = {"bert": (transformers.BertForMaskedLM, transformers.BertConfig),
+               "gpt2": (transformers.GPT2LMHeadModel, transformers.GPT2Config)}
+    cls, config = configs[model]
+    net = cls(config(vocab_size=1024))  # the full width and depth; a small vocabulary keeps
+    # the CPU time of the head's matmuls (not what this measures) small
+    ids = torch.randint(0, 1000, (batch, seq))
+    if task == "train":
+        net = _no_dropout(net).train()
+
+        def step(fn: Any) -> None:
+            net.zero_grad(set_to_none=True)
+            loss_of(fn(ids)).backward()
+    else:
+        net = net.eval()
+
+        def step(fn: Any) -> None:
+            with torch.no_grad():
+                fn(ids)
+    return net, step
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--model", default="bert")
+    parser.add_argument("--task", default="train")
+    parser.add_argument("--batch", type=int, default=1)
+    parser.add_argument("--seq", type=int, default=8)
+    parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--profile", action="store_true")
+    args = parser.parse_args()
+    import torchkiln
+
+    torch.manual_seed(0)
+    torch.set_num_threads(1)  # the host path is single-threaded; 2 cores shared by OpenMP skew it
+    net, step = build(args.model, args.task, args.batch, args.seq)
+    for _ in range(2):
+        step(net)
+    start = time.perf_counter()
+    for _ in range(args.steps):
+        step(net)
+    eager = (time.perf_counter() - start) / args.steps * 1000
+    _fake_gpu_kernels()
+    compiled = torchkiln.compile(net, options={"codegen": "triton"})
+    t0 = time.perf_counter()
+    step(compiled)
+    compile_s = time.perf_counter() - t0
+    step(compiled)
+    step(compiled)
+    LAUNCHES[0] = 0
+    profiler = cProfile.Profile() if args.profile else None
+    start = time.perf_counter()
+    with profiler or contextlib.nullcontext():
+        for _ in range(args.steps):
+            step(compiled)
+    ours = (time.perf_counter() - start) / args.steps * 1000
+    launches = LAUNCHES[0] / args.steps
+    print(f"{args.model} {args.task} (batch {args.batch}, seq {args.seq}): eager step "
+          f"{eager:.2f} ms on the CPU; torchkiln step with no-op GPU launches {ours:.2f} ms, "
+          f"{launches:.0f} launches per step ({1000 * ours / max(launches, 1):.1f} us per "
+          f"launch, externs' CPU time included); first call {compile_s:.1f} s")
+    if profiler is not None:
+        stats = pstats.Stats(profiler)
+        stats.sort_stats("tottime").print_stats(30)
+
+
+if __name__ == "__main__":
+    main()
