@@ -13,9 +13,8 @@ import types
 from ._codegen import Namespace
 from ._sources import source_code
 from .exc import Unsupported
-from .variables.base import ConstantVariable
+from .variables.base import BoundMethodVariable, ConstantVariable
 from .variables.containers import (
-    DataclassVariable,
     DictVariable,
     DictViewVariable,
     IteratorVariable,
@@ -24,14 +23,13 @@ from .variables.containers import (
 )
 from .variables.ctx import ContextExitVariable
 from .variables.functions import (
-    BoundMethodVariable,
     NewCellVariable,
     PartialVariable,
     RealCellVariable,
     UserFunctionVariable,
 )
 from .variables.modules import NewModuleVariable
-from .variables.objects import NewObjectVariable, UserObjectVariable
+from .variables.objects import DataclassVariable, NewObjectVariable, UserObjectVariable
 from .variables.symbolic import SymNodeVariable
 from .variables.tensors import TensorVariable
 
