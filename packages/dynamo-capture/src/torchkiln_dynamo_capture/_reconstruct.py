@@ -8,6 +8,7 @@ are built once per ``run`` (two references to one list stay one list).
 
 from __future__ import annotations
 
+import functools
 import types
 
 from ._codegen import Namespace
@@ -119,8 +120,6 @@ class Reconstructor:
         if isinstance(v, BoundMethodVariable):
             return f"getattr({self.expr(v.obj)}, {v.name!r})"
         if isinstance(v, PartialVariable):
-            import functools
-
             args = "".join(self.expr(a) + ", " for a in v.args)
             kwargs = "".join(f"{k}={self.expr(a)}, " for k, a in v.kwargs.items())
             return f"{ns.ref(functools.partial, 'partial')}({self.expr(v.func)}, {args}{kwargs})"

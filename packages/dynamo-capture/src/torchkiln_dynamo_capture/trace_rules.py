@@ -31,8 +31,10 @@ on the world (``IMPURE_MODULES``: output, clocks, files, processes) always break
 from __future__ import annotations
 
 import functools
+import logging
 import sys
 import types
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -202,9 +204,6 @@ def is_reorderable_logging(fn: Any, owner: Any = None) -> bool:
     ``logging.Logger`` or ``LoggerAdapter`` named like its emitting methods or ``*_once``
     (transformers' ``warning_once``/``info_once``), the module functions ``logging.info`` etc.,
     and ``warnings.warn``."""
-    import logging
-    import warnings
-
     if fn is warnings.warn:
         return True
     func = getattr(fn, "__func__", fn)

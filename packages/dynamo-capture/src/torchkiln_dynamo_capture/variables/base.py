@@ -111,7 +111,7 @@ class ConstantVariable(VariableTracker):
         return tx.call_value(self.value, args, kwargs)
 
     def call_method(self, tx, name, args, kwargs):
-        if type(self.value) in (list, dict, set) and name in _MUTATORS:
+        if type(self.value) in (list, dict, set) and name in MUTATORS:
             raise Unsupported(f"mutating a {type(self.value).__name__} held as a constant")
         return self.var_getattr(tx, name).call(tx, args, kwargs)
 
@@ -129,10 +129,11 @@ class ConstantVariable(VariableTracker):
         return f"ConstantVariable({self.value!r})"
 
 
-_MUTATORS = {"append", "extend", "pop", "insert", "remove", "clear", "update", "setdefault", "add", "discard",
-             "popitem", "sort", "reverse", "difference_update", "intersection_update",
-             "symmetric_difference_update", "__setitem__", "__delitem__", "__iadd__", "__ior__",
-             "__iand__", "__isub__", "__ixor__", "__imul__"}
+#: methods that change a list, dict or set in place
+MUTATORS = {"append", "extend", "pop", "insert", "remove", "clear", "update", "setdefault", "add", "discard",
+            "popitem", "sort", "reverse", "difference_update", "intersection_update",
+            "symmetric_difference_update", "__setitem__", "__delitem__", "__iadd__", "__ior__",
+            "__iand__", "__isub__", "__ixor__", "__imul__"}
 
 
 def _needs_wrap(v) -> bool:

@@ -28,7 +28,7 @@ import torch.utils.checkpoint
 from .. import trace_rules
 from ..exc import Unsupported
 from .base import (
-    _MUTATORS,
+    MUTATORS,
     NO_REAL,
     ConstantVariable,
     VariableTracker,
@@ -58,12 +58,11 @@ def disabled_call(fn) -> Unsupported:
                        "it runs eagerly between two graphs, as asked")
 
 
-
 def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     """Call a real callable ``fn`` (known at capture time) with tracked arguments."""
     if isinstance(fn, trace_rules.CustomOpDef):  # a torch.library.custom_op: its operator goes in the graph
         fn = fn._opoverload
-    if type(getattr(fn, "__self__", None)) in (list, dict, set) and getattr(fn, "__name__", "") in _MUTATORS \
+    if type(getattr(fn, "__self__", None)) in (list, dict, set) and getattr(fn, "__name__", "") in MUTATORS \
             and id(fn.__self__) in tx.out.outside_containers:
         # a bound mutator of a container capture holds as a constant (a copy): the mutation
         # would be lost, so it runs in Python
