@@ -18,6 +18,7 @@ from .objects import DataclassVariable, NewObjectVariable, UserObjectVariable
 from .symbolic import is_symbolic, sym_binary
 from .tensors import TensorVariable
 
+#: BINARY_OP's argument (as ``dis`` spells it) -> the operator function
 BINARY_OPS = {
     "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
     "%": operator.mod, "**": operator.pow, "@": operator.matmul, "&": operator.and_, "|": operator.or_,
@@ -26,7 +27,9 @@ BINARY_OPS = {
     "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
     "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor, "<<=": operator.ilshift, ">>=": operator.irshift,
 }
+#: COMPARE_OP's argument -> the comparison function
 COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge}
+#: each in-place operator -> its binary form (``number += tensor`` rebinds, ``tuple += tuple`` too)
 INPLACE_TO_BINARY = {
     operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
     operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv, operator.imod: operator.mod,
@@ -34,7 +37,7 @@ INPLACE_TO_BINARY = {
     operator.ior: operator.or_, operator.ixor: operator.xor, operator.ilshift: operator.lshift,
     operator.irshift: operator.rshift,
 }
-#: the ``operator`` functions a call of which is ``binary_op`` (``operator.add(a, b)``, ``min``'s key)
+#: the ``operator`` functions whose call is ``binary_op`` (``operator.add(a, b)``, ``reduce(operator.mul, ...)``)
 OPERATOR_FNS = set(BINARY_OPS.values()) | set(COMPARE_OPS.values())
 
 
