@@ -8,14 +8,14 @@ are built once per ``run`` (two references to one list stay one list).
 
 from __future__ import annotations
 
+import functools
 import types
 
 from ._codegen import Namespace
 from ._sources import source_code
 from .exc import Unsupported
-from .variables.base import ConstantVariable
+from .variables.base import BoundMethodVariable, ConstantVariable
 from .variables.containers import (
-    DataclassVariable,
     DictVariable,
     DictViewVariable,
     IteratorVariable,
@@ -24,14 +24,13 @@ from .variables.containers import (
 )
 from .variables.ctx import ContextExitVariable
 from .variables.functions import (
-    BoundMethodVariable,
     NewCellVariable,
     PartialVariable,
     RealCellVariable,
     UserFunctionVariable,
 )
 from .variables.modules import NewModuleVariable
-from .variables.objects import NewObjectVariable, UserObjectVariable
+from .variables.objects import DataclassVariable, NewObjectVariable, UserObjectVariable
 from .variables.symbolic import SymNodeVariable
 from .variables.tensors import TensorVariable
 
@@ -121,8 +120,6 @@ class Reconstructor:
         if isinstance(v, BoundMethodVariable):
             return f"getattr({self.expr(v.obj)}, {v.name!r})"
         if isinstance(v, PartialVariable):
-            import functools
-
             args = "".join(self.expr(a) + ", " for a in v.args)
             kwargs = "".join(f"{k}={self.expr(a)}, " for k, a in v.kwargs.items())
             return f"{ns.ref(functools.partial, 'partial')}({self.expr(v.func)}, {args}{kwargs})"

@@ -12,12 +12,12 @@ from torchkiln_guards import ConstantMatch, DictKeysMatch, IdMatch, LengthMatch,
 
 from ._guards import ValueEqualsMatch
 from ._sources import AttrSource, HeldObjectSource, ItemSource, ViewDictSource, view_dict
-from .variables.base import ConstantVariable
-from .variables.builtins import _INLINE_TORCH_MODULES, _CustomOpDef, _is_stdlib, is_torch_callable
+from .trace_rules import INLINE_TORCH_MODULES, CustomOpDef, is_stdlib, is_torch_callable
+from .variables.base import BoundMethodVariable, ConstantVariable
 from .variables.containers import DictVariable, DictViewVariable, ListVariable, TupleVariable
 from .variables.ctx import ContextExitVariable, GradModeExit, _no_exit
 from .variables.ctx import _set_grad as set_grad
-from .variables.functions import BoundMethodVariable, PartialVariable, UserFunctionVariable
+from .variables.functions import PartialVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
 from .variables.objects import UserObjectVariable
 from .variables.triton_kernels import TritonKernelVariable, is_triton_kernel
@@ -68,7 +68,7 @@ def wrap(tx, value, source):
         g.append(ValueEqualsMatch(AttrSource(source, "__name__"), value.__name__))
         self_var = wrap(tx, value.__self__, AttrSource(source, "__self__"))
         return BoundMethodVariable(self_var, value.__name__)
-    if isinstance(value, (*_TORCH_OPS, _CustomOpDef)):
+    if isinstance(value, (*_TORCH_OPS, CustomOpDef)):
         # torch.ops.<ns>, its OpOverloadPackets and OpOverloads (aten, prims, custom operators
         # registered with torch.library), torch.ops.higher_order.*: process-wide singletons,
         # called into the graph as they are (control flow: variables/higher_order.py)
@@ -136,7 +136,7 @@ def wrap(tx, value, source):
         if source is not None and not isinstance(source, (AttrSource, ItemSource, HeldObjectSource)):
             g.append(IdMatch(source, value))
         return out.remember(value, NNModuleVariable(value, source))
-    if isinstance(value, types.FunctionType) and (_is_stdlib(value) or is_torch_callable(value) and not value.__module__.startswith(_INLINE_TORCH_MODULES)):
+    if isinstance(value, types.FunctionType) and (is_stdlib(value) or is_torch_callable(value) and not value.__module__.startswith(INLINE_TORCH_MODULES)):
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):
         if source is not None and "<locals>" in value.__qualname__:

@@ -20,12 +20,21 @@ Logging calls (``logging.Logger`` methods, ``logging.info`` and friends, transfo
 ``logger.warning_once``, ``warnings.warn``) do not break the graph: like the functions TorchDynamo
 lets reorder (``reorderable_logging_functions``), they run after the graph, in program order, with
 the arguments they had (``is_reorderable_logging``).
+
+The rest is capture's own policy for calls nobody marked, read by ``variables/calls.py``: torch's
+callables go into the graph (``is_torch_callable``, ``makes_tensor``), the standard library runs
+for real on known values (``is_stdlib``), other functions run at capture time on constants only
+when that cannot differ from running them later (``pure_with_constants``), and modules that act
+on the world (``IMPURE_MODULES``: output, clocks, files, processes) always break the graph.
 """
 
 from __future__ import annotations
 
 import functools
+import logging
 import sys
+import types
+import warnings
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -195,9 +204,6 @@ def is_reorderable_logging(fn: Any, owner: Any = None) -> bool:
     ``logging.Logger`` or ``LoggerAdapter`` named like its emitting methods or ``*_once``
     (transformers' ``warning_once``/``info_once``), the module functions ``logging.info`` etc.,
     and ``warnings.warn``."""
-    import logging
-    import warnings
-
     if fn is warnings.warn:
         return True
     func = getattr(fn, "__func__", fn)
@@ -206,6 +212,95 @@ def is_reorderable_logging(fn: Any, owner: Any = None) -> bool:
     if isinstance(owner, (logging.Logger, logging.LoggerAdapter)):
         return name in LOGGING_METHODS or (name.endswith("_once") and name.split("_")[0] in LOGGING_METHODS)
     return owner is None and name in LOGGING_METHODS and getattr(logging, name, None) is func
+
+
+# --- what capture runs, inlines or puts in the graph by itself -----------------------------------
+
+try:
+    from torch._library.custom_ops import CustomOpDef
+except ImportError:  # torch without torch.library.custom_op
+    class CustomOpDef:  # type: ignore[no-redef]
+        """Stands in for torch.library.custom_op's class: nothing is an instance of it."""
+
+#: torch Python functions that wrap a user function (decorators): inlined rather than put in the graph
+INLINE_TORCH_MODULES = ("torch.utils._contextlib", "torch.amp.autocast_mode")
+
+
+def is_torch_callable(fn: Any) -> bool:
+    """Whether ``fn`` is torch's own (a Tensor method, a ``torch._C`` function, a ``torch.*``
+    function): called on tensors, it goes into the graph."""
+    mod = getattr(fn, "__module__", None) or ""
+    if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and getattr(fn, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase):
+        return True
+    if getattr(fn, "__self__", None) is torch._C._VariableFunctions or mod.startswith("torch._C"):
+        return True
+    return mod == "torch" or mod.startswith("torch.")
+
+
+def is_stdlib(fn: Any) -> bool:
+    """A Python function of the standard library (functools' own excepted): run for real on
+    known values, inlined otherwise."""
+    mod = getattr(fn, "__module__", None) or ""
+    return isinstance(fn, (types.FunctionType, types.MethodType)) and mod.split(".")[0] in sys.stdlib_module_names and mod != "functools"
+
+
+#: standard-library modules whose functions act on the world (output, clocks, randomness, files,
+#: processes): never run at capture time nor inlined; a call breaks the graph and runs in Python
+IMPURE_MODULES = frozenset({
+    "logging", "warnings", "os", "posix", "nt", "sys", "time", "random", "io", "_io", "subprocess", "shutil",
+    "tempfile", "socket", "threading", "multiprocessing", "pathlib", "datetime", "uuid", "secrets", "pdb",
+    "traceback", "signal", "select", "atexit", "gc", "faulthandler", "sched", "asyncio", "builtins.input",
+})
+#: builtins that are not pure functions of their arguments
+_IMPURE_BUILTINS = frozenset({"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit",
+                              "help", "globals", "locals", "delattr", "__import__"})
+#: modules whose C functions are pure functions of constant arguments (run at capture time)
+_PURE_C_MODULES = frozenset({"builtins", "math", "cmath", "operator", "_operator", "itertools", "functools",
+                             "_functools", "collections", "_collections", "string", "re", "_sre", "keyword",
+                             "numbers", "typing", "enum", "types", "abc", "_abc", "copy", "inspect", "struct",
+                             "_struct", "binascii", "zlib", "_bisect", "bisect", "unicodedata"})
+
+
+def is_impure_module(modname: str | None) -> bool:
+    """Whether functions of module ``modname`` act on the world (see ``IMPURE_MODULES``)."""
+    if not modname:
+        return False
+    return modname.split(".")[0] in IMPURE_MODULES
+
+
+def pure_with_constants(fn: Any) -> bool:
+    """Whether running ``fn`` at capture time on constant arguments is the same as running it later.
+
+    Methods of objects are (``str.join``, ``dict.get``, ``mappingproxy.__len__``) unless the object
+    belongs to a module that acts on the world (files, random generators); module-level C functions
+    are only for modules known to be pure: any other C function is unknown code and breaks.
+    """
+    owner = getattr(fn, "__self__", None)
+    if isinstance(fn, type):
+        return True
+    if changes_torch_state(fn):
+        return False
+    if owner is not None and not isinstance(owner, types.ModuleType):
+        # torch.distributed's objects act on every call (an all-reduce, a reducer told a
+        # backward is coming): run once at capture time, later calls would silently skip them
+        return not is_impure_module(type(owner).__module__) and not talks_to_other_processes(owner)
+    mod = getattr(fn, "__module__", None) or getattr(owner, "__name__", "") or ""
+    if mod == "builtins":
+        return getattr(fn, "__name__", "") not in _IMPURE_BUILTINS
+    if not isinstance(fn, types.BuiltinFunctionType):
+        return not is_impure_module(mod)
+    top = mod.split(".")[0]
+    return top in ("torch", "numpy", "sympy") or top in _PURE_C_MODULES
+
+
+_TENSOR_FACTORIES = {torch.ones, torch.zeros, torch.empty, torch.full, torch.arange, torch.rand, torch.randn, torch.randint,
+                     torch.tensor, torch.eye, torch.linspace, torch.ones_like, torch.zeros_like, torch.as_tensor,
+                     torch.scalar_tensor, torch.randperm, torch.empty_like, torch.full_like, torch.tril_indices, torch.triu_indices}
+
+
+def makes_tensor(fn: Any) -> bool:
+    """A torch factory: it makes a tensor from no tensor (a graph call even on constants)."""
+    return fn in _TENSOR_FACTORIES
 
 
 __all__ = ["allow_in_graph", "disable", "is_allowed_in_graph", "is_disabled", "is_reorderable_logging", "mark_dynamic", "mark_static"]

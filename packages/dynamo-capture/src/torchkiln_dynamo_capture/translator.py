@@ -20,15 +20,14 @@ from .builder import wrap
 from .bytecode import decode, version_table
 from .exc import Unsupported
 from .variables.base import (
-    BINARY_OPS,
-    COMPARE_OPS,
     AttrMissing,
     ConstantVariable,
     DeletedVariable,
     NullVariable,
     VariableTracker,
 )
-from .variables.builtins import binary_op, contains, disabled_call, identity, is_impure_module
+from .variables.builtins import _len
+from .variables.calls import call_value, disabled_call
 from .variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .variables.ctx import enter_context
 from .variables.functions import (
@@ -38,9 +37,11 @@ from .variables.functions import (
     UserFunctionVariable,
     wraps_call,
 )
-from .variables.generators import contextmanager_call, is_contextmanager_helper
+from .variables.generators import Suspend, contextmanager_call, is_contextmanager_helper
 from .variables.logging_calls import bound, replay_logging_call
 from .variables.modules import NNModuleVariable
+from .variables.objects import UserObjectVariable
+from .variables.operators import BINARY_OPS, COMPARE_OPS, binary_op, contains, identity
 from .variables.symbolic import SliceVariable, SymNodeVariable, sym_unary
 from .variables.tensors import TensorVariable
 
@@ -50,13 +51,6 @@ _MAX_DEPTH = 64
 
 
 class _Return(Exception):
-    def __init__(self, value):
-        self.value = value
-
-
-class Suspend(Exception):  # noqa: N818 - a control transfer, not an error
-    """A generator run by ``variables/generators.py`` reached ``yield``: the value it yields."""
-
     def __init__(self, value):
         self.value = value
 
@@ -114,6 +108,14 @@ class InstructionTranslator:
     def call_function(self, fn: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
         return fn.call(self, args, kwargs)
 
+    def call_value(self, fn, args: list, kwargs: dict) -> VariableTracker:
+        """Call a real callable known at capture time (the call policy of ``variables/calls.py``)."""
+        return call_value(self, fn, args, kwargs)
+
+    def contains(self, item: VariableTracker, container: VariableTracker) -> bool:
+        """``item in container`` (``variables/operators.py``)."""
+        return contains(self, item, container)
+
     def zero_arg_super(self):
         cell = self.cells.get("__class__")
         if cell is None or self.code.co_argcount == 0:
@@ -132,7 +134,7 @@ class InstructionTranslator:
             owner = func.self_var.real_value() if func.self_var is not None else None
             if trace_rules.is_reorderable_logging(func.fn, owner):
                 return replay_logging_call(self, bound(func.fn, owner), args[1 if owner is not None else 0:], kwargs)
-        if is_impure_module(func.f_globals.get("__name__")):
+        if trace_rules.is_impure_module(func.f_globals.get("__name__")):
             raise Unsupported(f"calling {func.f_globals['__name__']}.{func.name} (it acts outside the program: "
                               "output, time, files, ...)", "it runs in Python between two graphs")
         if func.fn is not None and trace_rules.is_disabled(func.fn):
@@ -334,8 +336,6 @@ class InstructionTranslator:
 
     def DELETE_ATTR(self, inst):  # obj ->
         obj = self.pop()
-        from .variables.objects import UserObjectVariable
-
         if not isinstance(obj, UserObjectVariable) or isinstance(obj, NNModuleVariable):
             raise Unsupported(f"del on an attribute of {type(obj).__name__}")
         obj.store_attr(self, inst.argval, DeletedVariable())
@@ -430,8 +430,6 @@ class InstructionTranslator:
             raise Unsupported(f"CALL_INTRINSIC_1 {name}")
 
     def GET_LEN(self, inst):
-        from .variables.builtins import _len
-
         self.push(_len(self, self.stack[-1]))
 
     # --- building and unpacking ----------------------------------------------------------------------

@@ -1,10 +1,17 @@
-"""The VariableTracker base class, Python constants and the NULL stack marker."""
+"""The VariableTracker base class, Python constants, the NULL stack marker and bound methods.
+
+The bottom of ``variables/``: it imports no other family. What a tracker cannot decide alone (a
+call of a real callable, membership) it asks the translator ``tx`` for (``tx.call_value``,
+``tx.contains``), which hands it to ``calls.py`` and ``operators.py``: so the families import each
+other in one direction only (``tests/test_variables_layering.py``).
+"""
 
 from __future__ import annotations
 
-import operator
+import types
 from typing import Any
 
+from .._sources import AttrSource
 from ..exc import Unsupported
 
 
@@ -92,23 +99,19 @@ class ConstantVariable(VariableTracker):
         return self.value
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        import types
-
         try:
             v = getattr(self.value, name)
         except AttributeError as e:
             raise AttrMissing(name) from e
         # attributes of Python modules (torch.nn, math) are not guarded: they do not change
-        src = None if isinstance(self.value, types.ModuleType) or self.source is None else _attr(self.source, name)
+        src = None if isinstance(self.value, types.ModuleType) or self.source is None else AttrSource(self.source, name)
         return tx.wrap(v, src)
 
     def call(self, tx, args, kwargs):
-        from .builtins import call_value
-
-        return call_value(tx, self.value, args, kwargs)
+        return tx.call_value(self.value, args, kwargs)
 
     def call_method(self, tx, name, args, kwargs):
-        if type(self.value) in (list, dict, set) and name in _MUTATORS:
+        if type(self.value) in (list, dict, set) and name in MUTATORS:
             raise Unsupported(f"mutating a {type(self.value).__name__} held as a constant")
         return self.var_getattr(tx, name).call(tx, args, kwargs)
 
@@ -126,35 +129,36 @@ class ConstantVariable(VariableTracker):
         return f"ConstantVariable({self.value!r})"
 
 
-_MUTATORS = {"append", "extend", "pop", "insert", "remove", "clear", "update", "setdefault", "add", "discard",
-             "popitem", "sort", "reverse", "difference_update", "intersection_update",
-             "symmetric_difference_update", "__setitem__", "__delitem__", "__iadd__", "__ior__",
-             "__iand__", "__isub__", "__ixor__", "__imul__"}
+#: methods that change a list, dict or set in place
+MUTATORS = {"append", "extend", "pop", "insert", "remove", "clear", "update", "setdefault", "add", "discard",
+            "popitem", "sort", "reverse", "difference_update", "intersection_update",
+            "symmetric_difference_update", "__setitem__", "__delitem__", "__iadd__", "__ior__",
+            "__iand__", "__isub__", "__ixor__", "__imul__"}
 
 
 def _needs_wrap(v) -> bool:
     return not isinstance(v, (int, float, str, bool, type(None), bytes, complex))
 
 
-def _attr(source, name):
-    from .._sources import AttrSource
+class BoundMethodVariable(VariableTracker):
+    """``obj.name`` for a tracked value whose methods are handled by ``obj.call_method``."""
 
-    return AttrSource(source, name)
+    def __init__(self, obj: VariableTracker, name: str):
+        self.obj = obj
+        self.name = name
+
+    def call(self, tx, args, kwargs):
+        return self.obj.call_method(tx, self.name, args, kwargs)
+
+    def __repr__(self):
+        return f"BoundMethodVariable({self.obj}.{self.name})"
 
 
-BINARY_OPS = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
-    "%": operator.mod, "**": operator.pow, "@": operator.matmul, "&": operator.and_, "|": operator.or_,
-    "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
-    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
-    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
-    "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor, "<<=": operator.ilshift, ">>=": operator.irshift,
-}
-COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge}
-INPLACE_TO_BINARY = {
-    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
-    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv, operator.imod: operator.mod,
-    operator.ipow: operator.pow, operator.imatmul: operator.matmul, operator.iand: operator.and_,
-    operator.ior: operator.or_, operator.ixor: operator.xor, operator.ilshift: operator.lshift,
-    operator.irshift: operator.rshift,
-}
+def all_constant(args: list, kwargs: dict) -> bool:
+    """Whether every argument of a call is known at capture time."""
+    return all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values())
+
+
+def constant_values(args: list, kwargs: dict) -> tuple[list, dict]:
+    """The Python values of a call's arguments (all known at capture time)."""
+    return [a.as_python_constant() for a in args], {k: v.as_python_constant() for k, v in kwargs.items()}

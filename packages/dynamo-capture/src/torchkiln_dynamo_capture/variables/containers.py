@@ -1,12 +1,9 @@
-"""Lists, tuples (incl. namedtuples), dicts, iterators and dataclass instances (incl. ModelOutput)."""
+"""Lists, tuples (incl. namedtuples and torch.return_types), dicts and their views, iterators."""
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 from ..exc import Unsupported
-from .base import ConstantVariable, VariableTracker
+from .base import BoundMethodVariable, ConstantVariable, VariableTracker
 
 
 def _const_or_raise(vt, what):
@@ -39,8 +36,6 @@ class BaseSequence(VariableTracker):
             raise Unsupported(f"index {k} out of range") from e
 
     def var_getattr(self, tx, name):
-        from .functions import BoundMethodVariable
-
         return BoundMethodVariable(self, name)
 
     def call_method(self, tx, name, args, kwargs):
@@ -181,8 +176,6 @@ class DictVariable(VariableTracker):
         return bool(self.items)
 
     def var_getattr(self, tx, name):
-        from .functions import BoundMethodVariable
-
         return BoundMethodVariable(self, name)
 
     def call_method(self, tx, name, args, kwargs):
@@ -277,9 +270,7 @@ class DictViewVariable(VariableTracker):
         if name == "__contains__":
             if self.kind == "keys":
                 return self.dict_var.call_method(tx, "__contains__", args, kwargs)
-            from .builtins import contains
-
-            return ConstantVariable(contains(tx, args[0], TupleVariable(self._items())))
+            return ConstantVariable(tx.contains(args[0], TupleVariable(self._items())))
         return TupleVariable(self._items()).call_method(tx, name, args, kwargs)
 
     def __repr__(self):
@@ -303,135 +294,3 @@ class IteratorVariable(VariableTracker):
         rest = self.items[self.pos:]
         self.pos = len(self.items)
         return rest
-
-
-def is_model_output(cls: type) -> bool:
-    return any(k.__name__ == "ModelOutput" for k in cls.__mro__) and dataclasses.is_dataclass(cls)
-
-
-def _own_dunders(cls) -> set:
-    """Dunders a user wrote on ``cls`` itself rather than ones dataclasses generated (those are
-    compiled from source text by ``exec``: their code's file is ``<string>``, in 3.11 and 3.12)."""
-    own = set()
-    for name in ("__eq__",):
-        fn = cls.__dict__.get(name)
-        code = getattr(fn, "__code__", None)
-        if fn is not None and (code is None or code.co_filename != "<string>"):
-            own.add(name)
-    return own
-
-
-class DataclassVariable(VariableTracker):
-    """An instance of a dataclass built during capture; rebuilt after the graph as ``cls(**fields)``.
-
-    transformers' ModelOutput (an OrderedDict subclass dataclass) is one: its keys are the fields
-    that are not None, and it indexes by position or name.
-    """
-
-    def __init__(self, cls: type, fields: dict[str, VariableTracker]):
-        self.cls = cls
-        self.fields = fields
-        self.source = None
-
-    @classmethod
-    def create(cls, tx, klass, args, kwargs) -> DataclassVariable:
-        if any(isinstance(f.type, dataclasses.InitVar) for f in getattr(klass, "__dataclass_fields__", {}).values()):
-            raise Unsupported(f"constructing {klass.__name__}, a dataclass with InitVar fields")
-        names = [f.name for f in dataclasses.fields(klass) if f.init]
-        values: dict[str, Any] = {}
-        for n, a in zip(names, args):
-            values[n] = a
-        values.update(kwargs)
-        for f in dataclasses.fields(klass):
-            if f.name in values:
-                continue
-            if f.default is not dataclasses.MISSING:
-                values[f.name] = tx.wrap(f.default, None)
-            elif f.default_factory is not dataclasses.MISSING:
-                values[f.name] = tx.wrap(f.default_factory(), None)
-            elif f.init:
-                raise Unsupported(f"{klass.__name__}() missing field {f.name!r}")
-            # a field with init=False and no default is set by __post_init__ (or never)
-        var = cls(klass, values)
-        post_init = getattr(klass, "__post_init__", None)
-        if post_init is not None and not is_model_output(klass):
-            tx.call_function(tx.wrap(post_init, None), [var], {})
-        return var
-
-    @property
-    def rebuilt_by_init(self) -> bool:
-        """Whether ``cls(**fields)`` rebuilds it after the graph; otherwise its fields are set on a
-        bare instance (``__post_init__`` already ran here and must not run twice)."""
-        fields = dataclasses.fields(self.cls)
-        return is_model_output(self.cls) or (not hasattr(self.cls, "__post_init__") and all(f.init for f in fields)
-                                             and set(self.fields) == {f.name for f in fields})
-
-    def equals(self, other) -> bool | None:
-        """The generated ``__eq__`` on values known at capture time (None: not decidable here)."""
-        params = getattr(self.cls, "__dataclass_params__", None)
-        if params is None or not params.eq or "__eq__" in _own_dunders(self.cls):
-            return None
-        if other.cls is not self.cls:
-            return False
-        names = [f.name for f in dataclasses.fields(self.cls) if f.compare]
-        mine = [self.fields.get(n) for n in names]
-        theirs = [other.fields.get(n) for n in names]
-        if not all(v is not None and v.is_python_constant() for v in mine + theirs):
-            return None
-        return [v.as_python_constant() for v in mine] == [v.as_python_constant() for v in theirs]
-
-    def python_type(self):
-        return self.cls
-
-    def _keys(self):
-        if is_model_output(self.cls):
-            return [k for k, v in self.fields.items() if not (v.is_python_constant() and v.as_python_constant() is None)]
-        return list(self.fields)
-
-    def var_getattr(self, tx, name):
-        if name in self.fields:
-            return self.fields[name]
-        if name == "__class__":
-            return ConstantVariable(self.cls)
-        from .functions import BoundMethodVariable, wrap_class_attr
-
-        if name in ("keys", "values", "items", "to_tuple", "get", "__getitem__", "__contains__"):
-            return BoundMethodVariable(self, name)
-        return wrap_class_attr(tx, self, self.cls, name)
-
-    def store_attr(self, tx, name, value):
-        self.fields[name] = value
-
-    def call_method(self, tx, name, args, kwargs):
-        if name == "__getitem__":
-            k = args[0].as_python_constant()
-            if isinstance(k, str):
-                return self.fields[k]
-            keys = self._keys()
-            if isinstance(k, slice):
-                return TupleVariable([self.fields[n] for n in keys[k]])
-            return self.fields[keys[k]]
-        if name == "to_tuple":
-            return TupleVariable([self.fields[k] for k in self._keys()])
-        if name == "keys":
-            return TupleVariable([ConstantVariable(k) for k in self._keys()])
-        if name == "values":
-            return TupleVariable([self.fields[k] for k in self._keys()])
-        if name == "items":
-            return TupleVariable([TupleVariable([ConstantVariable(k), self.fields[k]]) for k in self._keys()])
-        if name == "get":
-            k = args[0].as_python_constant()
-            return self.fields[k] if k in self._keys() else (args[1] if len(args) > 1 else ConstantVariable(None))
-        if name == "__contains__":
-            return ConstantVariable(args[0].as_python_constant() in self._keys())
-        if name == "__len__":
-            return ConstantVariable(len(self._keys()))
-        return self.var_getattr(tx, name).call(tx, args, kwargs)
-
-    def unpack(self, tx):
-        if is_model_output(self.cls):
-            return [ConstantVariable(k) for k in self._keys()]
-        raise Unsupported(f"iterating over dataclass {self.cls.__name__}")
-
-    def truth(self, tx):
-        return True

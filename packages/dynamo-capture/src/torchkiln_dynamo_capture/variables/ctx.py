@@ -2,6 +2,8 @@
 
 Entering records a node that switches the mode inside the graph and switches it for the fake
 tensors too (so requires_grad and dtypes propagate as in eager); the exit callable undoes both.
+A context manager made during capture (``ContextManagerVariable``: ``contextlib.contextmanager``
+blocks and ``nullcontext`` in generators.py, ``torch.set_grad_enabled(mode)``) enters itself.
 """
 
 from __future__ import annotations
@@ -9,6 +11,7 @@ from __future__ import annotations
 import contextlib
 
 import torch
+from torch.amp.autocast_mode import _enter_autocast, _exit_autocast
 
 from ..exc import Unsupported
 from .base import ConstantVariable, VariableTracker
@@ -58,11 +61,22 @@ def _set_grad(tx, enabled: bool):
     torch._C._set_grad_enabled(enabled)
 
 
-class GradModeSetVariable(VariableTracker):
+class ContextManagerVariable(VariableTracker):
+    """A context manager made during capture, which knows how to enter itself."""
+
+    def enter(self, tx) -> tuple[ContextExitVariable, VariableTracker]:
+        """Enter the block: (the exit callable BEFORE_WITH pushes, the value bound by ``as``)."""
+        raise NotImplementedError
+
+
+class GradModeSetVariable(ContextManagerVariable):
     """What ``torch.set_grad_enabled(mode)`` returns: the mode is already set; exiting restores."""
 
     def __init__(self, prev: bool):
         self.prev = prev
+
+    def enter(self, tx):
+        return ContextExitVariable(lambda: _set_grad(tx, self.prev), GRAD_EXITS[self.prev]), ConstantVariable(None)
 
 
 def set_grad_enabled(tx, mode: bool) -> VariableTracker:
@@ -73,12 +87,8 @@ def set_grad_enabled(tx, mode: bool) -> VariableTracker:
 
 def enter_context(tx, ctx: VariableTracker):
     """Enter ``ctx`` symbolically; returns (exit callable, value bound by ``as``)."""
-    from .generators import GeneratorContextVariable, NullContextVariable, enter_generator_context
-
-    if isinstance(ctx, (GeneratorContextVariable, NullContextVariable)):
-        return enter_generator_context(tx, ctx)
-    if isinstance(ctx, GradModeSetVariable):
-        return ContextExitVariable(lambda: _set_grad(tx, ctx.prev), GRAD_EXITS[ctx.prev]), ConstantVariable(None)
+    if isinstance(ctx, ContextManagerVariable):
+        return ctx.enter(tx)
     obj = ctx.real_value()
     if isinstance(obj, (torch.no_grad, torch.enable_grad, torch.set_grad_enabled)):
         prev = torch.is_grad_enabled()
@@ -93,8 +103,6 @@ def enter_context(tx, ctx: VariableTracker):
         # only the normal path is traced: nothing to suppress there; handed over, it is itself
         return ContextExitVariable(lambda: None, obj.__exit__), ConstantVariable(None)
     if isinstance(obj, torch.autocast):
-        from torch.amp.autocast_mode import _enter_autocast, _exit_autocast
-
         args = (obj.device, obj.fast_dtype, obj._enabled, obj._cache_enabled)
         node = tx.out.graph.call_function(_enter_autocast, args)
         node.meta["example_value"] = None

@@ -1,4 +1,4 @@
-"""User functions and methods (inlined), bound methods of tracked values, partials, closure cells, super()."""
+"""User functions and methods (inlined), partials, closure cells, super(), the descriptor protocol."""
 
 from __future__ import annotations
 
@@ -8,7 +8,9 @@ import types
 
 from .._sources import AttrSource, ItemSource, closure_cell_source, default_source
 from ..exc import Unsupported
+from ..trace_rules import is_stdlib
 from .base import NO_REAL, AttrMissing, ConstantVariable, VariableTracker
+from .containers import TupleVariable
 
 
 class UserFunctionVariable(VariableTracker):
@@ -132,20 +134,6 @@ def apply_wraps(wrapper: VariableTracker, wrapped: VariableTracker) -> VariableT
     return wrapper
 
 
-class BoundMethodVariable(VariableTracker):
-    """``obj.name`` for a tracked value whose methods are handled by ``obj.call_method``."""
-
-    def __init__(self, obj: VariableTracker, name: str):
-        self.obj = obj
-        self.name = name
-
-    def call(self, tx, args, kwargs):
-        return self.obj.call_method(tx, self.name, args, kwargs)
-
-    def __repr__(self):
-        return f"BoundMethodVariable({self.obj}.{self.name})"
-
-
 class PartialVariable(VariableTracker):
     """``functools.partial(func, *args, **kwargs)``."""
 
@@ -159,8 +147,6 @@ class PartialVariable(VariableTracker):
         if name == "func":
             return self.func
         if name == "args":
-            from .containers import TupleVariable
-
             return TupleVariable(self.args)
         raise AttrMissing(name)
 
@@ -265,9 +251,7 @@ def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> Variab
         obj.store_attr(tx, attr.attrname or name, value)
         return value
     if isinstance(attr, types.FunctionType):
-        from .builtins import _is_stdlib
-
-        if _is_stdlib(attr) and obj.real_value() is not NO_REAL:  # e.g. os.environ.get: run for real
+        if is_stdlib(attr) and obj.real_value() is not NO_REAL:  # e.g. os.environ.get: run for real
             return ConstantVariable(attr.__get__(obj.real_value()))
         return UserFunctionVariable.from_function(tx, attr, None, self_var=obj)
     if isinstance(attr, (types.BuiltinFunctionType, types.WrapperDescriptorType, types.MethodDescriptorType)):

@@ -6,7 +6,7 @@ generator symbolically up to its ``yield`` (the value bound by ``as``), and leav
 generator from there to its end. So its own ``with`` blocks (grad mode), tensor operations,
 ``try/finally`` and side effects land in the graph and in the side-effect log in eager's order,
 and the block costs no graph break. The generator's frame is a suspended child translator: its
-``YIELD_VALUE`` raises ``Suspend`` (translator.py) and the frame is resumed by running it again.
+``YIELD_VALUE`` raises ``Suspend`` (defined here) and the frame is resumed by running it again.
 
 Only the normal path is traced (as for every block): an exception inside the block makes capture
 fail there, so the block runs in Python. ``contextlib.nullcontext`` and ``contextlib.suppress``
@@ -21,12 +21,20 @@ import types
 
 from ..exc import Unsupported
 from .base import ConstantVariable, VariableTracker
-from .ctx import ContextExitVariable, _no_exit
+from .ctx import ContextExitVariable, ContextManagerVariable, _no_exit
 
 _DONE = object()
 
 
-class GeneratorContextVariable(VariableTracker):
+class Suspend(Exception):  # noqa: N818 - a control transfer, not an error
+    """A generator run by ``enter_generator_context`` reached ``yield`` (the translator raises it
+    at YIELD_VALUE): the value it yields."""
+
+    def __init__(self, value):
+        self.value = value
+
+
+class GeneratorContextVariable(ContextManagerVariable):
     """What calling a contextmanager-decorated function returns: not entered yet."""
 
     def __init__(self, func: VariableTracker, args: list, kwargs: dict):
@@ -35,11 +43,14 @@ class GeneratorContextVariable(VariableTracker):
     def python_type(self):
         return contextlib._GeneratorContextManager
 
+    def enter(self, tx):
+        return enter_generator_context(tx, self)
+
     def __repr__(self):
         return f"GeneratorContextVariable({self.func})"
 
 
-class NullContextVariable(VariableTracker):
+class NullContextVariable(ContextManagerVariable):
     """``contextlib.nullcontext(value)`` made in the frame (its value may be a tensor)."""
 
     def __init__(self, value: VariableTracker):
@@ -47,6 +58,9 @@ class NullContextVariable(VariableTracker):
 
     def python_type(self):
         return contextlib.nullcontext
+
+    def enter(self, tx):
+        return enter_generator_context(tx, self)
 
 
 def _sample():
@@ -105,8 +119,6 @@ def enter_generator_context(tx, ctx: VariableTracker):
 
 def _resume(frame):
     """Run the generator's frame to its next ``yield`` (the value) or its end (``_DONE``)."""
-    from ..translator import Suspend
-
     try:
         frame.run()
     except Suspend as s:
@@ -114,5 +126,5 @@ def _resume(frame):
     return _DONE
 
 
-__all__ = ["GeneratorContextVariable", "NullContextVariable", "contextmanager_call", "enter_generator_context",
+__all__ = ["GeneratorContextVariable", "NullContextVariable", "Suspend", "contextmanager_call", "enter_generator_context",
            "is_contextmanager_function", "is_contextmanager_helper"]

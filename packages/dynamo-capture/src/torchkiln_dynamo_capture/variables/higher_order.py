@@ -23,8 +23,10 @@ import operator
 import sys
 
 import torch
+import torch._higher_order_ops  # loads the cond, while_loop and map modules
 import torch.fx
 from torch._dispatch.python import enable_python_dispatcher
+from torch.multiprocessing.reductions import StorageWeakRef
 
 from ..exc import Unsupported
 from .base import VariableTracker
@@ -35,8 +37,6 @@ from .tensors import TensorVariable
 
 def _operators() -> dict:
     """The Python entry points and the operators themselves, by kind."""
-    import torch._higher_order_ops  # loads the cond, while_loop and map modules
-
     found: dict = {}
     modules = {"cond": "torch._higher_order_ops.cond", "while_loop": "torch._higher_order_ops.while_loop",
                "map": "torch._higher_order_ops.map"}
@@ -260,8 +260,6 @@ def _unaliased_outputs(out, sub, leaves) -> list:
     """The subgraph's output nodes, each a tensor of its own: an output that is an input, a view
     of one, a tensor from outside, or another output again is cloned (the operators refuse
     outputs aliasing inputs or each other: "might be aliasing the input or the output")."""
-    from torch.multiprocessing.reductions import StorageWeakRef
-
     def storage(t):
         return StorageWeakRef(t.untyped_storage())
 

@@ -14,7 +14,8 @@ from .._guards import ChildModulesMatch, SubmoduleHooksMatch
 from .._sources import AttrSource, HeldObjectSource, LocalSource
 from ..exc import Unsupported
 from ..trace_rules import runs_in_python
-from .base import AttrMissing, ConstantVariable
+from .base import AttrMissing, BoundMethodVariable, ConstantVariable
+from .containers import DictVariable, IteratorVariable, TupleVariable
 from .objects import UserObjectVariable
 
 #: the hook dicts nn.Module.__call__ reads, on the module and process-wide (register_module_forward_hook,
@@ -32,8 +33,6 @@ class NNModuleVariable(UserObjectVariable):
 
     def var_getattr(self, tx, name):
         if name in self._ITERATORS and name not in self.value.__dict__:
-            from .functions import BoundMethodVariable
-
             return BoundMethodVariable(self, name)
         pending = tx.out.side_effects.attr_value(self.value, name)
         if pending is not None:
@@ -71,8 +70,6 @@ class NNModuleVariable(UserObjectVariable):
                               "it runs in Python; the forward of the module it wraps is captured as its own frame")
             err.in_callee = True
             raise err
-        from .containers import TupleVariable
-
         where = self.source.expr() if self.source is not None else type(m).__name__
         # guarded before any decision below: registering or removing a hook (the module's own or a
         # global one) later must recompile, whether this call is inlined or breaks
@@ -156,8 +153,6 @@ class NNModuleVariable(UserObjectVariable):
         if name == "__contains__" and isinstance(m, torch.nn.ModuleDict):
             return ConstantVariable(args[0].as_python_constant() in m)
         if isinstance(m, torch.nn.ModuleDict) and name in ("keys", "values", "items"):
-            from .containers import TupleVariable
-
             ks = list(m.keys())
             vals = [tx.wrap(m[k], AttrSource(self.source, k) if self.source else None) for k in ks]
             if name == "keys":
@@ -166,8 +161,6 @@ class NNModuleVariable(UserObjectVariable):
                 return TupleVariable(vals)
             return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in zip(ks, vals)])
         if name in self._ITERATORS:
-            from .containers import IteratorVariable, TupleVariable
-
             a, k = [x.as_python_constant() for x in args], {n: v.as_python_constant() for n, v in kwargs.items()}
             items = []
             for entry in getattr(m, name)(*a, **k):
@@ -196,7 +189,7 @@ class NNModuleVariable(UserObjectVariable):
 
 
 class NewModuleVariable(NNModuleVariable):
-    """A stateless torch.nn module made during capture (``builtins._stateless_module``). Eager
+    """A stateless torch.nn module made during capture (``classes._stateless_module``). Eager
     makes a new one on every call, so the capture-time object must never stand for it at run
     time: handed back to Python (a graph break, a return value) it is made again there from the
     same constant arguments (``_reconstruct``), and a change to it (an attribute, ``train()``, a
@@ -245,6 +238,4 @@ def _guard_child(tx, modules: dict, name: str, sub, parent_source) -> None:
 
 
 def _dict(kwargs):
-    from .containers import DictVariable
-
     return DictVariable(kwargs)

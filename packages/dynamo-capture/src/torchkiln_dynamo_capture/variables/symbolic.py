@@ -24,6 +24,7 @@ from torch.fx.experimental.symbolic_shapes import GuardOnDataDependentSymNode, f
 
 from ..exc import Unsupported
 from .base import ConstantVariable, VariableTracker
+from .containers import TupleVariable
 
 #: operators that keep a size symbolic (the rest specialize)
 ARITHMETIC = frozenset({operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod,
@@ -208,8 +209,6 @@ def is_symbolic(v: VariableTracker) -> bool:
 def sizes_variable(tx, tensor_var, values, kind: str) -> VariableTracker:
     """``x.shape`` / ``x.size()`` / ``x.stride()`` of a tensor with symbolic sizes: a torch.Size
     (or tuple) of SymNodeVariables and constants. Strides specialize (rarely read)."""
-    from .containers import TupleVariable
-
     if kind == "stride":
         return tx.wrap(tuple(int(s) for s in values), None)
     items = [sym_value(tx, lambda i=i: tx.out.graph.call_function(torch.ops.aten.sym_size.int,

@@ -8,7 +8,8 @@ import torch
 import torch.fx
 
 from ..exc import Unsupported
-from .base import AttrMissing, ConstantVariable, VariableTracker
+from .base import AttrMissing, BoundMethodVariable, ConstantVariable, VariableTracker
+from .containers import DictVariable, ListVariable, TupleVariable
 from .symbolic import scalar_output, sizes_variable, sym_value
 
 # attributes answered from the FakeTensor's metadata (static shapes: they become constants)
@@ -52,12 +53,8 @@ class TensorVariable(VariableTracker):
             raise Unsupported("reading Tensor.grad inside a captured function")
         if name in _DATA_DEPENDENT:
             # fails when called (at the call, where the frame can be split), not when looked up
-            from .functions import BoundMethodVariable
-
             return BoundMethodVariable(self, name)
         if callable(getattr(torch.Tensor, name, None)):
-            from .functions import BoundMethodVariable
-
             return BoundMethodVariable(self, name)
         if not hasattr(torch.Tensor, name):
             raise AttrMissing(name)
@@ -84,8 +81,6 @@ class TensorVariable(VariableTracker):
         """``item()`` / ``tolist()`` as unbacked symbolic values (capture_scalar_outputs)."""
         if name == "item":
             return scalar_output(tx, self)
-        from .containers import ListVariable
-
         if self._symbolic():
             raise Unsupported("Tensor.tolist() of a tensor with symbolic sizes (its length is not known)")
 
@@ -125,3 +120,15 @@ class TensorVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"TensorVariable({self.node.name}, {tuple(self.fake.shape)})"
+
+
+def has_tensor(vts) -> bool:
+    """Whether any of ``vts`` is a tensor, or a list, tuple or dict holding one at any depth."""
+    for v in vts:
+        if isinstance(v, TensorVariable):
+            return True
+        if isinstance(v, (ListVariable, TupleVariable)) and has_tensor(v.items):
+            return True
+        if isinstance(v, DictVariable) and has_tensor(v.items.values()):
+            return True
+    return False
