@@ -13,8 +13,8 @@ this separates the Python part of that host time from the driver's.
 from __future__ import annotations
 
 import argparse
-import cProfile
 import contextlib
+import cProfile
 import pstats
 import time
 from typing import Any
@@ -66,7 +66,6 @@ def _fake_gpu_kernels() -> None:
 
 def build(model: str, task: str, batch: int, seq: int) -> tuple[Any, Any]:
     import transformers
-
     from torchkiln.bench.train import _no_dropout, loss_of
 
     configs = {"bert": (transformers.BertForMaskedLM, transformers.BertConfig),
