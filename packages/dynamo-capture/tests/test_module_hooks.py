@@ -294,3 +294,77 @@ def test_global_hooks_fire_for_a_module_made_inside_the_forward(handles):
     be = Counting()
     _check(f, lambda: torch.randn(3, 4), log, be)
     assert be.calls == 1
+
+
+def _scale_by_two(mod, args, out):
+    return out * 2
+
+
+def _add_three(mod, args, out):
+    return out + 3
+
+
+_made_inside_hook = _scale_by_two
+
+
+def test_hook_on_a_module_made_inside_the_function_compiles_once():
+    """``nn.GELU()`` made in the function and given a forward hook there: each call makes a new
+    module and registers the hook under a new handle id. The continuation after the registration
+    is guarded by the module's type and its hooks (by identity), not by the module's identity nor
+    the handle ids, so later calls reuse it; a different hook (the global rebound) recompiles and
+    runs, as in eager."""
+    global _made_inside_hook
+
+    def f(x):
+        act = nn.GELU()
+        act.register_forward_hook(_made_inside_hook)
+        return act(x) - 1
+
+    be = Counting()
+    cf = capture(f, be)
+    try:
+        for _ in range(2):
+            x = torch.randn(3, 5)
+            torch.testing.assert_close(cf(x), f(x))
+        graphs = be.calls
+        for _ in range(4):
+            x = torch.randn(3, 5)
+            torch.testing.assert_close(cf(x), f(x))
+        assert be.calls == graphs  # no recompile per call
+        _made_inside_hook = _add_three
+        for _ in range(3):
+            x = torch.randn(3, 5)
+            torch.testing.assert_close(cf(x), torch.nn.functional.gelu(x) + 3 - 1)
+            torch.testing.assert_close(cf(x), f(x))
+        assert be.calls > graphs  # the changed hook was captured anew
+        graphs = be.calls
+        x = torch.randn(3, 5)
+        torch.testing.assert_close(cf(x), f(x))
+        assert be.calls == graphs
+    finally:
+        _made_inside_hook = _scale_by_two
+
+
+def test_stateless_module_argument_guards_its_attributes():
+    """A stateless torch.nn module handed in (not identity-guarded any more): another instance
+    with other attributes (slope, training flag) or another hook must not reuse the graph."""
+    def f(act, x):
+        return act(x) * 2
+
+    be = Counting()
+    cf = capture(f, be)
+    for slope in (0.1, 0.1, 0.3):
+        act, x = nn.LeakyReLU(slope), torch.randn(4, 4)
+        torch.testing.assert_close(cf(act, x), f(act, x))
+    drop, x = nn.Dropout(0.5), torch.randn(8, 8)
+    drop.eval()
+    torch.testing.assert_close(cf(drop, x), f(drop, x))
+    drop2 = nn.Dropout(0.5)  # training: not the eval graph (which would give x * 2)
+    got = cf(drop2, x)
+    kept = got != 0
+    assert 0 < kept.sum() < x.numel()
+    torch.testing.assert_close(got[kept], x[kept] * 4)
+    act = nn.LeakyReLU(0.1)
+    act.register_forward_hook(_add_three)
+    x = torch.randn(4, 4)
+    torch.testing.assert_close(cf(act, x), f(act, x))

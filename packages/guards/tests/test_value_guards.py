@@ -154,16 +154,16 @@ def test_module_hooks(h):
     h.expect_pass(cg, m, x)
     handle = m.register_forward_hook(lambda mod, inp, out: out * 2)
     failure = h.expect_fail(cg, None, m, x)
-    assert failure.expr == "tuple(L['v']._forward_hooks)" and failure.expected == ()
+    assert failure.expr == "L['v']._forward_hooks" and failure.expected == ()
     handle.remove()
     h.expect_pass(cg, m, x)
     handle = m.register_forward_pre_hook(lambda mod, inp: None)
-    assert h.expect_fail(cg, None, m, x).expr == "tuple(L['v']._forward_pre_hooks)"
+    assert h.expect_fail(cg, None, m, x).expr == "L['v']._forward_pre_hooks"
     handle.remove()
     handle = torch.nn.modules.module.register_module_forward_hook(lambda mod, inp, out: None)
     try:
         failure = h.expect_fail(cg, None, m, x)
-        assert failure.expr == "tuple(torch.nn.modules.module._global_forward_hooks)"
+        assert failure.expr == "torch.nn.modules.module._global_forward_hooks"
     finally:
         handle.remove()
     h.expect_pass(cg, m, x)
@@ -172,6 +172,38 @@ def test_module_hooks(h):
     cg = h.build(g, [ModuleHooksMatch(V, m)])
     h.expect_pass(cg, m, x)
     handle.remove()
+    h.expect_fail(cg, None, m, x)
+
+
+def _double(mod, inp, out):
+    return out * 2
+
+
+def _triple(mod, inp, out):
+    return out * 3
+
+
+def test_module_hooks_compare_the_hooks_not_their_handle_ids(h):
+    """A module made anew on each call, with the same hook registered on it, holds the same hooks
+    under new handle ids: the guard passes. Another hook, another order, or the same hook taking
+    kwargs fails it."""
+    def make(*hooks, **kw):
+        m = torch.nn.ReLU()
+        for hook in hooks:
+            m.register_forward_hook(hook, **kw)
+        return m
+
+    x = torch.randn(3)
+    cg = h.build(g, [ModuleHooksMatch(V, make(_double, _triple))])
+    h.expect_pass(cg, make(_double, _triple), x)
+    torch.testing.assert_close(make(_double, _triple)(x), torch.relu(x) * 6)
+    assert h.expect_fail(cg, None, make(_triple, _double), x).expr == "L['v']._forward_hooks"
+    h.expect_fail(cg, None, make(_double), x)
+    h.expect_fail(cg, None, make(_double, _double), x)
+    h.expect_fail(cg, None, make(_double, _triple, with_kwargs=True), x)
+    h.expect_fail(cg, None, make(_double, _triple, always_call=True), x)
+    m = make(_double)
+    m.register_forward_hook(_triple, prepend=True)
     h.expect_fail(cg, None, m, x)
 
 

@@ -134,7 +134,14 @@ def wrap(tx, value, source):
         # submodules reached through a guarded module are not re-guarded (the root's identity
         # stands for its tree, as for parameters): guard cost stays flat in model depth
         if source is not None and not isinstance(source, (AttrSource, ItemSource, HeldObjectSource)):
-            g.append(IdMatch(source, value))
+            if _stateless_torch_module(value):
+                # nothing of it is baked into the graph: every attribute capture reads is guarded
+                # through the source, its hooks by ModuleHooksMatch. A module made inside the
+                # function reaches a continuation as a new object on every call, and an identity
+                # guard would recompile each time
+                g.append(TypeMatch(source, t))
+            else:
+                g.append(IdMatch(source, value))
         return out.remember(value, NNModuleVariable(value, source))
     if isinstance(value, types.FunctionType) and (is_stdlib(value) or is_torch_callable(value) and not value.__module__.startswith(INLINE_TORCH_MODULES)):
         return ConstantVariable(value, source)
@@ -167,6 +174,15 @@ def wrap(tx, value, source):
     if source is not None:
         g.append(TypeMatch(source, t))
     return out.remember(value, _mark_untracked(UserObjectVariable(value, source)))
+
+
+def _stateless_torch_module(m: torch.nn.Module) -> bool:
+    """A torch.nn module with no parameters, buffers or submodules (``nn.ReLU()``, ``nn.Dropout(p)``):
+    its parameters would be graph constants and its children are guarded through its own dicts,
+    so only a module with neither may be told apart by type and guarded attributes alone."""
+    d = m.__dict__
+    return (type(m).__module__ or "").startswith("torch.nn.") and not d.get("_parameters") \
+        and not d.get("_buffers") and not d.get("_modules")
 
 
 def _symbolic_ints(tx, value, source, dims):

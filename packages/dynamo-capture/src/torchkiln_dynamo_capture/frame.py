@@ -40,7 +40,7 @@ from .variables.functions import (
     RealCellVariable,
     UserFunctionVariable,
 )
-from .variables.modules import NNModuleVariable
+from .variables.modules import NewModuleVariable, NNModuleVariable
 from .variables.objects import UserObjectVariable
 
 if TYPE_CHECKING:  # wrapper.py imports this module
@@ -281,6 +281,11 @@ def _callee_expr(rec, ctx, v) -> str:
         return f"{cref}.module_callee({rec.expr(v)})"
     if isinstance(v, UserFunctionVariable) and v.fn is not None and trace_rules.is_disabled(v.fn):
         return rec.expr(v)  # marked disable: called as it is, never captured
+    if isinstance(v, UserFunctionVariable) and v.fn is not None and isinstance(v.self_var, NewModuleVariable):
+        # a method of a module made inside the function (``register_forward_hook`` on it): a new
+        # object on every call, so a frame captured per (method, object) would compile on every
+        # call and keep each module alive; it runs in Python
+        return rec.expr(v)
     if isinstance(v, UserFunctionVariable) and v.fn is not None and not v.by_code:
         if v.self_var is None:
             return ns.ref(ctx.function_callee(v.fn), "callee")
