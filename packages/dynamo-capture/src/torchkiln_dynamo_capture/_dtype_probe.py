@@ -9,8 +9,15 @@ empty, as eager skips empty work). When that raises NotImplementedError (the dis
 "not implemented for <dtype>"), or a RuntimeError/TypeError about dtypes ("std and var only
 support floating point and complex dtypes"), the op is left to Python, which raises eager's own
 error. Any other exception from the probe says nothing (an index valid for the real sizes may be out of
-range for the cut ones) and is ignored. Random ops are never probed (the probe would move the
-generator).
+range for the cut ones) and is ignored.
+
+The probe must have no effect a user could see. Its tensors are its own zeros, and every ATen op
+it reaches runs under ``_EffectFree``, which stops the probe (no verdict) before an op that draws
+random numbers (tagged ``nondeterministic_seeded``: ``F.gumbel_softmax`` and
+``F.fractional_max_pool2d`` draw them in Python, under names no list would catch), writes a tensor
+the probe did not make (one hidden in an object argument), talks to other processes (c10d) or is
+not torch's own (a user's custom op may do anything). The generators' states are also restored
+after it, for a kernel that would draw without that tag.
 """
 
 from __future__ import annotations
@@ -21,6 +28,8 @@ from typing import Any
 
 import torch
 from torch.utils import _pytree as pytree
+from torch.utils._python_dispatch import TorchDispatchMode
+from torch.multiprocessing.reductions import StorageWeakRef
 
 #: dtypes whose kernels are not all compiled (floating float32/float64 and complex always are)
 _PROBED_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
@@ -120,19 +129,84 @@ def _key(kind: str, target: Any, leaves: list) -> Any:
     return tuple(parts)
 
 
+class _Effect(Exception):
+    """The probe reached an op with an effect outside its own tensors: it stops, with no verdict."""
+
+
+#: op namespaces the probe may run: torch's own kernels (a custom op's may have any effect)
+_OWN_NAMESPACES = frozenset({"aten", "prims"})
+
+
+class _EffectFree(TorchDispatchMode):
+    """Runs the probe's ATen ops, refusing (``_Effect``, before the op runs) one that draws random
+    numbers, leaves torch's own namespaces (collectives are c10d ops) or writes a tensor whose
+    storage the probe did not make (its zeros, and what its ops returned)."""
+
+    def __init__(self, tensors: list[torch.Tensor]) -> None:
+        super().__init__()
+        self.own = {StorageWeakRef(t.untyped_storage()) for t in tensors}
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        if torch.Tag.nondeterministic_seeded in func.tags:
+            raise _Effect(f"{func} draws random numbers")
+        if func.namespace not in _OWN_NAMESPACES:
+            raise _Effect(f"{func} is not one of torch's own ops")
+        schema = func._schema
+        if schema.is_mutable:
+            for i, a in enumerate(schema.arguments):
+                if a.alias_info is None or not a.alias_info.is_write:
+                    continue
+                v = kwargs.get(a.name) if a.kwarg_only else (args[i] if i < len(args) else kwargs.get(a.name))
+                for t in pytree.tree_leaves(v):
+                    if isinstance(t, torch.Tensor) and StorageWeakRef(t.untyped_storage()) not in self.own:
+                        raise _Effect(f"{func} writes a tensor the probe did not make")
+        out = func(*args, **kwargs)
+        for t in pytree.tree_leaves(out):
+            if isinstance(t, torch.Tensor):
+                self.own.add(StorageWeakRef(t.untyped_storage()))
+        return out
+
+
+class _KeptGenerators:
+    """Restores the default generators' states (CPU, and each initialized CUDA device) on exit."""
+
+    def __enter__(self):
+        self.cpu = torch.random.get_rng_state()
+        cuda = torch.cuda.is_available() and torch.cuda.is_initialized()
+        self.cuda = torch.cuda.get_rng_state_all() if cuda else None
+        return self
+
+    def __exit__(self, *exc):
+        if not torch.equal(torch.random.get_rng_state(), self.cpu):
+            torch.random.set_rng_state(self.cpu)
+        if self.cuda is not None:
+            torch.cuda.set_rng_state_all(self.cuda)
+        return False
+
+
 def _probe(kind: str, target: Any, args: list, kwargs: dict) -> str | None:
+    made: list[torch.Tensor] = []
+
+    def real(x):
+        if isinstance(x, torch.Tensor):
+            made.append(_probe_tensor(x))
+            return made[-1]
+        return _concrete(x)
+
     try:
-        real_args, real_kwargs = pytree.tree_map(
-            lambda x: _probe_tensor(x) if isinstance(x, torch.Tensor) else _concrete(x), (args, kwargs))
+        real_args, real_kwargs = pytree.tree_map(real, (args, kwargs))
     except _NoHint:
         return None
     try:
-        with torch.no_grad(), warnings.catch_warnings():
+        with torch.no_grad(), warnings.catch_warnings(), _KeptGenerators(), _EffectFree(made):
             warnings.simplefilter("ignore")  # a resized out= tensor, a deprecation: not the user's
             if kind == "call_method":
                 getattr(real_args[0], target)(*real_args[1:], **real_kwargs)
             else:
                 target(*real_args, **real_kwargs)
+    except _Effect:
+        return None  # not run: no verdict (the op goes in the graph, as for any untested call)
     except NotImplementedError as e:
         return f"{type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}"
     except (RuntimeError, TypeError) as e:
