@@ -372,6 +372,10 @@ class GraphLowering:
         fn = lowerings.get(n.target)
         if fn is None and hasattr(n.target, "overloadpacket"):
             fn = lowerings.get(n.target.overloadpacket)
+        if fn is not None and self.options.fallback_random and _draws_random(n.target):
+            # eager's kernel on eager's generator, in graph order: eager's numbers and state
+            return ctx.extern(n.target, args, kwargs, kind="extern",
+                              reason="fallback_random: a random op runs as ATen, drawing as eager does")
         if fn is not None:
             mark = len(self.nodes)
             marks = (len(self.fallbacks), len(self.extern_calls))
@@ -459,6 +463,11 @@ class GraphLowering:
                 v = self.named(v, "graph output", a if isinstance(a, torch.fx.Node) else None)
             outs.append(v)
         return outs
+
+
+def _draws_random(op: Any) -> bool:
+    """An ATen op that draws from a random generator (rand, bernoulli, native_dropout, ...)."""
+    return isinstance(op, torch._ops.OpOverload) and torch.Tag.nondeterministic_seeded in op.tags
 
 
 def _is_custom_op(op: Any) -> bool:

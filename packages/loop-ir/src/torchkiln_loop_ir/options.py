@@ -31,6 +31,11 @@ class LoopIROptions:
     channels_last: run 2-D convolutions channels-last with their weights converted once
         (channels_last.py): "auto" (default: inference graphs on a CUDA backend), "always" (any
         graph and backend; tests use it on the CPU), or "never".
+    fallback_random: run random ops (``rand``, ``bernoulli``, dropout, every op tagged
+        ``nondeterministic_seeded``) as ATen calls drawing from torch's generator, as eager does,
+        instead of generated code from per-call seeds: results and the generator's state after
+        the call are eager's under the same ``torch.manual_seed`` (Inductor's ``fallback_random``;
+        off by default, as there: the generated draws are faster and differently random).
     autotune: deprecated, not a field: loop-ir never autotuned (block-size search is the Triton
         code generator's ``TritonOptions.autotune``); still accepted, with a DeprecationWarning.
     """
@@ -44,6 +49,7 @@ class LoopIROptions:
     group_linears: bool = True
     pad_matmuls: str = "auto"
     channels_last: str = "auto"
+    fallback_random: bool = False
     autotune: InitVar[bool | None] = None
 
     def __post_init__(self, autotune: bool | None) -> None:

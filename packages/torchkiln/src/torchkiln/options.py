@@ -32,6 +32,7 @@ INDUCTOR_OPTIONS: dict[str, str] = {
     "coordinate_descent_tuning": "autotune",
     "triton.cudagraphs": "cudagraphs",
     "freezing": "freeze_parameters",
+    "fallback_random": "fallback_random",
 }
 
 #: Common Inductor options torchkiln accepts but ignores, with the reason the warning gives.
@@ -83,6 +84,10 @@ class CompileOptions:
     repro: write a standalone repro script (``repro.py``) for each graph that falls back to
         eager: into its debug-dir folder, else under ``<cache root>/repro/`` (the warning names
         it). Repro scripts themselves compile with it off.
+    fallback_random: random ops (``torch.rand``, dropout, ``bernoulli``, ...) run as ATen calls on
+        torch's generator, so that results and the generator's state after the call equal eager's
+        under the same seed (Inductor's ``fallback_random``); off by default, as in torch.compile:
+        generated code draws from per-call seeds, with other numbers than eager's.
     capture_scalar_outputs: ``.item()`` / ``.tolist()`` become unbacked symbolic values kept in
         the graph (TorchDynamo's ``capture_scalar_outputs``); False (the default, as in
         TorchDynamo) breaks the graph there.
@@ -106,6 +111,7 @@ class CompileOptions:
     debug_dir: str | None = None
     repro: bool = True
     capture_scalar_outputs: bool = False
+    fallback_random: bool = False
 
     def __post_init__(self) -> None:
         if self.codegen not in CODEGENS:

@@ -101,6 +101,7 @@ def loop_ir_options(options: CompileOptions) -> Any:
     wanted = {
         "max_fusions": options.max_fusions,
         "cache_dir": options.cache_dir,
+        "fallback_random": options.fallback_random,
         **dict(options.loop_ir),
     }
     declared = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
