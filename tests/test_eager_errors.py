@@ -182,6 +182,35 @@ def test_inplace_partial_overlap_raises(codegen):
     assert not torchkiln.report(compiled).eager_fallbacks
 
 
+@pytest.mark.parametrize("layout", ["transposed", "contiguous", "row"])
+def test_inplace_add_of_a_reshaped_view_with_a_size_one_dim_is_eagers(layout):
+    """Fuzz seed 520584: ``t = x.reshape(x.shape[0], -1); t.add_(x)`` for a [1, 5] input with
+    strides (1, 1) (a transposed [5, 1]). Eager's reshape gives ``t`` strides (5, 1), so the
+    strides differ and eager raises; fake tensors give (1, 1) and the graph computed an answer.
+    A contiguous [1, 5] (same strides in eager: computed) and a [3, 5] (no size-1 dim) too."""
+    def f(x):
+        t = x.reshape(x.shape[0], -1)
+        t.add_(x)
+        return t * 2
+
+    make = {"transposed": lambda: torch.randn(5, 1, dtype=torch.float64).t(),
+            "contiguous": lambda: torch.randn(1, 5, dtype=torch.float64),
+            "row": lambda: torch.randn(3, 5, dtype=torch.float64)}[layout]
+    compiled = torchkiln.compile(f)
+    for _ in range(2):
+        x = make()
+        xe, xc = x.clone(), x.clone()
+        assert xe.stride() == x.stride()
+        want, want_err = _outcome(f, xe)
+        got, got_err = _outcome(compiled, xc)
+        assert type(got_err) is type(want_err) and str(got_err) == str(want_err), (got_err, want_err)
+        if want_err is None:
+            torch.testing.assert_close(got, want)
+        torch.testing.assert_close(xc, xe)
+    assert (want_err is not None) == (layout == "transposed")  # both eager outcomes were checked
+    assert not torchkiln.report(compiled).eager_fallbacks
+
+
 def test_inplace_full_overlap_is_compiled():
     """The same view on both sides is allowed by eager (``x.add_(x)``) and stays in the graph."""
     def f(x):

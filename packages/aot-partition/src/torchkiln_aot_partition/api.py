@@ -13,7 +13,13 @@ from .attention import fuse_attention
 from .errors import AOTError
 from .freezing import freeze
 from .joint import joint_graph
-from .mutation import OutputAlias, ShapeDependentAliases, find_output_aliases, output_aliases
+from .mutation import (
+    OutputAlias,
+    ShapeDependentAliases,
+    find_output_aliases,
+    output_aliases,
+    with_eager_size_one_strides,
+)
 from .partition import min_cut_partition
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
 from .trace import (
@@ -72,7 +78,8 @@ def aot_compile(
     fakes = symbolic_inputs(lifted)
 
     def output_aliases_of(fake_run=None) -> tuple[OutputAlias, ...] | ShapeDependentAliases:
-        found = output_aliases(*fake_run) if fake_run is not None else find_output_aliases(lifted.gm, primals)
+        found = with_eager_size_one_strides(lifted.gm, primals, output_aliases(*fake_run)) \
+            if fake_run is not None else find_output_aliases(lifted.gm, primals)
         if found and fakes is not None:  # a view's geometry depends on the sizes
             return ShapeDependentAliases(lifted.gm)
         return found

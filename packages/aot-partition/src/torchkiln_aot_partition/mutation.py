@@ -19,6 +19,7 @@ geometry is found again for each new input geometry (ShapeDependentAliases).
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -101,7 +102,43 @@ def find_output_aliases(fn, args: Sequence[torch.Tensor]) -> tuple[OutputAlias, 
             outs = fn(*fakes)
     except (RuntimeError, TypeError, ValueError, NotImplementedError):
         return ()  # best effort: the ATen trace reports real problems with a better message
-    return output_aliases(fakes, outs)
+    return with_eager_size_one_strides(fn, args, output_aliases(fakes, outs))
+
+
+def with_eager_size_one_strides(fn, args: Sequence[Any], aliases: tuple[OutputAlias, ...]) -> tuple[OutputAlias, ...]:
+    """``aliases`` with eager's strides on the dims of size 1 of each view of an input.
+
+    A fake tensor's ``view`` computes those strides in Python, not always as eager's C++ does
+    (a [1, 5] tensor with strides (1, 1) viewed as [1, 5]: (1, 1) on fakes, (5, 1) in eager).
+    They address no memory, but eager's in-place ops compare them (its overlap check raised for
+    ``t = x.reshape(1, -1); t.add_(x)`` after a graph break handed ``t`` on, and the rebuilt
+    view let it pass). Meta tensors run eager's C++ view code: one run on meta copies of the
+    inputs gives the strides; any failure (data-dependent ops) keeps the fake ones."""
+    wanted = [a for a in aliases if not a.is_input and not a.of_output and 1 in a.size]
+    if not wanted:
+        return aliases
+    try:
+        with torch.no_grad():
+            metas = [_meta_copy(a) if isinstance(a, torch.Tensor) else a for a in args]
+            outs = fn(*metas)
+    except Exception:  # noqa: BLE001 - best effort: the fake strides address the same memory
+        return aliases
+    outs = outs if isinstance(outs, (tuple, list)) else (outs,)
+    fixed = []
+    for a in aliases:
+        out = outs[a.output] if a in wanted and a.output < len(outs) else None
+        if isinstance(out, torch.Tensor) and tuple(out.shape) == a.size and out.storage_offset() == a.storage_offset \
+                and all(n == 1 or int(st) == s for n, st, s in zip(a.size, out.stride(), a.stride)):
+            a = dataclasses.replace(a, stride=tuple(int(st) for st in out.stride()))
+        fixed.append(a)
+    return tuple(fixed)
+
+
+def _meta_copy(t: torch.Tensor) -> torch.Tensor:
+    """A meta tensor with ``t``'s dtype and geometry (sizes, strides, storage offset)."""
+    extent = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if n > 0) + 1
+    storage = torch.empty(extent, dtype=t.dtype, device="meta")
+    return storage.as_strided(t.shape, t.stride(), t.storage_offset())
 
 
 def output_aliases(fakes: Sequence[Any], outs: Any) -> tuple[OutputAlias, ...]:
