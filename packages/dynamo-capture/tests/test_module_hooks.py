@@ -368,3 +368,28 @@ def test_stateless_module_argument_guards_its_attributes():
     act.register_forward_hook(_add_three)
     x = torch.randn(4, 4)
     torch.testing.assert_close(cf(act, x), f(act, x))
+
+
+_global_act = nn.LeakyReLU(0.2)
+
+
+def test_a_global_stateless_module_swapped_for_another_is_honoured():
+    """Only a module handed in as a local is guarded by type: a global one keeps its identity
+    guard, so another instance (another slope, a hook of its own) is seen."""
+    global _global_act
+
+    def f(x):
+        return _global_act(x) * 2
+
+    cf = capture(f, Counting())
+    try:
+        x = torch.randn(4, 4)
+        torch.testing.assert_close(cf(x), f(x))
+        _global_act = nn.LeakyReLU(0.2)
+        _global_act.register_forward_hook(_add_three)
+        x = torch.randn(4, 4)
+        torch.testing.assert_close(cf(x), f(x))
+        _global_act = nn.LeakyReLU(0.5)
+        torch.testing.assert_close(cf(x), f(x))
+    finally:
+        _global_act = nn.LeakyReLU(0.2)

@@ -11,7 +11,7 @@ import torch
 from torchkiln_guards import ConstantMatch, DictKeysMatch, IdMatch, LengthMatch, TypeMatch
 
 from ._guards import ValueEqualsMatch
-from ._sources import AttrSource, HeldObjectSource, ItemSource, ViewDictSource, view_dict
+from ._sources import AttrSource, HeldObjectSource, ItemSource, LocalSource, ViewDictSource, view_dict
 from .trace_rules import INLINE_TORCH_MODULES, CustomOpDef, is_stdlib, is_torch_callable
 from .variables.base import BoundMethodVariable, ConstantVariable
 from .variables.containers import DictVariable, DictViewVariable, ListVariable, TupleVariable
@@ -134,11 +134,12 @@ def wrap(tx, value, source):
         # submodules reached through a guarded module are not re-guarded (the root's identity
         # stands for its tree, as for parameters): guard cost stays flat in model depth
         if source is not None and not isinstance(source, (AttrSource, ItemSource, HeldObjectSource)):
-            if _stateless_torch_module(value):
+            if isinstance(source, LocalSource) and _stateless_torch_module(value):
                 # nothing of it is baked into the graph: every attribute capture reads is guarded
-                # through the source, its hooks by ModuleHooksMatch. A module made inside the
-                # function reaches a continuation as a new object on every call, and an identity
-                # guard would recompile each time
+                # through the source, its hooks by ModuleHooksMatch (which NNModuleVariable.call
+                # uses for a local; other sources get the hook dicts held by reference). A module
+                # made inside the function reaches a continuation as a new object on every call,
+                # and an identity guard would recompile each time
                 g.append(TypeMatch(source, t))
             else:
                 g.append(IdMatch(source, value))
