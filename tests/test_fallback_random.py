@@ -9,7 +9,6 @@ from __future__ import annotations
 import pytest
 import torch
 import torch.nn.functional as F
-
 import torchkiln
 
 CASES = {

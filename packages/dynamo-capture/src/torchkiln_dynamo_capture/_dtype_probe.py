@@ -27,9 +27,9 @@ import warnings
 from typing import Any
 
 import torch
+from torch.multiprocessing.reductions import StorageWeakRef
 from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
-from torch.multiprocessing.reductions import StorageWeakRef
 
 #: dtypes whose kernels are not all compiled (floating float32/float64 and complex always are)
 _PROBED_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,

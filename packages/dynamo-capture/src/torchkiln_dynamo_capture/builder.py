@@ -11,7 +11,14 @@ import torch
 from torchkiln_guards import ConstantMatch, DictKeysMatch, IdMatch, LengthMatch, TypeMatch
 
 from ._guards import ValueEqualsMatch
-from ._sources import AttrSource, HeldObjectSource, ItemSource, LocalSource, ViewDictSource, view_dict
+from ._sources import (
+    AttrSource,
+    HeldObjectSource,
+    ItemSource,
+    LocalSource,
+    ViewDictSource,
+    view_dict,
+)
 from .trace_rules import INLINE_TORCH_MODULES, CustomOpDef, is_stdlib, is_torch_callable
 from .variables.base import BoundMethodVariable, ConstantVariable
 from .variables.containers import DictVariable, DictViewVariable, ListVariable, TupleVariable
