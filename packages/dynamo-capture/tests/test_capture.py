@@ -378,3 +378,36 @@ def test_bound_method_and_user_object():
     s.k = 4
     _close(cf(x), s.apply(x))
     assert be.calls == 2
+
+
+def test_tensor_factories_from_constants_are_made_per_call():
+    """A torch function that makes a tensor from constant arguments is a graph op even when it is
+    not one of the usual factories (any whose ATen operator returns only tensors): ``empty_strided``
+    ran once at capture time and every call wrote into, and returned, that one tensor; ``normal``
+    with constant arguments gave the same numbers on every call."""
+
+    def written(x):
+        b = torch.empty_strided((3, 4), (1, 3))
+        b.copy_(x)
+        return b
+
+    cf = capture(written, Counting(), fullgraph=True)
+    x1, x2 = torch.randn(3, 4), torch.randn(3, 4)
+    first = cf(x1)
+    second = cf(x2)
+    _close(first, x1)  # the second call did not write into the first call's result
+    _close(second, x2)
+    assert first.stride() == (1, 3) and first.data_ptr() != second.data_ptr()
+
+    def noisy(x):
+        return x + torch.normal(0.0, 1.0, size=(3, 4))
+
+    be = Counting()
+    cf = capture(noisy, be, fullgraph=True)
+    x = torch.zeros(3, 4)
+    torch.manual_seed(1)
+    expected = [noisy(x), noisy(x)]
+    torch.manual_seed(1)
+    actual = [cf(x), cf(x)]
+    _close(actual, expected)  # the graph draws the numbers eager draws, in the same order
+    assert not torch.equal(actual[0], actual[1]) and be.calls == 1

@@ -299,8 +299,24 @@ _TENSOR_FACTORIES = {torch.ones, torch.zeros, torch.empty, torch.full, torch.ara
 
 
 def makes_tensor(fn: Any) -> bool:
-    """A torch factory: it makes a tensor from no tensor (a graph call even on constants)."""
-    return fn in _TENSOR_FACTORIES
+    """A torch factory: it makes a tensor from no tensor (a graph call even on constants, never
+    run at capture time: run once, it would be one constant tensor shared by every call, written
+    in place by one call and read by the next, and a random one would repeat its numbers).
+    Besides the usual factories, any ``torch.*`` builtin whose ATen operator of the same name
+    returns only tensors (``empty_strided``, ``normal``, ``hann_window``, ...)."""
+    return fn in _TENSOR_FACTORIES or _aten_returns_tensors(fn)
+
+
+@functools.lru_cache(maxsize=None)
+def _aten_returns_tensors(fn: Any) -> bool:
+    name = getattr(fn, "__name__", "")
+    if not isinstance(fn, types.BuiltinFunctionType) or getattr(torch, name, None) is not fn \
+            or not hasattr(torch.ops.aten, name):
+        return False
+    packet = getattr(torch.ops.aten, name)
+    schemas = [getattr(packet, o)._schema for o in packet.overloads()]
+    return bool(schemas) and all(
+        s.returns and all(isinstance(r.type, torch.TensorType) for r in s.returns) for s in schemas)
 
 
 __all__ = ["allow_in_graph", "disable", "is_allowed_in_graph", "is_disabled", "is_reorderable_logging", "mark_dynamic", "mark_static"]

@@ -289,7 +289,20 @@ def f_group_batch_norm(x):
     return gn, bn
 
 
+def t_strided_factory_written(x):
+    # torch.empty_strided is not in the usual factory list: it must still be made per call
+    b = torch.empty_strided((3, 4), (1, 3))
+    b.copy_(x)
+    return b * 2, b.stride()
+
+
+def t_window_logspace_factories(x):
+    return x * torch.hann_window(4) + torch.logspace(0, 1, 4), torch.range(0, 2)
+
+
 PROGRAMS = [
+    Program(t_strided_factory_written),
+    Program(t_window_logspace_factories),
     Program(t_add_mul_sub_div, xy34),
     Program(t_unary_math),
     Program(t_log_sqrt, pos),
