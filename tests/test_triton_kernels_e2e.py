@@ -171,6 +171,84 @@ def test_symbolic_length_one_graph_for_every_length():
     _one_graph(compiled)
 
 
+_MAKERS = {
+    "empty_like": lambda a: torch.empty_like(a),
+    "empty": lambda a: torch.empty(a.shape, device=a.device),
+    "new_empty": lambda a: a.new_empty(a.shape),
+    "empty_strided": lambda a: torch.empty_strided(a.shape, a.stride(), device=a.device),
+}
+
+
+def _counting_copies(monkeypatch) -> list:
+    """Counts ``Tensor.copy_`` calls made from Python (the launch operator copies so)."""
+    calls: list = []
+    real = torch.Tensor.copy_
+
+    def copy_(self, *args, **kwargs):
+        calls.append(tuple(self.shape))
+        return real(self, *args, **kwargs)
+
+    monkeypatch.setattr(torch.Tensor, "copy_", copy_)
+    return calls
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("maker", list(_MAKERS))
+def test_fresh_output_buffer_is_written_without_a_copy(monkeypatch, maker, dynamic):
+    """An output made by ``torch.empty*`` in the graph and handed straight to the kernel holds
+    nothing to keep: the launch writes a new buffer instead of a copy of it, so the compiled
+    function copies no more tensors than eager (it copied the whole output before)."""
+    make = _MAKERS[maker]
+
+    def f(x, y):
+        a = x.sin() + 1
+        out = make(a)
+        n = a.numel()
+        add_kernel[(triton.cdiv(n, 128),)](a, y, out, n, BLOCK=128)
+        return out * 2 + y.cos()
+
+    compiled = torchkiln.compile(f, dynamic=dynamic, options={"strict": True})
+    for n in (300, 700):
+        x, y = _rand(n), _rand(n)
+        compiled(x, y)  # compiles outside the count
+        copies = _counting_copies(monkeypatch)
+        expected = f(x, y)
+        eager_copies = len(copies)
+        actual = compiled(x, y)
+        monkeypatch.undo()
+        torch.testing.assert_close(actual, expected)
+        assert len(copies) - eager_copies == eager_copies, copies
+    if dynamic:  # one graph for both lengths
+        _one_graph(compiled)
+
+
+def test_buffer_with_contents_is_still_copied(monkeypatch):
+    """A buffer filled, or an input, before the launch keeps what the kernel does not write (the
+    kernel writes the first half): those are copied, as before."""
+
+    def f(x, y):
+        filled = torch.empty_like(x)
+        filled.fill_(5.0)
+        half = x.numel() // 2
+        add_kernel[(triton.cdiv(half, 64),)](x, y, filled, half, BLOCK=64)
+        add_kernel[(triton.cdiv(half, 64),)](x, x, y, half, BLOCK=64)  # writes half of an input
+        return filled * 2, y + 1
+
+    compiled = torchkiln.compile(f, options={"strict": True})
+    x, y = _rand(300), _rand(300)
+    compiled(x, y.clone())  # compiles outside the count
+    y_ref = y.clone()
+    copies = _counting_copies(monkeypatch)
+    actual = compiled(x, y)
+    monkeypatch.undo()
+    expected = f(x, y_ref)
+    torch.testing.assert_close(actual, expected)
+    torch.testing.assert_close(y, y_ref)
+    # both launches copy what they write (and the graph writes y back into the input after)
+    assert len(copies) >= 2, copies
+    _one_graph(compiled, launches=2)
+
+
 def test_written_parameters_from_the_source():
     from torchkiln_dynamo_capture.variables.triton_kernels import written_parameters
 

@@ -10,7 +10,9 @@ The operator is functional. Its real implementation copies each tensor the kerne
 (same sizes and strides, so stride arguments stay valid), launches the kernel on the copies and
 returns them; capture then writes each result back into the argument with ``copy_``, which
 aot-partition's functionalization turns into a plain value (or a write-back into a graph input
-for a kernel that updates an input in place). Which arguments the kernel writes comes from its
+for a kernel that updates an input in place). An output buffer made in the graph just before the
+launch (``torch.empty_like(x)`` and friends, not yet read, written or viewed) holds nothing worth
+copying: its result is a new buffer of the same sizes and strides, not a copy (``fresh``). Which arguments the kernel writes comes from its
 source (``written_parameters``: pointers reaching ``tl.store``/``tl.atomic_*``); when the source
 says nothing certain, every tensor argument counts as written.
 
@@ -63,6 +65,7 @@ class Launch:
     grid: tuple | None    # a grid of slots and constants (None: per config, ``config_grids``)
     config_grids: tuple   # ((config meta-parameters as sorted items), grid), autotuned kernels
     written: tuple        # indices of the tensors the kernel may write
+    fresh: frozenset = frozenset()  # of those, uninitialized buffers made in the graph: not copied
 
 
 #: every launch captured in this process, by index (the graph holds the index)
@@ -195,12 +198,13 @@ def launch_operator() -> Any:
 
 
 def run_launch(launch: Launch, tensors: list[torch.Tensor], ints: list[int]) -> list[torch.Tensor]:
-    """Launch on copies of the tensors the kernel writes; the copies are the results."""
+    """Launch on copies of the tensors the kernel writes; the copies are the results. A fresh
+    buffer's contents are undefined (as in eager), so its result is allocated, not copied."""
     copies: dict[int, torch.Tensor] = {}
     for i in launch.written:
         t = tensors[i]
         copy = torch.empty_strided(t.size(), t.stride(), dtype=t.dtype, device=t.device)
-        copies[i] = copy.copy_(t)
+        copies[i] = copy if i in launch.fresh else copy.copy_(t)
 
     def same_memory(a: torch.Tensor, b: torch.Tensor) -> bool:
         return a.data_ptr() == b.data_ptr() and a.size() == b.size() and a.stride() == b.stride()
@@ -234,6 +238,29 @@ def run_launch(launch: Launch, tensors: list[torch.Tensor], ints: list[int]) -> 
 
 
 # -- capture ------------------------------------------------------------------------------------
+
+#: graph calls that make a tensor with undefined contents
+_EMPTY_MAKERS = frozenset({torch.empty, torch.empty_like, torch.empty_strided, torch.empty_permuted,
+                           "new_empty", "new_empty_strided"})
+
+
+def is_fresh_buffer(t: TensorVariable) -> bool:
+    """``t`` was made by ``torch.empty*`` / ``new_empty*`` in this graph and nothing has used it
+    since (no read, in-place write or view: its node has no users), so the launch can write a new
+    buffer instead of a copy of it. Anything else (graph inputs, computed tensors, views, a
+    buffer filled or launched on before) is copied: its contents may be read."""
+    node = t.node
+    return (node.op in ("call_function", "call_method") and not node.users
+            and _hashable(node.target) and node.target in _EMPTY_MAKERS)
+
+
+def _hashable(target: Any) -> bool:
+    try:
+        hash(target)
+    except TypeError:
+        return False
+    return True
+
 
 class TritonKernelVariable(VariableTracker):
     """A Triton kernel known at capture time; ``kernel[grid]`` gives a ``TritonLaunchVariable``."""
@@ -354,7 +381,8 @@ def capture_launch(tx, kernel: Any, grid: VariableTracker, args: list, kwargs: d
     params_written = written_parameters(fn)
     written = tuple(sorted({v.index for p, v in values.items() if isinstance(v, TensorSlot)
                             and (params_written is None or p in params_written)}))
-    LAUNCHES.append(Launch(kernel, values, plain_grid, config_grids, written))
+    fresh = frozenset(i for i in written if is_fresh_buffer(tensors[i]))
+    LAUNCHES.append(Launch(kernel, values, plain_grid, config_grids, written, fresh))
     entry = len(LAUNCHES) - 1
     # the kernel is invisible to autograd in eager: its operands are passed detached
     operands = [t.call_method(tx, "detach", [], {}) if t.fake.requires_grad else t for t in tensors]
