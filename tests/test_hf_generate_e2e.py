@@ -101,3 +101,35 @@ def test_forward_with_use_cache_called_directly(model_name: str) -> None:
             torch.testing.assert_close(got.values, want.values)
     report = torchkiln.report(compiled)
     assert report.num_graphs == 2 and not report.graph_breaks and not report.eager_fallbacks, report
+
+
+# prompt length -> graphs after generating from it (TorchDynamo's counts on the same programs)
+PROMPT_GRAPHS = {"static": {5: 2, 7: 4, 9: 4, 11: 4}, "dynamic": {5: 3, 7: 4, 9: 4, 11: 4}}
+
+
+@pytest.mark.parametrize("cache", list(PROMPT_GRAPHS))
+@pytest.mark.parametrize("model_name", list(MODELS))
+def test_new_prompt_lengths_recompile_once(model_name: str, cache: str) -> None:
+    """Generations of 8 tokens from prompts of 5, 7, 9 and 11 tokens: the second prompt length
+    recompiles the prefill (its length symbolic) and, for the static cache, the decode step (the
+    cache's length, ``max_cache_len`` = prompt + new tokens, an int attribute of each cache layer,
+    symbolic); later lengths reuse both. Before, the static cache's prefill recompiled for every
+    prompt length (``max_cache_len`` pinned by value): 5 and 6 graphs after the 9 and 11 prompts."""
+    torch.manual_seed(0)
+    model = MODELS[model_name]().eval()
+    eager_forward = model.forward
+    compiled = torchkiln.compile(model.forward, options={"strict": True})
+    kwargs = {"max_new_tokens": 8, "do_sample": False, "pad_token_id": 0}
+    if cache == "static":
+        kwargs["cache_implementation"] = "static"
+    for prompt, graphs in PROMPT_GRAPHS[cache].items():
+        ids = torch.randint(3, VOCAB, (2, prompt))
+        with torch.no_grad():
+            model.forward = eager_forward
+            expected = model.generate(ids, **kwargs)
+            model.forward = compiled
+            actual = model.generate(ids, **kwargs)
+        assert torch.equal(actual, expected), f"prompt of {prompt}: token ids differ from eager"
+        report = torchkiln.report(compiled)
+        assert report.num_graphs == graphs, f"prompt of {prompt}: {report.num_graphs} graphs"
+        assert not report.graph_breaks and not report.eager_fallbacks, report

@@ -10,33 +10,43 @@ Ints are sizes too: an int argument of the frame and a ``torch.Size`` argument (
 hands its continuation: ``s = x.shape`` read before the break) are remembered by value, and one
 that changed becomes a symbolic graph input at the recompile (dim 0 of an int, each changed
 element of a size), as TorchDynamo's automatic dynamic shapes make a changed int input dynamic.
-Only the frame's own arguments count, not ints read from objects (module settings, flags).
+Besides the frame's own arguments, an int attribute of a plain object (not an ``nn.Module``) the
+frame reads counts too, as in TorchDynamo (whose module attributes specialize): a static
+key/value cache's ``max_cache_len`` differs per prompt length, and the prefill that allocates the
+cache recompiled for each new prompt length. Module settings and flags stay constants.
 """
 
 from __future__ import annotations
 
 import torch
 from torchkiln_guards import (
+    AttrSource,
     CompiledGuards,
     ConstantMatch,
     ItemSource,
     LocalSource,
     Source,
     TensorMatch,
+    TypeMatch,
 )
 
 from ._guards import ValueEqualsMatch
 
 
-def _argument_int_sizes(g) -> tuple[Source, tuple[int, ...]] | None:
-    """(source, sizes) of a guard pinning a frame argument's int or torch.Size by value."""
+def _argument_int_sizes(g, owners: dict[str, type]) -> tuple[Source, tuple[int, ...]] | None:
+    """(source, sizes) of a guard pinning a frame argument's int or torch.Size by value, or an
+    int attribute of a plain object (``owners``: source expression -> type, of the objects the
+    entry's guards pin by type)."""
     if not isinstance(g, (ConstantMatch, ValueEqualsMatch)):
         return None
     source = g.source
+    value = g.value
+    if type(value) is int and isinstance(source, AttrSource):
+        owner = owners.get(source.source.expr())
+        return (source, (value,)) if owner is not None and not issubclass(owner, torch.nn.Module) else None
     # an argument, or an item of one (a tuple of sizes)
     if not isinstance(source.source if isinstance(source, ItemSource) else source, LocalSource):
         return None
-    value = g.value
     if type(value) is int:
         return source, (value,)
     if type(value) is torch.Size:
@@ -53,10 +63,11 @@ class SizeHistory:
 
     def record(self, guards: CompiledGuards) -> None:
         """Remember the sizes of the tensors a new cache entry matched (the first seen per source)."""
+        owners = {g.source.expr(): g.type_ for g in guards.guards if isinstance(g, TypeMatch)}
         for g in guards.guards:
             if isinstance(g, TensorMatch):
                 self._sizes.setdefault(g.source.expr(), (g.source, g.sizes))
-            elif (found := _argument_int_sizes(g)) is not None:
+            elif (found := _argument_int_sizes(g, owners)) is not None:
                 self._sizes.setdefault(found[0].expr(), found)
 
     def changed_dims(self, guards: CompiledGuards, args, kwargs) -> dict[str, frozenset[int]]:

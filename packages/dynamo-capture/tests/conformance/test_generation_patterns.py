@@ -210,3 +210,65 @@ def test_static_cache_never_recompiles_per_position():
     compiled_cache = StaticKV(eager_cache.keys.clone(), eager_cache.values.clone(), True)
     _decode(static_decode_step, compiled, backend, (eager_cache, compiled_cache), steps=4, graphs_after=[1] * 4)
 
+
+
+# ----------------------------------------------------------------------------- cache length per prompt
+
+
+@dataclass(eq=False)
+class SizedKV:
+    """A static cache whose length is an int attribute (StaticCache's ``max_cache_len``: the prompt
+    length plus the new tokens), allocated by the prefill."""
+
+    max_len: int
+    keys: torch.Tensor | None = None
+
+    def update(self, k, position):
+        if self.keys is None:
+            self.keys = torch.zeros(B, H, self.max_len, D)
+        self.keys.index_copy_(2, position, k)
+        return self.keys
+
+
+def sized_prefill(q, k, cache, position):
+    keys = cache.update(k, position)
+    return (q @ keys.transpose(-1, -2)).softmax(-1) @ keys
+
+
+class ScaledByLength(nn.Module):
+    """A module whose int attribute changes between calls: a module setting, not a size."""
+
+    def __init__(self):
+        super().__init__()
+        self.length = 4
+
+    def forward(self, x):
+        return x[:, : self.length] * self.length
+
+
+def test_int_attribute_of_an_object_becomes_symbolic_once_it_changes():
+    """A new prompt length gives the prefill a cache of another length: the first change
+    recompiles with the length symbolic (automatic dynamic, as for an int argument), later lengths
+    hit that entry. Before, an int read from an object was pinned by value: one prefill graph per
+    prompt length. An int attribute of a module stays a constant (TorchDynamo specializes module
+    attributes): each value is its own graph."""
+    torch.manual_seed(0)
+    backend = CountingBackend()
+    compiled = compile_with(sized_prefill, backend)
+    for i, (prompt, max_len) in enumerate([(3, 8), (5, 10), (6, 12), (4, 9)]):
+        q, k, position = randn(B, H, prompt, D), randn(B, H, prompt, D), torch.arange(prompt)
+        eager_cache, compiled_cache = SizedKV(max_len), SizedKV(max_len)
+        expected = sized_prefill(q, k, eager_cache, position)
+        actual = compiled(q, k, compiled_cache, position)
+        assert_same(actual, expected, rtol=1e-5, atol=1e-6, where=f"prompt {prompt}: output")
+        assert_same(compiled_cache.keys, eager_cache.keys, rtol=None, atol=None, where=f"prompt {prompt}: cache")
+        assert backend.calls == min(i + 1, 2), f"prompt {prompt}: {backend.calls} graphs"
+
+    module_backend = CountingBackend()
+    module = ScaledByLength()
+    compiled = compile_with(module, module_backend)
+    for i, length in enumerate((4, 6, 8)):
+        module.length = length
+        x = randn(3, 10)
+        assert_same(compiled(x), module(x), rtol=None, atol=None, where=f"length {length}")
+        assert module_backend.calls == i + 1, f"length {length}: {module_backend.calls} graphs"
