@@ -71,3 +71,41 @@ def test_corpus_program_end_to_end(program, options):
         warnings.simplefilter("ignore")
         _check(program, lenient)
     assert [reason in f.reason for f in torchkiln.report(lenient).eager_fallbacks] == [True]
+
+
+_BREAKS = _CORPUS.parent / "breaks"
+if str(_BREAKS) not in sys.path:
+    sys.path.insert(0, str(_BREAKS))
+
+import breaks_with_try as with_try  # noqa: E402 - after the corpus folder is on sys.path
+
+#: autocast blocks open at a graph break -> (graphs, breaks), as TorchDynamo splits them
+AUTOCAST_BREAKS = {"autocast_block_with_break": (2, 1), "autocast_block_with_two_breaks": (3, 2),
+                   "nested_autocast_blocks_with_break": (2, 1),
+                   "autocast_inside_no_grad_with_break_and_return": (2, 1)}
+
+
+def _autocast_depth() -> int:
+    depth = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return depth
+
+
+@pytest.mark.parametrize("name", list(AUTOCAST_BREAKS))
+def test_autocast_block_open_at_a_break_end_to_end(name, capsys):
+    """The block is handed to Python between the graphs (it ran the whole function eagerly):
+    each graph compiled in strict mode, bfloat16 where eager computes in bfloat16, the prints see
+    the block open, and the process's autocast state and nesting are as before after the call."""
+    fn = getattr(with_try, name)
+    compiled = torchkiln.compile(fn, options={"strict": True})
+    for _ in range(2):
+        x = torch.randn(4, 4, requires_grad="grad" in name)
+        expected = fn(x)
+        eager_out = capsys.readouterr().out
+        actual = compiled(x)
+        assert capsys.readouterr().out == eager_out
+        assert_same(actual, expected, rtol=1e-2, atol=1e-2)  # bfloat16 matrix products
+        assert not torch.is_autocast_enabled("cpu") and _autocast_depth() == 0 and torch.is_grad_enabled()
+    report = torchkiln.report(compiled)
+    graphs, breaks = AUTOCAST_BREAKS[name]
+    assert (report.num_graphs, len(report.graph_breaks)) == (graphs, breaks) and not report.eager_fallbacks, report

@@ -143,3 +143,29 @@ def test_module_with_dynamic_batch():
         x = torch.randn(b, 6)
         torch.testing.assert_close(f(x), model(x))
     assert len(backend.graphs) == 1
+
+
+class _Steps:
+    def __init__(self, count: int) -> None:
+        self.count = count
+
+
+def _step(x, state):
+    state.count += 1
+    return x * state.count, state.count
+
+
+def test_int_attribute_that_changed_is_symbolic_and_its_update_is_read_from_the_call():
+    """An int attribute of an object that differs between calls becomes a symbolic input at the
+    recompile (automatic dynamic); the int returned and written back is computed from the value
+    the attribute had when the call started (the writeback replayed first used to change it:
+    the returned count came out one too high)."""
+    be = Counting()
+    cf = capture(_step, be)
+    for start in (0, 5, 9, 20):
+        x = torch.randn(3)
+        mine, theirs = _Steps(start), _Steps(start)
+        got, want = cf(x, mine), _step(x, theirs)
+        torch.testing.assert_close(got[0], want[0])
+        assert got[1] == want[1] == start + 1 and mine.count == theirs.count
+    assert len(be.graphs) == 2  # the first value, then one symbolic graph for the rest

@@ -12,7 +12,7 @@ import functools
 import types
 
 from ._codegen import Namespace
-from ._sources import source_code
+from ._sources import LocalSource, source_code
 from .exc import Unsupported
 from .variables.base import BoundMethodVariable, ConstantVariable
 from .variables.containers import (
@@ -57,6 +57,10 @@ class Reconstructor:
         self._out_index: dict[int, int] = {}
         self.body: list[str] = []  # statements, in order (memoised containers are assigned here)
         self._memo: dict[int, str] = {}
+        #: input sizes and int inputs that rebuilt values are computed from, read once at the start
+        #: of ``run`` (code -> name): the side effects replayed first may rebind their source (an
+        #: int attribute bumped, a cache tensor replaced), the values are those of the call's start
+        self.entry_reads: dict[str, str] = {}
 
     def emit(self, line: str) -> None:
         self.body.append(line)
@@ -73,7 +77,11 @@ class Reconstructor:
             return self._size_expr(v.value.node.expr)
         if isinstance(v, TensorVariable):
             if v.source is not None:
-                return source_code(v.source, ns)
+                # an input tensor reached through an object may be replaced there by the side
+                # effects replayed first (``old = box.t; box.t = new; return old``): read it at entry
+                code = source_code(v.source, ns)
+                return code if isinstance(v.source, LocalSource) else self.entry_reads.setdefault(
+                    code, f"__entry{len(self.entry_reads)}")
             if getattr(v, "constant", None) is not None:
                 return ns.ref(v.constant)
             if id(v) not in self._out_index:
@@ -140,8 +148,10 @@ class Reconstructor:
         if expr.is_Symbol:
             src, dim, *kind = self.symbols[expr]
             if kind == ["value"]:  # an int input of symbolic value: the int itself
-                return source_code(src, self.ns)
-            return f"{source_code(src, self.ns)}.size({dim})"
+                code = source_code(src, self.ns)
+            else:
+                code = f"{source_code(src, self.ns)}.size({dim})"
+            return self.entry_reads.setdefault(code, f"__entry{len(self.entry_reads)}")
         args = [self._size_expr(a) for a in expr.args]
         name = type(expr).__name__
         if expr.is_Add:

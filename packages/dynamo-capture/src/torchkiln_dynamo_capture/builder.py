@@ -22,7 +22,7 @@ from ._sources import (
 from .trace_rules import INLINE_TORCH_MODULES, CustomOpDef, is_stdlib, is_torch_callable
 from .variables.base import BoundMethodVariable, ConstantVariable
 from .variables.containers import DictVariable, DictViewVariable, ListVariable, TupleVariable
-from .variables.ctx import ContextExitVariable, GradModeExit, _no_exit
+from .variables.ctx import AutocastExit, ContextExitVariable, GradModeExit, _no_exit, autocast_exit_variable
 from .variables.ctx import _set_grad as set_grad
 from .variables.functions import PartialVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
@@ -56,6 +56,11 @@ def wrap(tx, value, source):
     g = out.guards
     if isinstance(value, torch.Tensor):
         return out.wrap_input_tensor(tx, value, source)
+    if isinstance(value, AutocastExit):
+        # an open autocast block handed over by a graph break (see variables/ctx.py)
+        if source is not None:
+            g.append(IdMatch(source, value))
+        return autocast_exit_variable(tx, value)
     if isinstance(value, GradModeExit) or value is _no_exit:
         # an open with-block handed over by a graph break (see variables/ctx.py)
         if source is not None:

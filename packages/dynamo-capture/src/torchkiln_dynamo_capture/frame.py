@@ -32,6 +32,7 @@ from .bytecode.resume import Successor, resume_code, set_handled, stack_args, st
 from .exc import Unsupported
 from .output import OutputGraph
 from .translator import InstructionTranslator, StopCapture, grad_mode_guard
+from .variables.ctx import autocast_state, restore_autocast_state
 from .variables.base import ConstantVariable, NullVariable
 from .variables.containers import IteratorVariable, TupleVariable
 from .variables.functions import (
@@ -145,6 +146,7 @@ def _retry_options(e: Unsupported, ctx, options: dict) -> dict | None:
 
 def _capture_once(fn, args, kwargs, ctx, dynamic, *, trace_contextmanagers: bool, shape_env: bool) -> CacheEntry:
     grad = torch.is_grad_enabled()
+    autocast = autocast_state()  # tracing a block enters and exits it for real
     out = None
     try:
         func, sig, out, tx, real_cells = _start(fn, args, kwargs, ctx.codes, dynamic, ctx.capture_scalar_outputs, shape_env)
@@ -157,6 +159,7 @@ def _capture_once(fn, args, kwargs, ctx, dynamic, *, trace_contextmanagers: bool
             if ctx.fullgraph or bp is None or getattr(e, "needs_shape_env", False) and not shape_env:
                 raise
             torch._C._set_grad_enabled(grad)
+            restore_autocast_state(autocast)
             func, sig, out, tx, real_cells = _start(fn, args, kwargs, ctx.codes, dynamic, ctx.capture_scalar_outputs, shape_env)
             out.trace_contextmanagers = trace_contextmanagers
             tx.stop_at = (bp.first, bp.occurrence)
@@ -172,6 +175,7 @@ def _capture_once(fn, args, kwargs, ctx, dynamic, *, trace_contextmanagers: bool
         raise
     finally:
         torch._C._set_grad_enabled(grad)
+        restore_autocast_state(autocast)
     out.guards.extend(out.shape_guards())
     out.guards.extend(out.alias_guards())
     compiled_guards = compile_guards(batch_guards(out.guards), signature=sig, f_globals=func.__globals__, closure=real_cells)

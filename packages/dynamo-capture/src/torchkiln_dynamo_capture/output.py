@@ -98,6 +98,10 @@ class OutputGraph:
         self.side_effects = SideEffects()
         self.f_globals = f_globals
         self.entry_grad = torch.is_grad_enabled()
+        #: autocast blocks open in the graph (variables/ctx.py), and the real exits of blocks
+        #: handed in by a graph break that this capture exited (run in Python after the graph)
+        self.open_autocasts: list = []
+        self.python_autocast_exits: list = []
         self.var_cache: dict[int, VariableTracker] = {}
         self.keepalive: list = []
         self.inputs: list[tuple] = []  # (source, real tensor, node)
@@ -383,6 +387,9 @@ class OutputGraph:
         """
         ns = Namespace()
         ns.values.update({"_G": self.f_globals, "_cells": cells})
+        for block in reversed(self.open_autocasts):  # open at a break: the graph exits them itself
+            node = self.graph.call_function(_exit_autocast_fn(), (block.node,))
+            node.meta["example_value"] = None
         rec = Reconstructor(ns, self.symbols, as_tensor=self._scalar_as_tensor)
         for kind, target, key, value in self.side_effects.entries:
             if kind == "container":
@@ -410,6 +417,13 @@ class OutputGraph:
         grad = torch.is_grad_enabled()
         if grad != self.entry_grad or any(n.target is torch._C._set_grad_enabled for n in self.graph.nodes):
             rec.emit(f"{ns.ref(torch._C._set_grad_enabled, 'set_grad')}({grad})")
+        # autocast blocks as the code after the graph expects them: those handed in and exited
+        # here are exited in Python, those entered here and open at the break entered in Python
+        for exit_ in self.python_autocast_exits:
+            rec.emit(f"{ns.ref(exit_, 'autocast_exit')}()")
+        for block in self.open_autocasts:
+            if block.handed_in is None:
+                rec.emit(f"{ns.ref(_enter_autocast_fn(), 'enter_autocast')}(*{ns.ref(block.args, 'autocast_args')})")
         if finish is None:
             rec.emit(f"return {rec.expr(ret)}")
         else:
@@ -424,6 +438,7 @@ class OutputGraph:
             compiled = backend(gm, list(example_inputs))
         params, _ = signature_text(signature, ns)
         lines = [f"def run({params}):"]
+        lines += [f"    {name} = {code}" for code, name in rec.entry_reads.items()]
         if compiled is not None:
             ns.values["_compiled"] = compiled
             lines.append("    __o = _compiled(" + ", ".join(source_code(s, ns) for s, _, _ in self.inputs) + ")")
@@ -432,6 +447,18 @@ class OutputGraph:
         lines += [f"    {line}" for line in rec.body]
         src = "\n".join(lines) + "\n"
         return ns, ns.exec(src, "run"), src, gm
+
+
+def _exit_autocast_fn():
+    from torch.amp.autocast_mode import _exit_autocast
+
+    return _exit_autocast
+
+
+def _enter_autocast_fn():
+    from torch.amp.autocast_mode import _enter_autocast
+
+    return _enter_autocast
 
 
 def _state_ops() -> frozenset:

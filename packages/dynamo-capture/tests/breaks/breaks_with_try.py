@@ -313,6 +313,46 @@ def autocast_block_with_break(x):
     return z, z.float() + 1
 
 
+def _autocast_depth():
+    depth = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    return depth
+
+
+# [x @ x.t()] | [y @ x] | [z @ z, float + 1]: the block stays open in Python across both breaks
+@program(graphs=3, inputs=lambda: (torch.randn(4, 4),))
+def autocast_block_with_two_breaks(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        y = x @ x.t()
+        print("first", torch.get_autocast_dtype("cpu"), _autocast_depth())
+        z = y @ x
+        print("second", torch.is_autocast_enabled("cpu"), z.dtype)
+        w = z @ z
+    return w, w.float() + 1, torch.is_autocast_enabled("cpu"), _autocast_depth()
+
+
+# the inner block disables autocast: [mm in bf16, inner mm in fp32] | [mm in bf16] | [add]
+@program(graphs=2, inputs=lambda: (torch.randn(4, 4),))
+def nested_autocast_blocks_with_break(x):
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        a = x @ x
+        with torch.autocast("cpu", enabled=False):
+            b = x @ x
+            print("inner", torch.is_autocast_enabled("cpu"), b.dtype, _autocast_depth())
+            c = b @ x
+        d = a @ a
+    return c, d, d.float() + c, _autocast_depth()
+
+
+@program(graphs=2, inputs=g34, grad=True)
+def autocast_inside_no_grad_with_break_and_return(x):
+    with torch.no_grad():
+        with torch.autocast("cpu", dtype=torch.bfloat16):
+            y = x @ x.t()
+            print("inside", torch.is_grad_enabled(), torch.is_autocast_enabled("cpu"))
+            return y @ x, x * 2
+
+
 @program(graphs=2, inputs=g34, grad=True)
 def return_from_inside_no_grad_after_break(x):
     with torch.no_grad():

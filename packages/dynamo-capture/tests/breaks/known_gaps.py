@@ -5,7 +5,6 @@ KNOWN_GAPS = {
     # wrong results: must be fixed first
     # callees that break but run in Python instead of being captured
     "nested-init_and_property_that_print": "a breaking @property getter runs in Python",
-    "with_try-autocast_block_with_break": "autocast blocks cannot be handed over: whole frame eager",
     # recompiles on every call
     "numpy_item-tolist_of_ints_summed": "values read from tensors are guarded by value",
 }

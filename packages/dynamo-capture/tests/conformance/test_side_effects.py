@@ -295,7 +295,20 @@ _cc, _cc_reset, _cc_observe = _make_closure_counter()
 _cl, _cl_reset, _cl_observe = _make_closure_list()
 
 
+def _reset_box_tensor():
+    BOX.tensor = torch.ones(5)
+
+
+def se_object_tensor_replaced_then_old_returned(x):
+    # the returned tensor is the one the object held at the call's start, not its replacement
+    old = BOX.tensor
+    BOX.tensor = x * 2
+    return old + 0, old, BOX.tensor.shape[0] + old.shape[0]
+
+
 PROGRAMS = [
+    Program(se_object_tensor_replaced_then_old_returned, setup=_reset_box_tensor,
+            observe=lambda: BOX.tensor.shape),
     Program(se_global_tensor_inplace, setup=_reset_global_acc, observe=lambda: GLOBAL_ACC.clone()),
     Program(se_returns_none_after_append, setup=_reset_log, observe=lambda: list(LOG)),
     Program(se_global_list_append, setup=_reset_log, observe=lambda: list(LOG)),

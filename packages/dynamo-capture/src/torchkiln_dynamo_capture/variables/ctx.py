@@ -4,6 +4,13 @@ Entering records a node that switches the mode inside the graph and switches it 
 tensors too (so requires_grad and dtypes propagate as in eager); the exit callable undoes both.
 A context manager made during capture (``ContextManagerVariable``: ``contextlib.contextmanager``
 blocks and ``nullcontext`` in generators.py, ``torch.set_grad_enabled(mode)``) enters itself.
+
+An autocast block open at a graph break is handed to CPython as TorchDynamo does: each graph is
+self-contained (the graph before the break exits the block at its end, the continuation's graph
+enters it again at its start, so tracing below capture sees the block's dtypes), and between
+them the block is really open in Python: the ``run`` function enters it after the graph
+(``OpenAutocast``), and the continuation receives an ``AutocastExit``, the real ``__exit__``
+that restores the state from before the block.
 """
 
 from __future__ import annotations
@@ -49,6 +56,95 @@ class GradModeExit:
 
 
 GRAD_EXITS = {True: GradModeExit(True), False: GradModeExit(False)}
+
+
+class AutocastExit:
+    """A real ``__exit__`` of an autocast block handed to CPython by a graph break: restores the
+    device's autocast state from before the block, as ``torch.autocast.__exit__`` does. One
+    instance per (device, state before), so guards can check it by identity."""
+
+    _made: dict[tuple, AutocastExit] = {}
+
+    def __init__(self, device: str, prev: bool, prev_dtype: torch.dtype, prev_cache: bool):
+        self.device, self.prev, self.prev_dtype, self.prev_cache = device, prev, prev_dtype, prev_cache
+
+    @classmethod
+    def of(cls, device: str, prev: bool, prev_dtype: torch.dtype, prev_cache: bool) -> AutocastExit:
+        key = (device, prev, prev_dtype, prev_cache)
+        if key not in cls._made:
+            cls._made[key] = cls(*key)
+        return cls._made[key]
+
+    def __call__(self, exc_type=None, exc=None, tb=None):
+        if torch.autocast_decrement_nesting() == 0:
+            torch.clear_autocast_cache()
+        torch.set_autocast_enabled(self.device, self.prev)
+        torch.set_autocast_dtype(self.device, self.prev_dtype)
+        torch.set_autocast_cache_enabled(self.prev_cache)
+        return False
+
+    def __repr__(self):
+        return f"AutocastExit({self.device!r}, prev={self.prev}, prev_dtype={self.prev_dtype})"
+
+
+class OpenAutocast:
+    """An autocast block open in the graph under construction: ``node`` is its ``_enter_autocast``
+    (with ``args``); ``handed_in``: the block was entered in Python before this graph (a
+    continuation's), and this is its real exit."""
+
+    def __init__(self, args: tuple, node, handed_in: AutocastExit | None = None):
+        self.args, self.node, self.handed_in = args, node, handed_in
+
+
+_AUTOCAST_DEVICES = ("cpu", "cuda")
+
+
+def autocast_state() -> tuple:
+    """The process's autocast state (per device, cache flag, nesting depth), which a capture
+    changes for real while tracing a block; ``restore_autocast_state`` puts it back."""
+    depth = torch.autocast_increment_nesting() - 1
+    torch.autocast_decrement_nesting()
+    devices = tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES)
+    return devices, torch.is_autocast_cache_enabled(), depth
+
+
+def restore_autocast_state(state: tuple) -> None:
+    devices, cache, depth = state
+    for d, enabled, dtype in devices:
+        torch.set_autocast_enabled(d, enabled)
+        torch.set_autocast_dtype(d, dtype)
+    torch.set_autocast_cache_enabled(cache)
+    now = torch.autocast_increment_nesting()  # the depth, one above it while probing
+    while now > depth + 1:
+        now = torch.autocast_decrement_nesting()
+    while now < depth + 1:
+        now = torch.autocast_increment_nesting()
+    torch.autocast_decrement_nesting()
+
+
+def autocast_exit_variable(tx, value: AutocastExit) -> ContextExitVariable:
+    """A continuation's handed-in autocast block: entered again at the start of its graph (the
+    block is open in Python, as the guards on the autocast state check); exiting it exits in the
+    graph and, after the graph, in Python with ``value``."""
+    out = tx.out
+    args = (value.device, torch.get_autocast_dtype(value.device), torch.is_autocast_enabled(value.device),
+            torch.is_autocast_cache_enabled())
+    root = out.root_graph
+    where = root.inserting_after(out._last_placeholder) if out._last_placeholder else root.inserting_before(None)
+    with where:
+        node = root.call_function(_enter_autocast, args)
+    node.meta["example_value"] = None
+    block = OpenAutocast(args, node, value)
+    out.open_autocasts.append(block)
+
+    def undo():
+        value()
+        n = out.graph.call_function(_exit_autocast, (node,))
+        n.meta["example_value"] = None
+        out.open_autocasts.remove(block)
+        out.python_autocast_exits.append(value)
+
+    return ContextExitVariable(undo, value)
 
 
 def _no_exit(exc_type=None, exc=None, tb=None):
@@ -107,11 +203,15 @@ def enter_context(tx, ctx: VariableTracker):
         node = tx.out.graph.call_function(_enter_autocast, args)
         node.meta["example_value"] = None
         obj.__enter__()
+        real_exit = AutocastExit.of(obj.device, obj.prev, obj.prev_fastdtype, obj.prev_cache_enabled)
+        block = OpenAutocast(args, node)
+        tx.out.open_autocasts.append(block)
 
         def undo():
             obj.__exit__(None, None, None)
             n = tx.out.graph.call_function(_exit_autocast, (node,))
             n.meta["example_value"] = None
+            tx.out.open_autocasts.remove(block)
 
-        return ContextExitVariable(undo), ConstantVariable(obj)
+        return ContextExitVariable(undo, real_exit), ConstantVariable(obj)
     raise Unsupported(f"with-block over {type(obj).__name__}", "only torch.no_grad/enable_grad/set_grad_enabled/autocast are supported")
