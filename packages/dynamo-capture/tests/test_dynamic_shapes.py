@@ -169,3 +169,20 @@ def test_int_attribute_that_changed_is_symbolic_and_its_update_is_read_from_the_
         torch.testing.assert_close(got[0], want[0])
         assert got[1] == want[1] == start + 1 and mine.count == theirs.count
     assert len(be.graphs) == 2  # the first value, then one symbolic graph for the rest
+
+
+def test_dynamic_true_makes_a_changed_int_symbolic_at_the_recompile():
+    """``dynamic=True`` keeps ints constant at first (a size is what it makes symbolic) but,
+    as automatic dynamic does, an int that changed becomes symbolic at the recompile, an
+    argument or an object's attribute (a static cache's length per prompt): 2 graphs for 4
+    values (one per value before)."""
+    def scaled(x, n, state):
+        return x[:, :n] * state.count + n
+
+    be = Counting()
+    cf = capture(scaled, be, dynamic=True)
+    for n in (3, 4, 5, 6):
+        x = torch.randn(4, 8)
+        got, want = cf(x, n, _Steps(n + 1)), scaled(x, n, _Steps(n + 1))
+        torch.testing.assert_close(got, want)
+    assert len(be.graphs) == 2

@@ -54,6 +54,13 @@ def _argument_int_sizes(g, owners: dict[str, type]) -> tuple[Source, tuple[int, 
     return None
 
 
+class EveryDim(dict):
+    """``dynamic=True`` after a recompile: every tensor dim symbolic, and ``{"L['n']": {0}}`` for
+    the ints that changed since first captured (``dynamic=True`` leaves ints constant at first,
+    a size being what it makes symbolic; an int that keeps changing, such as a static cache's
+    length, would otherwise recompile per value)."""
+
+
 class SizeHistory:
     """The first captured sizes of each input tensor of one captured function, by source
     expression; a dim that has changed is ``None`` from then on (and stays symbolic)."""

@@ -28,6 +28,7 @@ from torchkiln_guards import Guard, ShapeGuard, StorageAliasGroups, TensorMatch
 
 from . import trace_rules
 from ._codegen import Namespace, signature_text
+from .automatic_dynamic import EveryDim
 from ._dtype_probe import kernel_missing
 from ._guards import SameObjectMatch
 from ._overlap import inplace_partial_overlap, inplace_self_overlap
@@ -168,10 +169,14 @@ class OutputGraph:
         """The dims of input ``t`` to make symbolic (sizes 0 and 1 always specialize)."""
         if not self.dynamic or source is None:
             return frozenset()
-        dims = set(range(t.dim()) if self.dynamic is True else self.dynamic.get(source.expr(), ()))
+        dims = set(range(t.dim()) if self._every_dim() else self.dynamic.get(source.expr(), ()))
         # the user's marks: mark_dynamic adds dims, mark_static removes them
         dims = (dims | trace_rules.marked_dynamic_dims(t)) - trace_rules.marked_static_dims(t)
         return frozenset(d for d in dims if d < t.dim() and t.shape[d] >= 2)
+
+    def _every_dim(self) -> bool:
+        """``dynamic=True``: every tensor dim and torch.Size item is symbolic."""
+        return self.dynamic is True or isinstance(self.dynamic, EveryDim)
 
     def dynamic_int_dims(self, value: int | torch.Size, source) -> frozenset[int]:
         """Which items of an int (dim 0: the value) or torch.Size argument become symbolic graph
@@ -183,7 +188,7 @@ class OutputGraph:
         if type(value) is int:  # any value: an int is not a size (TorchDynamo's unspecialized ints)
             return frozenset({0}) if self.dynamic is not True and 0 in self.dynamic.get(source.expr(), ()) \
                 else frozenset()
-        if self.dynamic is True:
+        if self._every_dim():
             dims = set(range(len(value)))
         else:
             dims = set(self.dynamic.get(source.expr(), ()))

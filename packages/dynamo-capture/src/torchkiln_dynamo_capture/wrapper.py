@@ -14,7 +14,7 @@ import torch
 
 from . import trace_rules
 from ._logging import check_log_names, log_recompile
-from .automatic_dynamic import SizeHistory
+from .automatic_dynamic import EveryDim, SizeHistory
 from .breaks import GraphBreak
 from .bytecode.closures import closure_as_arguments, comprehension_over_tuple
 from .bytecode.registry import CodeRegistry
@@ -337,12 +337,14 @@ class CapturedFunction:
         """Which input dims the next capture makes symbolic: every dim (dynamic=True), none
         (dynamic=False), or (dynamic=None) those whose size differs from the first capture's."""
         marked = _marked_dims(self._fn, args, kwargs)  # TorchDynamo's mark_dynamic and ours
-        if self.dynamic is not None:
-            return True if self.dynamic else (marked or False)
-        if not self.entries:
+        if self.dynamic is False:
             return marked or False
+        if not self.entries:
+            return True if self.dynamic else (marked or False)
         for name, changed in self._sizes.changed_dims(self.entries[-1].guards, args, kwargs).items():
             self._auto_dims[name] = self._auto_dims.get(name, frozenset()) | changed
+        if self.dynamic:
+            return EveryDim(self._auto_dims) if self._auto_dims else True
         dims = {k: self._auto_dims.get(k, frozenset()) | marked.get(k, frozenset())
                 for k in {*self._auto_dims, *marked}}
         return dims or False
