@@ -22,7 +22,13 @@ from ._sources import (
 from .trace_rules import INLINE_TORCH_MODULES, CustomOpDef, is_stdlib, is_torch_callable
 from .variables.base import BoundMethodVariable, ConstantVariable
 from .variables.containers import DictVariable, DictViewVariable, ListVariable, TupleVariable
-from .variables.ctx import AutocastExit, ContextExitVariable, GradModeExit, _no_exit, autocast_exit_variable
+from .variables.ctx import (
+    AutocastExit,
+    ContextExitVariable,
+    GradModeExit,
+    _no_exit,
+    autocast_exit_variable,
+)
 from .variables.ctx import _set_grad as set_grad
 from .variables.functions import PartialVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable

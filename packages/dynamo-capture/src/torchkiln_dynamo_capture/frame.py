@@ -32,9 +32,9 @@ from .bytecode.resume import Successor, resume_code, set_handled, stack_args, st
 from .exc import Unsupported
 from .output import OutputGraph
 from .translator import InstructionTranslator, StopCapture, grad_mode_guard
-from .variables.ctx import autocast_state, restore_autocast_state
 from .variables.base import ConstantVariable, NullVariable
 from .variables.containers import IteratorVariable, TupleVariable
+from .variables.ctx import autocast_state, restore_autocast_state
 from .variables.functions import (
     NewCellVariable,
     PartialVariable,

@@ -28,12 +28,12 @@ from torchkiln_guards import Guard, ShapeGuard, StorageAliasGroups, TensorMatch
 
 from . import trace_rules
 from ._codegen import Namespace, signature_text
-from .automatic_dynamic import EveryDim
 from ._dtype_probe import kernel_missing
 from ._guards import SameObjectMatch
 from ._overlap import inplace_partial_overlap, inplace_self_overlap
 from ._reconstruct import Reconstructor
 from ._sources import source_code
+from .automatic_dynamic import EveryDim
 from .exc import Unsupported
 from .side_effects import SideEffects
 from .variables.base import ConstantVariable, DeletedVariable, VariableTracker

@@ -307,7 +307,7 @@ def makes_tensor(fn: Any) -> bool:
     return fn in _TENSOR_FACTORIES or _aten_returns_tensors(fn)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _aten_returns_tensors(fn: Any) -> bool:
     name = getattr(fn, "__name__", "")
     if not isinstance(fn, types.BuiltinFunctionType) or getattr(torch, name, None) is not fn \
