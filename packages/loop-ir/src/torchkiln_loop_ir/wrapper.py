@@ -41,49 +41,34 @@ def make_extern(step: ExternCall, out_specs: Sequence[Any] = ()) -> Callable[...
     ``out_specs`` (BufferSpec or None per output): where the kernels after the call expect each
     output's layout; an ATen kernel whose result strides differ (its inputs were realized with
     other strides than at trace time, e.g. attention) has its result copied into that layout.
+    A fallback's output of static size is checked against it too (an op whose output size
+    depends on the data, such as nonzero or x[mask], raises OutputShapeChanged).
     """
-    call = _make_extern(step)
     fixed = [(i, tuple(int(v) for v in sp.size), tuple(int(v) for v in sp.stride))
              for i, sp in enumerate(out_specs)
              if sp is not None and all(isinstance(v, sympy.Integer) for v in (*sp.size, *sp.stride))]
+    call = _make_extern(step, fixed)
     symbolic = [(i, f) for i, sp in enumerate(out_specs)
                 if sp is not None and not all(isinstance(v, sympy.Integer) for v in (*sp.size, *sp.stride))
                 and (f := _stride_fn(sp)) is not None]
-    if symbolic:
-        inner = call
-
-        def call(*values):
-            # symbolic sizes: the strides the kernels after this call were generated for, from
-            # the result's own sizes; a result laid out otherwise is copied into that layout
-            outs = inner(*values)
-            for i, strides_of in symbolic:
-                r = outs[i]
-                if isinstance(r, torch.Tensor) and r.numel() > 1:
-                    want = strides_of(r)
-                    if r.stride() != want:
-                        outs = list(outs)
-                        outs[i] = torch.empty_strided(r.shape, want, dtype=r.dtype, device=r.device).copy_(r)
-            return outs
-    if not fixed:
+    if not symbolic:
         return call
-    # a fallback may be an op whose output size depends on the data (nonzero, x[mask]): check it
-    check_size = step.kind == "fallback"
+    inner = call
 
-    def checked(*values):
-        outs = call(*values)
-        for i, size, stride in fixed:
+    def relaid(*values):
+        # symbolic sizes: the strides the kernels after this call were generated for, from
+        # the result's own sizes; a result laid out otherwise is copied into that layout
+        outs = inner(*values)
+        for i, strides_of in symbolic:
             r = outs[i]
-            if check_size and isinstance(r, torch.Tensor) and tuple(r.shape) != size:
-                raise OutputShapeChanged(
-                    f"fallback {step.op} returned shape {tuple(r.shape)} but the graph was traced "
-                    f"with {size} (its output size depends on the data); trace again with these "
-                    "inputs, or mark the op as a graph break in the front end")
-            if isinstance(r, torch.Tensor) and r.stride() != stride and r.numel() > 1:
-                outs = list(outs)
-                outs[i] = torch.empty_strided(size, stride, dtype=r.dtype, device=r.device).copy_(r)
+            if isinstance(r, torch.Tensor) and r.numel() > 1:
+                want = strides_of(r)
+                if r.stride() != want:
+                    outs = list(outs)
+                    outs[i] = torch.empty_strided(r.shape, want, dtype=r.dtype, device=r.device).copy_(r)
         return outs
 
-    return checked
+    return relaid
 
 
 def _stride_fn(spec: Any) -> Callable[[torch.Tensor], tuple[int, ...]] | None:
@@ -104,11 +89,39 @@ def _stride_fn(spec: Any) -> Callable[[torch.Tensor], tuple[int, ...]] | None:
     return ns["strides"]
 
 
-def _make_extern(step: ExternCall) -> Callable[..., Any]:
+def _relayout(r: torch.Tensor, size: tuple[int, ...], stride: tuple[int, ...]) -> torch.Tensor:
+    """``r`` copied into the layout the kernels after its extern call were generated for."""
+    return torch.empty_strided(size, stride, dtype=r.dtype, device=r.device).copy_(r)
+
+
+def _changed_shape(step: ExternCall, r: Any, size: tuple[int, ...]) -> OutputShapeChanged:
+    return OutputShapeChanged(
+        f"fallback {step.op} returned shape {tuple(r.shape)} but the graph was traced "
+        f"with {size} (its output size depends on the data); trace again with these "
+        "inputs, or mark the op as a graph break in the front end")
+
+
+def _returns_tensors(op: Any, n_out: int) -> bool:
+    """Whether ``op`` returns exactly ``n_out`` plain tensors (one, or a tuple of them) by its
+    schema: its result then needs no flattening."""
+    schema = getattr(op, "_schema", None)
+    if not isinstance(op, torch._ops.OpOverload) or schema is None:
+        return False
+    returns = schema.returns
+    return len(returns) == n_out and all(str(r.type) == "Tensor" for r in returns)
+
+
+def _make_extern(step: ExternCall, fixed: Sequence[tuple[int, tuple[int, ...], tuple[int, ...]]] = ()
+                 ) -> Callable[..., Any]:
     """``f(*dynamic_leaves) -> list of outputs``, generated as Python source: the call's argument
     structure is spelled out once, constants bound by name, so a call does no pytree work (an
     unflatten per call was a third of unet's host time under cProfile:
-    benchmarks/gpu_profile.py --python, log in benchmarks/results/gpu-2026-12-01/run5/)."""
+    benchmarks/gpu_profile.py --python, log in benchmarks/results/gpu-2026-12-01/run5/).
+
+    ``fixed`` (output position, size, stride): the static layouts the kernels after the call
+    expect; the check of each is spelled out in the same function (a separate checking closure
+    and its loop cost about a microsecond per call), as is, for an ATen operator, the call of its
+    C++ function (``OpOverload.__call__`` is one more Python frame that only forwards)."""
     op = step.op
     n_out = len(step.outputs)
     # loop-ir's own operators are called as the Python functions behind them: the dispatcher's
@@ -118,8 +131,10 @@ def _make_extern(step: ExternCall) -> Callable[..., Any]:
     from .mkldnn import DIRECT_CALLS
     from .mkldnn_linear import DIRECT_CALLS as LINEAR_CALLS
 
-    ns: dict[str, Any] = {"op": {**DIRECT_CALLS, **LINEAR_CALLS, **GROUP_CALLS,
-                                **CHANNELS_LAST_CALLS}.get(op, op)}
+    target = {**DIRECT_CALLS, **LINEAR_CALLS, **GROUP_CALLS, **CHANNELS_LAST_CALLS}.get(op, op)
+    if isinstance(target, torch._ops.OpOverload) and callable(getattr(target, "_op", None)):
+        target = target._op
+    ns: dict[str, Any] = {"op": target, "_step": step}
     n_dyn = [0]
 
     def const(value: Any) -> str:
@@ -145,14 +160,42 @@ def _make_extern(step: ExternCall) -> Callable[..., Any]:
     parts = [expr(a) for a in step.args] + [f"{k}={expr(v)}" for k, v in dict(step.kwargs).items()]
     params = ", ".join(f"v{i}" for i in range(n_dyn[0]))
     ns["_leaves"], ns["_n_out"], ns["_Tensor"] = pytree.tree_leaves, n_out, torch.Tensor
-    source = (f"def call({params}):\n"
-              f"    result = op({', '.join(parts)})\n"
-              "    if isinstance(result, _Tensor):\n"
-              "        return (result,)\n"
-              "    flat = _leaves(result)\n"
-              "    if len(flat) != _n_out:\n"
-              f"        raise RuntimeError(f\"{{op}} returned {{len(flat)}} values, expected {{_n_out}}\")\n"
-              "    return flat\n")
+    ns["_relayout"], ns["_changed_shape"] = _relayout, _changed_shape
+    # a fallback may be an op whose output size depends on the data (nonzero, x[mask]): check it
+    check_size = step.kind == "fallback"
+
+    def checks(flat: str, known: bool = False) -> list[str]:
+        """Lines checking (and relaying out) each fixed output of ``flat`` (a list, or the one
+        output itself when ``flat`` is "result"); ``known``: by the schema, a tensor."""
+        lines = []
+        for i, size, stride in fixed:
+            size_c, stride_c = const(size), const(stride)
+            r = flat if flat == "result" else f"{flat}[{i}]"
+            indent = "    " if known else "        "
+            if not known:
+                lines.append(f"    if isinstance({r}, _Tensor):")
+            if check_size:
+                lines.append(f"{indent}if {r}.shape != {size_c}:")
+                lines.append(f"{indent}    raise _changed_shape(_step, {r}, {size_c})")
+            lines.append(f"{indent}if {r}.stride() != {stride_c} and {r}.numel() > 1:")
+            lines.append(f"{indent}    {r} = _relayout({r}, {size_c}, {stride_c})")
+        return lines
+
+    body = [f"def call({params}):", f"    result = op({', '.join(parts)})"]
+    if _returns_tensors(step.op, n_out) and n_out == 1:
+        # by its schema the result is one tensor: nothing to flatten or test
+        body += [*checks("result", known=True), "    return (result,)"]
+    elif _returns_tensors(step.op, n_out) and not fixed:
+        body += ["    return result"]  # by its schema, a tuple of n_out tensors
+    else:
+        body += ["    if isinstance(result, _Tensor):",
+                 "        flat = [result]",
+                 "    else:",
+                 "        flat = _leaves(result)",
+                 "        if len(flat) != _n_out:",
+                 "            raise RuntimeError(f\"{op} returned {len(flat)} values, expected {_n_out}\")"]
+        body += [*checks("flat"), "    return flat"]
+    source = "\n".join(body) + "\n"
     exec(compile(source, f"<extern {op}>", "exec"), ns)  # noqa: S102 - our own generated code, as the wrapper module
     return ns["call"]
 
