@@ -119,6 +119,7 @@ def main() -> None:
                         help="time this many blocks of --steps steps and report the fastest (the "
                         "machine is shared: the best block is the least disturbed)")
     parser.add_argument("--profile", action="store_true")
+    parser.add_argument("--profile-out", default=None, help="also write the profile's stats to this file")
     args = parser.parse_args()
     import torchkiln
 
@@ -147,6 +148,8 @@ def main() -> None:
     if profiler is not None:
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(30)
+        if args.profile_out:
+            stats.dump_stats(args.profile_out)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import operator
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -83,7 +83,24 @@ class FoldedConstants:
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
 
     def key(self, args: Sequence[Any]) -> tuple:
-        return tuple((args[i]._version, args[i].data_ptr()) for i in self.sources)
+        """Every source tensor's version counter, then every one's data pointer. Read with C
+        loops (``map`` of a getter) on every call: the Python loop this replaces cost ~0.3 us per
+        source, 60 us per call of a net with 200 folded parameters."""
+        sources = self._pick(args)
+        return (*map(_VERSION, sources), *map(_DATA_PTR, sources))
+
+    @property
+    def _pick(self) -> Callable[[Sequence[Any]], tuple]:
+        """``args -> (args[i] for i in sources)`` as a tuple, built once."""
+        pick = self.__dict__.get("_picker")
+        if pick is None:
+            if len(self.sources) == 1:
+                (i,) = self.sources
+                pick = lambda args: (args[i],)  # noqa: E731 - itemgetter of one index returns no tuple
+            else:
+                pick = operator.itemgetter(*self.sources) if self.sources else (lambda args: ())
+            self.__dict__["_picker"] = pick
+        return pick
 
     def values(self, args: Sequence[Any]) -> list[torch.Tensor]:
         key = self.key(args)
@@ -120,6 +137,10 @@ class FoldedConstants:
 
     def __setstate__(self, state: dict) -> None:
         self.__init__(state["graph"], state["sources"], state["metas"])
+
+
+_VERSION = operator.attrgetter("_version")
+_DATA_PTR = torch.Tensor.data_ptr
 
 
 def _meta(t: torch.Tensor) -> tuple[Any, ...]:
