@@ -336,3 +336,26 @@ def test_sdpa_gradients_match_eager_with_the_core_aten_table(causal, decompositi
     want.backward(g)
     for got, ref in ((q1, q2), (k1, k2), (v1, v2)):
         torch.testing.assert_close(got.grad, ref.grad)
+
+
+def test_gradients_of_inputs_out_of_order_and_a_functorch_transform_refused(compiler, capture):
+    # only the first and third inputs need a gradient: the backward's gradients are scattered
+    # into their positions (the in-order shortcut does not apply), the others stay None
+    def fn(a, b, c):
+        return ((a * b).sin() + c.cos() * b,)
+
+    a, b, c = torch.randn(5, requires_grad=True), torch.randn(5), torch.randn(5, requires_grad=True)
+    compiled = aot_compile(capture(fn), [a, b, c], fw_compiler=compiler)
+    a1, b1, c1 = torch.randn(5, requires_grad=True), torch.randn(5), torch.randn(5, requires_grad=True)
+    a2, c2 = (t.detach().clone().requires_grad_(True) for t in (a1, c1))
+    (got,), (want,) = compiled(a1, b1, c1), fn(a2, b1, c2)
+    torch.testing.assert_close(got, want)
+    got.pow(2).sum().backward()
+    want.pow(2).sum().backward()
+    torch.testing.assert_close(a1.grad, a2.grad)
+    torch.testing.assert_close(c1.grad, c2.grad)
+    assert b1.grad is None
+    # under a functorch transform the Function is refused (it defines no setup_context), as
+    # autograd.Function.apply refuses it: no gradient computed around the transform
+    with pytest.raises(RuntimeError, match="setup_context"):
+        torch.func.grad(lambda t: compiled(t, b1, c1)[0].sum())(a1.detach())

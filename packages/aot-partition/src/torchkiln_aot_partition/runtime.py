@@ -125,6 +125,14 @@ class TrainingPlan:
     num_primals: int
     #: the min-cut's figures (None when rebuilt from a cache): what is saved, its bytes
     partition: Any = None
+    #: derived once, not per call: diff_outputs as a set; whether the gradients come in the order
+    #: of the primals (grad_inputs is 0, 1, 2, ...: the result is the list itself, padded)
+    diff_set: frozenset = field(init=False, repr=False, compare=False)
+    grads_in_order: bool = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "diff_set", frozenset(self.diff_outputs))
+        object.__setattr__(self, "grads_in_order", tuple(self.grad_inputs) == tuple(range(len(self.grad_inputs))))
 
 
 class CompiledFunction(torch.autograd.Function):
@@ -137,12 +145,15 @@ class CompiledFunction(torch.autograd.Function):
         n_fw = plan.num_user_outputs + len(plan.mutated_inputs)
         fw_outs, saved = outs[:n_fw], outs[n_fw:]
         ctx.plan = plan
-        diff = set(plan.diff_outputs)
+        diff = plan.diff_set
         ctx.output_meta = {i: (o.shape, o.dtype, o.device) for i, o in enumerate(fw_outs)
                            if i in diff and isinstance(o, torch.Tensor)}
         tensors = [s for s in saved if isinstance(s, torch.Tensor)]
         ctx.save_for_backward(*tensors)
-        ctx.nontensor_saved = [None if isinstance(s, torch.Tensor) else s for s in saved]
+        # None: every saved value is a tensor (the usual case: no second pass over them, here
+        # or in backward); else the non-tensors in their positions, None where a tensor goes
+        ctx.nontensor_saved = (None if len(tensors) == len(saved) else
+                               [None if isinstance(s, torch.Tensor) else s for s in saved])
         non_diff = [o for i, o in enumerate(fw_outs)
                     if isinstance(o, torch.Tensor) and (i not in diff or i >= plan.num_user_outputs)]
         ctx.mark_non_differentiable(*non_diff)
@@ -162,9 +173,12 @@ class CompiledFunction(torch.autograd.Function):
                 "the function) or take first-order gradients only"
             )
         plan: TrainingPlan = ctx.plan
-        tensors = iter(ctx.saved_tensors)
-        args = [next(tensors) if s is None else s for s in ctx.nontensor_saved]
-        del tensors
+        if ctx.nontensor_saved is None:
+            args = list(ctx.saved_tensors)
+        else:
+            tensors = iter(ctx.saved_tensors)
+            args = [next(tensors) if s is None else s for s in ctx.nontensor_saved]
+            del tensors
         tangents = [grad_outputs[i] for i in plan.diff_outputs]
         absent = tuple(i for i, g in enumerate(tangents) if g is None)
         if tangents and len(absent) == len(tangents):
@@ -187,11 +201,32 @@ class CompiledFunction(torch.autograd.Function):
             clear()
         boxed = getattr(compiled, "call_boxed", None)
         grads = list(boxed(args) if boxed is not None else compiled(*args))
+        if kept is None and plan.grads_in_order and len(grads) == len(plan.grad_inputs):
+            # the gradients of the first primals, in order: no scatter into a list of Nones
+            return (None, *grads, *(None,) * (plan.num_primals - len(grads)))
         result: list[torch.Tensor | None] = [None] * plan.num_primals
         grad_inputs = plan.grad_inputs if kept is None else [plan.grad_inputs[k] for k in kept]
         for i, g in zip(grad_inputs, grads):
             result[i] = g
         return (None, *result)
+
+
+#: autograd.Function.apply's C++ half, bound to CompiledFunction; and functorch's unwrapping of
+#: a tensor left wrapped by a transform that has exited
+_C_APPLY = super(torch.autograd.Function, CompiledFunction).apply
+_unwrap_if_dead = getattr(getattr(torch._C, "_functorch", None), "unwrap_if_dead", None)
+
+
+def _apply(plan: TrainingPlan, graph_args: list[Any]) -> Any:
+    """``CompiledFunction.apply(plan, *graph_args)``. Function.apply's Python half, for a
+    Function without setup_context and no functorch transform active, only unwraps dead functorch
+    wrappers, through a generator (30 us per call of a 200-parameter model); this unwraps them
+    with a list comprehension and calls the C++ half. Under a functorch transform (or a torch
+    without the unwrapping function) it is Function.apply itself, and its error."""
+    if _unwrap_if_dead is None or torch._C._are_functorch_transforms_active():
+        return CompiledFunction.apply(plan, *graph_args)
+    unwrap, tensor = _unwrap_if_dead, torch.Tensor
+    return _C_APPLY(plan, *[unwrap(a) if isinstance(a, tensor) else a for a in graph_args])
 
 
 def _zeros_for(ctx, output: int) -> torch.Tensor:
@@ -213,9 +248,9 @@ class TrainingRuntime:
     hidden_outputs: int = 0
 
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
-        args = list(self.params) + list(inputs)
+        args = [*self.params, *inputs]
         graph_args = self.bases.graph_args(args) if self.bases is not None else args
-        outs = list(CompiledFunction.apply(self.plan, *graph_args))
+        outs = list(_apply(self.plan, graph_args))
         n = self.plan.num_user_outputs
         apply_mutations(graph_args, self.plan.mutated_inputs, outs[n:])
         with _after_write_back(self.plan.mutated_inputs):
