@@ -92,6 +92,26 @@ def test_an_internal_graph_error_runs_the_graph_eagerly_once():
     assert compiled.calls == 1  # eager for good after an internal failure
 
 
+def _bump_then_index(a, i):
+    a.add_(1)
+    return a[i]
+
+
+def test_after_a_fallback_a_user_error_runs_the_eager_graph_once():
+    # a real GraphModule (its forward a method, a new bound object on each access): once the
+    # graph runs eagerly, a call that raises in eager runs it once, not again to "check"
+    gm = _graph(_bump_then_index)
+    compiled = _Counted(gm, RuntimeError("kernel crashed"))
+    run = _guard_calls(compiled, gm, _Where("f", 0, 3, None), CompileOptions(), ReportRecorder())
+    a = torch.zeros(3)
+    with pytest.warns(UserWarning, match="kernel crashed"):
+        torch.testing.assert_close(run(a, 1), torch.tensor(1.0))
+    with pytest.raises(IndexError):
+        run(a, 5)
+    torch.testing.assert_close(a, torch.full((3,), 2.0))  # one eager add per call, as in eager
+    assert compiled.calls == 1
+
+
 def _as_capture_code(source: str, name: str, filename: str, **names) -> Any:
     """A function whose frames read as capture's (its module is torchkiln_dynamo_capture's)."""
     scope = {"__name__": "torchkiln_dynamo_capture._standin", **names}

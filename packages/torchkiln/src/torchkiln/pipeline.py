@@ -460,15 +460,18 @@ def _guard_calls(
         return compiled
     applied_error = getattr(torchkiln_aot_partition, "MutationAppliedError", ())
     run = compiled
+    # bound once: ``gm.forward`` is a new bound-method object on every access, so ``run is
+    # gm.forward`` never held and a user error after a fallback ran the eager graph twice
+    eager = gm.forward
 
     def run_graph(*args: Any) -> Any:
         nonlocal run
-        if run is gm.forward:
+        if run is eager:
             return run(*args)
         try:
             return run(*args)
         except applied_error as error:
-            run = gm.forward
+            run = eager
             _fall_back(gm, where, "running the compiled graph", error, options, recorder, list(args))
             raise FailedAfterEffects(
                 f"torchkiln: graph {where.index} failed after writing its input mutations back "
@@ -478,8 +481,8 @@ def _guard_calls(
             failed = error
         # Outside the except block: eager's own exception must not carry the compiled one as
         # its __context__.
-        result = gm.forward(*args)  # raises the user's error as eager does
-        run = gm.forward
+        result = eager(*args)  # raises the user's error as eager does
+        run = eager
         _fall_back(gm, where, "running the compiled graph", failed, options, recorder, list(args))
         return result
 
