@@ -196,7 +196,10 @@ def _make_extern(step: ExternCall, fixed: Sequence[tuple[int, tuple[int, ...], t
                  "            raise RuntimeError(f\"{op} returned {len(flat)} values, expected {_n_out}\")"]
         body += [*checks("flat"), "    return flat"]
     source = "\n".join(body) + "\n"
-    exec(compile(source, f"<extern {op}>", "exec"), ns)  # noqa: S102 - our own generated code, as the wrapper module
+    # one file name per call site: cProfile keys its entries by (file, line, name), so sites
+    # sharing a name overwrote each other's figures (a profile showed one mm call of hundreds)
+    where = f"<extern {op} -> {', '.join(o or '_' for o in step.outputs)}>"
+    exec(compile(source, where, "exec"), ns)  # noqa: S102 - our own generated code, as the wrapper module
     return ns["call"]
 
 
