@@ -104,3 +104,10 @@ def test_symbolic_layout_relaid_out_from_the_result_size():
     (out,) = call(a, b)
     assert out.stride() == (1, 7)
     torch.testing.assert_close(out, a @ b)
+
+
+def test_scalar_result_comes_back_as_one_value():
+    x = torch.tensor([3.5])
+    step = ExternCall(aten._local_scalar_dense.default, (BufferRef("x"),), {}, ("",), scalars=("u0",))
+    (value,) = make_extern(step, [None])(x)
+    assert value == 3.5 and isinstance(value, float)

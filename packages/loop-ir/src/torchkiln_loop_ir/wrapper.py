@@ -108,7 +108,7 @@ def _returns_tensors(op: Any, n_out: int) -> bool:
     if not isinstance(op, torch._ops.OpOverload) or schema is None:
         return False
     returns = schema.returns
-    return len(returns) == n_out and all(str(r.type) == "Tensor" for r in returns)
+    return n_out > 0 and len(returns) == n_out and all(str(r.type) == "Tensor" for r in returns)
 
 
 def _make_extern(step: ExternCall, fixed: Sequence[tuple[int, tuple[int, ...], tuple[int, ...]]] = ()
@@ -182,11 +182,14 @@ def _make_extern(step: ExternCall, fixed: Sequence[tuple[int, tuple[int, ...], t
         return lines
 
     body = [f"def call({params}):", f"    result = op({', '.join(parts)})"]
-    if _returns_tensors(step.op, n_out) and n_out == 1:
+    known = _returns_tensors(step.op, n_out)
+    if known and n_out == 1:
         # by its schema the result is one tensor: nothing to flatten or test
         body += [*checks("result", known=True), "    return (result,)"]
-    elif _returns_tensors(step.op, n_out) and not fixed:
-        body += ["    return result"]  # by its schema, a tuple of n_out tensors
+    elif known:
+        # by its schema a tuple of n_out tensors: no pytree flattening (a few us per call)
+        body += ["    return result"] if not fixed else [
+            "    flat = list(result)", *checks("flat", known=True), "    return flat"]
     else:
         body += ["    if isinstance(result, _Tensor):",
                  "        flat = [result]",
