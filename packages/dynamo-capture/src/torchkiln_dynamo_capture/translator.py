@@ -357,11 +357,11 @@ class InstructionTranslator:
 
     def BINARY_SLICE(self, inst):  # (3.12) container start end -> item
         end, start, container = self.pop(), self.pop(), self.pop()
-        self.push(self.getitem(container, ConstantVariable(slice(start.as_python_constant(), end.as_python_constant()))))
+        self.push(self.getitem(container, self.make_slice([start, end])))
 
     def STORE_SLICE(self, inst):  # (3.12) value container start end ->
         end, start, container, value = self.pop(), self.pop(), self.pop(), self.pop()
-        key = ConstantVariable(slice(start.as_python_constant(), end.as_python_constant()))
+        key = self.make_slice([start, end])
         if isinstance(container, TensorVariable):
             self.out.call_tensor_op(self, "call_function", operator.setitem, [container, key, value], {})
         else:
@@ -464,13 +464,18 @@ class InstructionTranslator:
         self.push(ConstantVariable(format(val, spec)))
 
     def BUILD_SLICE(self, inst):
-        parts = self.popn(inst.arg)
+        self.push(self.make_slice(self.popn(inst.arg)))
+
+    @staticmethod
+    def make_slice(parts):
+        """The slice of ``parts`` (start, stop[, step]) for BUILD_SLICE and 3.12's BINARY_SLICE /
+        STORE_SLICE alike: symbolic bounds stay symbolic (x[:, :n] with a symbolic n), where
+        reading them as constants would specialize the graph on their values."""
         if any(isinstance(p, TensorVariable) for p in parts):
             raise Unsupported("slice bounds that are tensors")
-        if any(isinstance(p, SymNodeVariable) for p in parts):  # x[:, :n] with a symbolic n
-            self.push(SliceVariable(parts))
-            return
-        self.push(ConstantVariable(slice(*(p.as_python_constant() for p in parts))))
+        if any(isinstance(p, SymNodeVariable) for p in parts):
+            return SliceVariable(parts)
+        return ConstantVariable(slice(*(p.as_python_constant() for p in parts)))
 
     def LIST_APPEND(self, inst):  # list(i) ... v -> list(i) ...
         v = self.pop()
