@@ -26,12 +26,12 @@ from torchkiln_loop_ir.indexing import index_symbol
 from torchkiln_loop_ir.kernels import _SimplifyingHandler
 from torchkiln_loop_ir.printing import PrintingHandler
 from torchkiln_loop_ir.reference import TorchOpsHandler
-from torchkiln_loop_ir.scheduler import _Recorder
+from torchkiln_loop_ir.loop_body import _Recording
 
 ops_module = sys.modules["torchkiln_loop_ir.ops"]  # the package's ``ops`` name is the proxy
 OP_SPECS, ALL_OPS, result_dtype = ops_module.OP_SPECS, ops_module.ALL_OPS, ops_module.result_dtype
 
-HANDLERS = [CppOpsHandler, TritonOpsHandler, TorchOpsHandler, PrintingHandler, _Recorder,
+HANDLERS = [CppOpsHandler, TritonOpsHandler, TorchOpsHandler, PrintingHandler, _Recording,
             _Counter, _SimplifyingHandler, NoOpHandler, WrapperHandler]
 
 OPERAND_DTYPES = {

@@ -11,7 +11,7 @@ from torchkiln_loop_ir.handlers import NoOpHandler, WrapperHandler, missing_ops
 from torchkiln_loop_ir.kernels import _SimplifyingHandler
 from torchkiln_loop_ir.printing import PrintingHandler
 from torchkiln_loop_ir.reference import TorchOpsHandler
-from torchkiln_loop_ir.scheduler import _Recorder
+from torchkiln_loop_ir.loop_body import _Recording
 
 ops_module = sys.modules["torchkiln_loop_ir.ops"]
 
@@ -25,7 +25,7 @@ def test_table_and_protocol_name_the_same_ops_with_the_same_arity():
         assert sum(p.default is p.empty for p in params) == ops_module.OP_SPECS[name].arity, name
 
 
-@pytest.mark.parametrize("handler", [TorchOpsHandler, PrintingHandler, _Recorder, _Counter,
+@pytest.mark.parametrize("handler", [TorchOpsHandler, PrintingHandler, _Recording, _Counter,
                                      _SimplifyingHandler, NoOpHandler, WrapperHandler],
                          ids=lambda h: h.__name__)
 def test_loop_ir_handlers_cover_every_op(handler):

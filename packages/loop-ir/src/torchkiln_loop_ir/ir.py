@@ -261,8 +261,17 @@ class ComputedBuffer(Buffer):
         """The buffer this node's stores land in (a Scatter writes its target)."""
         return self.data.target if isinstance(self.data, Scatter) else self.name
 
+    @functools.cached_property
+    def loop_body(self) -> Any:
+        """The store body recorded once (``loop_body.LoopBody``): what the scheduler, memory
+        planning and the code generators read and replay instead of running the closure."""
+        from .loop_body import LoopBody
+
+        return LoopBody.of(self)
+
     def store_body(self) -> Callable[[Index, Index], None]:
-        """``body(index, rindex)``: compute this buffer's element(s) and store them."""
+        """``body(index, rindex)``: compute this buffer's element(s) and store them (the closure
+        over the lowering's loaders; ``loop_body`` is its recording)."""
         name, layout, data = self.name, self.layout, self.data
         dtype = layout.dtype
 

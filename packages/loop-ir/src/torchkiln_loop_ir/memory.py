@@ -14,18 +14,8 @@ from .ir import Buffer, ComputedBuffer, ExternKernel, NamedView
 
 def _reads_of(node: Any) -> set[str]:
     if isinstance(node, ComputedBuffer):
-        from .indexing import index_symbol
-        from .ops import set_ops_handler
-        from .scheduler import _Recorder
-
-        # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
-        rec = _Recorder()  # type: ignore[abstract]
-        xs = [index_symbol("x", i) for i in range(len(node.ranges))]
-        rs = [index_symbol("r", i) for i in range(len(node.reduction_ranges))]
-        with set_ops_handler(rec):
-            node.store_body()(xs, rs)
         extra = {node.write_name} if node.is_scatter else set()  # it updates its target in place
-        return {n for n, _ in rec.reads} | extra
+        return set(node.loop_body.read_names) | extra
     if isinstance(node, NamedView):
         return {node.view.base.name}
     leaves = pytree.tree_leaves((node.args, node.kwargs))

@@ -1,7 +1,7 @@
 """The fusion scheduler: dependencies, ``can_fuse``, ``score_fusion`` and the greedy loop.
 
-Every realized ``ComputedBuffer`` is a ``SchedulerNode``; extern kernels and named views are
-``ExternNode``s (never fused, but they order the graph). A ``FusedGroup`` is a candidate kernel:
+Every realized ``ComputedBuffer`` is a ``SchedulerNode`` (its body recorded once, a ``LoopBody``);
+extern kernels and named views are ``ExternNode``s (never fused, but they order the graph). A ``FusedGroup`` is a candidate kernel:
 its nodes share one iteration space (x ranges, plus r ranges for reductions). Whether a group is
 legal is decided by building it (``plan_group``): each node's body is rewritten over the kernel's
 index symbols, its reads and writes recorded as ``MemoryDep``s, and the nodes assigned to stages.
@@ -19,10 +19,9 @@ import sympy
 
 from ._simplify import simplify_index
 from .backend import BackendCapabilities
-from .handlers import NoOpHandler
 from .indexing import FloorDiv, ModularIndexing, index_symbol
 from .ir import Buffer, ComputedBuffer, ExternKernel, NamedView, contiguous_strides, product
-from .ops import set_ops_handler
+from .loop_body import iteration_order, iteration_ranges
 
 
 @dataclass(frozen=True)
@@ -71,55 +70,6 @@ class FusionRecord:
         return head if self.accepted else f"{head}: {self.reason}"
 
 
-class _Recorder(NoOpHandler):
-    """An ops handler recording the loads and stores of a body (indices as given)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.reads: list[tuple[str, sympy.Expr]] = []
-        self.writes: list[tuple[str, sympy.Expr]] = []
-        # expressions a body computes with (index_expr, indirect sizes): their size symbols are
-        # arguments of the kernel too (a mean's divisor under dynamic shapes)
-        self.exprs: list[sympy.Expr] = []
-
-    def load(self, name, index):
-        self.reads.append((name, sympy.sympify(index)))
-
-    def load_seed(self, name, offset):
-        self.reads.append((name, sympy.sympify(offset)))
-
-    def store(self, name, index, value, mode=None):
-        self.writes.append((name, sympy.sympify(index)))
-
-    store_reduction = store
-
-    def index_expr(self, expr, dtype):
-        self.exprs.append(sympy.sympify(expr))
-
-    def indirect_indexing(self, value, size, check=True):
-        self.exprs.append(sympy.sympify(size))
-        return super().indirect_indexing(value, size, check)
-
-
-def _drop_ones(sizes: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
-    return tuple(s for s in sizes if s != 1)
-
-
-def _memory_order(buf: ComputedBuffer) -> tuple[int, ...] | None:
-    """The non-size-1 dims of a pointwise buffer, outermost first by stride, when its layout is
-    not the logical order (static strides only); None otherwise."""
-    if buf.is_reduction or buf.is_scatter:
-        return None
-    size, stride = tuple(buf.layout.size), tuple(buf.layout.stride)
-    if size != tuple(buf.ranges) or len(stride) != len(size):
-        return None
-    dims = [d for d, s in enumerate(size) if s != 1]
-    if not all(isinstance(stride[d], (int, sympy.Integer)) for d in dims):
-        return None
-    order = sorted(range(len(dims)), key=lambda k: -int(stride[dims[k]]))
-    return tuple(order) if order != list(range(len(dims))) else None
-
-
 class SchedulerNode:
     """One realized ComputedBuffer: its iteration space and its reads and writes."""
 
@@ -130,46 +80,36 @@ class SchedulerNode:
         self.is_reduction = buf.is_reduction
         # a pointwise buffer laid out in another order than its logical dims (channels-last)
         # iterates in memory order: its innermost loop then walks unit stride, and vectorizes
-        self.perm = _memory_order(buf)
-        self.xr = _drop_ones(buf.ranges)
-        if self.perm is not None:
-            self.xr = tuple(self.xr[d] for d in self.perm)
-        self.rr = _drop_ones(buf.reduction_ranges) if self.is_reduction else ()
-        if self.is_reduction and not self.rr:
-            self.rr = (sympy.Integer(1),)
+        self.perm = iteration_order(buf)
+        self.xr, self.rr = iteration_ranges(buf)
         self.xnumel = product(self.xr)
         self.rnumel = product(self.rr)
-        # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
-        rec = _Recorder()  # type: ignore[abstract]
-        with set_ops_handler(rec):
-            self.body_in(self.xr_syms(), self.rr_syms())
+        # the body, recorded once: reads, writes and every replay come from it
+        self.body = buf.loop_body
         self.is_scatter = buf.is_scatter
         # a scatter updates its target in place: it must run after the target's producer
-        self.read_names = {n for n, _ in rec.reads} | ({buf.write_name} if self.is_scatter else set())
-        self.write_names = {n for n, _ in rec.writes}
+        self.read_names = set(self.body.read_names) | ({buf.write_name} if self.is_scatter else set())
+        self.write_names = set(self.body.write_names)
         self._accesses: dict[tuple, tuple] = {}  # see ``accesses``
 
     def accesses(self, xs: tuple[sympy.Expr, ...], rs: tuple[sympy.Expr, ...],
                  var_ranges: dict[sympy.Symbol, sympy.Expr], size: tuple[sympy.Expr, ...]
                  ) -> tuple[tuple[MemoryDep, ...], tuple[MemoryDep, ...], tuple[sympy.Expr, ...]]:
         """The reads and writes (simplified over ``var_ranges``) and the expressions of this
-        node's body run at kernel indices ``xs``/``rs``.
+        node's body at kernel indices ``xs``/``rs``, read off its recording.
 
         Remembered per node: the fusion loop plans every candidate group from scratch, so the
         same node is analysed at the same indices once per group it is tried in (a chain of
-        merges re-plans each member at every step). The answer depends only on the arguments
-        (the body is a fixed function of its indices), which are the whole key.
+        merges re-plans each member at every step). The answer depends only on the arguments,
+        which are the whole key.
         """
         key = (xs, rs, tuple(var_ranges.items()), size)
         found = self._accesses.get(key)
         if found is None:
-            # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
-            rec = _Recorder()  # type: ignore[abstract]
-            with set_ops_handler(rec):
-                self.body_in(xs, rs)
-            found = (tuple(MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in rec.reads),
-                     tuple(MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in rec.writes),
-                     tuple(rec.exprs))
+            reads, writes, exprs = self.body.accesses(xs, rs)
+            found = (tuple(MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in reads),
+                     tuple(MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in writes),
+                     tuple(exprs))
             self._accesses[key] = found
         return found
 
@@ -180,19 +120,8 @@ class SchedulerNode:
         return [index_symbol("r", i) for i in range(len(self.rr))]
 
     def body_in(self, xs: Sequence[sympy.Expr], rs: Sequence[sympy.Expr]) -> None:
-        """Run the store body with canonical (size-1-dropped) indices ``xs``/``rs``."""
-        def full(sizes, vals):
-            it = iter(vals)
-            return [sympy.Integer(0) if s == 1 else next(it) for s in sizes]
-
-        if self.perm is not None:  # back from memory order to the logical dims
-            logical: list[Any] = [None] * len(xs)
-            for k, d in enumerate(self.perm):
-                logical[d] = xs[k]
-            xs = logical
-        rfull = full(self.buf.reduction_ranges, rs) if self.is_reduction and _drop_ones(self.buf.reduction_ranges) else \
-            [sympy.Integer(0)] * len(self.buf.reduction_ranges)
-        self.buf.store_body()(full(self.buf.ranges, xs), rfull)
+        """Replay the body under the installed handler at (size-1-dropped) indices ``xs``/``rs``."""
+        self.body(xs, rs)
 
 
 class ExternNode:
