@@ -108,7 +108,9 @@ def _stride(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr:
     zero = {s: 0 for s in index.free_symbols if s.name[:1] in ("x", "r") or s.name.startswith("tmp")}
     at0 = index.subs(zero)
     at1 = index.subs({**zero, var: 1})
-    return sympy.simplify(at1 - at0)
+    moved = at1 - at0
+    # most strides are numbers already: sympy.simplify would give the same number, slowly
+    return moved if moved.is_Number else sympy.simplify(moved)
 
 
 def choose_layout(spec: KernelSpec) -> BlockLayout:
@@ -130,11 +132,13 @@ def choose_layout(spec: KernelSpec) -> BlockLayout:
     except Exception:  # noqa: BLE001 - an analysis only: the code generator reports real errors
         return BlockLayout(reason="default: the accesses could not be analysed")
     along_x = along_r = 0
-    seen: set[tuple[str, str]] = set()
+    seen: set[tuple[str, sympy.Expr]] = set()
     for name, index in recorder.accesses:
-        if (name, str(index)) in seen or not {xvar, rvar} <= index.free_symbols:
+        # equal expressions print equal: the expression is the key (printing it cost more than
+        # the rest of the analysis)
+        if (name, index) in seen or not {xvar, rvar} <= index.free_symbols:
             continue
-        seen.add((name, str(index)))
+        seen.add((name, index))
         size = spec.buffers[name].dtype.itemsize
         if _stride(index, xvar) == 1:
             along_x += size

@@ -39,6 +39,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from .mkldnn import (
     _LIB,
     _STORAGE_OPS,
+    _args_of,
     _drop_redundant_channels_last_copies,
     _fake_meta,
     _keep_output_layouts,
@@ -132,6 +133,7 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
                          for c in convs)
     mode = FakeTensorMode()
     _propagate_meta(new_gm, mode)
+    propagated = _args_of(graph)
     output = next(n for n in graph.nodes if n.op == "output")
     # the outputs' traced layouts, read before any convolution is replaced (a replaced one that
     # is itself an output would otherwise look channels-last already)
@@ -163,7 +165,7 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
         log.append(f"{conv.name}: convolution channels-last (weight converted once)")
     if not changed:
         return gm, tuple(log)
-    _propagate_meta(new_gm, mode)
+    _propagate_meta(new_gm, mode, since=propagated)
     _drop_redundant_channels_last_copies(graph)
     if not _keep_output_layouts(graph, output, before):
         return gm, tuple(f"{c.name}: aten.convolution kept in NCHW (a graph output that is not "

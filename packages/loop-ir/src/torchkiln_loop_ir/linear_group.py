@@ -34,6 +34,7 @@ from torch.utils.weak import WeakIdKeyDictionary
 
 from .mkldnn import (
     _LIB,
+    _args_of,
     _fake_meta,
     _keep_output_layouts,
     _output_values,
@@ -120,6 +121,7 @@ def group_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.GraphMo
     new_gm = fx.GraphModule(gm, graph)
     mode_fake = FakeTensorMode()
     _propagate_meta(new_gm, mode_fake)
+    propagated = _args_of(graph)
     placeholders = {n for n in graph.nodes if n.op == "placeholder"}
     groups = _groups(graph, placeholders)
     if not groups:
@@ -156,7 +158,7 @@ def group_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.GraphMo
         names = ", ".join(g.name for g, _, _ in group)
         log.append(f"{names}: one GEMM of their shared input ({len(group)} linears, {m}x{k}x"
                    f"{'+'.join(map(str, widths))}, {'oneDNN' if onednn else 'addmm'})")
-    _propagate_meta(new_gm, mode_fake)
+    _propagate_meta(new_gm, mode_fake, since=propagated)
     if not _keep_output_layouts(graph, output, before):
         return gm, ("linears not grouped: a graph output that is not contiguous would change layout",)
     graph.lint()

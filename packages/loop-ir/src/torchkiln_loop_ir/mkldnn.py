@@ -193,6 +193,7 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
                          for c in convs)
     mode = FakeTensorMode()
     _propagate_meta(new_gm, mode)  # one fake mode for every value the pass makes or reads
+    propagated = _args_of(graph)
     output = next(n for n in graph.nodes if n.op == "output")
     # the outputs' traced layouts, read before any convolution is replaced: a replaced one that
     # is an output (a training forward saves the convolution's result for batch norm's
@@ -260,7 +261,7 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
         log.append(f"{conv.name}: oneDNN convolution, channels-last{fused}")
     if not changed:
         return gm, tuple(log)
-    _propagate_meta(new_gm, mode)
+    _propagate_meta(new_gm, mode, since=propagated)
     _drop_redundant_channels_last_copies(graph)
     if not _keep_output_layouts(graph, output, before):
         return gm, tuple(f"{c.name}: aten.convolution kept (a graph output that is not contiguous "
@@ -364,13 +365,33 @@ def _static_inputs(gm: fx.GraphModule) -> bool:
                for n in gm.graph.nodes if n.op == "placeholder")
 
 
-def _propagate_meta(gm: fx.GraphModule, mode: FakeTensorMode) -> None:
+def _args_of(graph: fx.Graph) -> dict[fx.Node, tuple[Any, Any]]:
+    """Each node's ``(args, kwargs)`` objects (fx replaces them when a node is rewired): taken
+    right after a ``_propagate_meta``, it tells the next one which nodes a pass made or rewired."""
+    return {n: (n.args, n.kwargs) for n in graph.nodes}
+
+
+def _propagate_meta(gm: fx.GraphModule, mode: FakeTensorMode,
+                    since: dict[fx.Node, tuple[Any, Any]] | None = None) -> None:
     """Recompute every node's meta['val'] in ``mode`` from the placeholders' sizes and strides
     (strides change downstream of the convolutions: channels-last flows through the pointwise
-    ops; and the graph's own values may come from several fake modes, or be real constants)."""
+    ops; and the graph's own values may come from several fake modes, or be real constants).
+
+    ``since``: ``_args_of`` taken right after the previous propagation in ``mode``; then only
+    the nodes made or rewired since, and their descendants, are recomputed: every other node
+    would be recomputed from the same values, to the same value (the second propagation of a
+    pass over a whole training graph was half its compile time)."""
     env: dict[fx.Node, Any] = {}
+    stale: set[fx.Node] = set()
     with mode:
         for n in gm.graph.nodes:
+            if since is not None and n.op in ("placeholder", "call_function"):
+                old = since.get(n)
+                if (old is not None and old[0] is n.args and old[1] is n.kwargs
+                        and not any(a in stale for a in n.all_input_nodes)):
+                    env[n] = n.meta["val"]
+                    continue
+                stale.add(n)
             if n.op == "placeholder":
                 v = _val(n)
                 env[n] = torch.empty_strided(tuple(v.shape), tuple(v.stride()), dtype=v.dtype,

@@ -30,6 +30,7 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 
 from .mkldnn import (
     _STORAGE_OPS,
+    _args_of,
     _fake_meta,
     _keep_output_layouts,
     _output_values,
@@ -193,6 +194,7 @@ def pad_matmuls(gm: fx.GraphModule, free_outputs: int = 0) -> tuple[fx.GraphModu
                             for p in wanted))
     mode = FakeTensorMode()
     _propagate_meta(new_gm, mode)  # one fake mode for every value the pass makes or reads
+    propagated = _args_of(graph)
     output = next(n for n in graph.nodes if n.op == "output")
     before = _output_values(output)
     memo: dict = {}
@@ -201,7 +203,7 @@ def pad_matmuls(gm: fx.GraphModule, free_outputs: int = 0) -> tuple[fx.GraphModu
         _rewrite(graph, copies[p], sizes, padded, memo)
         log.append(f"{p.name}: {p.target} {'x'.join(map(str, sizes))} padded to "
                    f"{'x'.join(map(str, padded))} (unaligned leading dimension)")
-    _propagate_meta(new_gm, mode)
+    _propagate_meta(new_gm, mode, since=propagated)
     if not _keep_output_layouts(graph, output, before, free=free_outputs):
         return gm, (*log[:-len(wanted)], *(f"{p.name}: {p.target} kept (a graph output that is "
                                            "not contiguous would change layout)" for p in wanted))
