@@ -112,7 +112,9 @@ def format_graph_ir(graph: Any) -> str:
                 out.append(f"    {kind}(ranges=[{ranges}], reduction_ranges=[{rr}], type={node.data.reduction_type}{part})")
             else:
                 out.append(f"    {kind}(ranges=[{ranges}])")
-            out.append(format_body(node.store_body(), len(node.ranges), len(node.reduction_ranges), "      "))
+            # the recording the scheduler and code generators read (its iteration variables:
+            # dims of size 1 dropped, channels-last in memory order)
+            out.append("\n".join("    " + line for line in str(node.loop_body).splitlines()))
         elif isinstance(node, ExternKernel):
             names = ", ".join(b.name for b in node.outputs if b is not None)
             out.append(f"  {names} = ExternKernel[{node.kind}] {node.op}  ({node.reason})")
