@@ -371,6 +371,24 @@ def _args_of(graph: fx.Graph) -> dict[fx.Node, tuple[Any, Any]]:
     return {n: (n.args, n.kwargs) for n in graph.nodes}
 
 
+def _same_meta(a: Any, b: Any) -> bool:
+    """Whether two meta values describe the same tensors (sizes, strides, offset, dtype,
+    device, requires_grad) in the same structure: what every op computes its result's from."""
+    la, sa = torch.utils._pytree.tree_flatten(a)
+    lb, sb = torch.utils._pytree.tree_flatten(b)
+    if sa != sb:
+        return False
+    for x, y in zip(la, lb):
+        if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
+            if (x.shape, x.stride(), x.storage_offset(), x.dtype, x.device, x.requires_grad) != \
+                    (y.shape, y.stride(), y.storage_offset(), y.dtype, y.device, y.requires_grad):
+                return False
+        elif isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor) or type(x) is not type(y) \
+                or x != y:
+            return False
+    return True
+
+
 def _propagate_meta(gm: fx.GraphModule, mode: FakeTensorMode,
                     since: dict[fx.Node, tuple[Any, Any]] | None = None) -> None:
     """Recompute every node's meta['val'] in ``mode`` from the placeholders' sizes and strides
@@ -378,20 +396,23 @@ def _propagate_meta(gm: fx.GraphModule, mode: FakeTensorMode,
     ops; and the graph's own values may come from several fake modes, or be real constants).
 
     ``since``: ``_args_of`` taken right after the previous propagation in ``mode``; then only
-    the nodes made or rewired since, and their descendants, are recomputed: every other node
-    would be recomputed from the same values, to the same value (the second propagation of a
-    pass over a whole training graph was half its compile time)."""
+    the nodes made or rewired since, and the nodes reading a value that came out different
+    (sizes, strides, offset, dtype), are recomputed: every other node would be recomputed from
+    values like its inputs', to a value like its own (a pass's second propagation over a whole
+    training graph was half its compile time; a padded matmul's slice changes the strides of a
+    view or two after it, not the pointwise ops beyond)."""
     env: dict[fx.Node, Any] = {}
-    stale: set[fx.Node] = set()
+    changed: set[fx.Node] = set()
     with mode:
         for n in gm.graph.nodes:
+            old = None
             if since is not None and n.op in ("placeholder", "call_function"):
-                old = since.get(n)
-                if (old is not None and old[0] is n.args and old[1] is n.kwargs
-                        and not any(a in stale for a in n.all_input_nodes)):
+                was = since.get(n)
+                if (was is not None and was[0] is n.args and was[1] is n.kwargs
+                        and not any(a in changed for a in n.all_input_nodes)):
                     env[n] = n.meta["val"]
                     continue
-                stale.add(n)
+                old = n.meta.get("val")
             if n.op == "placeholder":
                 v = _val(n)
                 env[n] = torch.empty_strided(tuple(v.shape), tuple(v.stride()), dtype=v.dtype,
@@ -405,3 +426,5 @@ def _propagate_meta(gm: fx.GraphModule, mode: FakeTensorMode,
                 else:  # loop-ir lowers a view it cannot restride as a reshape (a copy)
                     env[n] = _RESHAPES.get(n.target, n.target)(*args, **kwargs)
                 n.meta["val"] = env[n]
+            if since is not None and (old is None or not _same_meta(old, env.get(n))):
+                changed.add(n)
