@@ -11,6 +11,7 @@ only when no division of a flat index is left (otherwise the address stays as it
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import sympy
@@ -52,14 +53,21 @@ class FlatIndex:
         self._ranges = {XFLAT: _total(xranges), RFLAT: _total(rranges)}
         # only kernels with a variable recovered by // or %: one range per side needs nothing
         self._useful = any(not isinstance(v, sympy.Symbol) for v in self._subs.values())
-        self._cache: dict[sympy.Expr, sympy.Expr] = {}
+        self._key = (tuple(self._subs.items()), tuple(self._ranges.items()))
 
     def rewrite(self, index: sympy.Expr) -> sympy.Expr:
         if not self._useful or not (index.free_symbols & self._subs.keys()):
             return index
-        if index not in self._cache:
-            flat = simplify_index(index.subs(self._subs, simultaneous=True), self._ranges)
-            divided = any(f.args[0].free_symbols & {XFLAT, RFLAT}
-                          for f in flat.atoms(FloorDiv, ModularIndexing))
-            self._cache[index] = index if divided else flat
-        return self._cache[index]
+        return _rewritten(self._key, index)
+
+
+# A pure function of the kernel's ranges and the address, kept across kernels: the kernels of a
+# model share their ranges and addresses (every layer's), and each rewrite is a sympy
+# substitution and simplification.
+@functools.lru_cache(maxsize=1 << 14)
+def _rewritten(key: tuple[tuple, tuple], index: sympy.Expr) -> sympy.Expr:
+    subs, ranges = dict(key[0]), dict(key[1])
+    flat = simplify_index(index.subs(subs, simultaneous=True), ranges)
+    divided = any(f.args[0].free_symbols & {XFLAT, RFLAT}
+                  for f in flat.atoms(FloorDiv, ModularIndexing))
+    return index if divided else flat

@@ -17,6 +17,7 @@ layout and written into the kernel source as a comment.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -102,6 +103,7 @@ def _innermost(ranges: Sequence[sympy.Expr], prefix: str) -> sympy.Symbol | None
     return None
 
 
+@functools.lru_cache(maxsize=1 << 12)  # a pure function; kernels of a model share addresses
 def _stride(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr:
     """How far ``index`` moves when ``var`` goes from 0 to 1 with every other variable at 0 (the
     stride at the block's start; FloorDiv/ModularIndexing evaluate on integers)."""

@@ -84,8 +84,8 @@ class TritonOpsHandler(PointwiseOps):
         self.stages: list[_Stage] = []
         self.stage_index = -1
         self._cse: dict[str, tuple[TritonValue, str]] = {}
-        self._loads: dict[tuple[str, str], TritonValue] = {}
-        self._stored: dict[tuple[str, str], tuple[TritonValue, str]] = {}
+        self._loads: dict[tuple[str, sympy.Expr], TritonValue] = {}
+        self._stored: dict[tuple[str, sympy.Expr], tuple[TritonValue, str]] = {}
         self._sym: dict[sympy.Symbol, tuple[frozenset[str], int | None]] = {}
         self._masks: list[TritonValue] = []
         self._counter = 0
@@ -204,7 +204,7 @@ class TritonOpsHandler(PointwiseOps):
 
     # -- memory ----------------------------------------------------------------------------
     def load(self, name: str, index: sympy.Expr) -> TritonValue:
-        key = (name, str(index))
+        key = (name, sympy.sympify(index))  # the expression, not its text: printing cost more
         if key in self._stored:
             return self._stored[key][0]
         if name in self.spec.local_buffers and self._recompute(name) and key in self._stored:
@@ -239,7 +239,7 @@ class TritonOpsHandler(PointwiseOps):
 
     def _store_common(self, name: str, index: sympy.Expr, value: Any, mode: str | None) -> None:
         value = self.as_value(value, self.spec.buffers[name].dtype)
-        key = (name, str(index))
+        key = (name, sympy.sympify(index))  # the expression, not its text: printing cost more
         idx_deps, idx_post = self.index_info(index)
         base = frozenset({"x"})  # a store happens once per x index: mask by xmask even for ()
         deps, post = self.join(TritonValue("", torch.bool, idx_deps | base, idx_post), value,
