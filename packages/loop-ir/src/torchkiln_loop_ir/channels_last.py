@@ -127,12 +127,11 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
     graph = fx.Graph()
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, copies))
-    new_gm = fx.GraphModule(gm, graph)
-    if not _static_inputs(new_gm):
+    if not _static_inputs(graph):
         return gm, tuple(f"{c.name}: aten.convolution kept in NCHW (graph inputs of symbolic size)"
                          for c in convs)
     mode = FakeTensorMode()
-    _propagate_meta(new_gm, mode)
+    _propagate_meta(graph, mode)
     propagated = _args_of(graph)
     output = next(n for n in graph.nodes if n.op == "output")
     # the outputs' traced layouts, read before any convolution is replaced (a replaced one that
@@ -165,11 +164,13 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
         log.append(f"{conv.name}: convolution channels-last (weight converted once)")
     if not changed:
         return gm, tuple(log)
-    _propagate_meta(new_gm, mode, since=propagated)
+    _propagate_meta(graph, mode, since=propagated)
     _drop_redundant_channels_last_copies(graph)
     if not _keep_output_layouts(graph, output, before):
         return gm, tuple(f"{c.name}: aten.convolution kept in NCHW (a graph output that is not "
                          "contiguous would change layout)" for c in convs)
+    # the module is made once the graph is final: making it writes its Python code, as
+    # recompile() does (once instead of twice)
+    new_gm = fx.GraphModule(gm, graph)
     graph.lint()
-    new_gm.recompile()
     return new_gm, tuple(log)

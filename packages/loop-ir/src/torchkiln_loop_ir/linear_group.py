@@ -114,13 +114,12 @@ def group_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.GraphMo
     log (one line per set). ``mode`` is ``mkldnn_linear``'s: whether the grouped GEMM may be
     oneDNN's ("measure": where timing says it is faster, "always", "never")."""
     gemms = [n for n in gm.graph.nodes if n.target in (aten.addmm.default, aten.mm.default)]
-    if len(gemms) < 2 or not _static_inputs(gm):
+    if len(gemms) < 2 or not _static_inputs(gm.graph):
         return gm, ()
     graph = fx.Graph()
     graph.output(graph.graph_copy(gm.graph, {}))
-    new_gm = fx.GraphModule(gm, graph)
     mode_fake = FakeTensorMode()
-    _propagate_meta(new_gm, mode_fake)
+    _propagate_meta(graph, mode_fake)
     propagated = _args_of(graph)
     placeholders = {n for n in graph.nodes if n.op == "placeholder"}
     groups = _groups(graph, placeholders)
@@ -158,10 +157,12 @@ def group_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.GraphMo
         names = ", ".join(g.name for g, _, _ in group)
         log.append(f"{names}: one GEMM of their shared input ({len(group)} linears, {m}x{k}x"
                    f"{'+'.join(map(str, widths))}, {'oneDNN' if onednn else 'addmm'})")
-    _propagate_meta(new_gm, mode_fake, since=propagated)
+    _propagate_meta(graph, mode_fake, since=propagated)
     if not _keep_output_layouts(graph, output, before):
         return gm, ("linears not grouped: a graph output that is not contiguous would change layout",)
+    # the module is made once the graph is final: making it writes its Python code, as
+    # recompile() does (once instead of twice)
+    new_gm = fx.GraphModule(gm, graph)
     graph.lint()
-    new_gm.recompile()
     return new_gm, tuple(log)
 

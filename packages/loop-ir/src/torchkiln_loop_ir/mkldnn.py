@@ -187,12 +187,11 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
     graph = fx.Graph()
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, copies))
-    new_gm = fx.GraphModule(gm, graph)
-    if not _static_inputs(new_gm):
+    if not _static_inputs(graph):
         return gm, tuple(f"{c.name}: aten.convolution kept (graph inputs of symbolic size)"
                          for c in convs)
     mode = FakeTensorMode()
-    _propagate_meta(new_gm, mode)  # one fake mode for every value the pass makes or reads
+    _propagate_meta(graph, mode)  # one fake mode for every value the pass makes or reads
     propagated = _args_of(graph)
     output = next(n for n in graph.nodes if n.op == "output")
     # the outputs' traced layouts, read before any convolution is replaced: a replaced one that
@@ -261,13 +260,15 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
         log.append(f"{conv.name}: oneDNN convolution, channels-last{fused}")
     if not changed:
         return gm, tuple(log)
-    _propagate_meta(new_gm, mode, since=propagated)
+    _propagate_meta(graph, mode, since=propagated)
     _drop_redundant_channels_last_copies(graph)
     if not _keep_output_layouts(graph, output, before):
         return gm, tuple(f"{c.name}: aten.convolution kept (a graph output that is not contiguous "
                          "would change layout)" for c in convs)
+    # the module is made once the graph is final: making it writes its Python code, as
+    # recompile() does (once instead of twice)
+    new_gm = fx.GraphModule(gm, graph)
     graph.lint()
-    new_gm.recompile()
     return new_gm, tuple(log)
 
 
@@ -358,11 +359,11 @@ def _fake_meta(node: fx.Node) -> None:
         node.meta["val"] = node.target(*args, **kwargs)
 
 
-def _static_inputs(gm: fx.GraphModule) -> bool:
+def _static_inputs(graph: fx.Graph) -> bool:
     """Every placeholder is a tensor of static size and strides (the pass re-fakes them)."""
     return all(isinstance(v := _val(n), torch.Tensor)
                and all(isinstance(s, int) for s in (*v.shape, *v.stride()))
-               for n in gm.graph.nodes if n.op == "placeholder")
+               for n in graph.nodes if n.op == "placeholder")
 
 
 def _args_of(graph: fx.Graph) -> dict[fx.Node, tuple[Any, Any]]:
@@ -389,7 +390,7 @@ def _same_meta(a: Any, b: Any) -> bool:
     return True
 
 
-def _propagate_meta(gm: fx.GraphModule, mode: FakeTensorMode,
+def _propagate_meta(graph: fx.Graph, mode: FakeTensorMode,
                     since: dict[fx.Node, tuple[Any, Any]] | None = None) -> None:
     """Recompute every node's meta['val'] in ``mode`` from the placeholders' sizes and strides
     (strides change downstream of the convolutions: channels-last flows through the pointwise
@@ -404,7 +405,7 @@ def _propagate_meta(gm: fx.GraphModule, mode: FakeTensorMode,
     env: dict[fx.Node, Any] = {}
     changed: set[fx.Node] = set()
     with mode:
-        for n in gm.graph.nodes:
+        for n in graph.nodes:
             old = None
             if since is not None and n.op in ("placeholder", "call_function"):
                 was = since.get(n)

@@ -302,13 +302,12 @@ def use_mkldnn_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.Gr
         return gm, ()
     if not mkldnn_available():
         return gm, tuple(f"{g.name}: {g.target} kept (torch was built without mkldnn)" for g in gemms)
-    if not _static_inputs(gm):
+    if not _static_inputs(gm.graph):
         return gm, tuple(f"{g.name}: {g.target} kept (graph inputs of symbolic size)" for g in gemms)
     graph = fx.Graph()
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, copies))
-    new_gm = fx.GraphModule(gm, graph)
-    _propagate_meta(new_gm, FakeTensorMode())
+    _propagate_meta(graph, FakeTensorMode())
     placeholders = {n for n in graph.nodes if n.op == "placeholder"}
     log: list[str] = []
     changed = False
@@ -361,6 +360,8 @@ def use_mkldnn_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.Gr
         log.append(f"{gemm.name}: oneDNN linear {what}{fused}, prepacked weight ({timing}){why}")
     if not changed:
         return gm, tuple(log)
+    # the module is made once the graph is final: making it writes its Python code, as
+    # recompile() does (once instead of twice)
+    new_gm = fx.GraphModule(gm, graph)
     graph.lint()
-    new_gm.recompile()
     return new_gm, tuple(log)

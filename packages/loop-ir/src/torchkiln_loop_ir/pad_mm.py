@@ -188,12 +188,11 @@ def pad_matmuls(gm: fx.GraphModule, free_outputs: int = 0) -> tuple[fx.GraphModu
     graph = fx.Graph()
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, copies))
-    new_gm = fx.GraphModule(gm, graph)
-    if not _static_inputs(new_gm):
+    if not _static_inputs(graph):
         return gm, (*log, *(f"{p.name}: {p.target} kept (graph inputs of symbolic size)"
                             for p in wanted))
     mode = FakeTensorMode()
-    _propagate_meta(new_gm, mode)  # one fake mode for every value the pass makes or reads
+    _propagate_meta(graph, mode)  # one fake mode for every value the pass makes or reads
     propagated = _args_of(graph)
     output = next(n for n in graph.nodes if n.op == "output")
     before = _output_values(output)
@@ -203,10 +202,12 @@ def pad_matmuls(gm: fx.GraphModule, free_outputs: int = 0) -> tuple[fx.GraphModu
         _rewrite(graph, copies[p], sizes, padded, memo)
         log.append(f"{p.name}: {p.target} {'x'.join(map(str, sizes))} padded to "
                    f"{'x'.join(map(str, padded))} (unaligned leading dimension)")
-    _propagate_meta(new_gm, mode, since=propagated)
+    _propagate_meta(graph, mode, since=propagated)
     if not _keep_output_layouts(graph, output, before, free=free_outputs):
         return gm, (*log[:-len(wanted)], *(f"{p.name}: {p.target} kept (a graph output that is "
                                            "not contiguous would change layout)" for p in wanted))
+    # the module is made once the graph is final: making it writes its Python code, as
+    # recompile() does (once instead of twice)
+    new_gm = fx.GraphModule(gm, graph)
     graph.lint()
-    new_gm.recompile()
     return new_gm, tuple(log)
