@@ -24,9 +24,9 @@ from torchkiln_loop_ir.graph import _Counter
 from torchkiln_loop_ir.handlers import DefaultHandler, NoOpHandler, WrapperHandler, missing_ops
 from torchkiln_loop_ir.indexing import index_symbol
 from torchkiln_loop_ir.kernels import _SimplifyingHandler
+from torchkiln_loop_ir.loop_body import _Recording
 from torchkiln_loop_ir.printing import PrintingHandler
 from torchkiln_loop_ir.reference import TorchOpsHandler
-from torchkiln_loop_ir.loop_body import _Recording
 
 ops_module = sys.modules["torchkiln_loop_ir.ops"]  # the package's ``ops`` name is the proxy
 OP_SPECS, ALL_OPS, result_dtype = ops_module.OP_SPECS, ops_module.ALL_OPS, ops_module.result_dtype

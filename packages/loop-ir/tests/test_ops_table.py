@@ -9,9 +9,9 @@ import torch
 from torchkiln_loop_ir.graph import _Counter
 from torchkiln_loop_ir.handlers import NoOpHandler, WrapperHandler, missing_ops
 from torchkiln_loop_ir.kernels import _SimplifyingHandler
+from torchkiln_loop_ir.loop_body import _Recording
 from torchkiln_loop_ir.printing import PrintingHandler
 from torchkiln_loop_ir.reference import TorchOpsHandler
-from torchkiln_loop_ir.loop_body import _Recording
 
 ops_module = sys.modules["torchkiln_loop_ir.ops"]
 
