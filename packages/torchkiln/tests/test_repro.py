@@ -16,8 +16,9 @@ import torchkiln
 from torchkiln_loop_ir import LOWERINGS
 
 BREAKER = textwrap.dedent('''
-    """Breaks aten.mul's lowering: its body fails when a code generator runs it (analysis
-    handlers run it fine, so the failure is the graph's, past lowering)."""
+    """Breaks aten.mul's lowering: its body fails when it is recorded for the scheduler (a
+    buffer's LoopBody) or a code generator runs it (the lowering's own count of its ops runs it
+    fine, so the failure is the graph's, past lowering)."""
     import dataclasses
 
     import torch
@@ -27,7 +28,8 @@ BREAKER = textwrap.dedent('''
 
     def _fail(value):
         handler = type(current_ops_handler())  # kernels run bodies under a simplifying wrapper
-        if handler.__module__.startswith("torchkiln_codegen") or handler.__name__ == "_SimplifyingHandler":
+        if handler.__module__.startswith("torchkiln_codegen") or handler.__name__ in (
+                "_SimplifyingHandler", "_Recording"):
             raise RuntimeError("torchkiln_no_such_op: a deliberately broken lowering of aten.mul")
         return value
 
