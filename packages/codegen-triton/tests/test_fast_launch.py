@@ -83,7 +83,7 @@ def test_aligned_calls_skip_the_specialization_key(monkeypatch):
     a, out = torch.randn(300, 37), torch.empty(37)
     for _ in range(3):
         k(a, out)
-    assert len(fn.calls) == 1 and len(fn.compiled.runs) == 2 and k._aligned
+    assert len(fn.calls) == 1 and len(fn.compiled.runs) == 2 and k._ready
     assert _described(fn.compiled.runs[0]) == _described(fn.compiled.runs[1])
     keyed = k._launchers
     misaligned = torch.randn(300 * 37 + 1)[1:].view(300, 37)

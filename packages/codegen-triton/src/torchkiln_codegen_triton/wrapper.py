@@ -92,8 +92,6 @@ class TritonCompiledKernel:
                           and "tl.atomic_add" not in source)
         # CUDA only: compiled kernels by specialization key, relaunched without Triton's binder
         self._launchers: dict[tuple[Any, ...], Any] = {}
-        #: device -> (binary, grid, ints and constexprs) for calls whose tensors are all aligned
-        self._aligned: dict[int, tuple[Any, int, tuple[Any, ...]]] = {}
         self._cuda: bool | None = None
         # the kernel checks indirect indices into a status word (kernel.py's STATUS_PARAM)
         self._status = re.search(rf"def \w+\([^)]*\b{STATUS_PARAM}\b", source) is not None
@@ -195,25 +193,18 @@ class TritonCompiledKernel:
                 self._ready = (device, self._split_relaunch(device, chunks, xnumel, kept))
             return True
         # static sizes and no status word: only the tensors' alignment can change between calls
-        # (their dtypes are the graph's), so a call whose tensors are all 16-byte aligned (our
-        # own buffers always are) relaunches the kernel kept for that case with no key to build
+        # (their dtypes are the graph's), so once a call whose tensors are all 16-byte aligned
+        # (our own buffers always are) found its binary, later such calls take the ready launch
+        # in ``__call__`` (the tensors' device is the only device it is built for: a call from
+        # another current device comes here and launches under ``torch.cuda.device`` above)
         static = not self._nsizes and not self._status
-        if static:
-            hit = self._aligned.get(device)
-            if hit is not None and all(a.data_ptr() & 15 == 0 for a in args):
-                kernel, gx, tail = hit
-                kernel.run(gx, 1, 1, get_stream(device), kernel.function, kernel.packed_metadata,
-                           None, None, None, *args, *tail)
-                return True
         params = (*args, xnumel, rnumel) if self._reduction else (*args, xnumel)
         consts = {"XBLOCK": cfg.xblock, **({"RBLOCK": cfg.rblock} if self._reduction else {})}
         grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
         kernel = self._run_fast(0, self._fn, params, grid, consts, cfg.num_warps, device, get_stream)
-        if static and kernel is not None and all(a.data_ptr() & 15 == 0 for a in args):
-            self._aligned[device] = (kernel, grid[0], (*params[len(args):], *consts.values()))
-            if self._ready is None:
-                self._ready = (device, _relaunch(device, kernel, grid[0],
-                                                 (*params[len(args):], *consts.values())))
+        if static and kernel is not None and self._ready is None and not _misaligned(args):
+            self._ready = (device, _relaunch(device, kernel, grid[0],
+                                             (*params[len(args):], *consts.values())))
         return True
 
     def _split_relaunch(self, device: int, chunks: int, xnumel: int,
