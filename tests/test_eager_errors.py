@@ -34,6 +34,21 @@ def _outcome(f, *args):
         return None, e
 
 
+def _call_matches_eager(f, compiled, x):
+    """One call of ``f`` and of ``compiled`` on clones of ``x`` (same strides): eager's exception
+    (type and message) or eager's values, and the input left as eager leaves it. Returns eager's
+    exception (None when it computed)."""
+    xe, xc = x.clone(), x.clone()
+    assert xe.stride() == x.stride() == xc.stride()
+    want, want_err = _outcome(f, xe)
+    got, got_err = _outcome(compiled, xc)
+    assert type(got_err) is type(want_err) and str(got_err) == str(want_err), (want_err, got_err)
+    if want_err is None:
+        torch.testing.assert_close(got, want)
+    torch.testing.assert_close(xc, xe)
+    return want_err
+
+
 def _same_as_eager(fn, bad_args, good_args, codegen="cpp"):
     """``fn`` compiled raises eager's exception on ``bad_args`` (eager must raise), then gives
     eager's values on ``good_args``, without falling back to eager."""
@@ -198,15 +213,7 @@ def test_inplace_add_of_a_reshaped_view_with_a_size_one_dim_is_eagers(layout):
             "row": lambda: torch.randn(3, 5, dtype=torch.float64)}[layout]
     compiled = torchkiln.compile(f)
     for _ in range(2):
-        x = make()
-        xe, xc = x.clone(), x.clone()
-        assert xe.stride() == x.stride()
-        want, want_err = _outcome(f, xe)
-        got, got_err = _outcome(compiled, xc)
-        assert type(got_err) is type(want_err) and str(got_err) == str(want_err), (got_err, want_err)
-        if want_err is None:
-            torch.testing.assert_close(got, want)
-        torch.testing.assert_close(xc, xe)
+        want_err = _call_matches_eager(f, compiled, make())
     assert (want_err is not None) == (layout == "transposed")  # both eager outcomes were checked
     assert not torchkiln.report(compiled).eager_fallbacks
 
@@ -321,14 +328,7 @@ def test_inplace_write_through_an_expand_is_eagers(op):
 
     compiled = torchkiln.compile(f)
     for _ in range(2):
-        x = torch.randn(3)
-        xe, xc = x.clone(), x.clone()
-        want, want_err = _outcome(f, xe)
-        got, got_err = _outcome(compiled, xc)
-        assert type(got_err) is type(want_err) and str(got_err) == str(want_err), (want_err, got_err)
-        if want_err is None:
-            torch.testing.assert_close(got, want)
-        torch.testing.assert_close(xc, xe)
+        _call_matches_eager(f, compiled, torch.randn(3))
     assert not torchkiln.report(compiled).eager_fallbacks
 
 

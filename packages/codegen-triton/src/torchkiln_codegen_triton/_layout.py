@@ -65,8 +65,7 @@ class BlockLayout:
     def over_r(self, fn: str, text: str, *extra: str) -> str:
         """``fn(text, raxis, *extra)`` kept 2-D: a ``[XBLOCK, 1]`` / ``[1, XBLOCK]`` result."""
         args = ", ".join((text, str(self.raxis), *extra))
-        keep = "[None, :]" if self.transposed else "[:, None]"
-        return f"{fn}({args}){keep}"
+        return f"{fn}({args}){self.x_arange}"  # the x block's own 2-D shape
 
 
 DEFAULT = BlockLayout()
