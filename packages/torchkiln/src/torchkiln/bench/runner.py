@@ -3,7 +3,8 @@
 Per model: build (deterministic), cast to device/dtype, one eager call (its wall time is what the
 compile time is measured against), the first compiled call of each compiler (compile time = its
 wall time minus the eager call's), peak memory of a call of each (CUDA only), warm-up, interleaved
-timed runs (medians), and the accuracy of torchkiln's output against an fp64 eager reference.
+timed rounds (each variant's median, and every speedup as the median of its per-round ratios with
+an interval: ``paired``), and the accuracy of torchkiln's output against an fp64 eager reference.
 A model's failure becomes its row's ``accuracy = "error: ..."`` and never stops the run.
 """
 
@@ -18,7 +19,7 @@ from typing import Any
 import torch
 
 import torchkiln
-from torchkiln.bench import accuracy, timing
+from torchkiln.bench import accuracy, paired, timing
 from torchkiln.bench._peer import peer_compile, reset_peer
 from torchkiln.bench.suites import ModelSpec
 from torchkiln.pipeline import one_line
@@ -53,6 +54,12 @@ ROW_KEYS = (
     "inductor_ms",
     "speedup",
     "inductor_speedup",
+    "vs_inductor",
+    "verdict",
+    "paired",
+    "rounds_ms",
+    "round_orders",
+    "spreads",
     "compile_s",
     "inductor_compile_s",
     "peak_mem_mb",
@@ -73,11 +80,16 @@ class Row:
     dtype: str
     batch: int
     task: str = "infer"  # "infer" or "train" (a training step)
-    eager_ms: float | None = None
+    eager_ms: float | None = None  # medians of the timed rounds
     torchkiln_ms: float | None = None
     inductor_ms: float | None = None
+    #: medians of the per-round ratios eager/torchkiln, eager/torch.compile and
+    #: torch.compile/torchkiln (>1: torchkiln faster); their intervals are in ``paired``
     speedup: float | None = None
     inductor_speedup: float | None = None
+    vs_inductor: float | None = None
+    #: torchkiln against torch.compile: paired.AHEAD, BEHIND or TIE (the interval holds 1.0)
+    verdict: str | None = None
     compile_s: float | None = None
     inductor_compile_s: float | None = None
     peak_mem_mb: float | None = None
@@ -92,8 +104,15 @@ class Row:
     accuracy: str = "error: not run"
     inductor_accuracy: str | None = None
     notes: list[str] = field(default_factory=list)
-    #: variant ("eager", "torchkiln", "inductor") -> its runs' spread (timing.Spread fields, ms)
+    #: variant ("eager", "torchkiln", "inductor") -> its runs' spread (timing.Spread.as_dict, ms)
     spreads: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: "speedup", "inductor_speedup", "vs_inductor" -> paired.PairedRatio fields (median, the
+    #: interval low/high and its confidence, quartiles q1/q3, rounds)
+    paired: dict[str, dict[str, float]] = field(default_factory=dict)
+    #: variant -> its time in each round (ms), aligned by round; ``round_orders[r]`` is the order
+    #: round r ran them in
+    rounds_ms: dict[str, list[float]] = field(default_factory=dict)
+    round_orders: list[list[str]] = field(default_factory=list)
 
     def as_dict(self) -> dict[str, Any]:
         return dataclasses.asdict(self)
@@ -117,19 +136,41 @@ def record_report(row: Row, report: Any) -> None:
     )
 
 
-def record_timings(row: Row, fns: dict[str, Callable[[], Any]], config: BenchConfig,
-                   timer: Any) -> None:
-    """Interleaved medians, speedups over eager and peak memory of each variant in ``fns``
-    ("eager", "torchkiln", and "inductor" when the peer compiled)."""
-    times = timing.interleaved(fns, repeat=config.repeat, warmup=config.warmup, measure=timer.ms)
-    # the table shows each median with its runs' range, and warns when they disagree
-    row.spreads = {v: dataclasses.asdict(timing.spread(values)) for v, values in times.items()}
+#: the paired ratios a row reports: name -> (reference variant, candidate variant); the ratio is
+#: reference time / candidate time per round, so >1 means the candidate is faster
+PAIRS = {
+    "speedup": ("eager", "torchkiln"),
+    "inductor_speedup": ("eager", "inductor"),
+    "vs_inductor": ("inductor", "torchkiln"),
+}
+
+
+def record_rounds(row: Row, times: dict[str, list[float]]) -> None:
+    """Medians, spreads and paired ratios of per-round ``times`` (variant -> ms per round)."""
+    row.rounds_ms = {v: list(values) for v, values in times.items()}
+    rounds = len(next(iter(times.values()), []))
+    row.round_orders = [timing.round_order(list(times), r) for r in range(rounds)]
+    row.spreads = {v: timing.spread(values).as_dict() for v, values in times.items()}
     row.eager_ms = timing.median(times["eager"])
     row.torchkiln_ms = timing.median(times["torchkiln"])
-    row.speedup = timing.speedup(times["eager"], times["torchkiln"])
     if "inductor" in times:
         row.inductor_ms = timing.median(times["inductor"])
-        row.inductor_speedup = timing.speedup(times["eager"], times["inductor"])
+    row.paired = {}
+    for name, (reference, candidate) in PAIRS.items():
+        if reference in times and candidate in times:
+            ratio = paired.paired_ratio(times[reference], times[candidate])
+            row.paired[name] = dataclasses.asdict(ratio)
+            setattr(row, name, ratio.median)
+            if name == "vs_inductor":
+                row.verdict = ratio.verdict
+
+
+def record_timings(row: Row, fns: dict[str, Callable[[], Any]], config: BenchConfig,
+                   timer: Any) -> None:
+    """Interleaved rounds (``record_rounds``) and peak memory of each variant in ``fns``
+    ("eager", "torchkiln", and "inductor" when the peer compiled)."""
+    record_rounds(row, timing.interleaved(fns, repeat=config.repeat, warmup=config.warmup,
+                                          measure=timer.ms))
     row.eager_peak_mem_mb = peak_memory_mb(fns["eager"], config.device)
     row.peak_mem_mb = peak_memory_mb(fns["torchkiln"], config.device)
     if "inductor" in fns:
