@@ -110,14 +110,22 @@ def failure_summary(rows: Sequence[Row]) -> str:
 
 
 #: the table's header of each paired ratio (the warning names ratios by it); the headers are
-#: short (tk: torchkiln, tc: torch.compile, LEGEND under the table) so the cells need not fold
+#: short (tk: torchkiln, tc: torch.compile: ``legend`` under the table) so the cells need not fold
 COLUMN_OF = {"speedup": "tk speedup", "inductor_speedup": "tc speedup", "vs_inductor": "tk vs tc"}
-LEGEND = (
-    "tk = torchkiln, tc = torch.compile. ms: median of the rounds over ± half their "
-    "interquartile range. Speedups: median over rounds of eager's time / the compiler's in the "
-    "same round, over its interval; tk vs tc: tc's time / tk's per round (>1: torchkiln "
-    "faster), ahead or behind when its interval leaves out 1.0, else tie"
-)
+
+
+def legend(rows: Sequence[Row]) -> str:
+    """What the abbreviations and the two lines of a cell mean ("" when no row was timed)."""
+    if not any(r.paired for r in rows):
+        return ""
+    peer = any("vs_inductor" in r.paired for r in rows)
+    text = ("tk = torchkiln, tc = torch.compile. " if peer else "tk = torchkiln. ") + (
+        "ms: median of the rounds over ± half their interquartile range. Speedups: median over "
+        "rounds of eager's time / the compiler's in the same round, over its interval")
+    if peer:
+        text += ("; tk vs tc: tc's time / tk's per round (>1: torchkiln faster), ahead or "
+                 "behind when its interval leaves out 1.0, else tie")
+    return text
 #: the columns every table keeps, even when all their cells are empty
 KEPT_COLUMNS = ("model", "accuracy")
 #: the characters a rendered table line ends with when rich did not crop it
@@ -191,9 +199,9 @@ def render(rows: Sequence[Row], title: str = "torchkiln benchmark", width: int |
     # must not break), its longest word for the others (rich breaks those at spaces)
     unbroken = ("model", *COLUMN_OF.values())
     minimum = {
-        h: min(32, max(len(piece) for c in [*cells, geomean]
-                       for piece in (c.get(h, "").split("\n") if h in unbroken
-                                     else c.get(h, "").split())))
+        h: min(32, max((len(piece) for c in [*cells, geomean]
+                        for piece in (c.get(h, "").split("\n") if h in unbroken
+                                      else c.get(h, "").split())), default=0))
         for h in headers
     }
     ratios = {h: v for h, v in minimum.items() if h in unbroken}
@@ -206,10 +214,7 @@ def render(rows: Sequence[Row], title: str = "torchkiln benchmark", width: int |
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None)
     console.print(table)
-    if any(r.paired for r in rows):
-        console.print(LEGEND)
-    console.print(failure_summary(rows))
-    for line in (versus_summary(rows), noisy_warning(rows)):
+    for line in (legend(rows), failure_summary(rows), versus_summary(rows), noisy_warning(rows)):
         if line:
             console.print(line)
     if rows and all(r.peak_mem_mb is None for r in rows):
