@@ -185,9 +185,17 @@ def test_plot_writes_a_png(tmp_path) -> None:
     pytest.importorskip("matplotlib")  # optional dependency of --plot only
     from torchkiln.bench.plot import plot_speedups
 
+    timed = Row("b", "zoo", "cpu", "float32", 1, accuracy="pass")
+    runner.record_rounds(timed, {"eager": [2.0, 3.0, 2.0], "torchkiln": [1.0, 1.0, 1.0],
+                                 "inductor": [1.0, 2.0, 1.0]})
     rows = [
-        Row("a", "zoo", "cpu", "float32", 1, speedup=1.5, inductor_speedup=2.0, accuracy="pass")
+        Row("a", "zoo", "cpu", "float32", 1, speedup=1.5, inductor_speedup=2.0, accuracy="pass"),
+        timed,
     ]
+    from torchkiln.bench.plot import _error_bars
+
+    # the bars' whiskers reach the paired interval: eager/torchkiln per round is 2, 3, 2
+    assert _error_bars(rows, "speedup") == [[0.0, 0.0], [0.0, 1.0]]
     path = tmp_path / "speedups.png"
     plot_speedups(rows, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
