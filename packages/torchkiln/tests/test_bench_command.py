@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 import torchkiln
-from torchkiln.bench import cli, runner, suites, table, zoo
-from torchkiln.bench.runner import ROW_KEYS, Row
+from torchkiln.bench import cli, record, runner, suites, table, zoo
+from torchkiln.bench.record import ROW_KEYS, Row
 
 META_KEYS = {
     "command",
@@ -96,7 +96,7 @@ def test_one_model_against_a_stand_in_peer_is_compared_round_by_round(monkeypatc
     # eager itself stands in for torch.compile: a real second variant, timed in the same rounds
     monkeypatch.setattr(runner, "peer_compile", lambda model, mode="default": model)
     spec = next(s for s in suites.zoo_suite() if s.name == "mlp_mixer")
-    (row,) = runner.run_models([spec], runner.BenchConfig(repeat=5, warmup=1, batch=1),
+    (row,) = runner.run_models([spec], record.BenchConfig(repeat=5, warmup=1, batch=1),
                                progress=False)
     assert row.accuracy == "pass" and row.inductor_accuracy == "pass", row
     assert {v: len(ms) for v, ms in row.rounds_ms.items()} == {
@@ -126,7 +126,7 @@ def test_one_failing_model_does_not_stop_the_run() -> None:
         raise RuntimeError("cannot build")
 
     specs = [suites.ModelSpec("broken", "zoo", broken), suites.zoo_suite()[0]]
-    config = runner.BenchConfig(peer=False, repeat=2, warmup=1, batch=1)
+    config = record.BenchConfig(peer=False, repeat=2, warmup=1, batch=1)
     rows = runner.run_models(specs, config, progress=False)
     assert rows[0].accuracy == "error: RuntimeError: cannot build"
     assert rows[1].accuracy == "pass" and rows[1].speedup is not None
@@ -186,7 +186,7 @@ def test_plot_writes_a_png(tmp_path) -> None:
     from torchkiln.bench.plot import plot_speedups
 
     timed = Row("b", "zoo", "cpu", "float32", 1, accuracy="pass")
-    runner.record_rounds(timed, {"eager": [2.0, 3.0, 2.0], "torchkiln": [1.0, 1.0, 1.0],
+    record.record_rounds(timed, {"eager": [2.0, 3.0, 2.0], "torchkiln": [1.0, 1.0, 1.0],
                                  "inductor": [1.0, 2.0, 1.0]})
     rows = [
         Row("a", "zoo", "cpu", "float32", 1, speedup=1.5, inductor_speedup=2.0, accuracy="pass"),
@@ -237,7 +237,7 @@ def test_a_training_step_with_wrong_gradients_fails_accuracy(monkeypatch) -> Non
 
     monkeypatch.setattr(train.Variant, "grads", skewed)
     spec = next(s for s in suites.zoo_suite() if s.name == "mlp_mixer")
-    row = runner.run_model(spec, runner.BenchConfig(peer=False, repeat=1, warmup=1, batch=1, train=True))
+    row = runner.run_model(spec, record.BenchConfig(peer=False, repeat=1, warmup=1, batch=1, train=True))
     assert row.accuracy == "fail" and any("gradients" in n for n in row.notes)
 
 

@@ -6,8 +6,8 @@ import math
 import random
 
 import pytest
-from torchkiln.bench import paired, runner, table, timing
-from torchkiln.bench.runner import Row
+from torchkiln.bench import paired, record, table, timing
+from torchkiln.bench.record import Row
 
 #: a shared machine's drift: each round's load slows every variant of that round alike (1x-3x)
 DRIFT = [1.0, 2.5, 1.2, 3.0, 1.1, 2.8, 1.3]
@@ -83,14 +83,14 @@ def _row(name: str, tk_factor: float, tc_factor: float, jitter: bool = False) ->
         "torchkiln": [10.0 * tk_factor * d * j for d, j in zip(DRIFT, moved, strict=True)],
         "inductor": [10.0 * tc_factor * d for d in DRIFT],
     }
-    runner.record_rounds(row, times)
+    record.record_rounds(row, times)
     return row
 
 
 def test_a_row_keeps_its_rounds_and_paired_ratios_in_the_json() -> None:
     row = _row("fast", 0.5, 0.6)
     data = json.loads(json.dumps(row.as_dict()))
-    assert set(runner.ROW_KEYS) <= set(data)
+    assert set(record.ROW_KEYS) <= set(data)
     assert data["rounds_ms"]["eager"] == pytest.approx([10.0 * d for d in DRIFT])
     assert data["round_orders"][:4] == [["eager", "torchkiln", "inductor"],
                                         ["torchkiln", "inductor", "eager"],
@@ -108,7 +108,7 @@ def test_a_row_keeps_its_rounds_and_paired_ratios_in_the_json() -> None:
     assert data["spreads"]["eager"]["relative_iqr"] > 1.0
     # without the peer: no head-to-head, no verdict
     alone = Row("alone", "zoo", "cpu", "float32", 1)
-    runner.record_rounds(alone, {"eager": [2.0, 2.0], "torchkiln": [1.0, 1.0]})
+    record.record_rounds(alone, {"eager": [2.0, 2.0], "torchkiln": [1.0, 1.0]})
     assert set(alone.paired) == {"speedup"} and alone.verdict is None and alone.vs_inductor is None
 
 
@@ -144,7 +144,7 @@ def test_the_table_shows_paired_ratios_with_intervals_and_verdicts() -> None:
 
 def test_a_table_without_the_peer_has_no_head_to_head() -> None:
     row = Row("alone", "zoo", "cpu", "float32", 1, accuracy="pass")
-    runner.record_rounds(row, {"eager": [2.0, 4.0, 2.0], "torchkiln": [1.0, 2.0, 1.0]})
+    record.record_rounds(row, {"eager": [2.0, 4.0, 2.0], "torchkiln": [1.0, 2.0, 1.0]})
     text = table.render([row], width=160)
     assert "tk vs tc" not in text and "torchkiln vs torch.compile" not in text
     assert "2.00x" in text

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from torchkiln.bench.runner import Row
+from torchkiln.bench.record import Row
 
 
 def _error_bars(rows: Sequence[Row], name: str) -> list[list[float]]:

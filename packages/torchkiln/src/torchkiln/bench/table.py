@@ -18,7 +18,7 @@ from rich.console import Console
 from rich.table import Table
 
 from torchkiln.bench import paired
-from torchkiln.bench.runner import Row
+from torchkiln.bench.record import Row
 from torchkiln.bench.timing import geometric_mean
 
 
