@@ -33,6 +33,7 @@ from torchkiln.bench.suites import ModelSpec
 from torchkiln.bench.train import run_train
 from torchkiln.pipeline import one_line
 
+
 def run_model(
     spec: ModelSpec, config: BenchConfig, status: Callable[[str], None] = lambda _: None
 ) -> Row:
