@@ -27,6 +27,7 @@ from torchkiln.bench import accuracy, timing
 from torchkiln.bench._peer import peer_compile
 from torchkiln.bench.record import DTYPES, BenchConfig, Row, cast_to, record_report, record_timings
 from torchkiln.bench.suites import ModelSpec
+from torchkiln.pipeline import one_line
 
 LOW_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -138,7 +139,7 @@ def run_train(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[
                 peer.grads(), eager_grads, ref_grads, dtype).text
             variants["inductor"] = peer
         except Exception as error:  # noqa: BLE001 - the peer failing is a note, not our failure
-            row.notes.append(f"torch.compile failed: {type(error).__name__}: {str(error)[:160]}")
+            row.notes.append(f"torch.compile failed: {one_line(error, 160)}")
 
     status(f"{spec.name}: timing training steps ({config.repeat} interleaved runs)")
     fns = {name: (lambda v=v: v.step(inputs)) for name, v in variants.items()}
