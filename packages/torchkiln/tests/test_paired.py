@@ -150,3 +150,14 @@ def test_a_table_without_the_peer_has_no_head_to_head() -> None:
     assert "2.00x" in text
     # 3 rounds cannot reach 90%: the summary of a run with the peer would say so
     assert row.paired["speedup"]["confidence"] == pytest.approx(0.75)
+
+
+def test_the_summary_says_when_too_few_rounds_reach_no_90_percent() -> None:
+    row = Row("short", "zoo", "cpu", "float32", 1, accuracy="pass")
+    record.record_rounds(row, {"eager": [3.0, 3.0, 3.0], "torchkiln": [1.0, 1.0, 1.0],
+                               "inductor": [2.0, 2.0, 2.0]})
+    assert row.verdict == "ahead" and row.paired["vs_inductor"]["confidence"] == 0.75
+    assert table.versus_summary([row]) == (
+        "torchkiln vs torch.compile, median of the per-round time ratios (a tie when its interval "
+        "holds 1.0; with 3 rounds that interval has only 75% confidence): ahead on 1, behind on 0, "
+        "tied on 0 of 1 models; geomean 2.00x")

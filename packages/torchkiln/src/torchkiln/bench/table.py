@@ -87,11 +87,12 @@ def versus_summary(rows: Sequence[Row]) -> str:
     counts = paired.count_verdicts([r.verdict for r in compared])
     confidence = min(r.paired["vs_inductor"]["confidence"] for r in compared)
     rounds = min(r.paired["vs_inductor"]["rounds"] for r in compared)
-    interval = (f"{paired.CONFIDENCE:.0%} interval" if confidence >= paired.CONFIDENCE else
-                f"interval, only {confidence:.0%} confidence with {rounds} rounds")
+    interval = (f"its {paired.CONFIDENCE:.0%} interval holds 1.0" if confidence >= paired.CONFIDENCE
+                else f"its interval holds 1.0; with {rounds} rounds that interval has only "
+                f"{confidence:.0%} confidence")
     return (
-        f"torchkiln vs torch.compile (median of the per-round time ratios, tie when its "
-        f"{interval} holds 1.0): ahead on {counts[paired.AHEAD]}, behind on "
+        f"torchkiln vs torch.compile, median of the per-round time ratios (a tie when "
+        f"{interval}): ahead on {counts[paired.AHEAD]}, behind on "
         f"{counts[paired.BEHIND]}, tied on {counts[paired.TIE]} of {len(compared)} models; "
         f"geomean {_x(geometric_mean([r.vs_inductor for r in compared]))}"
     )

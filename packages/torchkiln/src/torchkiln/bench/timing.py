@@ -157,7 +157,8 @@ def interleaved(
         for name in names:
             fns[name]()
     times: dict[str, list[float]] = {name: [] for name in names}
+    cycle = round_orders(names)
     for round_index in range(repeat):
-        for name in round_order(names, round_index):
+        for name in cycle[round_index % len(cycle)]:
             times[name].append(measure(fns[name]))
     return times
