@@ -45,7 +45,8 @@ def ratios(numerator_ms: Sequence[float], denominator_ms: Sequence[float]) -> li
     return [float(n) / float(d) for n, d in zip(numerator_ms, denominator_ms, strict=True)]
 
 
-def median_interval(values: Sequence[float], confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+def median_interval(values: Sequence[float],
+                    confidence: float = CONFIDENCE) -> tuple[float, float, float]:
     """``(low, high, coverage)``: the sign-test interval for the median of ``values`` (see the
     module docstring); ``coverage`` is the probability it holds the median, ``confidence`` or more
     unless there are too few values to reach it."""

@@ -2,10 +2,10 @@
 a line counting where torchkiln is ahead of, behind or tied with torch.compile, and a warning
 naming the paired ratios whose interval is wide.
 
-Each timing shows its median and the (min-max) of its runs; each speedup is the median of the
-per-round ratios with its interval (``paired``), marked ``!`` when that interval is wider than
-``paired.NOISY_WIDTH`` of the median; "tk vs tc" is torch.compile's time over torchkiln's, round
-by round, with its verdict."""
+Each timing shows its median and ± half its runs' interquartile range; each speedup is the
+median of the per-round ratios with its interval (``paired``), marked ``!`` when that interval
+is wider than ``paired.NOISY_WIDTH`` of the median; "tk vs tc" is torch.compile's time over
+torchkiln's, round by round, with its verdict."""
 
 from __future__ import annotations
 
@@ -20,6 +20,14 @@ from rich.table import Table
 from torchkiln.bench import paired
 from torchkiln.bench.record import Row
 from torchkiln.bench.timing import geometric_mean
+
+#: the table's header of each paired ratio (the warning names ratios by it); the headers are
+#: short (tk: torchkiln, tc: torch.compile: ``legend`` under the table) so the cells need not fold
+COLUMN_OF = {"speedup": "tk speedup", "inductor_speedup": "tc speedup", "vs_inductor": "tk vs tc"}
+#: the columns every table keeps, even when all their cells are empty
+KEPT_COLUMNS = ("model", "accuracy")
+#: the characters a rendered table line ends with when rich did not crop it
+_RIGHT_EDGES = frozenset("┓┃┩│┤┘┫╇")
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -60,6 +68,20 @@ def _paired(row: Row, name: str, label: str = "") -> str:
 
 def _versus(row: Row) -> str:
     return _paired(row, "vs_inductor", row.verdict or "")
+
+
+def legend(rows: Sequence[Row]) -> str:
+    """What the abbreviations and the two lines of a cell mean ("" when no row was timed)."""
+    if not any(r.paired for r in rows):
+        return ""
+    peer = any("vs_inductor" in r.paired for r in rows)
+    text = ("tk = torchkiln, tc = torch.compile. " if peer else "tk = torchkiln. ") + (
+        "ms: median of the rounds over ± half their interquartile range. Speedups: median over "
+        "rounds of eager's time / the compiler's in the same round, over its interval")
+    if peer:
+        text += ("; tk vs tc: tc's time / tk's per round (>1: torchkiln faster), ahead or "
+                 "behind when its interval leaves out 1.0, else tie")
+    return text
 
 
 def noisy_warning(rows: Sequence[Row]) -> str:
@@ -108,29 +130,6 @@ def failure_summary(rows: Sequence[Row]) -> str:
     )
     listed = "; ".join(f"{reason} ({n})" for reason, n in reasons.most_common())
     return f"{len(failed)} of {len(rows)} models failed: {listed}"
-
-
-#: the table's header of each paired ratio (the warning names ratios by it); the headers are
-#: short (tk: torchkiln, tc: torch.compile: ``legend`` under the table) so the cells need not fold
-COLUMN_OF = {"speedup": "tk speedup", "inductor_speedup": "tc speedup", "vs_inductor": "tk vs tc"}
-
-
-def legend(rows: Sequence[Row]) -> str:
-    """What the abbreviations and the two lines of a cell mean ("" when no row was timed)."""
-    if not any(r.paired for r in rows):
-        return ""
-    peer = any("vs_inductor" in r.paired for r in rows)
-    text = ("tk = torchkiln, tc = torch.compile. " if peer else "tk = torchkiln. ") + (
-        "ms: median of the rounds over ± half their interquartile range. Speedups: median over "
-        "rounds of eager's time / the compiler's in the same round, over its interval")
-    if peer:
-        text += ("; tk vs tc: tc's time / tk's per round (>1: torchkiln faster), ahead or "
-                 "behind when its interval leaves out 1.0, else tie")
-    return text
-#: the columns every table keeps, even when all their cells are empty
-KEPT_COLUMNS = ("model", "accuracy")
-#: the characters a rendered table line ends with when rich did not crop it
-_RIGHT_EDGES = frozenset("┓┃┩│┤┘┫╇")
 
 
 def _cells(r: Row) -> dict[str, str]:
@@ -185,8 +184,8 @@ def render(rows: Sequence[Row], title: str = "torchkiln benchmark", width: int |
 
     Columns empty in every row (torch.compile's when the peer did not run, peak memory on CPU)
     are left out; every column keeps the width of its longest cell while that fits (then the
-    ratios and the model name, then the model name), and the others fold. Timings are medians with the (min-max) of their runs; speedups are paired (see the
-    module docstring)."""
+    ratios and the model name, then the model name), and the others fold. Cells are described
+    in the module docstring."""
     width = width or shutil.get_terminal_size((120, 24)).columns
     cells = [_cells(r) for r in rows]
     geomean = {

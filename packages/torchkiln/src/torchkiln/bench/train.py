@@ -79,7 +79,8 @@ class Variant:
         return [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.model.parameters()]
 
 
-def run_train(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str], None]) -> None:
+def run_train(spec: ModelSpec, config: BenchConfig, row: Row,
+              status: Callable[[str], None]) -> None:
     """Fill ``row`` with the training-step figures of ``spec`` (see the module docstring)."""
     dtype = DTYPES[config.dtype]
     device = config.device
