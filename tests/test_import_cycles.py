@@ -14,8 +14,9 @@ the circle spelled out. There are none today.
 
 Imports inside functions are not counted: they run at call time, when every module is loaded.
 Counting them too finds circles that are design debts rather than hazards (at the time of
-writing: codegen-cpp's ``kernel``/``loopnest``/``_welford``, loop-ir's ``ir``/``printing``, and
-two pairs of torchkiln's ``bench/``; dynamo-capture's ``variables/`` has none, and
+writing: codegen-cpp's ``kernel``/``loopnest``/``_welford`` and loop-ir's ``ir``/``printing``;
+torchkiln's ``bench/`` has none since ``record`` holds the rows and ``meta`` writes the result
+files; dynamo-capture's ``variables/`` has none, and
 ``packages/dynamo-capture/tests/test_variables_layering.py`` counts function-level imports too).
 """
 

@@ -6,8 +6,8 @@ import json
 import pytest
 import torch
 import torchkiln
-from torchkiln.bench import cli, runner, suites, table, zoo
-from torchkiln.bench.runner import ROW_KEYS, Row
+from torchkiln.bench import cli, record, runner, suites, table, zoo
+from torchkiln.bench.record import ROW_KEYS, Row
 
 META_KEYS = {
     "command",
@@ -83,6 +83,37 @@ def test_one_zoo_model_end_to_end_with_json(tmp_path, capsys, monkeypatch) -> No
     assert row["eager_ms"] > 0 and row["torchkiln_ms"] > 0
     assert row["speedup"] == pytest.approx(row["speedup"])  # a number, not None
     assert row["inductor_ms"] is None and row["peak_mem_mb"] is None  # --no-peer, CPU
+    # the speedup is the median of the 3 per-round ratios, with its interval and the rounds
+    speedup = row["paired"]["speedup"]
+    per_round = sorted(e / k for e, k in zip(row["rounds_ms"]["eager"], row["rounds_ms"]["torchkiln"],
+                                              strict=True))
+    assert speedup["rounds"] == 3 and row["speedup"] == pytest.approx(per_round[1])
+    assert (speedup["low"], speedup["high"]) == pytest.approx((per_round[0], per_round[2]))
+    assert set(row["paired"]) == {"speedup"} and row["verdict"] is None  # no peer, no verdict
+
+
+def test_one_model_against_a_stand_in_peer_is_compared_round_by_round(monkeypatch) -> None:
+    # eager itself stands in for torch.compile: a real second variant, timed in the same rounds
+    monkeypatch.setattr(runner, "peer_compile", lambda model, mode="default": model)
+    spec = next(s for s in suites.zoo_suite() if s.name == "mlp_mixer")
+    (row,) = runner.run_models([spec], record.BenchConfig(repeat=5, warmup=1, batch=1),
+                               progress=False)
+    assert row.accuracy == "pass" and row.inductor_accuracy == "pass", row
+    assert {v: len(ms) for v, ms in row.rounds_ms.items()} == {
+        "eager": 5, "torchkiln": 5, "inductor": 5}
+    assert row.round_orders[0] == ["eager", "torchkiln", "inductor"]
+    assert row.round_orders[3] == ["inductor", "torchkiln", "eager"]
+    versus = row.paired["vs_inductor"]
+    per_round = sorted(c / k for c, k in zip(row.rounds_ms["inductor"], row.rounds_ms["torchkiln"],
+                                             strict=True))
+    assert row.vs_inductor == pytest.approx(per_round[2]) == pytest.approx(versus["median"])
+    assert (versus["low"], versus["high"]) == pytest.approx((per_round[0], per_round[4]))
+    assert versus["confidence"] == pytest.approx(1 - 2 / 32)  # 5 rounds: [min, max]
+    expected = "ahead" if per_round[0] > 1 else "behind" if per_round[4] < 1 else "tie"
+    assert row.verdict == expected
+    text = table.render([row], width=200)
+    assert "tk vs tc" in text and f"{row.vs_inductor:.2f}x" in text and expected in text
+    assert f"of 1 models; geomean {row.vs_inductor:.2f}x" in " ".join(text.split())
 
 
 def test_unknown_model_is_an_error(capsys) -> None:
@@ -95,7 +126,7 @@ def test_one_failing_model_does_not_stop_the_run() -> None:
         raise RuntimeError("cannot build")
 
     specs = [suites.ModelSpec("broken", "zoo", broken), suites.zoo_suite()[0]]
-    config = runner.BenchConfig(peer=False, repeat=2, warmup=1, batch=1)
+    config = record.BenchConfig(peer=False, repeat=2, warmup=1, batch=1)
     rows = runner.run_models(specs, config, progress=False)
     assert rows[0].accuracy == "error: RuntimeError: cannot build"
     assert rows[1].accuracy == "pass" and rows[1].speedup is not None
@@ -154,9 +185,17 @@ def test_plot_writes_a_png(tmp_path) -> None:
     pytest.importorskip("matplotlib")  # optional dependency of --plot only
     from torchkiln.bench.plot import plot_speedups
 
+    timed = Row("b", "zoo", "cpu", "float32", 1, accuracy="pass")
+    record.record_rounds(timed, {"eager": [2.0, 3.0, 2.0], "torchkiln": [1.0, 1.0, 1.0],
+                                 "inductor": [1.0, 2.0, 1.0]})
     rows = [
-        Row("a", "zoo", "cpu", "float32", 1, speedup=1.5, inductor_speedup=2.0, accuracy="pass")
+        Row("a", "zoo", "cpu", "float32", 1, speedup=1.5, inductor_speedup=2.0, accuracy="pass"),
+        timed,
     ]
+    from torchkiln.bench.plot import _error_bars
+
+    # the bars' whiskers reach the paired interval: eager/torchkiln per round is 2, 3, 2
+    assert _error_bars(rows, "speedup") == [[0.0, 0.0], [0.0, 1.0]]
     path = tmp_path / "speedups.png"
     plot_speedups(rows, str(path))
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
@@ -198,7 +237,7 @@ def test_a_training_step_with_wrong_gradients_fails_accuracy(monkeypatch) -> Non
 
     monkeypatch.setattr(train.Variant, "grads", skewed)
     spec = next(s for s in suites.zoo_suite() if s.name == "mlp_mixer")
-    row = runner.run_model(spec, runner.BenchConfig(peer=False, repeat=1, warmup=1, batch=1, train=True))
+    row = runner.run_model(spec, record.BenchConfig(peer=False, repeat=1, warmup=1, batch=1, train=True))
     assert row.accuracy == "fail" and any("gradients" in n for n in row.notes)
 
 

@@ -1,15 +1,15 @@
 import math
+from collections import Counter
 
 import pytest
-from torchkiln.bench import timing
+from torchkiln.bench import paired, timing
 
 
-def test_median_and_speedup_on_known_timings() -> None:
+def test_median_on_known_timings() -> None:
     eager = [10.0, 12.0, 11.0, 50.0, 9.0]  # one outlier: the median ignores it
     compiled = [5.0, 5.5, 4.0, 6.0, 100.0]
     assert timing.median(eager) == 11.0
     assert timing.median(compiled) == 5.5
-    assert timing.speedup(eager, compiled) == pytest.approx(2.0)
     assert timing.median([1.0, 2.0, 3.0, 4.0]) == 2.5
     with pytest.raises(ValueError):
         timing.median([])
@@ -50,7 +50,23 @@ def test_interleaving_rotates_order_and_warms_up() -> None:
         "eager",
     ]
     assert times == {"eager": [2.0] * 4, "compiled": [1.0] * 4}
-    assert timing.speedup(times["eager"], times["compiled"]) == 2.0
+    assert paired.paired_ratio(times["eager"], times["compiled"]).median == 2.0
+
+
+def test_three_variants_take_turns_first_and_after_each_other() -> None:
+    cycle = timing.round_orders(["e", "k", "c"])
+    assert ["".join(order) for order in cycle] == ["ekc", "kce", "cek", "cke", "kec", "eck"]
+    assert Counter(order[0] for order in cycle) == {"e": 2, "k": 2, "c": 2}
+    # every variant runs right after every other one equally often: carry-over effects balance
+    followers = Counter((a, b) for order in cycle for a, b in zip(order, order[1:]))
+    assert set(followers.values()) == {2} and len(followers) == 6
+    assert timing.round_order(["e", "k", "c"], 7) == ["k", "c", "e"]
+    # the rounds of interleaved() run in exactly that order, one call of each variant per round
+    ran: list[str] = []
+    fns = {name: (lambda name=name: ran.append(name)) for name in "ekc"}
+    times = timing.interleaved(fns, repeat=7, warmup=0, measure=lambda fn: fn() or 1.0)
+    assert ran == [name for r in range(7) for name in timing.round_order(list("ekc"), r)]
+    assert {name: len(ms) for name, ms in times.items()} == {"e": 7, "k": 7, "c": 7}
 
 
 def test_cpu_timer_measures_wall_time() -> None:
@@ -68,42 +84,13 @@ def test_spread_quartiles_and_noise_on_known_timings() -> None:
     assert (quiet.low, quiet.median, quiet.high) == (9.9, 10.0, 10.2)
     assert (quiet.q1, quiet.q3) == (10.0, 10.1)
     assert quiet.relative_iqr == pytest.approx(0.01)
-    assert not quiet.noisy()
     loud = timing.spread([10.0, 14.0, 8.0, 12.0, 9.0])  # q1 9, q3 12: 30% of the median 10
     assert loud.relative_iqr == pytest.approx(0.3)
-    assert loud.noisy() and not loud.noisy(threshold=0.5)
+    assert loud.as_dict() == {"low": 8.0, "q1": 9.0, "median": 10.0, "q3": 12.0, "high": 14.0,
+                              "relative_iqr": pytest.approx(0.3)}
     assert timing.spread([3.0]).relative_iqr == 0.0
     with pytest.raises(ValueError):
         timing.spread([])
-
-
-def test_the_table_shows_spreads_fits_the_width_and_warns_on_noise() -> None:
-    import dataclasses
-
-    from torchkiln.bench import table
-    from torchkiln.bench.runner import Row
-
-    quiet = dataclasses.asdict(timing.spread([1.0, 1.01, 0.99, 1.0]))
-    loud = dataclasses.asdict(timing.spread([2.0, 3.0, 1.0, 2.5, 1.5]))
-    rows = [
-        Row("calm", "zoo", "cpu", "float32", 1, eager_ms=1.0, torchkiln_ms=1.0, speedup=1.0,
-            accuracy="pass", spreads={"eager": quiet, "torchkiln": quiet}),
-        Row("jumpy", "zoo", "cpu", "float32", 1, eager_ms=2.0, torchkiln_ms=1.0, speedup=2.0,
-            accuracy="pass", spreads={"eager": loud, "torchkiln": quiet}),
-    ]
-    for width in (60, 80, 100, 140):
-        text = table.render(rows, width=width)
-        lines = text.splitlines()
-        assert max(len(line) for line in lines) <= width
-        # nothing cropped: every line of the table ends on its right border, every column shown
-        body = [line.rstrip() for line in lines if line[:1] in "┏┃┡│├└"]
-        assert body and all(line[-1] in "┓┃┩│┤┘" for line in body), text
-        assert sum("pass" in line for line in body) == 2, text
-        flat = " ".join(text.split())  # rich wraps the lines under the table at spaces
-        assert "warning: 1 timing(s) marked ! disagree" in flat and "jumpy eager (50%)" in flat
-    wide = table.render(rows, width=240)
-    assert "2.000 (1-3)!" in wide and "1.000 (0.99-1.01)" in wide
-    assert "warning" not in table.render(rows[:1], width=240)
 
 
 def test_cpu_clock_does_not_count_waiting():

@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
-import json
 import sys
-from pathlib import Path
-from typing import Any
 
-from torchkiln.bench import meta, overhead, runner, suites, table
+from torchkiln import __version__
+from torchkiln.bench import compile_time, meta, overhead, record, runner, suites, table
+from torchkiln.bench.plot import plot_speedups
+from torchkiln.minify import minify
+from torchkiln.repro import NotReproducible, repro_from_folder
 
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
@@ -31,17 +32,19 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--models", default="", help="comma-separated model names (default: all of the suite)"
     )
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
-    parser.add_argument("--dtype", default="float32", choices=list(runner.DTYPES))
+    parser.add_argument("--dtype", default="float32", choices=list(record.DTYPES))
     parser.add_argument(
         "--batch", type=int, default=None,
-        help=f"batch size (default: each model's full-size batch, or {runner.DEFAULT_BATCH})",
+        help=f"batch size (default: each model's full-size batch, or {record.DEFAULT_BATCH})",
     )
     parser.add_argument(
         "--mode", default="default", choices=["default", "reduce-overhead", "max-autotune"]
     )
     parser.add_argument("--no-peer", action="store_true", help="skip torch.compile")
     parser.add_argument(
-        "--repeat", type=int, default=20, help="timed runs per variant (default 20)"
+        "--repeat", type=int, default=20,
+        help="timed rounds, each running every variant once (default 20); speedups are medians "
+        "of the per-round ratios, with a 90%% interval from 5 rounds on"
     )
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument(
@@ -89,8 +92,6 @@ def _suites(text: str) -> list[str]:
 
 def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     if args.compile_time:
-        from torchkiln.bench import compile_time
-
         return compile_time.command(args, argv)
     if args.plot and importlib.util.find_spec("matplotlib") is None:
         # checked before the run, not after it: a long run should not end in an ImportError
@@ -115,7 +116,7 @@ def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
             )
             return 2
         specs = [s for s in specs if s.name in wanted]
-    config = runner.BenchConfig(
+    config = record.BenchConfig(
         device=args.device,
         dtype=args.dtype,
         batch=args.batch,
@@ -138,21 +139,11 @@ def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     )
     if args.json_path:
         options = {k: v for k, v in vars(args).items() if k not in ("func",)}
-        write_json(
-            args.json_path, meta.collect(args.device, options, argv), [r.as_dict() for r in rows]
-        )
+        meta.write_result(args.json_path, meta.collect(args.device, options, argv),
+                          rows=[r.as_dict() for r in rows])
     if args.plot and rows:
-        from torchkiln.bench.plot import plot_speedups
-
         plot_speedups(rows, args.plot)
     return 0
-
-
-def write_json(path: str, meta_block: dict[str, Any], rows: list[dict[str, Any]]) -> None:
-    Path(path).parent.mkdir(parents=True, exist_ok=True)
-    Path(path).write_text(
-        json.dumps({"meta": meta_block, "rows": rows}, indent=2, default=str) + "\n"
-    )
 
 
 def overhead_command(args: argparse.Namespace, argv: list[str] | None = None) -> int:
@@ -160,21 +151,11 @@ def overhead_command(args: argparse.Namespace, argv: list[str] | None = None) ->
     print(overhead.render(result))
     if args.json_path:
         options = {k: v for k, v in vars(args).items() if k not in ("func",)}
-        Path(args.json_path).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.json_path).write_text(
-            json.dumps(
-                {"meta": meta.collect("cpu", options, argv), "result": result},
-                indent=2,
-                default=str,
-            )
-            + "\n"
-        )
+        meta.write_result(args.json_path, meta.collect("cpu", options, argv), result=result)
     return 0
 
 
 def repro_command(args: argparse.Namespace, argv: list[str] | None = None) -> int:
-    from torchkiln.repro import NotReproducible, repro_from_folder
-
     try:
         path = repro_from_folder(args.folder)
     except NotReproducible as error:
@@ -185,9 +166,6 @@ def repro_command(args: argparse.Namespace, argv: list[str] | None = None) -> in
 
 
 def minify_command(args: argparse.Namespace, argv: list[str] | None = None) -> int:
-    from torchkiln.minify import minify
-    from torchkiln.repro import NotReproducible
-
     try:
         minify(args.script, args.out)
     except NotReproducible as error:
@@ -197,8 +175,6 @@ def minify_command(args: argparse.Namespace, argv: list[str] | None = None) -> i
 
 
 def build_parser() -> argparse.ArgumentParser:
-    from torchkiln import __version__
-
     parser = argparse.ArgumentParser(
         prog="python -m torchkiln", description="torchkiln command line"
     )

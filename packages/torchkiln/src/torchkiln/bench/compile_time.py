@@ -16,6 +16,7 @@ rest (bytecode capture, guards, and the first step's own run).
 from __future__ import annotations
 
 import argparse
+import io
 import json
 import os
 import subprocess
@@ -23,6 +24,14 @@ import sys
 import tempfile
 import time
 from typing import Any
+
+import torch
+from rich.console import Console
+from rich.table import Table
+
+import torchkiln
+from torchkiln.bench import meta
+from torchkiln.bench._peer import peer_compile
 
 PHASES = ("capture", "aot", "lowering", "scheduling", "codegen", "wrapper", "cache_key",
           "cache_load", "cache_store")
@@ -33,8 +42,6 @@ def build_encoder(layers: int, hidden: int, seq: int, batch: int) -> tuple[Any, 
 
     PyTorch's inference fast path (one fused ATen call per layer) is turned off: both compilers
     then compile the layers' own ops, as in training."""
-    import torch
-
     torch.backends.mha.set_fastpath_enabled(False)
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(
@@ -46,8 +53,6 @@ def build_encoder(layers: int, hidden: int, seq: int, batch: int) -> tuple[Any, 
 
 
 def _step(fn: Any, x: Any, train: bool) -> None:
-    import torch
-
     if train:
         fn(x).sum().backward()
     else:
@@ -57,7 +62,6 @@ def _step(fn: Any, x: Any, train: bool) -> None:
 
 def _warm_up(compiler: str) -> None:
     """Compile and run a one-op function: imports and one-time setup are paid here."""
-    import torch
 
     def tiny(x: Any) -> Any:
         return torch.relu(x) + 1.0
@@ -69,18 +73,12 @@ def _warm_up(compiler: str) -> None:
 
 def _compiler(name: str) -> Any:
     if name == "torchkiln":
-        import torchkiln
-
         return lambda f: torchkiln.compile(f, options={"strict": True})
-    from torchkiln.bench._peer import peer_compile
-
     return peer_compile
 
 
 def measure(job: dict[str, Any]) -> dict[str, Any]:
     """One compile in this process (run by ``worker``): seconds, phases, cache verdicts."""
-    import torch
-
     model, x = build_encoder(job["layers"], job["hidden"], job["seq"], job["batch"])
     model = model.to(device=job["device"], dtype=getattr(torch, job["dtype"]))
     x = x.to(device=job["device"], dtype=getattr(torch, job["dtype"]))
@@ -102,8 +100,6 @@ def measure(job: dict[str, Any]) -> dict[str, Any]:
     total = max(0.0, time.perf_counter() - begin - min(eager))
     result: dict[str, Any] = {"total_s": total}
     if job["compiler"] == "torchkiln":
-        import torchkiln
-
         report = torchkiln.report(compiled)
         phases: dict[str, float] = {}
         for graph in report.graphs:
@@ -162,11 +158,6 @@ def run(layers: list[int], steps: list[str], compilers: list[str], *, hidden: in
 
 
 def render(rows: list[dict[str, Any]], title: str) -> str:
-    import io
-
-    from rich.console import Console
-    from rich.table import Table
-
     table = Table(title=title)
     for name in ("layers", "step", "compiler", "cache", "total s", *PHASES, "verdict"):
         table.add_column(name.replace("cache_", "cache "), overflow="fold")
@@ -200,9 +191,6 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
 
 def command(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     """The ``--compile-time`` mode of ``python -m torchkiln bench``."""
-    from torchkiln.bench import meta
-    from torchkiln.bench.cli import write_json
-
     layers = [int(n) for n in args.layers.split(",") if n.strip()]
     steps = ["train"] if args.train else ["inference"] if args.inference else ["inference", "train"]
     compilers = ["torchkiln"] + ([] if args.no_peer else ["torch.compile"])
@@ -215,7 +203,7 @@ def command(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     print(render(rows, title))
     if args.json_path:
         options = {k: v for k, v in vars(args).items() if k != "func"}
-        write_json(args.json_path, meta.collect(args.device, options, argv), rows)
+        meta.write_result(args.json_path, meta.collect(args.device, options, argv), rows=rows)
     return 0
 
 

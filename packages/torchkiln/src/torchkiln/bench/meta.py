@@ -1,12 +1,15 @@
-"""The ``meta`` block of a result JSON: versions, device, options, command line, date."""
+"""Result files: the ``meta`` block (versions, device, options, command line, date) and the
+JSON file that holds it with the results (``write_result``)."""
 
 from __future__ import annotations
 
 import datetime
 import importlib
+import json
 import os
 import platform
 import sys
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -39,6 +42,7 @@ def device_name(device: str) -> str:
 
 def collect(device: str, options: dict[str, Any], argv: list[str] | None = None) -> dict[str, Any]:
     try:
+        # optional (GPU installs only), and slow to import: only when a result is written
         import triton
 
         triton_version = triton.__version__
@@ -59,3 +63,11 @@ def collect(device: str, options: dict[str, Any], argv: list[str] | None = None)
         "platform": platform.platform(),
         "options": options,
     }
+
+
+def write_result(path: str, meta_block: dict[str, Any], **sections: Any) -> None:
+    """Write ``{"meta": meta_block, **sections}`` as JSON to ``path`` (its folder made first)."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(
+        json.dumps({"meta": meta_block, **sections}, indent=2, default=str) + "\n"
+    )

@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torchkiln_dynamo_capture import capture
 
 import torchkiln
 from torchkiln.bench import timing
@@ -70,16 +71,11 @@ def run_overhead(repeat: int = 30, calls: int = 200, peer: bool = True) -> dict[
 
 
 def _capture_overhead(repeat: int, calls: int) -> dict[str, Any]:
-    import torchkiln_dynamo_capture
-
     layers: list[torch.nn.Module] = []
     for _ in range(20):
         layers += [torch.nn.Linear(32, 32), torch.nn.ReLU()]
     model = torch.nn.Sequential(*layers).eval()
     x = torch.randn(1, 32)
-    capture = getattr(torchkiln_dynamo_capture, "capture", None)
-    if capture is None:
-        return {"error": "torchkiln_dynamo_capture does not provide capture yet"}
     try:
         captured = capture(model, backend=lambda gm, ex: gm.forward)
         with torch.no_grad():

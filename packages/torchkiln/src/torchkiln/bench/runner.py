@@ -3,153 +3,35 @@
 Per model: build (deterministic), cast to device/dtype, one eager call (its wall time is what the
 compile time is measured against), the first compiled call of each compiler (compile time = its
 wall time minus the eager call's), peak memory of a call of each (CUDA only), warm-up, interleaved
-timed runs (medians), and the accuracy of torchkiln's output against an fp64 eager reference.
+timed rounds (each variant's median, and every speedup as the median of its per-round ratios with
+an interval: ``paired``), and the accuracy of torchkiln's output against an fp64 eager reference.
 A model's failure becomes its row's ``accuracy = "error: ..."`` and never stops the run.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import torch
+from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
 
 import torchkiln
 from torchkiln.bench import accuracy, timing
 from torchkiln.bench._peer import peer_compile, reset_peer
-from torchkiln.bench.suites import ModelSpec
-from torchkiln.pipeline import one_line
-
-DEFAULT_BATCH = 2
-DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
-
-
-@dataclass(frozen=True)
-class BenchConfig:
-    device: str = "cpu"
-    dtype: str = "float32"
-    batch: int | None = None  # None: the model's full-size batch (size "full"), else DEFAULT_BATCH
-    mode: str = "default"
-    peer: bool = True
-    repeat: int = 20
-    warmup: int = 3
-    strict: bool = False
-    train: bool = False  # a training step (forward, loss, backward, AdamW) instead of inference
-    size: str = "small"  # the suites' model sizes (small: CI/CPU configs; full: default configs)
-    clock: str = "wall"  # CPU timings: "wall" (perf_counter) or "cpu" (process CPU time)
-
-
-ROW_KEYS = (
-    "model",
-    "suite",
-    "device",
-    "dtype",
-    "batch",
-    "eager_ms",
-    "torchkiln_ms",
-    "inductor_ms",
-    "speedup",
-    "inductor_speedup",
-    "compile_s",
-    "inductor_compile_s",
-    "peak_mem_mb",
-    "inductor_peak_mem_mb",
-    "graphs",
-    "graph_breaks",
-    "kernels",
-    "accuracy",
-    "task",
+from torchkiln.bench.record import (
+    DEFAULT_BATCH,
+    DTYPES,
+    BenchConfig,
+    Row,
+    cast_to,
+    record_report,
+    record_timings,
 )
-
-
-@dataclass
-class Row:
-    model: str
-    suite: str
-    device: str
-    dtype: str
-    batch: int
-    task: str = "infer"  # "infer" or "train" (a training step)
-    eager_ms: float | None = None
-    torchkiln_ms: float | None = None
-    inductor_ms: float | None = None
-    speedup: float | None = None
-    inductor_speedup: float | None = None
-    compile_s: float | None = None
-    inductor_compile_s: float | None = None
-    peak_mem_mb: float | None = None
-    inductor_peak_mem_mb: float | None = None
-    eager_peak_mem_mb: float | None = None
-    graphs: int | None = None
-    graph_breaks: int | None = None
-    eager_fallbacks: int | None = None
-    kernels: int | None = None
-    #: ATen ops with no lowering in the compiled graphs (run as their eager kernel), sorted
-    op_fallbacks: list[str] = field(default_factory=list)
-    accuracy: str = "error: not run"
-    inductor_accuracy: str | None = None
-    notes: list[str] = field(default_factory=list)
-    #: variant ("eager", "torchkiln", "inductor") -> its runs' spread (timing.Spread fields, ms)
-    spreads: dict[str, dict[str, float]] = field(default_factory=dict)
-
-    def as_dict(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-
-def _cast(value: Any, device: str, dtype: torch.dtype) -> Any:
-    if isinstance(value, torch.Tensor):
-        return (
-            value.to(device=device, dtype=dtype) if value.is_floating_point() else value.to(device)
-        )
-    return value
-
-
-def record_report(row: Row, report: Any) -> None:
-    """Graphs, kernels, breaks and fallbacks of a ``torchkiln.report`` into ``row``."""
-    row.graphs, row.kernels = report.num_graphs, report.num_kernels
-    row.eager_fallbacks = len(report.eager_fallbacks)
-    row.op_fallbacks = sorted({op for g in report.graphs for op in g.fallbacks})
-    row.graph_breaks = (
-        len(report.graph_breaks) if report.graph_breaks else max(0, report.num_graphs - 1)
-    )
-
-
-def record_timings(row: Row, fns: dict[str, Callable[[], Any]], config: BenchConfig,
-                   timer: Any) -> None:
-    """Interleaved medians, speedups over eager and peak memory of each variant in ``fns``
-    ("eager", "torchkiln", and "inductor" when the peer compiled)."""
-    times = timing.interleaved(fns, repeat=config.repeat, warmup=config.warmup, measure=timer.ms)
-    # the table shows each median with its runs' range, and warns when they disagree
-    row.spreads = {v: dataclasses.asdict(timing.spread(values)) for v, values in times.items()}
-    row.eager_ms = timing.median(times["eager"])
-    row.torchkiln_ms = timing.median(times["torchkiln"])
-    row.speedup = timing.speedup(times["eager"], times["torchkiln"])
-    if "inductor" in times:
-        row.inductor_ms = timing.median(times["inductor"])
-        row.inductor_speedup = timing.speedup(times["eager"], times["inductor"])
-    row.eager_peak_mem_mb = peak_memory_mb(fns["eager"], config.device)
-    row.peak_mem_mb = peak_memory_mb(fns["torchkiln"], config.device)
-    if "inductor" in fns:
-        row.inductor_peak_mem_mb = peak_memory_mb(fns["inductor"], config.device)
-
-
-def peak_memory_mb(fn: Callable[[], Any], device: str) -> float | None:
-    """Peak memory of one call above what was allocated before it, in MB; None on CPU.
-
-    On CPU the process high-water mark (ru_maxrss) only ever grows, so it cannot be reset per model
-    and per compiler: we report "-" rather than a misleading number.
-    """
-    if torch.device(device).type != "cuda":
-        return None
-    torch.cuda.synchronize()
-    torch.cuda.reset_peak_memory_stats()
-    before = torch.cuda.memory_allocated()
-    fn()
-    torch.cuda.synchronize()
-    return (torch.cuda.max_memory_allocated() - before) / 2**20
+from torchkiln.bench.suites import ModelSpec
+from torchkiln.bench.train import run_train
+from torchkiln.pipeline import one_line
 
 
 def run_model(
@@ -162,9 +44,7 @@ def run_model(
               task="train" if config.train else "infer")
     try:
         if config.train:
-            from torchkiln.bench.train import run_train
-
-            run_train(spec, config, row, status, _cast)
+            run_train(spec, config, row, status)
         else:
             _run(spec, config, row, status)
     except Exception as error:  # noqa: BLE001 - one model must not stop the run
@@ -180,9 +60,9 @@ def _run(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str],
     model, inputs = spec.build(row.batch)
     model64, inputs64 = accuracy.fp64_copy(model, inputs)
     model64 = model64.to(config.device)
-    inputs64 = tuple(_cast(v, config.device, torch.float64) for v in inputs64)
+    inputs64 = tuple(cast_to(v, config.device, torch.float64) for v in inputs64)
     model = model.to(device=config.device, dtype=dtype).eval()
-    inputs = tuple(_cast(v, config.device, dtype) for v in inputs)
+    inputs = tuple(cast_to(v, config.device, dtype) for v in inputs)
     timer = timing.Timer(config.device, config.clock)
     with torch.no_grad():
         reference = model64(*inputs64)
@@ -227,8 +107,6 @@ def run_models(specs: Sequence[ModelSpec], config: BenchConfig, progress: bool =
     """Every model in turn, with a rich progress bar naming what is being compiled or run."""
     if not progress:
         return [run_model(spec, config) for spec in specs]
-    from rich.progress import BarColumn, Progress, TextColumn, TimeElapsedColumn
-
     rows = []
     columns = (
         TextColumn("[bold]{task.description}"),

@@ -1,5 +1,11 @@
 """The benchmark table (rich): one row per model, a geometric-mean row, a failure summary line,
-and a warning when a timing's runs disagree (each timing shows its median and min-max)."""
+a line counting where torchkiln is ahead of, behind or tied with torch.compile, and a warning
+naming the paired ratios whose interval is wide.
+
+Each timing shows its median and ± half its runs' interquartile range; each speedup is the
+median of the per-round ratios with its interval (``paired``), marked ``!`` when that interval
+is wider than ``paired.NOISY_WIDTH`` of the median; "tk vs tc" is torch.compile's time over
+torchkiln's, round by round, with its verdict."""
 
 from __future__ import annotations
 
@@ -11,8 +17,17 @@ from collections.abc import Sequence
 from rich.console import Console
 from rich.table import Table
 
-from torchkiln.bench.runner import Row
-from torchkiln.bench.timing import NOISY_IQR, Spread, geometric_mean
+from torchkiln.bench import paired
+from torchkiln.bench.record import Row
+from torchkiln.bench.timing import geometric_mean
+
+#: the table's header of each paired ratio (the warning names ratios by it); the headers are
+#: short (tk: torchkiln, tc: torch.compile: ``legend`` under the table) so the cells need not fold
+COLUMN_OF = {"speedup": "tk speedup", "inductor_speedup": "tc speedup", "vs_inductor": "tk vs tc"}
+#: the columns every table keeps, even when all their cells are empty
+KEPT_COLUMNS = ("model", "accuracy")
+#: the characters a rendered table line ends with when rich did not crop it
+_RIGHT_EDGES = frozenset("┓┃┩│┤┘┫╇")
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -20,33 +35,89 @@ def _num(value: float | None, fmt: str) -> str:
 
 
 def _ms(row: Row, variant: str, value: float | None) -> str:
-    """A median with its runs' range: ``12.345 (11.9-13.1)``; a ``!`` marks a noisy timing."""
+    """A median over half its runs' interquartile range in % of it, on two lines (so a narrow
+    column breaks between them, not inside a number): ``12.345`` / ``±4%``. The JSON keeps
+    the whole spread (``Row.spreads``)."""
     if value is None:
         return "-"
     spread = row.spreads.get(variant)
     if not spread:
         return f"{value:.3f}"
-    noisy = Spread(**spread).noisy()
-    return f"{value:.3f} ({spread['low']:.3g}-{spread['high']:.3g}){'!' if noisy else ''}"
+    return f"{value:.3f}\n±{spread['relative_iqr'] / 2:.0%}"
 
 
-def noisy_warning(rows: Sequence[Row]) -> str:
-    """One warning naming every timing whose runs disagree by more than NOISY_IQR, or ""."""
-    noisy = [
-        f"{r.model} {variant} ({Spread(**s).relative_iqr:.0%})"
-        for r in rows for variant, s in r.spreads.items() if Spread(**s).noisy()
-    ]
-    if not noisy:
-        return ""
-    return (
-        f"warning: {len(noisy)} timing(s) marked ! disagree across runs by more than "
-        f"{NOISY_IQR:.0%} of the median (interquartile range): {', '.join(noisy)}; their "
-        "speedups are not a result"
-    )
+def _ratio(row: Row, name: str) -> paired.PairedRatio | None:
+    fields = row.paired.get(name)
+    return paired.PairedRatio(**fields) if fields else None
 
 
 def _x(value: float | None) -> str:
     return "-" if value is None else f"{value:.2f}x"
+
+
+def _paired(row: Row, name: str, label: str = "") -> str:
+    """A paired ratio over its interval, ``1.83x`` / ``1.75-1.90``, with ``!`` when the interval
+    is wide and ``label`` after the ratio; a bare ratio when the row has no rounds (built by
+    hand)."""
+    ratio = _ratio(row, name)
+    if ratio is None:
+        return _x(getattr(row, name))
+    head = f"{ratio.median:.2f}x{'!' if ratio.noisy() else ''}{' ' + label if label else ''}"
+    return f"{head}\n{ratio.low:.2f}-{ratio.high:.2f}"
+
+
+def _versus(row: Row) -> str:
+    return _paired(row, "vs_inductor", row.verdict or "")
+
+
+def legend(rows: Sequence[Row]) -> str:
+    """What the abbreviations and the two lines of a cell mean ("" when no row was timed)."""
+    if not any(r.paired for r in rows):
+        return ""
+    peer = any("vs_inductor" in r.paired for r in rows)
+    text = ("tk = torchkiln, tc = torch.compile. " if peer else "tk = torchkiln. ") + (
+        "ms: median of the rounds over ± half their interquartile range. Speedups: median over "
+        "rounds of eager's time / the compiler's in the same round, over its interval")
+    if peer:
+        text += ("; tk vs tc: tc's time / tk's per round (>1: torchkiln faster), ahead or "
+                 "behind when its interval leaves out 1.0, else tie")
+    return text
+
+
+def noisy_warning(rows: Sequence[Row]) -> str:
+    """One warning naming every paired ratio whose interval is wider than NOISY_WIDTH, or ""."""
+    noisy = [
+        f"{r.model} {COLUMN_OF[name]} ({ratio.relative_width:.0%})"
+        for r in rows for name in r.paired
+        if (ratio := _ratio(r, name)) is not None and ratio.noisy()
+    ]
+    if not noisy:
+        return ""
+    return (
+        f"warning: {len(noisy)} ratio(s) marked ! have an interval wider than "
+        f"{paired.NOISY_WIDTH:.0%} of their median: {', '.join(noisy)}; the rounds disagree, "
+        "so read those with their interval (more rounds, --repeat, narrow it)"
+    )
+
+
+def versus_summary(rows: Sequence[Row]) -> str:
+    """'torchkiln vs torch.compile (...): ahead on A, behind on B, tied on T of N models; geomean
+    G', or "" when torch.compile did not run."""
+    compared = [r for r in rows if r.verdict is not None]
+    if not compared:
+        return ""
+    counts = paired.count_verdicts([r.verdict for r in compared])
+    confidence = min(r.paired["vs_inductor"]["confidence"] for r in compared)
+    rounds = min(r.paired["vs_inductor"]["rounds"] for r in compared)
+    interval = (f"its {paired.CONFIDENCE:.0%} interval holds 1.0" if confidence >= paired.CONFIDENCE
+                else f"its interval holds 1.0; with {rounds} rounds that interval has only "
+                f"{confidence:.0%} confidence")
+    return (
+        f"torchkiln vs torch.compile, median of the per-round time ratios (a tie when "
+        f"{interval}): ahead on {counts[paired.AHEAD]}, behind on "
+        f"{counts[paired.BEHIND]}, tied on {counts[paired.TIE]} of {len(compared)} models; "
+        f"geomean {_x(geometric_mean([r.vs_inductor for r in compared]))}"
+    )
 
 
 def failure_summary(rows: Sequence[Row]) -> str:
@@ -61,29 +132,25 @@ def failure_summary(rows: Sequence[Row]) -> str:
     return f"{len(failed)} of {len(rows)} models failed: {listed}"
 
 
-#: the columns every table keeps, even when all their cells are empty
-KEPT_COLUMNS = ("model", "accuracy")
-#: the characters a rendered table line ends with when rich did not crop it
-_RIGHT_EDGES = frozenset("┓┃┩│┤┘┫╇")
-
-
 def _cells(r: Row) -> dict[str, str]:
-    graphs = "-" if r.graphs is None else f"{r.graphs} / {r.graph_breaks}"
+    graphs = "-" if r.graphs is None else f"{r.graphs} / {r.graph_breaks} / {_num(r.kernels, 'd')}"
     if r.eager_fallbacks:
         graphs += f" ({r.eager_fallbacks} eager)"
+    if r.op_fallbacks:
+        graphs += f" (+{len(r.op_fallbacks)} aten)"
     return {
         "model": f"{r.suite}/{r.model}",
         "eager ms": _ms(r, "eager", r.eager_ms),
-        "torchkiln ms": _ms(r, "torchkiln", r.torchkiln_ms),
-        "torch.compile ms": _ms(r, "inductor", r.inductor_ms),
-        "torchkiln speedup": _x(r.speedup),
-        "torch.compile speedup": _x(r.inductor_speedup),
-        "compile s (tk / tc)": f"{_num(r.compile_s, '.2f')} / {_num(r.inductor_compile_s, '.2f')}",
-        "peak MB (eager / tk / tc)": " / ".join(
+        "tk ms": _ms(r, "torchkiln", r.torchkiln_ms),
+        "tc ms": _ms(r, "inductor", r.inductor_ms),
+        "tk speedup": _paired(r, "speedup"),
+        "tc speedup": _paired(r, "inductor_speedup"),
+        "tk vs tc": _versus(r),
+        "compile s tk / tc": f"{_num(r.compile_s, '.2f')} / {_num(r.inductor_compile_s, '.2f')}",
+        "peak MB eager / tk / tc": " / ".join(
             _num(v, ".1f") for v in (r.eager_peak_mem_mb, r.peak_mem_mb, r.inductor_peak_mem_mb)
         ),
-        "graphs / breaks": graphs,
-        "kernels": _num(r.kernels, "d") + (f" (+{len(r.op_fallbacks)} aten)" if r.op_fallbacks else ""),
+        "graphs / breaks / kernels": graphs,
         "accuracy": r.accuracy,
     }
 
@@ -116,33 +183,40 @@ def render(rows: Sequence[Row], title: str = "torchkiln benchmark", width: int |
     """The table, ``width`` columns wide (default: the terminal's, 120 when not a terminal).
 
     Columns empty in every row (torch.compile's when the peer did not run, peak memory on CPU)
-    are left out; model names and speedups keep their width while it fits, and the other cells
-    fold. Timings are medians with the (min-max) of their runs."""
+    are left out; every column keeps the width of its longest cell while that fits (then the
+    ratios and the model name, then the model name), and the others fold. Cells are described
+    in the module docstring."""
     width = width or shutil.get_terminal_size((120, 24)).columns
     cells = [_cells(r) for r in rows]
     geomean = {
         "model": "geomean",
-        "torchkiln speedup": _x(geometric_mean([r.speedup for r in rows])),
-        "torch.compile speedup": _x(geometric_mean([r.inductor_speedup for r in rows])),
+        **{column: _x(geometric_mean([getattr(r, name) for r in rows]))
+           for name, column in COLUMN_OF.items()},
     }
     headers = [h for h in _cells(Row("", "", "", "", 0)) if h in KEPT_COLUMNS
                or any(not _empty(c[h]) for c in cells) or not _empty(geomean.get(h, ""))]
-    longest = {h: max([len(geomean.get(h, "")), *(len(c[h]) for c in cells)]) for h in headers}
-    minimum = {h: min(32, longest[h]) for h in ("model", "torchkiln speedup", "torch.compile speedup")
-               if h in headers}
-    # rich crops a table whose kept widths leave too little room: keep fewer widths, the model
-    # name (what a reader looks for) the longest
-    for kept in (minimum, {k: v for k, v in minimum.items() if k == "model"}, {}):
+    # the width each column needs: its longest line for the model name and the ratios (which
+    # must not break), its longest word for the others (rich breaks those at spaces)
+    unbroken = ("model", *COLUMN_OF.values())
+    minimum = {
+        h: min(32, max((len(piece) for c in [*cells, geomean]
+                        for piece in (c.get(h, "").split("\n") if h in unbroken
+                                      else c.get(h, "").split())), default=0))
+        for h in headers
+    }
+    ratios = {h: v for h, v in minimum.items() if h in unbroken}
+    # rich crops a table whose kept widths leave too little room: keep fewer widths (every
+    # column's, then the ratios' and the model's, then the model name's: what a reader looks for)
+    for kept in (minimum, ratios, {k: v for k, v in minimum.items() if k == "model"}, {}):
         table = _table(title, headers, cells, geomean, kept)
         if _fits(table, width):
             break
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None)
     console.print(table)
-    console.print(failure_summary(rows))
-    warning = noisy_warning(rows)
-    if warning:
-        console.print(warning)
+    for line in (legend(rows), failure_summary(rows), versus_summary(rows), noisy_warning(rows)):
+        if line:
+            console.print(line)
     if rows and all(r.peak_mem_mb is None for r in rows):
         console.print(
             "peak memory: measured on CUDA only (torch.cuda.max_memory_allocated); '-' on CPU"

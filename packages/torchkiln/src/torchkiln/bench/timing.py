@@ -1,13 +1,19 @@
 """Timing as the PyTorch compiler benchmarks do it: warm-up, interleaved runs, medians.
 
 Eager and compiled runs alternate within each round so clock drift and thermal effects hit every
-variant alike; each round rotates which variant goes first. On CUDA each run is timed with CUDA
+variant alike, and the timings of one round are kept together so that ``paired`` can compare two
+variants round by round. Each round runs the variants in the order ``round_order`` gives: the
+rotations of their list, then the rotations of the reversed list, so that over a cycle every
+variant goes first equally often and (for up to three variants) runs right after each other one
+equally often: whatever one call leaves behind for the next (a warm cache, a cold one, a clock
+raised by load) is shared out evenly. On CUDA each run is timed with CUDA
 events after a synchronize; on CPU with ``time.perf_counter``, or ``time.process_time`` with
 ``--clock cpu`` (CPU time: robust to a shared machine when run with one thread).
 """
 
 from __future__ import annotations
 
+import dataclasses
 import statistics
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -23,14 +29,13 @@ def median(values: Sequence[float]) -> float:
     return float(statistics.median(values))
 
 
-#: runs of one variant "disagree" when their interquartile range exceeds this fraction of the
-#: median: the table then warns that the timing is noise as much as result
-NOISY_IQR = 0.10
-
-
 @dataclass(frozen=True)
 class Spread:
-    """How the runs of one variant spread: min, quartiles, median, max (milliseconds)."""
+    """How the runs of one variant spread: min, quartiles, median, max (milliseconds).
+
+    Kept per timing in the JSON; whether a *comparison* is noise is judged on the paired ratio
+    (``paired.PairedRatio``), since drift that moves every variant of a round alike widens each
+    timing's spread without touching their ratio."""
 
     low: float
     q1: float
@@ -43,8 +48,9 @@ class Spread:
         """(q3 - q1) / median: 0 for identical runs."""
         return (self.q3 - self.q1) / self.median if self.median > 0 else 0.0
 
-    def noisy(self, threshold: float = NOISY_IQR) -> bool:
-        return self.relative_iqr > threshold
+    def as_dict(self) -> dict[str, float]:
+        """The fields and ``relative_iqr`` (the JSON's ``spreads`` entries)."""
+        return {**dataclasses.asdict(self), "relative_iqr": self.relative_iqr}
 
 
 def spread(values: Sequence[float]) -> Spread:
@@ -57,11 +63,6 @@ def spread(values: Sequence[float]) -> Spread:
     else:
         q1, _, q3 = statistics.quantiles(ordered, n=4, method="inclusive")
     return Spread(ordered[0], q1, median(ordered), q3, ordered[-1])
-
-
-def speedup(eager_times: Sequence[float], compiled_times: Sequence[float]) -> float:
-    """median eager / median compiled (>1 means the compiled model is faster)."""
-    return median(eager_times) / median(compiled_times)
 
 
 def compile_seconds(first_compiled_call_s: float, eager_call_s: float) -> float:
@@ -118,6 +119,25 @@ class Timer:
         return (self.clock() - start) * 1e3
 
 
+def round_orders(names: Sequence[str]) -> list[list[str]]:
+    """The cycle of orders the rounds run ``names`` in (see the module docstring): for
+    ``a, b, c`` it is abc, bca, cab, cba, bac, acb; for two names ab, ba."""
+    names = list(names)
+    orders: list[list[str]] = []
+    for base in (names, names[::-1]):
+        for shift in range(len(base)):
+            order = base[shift:] + base[:shift]
+            if order not in orders:
+                orders.append(order)
+    return orders
+
+
+def round_order(names: Sequence[str], round_index: int) -> list[str]:
+    """The order in which round ``round_index`` (from 0) runs ``names``."""
+    cycle = round_orders(names)
+    return cycle[round_index % len(cycle)]
+
+
 def interleaved(
     fns: Mapping[str, Callable[[], Any]],
     *,
@@ -125,8 +145,10 @@ def interleaved(
     warmup: int = 3,
     measure: Callable[[Callable[[], Any]], float] | None = None,
 ) -> dict[str, list[float]]:
-    """Times of ``repeat`` rounds; each round runs every function once, in a rotating order.
+    """Times of ``repeat`` rounds; each round runs every function once, in ``round_order``.
 
+    ``times[name][r]`` is the time of ``name`` in round ``r``: the lists are aligned by round, so
+    ``paired.paired_ratio(times[a], times[b])`` compares the two within each round.
     ``measure(fn) -> ms`` defaults to a CPU ``Timer``; tests pass a fake clock.
     """
     measure = measure or Timer().ms
@@ -135,8 +157,8 @@ def interleaved(
         for name in names:
             fns[name]()
     times: dict[str, list[float]] = {name: [] for name in names}
+    cycle = round_orders(names)
     for round_index in range(repeat):
-        shift = round_index % len(names)
-        for name in names[shift:] + names[:shift]:
+        for name in cycle[round_index % len(cycle)]:
             times[name].append(measure(fns[name]))
     return times

@@ -25,6 +25,9 @@ import torch
 import torchkiln
 from torchkiln.bench import accuracy, timing
 from torchkiln.bench._peer import peer_compile
+from torchkiln.bench.record import DTYPES, BenchConfig, Row, cast_to, record_report, record_timings
+from torchkiln.bench.suites import ModelSpec
+from torchkiln.pipeline import one_line
 
 LOW_PRECISION = (torch.bfloat16, torch.float16)
 
@@ -76,20 +79,21 @@ class Variant:
         return [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.model.parameters()]
 
 
-def run_train(spec: Any, config: Any, row: Any, status: Callable[[str], None], inputs_cast: Callable) -> None:
+def run_train(spec: ModelSpec, config: BenchConfig, row: Row,
+              status: Callable[[str], None]) -> None:
     """Fill ``row`` with the training-step figures of ``spec`` (see the module docstring)."""
-    dtype = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}[config.dtype]
+    dtype = DTYPES[config.dtype]
     device = config.device
     status(f"{spec.name}: building")
     base, inputs = spec.build(row.batch)
     base = _no_dropout(base).train()
     model64, inputs64 = accuracy.fp64_copy(base, inputs)
     model64 = model64.to(device)
-    inputs64 = tuple(inputs_cast(v, device, torch.float64) for v in inputs64)
+    inputs64 = tuple(cast_to(v, device, torch.float64) for v in inputs64)
     mixed = dtype in LOW_PRECISION  # parameters in float32, the forward under autocast
     param_dtype = torch.float32 if mixed else dtype
     base = base.to(device=device, dtype=param_dtype)
-    inputs = tuple(inputs_cast(v, device, param_dtype) for v in inputs)
+    inputs = tuple(cast_to(v, device, param_dtype) for v in inputs)
 
     def autocast() -> Any:
         if mixed:
@@ -122,8 +126,6 @@ def run_train(spec: Any, config: Any, row: Any, status: Callable[[str], None], i
     row.accuracy = verdict.text
     if not verdict.passed:
         row.notes.append(f"gradients: {verdict.detail}")
-    from torchkiln.bench.runner import record_report
-
     record_report(row, torchkiln.report(compiled))
     variants = {"eager": eager, "torchkiln": tk}
 
@@ -138,10 +140,8 @@ def run_train(spec: Any, config: Any, row: Any, status: Callable[[str], None], i
                 peer.grads(), eager_grads, ref_grads, dtype).text
             variants["inductor"] = peer
         except Exception as error:  # noqa: BLE001 - the peer failing is a note, not our failure
-            row.notes.append(f"torch.compile failed: {type(error).__name__}: {str(error)[:160]}")
+            row.notes.append(f"torch.compile failed: {one_line(error, 160)}")
 
     status(f"{spec.name}: timing training steps ({config.repeat} interleaved runs)")
     fns = {name: (lambda v=v: v.step(inputs)) for name, v in variants.items()}
-    from torchkiln.bench.runner import record_timings
-
     record_timings(row, fns, config, timer)
