@@ -166,9 +166,9 @@ def _welford(h: Any, value: TritonValue, looped: bool,
     stage = h.stage_index
     x = frozenset({"x"})
     if not looped:
-        # the whole row is in registers: two passes over it are exact and cheap
-        w = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, 1.0, 0.0) + tl.zeros({h.layout.block}, {tf})"),
-                   wdt, x, stage, cse=False)
+        # the whole row is in registers: two passes over it (mean, then the squared deviations
+        # from it) are exact and cheap, with no per-element divide; every row has rnumel values
+        w = h.emit(f"tl.zeros({h.layout.x_shape}, {tf}) + rnumel", wdt, x, stage, cse=False)
         if wdt == torch.float64:
             # the sum of float64 values can overflow where their mean does not (rows of 1e308):
             # sum them scaled by a power of two near the largest (exact), then scale back
@@ -179,7 +179,8 @@ def _welford(h: Any, value: TritonValue, looped: bool,
                     ".to(tl.float64, bitcast=True)")
             scale = h.emit(f"tl.where(({big.name} >= 2.2250738585072014e-308) & "
                            f"({big.name} < float('inf')), {pow2}, 1.0)", wdt, x, stage, cse=False)
-            mean = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, {vb.name} / {scale.name}, 0.0)")
+            # times 1 / scale: a power of two in range both ways, so exact, and no divide per value
+            mean = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, {vb.name} * (1.0 / {scale.name}), 0.0)")
                           + f" / {w.name} * {scale.name}", wdt, x, stage, cse=False)
         else:
             s = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, {vb.name}, 0.0)"), wdt, x, stage, cse=False)
