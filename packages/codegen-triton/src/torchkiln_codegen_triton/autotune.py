@@ -14,10 +14,13 @@ memory-bound kernel on an H200 (132 SMs, about 4.3 TB/s):
   several rows in one program (XBLOCK = TILE / RBLOCK, at most 256) so each still moves 8-16 KB;
   rows of 8192 take a tile of 8192 (one row). XBLOCK then halves while the grid would have
   fewer than ``MIN_PROGRAMS`` programs (about two per SM), down to 1.
-- ``num_warps`` = tile / 512, between 2 and 16: 16 elements per thread (two 16-byte loads of
-  bfloat16, four of float32), so a row of 4096 takes 8 warps, one of 8192 takes 16, a tile of
-  2048 takes 4. More elements per thread would spill registers in multi-stage kernels (softmax
-  holds x and exp(x - max), layer norm x and x - mean); fewer leave loads too narrow.
+- ``num_warps`` = tile / 512, between 4 (2 for tiles under 1024) and 16: 16 elements per
+  thread (two 16-byte loads of bfloat16, four of float32), so a row of 4096 takes 8 warps, one
+  of 8192 takes 16, tiles of 1024-2048 take 4. More elements per thread would spill
+  registers in multi-stage kernels (softmax holds x and exp(x - max), layer norm x and
+  x - mean); fewer leave loads too narrow and more programs waiting on their row.
+- The values held are what the kernel's memory holds, widened to 4 bytes: loop-ir's CPU
+  lowering accumulates float32 Welford in float64, which only the interpreter ever runs.
 - *Looped* (rows longer than that): XBLOCK 1, RBLOCK ``looped_rblock`` (4096), so each
   iteration loads one contiguous 8-16 KB stretch; a row of unknown length (symbolic sizes) may
   be short, so it gets a small RBLOCK (at most 128) and 16 rows per program.
@@ -83,8 +86,10 @@ def _numel(ranges: Sequence[sympy.Expr]) -> int | None:
 
 
 def _warps(tile: int) -> int:
-    """``ELEMENTS_PER_THREAD`` elements of a block of ``tile`` per thread, 2 to 16 warps."""
-    return max(2, min(16, tile // (32 * ELEMENTS_PER_THREAD)))
+    """``ELEMENTS_PER_THREAD`` elements of a block of ``tile`` per thread, at most 16 warps;
+    at least 4 for a tile of 1024 or more (a lone row of 1024 when the grid is short: 8
+    elements per thread, so the row's loads spread over more lanes), else at least 2."""
+    return max(4 if tile >= 1024 else 2, min(16, tile // (32 * ELEMENTS_PER_THREAD)))
 
 
 def value_itemsize(spec: KernelSpec) -> int:
