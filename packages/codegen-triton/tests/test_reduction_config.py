@@ -7,8 +7,13 @@ import pytest
 import torch
 from _specs import buf, compile_one, spec
 from torchkiln_codegen_triton import TritonOptions
-from torchkiln_codegen_triton.autotune import (MIN_PROGRAMS, TILE, heuristic_config,
-                                               reduction_config, value_itemsize)
+from torchkiln_codegen_triton.autotune import (
+    MIN_PROGRAMS,
+    TILE,
+    heuristic_config,
+    reduction_config,
+    value_itemsize,
+)
 from torchkiln_loop_ir.ops import ops
 
 OPTS = TritonOptions()
@@ -143,3 +148,38 @@ def test_heuristic_reads_sizes_off_the_spec():
     wide = _row_softmax(4, 8192, torch.float64)
     assert value_itemsize(wide) == 8 and heuristic_config(wide, OPTS).looped
     assert not heuristic_config(_row_softmax(4, 8192, F32), OPTS).looped
+
+
+def _row_max(n, m, rtype):
+    def body(x, r):
+        v = ops.load("a", x[0] * m + r[0])
+        ops.store_reduction("out", x[0], ops.reduction(F32, F32, rtype, v))
+
+    return spec(f"row_{rtype}", (n,), (m,), [("loop", [("out", body, True)])],
+                [buf("a", F32, (n, m)), buf("out", F32, (n,))], ["a"], ["out"])
+
+
+@pytest.mark.parametrize("options", [
+    None, TritonOptions(persistent_rnumel=16, looped_rblock=16),
+    TritonOptions(persistent_rnumel=16, looped_rblock=16, split_min_rchunk=16)],
+    ids=["persistent", "looped", "split"])
+@pytest.mark.parametrize("rtype", ["max", "min"])
+def test_gpu_form_of_max_propagates_nan_in_one_reduction(monkeypatch, options, rtype):
+    """The source a GPU gets (one tl.reduce of _tk_max_combine / _tk_min_combine, no separate
+    NaN test), run here by the interpreter on short rows, where its lane-by-lane combine is
+    quick; interpreter kernels take the builtin max plus a NaN test (test_reductions.py)."""
+    import torchkiln_codegen_triton.backend as backend
+
+    monkeypatch.setattr(backend, "interpreting", lambda: False)
+    n, m = 6, 40
+    k = compile_one(_row_max(n, m, rtype), options)
+    assert "tl.reduce(_acc" in k.source and f"_tk_{rtype}_combine)" in k.source
+    assert ".to(tl.int8)" not in k.source  # no NaN test over the lanes of its own
+    assert (k.config.split >= 2) == (options is not None and options.split_min_rchunk == 16)
+    a = torch.randn(n, m)
+    a[1, 7] = a[4, 39] = float("nan")
+    a[2, :] = float("-inf") if rtype == "max" else float("inf")
+    out = torch.empty(n)
+    k(a, out)
+    ref = a.amax(1) if rtype == "max" else a.amin(1)
+    torch.testing.assert_close(out, ref, equal_nan=True)
