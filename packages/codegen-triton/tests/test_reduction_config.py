@@ -183,3 +183,83 @@ def test_gpu_form_of_max_propagates_nan_in_one_reduction(monkeypatch, options, r
     k(a, out)
     ref = a.amax(1) if rtype == "max" else a.amin(1)
     torch.testing.assert_close(out, ref, equal_nan=True)
+
+
+
+def _sm90_resources(k, kspec) -> dict:
+    """Registers, spill bytes and global load kinds of kernel ``k`` compiled for sm_90 by
+    Triton's own compiler (no GPU needed), with its launch's blocks and warps. Run in a process
+    with TRITON_INTERPRET=0 (``_sm90_main``): under the interpreter @triton.jit compiles nothing."""
+    import importlib.util
+    import re
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import triton
+    from torchkiln_codegen_triton.kernel import arg_names
+    from torchkiln_codegen_triton.wrapper import kernel_name
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    mod_spec = importlib.util.spec_from_file_location(f"tk_sm90_{abs(hash(k.path))}", k.path)
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.modules[mod_spec.name] = module
+    mod_spec.loader.exec_module(module)
+    jit = getattr(module, kernel_name(kspec))
+    types = {F32: "fp32", BF16: "bf16"}
+    ptrs = {p: "*" + types[kspec.buffers[n].dtype] for n, p in arg_names(kspec).items()}
+    sig = {p: ptrs.get(p, "constexpr" if p in ("XBLOCK", "RBLOCK") else "i32") for p in jit.arg_names}
+    consts = {"XBLOCK": k.config.xblock, "RBLOCK": k.config.rblock}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(jit.arg_names) if p not in consts}
+    compiled = triton.compile(ASTSource(jit, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": k.config.num_warps})
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "k.cubin").write_bytes(compiled.asm["cubin"])
+        usage = subprocess.run([str(tool), "-res-usage", str(Path(d) / "k.cubin")],
+                               capture_output=True, text=True, check=True).stdout
+    return {"regs": int(re.search(r"REG:(\d+)", usage)[1]),
+            "spilled": int(re.search(r"LOCAL:(\d+)", usage)[1]),
+            "loads": sorted(set(re.findall(r"ld\.global[.a-z0-9]*", compiled.asm["ptx"]))),
+            "config": [k.config.looped, k.config.rblock, k.config.num_warps]}
+
+
+def _sm90_main() -> None:
+    """Print the sm_90 resources of the widest persistent rows, one JSON object a line."""
+    import json
+
+    for name, kspec in [("softmax_f32", _row_softmax(32768, 8192, F32)),
+                        ("softmax_bf16", _row_softmax(32768, 8192, BF16)),
+                        ("var_f32", _row_var(32768, 8192))]:
+        print(json.dumps({"name": name, **_sm90_resources(compile_one(kspec), kspec)}))
+
+
+def test_widest_persistent_rows_compile_for_sm90_without_spills(tmp_path):
+    """The heuristic's widest persistent rows (8192, 16 warps: softmax, Welford) as a GPU
+    compiles them: registers well under the 255 limit, no spill to local memory, 16-byte vector
+    loads. Compiled by Triton for sm_90 in a process of its own (no GPU needed)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import triton
+
+    pytest.importorskip("triton.backends.nvidia")
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump").exists():
+        pytest.skip("Triton's NVIDIA tools are not installed")
+    here = Path(__file__).parent
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TORCHKILN_CACHE_DIR": str(tmp_path)}
+    env["PYTHONPATH"] = os.pathsep.join([str(here), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", "import test_reduction_config as t; t._sm90_main()"],
+                         env=env, capture_output=True, text=True, timeout=600, cwd=here)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 3, out.stdout
+    for row in rows:
+        assert row["config"] == [False, 8192, 16], row
+        assert row["regs"] <= 96 and row["spilled"] == 0, row
+        assert "ld.global.v4.b32" in row["loads"], row
