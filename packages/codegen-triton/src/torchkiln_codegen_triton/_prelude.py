@@ -13,6 +13,17 @@ def _tk_prod_combine(a, b):
 
 
 @triton.jit
+def _tk_max_combine(a, b):
+    # max that propagates NaN (as eager): one tree over the lanes, not a max plus a NaN test
+    return tl.where((a > b) | (a != a), a, b)
+
+
+@triton.jit
+def _tk_min_combine(a, b):
+    return tl.where((a < b) | (a != a), a, b)
+
+
+@triton.jit
 def _tk_round_bf16(x):
     # float32 -> the nearest bfloat16 value (ties to even), still float32; NaN stays NaN
     bits = x.to(tl.uint32, bitcast=True)

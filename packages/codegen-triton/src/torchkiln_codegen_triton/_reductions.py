@@ -2,7 +2,8 @@
 
 A persistent reduction's lanes hold the row itself (one "iteration"); a looped one carries an
 accumulator per lane across the r-loop. Combining lanes uses tl.sum/max/min/xor_sum and, for
-prod only, tl.reduce with a combine function. Results have shape [XBLOCK, 1] (or [1, XBLOCK] in
+prod and (on a GPU) floating max/min, which propagate NaN as in eager, tl.reduce with a
+combine function (``_prelude.py``). Results have shape [XBLOCK, 1] (or [1, XBLOCK] in
 the transposed layout, _layout.py) and are "post" values of the current stage (computed after
 its r-loop).
 """
@@ -45,8 +46,14 @@ def _combine(rtype: str, acc: str, v: str, dtype: torch.dtype) -> str:
     raise CodegenError(f"no combine for reduction {rtype!r}")
 
 
-def _lanes(rtype: str, acc: str, dtype: torch.dtype, lay: BlockLayout) -> str:
-    """Combine the RBLOCK lanes of ``acc`` into an x-only result ([XBLOCK, 1] or [1, XBLOCK])."""
+def _lanes(rtype: str, acc: str, dtype: torch.dtype, lay: BlockLayout, combine: bool = True) -> str:
+    """Combine the RBLOCK lanes of ``acc`` into an x-only result ([XBLOCK, 1] or [1, XBLOCK]).
+
+    A floating max/min that propagates NaN is one ``tl.reduce`` of our own combine when
+    ``combine`` (on a GPU, each reduction across warps costs a round trip through shared memory
+    and a barrier, which a persistent row's program waits on), else a builtin max/min plus a
+    NaN test over the lanes: Triton's interpreter runs a combine of ours one lane at a time in
+    Python (minutes for rows of 8192), its builtins in numpy."""
     if rtype == "sum":
         return lay.over_r("tl.sum", acc)
     if rtype == "prod":
@@ -55,8 +62,10 @@ def _lanes(rtype: str, acc: str, dtype: torch.dtype, lay: BlockLayout) -> str:
         return lay.over_r("tl.max", f"{acc}.to(tl.int8)") + " != 0"
     if rtype == "xor_sum":
         return lay.over_r("tl.xor_sum", acc)
-    fn = "tl.max" if rtype in ("max", "argmax") else "tl.min"
-    out = lay.over_r(fn, acc)
+    big = rtype in ("max", "argmax")
+    if dtype.is_floating_point and combine:
+        return lay.over_r("tl.reduce", acc, "_tk_max_combine" if big else "_tk_min_combine")
+    out = lay.over_r("tl.max" if big else "tl.min", acc)
     if dtype.is_floating_point:
         nan = lay.over_r("tl.max", f"({acc} != {acc}).to(tl.int8)")
         out = f"tl.where({nan} != 0, float(\"nan\"), {out})"
@@ -95,7 +104,7 @@ def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: st
         h.line(f"{acc} = tl.where(rmask, {_combine(rtype, acc, vb.name, acc_dtype)}, {acc})", "body")
     else:
         h.line(f"{acc} = tl.where(rmask, {vb.name}, {full(ident, acc_dtype)})", "body")
-    result = h.emit(_lanes(rtype, acc, acc_dtype, h.layout), acc_dtype, frozenset({"x"}), stage, cse=False)
+    result = h.emit(_lanes(rtype, acc, acc_dtype, h.layout, not h.interpret), acc_dtype, frozenset({"x"}), stage, cse=False)
     if result.dtype != dtype:
         result = h.to_dtype(result, dtype)
     return result
@@ -114,13 +123,13 @@ def _split_partial(h: Any, rtype: str, acc: str, vb: TritonValue, acc_dtype: tor
     h.line(f"{acc} = {full(ident, acc_dtype, lay.block)}", "init")
     h.line(f"{acc} = tl.where(rmask, {_combine(rtype, acc, vb.name, acc_dtype)}, {acc})", "body")
     result = TritonValue(h.new_name(), acc_dtype, frozenset({"x"}), h.stage_index)
-    h.line(f"{result.name} = {_lanes(rtype, acc, acc_dtype, lay)}", "partial_out")
+    h.line(f"{result.name} = {_lanes(rtype, acc, acc_dtype, lay, not h.interpret)}", "partial_out")
     h.line(f"tl.store({part} + (tl.program_id(1) * xnumel + xindex), {result.name}, xmask)",
            "partial_out")
     chunks = h.new_name("_part")
     h.line(f"{chunks} = tl.load({part} + (rindex * xnumel + xindex), rmask & xmask, "
            f"other={literal(ident, acc_dtype)})", "partial_in")
-    h.line(f"{result.name} = {_lanes(rtype, chunks, acc_dtype, lay)}", "partial_in")
+    h.line(f"{result.name} = {_lanes(rtype, chunks, acc_dtype, lay, not h.interpret)}", "partial_in")
     return result if result.dtype == dtype else h.to_dtype(result, dtype)
 
 
@@ -146,7 +155,7 @@ def _arg(h: Any, rtype: str, value: TritonValue, looped: bool) -> TritonValue:
         h.line(f"{accv} = tl.where(rmask, {vb.name}, {full(ident, dt)})", "body")
         h.line(f"{acci} = tl.where(rmask, {idx}, {_BIG_INDEX})", "body")
     stage = h.stage_index
-    best = h.emit(_lanes("max" if rtype == "argmax" else "min", accv, dt, h.layout), dt, frozenset({"x"}),
+    best = h.emit(_lanes("max" if rtype == "argmax" else "min", accv, dt, h.layout, not h.interpret), dt, frozenset({"x"}),
                   stage, cse=False)
     hit = f"({accv} == {best.name})"
     if dt.is_floating_point:
@@ -166,9 +175,9 @@ def _welford(h: Any, value: TritonValue, looped: bool,
     stage = h.stage_index
     x = frozenset({"x"})
     if not looped:
-        # the whole row is in registers: two passes over it are exact and cheap
-        w = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, 1.0, 0.0) + tl.zeros({h.layout.block}, {tf})"),
-                   wdt, x, stage, cse=False)
+        # the whole row is in registers: two passes over it (mean, then the squared deviations
+        # from it) are exact and cheap, with no per-element divide; every row has rnumel values
+        w = h.emit(f"tl.zeros({h.layout.x_shape}, {tf}) + rnumel", wdt, x, stage, cse=False)
         if wdt == torch.float64:
             # the sum of float64 values can overflow where their mean does not (rows of 1e308):
             # sum them scaled by a power of two near the largest (exact), then scale back
@@ -179,7 +188,8 @@ def _welford(h: Any, value: TritonValue, looped: bool,
                     ".to(tl.float64, bitcast=True)")
             scale = h.emit(f"tl.where(({big.name} >= 2.2250738585072014e-308) & "
                            f"({big.name} < float('inf')), {pow2}, 1.0)", wdt, x, stage, cse=False)
-            mean = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, {vb.name} / {scale.name}, 0.0)")
+            # times 1 / scale: a power of two in range both ways, so exact, and no divide per value
+            mean = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, {vb.name} * (1.0 / {scale.name}), 0.0)")
                           + f" / {w.name} * {scale.name}", wdt, x, stage, cse=False)
         else:
             s = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, {vb.name}, 0.0)"), wdt, x, stage, cse=False)

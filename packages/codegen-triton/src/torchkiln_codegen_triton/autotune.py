@@ -1,9 +1,39 @@
-"""Block sizes per kernel: a heuristic by default, optional timing of a few configs on CUDA."""
+"""Block sizes per kernel: a heuristic by default, optional timing of a few configs on CUDA.
+
+The reduction heuristic is ``reduction_config`` (sizes and element sizes in, a ``Config`` with
+its reason out); ``heuristic_config`` reads those sizes off a ``KernelSpec``. Its rules, for a
+memory-bound kernel on an H200 (132 SMs, about 4.3 TB/s):
+
+- *Persistent* (the whole row in registers, every stage straight through, x read from memory
+  once) when RBLOCK, the row's next power of two, is at most ``persistent_rnumel`` (8192) values
+  of 4 bytes: 16-bit and 32-bit values are both held as float32, so both persist up to 8192;
+  8-byte values (float64, int64) up to half that. A looped kernel of several stages (softmax: max,
+  sum of exp, normalize; layer norm: statistics, normalize) reads the row once per stage: 2-3x
+  the traffic, which is what kept rows of 4096 at a third of the bandwidth.
+- A block ``[XBLOCK, RBLOCK]`` of about ``TILE`` (4096) elements per program: narrow rows put
+  several rows in one program (XBLOCK = TILE / RBLOCK, at most 256) so each still moves 8-16 KB;
+  rows of 8192 take a tile of 8192 (one row). XBLOCK then halves while the grid would have
+  fewer than ``MIN_PROGRAMS`` programs (about two per SM), down to 1.
+- ``num_warps`` = tile / 512, between 4 (2 for tiles under 1024) and 16: 16 elements per
+  thread (two 16-byte loads of bfloat16, four of float32), so a row of 4096 takes 8 warps, one
+  of 8192 takes 16, tiles of 1024-2048 take 4. More elements per thread would spill
+  registers in multi-stage kernels (softmax holds x and exp(x - max), layer norm x and
+  x - mean); fewer leave loads too narrow and more programs waiting on their row.
+- The values held are what the kernel's memory holds, widened to 4 bytes: loop-ir's CPU
+  lowering accumulates float32 Welford in float64, which only the interpreter ever runs.
+- *Looped* (rows longer than that): XBLOCK 1, RBLOCK ``looped_rblock`` (4096), so each
+  iteration loads one contiguous 8-16 KB stretch; a row of unknown length (symbolic sizes) may
+  be short, so it gets a small RBLOCK (at most 128) and 16 rows per program.
+- *Outer* reductions (the transposed layout, ``_layout.py``): XBLOCK 64 along the contiguous
+  memory (full 128-byte lines), RBLOCK up to ``transposed_rblock`` (64) rows per iteration (a
+  tile of 4096, 8 warps); persistent only when the whole column fits beside at least 32 x in
+  the same tile. Long, narrow ones are split over r (``split_chunks``).
+"""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import sympy
 import torch
@@ -13,6 +43,15 @@ from ._layout import BlockLayout, choose_layout
 from ._split import splittable
 from .options import TritonOptions
 
+#: elements of a reduction program's block [XBLOCK, RBLOCK] (or [RBLOCK, XBLOCK]) per pass
+TILE = 4096
+#: a grid of fewer programs than this (about two per SM of an H200) leaves SMs idle
+MIN_PROGRAMS = 264
+#: XBLOCK of a reduction: more rows per program than this only lengthens the x masks
+MAX_XBLOCK = 256
+#: register elements of a block per thread that ``num_warps`` aims at
+ELEMENTS_PER_THREAD = 16
+
 
 @dataclass(frozen=True)
 class Config:
@@ -21,7 +60,7 @@ class Config:
     most this many r chunks reduced by separate programs into partials, then finished by a
     second kernel, ``_split.py``; 0 means no split). ``split`` itself is a launch parameter
     (the chunk count is worked out per call); ``partials`` (the partial buffers' dtypes) come
-    from the generated source."""
+    from the generated source. ``reason``: why the heuristic chose this (not compared)."""
 
     xblock: int
     rblock: int
@@ -30,6 +69,7 @@ class Config:
     transposed: bool = False
     split: int = 0
     partials: tuple[torch.dtype, ...] = ()
+    reason: str = field(default="", compare=False)
 
 
 def _next_pow2(n: int) -> int:
@@ -45,52 +85,94 @@ def _numel(ranges: Sequence[sympy.Expr]) -> int | None:
     return int(total) if total.is_Integer else None
 
 
+def _warps(tile: int) -> int:
+    """``ELEMENTS_PER_THREAD`` elements of a block of ``tile`` per thread, at most 16 warps;
+    at least 4 for a tile of 1024 or more (a lone row of 1024 when the grid is short: 8
+    elements per thread, so the row's loads spread over more lanes), else at least 2."""
+    return max(4 if tile >= 1024 else 2, min(16, tile // (32 * ELEMENTS_PER_THREAD)))
+
+
+def value_itemsize(spec: KernelSpec) -> int:
+    """The bytes a value of ``spec``'s memory takes in registers: 16-bit floats (and narrower
+    types) are computed as 32-bit, 64-bit types take 8."""
+    sizes = [spec.buffers[n].dtype.itemsize for n in (*spec.inputs, *spec.outputs)
+             if n in spec.buffers and n not in spec.local_buffers]
+    return max([4, *sizes])
+
+
 def heuristic_config(spec: KernelSpec, options: TritonOptions,
                      layout: BlockLayout | None = None) -> Config:
-    """Pointwise: XBLOCK up to ``pointwise_xblock``; reductions: persistent when the row fits.
-    ``layout`` is the reduction's block layout (None: ``choose_layout`` decides)."""
+    """Pointwise: XBLOCK up to ``pointwise_xblock``; reductions: ``reduction_config`` of the
+    spec's sizes, then split over r where ``split_chunks`` says so. ``layout`` is the
+    reduction's block layout (None: ``choose_layout`` decides)."""
     xnumel = _numel(spec.xranges)
     xcap = _next_pow2(xnumel) if xnumel is not None else None
     if not spec.rranges:
         xblock = options.pointwise_xblock if xcap is None else max(16, min(options.pointwise_xblock, xcap))
         return Config(xblock, 1, 4 if xblock >= 512 else 2, False)
-    rnumel = _numel(spec.rranges)
     layout = layout or choose_layout(spec)
-    if layout.transposed:
-        return _transposed_config(spec, options, xcap, rnumel)
-    if rnumel is not None and rnumel <= options.persistent_rnumel:
+    cfg = reduction_config(xnumel, _numel(spec.rranges), value_itemsize(spec), options,
+                           transposed=layout.transposed)
+    if cfg.looped:
+        cfg = replace(cfg, split=split_chunks(spec, options, cfg.xblock, cfg.rblock))
+    return cfg
+
+
+def reduction_config(xnumel: int | None, rnumel: int | None, itemsize: int,
+                     options: TritonOptions, *, transposed: bool = False) -> Config:
+    """Blocks, warps and persistent-or-looped for a reduction of ``xnumel`` rows of ``rnumel``
+    values (None: not known before the call) held as ``itemsize``-byte values in registers, in
+    the default or the transposed (outer reduction) layout; the module docstring gives the
+    rules, ``Config.reason`` the one that applied. No split (``split_chunks`` decides that)."""
+    xcap = _next_pow2(xnumel) if xnumel is not None else MAX_XBLOCK
+    limit = options.persistent_rnumel * 4 // max(4, itemsize)
+    if transposed:
+        return _transposed_config(xnumel, rnumel, xcap, limit, options)
+    if rnumel is not None and _next_pow2(rnumel) <= limit:
         rblock = _next_pow2(rnumel)
-        xblock = max(1, min(64, 4096 // rblock))
-        looped = False
-    else:
-        rblock = options.looped_rblock
-        xblock = max(1, min(64, 2048 // rblock))
-        looped = True
-    if xcap is not None:
-        xblock = max(1, min(xblock, xcap))
-    num_warps = 8 if rblock * xblock >= 4096 else 4 if rblock * xblock >= 512 else 2
-    split = split_chunks(spec, options, xblock, rblock) if looped else 0
-    return Config(xblock, rblock, num_warps, looped, split=split)
+        xblock = _fill(xnumel, min(max(1, TILE // rblock), MAX_XBLOCK, xcap))
+        why = (f"persistent: a row of {rnumel} (RBLOCK {rblock}) fits in registers "
+               f"(<= {limit} {itemsize}-byte values): each row is read from memory once")
+        return Config(xblock, rblock, _warps(xblock * rblock), False, reason=why)
+    if rnumel is None:
+        rblock = min(options.looped_rblock, 128)
+        xblock = max(1, min(TILE // 2 // rblock, xcap))
+        why = (f"looped: the row length is not known (it may be short: RBLOCK {rblock}, "
+               f"{xblock} rows per program)")
+        return Config(xblock, rblock, _warps(xblock * rblock), True, reason=why)
+    rblock = min(options.looped_rblock, _next_pow2(rnumel))
+    xblock = _fill(xnumel, min(max(1, TILE // rblock), MAX_XBLOCK, xcap))
+    why = (f"looped: a row of {rnumel} is longer than the {limit} {itemsize}-byte values kept "
+           f"in registers: RBLOCK {rblock} per iteration, each stage reads the row again")
+    return Config(xblock, rblock, _warps(xblock * rblock), True, reason=why)
 
 
-def _transposed_config(spec: KernelSpec, options: TritonOptions, xcap: int | None,
-                       rnumel: int | None) -> Config:
+def _fill(xnumel: int | None, xblock: int) -> int:
+    """``xblock`` halved while the grid would have fewer than ``MIN_PROGRAMS`` programs."""
+    if xnumel is None:
+        return xblock
+    while xblock > 1 and -(-xnumel // xblock) < MIN_PROGRAMS:
+        xblock //= 2
+    return xblock
+
+
+def _transposed_config(xnumel: int | None, rnumel: int | None, xcap: int, limit: int,
+                       options: TritonOptions) -> Config:
     """Blocks of an outer reduction (r on axis 0, x on axis 1, memory contiguous along x): a
-    wide XBLOCK (64 contiguous elements is a 128-byte line of bfloat16, two of float32) and a
-    short RBLOCK, so the accumulator tile stays small; persistent only when the whole column fits
-    beside that many x (rnumel <= 4096 / 32), else looped over r. A kernel of few x columns and
-    many r rows is split over r (``split_chunks``) so enough programs run."""
-    xblock = 64 if xcap is None else max(1, min(64, xcap))
-    if rnumel is not None and _next_pow2(rnumel) * max(xblock, 32) <= 4096 \
-            and rnumel <= options.persistent_rnumel:
+    wide XBLOCK (64 contiguous elements is a 128-byte line of bfloat16, two of float32) and
+    RBLOCK rows so that the tile is about ``TILE``; persistent only when the whole column fits
+    in that tile beside at least 32 x (64-128 contiguous bytes per row of the block)."""
+    xblock = max(1, min(64, xcap))
+    if rnumel is not None and _next_pow2(rnumel) <= limit \
+            and _next_pow2(rnumel) * max(xblock, 32) <= TILE:
         rblock = _next_pow2(rnumel)
-        looped = False
-    else:
-        rblock = max(1, min(options.transposed_rblock, 2048 // xblock))
-        looped = True
-    num_warps = 8 if rblock * xblock >= 4096 else 4 if rblock * xblock >= 512 else 2
-    split = split_chunks(spec, options, xblock, rblock) if looped else 0
-    return Config(xblock, rblock, num_warps, looped, transposed=True, split=split)
+        why = (f"persistent outer reduction: a column of {rnumel} (RBLOCK {rblock}) beside "
+               f"XBLOCK {xblock} fits in a tile of {TILE}")
+        return Config(xblock, rblock, _warps(xblock * rblock), False, transposed=True, reason=why)
+    rblock = max(1, min(options.transposed_rblock, TILE // xblock))
+    why = (f"looped outer reduction: XBLOCK {xblock} along contiguous memory, RBLOCK {rblock} "
+           "rows per iteration")
+    return Config(xblock, rblock, _warps(xblock * rblock), True, transposed=True, reason=why)
 
 
 def split_chunks(spec: KernelSpec, options: TritonOptions, xblock: int, rblock: int) -> int:

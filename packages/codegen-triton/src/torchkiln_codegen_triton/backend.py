@@ -35,7 +35,8 @@ class TritonBackend:
         cfg = heuristic_config(spec, self.options, layout)
         try:
             gen = generate(spec, looped=cfg.looped, options=self.options, interpret=interpret,
-                           fn_name=kernel_name(spec), layout=layout, split=cfg.split > 0)
+                           fn_name=kernel_name(spec), layout=layout, split=cfg.split > 0,
+                           note=cfg.reason)
             cfg = replace(cfg, partials=gen.partials)
             source = module_source(spec, gen.source, interpret=interpret)
         except CodegenError:

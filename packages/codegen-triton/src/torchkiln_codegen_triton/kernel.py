@@ -450,10 +450,12 @@ def _range_vars(ranges: Sequence[sympy.Expr], prefix: str, index: str) -> tuple[
 
 def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
              interpret: bool | None = None, fn_name: str | None = None,
-             layout: BlockLayout | None = None, split: bool = False) -> GeneratedKernel:
+             layout: BlockLayout | None = None, split: bool = False,
+             note: str = "") -> GeneratedKernel:
     """The ``@triton.jit`` function(s) for ``spec`` (no module header). ``layout``: how a
     reduction's block is laid out (None: ``choose_layout`` decides from the accesses);
-    ``split``: a split reduction (``_split.py``, looped only), two functions."""
+    ``split``: a split reduction (``_split.py``, looped only), two functions; ``note``: why
+    the kernel is persistent or looped (``Config.reason``), a comment at its top."""
     interpret = interpreting() if interpret is None else interpret
     reduction = spec.is_reduction
     if layout is None:
@@ -466,7 +468,7 @@ def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
     handler.split = split
     head = ["    xoffset = tl.program_id(0) * XBLOCK"]
     if reduction:
-        head[0:0] = [f"    # block layout {layout.reason}"]
+        head[0:0] = [f"    # block layout {layout.reason}"] + ([f"    # {note}"] if note else [])
         head += [f"    xindex = xoffset + tl.arange(0, XBLOCK){layout.x_arange}",
                  "    xmask = xindex < xnumel",
                  f"    rbase = tl.arange(0, RBLOCK){layout.r_arange}"]
@@ -530,6 +532,6 @@ def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> s
     cfg = heuristic_config(kernel, options)
     interpret = interpreting()
     gen = generate(kernel, looped=cfg.looped, options=options, interpret=interpret,
-                   fn_name=kernel_name(kernel), split=cfg.split > 0)
+                   fn_name=kernel_name(kernel), split=cfg.split > 0, note=cfg.reason)
     return module_source(kernel, gen.source, interpret=interpret)
 

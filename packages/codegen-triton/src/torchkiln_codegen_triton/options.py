@@ -9,12 +9,16 @@ from dataclasses import dataclass
 class TritonOptions:
     """How kernels are generated and launched.
 
-    persistent_rnumel: a reduction whose row length is at most this keeps the whole row in
-        registers (RBLOCK >= rnumel, one pass per stage); longer rows loop over RBLOCK chunks.
+    persistent_rnumel: a reduction whose row length (rounded up to a power of two) is at most
+        this keeps the whole row in registers (RBLOCK >= rnumel, x read once, one pass per
+        stage); longer rows loop over RBLOCK chunks. Counted in 4-byte values: kernels holding
+        8-byte values (float64, int64) persist up to half of it (``autotune.reduction_config``).
+    looped_rblock: RBLOCK of a looped inner reduction of known row length (one row per
+        program); a row of unknown length loops over at most 128.
     autotune: on CUDA, time a few block-size configurations on the first call of each kernel and
         keep the fastest (ignored under TRITON_INTERPRET=1, where the heuristic is used).
-    transposed_rblock: RBLOCK of a looped outer reduction (the transposed block layout, whose
-        XBLOCK is 64 wide along contiguous memory).
+    transposed_rblock: RBLOCK (at most) of a looped outer reduction (the transposed block
+        layout, whose XBLOCK is 64 wide along contiguous memory).
     split_programs, split_max_chunks, split_min_rchunk: a looped reduction whose x blocks give
         fewer than a quarter of ``split_programs`` programs is split over r into at most
         ``split_max_chunks`` chunks of at least ``split_min_rchunk`` rows, reduced into partials
@@ -28,10 +32,10 @@ class TritonOptions:
         leaves each kernel to compile at its first launch. No effect under the interpreter.
     """
 
-    persistent_rnumel: int = 1024
+    persistent_rnumel: int = 8192
     pointwise_xblock: int = 1024
-    looped_rblock: int = 128
-    transposed_rblock: int = 32
+    looped_rblock: int = 4096
+    transposed_rblock: int = 64
     split_programs: int = 1024
     split_max_chunks: int = 64
     split_min_rchunk: int = 128

@@ -1,0 +1,134 @@
+"""Registers, spills and load width of torchkiln's Triton kernels for the memory-bound cases of
+gpu_bandwidth.py, compiled for an H100/H200 (sm_90) on any machine: no GPU needed (Triton's
+own compiler and ptxas, CUDA tensors faked with FakeTensorMode).
+
+A persistent reduction holds its row in registers: this is the check that a heuristic change
+(``autotune.reduction_config``) does not make a kernel spill (LOCAL > 0) or lose its 16-byte
+vector loads (``ld.global.v4.b32``) before the GPU run measures it.
+
+    python3 benchmarks/triton_kernel_resources.py [--widths 1000,4096,8192] [--dtypes bfloat16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+os.environ["TRITON_INTERPRET"] = "0"  # the GPU form of every kernel (read per call)
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import gpu_bandwidth  # noqa: E402
+import sympy  # noqa: E402
+import torch  # noqa: E402
+import torchkiln_loop_ir as loop_ir  # noqa: E402
+import triton  # noqa: E402
+from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
+from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
+from torchkiln_codegen_triton import TritonBackend, TritonOptions  # noqa: E402
+from torchkiln_codegen_triton._split import finish_blocks  # noqa: E402
+from torchkiln_codegen_triton.kernel import arg_names  # noqa: E402
+from torchkiln_codegen_triton.wrapper import kernel_name  # noqa: E402
+from triton.backends.compiler import GPUTarget  # noqa: E402
+from triton.compiler import ASTSource  # noqa: E402
+
+_TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
+          torch.float64: "fp64", torch.int64: "i64", torch.int32: "i32", torch.bool: "i1"}
+
+
+class _RecordingBackend(TritonBackend):
+    """The Triton backend, keeping the specs of the kernels it compiled (for their dtypes)."""
+
+    specs: list = []
+
+    def compile_kernels(self, kernels):
+        self.specs = list(kernels)
+        return super().compile_kernels(kernels)
+
+
+def _signature(jit, spec, kernel, finish):
+    """Triton's signature, constexprs and 16-divisibility attributes for one of ``kernel``'s
+    functions, as the launch would specialise them (aligned tensors, sizes divisible by 16)."""
+    cfg = kernel.config
+    dtypes = {ptr: spec.buffers[name].dtype for name, ptr in arg_names(spec).items()}
+    dtypes |= {f"part_ptr{i}": dt for i, dt in enumerate(cfg.partials)}
+    xnumel = int(sympy.prod(spec.xranges))
+    xblock, rblock = finish_blocks(cfg.split, xnumel) if finish else (cfg.xblock, cfg.rblock)
+    sig, consts, attrs = {}, {}, {}
+    for i, p in enumerate(jit.arg_names):
+        if p in dtypes:
+            sig[p] = "*" + _TYPES[dtypes[p]]
+        elif p in ("XBLOCK", "RBLOCK"):
+            sig[p] = "constexpr"
+            consts[p] = xblock if p == "XBLOCK" else rblock
+            continue
+        else:
+            sig[p] = "*i32" if p == "tk_status" else "i32"
+        attrs[(i,)] = [["tt.divisibility", 16]]
+    warps = (4 if xblock * rblock >= 1024 else 2) if finish else cfg.num_warps
+    return ASTSource(jit, sig, consts, attrs), warps
+
+
+def _resources(compiled) -> str:
+    with tempfile.TemporaryDirectory() as d:
+        path = Path(d) / "k.cubin"
+        path.write_bytes(compiled.asm["cubin"])
+        tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+        out = subprocess.run([str(tool), "-res-usage", str(path)], capture_output=True, text=True).stdout
+    regs = re.search(r"REG:(\d+)", out)
+    local = re.search(r"LOCAL:(\d+)", out)
+    loads = sorted(set(re.findall(r"ld\.global[.a-z0-9]*", compiled.asm["ptx"])))
+    return (f"regs {regs[1] if regs else '?'} spill bytes {local[1] if local else '?'} "
+            f"loads {' '.join(loads)}")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--widths", default="1000,4096,8192,16384")
+    parser.add_argument("--dtypes", default="bfloat16,float32")
+    parser.add_argument("--rows", type=int, default=32768)
+    args = parser.parse_args()
+    backend = _RecordingBackend(TritonOptions(compile_workers=0))
+    target = GPUTarget("cuda", 90, 32)
+    for dtype_name in args.dtypes.split(","):
+        for width in map(int, args.widths.split(",")):
+            with FakeTensorMode(allow_non_fake_inputs=True):
+                cases = gpu_bandwidth.cases(getattr(torch, dtype_name), args.rows, width, "cuda")
+                graphs = [(name, make_fx(fn, decomposition_table=loop_ir.decompositions())(*inputs),
+                           inputs) for name, fn, inputs in cases]
+            for name, gm, inputs in graphs:
+                kernels = loop_ir.compile_graph(gm, list(inputs), backend).kernels
+                for spec, k in zip(backend.specs, kernels):
+                    c = k.config
+                    shape = (f"{'[R,X]' if c.transposed else '[X,R]'} {c.xblock}x{c.rblock} "
+                             f"{'looped' if c.looped else 'persistent'}" if c.rblock > 1 else
+                             f"pointwise {c.xblock}")
+                    fns = [_function(spec, k, False)] + ([_function(spec, k, True)] if c.split else [])
+                    for finish, jit in zip((False, True), fns):
+                        src, warps = _signature(jit, spec, k, finish)
+                        try:
+                            compiled = triton.compile(src, target=target, options={"num_warps": warps})
+                            res = _resources(compiled)
+                        except Exception as e:  # noqa: BLE001 - report and go on
+                            res = f"COMPILE FAILED {type(e).__name__}: {str(e)[:200]}"
+                        print(f"{dtype_name:9s} {width:6d} {name:20s} {jit.fn.__name__:14s} {shape} "
+                              f"split {c.split} warps {warps}: {res}", flush=True)
+
+
+def _function(kspec, kernel, finish: bool):
+    """The @triton.jit function of ``kernel`` (or its split reduction's finish)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location(f"tk_res_{abs(hash(kernel.path))}", kernel.path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # Triton looks the function's globals up through its module
+    spec.loader.exec_module(module)
+    return getattr(module, kernel_name(kspec) + ("_finish" if finish else ""))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,265 @@
+"""The reduction heuristic (``autotune.reduction_config``): persistent vs looped by row length and
+value size, rows per program, warps, outer-reduction tiles; and what the choice does to the
+generated kernel (a persistent softmax reads x once, a persistent Welford divides once per row).
+The kernels run against eager in test_wide_rows.py."""
+
+import pytest
+import torch
+from _specs import buf, compile_one, spec
+from torchkiln_codegen_triton import TritonOptions
+from torchkiln_codegen_triton.autotune import (
+    MIN_PROGRAMS,
+    TILE,
+    heuristic_config,
+    reduction_config,
+    value_itemsize,
+)
+from torchkiln_loop_ir.ops import ops
+
+OPTS = TritonOptions()
+F32, BF16 = torch.float32, torch.bfloat16
+
+
+@pytest.mark.parametrize("rnumel,rblock,warps", [
+    (1000, 1024, 8), (4096, 4096, 8), (4095, 4096, 8), (4097, 8192, 16), (5000, 8192, 16),
+    (8192, 8192, 16)])
+def test_rows_up_to_8192_are_persistent_one_row_per_program(rnumel, rblock, warps):
+    cfg = reduction_config(32768, rnumel, 4, OPTS)
+    assert not cfg.looped and cfg.rblock == rblock and cfg.num_warps == warps
+    assert cfg.xblock * cfg.rblock == max(TILE, rblock)  # a row of 1000: 4 rows per program
+    assert cfg.reason.startswith("persistent") and str(rnumel) in cfg.reason
+
+
+def test_wider_rows_loop_one_row_per_program():
+    cfg = reduction_config(32768, 8193, 4, OPTS)
+    assert cfg.looped and (cfg.xblock, cfg.rblock, cfg.num_warps) == (1, 4096, 8)
+    assert cfg.reason.startswith("looped") and "8193" in cfg.reason
+
+
+def test_eight_byte_values_persist_up_to_half_the_length():
+    assert not reduction_config(32768, 4096, 8, OPTS).looped
+    cfg = reduction_config(32768, 8192, 8, OPTS)
+    assert cfg.looped and "4096 8-byte" in cfg.reason
+    # 16-bit values are held as float32: the same limit as float32
+    assert reduction_config(32768, 8192, 2, OPTS) == reduction_config(32768, 8192, 4, OPTS)
+
+
+def test_narrow_rows_share_a_program_until_the_grid_is_short():
+    cfg = reduction_config(32768, 64, 4, OPTS)
+    assert (cfg.xblock, cfg.rblock, cfg.num_warps) == (64, 64, 8) and not cfg.looped
+    assert reduction_config(1 << 20, 2, 4, OPTS).xblock == 256  # at most 256 rows
+    # 1000 rows of 64: 64 per program would be 16 programs; halved until >= MIN_PROGRAMS or 1
+    small = reduction_config(1000, 64, 4, OPTS)
+    assert small.xblock == 2 and -(-1000 // small.xblock) >= MIN_PROGRAMS
+    lone = reduction_config(100, 1024, 4, OPTS)
+    assert (lone.xblock, lone.num_warps) == (1, 4)
+    assert reduction_config(7, 3, 4, OPTS).xblock == 1
+
+
+def test_unknown_row_length_loops_in_short_blocks():
+    cfg = reduction_config(None, None, 4, OPTS)
+    assert cfg.looped and (cfg.xblock, cfg.rblock, cfg.num_warps) == (16, 128, 4)
+    assert "not known" in cfg.reason
+    assert reduction_config(1000, None, 4, OPTS).looped
+
+
+def test_options_bound_the_choice():
+    forced = TritonOptions(persistent_rnumel=16, looped_rblock=16)
+    cfg = reduction_config(7, 33, 4, forced)
+    assert cfg.looped and cfg.rblock == 16
+    assert not reduction_config(7, 16, 4, forced).looped
+
+
+def test_outer_reductions_keep_x_along_contiguous_memory():
+    cfg = reduction_config(4096, 32768, 2, OPTS, transposed=True)
+    assert cfg.transposed and cfg.looped and (cfg.xblock, cfg.rblock, cfg.num_warps) == (64, 64, 8)
+    short = reduction_config(4096, 64, 2, OPTS, transposed=True)
+    assert short.transposed and not short.looped and short.rblock == 64
+    # a column of 4096 does not fit beside 32 columns: looped, whatever the persistent limit
+    assert reduction_config(4096, 4096, 2, OPTS, transposed=True).looped
+    assert reduction_config(3, 1000, 4, OPTS, transposed=True).xblock == 4
+
+
+def _row_softmax(n, m, dtype):
+    """out[i, :] = softmax(a[i, :]) as loop-ir schedules it: max, sum of exp, normalize."""
+    def s1(x, r):
+        v = ops.to_dtype(ops.load("a", x[0] * m + r[0]), F32, dtype)
+        ops.store_reduction("mx", x[0], ops.reduction(F32, F32, "max", v))
+
+    def s2(x, r):
+        v = ops.to_dtype(ops.load("a", x[0] * m + r[0]), F32, dtype)
+        e = ops.exp(ops.sub(v, ops.load("mx", x[0])))
+        ops.store_reduction("sm", x[0], ops.reduction(F32, F32, "sum", e))
+
+    def s3(x, r):
+        v = ops.to_dtype(ops.load("a", x[0] * m + r[0]), F32, dtype)
+        e = ops.exp(ops.sub(v, ops.load("mx", x[0])))
+        ops.store("out", x[0] * m + r[0], ops.to_dtype(ops.truediv(e, ops.load("sm", x[0])), dtype, F32))
+
+    return spec("softmax", (n,), (m,), [("loop", [("mx", s1, True)]), ("loop", [("sm", s2, True)]),
+                                        ("loop", [("out", s3, False)])],
+                [buf("a", dtype, (n, m)), buf("out", dtype, (n, m)), buf("mx", F32, (n,)),
+                 buf("sm", F32, (n,))], ["a"], ["out"], {"mx", "sm"})
+
+
+def test_persistent_softmax_reads_its_row_once():
+    n, m = 5, 4096
+    k = compile_one(_row_softmax(n, m, BF16))
+    assert not k.config.looped and "for roffset" not in k.source
+    assert k.source.count("tl.load(in_ptr0") == 1 and "# persistent: a row of 4096" in k.source
+    a = torch.randn(n, m, dtype=BF16) * 3
+    out = torch.empty(n, m, dtype=BF16)
+    k(a, out)
+    torch.testing.assert_close(out, a.float().softmax(1).to(BF16), atol=2e-3, rtol=1e-2)
+    looped = compile_one(_row_softmax(n, 8200, BF16))  # past the limit: a pass per stage
+    assert looped.config.looped and looped.source.count("tl.load(in_ptr0") == 3
+
+
+def _row_var(n, m):
+    def body(x, r):
+        v = ops.load("a", x[0] * m + r[0])
+        mean, m2, _ = ops.reduction(F32, F32, "welford_reduce", v)
+        ops.store_reduction("mean", x[0], mean)
+        ops.store_reduction("m2", x[0], m2)
+
+    return spec("var", (n,), (m,), [("loop", [("mean", body, True), ("m2", body, True)])],
+                [buf("a", F32, (n, m)), buf("mean", F32, (n,)), buf("m2", F32, (n,))],
+                ["a"], ["mean", "m2"])
+
+
+@pytest.mark.parametrize("m", [4096, 5000])
+def test_persistent_welford_is_two_passes_on_registers(m):
+    """mean, then the squared deviations from it: no running update, no divide per value (the
+    weight is rnumel), and exact where a running mean drifts (rows of 1000 + noise)."""
+    n = 3
+    k = compile_one(_row_var(n, m))
+    assert not k.config.looped and "+ rnumel" in k.source
+    assert "tl.maximum(_wn" not in k.source and "/ tl.maximum" not in k.source
+    a = torch.randn(n, m) + 1000
+    mean, m2 = torch.empty(n), torch.empty(n)
+    k(a, mean, m2)
+    ref = a.double()
+    torch.testing.assert_close(mean, ref.mean(1).float())
+    torch.testing.assert_close(m2, (ref.var(1, correction=0) * m).float(), rtol=1e-4, atol=1e-3)
+
+
+def test_heuristic_reads_sizes_off_the_spec():
+    assert value_itemsize(_row_softmax(4, 8192, BF16)) == 4
+    wide = _row_softmax(4, 8192, torch.float64)
+    assert value_itemsize(wide) == 8 and heuristic_config(wide, OPTS).looped
+    assert not heuristic_config(_row_softmax(4, 8192, F32), OPTS).looped
+
+
+def _row_max(n, m, rtype):
+    def body(x, r):
+        v = ops.load("a", x[0] * m + r[0])
+        ops.store_reduction("out", x[0], ops.reduction(F32, F32, rtype, v))
+
+    return spec(f"row_{rtype}", (n,), (m,), [("loop", [("out", body, True)])],
+                [buf("a", F32, (n, m)), buf("out", F32, (n,))], ["a"], ["out"])
+
+
+@pytest.mark.parametrize("options", [
+    None, TritonOptions(persistent_rnumel=16, looped_rblock=16),
+    TritonOptions(persistent_rnumel=16, looped_rblock=16, split_min_rchunk=16)],
+    ids=["persistent", "looped", "split"])
+@pytest.mark.parametrize("rtype", ["max", "min"])
+def test_gpu_form_of_max_propagates_nan_in_one_reduction(monkeypatch, options, rtype):
+    """The source a GPU gets (one tl.reduce of _tk_max_combine / _tk_min_combine, no separate
+    NaN test), run here by the interpreter on short rows, where its lane-by-lane combine is
+    quick; interpreter kernels take the builtin max plus a NaN test (test_reductions.py)."""
+    import torchkiln_codegen_triton.backend as backend
+
+    monkeypatch.setattr(backend, "interpreting", lambda: False)
+    n, m = 6, 40
+    k = compile_one(_row_max(n, m, rtype), options)
+    assert "tl.reduce(_acc" in k.source and f"_tk_{rtype}_combine)" in k.source
+    assert ".to(tl.int8)" not in k.source  # no NaN test over the lanes of its own
+    assert (k.config.split >= 2) == (options is not None and options.split_min_rchunk == 16)
+    a = torch.randn(n, m)
+    a[1, 7] = a[4, 39] = float("nan")
+    a[2, :] = float("-inf") if rtype == "max" else float("inf")
+    out = torch.empty(n)
+    k(a, out)
+    ref = a.amax(1) if rtype == "max" else a.amin(1)
+    torch.testing.assert_close(out, ref, equal_nan=True)
+
+
+
+def _sm90_resources(k, kspec) -> dict:
+    """Registers, spill bytes and global load kinds of kernel ``k`` compiled for sm_90 by
+    Triton's own compiler (no GPU needed), with its launch's blocks and warps. Run in a process
+    with TRITON_INTERPRET=0 (``_sm90_main``): under the interpreter @triton.jit compiles nothing."""
+    import importlib.util
+    import re
+    import subprocess
+    import sys
+    import tempfile
+    from pathlib import Path
+
+    import triton
+    from torchkiln_codegen_triton.kernel import arg_names
+    from torchkiln_codegen_triton.wrapper import kernel_name
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
+    mod_spec = importlib.util.spec_from_file_location(f"tk_sm90_{abs(hash(k.path))}", k.path)
+    module = importlib.util.module_from_spec(mod_spec)
+    sys.modules[mod_spec.name] = module
+    mod_spec.loader.exec_module(module)
+    jit = getattr(module, kernel_name(kspec))
+    types = {F32: "fp32", BF16: "bf16"}
+    ptrs = {p: "*" + types[kspec.buffers[n].dtype] for n, p in arg_names(kspec).items()}
+    sig = {p: ptrs.get(p, "constexpr" if p in ("XBLOCK", "RBLOCK") else "i32") for p in jit.arg_names}
+    consts = {"XBLOCK": k.config.xblock, "RBLOCK": k.config.rblock}
+    attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(jit.arg_names) if p not in consts}
+    compiled = triton.compile(ASTSource(jit, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
+                              options={"num_warps": k.config.num_warps})
+    with tempfile.TemporaryDirectory() as d:
+        (Path(d) / "k.cubin").write_bytes(compiled.asm["cubin"])
+        usage = subprocess.run([str(tool), "-res-usage", str(Path(d) / "k.cubin")],
+                               capture_output=True, text=True, check=True).stdout
+    return {"regs": int(re.search(r"REG:(\d+)", usage)[1]),
+            "spilled": int(re.search(r"LOCAL:(\d+)", usage)[1]),
+            "loads": sorted(set(re.findall(r"ld\.global[.a-z0-9]*", compiled.asm["ptx"]))),
+            "config": [k.config.looped, k.config.rblock, k.config.num_warps]}
+
+
+def _sm90_main() -> None:
+    """Print the sm_90 resources of the widest persistent rows, one JSON object a line."""
+    import json
+
+    for name, kspec in [("softmax_f32", _row_softmax(32768, 8192, F32)),
+                        ("softmax_bf16", _row_softmax(32768, 8192, BF16)),
+                        ("var_f32", _row_var(32768, 8192))]:
+        print(json.dumps({"name": name, **_sm90_resources(compile_one(kspec), kspec)}))
+
+
+def test_widest_persistent_rows_compile_for_sm90_without_spills(tmp_path):
+    """The heuristic's widest persistent rows (8192, 16 warps: softmax, Welford) as a GPU
+    compiles them: registers well under the 255 limit, no spill to local memory, 16-byte vector
+    loads. Compiled by Triton for sm_90 in a process of its own (no GPU needed)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    import triton
+
+    pytest.importorskip("triton.backends.nvidia")
+    if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump").exists():
+        pytest.skip("Triton's NVIDIA tools are not installed")
+    here = Path(__file__).parent
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TORCHKILN_CACHE_DIR": str(tmp_path)}
+    env["PYTHONPATH"] = os.pathsep.join([str(here), env.get("PYTHONPATH", "")])
+    out = subprocess.run([sys.executable, "-c", "import test_reduction_config as t; t._sm90_main()"],
+                         env=env, capture_output=True, text=True, timeout=600, cwd=here)
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert len(rows) == 3, out.stdout
+    for row in rows:
+        assert row["config"] == [False, 8192, 16], row
+        assert row["regs"] <= 96 and row["spilled"] == 0, row
+        assert "ld.global.v4.b32" in row["loads"], row
