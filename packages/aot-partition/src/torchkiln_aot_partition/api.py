@@ -120,6 +120,9 @@ def aot_compile(
         graph_inputs = bases.graph_args(primals)
         joint = joint_graph(bases.wrap(lifted.gm), graph_inputs, decomps,
                             fake_primals=bases.graph_args_fake(fakes) if fakes is not None else None)
+    # the partitioners never save a mutated input: the runtime writes its new value into it after
+    # the forward, and autograd refuses a saved tensor changed in place since it was saved
+    joint.gm.meta["mutated_inputs"] = tuple(joint.mutated_inputs)
     fw_gm, bw_gm = partition_fn(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
                                 num_primals=joint.num_primals)
     fw_gm.meta["mutated_inputs"] = joint.mutated_inputs

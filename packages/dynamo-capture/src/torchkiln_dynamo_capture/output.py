@@ -235,8 +235,12 @@ class OutputGraph:
             if source is not None and known.source is not None and known.source != source:
                 self.guards.append(SameObjectMatch(known.source, source, True))
             return known
-        if source is None or isinstance(t, torch.nn.Parameter):
+        if source is None:
             return self.wrap_module_tensor(tx, t, source)
+        # A parameter reached through a source (an argument, a global, a plain object's attribute;
+        # a module's own go through wrap_module_tensor) is an input like any tensor: bound as a
+        # constant, the graph kept the first call's parameter (no guard saw another one passed,
+        # or the new one an nn.Parameter(...) line makes on each call).
         dynamic_dims = self._dynamic_dims(t, source)
         fake = self._fake(t, dynamic_dims)
         for d in dynamic_dims:
