@@ -89,7 +89,8 @@ def _stateless_module(tx, cls: type, args, kwargs) -> VariableTracker:
         # made to look at, not kept when it has state: its weight initialisation must not draw
         # from the generator, or the eager run of the line after the break draws other numbers
         # than eager does (torch.manual_seed(0) before the call would not repeat eager's weights)
-        with torch.random.fork_rng(devices=[]):
+        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+        with torch.random.fork_rng(devices=cuda):
             module = cls(*a, **k)
     except Exception as e:
         raise Unsupported(f"creating a {cls.__name__} module raised {type(e).__name__}: {e}") from e
