@@ -53,3 +53,47 @@ def test_metadata_mutation_is_refused(compiler, capture):
     with pytest.raises(AOTError, match="sizes or strides changed in place"):
         aot_compile(capture(fn), [torch.zeros(3), torch.randn(3, 3)], fw_compiler=compiler)
     assert not compiler.graphs
+
+
+@pytest.mark.parametrize("partition", ["min_cut", "default"])
+def test_a_no_grad_write_to_an_input_that_requires_grad(partition, compiler):
+    """nn.init.*_ on a parameter: a write under no_grad to a leaf that requires grad (autograd
+    allows it). Compiled, with the gradient reaching the input through its new value as in eager;
+    the mutated input itself is never saved for the backward (the write-back after the forward
+    would make autograd refuse it), whichever partitioner."""
+    from torchkiln_aot_partition.partition import default_partition, min_cut_partition
+
+    def f(w, x):
+        with torch.no_grad():
+            w.fill_(0.25).add_(x.sum())
+        return (torch.tanh(x @ w),)
+
+    # capture's form of the no_grad block (fx.symbolic_trace would run it instead of recording it)
+    graph = torch.fx.Graph()
+    w, x = graph.placeholder("w"), graph.placeholder("x")
+    graph.call_function(torch._C._set_grad_enabled, (False,))
+    filled = graph.call_method("fill_", (w, 0.25))
+    graph.call_method("add_", (filled, graph.call_method("sum", (x,))))
+    graph.call_function(torch._C._set_grad_enabled, (True,))
+    graph.output((graph.call_function(torch.tanh, (graph.call_function(torch.matmul, (x, w)),)),))
+    fn = min_cut_partition if partition == "min_cut" else default_partition
+    w_c = torch.randn(4, 4, requires_grad=True)
+    x = torch.randn(3, 4)
+    compiled = aot_compile(torch.fx.GraphModule(torch.nn.Module(), graph), [w_c, x],
+                           fw_compiler=compiler, partition_fn=fn)
+    for _ in range(2):  # fresh inputs
+        x = torch.randn(3, 4)
+        w_c = torch.randn(4, 4, requires_grad=True)
+        w_e = w_c.detach().clone().requires_grad_(True)
+        (got,) = compiled(w_c, x)
+        (want,) = f(w_e, x)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(w_c, w_e)
+        g = torch.randn_like(want)
+        got.backward(g)
+        want.backward(g)
+        torch.testing.assert_close(w_c.grad, w_e.grad)
+    fw = compiler.graphs[0]
+    saved = set(fw.meta["partition"].saved)
+    first = next(n.name for n in fw.graph.nodes if n.op == "placeholder")
+    assert first not in saved

@@ -9,9 +9,11 @@ storage_offset)`` with its real geometry. Functionalization then sees one tensor
 a write through one view is read through the others, and the mutation copied back is the
 base's, which updates every alias at once.
 
-Only static geometry is handled (capture guards it: TensorMatch pins sizes, strides and storage
-offsets, StorageAliasGroups which inputs share a storage); aliased, mutated inputs under
-symbolic shapes raise AOTError, so the graph runs eagerly.
+Only static geometry of the aliased inputs is handled (capture guards it: TensorMatch pins
+sizes, strides and storage offsets, StorageAliasGroups which inputs share a storage). Under
+dynamic shapes capture keeps the sizes of arguments that share a storage static, so the bases
+are static while the graph's other inputs stay symbolic; an aliased, mutated input with symbolic
+geometry (one capture did not see as an argument) raises AOTError, so the graph runs eagerly.
 """
 
 from __future__ import annotations
@@ -57,6 +59,16 @@ class SyntheticBases:
         out += [args[m].as_strided((n,), (1,), lo) for m, lo, n in self.groups]
         return out
 
+    def graph_args_fake(self, fakes: Sequence) -> list:
+        """``graph_args`` for a symbolic trace: the kept inputs' fakes (symbolic sizes) and one
+        fake base per group, static, in the same FakeTensorMode."""
+        out = [fakes[i] for i in self.kept]
+        mode = next(f.fake_mode for f in fakes if is_fake(f))
+        with mode:
+            out += [torch.empty_strided((n,), (1,), dtype=fakes[m].dtype, device=fakes[m].device)
+                    for m, _, n in self.groups]
+        return out
+
     def wrap(self, fn):
         """``fn`` (taking the caller's primals) as a function of the traced graph's inputs."""
         kept, aliases, n_kept = self.kept, self.aliases, len(self.kept)
@@ -87,6 +99,12 @@ def shared_storage_groups(primals: Sequence) -> list[list[int]]:
                 continue
             by_storage.setdefault(key, []).append(i)
     return [g for g in by_storage.values() if len(g) > 1]
+
+
+def has_static_geometry(t) -> bool:
+    """Whether tensor ``t`` (a fake under symbolic shapes) has plain-int sizes, strides and
+    storage offset."""
+    return all(type(v) is int for v in (*t.shape, *t.stride(), t.storage_offset()))
 
 
 def _extent(t: torch.Tensor) -> tuple[int, int] | None:

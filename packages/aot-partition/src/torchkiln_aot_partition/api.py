@@ -8,7 +8,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import fx
 
-from .aliasing import SyntheticBases, shared_storage_groups, synthetic_bases
+from .aliasing import SyntheticBases, has_static_geometry, shared_storage_groups, synthetic_bases
 from .attention import fuse_attention
 from .errors import AOTError
 from .freezing import freeze
@@ -87,10 +87,13 @@ def aot_compile(
     if not needs_grad:
         aliases = output_aliases_of()
         fg, _ = functional_graph(gm, example_inputs, decomps)
-        bases = _bases_for(primals, fg.mutated_inputs, grad=False, symbolic=fakes is not None)
+        bases = _bases_for(primals, fg.mutated_inputs, grad=False, fakes=fakes)
         if bases is not None:  # aliased inputs are mutated: trace again over their bases
             with torch.no_grad():
-                fg = trace_functional(bases.wrap(lifted.gm), bases.graph_args(primals), decomps)
+                if fakes is None:
+                    fg = trace_functional(bases.wrap(lifted.gm), bases.graph_args(primals), decomps)
+                else:  # the other inputs keep their symbolic sizes
+                    fg = trace_functional(bases.wrap(lifted.gm), bases.graph_args_fake(fakes), decomps, fake=False)
         graph_inputs = bases.graph_args(primals) if bases is not None else primals
         if sdpa_attention and fakes is None:
             fg = _route_attention(fg, graph_inputs, decomps)
@@ -111,11 +114,15 @@ def aot_compile(
     joint = joint_graph(lifted.gm, primals, decomps, fake_primals=fakes)
     # the joint's own fake run of the graph (static shapes) finds the aliases: no run of its own
     aliases = output_aliases_of(joint.fake_run)
-    bases = _bases_for(primals, joint.mutated_inputs, grad=True, symbolic=fakes is not None)
+    bases = _bases_for(primals, joint.mutated_inputs, grad=True, fakes=fakes)
     graph_inputs = primals
     if bases is not None:
         graph_inputs = bases.graph_args(primals)
-        joint = joint_graph(bases.wrap(lifted.gm), graph_inputs, decomps)
+        joint = joint_graph(bases.wrap(lifted.gm), graph_inputs, decomps,
+                            fake_primals=bases.graph_args_fake(fakes) if fakes is not None else None)
+    # the partitioners never save a mutated input: the runtime writes its new value into it after
+    # the forward, and autograd refuses a saved tensor changed in place since it was saved
+    joint.gm.meta["mutated_inputs"] = tuple(joint.mutated_inputs)
     fw_gm, bw_gm = partition_fn(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
                                 num_primals=joint.num_primals)
     fw_gm.meta["mutated_inputs"] = joint.mutated_inputs
@@ -163,14 +170,16 @@ def _route_attention(fg: FunctionalGraph, graph_inputs, decomps) -> FunctionalGr
     return fg
 
 
-def _bases_for(primals, mutated_inputs, *, grad: bool, symbolic: bool) -> SyntheticBases | None:
+def _bases_for(primals, mutated_inputs, *, grad: bool, fakes) -> SyntheticBases | None:
     """Synthetic bases when inputs that share a storage are mutated (see aliasing.py), else None:
-    aliased inputs that are only read need nothing."""
+    aliased inputs that are only read need nothing. Under symbolic shapes (``fakes``) the aliased
+    inputs' own geometry must be static (capture keeps the sizes of arguments that share a storage
+    static; the other inputs stay symbolic)."""
     mutated = set(mutated_inputs)
     groups = [g for g in shared_storage_groups(primals) if mutated.intersection(g)]
     if not groups:
         return None
-    if symbolic:
-        raise AOTError("graph inputs that share a storage are mutated under symbolic shapes "
-                       "(their synthetic base needs static geometry)")
+    if fakes is not None and not all(has_static_geometry(fakes[i]) for g in groups for i in g):
+        raise AOTError("graph inputs that share a storage are mutated and have symbolic sizes, "
+                       "strides or storage offsets (their synthetic base needs static geometry)")
     return synthetic_bases(primals, groups, grad=grad)

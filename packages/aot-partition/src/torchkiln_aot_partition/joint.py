@@ -131,10 +131,10 @@ def joint_graph(fn: Callable[..., Any], primals: Sequence[torch.Tensor], decompo
     user, grads, mutations = flat[:n_out], flat[n_out:n_traced_user], flat[n_traced_user:]
     if any(m >= num_primals for m in fg.mutated_inputs):
         raise AOTError("the backward pass mutated a tangent; this is not supported")
-    for m in fg.mutated_inputs:
-        if m in grad_idx:
-            raise AOTError(f"graph input {m} requires grad and is mutated in place; autograd forbids "
-                           "in-place changes to a leaf that requires grad - clone it first")
+    # An input that requires grad and is mutated was written under no_grad (nn.init.*_ on a
+    # parameter, an optimizer-like update): autograd allows that on a leaf, and stage 1 traced it
+    # with the real autograd on leaves, so the gradient flows to the input through its new value
+    # as in eager. A write in grad mode raised in stage 1 already, as eager raises.
     output.args = (tuple(user + mutations + grads),)
     gm.recompile()
     grad_inputs = tuple(i for i in grad_idx if i not in none_grads)

@@ -194,6 +194,7 @@ def min_cut_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int,
     _narrow_random_masks(joint_gm)
     placeholders = _placeholders(joint_gm)
     primals = set(placeholders[:num_primals])
+    mutated = {placeholders[i] for i in joint_gm.meta.get("mutated_inputs", ())}
     outs = _output_args(joint_gm)
     bw_nodes = _backward_nodes(joint_gm, num_primals)
     fw_required = _ancestors(outs[:num_fwd_outputs], set()) - bw_nodes
@@ -220,6 +221,11 @@ def min_cut_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int,
             # the backward instead of keeping a bfloat16 copy of every weight from forward to
             # backward (what eager's autocast cache holds).
             cost *= _PRIMAL_COST
+            if node in mutated:
+                # its old value is gone once the forward wrote the new one back: the cut saves
+                # what the backward derives from it instead (no finite cut: eager's own
+                # "modified by an inplace operation" case, left to eager)
+                cost = math.inf
         elif node not in fw_required:
             # On a tie, do backward-only work in the backward: the forward stays as short as eager's.
             cost *= 1.01
@@ -246,6 +252,11 @@ def min_cut_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int,
 
 
 def _finish(joint_gm, num_fwd_outputs, num_primals, saved):
+    placeholders = _placeholders(joint_gm)
+    for i in joint_gm.meta.get("mutated_inputs", ()):
+        if placeholders[i] in saved:
+            raise AOTError(f"the backward reads graph input {i}, which the forward mutates: its old "
+                           "value is gone once the new one is written back")
     fw_gm, bw_gm = _split(joint_gm, num_fwd_outputs, num_primals, saved)
     fw_names = {n.name for n in fw_gm.graph.nodes if n.op == "call_function"}
     recomputed = tuple(n.name for n in bw_gm.graph.nodes if n.op == "call_function" and n.name in fw_names)

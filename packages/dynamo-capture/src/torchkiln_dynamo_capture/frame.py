@@ -60,6 +60,29 @@ class CacheEntry:
     op_count: int
 
 
+def _storage_sharing_arguments(args, kwargs) -> frozenset[int]:
+    """ids of the tensor arguments that share a storage with another, distinct tensor argument
+    (``f(x, x[0])``, two slices of one buffer, the views a graph break hands to its continuation).
+
+    Their sizes stay static under dynamic shapes: when such inputs are mutated, aot-partition
+    traces them over one synthetic base rebuilt with ``as_strided`` from their geometry, which must
+    be static (TensorMatch then pins their sizes, strides and storage offsets). Symbolic geometry
+    would need the base's extent as an expression over several inputs' sizes and strides; a
+    specialization per size of just these inputs is simpler and exact (the other inputs stay
+    symbolic)."""
+    by_storage: dict[int, set[int]] = {}
+    held = []  # keeps the tensors alive while their ids are compared
+    for value in torch.utils._pytree.tree_leaves((args, kwargs)):
+        if isinstance(value, torch.Tensor) and value.layout is torch.strided:
+            try:
+                key = value.untyped_storage()._cdata
+            except (RuntimeError, NotImplementedError):  # no storage (a subclass): shares none
+                continue
+            held.append(value)
+            by_storage.setdefault(key, set()).add(id(value))
+    return frozenset(i for ids in by_storage.values() if len(ids) > 1 for i in ids)
+
+
 def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False, shape_env=False):
     """A fresh OutputGraph and top-frame translator with the call's arguments bound (``codes``: the
     capture context's ``CodeRegistry``, which says which arguments of generated code are cells)."""
@@ -74,7 +97,8 @@ def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False, shape_e
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
         raise Unsupported("capturing a generator or coroutine function")
     sig = inspect.signature(fn, follow_wrapped=False)  # functools.wraps must not rename the parameters
-    out = OutputGraph(func.__globals__, dynamic, scalar_outputs=scalar_outputs, shape_env=shape_env)
+    out = OutputGraph(func.__globals__, dynamic, scalar_outputs=scalar_outputs, shape_env=shape_env,
+                      static_tensors=_storage_sharing_arguments(args, kwargs) if dynamic else frozenset())
     grad_mode_guard(out)
     tx = InstructionTranslator(out, code, func.__globals__, {}, {})
     ba = sig.bind(*args, **kwargs)

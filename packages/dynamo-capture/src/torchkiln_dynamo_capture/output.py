@@ -74,7 +74,8 @@ class OutputGraph:
     """Everything one capture produces: graph, guards, side effects, and the values it depends on."""
 
     def __init__(self, f_globals: dict, dynamic: bool | Mapping[str, frozenset[int]] = False, *,
-                 scalar_outputs: bool = False, shape_env: bool = False) -> None:
+                 scalar_outputs: bool = False, shape_env: bool = False,
+                 static_tensors: frozenset[int] = frozenset()) -> None:
         self.graph = torch.fx.Graph()
         #: the top-level graph: inputs and attributes always go here (``graph`` is another one
         #: while a control-flow operator's function is traced; see variables/higher_order.py)
@@ -82,6 +83,9 @@ class OutputGraph:
         #: which input dims get symbolic sizes: all (True), none (False), or per input source
         #: (``{"L['x']": {0}}``: the dims that changed size between calls, automatic dynamic)
         self.dynamic = dynamic
+        #: ids of argument tensors whose sizes stay static whatever ``dynamic`` says: those that
+        #: share a storage with another argument (frame._storage_sharing_arguments says why)
+        self.static_tensors = static_tensors
         # no duck sizing: two inputs of equal size get their own symbols, and any equality the
         # graph relies on is a guard the ShapeEnv records (not an assumption)
         #: ``.item()`` / ``.tolist()`` become unbacked symbols of the ShapeEnv (capture_scalar_outputs)
@@ -167,7 +171,7 @@ class OutputGraph:
 
     def _dynamic_dims(self, t: torch.Tensor, source) -> frozenset[int]:
         """The dims of input ``t`` to make symbolic (sizes 0 and 1 always specialize)."""
-        if not self.dynamic or source is None:
+        if not self.dynamic or source is None or id(t) in self.static_tensors:
             return frozenset()
         dims = set(range(t.dim()) if self._every_dim() else self.dynamic.get(source.expr(), ()))
         # the user's marks: mark_dynamic adds dims, mark_static removes them
@@ -231,8 +235,12 @@ class OutputGraph:
             if source is not None and known.source is not None and known.source != source:
                 self.guards.append(SameObjectMatch(known.source, source, True))
             return known
-        if source is None or isinstance(t, torch.nn.Parameter):
+        if source is None:
             return self.wrap_module_tensor(tx, t, source)
+        # A parameter reached through a source (an argument, a global, a plain object's attribute;
+        # a module's own go through wrap_module_tensor) is an input like any tensor: bound as a
+        # constant, the graph kept the first call's parameter (no guard saw another one passed,
+        # or the new one an nn.Parameter(...) line makes on each call).
         dynamic_dims = self._dynamic_dims(t, source)
         fake = self._fake(t, dynamic_dims)
         for d in dynamic_dims:

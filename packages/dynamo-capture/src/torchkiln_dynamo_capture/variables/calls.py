@@ -45,7 +45,7 @@ from .higher_order import call_higher_order, higher_order_kind
 from .logging_calls import replay_logging_call
 from .operators import OPERATOR_FNS, binary_op
 from .symbolic import CHECKS, call_check
-from .tensors import TensorVariable, has_tensor
+from .tensors import BACKWARD_HINT, BACKWARD_INSIDE, TensorVariable, has_tensor
 
 #: keyword arguments of torch.utils.checkpoint.checkpoint itself (the rest go to the function)
 _CHECKPOINT_OPTIONS = frozenset({"use_reentrant", "context_fn", "determinism_check", "debug",
@@ -128,6 +128,8 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         raise Unsupported("calling a weak reference", "it runs in Python between two graphs, on the object "
                           "it refers to then")
     name = getattr(fn, "__qualname__", None) or repr(fn)
+    if fn is torch.autograd.backward or fn is torch.Tensor.backward:
+        raise Unsupported(BACKWARD_INSIDE, BACKWARD_HINT)
     if fn is print:
         raise Unsupported("print() inside a captured function", "print runs in Python between two graphs; "
                           "remove it or move it outside the compiled function to keep one graph")

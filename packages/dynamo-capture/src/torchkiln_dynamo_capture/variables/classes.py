@@ -29,6 +29,11 @@ def construct(tx, cls: type, args, kwargs) -> VariableTracker:
         return BUILTIN_HANDLERS[cls](tx, *args, **kwargs)
     if issubclass(cls, torch.nn.Module):
         return _stateless_module(tx, cls, args, kwargs)
+    if issubclass(cls, torch.nn.Parameter):
+        # a graph value cannot be one: eager's parameter is a new leaf of its own (its .grad
+        # fills on backward, it is returned as an nn.Parameter), which only Python makes
+        raise Unsupported(f"creating a parameter ({cls.__name__}) inside a captured function",
+                          "it is made in Python; the graph after it takes it as an input")
     if dataclasses.is_dataclass(cls):
         return DataclassVariable.create(tx, cls, args, kwargs)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
@@ -81,7 +86,12 @@ def _stateless_module(tx, cls: type, args, kwargs) -> VariableTracker:
         raise Unsupported(f"creating a {cls.__name__} module inside a captured function")
     a, k = constant_values(args, kwargs)
     try:
-        module = cls(*a, **k)
+        # made to look at, not kept when it has state: its weight initialisation must not draw
+        # from the generator, or the eager run of the line after the break draws other numbers
+        # than eager does (torch.manual_seed(0) before the call would not repeat eager's weights)
+        cuda = list(range(torch.cuda.device_count())) if torch.cuda.is_initialized() else []
+        with torch.random.fork_rng(devices=cuda):
+            module = cls(*a, **k)
     except Exception as e:
         raise Unsupported(f"creating a {cls.__name__} module raised {type(e).__name__}: {e}") from e
     if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):

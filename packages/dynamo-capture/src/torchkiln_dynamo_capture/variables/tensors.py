@@ -24,6 +24,10 @@ _META_METHODS = {
     "size", "dim", "stride", "numel", "nelement", "is_floating_point", "is_complex", "is_contiguous",
     "element_size", "get_device", "ndimension", "storage_offset", "is_signed", "has_names",
 }
+#: a backward pass fills the leaves' .grad and frees the graph's saved values: outside any graph
+#: (a call_method node returning None was dropped as dead code, and .grad stayed None)
+BACKWARD_INSIDE = "a backward pass (Tensor.backward, torch.autograd.backward) inside a captured function"
+BACKWARD_HINT = "it runs in Python between two graphs, as in eager"
 _DATA_DEPENDENT = {"item", "tolist", "numpy", "data_ptr", "__bool__", "__int__", "__float__", "nonzero", "unique"}
 
 
@@ -61,6 +65,8 @@ class TensorVariable(VariableTracker):
         raise Unsupported(f"Tensor attribute {name!r}")
 
     def call_method(self, tx, name, args, kwargs):
+        if name == "backward":
+            raise Unsupported(BACKWARD_INSIDE, BACKWARD_HINT)
         if name in ("item", "tolist") and tx.out.scalar_outputs and not args and not kwargs:
             return self._scalar_outputs(tx, name)
         if name in _DATA_DEPENDENT:

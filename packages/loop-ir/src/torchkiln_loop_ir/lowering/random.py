@@ -13,7 +13,7 @@ import sympy
 import torch
 
 from ..errors import Unlowerable
-from ..ir import IRNode, Pointwise, compute_dtype, contiguous_strides
+from ..ir import IRNode, Pointwise, compute_dtype, contiguous_strides, is_low_precision
 from ..ops import ops
 from . import aten, register_lowering
 from .pointwise import operand_loader
@@ -36,6 +36,11 @@ def random_pointwise(ctx, kind: str, size, dtype: torch.dtype, device) -> Pointw
         if kind == "rand" and dtype in _BELOW_ONE:
             # float32 values just under 1 round up to 1.0 in 16 bits; eager's [0, 1) excludes it
             v = ops.minimum(v, ops.constant(_BELOW_ONE[dtype], torch.float32))
+        if is_low_precision(dtype):
+            # Rounded to its dtype here, once, as eager's stored 16-bit draw is: a consumer that
+            # inlines the draw (``rand_like(x) < p``) then compares the value a consumer loading
+            # the stored buffer sees, so a mask and the output it gates agree at the threshold.
+            v = ops.to_dtype(ops.to_dtype(v, dtype, torch.float32), torch.float32, dtype)
         return v if cdt == torch.float32 else ops.to_dtype(v, cdt, torch.float32)
 
     return Pointwise(inner_fn, tuple(size), dtype, device)

@@ -34,7 +34,8 @@ def _split(x: IRNode, dims: list[int], keepdim: bool):
     size = x.get_size()
     kept = [d for d in range(len(size)) if d not in dims]
     ranges = [sympy.Integer(1) if d in dims else size[d] for d in range(len(size))] if keepdim else [size[d] for d in kept]
-    rranges = [size[d] for d in dims]
+    # a 0-d tensor reduces over its one element: a reduction range of 1 (rindex unused)
+    rranges = [size[d] for d in dims] if size else [sympy.Integer(1)]
 
     def full_index(index, rindex):
         full: list[sympy.Expr] = [sympy.Integer(0)] * len(size)
