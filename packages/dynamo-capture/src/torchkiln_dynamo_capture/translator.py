@@ -196,7 +196,9 @@ class InstructionTranslator:
             return r.value
         except Unsupported as e:
             if top and inst is not None and e.break_point is None:
-                e.break_point = break_point(insts, inst.index, self.exec_counts, getattr(e, "in_callee", False))
+                read = e.property_read
+                getter = read[1:] if read is not None and read[0] is self else None
+                e.break_point = break_point(insts, inst.index, self.exec_counts, getattr(e, "in_callee", False), getter)
             raise e.located(self.code.co_filename, self.lineno) from None
         except AttrMissing as e:
             err = Unsupported(f"missing attribute {e}").located(self.code.co_filename, self.lineno)

@@ -16,7 +16,7 @@ from .base import NO_REAL, AttrMissing, ConstantVariable, all_constant, constant
 from .containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .functions import PartialVariable, SuperVariable, UserFunctionVariable
 from .operators import binary_op
-from .symbolic import sym_min_max
+from .symbolic import SymNodeVariable, sym_min_max
 from .tensors import TensorVariable
 
 
@@ -117,7 +117,10 @@ def _reduce(fn):
             symbolic = sym_min_max(tx, fn, items)
             if symbolic is not None:
                 return symbolic
-        if all(i.is_python_constant() for i in items) and all_constant([], kwargs):
+        # a symbolic int counts as a constant elsewhere (it specializes when read); a sum keeps it
+        # symbolic (the ints of a list handed over a graph break, automatic dynamic)
+        summing_symbols = fn is sum and any(isinstance(i, SymNodeVariable) for i in items)
+        if not summing_symbols and all(i.is_python_constant() for i in items) and all_constant([], kwargs):
             _, k = constant_values([], kwargs)
             return tx.wrap(fn([i.as_python_constant() for i in items], **k), None)
         if fn is sum:

@@ -244,7 +244,12 @@ def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> Variab
     if isinstance(attr, property):
         if attr.fget is None:
             raise AttrMissing(name)
-        return tx.call_function(tx.wrap(attr.fget, None), [obj], {})
+        try:
+            return tx.call_function(tx.wrap(attr.fget, None), [obj], {})
+        except Unsupported as e:
+            if e.in_callee:  # the outermost read wins: the one in the frame that is split
+                e.property_read = (tx, name, attr.fget)
+            raise
     if isinstance(attr, functools.cached_property) and hasattr(obj, "store_attr"):
         # computed once, then an instance attribute (reads find it before this descriptor)
         value = tx.call_function(tx.wrap(attr.func, None), [obj], {})
