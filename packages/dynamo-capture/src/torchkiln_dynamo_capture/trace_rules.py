@@ -30,6 +30,8 @@ on the world (``IMPURE_MODULES``: output, clocks, files, processes) always break
 
 from __future__ import annotations
 
+import array
+
 import functools
 import logging
 import sys
@@ -280,6 +282,10 @@ def pure_with_constants(fn: Any) -> bool:
         return True
     if changes_torch_state(fn):
         return False
+    if owner is not None and _holds_data(owner):
+        # an array's method reads its elements, which no guard covers (a numpy array argument
+        # is guarded by type): run at capture time, a.mean() was the first call's mean forever
+        return False
     if owner is not None and not isinstance(owner, types.ModuleType):
         # torch.distributed's objects act on every call (an all-reduce, a reducer told a
         # backward is coming): run once at capture time, later calls would silently skip them
@@ -291,6 +297,16 @@ def pure_with_constants(fn: Any) -> bool:
         return not is_impure_module(mod)
     top = mod.split(".")[0]
     return top in ("torch", "numpy", "sympy") or top in _PURE_C_MODULES
+
+
+_DATA_BUFFERS = (bytearray, memoryview, array.array)
+
+
+def _holds_data(obj: Any) -> bool:
+    """A mutable buffer of elements: a numpy array or scalar (they expose ``__array_interface__``),
+    a bytearray, memoryview or array.array."""
+    return isinstance(obj, _DATA_BUFFERS) or (type(obj).__module__ or "").split(".")[0] == "numpy" \
+        and hasattr(type(obj), "__array_interface__")
 
 
 _TENSOR_FACTORIES = {torch.ones, torch.zeros, torch.empty, torch.full, torch.arange, torch.rand, torch.randn, torch.randint,

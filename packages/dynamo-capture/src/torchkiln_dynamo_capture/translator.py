@@ -40,6 +40,7 @@ from .variables.functions import (
 from .variables.generators import Suspend, contextmanager_call, is_contextmanager_helper
 from .variables.logging_calls import bound, replay_logging_call
 from .variables.modules import NNModuleVariable
+from .variables.numpy_arrays import NumpyNdarrayVariable, numpy_operator
 from .variables.objects import UserObjectVariable
 from .variables.operators import BINARY_OPS, COMPARE_OPS, binary_op, contains, identity
 from .variables.symbolic import SliceVariable, SymNodeVariable, sym_unary
@@ -405,6 +406,8 @@ class InstructionTranslator:
         x = self.pop()
         if isinstance(x, TensorVariable):
             self.push(self.out.call_tensor_op(self, "call_function", fn, [x], {}))
+        elif isinstance(x, NumpyNdarrayVariable):
+            self.push(numpy_operator(self, fn, [x]))
         elif isinstance(x, SymNodeVariable) and x.unbacked:
             self.push(sym_unary(self, fn, x))  # -n of a value read from a tensor stays symbolic
         else:

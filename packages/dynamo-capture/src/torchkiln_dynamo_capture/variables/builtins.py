@@ -15,6 +15,7 @@ from ..exc import Unsupported
 from .base import NO_REAL, AttrMissing, ConstantVariable, all_constant, constant_values
 from .containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .functions import PartialVariable, SuperVariable, UserFunctionVariable
+from .numpy_arrays import NumpyNdarrayVariable, numpy_operator
 from .operators import binary_op
 from .symbolic import SymNodeVariable, sym_min_max
 from .tensors import TensorVariable
@@ -149,6 +150,8 @@ def _numeric(cls):
 def _abs(tx, x):
     if isinstance(x, TensorVariable):
         return tx.out.call_tensor_op(tx, "call_function", torch.abs, [x], {})
+    if isinstance(x, NumpyNdarrayVariable):
+        return numpy_operator(tx, operator.abs, [x])
     return ConstantVariable(abs(x.as_python_constant()))
 
 

@@ -263,8 +263,10 @@ def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> Variab
         real = obj.real_value()
         if real is NO_REAL:
             raise Unsupported(f"builtin method {name!r} of a {obj.python_type().__name__} built during capture")
-        # bind this very descriptor (super() may have skipped an override of the same name)
-        return tx.wrap(attr.__get__(real, type(real)), None)
+        # bind this very descriptor (super() may have skipped an override of the same name); a
+        # new bound object per call: run code reads it from the object again (its source)
+        src = AttrSource(obj.source, name) if obj.source is not None and source is None else source
+        return tx.wrap(attr.__get__(real, type(real)), src)
     if hasattr(attr, "__get__") and not isinstance(attr, (type, types.ModuleType)) and (
             inspect.ismethoddescriptor(attr) or inspect.isdatadescriptor(attr)):
         real = obj.real_value()

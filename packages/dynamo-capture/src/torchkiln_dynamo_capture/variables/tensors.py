@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import operator
 
+import numpy as np
 import torch
 import torch.fx
 
@@ -63,6 +64,13 @@ class TensorVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if name in ("item", "tolist") and tx.out.scalar_outputs and not args and not kwargs:
             return self._scalar_outputs(tx, name)
+        if name == "numpy" and not args and set(kwargs) <= {"force"}:
+            # traced as numpy code (variables/numpy_arrays.py), as TorchDynamo does
+            t = self
+            if "force" in kwargs and kwargs["force"].as_python_constant():
+                t = tx.out.call_tensor_op(tx, "call_method", "detach", [t], {})
+                t = tx.out.call_tensor_op(tx, "call_method", "cpu", [t], {}) if t.fake.device.type != "cpu" else t
+            return tx.call_value(np.asarray, [t], {})
         if name in _DATA_DEPENDENT:
             raise Unsupported(f"Tensor.{name}() (its result depends on tensor data)", "keep it outside the captured function")
         if name in ("size", "numel", "nelement", "stride") and self._symbolic():
