@@ -5,9 +5,9 @@ The marks are attributes on the function object, so they need no registry: ours
 (``_torchkiln_disable``, ``_torchkiln_allow_in_graph``) and the one ``torch.compiler.disable``
 sets on the wrapper it returns (``_torchdynamo_disable``), so code written for torch.compile
 behaves the same under torchkiln. ``torch.compiler.allow_in_graph`` records its functions in
-TorchDynamo's private state, which torchkiln does not read: use ``allow_in_graph`` from here
-(re-exported as ``torchkiln.allow_in_graph``); inlining such a function instead gives the same
-results, only possibly more graphs.
+TorchDynamo's registry of function ids, which capture reads where the call left it (it imports
+and calls nothing of TorchDynamo: ``_marked_by_torch_compiler``); ``allow_in_graph`` from here
+(re-exported as ``torchkiln.allow_in_graph``) marks the function itself.
 
 Capture also keeps torch.distributed's own machinery out of graphs by itself: a distributed
 wrapper module's call runs in Python (``runs_in_python``, ``wrapped_module``), and methods of
@@ -31,7 +31,6 @@ on the world (``IMPURE_MODULES``: output, clocks, files, processes) always break
 from __future__ import annotations
 
 import array
-
 import functools
 import logging
 import sys
@@ -54,7 +53,21 @@ def is_disabled(fn: Any) -> bool:
 
 
 def is_allowed_in_graph(fn: Any) -> bool:
-    return getattr(getattr(fn, "__func__", fn), "_torchkiln_allow_in_graph", False) is True
+    fn = getattr(fn, "__func__", fn)
+    return getattr(fn, "_torchkiln_allow_in_graph", False) is True or _marked_by_torch_compiler(fn)
+
+
+def _marked_by_torch_compiler(fn: Any) -> bool:
+    """``torch.compiler.allow_in_graph(fn)`` keeps ``id(fn)`` in TorchDynamo's registry, a set in
+    a module that the call itself imported: read where it already is (never imported, nothing of
+    it called). Only the user's own functions count: the registry also lists torch's callables,
+    which capture's own rules place (grad mode, control flow) rather than as opaque calls."""
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    ids = getattr(getattr(rules, "_allowed_callable_ids", None), "function_ids", None)
+    if not ids or id(fn) not in ids:
+        return False
+    module = getattr(fn, "__module__", None) or ""
+    return isinstance(fn, types.FunctionType) and not module.startswith(("torch", "numpy", "math", "builtins"))
 
 
 def disable(fn: F | None = None, *, recursive: bool = True, reason: str | None = None) -> Any:

@@ -26,10 +26,14 @@ import operator
 import types
 import warnings
 
-import numpy as np
 import torch
-import torch._numpy as tnp
-from torch._numpy import _dtypes_impl
+
+try:
+    import numpy as np
+    import torch._numpy as tnp
+    from torch._numpy import _dtypes_impl
+except ImportError:  # numpy is optional (the "numpy" extra): without it no ndarray is ever made here
+    np = tnp = _dtypes_impl = None
 
 from ..exc import Unsupported
 from .base import BoundMethodVariable, ConstantVariable, VariableTracker
@@ -39,12 +43,12 @@ from .tensors import TensorVariable
 
 # torch._numpy reads its default dtypes from torch._dynamo's config on first use, which would
 # import torch._dynamo (this project does not); numpy's own defaults are what it would find there
-if _dtypes_impl._default_dtypes is None:
+if _dtypes_impl is not None and _dtypes_impl._default_dtypes is None:
     _dtypes_impl._default_dtypes = _dtypes_impl.DefaultDTypes(
         float_dtype=torch.float64, complex_dtype=torch.complex128, int_dtype=torch.int64)
 
 #: what turns a tensor into an ndarray (``np.asarray(t)``): the same values, as an array
-CONVERTERS = frozenset({np.asarray, np.array, np.asanyarray, np.ascontiguousarray})
+CONVERTERS = frozenset({np.asarray, np.array, np.asanyarray, np.ascontiguousarray} if np is not None else ())
 #: torch functions that turn an ndarray back into a tensor
 TO_TENSOR = frozenset({torch.from_numpy, torch.as_tensor, torch.asarray, torch.tensor})
 #: answers read from the array's metadata
@@ -159,6 +163,8 @@ def as_ndarray(tx, tensor: TensorVariable) -> NumpyNdarrayVariable:
 
 def _numpy_callable(fn) -> bool:
     """A function of numpy (a ufunc, a Python function, or numpy 2's array-function dispatcher)."""
+    if np is None:
+        return False
     return isinstance(fn, np.ufunc) or callable(fn) and not isinstance(fn, type) \
         and (getattr(fn, "__module__", None) or "").split(".")[0] == "numpy"
 
@@ -307,7 +313,7 @@ def _tensor_of(v):
 
 def is_numpy_scalar_type(fn) -> bool:
     """``np.float32``, ``np.int64``...: called on constants they make an immutable constant."""
-    return isinstance(fn, type) and issubclass(fn, np.generic)
+    return np is not None and isinstance(fn, type) and issubclass(fn, np.generic)
 
 
 def _is_numpy_dtype(value) -> bool:

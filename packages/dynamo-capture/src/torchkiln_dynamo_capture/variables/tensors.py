@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import operator
 
-import numpy as np
 import torch
 import torch.fx
+
+try:
+    import numpy as np
+except ImportError:  # optional: without numpy, Tensor.numpy() breaks the graph like .tolist()
+    np = None
 
 from ..exc import Unsupported
 from .base import AttrMissing, BoundMethodVariable, ConstantVariable, VariableTracker
@@ -64,7 +68,7 @@ class TensorVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if name in ("item", "tolist") and tx.out.scalar_outputs and not args and not kwargs:
             return self._scalar_outputs(tx, name)
-        if name == "numpy" and not args and set(kwargs) <= {"force"}:
+        if name == "numpy" and np is not None and not args and set(kwargs) <= {"force"}:
             # traced as numpy code (variables/numpy_arrays.py), as TorchDynamo does
             t = self
             if "force" in kwargs and kwargs["force"].as_python_constant():
