@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import functools
 import operator
-import types
 import warnings
 
 import torch
