@@ -32,6 +32,7 @@ from .variables.ctx import (
 from .variables.ctx import _set_grad as set_grad
 from .variables.functions import PartialVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
+from .variables.numpy_arrays import is_ndarray, ndarray_input
 from .variables.objects import UserObjectVariable
 from .variables.triton_kernels import TritonKernelVariable, is_triton_kernel
 
@@ -62,6 +63,12 @@ def wrap(tx, value, source):
     g = out.guards
     if isinstance(value, torch.Tensor):
         return out.wrap_input_tensor(tx, value, source)
+    if is_ndarray(value) and source is not None:
+        # a numpy array argument (or one handed over a graph break): its values enter the graph
+        # as a tensor sharing its memory, as TorchDynamo does (variables/numpy_arrays.py)
+        array = ndarray_input(tx, value, source)
+        if array is not None:
+            return array
     if isinstance(value, AutocastExit):
         # an open autocast block handed over by a graph break (see variables/ctx.py)
         if source is not None:

@@ -147,6 +147,32 @@ def _array_and_tensor():
     return (np.random.randn(5), torch.randn(3))
 
 
+# numpy array arguments enter the graph as tensors sharing their memory (float64 stays float64)
+def float64_array_arguments(a, b):
+    return a @ b.T, np.tanh(a) - b, (a > b).sum(axis=0)
+
+
+def _two_arrays():
+    return (np.random.randn(3, 4), np.random.randn(3, 4))
+
+
+# an array with negative strides cannot be shared with a tensor: it stays a plain object and
+# its numpy calls run in Python (no graph)
+def reversed_array_argument(a):
+    return np.sum(a, axis=0), a.mean()
+
+
+def _reversed_array():
+    return (np.random.randn(4, 3)[::-1],)
+
+
+# an array live at a graph break is handed to the continuation, where it is a graph input again
+def array_across_a_break(x):
+    b = np.exp(x.numpy())
+    print("a break")
+    return b * 2, b.sum()
+
+
 PROGRAMS = [
     NumpyProgram(exp_plus_sum_over_an_axis, x34, 1, 4),
     NumpyProgram(where_then_clip, x34, 1, 3),
@@ -167,7 +193,10 @@ PROGRAMS = [
     NumpyProgram(truth_of_an_array_breaks, x34, 2, 2),
     NumpyProgram(int_true_divide_runs_in_python, x34, 1),
     NumpyProgram(array_and_tensor_mixed, x34, 2),
-    NumpyProgram(array_arguments, _array_and_tensor, 1),
+    NumpyProgram(array_arguments, _array_and_tensor, 1, 3),
+    NumpyProgram(float64_array_arguments, _two_arrays, 1, 5),
+    NumpyProgram(reversed_array_argument, _reversed_array, 0),
+    NumpyProgram(array_across_a_break, x34, 2, 3),
 ]
 
 
@@ -236,3 +265,14 @@ def test_array_of_a_tensor_that_requires_grad_raises_as_eager():
     with pytest.raises(RuntimeError) as captured:
         capture(f, Counting())(x)
     assert str(captured.value) == str(eager.value)
+
+
+def test_an_array_argument_returned_is_the_callers_array():
+    def f(a, x):
+        return a, x * 2, a.T
+
+    compiled = capture(f, Counting())
+    a, x = np.random.randn(2, 3), torch.randn(3)
+    out = compiled(a, x)
+    assert out[0] is a  # as eager: the object itself, not a copy or a new view
+    assert_same_numpy(out, f(a, x))

@@ -34,6 +34,9 @@ try:
 except ImportError:  # numpy is optional (the "numpy" extra): without it no ndarray is ever made here
     np = tnp = _dtypes_impl = None
 
+from torchkiln_guards import TypeMatch
+
+from .._sources import TensorOfArraySource, source_code
 from ..exc import Unsupported
 from .base import BoundMethodVariable, ConstantVariable, VariableTracker
 from .containers import ListVariable, TupleVariable
@@ -129,6 +132,8 @@ class NumpyNdarrayVariable(VariableTracker):
 
     def reconstruct(self, rec) -> str:
         """The ndarray in Python after the graph (an output, or a value live at a break)."""
+        if self.source is not None:
+            return source_code(self.source, rec.ns)
         memo = rec._memo
         name = memo.get(id(self))
         if name is None:
@@ -138,6 +143,24 @@ class NumpyNdarrayVariable(VariableTracker):
 
     def __repr__(self) -> str:
         return f"NumpyNdarrayVariable({self.tensor.node.name}, {tuple(self.tensor.fake.shape)})"
+
+
+def is_ndarray(value) -> bool:
+    return np is not None and type(value) is np.ndarray
+
+
+def ndarray_input(tx, value, source) -> NumpyNdarrayVariable | None:
+    """An ndarray met at ``source``: a graph input ``torch.from_numpy(<source>)`` (guarded as a
+    tensor there), or None for an array torch cannot share (negative strides, a byte order or
+    dtype torch lacks), which stays a plain object whose numpy calls run in Python."""
+    try:
+        tensor = torch.from_numpy(value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    tx.out.guards.append(TypeMatch(source, np.ndarray))
+    array = NumpyNdarrayVariable(tx.out.wrap_input_tensor(tx, tensor, TensorOfArraySource(source)))
+    array.source = source  # returned as it is, the caller's own array comes back
+    return array
 
 
 def numpy_dtype(dtype: torch.dtype) -> np.dtype:
@@ -400,6 +423,6 @@ def numpy_operator(tx, fn, args: list) -> VariableTracker:
     return numpy_op(tx, operator_target(fn), args, {}, oracle=fn)
 
 
-__all__ = ["CONVERTERS", "TO_TENSOR", "NumpyNdarrayVariable", "as_ndarray", "call_numpy", "is_numpy_call",
-           "is_numpy_scalar_type",
+__all__ = ["CONVERTERS", "TO_TENSOR", "NumpyNdarrayVariable", "as_ndarray", "call_numpy", "is_ndarray",
+           "is_numpy_call", "is_numpy_scalar_type", "ndarray_input",
            "numpy_operator", "to_tensor"]
