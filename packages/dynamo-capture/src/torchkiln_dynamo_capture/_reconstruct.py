@@ -41,7 +41,7 @@ def _bound_to_an_object(value) -> bool:
     """A builtin method bound to an object (``a.mean`` of an array argument), not to a module
     or a class: each call's object has its own."""
     owner = getattr(value, "__self__", None)
-    return isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType)) and owner is not None \
+    return isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType, types.MethodType)) and owner is not None \
         and not isinstance(owner, (types.ModuleType, type))
 
 

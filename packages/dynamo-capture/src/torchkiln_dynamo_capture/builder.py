@@ -185,7 +185,8 @@ def wrap(tx, value, source):
         self_var = wrap(tx, value.__self__, self_src)
         if isinstance(value.__func__, types.FunctionType):
             return UserFunctionVariable.from_function(tx, value.__func__, None, self_var=self_var)
-        return ConstantVariable(value)
+        # a compiled (Cython) method: bound to this call's object, read from the source again
+        return ConstantVariable(value, source)
     if isinstance(value, functools.partial):
         if source is not None:
             g.append(TypeMatch(source, t))

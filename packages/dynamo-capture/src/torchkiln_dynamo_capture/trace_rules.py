@@ -280,7 +280,12 @@ def is_impure_module(modname: str | None) -> bool:
     """Whether functions of module ``modname`` act on the world (see ``IMPURE_MODULES``)."""
     if not modname:
         return False
-    return modname.split(".")[0] in IMPURE_MODULES
+    return modname.split(".")[0] in IMPURE_MODULES or modname.startswith(_IMPURE_SUBMODULES)
+
+
+#: parts of otherwise pure libraries that draw random numbers (run once at capture time, every
+#: call would get the first call's numbers)
+_IMPURE_SUBMODULES = ("numpy.random",)
 
 
 def pure_with_constants(fn: Any) -> bool:

@@ -244,6 +244,9 @@ def numpy_op(tx, target, args: list, kwargs: dict, oracle=None) -> VariableTrack
     """One graph node running ``target`` (torch._numpy) on the arrays' tensors; its results are
     ndarrays again. ``oracle``: numpy's callable, whose result on stand-in arrays the node's must
     match (for methods and operators ``target`` is applied to real arrays instead)."""
+    if "out" in kwargs:
+        raise Unsupported("a numpy call with out= (it writes an array in place, which may share memory "
+                          "with a tensor)", "it runs in Python between two graphs")
     if _has_tensor(args) or _has_tensor(kwargs.values()):
         raise Unsupported("an ndarray and a torch.Tensor in one numpy operation",
                           "convert one of them (torch.from_numpy / .numpy()) first")
