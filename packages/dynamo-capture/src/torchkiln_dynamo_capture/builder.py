@@ -32,7 +32,7 @@ from .variables.ctx import (
 from .variables.ctx import _set_grad as set_grad
 from .variables.functions import PartialVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
-from .variables.numpy_arrays import is_ndarray, ndarray_input
+from .variables.numpy_arrays import is_ndarray, is_traced_numpy_function, ndarray_input
 from .variables.objects import UserObjectVariable
 from .variables.triton_kernels import TritonKernelVariable, is_triton_kernel
 
@@ -169,7 +169,8 @@ def wrap(tx, value, source):
             else:
                 g.append(IdMatch(source, value))
         return out.remember(value, NNModuleVariable(value, source))
-    if isinstance(value, types.FunctionType) and (is_stdlib(value) or is_torch_callable(value) and not value.__module__.startswith(INLINE_TORCH_MODULES)):
+    if isinstance(value, types.FunctionType) and (is_stdlib(value) or is_torch_callable(value) and not value.__module__.startswith(INLINE_TORCH_MODULES)
+                                                  or is_traced_numpy_function(value)):
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):
         if source is not None and "<locals>" in value.__qualname__:

@@ -136,6 +136,45 @@ def array_and_tensor_mixed(x):
     return e, m, x.sin()
 
 
+def reductions_with_keepdims_and_argmax(x):
+    a = x.numpy()
+    return a.max(axis=1, keepdims=True), np.argmax(a, axis=0), a.argmin(), np.prod(a, axis=1), np.var(a)
+
+def cumulative_and_sorting(x):
+    a = x.numpy()
+    return np.cumsum(a, axis=1), np.sort(a, axis=0), np.flip(a, 0), np.diff(a, axis=1)
+
+def shapes_and_broadcasting(x):
+    a = x.numpy()
+    return a.reshape(2, 6), np.expand_dims(a, 0).shape, np.transpose(a)[None] + a.T, np.squeeze(a[None]), np.tile(a, (2, 1))
+
+def float16_and_int32(x):
+    h = x.numpy().astype(np.float16)
+    i = (x * 100).int().numpy()
+    return h * 2, i // 7, i.astype(np.float32) / 3, (h + i).dtype
+
+def softmax_in_numpy(x):
+    a = x.numpy()
+    e = np.exp(a - a.max(axis=-1, keepdims=True))
+    return e / e.sum(axis=-1, keepdims=True)
+
+def outer_and_einsum(x):
+    a = x.numpy()
+    return np.outer(a[0], a[1]), np.einsum("ij,kj->ik", a, a), np.dot(a, a.T), np.trace(a @ a.T)
+
+# arrays made from constants are graph nodes too (fresh each call, as in eager)
+def linspace_arange_with_arrays(x):
+    a = x.numpy()
+    return a * np.arange(4), a + np.linspace(0, 1, 4)
+
+def loop_over_rows(x):
+    a = x.numpy()
+    total = np.zeros(4, dtype=np.float32)
+    for row in a:
+        total = total + row * 2
+    return total
+
+
 # numpy arrays passed in are read on every call (never folded at capture time: a.mean() was
 # the first call's mean on every later call)
 def array_arguments(a, x):
@@ -193,6 +232,14 @@ PROGRAMS = [
     NumpyProgram(truth_of_an_array_breaks, x34, 2, 2),
     NumpyProgram(int_true_divide_runs_in_python, x34, 1),
     NumpyProgram(array_and_tensor_mixed, x34, 2),
+    NumpyProgram(reductions_with_keepdims_and_argmax, x34, 1, 5),
+    NumpyProgram(cumulative_and_sorting, x34, 1, 4),
+    NumpyProgram(shapes_and_broadcasting, x34, 1, 5),
+    NumpyProgram(float16_and_int32, x34, 1, 5),
+    NumpyProgram(softmax_in_numpy, x34, 1, 5),
+    NumpyProgram(outer_and_einsum, x34, 1, 4),
+    NumpyProgram(linspace_arange_with_arrays, x34, 1, 4),
+    NumpyProgram(loop_over_rows, x34, 1, 5),
     NumpyProgram(array_arguments, _array_and_tensor, 1, 3),
     NumpyProgram(float64_array_arguments, _two_arrays, 1, 5),
     NumpyProgram(reversed_array_argument, _reversed_array, 0),
@@ -308,3 +355,18 @@ def test_out_argument_runs_in_python():
     for _ in range(2):
         x = torch.randn(2, 3)
         assert_same_numpy(compiled(x), f(x))
+
+
+def test_an_array_made_from_constants_is_new_on_every_call():
+    """np.zeros(3) made once at capture time was one array shared by every call: a call that
+    wrote into it (in Python, after a break) changed what the next call started from."""
+    def f(x):
+        acc = np.zeros(3)
+        acc += 1  # in place: runs in Python, on this call's array
+        return x + torch.from_numpy(acc), acc
+
+    compiled = capture(f, Counting())
+    x = torch.zeros(3, dtype=torch.float64)
+    first, second = compiled(x), compiled(x)
+    assert_same_numpy(second, f(x))
+    assert first[1] is not second[1]

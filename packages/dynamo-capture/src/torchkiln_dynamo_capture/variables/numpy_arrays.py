@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import functools
 import operator
+import types
 import warnings
 
 import torch
@@ -38,7 +39,7 @@ from torchkiln_guards import TypeMatch
 
 from .._sources import TensorOfArraySource, source_code
 from ..exc import Unsupported
-from .base import BoundMethodVariable, ConstantVariable, VariableTracker
+from .base import BoundMethodVariable, ConstantVariable, VariableTracker, all_constant
 from .containers import ListVariable, TupleVariable
 from .symbolic import SymNodeVariable
 from .tensors import TensorVariable
@@ -187,8 +188,9 @@ def _numpy_callable(fn) -> bool:
     """A function of numpy (a ufunc, a Python function, or numpy 2's array-function dispatcher)."""
     if np is None:
         return False
+    module = getattr(fn, "__module__", None) or ""
     return isinstance(fn, np.ufunc) or callable(fn) and not isinstance(fn, type) \
-        and (getattr(fn, "__module__", None) or "").split(".")[0] == "numpy"
+        and module.split(".")[0] == "numpy" and not module.startswith("numpy.random")
 
 
 def numpy_function(fn) -> object | None:
@@ -201,6 +203,12 @@ def numpy_function(fn) -> object | None:
     return found if callable(found) and not isinstance(found, type) else None
 
 
+def is_traced_numpy_function(fn) -> bool:
+    """A numpy function written in Python that torch._numpy implements (``np.full``, ``np.outer``):
+    called as one numpy call (``call_numpy``), not inlined into numpy's own internals."""
+    return isinstance(fn, types.FunctionType) and numpy_function(fn) is not None
+
+
 def is_numpy_call(fn, args: list, kwargs: dict) -> bool:
     """Whether ``fn(*args, **kwargs)`` is a numpy call this family traces: a numpy function on
     an ndarray it tracks, or one of ``CONVERTERS`` on a tensor."""
@@ -208,7 +216,12 @@ def is_numpy_call(fn, args: list, kwargs: dict) -> bool:
         return False
     if fn in CONVERTERS and args and isinstance(args[0], (TensorVariable, NumpyNdarrayVariable)):
         return True
-    return _numpy_callable(fn) and (_has_array(args) or _has_array(kwargs.values()))
+    if not _numpy_callable(fn):
+        return False
+    # on constants too (np.zeros(3), np.arange(n)): an array made at capture time would be one
+    # object shared by every call, and a call writing into it changed what the next call got
+    return _has_array(args) or _has_array(kwargs.values()) or all_constant(args, kwargs) \
+        and numpy_function(fn) is not None
 
 
 def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
@@ -217,6 +230,10 @@ def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         if len(args) == 1 and not kwargs:
             return array
         args = [array, *args[1:]]
+    if not (_has_array(args) or _has_array(kwargs.values())):
+        made = _numpy_oracle(fn, args, kwargs)  # all constant: numpy's own result
+        if not isinstance(made, np.ndarray):
+            return tx.wrap(made, None)  # a scalar, dtype, shape...: an immutable constant
     impl = numpy_function(fn)
     if impl is None:
         raise Unsupported(f"numpy.{getattr(fn, '__name__', fn)} (torch._numpy does not implement it, so "
@@ -427,5 +444,5 @@ def numpy_operator(tx, fn, args: list) -> VariableTracker:
 
 
 __all__ = ["CONVERTERS", "TO_TENSOR", "NumpyNdarrayVariable", "as_ndarray", "call_numpy", "is_ndarray",
-           "is_numpy_call", "is_numpy_scalar_type", "ndarray_input",
+           "is_numpy_call", "is_numpy_scalar_type", "is_traced_numpy_function", "ndarray_input",
            "numpy_operator", "to_tensor"]
