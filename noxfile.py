@@ -28,13 +28,14 @@ PACKAGES = {
     "torchkiln": "torchkiln",
 }
 DIST_TO_FOLDER = {dist: folder for folder, dist in PACKAGES.items()}
-# Optional extras a package's own tests exercise: the --plot test of the benchmark command, and
+# Optional extras a package's own tests exercise: the --plot test of the benchmark command, capture's
+# numpy programs (its "numpy" extra), and
 # capture's conformance programs on real transformers models (a test-only need, not a dependency).
 # torchkiln's own tests are CPU-only, so pkg-torchkiln installs it without its "triton" extra:
 # that session is the proof that a CPU-only install (no triton, no codegen-triton) works. The
 # `tests` session installs every package, codegen-triton and so triton included, for the
 # Triton-interpreter tests.
-TEST_EXTRAS = {"torchkiln": "[plot]"}
+TEST_EXTRAS = {"torchkiln": "[plot]", "dynamo-capture": "[numpy]"}
 TEST_REQUIREMENTS = {"dynamo-capture": ["transformers>=4.40"]}
 
 nox.options.sessions = ["tests"]

@@ -244,3 +244,38 @@ def test_signed_zero_and_nan_arguments():
     for s in (0.0, -0.0, 0.0, float("nan"), float("nan"), -0.0):
         torch.testing.assert_close(f(a, s), _divide(a, s), equal_nan=True)
     assert backend.calls == 3
+
+
+def _tolist_summed(x):
+    y = x.sigmoid()
+    n = sum(sum(r) for r in (y > 0.5).int().tolist())  # a graph break; n differs per call
+    return y * n
+
+
+def _tolist_indexed(x):
+    y = x.sigmoid()
+    rows = (y > 0.5).int().tolist()
+    return y * rows[0][0] + rows[2][3] - rows[1][1]
+
+
+def _item_scaled(x):
+    y = x.cos()
+    return y * (y > 0.5).sum().item()
+
+
+@pytest.mark.parametrize("fn", [_tolist_summed, _tolist_indexed, _item_scaled])
+def test_values_read_from_tensors_recompile_once(fn):
+    """``.item()``/``.tolist()`` break the graph and hand ints to the continuation: its first
+    entry is static, the first recompile makes the ints symbolic (every int of the list, not only
+    the ones seen changing), and then every new value reuses that entry, as TorchDynamo's
+    automatic dynamic ints do."""
+    be = Counting()
+    cf = capture(fn, be)
+    torch.manual_seed(0)
+    values = set()
+    for _ in range(10):
+        x = torch.randn(3, 4)
+        torch.testing.assert_close(cf(x), fn(x))
+        values.add(int((x.sigmoid() > 0.5).sum()) if fn is not _item_scaled else int((x.cos() > 0.5).sum()))
+    assert len(values) > 3  # the values really changed from call to call
+    assert be.calls == 3, f"{be.calls} graphs: the first graph, the static continuation, the symbolic one"

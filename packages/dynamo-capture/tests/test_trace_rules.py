@@ -180,3 +180,66 @@ def test_our_mark_dynamic_and_mark_static():
         mark_dynamic(x, 0)
         torch.testing.assert_close(cf2(x), f(x))
     assert len(be2.graphs) == 1
+
+
+def _helper_marked_by_torch_compiler(x):
+    print("not traced: the call is one graph node")  # a break, if capture inlined it
+    return torch.sigmoid(x) * x
+
+
+def test_torch_compiler_allow_in_graph_puts_one_call_in_the_graph():
+    allowed = torch.compiler.allow_in_graph(_helper_marked_by_torch_compiler)
+
+    def f(x):
+        return allowed(x.cos()) + 1
+
+    be = Recording()
+    cf = capture(f, be)
+    x = torch.randn(5)
+    torch.testing.assert_close(cf(x), f(x))
+    assert len(be.graphs) == 1 and cf.graph_breaks == []
+    assert _helper_marked_by_torch_compiler in targets(be.graphs[0])
+
+
+def test_torch_functions_in_torch_compilers_registry_keep_capture_rules():
+    """TorchDynamo's registry also lists torch's own callables once it is built: capture keeps
+    placing those by its own rules (a no_grad block's mode changes, a tensor's gradient path)."""
+    torch.compiler.allow_in_graph(_helper_marked_by_torch_compiler)  # builds the registry
+
+    def f(x):
+        with torch.no_grad():
+            y = x * 2
+        return y + x
+
+    be = Recording()
+    x = torch.randn(4, requires_grad=True)
+    out = capture(f, be)(x)
+    torch.testing.assert_close(out, f(x))
+    assert out.requires_grad and len(be.graphs) == 1
+    (grad,) = torch.autograd.grad(out.sum(), x)
+    torch.testing.assert_close(grad, torch.ones(4))  # y = x * 2 was made without grad, as eager
+
+
+def test_torchs_maybe_mark_dynamic_and_mark_static():
+    def f(x):
+        return x.cos() * 2
+
+    be = Recording()
+    cf = capture(f, be, dynamic=False)
+    for n in (3, 6, 8):
+        x = torch.randn(n, 2)
+        torch._dynamo.maybe_mark_dynamic(x, 0)
+        torch.testing.assert_close(cf(x), f(x))
+    assert len(be.graphs) == 1 and _placeholder_symbolic_dims(be.graphs[0]) == [0]
+    be2 = Recording()
+    cf2 = capture(f, be2)  # automatic dynamic would make dim 0 symbolic at the recompile
+    for n in (3, 6, 8):
+        x = torch.randn(n, 2)
+        torch._dynamo.mark_static(x, 0)
+        torch.testing.assert_close(cf2(x), f(x))
+    assert len(be2.graphs) == 3 and all(_placeholder_symbolic_dims(g) == [] for g in be2.graphs)
+
+
+def _placeholder_symbolic_dims(gm) -> list[int]:
+    fake = gm.graph.find_nodes(op="placeholder")[0].meta["example_value"]
+    return [d for d, s in enumerate(fake.shape) if isinstance(s, torch.SymInt)]

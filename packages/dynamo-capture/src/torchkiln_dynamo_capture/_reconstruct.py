@@ -37,6 +37,14 @@ from .variables.tensors import TensorVariable
 _SIMPLE = (int, float, bool, str, type(None))
 
 
+def _bound_to_an_object(value) -> bool:
+    """A builtin method bound to an object (``a.mean`` of an array argument), not to a module
+    or a class: each call's object has its own."""
+    owner = getattr(value, "__self__", None)
+    return isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType, types.MethodType)) and owner is not None \
+        and not isinstance(owner, (types.ModuleType, type))
+
+
 def _new_object(cls, attrs):
     obj = cls.__new__(cls)
     obj.__dict__.update(attrs)
@@ -90,8 +98,10 @@ class Reconstructor:
             return f"__o[{self._out_index[id(v)]}]"
         if isinstance(v, ConstantVariable):
             if v.source is not None and (isinstance(v.value, (set, list, dict))
-                                         or type(getattr(v.value, "__self__", None)) in (set, list, dict)):
-                # the object itself (or its bound method), not capture's copy of it
+                                         or type(getattr(v.value, "__self__", None)) in (set, list, dict)
+                                         or _bound_to_an_object(v.value)):
+                # the object itself (or its bound method), not capture's copy of it (nor the
+                # method bound to the object the first call passed)
                 return source_code(v.source, ns)
             return repr(v.value) if type(v.value) in _SIMPLE and v.value == v.value else ns.ref(v.value)
         if isinstance(v, TupleVariable):

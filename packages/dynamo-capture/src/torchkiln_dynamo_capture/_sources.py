@@ -10,6 +10,7 @@ import gc
 from dataclasses import dataclass, field
 from typing import Any
 
+import torch
 from torchkiln_guards import (
     AttrSource,
     ClosureSource,
@@ -29,6 +30,7 @@ __all__ = [
     "ItemSource",
     "LocalSource",
     "Source",
+    "TensorOfArraySource",
     "ViewDictSource",
     "closure_cell_source",
     "default_source",
@@ -91,6 +93,31 @@ class ViewDictSource(Source):
         return view_dict(base_value)
 
 
+def _tensor_of_array(array):
+    return torch.from_numpy(array)
+
+
+@dataclass(frozen=True)
+class TensorOfArraySource(Source):
+    """The tensor sharing the memory of the numpy array at ``source`` (``torch.from_numpy``): how
+    an ndarray argument enters the graph (variables/numpy_arrays.py)."""
+
+    source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def expr(self) -> str:
+        return f"torch.from_numpy({self.source.expr()})"
+
+    def _code(self, base_ref, ctx):
+        return f"{ctx.const(_tensor_of_array, 'from_numpy')}({base_ref})"
+
+    def _fetch(self, base_value, frame):
+        return _tensor_of_array(base_value)
+
+
 def closure_cell_source(fn_source: Source, index: int) -> Source:
     """The contents of cell ``index`` of the function at ``fn_source``."""
     return AttrSource(ItemSource(AttrSource(fn_source, "__closure__"), index), "cell_contents")
@@ -119,6 +146,8 @@ def source_code(src: Source, ns: Namespace) -> str:
         return f"getattr({base}, {src.attr!r})"
     if isinstance(src, ViewDictSource):
         return f"{ns.ref(view_dict, 'view_dict')}({source_code(src.source, ns)})"
+    if isinstance(src, TensorOfArraySource):
+        return f"{ns.ref(_tensor_of_array, 'from_numpy')}({source_code(src.source, ns)})"
     if isinstance(src, ItemSource):
         key = repr(src.key) if type(src.key) in _LITERAL_KEYS else ns.ref(src.key, "key")
         return f"{source_code(src.source, ns)}[{key}]"

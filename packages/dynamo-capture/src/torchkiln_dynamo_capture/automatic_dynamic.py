@@ -44,14 +44,21 @@ def _argument_int_sizes(g, owners: dict[str, type]) -> tuple[Source, tuple[int, 
     if type(value) is int and isinstance(source, AttrSource):
         owner = owners.get(source.source.expr())
         return (source, (value,)) if owner is not None and not issubclass(owner, torch.nn.Module) else None
-    # an argument, or an item of one (a tuple of sizes)
-    if not isinstance(source.source if isinstance(source, ItemSource) else source, LocalSource):
+    # an argument, or an item of one at any depth (a tuple of sizes, a list of lists of ints)
+    if not isinstance(_root(source), LocalSource):
         return None
     if type(value) is int:
         return source, (value,)
     if type(value) is torch.Size:
         return source, tuple(value)
     return None
+
+
+def _root(source: Source) -> Source:
+    """The argument an item source reads from (``L['s']`` for ``L['s'][0][2]``)."""
+    while isinstance(source, ItemSource):
+        source = source.source
+    return source
 
 
 class EveryDim(dict):
@@ -100,4 +107,14 @@ class SizeHistory:
             if dims:
                 changed[expr] = dims
                 self._sizes[expr] = (src, tuple(None if d in dims else s for d, s in enumerate(sizes)))
+        # the ints of one list or tuple argument change as a whole: a list read out of a tensor
+        # (``.tolist()`` handed to a continuation) holds data, and marking only the items seen
+        # changing (TorchDynamo's per-source rule) recompiles again for each item first seen
+        # changing later, up to the recompile limit for a long list
+        roots = {_root(self._sizes[e][0]).expr() for e in changed if isinstance(self._sizes[e][0], ItemSource)}
+        for expr, (src, sizes) in list(self._sizes.items()):
+            if expr not in changed and isinstance(src, ItemSource) and len(sizes) == 1 \
+                    and _root(src).expr() in roots:
+                changed[expr] = frozenset({0})
+                self._sizes[expr] = (src, (None,))
         return changed

@@ -26,6 +26,9 @@ class BreakPoint:
     last: int  # the instruction that failed
     occurrence: int  # how many times ``first`` had run in the frame when it failed
     in_callee: bool  # the failure was inside an inlined call: the call is the break
+    #: (name, getter) when the instruction is ``obj.name`` whose @property getter broke: the step
+    #: reads it through the getter captured as its own frame, as a breaking callee is
+    getter: tuple | None = None
 
 
 @dataclass(frozen=True)
@@ -56,8 +59,9 @@ def graph_break(reason: str, filename: str, lineno: int | None, hint: str) -> Gr
     return GraphBreak(reason, filename, lineno, line, hint or DEFAULT_HINT)
 
 
-def break_point(insts, index: int, counts: dict, in_callee: bool) -> BreakPoint | None:
-    """The break point for a failure at instruction ``index`` of the top frame (None: cannot split)."""
+def break_point(insts, index: int, counts: dict, in_callee: bool, getter: tuple | None = None) -> BreakPoint | None:
+    """The break point for a failure at instruction ``index`` of the top frame (None: cannot split);
+    ``getter``: a (name, fget) of a property read whose getter broke, kept for a LOAD_ATTR."""
     inst = insts[index]
     first = index
     if inst.opname == "CALL":
@@ -65,7 +69,9 @@ def break_point(insts, index: int, counts: dict, in_callee: bool) -> BreakPoint 
             first -= 1
     if _popped(inst) is None:
         return None
-    return BreakPoint(first, index, counts.get(first, 1), in_callee)
+    if inst.opname != "LOAD_ATTR" or not in_callee:
+        getter = None
+    return BreakPoint(first, index, counts.get(first, 1), in_callee, getter)
 
 
 def _popped(inst) -> int | None:

@@ -32,6 +32,7 @@ from .variables.ctx import (
 from .variables.ctx import _set_grad as set_grad
 from .variables.functions import PartialVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
+from .variables.numpy_arrays import is_ndarray, is_traced_numpy_function, ndarray_input
 from .variables.objects import UserObjectVariable
 from .variables.triton_kernels import TritonKernelVariable, is_triton_kernel
 
@@ -62,6 +63,12 @@ def wrap(tx, value, source):
     g = out.guards
     if isinstance(value, torch.Tensor):
         return out.wrap_input_tensor(tx, value, source)
+    if is_ndarray(value) and source is not None:
+        # a numpy array argument (or one handed over a graph break): its values enter the graph
+        # as a tensor sharing its memory, as TorchDynamo does (variables/numpy_arrays.py)
+        array = ndarray_input(tx, value, source)
+        if array is not None:
+            return array
     if isinstance(value, AutocastExit):
         # an open autocast block handed over by a graph break (see variables/ctx.py)
         if source is not None:
@@ -162,7 +169,8 @@ def wrap(tx, value, source):
             else:
                 g.append(IdMatch(source, value))
         return out.remember(value, NNModuleVariable(value, source))
-    if isinstance(value, types.FunctionType) and (is_stdlib(value) or is_torch_callable(value) and not value.__module__.startswith(INLINE_TORCH_MODULES)):
+    if isinstance(value, types.FunctionType) and (is_stdlib(value) or is_torch_callable(value) and not value.__module__.startswith(INLINE_TORCH_MODULES)
+                                                  or is_traced_numpy_function(value)):
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):
         if source is not None and "<locals>" in value.__qualname__:
@@ -178,7 +186,8 @@ def wrap(tx, value, source):
         self_var = wrap(tx, value.__self__, self_src)
         if isinstance(value.__func__, types.FunctionType):
             return UserFunctionVariable.from_function(tx, value.__func__, None, self_var=self_var)
-        return ConstantVariable(value)
+        # a compiled (Cython) method: bound to this call's object, read from the source again
+        return ConstantVariable(value, source)
     if isinstance(value, functools.partial):
         if source is not None:
             g.append(TypeMatch(source, t))

@@ -28,6 +28,9 @@ class Unsupported(RuntimeError):
         self.in_callee = False
         #: the failure happened while a contextmanager was traced (set by capture_frame)
         self.traced_contextmanager = False
+        #: (translator, name, getter): the failure happened in a @property getter inlined for
+        #: ``obj.name`` read by that translator's LOAD_ATTR (the break reads it with the getter captured)
+        self.property_read: tuple | None = None
         super().__init__(construct)
 
     def located(self, filename: str, lineno: int | None) -> Unsupported:

@@ -247,7 +247,7 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
         resume = ctx.resume_function(orig, clause.body, succ_layout, live, func)
         successors.append(Successor(False, resume, succ_layout, live, handler=clause.body))
     live_first = _live(orig, first, bound)
-    step = ctx.step_function(orig, first, last, layout, live_first, successors, func)
+    step = ctx.step_function(orig, first, last, layout, live_first, successors, func, bp.getter)
     # a continuation that started in an except clause body and has left it since: the exception
     # handled before it is the one being handled again when the step runs (its POP_EXCEPT was a POP_TOP)
     started = ctx.codes.resume_target(code)

@@ -5,9 +5,9 @@ The marks are attributes on the function object, so they need no registry: ours
 (``_torchkiln_disable``, ``_torchkiln_allow_in_graph``) and the one ``torch.compiler.disable``
 sets on the wrapper it returns (``_torchdynamo_disable``), so code written for torch.compile
 behaves the same under torchkiln. ``torch.compiler.allow_in_graph`` records its functions in
-TorchDynamo's private state, which torchkiln does not read: use ``allow_in_graph`` from here
-(re-exported as ``torchkiln.allow_in_graph``); inlining such a function instead gives the same
-results, only possibly more graphs.
+TorchDynamo's registry of function ids, which capture reads where the call left it (it imports
+and calls nothing of TorchDynamo: ``_marked_by_torch_compiler``); ``allow_in_graph`` from here
+(re-exported as ``torchkiln.allow_in_graph``) marks the function itself.
 
 Capture also keeps torch.distributed's own machinery out of graphs by itself: a distributed
 wrapper module's call runs in Python (``runs_in_python``, ``wrapped_module``), and methods of
@@ -30,6 +30,7 @@ on the world (``IMPURE_MODULES``: output, clocks, files, processes) always break
 
 from __future__ import annotations
 
+import array
 import functools
 import logging
 import sys
@@ -52,7 +53,21 @@ def is_disabled(fn: Any) -> bool:
 
 
 def is_allowed_in_graph(fn: Any) -> bool:
-    return getattr(getattr(fn, "__func__", fn), "_torchkiln_allow_in_graph", False) is True
+    fn = getattr(fn, "__func__", fn)
+    return getattr(fn, "_torchkiln_allow_in_graph", False) is True or _marked_by_torch_compiler(fn)
+
+
+def _marked_by_torch_compiler(fn: Any) -> bool:
+    """``torch.compiler.allow_in_graph(fn)`` keeps ``id(fn)`` in TorchDynamo's registry, a set in
+    a module that the call itself imported: read where it already is (never imported, nothing of
+    it called). Only the user's own functions count: the registry also lists torch's callables,
+    which capture's own rules place (grad mode, control flow) rather than as opaque calls."""
+    rules = sys.modules.get("torch._dynamo.trace_rules")
+    ids = getattr(getattr(rules, "_allowed_callable_ids", None), "function_ids", None)
+    if not ids or id(fn) not in ids:
+        return False
+    module = getattr(fn, "__module__", None) or ""
+    return isinstance(fn, types.FunctionType) and not module.startswith(("torch", "numpy", "math", "builtins"))
 
 
 def disable(fn: F | None = None, *, recursive: bool = True, reason: str | None = None) -> Any:
@@ -265,7 +280,12 @@ def is_impure_module(modname: str | None) -> bool:
     """Whether functions of module ``modname`` act on the world (see ``IMPURE_MODULES``)."""
     if not modname:
         return False
-    return modname.split(".")[0] in IMPURE_MODULES
+    return modname.split(".")[0] in IMPURE_MODULES or modname.startswith(_IMPURE_SUBMODULES)
+
+
+#: parts of otherwise pure libraries that draw random numbers (run once at capture time, every
+#: call would get the first call's numbers)
+_IMPURE_SUBMODULES = ("numpy.random",)
 
 
 def pure_with_constants(fn: Any) -> bool:
@@ -280,6 +300,10 @@ def pure_with_constants(fn: Any) -> bool:
         return True
     if changes_torch_state(fn):
         return False
+    if owner is not None and _holds_data(owner):
+        # an array's method reads its elements, which no guard covers (a numpy array argument
+        # is guarded by type): run at capture time, a.mean() was the first call's mean forever
+        return False
     if owner is not None and not isinstance(owner, types.ModuleType):
         # torch.distributed's objects act on every call (an all-reduce, a reducer told a
         # backward is coming): run once at capture time, later calls would silently skip them
@@ -291,6 +315,16 @@ def pure_with_constants(fn: Any) -> bool:
         return not is_impure_module(mod)
     top = mod.split(".")[0]
     return top in ("torch", "numpy", "sympy") or top in _PURE_C_MODULES
+
+
+_DATA_BUFFERS = (bytearray, memoryview, array.array)
+
+
+def _holds_data(obj: Any) -> bool:
+    """A mutable buffer of elements: a numpy array or scalar (they expose ``__array_interface__``),
+    a bytearray, memoryview or array.array."""
+    return isinstance(obj, _DATA_BUFFERS) or (type(obj).__module__ or "").split(".")[0] == "numpy" \
+        and hasattr(type(obj), "__array_interface__")
 
 
 _TENSOR_FACTORIES = {torch.ones, torch.zeros, torch.empty, torch.full, torch.arange, torch.rand, torch.randn, torch.randint,

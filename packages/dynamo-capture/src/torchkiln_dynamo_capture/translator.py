@@ -40,6 +40,7 @@ from .variables.functions import (
 from .variables.generators import Suspend, contextmanager_call, is_contextmanager_helper
 from .variables.logging_calls import bound, replay_logging_call
 from .variables.modules import NNModuleVariable
+from .variables.numpy_arrays import NumpyNdarrayVariable, numpy_operator
 from .variables.objects import UserObjectVariable
 from .variables.operators import BINARY_OPS, COMPARE_OPS, binary_op, contains, identity
 from .variables.symbolic import SliceVariable, SymNodeVariable, sym_unary
@@ -196,7 +197,9 @@ class InstructionTranslator:
             return r.value
         except Unsupported as e:
             if top and inst is not None and e.break_point is None:
-                e.break_point = break_point(insts, inst.index, self.exec_counts, getattr(e, "in_callee", False))
+                read = e.property_read
+                getter = read[1:] if read is not None and read[0] is self else None
+                e.break_point = break_point(insts, inst.index, self.exec_counts, getattr(e, "in_callee", False), getter)
             raise e.located(self.code.co_filename, self.lineno) from None
         except AttrMissing as e:
             err = Unsupported(f"missing attribute {e}").located(self.code.co_filename, self.lineno)
@@ -403,6 +406,8 @@ class InstructionTranslator:
         x = self.pop()
         if isinstance(x, TensorVariable):
             self.push(self.out.call_tensor_op(self, "call_function", fn, [x], {}))
+        elif isinstance(x, NumpyNdarrayVariable):
+            self.push(numpy_operator(self, fn, [x]))
         elif isinstance(x, SymNodeVariable) and x.unbacked:
             self.push(sym_unary(self, fn, x))  # -n of a value read from a tensor stays symbolic
         else:

@@ -100,11 +100,15 @@ class CaptureContext:
             self._resumes[key] = fn
         return fn
 
-    def step_function(self, orig, first, last, layout, live, successors, func) -> types.FunctionType:
-        key = (orig, first, last, layout, live, tuple((s.jump, id(s.resume)) for s in successors))
+    def step_function(self, orig, first, last, layout, live, successors, func, getter=None) -> types.FunctionType:
+        """The step of a break (see ``bytecode/resume.py``); ``getter``: (name, fget) of a property
+        whose getter broke, read in the step through ``property_reader``."""
+        key = (orig, first, last, layout, live, tuple((s.jump, id(s.resume)) for s in successors),
+               getter and (getter[0], id(getter[1])))
         fn = self._steps.get(key)
         if fn is None:
-            code = step_code(orig, first, last, layout, live, successors, f"step_at_{first}")
+            reader = self.property_reader(*getter) if getter else None
+            code = step_code(orig, first, last, layout, live, successors, f"step_at_{first}", reader)
             fn = make_function(code, func)
             self._steps[key] = fn
         return fn
@@ -116,6 +120,18 @@ class CaptureContext:
             c = self._callees[id(fn)] = self._child(fn, getattr(fn, "__qualname__", "callee"))
             c._keepalive = fn  # the cache is keyed by id(fn): fn must outlive its entry
         return c
+
+    def property_reader(self, name: str, fget) -> PropertyReader:
+        """``obj.name`` with the @property getter ``fget`` captured as its own frame (its body
+        broke when inlined): one captured function per getter, since the objects it reads are
+        often made on each call."""
+        key = ("property", name, id(fget))
+        reader = self._callees.get(key)
+        if reader is None:
+            captured = self._child(fget, getattr(fget, "__qualname__", name))
+            captured._keepalive = fget
+            reader = self._callees[key] = PropertyReader(name, fget, captured)
+        return reader
 
     def method_callee(self, fn, obj):
         """``obj.fn`` captured as its own frame: one captured function per (function, object), so
@@ -193,6 +209,24 @@ class CaptureContext:
         if not _has_hooks(mod):
             return captured
         return functools.partial(_call_with_forward, mod, captured)
+
+
+class PropertyReader:
+    """``reader(obj)`` is ``obj.name``: through the captured getter while ``type(obj)`` still
+    resolves ``name`` to the property capture saw, else the ordinary lookup (a subclass that
+    overrides it, an instance of another class at the same place)."""
+
+    def __init__(self, name: str, fget, captured) -> None:
+        self.name, self.fget, self.captured = name, fget, captured
+
+    def __call__(self, obj):
+        for klass in type(obj).__mro__:
+            attr = klass.__dict__.get(self.name)
+            if attr is not None:
+                if isinstance(attr, property) and attr.fget is self.fget:
+                    return self.captured(obj)
+                break
+        return getattr(obj, self.name)
 
 
 def _has_hooks(mod) -> bool:

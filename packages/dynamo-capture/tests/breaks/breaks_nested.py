@@ -317,6 +317,63 @@ def classmethod_that_prints(x):
     return obj.t.sum()
 
 
+class _Holder:
+    """Read through properties whose getters break (captured as their own frames, as callees)."""
+
+    def __init__(self, t):
+        self.t = t
+
+    @property
+    def value(self):
+        print("value read")
+        return self.t + 1
+
+    @property
+    def outer(self):
+        return self.value * 2  # the inner getter breaks: this getter's frame is split around it
+
+    @property
+    def risky(self):
+        print("risky read")
+        return self.t / 0 if self.t.dim() > 5 else self.t.neg()
+
+
+def _holder34() -> tuple:
+    return (_Holder(torch.randn(3, 4)),)
+
+
+@program(graphs=3, inputs=_holder34)
+def property_of_an_argument_that_prints(h):
+    y = h.t.sin()
+    return h.value * y
+
+
+# y = cos [1]; h.outer: the outer getter's frame breaks at self.value, whose getter prints and
+# adds [2]; the outer getter's continuation doubles [3]; the caller's continuation triples [4]
+@program(graphs=4)
+def property_whose_getter_reads_a_breaking_property(x):
+    y = x.cos()
+    h = _Holder(y)
+    return h.outer * 3
+
+
+@program(graphs=3, inputs=_holder34)
+def property_that_prints_inside_try(h):
+    y = h.t.exp()
+    try:
+        v = h.risky
+    except ZeroDivisionError:
+        v = y
+    return v - y
+
+
+@program(graphs=2, inputs=_holder34)
+def property_that_prints_read_twice(h):
+    a = h.value
+    b = h.value  # the same getter on the same object again: its entry is a cache hit
+    return a * b
+
+
 class _Scaler:
     def __init__(self, k):
         self.k = k

@@ -1,5 +1,8 @@
 """``.item()``, ``.tolist()``, ``.numpy()``, numpy calls and unknown C functions.
 
+numpy calls on arrays made from tensors (``t.numpy()``, ``np.asarray(t)``) are traced into the graph;
+what reads a value out of an array (``int()``, ``bool()``, ``.tolist()``) breaks it.
+
 A Python value read out of a tensor is guarded like any constant once a continuation carries it,
 so the programs read deterministic facts (``(x > -100).sum()`` is the element count) or use the
 value only where no tensor operation follows in the same piece; random floats are only returned.
@@ -71,7 +74,9 @@ def numpy_method_on_tensor_output(x):
     return y * n
 
 
-@program(graphs=1)
+# numpy on a tensor's values is traced (as TorchDynamo does): the comparison and count_nonzero are
+# the first graph, int() of the count breaks, x * n is the second
+@program(graphs=2)
 def numpy_on_input_before_any_op(x):
     n = int(np.count_nonzero(x.numpy() > -100))
     return x * n

@@ -150,11 +150,15 @@ class Successor:
 
 
 def step_code(code: types.CodeType, first: int, last: int, layout: tuple[str, ...], live: tuple[str, ...],
-              successors: list[Successor], name: str) -> types.CodeType:
-    """Run instructions ``first..last`` of ``code`` in CPython, then call the right continuation."""
+              successors: list[Successor], name: str, reader=None) -> types.CodeType:
+    """Run instructions ``first..last`` of ``code`` in CPython, then call the right continuation.
+    ``reader``: the instruction is an attribute read, done as ``reader(obj)`` instead (a property
+    whose getter is captured on its own, see ``CaptureContext.property_reader``)."""
     bc, instrs, _, _ = _copy(code, first, layout, live, name)
     cellvars = set(code.co_cellvars)
     inst = instrs[last]
+    if reader is not None:
+        inst = _read_through(bc, inst, reader)
     tails: list = []
     for succ in successors:
         label = Label()
@@ -177,6 +181,20 @@ def step_code(code: types.CodeType, first: int, last: int, layout: tuple[str, ..
             bc.insert(pos + 1, Instr("JUMP_FORWARD", label, lineno=inst.lineno or code.co_firstlineno))
     bc.extend(tails)
     return _assemble(bc, code, layout, live, extra=max((len(s.layout) + len(s.live) for s in successors), default=0))
+
+
+def _read_through(bc, inst: Instr, reader) -> Instr:
+    """Replace the attribute read ``inst`` (stack: obj -> value) with ``reader(obj)``; returns the
+    last new instruction. The reader is held weakly, as ``_tail`` holds a continuation (it holds
+    a captured function, whose context holds this step)."""
+    line = inst.lineno
+    new = [Instr("STORE_FAST", "__tk_read_obj"), Instr("PUSH_NULL"), Instr("PUSH_NULL"),
+           Instr("LOAD_CONST", weakref.ref(reader)), *_call(0), Instr("LOAD_FAST", "__tk_read_obj"), *_call(1)]
+    for i in new:
+        i.lineno = line
+    pos = _position(bc, inst)
+    bc[pos:pos + 1] = new
+    return new[-1]
 
 
 def _tail(succ: Successor, cellvars: set) -> list[Instr]:

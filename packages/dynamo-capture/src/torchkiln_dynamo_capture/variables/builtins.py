@@ -15,8 +15,9 @@ from ..exc import Unsupported
 from .base import NO_REAL, AttrMissing, ConstantVariable, all_constant, constant_values
 from .containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .functions import PartialVariable, SuperVariable, UserFunctionVariable
+from .numpy_arrays import NumpyNdarrayVariable, numpy_operator
 from .operators import binary_op
-from .symbolic import sym_min_max
+from .symbolic import SymNodeVariable, sym_min_max
 from .tensors import TensorVariable
 
 
@@ -117,7 +118,10 @@ def _reduce(fn):
             symbolic = sym_min_max(tx, fn, items)
             if symbolic is not None:
                 return symbolic
-        if all(i.is_python_constant() for i in items) and all_constant([], kwargs):
+        # a symbolic int counts as a constant elsewhere (it specializes when read); a sum keeps it
+        # symbolic (the ints of a list handed over a graph break, automatic dynamic)
+        summing_symbols = fn is sum and any(isinstance(i, SymNodeVariable) for i in items)
+        if not summing_symbols and all(i.is_python_constant() for i in items) and all_constant([], kwargs):
             _, k = constant_values([], kwargs)
             return tx.wrap(fn([i.as_python_constant() for i in items], **k), None)
         if fn is sum:
@@ -146,6 +150,8 @@ def _numeric(cls):
 def _abs(tx, x):
     if isinstance(x, TensorVariable):
         return tx.out.call_tensor_op(tx, "call_function", torch.abs, [x], {})
+    if isinstance(x, NumpyNdarrayVariable):
+        return numpy_operator(tx, operator.abs, [x])
     return ConstantVariable(abs(x.as_python_constant()))
 
 

@@ -43,6 +43,15 @@ from .functions import PartialVariable, UserFunctionVariable
 from .generators import NullContextVariable, contextmanager_call, is_contextmanager_function
 from .higher_order import call_higher_order, higher_order_kind
 from .logging_calls import replay_logging_call
+from .numpy_arrays import (
+    TO_TENSOR,
+    NumpyNdarrayVariable,
+    call_numpy,
+    is_numpy_call,
+    is_numpy_scalar_type,
+    numpy_operator,
+    to_tensor,
+)
 from .operators import OPERATOR_FNS, binary_op
 from .symbolic import CHECKS, call_check
 from .tensors import BACKWARD_HINT, BACKWARD_INSIDE, TensorVariable, has_tensor
@@ -94,6 +103,13 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return tx.call_function(args[0], list(args[1:]), kept)
     if trace_rules.is_allowed_in_graph(fn):
         return tx.out.call_tensor_op(tx, "call_function", fn, args, kwargs)
+    if is_numpy_call(fn, args, kwargs):  # numpy on arrays of tensors' values: into the graph
+        return call_numpy(tx, fn, args, kwargs)
+    if _hashable(fn) and fn in TO_TENSOR and args and isinstance(args[0], NumpyNdarrayVariable):
+        return to_tensor(tx, fn, args, kwargs)
+    if is_numpy_scalar_type(fn) and all_constant(args, kwargs):
+        a, k = constant_values(args, kwargs)
+        return ConstantVariable(fn(*a, **k))
     handler = BUILTIN_HANDLERS.get(fn) if _hashable(fn) else None
     if handler is not None:
         return handler(tx, *args, **kwargs)
@@ -106,6 +122,8 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if fn in (operator.not_, operator.truth):
         r = tx.truth(args[0])
         return ConstantVariable(not r if fn is operator.not_ else r)
+    if fn in (operator.neg, operator.pos, operator.invert, operator.abs) and isinstance(args[0], NumpyNdarrayVariable):
+        return numpy_operator(tx, fn, args)
     if fn in (operator.neg, operator.pos, operator.invert, operator.abs) and isinstance(args[0], TensorVariable):
         return tx.out.call_tensor_op(tx, "call_function", fn, args, kwargs)
     if isinstance(fn, type):

@@ -244,7 +244,12 @@ def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> Variab
     if isinstance(attr, property):
         if attr.fget is None:
             raise AttrMissing(name)
-        return tx.call_function(tx.wrap(attr.fget, None), [obj], {})
+        try:
+            return tx.call_function(tx.wrap(attr.fget, None), [obj], {})
+        except Unsupported as e:
+            if e.in_callee:  # the outermost read wins: the one in the frame that is split
+                e.property_read = (tx, name, attr.fget)
+            raise
     if isinstance(attr, functools.cached_property) and hasattr(obj, "store_attr"):
         # computed once, then an instance attribute (reads find it before this descriptor)
         value = tx.call_function(tx.wrap(attr.func, None), [obj], {})
@@ -258,8 +263,10 @@ def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> Variab
         real = obj.real_value()
         if real is NO_REAL:
             raise Unsupported(f"builtin method {name!r} of a {obj.python_type().__name__} built during capture")
-        # bind this very descriptor (super() may have skipped an override of the same name)
-        return tx.wrap(attr.__get__(real, type(real)), None)
+        # bind this very descriptor (super() may have skipped an override of the same name); a
+        # new bound object per call: run code reads it from the object again (its source)
+        src = AttrSource(obj.source, name) if obj.source is not None and source is None else source
+        return tx.wrap(attr.__get__(real, type(real)), src)
     if hasattr(attr, "__get__") and not isinstance(attr, (type, types.ModuleType)) and (
             inspect.ismethoddescriptor(attr) or inspect.isdatadescriptor(attr)):
         real = obj.real_value()

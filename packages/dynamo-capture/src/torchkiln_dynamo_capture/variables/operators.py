@@ -14,6 +14,7 @@ from ..exc import Unsupported
 from .base import NO_REAL, ConstantVariable, VariableTracker
 from .containers import DictVariable, ListVariable, TupleVariable
 from .modules import NNModuleVariable
+from .numpy_arrays import NumpyNdarrayVariable, numpy_operator
 from .objects import DataclassVariable, NewObjectVariable, UserObjectVariable
 from .symbolic import is_symbolic, sym_binary
 from .tensors import TensorVariable
@@ -45,6 +46,8 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
     if (is_symbolic(a) or is_symbolic(b)) and not isinstance(a, TensorVariable) and not isinstance(b, TensorVariable) \
             and a.is_python_constant() and b.is_python_constant():
         return sym_binary(tx, fn, a, b)
+    if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
+        return numpy_operator(tx, fn, [a, b])
     if isinstance(a, TensorVariable) or isinstance(b, TensorVariable):
         if not isinstance(a, TensorVariable):  # `number += tensor` rebinds: not in-place
             fn = INPLACE_TO_BINARY.get(fn, fn)

@@ -7,6 +7,11 @@ import operator
 import torch
 import torch.fx
 
+try:
+    import numpy as np
+except ImportError:  # optional: without numpy, Tensor.numpy() breaks the graph like .tolist()
+    np = None
+
 from ..exc import Unsupported
 from .base import AttrMissing, BoundMethodVariable, ConstantVariable, VariableTracker
 from .containers import DictVariable, ListVariable, TupleVariable
@@ -69,6 +74,13 @@ class TensorVariable(VariableTracker):
             raise Unsupported(BACKWARD_INSIDE, BACKWARD_HINT)
         if name in ("item", "tolist") and tx.out.scalar_outputs and not args and not kwargs:
             return self._scalar_outputs(tx, name)
+        if name == "numpy" and np is not None and not args and set(kwargs) <= {"force"}:
+            # traced as numpy code (variables/numpy_arrays.py), as TorchDynamo does
+            t = self
+            if "force" in kwargs and kwargs["force"].as_python_constant():
+                t = tx.out.call_tensor_op(tx, "call_method", "detach", [t], {})
+                t = tx.out.call_tensor_op(tx, "call_method", "cpu", [t], {}) if t.fake.device.type != "cpu" else t
+            return tx.call_value(np.asarray, [t], {})
         if name in _DATA_DEPENDENT:
             raise Unsupported(f"Tensor.{name}() (its result depends on tensor data)", "keep it outside the captured function")
         if name in ("size", "numel", "nelement", "stride") and self._symbolic():

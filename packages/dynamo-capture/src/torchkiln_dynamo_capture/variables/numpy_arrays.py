@@ -1,0 +1,448 @@
+"""numpy on tensors' values: an ndarray made from a tensor is a tensor in the graph.
+
+TorchDynamo traces numpy code (``t.numpy()``, ``np.asarray(t)``, then numpy functions, ndarray
+methods, attributes and operators) into the graph and hands ndarrays back to Python at its
+outputs. So does this family: a ``NumpyNdarrayVariable`` wraps the TensorVariable holding the
+array's values; each numpy call is one graph node whose target (``numpy_node``) runs the
+``torch._numpy`` implementation of that call (numpy's semantics written in torch operations),
+so fake tensors give its metadata and make_fx later traces it into aten operations.
+
+numpy's own result decides what the node must give: before a node is added, the call runs in
+real numpy on arrays of ones with the same dtypes and shapes (``_numpy_oracle``), and a result of
+another dtype or shape than torch._numpy's breaks the graph (never a silently different array;
+``b / 2`` on int64 is float64 in numpy and float32 in torch._numpy), and a numpy scalar result
+(``np.sum(a)``, ``a[0, 1]``) is handed back as a numpy scalar, not a 0-d array.
+
+What breaks the graph, with its reason: numpy calls torch._numpy lacks, values needed in Python
+(``bool``/``int``/``float`` of an array, ``.item()``, ``.tolist()``), in-place array updates
+(``a += 1``, ``a[i] = v``: the array may share memory with a tensor), arrays mixed with tensors in
+one operation, and an ndarray of a tensor that requires grad or is not on the CPU (eager raises).
+"""
+
+from __future__ import annotations
+
+import functools
+import operator
+import types
+import warnings
+
+import torch
+
+try:
+    import numpy as np
+    import torch._numpy as tnp
+    from torch._numpy import _dtypes_impl
+except ImportError:  # numpy is optional (the "numpy" extra): without it no ndarray is ever made here
+    np = tnp = _dtypes_impl = None
+
+from torchkiln_guards import TypeMatch
+
+from .._sources import TensorOfArraySource, source_code
+from ..exc import Unsupported
+from .base import BoundMethodVariable, ConstantVariable, VariableTracker, all_constant
+from .containers import ListVariable, TupleVariable
+from .symbolic import SymNodeVariable
+from .tensors import TensorVariable
+
+# torch._numpy reads its default dtypes from torch._dynamo's config on first use, which would
+# import torch._dynamo (this project does not); numpy's own defaults are what it would find there
+if _dtypes_impl is not None and _dtypes_impl._default_dtypes is None:
+    _dtypes_impl._default_dtypes = _dtypes_impl.DefaultDTypes(
+        float_dtype=torch.float64, complex_dtype=torch.complex128, int_dtype=torch.int64)
+
+#: what turns a tensor into an ndarray (``np.asarray(t)``): the same values, as an array
+CONVERTERS = frozenset({np.asarray, np.array, np.asanyarray, np.ascontiguousarray} if np is not None else ())
+#: torch functions that turn an ndarray back into a tensor
+TO_TENSOR = frozenset({torch.from_numpy, torch.as_tensor, torch.asarray, torch.tensor})
+#: answers read from the array's metadata
+_META = frozenset({"shape", "ndim", "size", "dtype", "itemsize", "nbytes"})
+#: methods whose result is a Python value computed from the data: the graph breaks
+_DATA_DEPENDENT = frozenset({"item", "tolist", "tobytes", "tostring", "__bool__", "__int__", "__float__",
+                             "__index__", "__complex__", "nonzero", "__array__", "__iter__"})
+#: methods that change the array in place (it may share memory with a tensor)
+_IN_PLACE = frozenset({"fill", "sort", "resize", "put", "itemset", "setfield", "partition", "__setitem__",
+                       "__delitem__", "byteswap", "setflags"})
+_IN_PLACE_OPERATORS = frozenset({operator.iadd, operator.isub, operator.imul, operator.itruediv,
+                                 operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
+                                 operator.iand, operator.ior, operator.ixor, operator.ilshift,
+                                 operator.irshift})
+
+
+class NumpyNdarrayVariable(VariableTracker):
+    """An ndarray whose values are ``tensor`` (a graph value); ``scalar``: numpy gives a numpy
+    scalar here (``np.float32``), handed back to Python as one."""
+
+    def __init__(self, tensor: TensorVariable, scalar: bool = False):
+        self.tensor = tensor
+        self.scalar = scalar
+
+    @property
+    def np_dtype(self) -> np.dtype:
+        return numpy_dtype(self.tensor.fake.dtype)
+
+    def python_type(self) -> type:
+        return self.np_dtype.type if self.scalar else np.ndarray
+
+    def var_getattr(self, tx, name):
+        fake = self.tensor.fake
+        if name in _META:
+            if name == "shape":
+                return self.tensor.var_getattr(tx, "shape") if self.tensor._symbolic() else ConstantVariable(
+                    tuple(int(s) for s in fake.shape))
+            if name == "size":
+                return self.tensor.call_method(tx, "numel", [], {})
+            if name == "ndim":
+                return ConstantVariable(fake.dim())
+            if name == "dtype":
+                return ConstantVariable(self.np_dtype)
+            return ConstantVariable(self.np_dtype.itemsize * (1 if name == "itemsize" else int(fake.numel())))
+        if name in ("T", "real", "imag", "mT"):
+            return numpy_op(tx, _attribute(name), [self], {})
+        if name in _DATA_DEPENDENT or name in _IN_PLACE or callable(getattr(tnp.ndarray, name, None)):
+            return BoundMethodVariable(self, name)  # decided when called
+        raise Unsupported(f"ndarray attribute {name!r} (torch._numpy has no such attribute to trace)")
+
+    def call_method(self, tx, name, args, kwargs):
+        if name in _DATA_DEPENDENT:
+            raise Unsupported(f"ndarray.{name}() (its result is a Python value read from the array's data)",
+                              "the rest runs in Python after a graph break")
+        if name in _IN_PLACE:
+            raise Unsupported(f"ndarray.{name}() changes the array in place (it may share memory with a tensor)",
+                              "it runs in Python between two graphs")
+        if name == "__len__":
+            if self.tensor.fake.dim() == 0:
+                raise Unsupported("len() of a 0-d array (eager raises TypeError)")
+            return ConstantVariable(int(self.tensor.fake.shape[0]))
+        if name == "__getitem__" and _has_array(args):
+            raise Unsupported("indexing an ndarray with an array (the result's shape can depend on the values)")
+        if name.startswith("__") and name.endswith("__") and name != "__getitem__":
+            raise Unsupported(f"ndarray.{name}")
+        if not callable(getattr(tnp.ndarray, name, None)):
+            raise Unsupported(f"ndarray.{name}() (torch._numpy has no such method to trace)")
+        return numpy_op(tx, _method(name), [self, *args], kwargs)
+
+    def unpack(self, tx):
+        if self.tensor.fake.dim() == 0:
+            raise Unsupported("iterating over a 0-d array (eager raises TypeError)")
+        return [numpy_op(tx, _method("__getitem__"), [self, ConstantVariable(i)], {})
+                for i in range(int(self.tensor.fake.shape[0]))]
+
+    def truth(self, tx):
+        raise Unsupported("the truth value of an ndarray (read from its data)",
+                          "the rest runs in Python after a graph break; np.where keeps a choice in the graph")
+
+    def reconstruct(self, rec) -> str:
+        """The ndarray in Python after the graph (an output, or a value live at a break)."""
+        if self.source is not None:
+            return source_code(self.source, rec.ns)
+        memo = rec._memo
+        name = memo.get(id(self))
+        if name is None:
+            name = memo[id(self)] = f"__v{len(memo)}"
+            rec.emit(f"{name} = {rec.expr(self.tensor)}.numpy(force=True){'[()]' if self.scalar else ''}")
+        return name
+
+    def __repr__(self) -> str:
+        return f"NumpyNdarrayVariable({self.tensor.node.name}, {tuple(self.tensor.fake.shape)})"
+
+
+def is_ndarray(value) -> bool:
+    return np is not None and type(value) is np.ndarray
+
+
+def ndarray_input(tx, value, source) -> NumpyNdarrayVariable | None:
+    """An ndarray met at ``source``: a graph input ``torch.from_numpy(<source>)`` (guarded as a
+    tensor there), or None for an array torch cannot share (negative strides, a byte order or
+    dtype torch lacks), which stays a plain object whose numpy calls run in Python."""
+    try:
+        tensor = torch.from_numpy(value)
+    except (TypeError, ValueError, RuntimeError):
+        return None
+    tx.out.guards.append(TypeMatch(source, np.ndarray))
+    array = NumpyNdarrayVariable(tx.out.wrap_input_tensor(tx, tensor, TensorOfArraySource(source)))
+    array.source = source  # returned as it is, the caller's own array comes back
+    return array
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    try:
+        return np.dtype(str(dtype).removeprefix("torch."))
+    except TypeError as e:
+        raise Unsupported(f"an ndarray of {dtype} (numpy has no such dtype)") from e
+
+
+def as_ndarray(tx, tensor: TensorVariable) -> NumpyNdarrayVariable:
+    """``t.numpy()`` / ``np.asarray(t)``: the tensor's values as an ndarray (no graph node)."""
+    fake = tensor.fake
+    if fake.requires_grad:
+        raise Unsupported("an ndarray of a tensor that requires grad (eager raises RuntimeError)",
+                          "it runs in Python, which raises eager's error; call .detach() first")
+    if fake.device.type != "cpu":
+        raise Unsupported(f"an ndarray of a {fake.device.type} tensor (eager raises TypeError)",
+                          "it runs in Python, which raises eager's error; call .cpu() first")
+    numpy_dtype(fake.dtype)
+    return NumpyNdarrayVariable(tensor)
+
+
+def _numpy_callable(fn) -> bool:
+    """A function of numpy (a ufunc, a Python function, or numpy 2's array-function dispatcher)."""
+    if np is None:
+        return False
+    module = getattr(fn, "__module__", None) or ""
+    return isinstance(fn, np.ufunc) or callable(fn) and not isinstance(fn, type) \
+        and module.split(".")[0] == "numpy" and not module.startswith("numpy.random")
+
+
+def numpy_function(fn) -> object | None:
+    """The torch._numpy implementation of numpy's ``fn`` (None: not a numpy function it has)."""
+    if not _numpy_callable(fn):
+        return None
+    module = "numpy" if isinstance(fn, np.ufunc) else fn.__module__
+    space = {"numpy.linalg": tnp.linalg, "numpy.fft": tnp.fft}.get(module, tnp)
+    found = getattr(space, getattr(fn, "__name__", ""), None)
+    return found if callable(found) and not isinstance(found, type) else None
+
+
+def is_traced_numpy_function(fn) -> bool:
+    """A numpy function written in Python that torch._numpy implements (``np.full``, ``np.outer``):
+    called as one numpy call (``call_numpy``), not inlined into numpy's own internals."""
+    return isinstance(fn, types.FunctionType) and numpy_function(fn) is not None
+
+
+def is_numpy_call(fn, args: list, kwargs: dict) -> bool:
+    """Whether ``fn(*args, **kwargs)`` is a numpy call this family traces: a numpy function on
+    an ndarray it tracks, or one of ``CONVERTERS`` on a tensor."""
+    if not _hashable(fn):
+        return False
+    if fn in CONVERTERS and args and isinstance(args[0], (TensorVariable, NumpyNdarrayVariable)):
+        return True
+    if not _numpy_callable(fn):
+        return False
+    # on constants too (np.zeros(3), np.arange(n)): an array made at capture time would be one
+    # object shared by every call, and a call writing into it changed what the next call got
+    return _has_array(args) or _has_array(kwargs.values()) or all_constant(args, kwargs) \
+        and numpy_function(fn) is not None
+
+
+def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
+    if fn in CONVERTERS and isinstance(args[0], TensorVariable):
+        array = as_ndarray(tx, args[0])
+        if len(args) == 1 and not kwargs:
+            return array
+        args = [array, *args[1:]]
+    if not (_has_array(args) or _has_array(kwargs.values())):
+        made = _numpy_oracle(fn, args, kwargs)  # all constant: numpy's own result
+        if not isinstance(made, np.ndarray):
+            return tx.wrap(made, None)  # a scalar, dtype, shape...: an immutable constant
+    impl = numpy_function(fn)
+    if impl is None:
+        raise Unsupported(f"numpy.{getattr(fn, '__name__', fn)} (torch._numpy does not implement it, so "
+                          "capture cannot trace it)", "it runs in Python on real arrays between two graphs")
+    return numpy_op(tx, _function(impl, fn), args, kwargs, oracle=fn)
+
+
+def to_tensor(tx, fn, args: list, kwargs: dict) -> VariableTracker:
+    """``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` / ``torch.tensor(a)`` of a traced array."""
+    array = args[0]
+    if array.scalar and fn is torch.from_numpy:
+        raise Unsupported("torch.from_numpy of a numpy scalar (eager raises TypeError)")
+    t = array.tensor
+    if fn is torch.from_numpy:
+        return t
+    if fn is torch.tensor:  # a copy, as torch.tensor makes
+        t = tx.out.call_tensor_op(tx, "call_method", "clone", [t], {})
+        if kwargs:
+            return tx.out.call_tensor_op(tx, "call_method", "to", [t], kwargs)
+        return t
+    return tx.out.call_tensor_op(tx, "call_function", torch.as_tensor, [t, *args[1:]], kwargs)
+
+
+def numpy_op(tx, target, args: list, kwargs: dict, oracle=None) -> VariableTracker:
+    """One graph node running ``target`` (torch._numpy) on the arrays' tensors; its results are
+    ndarrays again. ``oracle``: numpy's callable, whose result on stand-in arrays the node's must
+    match (for methods and operators ``target`` is applied to real arrays instead)."""
+    if "out" in kwargs:
+        raise Unsupported("a numpy call with out= (it writes an array in place, which may share memory "
+                          "with a tensor)", "it runs in Python between two graphs")
+    if _has_tensor(args) or _has_tensor(kwargs.values()):
+        raise Unsupported("an ndarray and a torch.Tensor in one numpy operation",
+                          "convert one of them (torch.from_numpy / .numpy()) first")
+    expected = _numpy_oracle(oracle or target, args, kwargs)
+    graph_args = [_tensor_of(a) for a in args]
+    graph_kwargs = {k: _tensor_of(v) for k, v in kwargs.items()}
+    name = getattr(target, "__name__", "numpy")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # torch._numpy's own deprecation notes on fakes
+        result = tx.out.call_tensor_op(tx, "call_function", target, graph_args, graph_kwargs)
+    return _as_arrays(result, expected, name)
+
+
+def _as_arrays(result, expected, name: str):
+    if isinstance(result, TensorVariable):
+        if not isinstance(expected, (np.ndarray, np.generic)):
+            raise Unsupported(f"{name}: numpy gives a {type(expected).__name__} here, not an array")
+        if result.fake.dtype != _torch_dtype(expected.dtype) or tuple(result.fake.shape) != np.shape(expected):
+            raise Unsupported(f"{name}: torch._numpy gives {result.fake.dtype} {tuple(result.fake.shape)} where "
+                              f"numpy gives {expected.dtype} {np.shape(expected)}",
+                              "it runs in Python on real arrays between two graphs")
+        return NumpyNdarrayVariable(result, scalar=isinstance(expected, np.generic))
+    if isinstance(result, (TupleVariable, ListVariable)) and isinstance(expected, (tuple, list)) \
+            and len(result.items) == len(expected):
+        items = [_as_arrays(r, e, name) for r, e in zip(result.items, expected)]
+        return TupleVariable(items) if isinstance(result, TupleVariable) else ListVariable(items)
+    if result.is_python_constant() and not isinstance(result, SymNodeVariable) \
+            and type(result.as_python_constant()) is type(expected) and result.as_python_constant() == expected:
+        return result  # metadata (np.shape, np.ndim): the same value as numpy's
+    raise Unsupported(f"{name}: a result capture cannot check against numpy's ({type(expected).__name__})")
+
+
+def _torch_dtype(dtype: np.dtype) -> torch.dtype | None:
+    return getattr(torch, np.dtype(dtype).name, None)
+
+
+def _numpy_oracle(fn, args: list, kwargs: dict):
+    """``fn`` run by numpy on arrays of ones of the same dtypes and shapes (broadcast views: no
+    memory per element), for the dtype, shape and scalar-ness numpy's result has."""
+    try:
+        real_args = [_stand_in(a) for a in args]
+        real_kwargs = {k: _stand_in(v) for k, v in kwargs.items()}
+        with np.errstate(all="ignore"), warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            return fn(*real_args, **real_kwargs)
+    except Unsupported:
+        raise
+    except Exception as e:
+        raise Unsupported(f"numpy's {getattr(fn, '__name__', fn)} on these arguments raised "
+                          f"{type(e).__name__}: {e}", "it runs in Python on real arrays between two graphs") from e
+
+
+def _stand_in(v):
+    if isinstance(v, NumpyNdarrayVariable):
+        dtype = v.np_dtype
+        if v.scalar:
+            return dtype.type(1)
+        shape = tuple(int(s) for s in v.tensor.fake.shape)
+        return np.broadcast_to(np.ones((), dtype=dtype), shape)
+    if isinstance(v, (TupleVariable, ListVariable)):
+        items = [_stand_in(i) for i in v.items]
+        return tuple(items) if isinstance(v, TupleVariable) else items
+    if isinstance(v, SymNodeVariable):
+        return int(v.value.node.hint) if v.value.node.hint is not None else _opaque()
+    if v.is_python_constant():
+        return v.as_python_constant()
+    raise Unsupported(f"a {type(v).__name__} argument of a numpy call")
+
+
+def _opaque():
+    raise Unsupported("a numpy call on a value read from a tensor (its value is not known at capture time)")
+
+
+def _tensor_of(v):
+    if isinstance(v, NumpyNdarrayVariable):
+        return v.tensor
+    if isinstance(v, TupleVariable):
+        return TupleVariable([_tensor_of(i) for i in v.items])
+    if isinstance(v, ListVariable):
+        return ListVariable([_tensor_of(i) for i in v.items])
+    if isinstance(v, ConstantVariable) and isinstance(v.value, (np.dtype, type)) and _is_numpy_dtype(v.value):
+        return ConstantVariable(np.dtype(v.value).name)  # torch._numpy takes dtypes by name
+    if isinstance(v, ConstantVariable) and isinstance(v.value, np.generic):
+        # the graph's code spells Python scalars only; where numpy's scalar type changes the
+        # result's dtype (np.float64(2) * float32 array), the oracle sees torch._numpy differ
+        return ConstantVariable(v.value.item())
+    return v
+
+
+def is_numpy_scalar_type(fn) -> bool:
+    """``np.float32``, ``np.int64``...: called on constants they make an immutable constant."""
+    return np is not None and isinstance(fn, type) and issubclass(fn, np.generic)
+
+
+def _is_numpy_dtype(value) -> bool:
+    return isinstance(value, np.dtype) or isinstance(value, type) and issubclass(value, np.generic)
+
+
+def _has_array(vs) -> bool:
+    return any(isinstance(v, NumpyNdarrayVariable) or isinstance(v, (TupleVariable, ListVariable))
+               and _has_array(v.items) for v in vs)
+
+
+def _has_tensor(vs) -> bool:
+    return any(isinstance(v, TensorVariable) or isinstance(v, (TupleVariable, ListVariable))
+               and _has_tensor(v.items) for v in vs)
+
+
+def _hashable(fn) -> bool:
+    try:
+        hash(fn)
+        return True
+    except TypeError:
+        return False
+
+
+# --------------------------------------------------------------------------- graph node targets
+# Each is a module-level function object with a unique name: FX writes it into the graph's code
+# by that name, and code that names two different calls alike would be one cache key.
+
+
+def _to_tnp(v):
+    if isinstance(v, torch.Tensor):
+        return tnp.ndarray(v)
+    if isinstance(v, (tuple, list)):
+        return type(v)(_to_tnp(i) for i in v)
+    return v
+
+
+def _to_torch(v):
+    if isinstance(v, tnp.ndarray):
+        return v.tensor
+    if isinstance(v, (tuple, list)):
+        return type(v)(_to_torch(i) for i in v)
+    return v
+
+
+def _node_target(call, name: str):
+    def numpy_node(*args, **kwargs):
+        return _to_torch(call(*_to_tnp(args), **{k: _to_tnp(v) for k, v in kwargs.items()}))
+
+    numpy_node.__name__ = numpy_node.__qualname__ = name
+    numpy_node.__module__ = __name__
+    return numpy_node
+
+
+@functools.cache
+def _function(impl, fn):
+    module = "numpy" if isinstance(fn, np.ufunc) else fn.__module__
+    return _node_target(impl, f"{module.replace('.', '_')}_{fn.__name__}")
+
+
+@functools.cache
+def _method(name: str):
+    def call(self, *args, **kwargs):
+        return getattr(self, name)(*args, **kwargs)
+
+    return _node_target(call, f"ndarray_method_{name.strip('_')}")
+
+
+@functools.cache
+def _attribute(name: str):
+    return _node_target(operator.attrgetter(name), f"ndarray_attribute_{name}")
+
+
+@functools.cache
+def operator_target(fn):
+    return _node_target(fn, f"ndarray_operator_{fn.__name__.strip('_')}")
+
+
+def numpy_operator(tx, fn, args: list) -> VariableTracker:
+    """``a + b``, ``a < b``, ``-a``... with an ndarray operand (operators.py and the translator's
+    unary opcodes hand them here)."""
+    if fn in _IN_PLACE_OPERATORS and isinstance(args[0], NumpyNdarrayVariable):
+        raise Unsupported(f"an in-place operator ({fn.__name__}) on an ndarray (it may share memory with a tensor)",
+                          "it runs in Python between two graphs")
+    return numpy_op(tx, operator_target(fn), args, {}, oracle=fn)
+
+
+__all__ = ["CONVERTERS", "TO_TENSOR", "NumpyNdarrayVariable", "as_ndarray", "call_numpy", "is_ndarray",
+           "is_numpy_call", "is_numpy_scalar_type", "is_traced_numpy_function", "ndarray_input",
+           "numpy_operator", "to_tensor"]
