@@ -53,6 +53,8 @@ def _fake_gpu_kernels() -> None:
     from torchkiln_codegen_triton import wrapper as W
 
     W.fast_launcher = lambda: (lambda: 0, lambda device: 0)
+    # the wrappers' stream, fetched once per call: the CPU "device" passes for the current GPU
+    W.TritonCompiledKernel.stream_for = staticmethod(lambda device: 0)
     init = W.TritonCompiledKernel.__init__
 
     def fake_init(self: Any, *args: Any, **kwargs: Any) -> None:
