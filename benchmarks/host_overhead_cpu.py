@@ -9,6 +9,13 @@ this separates the Python part of that host time from the driver's.
     TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train
     TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train --profile
     TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train --hidden 48  # host time only
+    TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train --hidden 48 --ab
+
+``--ab`` compiles the model twice in one process, once with wrappers that launch each kernel
+through its own call (what loop-ir generated before the per-call stream: ``kernel(*args)``,
+which fetches the device and stream and checks alignment per launch), and times blocks of each
+in turn: on a shared machine, load that drifts between two processes shows as a difference
+that is not there; alternating blocks in one process sees the same load.
 """
 
 from __future__ import annotations
@@ -110,6 +117,35 @@ def _best_ms(step: Any, fn: Any, steps: int, repeat: int) -> tuple[float, float]
     return best, best_cpu
 
 
+def _per_kernel_launches(net: Any) -> Any:
+    """``net`` compiled with wrappers that call each kernel (``kernel(*args)``), not
+    ``kernel.launch_in(stream, *args)`` with the stream fetched once per wrapper call."""
+    import torchkiln
+    from torchkiln_loop_ir import wrapper as loop_wrapper
+
+    protocol = loop_wrapper.StreamLaunch
+    loop_wrapper.StreamLaunch = type("NoStreamLaunch", (), {})  # no kernel is one: isinstance fails
+    try:
+        compiled = torchkiln.compile(net, options={"codegen": "triton"})
+        return compiled
+    finally:
+        loop_wrapper.StreamLaunch = protocol
+
+
+def _compare_per_kernel_launches(net: Any, step: Any, compiled: Any, steps: int, rounds: int) -> None:
+    old = _per_kernel_launches(net)
+    for _ in range(3):
+        step(old)
+    times: dict[str, list[float]] = {"per-kernel launches": [], "stream per wrapper call": []}
+    for _ in range(rounds):
+        for name, fn in (("per-kernel launches", old), ("stream per wrapper call", compiled)):
+            times[name].append(_best_ms(step, fn, steps, 1)[1])
+    for name, ts in times.items():
+        ts.sort()
+        print(f"{name}: process CPU ms per step, median {ts[len(ts) // 2]:.2f}, min {ts[0]:.2f} "
+              f"over {rounds} alternating blocks of {steps} steps")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--model", default="bert")
@@ -123,6 +159,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="time this many blocks of --steps steps and report the fastest (the "
                         "machine is shared: the best block is the least disturbed)")
+    parser.add_argument("--ab", action="store_true",
+                        help="also time wrappers that launch kernel by kernel (see the docstring), "
+                        "in alternating blocks of the same process")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--profile-out", default=None, help="also write the profile's stats to this file")
     args = parser.parse_args()
@@ -151,6 +190,8 @@ def main() -> None:
           f"{launches:.0f} launches per step ({1000 * ours / max(launches, 1):.1f} us per "
           f"launch, externs' CPU time included); first call {compile_s:.1f} s\n"
           f"process CPU time per step: eager {eager_cpu:.2f} ms, torchkiln {ours_cpu:.2f} ms")
+    if args.ab:
+        _compare_per_kernel_launches(net, step, compiled, args.steps, max(args.repeat, 5))
     if profiler is not None:
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(30)

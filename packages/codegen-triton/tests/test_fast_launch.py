@@ -133,3 +133,50 @@ def test_ready_kernel_matches_eager_under_the_interpreter():
         k(a, out)
         torch.testing.assert_close(out, a.sum(0), rtol=1e-5, atol=1e-4)
     assert k._ready is None
+
+
+def test_stream_for_only_the_current_device_with_no_hook(monkeypatch):
+    """The stream a wrapper hands its kernels for one call: the current one of the graph's
+    device; None on another current device, for a CPU device, or when kernels may not be
+    relaunched directly (``fast_launcher`` None: a launch hook installed, another Triton)."""
+    current = [0]
+    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: current[0], lambda d: f"stream{d}"))
+    assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 0)) == "stream0"
+    current[0] = 1
+    assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 0)) is None
+    assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 1)) == "stream1"
+    assert W.TritonCompiledKernel.stream_for(torch.device("cpu")) is None
+    monkeypatch.setattr(W, "fast_launcher", lambda: None)
+    assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 1)) is None
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_launch_in_is_the_ready_launch_once_built(monkeypatch, split):
+    """``launch_in(stream, *tensors)``: the general call until the ready launch exists, then the
+    ready closure itself (the instance attribute), handing Triton's launcher the wrapper's
+    stream and what the keyed path handed it; with no stream, the general call (which checks
+    device and alignment itself: a misaligned tensor goes to the keyed path)."""
+    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: 0, lambda d: "current"))
+    options = TritonOptions(split_programs=64, split_min_rchunk=16) if split else \
+        TritonOptions(split_max_chunks=0)
+    k = _sum_kernel(300, 37, options)
+    fns = [FakeFn(), FakeFn()] if split else [FakeFn()]
+    k._fn = fns[0]
+    if split:
+        k._finish = fns[1]
+    k._cuda, k._device_index = True, None
+    a, out = torch.randn(300, 37), torch.empty(37)
+    assert "launch_in" not in vars(k)
+    k.launch_in("wrapper", a, out)  # Triton's own launch, keeping the binary
+    k.launch_in("wrapper", a, out)  # the keyed relaunch, which builds the ready launch
+    assert vars(k)["launch_in"] is k._ready[1]
+    k.launch_in("wrapper", a, out)
+    k.launch_in(None, a, out)
+    for fn in fns:
+        assert len(fn.calls) == 1
+        keyed, ready, general = fn.compiled.runs  # the first launch was Triton's own (fn.run)
+        assert [r[3] for r in (keyed, ready, general)] == ["current", "wrapper", "current"]
+        assert all(_described(r[4:]) == _described(keyed[4:]) for r in (ready, general))
+    misaligned = torch.randn(300 * 37 + 1)[1:].view(300, 37)
+    k.launch_in(None, misaligned, out)
+    assert len(fns[0].calls) == 2  # a new specialization: Triton compiles and launches it
