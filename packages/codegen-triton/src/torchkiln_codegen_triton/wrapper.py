@@ -12,7 +12,7 @@ import sympy
 import torch
 from torchkiln_loop_ir.backend import KernelSpec
 
-from ._compat import fast_launcher, module_header
+from ._compat import direct_launch, fast_launcher, module_header
 from ._prelude import PRELUDE
 from ._split import chunking, finish_blocks
 from .autotune import Config, candidate_configs, pick_fastest
@@ -65,12 +65,14 @@ def _relaunch(kernel: Any, gx: int, tail: tuple[Any, ...], slow: Callable[..., N
     tensors) on grid ``gx`` with the ints and constexprs ``tail`` after the tensors; with no
     stream (the caller could not vouch for the call: see ``TritonCompiledKernel.launch_in``),
     ``slow(*tensors)``, the kernel's general path."""
-    run, function, meta = kernel.run, kernel.function, kernel.packed_metadata
+    function = kernel.function
+    run, extra = direct_launch(kernel.run)
+    fixed = (*extra, kernel.packed_metadata, None, None, None)  # no launch metadata, no hooks
 
     def launch_in(stream: Any, *tensors: Any) -> None:
         if stream is None:
             return slow(*tensors)
-        run(gx, 1, 1, stream, function, meta, None, None, None, *tensors, *tail)
+        run(gx, 1, 1, stream, function, *fixed, *tensors, *tail)
 
     return launch_in
 
@@ -250,16 +252,18 @@ class TritonCompiledKernel:
         shapes = [((chunks, xnumel), dt) for dt in self.config.partials]
         g1 = (*grid1, 1, 1)[:3]
         g2 = (*grid2, 1, 1)[:3]
-        run1, fn1, meta1 = first.run, first.function, first.packed_metadata
-        run2, fn2, meta2 = finish.run, finish.function, finish.packed_metadata
+        fn1, fn2 = first.function, finish.function
+        (run1, extra1), (run2, extra2) = direct_launch(first.run), direct_launch(finish.run)
+        fixed1 = (*extra1, first.packed_metadata, None, None, None)
+        fixed2 = (*extra2, finish.packed_metadata, None, None, None)
         empty, slow = torch.empty, self.__call__
 
         def launch_in(stream: Any, *tensors: Any) -> None:
             if stream is None:
                 return slow(*tensors)
             parts = [empty(shape, dtype=dt, device=tensors[0].device) for shape, dt in shapes]
-            run1(*g1, stream, fn1, meta1, None, None, None, *tensors, *parts, *tail1)
-            run2(*g2, stream, fn2, meta2, None, None, None, *tensors, *parts, *tail2)
+            run1(*g1, stream, fn1, *fixed1, *tensors, *parts, *tail1)
+            run2(*g2, stream, fn2, *fixed2, *tensors, *parts, *tail2)
 
         return launch_in
 
