@@ -82,8 +82,10 @@ def stream_for(device: torch.device) -> Any:
     current stream when that device is the current one and kernels may be relaunched directly
     (no launch hook, a known Triton: ``fast_launcher``); None otherwise (each kernel then takes
     its general path). Fetched once per wrapper call, not once per launch."""
+    if device.type != "cuda" or device.index is None:
+        return None  # (and Triton's driver is not asked: a CPU-only host has none)
     fast = fast_launcher()
-    if fast is None or device.type != "cuda" or device.index is None:
+    if fast is None:
         return None
     index = fast[0]()
     return fast[1](index) if index == device.index else None
