@@ -10,6 +10,7 @@ this separates the Python part of that host time from the driver's.
     TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train --profile
     TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train --hidden 48  # host time only
     TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train --hidden 48 --ab
+    TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model mobilenet --task infer --batch 2
 
 ``--ab`` compiles the model twice in one process, once with wrappers that launch each kernel
 through its own call (what loop-ir generated before the per-call stream: ``kernel(*args)``,
@@ -75,8 +76,24 @@ def _fake_gpu_kernels() -> None:
 
 
 def build(model: str, task: str, batch: int, seq: int, hidden: int | None = None) -> tuple[Any, Any]:
-    import transformers
+    from torchkiln.bench import convnets
     from torchkiln.bench.train import _no_dropout, loss_of
+
+    if model in convnets.MODELS:  # the conv suite's nets (64x64 images): convolution externs
+        net, (images,) = convnets.build(model, batch)
+        if task == "train":
+            net = net.train()
+
+            def train_step(fn: Any) -> None:
+                net.zero_grad(set_to_none=True)
+                loss_of(fn(images)).backward()
+            return net, train_step
+
+        def infer_step(fn: Any) -> None:
+            with torch.no_grad():
+                fn(images)
+        return net, infer_step
+    import transformers
 
     configs = {"bert": (transformers.BertForMaskedLM, transformers.BertConfig),
                "gpt2": (transformers.GPT2LMHeadModel, transformers.GPT2Config)}
@@ -149,7 +166,9 @@ def _compare_per_kernel_launches(net: Any, step: Any, compiled: Any, steps: int,
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="bert")
+    parser.add_argument("--model", default="bert",
+                        help="bert, gpt2, or a conv-suite net (torchkiln.bench.convnets: mobilenet, "
+                        "resnet_bottleneck, vgg)")
     parser.add_argument("--task", default="train")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--seq", type=int, default=8)
