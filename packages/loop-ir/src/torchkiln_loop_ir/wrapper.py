@@ -15,7 +15,16 @@ import sympy
 import torch
 import torch.utils._pytree as pytree
 
-from .backend import BufferRef, ExternCall, Free, KernelSpec, ScheduledGraph, StreamLaunch, SymbolSource, View
+from .backend import (
+    BufferRef,
+    ExternCall,
+    Free,
+    KernelSpec,
+    ScheduledGraph,
+    StreamLaunch,
+    SymbolSource,
+    View,
+)
 from .codecache import CodeCache, source_module
 from .errors import LoweringError, OutputShapeChanged
 
