@@ -110,7 +110,11 @@ def cuda_case(nargs: int) -> None:
     end.record()
     end.synchronize()
     gpu = start.elapsed_time(end) * 1000 / 2000
-    print(f"{kernel._nargs} tensors: torchkiln kernel {ours:.1f} us, launch_in with the wrapper's "
+    from torchkiln_codegen_triton._compat import direct_launch
+
+    direct_c = direct_launch(binary.run)[0] is not binary.run
+    print(f"{kernel._nargs} tensors (ready launch calls Triton's C launch directly: "
+          f"{'yes' if direct_c else 'no'}): torchkiln kernel {ours:.1f} us, launch_in with the wrapper's "
           f"stream {wrapper_launch:.1f} us, Triton launcher "
           f"{direct:.1f} us, eager torch.add(out=) {eager:.1f} us per call on the host; "
           f"{gpu:.1f} us per call back to back on the GPU")
