@@ -96,3 +96,26 @@ def test_kernels_without_the_protocol_are_called_directly():
     cg = L.compile_graph(gm, [x, w], L.ReferenceBackend())
     assert "launch_in" not in cg.wrapper_source and "_stream_for" not in cg.wrapper_source
     _check(cg, x, w)
+
+
+def test_a_graph_loaded_from_its_artifact_launches_the_same_way():
+    """A cache entry keeps kernel steps without their buffers: the wrapper finds the kernels'
+    device and dtypes in the graph's buffers and writes the same source."""
+    from torchkiln_loop_ir.artifact import export_graph, load_graph
+
+    class Saving(RecordingBackend):
+        def export_kernels(self, kernels):
+            return [k.inner for k in kernels]
+
+        def load_kernels(self, exported, specs):
+            return [RecordingKernel(k, self.log) for k in exported]
+
+    x, w = torch.randn(8, 6), torch.randn(6, 5)
+    gm = make_fx(f, decomposition_table=L.decompositions())(x, w)
+    backend = Saving()
+    cg = L.compile_graph(gm, [x, w], backend)
+    loaded = load_graph(export_graph(cg, backend), backend)
+    assert loaded.wrapper_source == cg.wrapper_source and ".launch_in(_s, " in loaded.wrapper_source
+    backend.log.clear()
+    _check(loaded, x, w)
+    assert [e for e in backend.log if e[0] == "launch"] == [("launch", "S")] * len(cg.kernels)

@@ -272,8 +272,9 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
         lines.append(f"    dev{i} = devices[{i}]")
     dev_name = {d: f"dev{i}" for i, d in enumerate(devices)}
     # the kernels' one device (a CPU scalar input of a GPU graph does not prevent it)
-    kernel_devices = {str(step.buffers[name].device) for step in kernel_steps for name in step.args}
-    stream_launch = stream_launch and len(kernel_devices) == 1
+    kernel_devices = _kernel_devices(graph, kernel_steps) if stream_launch else set()
+    stream_launch = (stream_launch and len(kernel_devices) == 1
+                     and next(iter(kernel_devices)) in dev_name)  # (None: not known)
     if stream_launch:
         lines.append(f"    _stream_for = {kernel_steps[0].name}.stream_for")
     # dtypes are bound once here, not looked up as ``torch.<dtype>`` on every call
@@ -352,6 +353,17 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
     return "\n".join(lines)
 
 
+def _kernel_devices(graph: ScheduledGraph, kernel_steps: Sequence[KernelSpec]) -> set[str | None]:
+    """The devices of the tensors the kernels take (None for one whose device is not known: a
+    kernel step rebuilt from a cache entry may carry only some of its buffers)."""
+    devices: set[str | None] = set()
+    for step in kernel_steps:
+        for name in step.args:
+            spec = step.buffers.get(name) or graph.buffers.get(name)
+            devices.add(str(spec.device) if spec is not None else None)
+    return devices
+
+
 class _AlignedTensors:
     """Which tensors the wrapper hands its kernels are 16-byte aligned (Triton specializes a
     binary on it; a kernel's ready launch was built for aligned tensors): its own allocations
@@ -375,9 +387,9 @@ class _AlignedTensors:
 
     def view(self, step: View) -> None:
         offset = sympy.sympify(step.offset)
-        if step.base in self.known and offset.is_Integer:
-            itemsize = self.graph.buffers[step.base].dtype.itemsize
-            if int(offset) * itemsize % 16 == 0:
+        base = self.graph.buffers.get(step.base)
+        if step.base in self.known and offset.is_Integer and base is not None:
+            if int(offset) * base.dtype.itemsize % 16 == 0:
                 self.known.add(step.name)
 
     def before_launch(self, step: KernelSpec) -> list[str]:
