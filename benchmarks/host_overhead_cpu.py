@@ -9,6 +9,14 @@ this separates the Python part of that host time from the driver's.
     TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train
     TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train --profile
     TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train --hidden 48  # host time only
+    TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model bert --task train --hidden 48 --ab
+    TRITON_INTERPRET=1 python benchmarks/host_overhead_cpu.py --model mobilenet --task infer --batch 2
+
+``--ab`` compiles the model twice in one process, once with wrappers that launch each kernel
+through its own call (what loop-ir generated before the per-call stream: ``kernel(*args)``,
+which fetches the device and stream and checks alignment per launch), and times blocks of each
+in turn: on a shared machine, load that drifts between two processes shows as a difference
+that is not there; alternating blocks in one process sees the same load.
 """
 
 from __future__ import annotations
@@ -53,6 +61,8 @@ def _fake_gpu_kernels() -> None:
     from torchkiln_codegen_triton import wrapper as W
 
     W.fast_launcher = lambda: (lambda: 0, lambda device: 0)
+    # the wrappers' stream, fetched once per call: the CPU "device" passes for the current GPU
+    W.TritonCompiledKernel.stream_for = staticmethod(lambda device: 0)
     init = W.TritonCompiledKernel.__init__
 
     def fake_init(self: Any, *args: Any, **kwargs: Any) -> None:
@@ -66,8 +76,24 @@ def _fake_gpu_kernels() -> None:
 
 
 def build(model: str, task: str, batch: int, seq: int, hidden: int | None = None) -> tuple[Any, Any]:
-    import transformers
+    from torchkiln.bench import convnets
     from torchkiln.bench.train import _no_dropout, loss_of
+
+    if model in convnets.MODELS:  # the conv suite's nets (64x64 images): convolution externs
+        net, (images,) = convnets.build(model, batch)
+        if task == "train":
+            net = net.train()
+
+            def train_step(fn: Any) -> None:
+                net.zero_grad(set_to_none=True)
+                loss_of(fn(images)).backward()
+            return net, train_step
+
+        def infer_step(fn: Any) -> None:
+            with torch.no_grad():
+                fn(images)
+        return net, infer_step
+    import transformers
 
     configs = {"bert": (transformers.BertForMaskedLM, transformers.BertConfig),
                "gpt2": (transformers.GPT2LMHeadModel, transformers.GPT2Config)}
@@ -108,9 +134,41 @@ def _best_ms(step: Any, fn: Any, steps: int, repeat: int) -> tuple[float, float]
     return best, best_cpu
 
 
+def _per_kernel_launches(net: Any, step: Any) -> Any:
+    """``net`` compiled with wrappers that call each kernel (``kernel(*args)``), not
+    ``kernel.launch_in(stream, *args)`` with the stream fetched once per wrapper call (the
+    graphs compile at their first call, forward and backward: three steps run here)."""
+    import torchkiln
+    from torchkiln_loop_ir import wrapper as loop_wrapper
+
+    protocol = loop_wrapper.StreamLaunch
+    loop_wrapper.StreamLaunch = type("NoStreamLaunch", (), {})  # no kernel is one: isinstance fails
+    try:
+        compiled = torchkiln.compile(net, options={"codegen": "triton"})
+        for _ in range(3):
+            step(compiled)
+        return compiled
+    finally:
+        loop_wrapper.StreamLaunch = protocol
+
+
+def _compare_per_kernel_launches(net: Any, step: Any, compiled: Any, steps: int, rounds: int) -> None:
+    old = _per_kernel_launches(net, step)
+    times: dict[str, list[float]] = {"per-kernel launches": [], "stream per wrapper call": []}
+    for _ in range(rounds):
+        for name, fn in (("per-kernel launches", old), ("stream per wrapper call", compiled)):
+            times[name].append(_best_ms(step, fn, steps, 1)[1])
+    for name, ts in times.items():
+        ts.sort()
+        print(f"{name}: process CPU ms per step, median {ts[len(ts) // 2]:.2f}, min {ts[0]:.2f} "
+              f"over {rounds} alternating blocks of {steps} steps")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="bert")
+    parser.add_argument("--model", default="bert",
+                        help="bert, gpt2, or a conv-suite net (torchkiln.bench.convnets: mobilenet, "
+                        "resnet_bottleneck, vgg)")
     parser.add_argument("--task", default="train")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--seq", type=int, default=8)
@@ -121,6 +179,9 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1,
                         help="time this many blocks of --steps steps and report the fastest (the "
                         "machine is shared: the best block is the least disturbed)")
+    parser.add_argument("--ab", action="store_true",
+                        help="also time wrappers that launch kernel by kernel (see the docstring), "
+                        "in alternating blocks of the same process")
     parser.add_argument("--profile", action="store_true")
     parser.add_argument("--profile-out", default=None, help="also write the profile's stats to this file")
     args = parser.parse_args()
@@ -149,6 +210,8 @@ def main() -> None:
           f"{launches:.0f} launches per step ({1000 * ours / max(launches, 1):.1f} us per "
           f"launch, externs' CPU time included); first call {compile_s:.1f} s\n"
           f"process CPU time per step: eager {eager_cpu:.2f} ms, torchkiln {ours_cpu:.2f} ms")
+    if args.ab:
+        _compare_per_kernel_launches(net, step, compiled, args.steps, max(args.repeat, 5))
     if profiler is not None:
         stats = pstats.Stats(profiler)
         stats.sort_stats("tottime").print_stats(30)

@@ -6,13 +6,15 @@ aligned (the kept binary, no specialization key) with one through the keyed path
     TRITON_INTERPRET=1 python benchmarks/triton_launch_overhead.py
 
 On a GPU, ``--cuda`` times real launches instead: host microseconds per call of a small compiled
-kernel (4 and 12 tensor arguments) through torchkiln's kernel object, through Triton's launcher
+kernel (4 and 12 tensor arguments) through torchkiln's kernel object (a call, and ``launch_in``
+with a stream as a generated wrapper launches it), through Triton's launcher
 directly, and of an eager ``torch.add(out=)``, with the GPU's own time per kernel beside them (a
 call whose host time exceeds its GPU time leaves the GPU idle).
 """
 
 from __future__ import annotations
 
+import functools
 import time
 
 import torch
@@ -49,7 +51,10 @@ def main() -> None:
     kernel._launchers[(0, 0, *(W._specialization(x) for x in (*args, *numels)))] = _NoLaunch()
     ready = per_launch_us(kernel, args)
     keyed = per_launch_us(_Keyed(kernel), args)
-    print(f"ready launch: {ready:.1f} us, keyed path: {keyed:.1f} us per launch")
+    # as a generated wrapper launches it: the stream fetched once per wrapper call, not here
+    stream_launch = per_launch_us(functools.partial(kernel.launch_in, 0), args)
+    print(f"ready launch: {ready:.1f} us, keyed path: {keyed:.1f} us, launch_in with the "
+          f"wrapper's stream: {stream_launch:.1f} us per launch")
 
 class _Keyed:
     """The kernel with its ready launch dropped before every call: every launch builds its
@@ -91,6 +96,10 @@ def cuda_case(nargs: int) -> None:
                    None, *a, *tail)
 
     direct = per_launch_us(raw, args, calls=20000)
+    # as a generated wrapper launches it: the stream fetched once per wrapper call
+    in_stream = kernel.stream_for(torch.device("cuda", torch.cuda.current_device()))
+    assert in_stream is not None and "launch_in" in vars(kernel), "no ready launch was built"
+    wrapper_launch = per_launch_us(functools.partial(kernel.launch_in, in_stream), args, calls=20000)
     a, b, c = inputs[0], inputs[1], torch.empty_like(inputs[0])
     eager = per_launch_us(lambda: torch.add(a, b, out=c), (), calls=20000)
     torch.cuda.synchronize()
@@ -101,7 +110,12 @@ def cuda_case(nargs: int) -> None:
     end.record()
     end.synchronize()
     gpu = start.elapsed_time(end) * 1000 / 2000
-    print(f"{kernel._nargs} tensors: torchkiln kernel {ours:.1f} us, Triton launcher "
+    from torchkiln_codegen_triton._compat import direct_launch
+
+    direct_c = direct_launch(binary.run)[0] is not binary.run
+    print(f"{kernel._nargs} tensors (ready launch calls Triton's C launch directly: "
+          f"{'yes' if direct_c else 'no'}): torchkiln kernel {ours:.1f} us, launch_in with the wrapper's "
+          f"stream {wrapper_launch:.1f} us, Triton launcher "
           f"{direct:.1f} us, eager torch.add(out=) {eager:.1f} us per call on the host; "
           f"{gpu:.1f} us per call back to back on the GPU")
 

@@ -37,7 +37,7 @@ def test_triton_kernels_are_dumped_and_an_aten_fallback_is_a_perf_hint(tmp_path)
     folder = tmp_path / "f_0"
     kernels = sorted((folder / "kernels_forward").iterdir())
     assert kernels and all(k.suffix == ".py" and "@triton.jit" in k.read_text() for k in kernels)
-    assert "kernel0(" in _read(folder, "wrapper_forward.py")
+    assert "kernel0.launch_in(_s, " in _read(folder, "wrapper_forward.py")  # the stream launch
     hints = _read(folder, "perf_hints.txt")
     assert "ATen fallback aten.sort: no lowering" in hints
     (graph,) = torchkiln.report(compiled).graphs

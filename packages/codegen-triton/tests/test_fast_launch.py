@@ -133,3 +133,108 @@ def test_ready_kernel_matches_eager_under_the_interpreter():
         k(a, out)
         torch.testing.assert_close(out, a.sum(0), rtol=1e-5, atol=1e-4)
     assert k._ready is None
+
+
+def test_stream_for_only_the_current_device_with_no_hook(monkeypatch):
+    """The stream a wrapper hands its kernels for one call: the current one of the graph's
+    device; None on another current device, for a CPU device, or when kernels may not be
+    relaunched directly (``fast_launcher`` None: a launch hook installed, another Triton)."""
+    current = [0]
+    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: current[0], lambda d: f"stream{d}"))
+    assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 0)) == "stream0"
+    current[0] = 1
+    assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 0)) is None
+    assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 1)) == "stream1"
+    assert W.TritonCompiledKernel.stream_for(torch.device("cpu")) is None
+    monkeypatch.setattr(W, "fast_launcher", lambda: None)
+    assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 1)) is None
+
+
+@pytest.mark.parametrize("split", [False, True])
+def test_launch_in_is_the_ready_launch_once_built(monkeypatch, split):
+    """``launch_in(stream, *tensors)``: the general call until the ready launch exists, then the
+    ready closure itself (the instance attribute), handing Triton's launcher the wrapper's
+    stream and what the keyed path handed it; with no stream, the general call (which checks
+    device and alignment itself: a misaligned tensor goes to the keyed path)."""
+    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: 0, lambda d: "current"))
+    options = TritonOptions(split_programs=64, split_min_rchunk=16) if split else \
+        TritonOptions(split_max_chunks=0)
+    k = _sum_kernel(300, 37, options)
+    fns = [FakeFn(), FakeFn()] if split else [FakeFn()]
+    k._fn = fns[0]
+    if split:
+        k._finish = fns[1]
+    k._cuda, k._device_index = True, None
+    a, out = torch.randn(300, 37), torch.empty(37)
+    assert "launch_in" not in vars(k)
+    k.launch_in("wrapper", a, out)  # Triton's own launch, keeping the binary
+    k.launch_in("wrapper", a, out)  # the keyed relaunch, which builds the ready launch
+    assert vars(k)["launch_in"] is k._ready[1]
+    k.launch_in("wrapper", a, out)
+    k.launch_in(None, a, out)
+    for fn in fns:
+        assert len(fn.calls) == 1
+        keyed, ready, general = fn.compiled.runs  # the first launch was Triton's own (fn.run)
+        assert [r[3] for r in (keyed, ready, general)] == ["current", "wrapper", "current"]
+        assert all(_described(r[4:]) == _described(keyed[4:]) for r in (ready, general))
+    misaligned = torch.randn(300 * 37 + 1)[1:].view(300, 37)
+    k.launch_in(None, misaligned, out)
+    assert len(fns[0].calls) == 2  # a new specialization: Triton compiles and launches it
+
+
+class CudaLauncher:
+    """Triton 3.6's launcher as its ``__call__`` behaves for a kernel needing no scratch: the C
+    ``launch`` gets the grid, stream and function, the cooperative-grid and PDL flags, the
+    two scratch pointers (None), then what followed ``function``."""
+
+    global_scratch_size = profile_scratch_size = 0
+    launch_cooperative_grid, launch_pdl = False, True
+
+    def __init__(self):
+        self.calls = []
+
+    def launch(self, *args):
+        self.calls.append(args)
+
+    def __call__(self, gx, gy, gz, stream, function, *rest):
+        self.launch(gx, gy, gz, stream, function, self.launch_cooperative_grid, self.launch_pdl,
+                    None, None, *rest)
+
+
+def test_direct_launch_hands_the_c_launcher_what_triton_36_would(monkeypatch):
+    from torchkiln_codegen_triton import _compat
+
+    launcher = CudaLauncher()
+    monkeypatch.setattr(_compat, "TRITON_VERSION", (3, 6))
+    call = (7, 1, 1, "stream", "function", "meta", None, None, None, "t0", "t1", 37, 64)
+    launcher(*call)
+    launch, extra = _compat.direct_launch(launcher)
+    assert launch == launcher.launch
+    launch(*call[:5], *extra, *call[5:])
+    assert launcher.calls[0] == launcher.calls[1]
+    launcher.global_scratch_size = 128  # a kernel needing scratch: Triton allocates it
+    assert _compat.direct_launch(launcher) == (launcher, ())
+    launcher.global_scratch_size = 0
+    monkeypatch.setattr(_compat, "TRITON_VERSION", (3, 9))  # another C signature
+    assert _compat.direct_launch(launcher) == (launcher, ())
+
+
+def test_ready_launch_calls_the_c_launcher_on_triton_36(monkeypatch):
+    """With a 3.6 launcher, the ready launch's call of the C function equals what the launcher
+    itself passes it on the keyed path; the result on the interpreter is checked elsewhere."""
+    from torchkiln_codegen_triton import _compat
+
+    monkeypatch.setattr(_compat, "TRITON_VERSION", (3, 6))
+    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: 0, lambda d: "stream"))
+    k = _sum_kernel(300, 37, TritonOptions(split_max_chunks=0))
+    fn = FakeFn()
+    launcher = CudaLauncher()
+    fn.compiled.run = launcher  # the compiled kernel's ``run``, as Triton's CompiledKernel has
+    k._fn, k._cuda, k._device_index = fn, True, None
+    a, out = torch.randn(300, 37), torch.empty(37)
+    k(a, out)  # Triton's own launch
+    k(a, out)  # keyed: through the launcher's __call__
+    k.launch_in("stream", a, out)  # ready: the C launch directly
+    keyed, ready = launcher.calls
+    assert _described(keyed) == _described(ready)
+    assert ready[5:9] == (False, True, None, None)

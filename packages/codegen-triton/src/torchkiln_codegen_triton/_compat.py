@@ -102,3 +102,23 @@ def fast_launcher() -> tuple[Any, Any] | None:
 def _has_hooks(hook: Any) -> bool:
     # Triton >= 3.5 keeps an (empty by default) HookChain here; earlier versions None
     return hook is not None and bool(getattr(hook, "calls", True))
+
+
+def direct_launch(run: Any) -> tuple[Any, tuple[Any, ...]]:
+    """``(launch, extra)`` such that ``launch(gx, gy, gz, stream, function, *extra, metadata,
+    launch_metadata, enter_hook, exit_hook, *params)`` launches what ``run(gx, gy, gz, stream,
+    function, metadata, launch_metadata, enter_hook, exit_hook, *params)`` launches, ``run``
+    being a compiled kernel's ``run``.
+
+    Triton 3.6's ``CudaLauncher.__call__`` allocates global and profile scratch (None when the
+    kernel needs none: sizes 0, as ours) and calls its C ``launch`` with the cooperative-grid
+    and PDL flags and the two scratch pointers after ``function``; calling that C function
+    directly saves a Python frame and two closures per launch. Other versions lay the C call's
+    arguments out otherwise (3.9 passes the parameters as one tuple, after annotations): there,
+    and for a kernel that needs scratch, ``(run, ())``, the launcher itself."""
+    if (TRITON_VERSION == (3, 6) and type(run).__name__ == "CudaLauncher"
+            and getattr(run, "global_scratch_size", None) == 0
+            and getattr(run, "profile_scratch_size", None) == 0
+            and callable(getattr(run, "launch", None))):
+        return run.launch, (run.launch_cooperative_grid, run.launch_pdl, None, None)
+    return run, ()

@@ -12,7 +12,7 @@ import sympy
 import torch
 from torchkiln_loop_ir.backend import KernelSpec
 
-from ._compat import fast_launcher, module_header
+from ._compat import direct_launch, fast_launcher, module_header
 from ._prelude import PRELUDE
 from ._split import chunking, finish_blocks
 from .autotune import Config, candidate_configs, pick_fastest
@@ -59,19 +59,48 @@ def _misaligned(tensors: Sequence[torch.Tensor]) -> int:
     return reduce(operator.or_, map(torch.Tensor.data_ptr, tensors), 0) & 15
 
 
-def _relaunch(device: int, kernel: Any, gx: int, tail: tuple[Any, ...]) -> Callable[..., None]:
-    """``launch(get_stream, *tensors)``: ``kernel`` (a binary Triton compiled for aligned
-    tensors) on grid ``gx`` with the ints and constexprs ``tail`` after the tensors."""
-    run, function, meta = kernel.run, kernel.function, kernel.packed_metadata
+def _relaunch(kernel: Any, gx: int, tail: tuple[Any, ...], slow: Callable[..., None]
+              ) -> Callable[..., None]:
+    """``launch_in(stream, *tensors)``: ``kernel`` (a binary Triton compiled for aligned
+    tensors) on grid ``gx`` with the ints and constexprs ``tail`` after the tensors; with no
+    stream (the caller could not vouch for the call: see ``TritonCompiledKernel.launch_in``),
+    ``slow(*tensors)``, the kernel's general path."""
+    function = kernel.function
+    run, extra = direct_launch(kernel.run)
+    fixed = (*extra, kernel.packed_metadata, None, None, None)  # no launch metadata, no hooks
 
-    def launch(get_stream: Any, *tensors: Any) -> None:
-        run(gx, 1, 1, get_stream(device), function, meta, None, None, None, *tensors, *tail)
+    def launch_in(stream: Any, *tensors: Any) -> None:
+        if stream is None:
+            return slow(*tensors)
+        run(gx, 1, 1, stream, function, *fixed, *tensors, *tail)
 
-    return launch
+    return launch_in
+
+
+def stream_for(device: torch.device) -> Any:
+    """The stream a wrapper passes to its kernels' ``launch_in`` for one call on ``device``: the
+    current stream when that device is the current one and kernels may be relaunched directly
+    (no launch hook, a known Triton: ``fast_launcher``); None otherwise (each kernel then takes
+    its general path). Fetched once per wrapper call, not once per launch."""
+    if device.type != "cuda" or device.index is None:
+        return None  # (and Triton's driver is not asked: a CPU-only host has none)
+    fast = fast_launcher()
+    if fast is None:
+        return None
+    index = fast[0]()
+    return fast[1](index) if index == device.index else None
 
 
 class TritonCompiledKernel:
-    """A launchable kernel: call with tensors for ``spec.args`` then ints for ``spec.size_args``."""
+    """A launchable kernel: call with tensors for ``spec.args`` then ints for ``spec.size_args``.
+
+    A generated wrapper (loop-ir's ``wrapper_source``) launches it as ``k.launch_in(stream,
+    *args)`` with ``stream = k.stream_for(device)`` fetched once per wrapper call, a stream only
+    when every tensor it passes is 16-byte aligned (its own allocations are; graph inputs, extern
+    results and offset views it checks once). Once the kernel has a ready launch, ``launch_in``
+    is that closure itself: one Python frame, then Triton's launcher."""
+
+    stream_for = staticmethod(stream_for)
 
     def __init__(self, spec: KernelSpec, source: str, path: str, fn: Any, config: Config,
                  *, autotune: bool) -> None:
@@ -99,6 +128,11 @@ class TritonCompiledKernel:
         #: (device, launch) once a static kernel relaunched with all tensors aligned: the whole
         #: call then is ``launch(get_stream, *tensors)``, nothing recomputed (see ``__call__``)
         self._ready: tuple[int, Callable[..., None]] | None = None
+
+    def launch_in(self, stream: Any, *args: Any) -> None:
+        """Launch on ``stream`` (None: the caller vouches for nothing); until the first ready
+        launch exists (replacing this method on the instance), the general call."""
+        self(*args)
 
     def warmup_call(self) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
         """``fn.warmup``'s arguments that compile the very binary the first launch looks up: the
@@ -190,7 +224,7 @@ class TritonCompiledKernel:
                 kept.append(kernel and (kernel, grid, (*rest, *numels, *consts.values())))
             if (not self._nsizes and not self._status and all(kept) and self._ready is None
                     and not _misaligned(tensors)):
-                self._ready = (device, self._split_relaunch(device, chunks, xnumel, kept))
+                self._set_ready(device, self._split_relaunch(chunks, xnumel, kept))
             return True
         # static sizes and no status word: only the tensors' alignment can change between calls
         # (their dtypes are the graph's), so once a call whose tensors are all 16-byte aligned
@@ -203,28 +237,37 @@ class TritonCompiledKernel:
         grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
         kernel = self._run_fast(0, self._fn, params, grid, consts, cfg.num_warps, device, get_stream)
         if static and kernel is not None and self._ready is None and not _misaligned(args):
-            self._ready = (device, _relaunch(device, kernel, grid[0],
-                                             (*params[len(args):], *consts.values())))
+            self._set_ready(device, _relaunch(kernel, grid[0], (*params[len(args):], *consts.values()),
+                                              self.__call__))
         return True
 
-    def _split_relaunch(self, device: int, chunks: int, xnumel: int,
-                        kept: list[Any]) -> Callable[..., None]:
+    def _set_ready(self, device: int, launch_in: Callable[..., None]) -> None:
+        """From now on a call whose tensors are aligned launches through ``launch_in``: from a
+        wrapper's stream directly (the instance attribute shadows the method), from ``__call__``
+        with the current stream once it checked the device and the alignment."""
+        self._ready = (device, launch_in)
+        self.launch_in = launch_in  # type: ignore[method-assign]
+
+    def _split_relaunch(self, chunks: int, xnumel: int, kept: list[Any]) -> Callable[..., None]:
         """The ready launch of a split reduction: fresh partials, then both kept binaries."""
         (first, grid1, tail1), (finish, grid2, tail2) = kept
         shapes = [((chunks, xnumel), dt) for dt in self.config.partials]
         g1 = (*grid1, 1, 1)[:3]
         g2 = (*grid2, 1, 1)[:3]
-        run1, fn1, meta1 = first.run, first.function, first.packed_metadata
-        run2, fn2, meta2 = finish.run, finish.function, finish.packed_metadata
-        empty = torch.empty
+        fn1, fn2 = first.function, finish.function
+        (run1, extra1), (run2, extra2) = direct_launch(first.run), direct_launch(finish.run)
+        fixed1 = (*extra1, first.packed_metadata, None, None, None)
+        fixed2 = (*extra2, finish.packed_metadata, None, None, None)
+        empty, slow = torch.empty, self.__call__
 
-        def launch(get_stream: Any, *tensors: Any) -> None:
+        def launch_in(stream: Any, *tensors: Any) -> None:
+            if stream is None:
+                return slow(*tensors)
             parts = [empty(shape, dtype=dt, device=tensors[0].device) for shape, dt in shapes]
-            stream = get_stream(device)
-            run1(*g1, stream, fn1, meta1, None, None, None, *tensors, *parts, *tail1)
-            run2(*g2, stream, fn2, meta2, None, None, None, *tensors, *parts, *tail2)
+            run1(*g1, stream, fn1, *fixed1, *tensors, *parts, *tail1)
+            run2(*g2, stream, fn2, *fixed2, *tensors, *parts, *tail2)
 
-        return launch
+        return launch_in
 
     def _run_fast(self, which: int, fn: Any, params: tuple[Any, ...], grid: tuple[int, ...],
                   consts: dict[str, int], num_warps: int, device: int, get_stream: Any) -> Any:
@@ -251,7 +294,7 @@ class TritonCompiledKernel:
         if ready is not None and len(args) == self._nargs:
             fast = fast_launcher()
             if fast is not None and fast[0]() == ready[0] and not _misaligned(args):
-                ready[1](fast[1], *args)
+                ready[1](fast[1](ready[0]), *args)
                 return
         self._call(*args)
 

@@ -202,6 +202,20 @@ class CompiledKernel(Protocol):
 
 
 @runtime_checkable
+class StreamLaunch(Protocol):
+    """What a compiled kernel may offer on top of ``CompiledKernel`` so that the wrapper pays
+    the launch's fixed costs once per call, not once per kernel (a GPU step whose kernels are
+    short is made of these host costs): ``stream_for(device)`` is the stream to launch in for
+    one call, or None when the kernels must each take their general path (a launch hook is
+    installed, another device is current); ``launch_in(stream, *args)`` launches in it, the
+    caller vouching that every tensor is 16-byte aligned (a stream of None vouches for nothing)."""
+
+    def stream_for(self, device: Any) -> Any: ...
+
+    def launch_in(self, stream: Any, *args: Any) -> None: ...
+
+
+@runtime_checkable
 class Backend(Protocol):
     """A code generator: turns the ``KernelSpec``s of one graph into runnable kernels.
 
