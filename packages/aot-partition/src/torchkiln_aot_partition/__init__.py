@@ -9,7 +9,7 @@ from .saved_bytes import SavedBytes, partition_saved_bytes, saved_tensor_bytes
 from .trace import FunctionalGraph, LiftedGraph, aten_graph, functional_graph, lift_parameters
 from .verify import check_functional
 
-__version__ = "0.5.1"
+__version__ = "0.5.2"
 
 __all__ = [
     "AOTError",
