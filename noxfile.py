@@ -69,7 +69,13 @@ def tests(session: nox.Session) -> None:
     session.install(*TEST_TOOLS, "transformers>=4.40", "matplotlib")
     paths = [f"packages/{folder}/tests" for folder in PACKAGES] + ["tests"]
     session.run(
-        "pytest", "-n", "2", "--timeout", "900", *paths, *session.posargs,
+        "pytest",
+        "-n",
+        "2",
+        "--timeout",
+        "900",
+        *paths,
+        *session.posargs,
         env={"TRITON_INTERPRET": "1"},  # no GPU in CI: Triton kernels run in its interpreter
     )
 
@@ -83,18 +89,33 @@ def _package_session(folder: str):
         session.install(TORCH, *TEST_TOOLS, "build")
         for dep in [*_sibling_deps(folder), folder]:
             session.run(
-                "python", "-m", "build", "--wheel", "--outdir", str(wheel_dir),
-                str(ROOT / "packages" / dep), silent=True,
+                "python",
+                "-m",
+                "build",
+                "--wheel",
+                "--outdir",
+                str(wheel_dir),
+                str(ROOT / "packages" / dep),
+                silent=True,
             )
         # Installed by distribution name: pip resolves siblings from the wheels just built and
         # third-party dependencies from the index, exactly as the pyproject declares them.
         session.install(
-            "--find-links", str(wheel_dir), PACKAGES[folder] + TEST_EXTRAS.get(folder, ""),
+            "--find-links",
+            str(wheel_dir),
+            PACKAGES[folder] + TEST_EXTRAS.get(folder, ""),
             *TEST_REQUIREMENTS.get(folder, []),
         )
         session.run(
-            "pytest", "-n", "2", "--timeout", "900", "-p", "no:cacheprovider",
-            str(ROOT / "packages" / folder / "tests"), *session.posargs,
+            "pytest",
+            "-n",
+            "2",
+            "--timeout",
+            "900",
+            "-p",
+            "no:cacheprovider",
+            str(ROOT / "packages" / folder / "tests"),
+            *session.posargs,
         )
 
     run.__doc__ = f"{PACKAGES[folder]} from its wheel, with only its declared dependencies."
@@ -116,10 +137,12 @@ def fuzz(session: nox.Session) -> None:
 
 @nox.session
 def lint(session: nox.Session) -> None:
-    """ruff with the rule set in pyproject.toml (CI runs it before the tests); the version is
+    """ruff with the rule set in pyproject.toml, and ruff format (the code as the formatter
+    writes it; CI runs both before the tests); the version is
     pinned so a new ruff release cannot fail CI on code nobody changed."""
     session.install("ruff==0.17.6")
     session.run("ruff", "check", "packages", "tests", "benchmarks", "noxfile.py")
+    session.run("ruff", "format", "--check", "packages", "tests", "benchmarks", "noxfile.py")
 
 
 def _third_party_requirements(skip: set[str]) -> list[str]:

@@ -26,8 +26,11 @@ import _breaks_harness as harness  # noqa: E402 - after the corpus folder is on 
 
 def _ops(graphs: list) -> int:
     """Operations in the graphs (what was compiled rather than run in Python)."""
-    return sum(n.op in ("call_function", "call_method", "call_module")
-               for gm in graphs for n in gm.graph.nodes)
+    return sum(
+        n.op in ("call_function", "call_method", "call_module")
+        for gm in graphs
+        for n in gm.graph.nodes
+    )
 
 
 def _count(p: harness.BreakProgram, peer: str) -> tuple[int | None, int, str]:
@@ -46,9 +49,17 @@ def _count(p: harness.BreakProgram, peer: str) -> tuple[int | None, int, str]:
         first = backend.calls
         harness.compare_call(p, fn, compiled, "second call")
     except Exception as e:  # noqa: BLE001 - reported, not raised
-        return backend.calls, _ops(backend.graphs), f"{type(e).__name__}: {str(e).splitlines()[0][:160]}"
+        return (
+            backend.calls,
+            _ops(backend.graphs),
+            f"{type(e).__name__}: {str(e).splitlines()[0][:160]}",
+        )
     extra = backend.calls - first
-    return first, _ops(backend.graphs[:first]), (f"second call compiled {extra} more" if extra else "")
+    return (
+        first,
+        _ops(backend.graphs[:first]),
+        (f"second call compiled {extra} more" if extra else ""),
+    )
 
 
 def main(filters: list[str]) -> None:
@@ -68,11 +79,16 @@ def main(filters: list[str]) -> None:
             fewer += tk < dy
             fewer_ops += tk_ops < dy_ops
         if tk != dy or tk_why or dy_why:
-            print(f"{p.id}: torchkiln {tk} graphs/{tk_ops} ops {tk_why!r} | dynamo {dy}/{dy_ops} "
-                  f"{dy_why!r} | corpus {p.graphs}", flush=True)
-    print(f"{len(programs)} programs: torchkiln fails {tk_fail}, dynamo fails {dy_fail}; where both "
-          f"pass, torchkiln has more graphs on {more}, fewer on {fewer}, and compiles fewer "
-          f"operations than dynamo on {fewer_ops}")
+            print(
+                f"{p.id}: torchkiln {tk} graphs/{tk_ops} ops {tk_why!r} | dynamo {dy}/{dy_ops} "
+                f"{dy_why!r} | corpus {p.graphs}",
+                flush=True,
+            )
+    print(
+        f"{len(programs)} programs: torchkiln fails {tk_fail}, dynamo fails {dy_fail}; where both "
+        f"pass, torchkiln has more graphs on {more}, fewer on {fewer}, and compiles fewer "
+        f"operations than dynamo on {fewer_ops}"
+    )
 
 
 if __name__ == "__main__":

@@ -26,9 +26,16 @@ def _model(layers: int):
     from transformers import BertConfig, BertModel
 
     torch.manual_seed(0)
-    cfg = BertConfig(hidden_size=64, num_attention_heads=4, intermediate_size=256, num_hidden_layers=layers,
-                     vocab_size=512, max_position_embeddings=64, hidden_dropout_prob=0.0,
-                     attention_probs_dropout_prob=0.0)
+    cfg = BertConfig(
+        hidden_size=64,
+        num_attention_heads=4,
+        intermediate_size=256,
+        num_hidden_layers=layers,
+        vocab_size=512,
+        max_position_embeddings=64,
+        hidden_dropout_prob=0.0,
+        attention_probs_dropout_prob=0.0,
+    )
     model = BertModel(cfg)
     ids = torch.randint(0, cfg.vocab_size, (2, 16))
     return model, ids
@@ -89,31 +96,51 @@ def _child(args) -> None:
 
         rep = torchkiln.report(compiled)
         kernels = str(rep.num_kernels)
-    print(json.dumps({"compile_s": first_s - eager_s, "compile_cpu_s": first_cpu - eager_cpu, "match": bool(ok),
-                      "kernels": kernels}))
+    print(
+        json.dumps(
+            {
+                "compile_s": first_s - eager_s,
+                "compile_cpu_s": first_cpu - eager_cpu,
+                "match": bool(ok),
+                "kernels": kernels,
+            }
+        )
+    )
 
 
 def _measure(compiler: str, layers: int, train: bool, profile: str | None) -> dict:
     with tempfile.TemporaryDirectory() as tmp:
-        env = dict(os.environ, TORCHKILN_CACHE_DIR=os.path.join(tmp, "tk"),
-                   TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"), TRITON_CACHE_DIR=os.path.join(tmp, "triton"),
-                   # compile in-process, so that its CPU time is counted (a worker pool's is not)
-                   TORCHINDUCTOR_COMPILE_THREADS="1")
+        env = dict(
+            os.environ,
+            TORCHKILN_CACHE_DIR=os.path.join(tmp, "tk"),
+            TORCHINDUCTOR_CACHE_DIR=os.path.join(tmp, "inductor"),
+            TRITON_CACHE_DIR=os.path.join(tmp, "triton"),
+            # compile in-process, so that its CPU time is counted (a worker pool's is not)
+            TORCHINDUCTOR_COMPILE_THREADS="1",
+        )
         cmd = [sys.executable, __file__, "--child", compiler, "--layers", str(layers)]
         cmd += ["--train"] if train else []
         cmd += ["--profile", profile] if profile else []
         p = subprocess.run(cmd, env=env, capture_output=True, text=True)
         if p.returncode != 0:
-            return {"error": p.stderr.strip().splitlines()[-1] if p.stderr.strip() else f"rc {p.returncode}"}
+            return {
+                "error": p.stderr.strip().splitlines()[-1]
+                if p.stderr.strip()
+                else f"rc {p.returncode}"
+            }
         return json.loads(p.stdout.strip().splitlines()[-1])
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--layers", default="2,4,8,12")
-    ap.add_argument("--train", action="store_true", help="forward + sum loss + backward (default: inference)")
+    ap.add_argument(
+        "--train", action="store_true", help="forward + sum loss + backward (default: inference)"
+    )
     ap.add_argument("--peer", action="store_true", help="also time torch.compile")
-    ap.add_argument("--profile", default=None, help="directory for cProfile dumps of torchkiln compiles")
+    ap.add_argument(
+        "--profile", default=None, help="directory for cProfile dumps of torchkiln compiles"
+    )
     ap.add_argument("--json", default=None, help="write the rows to this file")
     ap.add_argument("--child", default=None, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -132,17 +159,28 @@ def main() -> None:
         tk = _measure("torchkiln", n, args.train, args.profile)
         ind = _measure("inductor", n, args.train, None) if args.peer else {}
         rows.append((n, tk, ind))
-        print(f"{n:>6} {_fmt(tk):>16} {_fmt(ind) if ind else '-':>16}  {tk.get('match', '-')!s:5}  "
-              f"{tk.get('kernels', '')}", flush=True)
+        print(
+            f"{n:>6} {_fmt(tk):>16} {_fmt(ind) if ind else '-':>16}  {tk.get('match', '-')!s:5}  "
+            f"{tk.get('kernels', '')}",
+            flush=True,
+        )
     ok = [r for r in rows if "compile_s" in r[1]]
     if len(ok) >= 2:
         (n0, a, _), (n1, b, _) = ok[0], ok[-1]
-        print(f"torchkiln {n1} layers / {n0} layers: {b['compile_s'] / a['compile_s']:.2f}x wall, "
-              f"{b['compile_cpu_s'] / a['compile_cpu_s']:.2f}x CPU")
+        print(
+            f"torchkiln {n1} layers / {n0} layers: {b['compile_s'] / a['compile_s']:.2f}x wall, "
+            f"{b['compile_cpu_s'] / a['compile_cpu_s']:.2f}x CPU"
+        )
     if args.json:
         with open(args.json, "w") as f:
-            json.dump([{"layers": n, "train": args.train, "torchkiln": tk, "torch.compile": ind}
-                       for n, tk, ind in rows], f, indent=1)
+            json.dump(
+                [
+                    {"layers": n, "train": args.train, "torchkiln": tk, "torch.compile": ind}
+                    for n, tk, ind in rows
+                ],
+                f,
+                indent=1,
+            )
 
 
 def _fmt(r: dict) -> str:

@@ -41,8 +41,13 @@ def main() -> None:
     torch.set_num_threads(1)
     wanted = set(filter(None, args.models.split(",")))
     names = [*VARIANTS, "tc"]
-    print(f"{'model':12} {'eager ms':>9} " + " ".join(f"{n:>9}" for n in names)
-          + "   speedups over eager (" + " / ".join(names) + ")")
+    print(
+        f"{'model':12} {'eager ms':>9} "
+        + " ".join(f"{n:>9}" for n in names)
+        + "   speedups over eager ("
+        + " / ".join(names)
+        + ")"
+    )
     specs = hf_suite("small", seq=args.seq) if args.suite == "hf" else zoo_suite()
     for spec in specs:
         if wanted and spec.name not in wanted:
@@ -51,8 +56,9 @@ def main() -> None:
         model.eval()
         variants = {"eager": model}
         for name, loop_ir in VARIANTS.items():
-            variants[name] = torchkiln.compile(model, options={"graph_cache": False,
-                                                               "loop_ir": loop_ir})
+            variants[name] = torchkiln.compile(
+                model, options={"graph_cache": False, "loop_ir": loop_ir}
+            )
         variants["tc"] = torch.compile(model)
         times: dict[str, list[float]] = {k: [] for k in variants}
         with torch.no_grad():
@@ -67,8 +73,12 @@ def main() -> None:
                     times[name].append((time.process_time() - start) / args.calls * 1e3)
         med = {k: statistics.median(v) for k, v in times.items()}
         speed = " / ".join(f"{med['eager'] / med[k]:.2f}x" for k in names)
-        print(f"{spec.name:12} {med['eager']:9.2f} " + " ".join(f"{med[k]:9.2f}" for k in names)
-              + f"   {speed}", flush=True)
+        print(
+            f"{spec.name:12} {med['eager']:9.2f} "
+            + " ".join(f"{med[k]:9.2f}" for k in names)
+            + f"   {speed}",
+            flush=True,
+        )
         linears = torchkiln.report(variants["default"]).graphs[0].linears
         grouped = sum("one GEMM" in line for line in linears)
         chosen = sum("oneDNN linear" in line for line in linears)

@@ -38,8 +38,15 @@ def build(name: str):
     if name == "gpt2":
         config = tf.GPT2Config()
     elif name == "tiny":
-        config = tf.GPT2Config(n_layer=2, n_head=2, n_embd=64, vocab_size=512, n_positions=128,
-                               bos_token_id=0, eos_token_id=0)
+        config = tf.GPT2Config(
+            n_layer=2,
+            n_head=2,
+            n_embd=64,
+            vocab_size=512,
+            n_positions=128,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
     else:
         raise SystemExit(f"unknown model {name}")
     config.use_cache = False
@@ -74,10 +81,16 @@ def worker(rank: int, world: int, port: int, args, out_path: str) -> None:
         step_fn = ddp
     opt = torch.optim.SGD(model.parameters(), lr=1e-3)
     g = torch.Generator().manual_seed(1 + rank)
-    amp = torch.autocast("cuda", dtype=torch.bfloat16) if cuda else torch.autocast("cpu", enabled=False)
+    amp = (
+        torch.autocast("cuda", dtype=torch.bfloat16)
+        if cuda
+        else torch.autocast("cpu", enabled=False)
+    )
     losses, times = [], []
     for _ in range(args.steps):
-        ids = torch.randint(0, model.config.vocab_size, (args.batch, args.seq), generator=g).to(device)
+        ids = torch.randint(0, model.config.vocab_size, (args.batch, args.seq), generator=g).to(
+            device
+        )
         if cuda:
             torch.cuda.synchronize()
         start = time.perf_counter()
@@ -93,21 +106,30 @@ def worker(rank: int, world: int, port: int, args, out_path: str) -> None:
         dist.all_reduce(mean)
         losses.append(mean.item() / world)
     if rank == 0:
-        timed = times[args.warmup:] or times
+        timed = times[args.warmup :] or times
         step_s = statistics.median(timed)
         row = {
-            "model": args.model, "compiler": args.compiler, "world": world, "device": str(device),
-            "batch_per_rank": args.batch, "seq": args.seq, "losses": losses,
-            "first_step_s": times[0], "median_step_s": step_s,
+            "model": args.model,
+            "compiler": args.compiler,
+            "world": world,
+            "device": str(device),
+            "batch_per_rank": args.batch,
+            "seq": args.seq,
+            "losses": losses,
+            "first_step_s": times[0],
+            "median_step_s": step_s,
             "tokens_per_s": world * args.batch * args.seq / step_s,
         }
         if args.compiler == "torchkiln":
             import torchkiln
 
             report = torchkiln.report(step_fn)
-            row.update(graphs=report.num_graphs, graph_breaks=len(report.graph_breaks),
-                       bucket_splits=report.ddp_bucket_splits,
-                       fallbacks=[f.reason for f in report.eager_fallbacks])
+            row.update(
+                graphs=report.num_graphs,
+                graph_breaks=len(report.graph_breaks),
+                bucket_splits=report.ddp_bucket_splits,
+                fallbacks=[f.reason for f in report.eager_fallbacks],
+            )
         Path(out_path).write_text(json.dumps(row))
     dist.destroy_process_group()
 
@@ -145,8 +167,12 @@ def main() -> None:
                     mp.spawn(worker, args=(world, _free_port(), args, out), nprocs=world)
                     row = json.loads(Path(out).read_text())
                 except Exception as e:  # noqa: BLE001 - a failing compiler is a row, not the end
-                    row = {"model": args.model, "compiler": compiler, "world": world,
-                           "error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1:]}"}
+                    row = {
+                        "model": args.model,
+                        "compiler": compiler,
+                        "world": world,
+                        "error": f"{type(e).__name__}: {str(e).strip().splitlines()[-1:]}",
+                    }
             rows.append(row)
             print(json.dumps({k: v for k, v in row.items() if k != "losses"}), flush=True)
     by_key = {(r.get("compiler"), r.get("world")): r for r in rows if "tokens_per_s" in r}
@@ -156,12 +182,27 @@ def main() -> None:
             r["scaling_vs_world_1"] = r["tokens_per_s"] / one["tokens_per_s"]
         eager = by_key.get(("eager", r.get("world")))
         if "losses" in r and eager is not None and r is not eager:
-            r["max_loss_diff_vs_eager"] = max(abs(a - b) for a, b in zip(r["losses"], eager["losses"]))
+            r["max_loss_diff_vs_eager"] = max(
+                abs(a - b) for a, b in zip(r["losses"], eager["losses"])
+            )
     if args.json:
         Path(args.json).write_text(json.dumps(rows, indent=1))
     for r in rows:
-        print(r.get("compiler"), r.get("world"), {k: r[k] for k in ("tokens_per_s", "scaling_vs_world_1",
-              "max_loss_diff_vs_eager", "error", "skipped") if k in r})
+        print(
+            r.get("compiler"),
+            r.get("world"),
+            {
+                k: r[k]
+                for k in (
+                    "tokens_per_s",
+                    "scaling_vs_world_1",
+                    "max_loss_diff_vs_eager",
+                    "error",
+                    "skipped",
+                )
+                if k in r
+            },
+        )
 
 
 if __name__ == "__main__":

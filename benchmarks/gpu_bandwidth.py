@@ -48,14 +48,16 @@ def _column_sum(x: torch.Tensor) -> torch.Tensor:
     return x.sum(dim=0)
 
 
-def _add_layer_norm(x: torch.Tensor, r: torch.Tensor, w: torch.Tensor,
-                    b: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+def _add_layer_norm(
+    x: torch.Tensor, r: torch.Tensor, w: torch.Tensor, b: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
     h = x + r
     return h, F.layer_norm(h, h.shape[-1:], w, b)
 
 
-def cases(dtype: torch.dtype, rows: int = 32768, width: int = 4096,
-          device: str = "cuda") -> list[tuple[str, Callable[..., Any], tuple[torch.Tensor, ...]]]:
+def cases(
+    dtype: torch.dtype, rows: int = 32768, width: int = 4096, device: str = "cuda"
+) -> list[tuple[str, Callable[..., Any], tuple[torch.Tensor, ...]]]:
     """The default 32768 x 4096 is 128M elements: 256 MB in bfloat16, 512 MB in float32."""
 
     def rand(*shape: int) -> torch.Tensor:
@@ -66,8 +68,11 @@ def cases(dtype: torch.dtype, rows: int = 32768, width: int = 4096,
         ("gelu + residual", _gelu_residual, (rand(rows, width), rand(rows, width))),
         ("softmax (last dim)", _softmax, (rand(rows, width),)),
         ("layer norm", _layer_norm, (rand(rows, width), rand(width), rand(width))),
-        ("add + layer norm", _add_layer_norm,
-         (rand(rows, width), rand(rows, width), rand(width), rand(width))),
+        (
+            "add + layer norm",
+            _add_layer_norm,
+            (rand(rows, width), rand(rows, width), rand(width), rand(width)),
+        ),
         ("row sum", _row_sum, (rand(rows, width),)),
         ("column sum", _column_sum, (rand(rows, width),)),
     ]
@@ -120,16 +125,23 @@ def main() -> None:
     import torchkiln
 
     rows = []
-    print(f"{'case':22s} {'dtype':9s} {'MB':>6s} | " + " | ".join(
-        f"{c:>20s}" for c in ("eager GB/s (%)", "torchkiln GB/s (%)", "inductor GB/s (%)")))
+    print(
+        f"{'case':22s} {'dtype':9s} {'MB':>6s} | "
+        + " | ".join(
+            f"{c:>20s}" for c in ("eager GB/s (%)", "torchkiln GB/s (%)", "inductor GB/s (%)")
+        )
+    )
     for dtype_name in args.dtypes.split(","):
         dtype = getattr(torch, dtype_name)
         for name, fn, inputs in cases(dtype, args.rows, device=args.device):
             with torch.no_grad():
                 moved = _bytes(inputs) + _bytes(fn(*inputs))
                 row: dict[str, Any] = {"case": name, "dtype": dtype_name, "bytes": moved}
-                compiled = {"eager": fn, "torchkiln": torchkiln.compile(fn),
-                            "inductor": torch.compile(fn)}
+                compiled = {
+                    "eager": fn,
+                    "torchkiln": torchkiln.compile(fn),
+                    "inductor": torch.compile(fn),
+                }
                 reference = fn(*inputs)
                 for label, f in compiled.items():
                     try:
@@ -137,9 +149,12 @@ def main() -> None:
                         ok = _close(got, reference)
                         ms = median_ms(lambda f=f, inputs=inputs: f(*inputs))
                         gbs = moved / ms / 1e6
-                        row[label] = {"ms": ms, "gb_s": gbs,
-                                      "fraction_of_peak": gbs / (args.peak_tbs * 1000),
-                                      "matches_eager": ok}
+                        row[label] = {
+                            "ms": ms,
+                            "gb_s": gbs,
+                            "fraction_of_peak": gbs / (args.peak_tbs * 1000),
+                            "matches_eager": ok,
+                        }
                     except Exception as error:  # noqa: BLE001 - one case must not stop the run
                         row[label] = {"error": f"{type(error).__name__}: {str(error)[:200]}"}
                 rows.append(row)
@@ -150,13 +165,23 @@ def main() -> None:
                 mark = "" if r["matches_eager"] else " WRONG"
                 return f"{r['gb_s']:9.0f} ({100 * r['fraction_of_peak']:3.0f}%){mark:>6s}"
 
-            print(f"{name:22s} {dtype_name:9s} {moved / 2**20:6.0f} | " + " | ".join(
-                cell(row[k]) for k in ("eager", "torchkiln", "inductor")), flush=True)
+            print(
+                f"{name:22s} {dtype_name:9s} {moved / 2**20:6.0f} | "
+                + " | ".join(cell(row[k]) for k in ("eager", "torchkiln", "inductor")),
+                flush=True,
+            )
             torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:
-            json.dump({"peak_tb_s": args.peak_tbs, "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
-                       "rows": rows}, f, indent=1)
+            json.dump(
+                {
+                    "peak_tb_s": args.peak_tbs,
+                    "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
+                    "rows": rows,
+                },
+                f,
+                indent=1,
+            )
 
 
 if __name__ == "__main__":

@@ -39,7 +39,9 @@ def main() -> None:
     torch.manual_seed(0)
     model = _no_dropout(_hf_full(transformers)[args.model][0]()).train().cuda()
     model.config.use_cache = False
-    ids = torch.randint(0, min(int(model.config.vocab_size), 1024), (args.batch, args.seq), device="cuda")
+    ids = torch.randint(
+        0, min(int(model.config.vocab_size), 1024), (args.batch, args.seq), device="cuda"
+    )
     overrides = {k: int(v) for k, v in (kv.split("=") for kv in args.triton)}
 
     def step(fn) -> None:
@@ -50,7 +52,9 @@ def main() -> None:
         torch.cuda.synchronize()
 
     step(model)
-    compiled = torchkiln.compile(model, options={"strict": True, "triton_options": TritonOptions(**overrides)})
+    compiled = torchkiln.compile(
+        model, options={"strict": True, "triton_options": TritonOptions(**overrides)}
+    )
     begin = time.perf_counter()
     step(compiled)
     total = time.perf_counter() - begin
@@ -59,8 +63,16 @@ def main() -> None:
         for name, seconds in graph.phases.items():
             phases[name] = round(phases.get(name, 0.0) + seconds, 3)
     phases["capture and run"] = round(total - sum(phases.values()), 3)
-    print(json.dumps({"model": args.model, "triton": overrides, "first_step_s": round(total, 2),
-                      "phases": phases}))
+    print(
+        json.dumps(
+            {
+                "model": args.model,
+                "triton": overrides,
+                "first_step_s": round(total, 2),
+                "phases": phases,
+            }
+        )
+    )
 
 
 if __name__ == "__main__":

@@ -44,7 +44,10 @@ KINDS = (
     ("convolution", re.compile(r"implicit_gemm|wgrad|dgrad|fprop|cudnn|conv2d|convolution", re.I)),
     ("gemm", re.compile(r"gemm|cutlass|nvjet|xmma|cublas|splitK", re.I)),
     ("copy", re.compile(r"copy|Memcpy|Memset|CatArray", re.I)),
-    ("triton", re.compile(r"^\w+$")),  # Triton kernels are plain identifiers; ATen's are C++ signatures
+    (
+        "triton",
+        re.compile(r"^\w+$"),
+    ),  # Triton kernels are plain identifiers; ATen's are C++ signatures
     ("reduce", re.compile(r"reduce|softmax|norm|welford", re.I)),
     ("elementwise", re.compile(r"elementwise|vectorized|unrolled", re.I)),
 )
@@ -108,7 +111,9 @@ def measure(fn: Any, iters: int) -> dict[str, Any]:
         "launches": sum(n for _, n in table.values()),
         "split_ms": dict(sorted(split.items(), key=lambda kv: -kv[1])),
         "top": [[name[:140], round(ms, 4), round(n, 2), kind_of(name)] for name, (ms, n) in top],
-        "runtime": {k: [round(ms, 3), round(n, 1)] for k, (ms, n) in runtime_calls(prof, iters).items()},
+        "runtime": {
+            k: [round(ms, 3), round(n, 1)] for k, (ms, n) in runtime_calls(prof, iters).items()
+        },
     }
 
 
@@ -121,22 +126,33 @@ def build(suite: str, name: str) -> tuple[torch.nn.Module, tuple[Any, ...]]:
     raise SystemExit(f"no model {name!r} in the full {suite} suite")
 
 
-def variants(suite: str, name: str, task: str, debug: Path,
-             host_profile: Path | None = None, only: tuple[str, ...] = ()) -> dict[str, Any]:
+def variants(
+    suite: str,
+    name: str,
+    task: str,
+    debug: Path,
+    host_profile: Path | None = None,
+    only: tuple[str, ...] = (),
+) -> dict[str, Any]:
     import torchkiln
     from torchkiln.bench.train import _no_dropout, loss_of
 
     model, inputs = build(suite, name)
     if task == "infer":
         model = model.to("cuda", torch.bfloat16).eval()
-        inputs = tuple(t.to("cuda", torch.bfloat16) if t.is_floating_point() else t.to("cuda")
-                       for t in inputs)
+        inputs = tuple(
+            t.to("cuda", torch.bfloat16) if t.is_floating_point() else t.to("cuda") for t in inputs
+        )
         models = {"eager": model, "torchkiln": model, "inductor": model}
         ctx: Any = torch.no_grad
     else:
         model = _no_dropout(model).train().to("cuda")
         inputs = tuple(t.to("cuda") for t in inputs)
-        models = {"eager": model, "torchkiln": copy.deepcopy(model), "inductor": copy.deepcopy(model)}
+        models = {
+            "eager": model,
+            "torchkiln": copy.deepcopy(model),
+            "inductor": copy.deepcopy(model),
+        }
         ctx = contextlib.nullcontext
     os.environ["TORCHKILN_DEBUG_DIR"] = str(debug)
     fns = {
@@ -216,11 +232,15 @@ def report(model: str, task: str, result: dict[str, Any]) -> str:
     lines = [f"===== {model} {task}"]
     for label, r in result.items():
         split = ", ".join(f"{k} {v:.2f}" for k, v in r["split_ms"].items())
-        lines.append(f"{label:10s} wall {r['wall_ms']:8.2f} ms  kernels {r['kernel_ms']:8.2f} ms "
-                     f"({r['launches']:.0f} launches)  first call {r['first_call_s']:.1f} s  "
-                     f"peak {r['peak_mb']:.0f} MB")
+        lines.append(
+            f"{label:10s} wall {r['wall_ms']:8.2f} ms  kernels {r['kernel_ms']:8.2f} ms "
+            f"({r['launches']:.0f} launches)  first call {r['first_call_s']:.1f} s  "
+            f"peak {r['peak_mb']:.0f} MB"
+        )
         lines.append(f"           split: {split}")
-        calls = ", ".join(f"{k} {ms:.2f} ms/{n:.0f}" for k, (ms, n) in list(r["runtime"].items())[:8])
+        calls = ", ".join(
+            f"{k} {ms:.2f} ms/{n:.0f}" for k, (ms, n) in list(r["runtime"].items())[:8]
+        )
         lines.append(f"           runtime API: {calls}")
     for label, r in result.items():
         lines.append(f"--- top kernels, {label} (ms/iter, launches/iter, kind)")
@@ -237,8 +257,11 @@ def main() -> None:
     parser.add_argument("--out", default=os.environ.get("OUT", "/tmp/out"))
     parser.add_argument("--hang-s", type=float, default=540)
     parser.add_argument("--only", default="", help="a subset of eager,torchkiln,inductor")
-    parser.add_argument("--host-profile", action="store_true",
-                        help="also cProfile 5 torchkiln steps into host-<model>-<task>.txt")
+    parser.add_argument(
+        "--host-profile",
+        action="store_true",
+        help="also cProfile 5 torchkiln steps into host-<model>-<task>.txt",
+    )
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     out = Path(args.out)
@@ -251,8 +274,14 @@ def main() -> None:
             debug = Path(tempfile.mkdtemp(prefix=f"tk-{name}-{task}-"))
             try:
                 host = out / f"host-{name}-{task}.txt" if args.host_profile else None
-                result = variants(args.suite, name, task, debug, host,
-                                  tuple(args.only.split(",")) if args.only else ())
+                result = variants(
+                    args.suite,
+                    name,
+                    task,
+                    debug,
+                    host,
+                    tuple(args.only.split(",")) if args.only else (),
+                )
             except Exception as error:  # noqa: BLE001 - one model must not stop the session
                 print(f"===== {name} {task}: {type(error).__name__}: {str(error)[:300]}")
                 continue

@@ -50,12 +50,15 @@ def compare(rows: int, width: int, vocab: int) -> None:
         "fwd h @ wt (row-major weight, no copy)": lambda: h @ wt,
         "fwd h @ pad(w).t() [:, :V] (padded)": lambda: (h @ wp.t())[:, :vocab],
         "fwd pad + mm + slice + contiguous": lambda: (
-            h @ torch.nn.functional.pad(w, (0, 0, 0, vp - vocab)).t())[:, :vocab].contiguous(),
+            h @ torch.nn.functional.pad(w, (0, 0, 0, vp - vocab)).t()
+        )[:, :vocab].contiguous(),
         "fwd mm(out=padded[:, :V])": lambda: torch.mm(h, w.t(), out=out[:, :vocab]),
         "dgrad g @ w (as traced)": lambda: g @ w,
         "dgrad pad(g) @ pad(w)": lambda: gp @ wp,
         "dgrad pad(g) @ pad(w), pads per call": lambda: (
-            torch.nn.functional.pad(g, (0, vp - vocab)) @ torch.nn.functional.pad(w, (0, 0, 0, vp - vocab))),
+            torch.nn.functional.pad(g, (0, vp - vocab))
+            @ torch.nn.functional.pad(w, (0, 0, 0, vp - vocab))
+        ),
         "wgrad g.t() @ h (as traced)": lambda: g.t() @ h,
         "wgrad g.t().contiguous() @ h": lambda: g.t().contiguous() @ h,
         "wgrad pad(g).t() @ h [:V]": lambda: (gp.t() @ h)[:vocab],

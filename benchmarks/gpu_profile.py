@@ -22,7 +22,9 @@ def main(names: list[str]) -> None:
     for name in names:
         model, inputs = zoo.build(name)
         model = model.to("cuda", torch.bfloat16)
-        inputs = tuple(t.to("cuda", torch.bfloat16) if t.is_floating_point() else t.to("cuda") for t in inputs)
+        inputs = tuple(
+            t.to("cuda", torch.bfloat16) if t.is_floating_point() else t.to("cuda") for t in inputs
+        )
         compiled = torchkiln.compile(model)
         with torch.no_grad():
             for label, fn in (("eager", model), ("torchkiln", compiled)):
@@ -43,8 +45,6 @@ def main(names: list[str]) -> None:
                 print(src.read_text()[:8000])
 
 
-
-
 def python_profile(name: str, calls: int = 300) -> None:
     """cProfile of the host side of ``calls`` torchkiln calls (what Python does per call)."""
     import cProfile
@@ -55,7 +55,9 @@ def python_profile(name: str, calls: int = 300) -> None:
 
     model, inputs = zoo.build(name)
     model = model.to("cuda", torch.bfloat16)
-    inputs = tuple(t.to("cuda", torch.bfloat16) if t.is_floating_point() else t.to("cuda") for t in inputs)
+    inputs = tuple(
+        t.to("cuda", torch.bfloat16) if t.is_floating_point() else t.to("cuda") for t in inputs
+    )
     compiled = torchkiln.compile(model)
     with torch.no_grad():
         for _ in range(20):

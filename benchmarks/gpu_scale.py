@@ -69,7 +69,11 @@ def one(args) -> dict:
         for m in model.modules():
             if isinstance(m, torch.nn.Dropout):
                 m.p = 0.0
-    amp = torch.autocast(device, dtype=torch.bfloat16) if device == "cuda" else torch.autocast(device, enabled=False)
+    amp = (
+        torch.autocast(device, dtype=torch.bfloat16)
+        if device == "cuda"
+        else torch.autocast(device, enabled=False)
+    )
 
     if args.compiler == "torchkiln":
         import torchkiln
@@ -118,22 +122,35 @@ def one(args) -> dict:
         sync()
         times.append((time.perf_counter() - t0) * 1e3)
     row = {
-        "model": args.model, "compiler": args.compiler, "mode": args.mode, "batch": args.batch,
-        "seq": args.seq, "device": device, "step_ms": statistics.median(times),
-        "step_ms_min": min(times), "step_ms_max": max(times),
+        "model": args.model,
+        "compiler": args.compiler,
+        "mode": args.mode,
+        "batch": args.batch,
+        "seq": args.seq,
+        "device": device,
+        "step_ms": statistics.median(times),
+        "step_ms_min": min(times),
+        "step_ms_max": max(times),
         "compile_s": max(first - eager_first, 0.0) if args.compiler != "eager" else 0.0,
-        "peak_mem_mb": (torch.cuda.max_memory_allocated() - base_mem) / 2**20 if device == "cuda" else None,
+        "peak_mem_mb": (torch.cuda.max_memory_allocated() - base_mem) / 2**20
+        if device == "cuda"
+        else None,
     }
     if args.compiler == "torchkiln":
         import torchkiln
 
         rep = torchkiln.report(compiled)
-        row.update(graphs=len(rep.graphs), graph_breaks=len(rep.graph_breaks),
-                   eager_fallbacks=len(rep.eager_fallbacks),
-                   kernels=sum(g.kernels for g in rep.graphs),
-                   op_fallbacks=sorted({f for g in rep.graphs for f in g.fallbacks}))
+        row.update(
+            graphs=len(rep.graphs),
+            graph_breaks=len(rep.graph_breaks),
+            eager_fallbacks=len(rep.eager_fallbacks),
+            kernels=sum(g.kernels for g in rep.graphs),
+            op_fallbacks=sorted({f for g in rep.graphs for f in g.fallbacks}),
+        )
     if train and args.compiler != "eager":  # gradients against eager's, once
-        grads = {n: p.grad.float().clone() for n, p in model.named_parameters() if p.grad is not None}
+        grads = {
+            n: p.grad.float().clone() for n, p in model.named_parameters() if p.grad is not None
+        }
         step(model)
         worst = 0.0
         for n, p in model.named_parameters():
@@ -147,7 +164,9 @@ def one(args) -> dict:
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--model", default="bert-base")
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=512)
@@ -167,26 +186,55 @@ def main() -> None:
     rows = []
     for mode in args.modes.split(","):
         for compiler in args.compilers.split(","):
-            cmd = [sys.executable, __file__, "--one", "--compiler", compiler, "--mode", mode,
-                   "--model", args.model, "--batch", str(args.batch), "--seq", str(args.seq),
-                   "--repeat", str(args.repeat), "--warmup", str(args.warmup),
-                   "--timeout", str(args.timeout)]
+            cmd = [
+                sys.executable,
+                __file__,
+                "--one",
+                "--compiler",
+                compiler,
+                "--mode",
+                mode,
+                "--model",
+                args.model,
+                "--batch",
+                str(args.batch),
+                "--seq",
+                str(args.seq),
+                "--repeat",
+                str(args.repeat),
+                "--warmup",
+                str(args.warmup),
+                "--timeout",
+                str(args.timeout),
+            ]
             t0 = time.perf_counter()
             try:
                 done = subprocess.run(cmd, capture_output=True, text=True, timeout=args.timeout)
                 out = done.stdout + done.stderr
             except subprocess.TimeoutExpired as e:
-                out = (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+                out = (
+                    (e.stdout or b"").decode() if isinstance(e.stdout, bytes) else (e.stdout or "")
+                )
                 out += "\nTIMEOUT"
             found = [json.loads(line[4:]) for line in out.splitlines() if line.startswith("ROW ")]
-            row = found[0] if found else {"model": args.model, "compiler": compiler, "mode": mode,
-                                          "error": out.strip().splitlines()[-30:]}
+            row = (
+                found[0]
+                if found
+                else {
+                    "model": args.model,
+                    "compiler": compiler,
+                    "mode": mode,
+                    "error": out.strip().splitlines()[-30:],
+                }
+            )
             row["wall_s"] = time.perf_counter() - t0
             rows.append(row)
             print(json.dumps(row), flush=True)
     by = {(r["mode"], r["compiler"]): r for r in rows}
     print(f"\n{args.model} batch {args.batch} seq {args.seq}")
-    print(f"{'mode':6} {'compiler':10} {'step ms':>9} {'speedup':>8} {'compile s':>10} {'peak MB':>9}  notes")
+    print(
+        f"{'mode':6} {'compiler':10} {'step ms':>9} {'speedup':>8} {'compile s':>10} {'peak MB':>9}  notes"
+    )
     for r in rows:
         eager = by.get((r["mode"], "eager"), {}).get("step_ms")
         ms = r.get("step_ms")
@@ -196,11 +244,16 @@ def main() -> None:
             notes += f"graphs {r['graphs']} kernels {r['kernels']} fallbacks {r['op_fallbacks']} "
         if r.get("grad_rel_err_max") is not None:
             notes += f"grad err {r['grad_rel_err_max']:.2e}"
-        print(f"{r['mode']:6} {r['compiler']:10} {ms or 0:9.2f} {sp:>8} {r.get('compile_s', 0) or 0:10.1f} "
-              f"{r.get('peak_mem_mb') or 0:9.0f}  {notes}")
+        print(
+            f"{r['mode']:6} {r['compiler']:10} {ms or 0:9.2f} {sp:>8} {r.get('compile_s', 0) or 0:10.1f} "
+            f"{r.get('peak_mem_mb') or 0:9.0f}  {notes}"
+        )
     if args.json:
-        meta = {"command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
-                "date": time.strftime("%Y-%m-%d %H:%M"), "python": sys.version.split()[0]}
+        meta = {
+            "command": " ".join([Path(sys.argv[0]).name, *sys.argv[1:]]),
+            "date": time.strftime("%Y-%m-%d %H:%M"),
+            "python": sys.version.split()[0],
+        }
         Path(args.json).write_text(json.dumps({"meta": meta, "rows": rows}, indent=1))
 
 

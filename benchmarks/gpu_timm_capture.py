@@ -11,8 +11,13 @@ import time
 
 import torch
 
-MODELS = ("resnet50", "mobilenetv3_large_100", "vit_base_patch16_224", "convnext_tiny",
-          "efficientnet_b0")
+MODELS = (
+    "resnet50",
+    "mobilenetv3_large_100",
+    "vit_base_patch16_224",
+    "convnext_tiny",
+    "efficientnet_b0",
+)
 
 
 def main() -> int:
@@ -47,8 +52,10 @@ def main() -> int:
             error = (out - expected).abs().max().item()
             ok = len(graphs) == 1 and torch.allclose(out, expected, rtol=1e-4, atol=1e-4)
             nodes = len(graphs[0].graph.nodes) if graphs else 0
-            print(f"{'PASS' if ok else 'FAIL'} {name}: graphs={len(graphs)} fx_nodes={nodes} "
-                  f"max_abs_err={error:.2e} capture_s={seconds:.2f}")
+            print(
+                f"{'PASS' if ok else 'FAIL'} {name}: graphs={len(graphs)} fx_nodes={nodes} "
+                f"max_abs_err={error:.2e} capture_s={seconds:.2f}"
+            )
         except Exception as error:  # report and go on to the next model
             ok = False
             print(f"FAIL {name}: {type(error).__name__}: {str(error)[:300]}")

@@ -38,16 +38,30 @@ def _autotuned_reduction() -> None:
 
     n, m = 4096, 768
     dev = torch.device("cuda")
-    bufs = {"a": BufferSpec("a", torch.float32, dev, (sympy.Integer(n), sympy.Integer(m)),
-                            (sympy.Integer(m), sympy.Integer(1))),
-            "out": BufferSpec("out", torch.float32, dev, (sympy.Integer(n),), (sympy.Integer(1),))}
+    bufs = {
+        "a": BufferSpec(
+            "a",
+            torch.float32,
+            dev,
+            (sympy.Integer(n), sympy.Integer(m)),
+            (sympy.Integer(m), sympy.Integer(1)),
+        ),
+        "out": BufferSpec("out", torch.float32, dev, (sympy.Integer(n),), (sympy.Integer(1),)),
+    }
 
     def body(x, r):
         v = ops.load("a", x[0] * m + r[0])
         ops.store_reduction("out", x[0], ops.reduction(torch.float32, torch.float32, "sum", v))
 
-    spec = KernelSpec("rowsum_tuned", (sympy.Integer(n),), (sympy.Integer(m),),
-                      (KernelStage("loop", (KernelNode("out", body, True),)),), bufs, ("a",), ("out",))
+    spec = KernelSpec(
+        "rowsum_tuned",
+        (sympy.Integer(n),),
+        (sympy.Integer(m),),
+        (KernelStage("loop", (KernelNode("out", body, True),)),),
+        bufs,
+        ("a",),
+        ("out",),
+    )
     (k,) = TritonBackend(TritonOptions(autotune=True)).compile_kernels([spec])
     before = k.config
     for _ in range(2):
@@ -72,8 +86,15 @@ def _overhead() -> None:
     def body(x, r):
         ops.store("out", x[0], ops.add(ops.load("a", x[0]), ops.load("b", x[0])))
 
-    spec = KernelSpec("add_small", size, (), (KernelStage("loop", (KernelNode("out", body),)),),
-                      bufs, ("a", "b"), ("out",))
+    spec = KernelSpec(
+        "add_small",
+        size,
+        (),
+        (KernelStage("loop", (KernelNode("out", body),)),),
+        bufs,
+        ("a", "b"),
+        ("out",),
+    )
     (k,) = TritonBackend().compile_kernels([spec])
     a, b, out = (torch.randn(n, device=dev) for _ in range(3))
     k(a, b, out)
@@ -87,8 +108,10 @@ def _overhead() -> None:
         torch.testing.assert_close(out, a + b)
     print(f"PASS: relaunch with misaligned views ({len(k._launchers)} specializations cached)")
     _autotuned_reduction()
-    for label, fn in (("torchkiln launch", lambda: k(a, b, out)),
-                      ("eager torch.add", lambda: torch.add(a, b, out=out))):
+    for label, fn in (
+        ("torchkiln launch", lambda: k(a, b, out)),
+        ("eager torch.add", lambda: torch.add(a, b, out=out)),
+    ):
         for _ in range(50):
             fn()
         torch.cuda.synchronize()
@@ -96,7 +119,9 @@ def _overhead() -> None:
         for _ in range(1000):
             fn()
         torch.cuda.synchronize()
-        print(f"{label}: {(time.perf_counter() - t) * 1e3:.1f} us per call (host-bound, 1024 elems)")
+        print(
+            f"{label}: {(time.perf_counter() - t) * 1e3:.1f} us per call (host-bound, 1024 elems)"
+        )
 
 
 def main() -> int:
@@ -108,8 +133,10 @@ def main() -> int:
         return 1
     import triton
 
-    print(f"python {sys.version.split()[0]} torch {torch.__version__} triton {triton.__version__} "
-          f"on {torch.cuda.get_device_name()}")
+    print(
+        f"python {sys.version.split()[0]} torch {torch.__version__} triton {triton.__version__} "
+        f"on {torch.cuda.get_device_name()}"
+    )
     try:  # first: set_default_device below installs a mode that slows every later torch call
         _overhead()
     except Exception as e:  # noqa: BLE001 - report and go on: this is a smoke script
@@ -117,8 +144,16 @@ def main() -> int:
         return 1
     torch.set_default_device("cuda")
     report = _Report()
-    args = ["-q", "-p", "no:cacheprovider", "-p", "no:warnings", "--import-mode=importlib",
-            str(ROOT / "packages/codegen-triton/tests"), str(ROOT / "tests/test_codegen_triton_e2e.py")]
+    args = [
+        "-q",
+        "-p",
+        "no:cacheprovider",
+        "-p",
+        "no:warnings",
+        "--import-mode=importlib",
+        str(ROOT / "packages/codegen-triton/tests"),
+        str(ROOT / "tests/test_codegen_triton_e2e.py"),
+    ]
     pytest.main(args, plugins=[report])
     torch.set_default_device("cpu")
     for nodeid, outcome in report.results:

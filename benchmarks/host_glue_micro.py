@@ -30,16 +30,30 @@ def externs() -> dict:
     aten = torch.ops.aten
 
     def spec(size, stride):
-        return BufferSpec("out", torch.float32, torch.device("cpu"), tuple(map(sympy.Integer, size)),
-                          tuple(map(sympy.Integer, stride)))
+        return BufferSpec(
+            "out",
+            torch.float32,
+            torch.device("cpu"),
+            tuple(map(sympy.Integer, size)),
+            tuple(map(sympy.Integer, stride)),
+        )
 
     a, b, x = torch.randn(2, 3), torch.randn(3, 2), torch.randn(4, 4)
-    mm = make_extern(ExternCall(aten.mm.default, (BufferRef("a"), BufferRef("b")), {}, ("o",)), [spec((2, 2), (2, 1))])
-    sort = make_extern(ExternCall(aten.sort.default, (BufferRef("x"),), {}, ("v", "i")),
-                       [spec((4, 4), (4, 1)), spec((4, 4), (4, 1))])
+    mm = make_extern(
+        ExternCall(aten.mm.default, (BufferRef("a"), BufferRef("b")), {}, ("o",)),
+        [spec((2, 2), (2, 1))],
+    )
+    sort = make_extern(
+        ExternCall(aten.sort.default, (BufferRef("x"),), {}, ("v", "i")),
+        [spec((4, 4), (4, 1)), spec((4, 4), (4, 1))],
+    )
     mm_op, sort_op = aten.mm.default, aten.sort.default
-    return {"extern mm (layout checked)": lambda: mm(a, b), "bare aten.mm": lambda: mm_op(a, b),
-            "extern sort, 2 outputs (layouts checked)": lambda: sort(x), "bare aten.sort": lambda: sort_op(x)}
+    return {
+        "extern mm (layout checked)": lambda: mm(a, b),
+        "bare aten.mm": lambda: mm_op(a, b),
+        "extern sort, 2 outputs (layouts checked)": lambda: sort(x),
+        "bare aten.sort": lambda: sort_op(x),
+    }
 
 
 def weights() -> dict:
@@ -72,7 +86,9 @@ def training_glue() -> dict:
 
     backward = Backward()
     state = R._BackwardState(None, lambda gm, args: backward, compiled=backward, num_saved=300)
-    plan = R.TrainingPlan(lambda *args: [out.clone(), *saved], state, 1, (), (0,), tuple(range(200)), 300, 201)
+    plan = R.TrainingPlan(
+        lambda *args: [out.clone(), *saved], state, 1, (), (0,), tuple(range(200)), 300, 201
+    )
     runtime = R.TrainingRuntime(plan, params)
     x = torch.randn(4)
 
@@ -86,7 +102,12 @@ def training_glue() -> dict:
 
 
 def main() -> None:
-    for cases, number in ((externs(), 5000), (weights(), 5000), (folded_key(), 300), (training_glue(), 30)):
+    for cases, number in (
+        (externs(), 5000),
+        (weights(), 5000),
+        (folded_key(), 300),
+        (training_glue(), 30),
+    ):
         for name, us in _best_us(cases, number).items():
             print(f"{us:9.2f} us  {name}")
 

@@ -28,8 +28,11 @@ import host_overhead_cpu as H  # noqa: E402 - the harness next to this file
 
 def _instrument(on: bool) -> None:
     """Switch callgrind's instrumentation for this process (it polls for the request: wait)."""
-    done = subprocess.run(["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
-                          capture_output=True, text=True)
+    done = subprocess.run(
+        ["callgrind_control", "-i", "on" if on else "off", str(os.getpid())],
+        capture_output=True,
+        text=True,
+    )
     if done.returncode != 0:
         print(f"not under callgrind (callgrind_control: {done.stdout.strip()[-200:]})", flush=True)
     time.sleep(0.5)
@@ -62,8 +65,11 @@ def main() -> None:
     for _ in range(args.steps):
         step(compiled)
     _instrument(False)
-    print(f"{args.model} {args.task} ({args.variant}): {args.steps} steps, "
-          f"{H.LAUNCHES[0] / args.steps:.0f} launches per step", flush=True)
+    print(
+        f"{args.model} {args.task} ({args.variant}): {args.steps} steps, "
+        f"{H.LAUNCHES[0] / args.steps:.0f} launches per step",
+        flush=True,
+    )
 
 
 if __name__ == "__main__":

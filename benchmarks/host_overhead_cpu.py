@@ -75,7 +75,9 @@ def _fake_gpu_kernels() -> None:
     W.TritonCompiledKernel.__init__ = fake_init
 
 
-def build(model: str, task: str, batch: int, seq: int, hidden: int | None = None) -> tuple[Any, Any]:
+def build(
+    model: str, task: str, batch: int, seq: int, hidden: int | None = None
+) -> tuple[Any, Any]:
     from torchkiln.bench import convnets
     from torchkiln.bench.train import _no_dropout, loss_of
 
@@ -87,22 +89,33 @@ def build(model: str, task: str, batch: int, seq: int, hidden: int | None = None
             def train_step(fn: Any) -> None:
                 net.zero_grad(set_to_none=True)
                 loss_of(fn(images)).backward()
+
             return net, train_step
 
         def infer_step(fn: Any) -> None:
             with torch.no_grad():
                 fn(images)
+
         return net, infer_step
     import transformers
 
-    configs = {"bert": (transformers.BertForMaskedLM, transformers.BertConfig),
-               "gpt2": (transformers.GPT2LMHeadModel, transformers.GPT2Config)}
+    configs = {
+        "bert": (transformers.BertForMaskedLM, transformers.BertConfig),
+        "gpt2": (transformers.GPT2LMHeadModel, transformers.GPT2Config),
+    }
     cls, config = configs[model]
     # the full width and depth; a small vocabulary keeps the CPU time of the head's matmuls (not
     # what this measures) small. ``hidden`` narrows the layers (the same graph: the same kernels,
     # externs and views per step) so that the externs' CPU time no longer hides the host's
-    narrow = {} if hidden is None else (
-        {"hidden_size": hidden, "intermediate_size": 4 * hidden} if model == "bert" else {"n_embd": hidden})
+    narrow = (
+        {}
+        if hidden is None
+        else (
+            {"hidden_size": hidden, "intermediate_size": 4 * hidden}
+            if model == "bert"
+            else {"n_embd": hidden}
+        )
+    )
     net = cls(config(vocab_size=1024, **narrow))
     ids = torch.randint(0, 1000, (batch, seq))
     if task == "train":
@@ -117,6 +130,7 @@ def build(model: str, task: str, batch: int, seq: int, hidden: int | None = None
         def step(fn: Any) -> None:
             with torch.no_grad():
                 fn(ids)
+
     return net, step
 
 
@@ -152,7 +166,9 @@ def _per_kernel_launches(net: Any, step: Any) -> Any:
         loop_wrapper.StreamLaunch = protocol
 
 
-def _compare_per_kernel_launches(net: Any, step: Any, compiled: Any, steps: int, rounds: int) -> None:
+def _compare_per_kernel_launches(
+    net: Any, step: Any, compiled: Any, steps: int, rounds: int
+) -> None:
     old = _per_kernel_launches(net, step)
     times: dict[str, list[float]] = {"per-kernel launches": [], "stream per wrapper call": []}
     for _ in range(rounds):
@@ -160,30 +176,48 @@ def _compare_per_kernel_launches(net: Any, step: Any, compiled: Any, steps: int,
             times[name].append(_best_ms(step, fn, steps, 1)[1])
     for name, ts in times.items():
         ts.sort()
-        print(f"{name}: process CPU ms per step, median {ts[len(ts) // 2]:.2f}, min {ts[0]:.2f} "
-              f"over {rounds} alternating blocks of {steps} steps")
+        print(
+            f"{name}: process CPU ms per step, median {ts[len(ts) // 2]:.2f}, min {ts[0]:.2f} "
+            f"over {rounds} alternating blocks of {steps} steps"
+        )
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--model", default="bert",
-                        help="bert, gpt2, or a conv-suite net (torchkiln.bench.convnets: mobilenet, "
-                        "resnet_bottleneck, vgg)")
+    parser.add_argument(
+        "--model",
+        default="bert",
+        help="bert, gpt2, or a conv-suite net (torchkiln.bench.convnets: mobilenet, "
+        "resnet_bottleneck, vgg)",
+    )
     parser.add_argument("--task", default="train")
     parser.add_argument("--batch", type=int, default=1)
     parser.add_argument("--seq", type=int, default=8)
     parser.add_argument("--steps", type=int, default=20)
-    parser.add_argument("--hidden", type=int, default=None,
-                        help="narrow the layers to this width (a multiple of 12, the heads): the same "
-                        "graph with cheap externs, so the step time is mostly host time")
-    parser.add_argument("--repeat", type=int, default=1,
-                        help="time this many blocks of --steps steps and report the fastest (the "
-                        "machine is shared: the best block is the least disturbed)")
-    parser.add_argument("--ab", action="store_true",
-                        help="also time wrappers that launch kernel by kernel (see the docstring), "
-                        "in alternating blocks of the same process")
+    parser.add_argument(
+        "--hidden",
+        type=int,
+        default=None,
+        help="narrow the layers to this width (a multiple of 12, the heads): the same "
+        "graph with cheap externs, so the step time is mostly host time",
+    )
+    parser.add_argument(
+        "--repeat",
+        type=int,
+        default=1,
+        help="time this many blocks of --steps steps and report the fastest (the "
+        "machine is shared: the best block is the least disturbed)",
+    )
+    parser.add_argument(
+        "--ab",
+        action="store_true",
+        help="also time wrappers that launch kernel by kernel (see the docstring), "
+        "in alternating blocks of the same process",
+    )
     parser.add_argument("--profile", action="store_true")
-    parser.add_argument("--profile-out", default=None, help="also write the profile's stats to this file")
+    parser.add_argument(
+        "--profile-out", default=None, help="also write the profile's stats to this file"
+    )
     args = parser.parse_args()
     import torchkiln
 
@@ -205,11 +239,13 @@ def main() -> None:
     with profiler or contextlib.nullcontext():
         ours, ours_cpu = _best_ms(step, compiled, args.steps, args.repeat)
     launches = LAUNCHES[0] / (args.steps * args.repeat)
-    print(f"{args.model} {args.task} (batch {args.batch}, seq {args.seq}): eager step "
-          f"{eager:.2f} ms on the CPU; torchkiln step with no-op GPU launches {ours:.2f} ms, "
-          f"{launches:.0f} launches per step ({1000 * ours / max(launches, 1):.1f} us per "
-          f"launch, externs' CPU time included); first call {compile_s:.1f} s\n"
-          f"process CPU time per step: eager {eager_cpu:.2f} ms, torchkiln {ours_cpu:.2f} ms")
+    print(
+        f"{args.model} {args.task} (batch {args.batch}, seq {args.seq}): eager step "
+        f"{eager:.2f} ms on the CPU; torchkiln step with no-op GPU launches {ours:.2f} ms, "
+        f"{launches:.0f} launches per step ({1000 * ours / max(launches, 1):.1f} us per "
+        f"launch, externs' CPU time included); first call {compile_s:.1f} s\n"
+        f"process CPU time per step: eager {eager_cpu:.2f} ms, torchkiln {ours_cpu:.2f} ms"
+    )
     if args.ab:
         _compare_per_kernel_launches(net, step, compiled, args.steps, max(args.repeat, 5))
     if profiler is not None:

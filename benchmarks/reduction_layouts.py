@@ -31,8 +31,10 @@ from torchkiln_loop_ir.ops import ops
 
 _SYMS = {f"{p}{i}": index_symbol(p, i) for p in "xr" for i in range(8)}
 _LOCALS = {"FloorDiv": FloorDiv, "ModularIndexing": ModularIndexing, **_SYMS}
-_HEAD = re.compile(r"  (kernel\d+): xranges=\[([^\]]*)\] rranges=\[([^\]]*)\] inputs=\[([^\]]*)\] "
-                   r"outputs=\[([^\]]*)\] local=\[([^\]]*)\]")
+_HEAD = re.compile(
+    r"  (kernel\d+): xranges=\[([^\]]*)\] rranges=\[([^\]]*)\] inputs=\[([^\]]*)\] "
+    r"outputs=\[([^\]]*)\] local=\[([^\]]*)\]"
+)
 
 
 def _names(text: str) -> list[str]:
@@ -43,15 +45,26 @@ def read_kernels(path: Path) -> list[dict]:
     kernels: list[dict] = []
     for line in path.read_text().splitlines():
         if m := _HEAD.match(line):
-            kernels.append(dict(name=m[1], x=[int(v) for v in _names(m[2])], r=[int(v) for v in _names(m[3])],
-                                inputs=_names(m[4]), outputs=_names(m[5]), local=_names(m[6]), stages=[]))
+            kernels.append(
+                dict(
+                    name=m[1],
+                    x=[int(v) for v in _names(m[2])],
+                    r=[int(v) for v in _names(m[3])],
+                    inputs=_names(m[4]),
+                    outputs=_names(m[5]),
+                    local=_names(m[6]),
+                    stages=[],
+                )
+            )
         elif kernels and (m := re.match(r"    stage (\w+):", line)):
             kernels[-1]["stages"].append((m[1], []))
         elif kernels and kernels[-1]["stages"]:
             s, ops_ = line.strip(), kernels[-1]["stages"][-1][1]
             if m := re.match(r"tmp\d+ = ops\.load\('(\w+)', (.*)\)$", s):
                 ops_.append(("load", m[1], m[2]))
-            elif m := re.match(r"ops\.store(?:_reduction)?\('(\w+)', (.*?), tmp\d+(?:, \w+)?\)$", s):
+            elif m := re.match(
+                r"ops\.store(?:_reduction)?\('(\w+)', (.*?), tmp\d+(?:, \w+)?\)$", s
+            ):
                 ops_.append(("store", m[1], m[2]))
             elif m := re.match(r"tmp\d+ = ops\.reduction\([^']*'(\w+)'", s):
                 ops_.append(("reduction", m[1], ""))
@@ -69,18 +82,31 @@ def _spec(k: dict, dtypes: dict[str, torch.dtype]) -> KernelSpec:
                 else:
                     idx = simplify_index(sympy.sympify(b, locals=_LOCALS), ranges)
                     ops.load(a, idx) if kind == "load" else ops.store(a, idx, None)
+
         return body
 
     names = set(k["inputs"]) | set(k["outputs"]) | set(k["local"])
-    bufs = {n: BufferSpec(n, dtypes.get(n, torch.float32), torch.device("cuda"), (), ()) for n in names}
+    bufs = {
+        n: BufferSpec(n, dtypes.get(n, torch.float32), torch.device("cuda"), (), ()) for n in names
+    }
     stages = tuple(KernelStage(kind, (KernelNode("n", body_of(st)),)) for kind, st in k["stages"])
-    return KernelSpec(k["name"], tuple(map(sympy.Integer, k["x"])), tuple(map(sympy.Integer, k["r"])),
-                      stages, bufs, tuple(k["inputs"]), tuple(k["outputs"]), frozenset(k["local"]))
+    return KernelSpec(
+        k["name"],
+        tuple(map(sympy.Integer, k["x"])),
+        tuple(map(sympy.Integer, k["r"])),
+        stages,
+        bufs,
+        tuple(k["inputs"]),
+        tuple(k["outputs"]),
+        frozenset(k["local"]),
+    )
 
 
 def _ranges(k: dict) -> dict:
-    return {**{index_symbol("x", i): v for i, v in enumerate(k["x"])},
-            **{index_symbol("r", i): v for i, v in enumerate(k["r"])}}
+    return {
+        **{index_symbol("x", i): v for i, v in enumerate(k["x"])},
+        **{index_symbol("r", i): v for i, v in enumerate(k["r"])},
+    }
 
 
 def _bytes(k: dict, dtypes: dict[str, torch.dtype]) -> int:
@@ -93,7 +119,11 @@ def _bytes(k: dict, dtypes: dict[str, torch.dtype]) -> int:
                 continue
             seen.add((a, b))
             names = {s.name[0] for s in sympy.sympify(b, locals=_LOCALS).free_symbols}
-            total += (xn if "x" in names else 1) * (rn if "r" in names else 1) * dtypes.get(a, torch.float32).itemsize
+            total += (
+                (xn if "x" in names else 1)
+                * (rn if "r" in names else 1)
+                * dtypes.get(a, torch.float32).itemsize
+            )
     return int(total)
 
 
@@ -117,16 +147,26 @@ def main(folder: Path, part: str) -> None:
     for (x, r, stages, reds, new, old), ks in sorted(groups.items(), key=lambda kv: -len(kv[1])):
         xn = int(sympy.prod(eval(x)))  # noqa: S307 - our own list text
         mb = sum(b for _, b, _ in ks) / len(ks) / 1e6
-        shape = lambda c: f"{'[R,X]' if c.transposed else '[X,R]'} {c.xblock}x{c.rblock}{'L' if c.looped else 'P'}"  # noqa: E731
-        print(f"{len(ks):3d} x {ks[0][0]:10s} x={x} r={r} stages={stages} {reds}: {shape(old)} "
-              f"{-(-xn // old.xblock)} programs -> {shape(new)} split={new.split} "
-              f"{-(-xn // new.xblock) * (new.split or 1)} programs; {mb:.1f} MB = {mb / 3e3:.3f} ms at 3 TB/s")
+
+        def shape(c):
+            return f"{'[R,X]' if c.transposed else '[X,R]'} {c.xblock}x{c.rblock}{'L' if c.looped else 'P'}"
+
+        print(
+            f"{len(ks):3d} x {ks[0][0]:10s} x={x} r={r} stages={stages} {reds}: {shape(old)} "
+            f"{-(-xn // old.xblock)} programs -> {shape(new)} split={new.split} "
+            f"{-(-xn // new.xblock) * (new.split or 1)} programs; {mb:.1f} MB = {mb / 3e3:.3f} ms at 3 TB/s"
+        )
     n = sum(len(v) for v in groups.values())
-    print(f"{n} reduction kernels: {sum(len(v) for k, v in groups.items() if k[4].transposed)} transposed, "
-          f"{sum(len(v) for k, v in groups.items() if k[4].split)} split")
+    print(
+        f"{n} reduction kernels: {sum(len(v) for k, v in groups.items() if k[4].transposed)} transposed, "
+        f"{sum(len(v) for k, v in groups.items() if k[4].split)} split"
+    )
     before = after = 0
     for k in kernels:
-        ranges, flat = _ranges(k), FlatIndex([sympy.Integer(v) for v in k["x"]], [sympy.Integer(v) for v in k["r"]])
+        ranges, flat = (
+            _ranges(k),
+            FlatIndex([sympy.Integer(v) for v in k["x"]], [sympy.Integer(v) for v in k["r"]]),
+        )
         split = lambda e: bool(e.atoms(FloorDiv, ModularIndexing))  # noqa: E731
         multi = sum(v != 1 for v in k["x"]) > 1 or sum(v != 1 for v in k["r"]) > 1
         for _, st in k["stages"]:
@@ -138,8 +178,10 @@ def main(folder: Path, part: str) -> None:
                 before += split(e) or (multi and uses)
                 f = flat.rewrite(simplify_index(e, ranges))
                 after += split(f) or (multi and bool(f.free_symbols & ranges.keys()))
-    print(f"addresses needing a // or % per element (their own, or recovering a variable of a "
-          f"multi-range kernel): {before} as dumped, {after} now")
+    print(
+        f"addresses needing a // or % per element (their own, or recovering a variable of a "
+        f"multi-range kernel): {before} as dumped, {after} now"
+    )
 
 
 if __name__ == "__main__":

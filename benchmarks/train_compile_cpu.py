@@ -63,18 +63,26 @@ def _phases_in_cpu_seconds() -> None:
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--model", default="gpt2", choices=["gpt2", "llama", "bert", "t5_encoder", "distilbert"])
+    ap.add_argument(
+        "--model", default="gpt2", choices=["gpt2", "llama", "bert", "t5_encoder", "distilbert"]
+    )
     ap.add_argument("--batch", type=int, default=2)
     ap.add_argument("--seq", type=int, default=128)
     ap.add_argument("--codegen", default="triton", choices=["triton", "cpp"])
     ap.add_argument("--profile", default=None, help="write a cProfile of the compiled step here")
     ap.add_argument("--json", default=None)
-    ap.add_argument("--wall", action="store_true",
-                    help="phases in wall seconds (default: CPU seconds of this process, which a "
-                         "loaded machine does not swell)")
-    ap.add_argument("--run-kernels", action="store_true",
-                    help="run the Triton kernels in the interpreter (slow: minutes at full size); by "
-                         "default each launch is skipped, the step's values are garbage")
+    ap.add_argument(
+        "--wall",
+        action="store_true",
+        help="phases in wall seconds (default: CPU seconds of this process, which a "
+        "loaded machine does not swell)",
+    )
+    ap.add_argument(
+        "--run-kernels",
+        action="store_true",
+        help="run the Triton kernels in the interpreter (slow: minutes at full size); by "
+        "default each launch is skipped, the step's values are garbage",
+    )
     args = ap.parse_args()
     if args.codegen == "triton" and os.environ.get("TRITON_INTERPRET", "0") in ("", "0"):
         sys.exit("--codegen triton on the CPU needs TRITON_INTERPRET=1")
@@ -120,10 +128,18 @@ def main() -> None:
     # capture and guards: the rest, less a second (compiled) step's time
     phases["run"] = run
     phases["capture"] = (total if args.wall else cpu) - sum(phases.values())
-    result = {"model": args.model, "batch": args.batch, "seq": args.seq, "codegen": args.codegen,
-              "total_s": total, "total_cpu_s": cpu, "phases": phases,
-              "graphs": report.num_graphs, "kernels": report.num_kernels,
-              "torch": torch.__version__}
+    result = {
+        "model": args.model,
+        "batch": args.batch,
+        "seq": args.seq,
+        "codegen": args.codegen,
+        "total_s": total,
+        "total_cpu_s": cpu,
+        "phases": phases,
+        "graphs": report.num_graphs,
+        "kernels": report.num_kernels,
+        "torch": torch.__version__,
+    }
     print(json.dumps(result, indent=1))
     if args.json:
         with open(args.json, "w") as f:

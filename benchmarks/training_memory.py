@@ -22,8 +22,11 @@ from torchkiln_aot_partition import saved_tensor_bytes
 def cpu_peak_bytes(fn) -> int:
     with profile(activities=[ProfilerActivity.CPU], profile_memory=True) as prof:
         fn()
-    events = sorted((e.start_ns(), e.nbytes()) for e in prof.profiler.kineto_results.events()
-                    if e.name() == "[memory]")
+    events = sorted(
+        (e.start_ns(), e.nbytes())
+        for e in prof.profiler.kineto_results.events()
+        if e.name() == "[memory]"
+    )
     live = peak = 0
     for _, nbytes in events:
         live += nbytes
@@ -38,11 +41,14 @@ def main() -> None:
     args = parser.parse_args()
     torch.manual_seed(0)
     if args.model == "bert":  # no pooler (as BertForMaskedLM): every output feeds the loss
-        model = transformers.BertModel(transformers.BertConfig(num_hidden_layers=2, attn_implementation="sdpa"),
-                                       add_pooling_layer=False)
+        model = transformers.BertModel(
+            transformers.BertConfig(num_hidden_layers=2, attn_implementation="sdpa"),
+            add_pooling_layer=False,
+        )
     else:
-        model = transformers.GPT2Model(transformers.GPT2Config(n_layer=2, use_cache=False,
-                                                               attn_implementation="sdpa"))
+        model = transformers.GPT2Model(
+            transformers.GPT2Config(n_layer=2, use_cache=False, attn_implementation="sdpa")
+        )
     model.train()
     ids = torch.randint(0, 1000, (2, 128))
 
@@ -66,8 +72,10 @@ def main() -> None:
         del out
         forward_peak = cpu_peak_bytes(lambda m=m: loss(m))
         step_peak = cpu_peak_bytes(lambda m=m: step(m))
-        print(f"{args.model} {args.dtype} {name:9s} saved {saved.activations / 2**20:7.2f} MB  "
-              f"forward peak {forward_peak / 2**20:7.1f} MB  step peak {step_peak / 2**20:7.1f} MB")
+        print(
+            f"{args.model} {args.dtype} {name:9s} saved {saved.activations / 2**20:7.2f} MB  "
+            f"forward peak {forward_peak / 2**20:7.1f} MB  step peak {step_peak / 2**20:7.1f} MB"
+        )
 
 
 if __name__ == "__main__":

@@ -36,8 +36,15 @@ from torchkiln_codegen_triton.wrapper import kernel_name  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
-_TYPES = {torch.bfloat16: "bf16", torch.float16: "fp16", torch.float32: "fp32",
-          torch.float64: "fp64", torch.int64: "i64", torch.int32: "i32", torch.bool: "i1"}
+_TYPES = {
+    torch.bfloat16: "bf16",
+    torch.float16: "fp16",
+    torch.float32: "fp32",
+    torch.float64: "fp64",
+    torch.int64: "i64",
+    torch.int32: "i32",
+    torch.bool: "i1",
+}
 
 
 class _RecordingBackend(TritonBackend):
@@ -78,12 +85,16 @@ def _resources(compiled) -> str:
         path = Path(d) / "k.cubin"
         path.write_bytes(compiled.asm["cubin"])
         tool = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
-        out = subprocess.run([str(tool), "-res-usage", str(path)], capture_output=True, text=True).stdout
+        out = subprocess.run(
+            [str(tool), "-res-usage", str(path)], capture_output=True, text=True
+        ).stdout
     regs = re.search(r"REG:(\d+)", out)
     local = re.search(r"LOCAL:(\d+)", out)
     loads = sorted(set(re.findall(r"ld\.global[.a-z0-9]*", compiled.asm["ptx"])))
-    return (f"regs {regs[1] if regs else '?'} spill bytes {local[1] if local else '?'} "
-            f"loads {' '.join(loads)}")
+    return (
+        f"regs {regs[1] if regs else '?'} spill bytes {local[1] if local else '?'} "
+        f"loads {' '.join(loads)}"
+    )
 
 
 def main() -> None:
@@ -98,25 +109,41 @@ def main() -> None:
         for width in map(int, args.widths.split(",")):
             with FakeTensorMode(allow_non_fake_inputs=True):
                 cases = gpu_bandwidth.cases(getattr(torch, dtype_name), args.rows, width, "cuda")
-                graphs = [(name, make_fx(fn, decomposition_table=loop_ir.decompositions())(*inputs),
-                           inputs) for name, fn, inputs in cases]
+                graphs = [
+                    (
+                        name,
+                        make_fx(fn, decomposition_table=loop_ir.decompositions())(*inputs),
+                        inputs,
+                    )
+                    for name, fn, inputs in cases
+                ]
             for name, gm, inputs in graphs:
                 kernels = loop_ir.compile_graph(gm, list(inputs), backend).kernels
                 for spec, k in zip(backend.specs, kernels):
                     c = k.config
-                    shape = (f"{'[R,X]' if c.transposed else '[X,R]'} {c.xblock}x{c.rblock} "
-                             f"{'looped' if c.looped else 'persistent'}" if c.rblock > 1 else
-                             f"pointwise {c.xblock}")
-                    fns = [_function(spec, k, False)] + ([_function(spec, k, True)] if c.split else [])
+                    shape = (
+                        f"{'[R,X]' if c.transposed else '[X,R]'} {c.xblock}x{c.rblock} "
+                        f"{'looped' if c.looped else 'persistent'}"
+                        if c.rblock > 1
+                        else f"pointwise {c.xblock}"
+                    )
+                    fns = [_function(spec, k, False)] + (
+                        [_function(spec, k, True)] if c.split else []
+                    )
                     for finish, jit in zip((False, True), fns):
                         src, warps = _signature(jit, spec, k, finish)
                         try:
-                            compiled = triton.compile(src, target=target, options={"num_warps": warps})
+                            compiled = triton.compile(
+                                src, target=target, options={"num_warps": warps}
+                            )
                             res = _resources(compiled)
                         except Exception as e:  # noqa: BLE001 - report and go on
                             res = f"COMPILE FAILED {type(e).__name__}: {str(e)[:200]}"
-                        print(f"{dtype_name:9s} {width:6d} {name:20s} {jit.fn.__name__:14s} {shape} "
-                              f"split {c.split} warps {warps}: {res}", flush=True)
+                        print(
+                            f"{dtype_name:9s} {width:6d} {name:20s} {jit.fn.__name__:14s} {shape} "
+                            f"split {c.split} warps {warps}: {res}",
+                            flush=True,
+                        )
 
 
 def _function(kspec, kernel, finish: bool):

@@ -53,8 +53,11 @@ def main() -> None:
     keyed = per_launch_us(_Keyed(kernel), args)
     # as a generated wrapper launches it: the stream fetched once per wrapper call, not here
     stream_launch = per_launch_us(functools.partial(kernel.launch_in, 0), args)
-    print(f"ready launch: {ready:.1f} us, keyed path: {keyed:.1f} us, launch_in with the "
-          f"wrapper's stream: {stream_launch:.1f} us per launch")
+    print(
+        f"ready launch: {ready:.1f} us, keyed path: {keyed:.1f} us, launch_in with the "
+        f"wrapper's stream: {stream_launch:.1f} us per launch"
+    )
+
 
 class _Keyed:
     """The kernel with its ready launch dropped before every call: every launch builds its
@@ -80,7 +83,7 @@ def cuda_case(nargs: int) -> None:
     gm = make_fx(chain, decomposition_table=L.decompositions())(*inputs)
     kernel = L.compile_graph(gm, inputs, TritonBackend()).kernels[0]
     out = torch.empty(1024, device="cuda")
-    args = [*inputs, out][:kernel._nargs]
+    args = [*inputs, out][: kernel._nargs]
     kernel(*args)
     torch.cuda.synchronize()
     ours = per_launch_us(kernel, args, calls=20000)
@@ -92,14 +95,17 @@ def cuda_case(nargs: int) -> None:
     stream = torch.cuda.current_stream().cuda_stream
 
     def raw(*a):
-        binary.run(gx, 1, 1, stream, binary.function, binary.packed_metadata, None, None,
-                   None, *a, *tail)
+        binary.run(
+            gx, 1, 1, stream, binary.function, binary.packed_metadata, None, None, None, *a, *tail
+        )
 
     direct = per_launch_us(raw, args, calls=20000)
     # as a generated wrapper launches it: the stream fetched once per wrapper call
     in_stream = kernel.stream_for(torch.device("cuda", torch.cuda.current_device()))
     assert in_stream is not None and "launch_in" in vars(kernel), "no ready launch was built"
-    wrapper_launch = per_launch_us(functools.partial(kernel.launch_in, in_stream), args, calls=20000)
+    wrapper_launch = per_launch_us(
+        functools.partial(kernel.launch_in, in_stream), args, calls=20000
+    )
     a, b, c = inputs[0], inputs[1], torch.empty_like(inputs[0])
     eager = per_launch_us(lambda: torch.add(a, b, out=c), (), calls=20000)
     torch.cuda.synchronize()
@@ -113,11 +119,13 @@ def cuda_case(nargs: int) -> None:
     from torchkiln_codegen_triton._compat import direct_launch
 
     direct_c = direct_launch(binary.run)[0] is not binary.run
-    print(f"{kernel._nargs} tensors (ready launch calls Triton's C launch directly: "
-          f"{'yes' if direct_c else 'no'}): torchkiln kernel {ours:.1f} us, launch_in with the wrapper's "
-          f"stream {wrapper_launch:.1f} us, Triton launcher "
-          f"{direct:.1f} us, eager torch.add(out=) {eager:.1f} us per call on the host; "
-          f"{gpu:.1f} us per call back to back on the GPU")
+    print(
+        f"{kernel._nargs} tensors (ready launch calls Triton's C launch directly: "
+        f"{'yes' if direct_c else 'no'}): torchkiln kernel {ours:.1f} us, launch_in with the wrapper's "
+        f"stream {wrapper_launch:.1f} us, Triton launcher "
+        f"{direct:.1f} us, eager torch.add(out=) {eager:.1f} us per call on the host; "
+        f"{gpu:.1f} us per call back to back on the GPU"
+    )
 
 
 def cuda_main() -> None:

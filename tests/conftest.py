@@ -12,7 +12,9 @@ def private_cache_dir(tmp_path_factory, request):
     """A code cache of the test module's own (``TORCHKILN_CACHE_DIR``), restored afterwards: the
     module's kernels are built fresh, never read from another test's cache."""
     old = os.environ.get("TORCHKILN_CACHE_DIR")
-    os.environ["TORCHKILN_CACHE_DIR"] = str(tmp_path_factory.mktemp(f"{request.module.__name__}-cache"))
+    os.environ["TORCHKILN_CACHE_DIR"] = str(
+        tmp_path_factory.mktemp(f"{request.module.__name__}-cache")
+    )
     yield
     if old is None:
         os.environ.pop("TORCHKILN_CACHE_DIR", None)

@@ -69,7 +69,9 @@ def test_the_issue_cases():
     assert _compile(_fill_then_sum)(z, z[0]).item() == 14.0
 
 
-@pytest.mark.parametrize("fn", [_scale_then_read, _fill_then_sum, _base_write_view_read, _view_write_base_read])
+@pytest.mark.parametrize(
+    "fn", [_scale_then_read, _fill_then_sum, _base_write_view_read, _view_write_base_read]
+)
 def test_row_view(fn):
     _check(fn, lambda: torch.randn(3, 4), lambda s: (s, s[1]))
 
@@ -90,9 +92,13 @@ def test_strided_views_of_a_larger_buffer():
 
 def test_non_aliased_then_aliased_recompiles():
     compiled = _compile(_scale_then_read)
-    _check(_scale_then_read, lambda: torch.randn(2, 3), lambda s: (s, s[1].clone()), compiled=compiled)
+    _check(
+        _scale_then_read, lambda: torch.randn(2, 3), lambda s: (s, s[1].clone()), compiled=compiled
+    )
     _check(_scale_then_read, lambda: torch.randn(2, 3), lambda s: (s, s[1]), compiled=compiled)
-    _check(_scale_then_read, lambda: torch.randn(2, 3), lambda s: (s, s[1].clone()), compiled=compiled)
+    _check(
+        _scale_then_read, lambda: torch.randn(2, 3), lambda s: (s, s[1].clone()), compiled=compiled
+    )
     assert len(torchkiln.report(compiled).graphs) == 2
 
 
@@ -106,8 +112,13 @@ def test_aliasing_guarded_for_many_inputs():
     compiled = _compile(fn)
     for aliased in (False, True, False, True):
         last = (lambda s: s[0, :]) if aliased else (lambda s: s[1].clone())
-        _check(fn, lambda: torch.randn(2, 4), lambda s, last=last: (s[0], *others, last(s)), calls=1,
-               compiled=compiled)
+        _check(
+            fn,
+            lambda: torch.randn(2, 4),
+            lambda s, last=last: (s[0], *others, last(s)),
+            calls=1,
+            compiled=compiled,
+        )
     assert len(torchkiln.report(compiled).graphs) == 2
 
 
@@ -169,8 +180,15 @@ _VIEWS = {
     "every other column": lambda s: s[:, 1::2],
     "whole": lambda s: s,
 }
-_WRITES = ["a.add_(1.5)", "b.mul_(-2)", "a.fill_(3.0)", "b.clamp_(min=0)", "a.sub_(a.sum())",
-           "a.mul_(2); b.add_(1)", "b.zero_(); a.add_(1)"]
+_WRITES = [
+    "a.add_(1.5)",
+    "b.mul_(-2)",
+    "a.fill_(3.0)",
+    "b.clamp_(min=0)",
+    "a.sub_(a.sum())",
+    "a.mul_(2); b.add_(1)",
+    "b.zero_(); a.add_(1)",
+]
 _READS = ["a + 0", "b * 1", "a.sum() + b.sum()", "(a.sum(), b)"]
 
 
@@ -199,8 +217,9 @@ def test_aliased_mutated_inputs_under_dynamic_shapes(dynamic):
     arguments that share a storage keep static sizes (their synthetic base is built from their
     geometry) while the other input stays symbolic: every call compiled, results and storages as
     eager's, and a new size of the unaliased input alone compiles nothing new."""
-    compiled = torchkiln.compile(_write_one_read_other_and_a_third, dynamic=dynamic,
-                                 options={"strict": True})
+    compiled = torchkiln.compile(
+        _write_one_read_other_and_a_third, dynamic=dynamic, options={"strict": True}
+    )
     counts = []
     for n, m in ((5, 4), (7, 4), (7, 9), (7, 11), (5, 6)):
         s_c = torch.randn(n)

@@ -81,11 +81,18 @@ def view_of_an_input_across_a_break(x):
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
-@pytest.mark.parametrize("fn", [read_after_write_across_a_break, view_returned_with_its_base,
-                                expanded_view_of_a_transposed_output, overlap_error_across_a_break,
-                                view_of_an_input_across_a_break,
-                                view_of_a_transposed_intermediate_across_a_break,
-                                views_of_an_empty_output])
+@pytest.mark.parametrize(
+    "fn",
+    [
+        read_after_write_across_a_break,
+        view_returned_with_its_base,
+        expanded_view_of_a_transposed_output,
+        overlap_error_across_a_break,
+        view_of_an_input_across_a_break,
+        view_of_a_transposed_intermediate_across_a_break,
+        views_of_an_empty_output,
+    ],
+)
 def test_aliases_survive_the_graph(fn, dynamic):
     for n in (5, 7):  # a second size: dynamic shapes find the views' geometry again
         ((want, want_err, x_e), (got, got_err, x_c)), report = _both(fn, torch.randn(n, 3), dynamic)
@@ -93,10 +100,15 @@ def test_aliases_survive_the_graph(fn, dynamic):
         # it is compiled (the aliased arguments' sizes stay static), nothing falls back
         assert not report.eager_fallbacks, [f.reason for f in report.eager_fallbacks]
         if want_err is not None:
-            assert type(got_err) is type(want_err) and str(got_err) == str(want_err), (want_err, got_err)
+            assert type(got_err) is type(want_err) and str(got_err) == str(want_err), (
+                want_err,
+                got_err,
+            )
             continue
         assert got_err is None, got_err
-        for w, g in zip(torch.utils._pytree.tree_leaves(want), torch.utils._pytree.tree_leaves(got)):
+        for w, g in zip(
+            torch.utils._pytree.tree_leaves(want), torch.utils._pytree.tree_leaves(got)
+        ):
             torch.testing.assert_close(g, w)
         torch.testing.assert_close(x_c, x_e)
 
@@ -108,9 +120,10 @@ def test_an_output_view_sees_writes_through_its_base(dynamic):
     assert view._base is base
     base.add_(1)
     torch.testing.assert_close(view, base[1:].t())
-    expanded, base = torchkiln.compile(expanded_view_of_a_transposed_output, dynamic=dynamic)(torch.randn(4, 3))
+    expanded, base = torchkiln.compile(expanded_view_of_a_transposed_output, dynamic=dynamic)(
+        torch.randn(4, 3)
+    )
     assert expanded.stride()[0] == 0 and expanded._base is base
     base.mul_(-1)
     torch.testing.assert_close(expanded[2], base)
     assert not torchkiln.report(compiled).eager_fallbacks
-

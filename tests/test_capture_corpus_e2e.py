@@ -17,7 +17,9 @@ import torch
 import torchkiln
 from torchkiln.errors import BackendCompilerFailed
 
-_CORPUS = Path(__file__).resolve().parents[1] / "packages" / "dynamo-capture" / "tests" / "conformance"
+_CORPUS = (
+    Path(__file__).resolve().parents[1] / "packages" / "dynamo-capture" / "tests" / "conformance"
+)
 if str(_CORPUS) not in sys.path:
     sys.path.insert(0, str(_CORPUS))
 
@@ -29,12 +31,23 @@ from _conformance_harness import assert_same  # noqa: E402 - after the corpus fo
 #: program -> the reason its graph is refused below capture (the rest compile in strict mode)
 REFUSED = {
     "WhileModule": "autograd through while_loop",
-    **{name: "kernels take integer sizes only" for name in (
-        "item_scale", "item_arithmetic", "item_returned", "tolist_unpack", "tolist_2d", "item_bool",
-        "item_in_comprehension", "item_to_module_free_tensor")},
+    **{
+        name: "kernels take integer sizes only"
+        for name in (
+            "item_scale",
+            "item_arithmetic",
+            "item_returned",
+            "tolist_unpack",
+            "tolist_2d",
+            "item_bool",
+            "item_in_comprehension",
+            "item_to_module_free_tensor",
+        )
+    },
 }
-CASES = ([(p, {}) for p in hops.PROGRAMS + more.PROGRAMS]
-         + [(p, {"capture_scalar_outputs": True}) for p in scalars.PROGRAMS])
+CASES = [(p, {}) for p in hops.PROGRAMS + more.PROGRAMS] + [
+    (p, {"capture_scalar_outputs": True}) for p in scalars.PROGRAMS
+]
 
 
 def _check(program, compiled) -> None:
@@ -80,9 +93,12 @@ if str(_BREAKS) not in sys.path:
 import breaks_with_try as with_try  # noqa: E402 - after the corpus folder is on sys.path
 
 #: autocast blocks open at a graph break -> (graphs, breaks), as TorchDynamo splits them
-AUTOCAST_BREAKS = {"autocast_block_with_break": (2, 1), "autocast_block_with_two_breaks": (3, 2),
-                   "nested_autocast_blocks_with_break": (2, 1),
-                   "autocast_inside_no_grad_with_break_and_return": (2, 1)}
+AUTOCAST_BREAKS = {
+    "autocast_block_with_break": (2, 1),
+    "autocast_block_with_two_breaks": (3, 2),
+    "nested_autocast_blocks_with_break": (2, 1),
+    "autocast_inside_no_grad_with_break_and_return": (2, 1),
+}
 
 
 def _autocast_depth() -> int:
@@ -105,7 +121,14 @@ def test_autocast_block_open_at_a_break_end_to_end(name, capsys):
         actual = compiled(x)
         assert capsys.readouterr().out == eager_out
         assert_same(actual, expected, rtol=1e-2, atol=1e-2)  # bfloat16 matrix products
-        assert not torch.is_autocast_enabled("cpu") and _autocast_depth() == 0 and torch.is_grad_enabled()
+        assert (
+            not torch.is_autocast_enabled("cpu")
+            and _autocast_depth() == 0
+            and torch.is_grad_enabled()
+        )
     report = torchkiln.report(compiled)
     graphs, breaks = AUTOCAST_BREAKS[name]
-    assert (report.num_graphs, len(report.graph_breaks)) == (graphs, breaks) and not report.eager_fallbacks, report
+    assert (report.num_graphs, len(report.graph_breaks)) == (
+        graphs,
+        breaks,
+    ) and not report.eager_fallbacks, report

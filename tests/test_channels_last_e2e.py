@@ -37,13 +37,23 @@ class Net(nn.Module):
 
 
 def _compile(model):
-    return torchkiln.compile(model, options={"strict": True, "graph_cache": False, "loop_ir": {
-        "channels_last": "always", "mkldnn_convolution": False}})
+    return torchkiln.compile(
+        model,
+        options={
+            "strict": True,
+            "graph_cache": False,
+            "loop_ir": {"channels_last": "always", "mkldnn_convolution": False},
+        },
+    )
 
 
 def _logged(compiled):
-    return [line for g in torchkiln.report(compiled).graphs for line in g.convolutions
-            if "channels-last" in line]
+    return [
+        line
+        for g in torchkiln.report(compiled).graphs
+        for line in g.convolutions
+        if "channels-last" in line
+    ]
 
 
 @pytest.mark.parametrize("frozen", [True, False], ids=["no_grad", "grad_free_params"])

@@ -55,8 +55,13 @@ def _run(tmp_path: Path, seed: int, *scales: str) -> dict:
     script = tmp_path / "child.py"
     script.write_text(CHILD)
     env = dict(os.environ, TORCHKILN_CACHE_DIR=str(tmp_path / "cache"))
-    proc = subprocess.run([sys.executable, str(script), str(seed), *scales], env=env,
-                          capture_output=True, text=True, timeout=500)
+    proc = subprocess.run(
+        [sys.executable, str(script), str(seed), *scales],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=500,
+    )
     assert proc.returncode == 0, f"exit {proc.returncode}\n{proc.stdout}\n{proc.stderr[-3000:]}"
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
@@ -76,11 +81,16 @@ def test_damaged_libraries_and_wrappers_are_rebuilt_by_the_next_process(tmp_path
     wrappers = {scale: Path(first[scale]["wrapper"]) for scale in ("2.5", "0.5")}
     sources = {scale: w.read_text() for scale, w in wrappers.items()}
     wrappers["2.5"].write_text(sources["2.5"][: len(sources["2.5"]) // 2])
-    wrappers["0.5"].write_text("def make(kernels, externs, devices):\n    return lambda args: [0]\n")
+    wrappers["0.5"].write_text(
+        "def make(kernels, externs, devices):\n    return lambda args: [0]\n"
+    )
 
     second = _run(tmp_path, 1, *scales)  # a new process, new inputs: eager's answers, exit 0
-    assert sorted(p for scale in ("2.5", "-3.0", "0.5", "7.0") for p in second[scale]["built"]) == sorted(
-        str(libs[scale]) for scale in ("2.5", "-3.0", "0.5", "7.0"))  # rebuilt, each where it was
+    assert sorted(
+        p for scale in ("2.5", "-3.0", "0.5", "7.0") for p in second[scale]["built"]
+    ) == sorted(
+        str(libs[scale]) for scale in ("2.5", "-3.0", "0.5", "7.0")
+    )  # rebuilt, each where it was
     assert second["1.5"]["built"] == []  # the intact entry was reused
     for scale, wrapper in wrappers.items():
         assert wrapper.read_text() == sources[scale]

@@ -15,8 +15,6 @@ codegen_cpp = pytest.importorskip("torchkiln_codegen_cpp")
 pytestmark = pytest.mark.usefixtures("private_cache_dir")  # tests/conftest.py
 
 
-
-
 def _compile(fn, inputs):
     gm = make_fx(fn, decomposition_table=loop_ir.decompositions())(*inputs)
     return loop_ir.compile_graph(gm, list(inputs), codegen_cpp.CppBackend())

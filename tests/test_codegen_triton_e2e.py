@@ -16,9 +16,14 @@ codegen_triton = pytest.importorskip("torchkiln_codegen_triton")
 
 # CPU tensors need the interpreter; benchmarks/gpu_triton_smoke.py runs this file with real
 # kernels by making CUDA the default device.
-pytestmark = [pytest.mark.usefixtures("private_cache_dir"), pytest.mark.skipif(
-    os.environ.get("TRITON_INTERPRET") in ("", "0") and torch.get_default_device().type != "cuda",
-    reason="needs Triton's CPU interpreter (CPU tensors) or CUDA as the default device")]
+pytestmark = [
+    pytest.mark.usefixtures("private_cache_dir"),
+    pytest.mark.skipif(
+        os.environ.get("TRITON_INTERPRET") in ("", "0")
+        and torch.get_default_device().type != "cuda",
+        reason="needs Triton's CPU interpreter (CPU tensors) or CUDA as the default device",
+    ),
+]
 
 
 def _check(fn, make_inputs, rtol=1e-4, atol=1e-4):
@@ -37,34 +42,45 @@ def _check(fn, make_inputs, rtol=1e-4, atol=1e-4):
 
 
 def test_pointwise_broadcast():
-    _check(lambda x, y: (torch.relu(x + y) * 2, torch.exp(y)),
-           lambda: (torch.randn(7, 257), torch.randn(257)))
+    _check(
+        lambda x, y: (torch.relu(x + y) * 2, torch.exp(y)),
+        lambda: (torch.randn(7, 257), torch.randn(257)),
+    )
 
 
 def test_softmax_and_argmax():
-    _check(lambda x: (torch.softmax(x, -1), torch.argmax(x, 0)),
-           lambda: (torch.randn(33, 65) * 4,))
+    _check(lambda x: (torch.softmax(x, -1), torch.argmax(x, 0)), lambda: (torch.randn(33, 65) * 4,))
 
 
 def test_layer_norm_var_mean():
-    _check(lambda x, w, b: (torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b), x.var(1)),
-           lambda: (torch.randn(9, 65), torch.randn(65), torch.randn(65)))
+    _check(
+        lambda x, w, b: (torch.nn.functional.layer_norm(x, (x.shape[-1],), w, b), x.var(1)),
+        lambda: (torch.randn(9, 65), torch.randn(65), torch.randn(65)),
+    )
 
 
 def test_half_precision_and_gather():
-    _check(lambda x, i: ((x * 2).sum(1), x[i].float().tanh()),
-           lambda: (torch.randn(7, 33, dtype=torch.float16), torch.randint(0, 7, (5,))),
-           rtol=2e-3, atol=2e-3)
+    _check(
+        lambda x, i: ((x * 2).sum(1), x[i].float().tanh()),
+        lambda: (torch.randn(7, 33, dtype=torch.float16), torch.randint(0, 7, (5,))),
+        rtol=2e-3,
+        atol=2e-3,
+    )
 
 
 def test_bias_gradient_outer_reductions_transposed_and_split():
     """GPT-2's bias gradients: a pointwise backward of a [B, S, C] activation, kept, and its sum
     over B and S (memory contiguous along C): transposed block layout, split over the rows."""
+
     def fn(g, h):
         d = (g * torch.tanh(h) + g).to(torch.bfloat16)
         return d, d.float().sum((0, 1)), h.amax(0, keepdim=True), d.view(-1, d.shape[-1]).sum(0)
 
-    cg = _check(fn, lambda: (torch.randn(4, 96, 80, dtype=torch.bfloat16), torch.randn(4, 96, 80)),
-                rtol=2e-2, atol=2e-2)
+    cg = _check(
+        fn,
+        lambda: (torch.randn(4, 96, 80, dtype=torch.bfloat16), torch.randn(4, 96, 80)),
+        rtol=2e-2,
+        atol=2e-2,
+    )
     configs = [k.config for k in cg.kernels]
     assert any(c.transposed and c.split >= 2 for c in configs), configs

@@ -48,7 +48,9 @@ def test_cond_autograd():
         y = (torch.randn(6, 4) * 0.1).requires_grad_()
         out, ref = compiled(x, y), _cond_fn(x, y)
         torch.testing.assert_close(out, ref)
-        torch.testing.assert_close(torch.autograd.grad(out.sum(), (x, y)), torch.autograd.grad(ref.sum(), (x, y)))
+        torch.testing.assert_close(
+            torch.autograd.grad(out.sum(), (x, y)), torch.autograd.grad(ref.sum(), (x, y))
+        )
     report = torchkiln.report(compiled)
     assert len(report.graphs) == 1 and not report.eager_fallbacks
 
@@ -112,7 +114,11 @@ def test_cond_branches_of_different_sizes(dynamic):
             torch.testing.assert_close(compiled(x), _cond_sized_fn(x))
     report = torchkiln.report(compiled)
     # dynamic=None: n=4 static, then n symbolic from n=6 on (automatic dynamic)
-    assert len(report.graphs) == (1 if dynamic else 2) and not report.graph_breaks and not report.eager_fallbacks
+    assert (
+        len(report.graphs) == (1 if dynamic else 2)
+        and not report.graph_breaks
+        and not report.eager_fallbacks
+    )
 
 
 def _while_fn(x):
@@ -137,7 +143,9 @@ def test_while_loop_data_dependent_trip_count():
 
 def test_while_loop_backward_runs_eagerly_with_a_reason():
     def g(x, w):
-        return while_loop(lambda i, a: i < 4, lambda i, a: (i + 1, (a * w).sin()), (torch.tensor(0), x))[1]
+        return while_loop(
+            lambda i, a: i < 4, lambda i, a: (i + 1, (a * w).sin()), (torch.tensor(0), x)
+        )[1]
 
     x, w = torch.randn(3, requires_grad=True), torch.randn(3, requires_grad=True)
     compiled = torchkiln.compile(g)
@@ -162,7 +170,9 @@ def test_map_forward_and_backward():
     xs, y = torch.randn(5, 4, requires_grad=True), torch.randn(4, requires_grad=True)
     out, ref = compiled(xs, y), _map_fn(xs, y)
     torch.testing.assert_close(out, ref)
-    torch.testing.assert_close(torch.autograd.grad(out.sum(), (xs, y)), torch.autograd.grad(ref.sum(), (xs, y)))
+    torch.testing.assert_close(
+        torch.autograd.grad(out.sum(), (xs, y)), torch.autograd.grad(ref.sum(), (xs, y))
+    )
     with torch.no_grad():
         xs2, y2 = torch.randn(5, 4), torch.randn(4)
         torch.testing.assert_close(compiled(xs2, y2), _map_fn(xs2, y2))

@@ -28,11 +28,19 @@ def gpu_like_convolutions(monkeypatch):
 
 
 def test_bias_is_added_in_the_fused_epilogue(gpu_like_convolutions):
-    m = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 1),
-                            torch.nn.Sigmoid()).eval()
+    m = torch.nn.Sequential(
+        torch.nn.Conv2d(3, 8, 3), torch.nn.ReLU(), torch.nn.Conv2d(8, 4, 1), torch.nn.Sigmoid()
+    ).eval()
     x = torch.randn(2, 3, 10, 10)
-    compiled = torchkiln.compile(m, options={"strict": True, "graph_cache": False,
-                                             "freeze_parameters": False, "loop_ir": _NO_ONEDNN})
+    compiled = torchkiln.compile(
+        m,
+        options={
+            "strict": True,
+            "graph_cache": False,
+            "freeze_parameters": False,
+            "loop_ir": _NO_ONEDNN,
+        },
+    )
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), m(x), rtol=1e-6, atol=1e-6)
     (g,) = torchkiln.report(compiled).graphs
@@ -46,7 +54,9 @@ def test_bias_is_added_in_the_fused_epilogue(gpu_like_convolutions):
 def test_training_through_a_split_bias_matches_eager(gpu_like_convolutions):
     m = torch.nn.Sequential(torch.nn.Conv1d(4, 6, 3, padding=1), torch.nn.GELU())
     x = torch.randn(3, 4, 9, requires_grad=True)
-    compiled = torchkiln.compile(m, options={"strict": True, "graph_cache": False, "loop_ir": _NO_ONEDNN})
+    compiled = torchkiln.compile(
+        m, options={"strict": True, "graph_cache": False, "loop_ir": _NO_ONEDNN}
+    )
     out = compiled(x)
     want = m(x)
     torch.testing.assert_close(out, want, rtol=1e-5, atol=1e-6)

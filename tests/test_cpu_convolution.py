@@ -58,8 +58,9 @@ def _twin(model):
 
 
 def _compile(model, **loop_ir):
-    return torchkiln.compile(model, options={"strict": True, "graph_cache": False,
-                                             "loop_ir": loop_ir})
+    return torchkiln.compile(
+        model, options={"strict": True, "graph_cache": False, "loop_ir": loop_ir}
+    )
 
 
 @pytest.mark.parametrize("act", [F.relu, F.silu], ids=["relu", "silu"])
@@ -91,8 +92,9 @@ def test_training_step_gradients_match_eager():
     x = torch.randn(2, 3, 16, 16)
     compiled(x).square().sum().backward()
     eager(x).square().sum().backward()
-    torch.testing.assert_close(model.block.conv1.weight.grad, eager.block.conv1.weight.grad,
-                               rtol=1e-4, atol=1e-5)
+    torch.testing.assert_close(
+        model.block.conv1.weight.grad, eager.block.conv1.weight.grad, rtol=1e-4, atol=1e-5
+    )
 
 
 @pytest.mark.parametrize("how", ["in_place", "load_state_dict"])
@@ -182,17 +184,23 @@ def test_graph_cache_keeps_folding_and_onednn_calls(tmp_path):
 
     env = {**os.environ, "TORCHKILN_CACHE_DIR": str(tmp_path)}
     code = _CACHED_RUN.format(tests=str(Path(__file__).parent))
-    verdicts = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                               text=True, check=True).stdout.strip().splitlines()[-1]
-                for _ in range(2)]
+    verdicts = [
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+        for _ in range(2)
+    ]
     assert verdicts == ["miss", "hit"]
 
 
 @needs_mkldnn
 def test_inductor_freezing_option_turns_folding_off():
     model = Net().eval()
-    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False,
-                                                 "freezing": False})
+    compiled = torchkiln.compile(
+        model, options={"strict": True, "graph_cache": False, "freezing": False}
+    )
     with torch.no_grad():
         x = torch.randn(2, 3, 16, 16)
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
@@ -208,7 +216,9 @@ class Downsample(nn.Module):
         super().__init__()
         self.conv = nn.Conv2d(cin, cout, 3, stride, 1, bias=False)
         self.bn = nn.BatchNorm2d(cout)
-        self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout))
+        self.short = nn.Sequential(
+            nn.Conv2d(cin, cout, 1, stride, bias=False), nn.BatchNorm2d(cout)
+        )
         with torch.no_grad():
             for bn in (self.bn, self.short[1]):
                 bn.running_mean.uniform_(-1, 1)

@@ -32,8 +32,12 @@ def _check(fn, make_inputs, rtol=1e-5, atol=1e-5):
 
 def _pieces(source: str, var: str) -> list[tuple[int, int]]:
     """The [start, end) of every constant-bounded loop over ``var`` in ``source``."""
-    return [(int(a), int(b)) for a, b in
-            re.findall(rf"for \(int64_t {var} = (\d+)LL; {var} < (\d+)LL; {var}\+\+\)", source)]
+    return [
+        (int(a), int(b))
+        for a, b in re.findall(
+            rf"for \(int64_t {var} = (\d+)LL; {var} < (\d+)LL; {var}\+\+\)", source
+        )
+    ]
 
 
 def test_cat_last_dim_splits_at_each_input():
@@ -117,8 +121,27 @@ def test_masked_softmax_and_exp_at_the_underflow_edge():
         att = torch.softmax((x * 0.25).masked_fill(causal, float("-inf")), -1)
         return att, torch.exp(edge), torch.sigmoid(-edge), torch.where(edge > 0, edge, -0.0).exp()
 
-    edge = torch.tensor([-103.97, -103.98, -104.0, -104.01, -1e30, float("-inf"), float("inf"),
-                         float("nan"), -0.0, 0.0, 88.7, 88.8, -87.4, -100.0, 1e-45, -1e-45, 3.0])
+    edge = torch.tensor(
+        [
+            -103.97,
+            -103.98,
+            -104.0,
+            -104.01,
+            -1e30,
+            float("-inf"),
+            float("inf"),
+            float("nan"),
+            -0.0,
+            0.0,
+            88.7,
+            88.8,
+            -87.4,
+            -100.0,
+            1e-45,
+            -1e-45,
+            3.0,
+        ]
+    )
 
     def inputs():
         return torch.randn(2, 3, 33, 33), edge[torch.randperm(len(edge))]
@@ -135,6 +158,7 @@ def test_masked_softmax_and_exp_at_the_underflow_edge():
 
 # ---- embedding + LayerNorm (hf bert's first kernel) and exact GELU ----------------------------
 
+
 def _embed_layer_norm(h, vocab=97, n_pos=41):
     """bert's embeddings: three gathered rows summed, then LayerNorm; weights fixed per test."""
     word, pos, kind = torch.randn(vocab, h) * 3 + 5, torch.randn(n_pos, h), torch.randn(2, h)
@@ -150,7 +174,7 @@ def _embed_layer_norm(h, vocab=97, n_pos=41):
 def _r_loop_of(source: str) -> str:
     """The text of the first reduction loop (from its pragma to the first closing brace)."""
     start = source.index("#pragma omp simd reduction")
-    return source[start:source.index("}", start)]
+    return source[start : source.index("}", start)]
 
 
 def test_embedding_layer_norm_hoists_the_row_index_out_of_the_reduction():
@@ -161,8 +185,11 @@ def test_embedding_layer_norm_hoists_the_row_index_out_of_the_reduction():
     f, _ = _embed_layer_norm(h)
 
     def inputs():
-        return (torch.randint(0, 97, (3, seq)), torch.randint(0, 2, (3, seq)),
-                torch.randint(0, 41, (3, seq)))
+        return (
+            torch.randint(0, 97, (3, seq)),
+            torch.randint(0, 2, (3, seq)),
+            torch.randint(0, 41, (3, seq)),
+        )
 
     source = _check(f, inputs, rtol=1e-5, atol=2e-5)
     loop = _r_loop_of(source)
@@ -172,7 +199,11 @@ def test_embedding_layer_norm_hoists_the_row_index_out_of_the_reduction():
 
 def test_hoisted_index_check_still_raises_for_its_own_call():
     f, _ = _embed_layer_norm(16)
-    ok = (torch.randint(0, 97, (2, 5)), torch.zeros(2, 5, dtype=torch.long), torch.randint(0, 41, (2, 5)))
+    ok = (
+        torch.randint(0, 97, (2, 5)),
+        torch.zeros(2, 5, dtype=torch.long),
+        torch.randint(0, 41, (2, 5)),
+    )
     gm = make_fx(f, decomposition_table=loop_ir.decompositions())(*ok)
     cg = loop_ir.compile_graph(gm, list(ok), codegen_cpp.CppBackend())
     bad = (ok[0].clone(), ok[1], ok[2])
@@ -229,8 +260,13 @@ def test_exact_gelu_across_erf_range():
         return (F.gelu(x), F.gelu(x * 3 - 1) * 2)
 
     def inputs():
-        x = torch.cat([torch.randn(1000) * 3, torch.empty(1000).uniform_(-100, 100),
-                       torch.tensor([0.0, -0.0, 1e-45, -1e-45, 3.9, -3.9, 1e30, -1e30, 0.5])])
+        x = torch.cat(
+            [
+                torch.randn(1000) * 3,
+                torch.empty(1000).uniform_(-100, 100),
+                torch.tensor([0.0, -0.0, 1e-45, -1e-45, 3.9, -3.9, 1e30, -1e30, 0.5]),
+            ]
+        )
         return (x[torch.randperm(len(x))].reshape(7, 287),)
 
     # 1 + erf(x) cancels in the left tail, eager's formula as well: absolute error up to about
@@ -242,8 +278,10 @@ def test_exact_gelu_across_erf_range():
 def test_exact_gelu_special_values_match_fp64():
     # NaN and the infinities, against the float64 formula x/2 * (1 + erf(x/sqrt 2)). Eager's
     # float32 CPU kernel gives NaN for +inf (its vector path); the formula, and we, give +inf.
-    special = torch.tensor([float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 4.0, -4.0,
-                            10.0, -10.0, 1e30, -1e30] * 3)
+    special = torch.tensor(
+        [float("inf"), float("-inf"), float("nan"), 0.0, -0.0, 4.0, -4.0, 10.0, -10.0, 1e30, -1e30]
+        * 3
+    )
 
     def f(x):
         return (F.gelu(x),)
@@ -252,7 +290,7 @@ def test_exact_gelu_special_values_match_fp64():
     gm = make_fx(f, decomposition_table=loop_ir.decompositions())(x)
     cg = loop_ir.compile_graph(gm, [x], codegen_cpp.CppBackend())
     got = cg(x)[0]
-    ref = (x.double() * 0.5 * (1 + torch.erf(x.double() / 2 ** 0.5))).float()
+    ref = (x.double() * 0.5 * (1 + torch.erf(x.double() / 2**0.5))).float()
     ref[x == float("-inf")] = float("nan")  # -inf * 0 in the formula, also eager's answer
     torch.testing.assert_close(got, ref, rtol=1e-6, atol=1e-6, equal_nan=True)  # tail: see above
     finite = x.isfinite()

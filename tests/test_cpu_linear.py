@@ -37,8 +37,15 @@ class Layer(nn.Module):
 
 
 def _compile(model, mode="always", **options):
-    return torchkiln.compile(model, options={"strict": True, "graph_cache": False,
-                                             "loop_ir": {"mkldnn_linear": mode}, **options})
+    return torchkiln.compile(
+        model,
+        options={
+            "strict": True,
+            "graph_cache": False,
+            "loop_ir": {"mkldnn_linear": mode},
+            **options,
+        },
+    )
 
 
 def _linears(compiled):
@@ -152,15 +159,23 @@ def test_conv1d_weight_in_out_matches_eager_and_sees_updates():
     assert "16x40 + bias + gelu fused" in "\n".join(_linears(compiled))
 
 
-
 @needs_mkldnn
 def test_training_steps_pack_each_orientation_of_a_weight():
     """A training forward reads GPT-2's Conv1D weight as (in, out), its backward reads the same
     tensor transposed: each orientation gets its own packed copy (one shared copy made the second
     step's linear fail in oneDNN). Steps on unchanged weights, gradients as eager's."""
     transformers = pytest.importorskip("transformers")
-    config = transformers.GPT2Config(vocab_size=512, n_embd=128, n_layer=1, n_head=4, n_positions=64,
-                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False)
+    config = transformers.GPT2Config(
+        vocab_size=512,
+        n_embd=128,
+        n_layer=1,
+        n_head=4,
+        n_positions=64,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        use_cache=False,
+    )
     model = transformers.GPT2Model(config)
     eager = copy.deepcopy(model)
     compiled = _compile(model)
@@ -171,6 +186,7 @@ def test_training_steps_pack_each_orientation_of_a_weight():
         for p, q in zip(model.parameters(), eager.parameters()):
             torch.testing.assert_close(p.grad, q.grad, **TOL)
             p.grad = q.grad = None
+
 
 def test_never_keeps_addmm_and_matches_eager():
     model = Block().eval()
@@ -190,8 +206,9 @@ def test_measured_decision_is_logged_with_timings():
         x = torch.randn(3, 2, 16)  # 6 rows: far too small for oneDNN's fixed cost
         torch.testing.assert_close(compiled(x), model(x), **TOL)
         log = _linears(compiled)
-        assert len(log) == 2 and all(".default kept" in line and "MFLOP" in line
-                                     for line in log), log
+        assert len(log) == 2 and all(".default kept" in line and "MFLOP" in line for line in log), (
+            log
+        )
         x = torch.randn(256, 2, 16)  # 512 rows: timed at compile time
         model.up, model.down = nn.Linear(16, 768), nn.Linear(768, 16)
         compiled = _compile(model.eval(), mode="measure")
@@ -207,8 +224,9 @@ def test_pass_leaves_other_matmuls_and_says_why():
 
     gm = torch.fx.symbolic_trace(lambda x, y: torch.mm(x, y))
     assert use_mkldnn_linears(gm, "never") == (gm, ())
-    compiled = torchkiln.compile(f, options={"strict": True, "graph_cache": False,
-                                             "loop_ir": {"mkldnn_linear": "always"}})
+    compiled = torchkiln.compile(
+        f, options={"strict": True, "graph_cache": False, "loop_ir": {"mkldnn_linear": "always"}}
+    )
     x, y, w = torch.randn(4, 6), torch.randn(6, 3), torch.randn(3, 6)
     torch.testing.assert_close(compiled(x, y, w), f(x, y, w), **TOL)
     log = "\n".join(_linears(compiled))
@@ -283,9 +301,14 @@ def test_grouped_linears_training_gradients_match_eager():
 
 def test_group_linears_off_keeps_separate_gemms():
     model = QKV(True).eval()
-    compiled = torchkiln.compile(model, options={
-        "strict": True, "graph_cache": False,
-        "loop_ir": {"mkldnn_linear": "never", "group_linears": False}})
+    compiled = torchkiln.compile(
+        model,
+        options={
+            "strict": True,
+            "graph_cache": False,
+            "loop_ir": {"mkldnn_linear": "never", "group_linears": False},
+        },
+    )
     with torch.no_grad():
         x = torch.randn(2, 5, 16)
         torch.testing.assert_close(compiled(x), model(x), **TOL)
@@ -319,9 +342,14 @@ def test_graph_cache_keeps_grouped_and_onednn_linears(tmp_path):
 
     env = {**os.environ, "TORCHKILN_CACHE_DIR": str(tmp_path)}
     code = _CACHED_RUN.format(tests=str(Path(__file__).parent))
-    runs = [subprocess.run([sys.executable, "-c", code], env=env, capture_output=True,
-                           text=True, check=True).stdout.strip().splitlines()[-1]
-            for _ in range(2)]
+    runs = [
+        subprocess.run(
+            [sys.executable, "-c", code], env=env, capture_output=True, text=True, check=True
+        )
+        .stdout.strip()
+        .splitlines()[-1]
+        for _ in range(2)
+    ]
     assert runs[0].startswith("miss") and runs[1].startswith("hit"), runs
     if mkldnn_available():
         assert "torchkiln.linear_group" in runs[1] and "torchkiln.mkldnn_linear" in runs[1], runs

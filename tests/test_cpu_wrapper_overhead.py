@@ -70,11 +70,19 @@ def test_static_wrapper_call_does_no_arithmetic_or_module_lookups():
     binops = [ast.unparse(n) for n in ast.walk(call) if isinstance(n, ast.BinOp)]
     # only a view's storage offset adds at run time (offset + base.storage_offset())
     assert all("storage_offset()" in b for b in binops), binops
-    lookups = [ast.unparse(n) for n in ast.walk(call)
-               if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "torch"]
+    lookups = [
+        ast.unparse(n)
+        for n in ast.walk(call)
+        if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "torch"
+    ]
     assert lookups == []
-    launched = [n.func.id for n in ast.walk(call) if isinstance(n, ast.Call)
-                and isinstance(n.func, ast.Name) and n.func.id.startswith("kernel")]
+    launched = [
+        n.func.id
+        for n in ast.walk(call)
+        if isinstance(n, ast.Call)
+        and isinstance(n.func, ast.Name)
+        and n.func.id.startswith("kernel")
+    ]
     assert sorted(launched) == sorted(k.name for k in cg.kernels)
     for _ in range(2):
         args = inputs()
@@ -97,7 +105,9 @@ def test_view_offsets_follow_the_base_storage_offset():
 
 def test_compiled_module_inference_fast_path_matches_eager():
     torchkiln = pytest.importorskip("torchkiln")
-    model = torch.nn.Sequential(torch.nn.Linear(5, 7), torch.nn.GELU(), torch.nn.Linear(7, 3)).eval()
+    model = torch.nn.Sequential(
+        torch.nn.Linear(5, 7), torch.nn.GELU(), torch.nn.Linear(7, 3)
+    ).eval()
     compiled = torchkiln.compile(model)
     for requires_grad in (False, True):
         x = torch.randn(3, 5)

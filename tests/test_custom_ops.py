@@ -39,7 +39,9 @@ def test_custom_op_forward_and_backward(codegen):
     a, b = torch.randn(33, requires_grad=True), torch.randn(33, requires_grad=True)
     out, ref = compiled(a, b), f(a, b)
     torch.testing.assert_close(out, ref)
-    torch.testing.assert_close(torch.autograd.grad(out.sum(), (a, b)), torch.autograd.grad(ref.sum(), (a, b)))
+    torch.testing.assert_close(
+        torch.autograd.grad(out.sum(), (a, b)), torch.autograd.grad(ref.sum(), (a, b))
+    )
     report = torchkiln.report(compiled)
     assert len(report.graphs) == 1 and not report.graph_breaks
     assert all(not g.fallbacks for g in report.graphs)

@@ -15,9 +15,13 @@ import torchkiln
 
 pytest.importorskip("torchkiln_codegen_triton")
 
-pytestmark = [pytest.mark.usefixtures("private_cache_dir"), pytest.mark.skipif(
-    os.environ.get("TRITON_INTERPRET") in ("", "0"),
-    reason="needs Triton's CPU interpreter for CPU tensors")]
+pytestmark = [
+    pytest.mark.usefixtures("private_cache_dir"),
+    pytest.mark.skipif(
+        os.environ.get("TRITON_INTERPRET") in ("", "0"),
+        reason="needs Triton's CPU interpreter for CPU tensors",
+    ),
+]
 
 
 def _read(folder, name):
@@ -30,8 +34,9 @@ def test_triton_kernels_are_dumped_and_an_aten_fallback_is_a_perf_hint(tmp_path)
     def f(x):
         return torch.sort(x, dim=-1).values * 2.0 + torch.relu(x).softmax(dim=-1)
 
-    compiled = torchkiln.compile(f, options={"debug_dir": str(tmp_path), "codegen": "triton",
-                                             "strict": True})
+    compiled = torchkiln.compile(
+        f, options={"debug_dir": str(tmp_path), "codegen": "triton", "strict": True}
+    )
     x = torch.randn(4, 16)
     torch.testing.assert_close(compiled(x), f(x))
     folder = tmp_path / "f_0"

@@ -34,14 +34,37 @@ PACKAGE_FOLDERS = sorted(p.name for p in PACKAGES.iterdir() if (p / "pyproject.t
 
 # Calls into libraries, not into torchkiln: their names are not ours to check.
 EXTERNAL_PREFIXES = (
-    "torch.", "triton.", "tl.", "sympy.", "networkx.", "nx.", "os.", "sys.", "inspect.", "types.",
-    "functools.", "contextvars.", "ctypes.", "importlib.", "dis.", "math.", "operator.",
-    "logging.", "warnings.", "dataclasses.", "bytecode.", "fx.", "python ",
+    "torch.",
+    "triton.",
+    "tl.",
+    "sympy.",
+    "networkx.",
+    "nx.",
+    "os.",
+    "sys.",
+    "inspect.",
+    "types.",
+    "functools.",
+    "contextvars.",
+    "ctypes.",
+    "importlib.",
+    "dis.",
+    "math.",
+    "operator.",
+    "logging.",
+    "warnings.",
+    "dataclasses.",
+    "bytecode.",
+    "fx.",
+    "python ",
 )
 EXTERNAL_NAMES = {
-    "make_fx", "functionalize",
+    "make_fx",
+    "functionalize",
     # C, C++ and OpenMP spelled in the code generators' pages
-    "if", "__attribute__", "omp_get_max_threads",
+    "if",
+    "__attribute__",
+    "omp_get_max_threads",
     # torch's entry-point group for compiler backends (named in the limits of torchkiln.md)
     "torch_dynamo_backends",
 }
@@ -205,7 +228,8 @@ def test_readme_links_the_docs() -> None:
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
 def test_python_paths_exist(page: Path) -> None:
     bad = [
-        t for t in _backticked(page)
+        t
+        for t in _backticked(page)
         if re.fullmatch(r"[\w./-]+\.py(:\w+)?", t) and not _py_path_exists(t, page)
     ]
     assert not bad, f"{page.name} names files that do not exist: {bad}"
@@ -284,7 +308,8 @@ def test_nothing_points_outside_the_repository() -> None:
     for folder in (PACKAGES, ROOT / "tests", ROOT / "benchmarks"):
         texts += [p for p in folder.rglob("*") if p.suffix in (".md", ".py", ".toml", ".sh")]
     bad = [
-        str(p.relative_to(ROOT)) for p in texts
+        str(p.relative_to(ROOT))
+        for p in texts
         if ".nox" not in p.parts and p.is_file() and outside.search(p.read_text(errors="replace"))
     ]
     assert not bad, f"these files point at notes outside the repository: {bad}"

@@ -47,9 +47,15 @@ def test_llama_with_dynamic_sequence_length():
     it must see at every size (it was silently wrong before the symbolic stride check)."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.LlamaConfig(vocab_size=256, hidden_size=64, num_hidden_layers=1,
-                                      num_attention_heads=4, num_key_value_heads=4,
-                                      intermediate_size=128, max_position_embeddings=64)
+    config = transformers.LlamaConfig(
+        vocab_size=256,
+        hidden_size=64,
+        num_hidden_layers=1,
+        num_attention_heads=4,
+        num_key_value_heads=4,
+        intermediate_size=128,
+        max_position_embeddings=64,
+    )
     model = transformers.LlamaForCausalLM(config).eval()
     compiled = torchkiln.compile(model, dynamic=True)
     with torch.no_grad(), warnings.catch_warnings():
@@ -65,19 +71,34 @@ def _hf_small(name):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     if name == "bert":
-        cfg = transformers.BertConfig(vocab_size=100, hidden_size=32, num_hidden_layers=1,
-                                      num_attention_heads=2, intermediate_size=64)
+        cfg = transformers.BertConfig(
+            vocab_size=100,
+            hidden_size=32,
+            num_hidden_layers=1,
+            num_attention_heads=2,
+            intermediate_size=64,
+        )
         return transformers.BertModel(cfg)
     if name == "gpt2":
-        cfg = transformers.GPT2Config(vocab_size=100, n_embd=32, n_layer=1, n_head=2, n_positions=64,
-                                      bos_token_id=0, eos_token_id=0)
+        cfg = transformers.GPT2Config(
+            vocab_size=100,
+            n_embd=32,
+            n_layer=1,
+            n_head=2,
+            n_positions=64,
+            bos_token_id=0,
+            eos_token_id=0,
+        )
         return transformers.GPT2LMHeadModel(cfg)
-    cfg = transformers.DistilBertConfig(vocab_size=100, dim=32, n_layers=1, n_heads=2, hidden_dim=64)
+    cfg = transformers.DistilBertConfig(
+        vocab_size=100, dim=32, n_layers=1, n_heads=2, hidden_dim=64
+    )
     return transformers.DistilBertModel(cfg)
 
 
-@pytest.mark.parametrize("name,train", [("bert", False), ("gpt2", False), ("distilbert", False),
-                                        ("bert", True)])
+@pytest.mark.parametrize(
+    "name,train", [("bert", False), ("gpt2", False), ("distilbert", False), ("bert", True)]
+)
 def test_transformers_stay_symbolic_in_sequence_length(name, train):
     """One graph serves every sequence length (linear, tuple arithmetic on sizes and the
     partitioner's cost model used to read symbolic sizes as ints and specialize them)."""
@@ -93,8 +114,12 @@ def test_transformers_stay_symbolic_in_sequence_length(name, train):
             out, ref = compiled(ids)[0], model(ids)[0]
         torch.testing.assert_close(out, ref)
         if train:
-            grads = torch.autograd.grad(out.square().mean(), list(model.parameters()), allow_unused=True)
-            expected = torch.autograd.grad(ref.square().mean(), list(model.parameters()), allow_unused=True)
+            grads = torch.autograd.grad(
+                out.square().mean(), list(model.parameters()), allow_unused=True
+            )
+            expected = torch.autograd.grad(
+                ref.square().mean(), list(model.parameters()), allow_unused=True
+            )
             for g, e in zip(grads, expected):
                 if e is not None:
                     torch.testing.assert_close(g, e)
@@ -107,19 +132,39 @@ def _hf_issue15(name):
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     if name == "bert":
-        return transformers.BertModel(transformers.BertConfig(
-            vocab_size=64, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
-            intermediate_size=128, max_position_embeddings=64))
+        return transformers.BertModel(
+            transformers.BertConfig(
+                vocab_size=64,
+                hidden_size=64,
+                num_hidden_layers=2,
+                num_attention_heads=2,
+                intermediate_size=128,
+                max_position_embeddings=64,
+            )
+        )
     if name == "gpt2":
-        return transformers.GPT2Model(transformers.GPT2Config(
-            vocab_size=64, n_embd=64, n_layer=2, n_head=2, n_positions=64, use_cache=False,
-            bos_token_id=0, eos_token_id=0))
-    return transformers.DistilBertModel(transformers.DistilBertConfig(
-        vocab_size=64, dim=64, n_layers=2, n_heads=2, hidden_dim=128, max_position_embeddings=64))
+        return transformers.GPT2Model(
+            transformers.GPT2Config(
+                vocab_size=64,
+                n_embd=64,
+                n_layer=2,
+                n_head=2,
+                n_positions=64,
+                use_cache=False,
+                bos_token_id=0,
+                eos_token_id=0,
+            )
+        )
+    return transformers.DistilBertModel(
+        transformers.DistilBertConfig(
+            vocab_size=64, dim=64, n_layers=2, n_heads=2, hidden_dim=128, max_position_embeddings=64
+        )
+    )
 
 
-@pytest.mark.parametrize("name,embeds", [("bert", False), ("gpt2", False), ("distilbert", False),
-                                         ("bert", True)])
+@pytest.mark.parametrize(
+    "name,embeds", [("bert", False), ("gpt2", False), ("distilbert", False), ("bert", True)]
+)
 def test_padded_batches_at_many_lengths_are_one_graph(name, embeds):
     """Issue 15: with ``dynamic=True`` and a padding mask, lengths 8, 12, 16 and 24 are served by
     the graph of the first call (TorchDynamo gives one graph here too). With ``inputs_embeds``
@@ -128,9 +173,12 @@ def test_padded_batches_at_many_lengths_are_one_graph(name, embeds):
     compiled = torchkiln.compile(model, dynamic=True, options={"strict": True})
     for length in (8, 12, 16, 24):
         mask = torch.ones(2, length, dtype=torch.long)
-        mask[1, length // 2:] = 0  # the second row is padded
-        inputs = ({"inputs_embeds": torch.randn(2, length, 64)} if embeds
-                  else {"input_ids": torch.randint(1, 64, (2, length))})
+        mask[1, length // 2 :] = 0  # the second row is padded
+        inputs = (
+            {"inputs_embeds": torch.randn(2, length, 64)}
+            if embeds
+            else {"input_ids": torch.randint(1, 64, (2, length))}
+        )
         with torch.no_grad():
             out = compiled(**inputs, attention_mask=mask).last_hidden_state
             ref = model(**inputs, attention_mask=mask).last_hidden_state
@@ -151,7 +199,9 @@ def test_min_max_of_a_size_stay_symbolic(codegen):
     """``min(seq_len, 16)`` is a torch.sym_min node, not a guard on the length; the wrapper
     allocates buffers of size ``Min(16, s1)``. Past 16 the slice's layout decision differs, which
     may cost one more graph (never one per length)."""
-    compiled = torchkiln.compile(_clamped, dynamic=True, options={"codegen": codegen, "strict": True})
+    compiled = torchkiln.compile(
+        _clamped, dynamic=True, options={"codegen": codegen, "strict": True}
+    )
     for length in (8, 11, 13, 15):
         x = torch.randn(2, length, 10)
         for got, want in zip(compiled(x), _clamped(x)):
@@ -170,8 +220,13 @@ def test_masked_lm_with_labels_is_one_graph():
     capture time and inlined, not a graph break (and no recompile per call for a new object)."""
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    cfg = transformers.BertConfig(vocab_size=200, hidden_size=32, num_hidden_layers=2,
-                                  num_attention_heads=2, intermediate_size=64)
+    cfg = transformers.BertConfig(
+        vocab_size=200,
+        hidden_size=32,
+        num_hidden_layers=2,
+        num_attention_heads=2,
+        intermediate_size=64,
+    )
     model = transformers.BertForMaskedLM(cfg).eval()
     compiled = torchkiln.compile(model, options={"strict": True})
     for _ in range(3):

@@ -62,12 +62,16 @@ def _same_as_eager(fn, bad_args, good_args, codegen="cpp"):
     expected, e_err = _outcome(fn, *eager_in)
     assert e_err is None, e_err
     result = compiled(*comp_in)
-    for w, g in zip(torch.utils._pytree.tree_leaves(expected), torch.utils._pytree.tree_leaves(result)):
+    for w, g in zip(
+        torch.utils._pytree.tree_leaves(expected), torch.utils._pytree.tree_leaves(result)
+    ):
         assert g.dtype == w.dtype
         torch.testing.assert_close(g, w)
     for w, g in zip(eager_in, comp_in):
         torch.testing.assert_close(g, w)
-    assert not torchkiln.report(compiled).eager_fallbacks, torchkiln.report(compiled).eager_fallbacks
+    assert not torchkiln.report(compiled).eager_fallbacks, torchkiln.report(
+        compiled
+    ).eager_fallbacks
 
 
 def dead_index_select(x, i):
@@ -96,8 +100,9 @@ def dead_scatter_add(x, i):
 
 
 @pytest.mark.parametrize("codegen", CODEGENS)
-@pytest.mark.parametrize("fn", [dead_index_select, dead_gather, dead_getitem, dead_embedding,
-                                dead_scatter_add])
+@pytest.mark.parametrize(
+    "fn", [dead_index_select, dead_gather, dead_getitem, dead_embedding, dead_scatter_add]
+)
 def test_unused_out_of_range_index_raises(fn, codegen):
     x = torch.randn(5, 3)
     two_d = fn in (dead_gather, dead_scatter_add)
@@ -109,17 +114,21 @@ def test_unused_out_of_range_index_raises(fn, codegen):
 @pytest.mark.parametrize("codegen", CODEGENS)
 def test_unused_index_into_an_empty_dim_raises(codegen):
     """Seeds 40308, 40537, ...: index_select on a dim of size 0 (eager: RuntimeError), dead."""
+
     def f(x, y, i):
         t = torch.index_select(x, 0, i)  # noqa: F841
         return y.cos()
 
     x, y = torch.randn(0, 3), torch.randn(4)
-    _same_as_eager(f, [x, y, torch.tensor([0, 0])], [x, y, torch.zeros(0, dtype=torch.int64)], codegen)
+    _same_as_eager(
+        f, [x, y, torch.tensor([0, 0])], [x, y, torch.zeros(0, dtype=torch.int64)], codegen
+    )
 
 
 def test_data_error_comes_before_a_later_shape_error():
     """Seeds 20092 and 21846: eager's first error is a dead index_select's; a later op that fails
     at trace time (argmax over an empty dim: IndexError) must not pre-empt it."""
+
     def f(x, i):
         t = torch.index_select(x, 0, i)  # noqa: F841
         return x.argmax(1)
@@ -132,7 +141,10 @@ def test_data_error_comes_before_a_later_shape_error():
     assert type(got) is type(want) and str(got) == str(want), (want, got)
     _, want = _outcome(f, x, torch.tensor([1]))  # in range: argmax's IndexError
     _, got = _outcome(compiled, x, torch.tensor([1]))
-    assert type(want) is IndexError and type(got) is IndexError and str(got) == str(want), (want, got)
+    assert type(want) is IndexError and type(got) is IndexError and str(got) == str(want), (
+        want,
+        got,
+    )
 
 
 @pytest.mark.parametrize("codegen", CODEGENS)
@@ -142,7 +154,9 @@ def test_unused_integer_division_by_zero_raises(codegen):
         return a * 3
 
     a = torch.arange(6)
-    _same_as_eager(f, [a, torch.tensor([1, 2, 0, 1, 1, 1])], [a, torch.tensor([1, 2, 3, 1, 5, 1])], codegen)
+    _same_as_eager(
+        f, [a, torch.tensor([1, 2, 0, 1, 1, 1])], [a, torch.tensor([1, 2, 3, 1, 5, 1])], codegen
+    )
 
 
 @pytest.mark.parametrize("codegen", CODEGENS)
@@ -177,6 +191,7 @@ def test_negative_getitem_index_still_counts_from_the_end(codegen):
 def test_inplace_partial_overlap_raises(codegen):
     """Seeds 40409, 40855, 41088, 41256, 41584: ``t = x.unsqueeze(0); t.add_(x)`` (one storage,
     other strides: eager raises whatever the values). Later calls with another input compile."""
+
     def f(x, y):
         t = x.unsqueeze(0)
         t.add_(y)
@@ -203,14 +218,17 @@ def test_inplace_add_of_a_reshaped_view_with_a_size_one_dim_is_eagers(layout):
     strides (1, 1) (a transposed [5, 1]). Eager's reshape gives ``t`` strides (5, 1), so the
     strides differ and eager raises; fake tensors give (1, 1) and the graph computed an answer.
     A contiguous [1, 5] (same strides in eager: computed) and a [3, 5] (no size-1 dim) too."""
+
     def f(x):
         t = x.reshape(x.shape[0], -1)
         t.add_(x)
         return t * 2
 
-    make = {"transposed": lambda: torch.randn(5, 1, dtype=torch.float64).t(),
-            "contiguous": lambda: torch.randn(1, 5, dtype=torch.float64),
-            "row": lambda: torch.randn(3, 5, dtype=torch.float64)}[layout]
+    make = {
+        "transposed": lambda: torch.randn(5, 1, dtype=torch.float64).t(),
+        "contiguous": lambda: torch.randn(1, 5, dtype=torch.float64),
+        "row": lambda: torch.randn(3, 5, dtype=torch.float64),
+    }[layout]
     compiled = torchkiln.compile(f)
     for _ in range(2):
         want_err = _call_matches_eager(f, compiled, make())
@@ -220,6 +238,7 @@ def test_inplace_add_of_a_reshaped_view_with_a_size_one_dim_is_eagers(layout):
 
 def test_inplace_full_overlap_is_compiled():
     """The same view on both sides is allowed by eager (``x.add_(x)``) and stays in the graph."""
+
     def f(x):
         t = x[1:]
         t.mul_(t)
@@ -237,6 +256,7 @@ def test_inplace_full_overlap_is_compiled():
 @pytest.mark.parametrize("codegen", CODEGENS)
 def test_unused_index_in_a_training_forward_raises(codegen):
     """The partitioner keeps the forward's unused index ops too (aot-partition's extract_graph)."""
+
     def f(x, w, i):
         t = torch.index_select(w, 0, i)  # noqa: F841
         return (x * w).sum()
@@ -251,7 +271,9 @@ def test_unused_index_in_a_training_forward_raises(codegen):
             grads.append(err if err is not None else (out.backward(), x.grad)[1])
         want, got = grads
         if raises:
-            assert type(want) is IndexError and type(got) is IndexError and str(got) == str(want), grads
+            assert type(want) is IndexError and type(got) is IndexError and str(got) == str(want), (
+                grads
+            )
         else:
             torch.testing.assert_close(got, want)
     assert not torchkiln.report(compiled).eager_fallbacks
@@ -264,10 +286,16 @@ def test_partial_overlap_rule_matches_eager():
 
     base = torch.randn(4, 4)
     views = {
-        "a": lambda: base[:2, :2], "b": lambda: base[1:3, 1:3], "c": lambda: base[:2, 2:],
-        "d": lambda: base[2:, :2], "t": lambda: base[:2, :2].t(), "s": lambda: base[::2, ::2],
-        "f": lambda: base.view(16)[:4].view(2, 2), "g": lambda: base.view(16)[2:6].view(2, 2),
-        "h": lambda: base.view(16)[:4].view(2, 2).t(), "i": lambda: base.view(16)[8:12].view(2, 2),
+        "a": lambda: base[:2, :2],
+        "b": lambda: base[1:3, 1:3],
+        "c": lambda: base[:2, 2:],
+        "d": lambda: base[2:, :2],
+        "t": lambda: base[:2, :2].t(),
+        "s": lambda: base[::2, ::2],
+        "f": lambda: base.view(16)[:4].view(2, 2),
+        "g": lambda: base.view(16)[2:6].view(2, 2),
+        "h": lambda: base.view(16)[:4].view(2, 2).t(),
+        "i": lambda: base.view(16)[8:12].view(2, 2),
     }
     checked = 0
     for wa, fa in views.items():
@@ -290,6 +318,7 @@ def test_an_op_eager_refuses_for_a_dtype_raises_even_on_no_elements(n, codegen):
     """Fuzz seed 80080: ``bitwise_not`` of a float tensor with no elements. Eager refuses the
     dtype before looking at elements (NotImplementedError); a kernel over no elements would have
     returned, so the lowering leaves such ops to ATen (a probe of eager on empty tensors)."""
+
     def f(x, y):
         return torch.bitwise_not(x * 1.5) + y
 
@@ -300,12 +329,27 @@ def test_an_op_eager_refuses_for_a_dtype_raises_even_on_no_elements(n, codegen):
     assert type(want) is NotImplementedError and type(got) is type(want) and str(got) == str(want)
     assert not torchkiln.report(compiled).eager_fallbacks
     fine = torch.arange(6).view(2, 3)
-    torch.testing.assert_close(torchkiln.compile(lambda a: torch.bitwise_not(a) * 2)(fine),
-                               torch.bitwise_not(fine) * 2)
+    torch.testing.assert_close(
+        torchkiln.compile(lambda a: torch.bitwise_not(a) * 2)(fine), torch.bitwise_not(fine) * 2
+    )
 
 
-@pytest.mark.parametrize("op", ["add_", "mul_", "copy_", "clamp_", "exp_", "iadd", "out", "fill_",
-                                "zero_", "masked_fill_", "index_fill_"])
+@pytest.mark.parametrize(
+    "op",
+    [
+        "add_",
+        "mul_",
+        "copy_",
+        "clamp_",
+        "exp_",
+        "iadd",
+        "out",
+        "fill_",
+        "zero_",
+        "masked_fill_",
+        "index_fill_",
+    ],
+)
 def test_inplace_write_through_an_expand_is_eagers(op):
     """``x.expand(3, 3).add_(1)``: the written tensor's elements share memory locations, and
     eager's TensorIterator refuses most such writes (RuntimeError "more than one element of the
@@ -314,10 +358,16 @@ def test_inplace_write_through_an_expand_is_eagers(op):
     the compiled function returned where eager raised. Capture now leaves such a write to Python:
     eager's error, or eager's values and input state."""
     ops = {
-        "add_": lambda t: t.add_(1), "mul_": lambda t: t.mul_(2), "copy_": lambda t: t.copy_(torch.ones(3, 3)),
-        "clamp_": lambda t: t.clamp_(0, 1), "exp_": lambda t: t.exp_(), "iadd": lambda t: t.__iadd__(1),
-        "out": lambda t: torch.add(torch.ones(3, 3), 1, out=t), "fill_": lambda t: t.fill_(3),
-        "zero_": lambda t: t.zero_(), "masked_fill_": lambda t: t.masked_fill_(t > 0, 0.5),
+        "add_": lambda t: t.add_(1),
+        "mul_": lambda t: t.mul_(2),
+        "copy_": lambda t: t.copy_(torch.ones(3, 3)),
+        "clamp_": lambda t: t.clamp_(0, 1),
+        "exp_": lambda t: t.exp_(),
+        "iadd": lambda t: t.__iadd__(1),
+        "out": lambda t: torch.add(torch.ones(3, 3), 1, out=t),
+        "fill_": lambda t: t.fill_(3),
+        "zero_": lambda t: t.zero_(),
+        "masked_fill_": lambda t: t.masked_fill_(t > 0, 0.5),
         "index_fill_": lambda t: t.index_fill_(1, torch.tensor([0]), 5.0),
     }
 
@@ -332,8 +382,20 @@ def test_inplace_write_through_an_expand_is_eagers(op):
     assert not torchkiln.report(compiled).eager_fallbacks
 
 
-@pytest.mark.parametrize("case", ["softmax", "log_softmax", "gelu", "silu", "layer_norm", "var",
-                                  "lerp", "hypot", "logcumsumexp"])
+@pytest.mark.parametrize(
+    "case",
+    [
+        "softmax",
+        "log_softmax",
+        "gelu",
+        "silu",
+        "layer_norm",
+        "var",
+        "lerp",
+        "hypot",
+        "logcumsumexp",
+    ],
+)
 def test_an_op_without_a_kernel_for_the_dtype_raises(case):
     """``long_tensor.softmax(-1)``: eager raises (NotImplementedError "softmax_lastdim_kernel_impl"
     not implemented for 'Long'; var: RuntimeError "std and var only support floating point");
@@ -343,10 +405,14 @@ def test_an_op_without_a_kernel_for_the_dtype_raises(case):
     import torch.nn.functional as F
 
     ops = {
-        "softmax": lambda a: a.softmax(-1) * 2, "log_softmax": lambda a: F.log_softmax(a, 0) + 1,
-        "gelu": lambda a: F.gelu(a) + 1, "silu": lambda a: F.silu(a) + 1,
-        "layer_norm": lambda a: F.layer_norm(a, (a.shape[-1],)) + 1, "var": lambda a: a.var() + 1,
-        "lerp": lambda a: torch.lerp(a, a * 2, 0.5) + 1, "hypot": lambda a: torch.hypot(a, a) * 2,
+        "softmax": lambda a: a.softmax(-1) * 2,
+        "log_softmax": lambda a: F.log_softmax(a, 0) + 1,
+        "gelu": lambda a: F.gelu(a) + 1,
+        "silu": lambda a: F.silu(a) + 1,
+        "layer_norm": lambda a: F.layer_norm(a, (a.shape[-1],)) + 1,
+        "var": lambda a: a.var() + 1,
+        "lerp": lambda a: torch.lerp(a, a * 2, 0.5) + 1,
+        "hypot": lambda a: torch.hypot(a, a) * 2,
         "logcumsumexp": lambda a: a.logcumsumexp(1) + 1,
     }
     fn = ops[case]
@@ -363,6 +429,7 @@ def test_an_op_without_a_kernel_for_the_dtype_raises(case):
 def test_the_dtype_probe_leaves_integer_reshapes_and_indexing_in_the_graph():
     """The probe runs on sizes cut to 2: a reshape or an index valid only for the real sizes
     fails there, which must not send the op to Python (only complaints about dtypes do)."""
+
     def f(ids, table):
         flat = ids.view(-1, 4)
         picked = torch.embedding(table, flat)

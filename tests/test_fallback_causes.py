@@ -17,15 +17,20 @@ def _strict(fn, codegen="cpp", dynamic=None):
     return torchkiln.compile(fn, dynamic=dynamic, options={"strict": True, "codegen": codegen})
 
 
-@pytest.mark.parametrize("make", [
-    lambda r, c: torch.randn(c, r).t(),
-    lambda r, c: torch.randn(r, 2 * c)[:, ::2],
-    lambda r, c: torch.randn(2 * r, c)[::2],
-    lambda r, c: torch.randn(r, 3 * c + 1)[:, 1::3],
-], ids=["transposed", "column-step", "row-step", "offset-step"])
+@pytest.mark.parametrize(
+    "make",
+    [
+        lambda r, c: torch.randn(c, r).t(),
+        lambda r, c: torch.randn(r, 2 * c)[:, ::2],
+        lambda r, c: torch.randn(2 * r, c)[::2],
+        lambda r, c: torch.randn(r, 3 * c + 1)[:, 1::3],
+    ],
+    ids=["transposed", "column-step", "row-step", "offset-step"],
+)
 def test_dynamic_input_whose_stride_is_its_own_symbol(make):
     """NameError: name 's37' is not defined (the commonest fallback): a dynamic input whose
     layout shows a symbol only in a stride."""
+
     def f(x):
         return x.t().cos().sum(0), (x * 2).amax(1, keepdim=True)
 
@@ -42,6 +47,7 @@ def test_dynamic_input_whose_stride_is_its_own_symbol(make):
 def test_tensor_constant_in_the_function(codegen, dynamic):
     """``torch.tensor([...])`` in the function reached loop-ir as a get_attr node and the graph
     ran eagerly (HF generation with use_cache=True among others)."""
+
     def f(x, n):
         scale = torch.tensor([0.5, -1.0, 2.0])
         ids = torch.tensor([2, 0, 1])
@@ -53,13 +59,15 @@ def test_tensor_constant_in_the_function(codegen, dynamic):
         for got, want in zip(compiled(x, n), f(x, n)):
             torch.testing.assert_close(got, want)
     report = torchkiln.report(compiled)
-    assert not report.eager_fallbacks and all(not g.fallbacks or g.fallbacks == ["aten.index.Tensor"]
-                                              for g in report.graphs)
+    assert not report.eager_fallbacks and all(
+        not g.fallbacks or g.fallbacks == ["aten.index.Tensor"] for g in report.graphs
+    )
 
 
 @pytest.mark.parametrize("dynamic", [None, True])
 def test_reshape_of_an_empty_tensor(dynamic):
     """Fusion analysis failed with 'integer modulo by zero' on the reshape of a size-0 tensor."""
+
     def f(x):
         m = (torch.softmax(x, 2) < x).reshape(x.shape[0], -1)
         return m, torch.sqrt(x.abs()).reshape(-1) + 1, x.permute(2, 0, 1).reshape(3, -1).sum(1)
@@ -75,6 +83,7 @@ def test_reshape_of_an_empty_tensor(dynamic):
 def test_index_into_an_empty_dim_raises_as_eager(codegen):
     """Fuzz seed 86 killed the process (SIGSEGV, both code generators): an out-of-range index
     is clamped to 0, and a dim of size 0 has no element 0. Eager raises; so must compiled."""
+
     def f(x, i):
         return torch.index_select(x, 0, i) * 2, x[i] + 1
 
@@ -88,7 +97,9 @@ def test_index_into_an_empty_dim_raises_as_eager(codegen):
     with pytest.raises(RuntimeError):
         compiled(x, i)
     x, i = torch.randn(4, 3), torch.tensor([3, 0])  # and a graph of the same code still works
-    for got, want in zip(torchkiln.compile(f, options={"codegen": codegen, "strict": True})(x, i), f(x, i)):
+    for got, want in zip(
+        torchkiln.compile(f, options={"codegen": codegen, "strict": True})(x, i), f(x, i)
+    ):
         torch.testing.assert_close(got, want)
 
 
@@ -100,8 +111,15 @@ def test_gpt2_with_kv_cache_compiles_its_main_graph():
     import warnings
 
     torch.manual_seed(0)
-    cfg = transformers.GPT2Config(vocab_size=256, n_positions=64, n_embd=32, n_layer=2, n_head=2,
-                                  bos_token_id=0, eos_token_id=0)
+    cfg = transformers.GPT2Config(
+        vocab_size=256,
+        n_positions=64,
+        n_embd=32,
+        n_layer=2,
+        n_head=2,
+        bos_token_id=0,
+        eos_token_id=0,
+    )
     model = transformers.GPT2LMHeadModel(cfg).eval()
     compiled = torchkiln.compile(model)
     with torch.no_grad(), warnings.catch_warnings():
@@ -109,8 +127,10 @@ def test_gpt2_with_kv_cache_compiles_its_main_graph():
         ids = torch.randint(0, 256, (2, 7))
         got, want = compiled(ids, use_cache=True), model(ids, use_cache=True)
     torch.testing.assert_close(got.logits, want.logits, atol=1e-4, rtol=1e-4)
-    for (gk, gv), (wk, wv) in zip(((layer.keys, layer.values) for layer in got.past_key_values.layers),
-                                  ((layer.keys, layer.values) for layer in want.past_key_values.layers)):
+    for (gk, gv), (wk, wv) in zip(
+        ((layer.keys, layer.values) for layer in got.past_key_values.layers),
+        ((layer.keys, layer.values) for layer in want.past_key_values.layers),
+    ):
         torch.testing.assert_close(gk, wk, atol=1e-4, rtol=1e-4)
         torch.testing.assert_close(gv, wv, atol=1e-4, rtol=1e-4)
     report = torchkiln.report(compiled)
@@ -122,6 +142,7 @@ def test_gpt2_with_kv_cache_compiles_its_main_graph():
 def test_pow_half_builds(dtype):
     """float32 pow(x, 0.5) crashed g++ 12 (internal compiler error) through the simd
     declaration of powf, and the graph ran eagerly."""
+
     def f(x):
         return torch.pow(x, 0.5) + 1, (x.abs() ** 0.5).sum(0), torch.pow(x, 1.7)
 

@@ -16,7 +16,9 @@ CASES = {
     "rand_like": lambda x: torch.rand_like(x) + x,
     "randn": lambda x: torch.randn(x.shape) * x,
     "bernoulli": lambda x: torch.bernoulli(torch.sigmoid(x)) * x,
-    "two_dropouts_and_rand": lambda x: F.dropout(x.sin(), 0.3) + torch.rand_like(x) * F.dropout(x, 0.2),
+    "two_dropouts_and_rand": lambda x: (
+        F.dropout(x.sin(), 0.3) + torch.rand_like(x) * F.dropout(x, 0.2)
+    ),
     "gumbel_softmax": lambda x: F.gumbel_softmax(x.reshape(8, 8), tau=0.5).flatten() * x,
 }
 
@@ -44,7 +46,9 @@ def test_fallback_random_repeats_eagers_draws(name, grad):
     report = torchkiln.report(compiled)
     assert not report.eager_fallbacks and report.graphs
     externs = [c for g in report.graphs for c in g.extern_calls + g.fallbacks]  # ATen calls
-    assert any(word in c for c in externs for word in ("rand", "bernoulli", "dropout", "exponential")), externs
+    assert any(
+        word in c for c in externs for word in ("rand", "bernoulli", "dropout", "exponential")
+    ), externs
 
 
 def test_without_fallback_random_the_draws_are_compiled():

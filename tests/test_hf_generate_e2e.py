@@ -25,15 +25,30 @@ VOCAB, NEW_TOKENS = 64, 5
 
 
 def _gpt2():
-    cfg = transformers.GPT2Config(vocab_size=VOCAB, n_embd=64, n_layer=2, n_head=2, n_positions=64,
-                                  bos_token_id=1, eos_token_id=2)
+    cfg = transformers.GPT2Config(
+        vocab_size=VOCAB,
+        n_embd=64,
+        n_layer=2,
+        n_head=2,
+        n_positions=64,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     return transformers.GPT2LMHeadModel(cfg)
 
 
 def _llama():
-    cfg = transformers.LlamaConfig(vocab_size=VOCAB, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                                   num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64,
-                                   bos_token_id=1, eos_token_id=2)
+    cfg = transformers.LlamaConfig(
+        vocab_size=VOCAB,
+        hidden_size=64,
+        intermediate_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        num_key_value_heads=2,
+        max_position_embeddings=64,
+        bos_token_id=1,
+        eos_token_id=2,
+    )
     return transformers.LlamaForCausalLM(cfg)
 
 
@@ -43,14 +58,25 @@ GRAPHS = {"static": 2, "static_passed": 2, "dynamic": 3}
 
 
 def _generate_kwargs(model, cache: str) -> dict:
-    kwargs = {"max_new_tokens": NEW_TOKENS, "do_sample": False, "pad_token_id": 0,
-              "output_logits": True, "return_dict_in_generate": True}
+    kwargs = {
+        "max_new_tokens": NEW_TOKENS,
+        "do_sample": False,
+        "pad_token_id": 0,
+        "output_logits": True,
+        "return_dict_in_generate": True,
+    }
     if cache == "static":
         kwargs["cache_implementation"] = "static"
     elif cache == "static_passed":
         # transformers 4.x's StaticCache also takes the batch size
-        batch = {"max_batch_size": 2} if "max_batch_size" in inspect.signature(transformers.StaticCache).parameters else {}
-        kwargs["past_key_values"] = transformers.StaticCache(config=model.config, max_cache_len=16, **batch)
+        batch = (
+            {"max_batch_size": 2}
+            if "max_batch_size" in inspect.signature(transformers.StaticCache).parameters
+            else {}
+        )
+        kwargs["past_key_values"] = transformers.StaticCache(
+            config=model.config, max_cache_len=16, **batch
+        )
     return kwargs
 
 
@@ -71,10 +97,14 @@ def test_generate_matches_eager(model_name: str, cache: str) -> None:
             expected = model.generate(ids, **_generate_kwargs(model, cache))
             model.forward = compiled
             actual = model.generate(ids, **_generate_kwargs(model, cache))
-        assert torch.equal(actual.sequences, expected.sequences), f"{call} call: token ids differ from eager"
+        assert torch.equal(actual.sequences, expected.sequences), (
+            f"{call} call: token ids differ from eager"
+        )
         assert len(actual.logits) == len(expected.logits) == NEW_TOKENS
         for step, (a, e) in enumerate(zip(actual.logits, expected.logits)):
-            torch.testing.assert_close(a, e, rtol=1e-4, atol=1e-5, msg=lambda m, c=call, s=step: f"{c} call, step {s}: {m}")
+            torch.testing.assert_close(
+                a, e, rtol=1e-4, atol=1e-5, msg=lambda m, c=call, s=step: f"{c} call, step {s}: {m}"
+            )
         report = torchkiln.report(compiled)
         assert report.num_graphs == GRAPHS[cache], f"{call} call: {report.num_graphs} graphs"
         assert not report.graph_breaks, report.graph_breaks

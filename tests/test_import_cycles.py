@@ -37,7 +37,9 @@ KNOWN_CYCLES: dict[frozenset[str], str] = {}
 
 def _package_roots() -> list[Path]:
     return sorted(
-        src_pkg for folder in PACKAGES.iterdir() if (folder / "pyproject.toml").exists()
+        src_pkg
+        for folder in PACKAGES.iterdir()
+        if (folder / "pyproject.toml").exists()
         for src_pkg in (folder / "src").iterdir()
         if src_pkg.is_dir() and (src_pkg / "__init__.py").exists()
     )
@@ -125,7 +127,8 @@ def cycles(graph: nx.DiGraph) -> list[tuple[frozenset[str], list[str]]]:
 @pytest.mark.parametrize("root", _package_roots(), ids=lambda p: p.name)
 def test_no_module_level_import_cycles(root: Path) -> None:
     bad = [
-        " -> ".join(steps) for component, steps in cycles(import_graph(root))
+        " -> ".join(steps)
+        for component, steps in cycles(import_graph(root))
         if component not in KNOWN_CYCLES
     ]
     assert not bad, "module-level import cycles:\n  " + "\n  ".join(bad)
@@ -143,7 +146,9 @@ def test_the_check_finds_a_cycle(tmp_path: Path) -> None:
     (pkg / "__init__.py").write_text("from .a import f\n")
     (pkg / "a.py").write_text("from .b import g\n\ndef f():\n    from .c import h\n")
     (pkg / "b.py").write_text("import pkg.a\n\ng = 1\n")
-    (pkg / "c.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\n")
+    (pkg / "c.py").write_text(
+        "from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import f\n"
+    )
     graph = import_graph(pkg)
     assert set(graph.edges) == {("pkg.a", "pkg.b"), ("pkg.b", "pkg.a")}
     ((component, steps),) = cycles(graph)
@@ -158,4 +163,7 @@ def test_the_graph_reads_real_imports() -> None:
     assert ("torchkiln_loop_ir.loop_body", "torchkiln_loop_ir.ops") in loop_ir.edges
     assert ("torchkiln_loop_ir.lowering.pointwise", "torchkiln_loop_ir.ir") in loop_ir.edges
     capture = import_graph(roots["torchkiln_dynamo_capture"])
-    assert ("torchkiln_dynamo_capture.bytecode.resume", "torchkiln_dynamo_capture.bytecode.decode") in capture.edges
+    assert (
+        "torchkiln_dynamo_capture.bytecode.resume",
+        "torchkiln_dynamo_capture.bytecode.decode",
+    ) in capture.edges

@@ -55,8 +55,15 @@ def samples(i: int) -> tuple[dict[str, torch.Tensor], torch.Tensor]:
     """Random values of the symbols (their assumptions hold: loop variables >= 0, sizes >= 1)
     and sympy's value of expression ``i`` at each."""
     rng = random.Random(zlib.crc32(IDS[i].encode()))
-    rows = [{n: rng.randint(-60, 60), x0: rng.randint(0, 60), x1: rng.randint(0, 60), s0: rng.randint(1, 20)}
-            for _ in range(SAMPLES)]
+    rows = [
+        {
+            n: rng.randint(-60, 60),
+            x0: rng.randint(0, 60),
+            x1: rng.randint(0, 60),
+            s0: rng.randint(1, 20),
+        }
+        for _ in range(SAMPLES)
+    ]
     want = []
     for values in rows:
         v = EXPRESSIONS[i].subs(values)
@@ -76,11 +83,14 @@ def cpp_library(tmp_path_factory):
     params = ", ".join(f"const int64_t* v{s.name}" for s in SYMBOLS)
     lines = ["#include <algorithm>", "#include <cstdint>"]
     for i, expr in enumerate(EXPRESSIONS):
-        lines += [f'extern "C" void expr_{i}({params}, int64_t* out, int64_t count) {{',
-                  "  for (int64_t k = 0; k < count; k++) {",
-                  f"    const int64_t {names};",
-                  f"    out[k] = static_cast<int64_t>({print_index(expr)});",
-                  "  }", "}"]
+        lines += [
+            f'extern "C" void expr_{i}({params}, int64_t* out, int64_t count) {{',
+            "  for (int64_t k = 0; k < count; k++) {",
+            f"    const int64_t {names};",
+            f"    out[k] = static_cast<int64_t>({print_index(expr)});",
+            "  }",
+            "}",
+        ]
     options = CppOptions(cache_dir=str(tmp_path_factory.mktemp("index-printer-cpp")))
     _, library = build_library("\n".join(lines) + "\n", options)
     return ctypes.CDLL(str(library))
@@ -96,12 +106,18 @@ def triton_module(tmp_path_factory):
     params = ", ".join(f"v{s.name}" for s in SYMBOLS)
     lines = ["import triton", "import triton.language as tl"]
     for i, expr in enumerate(EXPRESSIONS):
-        lines += ["", "@triton.jit", f"def expr_{i}({params}, out, COUNT: tl.constexpr):",
-                  "    k = tl.arange(0, COUNT)"]
+        lines += [
+            "",
+            "@triton.jit",
+            f"def expr_{i}({params}, out, COUNT: tl.constexpr):",
+            "    k = tl.arange(0, COUNT)",
+        ]
         lines += [f"    {s.name} = tl.load(v{s.name} + k)" for s in SYMBOLS]
         lines.append(f"    tl.store(out + k, ({texpr(expr)}).to(tl.int64))")
     cache = CodeCache(tmp_path_factory.mktemp("index-printer-triton"))
-    module, _ = source_module(cache, "\n".join(lines) + "\n", "kernel.py", "tk_index_printer_", register=True)
+    module, _ = source_module(
+        cache, "\n".join(lines) + "\n", "kernel.py", "tk_index_printer_", register=True
+    )
     return module
 
 
@@ -110,8 +126,11 @@ def test_cpp_printer_computes_sympys_value(cpp_library, i):
     columns, want = samples(i)
     out = torch.empty(SAMPLES, dtype=torch.int64)
     fn = getattr(cpp_library, f"expr_{i}")
-    fn(*(ctypes.c_void_p(columns[s.name].data_ptr()) for s in SYMBOLS), ctypes.c_void_p(out.data_ptr()),
-       ctypes.c_int64(SAMPLES))
+    fn(
+        *(ctypes.c_void_p(columns[s.name].data_ptr()) for s in SYMBOLS),
+        ctypes.c_void_p(out.data_ptr()),
+        ctypes.c_int64(SAMPLES),
+    )
     assert out.tolist() == want.tolist()
 
 
@@ -119,7 +138,9 @@ def test_cpp_printer_computes_sympys_value(cpp_library, i):
 def test_triton_printer_computes_sympys_value(triton_module, i):
     columns, want = samples(i)
     out = torch.empty(SAMPLES, dtype=torch.int64)
-    getattr(triton_module, f"expr_{i}")[(1,)](*(columns[s.name] for s in SYMBOLS), out, COUNT=SAMPLES)
+    getattr(triton_module, f"expr_{i}")[(1,)](
+        *(columns[s.name] for s in SYMBOLS), out, COUNT=SAMPLES
+    )
     assert out.tolist() == want.tolist()
 
 
@@ -131,7 +152,7 @@ def test_both_printers_refuse_the_same_expressions():
     from torchkiln_codegen_triton import CodegenError as TritonError
     from torchkiln_codegen_triton.printer import texpr
 
-    for bad in (x0 / 2, x0 ** -1, sympy.sin(x0)):
+    for bad in (x0 / 2, x0**-1, sympy.sin(x0)):
         with pytest.raises(CppError, match="C\\+\\+"):
             print_index(bad)
         with pytest.raises(TritonError, match="Triton"):

@@ -192,7 +192,9 @@ def test_the_benchmark_peer_lives_outside_packages() -> None:
 
 
 def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
-    tree = ast.parse("import torch._dynamo\nfrom torch._inductor import config\nx = torch.compile(f)")
+    tree = ast.parse(
+        "import torch._dynamo\nfrom torch._inductor import config\nx = torch.compile(f)"
+    )
     names = [n for n, _ in _imports(tree)] + [n for n, _ in _attribute_chains(tree)]
     assert any(_is_under(n, "torch._dynamo") for n in names)
     assert any(_is_under(n, "torch._inductor") for n in names)

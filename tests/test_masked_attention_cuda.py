@@ -32,12 +32,14 @@ class MaskedSelfAttention(nn.Module):
 
 def _mask(kind, batch, length):
     keep = torch.ones(batch, length, dtype=torch.bool, device="cuda")
-    keep[0, length - 5:] = False  # padding at the end of the first sequence
+    keep[0, length - 5 :] = False  # padding at the end of the first sequence
     mask = keep[:, None, None, :].expand(batch, 1, length, length)
     if kind == "bool":
         return mask
     if kind == "permuted_additive":  # T5's position bias: (L, S, H) permuted to (1, H, L, S)
-        return torch.randn(length, length, 4, device="cuda", dtype=torch.bfloat16).permute(2, 0, 1)[None]
+        return torch.randn(length, length, 4, device="cuda", dtype=torch.bfloat16).permute(2, 0, 1)[
+            None
+        ]
     # an additive padding mask, broadcast along the queries as Hugging Face builds it
     additive = torch.zeros(batch, 1, 1, length, device="cuda", dtype=torch.bfloat16)
     return additive.masked_fill(~keep[:, None, None, :], -1e4).expand(batch, 1, length, length)
@@ -64,7 +66,10 @@ def test_inference_equals_eager(kind, length):
     with torch.no_grad():
         got, expected = compiled(x, mask), model(x, mask)
         reference = model.double()(x.double(), mask if kind == "bool" else mask.double())
-    error, eager_error = (got.double() - reference).abs().max(), (expected.double() - reference).abs().max()
+    error, eager_error = (
+        (got.double() - reference).abs().max(),
+        (expected.double() - reference).abs().max(),
+    )
     assert error <= 3 * eager_error + 1e-3, (error, eager_error)
     assert _fused(compiled), _externs(compiled)
 

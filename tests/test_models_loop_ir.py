@@ -19,12 +19,20 @@ from torchkiln_aot_partition import aten_graph
 from torchkiln_codegen_cpp import CppBackend
 
 ALLOWED_EXTERNS = {
-    "aten.mm", "aten.bmm", "aten.addmm", "aten.baddbmm", "aten.convolution",
-    "aten._scaled_dot_product_flash_attention_for_cpu", "aten.randint.low",
+    "aten.mm",
+    "aten.bmm",
+    "aten.addmm",
+    "aten.baddbmm",
+    "aten.convolution",
+    "aten._scaled_dot_product_flash_attention_for_cpu",
+    "aten.randint.low",
     # CPU convolutions through oneDNN (loop-ir's mkldnn.py)
-    "torchkiln.mkldnn_convolution", "torchkiln.mkldnn_convolution_add",
+    "torchkiln.mkldnn_convolution",
+    "torchkiln.mkldnn_convolution_add",
     # CPU linear layers: grouped by input, or through oneDNN (linear_group.py, mkldnn_linear.py)
-    "torchkiln.linear_group", "torchkiln.mkldnn_linear", "torchkiln.mkldnn_linear_add",
+    "torchkiln.linear_group",
+    "torchkiln.mkldnn_linear",
+    "torchkiln.mkldnn_linear_add",
 }
 
 
@@ -45,20 +53,51 @@ def _hf_models():
     transformers = pytest.importorskip("transformers")
     T = transformers
     return {
-        "bert": lambda: T.BertModel(T.BertConfig(
-            vocab_size=99, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-            intermediate_size=37, max_position_embeddings=64)),
-        "gpt2": lambda: T.GPT2Model(T.GPT2Config(
-            vocab_size=99, n_embd=32, n_layer=2, n_head=4, n_positions=64,
-            bos_token_id=0, eos_token_id=0)),
-        "t5_encoder": lambda: T.T5EncoderModel(T.T5Config(
-            vocab_size=99, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4)),
-        "distilbert": lambda: T.DistilBertModel(T.DistilBertConfig(
-            vocab_size=99, dim=32, n_layers=2, n_heads=4, hidden_dim=37,
-            max_position_embeddings=64)),
-        "llama": lambda: T.LlamaModel(T.LlamaConfig(
-            vocab_size=99, hidden_size=32, intermediate_size=37, num_hidden_layers=2,
-            num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=64)),
+        "bert": lambda: T.BertModel(
+            T.BertConfig(
+                vocab_size=99,
+                hidden_size=32,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                intermediate_size=37,
+                max_position_embeddings=64,
+            )
+        ),
+        "gpt2": lambda: T.GPT2Model(
+            T.GPT2Config(
+                vocab_size=99,
+                n_embd=32,
+                n_layer=2,
+                n_head=4,
+                n_positions=64,
+                bos_token_id=0,
+                eos_token_id=0,
+            )
+        ),
+        "t5_encoder": lambda: T.T5EncoderModel(
+            T.T5Config(vocab_size=99, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4)
+        ),
+        "distilbert": lambda: T.DistilBertModel(
+            T.DistilBertConfig(
+                vocab_size=99,
+                dim=32,
+                n_layers=2,
+                n_heads=4,
+                hidden_dim=37,
+                max_position_embeddings=64,
+            )
+        ),
+        "llama": lambda: T.LlamaModel(
+            T.LlamaConfig(
+                vocab_size=99,
+                hidden_size=32,
+                intermediate_size=37,
+                num_hidden_layers=2,
+                num_attention_heads=4,
+                num_key_value_heads=2,
+                max_position_embeddings=64,
+            )
+        ),
     }
 
 
@@ -85,7 +124,9 @@ def _functional(model, n_state):
     names = list(state)
 
     def fn(*args):
-        out = torch.func.functional_call(model, dict(zip(names, args[:n_state])), tuple(args[n_state:]))
+        out = torch.func.functional_call(
+            model, dict(zip(names, args[:n_state])), tuple(args[n_state:])
+        )
         out = getattr(out, "last_hidden_state", out)
         return (out,)
 

@@ -108,6 +108,7 @@ def test_a_module_made_inside_and_returned_is_this_calls_own():
 def test_hooks_registered_on_a_module_from_outside_run_in_the_same_call():
     """A hook registered inside the compiled function on a module it was given is pending until
     the graph ends: the module's call then runs in Python so the hook fires, as in eager."""
+
     def f(x, m):
         handle = m.register_forward_hook(doubling_hook)
         y = m(x)

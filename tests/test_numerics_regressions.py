@@ -49,9 +49,16 @@ def _check(fn, *args, codegen):
         assert g.dtype == w.dtype, (g.dtype, w.dtype)
         # a few ulp: eager's own sqrt of 3e38 is one ulp above the rounded root, the Triton
         # interpreter's pow and exp are a few ulp off; NaN, infinities and zeros must match
-        torch.testing.assert_close(g, w, rtol=2e-6 if w.is_floating_point() else 0, atol=0,
-                                   equal_nan=True, msg=lambda m, i=i, w=w, g=g: f"output {i}: {m}\n"
-                                   f"eager {w[:8].tolist()}\ncompiled {g[:8].tolist()}")
+        torch.testing.assert_close(
+            g,
+            w,
+            rtol=2e-6 if w.is_floating_point() else 0,
+            atol=0,
+            equal_nan=True,
+            msg=lambda m, i=i, w=w, g=g: (
+                f"output {i}: {m}\neager {w[:8].tolist()}\ncompiled {g[:8].tolist()}"
+            ),
+        )
         if w.is_floating_point():
             zero = w == 0
             assert torch.equal(g.signbit()[zero], w.signbit()[zero]), (g, w)
@@ -65,16 +72,30 @@ def test_floor_division_of_floats(codegen):
     # floor division) gives nan and its scalar loop the exact result (test_special_values.KNOWN)
     x = _specials(extremes=False)
     _check(lambda x: (x // -INF, x // INF, x // 2, x // -0.3), x, codegen=codegen)
-    _check(lambda a, b: (torch.div(a, b, rounding_mode="floor"), torch.div(a, b, rounding_mode="trunc"),
-                         torch.remainder(a, b), torch.fmod(a, b), a // b), x, x.flip(0), codegen=codegen)
+    _check(
+        lambda a, b: (
+            torch.div(a, b, rounding_mode="floor"),
+            torch.div(a, b, rounding_mode="trunc"),
+            torch.remainder(a, b),
+            torch.fmod(a, b),
+            a // b,
+        ),
+        x,
+        x.flip(0),
+        codegen=codegen,
+    )
 
 
 @pytest.mark.parametrize("codegen", CODEGENS)
 def test_integer_floor_division_and_remainder_of_negatives(codegen):
-    a = torch.tensor([-7, 7, -8, 0, 5, -2**31, 2**31 - 1, -1, 9, -9], dtype=torch.int32)
+    a = torch.tensor([-7, 7, -8, 0, 5, -(2**31), 2**31 - 1, -1, 9, -9], dtype=torch.int32)
     b = torch.tensor([2, -2, -3, 3, -1, -1, 1, 5, -4, 4], dtype=torch.int32)
-    _check(lambda a, b: (a // b, a % b, torch.fmod(a, b), torch.div(a, b, rounding_mode="floor")),
-           a, b, codegen=codegen)
+    _check(
+        lambda a, b: (a // b, a % b, torch.fmod(a, b), torch.div(a, b, rounding_mode="floor")),
+        a,
+        b,
+        codegen=codegen,
+    )
     # eager's own truncating division of INT_MIN by -1 raises SIGFPE: leave that pair out
     _check(lambda a, b: torch.div(a, b, rounding_mode="trunc"), a[:5], b[:5], codegen=codegen)
 
@@ -114,30 +135,53 @@ def test_integer_division_without_zero_after_one_with_zero(codegen):
 def test_pow_special_values(codegen):
     x = _specials()
     # eager computes these exponents as sqrt, rsqrt, reciprocal and products (float32/64, bf16)
-    _check(lambda x: (x ** -0.5, x ** 0.5, x ** -1, x ** 2, x ** 3, x ** -2, x ** 1.5, x ** 0, x ** 1),
-           x, codegen=codegen)
-    _check(lambda x: x ** -0.5, x.double(), codegen=codegen)
-    _check(lambda a, b: a ** b, x, x.flip(0), codegen=codegen)
+    _check(
+        lambda x: (x**-0.5, x**0.5, x**-1, x**2, x**3, x**-2, x**1.5, x**0, x**1),
+        x,
+        codegen=codegen,
+    )
+    _check(lambda x: x**-0.5, x.double(), codegen=codegen)
+    _check(lambda a, b: a**b, x, x.flip(0), codegen=codegen)
     # float16 has no special case in eager: pow(-0., -0.5) is +inf there
     _check(lambda x: x.half() ** -0.5, x[:8].clamp(-100, 100), codegen=codegen)
 
 
-@pytest.mark.parametrize("codegen", [
-    pytest.param("cpp", marks=pytest.mark.xfail(
-        strict=True, reason="torch's meta function of pow.Tensor_Scalar says int64 for a bool "
-                            "base and a bool exponent (eager: bool); graphs are traced with it")),
-    pytest.param("triton", marks=pytest.mark.xfail(strict=True, reason="as for cpp")),
-])
+@pytest.mark.parametrize(
+    "codegen",
+    [
+        pytest.param(
+            "cpp",
+            marks=pytest.mark.xfail(
+                strict=True,
+                reason="torch's meta function of pow.Tensor_Scalar says int64 for a bool "
+                "base and a bool exponent (eager: bool); graphs are traced with it",
+            ),
+        ),
+        pytest.param("triton", marks=pytest.mark.xfail(strict=True, reason="as for cpp")),
+    ],
+)
 def test_bool_pow_true_keeps_bool(codegen):
-    _check(lambda b: b ** True, torch.tensor([True, False] * 16), codegen=codegen)
+    _check(lambda b: b**True, torch.tensor([True, False] * 16), codegen=codegen)
 
 
 @pytest.mark.parametrize("codegen", CODEGENS)
 def test_sign_relu_family_and_nan(codegen):
     x = _specials()
     F = torch.nn.functional
-    _check(lambda x: (torch.sign(x), torch.relu(x), F.relu6(x), F.hardtanh(x), F.leaky_relu(x),
-                      F.elu(x), F.hardsigmoid(x), F.hardswish(x)), x, codegen=codegen)
+    _check(
+        lambda x: (
+            torch.sign(x),
+            torch.relu(x),
+            F.relu6(x),
+            F.hardtanh(x),
+            F.leaky_relu(x),
+            F.elu(x),
+            F.hardsigmoid(x),
+            F.hardswish(x),
+        ),
+        x,
+        codegen=codegen,
+    )
 
 
 @pytest.mark.parametrize("codegen", CODEGENS)
@@ -145,19 +189,39 @@ def test_max_min_clamp_nan_and_signed_zeros(codegen):
     x = _specials()
     y = x.roll(5)
     zeros = torch.zeros(32)
-    _check(lambda a, b: (torch.maximum(a, b), torch.minimum(a, b), torch.fmax(a, b), torch.fmin(a, b)),
-           x, y, codegen=codegen)
-    _check(lambda a, z: (a.clamp(-1, 1), a.clamp(min=0.0), a.clamp(max=-0.0), a.clamp(min=-0.0),
-                         a.clamp(z, None), a.clamp(None, z), a.clamp(-z, z), a.clamp(NAN, 1.0),
-                         a.clamp(max=NAN)), x, zeros, codegen=codegen)
+    _check(
+        lambda a, b: (torch.maximum(a, b), torch.minimum(a, b), torch.fmax(a, b), torch.fmin(a, b)),
+        x,
+        y,
+        codegen=codegen,
+    )
+    _check(
+        lambda a, z: (
+            a.clamp(-1, 1),
+            a.clamp(min=0.0),
+            a.clamp(max=-0.0),
+            a.clamp(min=-0.0),
+            a.clamp(z, None),
+            a.clamp(None, z),
+            a.clamp(-z, z),
+            a.clamp(NAN, 1.0),
+            a.clamp(max=NAN),
+        ),
+        x,
+        zeros,
+        codegen=codegen,
+    )
     _check(lambda a: (a.amax(), a.amin(), a.max(), a.argmax(), a.argmin()), x, codegen=codegen)
 
 
 @pytest.mark.parametrize("codegen", CODEGENS)
 def test_float32_std_var_do_not_overflow_where_eager_does_not(codegen):
     big = torch.tensor([1e18, -1e18] * 500)
-    want, got = _run(lambda a: (a.std(), a.var(), a.view(10, 100).std(-1), torch.var_mean(a)),
-                     big, codegen=codegen)
+    want, got = _run(
+        lambda a: (a.std(), a.var(), a.view(10, 100).std(-1), torch.var_mean(a)),
+        big,
+        codegen=codegen,
+    )
     for w, g in zip(torch.utils._pytree.tree_leaves(want), torch.utils._pytree.tree_leaves(got)):
         assert torch.isfinite(w).all()
         torch.testing.assert_close(g, w, rtol=1e-5, atol=1e13)  # the mean is 0 +- rounding
@@ -179,6 +243,7 @@ def test_bool_add_and_mul_stay_bool(codegen):
 def test_fused_16_bit_values_are_rounded_like_stored_ones(codegen):
     """Fuzz seed 100372: float16 `sin(x).sum() - sin(x)` of a 0-d tensor is 0 in eager; the fused
     sin was kept in float32, so the difference was its rounding error (1e-4)."""
+
     def f(a):
         return a.sin().sum() - a.sin(), a.exp().sum(0, keepdim=True) - a.exp()
 
@@ -194,9 +259,15 @@ def test_layer_norm_over_one_element_is_exactly_zero(codegen):
     """Fuzz seed 107194: layer norm over a size-1 dimension of erf(x) gave 1.9e-5 where eager gives
     0: the mean and the value came from two kernels (vector and scalar libm erf)."""
     x = torch.randn(1, 7).t()
-    want, got = _run(lambda a: (torch.nn.functional.layer_norm(torch.erf(a), (1,)),
-                                torch.erf(a) - torch.erf(a).mean(-1, keepdim=True),
-                                torch.erf(a).amax(-1) - torch.erf(a).squeeze(-1)), x, codegen=codegen)
+    want, got = _run(
+        lambda a: (
+            torch.nn.functional.layer_norm(torch.erf(a), (1,)),
+            torch.erf(a) - torch.erf(a).mean(-1, keepdim=True),
+            torch.erf(a).amax(-1) - torch.erf(a).squeeze(-1),
+        ),
+        x,
+        codegen=codegen,
+    )
     for w, g in zip(want, got):
         assert torch.equal(g, w), (g, w)
 

@@ -12,7 +12,9 @@ import torchkiln
 
 
 def _same(actual, expected, where="out"):
-    assert type(actual) is type(expected), f"{where}: {type(actual).__name__} != {type(expected).__name__}"
+    assert type(actual) is type(expected), (
+        f"{where}: {type(actual).__name__} != {type(expected).__name__}"
+    )
     if isinstance(expected, (np.ndarray, np.generic)):
         assert actual.dtype == expected.dtype, f"{where}: {actual.dtype} != {expected.dtype}"
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=where)

@@ -41,6 +41,10 @@ def test_one_module_proxy() -> None:
             if not isinstance(node, ast.ClassDef):
                 continue
             bases = {ast.unparse(b) for b in node.bases}
-            if "_orig_mod" in ast.unparse(node) and bases & {"torch.nn.Module", "nn.Module", "Module"}:
+            if "_orig_mod" in ast.unparse(node) and bases & {
+                "torch.nn.Module",
+                "nn.Module",
+                "Module",
+            }:
                 proxies.append((path.relative_to(ROOT), node.name))
     assert proxies == [(PROXY_HOME.relative_to(ROOT), "ModuleProxy")]

@@ -30,7 +30,9 @@ pytestmark = pytest.mark.usefixtures("private_cache_dir")  # tests/conftest.py
 def _load_specs():
     name = "torchkiln_op_specs"
     if name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(name, Path(__file__).with_name("test_ops_specs.py"))
+        spec = importlib.util.spec_from_file_location(
+            name, Path(__file__).with_name("test_ops_specs.py")
+        )
         module = importlib.util.module_from_spec(spec)
         sys.modules[name] = module
         spec.loader.exec_module(module)
@@ -39,8 +41,12 @@ def _load_specs():
 
 S = _load_specs()
 LOW = (torch.float16, torch.bfloat16)
-DEFAULT_TOL = {torch.float32: (1.3e-5, 1e-5), torch.float16: (2e-3, 1e-3),
-               torch.bfloat16: (1.6e-2, 1e-2), torch.float64: (1e-7, 1e-7)}
+DEFAULT_TOL = {
+    torch.float32: (1.3e-5, 1e-5),
+    torch.float16: (2e-3, 1e-3),
+    torch.bfloat16: (1.6e-2, 1e-2),
+    torch.float64: (1e-7, 1e-7),
+}
 
 
 def _backend(name):
@@ -57,7 +63,7 @@ def _flat_fn(spec, lens):
     def fn(*flat):
         outs, k = [], 0
         for n in lens:
-            r = spec.fn(*flat[k:k + n])
+            r = spec.fn(*flat[k : k + n])
             k += n
             outs.extend(torch.utils._pytree.tree_leaves(r))
         return tuple(outs)
@@ -82,7 +88,9 @@ def _traced(name: str):
             gm = make_fx(torch.func.functionalize(fn), decomposition_table=table)(*inputs)
     targets = {n.target for n in gm.graph.nodes if n.op == "call_function"}
     missing = [str(op) for op in spec.covers if not S.covers(op, targets)]
-    assert not missing, f"spec {name} does not reach {missing}; its graph calls {sorted(map(str, targets))}"
+    assert not missing, (
+        f"spec {name} does not reach {missing}; its graph calls {sorted(map(str, targets))}"
+    )
     return spec, cases, fn, gm, inputs
 
 
@@ -112,7 +120,13 @@ class _RoundedTo(torch.utils._python_dispatch.TorchDispatchMode):
         if func._schema.is_mutable or any(r.alias_info is not None for r in func._schema.returns):
             return out
         return torch.utils._pytree.tree_map(
-            lambda t: t.to(self.dtype).float() if isinstance(t, torch.Tensor) and t.dtype == torch.float32 else t, out)
+            lambda t: (
+                t.to(self.dtype).float()
+                if isinstance(t, torch.Tensor) and t.dtype == torch.float32
+                else t
+            ),
+            out,
+        )
 
 
 def _compare(spec, dtype, label, got, expected, reference):
@@ -126,11 +140,13 @@ def _compare(spec, dtype, label, got, expected, reference):
             # the coarser of the inputs' tolerance and the output dtype's (a cast to bfloat16)
             orr, oat = DEFAULT_TOL[e.dtype]
             orr, oat = max(orr, rtol), max(oat, atol)
-            torch.testing.assert_close(g, want, rtol=orr, atol=oat, equal_nan=True,
-                                       msg=lambda m, msg=msg: f"{msg}: {m}")
+            torch.testing.assert_close(
+                g, want, rtol=orr, atol=oat, equal_nan=True, msg=lambda m, msg=msg: f"{msg}: {m}"
+            )
         else:
-            torch.testing.assert_close(g, want, rtol=0, atol=0, equal_nan=True,
-                                       msg=lambda m, msg=msg: f"{msg}: {m}")
+            torch.testing.assert_close(
+                g, want, rtol=0, atol=0, equal_nan=True, msg=lambda m, msg=msg: f"{msg}: {m}"
+            )
 
 
 @pytest.mark.parametrize("codegen", ["cpp", "triton"])
@@ -145,7 +161,7 @@ def test_op(name, codegen):
     k = 0
     for j, ((dtype, _), args) in enumerate(zip(cases, fresh)):
         expected = list(torch.utils._pytree.tree_leaves(spec.fn(*args)))
-        out = got[k:k + len(expected)]
+        out = got[k : k + len(expected)]
         k += len(expected)
         label = f"{str(dtype).replace('torch.', '')} case {j}"
         if spec.kind == "distribution":
@@ -164,7 +180,14 @@ def test_op(name, codegen):
         try:
             _compare(spec, dtype, label, out, expected, per_op)
         except AssertionError:
-            _compare(spec, dtype, label, out, expected, list(torch.utils._pytree.tree_leaves(spec.fn(*low))))
+            _compare(
+                spec,
+                dtype,
+                label,
+                out,
+                expected,
+                list(torch.utils._pytree.tree_leaves(spec.fn(*low))),
+            )
     assert k == len(got)
 
 

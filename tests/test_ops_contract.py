@@ -31,8 +31,17 @@ from torchkiln_loop_ir.reference import TorchOpsHandler
 ops_module = sys.modules["torchkiln_loop_ir.ops"]  # the package's ``ops`` name is the proxy
 OP_SPECS, ALL_OPS, result_dtype = ops_module.OP_SPECS, ops_module.ALL_OPS, ops_module.result_dtype
 
-HANDLERS = [CppOpsHandler, TritonOpsHandler, TorchOpsHandler, PrintingHandler, _Recording,
-            _Counter, _SimplifyingHandler, NoOpHandler, WrapperHandler]
+HANDLERS = [
+    CppOpsHandler,
+    TritonOpsHandler,
+    TorchOpsHandler,
+    PrintingHandler,
+    _Recording,
+    _Counter,
+    _SimplifyingHandler,
+    NoOpHandler,
+    WrapperHandler,
+]
 
 OPERAND_DTYPES = {
     "any": [torch.float32, torch.float64, torch.int32, torch.int64, torch.bool],
@@ -43,8 +52,11 @@ OPERAND_DTYPES = {
 
 def test_protocol_is_the_table():
     """``OpsHandler`` declares exactly the table's ops, each with the table's arity."""
-    declared = {n: f for n, f in vars(ops_module.OpsHandler).items()
-                if inspect.isfunction(f) and not n.startswith("_")}
+    declared = {
+        n: f
+        for n, f in vars(ops_module.OpsHandler).items()
+        if inspect.isfunction(f) and not n.startswith("_")
+    }
     assert set(declared) == ALL_OPS
     for name, fn in declared.items():
         params = list(inspect.signature(fn).parameters.values())[1:]
@@ -84,8 +96,9 @@ def test_wrapper_forwards_and_noop_runs_masked_bodies():
 def _spec(reduction: bool = False) -> KernelSpec:
     buffers = {"a": BufferSpec("a", torch.float32, torch.device("cpu"), (8,), (1,))}
     node = KernelNode("a", lambda x, r: None, reduction)
-    return KernelSpec("k", (8,), (8,) if reduction else (), (KernelStage("loop", (node,)),),
-                      buffers, ("a",), ())
+    return KernelSpec(
+        "k", (8,), (8,) if reduction else (), (KernelStage("loop", (node,)),), buffers, ("a",), ()
+    )
 
 
 def _cpp_result(name: str, dtypes: list[torch.dtype]) -> torch.dtype:
@@ -96,8 +109,14 @@ def _cpp_result(name: str, dtypes: list[torch.dtype]) -> torch.dtype:
 
 def _triton_result(name: str, dtypes: list[torch.dtype]) -> torch.dtype:
     spec = _spec()
-    h = TritonOpsHandler(spec, arg_names(spec), reduction=False, looped=False,
-                         options=TritonOptions(), interpret=True)
+    h = TritonOpsHandler(
+        spec,
+        arg_names(spec),
+        reduction=False,
+        looped=False,
+        options=TritonOptions(),
+        interpret=True,
+    )
     h.begin_stage(False)
     args = [TritonValue(f"v{i}", dt, frozenset({"x"})) for i, dt in enumerate(dtypes)]
     return getattr(h, name)(*args).dtype
@@ -111,12 +130,15 @@ def _operands(name: str, dtype: torch.dtype) -> list[torch.dtype]:
 
 
 POINTWISE_CASES = [
-    (name, dt) for name in sorted(ops_module.POINTWISE_OPS)
+    (name, dt)
+    for name in sorted(ops_module.POINTWISE_OPS)
     for dt in OPERAND_DTYPES[OP_SPECS[name].operands]
 ]
 
 
-@pytest.mark.parametrize(("name", "dtype"), POINTWISE_CASES, ids=lambda v: str(v).replace("torch.", ""))
+@pytest.mark.parametrize(
+    ("name", "dtype"), POINTWISE_CASES, ids=lambda v: str(v).replace("torch.", "")
+)
 def test_codegen_result_dtypes_follow_the_table(name, dtype):
     operands = _operands(name, dtype)
     want = result_dtype(name, tuple(operands))
@@ -136,16 +158,29 @@ def test_codegen_cpp_table_kinds_are_the_table_rules():
 @pytest.mark.parametrize("name", ["constant", "to_dtype", "index_expr"])
 @pytest.mark.parametrize("dtype", [torch.float64, torch.int32, torch.bool])
 def test_codegen_argument_dtype_rule(name, dtype):
-    args = {"constant": (1, dtype), "to_dtype": (None, dtype, torch.float64),
-            "index_expr": (index_symbol("x", 0) + 1, dtype)}[name]
+    args = {
+        "constant": (1, dtype),
+        "to_dtype": (None, dtype, torch.float64),
+        "index_expr": (index_symbol("x", 0) + 1, dtype),
+    }[name]
 
     want = result_dtype(name, dtype=dtype)
     cpp = CppOpsHandler(_spec())
     cpp_args = (CppValue("v0", torch.float64, None), *args[1:]) if name == "to_dtype" else args
     assert getattr(cpp, name)(*cpp_args).dtype == want
     spec = _spec()
-    tri = TritonOpsHandler(spec, arg_names(spec), reduction=False, looped=False,
-                           options=TritonOptions(), interpret=True)
+    tri = TritonOpsHandler(
+        spec,
+        arg_names(spec),
+        reduction=False,
+        looped=False,
+        options=TritonOptions(),
+        interpret=True,
+    )
     tri.begin_stage(False)
-    tri_args = (TritonValue("v0", torch.float64, frozenset({"x"})), *args[1:]) if name == "to_dtype" else args
+    tri_args = (
+        (TritonValue("v0", torch.float64, frozenset({"x"})), *args[1:])
+        if name == "to_dtype"
+        else args
+    )
     assert getattr(tri, name)(*tri_args).dtype == want

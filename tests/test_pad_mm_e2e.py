@@ -33,13 +33,15 @@ class TinyLM(nn.Module):
 
 
 def _compile(model):
-    return torchkiln.compile(model, options={"strict": True, "graph_cache": False,
-                                             "loop_ir": {"pad_matmuls": "always"}})
+    return torchkiln.compile(
+        model, options={"strict": True, "graph_cache": False, "loop_ir": {"pad_matmuls": "always"}}
+    )
 
 
 def _padded(compiled):
-    return [line for g in torchkiln.report(compiled).graphs for line in g.linears
-            if "padded to" in line]
+    return [
+        line for g in torchkiln.report(compiled).graphs for line in g.linears if "padded to" in line
+    ]
 
 
 def test_inference_equals_eager():

@@ -43,11 +43,14 @@ def _missing(fn: Any) -> list[str]:
     annotations = fn.__annotations__
     params = list(inspect.signature(fn).parameters.values())
     missing = [
-        p.name for i, p in enumerate(params)
+        p.name
+        for i, p in enumerate(params)
         if p.name not in annotations and not (i == 0 and p.name in ("self", "cls"))
     ]
     # __init__ may leave out "-> None" when it annotates a parameter (mypy reads it as None).
-    if "return" not in annotations and not (fn.__name__ == "__init__" and len(params) > 1 and not missing):
+    if "return" not in annotations and not (
+        fn.__name__ == "__init__" and len(params) > 1 and not missing
+    ):
         missing.append("return")
     return missing
 
@@ -109,6 +112,10 @@ def test_exporting_modules_are_type_checked(package: str) -> None:
         # a class's public methods may come from its bases (a mixin, a base handler)
         for owner in obj.__mro__ if inspect.isclass(obj) else (obj,):
             if _is_ours(owner):
-                defining.add(Path(inspect.getfile(importlib.import_module(owner.__module__))).resolve())
+                defining.add(
+                    Path(inspect.getfile(importlib.import_module(owner.__module__))).resolve()
+                )
     unchecked = sorted(str(p.relative_to(ROOT)) for p in defining - _mypy_files())
-    assert not unchecked, f"modules defining {package}'s exports that mypy does not check: {unchecked}"
+    assert not unchecked, (
+        f"modules defining {package}'s exports that mypy does not check: {unchecked}"
+    )

@@ -28,8 +28,16 @@ FORMS = {
     "rand_like<p": lambda x: x * 2 * (torch.rand_like(x) < KEEP) / KEEP,
 }
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
-CODEGENS = ["cpp", pytest.param("triton", marks=pytest.mark.skipif(
-    os.environ.get("TRITON_INTERPRET") in (None, "", "0"), reason="Triton on CPU tensors needs its interpreter"))]
+CODEGENS = [
+    "cpp",
+    pytest.param(
+        "triton",
+        marks=pytest.mark.skipif(
+            os.environ.get("TRITON_INTERPRET") in (None, "", "0"),
+            reason="Triton on CPU tensors needs its interpreter",
+        ),
+    ),
+]
 
 
 def _nonzero_randn(*size, dtype):
@@ -58,7 +66,9 @@ def test_output_mask_is_the_gradient_mask(form, dtype, codegen):
         # the gradient: eager's backward through that same mask
         x_ref = x.detach().clone().requires_grad_(True)
         f_eager_through(f, x_ref, kept).backward(g)
-        assert torch.equal(x.grad != 0, kept), f"{int(((x.grad != 0) != kept).sum())} elements disagree"
+        assert torch.equal(x.grad != 0, kept), (
+            f"{int(((x.grad != 0) != kept).sum())} elements disagree"
+        )
         torch.testing.assert_close(x.grad, x_ref.grad, **_tol(dtype))
     report = torchkiln.report(compiled)
     assert not report.eager_fallbacks and report.graphs

@@ -41,7 +41,9 @@ pytestmark = pytest.mark.usefixtures("private_cache_dir")  # tests/conftest.py
 
 def _load(module_name: str, file_name: str):
     if module_name not in sys.modules:
-        spec = importlib.util.spec_from_file_location(module_name, Path(__file__).with_name(file_name))
+        spec = importlib.util.spec_from_file_location(
+            module_name, Path(__file__).with_name(file_name)
+        )
         module = importlib.util.module_from_spec(spec)
         sys.modules[module_name] = module
         spec.loader.exec_module(module)
@@ -58,6 +60,7 @@ LOW = (F16, BF16)
 
 # ---- special values ------------------------------------------------------------------------------
 
+
 def special_values(dtype: torch.dtype) -> list:
     """NaN, +-inf, +-0, denormals, extremes and a few ordinary numbers of ``dtype``."""
     if dtype == BOOL:
@@ -65,8 +68,25 @@ def special_values(dtype: torch.dtype) -> list:
     if dtype.is_floating_point:
         fi = torch.finfo(dtype)
         denormal = fi.smallest_normal / 4
-        return [0.0, -0.0, 1.0, -1.0, 0.5, -2.5, 3.0, 7.25, float("inf"), float("-inf"),
-                float("nan"), denormal, -denormal, fi.smallest_normal, fi.max, -fi.max, 1e-3]
+        return [
+            0.0,
+            -0.0,
+            1.0,
+            -1.0,
+            0.5,
+            -2.5,
+            3.0,
+            7.25,
+            float("inf"),
+            float("-inf"),
+            float("nan"),
+            denormal,
+            -denormal,
+            fi.smallest_normal,
+            fi.max,
+            -fi.max,
+            1e-3,
+        ]
     ii = torch.iinfo(dtype)
     return [0, 1, -1, 2, -2, 3, -7, 100, -100, ii.max, ii.min, ii.max - 1, ii.min + 1]
 
@@ -80,7 +100,7 @@ def _pattern(shape, dtype, j: int) -> torch.Tensor:
     if not shape:
         return torch.tensor(vals[(5 * j + 3) % n], dtype=dtype)
     k = torch.arange(numel)
-    idx = (k // n ** j) % n
+    idx = (k // n**j) % n
     return torch.tensor(vals, dtype=dtype)[idx].reshape(shape)
 
 
@@ -96,18 +116,29 @@ def _rows(dtype) -> torch.Tensor:
     if dtype.is_floating_point:
         base = torch.randn(n + 4, cols, generator=gen, dtype=torch.float64)
         big, huge = torch.finfo(dtype).max, torch.finfo(dtype).max ** 0.5 * 2
-        extra = [[float("inf")] * cols, [float("inf"), float("-inf")] * 5 + [1.0], [big] * cols,
-                 [huge, -huge] * 5 + [huge]]
+        extra = [
+            [float("inf")] * cols,
+            [float("inf"), float("-inf")] * 5 + [1.0],
+            [big] * cols,
+            [huge, -huge] * 5 + [huge],
+        ]
     else:
         base = torch.randint(-50, 50, (n + 4, cols), generator=gen, dtype=torch.int64)
         ii = torch.iinfo(dtype)
-        extra = [[ii.max] * cols, [ii.min] * cols, [ii.max, ii.min] * 5 + [0], [ii.min, -1] * 5 + [1]]
+        extra = [
+            [ii.max] * cols,
+            [ii.min] * cols,
+            [ii.max, ii.min] * 5 + [0],
+            [ii.min, -1] * 5 + [1],
+        ]
     out = base.to(dtype)
     for i in range(n):
         out[i, i % cols] = vals[i]
         out[i, (i + 3) % cols] = vals[(i + 5) % n]
     for r, row in enumerate(extra):
-        out[n + r] = torch.tensor(row, dtype=torch.float64 if dtype.is_floating_point else torch.int64).to(dtype)
+        out[n + r] = torch.tensor(
+            row, dtype=torch.float64 if dtype.is_floating_point else torch.int64
+        ).to(dtype)
     return out
 
 
@@ -120,13 +151,39 @@ def _rows(dtype) -> torch.Tensor:
 # needs 2**17 elements per graph (too slow in the Triton interpreter); the reduction family covers
 # its lowerings on smaller rows.
 NOT_DATA = {
-    "embedding_gather_index_select", "scatter", "index_put", "index_put_sliced",
-    "boolean_mask_read", "random", "factories", "iota_scalar_tensor_empty_permuted", "views",
-    "views_as_written", "cat_split_unbind", "slice_scatter", "matmuls", "convolution", "sdpa", "split_reductions",
-    "convolution_backward", "pooling_backward", "sdpa_backward",
+    "embedding_gather_index_select",
+    "scatter",
+    "index_put",
+    "index_put_sliced",
+    "boolean_mask_read",
+    "random",
+    "factories",
+    "iota_scalar_tensor_empty_permuted",
+    "views",
+    "views_as_written",
+    "cat_split_unbind",
+    "slice_scatter",
+    "matmuls",
+    "convolution",
+    "sdpa",
+    "split_reductions",
+    "convolution_backward",
+    "pooling_backward",
+    "sdpa_backward",
 }
-REDUCTIONS = {"sum_prod_mean", "cumsum", "sum_prod_int", "amax_amin_max_min", "argmax_argmin_max_dim",
-              "argmax_ties", "any_all", "var_dim", "var_std_var_mean", "max_pool2d", "avg_pool2d"}
+REDUCTIONS = {
+    "sum_prod_mean",
+    "cumsum",
+    "sum_prod_int",
+    "amax_amin_max_min",
+    "argmax_argmin_max_dim",
+    "argmax_ties",
+    "any_all",
+    "var_dim",
+    "var_std_var_mean",
+    "max_pool2d",
+    "avg_pool2d",
+}
 INT_DIVISION = {"div_modes", "fmod_remainder_int", "prims_div"}
 
 
@@ -168,25 +225,40 @@ def _group_id(key) -> str:
 # ---- known differences (strict: each must still differ, or the test says to remove it) --------
 
 # (spec name, dtype, code generator) -> why it still differs from eager
-_FMOD = ("eager's vectorized fmod (and remainder, built on it) returns nan where a / b overflows, "
-         "as fmod(FLT_MAX, 0.5); its scalar path, used for tensors under 16 elements, and C's fmod "
-         "give the exact 0.0 we give: eager disagrees with itself by tensor length")
-_ALPHA = ("eager's vectorized add/sub with alpha is one fma (a + alpha * b rounded once: "
-          "FLT_MAX - 2 * FLT_MAX is -FLT_MAX); loop-ir has no fma op, and the C++ backend keeps "
-          "a * b + c unfused (-ffp-contract=off) because two eager ops round twice")
-_WELFORD_MEAN = ("eager's var_mean keeps a running (Welford) mean, which an infinity makes nan "
-                 "unless it comes last in its lane; ours is the sum's mean (inf), as x.mean() is")
+_FMOD = (
+    "eager's vectorized fmod (and remainder, built on it) returns nan where a / b overflows, "
+    "as fmod(FLT_MAX, 0.5); its scalar path, used for tensors under 16 elements, and C's fmod "
+    "give the exact 0.0 we give: eager disagrees with itself by tensor length"
+)
+_ALPHA = (
+    "eager's vectorized add/sub with alpha is one fma (a + alpha * b rounded once: "
+    "FLT_MAX - 2 * FLT_MAX is -FLT_MAX); loop-ir has no fma op, and the C++ backend keeps "
+    "a * b + c unfused (-ffp-contract=off) because two eager ops round twice"
+)
+_WELFORD_MEAN = (
+    "eager's var_mean keeps a running (Welford) mean, which an infinity makes nan "
+    "unless it comes last in its lane; ours is the sum's mean (inf), as x.mean() is"
+)
 # (spec, dtype, code generator) or (spec, dtype, code generator, output index) -> the reason
 KNOWN: dict[tuple, str] = {
     ("var_std_var_mean", F64, "triton", 5): _WELFORD_MEAN,
-    **{("var_std_var_mean", dt, cg, i): _WELFORD_MEAN for dt in (F32, F16, BF16) for cg in ("cpp", "triton")
-       for i in (5,)},
+    **{
+        ("var_std_var_mean", dt, cg, i): _WELFORD_MEAN
+        for dt in (F32, F16, BF16)
+        for cg in ("cpp", "triton")
+        for i in (5,)
+    },
     **{("fmod_remainder", dt, cg): _FMOD for dt in (F32, BF16, F64) for cg in ("cpp", "triton")},
-    **{("scalar_forms", dt, cg): _ALPHA for dt in (F32, BF16, F64) for cg in ("cpp", "triton", "reference")},
+    **{
+        ("scalar_forms", dt, cg): _ALPHA
+        for dt in (F32, BF16, F64)
+        for cg in ("cpp", "triton", "reference")
+    },
 }
 
 
 # ---- building and running one family's graph ---------------------------------------------------
+
 
 def _inputs(spec, dtype, family):
     """(special inputs, random inputs of the same shapes) for one (spec, dtype)."""
@@ -197,7 +269,9 @@ def _inputs(spec, dtype, family):
             x = randoms[0].clone()
             vals = special_values(dtype)
             flat = x.view(-1)
-            flat[::5] = torch.tensor(vals, dtype=dtype).repeat(flat[::5].numel() // len(vals) + 1)[: flat[::5].numel()]
+            flat[::5] = torch.tensor(vals, dtype=dtype).repeat(flat[::5].numel() // len(vals) + 1)[
+                : flat[::5].numel()
+            ]
             return [x], randoms
         rows = _rows(dtype)
         return [rows], [torch.zeros_like(rows)]
@@ -247,7 +321,7 @@ def _build(key):
     def fn(*flat):
         outs, k = [], 0
         for (spec, *_), n in zip(entries, lens):
-            outs.extend(torch.utils._pytree.tree_leaves(spec.fn(*flat[k:k + n])))
+            outs.extend(torch.utils._pytree.tree_leaves(spec.fn(*flat[k : k + n])))
             k += n
         return tuple(outs)
 
@@ -274,8 +348,11 @@ def _references(spec, dtype, inputs):
 
 def _differs(spec, dtype, got, want) -> dict[int, str]:
     """output index -> why ``got`` differs there from eager's ``want``."""
-    return {i: why for i, (g, w) in enumerate(zip(got, want))
-            if (why := _output_differs(spec, dtype, i, g, w)) is not None}
+    return {
+        i: why
+        for i, (g, w) in enumerate(zip(got, want))
+        if (why := _output_differs(spec, dtype, i, g, w)) is not None
+    }
 
 
 def _output_differs(spec, dtype, i, g, w) -> str | None:
@@ -328,8 +405,12 @@ def _built(key):
 def _without_zero_divisors(entries):
     out = []
     for spec, dtype, special, nout in entries:
-        fixed = [t if j == 0 or t.dtype.is_floating_point or t.dtype == BOOL
-                 else torch.where(t == 0, torch.ones_like(t), t) for j, t in enumerate(special)]
+        fixed = [
+            t
+            if j == 0 or t.dtype.is_floating_point or t.dtype == BOOL
+            else torch.where(t == 0, torch.ones_like(t), t)
+            for j, t in enumerate(special)
+        ]
         out.append((spec, dtype, fixed, nout))
     return out
 
@@ -365,7 +446,7 @@ def test_special_values(key, codegen):
     got = cg(*[t for e in entries for t in e[2]])
     k = 0
     for spec, dtype, special, nout in entries:
-        out = list(got[k:k + nout])
+        out = list(got[k : k + nout])
         k += nout
         per_ref = [_differs(spec, dtype, out, want) for want in _references(spec, dtype, special)]
         for i in range(nout):
@@ -375,11 +456,15 @@ def test_special_values(key, codegen):
             if why is not None and not known:
                 problems.append(f"{spec.name} {str(dtype).replace('torch.', '')}: {why}")
             elif why is None and (spec.name, dtype, codegen, i) in KNOWN:
-                problems.append(f"{spec.name} {dtype} ({codegen}) output {i} now equals eager: "
-                                "remove it from KNOWN")
+                problems.append(
+                    f"{spec.name} {dtype} ({codegen}) output {i} now equals eager: "
+                    "remove it from KNOWN"
+                )
         entry = (spec.name, dtype, codegen)
         if entry in KNOWN and all(None in [d.get(i) for d in per_ref] for i in range(nout)):
-            problems.append(f"{spec.name} {dtype} ({codegen}) now equals eager: remove it from KNOWN")
+            problems.append(
+                f"{spec.name} {dtype} ({codegen}) now equals eager: remove it from KNOWN"
+            )
     assert k == len(got)
     assert not problems, "differs from eager on special values:\n" + "\n".join(problems)
 

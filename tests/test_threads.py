@@ -81,7 +81,9 @@ def test_four_threads_mixing_valid_and_out_of_range_indices():
         return problems
 
     with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # an out-of-range call may warn that the graph reruns eagerly
+        warnings.simplefilter(
+            "ignore"
+        )  # an out-of-range call may warn that the graph reruns eagerly
         results = _run_threads(4, work)
     assert all(isinstance(r, list) for r in results), results
     assert [p for r in results for p in r] == []

@@ -73,6 +73,7 @@ def test_generator_made_and_seeded_inside_the_function():
     """``g = torch.Generator(); g.manual_seed(s)`` inside the function, with ``s`` changing
     between calls: every call draws from its own seed, eager's numbers (the draw runs in Python
     between graphs, on the generator), never the capture-time seed's."""
+
     def f(x, s):
         g = torch.Generator()
         g.manual_seed(s)
@@ -89,6 +90,7 @@ def test_global_seed_from_an_argument_gives_eager_pattern():
     Philox stream (not eager's numbers, as torch.compile's), but each call is seeded again: the
     same seed gives the same numbers on every call and another seed other numbers, as in eager,
     whatever the global generator did in between."""
+
     def f(x, s):
         torch.manual_seed(s)
         return x + torch.rand(3)
@@ -104,13 +106,18 @@ def test_global_seed_from_an_argument_gives_eager_pattern():
     for i in range(len(seeds)):
         assert ((got[i] >= 0) & (got[i] < 1)).all()
         for j in range(len(seeds)):
-            assert torch.equal(got[i], got[j]) == torch.equal(want[i], want[j]) == (seeds[i] == seeds[j])
+            assert (
+                torch.equal(got[i], got[j])
+                == torch.equal(want[i], want[j])
+                == (seeds[i] == seeds[j])
+            )
 
 
 def test_saved_and_restored_rng_state_repeats_the_numbers():
     """get_rng_state / set_rng_state (and a generator's get_state / set_state, and fork_rng)
     inside the function act at every call: the numbers drawn after the restore repeat the ones
     before it, as in eager."""
+
     def global_state(x):
         state = torch.get_rng_state()
         a = x + torch.rand(4)

@@ -17,19 +17,38 @@ transformers = pytest.importorskip("transformers")
 
 def _small(kind: str) -> torch.nn.Module:
     if kind == "bert":
-        config = transformers.BertConfig(vocab_size=512, hidden_size=128, num_hidden_layers=2,
-                                         num_attention_heads=4, intermediate_size=512,
-                                         hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0,
-                                         attn_implementation="sdpa")
+        config = transformers.BertConfig(
+            vocab_size=512,
+            hidden_size=128,
+            num_hidden_layers=2,
+            num_attention_heads=4,
+            intermediate_size=512,
+            hidden_dropout_prob=0.0,
+            attention_probs_dropout_prob=0.0,
+            attn_implementation="sdpa",
+        )
         return transformers.BertModel(config, add_pooling_layer=False)  # as BertForMaskedLM
-    config = transformers.GPT2Config(vocab_size=512, n_embd=128, n_layer=2, n_head=4, n_positions=64,
-                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0, use_cache=False,
-                                     attn_implementation="sdpa")
+    config = transformers.GPT2Config(
+        vocab_size=512,
+        n_embd=128,
+        n_layer=2,
+        n_head=4,
+        n_positions=64,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+        use_cache=False,
+        attn_implementation="sdpa",
+    )
     return transformers.GPT2Model(config)
 
 
 def _autocast(dtype: str):
-    return torch.autocast("cpu", dtype=torch.bfloat16) if dtype == "bf16" else torch.autocast("cpu", enabled=False)
+    return (
+        torch.autocast("cpu", dtype=torch.bfloat16)
+        if dtype == "bf16"
+        else torch.autocast("cpu", enabled=False)
+    )
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
@@ -69,9 +88,15 @@ def _vit_inference(layers: int):
     from torchkiln_aot_partition import aot_compile
     from torchkiln_dynamo_capture import capture
 
-    config = transformers.ViTConfig(hidden_size=128, num_hidden_layers=layers, num_attention_heads=4,
-                                    intermediate_size=512, image_size=64, patch_size=16,
-                                    attn_implementation="sdpa")
+    config = transformers.ViTConfig(
+        hidden_size=128,
+        num_hidden_layers=layers,
+        num_attention_heads=4,
+        intermediate_size=512,
+        image_size=64,
+        patch_size=16,
+        attn_implementation="sdpa",
+    )
     model = transformers.ViTModel(config, add_pooling_layer=False).eval()
     graphs, runtimes = [], []
 
@@ -80,8 +105,11 @@ def _vit_inference(layers: int):
         return graphs[-1]
 
     def backend(gm, example_inputs):
-        runtimes.append(aot_compile(gm, example_inputs, fw_compiler=fw_compiler,
-                                    decompositions=L.decompositions()))
+        runtimes.append(
+            aot_compile(
+                gm, example_inputs, fw_compiler=fw_compiler, decompositions=L.decompositions()
+            )
+        )
         return runtimes[-1]
 
     compiled = capture(lambda m, x: m(pixel_values=x).last_hidden_state, backend=backend)
@@ -98,8 +126,9 @@ def test_vit_inference_folded_casts_and_peak_independent_of_depth():
         model, compiled, runtime, graph = _vit_inference(layers)
         x = torch.randn(4, 3, 64, 64)  # fresh input
         with torch.no_grad(), torch.autocast("cpu", dtype=torch.bfloat16):
-            torch.testing.assert_close(compiled(model, x), model(pixel_values=x).last_hidden_state,
-                                       atol=5e-2, rtol=5e-2)
+            torch.testing.assert_close(
+                compiled(model, x), model(pixel_values=x).last_hidden_state, atol=5e-2, rtol=5e-2
+            )
         # the folded constants are the bfloat16 copies of the weights and biases that eager's
         # autocast cache holds during a forward (transposes are views of them, not copies)
         cache = sum(p.numel() * 2 for n, p in model.named_parameters() if "layernorm" not in n)
@@ -125,9 +154,14 @@ def test_bert_with_dropout_saves_at_most_eager():
     with eager's, the loss with eager's scale, and every gradient is present and finite.
     (aot-partition's test_dropout_mask_saved_as_bool checks a gradient through the drawn mask.)"""
     torch.manual_seed(0)
-    config = transformers.BertConfig(vocab_size=512, hidden_size=128, num_hidden_layers=2,
-                                     num_attention_heads=4, intermediate_size=512,
-                                     attn_implementation="sdpa")
+    config = transformers.BertConfig(
+        vocab_size=512,
+        hidden_size=128,
+        num_hidden_layers=2,
+        num_attention_heads=4,
+        intermediate_size=512,
+        attn_implementation="sdpa",
+    )
     model = transformers.BertModel(config, add_pooling_layer=False).train()
     ref = copy.deepcopy(model)
     compiled = torchkiln.compile(model, options={"strict": True})

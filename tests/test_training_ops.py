@@ -50,18 +50,25 @@ def test_training_steps_match_eager_with_no_aten_fallback():
     report = torchkiln.report(compiled)
     assert not [f for g in report.graphs for f in g.fallbacks]
     externs = {c for g in report.graphs for c in g.extern_calls}
-    assert {"aten.convolution_backward", "aten.max_pool2d_with_indices_backward",
-            "aten.avg_pool2d_backward"} <= externs
+    assert {
+        "aten.convolution_backward",
+        "aten.max_pool2d_with_indices_backward",
+        "aten.avg_pool2d_backward",
+    } <= externs
 
 
 @pytest.mark.parametrize("codegen", ["cpp", "triton"])
-@pytest.mark.parametrize("kwargs", [
-    dict(kernel_size=3, stride=2, padding=1),
-    dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
-    dict(kernel_size=2, ceil_mode=True),
-    dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
-    dict(kernel_size=(2, 3), divisor_override=5),
-], ids=["pad", "pad-exclude", "ceil", "ceil-pad-exclude", "divisor"])
+@pytest.mark.parametrize(
+    "kwargs",
+    [
+        dict(kernel_size=3, stride=2, padding=1),
+        dict(kernel_size=3, stride=2, padding=1, count_include_pad=False),
+        dict(kernel_size=2, ceil_mode=True),
+        dict(kernel_size=3, stride=2, padding=1, ceil_mode=True, count_include_pad=False),
+        dict(kernel_size=(2, 3), divisor_override=5),
+    ],
+    ids=["pad", "pad-exclude", "ceil", "ceil-pad-exclude", "divisor"],
+)
 def test_avg_pool2d_lowering(codegen, kwargs):
     def f(t):
         return F.avg_pool2d(t, **kwargs)
@@ -103,8 +110,16 @@ def test_gpt2_lm_loss_with_warning_once_is_one_graph_and_matches_eager():
     # logger.warning_once: it used to break the graph four times (one per frame on the way)
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
-    config = transformers.GPT2Config(vocab_size=64, n_embd=32, n_layer=1, n_head=2, n_positions=16,
-                                     resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    config = transformers.GPT2Config(
+        vocab_size=64,
+        n_embd=32,
+        n_layer=1,
+        n_head=2,
+        n_positions=16,
+        resid_pdrop=0.0,
+        embd_pdrop=0.0,
+        attn_pdrop=0.0,
+    )
     model = transformers.GPT2LMHeadModel(config).train()
     model.config.use_cache = False
     ref = copy.deepcopy(model)

@@ -16,7 +16,9 @@ triton = pytest.importorskip("triton")
 import torchkiln  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-DEVICE = "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
+DEVICE = (
+    "cuda" if torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
+)
 pytestmark = pytest.mark.usefixtures("private_cache_dir")
 
 
@@ -39,7 +41,9 @@ def scale_inplace_kernel(x_ptr, n, scale, BLOCK: tl.constexpr):
 
 
 # the interpreter has no benchmarker: on the CPU the autotuner gets one config (it runs without timing)
-_CONFIGS = [triton.Config({"BLOCK": 64})] + ([triton.Config({"BLOCK": 256})] if DEVICE == "cuda" else [])
+_CONFIGS = [triton.Config({"BLOCK": 64})] + (
+    [triton.Config({"BLOCK": 256})] if DEVICE == "cuda" else []
+)
 
 
 @triton.autotune(configs=_CONFIGS, key=["n"])
@@ -47,7 +51,11 @@ _CONFIGS = [triton.Config({"BLOCK": 64})] + ([triton.Config({"BLOCK": 256})] if 
 def autotuned_add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+    tl.store(
+        out_ptr + offs,
+        tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
+        mask=mask,
+    )
 
 
 @triton.heuristics({"BLOCK": lambda args: 128 if args["n"] > 256 else 64})
@@ -55,7 +63,11 @@ def autotuned_add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
 def heuristic_add_kernel(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+    tl.store(
+        out_ptr + offs,
+        tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
+        mask=mask,
+    )
 
 
 def _rand(*size):
@@ -153,7 +165,9 @@ def test_heuristics_kernel_breaks_the_graph_and_runs_in_python():
     x, y = _rand(300), _rand(300)
     torch.testing.assert_close(compiled(x, y), f(x, y))
     report = torchkiln.report(compiled)
-    assert len(report.graph_breaks) == 1 and "heuristic_add_kernel" in report.graph_breaks[0], report
+    assert len(report.graph_breaks) == 1 and "heuristic_add_kernel" in report.graph_breaks[0], (
+        report
+    )
     assert len(report.graphs) == 2 and not report.eager_fallbacks, report
 
 
@@ -259,7 +273,9 @@ def test_written_parameters_from_the_source():
     def other_kernel(ptr, n):
         pass
 
-    def helper_call(a_ptr, b_ptr, n):  # a callee the analysis does not know: what it receives counts
+    def helper_call(
+        a_ptr, b_ptr, n
+    ):  # a callee the analysis does not know: what it receives counts
         tl.store(b_ptr, tl.load(a_ptr))
         other_kernel(a_ptr, n)
 

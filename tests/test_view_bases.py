@@ -57,8 +57,14 @@ def slices_across_a_break(x):
     return b
 
 
-CASES = [overlapping_slices, select_before_an_inplace_write, transposed_and_strided,
-         views_beside_a_mutated_input, views_of_two_intermediates, slices_across_a_break]
+CASES = [
+    overlapping_slices,
+    select_before_an_inplace_write,
+    transposed_and_strided,
+    views_beside_a_mutated_input,
+    views_of_two_intermediates,
+    slices_across_a_break,
+]
 
 
 def _leaves(result):
@@ -81,7 +87,9 @@ def _same_aliasing(got, want):
     for i in range(len(want)):
         for j in range(len(want)):
             shares = want[i].untyped_storage().data_ptr() == want[j].untyped_storage().data_ptr()
-            assert (got[i].untyped_storage().data_ptr() == got[j].untyped_storage().data_ptr()) == shares
+            assert (
+                got[i].untyped_storage().data_ptr() == got[j].untyped_storage().data_ptr()
+            ) == shares
 
 
 @pytest.mark.parametrize("dynamic", [False, True])
@@ -100,7 +108,10 @@ def test_views_of_an_unreturned_intermediate(fn, dynamic, private_cache_dir):
         torch.testing.assert_close(x_c, x_e)
         _same_aliasing(got, want)
         # a write through the first output afterwards reaches the others as in eager
-        (_, want_err), (_, got_err) = _call(lambda t: t.mul_(3), want[0]), _call(lambda t: t.mul_(3), got[0])
+        (_, want_err), (_, got_err) = (
+            _call(lambda t: t.mul_(3), want[0]),
+            _call(lambda t: t.mul_(3), got[0]),
+        )
         assert type(got_err) is type(want_err), (want_err, got_err)
         for g, w in zip(got, want):
             torch.testing.assert_close(g, w)
@@ -111,7 +122,9 @@ def test_views_of_an_unreturned_intermediate(fn, dynamic, private_cache_dir):
 
 
 @pytest.mark.parametrize("write_first", [False, True])
-@pytest.mark.parametrize("fn", [overlapping_slices, transposed_and_strided, views_of_two_intermediates])
+@pytest.mark.parametrize(
+    "fn", [overlapping_slices, transposed_and_strided, views_of_two_intermediates]
+)
 def test_gradients_through_rebuilt_views(fn, write_first, private_cache_dir):
     """Gradients flow through the rebuilt views into the hidden output, also after an in-place
     write on one of them (autograd's CopySlices on the hidden base, as on eager's base)."""

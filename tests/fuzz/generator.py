@@ -67,11 +67,15 @@ class Program:
         return f"def {self.name}({params}):\n{body}\n"
 
     def describe(self) -> str:
-        ins = ", ".join(f"x{i}: {s.dtype}{list(s.shape)} {s.layout}"
-                        + (f" idx<{s.index_high}" if s.index_high is not None else "")
-                        for i, s in enumerate(self.inputs))
-        return (f"# seed {self.seed} dynamic={self.dynamic} codegen={self.codegen}\n"
-                f"# inputs: {ins}\n{self.source}")
+        ins = ", ".join(
+            f"x{i}: {s.dtype}{list(s.shape)} {s.layout}"
+            + (f" idx<{s.index_high}" if s.index_high is not None else "")
+            for i, s in enumerate(self.inputs)
+        )
+        return (
+            f"# seed {self.seed} dynamic={self.dynamic} codegen={self.codegen}\n"
+            f"# inputs: {ins}\n{self.source}"
+        )
 
     def function(self, reference: bool = False):
         """The program as a fresh function object (its own code object: no shared caches)."""
@@ -164,20 +168,29 @@ class _Builder:
             layouts.append("strided")
         if len(shape) >= 2:
             layouts.append("transposed")
-        layout = "contiguous" if index_high is not None and self.rng.random() < 0.7 else self.rng.choice(layouts)
+        layout = (
+            "contiguous"
+            if index_high is not None and self.rng.random() < 0.7
+            else self.rng.choice(layouts)
+        )
         self.inputs.append(InputSpec(shape, dtype, layout, index_high))
         v = Value(f"x{len(self.inputs) - 1}", shape, dtype, is_input=True, view_of_input=True)
         self.values.append(v)
         return v
 
-    def new(self, expr: str, shape, dtype: str, *, view_of: Value | None = None,
-            expanded: bool = False) -> Value:
+    def new(
+        self, expr: str, shape, dtype: str, *, view_of: Value | None = None, expanded: bool = False
+    ) -> Value:
         name = f"t{self._n}"
         self._n += 1
         self.lines.append(f"{name} = {expr}")
-        v = Value(name, tuple(shape), dtype,
-                  view_of_input=bool(view_of and view_of.view_of_input),
-                  expanded=expanded or bool(view_of and view_of.expanded))
+        v = Value(
+            name,
+            tuple(shape),
+            dtype,
+            view_of_input=bool(view_of and view_of.view_of_input),
+            expanded=expanded or bool(view_of and view_of.expanded),
+        )
         self.values.append(v)
         return v
 
@@ -200,15 +213,35 @@ class _Builder:
 # -- statements ---------------------------------------------------------------------------------
 # Each takes the builder and returns True when it added a statement.
 
-UNARY_FLOAT = ["torch.sin({a})", "torch.exp({a}.clamp(max=8))", "{a}.abs()", "-{a}",
-               "torch.sigmoid({a})", "torch.tanh({a})", "torch.relu({a})", "torch.sqrt({a}.abs())",
-               "torch.log({a}.abs() + 1)", "{a} * {a}", "torch.floor({a})", "torch.cos({a})",
-               "torch.rsqrt({a}.abs() + 0.5)", "torch.erf({a})", "{a}.clamp(-0.5, 0.5)",
-               "torch.nn.functional.gelu({a})", "torch.nn.functional.silu({a})"]
+UNARY_FLOAT = [
+    "torch.sin({a})",
+    "torch.exp({a}.clamp(max=8))",
+    "{a}.abs()",
+    "-{a}",
+    "torch.sigmoid({a})",
+    "torch.tanh({a})",
+    "torch.relu({a})",
+    "torch.sqrt({a}.abs())",
+    "torch.log({a}.abs() + 1)",
+    "{a} * {a}",
+    "torch.floor({a})",
+    "torch.cos({a})",
+    "torch.rsqrt({a}.abs() + 0.5)",
+    "torch.erf({a})",
+    "{a}.clamp(-0.5, 0.5)",
+    "torch.nn.functional.gelu({a})",
+    "torch.nn.functional.silu({a})",
+]
 UNARY_INT = ["{a}.abs()", "-{a}", "{a} * {a}", "{a}.clamp(min=-2)", "torch.bitwise_not({a})"]
 UNARY_BOOL = ["~{a}", "torch.logical_not({a})"]
-BINARY = ["{a} + {b}", "{a} - {b}", "{a} * {b}", "torch.maximum({a}, {b})",
-          "torch.minimum({a}, {b})", "{a} / {b}"]
+BINARY = [
+    "{a} + {b}",
+    "{a} - {b}",
+    "{a} * {b}",
+    "torch.maximum({a}, {b})",
+    "torch.minimum({a}, {b})",
+    "{a} / {b}",
+]
 COMPARE = ["{a} < {b}", "{a} > {b}", "{a} == {b}", "{a} != {b}", "{a} >= {b}"]
 
 
@@ -309,8 +342,21 @@ def st_view(b: _Builder) -> bool:
     if a is None:
         return False
     r = b.rng
-    kind = r.choice(["reshape", "permute", "transpose", "slice", "expand", "unsqueeze",
-                     "squeeze", "flatten", "contiguous", "t", "select"])
+    kind = r.choice(
+        [
+            "reshape",
+            "permute",
+            "transpose",
+            "slice",
+            "expand",
+            "unsqueeze",
+            "squeeze",
+            "flatten",
+            "contiguous",
+            "t",
+            "select",
+        ]
+    )
     shape = list(a.shape)
     if kind == "reshape":
         n = math.prod(shape)
@@ -329,7 +375,12 @@ def st_view(b: _Builder) -> bool:
     elif kind == "permute":
         perm = list(range(a.rank))
         r.shuffle(perm)
-        b.new(f"{a.name}.permute({', '.join(map(str, perm))})", [shape[p] for p in perm], a.dtype, view_of=a)
+        b.new(
+            f"{a.name}.permute({', '.join(map(str, perm))})",
+            [shape[p] for p in perm],
+            a.dtype,
+            view_of=a,
+        )
     elif kind in ("transpose", "t"):
         if a.rank < 2:
             b.new(f"{a.name}.t()", shape, a.dtype, view_of=a)
@@ -350,13 +401,23 @@ def st_view(b: _Builder) -> bool:
     elif kind == "expand":
         ones = [i for i, s in enumerate(shape) if s == 1]
         if not ones:
-            b.new(f"{a.name}.unsqueeze(0).expand(3, *{a.name}.shape)", [3, *shape], a.dtype,
-                  view_of=a, expanded=True)
+            b.new(
+                f"{a.name}.unsqueeze(0).expand(3, *{a.name}.shape)",
+                [3, *shape],
+                a.dtype,
+                view_of=a,
+                expanded=True,
+            )
         else:
             d = r.choice(ones)
             shape[d] = r.choice([2, 3, 5])
-            b.new(f"{a.name}.expand({', '.join(map(str, shape))})", shape, a.dtype, view_of=a,
-                  expanded=True)
+            b.new(
+                f"{a.name}.expand({', '.join(map(str, shape))})",
+                shape,
+                a.dtype,
+                view_of=a,
+                expanded=True,
+            )
     elif kind == "unsqueeze":
         d = r.randrange(-a.rank - 1, a.rank + 1)
         shape.insert(d if d >= 0 else len(shape) + 1 + d, 1)
@@ -381,8 +442,14 @@ def st_cat(b: _Builder) -> bool:
     if a is None:
         return False
     d = b.rng.randrange(a.rank)
-    others = [v for v in b.values if v is not a and v.rank == a.rank and v.dtype == a.dtype
-              and all(x == y for i, (x, y) in enumerate(zip(v.shape, a.shape)) if i != d)]
+    others = [
+        v
+        for v in b.values
+        if v is not a
+        and v.rank == a.rank
+        and v.dtype == a.dtype
+        and all(x == y for i, (x, y) in enumerate(zip(v.shape, a.shape)) if i != d)
+    ]
     o = b.rng.choice(others) if others and b.rng.random() < 0.7 else a
     shape = list(a.shape)
     shape[d] += o.shape[d]
@@ -477,8 +544,12 @@ def st_size_arith(b: _Builder) -> bool:
         dt = a.dtype if a.dtype != "bool" else "int64"
         b.new(f"{a.name} + torch.arange({a.name}.shape[-1], dtype=D.{dt})", a.shape, dt)
     elif kind == "reshape":
-        b.new(f"{a.name}.reshape({a.name}.shape[0], -1)", (a.shape[0], math.prod(a.shape[1:])),
-              a.dtype, view_of=a)
+        b.new(
+            f"{a.name}.reshape({a.name}.shape[0], -1)",
+            (a.shape[0], math.prod(a.shape[1:])),
+            a.dtype,
+            view_of=a,
+        )
     else:
         b.new(f"{a.name}.new_zeros({a.name}.shape) + {a.name}", a.shape, a.dtype)
     return True
@@ -492,7 +563,9 @@ def st_inplace(b: _Builder) -> bool:
     op = b.rng.choice(["add_(1)", "mul_(2)", "clamp_(min=0)", "neg_()"])
     if a.is_float and b.rng.random() < 0.3:
         op = "sigmoid_()"
-    other = b.pick(lambda v: v is not a and v.dtype == a.dtype and _broadcast(a.shape, v.shape) == a.shape)
+    other = b.pick(
+        lambda v: v is not a and v.dtype == a.dtype and _broadcast(a.shape, v.shape) == a.shape
+    )
     if other is not None and b.rng.random() < 0.4:
         op = f"add_({other.name})"
     b.lines.append(f"{a.name}.{op}")
@@ -513,9 +586,21 @@ def st_inplace_input(b: _Builder) -> bool:
 
 
 STATEMENTS = [
-    (st_unary, 5), (st_binary, 6), (st_compare, 2), (st_where, 2), (st_reduction, 4),
-    (st_view, 6), (st_cat, 2), (st_index, 2), (st_matmul, 2), (st_norm, 2), (st_cast, 2),
-    (st_constant, 1), (st_size_arith, 1.5), (st_inplace, 1.5), (st_inplace_input, 1),
+    (st_unary, 5),
+    (st_binary, 6),
+    (st_compare, 2),
+    (st_where, 2),
+    (st_reduction, 4),
+    (st_view, 6),
+    (st_cat, 2),
+    (st_index, 2),
+    (st_matmul, 2),
+    (st_norm, 2),
+    (st_cast, 2),
+    (st_constant, 1),
+    (st_size_arith, 1.5),
+    (st_inplace, 1.5),
+    (st_inplace_input, 1),
 ]
 
 
@@ -541,5 +626,11 @@ def generate(seed: int, *, triton_share: float = 0.1, dynamic_share: float = 0.3
     if not outs:
         outs = [f"{b.values[0].name} + 0"]
     b.lines.append(f"return {', '.join(outs)}" if len(outs) > 1 else f"return {outs[0]}")
-    return Program(seed, b.inputs, b.lines, dynamic=rng.random() < dynamic_share,
-                   codegen="triton" if rng.random() < triton_share else "cpp", mutated_inputs=b.mutated)
+    return Program(
+        seed,
+        b.inputs,
+        b.lines,
+        dynamic=rng.random() < dynamic_share,
+        codegen="triton" if rng.random() < triton_share else "cpp",
+        mutated_inputs=b.mutated,
+    )

@@ -103,10 +103,17 @@ class _PartialOverlap(TorchDispatchMode):
         kwargs = kwargs or {}
         schema = func._schema
         if schema.is_mutable:
-            values = [kwargs.get(a.name) if a.kwarg_only else (args[i] if i < len(args) else None)
-                      for i, a in enumerate(schema.arguments)]
-            written = [v for a, v in zip(schema.arguments, values)
-                       if isinstance(v, torch.Tensor) and a.alias_info is not None and a.alias_info.is_write]
+            values = [
+                kwargs.get(a.name) if a.kwarg_only else (args[i] if i < len(args) else None)
+                for i, a in enumerate(schema.arguments)
+            ]
+            written = [
+                v
+                for a, v in zip(schema.arguments, values)
+                if isinstance(v, torch.Tensor)
+                and a.alias_info is not None
+                and a.alias_info.is_write
+            ]
             read = [v for v in pytree.tree_leaves(values) if isinstance(v, torch.Tensor)]
             for w in written:
                 if any(r is not w and _overlaps(w, r) for r in read):
@@ -125,7 +132,12 @@ def _overlaps(w: torch.Tensor, r: torch.Tensor) -> bool:
         return False
     if w.untyped_storage().data_ptr() != r.untyped_storage().data_ptr():
         return False
-    if (w.storage_offset(), w.shape, w.stride(), w.dtype) == (r.storage_offset(), r.shape, r.stride(), r.dtype):
+    if (w.storage_offset(), w.shape, w.stride(), w.dtype) == (
+        r.storage_offset(),
+        r.shape,
+        r.stride(),
+        r.dtype,
+    ):
         return False  # the same view: x.add_(x) is well defined
     (a, b), (c, d) = _span(w), _span(r)
     return a < d and c < b
@@ -135,8 +147,9 @@ def _flat(result: Any) -> list[Any]:
     return pytree.tree_leaves(result)
 
 
-def _float_close(c: torch.Tensor, e: torch.Tensor, r: torch.Tensor | None,
-                 computed_in: torch.dtype | None = None) -> str:
+def _float_close(
+    c: torch.Tensor, e: torch.Tensor, r: torch.Tensor | None, computed_in: torch.dtype | None = None
+) -> str:
     """'' when ``c`` passes against eager ``e`` (and the float64 reference ``r``), else why not.
     ``computed_in``: the lowest-precision float dtype of the program's values, when lower than
     ``e``'s (see ``program_precision``)."""
@@ -149,8 +162,9 @@ def _float_close(c: torch.Tensor, e: torch.Tensor, r: torch.Tensor | None,
     c64, e64 = c.double(), e.double()
     if not torch.equal(torch.isnan(c64), torch.isnan(e64)):
         return "NaN pattern differs"
-    if not torch.equal(torch.isinf(c64) & (c64 > 0), torch.isinf(e64) & (e64 > 0)) or \
-            not torch.equal(torch.isinf(c64) & (c64 < 0), torch.isinf(e64) & (e64 < 0)):
+    if not torch.equal(
+        torch.isinf(c64) & (c64 > 0), torch.isinf(e64) & (e64 > 0)
+    ) or not torch.equal(torch.isinf(c64) & (c64 < 0), torch.isinf(e64) & (e64 < 0)):
         return "infinity pattern differs"
     worst = (c64 - e64).abs().nan_to_num(0).max().item()
     if r is None or r.shape != c.shape:
@@ -165,8 +179,10 @@ def _float_close(c: torch.Tensor, e: torch.Tensor, r: torch.Tensor | None,
     tol = max(FP64_RULE_TOL.get(e.dtype, atol), FP64_RULE_TOL.get(computed_in, 0.0))
     if rmse_c <= 2 * rmse_e + tol / 10 and max_c <= 4 * max_e + tol:
         return ""
-    return (f"max abs diff {worst:.3g} vs eager; vs float64: rmse {rmse_c:.3g} (eager {rmse_e:.3g}), "
-            f"max {max_c:.3g} (eager {max_e:.3g})")
+    return (
+        f"max abs diff {worst:.3g} vs eager; vs float64: rmse {rmse_c:.3g} (eager {rmse_e:.3g}), "
+        f"max {max_c:.3g} (eager {max_e:.3g})"
+    )
 
 
 def program_precision(program: Program) -> torch.dtype | None:
@@ -198,7 +214,9 @@ def _special_pattern_matches(c: torch.Tensor, r: torch.Tensor | None) -> bool:
             return False
     finite = torch.isfinite(c64)
     rtol, atol = TOLERANCES.get(c.dtype, (1e-7, 1e-7))
-    return torch.allclose(c64[finite], r64[finite], rtol=rtol, atol=max(atol, FP64_RULE_TOL.get(c.dtype, 0.0)))
+    return torch.allclose(
+        c64[finite], r64[finite], rtol=rtol, atol=max(atol, FP64_RULE_TOL.get(c.dtype, 0.0))
+    )
 
 
 def compare(c: Any, e: Any, r: Any, computed_in: torch.dtype | None = None) -> tuple[str, str]:
@@ -224,11 +242,18 @@ def compare(c: Any, e: Any, r: Any, computed_in: torch.dtype | None = None) -> t
             # a bool/int that depends on float rounding: compiled agrees with float64 there
             differ = c != e
             if torch.equal(c[differ], r.to(c.dtype)[differ]):
-                return "unstable", f"{int(differ.sum())} element(s) differ from eager, match float64"
+                return (
+                    "unstable",
+                    f"{int(differ.sum())} element(s) differ from eager, match float64",
+                )
         n = int((c != e).sum())
         return "wrong", f"{n} of {e.numel()} element(s) differ"
     if isinstance(e, float) and isinstance(c, float):
-        return ("", "") if (math.isnan(c) and math.isnan(e)) or math.isclose(c, e, rel_tol=1e-6) else ("wrong", f"{c} vs {e}")
+        return (
+            ("", "")
+            if (math.isnan(c) and math.isnan(e)) or math.isclose(c, e, rel_tol=1e-6)
+            else ("wrong", f"{c} vs {e}")
+        )
     return ("", "") if c == e else ("wrong", f"{c!r} vs {e!r}")
 
 
@@ -238,7 +263,11 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
 
     seed = program.seed if seed is None else seed
     out = Outcome(program.seed)
-    eager_in, comp_in, ref_in = _inputs(program, seed), _inputs(program, seed), _inputs(program, seed, True)
+    eager_in, comp_in, ref_in = (
+        _inputs(program, seed),
+        _inputs(program, seed),
+        _inputs(program, seed, True),
+    )
     overlap = _PartialOverlap()
     with overlap:
         eager_res, eager_err = _run(program.function(), eager_in)
@@ -249,30 +278,42 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
         warnings.simplefilter("always")
         with contextlib.redirect_stdout(io.StringIO()):
             try:
-                compiled = torchkiln.compile(program.function(), dynamic=program.dynamic or None,
-                                             options=opts)
+                compiled = torchkiln.compile(
+                    program.function(), dynamic=program.dynamic or None, options=opts
+                )
             except Exception as e:  # noqa: BLE001
                 out.kind, out.detail = "crash", f"torchkiln.compile raised {type(e).__name__}: {e}"
                 return out
             comp_res, comp_err = _run(compiled, comp_in)
     report = torchkiln.report(compiled)
     out.fallback_reasons = [f.reason for f in report.eager_fallbacks]
-    out.fallback_reasons += [str(w.message) for w in caught
-                             if "torchkiln" in str(w.message) and "eager" in str(w.message)
-                             and not any(str(w.message).find(r) >= 0 for r in out.fallback_reasons)]
+    out.fallback_reasons += [
+        str(w.message)
+        for w in caught
+        if "torchkiln" in str(w.message)
+        and "eager" in str(w.message)
+        and not any(str(w.message).find(r) >= 0 for r in out.fallback_reasons)
+    ]
     out.fallback = bool(out.fallback_reasons)
     out.op_fallbacks = [op for g in report.graphs for op in g.fallbacks]
     if eager_err is not None:
         out.eager_error = type(eager_err).__name__
         prefix = "running the compiled graph failed"
-        if out.fallback and all(prefix in r and type(eager_err).__name__ in r for r in out.fallback_reasons):
+        if out.fallback and all(
+            prefix in r and type(eager_err).__name__ in r for r in out.fallback_reasons
+        ):
             out.fallback, out.error_replay = False, True
         if comp_err is None:
-            out.kind, out.detail = "no-error", f"eager raised {type(eager_err).__name__}: {str(eager_err)[:200]}; compiled returned"
+            out.kind, out.detail = (
+                "no-error",
+                f"eager raised {type(eager_err).__name__}: {str(eager_err)[:200]}; compiled returned",
+            )
         elif not (isinstance(comp_err, type(eager_err)) or isinstance(eager_err, type(comp_err))):
             out.kind = "crash"
-            out.detail = (f"compiled raised {type(comp_err).__name__}: {str(comp_err)[:300]}; eager raised "
-                          f"{type(eager_err).__name__}: {str(eager_err)[:200]}")
+            out.detail = (
+                f"compiled raised {type(comp_err).__name__}: {str(comp_err)[:300]}; eager raised "
+                f"{type(eager_err).__name__}: {str(eager_err)[:200]}"
+            )
         return out
     if comp_err is not None:
         out.kind = "crash"
@@ -284,10 +325,19 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
     if len(e_leaves) != len(c_leaves):
         out.kind, out.detail = "wrong", f"{len(c_leaves)} results, eager gave {len(e_leaves)}"
         return out
-    checks = [(f"result {i}", c, e, ref_leaves[i] if ref_leaves and len(ref_leaves) == len(e_leaves) else None)
-              for i, (c, e) in enumerate(zip(c_leaves, e_leaves))]
-    checks += [(f"input x{i} after the call", c, e, r)
-               for i, (c, e, r) in enumerate(zip(comp_in, eager_in, ref_in))]
+    checks = [
+        (
+            f"result {i}",
+            c,
+            e,
+            ref_leaves[i] if ref_leaves and len(ref_leaves) == len(e_leaves) else None,
+        )
+        for i, (c, e) in enumerate(zip(c_leaves, e_leaves))
+    ]
+    checks += [
+        (f"input x{i} after the call", c, e, r)
+        for i, (c, e, r) in enumerate(zip(comp_in, eager_in, ref_in))
+    ]
     if overlap.found:
         out.kind, out.detail = "undefined", f"eager's {overlap.found[0]} reads memory it writes"
         return out

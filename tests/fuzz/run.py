@@ -36,23 +36,54 @@ os.environ.setdefault("TRITON_INTERPRET", "1")
 from tests.fuzz.generator import generate  # noqa: E402
 from tests.fuzz.oracle import judge  # noqa: E402
 
-KINDS = ("ok", "wrong", "no-error", "crash", "unstable", "undefined", "fallback", "error-replay", "op-fallback",
-         "harness")
-SEED_KINDS = ("wrong", "no-error", "crash", "fallback", "error-replay", "unstable", "undefined", "harness")
+KINDS = (
+    "ok",
+    "wrong",
+    "no-error",
+    "crash",
+    "unstable",
+    "undefined",
+    "fallback",
+    "error-replay",
+    "op-fallback",
+    "harness",
+)
+SEED_KINDS = (
+    "wrong",
+    "no-error",
+    "crash",
+    "fallback",
+    "error-replay",
+    "unstable",
+    "undefined",
+    "harness",
+)
 
 
 def main(argv: list[str] | None = None) -> int:
-    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
     p.add_argument("--programs", type=int, default=200)
     p.add_argument("--seed", type=int, default=0, help="first seed; program k has seed SEED+k")
-    p.add_argument("--triton-share", type=float, default=0.1,
-                   help="share of programs compiled with codegen=triton (Triton's interpreter)")
+    p.add_argument(
+        "--triton-share",
+        type=float,
+        default=0.1,
+        help="share of programs compiled with codegen=triton (Triton's interpreter)",
+    )
     p.add_argument("--dynamic-share", type=float, default=0.3)
     p.add_argument("--verbose", action="store_true", help="print each failing program's source")
     p.add_argument("--chunk", type=int, default=50, help="programs per child process")
-    p.add_argument("--jobs", type=int, default=1,
-                   help="child processes running at once, each on its own chunks of seeds")
-    p.add_argument("--json", metavar="PATH", help="also write the summary as JSON (benchmarks/results/)")
+    p.add_argument(
+        "--jobs",
+        type=int,
+        default=1,
+        help="child processes running at once, each on its own chunks of seeds",
+    )
+    p.add_argument(
+        "--json", metavar="PATH", help="also write the summary as JSON (benchmarks/results/)"
+    )
     p.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     args = p.parse_args(argv)
     if args.child:
@@ -73,7 +104,9 @@ def main(argv: list[str] | None = None) -> int:
             _count(args, seed, out, counts, seeds, reasons)
             done += 1
             if done % 25 == 0:
-                print(f"... {done} programs, {time.time() - start:.0f}s: {dict(counts)}", flush=True)
+                print(
+                    f"... {done} programs, {time.time() - start:.0f}s: {dict(counts)}", flush=True
+                )
     except KeyboardInterrupt:  # a long run stopped early still reports what it saw
         interrupted = True
         print(f"interrupted after {done} programs", flush=True)
@@ -82,8 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     n, seconds = done, time.time() - start
     for kind in seeds:
         seeds[kind].sort()  # parallel chunks finish in any order
-    print(f"\n{n} programs, seeds {args.seed}..{args.seed + args.programs - 1}"
-          f"{' (interrupted)' if interrupted else ''}, {seconds:.0f}s, {args.jobs} job(s)")
+    print(
+        f"\n{n} programs, seeds {args.seed}..{args.seed + args.programs - 1}"
+        f"{' (interrupted)' if interrupted else ''}, {seconds:.0f}s, {args.jobs} job(s)"
+    )
     for kind in KINDS:
         print(f"  {kind:12s} {counts[kind]:6d}  ({100 * counts[kind] / max(n, 1):.2f}%)")
     for kind in SEED_KINDS:
@@ -102,8 +137,10 @@ def _outcomes(args, stop: threading.Event):
     """(seed, outcome dict) of every program of the run, as they come: chunks of ``--chunk``
     seeds, each in a child process, ``--jobs`` of them at once. Closing the generator (the run
     was interrupted) sets ``stop``: no new child starts and the running ones are killed."""
-    chunks = collections.deque((args.seed + k, min(args.chunk, args.programs - k))
-                               for k in range(0, args.programs, args.chunk))
+    chunks = collections.deque(
+        (args.seed + k, min(args.chunk, args.programs - k))
+        for k in range(0, args.programs, args.chunk)
+    )
     if args.jobs <= 1:
         for first, n in chunks:
             yield from _in_child(args, first, n, stop)
@@ -204,11 +241,24 @@ def _in_child(args, first: int, n: int, stop: threading.Event):
     starts after it (unless the run is stopping: then it was killed)."""
     seed = first
     while seed < first + n and not stop.is_set():
-        cmd = [sys.executable, "-m", "tests.fuzz.run", "--child", "--seed", str(seed),
-               "--programs", str(first + n - seed), "--triton-share", str(args.triton_share),
-               "--dynamic-share", str(args.dynamic_share)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "tests.fuzz.run",
+            "--child",
+            "--seed",
+            str(seed),
+            "--programs",
+            str(first + n - seed),
+            "--triton-share",
+            str(args.triton_share),
+            "--dynamic-share",
+            str(args.dynamic_share),
+        ]
         root = Path(__file__).resolve().parents[2]
-        proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        proc = subprocess.Popen(
+            cmd, cwd=root, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True
+        )
         _RUNNING.add(proc)
         if stop.is_set():  # stopped while it started: the main thread may have missed it
             proc.kill()
@@ -228,9 +278,16 @@ def _in_child(args, first: int, n: int, stop: threading.Event):
         if stop.is_set():
             return
         if running is not None:
-            yield running, {"kind": "crash", "detail": f"the process died (exit code {rc}) running it",
-                            "source": generate(running, triton_share=args.triton_share,
-                                               dynamic_share=args.dynamic_share).describe()}
+            yield (
+                running,
+                {
+                    "kind": "crash",
+                    "detail": f"the process died (exit code {rc}) running it",
+                    "source": generate(
+                        running, triton_share=args.triton_share, dynamic_share=args.dynamic_share
+                    ).describe(),
+                },
+            )
             seed = running + 1
         elif seed < first + n:  # died before starting a program: do not loop forever
             raise RuntimeError(f"fuzz child exited with {rc} before running seed {seed}")
@@ -256,8 +313,13 @@ def _count(args, seed: int, out: dict, counts, seeds, reasons) -> None:
         seeds["error-replay"].append(seed)
     if kind != "ok":
         seeds[kind].append(seed)
-    if kind in ("wrong", "crash", "no-error") or (args.verbose and (out.get("fallback") or kind != "ok")):
-        print(f"seed {seed}: {kind}{' (fallback)' if out.get('fallback') else ''}: {out['detail']}", flush=True)
+    if kind in ("wrong", "crash", "no-error") or (
+        args.verbose and (out.get("fallback") or kind != "ok")
+    ):
+        print(
+            f"seed {seed}: {kind}{' (fallback)' if out.get('fallback') else ''}: {out['detail']}",
+            flush=True,
+        )
         for r in out.get("fallback_reasons", []):
             print(f"    fallback: {r}")
         if args.verbose:

@@ -34,10 +34,13 @@ FOUND: dict[int, str] = {
 KNOWN: dict[int, str] = {}
 
 
-@pytest.mark.parametrize("seed", [
-    pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=KNOWN[s])) if s in KNOWN else s
-    for s in [*CI_SEEDS, *FOUND]
-])
+@pytest.mark.parametrize(
+    "seed",
+    [
+        pytest.param(s, marks=pytest.mark.xfail(strict=True, reason=KNOWN[s])) if s in KNOWN else s
+        for s in [*CI_SEEDS, *FOUND]
+    ],
+)
 def test_fuzzed_program(seed):
     program = generate(seed)
     out = judge(program)
@@ -50,8 +53,17 @@ def test_generator_is_deterministic_and_varied():
     assert generate(7).source == generate(7).source
     programs = [generate(s) for s in CI_SEEDS]
     text = "\n".join(p.source for p in programs)
-    for needle in ("torch.cat", "torch.where", "keepdim=True", "@", ".transpose(", "[",
-                   ".add_(", "torch.tensor(", ".to(D."):
+    for needle in (
+        "torch.cat",
+        "torch.where",
+        "keepdim=True",
+        "@",
+        ".transpose(",
+        "[",
+        ".add_(",
+        "torch.tensor(",
+        ".to(D.",
+    ):
         assert needle in text, needle
     layouts = {spec.layout for p in programs for spec in p.inputs}
     assert layouts == {"contiguous", "transposed", "strided"}
@@ -72,7 +84,7 @@ def test_oracle_tolerance_is_not_vacuous():
     eager = ref.float()
     assert compare(eager.clone(), eager, ref)[0] == ""
     # another rounding order: within 1 ulp of the exact value, as accurate as eager's
-    other = (ref + ref.abs() * 2 ** -25 * torch.sign(torch.randn(1000, dtype=torch.float64))).float()
+    other = (ref + ref.abs() * 2**-25 * torch.sign(torch.randn(1000, dtype=torch.float64))).float()
     assert compare(other, eager, ref)[0] == ""
     wrong = eager.clone()
     wrong[17] += 1e-3
@@ -90,9 +102,14 @@ def test_oracle_tolerance_is_not_vacuous():
     assert compare(torch.tensor([True, True]), e, r)[0] == "wrong"  # differs from both
     # seed 209909: eager's float16 layer norm of one element is -2.6e-5, not 0, so its gelu / False
     # is -inf where the exact 0 / 0 is NaN; compiled agrees with float64 there, not with eager
-    inf_eager, nan_ref = torch.tensor([-float("inf"), 1.0]), torch.tensor([float("nan"), 1.0], dtype=torch.float64)
+    inf_eager, nan_ref = (
+        torch.tensor([-float("inf"), 1.0]),
+        torch.tensor([float("nan"), 1.0], dtype=torch.float64),
+    )
     assert compare(torch.tensor([float("nan"), 1.0]), inf_eager, nan_ref)[0] == "unstable"
-    assert compare(torch.tensor([float("nan"), 2.0]), inf_eager, nan_ref)[0] == "wrong"  # and a value off
+    assert (
+        compare(torch.tensor([float("nan"), 2.0]), inf_eager, nan_ref)[0] == "wrong"
+    )  # and a value off
     assert compare(torch.tensor([float("nan"), 1.0]), inf_eager, inf_eager.double())[0] == "wrong"
 
 
@@ -125,11 +142,14 @@ def test_parallel_run_merges_counts_and_writes_json(tmp_path, capsys):
     seeds = range(3, 7)
     direct = [judge(generate(s)).kind for s in seeds]
     path = tmp_path / "fuzz.json"
-    rc = main(["--programs", "4", "--seed", "3", "--jobs", "2", "--chunk", "2", "--json", str(path)])
+    rc = main(
+        ["--programs", "4", "--seed", "3", "--jobs", "2", "--chunk", "2", "--json", str(path)]
+    )
     summary = json.loads(path.read_text())
     assert rc == 0 and summary["programs"] == 4 and summary["jobs"] == 2
     assert summary["seeds"] == [3, 6] and "--jobs 2" in summary["command"]
-    assert {k: v for k, v in summary["counts"].items() if v and k in ("ok", "unstable")} == \
-        {k: direct.count(k) for k in ("ok", "unstable") if direct.count(k)}
+    assert {k: v for k, v in summary["counts"].items() if v and k in ("ok", "unstable")} == {
+        k: direct.count(k) for k in ("ok", "unstable") if direct.count(k)
+    }
     assert summary["python"] and summary["torch"] == torch.__version__
     assert "4 programs, seeds 3..6" in capsys.readouterr().out

@@ -30,8 +30,17 @@ def _table(kind):
 class Attention(torch.nn.Module):
     """softmax(q @ k^T * s + mask) @ v written by hand, in the forms models use."""
 
-    def __init__(self, seq, head, mask="none", scale="mul", softmax_dim=-1, return_weights=False,
-                 fill=-math.inf, dropout=0.0):
+    def __init__(
+        self,
+        seq,
+        head,
+        mask="none",
+        scale="mul",
+        softmax_dim=-1,
+        return_weights=False,
+        fill=-math.inf,
+        dropout=0.0,
+    ):
         super().__init__()
         self.seq, self.head, self.mask, self.scale = seq, head, mask, scale
         self.softmax_dim, self.return_weights, self.fill = softmax_dim, return_weights, fill
@@ -47,7 +56,9 @@ class Attention(torch.nn.Module):
             causal = torch.ones(self.seq, self.seq, dtype=torch.bool).triu(1)
             scores = scores.masked_fill(causal, self.fill)
         elif self.mask == "triu2":  # a constant mask that is not the causal one
-            scores = scores.masked_fill(torch.ones(self.seq, self.seq, dtype=torch.bool).triu(2), self.fill)
+            scores = scores.masked_fill(
+                torch.ones(self.seq, self.seq, dtype=torch.bool).triu(2), self.fill
+            )
         elif self.mask == "bool":
             scores = scores.masked_fill(m, self.fill)
         elif self.mask == "add":
@@ -69,8 +80,11 @@ def _inputs(mask, dtype, b=2, h=3, t=8, d=16):
 
 
 def _sdpa_nodes(gm):
-    return [n for n in gm.graph.nodes
-            if n.op == "call_function" and "scaled_dot_product" in str(n.target)]
+    return [
+        n
+        for n in gm.graph.nodes
+        if n.op == "call_function" and "scaled_dot_product" in str(n.target)
+    ]
 
 
 def _mask_in_graph(gm):
@@ -91,8 +105,13 @@ def _mask_in_graph(gm):
 
 def _compile(model, inputs, compiler, capture, table="decomposed", **kwargs):
     with torch.no_grad():
-        return aot_compile(_mask_in_graph(capture(model)), inputs, fw_compiler=compiler,
-                           decompositions=_table(table), **kwargs)
+        return aot_compile(
+            _mask_in_graph(capture(model)),
+            inputs,
+            fw_compiler=compiler,
+            decompositions=_table(table),
+            **kwargs,
+        )
 
 
 def _check_close(out, model, inputs):
@@ -192,11 +211,17 @@ def test_fully_masked_rows_are_nan_as_in_eager(mask, compiler, capture):
     torch.testing.assert_close(out, expected, equal_nan=True)
 
 
-@pytest.mark.parametrize("case", ["softmax_dim", "weights_returned", "finite_fill", "dropout", "3d"])
+@pytest.mark.parametrize(
+    "case", ["softmax_dim", "weights_returned", "finite_fill", "dropout", "3d"]
+)
 def test_non_matching_patterns_are_left_alone(case, compiler, capture):
-    kwargs = {"softmax_dim": {"softmax_dim": -2}, "weights_returned": {"return_weights": True},
-              "finite_fill": {"mask": "causal", "fill": -1e9}, "dropout": {"dropout": 0.5},
-              "3d": {}}[case]
+    kwargs = {
+        "softmax_dim": {"softmax_dim": -2},
+        "weights_returned": {"return_weights": True},
+        "finite_fill": {"mask": "causal", "fill": -1e9},
+        "dropout": {"dropout": 0.5},
+        "3d": {},
+    }[case]
     model = Attention(8, 16, **kwargs)
     inputs = _inputs(kwargs.get("mask", "none"), torch.float32)
     if case == "3d":
@@ -221,15 +246,22 @@ def test_non_matching_patterns_are_left_alone(case, compiler, capture):
 
 
 def test_option_off_keeps_the_matmuls(compiler, capture):
-    _compile(Attention(8, 16, mask="causal"), _inputs("causal", torch.float32), compiler, capture,
-             sdpa_attention=False)
+    _compile(
+        Attention(8, 16, mask="causal"),
+        _inputs("causal", torch.float32),
+        compiler,
+        capture,
+        sdpa_attention=False,
+    )
     assert not _sdpa_nodes(compiler.graphs[0])
 
 
 def test_training_is_not_rewritten_and_gradients_equal_eager(compiler, capture):
     model = Attention(8, 16, mask="causal")
     inputs = [x.requires_grad_() for x in _inputs("causal", torch.float32)]
-    compiled = aot_compile(capture(model), inputs, fw_compiler=compiler, decompositions=_table("decomposed"))
+    compiled = aot_compile(
+        capture(model), inputs, fw_compiler=compiler, decompositions=_table("decomposed")
+    )
     assert not _sdpa_nodes(compiler.graphs[0])
     fresh = [x.detach().clone().requires_grad_() for x in _inputs("causal", torch.float32)]
     twin = [x.detach().clone().requires_grad_() for x in fresh]

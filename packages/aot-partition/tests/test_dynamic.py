@@ -17,7 +17,8 @@ def _with_dynamic_batch(gm, inputs, dynamic=None):
         first = DimDynamic.DYNAMIC if dyn else DimDynamic.STATIC
         dims = [first] + [DimDynamic.STATIC] * (x.dim() - 1)
         node.meta["example_value"] = mode.from_tensor(
-            x, symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims))
+            x, symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims)
+        )
     return gm
 
 

@@ -18,8 +18,16 @@ class BatchNorm(nn.BatchNorm2d):
     def forward(self, x):
         if self.training:
             self.num_batches_tracked.add_(1)
-        return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                            self.training, self.momentum, self.eps)
+        return F.batch_norm(
+            x,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            self.training,
+            self.momentum,
+            self.eps,
+        )
 
 
 class ConvNet(nn.Module):

@@ -15,8 +15,16 @@ class BatchNorm(torch.nn.BatchNorm1d):
     # nn.BatchNorm1d's input-dim check is data-dependent control flow fx cannot trace.
     def forward(self, x):
         self.num_batches_tracked.add_(1)
-        return F.batch_norm(x, self.running_mean, self.running_var, self.weight, self.bias,
-                            self.training, self.momentum, self.eps)
+        return F.batch_norm(
+            x,
+            self.running_mean,
+            self.running_var,
+            self.weight,
+            self.bias,
+            self.training,
+            self.momentum,
+            self.eps,
+        )
 
 
 def _pointwise(x, y):
@@ -57,7 +65,8 @@ def test_layer_norm_params_are_lifted_first(compiler, capture):
     ex = compiler.example_inputs[0]
     assert len(ex) == len(params) + 1
     assert {id(p) for p in params} == {id(e) for e in ex[:-1]} or all(
-        any(torch.equal(e, p) for p in params) for e in ex[:-1])
+        any(torch.equal(e, p) for p in params) for e in ex[:-1]
+    )
     # In-place weight updates are seen at the next call (parameters are not copied).
     with torch.no_grad():
         m[0].weight.mul_(2)
@@ -119,7 +128,11 @@ def test_aten_graph_alone(capture):
     check_functional(gm)
     x2 = torch.randn(3, 4)
     torch.testing.assert_close(gm(x2)[0], fn(x2)[0])
-    assert all(isinstance(n.target, torch._ops.OpOverload) for n in gm.graph.nodes if n.op == "call_function")
+    assert all(
+        isinstance(n.target, torch._ops.OpOverload)
+        for n in gm.graph.nodes
+        if n.op == "call_function"
+    )
 
 
 def test_check_functional_rejects_mutation_and_torch_level_graphs(capture):

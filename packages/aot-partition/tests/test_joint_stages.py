@@ -42,8 +42,16 @@ class Norm(torch.nn.Module):
 
     def forward(self, x):
         h = self.lin(x)
-        return F.batch_norm(h, self.bn.running_mean, self.bn.running_var, self.bn.weight,
-                            self.bn.bias, True, 0.1, 1e-5).relu()
+        return F.batch_norm(
+            h,
+            self.bn.running_mean,
+            self.bn.running_var,
+            self.bn.weight,
+            self.bn.bias,
+            True,
+            0.1,
+            1e-5,
+        ).relu()
 
 
 def _shape(gm):
@@ -53,8 +61,13 @@ def _shape(gm):
     for node in gm.graph.nodes:
         index[node] = len(index)
         args = torch.fx.node.map_arg((node.args, node.kwargs), lambda n: ("node", index[n]))
-        out.append((node.op, str(node.target) if node.op != "placeholder" else "", str(args)
-                    if node.op != "placeholder" else ""))
+        out.append(
+            (
+                node.op,
+                str(node.target) if node.op != "placeholder" else "",
+                str(args) if node.op != "placeholder" else "",
+            )
+        )
     return out
 
 
@@ -93,9 +106,19 @@ def test_a_mutation_free_joint_skips_the_replay_and_equals_it(monkeypatch):
     forced, made, skipped = _joint_both_ways(monkeypatch, Block(), x)
     assert skipped
     assert _shape(made.gm) == _shape(forced.gm)
-    assert (made.num_primals, made.num_user_outputs, made.mutated_inputs, made.diff_outputs,
-            made.grad_inputs) == (forced.num_primals, forced.num_user_outputs, forced.mutated_inputs,
-                                  forced.diff_outputs, forced.grad_inputs)
+    assert (
+        made.num_primals,
+        made.num_user_outputs,
+        made.mutated_inputs,
+        made.diff_outputs,
+        made.grad_inputs,
+    ) == (
+        forced.num_primals,
+        forced.num_user_outputs,
+        forced.mutated_inputs,
+        forced.diff_outputs,
+        forced.grad_inputs,
+    )
 
 
 def test_dropout_and_batch_norm_joints_take_the_replay(monkeypatch):
@@ -103,8 +126,11 @@ def test_dropout_and_batch_norm_joints_take_the_replay(monkeypatch):
     x = torch.randn(4, 8, requires_grad=True)
     _, made, skipped = _joint_both_ways(monkeypatch, Block(dropout=0.5), x)
     assert not skipped  # bernoulli_ / div_ in the stage-1 graph
-    assert not any(n.target._schema.is_mutable for n in made.gm.graph.nodes
-                   if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload))
+    assert not any(
+        n.target._schema.is_mutable
+        for n in made.gm.graph.nodes
+        if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
+    )
     _, made, skipped = _joint_both_ways(monkeypatch, Norm(), torch.randn(8, 4, requires_grad=True))
     assert not skipped
     assert made.mutated_inputs  # the running statistics are still written back
@@ -128,7 +154,9 @@ def test_already_functional_reads_schemas_and_the_table():
     assert not already_functional(make_fx(pure)(x), {torch.ops.aten.mul.Tensor: lambda a, b: a})
     # the replay of a functional graph is indeed the same ops
     replayed = trace_functional(make_fx(pure)(x), [x], table)
-    assert [str(n.target) for n in replayed.gm.graph.nodes if n.op == "call_function"] == ["aten.mul.Tensor"]
+    assert [str(n.target) for n in replayed.gm.graph.nodes if n.op == "call_function"] == [
+        "aten.mul.Tensor"
+    ]
 
 
 def test_gradients_of_the_skipped_path_match_eager(compiler, capture):

@@ -35,7 +35,11 @@ class Block(torch.nn.Module):
 
 
 def _autocast(dtype):
-    return torch.autocast("cpu", dtype=torch.bfloat16) if dtype == "bf16" else torch.autocast("cpu", enabled=False)
+    return (
+        torch.autocast("cpu", dtype=torch.bfloat16)
+        if dtype == "bf16"
+        else torch.autocast("cpu", enabled=False)
+    )
 
 
 @pytest.mark.parametrize("dtype", ["fp32", "bf16"])
@@ -58,7 +62,8 @@ def test_block_saves_at_most_eager_and_gradients_match(dtype, compiler, capture)
     saved = {fw_nodes[name] for name in stats.saved}
     for node in saved:
         derived = isinstance(node.target, torch._ops.OpOverload) and (
-            node.target is torch.ops.aten._to_copy.default or node.target.is_view)
+            node.target is torch.ops.aten._to_copy.default or node.target.is_view
+        )
         assert not (derived and node.args[0] in saved), node.format_node()
     tol = dict(atol=3e-2, rtol=3e-2) if dtype == "bf16" else {}
     torch.testing.assert_close(out, want, **tol)

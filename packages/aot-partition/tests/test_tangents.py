@@ -68,7 +68,9 @@ def _step(compiled, mod, ref, loss):
 def test_gradients_equal_eager_whichever_outputs_the_loss_uses(which, compiler, capture):
     mod = TwoHeads()
     ref = copy.deepcopy(mod)
-    compiled = aot_compile(capture(mod), [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler)
+    compiled = aot_compile(
+        capture(mod), [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler
+    )
     _step(compiled, mod, ref, _losses()[which])
     if which == "main":
         assert mod.pooler.weight.grad is None  # as eager leaves it: nothing flowed there
@@ -81,7 +83,9 @@ def _ops(gm: fx.GraphModule) -> list:
 def test_one_output_backward_has_fewer_ops_and_no_zeros(compiler, capture):
     mod = TwoHeads()
     ref = copy.deepcopy(mod)
-    compiled = aot_compile(capture(mod), [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler)
+    compiled = aot_compile(
+        capture(mod), [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler
+    )
     _step(compiled, mod, ref, _losses()["all"])
     _step(compiled, mod, ref, _losses()["main"])
     assert len(compiler.graphs) == 3  # forward, full backward, backward for "main" only
@@ -91,14 +95,20 @@ def test_one_output_backward_has_fewer_ops_and_no_zeros(compiler, capture):
     zeros = {torch.ops.aten.full.default, torch.ops.aten.zeros.default}
     assert not zeros.intersection(_ops(main_only))
     # the pooler's matmuls are gone: only the trunk's and the head's remain
-    mms = [t for t in _ops(main_only) if t in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)]
-    assert len(mms) < len([t for t in _ops(full) if t in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)])
+    mms = [
+        t for t in _ops(main_only) if t in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)
+    ]
+    assert len(mms) < len(
+        [t for t in _ops(full) if t in (torch.ops.aten.mm.default, torch.ops.aten.addmm.default)]
+    )
 
 
 def test_pattern_changes_between_calls_compile_one_variant_each(compiler, capture):
     mod = TwoHeads()
     ref = copy.deepcopy(mod)
-    compiled = aot_compile(capture(mod), [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler)
+    compiled = aot_compile(
+        capture(mod), [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler
+    )
     order = ["main", "pooled", "main", "all", "cache", "pooled", "main+pooled", "all"]
     for which in order:
         _step(compiled, mod, ref, _losses()[which])
@@ -112,7 +122,9 @@ def test_gradient_accumulates_over_patterns(compiler, capture):
     """Two backwards into the same .grad (accumulation), with different None patterns."""
     mod = TwoHeads()
     ref = copy.deepcopy(mod)
-    compiled = aot_compile(capture(mod), [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler)
+    compiled = aot_compile(
+        capture(mod), [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler
+    )
     x = torch.randn(3, 5, 8, requires_grad=True)
     xr = x.detach().clone().requires_grad_(True)
     for loss in (_losses()["pooled"], _losses()["cache"]):
@@ -176,10 +188,18 @@ def test_symbolic_sizes_fall_back_to_zeros_for_the_full_graph(compiler, capture)
     gm = capture(_chunks)
     mode = FakeTensorMode(shape_env=ShapeEnv())
     x_node, w_node = [n for n in gm.graph.nodes if n.op == "placeholder"]
-    x_node.meta["example_value"] = mode.from_tensor(x, symbolic_context=StatelessSymbolicContext(
-        dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC]))  # x's rows symbolic, as capture does
-    w_node.meta["example_value"] = mode.from_tensor(w, symbolic_context=StatelessSymbolicContext(
-        dynamic_sizes=[DimDynamic.STATIC, DimDynamic.STATIC]))
+    x_node.meta["example_value"] = mode.from_tensor(
+        x,
+        symbolic_context=StatelessSymbolicContext(
+            dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC]
+        ),
+    )  # x's rows symbolic, as capture does
+    w_node.meta["example_value"] = mode.from_tensor(
+        w,
+        symbolic_context=StatelessSymbolicContext(
+            dynamic_sizes=[DimDynamic.STATIC, DimDynamic.STATIC]
+        ),
+    )
     compiled = aot_compile(gm, [x, w], fw_compiler=compiler)
     for n in (3, 8):
         _chunk_step(compiled, n)
@@ -196,8 +216,9 @@ def test_a_rebuilt_runtime_passes_zeros_to_its_one_backward(compiler, capture):
     gm = capture(mod)
     first = aot_compile(gm, [torch.randn(3, 5, 8, requires_grad=True)], fw_compiler=compiler)
     _step(first, mod, ref, _losses()["all"])
-    rebuilt = rebuild_runtime(gm, runtime_metadata(first), compiler.graphs[0].forward,
-                              compiler.graphs[1].forward)
+    rebuilt = rebuild_runtime(
+        gm, runtime_metadata(first), compiler.graphs[0].forward, compiler.graphs[1].forward
+    )
     x = torch.randn(3, 5, 8, requires_grad=True)
     xr = x.detach().clone().requires_grad_(True)
     mod.zero_grad(set_to_none=True)

@@ -95,8 +95,13 @@ def test_min_cut_recomputes_and_saves_fewer_bytes(capture):
     assert stats.saved_bytes < stats0.saved_bytes
     assert stats.recomputed, "pointwise ops should be recomputed in the backward"
     # The matmul is banned from recomputation: it is never in the backward graph.
-    mm_in_bw = [n for n in bw.graph.nodes if n.op == "call_function" and "mm" in str(n.target)
-                and n.name in {m.name for m in fw.graph.nodes}]
+    mm_in_bw = [
+        n
+        for n in bw.graph.nodes
+        if n.op == "call_function"
+        and "mm" in str(n.target)
+        and n.name in {m.name for m in fw.graph.nodes}
+    ]
     assert not mm_in_bw
     # Both partitions compute the same values.
     for f, b in ((fw, bw), (fw0, bw0)):
@@ -164,8 +169,16 @@ def test_batch_norm_training_grads_and_running_stats(compiler, capture):
 
         def forward(self, x):
             h = self.lin(x)
-            return F.batch_norm(h, self.bn.running_mean, self.bn.running_var, self.bn.weight,
-                                self.bn.bias, True, 0.1, 1e-5).relu()
+            return F.batch_norm(
+                h,
+                self.bn.running_mean,
+                self.bn.running_var,
+                self.bn.weight,
+                self.bn.bias,
+                True,
+                0.1,
+                1e-5,
+            ).relu()
 
     net = Net()
     ref = _clone_module(net)
@@ -271,7 +284,9 @@ def test_threads_running_their_first_backward_together_compile_it_once(compiler,
 
     mod = MLP()
     ref = _clone_module(mod)
-    compiled = aot_compile(capture(mod), [torch.randn(6, 8, requires_grad=True)], fw_compiler=slow_compiler)
+    compiled = aot_compile(
+        capture(mod), [torch.randn(6, 8, requires_grad=True)], fw_compiler=slow_compiler
+    )
     xs = [torch.randn(6, 8, requires_grad=True) for _ in range(4)]
     outs = [compiled(x)[0] for x in xs]
     barrier = threading.Barrier(4)
@@ -316,7 +331,9 @@ def test_double_backward_is_a_clear_error_not_a_wrong_gradient():
 
 @pytest.mark.parametrize("causal", [False, True])
 @pytest.mark.parametrize("decompositions", ["core-aten", "none"])
-def test_sdpa_gradients_match_eager_with_the_core_aten_table(causal, decompositions, compiler, capture):
+def test_sdpa_gradients_match_eager_with_the_core_aten_table(
+    causal, decompositions, compiler, capture
+):
     """The core-ATen table decomposes the fused CPU attention forward, whose backward kernel reads
     a logsumexp in its own layout: the joint trace keeps the forward whole (gradients were off by
     ~50 with the forward decomposed)."""
@@ -346,7 +363,11 @@ def test_gradients_of_inputs_out_of_order_and_a_functorch_transform_refused(comp
 
     a, b, c = torch.randn(5, requires_grad=True), torch.randn(5), torch.randn(5, requires_grad=True)
     compiled = aot_compile(capture(fn), [a, b, c], fw_compiler=compiler)
-    a1, b1, c1 = torch.randn(5, requires_grad=True), torch.randn(5), torch.randn(5, requires_grad=True)
+    a1, b1, c1 = (
+        torch.randn(5, requires_grad=True),
+        torch.randn(5),
+        torch.randn(5, requires_grad=True),
+    )
     a2, c2 = (t.detach().clone().requires_grad_(True) for t in (a1, c1))
     (got,), (want,) = compiled(a1, b1, c1), fn(a2, b1, c2)
     torch.testing.assert_close(got, want)

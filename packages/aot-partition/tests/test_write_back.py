@@ -79,8 +79,12 @@ def test_a_no_grad_write_to_an_input_that_requires_grad(partition, compiler):
     fn = min_cut_partition if partition == "min_cut" else default_partition
     w_c = torch.randn(4, 4, requires_grad=True)
     x = torch.randn(3, 4)
-    compiled = aot_compile(torch.fx.GraphModule(torch.nn.Module(), graph), [w_c, x],
-                           fw_compiler=compiler, partition_fn=fn)
+    compiled = aot_compile(
+        torch.fx.GraphModule(torch.nn.Module(), graph),
+        [w_c, x],
+        fw_compiler=compiler,
+        partition_fn=fn,
+    )
     for _ in range(2):  # fresh inputs
         x = torch.randn(3, 4)
         w_c = torch.randn(4, 4, requires_grad=True)

@@ -69,7 +69,11 @@ def test_env_var_selects_cache_dir_and_concurrent_builds_agree(kit, monkeypatch,
         t.join()
     assert not errors
     assert results[0].path == results[1].path and results[0].path.startswith(str(tmp_path))
-    assert sorted(os.listdir(Path(results[0].path).parent)) == ["MANIFEST", "kernel.cpp", "kernel.so"]
+    assert sorted(os.listdir(Path(results[0].path).parent)) == [
+        "MANIFEST",
+        "kernel.cpp",
+        "kernel.so",
+    ]
     a = torch.randn(31)
     out = torch.empty(31)
     results[1](a, out)
@@ -165,6 +169,9 @@ def test_compiler_errors_are_loop_ir_codegen_errors():
 
     err = CodegenError("failed", source_path="/tmp/k.cpp", stderr_tail="error: x")
     assert isinstance(err, BaseCodegenError) and isinstance(err, RuntimeError)
-    assert err.path == err.source_path == "/tmp/k.cpp" and err.stderr_tail == err.tool_output == "error: x"
+    assert (
+        err.path == err.source_path == "/tmp/k.cpp"
+        and err.stderr_tail == err.tool_output == "error: x"
+    )
     assert "/tmp/k.cpp" in str(err) and "error: x" in str(err)
     assert issubclass(UnsupportedOp, BaseCodegenError) and issubclass(UnsupportedOp, AttributeError)

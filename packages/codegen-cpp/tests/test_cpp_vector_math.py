@@ -191,12 +191,19 @@ def test_sin_and_cos_of_one_value_stay_vector_calls(kit):
     # scalar; the kernel must still match eager, and with libmvec call its vector sin and cos.
     def body(x, r):
         angle = ops.load("a", x[0])
-        ops.store("out", x[0], ops.add(ops.mul(ops.load("b", x[0]), ops.cos(angle)),
-                                       ops.mul(ops.load("c", x[0]), ops.sin(angle))))
+        ops.store(
+            "out",
+            x[0],
+            ops.add(
+                ops.mul(ops.load("b", x[0]), ops.cos(angle)),
+                ops.mul(ops.load("c", x[0]), ops.sin(angle)),
+            ),
+        )
 
     bufs = [kit.buf(n, (N,)) for n in ("a", "b", "c", "out")]
-    spec = kit.spec("sincos", (N,), (), [("loop", [("out", body, False)])], bufs,
-                    ("a", "b", "c"), ("out",))
+    spec = kit.spec(
+        "sincos", (N,), (), [("loop", [("out", body, False)])], bufs, ("a", "b", "c"), ("out",)
+    )
     (kernel,) = CppBackend(CppOptions()).compile_kernels([spec])
     a, b, c = _inputs(11), torch.randn(N), torch.randn(N)
     out = torch.empty(N)

@@ -18,8 +18,13 @@ def contiguous(size: Sequence[object]) -> tuple[sympy.Expr, ...]:
     return tuple(reversed(strides))
 
 
-def buf(name: str, dtype: torch.dtype, size: Sequence[object], stride: Sequence[object] | None = None,
-        offset: object = 0) -> BufferSpec:
+def buf(
+    name: str,
+    dtype: torch.dtype,
+    size: Sequence[object],
+    stride: Sequence[object] | None = None,
+    offset: object = 0,
+) -> BufferSpec:
     size_t = tuple(sympy.sympify(s) for s in size)
     stride_t = tuple(sympy.sympify(s) for s in stride) if stride is not None else contiguous(size_t)
     return BufferSpec(name, dtype, torch.device("cpu"), size_t, stride_t, sympy.sympify(offset))
@@ -30,8 +35,10 @@ def spec(name, xranges, rranges, stages, buffers, inputs, outputs, local=(), siz
         name=name,
         xranges=tuple(sympy.sympify(r) for r in xranges),
         rranges=tuple(sympy.sympify(r) for r in rranges),
-        stages=tuple(KernelStage(kind, tuple(KernelNode(b, fn, red) for b, fn, red in nodes))
-                     for kind, nodes in stages),
+        stages=tuple(
+            KernelStage(kind, tuple(KernelNode(b, fn, red) for b, fn, red in nodes))
+            for kind, nodes in stages
+        ),
         buffers={b.name: b for b in buffers},
         inputs=tuple(inputs),
         outputs=tuple(outputs),

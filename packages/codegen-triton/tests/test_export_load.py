@@ -14,8 +14,15 @@ def _scale_spec():
     def body(x, r):
         ops.store("out", x[0], ops.mul(ops.load("a", x[0]), ops.constant(3.0, torch.float32)))
 
-    return spec("scale", (9,), (), [("loop", [("out", body, False)])],
-                [buf("a", torch.float32, (9,)), buf("out", torch.float32, (9,))], ["a"], ["out"])
+    return spec(
+        "scale",
+        (9,),
+        (),
+        [("loop", [("out", body, False)])],
+        [buf("a", torch.float32, (9,)), buf("out", torch.float32, (9,))],
+        ["a"],
+        ["out"],
+    )
 
 
 def test_exported_kernels_load_and_run(tmp_path):
@@ -23,7 +30,9 @@ def test_exported_kernels_load_and_run(tmp_path):
     (kernel,) = first.compile_kernels([_scale_spec()])
     saved = first.export_kernels([kernel])
     # a fresh backend (as in a new process) rebuilds the kernel from the saved source alone
-    (loaded,) = TritonBackend(TritonOptions(cache_dir=str(tmp_path))).load_kernels(saved, [_scale_spec()])
+    (loaded,) = TritonBackend(TritonOptions(cache_dir=str(tmp_path))).load_kernels(
+        saved, [_scale_spec()]
+    )
     assert loaded.source == kernel.source and loaded.path.startswith(str(tmp_path / "triton"))
     a, out = torch.randn(9), torch.empty(9)
     loaded(a, out)

@@ -39,16 +39,28 @@ def _sum_kernel(rows, cols, options):
         v = ops.load("a", r[0] * cols + x[0])
         ops.store_reduction("out", x[0], ops.reduction(torch.float32, torch.float32, "sum", v))
 
-    return compile_one(spec("fl_sum", (cols,), (rows,), [("loop", [("out", body, True)])],
-                            [buf("a", torch.float32, (rows, cols)), buf("out", torch.float32, (cols,))],
-                            ["a"], ["out"]), options)
+    return compile_one(
+        spec(
+            "fl_sum",
+            (cols,),
+            (rows,),
+            [("loop", [("out", body, True)])],
+            [buf("a", torch.float32, (rows, cols)), buf("out", torch.float32, (cols,))],
+            ["a"],
+            ["out"],
+        ),
+        options,
+    )
 
 
 @pytest.mark.parametrize("split", [False, True])
 def test_relaunch_passes_what_triton_was_first_given(monkeypatch, split):
     monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: 0, lambda device: "stream"))
-    options = TritonOptions(split_programs=64, split_min_rchunk=16) if split else \
-        TritonOptions(split_max_chunks=0)
+    options = (
+        TritonOptions(split_programs=64, split_min_rchunk=16)
+        if split
+        else TritonOptions(split_max_chunks=0)
+    )
     k = _sum_kernel(300, 37, options)
     assert (k.config.split >= 2) == split
     fns = [FakeFn(), FakeFn()] if split else [FakeFn()]
@@ -60,9 +72,16 @@ def test_relaunch_passes_what_triton_was_first_given(monkeypatch, split):
     k(a, out)
     k(a, out)
     for fn in fns:
-        (params, grid, num_warps, consts), = fn.calls
+        ((params, grid, num_warps, consts),) = fn.calls
         (run,) = fn.compiled.runs
-        assert run[:3] == (*grid, 1, 1)[:3] and run[3:9] == ("stream", "function", "metadata", None, None, None)
+        assert run[:3] == (*grid, 1, 1)[:3] and run[3:9] == (
+            "stream",
+            "function",
+            "metadata",
+            None,
+            None,
+            None,
+        )
         assert _described(run[9:]) == _described((*params, *consts.values()))
         assert list(consts) == ["XBLOCK", "RBLOCK"]
     if split:
@@ -100,8 +119,11 @@ def test_ready_launch_repeats_the_keyed_launch(monkeypatch, split):
     or with a misaligned tensor takes the general path again."""
     device = [0]
     monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: device[0], lambda d: f"stream{d}"))
-    options = TritonOptions(split_programs=64, split_min_rchunk=16) if split else \
-        TritonOptions(split_max_chunks=0)
+    options = (
+        TritonOptions(split_programs=64, split_min_rchunk=16)
+        if split
+        else TritonOptions(split_max_chunks=0)
+    )
     k = _sum_kernel(300, 37, options)
     fns = [FakeFn(), FakeFn()] if split else [FakeFn()]
     k._fn = fns[0]
@@ -157,8 +179,11 @@ def test_launch_in_is_the_ready_launch_once_built(monkeypatch, split):
     stream and what the keyed path handed it; with no stream, the general call (which checks
     device and alignment itself: a misaligned tensor goes to the keyed path)."""
     monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: 0, lambda d: "current"))
-    options = TritonOptions(split_programs=64, split_min_rchunk=16) if split else \
-        TritonOptions(split_max_chunks=0)
+    options = (
+        TritonOptions(split_programs=64, split_min_rchunk=16)
+        if split
+        else TritonOptions(split_max_chunks=0)
+    )
     k = _sum_kernel(300, 37, options)
     fns = [FakeFn(), FakeFn()] if split else [FakeFn()]
     k._fn = fns[0]
@@ -197,8 +222,18 @@ class CudaLauncher:
         self.calls.append(args)
 
     def __call__(self, gx, gy, gz, stream, function, *rest):
-        self.launch(gx, gy, gz, stream, function, self.launch_cooperative_grid, self.launch_pdl,
-                    None, None, *rest)
+        self.launch(
+            gx,
+            gy,
+            gz,
+            stream,
+            function,
+            self.launch_cooperative_grid,
+            self.launch_pdl,
+            None,
+            None,
+            *rest,
+        )
 
 
 def test_direct_launch_hands_the_c_launcher_what_triton_36_would(monkeypatch):

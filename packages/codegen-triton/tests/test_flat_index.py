@@ -31,7 +31,7 @@ def test_rewrite_matches_the_original_everywhere():
     for _ in range(60):
         xr = [rng.choice([1, 2, 3, 4]) for _ in range(rng.choice([1, 2]))]
         rr = [rng.choice([1, 2, 3, 5]) for _ in range(rng.choice([1, 2, 3]))]
-        xs, rs = X[:len(xr)], R[:len(rr)]
+        xs, rs = X[: len(xr)], R[: len(rr)]
         dims = list(zip(xs + rs, xr + rr))
         order = dims[:] if rng.random() < 0.5 else rng.sample(dims, len(dims))
         stride, index = 1, sympy.Integer(rng.choice([0, 5]))
@@ -46,7 +46,18 @@ def test_rewrite_matches_the_original_everywhere():
         for xp in itertools.product(*(range(n) for n in xr)):
             for rp in itertools.product(*(range(n) for n in rr)):
                 at = dict(zip(xs + rs, xp + rp))
-                xf = sum(v * (sympy.prod(xr[i + 1:]) if i + 1 < len(xr) else 1) for i, v in enumerate(xp))
-                rf = sum(v * (sympy.prod(rr[i + 1:]) if i + 1 < len(rr) else 1) for i, v in enumerate(rp))
-                assert _value(out, {**at, XFLAT: xf, RFLAT: rf}) == _value(index, at), (index, out, xr, rr)
+                xf = sum(
+                    v * (sympy.prod(xr[i + 1 :]) if i + 1 < len(xr) else 1)
+                    for i, v in enumerate(xp)
+                )
+                rf = sum(
+                    v * (sympy.prod(rr[i + 1 :]) if i + 1 < len(rr) else 1)
+                    for i, v in enumerate(rp)
+                )
+                assert _value(out, {**at, XFLAT: xf, RFLAT: rf}) == _value(index, at), (
+                    index,
+                    out,
+                    xr,
+                    rr,
+                )
     assert kept > 5 and linear > 20

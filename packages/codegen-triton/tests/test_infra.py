@@ -18,8 +18,12 @@ s0 = sympy.Symbol("s0", integer=True, positive=True)
 
 
 def test_printer_matches_python_semantics():
-    exprs = [FloorDiv(x0 + 3 * x1, 4), ModularIndexing(x0 * s0 + x1, 3, 5),
-             sympy.Min(x0, x1 + 2) + sympy.Max(x0, 7), x0**2 - x1 + 2 * s0]
+    exprs = [
+        FloorDiv(x0 + 3 * x1, 4),
+        ModularIndexing(x0 * s0 + x1, 3, 5),
+        sympy.Min(x0, x1 + 2) + sympy.Max(x0, 7),
+        x0**2 - x1 + 2 * s0,
+    ]
     texts = [texpr(e) for e in exprs]
     assert "//" in texts[0] and "%" in texts[1] and "tl.minimum" in texts[2]
 
@@ -29,8 +33,12 @@ def test_printer_matches_python_semantics():
     for a in range(6):
         for b in range(5):
             env = {"x0": a, "x1": b, "s0": 9, "tl": tl}
-            ref = [(a + 3 * b) // 4, ((a * 9 + b) // 3) % 5, min(a, b + 2) + max(a, 7),
-                   a * a - b + 18]
+            ref = [
+                (a + 3 * b) // 4,
+                ((a * 9 + b) // 3) % 5,
+                min(a, b + 2) + max(a, 7),
+                a * a - b + 18,
+            ]
             assert [eval(t, env) for t in texts] == ref
 
 
@@ -38,15 +46,24 @@ def _copy_kernel(name="copy"):
     def body(x, r):
         ops.store("out", x[0], ops.load("a", x[0]))
 
-    return spec(name, (7,), (), [("loop", [("out", body, False)])],
-                [buf("a", torch.float32, (7,)), buf("out", torch.float32, (7,))], ["a"], ["out"])
+    return spec(
+        name,
+        (7,),
+        (),
+        [("loop", [("out", body, False)])],
+        [buf("a", torch.float32, (7,)), buf("out", torch.float32, (7,))],
+        ["a"],
+        ["out"],
+    )
 
 
 def test_backend_protocol_and_content_addressed_cache(tmp_path):
     from torchkiln_codegen_triton import TritonOptions
 
     backend = TritonBackend(TritonOptions(cache_dir=str(tmp_path)))
-    assert isinstance(backend, Backend) and backend.name == "triton" and backend.device_type == "cuda"
+    assert (
+        isinstance(backend, Backend) and backend.name == "triton" and backend.device_type == "cuda"
+    )
     assert backend.capabilities.reduction_broadcast_reduction
     k1, k2 = backend.compile_kernels([_copy_kernel(), _copy_kernel()])
     assert isinstance(k1, CompiledKernel)
@@ -62,8 +79,15 @@ def test_errors_are_typed_and_point_at_source():
     def bad(x, r):
         ops.store("nowhere", x[0], ops.load("a", x[0]))
 
-    k = spec("bad", (7,), (), [("loop", [("nowhere", bad, False)])],
-             [buf("a", torch.float32, (7,)), buf("nowhere", torch.float32, (7,))], ["a"], [])
+    k = spec(
+        "bad",
+        (7,),
+        (),
+        [("loop", [("nowhere", bad, False)])],
+        [buf("a", torch.float32, (7,)), buf("nowhere", torch.float32, (7,))],
+        ["a"],
+        [],
+    )
     with pytest.raises(CodegenError, match="neither an output nor a local buffer"):
         compile_one(k)
 
@@ -79,8 +103,9 @@ def test_handler_is_exported_and_emits_cse_lines():
     from torchkiln_loop_ir.ops import set_ops_handler
 
     k = _copy_kernel()
-    h = TritonOpsHandler(k, arg_names(k), reduction=False, looped=False,
-                         options=TritonOptions(), interpret=True)
+    h = TritonOpsHandler(
+        k, arg_names(k), reduction=False, looped=False, options=TritonOptions(), interpret=True
+    )
     h.declare_symbol(x0, frozenset({"x"}))
     h.begin_stage(False)
     with set_ops_handler(h):
@@ -89,7 +114,10 @@ def test_handler_is_exported_and_emits_cse_lines():
         b = ops.add(a, a)
         assert ops.add(a, a) is b
     lines = h.stages[0].prefix
-    assert lines == [f"{a.name} = tl.load(in_ptr0 + (x0), xmask, other=0)", f"{b.name} = {a.name} + {a.name}"]
+    assert lines == [
+        f"{a.name} = tl.load(in_ptr0 + (x0), xmask, other=0)",
+        f"{b.name} = {a.name} + {a.name}",
+    ]
 
 
 def test_handler_implements_every_op_of_the_contract():

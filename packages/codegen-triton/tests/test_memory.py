@@ -16,9 +16,15 @@ def test_indirect_gather_embedding():
         i = ops.indirect_indexing(ops.load("idx", x[0]), vocab)
         ops.store("out", x[0] * d + x[1], ops.load("w", i * d + x[1]))
 
-    k = spec("gather", (n, d), (), [("loop", [("out", body, False)])],
-             [buf("idx", torch.int64, (n,)), buf("w", F32, (vocab, d)), buf("out", F32, (n, d))],
-             ["idx", "w"], ["out"])
+    k = spec(
+        "gather",
+        (n, d),
+        (),
+        [("loop", [("out", body, False)])],
+        [buf("idx", torch.int64, (n,)), buf("w", F32, (vocab, d)), buf("out", F32, (n, d))],
+        ["idx", "w"],
+        ["out"],
+    )
     idx = torch.randint(0, vocab, (n,))
     w = torch.randn(vocab, d)
     out = torch.empty(n, d)
@@ -33,13 +39,21 @@ def test_indirect_in_reduction_and_negative_wrap():
     def body(x, r):
         v = ops.load("idx", x[0] * m + r[0])
         zero = ops.constant(0, torch.int64)
-        wrapped = ops.where(ops.lt(v, zero), ops.add(v, ops.index_expr(sympy.Integer(vocab), torch.int64)), v)
+        wrapped = ops.where(
+            ops.lt(v, zero), ops.add(v, ops.index_expr(sympy.Integer(vocab), torch.int64)), v
+        )
         i = ops.indirect_indexing(wrapped, vocab)
         ops.store_reduction("out", x[0], ops.reduction(F32, F32, "sum", ops.load("w", i)))
 
-    k = spec("gsum", (n,), (m,), [("loop", [("out", body, True)])],
-             [buf("idx", torch.int64, (n, m)), buf("w", F32, (vocab,)), buf("out", F32, (n,))],
-             ["idx", "w"], ["out"])
+    k = spec(
+        "gsum",
+        (n,),
+        (m,),
+        [("loop", [("out", body, True)])],
+        [buf("idx", torch.int64, (n, m)), buf("w", F32, (vocab,)), buf("out", F32, (n,))],
+        ["idx", "w"],
+        ["out"],
+    )
     idx = torch.randint(-vocab, vocab, (n, m))
     w = torch.randn(vocab)
     out = torch.empty(n)
@@ -51,13 +65,21 @@ def test_masked_load_constant_pad():
     # out = F.pad(a, (2, 3), value=-1.0) along the last dim of a (4, 7)
     def body(x, r):
         j = ops.index_expr(x[1], torch.int64)
-        inside = ops.logical_and(ops.ge(j, ops.constant(2, torch.int64)),
-                                 ops.lt(j, ops.constant(9, torch.int64)))
+        inside = ops.logical_and(
+            ops.ge(j, ops.constant(2, torch.int64)), ops.lt(j, ops.constant(9, torch.int64))
+        )
         v = ops.masked(inside, lambda: ops.load("a", x[0] * 7 + x[1] - 2), -1.0)
         ops.store("out", x[0] * 12 + x[1], v)
 
-    k = spec("pad", (4, 12), (), [("loop", [("out", body, False)])],
-             [buf("a", F32, (4, 7)), buf("out", F32, (4, 12))], ["a"], ["out"])
+    k = spec(
+        "pad",
+        (4, 12),
+        (),
+        [("loop", [("out", body, False)])],
+        [buf("a", F32, (4, 7)), buf("out", F32, (4, 12))],
+        ["a"],
+        ["out"],
+    )
     a = torch.randn(4, 7)
     out = torch.empty(4, 12)
     compile_one(k)(a, out)
@@ -71,9 +93,15 @@ def test_atomic_add_scatter_with_duplicates():
         i = ops.indirect_indexing(ops.load("idx", x[0]), size)
         ops.store("out", i, ops.load("src", x[0]), mode="atomic_add")
 
-    k = spec("scatter", (n,), (), [("loop", [("out", body, False)])],
-             [buf("idx", torch.int64, (n,)), buf("src", F32, (n,)), buf("out", F32, (size,))],
-             ["idx", "src", "out"], ["out"])
+    k = spec(
+        "scatter",
+        (n,),
+        (),
+        [("loop", [("out", body, False)])],
+        [buf("idx", torch.int64, (n,)), buf("src", F32, (n,)), buf("out", F32, (size,))],
+        ["idx", "src", "out"],
+        ["out"],
+    )
     idx = torch.randint(0, size, (n,))
     src = torch.randn(n)
     base = torch.randn(size)
@@ -91,9 +119,15 @@ def test_rand_randn_deterministic_and_distributed():
         ops.store("u", x[0], ops.rand(seed, off))
         ops.store("g", x[0], ops.randn(seed, off))
 
-    k = spec("rng", (n,), (), [("loop", [("u", body, False)])],
-             [buf("seed", torch.int64, (1,)), buf("u", F32, (n,)), buf("g", F32, (n,))],
-             ["seed"], ["u", "g"])
+    k = spec(
+        "rng",
+        (n,),
+        (),
+        [("loop", [("u", body, False)])],
+        [buf("seed", torch.int64, (1,)), buf("u", F32, (n,)), buf("g", F32, (n,))],
+        ["seed"],
+        ["u", "g"],
+    )
     ck = compile_one(k)
     seed = torch.tensor([1234])
     u1, g1, u2, g2 = (torch.empty(n) for _ in range(4))

@@ -13,13 +13,18 @@ F32, BF16 = torch.float32, torch.bfloat16
 SPLIT = TritonOptions(split_programs=64, split_min_rchunk=16, transposed_rblock=8)
 NO_SPLIT = TritonOptions(split_max_chunks=0, transposed_rblock=8)
 MODES = [pytest.param(SPLIT, id="split"), pytest.param(NO_SPLIT, id="nosplit")]
-REF = {"sum": lambda t, d: t.sum(d), "max": lambda t, d: t.amax(d),
-       "min": lambda t, d: t.amin(d), "prod": lambda t, d: t.prod(d)}
+REF = {
+    "sum": lambda t, d: t.sum(d),
+    "max": lambda t, d: t.amax(d),
+    "min": lambda t, d: t.amin(d),
+    "prod": lambda t, d: t.prod(d),
+}
 
 
 def _outer(rtype, rows, cols, dtype=F32, *, keepdim=False, index=None):
     """pw[r, x] = a[r, x] * 2 (a fused pointwise output) and out[x] = rtype over r of it, in
     float32, stored as ``dtype`` (out has shape [1, cols] when keepdim)."""
+
     def body(x, r):
         idx = index(x, r) if index else r[0] * cols + x[0]
         v = ops.to_dtype(ops.load("a", idx), F32, dtype)
@@ -29,9 +34,19 @@ def _outer(rtype, rows, cols, dtype=F32, *, keepdim=False, index=None):
         ops.store_reduction("out", x[0], ops.to_dtype(red, dtype, F32))
 
     out_shape = (1, cols) if keepdim else (cols,)
-    return spec(f"outer_{rtype}", (cols,), (rows,), [("loop", [("pw", body, False)])],
-                [buf("a", dtype, (rows, cols)), buf("pw", dtype, (rows, cols)),
-                 buf("out", dtype, out_shape)], ["a"], ["pw", "out"])
+    return spec(
+        f"outer_{rtype}",
+        (cols,),
+        (rows,),
+        [("loop", [("pw", body, False)])],
+        [
+            buf("a", dtype, (rows, cols)),
+            buf("pw", dtype, (rows, cols)),
+            buf("out", dtype, out_shape),
+        ],
+        ["a"],
+        ["pw", "out"],
+    )
 
 
 def _check(k, rtype, rows, cols, dtype, *, keepdim=False):
@@ -85,10 +100,21 @@ def test_inner_reduction_keeps_default_layout():
     rows, cols = 33, 7
 
     def body(x, r):
-        ops.store_reduction("out", x[0], ops.reduction(F32, F32, "sum", ops.load("a", x[0] * cols + r[0])))
+        ops.store_reduction(
+            "out", x[0], ops.reduction(F32, F32, "sum", ops.load("a", x[0] * cols + r[0]))
+        )
 
-    k = compile_one(spec("inner", (rows,), (cols,), [("loop", [("out", body, True)])],
-                         [buf("a", F32, (rows, cols)), buf("out", F32, (rows,))], ["a"], ["out"]))
+    k = compile_one(
+        spec(
+            "inner",
+            (rows,),
+            (cols,),
+            [("loop", [("out", body, True)])],
+            [buf("a", F32, (rows, cols)), buf("out", F32, (rows,))],
+            ["a"],
+            ["out"],
+        )
+    )
     assert not k.config.transposed and "tl.arange(0, XBLOCK)[:, None]" in k.source
     a = torch.randn(rows, cols)
     out = torch.empty(rows)
@@ -123,11 +149,28 @@ def test_two_x_ranges_and_epilogue(options):
         mean = ops.truediv(ops.load("acc", x[0] * n2 + x[1]), ops.constant(float(rows), F32))
         ops.store("out", x[0] * n2 + x[1], ops.add(mean, ops.load("bias", x[0] * n2 + x[1])))
 
-    k = compile_one(spec("mean_bias", (n1, n2), (rows,),
-                         [("loop", [("pw", red, False), ("acc", red, True)]), ("epilogue", [("out", epi, False)])],
-                         [buf("a", F32, (rows, n1, n2)), buf("bias", F32, (n1, n2)), buf("pw", F32, (rows, n1, n2)),
-                          buf("acc", F32, (n1, n2)), buf("out", F32, (n1, n2))],
-                         ["a", "bias"], ["pw", "out"], local=["acc"]), options)
+    k = compile_one(
+        spec(
+            "mean_bias",
+            (n1, n2),
+            (rows,),
+            [
+                ("loop", [("pw", red, False), ("acc", red, True)]),
+                ("epilogue", [("out", epi, False)]),
+            ],
+            [
+                buf("a", F32, (rows, n1, n2)),
+                buf("bias", F32, (n1, n2)),
+                buf("pw", F32, (rows, n1, n2)),
+                buf("acc", F32, (n1, n2)),
+                buf("out", F32, (n1, n2)),
+            ],
+            ["a", "bias"],
+            ["pw", "out"],
+            local=["acc"],
+        ),
+        options,
+    )
     assert k.config.transposed
     a, bias = torch.randn(rows, n1, n2), torch.randn(n1, n2)
     pw, out = torch.empty(rows, n1, n2), torch.empty(n1, n2)
@@ -143,11 +186,24 @@ def test_int_sum_and_nan_max(options):
     out = torch.empty(cols, dtype=torch.int64)
 
     def isum(x, r):
-        ops.store_reduction("out", x[0], ops.reduction(torch.int64, torch.int64, "sum", ops.load("a", r[0] * cols + x[0])))
+        ops.store_reduction(
+            "out",
+            x[0],
+            ops.reduction(torch.int64, torch.int64, "sum", ops.load("a", r[0] * cols + x[0])),
+        )
 
-    k = compile_one(spec("isum", (cols,), (rows,), [("loop", [("out", isum, True)])],
-                         [buf("a", torch.int64, (rows, cols)), buf("out", torch.int64, (cols,))], ["a"], ["out"]),
-                    options)
+    k = compile_one(
+        spec(
+            "isum",
+            (cols,),
+            (rows,),
+            [("loop", [("out", isum, True)])],
+            [buf("a", torch.int64, (rows, cols)), buf("out", torch.int64, (cols,))],
+            ["a"],
+            ["out"],
+        ),
+        options,
+    )
     k(a, out)
     torch.testing.assert_close(out, a.sum(0))
 
@@ -156,10 +212,22 @@ def test_int_sum_and_nan_max(options):
     fout = torch.empty(cols)
 
     def fmax(x, r):
-        ops.store_reduction("out", x[0], ops.reduction(F32, F32, "max", ops.load("a", r[0] * cols + x[0])))
+        ops.store_reduction(
+            "out", x[0], ops.reduction(F32, F32, "max", ops.load("a", r[0] * cols + x[0]))
+        )
 
-    k = compile_one(spec("fmax", (cols,), (rows,), [("loop", [("out", fmax, True)])],
-                         [buf("a", F32, (rows, cols)), buf("out", F32, (cols,))], ["a"], ["out"]), options)
+    k = compile_one(
+        spec(
+            "fmax",
+            (cols,),
+            (rows,),
+            [("loop", [("out", fmax, True)])],
+            [buf("a", F32, (rows, cols)), buf("out", F32, (cols,))],
+            ["a"],
+            ["out"],
+        ),
+        options,
+    )
     k(f, fout)
     torch.testing.assert_close(fout, f.amax(0), equal_nan=True)
 
@@ -181,9 +249,18 @@ def test_argmax_and_welford_are_transposed_but_not_split(rtype):
 
     odt = torch.int64 if rtype == "argmax" else F32
     outs = ["out"] if rtype == "argmax" else ["out", "out2"]
-    k = compile_one(spec(rtype, (cols,), (rows,), [("loop", [(o, body, True) for o in outs[:1]])],
-                         [buf("a", F32, (rows, cols)), *(buf(o, odt, (cols,)) for o in outs)], ["a"], outs),
-                    SPLIT)
+    k = compile_one(
+        spec(
+            rtype,
+            (cols,),
+            (rows,),
+            [("loop", [(o, body, True) for o in outs[:1]])],
+            [buf("a", F32, (rows, cols)), *(buf(o, odt, (cols,)) for o in outs)],
+            ["a"],
+            outs,
+        ),
+        SPLIT,
+    )
     assert k.config.transposed and k.config.split == 0
     res = [torch.empty(cols, dtype=odt) for _ in outs]
     k(a, *res)
@@ -200,15 +277,27 @@ def test_two_reduction_stages_transposed():
     rows, cols = 97, 21
 
     def mx(x, r):
-        ops.store_reduction("m", x[0], ops.reduction(F32, F32, "max", ops.load("a", r[0] * cols + x[0])))
+        ops.store_reduction(
+            "m", x[0], ops.reduction(F32, F32, "max", ops.load("a", r[0] * cols + x[0]))
+        )
 
     def se(x, r):
         e = ops.exp(ops.sub(ops.load("a", r[0] * cols + x[0]), ops.load("m", x[0])))
         ops.store_reduction("out", x[0], ops.reduction(F32, F32, "sum", e))
 
-    k = compile_one(spec("colsm", (cols,), (rows,), [("loop", [("m", mx, True)]), ("loop", [("out", se, True)])],
-                         [buf("a", F32, (rows, cols)), buf("m", F32, (cols,)), buf("out", F32, (cols,))],
-                         ["a"], ["out"], local=["m"]), SPLIT)
+    k = compile_one(
+        spec(
+            "colsm",
+            (cols,),
+            (rows,),
+            [("loop", [("m", mx, True)]), ("loop", [("out", se, True)])],
+            [buf("a", F32, (rows, cols)), buf("m", F32, (cols,)), buf("out", F32, (cols,))],
+            ["a"],
+            ["out"],
+            local=["m"],
+        ),
+        SPLIT,
+    )
     assert k.config.transposed and k.config.split == 0
     a = torch.randn(rows, cols)
     out = torch.empty(cols)
@@ -222,7 +311,9 @@ def test_every_autotune_candidate_of_a_split_outer_reduction_is_correct():
     k = compile_one(_outer("sum", 203, 37), SPLIT)
     cands = candidate_configs(k.config)
     assert len(cands) >= 6 and all(c.transposed and c.looped and c.split >= 2 for c in cands)
-    assert {c.split for c in cands} > {k.config.split} and min(c.rblock for c in cands) < k.config.rblock
+    assert {c.split for c in cands} > {k.config.split} and min(
+        c.rblock for c in cands
+    ) < k.config.rblock
     for cfg in cands:  # the launch parameters change, the source does not
         k.config = cfg
         _check(k, "sum", 203, 37, F32)
@@ -238,9 +329,18 @@ def test_whole_tensor_reduction_splits_in_the_default_layout(rtype):
         v = ops.to_dtype(ops.load("a", r[0]), F32, BF16)
         ops.store_reduction("out", 0, ops.reduction(F32, F32, rtype, v))
 
-    k = compile_one(spec("whole", (1,), (n,), [("loop", [("out", body, True)])],
-                         [buf("a", BF16, (n,)), buf("out", F32, ())], ["a"], ["out"]),
-                    TritonOptions(split_min_rchunk=64, looped_rblock=32, persistent_rnumel=64))
+    k = compile_one(
+        spec(
+            "whole",
+            (1,),
+            (n,),
+            [("loop", [("out", body, True)])],
+            [buf("a", BF16, (n,)), buf("out", F32, ())],
+            ["a"],
+            ["out"],
+        ),
+        TritonOptions(split_min_rchunk=64, looped_rblock=32, persistent_rnumel=64),
+    )
     assert not k.config.transposed and k.config.split >= 2
     a, out = torch.randn(n).to(BF16), torch.empty(())
     k(a, out)

@@ -17,11 +17,24 @@ def test_broadcast_add_mul():
         a = ops.load("a", x[0] * 65 + x[1])
         b = ops.load("b", x[1])
         c = ops.load("c", x[0])
-        ops.store("out", x[0] * 65 + x[1], ops.add(ops.mul(a, b), ops.sub(c, ops.constant(1.5, F32))))
+        ops.store(
+            "out", x[0] * 65 + x[1], ops.add(ops.mul(a, b), ops.sub(c, ops.constant(1.5, F32)))
+        )
 
-    k = spec("bcast", (33, 65), (), [("loop", [("out", body, False)])],
-             [buf("a", F32, (33, 65)), buf("b", F32, (65,)), buf("c", F32, (33, 1)),
-              buf("out", F32, (33, 65))], ["a", "b", "c"], ["out"])
+    k = spec(
+        "bcast",
+        (33, 65),
+        (),
+        [("loop", [("out", body, False)])],
+        [
+            buf("a", F32, (33, 65)),
+            buf("b", F32, (65,)),
+            buf("c", F32, (33, 1)),
+            buf("out", F32, (33, 65)),
+        ],
+        ["a", "b", "c"],
+        ["out"],
+    )
     ck = compile_one(k)
     a, b, c = torch.randn(33, 65), torch.randn(65), torch.randn(33, 1)
     out = torch.empty(33, 65)
@@ -35,8 +48,15 @@ def test_transposed_strided_input_and_size_one():
     def body(x, r):
         ops.store("out", x[0] * 65 + x[2], ops.neg(ops.load("a", x[2] * 33 + x[0])))
 
-    k = spec("tr", (33, 1, 65), (), [("loop", [("out", body, False)])],
-             [buf("a", F32, (65, 33)), buf("out", F32, (33, 1, 65))], ["a"], ["out"])
+    k = spec(
+        "tr",
+        (33, 1, 65),
+        (),
+        [("loop", [("out", body, False)])],
+        [buf("a", F32, (65, 33)), buf("out", F32, (33, 1, 65))],
+        ["a"],
+        ["out"],
+    )
     a = torch.randn(65, 33)
     out = torch.empty(33, 1, 65)
     compile_one(k)(a, out)
@@ -50,8 +70,15 @@ def test_floordiv_modular_indexing_and_offset():
         idx = 1 + FloorDiv(flat, 7) * 7 + ModularIndexing(flat, 1, 7)
         ops.store("out", flat, ops.exp(ops.load("a", idx)))
 
-    k = spec("fdmod", (49,), (), [("loop", [("out", body, False)])],
-             [buf("a", F32, (50,)), buf("out", F32, (49,))], ["a"], ["out"])
+    k = spec(
+        "fdmod",
+        (49,),
+        (),
+        [("loop", [("out", body, False)])],
+        [buf("a", F32, (50,)), buf("out", F32, (49,))],
+        ["a"],
+        ["out"],
+    )
     a = torch.randn(50)
     out = torch.empty(49)
     compile_one(k)(a, out)
@@ -65,9 +92,15 @@ def test_low_precision_storage(dtype):
         b = ops.to_dtype(ops.load("b", x[0]), F32, dtype)
         ops.store("out", x[0], ops.to_dtype(ops.mul(ops.add(a, b), a), dtype, F32))
 
-    k = spec("lp", (257,), (), [("loop", [("out", body, False)])],
-             [buf("a", dtype, (257,)), buf("b", dtype, (257,)), buf("out", dtype, (257,))],
-             ["a", "b"], ["out"])
+    k = spec(
+        "lp",
+        (257,),
+        (),
+        [("loop", [("out", body, False)])],
+        [buf("a", dtype, (257,)), buf("b", dtype, (257,)), buf("out", dtype, (257,))],
+        ["a", "b"],
+        ["out"],
+    )
     a, b = torch.randn(257, dtype=dtype), torch.randn(257, dtype=dtype)
     out = torch.empty(257, dtype=dtype)
     compile_one(k)(a, b, out)
@@ -84,20 +117,38 @@ def test_int_and_bool_storage():
         ops.store("rem", x[0], ops.remainder(a, b))
         ops.store("mx", x[0], ops.where(m, ops.maximum(a, b), ops.bitwise_xor(a, b)))
         ops.store("cmp", x[0], ops.logical_and(ops.gt(a, b), ops.logical_not(m)))
-        ops.store("wide", x[0], ops.mul(ops.to_dtype(a, torch.int64, torch.int32),
-                                         ops.constant(2**33, torch.int64)))
+        ops.store(
+            "wide",
+            x[0],
+            ops.mul(ops.to_dtype(a, torch.int64, torch.int32), ops.constant(2**33, torch.int64)),
+        )
 
     n = 257
-    k = spec("ints", (n,), (), [("loop", [(o, body, False)]) for o in ["fd"]],
-             [buf("a", torch.int32, (n,)), buf("b", torch.int32, (n,)), buf("m", torch.bool, (n,)),
-              buf("fd", torch.int32, (n,)), buf("rem", torch.int32, (n,)), buf("mx", torch.int32, (n,)),
-              buf("cmp", torch.bool, (n,)), buf("wide", torch.int64, (n,))],
-             ["a", "b", "m"], ["fd", "rem", "mx", "cmp", "wide"])
+    k = spec(
+        "ints",
+        (n,),
+        (),
+        [("loop", [(o, body, False)]) for o in ["fd"]],
+        [
+            buf("a", torch.int32, (n,)),
+            buf("b", torch.int32, (n,)),
+            buf("m", torch.bool, (n,)),
+            buf("fd", torch.int32, (n,)),
+            buf("rem", torch.int32, (n,)),
+            buf("mx", torch.int32, (n,)),
+            buf("cmp", torch.bool, (n,)),
+            buf("wide", torch.int64, (n,)),
+        ],
+        ["a", "b", "m"],
+        ["fd", "rem", "mx", "cmp", "wide"],
+    )
     a = torch.randint(-50, 50, (n,), dtype=torch.int32)
     b = torch.randint(1, 9, (n,), dtype=torch.int32) * torch.where(torch.rand(n) < 0.5, -1, 1).int()
     m = torch.rand(n) < 0.5
     outs = [torch.empty(n, dtype=torch.int32) for _ in range(3)] + [
-        torch.empty(n, dtype=torch.bool), torch.empty(n, dtype=torch.int64)]
+        torch.empty(n, dtype=torch.bool),
+        torch.empty(n, dtype=torch.int64),
+    ]
     compile_one(k)(a, b, m, *outs)
     torch.testing.assert_close(outs[0], torch.div(a, b, rounding_mode="floor"))
     torch.testing.assert_close(outs[1], torch.remainder(a, b))
@@ -107,16 +158,31 @@ def test_int_and_bool_storage():
 
 
 _UNARY = {
-    "exp": (torch.exp, (-3, 3)), "log": (torch.log, (0.1, 5)), "sqrt": (torch.sqrt, (0, 5)),
-    "rsqrt": (torch.rsqrt, (0.1, 5)), "sin": (torch.sin, (-4, 4)), "tanh": (torch.tanh, (-5, 5)),
-    "sigmoid": (torch.sigmoid, (-8, 8)), "erf": (torch.erf, (-3, 3)),
-    "erfinv": (torch.erfinv, (-0.99, 0.99)), "expm1": (torch.expm1, (-2, 2)),
-    "log1p": (torch.log1p, (-0.5, 3)), "atan": (torch.atan, (-10, 10)),
-    "asin": (torch.asin, (-0.99, 0.99)), "acos": (torch.acos, (-0.99, 0.99)),
-    "sinh": (torch.sinh, (-3, 3)), "cosh": (torch.cosh, (-3, 3)), "asinh": (torch.asinh, (-5, 5)),
-    "atanh": (torch.atanh, (-0.9, 0.9)), "round": (torch.round, (-5, 5)),
-    "trunc": (torch.trunc, (-5, 5)), "floor": (torch.floor, (-5, 5)), "sign": (torch.sign, (-2, 2)),
-    "relu": (torch.relu, (-2, 2)), "log10": (torch.log10, (0.1, 5)), "tan": (torch.tan, (-1.2, 1.2)),
+    "exp": (torch.exp, (-3, 3)),
+    "log": (torch.log, (0.1, 5)),
+    "sqrt": (torch.sqrt, (0, 5)),
+    "rsqrt": (torch.rsqrt, (0.1, 5)),
+    "sin": (torch.sin, (-4, 4)),
+    "tanh": (torch.tanh, (-5, 5)),
+    "sigmoid": (torch.sigmoid, (-8, 8)),
+    "erf": (torch.erf, (-3, 3)),
+    "erfinv": (torch.erfinv, (-0.99, 0.99)),
+    "expm1": (torch.expm1, (-2, 2)),
+    "log1p": (torch.log1p, (-0.5, 3)),
+    "atan": (torch.atan, (-10, 10)),
+    "asin": (torch.asin, (-0.99, 0.99)),
+    "acos": (torch.acos, (-0.99, 0.99)),
+    "sinh": (torch.sinh, (-3, 3)),
+    "cosh": (torch.cosh, (-3, 3)),
+    "asinh": (torch.asinh, (-5, 5)),
+    "atanh": (torch.atanh, (-0.9, 0.9)),
+    "round": (torch.round, (-5, 5)),
+    "trunc": (torch.trunc, (-5, 5)),
+    "floor": (torch.floor, (-5, 5)),
+    "sign": (torch.sign, (-2, 2)),
+    "relu": (torch.relu, (-2, 2)),
+    "log10": (torch.log10, (0.1, 5)),
+    "tan": (torch.tan, (-1.2, 1.2)),
 }
 
 
@@ -124,9 +190,18 @@ def _unary_kernel(names):
     def make(name):
         def body(x, r):
             ops.store(name, x[0], getattr(ops, name)(ops.load("a", x[0])))
+
         return body
-    return spec("unary", (257,), (), [("loop", [(n, make(n), False) for n in names])],
-                [buf("a", F32, (257,))] + [buf(n, F32, (257,)) for n in names], ["a"], list(names))
+
+    return spec(
+        "unary",
+        (257,),
+        (),
+        [("loop", [(n, make(n), False) for n in names])],
+        [buf("a", F32, (257,))] + [buf(n, F32, (257,)) for n in names],
+        ["a"],
+        list(names),
+    )
 
 
 @pytest.mark.parametrize("group", [list(_UNARY)[i::3] for i in range(3)])
@@ -142,8 +217,13 @@ def test_unary_math(group):
             a = torch.round(a * 2) / 2
         outs = [torch.empty(257) for _ in group]
         ck(a, *outs)
-        torch.testing.assert_close(outs[group.index(name)], fn(a), atol=2e-5, rtol=2e-5,
-                                   msg=lambda m, name=name: f"{name}: {m}")
+        torch.testing.assert_close(
+            outs[group.index(name)],
+            fn(a),
+            atol=2e-5,
+            rtol=2e-5,
+            msg=lambda m, name=name: f"{name}: {m}",
+        )
 
 
 def test_binary_math_and_nan_semantics():
@@ -156,17 +236,25 @@ def test_binary_math_and_nan_semantics():
         ops.store("isnan", x[0], ops.isnan(a))
 
     names = ["atan2", "pow", "mx", "fmod", "isnan"]
-    k = spec("bin", (257,), (), [("loop", [("atan2", body, False)])],
-             [buf("a", F32, (257,)), buf("b", F32, (257,))]
-             + [buf(n, torch.bool if n == "isnan" else F32, (257,)) for n in names],
-             ["a", "b"], names)
+    k = spec(
+        "bin",
+        (257,),
+        (),
+        [("loop", [("atan2", body, False)])],
+        [buf("a", F32, (257,)), buf("b", F32, (257,))]
+        + [buf(n, torch.bool if n == "isnan" else F32, (257,)) for n in names],
+        ["a", "b"],
+        names,
+    )
     a, b = torch.randn(257) * 3, torch.randn(257) * 3
     a[::13] = float("nan")
     outs = [torch.empty(257, dtype=torch.bool if n == "isnan" else F32) for n in names]
     compile_one(k)(a, b, *outs)
     refs = [torch.atan2(a, b), a.abs() ** b, torch.maximum(a, b), torch.fmod(a, b), a.isnan()]
     for n, o, ref in zip(names, outs, refs):
-        torch.testing.assert_close(o, ref, atol=1e-5, rtol=1e-4, equal_nan=True, msg=lambda m, n=n: f"{n}: {m}")
+        torch.testing.assert_close(
+            o, ref, atol=1e-5, rtol=1e-4, equal_nan=True, msg=lambda m, n=n: f"{n}: {m}"
+        )
 
 
 def test_symbolic_sizes_one_kernel_many_shapes():
@@ -176,8 +264,16 @@ def test_symbolic_sizes_one_kernel_many_shapes():
         i = x[0] * 7 + x[1]
         ops.store("out", i, ops.add(ops.load("a", i), ops.index_expr(x[0] + s0, F32)))
 
-    k = spec("sym", (s0, 7), (), [("loop", [("out", body, False)])],
-             [buf("a", F32, (s0, 7)), buf("out", F32, (s0, 7))], ["a"], ["out"], size_args=[s0])
+    k = spec(
+        "sym",
+        (s0, 7),
+        (),
+        [("loop", [("out", body, False)])],
+        [buf("a", F32, (s0, 7)), buf("out", F32, (s0, 7))],
+        ["a"],
+        ["out"],
+        size_args=[s0],
+    )
     ck = compile_one(k)
     for n in (1, 5, 37):
         a = torch.randn(n, 7)
@@ -192,11 +288,22 @@ def test_scalar_kernel_and_size_symbol_value():
 
     def body(x, r):
         v = ops.load("a", sympy.Integer(0))
-        ops.store("out", sympy.Integer(0), ops.mul(ops.add(v, ops.index_expr(s0, F32)),
-                                                    ops.constant(2.0, F32)))
+        ops.store(
+            "out",
+            sympy.Integer(0),
+            ops.mul(ops.add(v, ops.index_expr(s0, F32)), ops.constant(2.0, F32)),
+        )
 
-    k = spec("scalar", (), (), [("loop", [("out", body, False)])],
-             [buf("a", F32, ()), buf("out", F32, ())], ["a"], ["out"], size_args=[s0])
+    k = spec(
+        "scalar",
+        (),
+        (),
+        [("loop", [("out", body, False)])],
+        [buf("a", F32, ()), buf("out", F32, ())],
+        ["a"],
+        ["out"],
+        size_args=[s0],
+    )
     ck = compile_one(k)
     for n in (1, 6):
         a, out = torch.randn(()), torch.empty(())

@@ -21,8 +21,18 @@ def _scale_kernel(name, n, dtype=torch.float32, device="cpu"):
     def body(x, r):
         ops.store("out", x[0], ops.mul(ops.load("a", x[0]), ops.constant(2.0, torch.float32)))
 
-    return _on(spec(name, (n,), (), [("loop", [("out", body, False)])],
-                    [buf("a", dtype, (n,)), buf("out", dtype, (n,))], ["a"], ["out"]), device)
+    return _on(
+        spec(
+            name,
+            (n,),
+            (),
+            [("loop", [("out", body, False)])],
+            [buf("a", dtype, (n,)), buf("out", dtype, (n,))],
+            ["a"],
+            ["out"],
+        ),
+        device,
+    )
 
 
 def _row_sum_kernel(name, n, m, device="cpu"):
@@ -30,21 +40,43 @@ def _row_sum_kernel(name, n, m, device="cpu"):
         v = ops.load("a", x[0] * m + r[0])
         ops.store_reduction("out", x[0], ops.reduction(torch.float32, torch.float32, "sum", v))
 
-    return _on(spec(name, (n,), (m,), [("loop", [("out", body, True)])],
-                    [buf("a", torch.float32, (n, m)), buf("out", torch.float32, (n,))], ["a"], ["out"]),
-               device)
+    return _on(
+        spec(
+            name,
+            (n,),
+            (m,),
+            [("loop", [("out", body, True)])],
+            [buf("a", torch.float32, (n, m)), buf("out", torch.float32, (n,))],
+            ["a"],
+            ["out"],
+        ),
+        device,
+    )
 
 
 def _on(k, device):
     """``k`` with every buffer on ``device`` (the kernel text does not depend on it)."""
-    bufs = {name: BufferSpec(b.name, b.dtype, torch.device(device), b.size, b.stride, b.offset)
-            for name, b in k.buffers.items()}
-    return type(k)(k.name, k.xranges, k.rranges, k.stages, bufs, k.inputs, k.outputs,
-                   k.local_buffers, k.size_args)
+    bufs = {
+        name: BufferSpec(b.name, b.dtype, torch.device(device), b.size, b.stride, b.offset)
+        for name, b in k.buffers.items()
+    }
+    return type(k)(
+        k.name,
+        k.xranges,
+        k.rranges,
+        k.stages,
+        bufs,
+        k.inputs,
+        k.outputs,
+        k.local_buffers,
+        k.size_args,
+    )
 
 
 def test_precompile_is_a_no_op_under_the_interpreter_and_results_are_eager():
-    kernels = TritonBackend().compile_kernels([_scale_kernel("pc_scale", 37), _row_sum_kernel("pc_rows", 5, 19)])
+    kernels = TritonBackend().compile_kernels(
+        [_scale_kernel("pc_scale", 37), _row_sum_kernel("pc_rows", 5, 19)]
+    )
     assert not P.compiles_binaries()
     assert P.precompile(kernels) == 0
     a, out = torch.randn(37), torch.empty(37)
@@ -74,6 +106,7 @@ class Recorder:
     def __getitem__(self, grid):
         def launch(*args, **kwargs):
             self.launches.append((args, {"grid": grid, **kwargs}))
+
         return launch
 
 
@@ -88,12 +121,18 @@ def on_fake_gpu(monkeypatch):
 def _cuda_kernels():
     # compile_kernels would precompile them: build them with precompiling off, then swap in recorders
     backend = TritonBackend(TritonOptions(compile_workers=0))
-    return backend.compile_kernels([_scale_kernel("pcg_scale", 37, device="cuda"),
-                                    _scale_kernel("pcg_half", 40, torch.bfloat16, device="cuda"),
-                                    _row_sum_kernel("pcg_rows", 5, 19, device="cuda")])
+    return backend.compile_kernels(
+        [
+            _scale_kernel("pcg_scale", 37, device="cuda"),
+            _scale_kernel("pcg_half", 40, torch.bfloat16, device="cuda"),
+            _row_sum_kernel("pcg_rows", 5, 19, device="cuda"),
+        ]
+    )
 
 
-def test_every_kernel_is_warmed_on_a_pool_thread_with_its_launch_arguments(on_fake_gpu, monkeypatch):
+def test_every_kernel_is_warmed_on_a_pool_thread_with_its_launch_arguments(
+    on_fake_gpu, monkeypatch
+):
     monkeypatch.setattr(P, "async_compile_mode", lambda: None)  # Triton without AsyncCompileMode
     kernels = _cuda_kernels()
     barrier = threading.Barrier(len(kernels))
@@ -104,13 +143,15 @@ def test_every_kernel_is_warmed_on_a_pool_thread_with_its_launch_arguments(on_fa
     for r in recorders:
         assert len(r.warmups) == 1 and r.threads[0].startswith("torchkiln-triton-compile")
     # the first launch asks for the binary the warmup compiled: same dtypes, numels, blocks, warps
-    inputs = [(torch.randn(37), torch.empty(37)),
-              (torch.randn(40).bfloat16(), torch.empty(40, dtype=torch.bfloat16)),
-              (torch.randn(5, 19), torch.empty(5))]
+    inputs = [
+        (torch.randn(37), torch.empty(37)),
+        (torch.randn(40).bfloat16(), torch.empty(40, dtype=torch.bfloat16)),
+        (torch.randn(5, 19), torch.empty(5)),
+    ]
     for k, r, args in zip(kernels, recorders, inputs):
         k(*args)
-        (launch_args, launch_kwargs), = r.launches
-        (warm_args, warm_kwargs), = r.warmups
+        ((launch_args, launch_kwargs),) = r.launches
+        ((warm_args, warm_kwargs),) = r.warmups
         as_warmed = tuple(a.dtype if isinstance(a, torch.Tensor) else a for a in launch_args)
         assert as_warmed == warm_args and launch_kwargs == warm_kwargs
 
@@ -123,9 +164,18 @@ def test_both_kernels_of_a_split_reduction_are_warmed_as_launched(on_fake_gpu, m
         v = ops.load("a", r[0] * cols + x[0])
         ops.store_reduction("out", x[0], ops.reduction(torch.float32, torch.float32, "sum", v))
 
-    k = _on(spec("pcg_split", (cols,), (rows,), [("loop", [("out", body, True)])],
-                 [buf("a", torch.float32, (rows, cols)), buf("out", torch.float32, (cols,))], ["a"], ["out"]),
-            "cuda")
+    k = _on(
+        spec(
+            "pcg_split",
+            (cols,),
+            (rows,),
+            [("loop", [("out", body, True)])],
+            [buf("a", torch.float32, (rows, cols)), buf("out", torch.float32, (cols,))],
+            ["a"],
+            ["out"],
+        ),
+        "cuda",
+    )
     options = TritonOptions(compile_workers=0, split_programs=64, split_min_rchunk=16)
     (kernel,) = TritonBackend(options).compile_kernels([k])
     assert kernel.config.split >= 2
@@ -134,8 +184,8 @@ def test_both_kernels_of_a_split_reduction_are_warmed_as_launched(on_fake_gpu, m
     assert P.precompile([kernel], workers=1) == 1
     kernel(torch.randn(rows, cols), torch.empty(cols))
     for r in (first, finish):
-        (warm_args, warm_kwargs), = r.warmups
-        (launch_args, launch_kwargs), = r.launches
+        ((warm_args, warm_kwargs),) = r.warmups
+        ((launch_args, launch_kwargs),) = r.launches
         as_warmed = tuple(a.dtype if isinstance(a, torch.Tensor) else a for a in launch_args)
         assert as_warmed == warm_args and launch_kwargs == warm_kwargs
     assert len(first.launches[0][1]["grid"]) == 2  # (x blocks, chunks)
@@ -158,11 +208,24 @@ def test_what_is_not_known_before_the_call_is_left_to_the_first_launch(on_fake_g
     def body(x, r):
         ops.store("out", x[0], ops.load("a", x[0]))
 
-    dynamic = _on(spec("pcg_dyn", (s0,), (), [("loop", [("out", body, False)])],
-                       [buf("a", torch.float32, (s0,)), buf("out", torch.float32, (s0,))], ["a"], ["out"],
-                       size_args=(s0,)), "cuda")
+    dynamic = _on(
+        spec(
+            "pcg_dyn",
+            (s0,),
+            (),
+            [("loop", [("out", body, False)])],
+            [buf("a", torch.float32, (s0,)), buf("out", torch.float32, (s0,))],
+            ["a"],
+            ["out"],
+            size_args=(s0,),
+        ),
+        "cuda",
+    )
     kernels = TritonBackend(TritonOptions(compile_workers=0)).compile_kernels(
-        [dynamic, _scale_kernel("pcg_cpu", 8)])
+        [dynamic, _scale_kernel("pcg_cpu", 8)]
+    )
     assert [k.warmup_call() for k in kernels] == [None, None]  # symbolic sizes; a CPU kernel
     assert P.precompile(kernels) == 0
-    assert P.worker_count(300, None) >= 1 and P.worker_count(3, 64) == 3 and P.worker_count(5, 0) == 0
+    assert (
+        P.worker_count(300, None) >= 1 and P.worker_count(3, 64) == 3 and P.worker_count(5, 0) == 0
+    )

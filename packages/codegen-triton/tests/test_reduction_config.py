@@ -20,9 +20,17 @@ OPTS = TritonOptions()
 F32, BF16 = torch.float32, torch.bfloat16
 
 
-@pytest.mark.parametrize("rnumel,rblock,warps", [
-    (1000, 1024, 8), (4096, 4096, 8), (4095, 4096, 8), (4097, 8192, 16), (5000, 8192, 16),
-    (8192, 8192, 16)])
+@pytest.mark.parametrize(
+    "rnumel,rblock,warps",
+    [
+        (1000, 1024, 8),
+        (4096, 4096, 8),
+        (4095, 4096, 8),
+        (4097, 8192, 16),
+        (5000, 8192, 16),
+        (8192, 8192, 16),
+    ],
+)
 def test_rows_up_to_8192_are_persistent_one_row_per_program(rnumel, rblock, warps):
     cfg = reduction_config(32768, rnumel, 4, OPTS)
     assert not cfg.looped and cfg.rblock == rblock and cfg.num_warps == warps
@@ -82,6 +90,7 @@ def test_outer_reductions_keep_x_along_contiguous_memory():
 
 def _row_softmax(n, m, dtype):
     """out[i, :] = softmax(a[i, :]) as loop-ir schedules it: max, sum of exp, normalize."""
+
     def s1(x, r):
         v = ops.to_dtype(ops.load("a", x[0] * m + r[0]), F32, dtype)
         ops.store_reduction("mx", x[0], ops.reduction(F32, F32, "max", v))
@@ -94,12 +103,29 @@ def _row_softmax(n, m, dtype):
     def s3(x, r):
         v = ops.to_dtype(ops.load("a", x[0] * m + r[0]), F32, dtype)
         e = ops.exp(ops.sub(v, ops.load("mx", x[0])))
-        ops.store("out", x[0] * m + r[0], ops.to_dtype(ops.truediv(e, ops.load("sm", x[0])), dtype, F32))
+        ops.store(
+            "out", x[0] * m + r[0], ops.to_dtype(ops.truediv(e, ops.load("sm", x[0])), dtype, F32)
+        )
 
-    return spec("softmax", (n,), (m,), [("loop", [("mx", s1, True)]), ("loop", [("sm", s2, True)]),
-                                        ("loop", [("out", s3, False)])],
-                [buf("a", dtype, (n, m)), buf("out", dtype, (n, m)), buf("mx", F32, (n,)),
-                 buf("sm", F32, (n,))], ["a"], ["out"], {"mx", "sm"})
+    return spec(
+        "softmax",
+        (n,),
+        (m,),
+        [
+            ("loop", [("mx", s1, True)]),
+            ("loop", [("sm", s2, True)]),
+            ("loop", [("out", s3, False)]),
+        ],
+        [
+            buf("a", dtype, (n, m)),
+            buf("out", dtype, (n, m)),
+            buf("mx", F32, (n,)),
+            buf("sm", F32, (n,)),
+        ],
+        ["a"],
+        ["out"],
+        {"mx", "sm"},
+    )
 
 
 def test_persistent_softmax_reads_its_row_once():
@@ -122,9 +148,15 @@ def _row_var(n, m):
         ops.store_reduction("mean", x[0], mean)
         ops.store_reduction("m2", x[0], m2)
 
-    return spec("var", (n,), (m,), [("loop", [("mean", body, True), ("m2", body, True)])],
-                [buf("a", F32, (n, m)), buf("mean", F32, (n,)), buf("m2", F32, (n,))],
-                ["a"], ["mean", "m2"])
+    return spec(
+        "var",
+        (n,),
+        (m,),
+        [("loop", [("mean", body, True), ("m2", body, True)])],
+        [buf("a", F32, (n, m)), buf("mean", F32, (n,)), buf("m2", F32, (n,))],
+        ["a"],
+        ["mean", "m2"],
+    )
 
 
 @pytest.mark.parametrize("m", [4096, 5000])
@@ -155,14 +187,26 @@ def _row_max(n, m, rtype):
         v = ops.load("a", x[0] * m + r[0])
         ops.store_reduction("out", x[0], ops.reduction(F32, F32, rtype, v))
 
-    return spec(f"row_{rtype}", (n,), (m,), [("loop", [("out", body, True)])],
-                [buf("a", F32, (n, m)), buf("out", F32, (n,))], ["a"], ["out"])
+    return spec(
+        f"row_{rtype}",
+        (n,),
+        (m,),
+        [("loop", [("out", body, True)])],
+        [buf("a", F32, (n, m)), buf("out", F32, (n,))],
+        ["a"],
+        ["out"],
+    )
 
 
-@pytest.mark.parametrize("options", [
-    None, TritonOptions(persistent_rnumel=16, looped_rblock=16),
-    TritonOptions(persistent_rnumel=16, looped_rblock=16, split_min_rchunk=16)],
-    ids=["persistent", "looped", "split"])
+@pytest.mark.parametrize(
+    "options",
+    [
+        None,
+        TritonOptions(persistent_rnumel=16, looped_rblock=16),
+        TritonOptions(persistent_rnumel=16, looped_rblock=16, split_min_rchunk=16),
+    ],
+    ids=["persistent", "looped", "split"],
+)
 @pytest.mark.parametrize("rtype", ["max", "min"])
 def test_gpu_form_of_max_propagates_nan_in_one_reduction(monkeypatch, options, rtype):
     """The source a GPU gets (one tl.reduce of _tk_max_combine / _tk_min_combine, no separate
@@ -183,7 +227,6 @@ def test_gpu_form_of_max_propagates_nan_in_one_reduction(monkeypatch, options, r
     k(a, out)
     ref = a.amax(1) if rtype == "max" else a.amin(1)
     torch.testing.assert_close(out, ref, equal_nan=True)
-
 
 
 def _sm90_resources(k, kspec) -> dict:
@@ -211,28 +254,43 @@ def _sm90_resources(k, kspec) -> dict:
     jit = getattr(module, kernel_name(kspec))
     types = {F32: "fp32", BF16: "bf16"}
     ptrs = {p: "*" + types[kspec.buffers[n].dtype] for n, p in arg_names(kspec).items()}
-    sig = {p: ptrs.get(p, "constexpr" if p in ("XBLOCK", "RBLOCK") else "i32") for p in jit.arg_names}
+    sig = {
+        p: ptrs.get(p, "constexpr" if p in ("XBLOCK", "RBLOCK") else "i32") for p in jit.arg_names
+    }
     consts = {"XBLOCK": k.config.xblock, "RBLOCK": k.config.rblock}
-    attrs = {(i,): [["tt.divisibility", 16]] for i, p in enumerate(jit.arg_names) if p not in consts}
-    compiled = triton.compile(ASTSource(jit, sig, consts, attrs), target=GPUTarget("cuda", 90, 32),
-                              options={"num_warps": k.config.num_warps})
+    attrs = {
+        (i,): [["tt.divisibility", 16]] for i, p in enumerate(jit.arg_names) if p not in consts
+    }
+    compiled = triton.compile(
+        ASTSource(jit, sig, consts, attrs),
+        target=GPUTarget("cuda", 90, 32),
+        options={"num_warps": k.config.num_warps},
+    )
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "k.cubin").write_bytes(compiled.asm["cubin"])
-        usage = subprocess.run([str(tool), "-res-usage", str(Path(d) / "k.cubin")],
-                               capture_output=True, text=True, check=True).stdout
-    return {"regs": int(re.search(r"REG:(\d+)", usage)[1]),
-            "spilled": int(re.search(r"LOCAL:(\d+)", usage)[1]),
-            "loads": sorted(set(re.findall(r"ld\.global[.a-z0-9]*", compiled.asm["ptx"]))),
-            "config": [k.config.looped, k.config.rblock, k.config.num_warps]}
+        usage = subprocess.run(
+            [str(tool), "-res-usage", str(Path(d) / "k.cubin")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
+    return {
+        "regs": int(re.search(r"REG:(\d+)", usage)[1]),
+        "spilled": int(re.search(r"LOCAL:(\d+)", usage)[1]),
+        "loads": sorted(set(re.findall(r"ld\.global[.a-z0-9]*", compiled.asm["ptx"]))),
+        "config": [k.config.looped, k.config.rblock, k.config.num_warps],
+    }
 
 
 def _sm90_main() -> None:
     """Print the sm_90 resources of the widest persistent rows, one JSON object a line."""
     import json
 
-    for name, kspec in [("softmax_f32", _row_softmax(32768, 8192, F32)),
-                        ("softmax_bf16", _row_softmax(32768, 8192, BF16)),
-                        ("var_f32", _row_var(32768, 8192))]:
+    for name, kspec in [
+        ("softmax_f32", _row_softmax(32768, 8192, F32)),
+        ("softmax_bf16", _row_softmax(32768, 8192, BF16)),
+        ("var_f32", _row_var(32768, 8192)),
+    ]:
         print(json.dumps({"name": name, **_sm90_resources(compile_one(kspec), kspec)}))
 
 
@@ -254,8 +312,14 @@ def test_widest_persistent_rows_compile_for_sm90_without_spills(tmp_path):
     here = Path(__file__).parent
     env = {**os.environ, "TRITON_INTERPRET": "0", "TORCHKILN_CACHE_DIR": str(tmp_path)}
     env["PYTHONPATH"] = os.pathsep.join([str(here), env.get("PYTHONPATH", "")])
-    out = subprocess.run([sys.executable, "-c", "import test_reduction_config as t; t._sm90_main()"],
-                         env=env, capture_output=True, text=True, timeout=600, cwd=here)
+    out = subprocess.run(
+        [sys.executable, "-c", "import test_reduction_config as t; t._sm90_main()"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=here,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     assert len(rows) == 3, out.stdout

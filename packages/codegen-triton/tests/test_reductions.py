@@ -23,15 +23,27 @@ def _row_reduce(rtype, n, m, dtype=F32, out_dtype=None, *, last=True):
         ops.store_reduction("out", x[0], ops.reduction(red_dtype, dtype, rtype, v))
 
     shape = (n, m) if last else (m, n)
-    return spec(f"red_{rtype}", (n,), (m,), [("loop", [("out", body, True)])],
-                [buf("a", dtype, shape), buf("out", out_dtype, (n,))], ["a"], ["out"])
+    return spec(
+        f"red_{rtype}",
+        (n,),
+        (m,),
+        [("loop", [("out", body, True)])],
+        [buf("a", dtype, shape), buf("out", out_dtype, (n,))],
+        ["a"],
+        ["out"],
+    )
 
 
 @pytest.mark.parametrize("options", MODES)
-@pytest.mark.parametrize("rtype,ref", [
-    ("sum", lambda a, d: a.sum(d)), ("max", lambda a, d: a.amax(d)),
-    ("min", lambda a, d: a.amin(d)), ("prod", lambda a, d: a.prod(d)),
-])
+@pytest.mark.parametrize(
+    "rtype,ref",
+    [
+        ("sum", lambda a, d: a.sum(d)),
+        ("max", lambda a, d: a.amax(d)),
+        ("min", lambda a, d: a.amin(d)),
+        ("prod", lambda a, d: a.prod(d)),
+    ],
+)
 def test_float_reductions_last_and_strided_dim(options, rtype, ref):
     n, m = 7, 33
     a = torch.randn(n, m) * (0.2 if rtype == "prod" else 1) + (1 if rtype == "prod" else 0)
@@ -71,8 +83,15 @@ def test_int_bool_reductions(options):
         v = ops.to_dtype(ops.load("a", x[0] * m + r[0]), torch.int64, torch.int32)
         ops.store_reduction("out", x[0], ops.reduction(torch.int64, torch.int64, "sum", v))
 
-    k = spec("isum", (n,), (m,), [("loop", [("out", body, True)])],
-             [buf("a", torch.int32, (n, m)), buf("out", torch.int64, (n,))], ["a"], ["out"])
+    k = spec(
+        "isum",
+        (n,),
+        (m,),
+        [("loop", [("out", body, True)])],
+        [buf("a", torch.int32, (n, m)), buf("out", torch.int64, (n,))],
+        ["a"],
+        ["out"],
+    )
     compile_one(k, options)(a, out)
     torch.testing.assert_close(out, a.sum(1, dtype=torch.int64))
 
@@ -100,9 +119,15 @@ def test_mean_and_welford_var(options):
         ops.store_reduction("mean", x[0], mean)
         ops.store_reduction("var", x[0], ops.truediv(m2, ops.sub(w, ops.constant(1.0, F32))))
 
-    k = spec("welford", (n,), (m,), [("loop", [("mean", body, True)])],
-             [buf("a", F32, (n, m)), buf("mean", F32, (n,)), buf("var", F32, (n,))],
-             ["a"], ["mean", "var"])
+    k = spec(
+        "welford",
+        (n,),
+        (m,),
+        [("loop", [("mean", body, True)])],
+        [buf("a", F32, (n, m)), buf("mean", F32, (n,)), buf("var", F32, (n,))],
+        ["a"],
+        ["mean", "var"],
+    )
     a = torch.randn(n, m) * 3 + 10
     mean, var = torch.empty(n), torch.empty(n)
     compile_one(k, options)(a, mean, var)
@@ -139,15 +164,29 @@ def _softmax_spec(n, m, *, local_exp=False, lse=False, sym=None):
     stage2 = [("e", s_exp, False), ("sm", s2, True)] if local_exp else [("sm", s2, True)]
     stages = [("loop", [("mx", s1, True)]), ("loop", stage2), ("loop", [("out", s3, False)])]
     outs = ["out"]
-    bufs = [buf("a", F32, (n, rn)), buf("out", F32, (n, rn)), buf("mx", F32, (n,)),
-            buf("sm", F32, (n,)), buf("e", F32, (n, rn))]
+    bufs = [
+        buf("a", F32, (n, rn)),
+        buf("out", F32, (n, rn)),
+        buf("mx", F32, (n,)),
+        buf("sm", F32, (n,)),
+        buf("e", F32, (n, rn)),
+    ]
     if lse:
         stages.append(("epilogue", [("lse", epi, False)]))
         outs.append("lse")
         bufs.append(buf("lse", F32, (n,)))
     local = {"mx", "sm", "e"}
-    return spec("softmax", (n,), (rn,), stages, bufs, ["a"], outs, local,
-                size_args=[sym] if sym is not None else [])
+    return spec(
+        "softmax",
+        (n,),
+        (rn,),
+        stages,
+        bufs,
+        ["a"],
+        outs,
+        local,
+        size_args=[sym] if sym is not None else [],
+    )
 
 
 @pytest.mark.parametrize("options", MODES)
@@ -179,8 +218,15 @@ def test_full_reduction_to_scalar_with_odd_size():
         v = ops.load("a", r[0] * 2)  # every other element: a strided 1-D read
         ops.store_reduction("out", sympy.Integer(0), ops.reduction(F32, F32, "sum", v))
 
-    k = spec("total", (), (257,), [("loop", [("out", body, True)])],
-             [buf("a", F32, (514,)), buf("out", F32, ())], ["a"], ["out"])
+    k = spec(
+        "total",
+        (),
+        (257,),
+        [("loop", [("out", body, True)])],
+        [buf("a", F32, (514,)), buf("out", F32, ())],
+        ["a"],
+        ["out"],
+    )
     a = torch.randn(514)
     out = torch.empty(())
     ck = compile_one(k)

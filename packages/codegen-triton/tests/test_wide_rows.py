@@ -14,8 +14,11 @@ from torchkiln_codegen_triton import TritonBackend
 loop_ir = pytest.importorskip("torchkiln_loop_ir")
 
 ROWS = 3  # rows per tensor: enough for several programs and a partial x block
-TOL = {torch.float32: {"atol": 1e-4, "rtol": 1e-4}, torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
-       torch.float16: {"atol": 2e-3, "rtol": 2e-3}}
+TOL = {
+    torch.float32: {"atol": 1e-4, "rtol": 1e-4},
+    torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
+    torch.float16: {"atol": 2e-3, "rtol": 2e-3},
+}
 
 
 def _softmax(x):
@@ -39,9 +42,13 @@ def _log_softmax_and_max(x):
     return torch.log_softmax(x, -1), x.amax(-1)
 
 
-CASES = {"softmax": (_softmax, 1), "layer_norm": (_layer_norm, 1),
-         "add_layer_norm": (_add_layer_norm, 2), "row_sum": (_row_sum, 1),
-         "log_softmax": (_log_softmax_and_max, 1)}
+CASES = {
+    "softmax": (_softmax, 1),
+    "layer_norm": (_layer_norm, 1),
+    "add_layer_norm": (_add_layer_norm, 2),
+    "row_sum": (_row_sum, 1),
+    "log_softmax": (_log_softmax_and_max, 1),
+}
 
 
 def _inputs(case, rows, width, dtype, make):
@@ -72,15 +79,18 @@ def _reductions(cg):
     return [k.config for k in cg.kernels if k.config.rblock > 1]
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16],
-                         ids=["f32", "bf16", "f16"])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["f32", "bf16", "f16"]
+)
 @pytest.mark.parametrize("width", [1000, 4096, 5000, 8192])
 @pytest.mark.parametrize("case", list(CASES))
 def test_wide_rows_match_eager(case, width, dtype):
     fn = CASES[case][0]
     cg = _compile_and_check(
-        fn, lambda: _inputs(case, ROWS, width, dtype, lambda r, w: torch.randn(r, w, dtype=dtype) * 2),
-        TOL[dtype])
+        fn,
+        lambda: _inputs(case, ROWS, width, dtype, lambda r, w: torch.randn(r, w, dtype=dtype) * 2),
+        TOL[dtype],
+    )
     configs = _reductions(cg)
     assert configs and all(not c.looped and c.rblock >= width for c in configs), configs
 
@@ -93,7 +103,8 @@ def test_odd_widths_around_the_limit(case, width, dtype):
     cg = _compile_and_check(
         CASES[case][0],
         lambda: _inputs(case, ROWS, width, dtype, lambda r, w: torch.randn(r, w, dtype=dtype)),
-        TOL[dtype])
+        TOL[dtype],
+    )
     configs = _reductions(cg)
     assert configs and all(c.looped == (width > 8192) for c in configs), configs
 
@@ -106,21 +117,25 @@ def test_strided_rows(case, dtype):
     width = 4096
 
     def sliced(r, w):
-        return torch.randn(r, w + 40, dtype=dtype)[:, 8:w + 8]
+        return torch.randn(r, w + 40, dtype=dtype)[:, 8 : w + 8]
 
     def transposed(r, w):
         return torch.randn(w, r + 5, dtype=dtype).t()[:r]
 
     for make in (sliced, transposed):
-        _compile_and_check(CASES[case][0], lambda make=make: _inputs(case, 9, width, dtype, make),
-                           TOL[dtype])
+        _compile_and_check(
+            CASES[case][0], lambda make=make: _inputs(case, 9, width, dtype, make), TOL[dtype]
+        )
 
 
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16, torch.float16],
-                         ids=["f32", "bf16", "f16"])
+@pytest.mark.parametrize(
+    "dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["f32", "bf16", "f16"]
+)
 @pytest.mark.parametrize("rows,cols", [(4096, 96), (1000, 257), (64, 4096)])
 def test_column_sums(rows, cols, dtype):
     """The sum over rows (the outer dim): the transposed layout, x along contiguous memory."""
     tol = {"atol": 5e-2, "rtol": 2e-2} if dtype != torch.float32 else {"atol": 1e-3, "rtol": 1e-4}
-    cg = _compile_and_check(lambda x: x.sum(0), lambda: (torch.randn(rows, cols, dtype=dtype),), tol)
+    cg = _compile_and_check(
+        lambda x: x.sum(0), lambda: (torch.randn(rows, cols, dtype=dtype),), tol
+    )
     assert all(c.transposed for c in _reductions(cg))

@@ -58,7 +58,9 @@ def main(iters: int = 2000, rounds: int = 5) -> None:
         tc.append(per_call_us(lambda x: tiny_c(x, b), a, iters * 5))
         tg.append(per_call_us(lambda x: check(x, b), a, iters * 5))
     print(f"tiny eager    {min(te):8.2f} us/call")
-    print(f"tiny captured {min(tc):8.2f} us/call  (overhead {min(tc) - min(te):+.2f} us; guard check {min(tg):.2f} us)")
+    print(
+        f"tiny captured {min(tc):8.2f} us/call  (overhead {min(tc) - min(te):+.2f} us; guard check {min(tg):.2f} us)"
+    )
 
 
 if __name__ == "__main__":

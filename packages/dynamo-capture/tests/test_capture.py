@@ -225,7 +225,11 @@ def test_unsupported_fullgraph_and_eager_fallback():
         warnings.simplefilter("error")  # a graph break, not an eager fallback: no warning
         _close(cf(x), f(x))
     # the frame splits at the branch: one graph for x.sum(), one for the side taken
-    assert be.calls == 2 and len(cf.ctx.breaks) == 1 and cf.ctx.breaks[0].lineno == f.__code__.co_firstlineno + 1
+    assert (
+        be.calls == 2
+        and len(cf.ctx.breaks) == 1
+        and cf.ctx.breaks[0].lineno == f.__code__.co_firstlineno + 1
+    )
 
 
 def test_grad_mode_blocks_and_autograd():
@@ -309,8 +313,11 @@ class Encoder(nn.Module):
             states = states + (x,)
             if all_attn is not None:
                 all_attn.append(attn)
-        return ModelOutput(last_hidden_state=x, attentions=torch.stack(all_attn, 0) if all_attn else None,
-                           hidden_states=states if kwargs.get("output_hidden_states") else None)
+        return ModelOutput(
+            last_hidden_state=x,
+            attentions=torch.stack(all_attn, 0) if all_attn else None,
+            hidden_states=states if kwargs.get("output_hidden_states") else None,
+        )
 
 
 def test_transformer_like_encoder():

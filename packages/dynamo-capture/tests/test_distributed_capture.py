@@ -71,7 +71,9 @@ def test_ddp_call_runs_in_python_and_wrapped_forward_is_captured(world_of_one):
     # the wrapped Sequential is one graph: DDP's forward ran in Python around it, not inlined
     assert len(graphs) == 1
     targets = {n.target for n in graphs[0].graph.nodes if n.op == "call_function"}
-    assert any("tanh" in str(t) for t in targets) and sum("linear" in str(t) for t in targets) >= 1, targets
+    assert (
+        any("tanh" in str(t) for t in targets) and sum("linear" in str(t) for t in targets) >= 1
+    ), targets
     breaks = [str(b) for b in compiled._captured.ctx.breaks]
     assert any("DistributedDataParallel" in b for b in breaks), breaks
     # the original module is untouched after the call (its forward was swapped for the call only)

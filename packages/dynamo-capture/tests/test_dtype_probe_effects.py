@@ -20,7 +20,9 @@ def _as_is(gm, example_inputs):
 
 CASES = {
     "gumbel_softmax": lambda x: F.gumbel_softmax(x.reshape(4, 16), tau=0.7) * 2,
-    "fractional_max_pool2d": lambda x: F.fractional_max_pool2d(x.reshape(1, 1, 8, 8), 2, output_size=(4, 4)) + 1,
+    "fractional_max_pool2d": lambda x: (
+        F.fractional_max_pool2d(x.reshape(1, 1, 8, 8), 2, output_size=(4, 4)) + 1
+    ),
     "rrelu": lambda x: F.rrelu(x, 0.1, 0.3, training=True) - 1,
     "dropout": lambda x: F.dropout(x, 0.4) * 3,
     "rand_like": lambda x: torch.rand_like(x) + x,
@@ -82,8 +84,12 @@ def test_the_probe_refuses_random_ops_before_they_draw():
     torch.manual_seed(0)
     state = torch.get_rng_state()
     with _EffectFree([own]):
-        for draw in (lambda: own.uniform_(), lambda: torch.rand(3), lambda: torch.bernoulli(own),
-                     lambda: F.gumbel_softmax(own.float())):
+        for draw in (
+            lambda: own.uniform_(),
+            lambda: torch.rand(3),
+            lambda: torch.bernoulli(own),
+            lambda: F.gumbel_softmax(own.float()),
+        ):
             with pytest.raises(_Effect):
                 draw()
     assert torch.equal(torch.get_rng_state(), state)
@@ -110,7 +116,10 @@ def test_the_probe_never_runs_a_users_custom_op():
         fake = torch.empty(5, 3, dtype=torch.int32)
     del mode
     _calls.clear()
-    assert kernel_missing("call_function", torch.ops.tk_probe_test.count_calls.default, [fake], {}) is None
+    assert (
+        kernel_missing("call_function", torch.ops.tk_probe_test.count_calls.default, [fake], {})
+        is None
+    )
     assert kernel_missing("call_function", torch.ops.tk_probe_test.count_calls, [fake], {}) is None
     assert _calls == []
     x = torch.arange(6, dtype=torch.int32).reshape(2, 3)
@@ -121,6 +130,7 @@ def test_the_probe_never_runs_a_users_custom_op():
 
 def test_the_probe_still_finds_a_missing_kernel():
     """The dispatch mode must not hide eager's own dtype error (a long softmax has no kernel)."""
+
     def f(x):
         return x.softmax(0) + 1
 

@@ -129,8 +129,14 @@ def test_dynamic_sizes_across_a_graph_break(capsys):
         x = torch.randn(b, 4)
         torch.testing.assert_close(f(x), g(x))
     out = capsys.readouterr().out.split("\n")
-    assert [line for line in out if line.startswith("rows")] == ["rows 3", "rows 3", "rows 5", "rows 5",
-                                                                  "rows 6", "rows 6"]  # eager's, then ours
+    assert [line for line in out if line.startswith("rows")] == [
+        "rows 3",
+        "rows 3",
+        "rows 5",
+        "rows 5",
+        "rows 6",
+        "rows 6",
+    ]  # eager's, then ours
     assert len(backend.graphs) == 2  # before and after the print, each for every size
 
 
@@ -176,6 +182,7 @@ def test_dynamic_true_makes_a_changed_int_symbolic_at_the_recompile():
     as automatic dynamic does, an int that changed becomes symbolic at the recompile, an
     argument or an object's attribute (a static cache's length per prompt): 2 graphs for 4
     values (one per value before)."""
+
     def scaled(x, n, state):
         return x[:, :n] * state.count + n
 

@@ -36,7 +36,9 @@ def _straight(a, b):
     return c * 2
 
 
-@pytest.mark.parametrize("fn", [_loops_and_handlers, _straight, pytest.param(dis.dis, id="dis.dis")])
+@pytest.mark.parametrize(
+    "fn", [_loops_and_handlers, _straight, pytest.param(dis.dis, id="dis.dis")]
+)
 def test_blocks_partition_the_code_and_end_where_control_leaves(fn):
     code = fn.__code__
     graph = flow_graph(code)
@@ -73,7 +75,9 @@ def test_exception_entries_match_the_table_in_instruction_indices():
             assert graph.covering(i) == entry and graph.handler_of(i) == entry.handler
     # ``except ... as e`` handlers are entered through PUSH_EXC_INFO; cleanups re-raise
     assert any(insts[e.handler].opname == "PUSH_EXC_INFO" for e in graph.entries)
-    assert handler_edges(code) == {i: e.handler for e in graph.entries for i in range(e.first, e.end)}
+    assert handler_edges(code) == {
+        i: e.handler for e in graph.entries for i in range(e.first, e.end)
+    }
 
 
 def test_liveness_reads_the_graph():

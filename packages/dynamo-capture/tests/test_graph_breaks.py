@@ -74,7 +74,11 @@ def test_resume_code_recreates_null_slots():
 
     insts = decode(f.__code__)
     # before the outer call: [NULL, torch.relu, <neg result>] (3.11 and 3.12 alike)
-    call = next(i.index for i in insts if i.opname == "CALL" and i.arg == 1 and insts[i.index - 1].opname != "LOAD_ATTR")
+    call = next(
+        i.index
+        for i in insts
+        if i.opname == "CALL" and i.arg == 1 and insts[i.index - 1].opname != "LOAD_ATTR"
+    )
     first = call - 1 if insts[call - 1].opname == "PRECALL" else call
     code = resume_code(f.__code__, first, (NULL, VALUE, VALUE), (), "resume_at_call")
     x = torch.randn(4)
@@ -190,10 +194,16 @@ def test_graph_break_log_names_the_users_line(monkeypatch, caplog):
         return y + 1
 
     monkeypatch.setenv("TORCHKILN_LOGS", "graph_breaks")
-    with caplog.at_level(logging.INFO, logger="torchkiln.graph_breaks"), contextlib.redirect_stdout(io.StringIO()):
+    with (
+        caplog.at_level(logging.INFO, logger="torchkiln.graph_breaks"),
+        contextlib.redirect_stdout(io.StringIO()),
+    ):
         capture(f, Counting())(torch.randn(2))
     line = f.__code__.co_firstlineno + 2
-    assert any(f"{__file__}:{line}" in r.getMessage() and "print()" in r.getMessage() for r in caplog.records)
+    assert any(
+        f"{__file__}:{line}" in r.getMessage() and "print()" in r.getMessage()
+        for r in caplog.records
+    )
 
 
 def test_fullgraph_still_raises_at_the_break():
@@ -271,7 +281,11 @@ def test_explain_reports_breaks_with_reason_place_and_hint():
         report = explain(f)(torch.ones(4))
     assert report.graph_count == 3 and report.graph_break_count == 3
     first = f.__code__.co_firstlineno
-    assert [b.lineno for b in report.breaks] == [first + 2, first + 3, helper.__code__.co_firstlineno + 1]
+    assert [b.lineno for b in report.breaks] == [
+        first + 2,
+        first + 3,
+        helper.__code__.co_firstlineno + 1,
+    ]
     assert report.breaks[0].source_line == "if y.sum() > 0:" and all(b.hint for b in report.breaks)
     assert len(report.ops_per_graph) == 3 and len(report.guards) == 3 and all(report.guards)
     data = json.loads(json.dumps(report.to_dict()))
@@ -310,6 +324,9 @@ def test_eager_fallback_does_not_leak_the_capture_error_into_the_users_handler()
     with pytest.warns(UserWarning, match="eagerly"):
         out, _ = capture(f, lambda gm, ex: gm.forward)(x)
     torch.testing.assert_close(out, x * 2)
-    with pytest.warns(UserWarning, match="eagerly"), pytest.raises(ValueError, match="mine") as info:
+    with (
+        pytest.warns(UserWarning, match="eagerly"),
+        pytest.raises(ValueError, match="mine") as info,
+    ):
         capture(g, lambda gm, ex: gm.forward)(x)
     assert info.value.__context__ is None

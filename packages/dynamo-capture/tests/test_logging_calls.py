@@ -62,12 +62,19 @@ def test_logger_methods_warning_once_and_warnings_warn_keep_one_graph():
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             got = cf(x, 2)
-        torch.testing.assert_close(got, (x.sin() * 2).cos() + 1)  # eager's value, without logging twice
+        torch.testing.assert_close(
+            got, (x.sin() * 2).cos() + 1
+        )  # eager's value, without logging twice
         assert [str(w.message) for w in caught] == ["careful"]
     assert len(be.graphs) == 1 and cf.graph_breaks == []
     # eager's records, per call: warning_once only on the first call
-    assert keep.lines == ["WARNING:config x is deprecated", "INFO:scaled by 2, shape (3, 4)", "DEBUG:done",
-                          "INFO:scaled by 2, shape (3, 4)", "DEBUG:done"]
+    assert keep.lines == [
+        "WARNING:config x is deprecated",
+        "INFO:scaled by 2, shape (3, 4)",
+        "DEBUG:done",
+        "INFO:scaled by 2, shape (3, 4)",
+        "DEBUG:done",
+    ]
 
 
 def test_module_level_logging_functions_and_records_match_eager(caplog):
@@ -99,6 +106,7 @@ def test_log_calls_keep_their_order_around_a_print_break(capsys):
     handler = Out()
     log.addHandler(handler)
     try:
+
         def f(x):
             y = x + 1
             log.info("first")

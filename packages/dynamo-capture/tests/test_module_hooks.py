@@ -85,7 +85,10 @@ def _check(f, make_inputs, log, be=None, calls=3):
 def test_global_hooks_fire_for_every_submodule_in_order(handles):
     net, log, be = _net(), [], Counting()
     pre, post = _logging_hooks(log)
-    handles += [nn_module.register_module_forward_pre_hook(pre), nn_module.register_module_forward_hook(post)]
+    handles += [
+        nn_module.register_module_forward_pre_hook(pre),
+        nn_module.register_module_forward_hook(post),
+    ]
     _check(lambda x: net(x), lambda: torch.randn(5, 4), log, be)
     assert be.calls == 1  # traceable hooks are inlined: one graph, no break
     # eager fires for Net, a, b, b.0, b.1: five pre- and five post-hook calls
@@ -108,8 +111,11 @@ def test_global_hooks_that_rewrite_inputs_and_outputs(handles):
         log.append((f"kw {type(mod).__name__}", out.clone()))
         return out * 2.0 if isinstance(mod, nn.Sequential) else None
 
-    handles += [nn_module.register_module_forward_pre_hook(pre), nn_module.register_module_forward_hook(post),
-                nn_module.register_module_forward_hook(kw_post, with_kwargs=True)]
+    handles += [
+        nn_module.register_module_forward_pre_hook(pre),
+        nn_module.register_module_forward_hook(post),
+        nn_module.register_module_forward_hook(kw_post, with_kwargs=True),
+    ]
     be = Counting()
     _check(lambda x: net(x), lambda: torch.randn(5, 4), log, be)
     assert be.calls == 1
@@ -118,9 +124,19 @@ def test_global_hooks_that_rewrite_inputs_and_outputs(handles):
 def test_global_and_module_hooks_order(handles):
     """Global hooks run before the module's own, pre- and post-, as nn.Module.__call__ does."""
     net, log = _net(), []
-    handles.append(nn_module.register_module_forward_hook(lambda m, a, o: log.append((f"global {type(m).__name__}", o.clone()))))
-    handles.append(net.a.register_forward_hook(lambda m, a, o: log.append(("own a", o.clone())) or o - 1))
-    handles.append(net.b[1].register_forward_pre_hook(lambda m, a: log.append(("own pre b1", a[0].clone())) or (a[0] * 3,)))
+    handles.append(
+        nn_module.register_module_forward_hook(
+            lambda m, a, o: log.append((f"global {type(m).__name__}", o.clone()))
+        )
+    )
+    handles.append(
+        net.a.register_forward_hook(lambda m, a, o: log.append(("own a", o.clone())) or o - 1)
+    )
+    handles.append(
+        net.b[1].register_forward_pre_hook(
+            lambda m, a: log.append(("own pre b1", a[0].clone())) or (a[0] * 3,)
+        )
+    )
     _check(lambda x: net(x), lambda: torch.randn(2, 4), log)
 
 
@@ -130,7 +146,9 @@ def test_registering_and_removing_global_hooks_recompiles(handles):
     x = torch.randn(3, 4)
     torch.testing.assert_close(cf(x), net(x))
     assert be.calls == 1
-    h = nn_module.register_module_forward_hook(lambda m, a, o: log.append((type(m).__name__, o.clone())) or o * 2)
+    h = nn_module.register_module_forward_hook(
+        lambda m, a, o: log.append((type(m).__name__, o.clone())) or o * 2
+    )
     handles.append(h)
     for _ in range(2):
         x = torch.randn(3, 4)
@@ -147,7 +165,9 @@ def test_registering_and_removing_global_hooks_recompiles(handles):
     torch.testing.assert_close(cf(x), net(x))
     assert log == []  # never silently stale: the removed hook does not fire
     assert be.calls == 2  # the first entry is valid again
-    pre = nn_module.register_module_forward_pre_hook(lambda m, a: (a[0] + 1,) if isinstance(m, nn.Linear) else None)
+    pre = nn_module.register_module_forward_pre_hook(
+        lambda m, a: (a[0] + 1,) if isinstance(m, nn.Linear) else None
+    )
     handles.append(pre)
     x = torch.randn(3, 4)
     torch.testing.assert_close(cf(x), net(x))
@@ -167,10 +187,13 @@ def test_submodule_hooks_added_and_removed_between_calls(handles):
         _same_log(log, want_log)
 
     same(torch.randn(2, 4))
-    h1 = net.b[1].register_forward_hook(lambda m, a, o: log.append(("b1", a[0].clone(), o.clone())) or o.flip(-1))
+    h1 = net.b[1].register_forward_hook(
+        lambda m, a, o: log.append(("b1", a[0].clone(), o.clone())) or o.flip(-1)
+    )
     same(torch.randn(2, 4))
-    h2 = net.a.register_forward_pre_hook(lambda m, a, k: log.append(("a", a[0].clone())) or ((a[0].sin(),), k),
-                                         with_kwargs=True)
+    h2 = net.a.register_forward_pre_hook(
+        lambda m, a, k: log.append(("a", a[0].clone())) or ((a[0].sin(),), k), with_kwargs=True
+    )
     same(torch.randn(2, 4))
     h1.remove()
     same(torch.randn(2, 4))
@@ -205,7 +228,9 @@ def test_untraceable_global_hook_breaks_around_the_call(handles, capsys):
 
 def test_untraceable_submodule_hook_runs_with_the_submodule():
     net, log = _net(), []
-    net.b[1].register_forward_pre_hook(lambda m, a: print("pre", tuple(a[0].shape)) or log.append(("pre", a[0].clone())))
+    net.b[1].register_forward_pre_hook(
+        lambda m, a: print("pre", tuple(a[0].shape)) or log.append(("pre", a[0].clone()))
+    )
     net.b[1].register_forward_hook(lambda m, a, o: log.append(("post", o.clone())) or o + 1)
     cf = capture(lambda x: net(x), Counting())
     for _ in range(2):
@@ -234,9 +259,15 @@ def test_submodule_backward_hook_breaks_with_a_reason_and_fires():
     f = lambda x: net(x)  # noqa: E731
     cf = capture(f, Counting())
     x = torch.randn(3, 4)
-    cf(x.requires_grad_())  # captured without backward hooks first: registering one later must not be silently dropped
-    net.b[1].register_full_backward_hook(lambda m, gin, gout: log.append(("bwd", gout[0].clone())) or None)
-    net.a.register_full_backward_pre_hook(lambda m, gout: log.append(("bwd pre", gout[0].clone())) or (gout[0] * 2,))
+    cf(
+        x.requires_grad_()
+    )  # captured without backward hooks first: registering one later must not be silently dropped
+    net.b[1].register_full_backward_hook(
+        lambda m, gin, gout: log.append(("bwd", gout[0].clone())) or None
+    )
+    net.a.register_full_backward_pre_hook(
+        lambda m, gout: log.append(("bwd pre", gout[0].clone())) or (gout[0] * 2,)
+    )
     for _ in range(2):
         x = torch.randn(3, 4)
         want = _grads_and_log(f, net, x, log)
@@ -252,9 +283,14 @@ def test_global_backward_hook_fires_for_submodules(handles):
     net, log = _net(), []
     f = lambda x: net(x)  # noqa: E731
     cf = capture(f, Counting())
-    cf(torch.randn(3, 4, requires_grad=True))  # captured first without the hook, for the same inputs
-    handles.append(nn_module.register_module_full_backward_hook(
-        lambda m, gin, gout: log.append((type(m).__name__, gout[0].clone())) or None))
+    cf(
+        torch.randn(3, 4, requires_grad=True)
+    )  # captured first without the hook, for the same inputs
+    handles.append(
+        nn_module.register_module_full_backward_hook(
+            lambda m, gin, gout: log.append((type(m).__name__, gout[0].clone())) or None
+        )
+    )
     for _ in range(2):
         x = torch.randn(3, 4)
         want = _grads_and_log(f, net, x, log)
@@ -269,7 +305,10 @@ def test_global_hooks_through_the_module_proxy(handles):
     leaving those out, the calls for the original and its submodules match eager."""
     net, log = _net(), []
     pre, post = _logging_hooks(log)
-    handles += [nn_module.register_module_forward_pre_hook(pre), nn_module.register_module_forward_hook(post)]
+    handles += [
+        nn_module.register_module_forward_pre_hook(pre),
+        nn_module.register_module_forward_hook(post),
+    ]
     cm = capture(net, Counting())
     for _ in range(2):
         x = torch.randn(4, 4)
@@ -289,8 +328,14 @@ def test_global_hooks_fire_for_a_module_made_inside_the_forward(handles):
     def f(x):
         return nn.GELU()(lin(x)) * 2
 
-    handles.append(nn_module.register_module_forward_hook(
-        lambda m, a, o: log.append((type(m).__name__, a[0].clone(), o.clone())) or (o + 1 if isinstance(m, nn.GELU) else None)))
+    handles.append(
+        nn_module.register_module_forward_hook(
+            lambda m, a, o: (
+                log.append((type(m).__name__, a[0].clone(), o.clone()))
+                or (o + 1 if isinstance(m, nn.GELU) else None)
+            )
+        )
+    )
     be = Counting()
     _check(f, lambda: torch.randn(3, 4), log, be)
     assert be.calls == 1
@@ -348,6 +393,7 @@ def test_hook_on_a_module_made_inside_the_function_compiles_once():
 def test_stateless_module_argument_guards_its_attributes():
     """A stateless torch.nn module handed in (not identity-guarded any more): another instance
     with other attributes (slope, training flag) or another hook must not reuse the graph."""
+
     def f(act, x):
         return act(x) * 2
 

@@ -15,7 +15,9 @@ def _as_traced(gm, example_inputs):
 class Net(torch.nn.Module):
     def __init__(self) -> None:
         super().__init__()
-        self.layers = torch.nn.Sequential(torch.nn.Linear(6, 6), torch.nn.GELU(), torch.nn.Linear(6, 3))
+        self.layers = torch.nn.Sequential(
+            torch.nn.Linear(6, 6), torch.nn.GELU(), torch.nn.Linear(6, 3)
+        )
         self.register_buffer("shift", torch.randn(3))
         self.scale = 2.0
         self.drop = torch.nn.Dropout(0.5)
@@ -28,9 +30,13 @@ def test_parameters_buffers_and_state_dict_are_the_originals():
     net = Net()
     proxy = capture(net, _as_traced)
     assert isinstance(proxy, CapturedModule) and isinstance(proxy, ModuleProxy)
-    assert [(n, id(p)) for n, p in proxy.named_parameters()] == [(n, id(p)) for n, p in net.named_parameters()]
+    assert [(n, id(p)) for n, p in proxy.named_parameters()] == [
+        (n, id(p)) for n, p in net.named_parameters()
+    ]
     assert [id(p) for p in proxy.parameters()] == [id(p) for p in net.parameters()]
-    assert [(n, id(b)) for n, b in proxy.named_buffers()] == [(n, id(b)) for n, b in net.named_buffers()]
+    assert [(n, id(b)) for n, b in proxy.named_buffers()] == [
+        (n, id(b)) for n, b in net.named_buffers()
+    ]
     assert proxy.state_dict().keys() == net.state_dict().keys()
     new = {k: torch.randn_like(v) for k, v in net.state_dict().items()}
     proxy.load_state_dict(new)
@@ -93,8 +99,11 @@ def test_hooks_on_the_proxy_run_around_the_captured_forward():
     def backward(module, grad_input, grad_output):
         calls.append(("backward", module is proxy))
 
-    handles = [proxy.register_forward_pre_hook(pre), proxy.register_forward_hook(post),
-               proxy.register_full_backward_hook(backward)]
+    handles = [
+        proxy.register_forward_pre_hook(pre),
+        proxy.register_forward_hook(post),
+        proxy.register_full_backward_hook(backward),
+    ]
     assert net._is_full_backward_hook is None  # registering on the proxy leaves the original alone
     x = torch.randn(4, 6, requires_grad=True)
     out = proxy(x)
@@ -115,13 +124,16 @@ def test_global_module_hooks_fire_for_the_proxy_as_for_torch_compiles_wrapper():
     want = net(x)
     seen = []
     handle = torch.nn.modules.module.register_module_forward_hook(
-        lambda module, args, output: seen.append(type(module).__name__))
+        lambda module, args, output: seen.append(type(module).__name__)
+    )
     try:
         got = proxy(x)
     finally:
         handle.remove()
     torch.testing.assert_close(got, want)
-    assert seen[-1] == "CapturedModule"  # once for the proxy, after its forward, as OptimizedModule's
+    assert (
+        seen[-1] == "CapturedModule"
+    )  # once for the proxy, after its forward, as OptimizedModule's
 
 
 def test_to_reaches_the_original_and_repr_names_the_proxy():

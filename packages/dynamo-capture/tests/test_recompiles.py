@@ -87,10 +87,14 @@ def test_global_change(caplog):
     mod = sys.modules[__name__]
     try:
         _check_one_recompile(
-            caplog, cf, be, _uses_global,
+            caplog,
+            cf,
+            be,
+            _uses_global,
             lambda: (torch.randn(4),),
             lambda: (setattr(mod, "SCALE", 3.0), torch.randn(4))[1:],
-            _uses_global, "G['SCALE']: expected 2.0, got 3.0",
+            _uses_global,
+            "G['SCALE']: expected 2.0, got 3.0",
         )
     finally:
         mod.SCALE = 2.0
@@ -105,7 +109,16 @@ def test_module_training_flag(caplog):
         m.eval()
         return (torch.randn(5),)
 
-    _check_one_recompile(caplog, cm, be, m, lambda: (torch.randn(5),), after, m, "L['self'].training: expected True, got False")
+    _check_one_recompile(
+        caplog,
+        cm,
+        be,
+        m,
+        lambda: (torch.randn(5),),
+        after,
+        m,
+        "L['self'].training: expected True, got False",
+    )
 
 
 def test_closure_value(caplog):
@@ -117,21 +130,39 @@ def test_closure_value(caplog):
         bump()
         return (torch.randn(3),)
 
-    _check_one_recompile(caplog, cf, be, f, lambda: (torch.randn(3),), after, f, "C['n']: expected 3, got 5")
+    _check_one_recompile(
+        caplog, cf, be, f, lambda: (torch.randn(3),), after, f, "C['n']: expected 3, got 5"
+    )
 
 
 def test_dtype(caplog):
     be = Counting()
     cf = capture(_tiny, be, fullgraph=True)
-    _check_one_recompile(caplog, cf, be, _tiny, lambda: (torch.randn(2, 4),), lambda: (torch.randn(2, 4).double(),),
-                         _tiny, "L['x'].dtype: expected torch.float32, got torch.float64")
+    _check_one_recompile(
+        caplog,
+        cf,
+        be,
+        _tiny,
+        lambda: (torch.randn(2, 4),),
+        lambda: (torch.randn(2, 4).double(),),
+        _tiny,
+        "L['x'].dtype: expected torch.float32, got torch.float64",
+    )
 
 
 def test_shape(caplog):
     be = Counting()
     cf = capture(_tiny, be, fullgraph=True)
-    _check_one_recompile(caplog, cf, be, _tiny, lambda: (torch.randn(2, 4),), lambda: (torch.randn(3, 4),),
-                         _tiny, "L['x'].size()[0]: expected 2, got 3")
+    _check_one_recompile(
+        caplog,
+        cf,
+        be,
+        _tiny,
+        lambda: (torch.randn(2, 4),),
+        lambda: (torch.randn(3, 4),),
+        _tiny,
+        "L['x'].size()[0]: expected 2, got 3",
+    )
 
 
 def test_aliasing_two_tensors_then_same_tensor(caplog):
@@ -142,8 +173,16 @@ def test_aliasing_two_tensors_then_same_tensor(caplog):
         x = torch.randn(4)
         return x, x
 
-    _check_one_recompile(caplog, cf, be, _two, lambda: (torch.randn(4), torch.randn(4)), same,
-                         _two, "L['y'] shares a storage with: expected no earlier input, got L['x']")
+    _check_one_recompile(
+        caplog,
+        cf,
+        be,
+        _two,
+        lambda: (torch.randn(4), torch.randn(4)),
+        same,
+        _two,
+        "L['y'] shares a storage with: expected no earlier input, got L['x']",
+    )
 
 
 def test_aliasing_same_tensor_then_two_tensors(caplog):
@@ -154,8 +193,16 @@ def test_aliasing_same_tensor_then_two_tensors(caplog):
         x = torch.randn(4)
         return x, x
 
-    _check_one_recompile(caplog, cf, be, _two, same, lambda: (torch.randn(4), torch.randn(4)),
-                         _two, "L['y'] is L['x']: expected True, got False")
+    _check_one_recompile(
+        caplog,
+        cf,
+        be,
+        _two,
+        same,
+        lambda: (torch.randn(4), torch.randn(4)),
+        _two,
+        "L['y'] is L['x']: expected True, got False",
+    )
 
 
 def test_grad_mode(caplog):
@@ -172,8 +219,16 @@ def test_grad_mode(caplog):
         return (w,)
 
     try:
-        _check_one_recompile(caplog, cf, be, _tiny, before, after, _tiny,
-                             "torch.is_grad_enabled(): expected True, got False")
+        _check_one_recompile(
+            caplog,
+            cf,
+            be,
+            _tiny,
+            before,
+            after,
+            _tiny,
+            "torch.is_grad_enabled(): expected True, got False",
+        )
         assert not cf(w).requires_grad
     finally:
         torch.set_grad_enabled(True)
@@ -208,7 +263,9 @@ def test_recompile_limit_under_fullgraph_raises_as_torch_compile_does():
     cf = capture(_tiny, Counting(), fullgraph=True, recompile_limit=1)
     x = torch.randn(5)
     torch.testing.assert_close(cf(x), _tiny(x))
-    with pytest.raises(FailOnRecompileLimitHit, match=r"fullgraph=True.*L\['x'\]\.size\(\)\[0\]: expected 5, got 6"):
+    with pytest.raises(
+        FailOnRecompileLimitHit, match=r"fullgraph=True.*L\['x'\]\.size\(\)\[0\]: expected 5, got 6"
+    ):
         cf(torch.randn(6))
     torch.testing.assert_close(cf(x), _tiny(x))  # the compiled size still runs compiled
 
@@ -276,6 +333,10 @@ def test_values_read_from_tensors_recompile_once(fn):
     for _ in range(10):
         x = torch.randn(3, 4)
         torch.testing.assert_close(cf(x), fn(x))
-        values.add(int((x.sigmoid() > 0.5).sum()) if fn is not _item_scaled else int((x.cos() > 0.5).sum()))
+        values.add(
+            int((x.sigmoid() > 0.5).sum()) if fn is not _item_scaled else int((x.cos() > 0.5).sum())
+        )
     assert len(values) > 3  # the values really changed from call to call
-    assert be.calls == 3, f"{be.calls} graphs: the first graph, the static continuation, the symbolic one"
+    assert be.calls == 3, (
+        f"{be.calls} graphs: the first graph, the static continuation, the symbolic one"
+    )

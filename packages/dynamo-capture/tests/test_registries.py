@@ -24,7 +24,7 @@ def _record(t):
     SEEN.append(round(float(t.sum()), 3))
 
 
-_TEMPLATE = '''
+_TEMPLATE = """
 def program_{i}(x, w):
     y = torch.tanh(x @ w) * {scale} + {i}
     _record(y)  # a break in the frame: a resume_at_N continuation
@@ -40,12 +40,17 @@ def program_{i}(x, w):
         _record(out[k])
         total = total + out[k].sum()
     return out.sin() + total
-'''
+"""
 
 
 def _program(i: int):
     scope = {"torch": torch, "_record": _record}
-    exec(compile(_TEMPLATE.format(i=i, scale=1.0 + i / 7, loops=1 + i % 3), f"<program_{i}>", "exec"), scope)
+    exec(
+        compile(
+            _TEMPLATE.format(i=i, scale=1.0 + i / 7, loops=1 + i % 3), f"<program_{i}>", "exec"
+        ),
+        scope,
+    )
     return scope[f"program_{i}"]
 
 
@@ -82,7 +87,9 @@ def test_registries_belong_to_each_capture_and_stay_bounded():
     assert max(per_function) <= 8  # the same shape of program generates the same few code objects
     gc.collect()
     alive = [ref for ref in contexts if ref() is not None]
-    assert not alive, f"{len(alive)} of {len(contexts)} dropped captures are still held (with their registries)"
+    assert not alive, (
+        f"{len(alive)} of {len(contexts)} dropped captures are still held (with their registries)"
+    )
 
 
 def test_a_live_capture_keeps_its_registry_while_it_runs():

@@ -28,7 +28,11 @@ def targets(gm) -> list:
 
 def test_aten_overload_packets_and_overloads_stay_in_one_graph():
     def f(a, b):
-        return aten.div(a, b, rounding_mode="floor") + torch.ops.aten.mul.Tensor(a, b) + aten.sin.default(a)
+        return (
+            aten.div(a, b, rounding_mode="floor")
+            + torch.ops.aten.mul.Tensor(a, b)
+            + aten.sin.default(a)
+        )
 
     be = Recording()
     cf = capture(f, be)

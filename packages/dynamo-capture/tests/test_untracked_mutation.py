@@ -80,9 +80,18 @@ def _hook_closure_list():
     return model, seen
 
 
-@pytest.mark.parametrize("make", [_partial_list, _callable_object_closure, _module_forward_closure,
-                                  _closure_set, _mutable_default, _hook_closure_list],
-                         ids=lambda m: m.__name__.strip("_"))
+@pytest.mark.parametrize(
+    "make",
+    [
+        _partial_list,
+        _callable_object_closure,
+        _module_forward_closure,
+        _closure_set,
+        _mutable_default,
+        _hook_closure_list,
+    ],
+    ids=lambda m: m.__name__.strip("_"),
+)
 def test_side_effect_is_kept(make):
     compiled_state, eager_state = _run_twice(make)
     assert compiled_state == eager_state and eager_state

@@ -56,7 +56,7 @@ def variables_imports(folder: Path) -> tuple[dict[str, set[str]], list[str], lis
                 if target == f"{PACKAGE}.translator":
                     upward.append(f"{name}.py:{node.lineno}")
                 prefix = f"{PACKAGE}.variables."
-                sibling = target[len(prefix):] if target.startswith(prefix) else None
+                sibling = target[len(prefix) :] if target.startswith(prefix) else None
                 if sibling in names and sibling != name:
                     graph[name].add(sibling)
                     if id(node) not in top_level:
@@ -89,11 +89,22 @@ def test_variables_modules_import_each_other_in_one_direction() -> None:
     graph, nested, upward = variables_imports(VARIABLES_DIR)
     assert len(graph) >= 15 and sum(map(len, graph.values())) >= 30  # the parser reads them
     found = circle(graph)
-    assert found is None, "variables/ modules import each other in a circle: " + " -> ".join(found or [])
+    assert found is None, "variables/ modules import each other in a circle: " + " -> ".join(
+        found or []
+    )
     assert not nested, "imports of a sibling inside a function or class: " + "; ".join(nested)
     assert not upward, "variables/ imports the translator: " + "; ".join(upward)
     # the family files sit below the cross-family modules, never the other way round
-    for family in ("base", "containers", "tensors", "functions", "objects", "modules", "ctx", "generators"):
+    for family in (
+        "base",
+        "containers",
+        "tensors",
+        "functions",
+        "objects",
+        "modules",
+        "ctx",
+        "generators",
+    ):
         for policy in ("calls", "classes", "operators", "builtins"):
             assert not reaches(graph, family, policy), f"{family} reaches {policy}"
     assert graph["base"] == set()

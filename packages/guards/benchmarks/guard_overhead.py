@@ -36,9 +36,18 @@ def main() -> None:
     x, y = torch.randn(8), torch.randn(8)
     X, Y = LocalSource("x"), LocalSource("y")
     sig = inspect.signature(fn)
-    tensors = compile_guards([TensorMatch.from_tensor(X, x), TensorMatch.from_tensor(Y, y)], signature=sig, f_globals=globals())
+    tensors = compile_guards(
+        [TensorMatch.from_tensor(X, x), TensorMatch.from_tensor(Y, y)],
+        signature=sig,
+        f_globals=globals(),
+    )
     full = compile_guards(
-        [TensorMatch.from_tensor(X, x), TensorMatch.from_tensor(Y, y), GlobalStateMatch.capture(), StorageAliasMatch(X, Y, False)],
+        [
+            TensorMatch.from_tensor(X, x),
+            TensorMatch.from_tensor(Y, y),
+            GlobalStateMatch.capture(),
+            StorageAliasMatch(X, Y, False),
+        ],
         signature=sig,
         f_globals=globals(),
     )

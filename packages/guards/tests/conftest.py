@@ -10,7 +10,9 @@ def build(fn, guards, closure=None):
     """Compile ``guards`` against ``fn``'s signature, globals and (optionally) closure cells."""
     if closure is None and fn.__closure__:
         closure = dict(zip(fn.__code__.co_freevars, fn.__closure__))
-    return compile_guards(guards, signature=inspect.signature(fn), f_globals=fn.__globals__, closure=closure)
+    return compile_guards(
+        guards, signature=inspect.signature(fn), f_globals=fn.__globals__, closure=closure
+    )
 
 
 def expect_pass(cg, *args, **kwargs):

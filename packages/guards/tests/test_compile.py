@@ -116,7 +116,10 @@ def test_parameter_binding_defaults_varargs_kwargs(h):
         TypeMatch(LocalSource("a"), int),
     ]
     cg = h.build(f, guards)
-    assert "def ___guard_check(a, b=___default_b, /, c=___default_c, *rest, scale=___default_scale, flag, **extra)" in cg.source
+    assert (
+        "def ___guard_check(a, b=___default_b, /, c=___default_c, *rest, scale=___default_scale, flag, **extra)"
+        in cg.source
+    )
     h.expect_pass(cg, 1, flag=True, z=0)
     h.expect_pass(cg, 1, 2, 3, flag=True, z=0)
     h.expect_fail(cg, "L['b']: expected 2, got 7", 1, 7, flag=True, z=0)
@@ -136,23 +139,33 @@ def test_items_of_varargs_and_kwargs(h):
 
     x = torch.randn(2, 3)
     guards = [
-        TensorMatch.from_tensor(__import__("torchkiln_guards").ItemSource(LocalSource("args"), 0), x),
-        ConstantMatch(__import__("torchkiln_guards").ItemSource(LocalSource("kwargs"), "mode"), "fast"),
+        TensorMatch.from_tensor(
+            __import__("torchkiln_guards").ItemSource(LocalSource("args"), 0), x
+        ),
+        ConstantMatch(
+            __import__("torchkiln_guards").ItemSource(LocalSource("kwargs"), "mode"), "fast"
+        ),
     ]
     cg = h.build(f, guards)
     h.expect_pass(cg, torch.randn(2, 3), mode="fast")
-    h.expect_fail(cg, "L['kwargs']['mode']: expected 'fast', got 'slow'", torch.randn(2, 3), mode="slow")
+    h.expect_fail(
+        cg, "L['kwargs']['mode']: expected 'fast', got 'slow'", torch.randn(2, 3), mode="slow"
+    )
     failure = h.expect_fail(cg, None, mode="fast")
     assert failure.expr == "L['args'][0]" and "IndexError" in str(failure)
 
 
 def test_unguardable_local_and_missing_cell_raise_typed_errors():
     with pytest.raises(UnguardableSourceError, match="not a parameter"):
-        compile_guards([ConstantMatch(LocalSource("tmp"), 1)], signature=inspect.signature(add), f_globals={})
+        compile_guards(
+            [ConstantMatch(LocalSource("tmp"), 1)], signature=inspect.signature(add), f_globals={}
+        )
     from torchkiln_guards import ClosureSource, GuardCompileError
 
     with pytest.raises(GuardCompileError, match="closure cell"):
-        compile_guards([ConstantMatch(ClosureSource("n"), 1)], signature=inspect.signature(add), f_globals={})
+        compile_guards(
+            [ConstantMatch(ClosureSource("n"), 1)], signature=inspect.signature(add), f_globals={}
+        )
 
 
 def test_errors_while_checking_fail_never_raise(h):
@@ -166,7 +179,13 @@ def test_errors_while_checking_fail_never_raise(h):
     def f(m):
         return m
 
-    cg = h.build(f, [ModuleTrainingMatch(LocalSource("m"), True), ConstantMatch(GlobalSource("missing_name"), 1)])
+    cg = h.build(
+        f,
+        [
+            ModuleTrainingMatch(LocalSource("m"), True),
+            ConstantMatch(GlobalSource("missing_name"), 1),
+        ],
+    )
     failure = h.expect_fail(cg, None, Broken())
     assert "RuntimeError: boom" in str(failure)
     failure = h.expect_fail(cg, None, torch.nn.ReLU())
@@ -210,9 +229,14 @@ def test_fast_check_and_explain_agree_on_random_inputs(h):
         ok = cg.check(a, b)
         assert ok is (cg.explain_failure(a, b) is None)
         assert ok is (
-            a.shape == (4, 4) and a.dtype == torch.float32 and a.stride() == (4, 1)
-            and not a.requires_grad and b.shape[0] == 4 and b.dtype == torch.float32
-            and b.is_contiguous() and not b.requires_grad
+            a.shape == (4, 4)
+            and a.dtype == torch.float32
+            and a.stride() == (4, 1)
+            and not a.requires_grad
+            and b.shape[0] == 4
+            and b.dtype == torch.float32
+            and b.is_contiguous()
+            and not b.requires_grad
         )
 
 
@@ -244,11 +268,16 @@ def test_parameters_shadowing_builtins(h):
         DictKeysMatch(LocalSource("tuple"), ("a",)),
         ConstantMatch(LocalSource("max"), float("nan")),
         ConstantMatch(LocalSource("float"), 0.5),
-        ShapeGuard(sympy.Eq(sympy.Max(s0, s1), 6), {s0: (LocalSource("type"), 0), s1: (LocalSource("type"), 1)}),
+        ShapeGuard(
+            sympy.Eq(sympy.Max(s0, s1), 6),
+            {s0: (LocalSource("type"), 0), s1: (LocalSource("type"), 1)},
+        ),
     ]
     cg = h.build(f, guards)
     h.expect_pass(cg, torch.randn(3, 6), [1, 2], {"a": 1}, float("nan"))
-    h.expect_fail(cg, "len(L['len']): expected 2, got 1", torch.randn(3, 6), [1], {"a": 1}, float("nan"))
+    h.expect_fail(
+        cg, "len(L['len']): expected 2, got 1", torch.randn(3, 6), [1], {"a": 1}, float("nan")
+    )
     h.expect_fail(cg, "L['max']: expected nan, got 1.0", torch.randn(3, 6), [1, 2], {"a": 1}, 1.0)
     h.expect_fail(cg, None, torch.randn(7, 6), [1, 2], {"a": 1}, float("nan"))
     assert f(x, 1, 2, 3) is x
@@ -265,7 +294,10 @@ def test_a_slice_item_source_is_hashable_and_guarded():
     def f(t):
         return t
 
-    guards = compile_guards([LengthMatch(src, 2), ConstantMatch(ItemSource(src, 0), 5)],
-                            signature=inspect.signature(f), f_globals={})
+    guards = compile_guards(
+        [LengthMatch(src, 2), ConstantMatch(ItemSource(src, 0), 5)],
+        signature=inspect.signature(f),
+        f_globals={},
+    )
     assert guards.check((1, 5, 7))
     assert not guards.check((1, 6, 7)) and not guards.check((1, 5))

@@ -58,7 +58,9 @@ def test_a_misspelt_name_fails_the_guard_compile_loudly(monkeypatch):
     monkeypatch.setenv("TORCHKILN_LOGS", "gaurds")
     with pytest.raises(UnknownLogName, match="gaurds"):
         compile_guards(
-            [TensorMatch.from_tensor(LocalSource("x"), x)], signature=inspect.signature(f), f_globals={}
+            [TensorMatch.from_tensor(LocalSource("x"), x)],
+            signature=inspect.signature(f),
+            f_globals={},
         )
 
 

@@ -57,7 +57,10 @@ def test_module_list_item_attr(h):
         return x
 
     src = AttrSource(ItemSource(AttrSource(LocalSource("self"), "layers"), 3), "training")
-    cg = h.build(forward, [ModuleTrainingMatch(ItemSource(AttrSource(LocalSource("self"), "layers"), 3), True)])
+    cg = h.build(
+        forward,
+        [ModuleTrainingMatch(ItemSource(AttrSource(LocalSource("self"), "layers"), 3), True)],
+    )
     x = torch.randn(2)
     h.expect_pass(cg, model, x)
     model.layers[3].eval()

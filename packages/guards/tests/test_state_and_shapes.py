@@ -30,7 +30,9 @@ def test_global_state_default_dtype_and_deterministic(h):
     old = torch.get_default_dtype()
     torch.set_default_dtype(torch.float64)
     try:
-        h.expect_fail(cg, "torch.get_default_dtype(): expected torch.float32, got torch.float64", x, y)
+        h.expect_fail(
+            cg, "torch.get_default_dtype(): expected torch.float32, got torch.float64", x, y
+        )
     finally:
         torch.set_default_dtype(old)
     was = torch.are_deterministic_algorithms_enabled()
@@ -54,7 +56,10 @@ def test_global_state_autocast_and_function_modes(h):
         h.expect_pass(inside, x, y)
     with torch.autocast("cpu", dtype=torch.float16):
         h.expect_fail(
-            inside, "torch.get_autocast_dtype('cpu'): expected torch.bfloat16, got torch.float16", x, y
+            inside,
+            "torch.get_autocast_dtype('cpu'): expected torch.bfloat16, got torch.float16",
+            x,
+            y,
         )
     with TorchFunctionMode():
         h.expect_fail(cg, "len(torch function mode stack): expected 0, got 1", x, y)
@@ -125,7 +130,15 @@ def test_shape_guard_operands_of_floordiv_and_mod_keep_their_products(h):
     y = torch.randn(1)
     for rel in relations:
         cg = h.build(f, [ShapeGuard(rel, syms)])
-        for sizes in [(2, 8, 8), (2, 12, 8), (3, 24, 8), (2, 5, 7), (4, 9, 3), (2, 7, 6), (1, 3, 5)]:
+        for sizes in [
+            (2, 8, 8),
+            (2, 12, 8),
+            (3, 24, 8),
+            (2, 5, 7),
+            (4, 9, 3),
+            (2, 7, 6),
+            (1, 3, 5),
+        ]:
             holds = bool(rel.xreplace({s: sympy.Integer(v) for s, v in zip((s0, s1, s2), sizes)}))
             x = torch.randn(*sizes)
             if holds:
@@ -156,16 +169,33 @@ def test_storage_alias_groups(h):
     cg = h.build(f, [StorageAliasGroups.from_tensors(srcs, [base, base[0], torch.randn(4)])])
     other = torch.randn(4, 4)
     h.expect_pass(cg, other, other.t(), torch.randn(4))
-    h.expect_fail(cg, "L['y'] shares a storage with: expected L['x'], got no earlier input",
-                  other, torch.randn(4), torch.randn(4))
-    h.expect_fail(cg, "L['z'] shares a storage with: expected no earlier input, got L['x']",
-                  other, other[1], other[2])
+    h.expect_fail(
+        cg,
+        "L['y'] shares a storage with: expected L['x'], got no earlier input",
+        other,
+        torch.randn(4),
+        torch.randn(4),
+    )
+    h.expect_fail(
+        cg,
+        "L['z'] shares a storage with: expected no earlier input, got L['x']",
+        other,
+        other[1],
+        other[2],
+    )
     # nothing shared: any sharing fails, including overlapping slices of one buffer
-    cg = h.build(f, [StorageAliasGroups.from_tensors(srcs, [torch.randn(3), torch.randn(3), torch.randn(3)])])
+    cg = h.build(
+        f, [StorageAliasGroups.from_tensors(srcs, [torch.randn(3), torch.randn(3), torch.randn(3)])]
+    )
     buf = torch.randn(9)
     h.expect_pass(cg, buf[:3], torch.randn(3), torch.randn(3))
-    h.expect_fail(cg, "L['y'] shares a storage with: expected no earlier input, got L['x']",
-                  buf[:3], buf[2:5], torch.randn(3))
+    h.expect_fail(
+        cg,
+        "L['y'] shares a storage with: expected no earlier input, got L['x']",
+        buf[:3],
+        buf[2:5],
+        torch.randn(3),
+    )
 
 
 def test_storage_alias_groups_of_two(h):
@@ -180,10 +210,16 @@ def test_storage_alias_groups_of_two(h):
     apart = h.build(f, [StorageAliasGroups.from_tensors(srcs, [base, torch.randn(3, 3)])])
     other = torch.randn(3, 3)
     h.expect_pass(shared, other, other[1:])
-    h.expect_fail(shared, "L['y'] shares a storage with: expected L['x'], got no earlier input",
-                  other, torch.randn(3))
+    h.expect_fail(
+        shared,
+        "L['y'] shares a storage with: expected L['x'], got no earlier input",
+        other,
+        torch.randn(3),
+    )
     h.expect_pass(apart, other, torch.randn(3))
     h.expect_fail(apart, None, other, other)
+
+
 def test_shape_guard_over_a_stride(h):
     """A dynamic input sliced with a step has a stride symbol no size shows: the guard reads it."""
     s0, s1 = sympy.symbols("s0 s1", integer=True, positive=True)

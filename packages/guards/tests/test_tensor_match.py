@@ -26,15 +26,27 @@ def test_same_properties_fresh_values_pass(h):
 @pytest.mark.parametrize(
     "make, reason",
     [
-        (lambda: torch.randn(4, 8, dtype=torch.float16), "L['x'].dtype: expected torch.float32, got torch.float16"),
+        (
+            lambda: torch.randn(4, 8, dtype=torch.float16),
+            "L['x'].dtype: expected torch.float32, got torch.float16",
+        ),
         (lambda: torch.randn(5, 8), "L['x'].size()[0]: expected 4, got 5"),
         (lambda: torch.randn(4, 9), "L['x'].size()[1]: expected 8, got 9"),
         (lambda: torch.randn(4, 8, 1), "L['x'].dim(): expected 2, got 3"),
         (lambda: torch.randn(8, 4).t(), "L['x'].stride()[0]: expected 8, got 1"),
         (lambda: torch.randn(33)[1:].view(4, 8), "L['x'].storage_offset(): expected 0, got 1"),
-        (lambda: torch.randn(4, 8, requires_grad=True), "L['x'].requires_grad: expected False, got True"),
-        (lambda: torch.randn(4, 8, device="meta"), "L['x'].device: expected torch.device('cpu'), got torch.device('meta')"),
-        (lambda: torch.nn.Parameter(torch.randn(4, 8)), "type(L['x']): expected torch.Tensor, got torch.nn.Parameter"),
+        (
+            lambda: torch.randn(4, 8, requires_grad=True),
+            "L['x'].requires_grad: expected False, got True",
+        ),
+        (
+            lambda: torch.randn(4, 8, device="meta"),
+            "L['x'].device: expected torch.device('cpu'), got torch.device('meta')",
+        ),
+        (
+            lambda: torch.nn.Parameter(torch.randn(4, 8)),
+            "type(L['x']): expected torch.Tensor, got torch.nn.Parameter",
+        ),
         (lambda: [1.0] * 32, "type(L['x']): expected torch.Tensor, got list"),
         (lambda: None, "type(L['x']): expected torch.Tensor, got NoneType"),
     ],
@@ -51,7 +63,11 @@ def test_parameter_and_subclass_exact_type(h):
     p = torch.nn.Parameter(torch.randn(3))
     cg = _cg(h, p)
     h.expect_pass(cg, torch.nn.Parameter(torch.randn(3)))
-    h.expect_fail(cg, "type(L['x']): expected torch.nn.Parameter, got torch.Tensor", torch.randn(3, requires_grad=True))
+    h.expect_fail(
+        cg,
+        "type(L['x']): expected torch.nn.Parameter, got torch.Tensor",
+        torch.randn(3, requires_grad=True),
+    )
     sub = torch.randn(3).as_subclass(MyTensor)
     cg = _cg(h, sub)
     assert cg.guards[0].dispatch_keys is not None  # subclasses pin their dispatch keys

@@ -69,8 +69,18 @@ def test_id_match(h):
         (0.0, 0.0, -0.0, "L['v']: expected 0.0, got -0.0"),
         (-0.0, -0.0, 0.0, "L['v']: expected -0.0, got 0.0"),
         (float("nan"), float("nan"), 0.0, "L['v']: expected nan, got 0.0"),
-        (float("nan"), float("nan"), -float("nan"), "L['v']: expected nan, got nan [the sign bits differ]"),
-        (-float("nan"), -float("nan"), float("nan"), "L['v']: expected nan, got nan [the sign bits differ]"),
+        (
+            float("nan"),
+            float("nan"),
+            -float("nan"),
+            "L['v']: expected nan, got nan [the sign bits differ]",
+        ),
+        (
+            -float("nan"),
+            -float("nan"),
+            float("nan"),
+            "L['v']: expected nan, got nan [the sign bits differ]",
+        ),
         ((0.0, 1), (0.0, 1), (-0.0, 1), "L['v']: expected (0.0, 1), got (-0.0, 1)"),
         ((float("nan"), 1), (float("nan"), 1), (1.0, 1), "L['v']: expected (nan, 1), got (1.0, 1)"),
         (complex(0.0, -0.0), complex(0.0, -0.0), complex(0.0, 0.0), "L['v']: expected -0j, got 0j"),
@@ -79,9 +89,18 @@ def test_id_match(h):
         ((1, 2), (1, 2), (1, 3), "L['v']: expected (1, 2), got (1, 3)"),
         ((1, 2), (1, 2), [1, 2], "L['v']: expected (1, 2), got [1, 2]"),
         (Color.RED, Color.RED, Color.BLUE, "L['v']: expected Color.RED, got Color.BLUE"),
-        (torch.float32, torch.float32, torch.float16, "L['v']: expected torch.float32, got torch.float16"),
-        (torch.device("cpu"), torch.device("cpu"), torch.device("meta"),
-         "L['v']: expected torch.device('cpu'), got torch.device('meta')"),
+        (
+            torch.float32,
+            torch.float32,
+            torch.float16,
+            "L['v']: expected torch.float32, got torch.float16",
+        ),
+        (
+            torch.device("cpu"),
+            torch.device("cpu"),
+            torch.device("meta"),
+            "L['v']: expected torch.device('cpu'), got torch.device('meta')",
+        ),
         (None, None, 0, "L['v']: expected None, got 0"),
     ],
 )
@@ -115,7 +134,9 @@ def test_length_and_dict_keys(h):
     h.expect_fail(cg, "len(L['v']): expected 2, got 3", [x, x, x], x)
     cg = h.build(g, [DictKeysMatch(V, ("a", "b"))])
     h.expect_pass(cg, {"a": 1, "b": x}, x)
-    h.expect_fail(cg, "tuple(L['v'].keys()): expected ('a', 'b'), got ('b', 'a')", {"b": 1, "a": 2}, x)
+    h.expect_fail(
+        cg, "tuple(L['v'].keys()): expected ('a', 'b'), got ('b', 'a')", {"b": 1, "a": 2}, x
+    )
     h.expect_fail(cg, "tuple(L['v'].keys()): expected ('a', 'b'), got ('a',)", {"a": 1}, x)
     cg = h.build(g, [DictKeysMatch(V, (Color.RED, 3))])
     h.expect_pass(cg, {Color.RED: 0, 3: 1}, x)
@@ -187,6 +208,7 @@ def test_module_hooks_compare_the_hooks_not_their_handle_ids(h):
     """A module made anew on each call, with the same hook registered on it, holds the same hooks
     under new handle ids: the guard passes. Another hook, another order, or the same hook taking
     kwargs fails it."""
+
     def make(*hooks, **kw):
         m = torch.nn.ReLU()
         for hook in hooks:
@@ -224,7 +246,10 @@ def test_closure_cell_match(h):
     def f(x):
         return act(x) * n
 
-    guards = [ClosureCellMatch(ClosureSource("n"), 4), ClosureCellMatch(ClosureSource("act"), torch.relu)]
+    guards = [
+        ClosureCellMatch(ClosureSource("n"), 4),
+        ClosureCellMatch(ClosureSource("act"), torch.relu),
+    ]
     cg = h.build(f, guards)
     x = torch.randn(5)
     torch.testing.assert_close(f(x), torch.relu(x) * 4)

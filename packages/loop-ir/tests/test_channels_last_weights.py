@@ -46,7 +46,9 @@ def test_entry_dies_with_its_weight():
     assert key in CL._WEIGHTS
     del w
     gc.collect()
-    assert key not in CL._WEIGHTS or CL._WEIGHTS[key][0]() is not None  # a new tensor may reuse the id
+    assert (
+        key not in CL._WEIGHTS or CL._WEIGHTS[key][0]() is not None
+    )  # a new tensor may reuse the id
 
 
 def test_conv_channels_last_matches_eager():
@@ -55,5 +57,7 @@ def test_conv_channels_last_matches_eager():
     torch.testing.assert_close(out, F.conv2d(x, w, stride=2, padding=1), atol=1e-4, rtol=1e-4)
     with torch.no_grad():
         w.add_(1)
-    out = CL._conv_channels_last(x, w, [2, 2], [1, 1], [1, 1], 1)  # the changed weight, not the cached one
+    out = CL._conv_channels_last(
+        x, w, [2, 2], [1, 1], [1, 1], 1
+    )  # the changed weight, not the cached one
     torch.testing.assert_close(out, F.conv2d(x, w, stride=2, padding=1), atol=1e-4, rtol=1e-4)

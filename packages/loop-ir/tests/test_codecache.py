@@ -41,8 +41,18 @@ def _builder(payload: bytes, calls: list[int]):
     return build
 
 
-@pytest.mark.parametrize("damage", ["truncated", "zeroed", "swapped", "garbage", "missing file",
-                                    "missing manifest", "bad manifest"])
+@pytest.mark.parametrize(
+    "damage",
+    [
+        "truncated",
+        "zeroed",
+        "swapped",
+        "garbage",
+        "missing file",
+        "missing manifest",
+        "bad manifest",
+    ],
+)
 def test_a_damaged_entry_is_rebuilt(tmp_path, damage):
     cache = CodeCache(tmp_path / "kind")
     payload = random.Random(0).randbytes(5000)
@@ -116,7 +126,9 @@ def test_source_module_runs_only_verified_source(tmp_path):
     source = "VALUE = 6 * 7\n\ndef make():\n    return VALUE\n"
     module, path = source_module(cache, source, "wrapper.py", "test_codecache_")
     assert module.make() == 42 and path.read_text() == source and path.name == "wrapper.py"
-    assert source_module(cache, source, "wrapper.py", "test_codecache_")[0] is module  # once per process
+    assert (
+        source_module(cache, source, "wrapper.py", "test_codecache_")[0] is module
+    )  # once per process
     # damaged on disk (another process's view): the next load rebuilds it before running it
     codecache._modules.clear()
     path.write_text("VALUE = 0\ndef make():\n    return VALUE\n")
@@ -140,7 +152,9 @@ def test_write_atomic_replaces_whole_files(tmp_path):
 
 
 def _entry_of(cache: CodeCache, key: str, size: int, used: float) -> None:
-    cache.get_or_build(key, lambda tmp: (tmp / "lib.bin").write_bytes(random.Random(key).randbytes(size)))
+    cache.get_or_build(
+        key, lambda tmp: (tmp / "lib.bin").write_bytes(random.Random(key).randbytes(size))
+    )
     os.utime(cache.entry_dir(key), (used, used))
 
 
@@ -171,7 +185,10 @@ def test_eviction_runs_after_builds_and_spares_the_new_and_busy_entries(tmp_path
     assert cache.evict() == ["busy"]
     # one lock file per key prefix, never one per key
     assert sorted(p.name for p in cache.directory.iterdir() if p.name.endswith(".lock")) == [
-        "bu.lock", "ne.lock", "ol.lock"]
+        "bu.lock",
+        "ne.lock",
+        "ol.lock",
+    ]
 
 
 def test_cache_size_limit_from_the_environment(monkeypatch):

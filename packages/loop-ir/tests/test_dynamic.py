@@ -15,7 +15,11 @@ def test_symbolic_shapes_run_at_new_sizes():
     gm = make_fx(f, decomposition_table=L.decompositions(), tracing_mode="symbolic")(x, y)
     cg = L.compile_graph(gm, [x, y], L.ReferenceBackend())
     assert cg.scheduled.size_symbols and all(k.size_args for k in cg.kernel_specs)
-    for xx, yy in [(x, y), (torch.randn(5, 12), torch.randn(12)), (torch.randn(1, 1), torch.randn(1))]:
+    for xx, yy in [
+        (x, y),
+        (torch.randn(5, 12), torch.randn(12)),
+        (torch.randn(1, 1), torch.randn(1)),
+    ]:
         for got, want in zip(cg(xx, yy), f(xx, yy)):
             torch.testing.assert_close(got, want, atol=1e-5, rtol=1e-5)
 

@@ -14,8 +14,13 @@ aten = torch.ops.aten
 
 
 def _spec(size, stride):
-    return BufferSpec("out", torch.float32, torch.device("cpu"),
-                      tuple(map(sympy.sympify, size)), tuple(map(sympy.sympify, stride)))
+    return BufferSpec(
+        "out",
+        torch.float32,
+        torch.device("cpu"),
+        tuple(map(sympy.sympify, size)),
+        tuple(map(sympy.sympify, stride)),
+    )
 
 
 def test_result_with_other_strides_is_copied_into_the_expected_layout():
@@ -41,24 +46,32 @@ def test_result_in_the_expected_layout_is_not_copied():
 def test_single_element_result_keeps_its_strides():
     a, b = torch.randn(1, 5), torch.randn(5, 1)
     step = ExternCall(aten.mm.default, (BufferRef("a"), BufferRef("b")), {}, ("out",))
-    (out,) = make_extern(step, [_spec((1, 1), (7, 7))])(a, b)  # strides of one element do not matter
+    (out,) = make_extern(step, [_spec((1, 1), (7, 7))])(
+        a, b
+    )  # strides of one element do not matter
     torch.testing.assert_close(out, a @ b)
 
 
 def test_constant_and_symbolic_arguments():
     x = torch.randn(6, 4)
-    step = ExternCall(aten.sum.dim_IntList, (BufferRef("x"), [sympy.Integer(1)]), {"keepdim": True}, ("out",))
+    step = ExternCall(
+        aten.sum.dim_IntList, (BufferRef("x"), [sympy.Integer(1)]), {"keepdim": True}, ("out",)
+    )
     (out,) = make_extern(step, [_spec((6, 1), (1, 1))])(x)
     torch.testing.assert_close(out, x.sum(1, keepdim=True))
     s0 = sympy.Symbol("s0", integer=True, positive=True)
-    step = ExternCall(aten.new_zeros.default, (BufferRef("x"), [s0, sympy.Integer(3)]), {}, ("out",))
+    step = ExternCall(
+        aten.new_zeros.default, (BufferRef("x"), [s0, sympy.Integer(3)]), {}, ("out",)
+    )
     (out,) = make_extern(step)(x, 5)
     assert out.shape == (5, 3) and not out.any()
 
 
 def test_multiple_outputs_each_relaid_out():
     x = torch.randn(6, 4)
-    step = ExternCall(aten.var_mean.correction, (BufferRef("x"), [0]), {"keepdim": True}, ("var", "mean"))
+    step = ExternCall(
+        aten.var_mean.correction, (BufferRef("x"), [0]), {"keepdim": True}, ("var", "mean")
+    )
     var, mean = make_extern(step, [None, _spec((1, 4), (1, 1))])(x)
     ref_var, ref_mean = torch.var_mean(x, 0, keepdim=True)
     torch.testing.assert_close(var, ref_var)
@@ -87,9 +100,18 @@ def test_a_python_callable_result_is_flattened_and_counted():
 def test_fallback_of_data_dependent_size_is_refused():
     x = torch.tensor([0.0, 1.0, 0.0, 2.0])
     step = ExternCall(aten.nonzero.default, (BufferRef("x"),), {}, ("out",), kind="fallback")
-    call = make_extern(step, [BufferSpec("out", torch.int64, torch.device("cpu"),
-                                         (sympy.Integer(2), sympy.Integer(1)),
-                                         (sympy.Integer(1), sympy.Integer(1)))])
+    call = make_extern(
+        step,
+        [
+            BufferSpec(
+                "out",
+                torch.int64,
+                torch.device("cpu"),
+                (sympy.Integer(2), sympy.Integer(1)),
+                (sympy.Integer(1), sympy.Integer(1)),
+            )
+        ],
+    )
     (out,) = call(x)
     assert torch.equal(out, torch.nonzero(x))
     with pytest.raises(L.OutputShapeChanged, match="depends on the data"):
@@ -108,6 +130,8 @@ def test_symbolic_layout_relaid_out_from_the_result_size():
 
 def test_scalar_result_comes_back_as_one_value():
     x = torch.tensor([3.5])
-    step = ExternCall(aten._local_scalar_dense.default, (BufferRef("x"),), {}, ("",), scalars=("u0",))
+    step = ExternCall(
+        aten._local_scalar_dense.default, (BufferRef("x"),), {}, ("",), scalars=("u0",)
+    )
     (value,) = make_extern(step, [None])(x)
     assert value == 3.5 and isinstance(value, float)

@@ -35,7 +35,9 @@ def test_without_reduction_broadcast_reduction_softmax_splits(check):
     caps = L.BackendCapabilities(reduction_broadcast_reduction=False)
     backend = L.ReferenceBackend(capabilities=caps)
     x, r = torch.randn(5, 17), torch.randn(5, 17)
-    cg = check(lambda x, r: (torch.softmax(x, -1) + r,), x, r, backend=backend, atol=1e-5, rtol=1e-5)
+    cg = check(
+        lambda x, r: (torch.softmax(x, -1) + r,), x, r, backend=backend, atol=1e-5, rtol=1e-5
+    )
     # max, then sum(exp(x - max)) reads the broadcast max, then the division: three kernels
     assert cg.num_kernels == 3
     for k in cg.kernel_specs:
@@ -44,12 +46,28 @@ def test_without_reduction_broadcast_reduction_softmax_splits(check):
 
 def test_max_fusions_zero_gives_one_kernel_per_buffer(check):
     x, r, w, b = torch.randn(4, 9), torch.randn(4, 9), torch.randn(9), torch.randn(9)
-    cg = check(_layernorm_gelu_residual, x, r, w, b, options=L.LoopIROptions(max_fusions=0),
-               atol=1e-5, rtol=1e-5)
+    cg = check(
+        _layernorm_gelu_residual,
+        x,
+        r,
+        w,
+        b,
+        options=L.LoopIROptions(max_fusions=0),
+        atol=1e-5,
+        rtol=1e-5,
+    )
     realized = [n for n in cg.graph_ir.nodes if hasattr(n, "data")]
     assert cg.num_kernels == len(realized) == 4
-    one = check(_layernorm_gelu_residual, x, r, w, b, options=L.LoopIROptions(max_fusions=1),
-                atol=1e-5, rtol=1e-5)
+    one = check(
+        _layernorm_gelu_residual,
+        x,
+        r,
+        w,
+        b,
+        options=L.LoopIROptions(max_fusions=1),
+        atol=1e-5,
+        rtol=1e-5,
+    )
     assert one.num_kernels == 3
 
 
@@ -64,7 +82,9 @@ def test_reductions_over_different_dims_are_not_fused_with_reason(trace):
     gm = trace(lambda x: (x.sum(0), x.sum(1)), x)
     graph = L.lower(gm, [x])
     outputs = {o.name for o in graph.outputs}
-    sched = Scheduler(eliminate_dead_code(graph.nodes, outputs), L.ReferenceBackend().capabilities, outputs)
+    sched = Scheduler(
+        eliminate_dead_code(graph.nodes, outputs), L.ReferenceBackend().capabilities, outputs
+    )
     a, b = sched.groups
     decision = sched.can_fuse(a, b)
     assert not decision and "different" in decision.reason
@@ -76,11 +96,17 @@ def test_cycle_through_extern_is_refused(trace):
     gm = trace(lambda x, m: ((((x * 2).sin() @ m) + (x * 2).sin()).cos(), (x * 2).sin() + 1), x, m)
     graph = L.lower(gm, [x, m])
     outputs = {o.name for o in graph.outputs}
-    sched = Scheduler(eliminate_dead_code(graph.nodes, outputs), L.ReferenceBackend().capabilities, outputs)
+    sched = Scheduler(
+        eliminate_dead_code(graph.nodes, outputs), L.ReferenceBackend().capabilities, outputs
+    )
     kernels = [g for g in sched.groups if not g.is_extern]
     first = kernels[0]
     after = [g for g in kernels if g is not first and any("buf" in n for n in g.read_names)]
-    cyc = [g for g in after if sched.can_fuse(first, g).reason.startswith("fusing would create a cycle")]
+    cyc = [
+        g
+        for g in after
+        if sched.can_fuse(first, g).reason.startswith("fusing would create a cycle")
+    ]
     assert cyc
 
 
@@ -89,7 +115,11 @@ def test_graph_ir_prints_buffers_layouts_and_ops(trace):
     gm = trace(lambda x: ((x.exp() + 1).sum(1),), x)
     text = str(L.lower(gm, [x]))
     assert "ComputedBuffer FixedLayout(cpu, float32, size=[3], stride=[1])" in text
-    assert "ops.load('x_1', r0 + 5*x0)" in text and "ops.exp(" in text and "realized because: reduction" in text
+    assert (
+        "ops.load('x_1', r0 + 5*x0)" in text
+        and "ops.exp(" in text
+        and "realized because: reduction" in text
+    )
 
 
 def test_reduction_over_leading_dim_fuses_with_its_pointwise_users(check):

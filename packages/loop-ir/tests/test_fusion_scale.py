@@ -46,7 +46,9 @@ def test_long_graph_schedules_in_near_linear_work_and_matches_eager(check, monke
         real_fuse(self, max_fusions)
         fused.append((time.perf_counter() - t0, len(self._group_of), self))
 
-    monkeypatch.setattr(S, "plan_group", lambda ns, caps: plans.append(len(ns)) or real_plan_group(ns, caps))
+    monkeypatch.setattr(
+        S, "plan_group", lambda ns, caps: plans.append(len(ns)) or real_plan_group(ns, caps)
+    )
     monkeypatch.setattr(S.Scheduler, "fuse", timed_fuse)
     x, r, ws = _inputs(blocks)
     check(lambda x, r, *ws: _deep(x, r, ws), x, r, *ws, atol=1e-4, rtol=1e-4)
@@ -67,8 +69,15 @@ def test_fuel_zero_is_one_kernel_per_buffer(trace, check):
     computed = [n for n in nodes if isinstance(n, ComputedBuffer)]
     assert len([g for g in sched.groups if not g.is_extern]) == len(computed)
     x, r, ws = _inputs(6)
-    cg = check(lambda x, r, *ws: _deep(x, r, ws), x, r, *ws, options=L.LoopIROptions(max_fusions=0),
-               atol=1e-4, rtol=1e-4)
+    cg = check(
+        lambda x, r, *ws: _deep(x, r, ws),
+        x,
+        r,
+        *ws,
+        options=L.LoopIROptions(max_fusions=0),
+        atol=1e-4,
+        rtol=1e-4,
+    )
     assert cg.num_kernels == len(computed)
 
 
@@ -84,10 +93,19 @@ def test_fuel_k_gives_the_first_k_fusions_of_the_unlimited_run(trace, check):
         assert sched.log == full.log[:k], k
         computed = [g for g in sched.groups if not g.is_extern]
         # each fusion merges two kernels into one
-        assert len(computed) == max(n_kernels, sum(isinstance(x, ComputedBuffer) for x in nodes) - k)
+        assert len(computed) == max(
+            n_kernels, sum(isinstance(x, ComputedBuffer) for x in nodes) - k
+        )
     x, r, ws = _inputs(6)
-    check(lambda x, r, *ws: _deep(x, r, ws), x, r, *ws, options=L.LoopIROptions(max_fusions=n // 2),
-          atol=1e-4, rtol=1e-4)
+    check(
+        lambda x, r, *ws: _deep(x, r, ws),
+        x,
+        r,
+        *ws,
+        options=L.LoopIROptions(max_fusions=n // 2),
+        atol=1e-4,
+        rtol=1e-4,
+    )
 
 
 def test_fusion_never_orders_a_reader_before_its_producer(trace):
@@ -125,8 +143,10 @@ def test_cycle_check_agrees_with_a_search_after_partial_fusion(trace):
         kernels = [g for g in sched.groups if not g.is_extern]
         checked = refused = 0
         for i, a in enumerate(kernels):
-            for b in kernels[i + 1:]:
-                expect = _reaches_through_another(sched, a, b) or _reaches_through_another(sched, b, a)
+            for b in kernels[i + 1 :]:
+                expect = _reaches_through_another(sched, a, b) or _reaches_through_another(
+                    sched, b, a
+                )
                 assert sched._creates_cycle(a, b) == expect, (k, a.names, b.names)
                 checked += 1
                 refused += expect
@@ -134,8 +154,10 @@ def test_cycle_check_agrees_with_a_search_after_partial_fusion(trace):
 
 
 def _plan_text(plan) -> list:
-    return [(kind, [(p.node.name, p.kind, p.reads, p.writes, p.xs_map, p.exprs) for p in ps])
-            for kind, ps in plan.stages] + [plan.xranges, plan.rranges]
+    return [
+        (kind, [(p.node.name, p.kind, p.reads, p.writes, p.xs_map, p.exprs) for p in ps])
+        for kind, ps in plan.stages
+    ] + [plan.xranges, plan.rranges]
 
 
 def test_remembered_node_accesses_equal_a_fresh_analysis(trace, check):
@@ -147,7 +169,9 @@ def test_remembered_node_accesses_equal_a_fresh_analysis(trace, check):
     sched.fuse()
     remembered = sum(len(n._accesses) for g in sched.groups if not g.is_extern for n in g.nodes)
     assert remembered > len([g for g in sched.groups if not g.is_extern])  # the cache was used
-    fresh = {n.name: S.SchedulerNode(n, i) for i, n in enumerate(nodes) if isinstance(n, ComputedBuffer)}
+    fresh = {
+        n.name: S.SchedulerNode(n, i) for i, n in enumerate(nodes) if isinstance(n, ComputedBuffer)
+    }
     caps = L.ReferenceBackend().capabilities
     for g in sched.groups:
         if g.is_extern:

@@ -46,7 +46,12 @@ SYMBOLS = (n, x0, x1, s0)
 
 def random_values(rng: random.Random) -> dict[sympy.Symbol, int]:
     # the symbols' assumptions hold (loop variables >= 0, sizes >= 1); n takes any sign
-    return {n: rng.randint(-60, 60), x0: rng.randint(0, 60), x1: rng.randint(0, 60), s0: rng.randint(1, 20)}
+    return {
+        n: rng.randint(-60, 60),
+        x0: rng.randint(0, 60),
+        x1: rng.randint(0, 60),
+        s0: rng.randint(1, 20),
+    }
 
 
 def reference(expr: sympy.Basic, values: dict[sympy.Symbol, int]) -> int:
@@ -76,7 +81,9 @@ class TruncatingPrinter(IndexPrinter):
         return f"tmod({a}, {b})"
 
 
-@pytest.mark.parametrize("printer", [PythonIndexPrinter(), TruncatingPrinter()], ids=["floor", "truncating"])
+@pytest.mark.parametrize(
+    "printer", [PythonIndexPrinter(), TruncatingPrinter()], ids=["floor", "truncating"]
+)
 @pytest.mark.parametrize("expr", EXPRESSIONS, ids=[str(e) for e in EXPRESSIONS])
 def test_printed_text_evaluates_like_sympy(printer, expr):
     code = compile(printer(expr), "<index>", "eval")
@@ -103,9 +110,18 @@ def test_non_negative_numerators_print_one_plain_division():
     assert "if" in printer(FloorDiv(x0 - 1, 2))
 
 
-@pytest.mark.parametrize("bad", [x0 / 2, sympy.Float(1.5) * x0, x0 ** -1, 2 ** x0, sympy.sin(x0),
-                                 FloorDiv(x0, -2, evaluate=False),
-                                 sympy.Piecewise((x0, x0 > 1), (x1, x1 > 2))])
+@pytest.mark.parametrize(
+    "bad",
+    [
+        x0 / 2,
+        sympy.Float(1.5) * x0,
+        x0**-1,
+        2**x0,
+        sympy.sin(x0),
+        FloorDiv(x0, -2, evaluate=False),
+        sympy.Piecewise((x0, x0 > 1), (x1, x1 > 2)),
+    ],
+)
 def test_what_is_not_integer_index_arithmetic_is_refused(bad):
     with pytest.raises(CodegenError, match="Python"):
         PythonIndexPrinter()(bad)

@@ -10,8 +10,19 @@ def test_embedding_gather_index_select(check):
     idx = torch.randint(0, 11, (3, 4))
     x = torch.randn(6, 7)
     g = torch.randint(0, 7, (6, 3))
-    check(lambda w, idx, x, g: (torch.nn.functional.embedding(idx, w), torch.gather(x, 1, g),
-                                torch.index_select(x, 1, g[0]), x[g[:, 0] % 6], x[:, g[0]]), w, idx, x, g)
+    check(
+        lambda w, idx, x, g: (
+            torch.nn.functional.embedding(idx, w),
+            torch.gather(x, 1, g),
+            torch.index_select(x, 1, g[0]),
+            x[g[:, 0] % 6],
+            x[:, g[0]],
+        ),
+        w,
+        idx,
+        x,
+        g,
+    )
 
 
 def test_negative_indices_wrap(check):
@@ -26,9 +37,20 @@ def test_scatter_add_and_index_put_are_lowered(check):
     src = torch.randn(7, 4)
     rows = torch.randint(-5, 5, (6,))
     vals = torch.randn(6, 4)
-    cg = check(lambda x, i, s, r, v: (x.scatter_add(0, i, s) * 2, torch.index_put(x, (r,), v, accumulate=True),
-                                      x.scatter(1, i[:5, :1] % 4, 3.0)),
-               x, idx, src, rows, vals, atol=1e-5, rtol=1e-5)
+    cg = check(
+        lambda x, i, s, r, v: (
+            x.scatter_add(0, i, s) * 2,
+            torch.index_put(x, (r,), v, accumulate=True),
+            x.scatter(1, i[:5, :1] % 4, 3.0),
+        ),
+        x,
+        idx,
+        src,
+        rows,
+        vals,
+        atol=1e-5,
+        rtol=1e-5,
+    )
     assert cg.fallbacks == []
 
 
@@ -38,16 +60,32 @@ def test_scatter_without_accumulation_is_lowered(check):
     x = torch.zeros(5, 4)
     idx = torch.tensor([[0, 1, 2, 3], [4, 3, 1, 0]])
     src = torch.randn(2, 4)
-    cg = check(lambda x, i, s: (x.scatter(0, i, s) + 1, x.scatter(1, i[:, :2] % 4, 7.0),
-                                torch.index_put(x, (i[0],), s[1] * 2)), x, idx, src)
+    cg = check(
+        lambda x, i, s: (
+            x.scatter(0, i, s) + 1,
+            x.scatter(1, i[:, :2] % 4, 7.0),
+            torch.index_put(x, (i[0],), s[1] * 2),
+        ),
+        x,
+        idx,
+        src,
+    )
     assert cg.fallbacks == []
 
 
 def test_scatter_forms_that_still_fall_back(check):
     x, idx, src = torch.randn(5, 4), torch.tensor([[0, 1, 2, 3], [4, 3, 1, 0]]), torch.randn(2, 4)
-    cg = check(lambda x, i, s: (x.scatter_reduce(0, i, s, "amax"),
-                                x.half().scatter_add(0, i, s.half()).float()), x, idx, src,
-               atol=1e-3, rtol=1e-3)
+    cg = check(
+        lambda x, i, s: (
+            x.scatter_reduce(0, i, s, "amax"),
+            x.half().scatter_add(0, i, s.half()).float(),
+        ),
+        x,
+        idx,
+        src,
+        atol=1e-3,
+        rtol=1e-3,
+    )
     assert sorted(cg.fallbacks) == ["aten.scatter_add", "aten.scatter_reduce.two"]
 
 
@@ -60,10 +98,19 @@ def test_layout_index_is_remembered_per_arguments_and_their_types():
     from torchkiln_loop_ir.ir import FixedLayout
 
     x0, x1 = sympy.symbols("x0 x1", integer=True, nonnegative=True)
-    a = FixedLayout(torch.device("cpu"), torch.float32, (sympy.Integer(4), sympy.Integer(5)),
-                    (sympy.Integer(5), sympy.Integer(1)))
-    b = FixedLayout(torch.device("cpu"), torch.float32, [sympy.Integer(4), sympy.Integer(5)],
-                    [sympy.Integer(1), sympy.Integer(4)], sympy.Integer(3))
+    a = FixedLayout(
+        torch.device("cpu"),
+        torch.float32,
+        (sympy.Integer(4), sympy.Integer(5)),
+        (sympy.Integer(5), sympy.Integer(1)),
+    )
+    b = FixedLayout(
+        torch.device("cpu"),
+        torch.float32,
+        [sympy.Integer(4), sympy.Integer(5)],
+        [sympy.Integer(1), sympy.Integer(4)],
+        sympy.Integer(3),
+    )
     for _ in range(2):
         assert a.index([x0, x1]) == 5 * x0 + x1
         assert b.index([x0, x1]) == x0 + 4 * x1 + 3

@@ -34,8 +34,12 @@ def _closure(buf: ComputedBuffer):
                 logical[d] = xs[k]
             xs = logical
         reduces = buf.is_reduction and any(s != 1 for s in buf.reduction_ranges)
-        store(full(buf.ranges, xs), full(buf.reduction_ranges, rs) if reduces
-              else [sympy.Integer(0)] * len(buf.reduction_ranges))
+        store(
+            full(buf.ranges, xs),
+            full(buf.reduction_ranges, rs)
+            if reduces
+            else [sympy.Integer(0)] * len(buf.reduction_ranges),
+        )
 
     return run
 
@@ -57,25 +61,43 @@ def _buffers(trace, fn, *inputs) -> list[ComputedBuffer]:
 def _other_indices(n: int, prefix: str, sizes) -> list[sympy.Expr]:
     """Indices a fused kernel might hand a node: each variable a flattened, re-split index."""
     k = [index_symbol(prefix, i) for i in range(n)]
-    return [ModularIndexing(3 * v + 1, 1, 1 << 20) if i % 2 else FloorDiv(v * 4, 2) + v
-            for i, v in enumerate(k)] if sizes else []
+    return (
+        [
+            ModularIndexing(3 * v + 1, 1, 1 << 20) if i % 2 else FloorDiv(v * 4, 2) + v
+            for i, v in enumerate(k)
+        ]
+        if sizes
+        else []
+    )
 
 
 CASES = {
-    "pointwise chain": (lambda x, y: ((x * 2 + y).sigmoid() - x.exp(),),
-                        lambda: (torch.randn(4, 6), torch.randn(4, 6))),
-    "broadcast and view": (lambda x, y: ((x.t() + y).reshape(3, 8) * 2,),
-                           lambda: (torch.randn(6, 4), torch.randn(1, 6))),
-    "softmax and var (welford)": (lambda x: (x.softmax(-1), x.var(-1, keepdim=True)),
-                                  lambda: (torch.randn(5, 33),)),
+    "pointwise chain": (
+        lambda x, y: ((x * 2 + y).sigmoid() - x.exp(),),
+        lambda: (torch.randn(4, 6), torch.randn(4, 6)),
+    ),
+    "broadcast and view": (
+        lambda x, y: ((x.t() + y).reshape(3, 8) * 2,),
+        lambda: (torch.randn(6, 4), torch.randn(1, 6)),
+    ),
+    "softmax and var (welford)": (
+        lambda x: (x.softmax(-1), x.var(-1, keepdim=True)),
+        lambda: (torch.randn(5, 33),),
+    ),
     "padding (masked)": (lambda x: (F.pad(x, (1, 2, 0, 1)) + 1,), lambda: (torch.randn(3, 4),)),
-    "gather (indirect)": (lambda w, i: (F.embedding(i, w) * 3,),
-                          lambda: (torch.randn(10, 4), torch.randint(0, 10, (2, 5)))),
+    "gather (indirect)": (
+        lambda w, i: (F.embedding(i, w) * 3,),
+        lambda: (torch.randn(10, 4), torch.randint(0, 10, (2, 5))),
+    ),
     "argmax and any": (lambda x: (x.argmax(1), (x > 1).any(0)), lambda: (torch.randn(4, 9),)),
-    "channels-last": (lambda x: ((x * 2).relu(),),
-                      lambda: (torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last),)),
-    "scatter_add": (lambda x, i, s: (x.scatter_add(0, i, s),),
-                    lambda: (torch.zeros(5, 3), torch.randint(0, 5, (4, 3)), torch.randn(4, 3))),
+    "channels-last": (
+        lambda x: ((x * 2).relu(),),
+        lambda: (torch.randn(2, 3, 4, 5).contiguous(memory_format=torch.channels_last),),
+    ),
+    "scatter_add": (
+        lambda x, i, s: (x.scatter_add(0, i, s),),
+        lambda: (torch.zeros(5, 3), torch.randint(0, 5, (4, 3)), torch.randn(4, 3)),
+    ),
 }
 
 
@@ -131,7 +153,9 @@ def test_prints_readably(trace):
     bufs = _buffers(trace, lambda x: (F.pad(x, (1, 0)).sum(-1),), torch.randn(3, 4))
     text = "\n".join(str(b.loop_body) for b in bufs)
     assert text.startswith("LoopBody(x0, r0):\n    tmp0 = ops.index_expr(r0 - 1, torch.int64)")
-    assert "    with ops.masked(tmp5, other=0):\n        tmp6 = ops.load('x_1', r0 + 4*x0 - 1)" in text
+    assert (
+        "    with ops.masked(tmp5, other=0):\n        tmp6 = ops.load('x_1', r0 + 4*x0 - 1)" in text
+    )
     assert "    tmp7 = masked_result(tmp6)" in text
     assert "ops.reduction(torch.float32, torch.float32, 'sum', tmp9)" in text
     assert text.endswith("    ops.store_reduction('buf0', x0, tmp10)")

@@ -39,16 +39,33 @@ def test_wrapper_written_to_cache_dir(compile_fn, tmp_path):
 def test_bmm_addmm_and_fallback_op(check):
     a, b = torch.randn(2, 3, 4), torch.randn(2, 4, 5)
     bias, m1, m2 = torch.randn(5), torch.randn(3, 4), torch.randn(4, 5)
-    cg = check(lambda a, b, bias, m1, m2: (torch.bmm(a, b).relu(), torch.addmm(bias, m1, m2) * 2,
-                                           torch.cumprod(m1, 1) + 1), a, b, bias, m1, m2, atol=1e-5, rtol=1e-5)
+    cg = check(
+        lambda a, b, bias, m1, m2: (
+            torch.bmm(a, b).relu(),
+            torch.addmm(bias, m1, m2) * 2,
+            torch.cumprod(m1, 1) + 1,
+        ),
+        a,
+        b,
+        bias,
+        m1,
+        m2,
+        atol=1e-5,
+        rtol=1e-5,
+    )
     assert "aten.bmm" in cg.extern_calls
     assert any("cumprod" in f for f in cg.fallbacks)
 
 
 def test_cumsum_is_a_reduction_up_to_its_limit(check):
     short, long = torch.randn(3, 100), torch.randn(2, 3000)
-    cg = check(lambda s, t: (torch.cumsum(s, 1) * 2, torch.cumsum(t, 1) + 1), short, long,
-               atol=1e-3, rtol=1e-4)
+    cg = check(
+        lambda s, t: (torch.cumsum(s, 1) * 2, torch.cumsum(t, 1) + 1),
+        short,
+        long,
+        atol=1e-3,
+        rtol=1e-4,
+    )
     assert [f for f in cg.fallbacks if "cumsum" in f] == ["aten.cumsum"]  # the long one only
 
 
@@ -131,6 +148,10 @@ def test_reuse_never_raises_the_planned_peak(check):
     for fn in (_chain, _transposed_chain, _big_temporary):
         args = (torch.randn(5, 5), torch.randn(5, 5)) if fn is _chain else (x, w)
         with_reuse = check(fn, *args, atol=1e-3, rtol=1e-3)
-        without = check(fn, *args, atol=1e-3, rtol=1e-3, options=L.LoopIROptions(reuse_buffers=False))
+        without = check(
+            fn, *args, atol=1e-3, rtol=1e-3, options=L.LoopIROptions(reuse_buffers=False)
+        )
         assert not without.scheduled.reuse
-        assert L.planned_peak_bytes(with_reuse.scheduled) <= L.planned_peak_bytes(without.scheduled), fn
+        assert L.planned_peak_bytes(with_reuse.scheduled) <= L.planned_peak_bytes(
+            without.scheduled
+        ), fn

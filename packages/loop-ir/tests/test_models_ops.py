@@ -29,12 +29,18 @@ def test_explicit_casts_round_through_16_bit(check, dtype):
 
 def _random_graph():
     def f(x):
-        return (torch.nn.functional.dropout(x, 0.3, True), torch.rand_like(x), torch.randn(300, 40) + 1,
-                torch.bernoulli(x.sigmoid()))
+        return (
+            torch.nn.functional.dropout(x, 0.3, True),
+            torch.rand_like(x),
+            torch.randn(300, 40) + 1,
+            torch.bernoulli(x.sigmoid()),
+        )
 
     x = torch.randn(300, 40)
-    gm = make_fx(torch.func.functionalize(f, remove="mutations_and_views"),
-                 decomposition_table=L.decompositions())(x)
+    gm = make_fx(
+        torch.func.functionalize(f, remove="mutations_and_views"),
+        decomposition_table=L.decompositions(),
+    )(x)
     return gm, x
 
 

@@ -17,17 +17,30 @@ ops_module = sys.modules["torchkiln_loop_ir.ops"]
 
 
 def test_table_and_protocol_name_the_same_ops_with_the_same_arity():
-    declared = {n: f for n, f in vars(ops_module.OpsHandler).items()
-                if inspect.isfunction(f) and not n.startswith("_")}
+    declared = {
+        n: f
+        for n, f in vars(ops_module.OpsHandler).items()
+        if inspect.isfunction(f) and not n.startswith("_")
+    }
     assert set(declared) == ops_module.ALL_OPS == ops_module.POINTWISE_OPS | ops_module.OTHER_OPS
     for name, fn in declared.items():
         params = list(inspect.signature(fn).parameters.values())[1:]
         assert sum(p.default is p.empty for p in params) == ops_module.OP_SPECS[name].arity, name
 
 
-@pytest.mark.parametrize("handler", [TorchOpsHandler, PrintingHandler, _Recording, _Counter,
-                                     _SimplifyingHandler, NoOpHandler, WrapperHandler],
-                         ids=lambda h: h.__name__)
+@pytest.mark.parametrize(
+    "handler",
+    [
+        TorchOpsHandler,
+        PrintingHandler,
+        _Recording,
+        _Counter,
+        _SimplifyingHandler,
+        NoOpHandler,
+        WrapperHandler,
+    ],
+    ids=lambda h: h.__name__,
+)
 def test_loop_ir_handlers_cover_every_op(handler):
     assert missing_ops(handler) == []
 

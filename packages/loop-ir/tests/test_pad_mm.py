@@ -45,8 +45,15 @@ def test_linear_with_bias_read_by_pointwise_and_views(check):
 
 def test_addmm_2d_bias_unaligned_m_and_n(check):
     bias, a, b = torch.randn(63, 101), torch.randn(63, 96), torch.randn(96, 101)
-    cg = check(lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0), bias, a, b,
-               atol=1e-4, rtol=1e-4, options=ALWAYS)
+    cg = check(
+        lambda c, a, b: torch.addmm(c, a, b, beta=0.5, alpha=2.0),
+        bias,
+        a,
+        b,
+        atol=1e-4,
+        rtol=1e-4,
+        options=ALWAYS,
+    )
     assert _padded(cg), cg.linear_log
 
 
@@ -56,8 +63,14 @@ def test_bmm_and_gradient_shaped_products(check):
     assert _padded(cg)
     # a backward's weight gradient: the transposed unaligned operand is the left one
     g, h = torch.randn(64, 101), torch.randn(64, 96)
-    cg = check(lambda g, h: (g.t() @ h, g @ torch.ones(101, 96)), g, h, atol=1e-4, rtol=1e-4,
-               options=ALWAYS)
+    cg = check(
+        lambda g, h: (g.t() @ h, g @ torch.ones(101, 96)),
+        g,
+        h,
+        atol=1e-4,
+        rtol=1e-4,
+        options=ALWAYS,
+    )
     assert len(_padded(cg)) == 2, cg.linear_log
 
 

@@ -6,14 +6,25 @@ import pytest
 import torch
 
 
-@pytest.mark.parametrize("size,dim", [((1,), 0), ((7,), 0), ((3, 257), 1), ((5, 7, 3), (0, 2)), ((4, 6), None)])
+@pytest.mark.parametrize(
+    "size,dim", [((1,), 0), ((7,), 0), ((3, 257), 1), ((5, 7, 3), (0, 2)), ((4, 6), None)]
+)
 def test_sum_mean_amax(check, size, dim):
     x = torch.randn(size)
     if dim is None:
         check(lambda a: (a.sum(), a.mean(), a.amax(), a.amin()), x)
     else:
-        check(lambda a: (a.sum(dim), a.mean(dim, keepdim=True), a.amax(dim), a.amin(dim, keepdim=True)), x,
-              atol=1e-4, rtol=1e-5)
+        check(
+            lambda a: (
+                a.sum(dim),
+                a.mean(dim, keepdim=True),
+                a.amax(dim),
+                a.amin(dim, keepdim=True),
+            ),
+            x,
+            atol=1e-4,
+            rtol=1e-5,
+        )
 
 
 def test_arg_and_max_dim(check):
@@ -29,8 +40,17 @@ def test_prod_any_all(check):
 
 def test_var_std(check):
     x = torch.randn(6, 129)
-    check(lambda a: (a.var(1), a.std(0, keepdim=True), *torch.var_mean(a, 1, correction=0),
-                     a.var(1, unbiased=False)), x, atol=1e-5, rtol=1e-4)
+    check(
+        lambda a: (
+            a.var(1),
+            a.std(0, keepdim=True),
+            *torch.var_mean(a, 1, correction=0),
+            a.var(1, unbiased=False),
+        ),
+        x,
+        atol=1e-5,
+        rtol=1e-4,
+    )
 
 
 def test_sum_non_contiguous_and_int(check):
@@ -52,8 +72,12 @@ def test_softmax_and_log_softmax(check):
 
 def test_welford_var_mean_is_one_pass_and_accurate_with_large_means(check):
     x = 1000 + torch.randn(6, 3001, dtype=torch.float64).float()
-    cg = check(lambda a: (*torch.var_mean(a, -1, correction=1), a.std(0), torch.var(a)), x,
-               atol=1e-5, rtol=2e-5)
+    cg = check(
+        lambda a: (*torch.var_mean(a, -1, correction=1), a.std(0), torch.var(a)),
+        x,
+        atol=1e-5,
+        rtol=2e-5,
+    )
     kinds = [k for k in cg.kernel_specs if any(n.is_reduction for s in k.stages for n in s.nodes)]
     # var_mean over a row: mean and m2 come from one welford_reduce stage of one kernel
     assert any(sum(n.is_reduction for n in s.nodes) == 2 for k in kinds for s in k.stages)
@@ -68,7 +92,7 @@ def test_large_reduction_to_few_outputs_is_split_in_two_kernels(check):
     shapes = sorted((len(k.xranges), k.rranges) for k in cg.kernel_specs)
     # partials: 128 per output of a.sum()/a.amax() (one fused kernel), 32 per row of b.sum(-1);
     # then the short reductions of the partials
-    assert ((1, (8192,)) in shapes and (2, (4096,)) in shapes), shapes
+    assert (1, (8192,)) in shapes and (2, (4096,)) in shapes, shapes
     assert (0, (128,)) in shapes and (1, (32,)) in shapes, shapes
 
 

@@ -46,8 +46,11 @@ def test_division_simplification_matches_brute_force():
         base = rng.choice([0, 1, 3]) + x2 + stride * x1 + stride * rng.choice([1, 2, 5, 17]) * x0
         div = rng.choice([2, 4, 8, 16, 17, 32, 64, 256, 4352, stride, stride * 17])
         mod = rng.choice([2, 3, 5, 17])
-        for expr in (FloorDiv(base, div), ModularIndexing(base, div, mod),
-                     stride * FloorDiv(base, div) + ModularIndexing(base, 1, div)):
+        for expr in (
+            FloorDiv(base, div),
+            ModularIndexing(base, div, mod),
+            stride * FloorDiv(base, div) + ModularIndexing(base, 1, div),
+        ):
             out = simplify_index(expr, ranges)
             simplified += out != expr
             for point in itertools.product(*(range(n) for n in sizes)):
@@ -62,8 +65,9 @@ def test_vit_gelu_index_loses_its_division():
     out = simplify_index(expr, {x0: 34, x1: 256})
     # 4352*(x0 // 17) + 256*(x0 % 17) is 256*x0: the split of x0 by 17 recombines too
     assert out == x1 + 256 * x0
-    assert simplify_index(FloorDiv(256 * x0 + x1 + 3, 512), {x0: 34, x1: 256}) == \
-        FloorDiv(256 * x0 + x1 + 3, 512)  # x1 + 3 can carry into the next 256
+    assert simplify_index(FloorDiv(256 * x0 + x1 + 3, 512), {x0: 34, x1: 256}) == FloorDiv(
+        256 * x0 + x1 + 3, 512
+    )  # x1 + 3 can carry into the next 256
 
 
 def test_quotient_and_remainder_merge_back():
@@ -117,10 +121,17 @@ def test_view_split_then_merge_reads_where_it_was_written():
     # equal indices make the two one kernel
     x0 = sympy.Symbol("x0", integer=True, nonnegative=True)
     merged = 32 * FloorDiv(x0, 32) + ModularIndexing(x0, 1, 32)
-    read = (2048 * FloorDiv(merged, 2048) + 32 * ModularIndexing(merged, 32, 64)
-            + ModularIndexing(ModularIndexing(x0, 1, 32), 1, 32))
-    write = 2048 * FloorDiv(x0, 2048) + ModularIndexing(x0, 1, 32) + 32 * ModularIndexing(x0, 32, 64)
+    read = (
+        2048 * FloorDiv(merged, 2048)
+        + 32 * ModularIndexing(merged, 32, 64)
+        + ModularIndexing(ModularIndexing(x0, 1, 32), 1, 32)
+    )
+    write = (
+        2048 * FloorDiv(x0, 2048) + ModularIndexing(x0, 1, 32) + 32 * ModularIndexing(x0, 32, 64)
+    )
     assert simplify_index(read, {x0: 4096}) == simplify_index(write, {x0: 4096})
+
+
 def test_a_remembered_simplification_is_keyed_by_its_ranges():
     # simplify_index remembers its answers: the same expression under other ranges must not get
     # the remembered one (here: x1 < 256 drops the carry, x1 < 300 keeps it), in either order

@@ -25,4 +25,6 @@ def test_gradient_graph_matches_eager(check):
     idx, tgt = torch.randint(0, 20, (3, 5)), torch.randint(0, 20, (3, 5))
     cg = check(grads, *params, idx, tgt, atol=1e-4, rtol=1e-4)
     assert "aten.mm" in cg.extern_calls
-    assert cg.fallbacks == []  # scatter (nll_loss backward) and index_put (embedding backward) lowered
+    assert (
+        cg.fallbacks == []
+    )  # scatter (nll_loss backward) and index_put (embedding backward) lowered

@@ -8,26 +8,57 @@ import torch
 def test_permute_transpose_expand(check):
     x = torch.randn(3, 5, 7)
     y = torch.randn(5, 1)
-    check(lambda x, y: (x.permute(2, 0, 1) * 2, x.transpose(0, 2).contiguous(), y.expand(3, 5, 7) + x,
-                        (x + 1).permute(1, 2, 0) * 3), x, y)
+    check(
+        lambda x, y: (
+            x.permute(2, 0, 1) * 2,
+            x.transpose(0, 2).contiguous(),
+            y.expand(3, 5, 7) + x,
+            (x + 1).permute(1, 2, 0) * 3,
+        ),
+        x,
+        y,
+    )
 
 
 def test_view_reshape(check):
     x = torch.randn(6, 10)
-    check(lambda x: (x.view(3, 20) + 1, (x * 2).reshape(60), x.t().reshape(5, 12) - 1,
-                     (x.sin().t()).reshape(-1)), x)
+    check(
+        lambda x: (
+            x.view(3, 20) + 1,
+            (x * 2).reshape(60),
+            x.t().reshape(5, 12) - 1,
+            (x.sin().t()).reshape(-1),
+        ),
+        x,
+    )
 
 
 def test_slice_select_squeeze(check):
     x = torch.randn(7, 9, 1)
-    check(lambda x: (x[1:5, ::2] * 2, x[:, 3] + 1, x.squeeze(-1)[2:] - 1, x.unsqueeze(0) * 3,
-                     (x + 1)[-3:, 1:8:3]), x)
+    check(
+        lambda x: (
+            x[1:5, ::2] * 2,
+            x[:, 3] + 1,
+            x.squeeze(-1)[2:] - 1,
+            x.unsqueeze(0) * 3,
+            (x + 1)[-3:, 1:8:3],
+        ),
+        x,
+    )
 
 
 def test_cat_split_unbind(check):
     a, b = torch.randn(3, 4), torch.randn(3, 5)
-    check(lambda a, b: (torch.cat([a, b], 1) * 2, torch.cat([a.sin(), a], 0), *torch.split(b, 2, 1),
-                        *torch.unbind(a, 0)), a, b)
+    check(
+        lambda a, b: (
+            torch.cat([a, b], 1) * 2,
+            torch.cat([a.sin(), a], 0),
+            *torch.split(b, 2, 1),
+            *torch.unbind(a, 0),
+        ),
+        a,
+        b,
+    )
 
 
 def test_clone_and_as_strided(check):
@@ -48,9 +79,14 @@ def test_as_strided_of_computed_values_is_an_index_remap(check):
     # positions are eager's storage positions: x.t() + 1 keeps x.t()'s strides in eager, so its
     # storage order is x's, not the logical order of the transposed shape
     x = torch.randn(5, 6)
-    cg = check(lambda x: ((x + 1).as_strided((4, 3), (3, 1), 2) * 2,
-                          (x.t() + 1).as_strided((7,), (2,), 1) - 1,
-                          (x * 3).as_strided((2, 2, 2), (1, 6, 12), 5) + 0), x)
+    cg = check(
+        lambda x: (
+            (x + 1).as_strided((4, 3), (3, 1), 2) * 2,
+            (x.t() + 1).as_strided((7,), (2,), 1) - 1,
+            (x * 3).as_strided((2, 2, 2), (1, 6, 12), 5) + 0,
+        ),
+        x,
+    )
     assert cg.fallbacks == []
 
 
@@ -88,10 +124,16 @@ def test_as_strided_outside_a_computed_value_falls_back(check):
 
 def test_slice_scatter_is_a_pointwise_select(check):
     x, s = torch.randn(6, 10), torch.randn(6, 3)
-    cg = check(lambda x, s: (torch.slice_scatter(x, s, 1, 2, 5) * 2,
-                             torch.slice_scatter(x, s, 1, 1, None, 3) + 1,
-                             torch.slice_scatter(x.t(), s.t() * 2, 0, -3) - 1,
-                             torch.slice_scatter(x, x[:2] * 3, 0, 4, 100)), x, s)
+    cg = check(
+        lambda x, s: (
+            torch.slice_scatter(x, s, 1, 2, 5) * 2,
+            torch.slice_scatter(x, s, 1, 1, None, 3) + 1,
+            torch.slice_scatter(x.t(), s.t() * 2, 0, -3) - 1,
+            torch.slice_scatter(x, x[:2] * 3, 0, 4, 100),
+        ),
+        x,
+        s,
+    )
     assert cg.fallbacks == []
 
 
@@ -126,9 +168,15 @@ def test_slice_backward_of_rotary_halves_has_no_fallback():
 
 def test_as_strided_scatter_into_inputs_and_computed_values(check):
     x, s = torch.randn(4, 6), torch.randn(3, 2)
-    cg = check(lambda x, s: (torch.as_strided_scatter(x, s, (3, 2), (6, 1), 2) * 2,
-                             torch.as_strided_scatter(x.t() + 1, s * 3, (3, 2), (1, 3), 7) - 1,
-                             torch.as_strided_scatter(x.exp(), s.t(), (2, 3), (1, 2), 1)), x, s)
+    cg = check(
+        lambda x, s: (
+            torch.as_strided_scatter(x, s, (3, 2), (6, 1), 2) * 2,
+            torch.as_strided_scatter(x.t() + 1, s * 3, (3, 2), (1, 3), 7) - 1,
+            torch.as_strided_scatter(x.exp(), s.t(), (2, 3), (1, 2), 1),
+        ),
+        x,
+        s,
+    )
     assert cg.fallbacks == []
 
 
@@ -150,8 +198,12 @@ def test_channels_last_adaptive_pool_trains_without_fallback():
         graphs.append(cg)
         return cg
 
-    fn = aot_compile(torch.fx.symbolic_trace(head), [x, w], fw_compiler=compiler,
-                     decompositions=L.decompositions())
+    fn = aot_compile(
+        torch.fx.symbolic_trace(head),
+        [x, w],
+        fw_compiler=compiler,
+        decompositions=L.decompositions(),
+    )
     out = fn(x, w)[0]
     grad = torch.randn_like(out)
     got = torch.autograd.grad(out, (x, w), grad)

@@ -43,8 +43,12 @@ def run(cache_dir: str, train: bool, batch: int, dtype=torch.float32, **options)
     want = step(model, model, x, train)
     error = max(float((g - w).abs().max()) for g, w in zip(got, want, strict=True))
     graphs = torchkiln.report(compiled).graphs
-    return {"error": error, "cache": [g.cache for g in graphs],
-            "phases": [sorted(g.phases) for g in graphs], "kernels": [g.kernels for g in graphs]}
+    return {
+        "error": error,
+        "cache": [g.cache for g in graphs],
+        "phases": [sorted(g.phases) for g in graphs],
+        "kernels": [g.kernels for g in graphs],
+    }
 
 
 def _forbid_compiling() -> None:

@@ -251,7 +251,9 @@ def test_an_internal_capture_error_runs_the_function_eagerly(standin_layers) -> 
 
     def broken_capture(fn, backend, **kwargs):
         # capture's own code (by module name), failing before any of the function ran
-        return _as_capture_code("def run(*args):\n    raise AssertionError('translator bug')\n", "run")
+        return _as_capture_code(
+            "def run(*args):\n    raise AssertionError('translator bug')\n", "run"
+        )
 
     standin_layers.setattr(torchkiln_dynamo_capture, "capture", broken_capture)
     compiled = torchkiln.compile(f)

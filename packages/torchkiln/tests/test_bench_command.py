@@ -85,8 +85,9 @@ def test_one_zoo_model_end_to_end_with_json(tmp_path, capsys, monkeypatch) -> No
     assert row["inductor_ms"] is None and row["peak_mem_mb"] is None  # --no-peer, CPU
     # the speedup is the median of the 3 per-round ratios, with its interval and the rounds
     speedup = row["paired"]["speedup"]
-    per_round = sorted(e / k for e, k in zip(row["rounds_ms"]["eager"], row["rounds_ms"]["torchkiln"],
-                                              strict=True))
+    per_round = sorted(
+        e / k for e, k in zip(row["rounds_ms"]["eager"], row["rounds_ms"]["torchkiln"], strict=True)
+    )
     assert speedup["rounds"] == 3 and row["speedup"] == pytest.approx(per_round[1])
     assert (speedup["low"], speedup["high"]) == pytest.approx((per_round[0], per_round[2]))
     assert set(row["paired"]) == {"speedup"} and row["verdict"] is None  # no peer, no verdict
@@ -96,16 +97,21 @@ def test_one_model_against_a_stand_in_peer_is_compared_round_by_round(monkeypatc
     # eager itself stands in for torch.compile: a real second variant, timed in the same rounds
     monkeypatch.setattr(runner, "peer_compile", lambda model, mode="default": model)
     spec = next(s for s in suites.zoo_suite() if s.name == "mlp_mixer")
-    (row,) = runner.run_models([spec], record.BenchConfig(repeat=5, warmup=1, batch=1),
-                               progress=False)
+    (row,) = runner.run_models(
+        [spec], record.BenchConfig(repeat=5, warmup=1, batch=1), progress=False
+    )
     assert row.accuracy == "pass" and row.inductor_accuracy == "pass", row
     assert {v: len(ms) for v, ms in row.rounds_ms.items()} == {
-        "eager": 5, "torchkiln": 5, "inductor": 5}
+        "eager": 5,
+        "torchkiln": 5,
+        "inductor": 5,
+    }
     assert row.round_orders[0] == ["eager", "torchkiln", "inductor"]
     assert row.round_orders[3] == ["inductor", "torchkiln", "eager"]
     versus = row.paired["vs_inductor"]
-    per_round = sorted(c / k for c, k in zip(row.rounds_ms["inductor"], row.rounds_ms["torchkiln"],
-                                             strict=True))
+    per_round = sorted(
+        c / k for c, k in zip(row.rounds_ms["inductor"], row.rounds_ms["torchkiln"], strict=True)
+    )
     assert row.vs_inductor == pytest.approx(per_round[2]) == pytest.approx(versus["median"])
     assert (versus["low"], versus["high"]) == pytest.approx((per_round[0], per_round[4]))
     assert versus["confidence"] == pytest.approx(1 - 2 / 32)  # 5 rounds: [min, max]
@@ -186,8 +192,9 @@ def test_plot_writes_a_png(tmp_path) -> None:
     from torchkiln.bench.plot import plot_speedups
 
     timed = Row("b", "zoo", "cpu", "float32", 1, accuracy="pass")
-    record.record_rounds(timed, {"eager": [2.0, 3.0, 2.0], "torchkiln": [1.0, 1.0, 1.0],
-                                 "inductor": [1.0, 2.0, 1.0]})
+    record.record_rounds(
+        timed, {"eager": [2.0, 3.0, 2.0], "torchkiln": [1.0, 1.0, 1.0], "inductor": [1.0, 2.0, 1.0]}
+    )
     rows = [
         Row("a", "zoo", "cpu", "float32", 1, speedup=1.5, inductor_speedup=2.0, accuracy="pass"),
         timed,
@@ -217,8 +224,23 @@ def test_the_peer_is_loaded_from_outside_packages_or_reported_missing(monkeypatc
 
 def test_training_step_mode_checks_gradients(tmp_path) -> None:
     out = tmp_path / "train.json"
-    code = cli.main(["bench", "--train", "--models", "gpt", "--repeat", "2", "--warmup", "1",
-                     "--no-peer", "--batch", "1", "--json", str(out)])
+    code = cli.main(
+        [
+            "bench",
+            "--train",
+            "--models",
+            "gpt",
+            "--repeat",
+            "2",
+            "--warmup",
+            "1",
+            "--no-peer",
+            "--batch",
+            "1",
+            "--json",
+            str(out),
+        ]
+    )
     assert code == 0
     (row,) = json.loads(out.read_text())["rows"]
     assert row["task"] == "train" and row["accuracy"] == "pass", row
@@ -237,7 +259,9 @@ def test_a_training_step_with_wrong_gradients_fails_accuracy(monkeypatch) -> Non
 
     monkeypatch.setattr(train.Variant, "grads", skewed)
     spec = next(s for s in suites.zoo_suite() if s.name == "mlp_mixer")
-    row = runner.run_model(spec, record.BenchConfig(peer=False, repeat=1, warmup=1, batch=1, train=True))
+    row = runner.run_model(
+        spec, record.BenchConfig(peer=False, repeat=1, warmup=1, batch=1, train=True)
+    )
     assert row.accuracy == "fail" and any("gradients" in n for n in row.notes)
 
 
@@ -262,8 +286,11 @@ def test_plot_without_matplotlib_stops_before_the_run(monkeypatch, capsys) -> No
     from torchkiln.bench import cli
 
     real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    monkeypatch.setattr(
+        importlib.util,
+        "find_spec",
+        lambda name, *a: None if name == "matplotlib" else real(name, *a),
+    )
     ran = []
     monkeypatch.setattr(runner, "run_models", lambda *a, **k: ran.append(1) or [])
     assert cli.main(["bench", "--plot", "out.png", "--no-peer"]) == 2

@@ -49,7 +49,9 @@ def test_a_training_graph_dumps_every_stage(tmp_path):
         assert "buf" in _read(folder, f"loop_ir_{part}.txt")
         assert "kernel" in _read(folder, f"schedule_{part}.txt").lower()
         fusion = _read(folder, f"fusion_{part}.txt")
-        assert all(line.startswith(("fused ", "rejected ", "stopped: ")) for line in fusion.splitlines())
+        assert all(
+            line.startswith(("fused ", "rejected ", "stopped: ")) for line in fusion.splitlines()
+        )
         assert all(": " in line for line in fusion.splitlines() if line.startswith("rejected "))
         assert "def " in _read(folder, f"wrapper_{part}.py")
         kernels = list((folder / f"kernels_{part}").iterdir())
@@ -66,8 +68,10 @@ def test_a_training_graph_dumps_every_stage(tmp_path):
 
     (graph,) = torchkiln.report(compiled).graphs
     assert graph.artifacts["debug_dir"] == str(folder)
-    assert set(graph.source_paths) == {graph.artifacts["forward.wrapper"],
-                                       graph.artifacts["backward.wrapper"]}
+    assert set(graph.source_paths) == {
+        graph.artifacts["forward.wrapper"],
+        graph.artifacts["backward.wrapper"],
+    }
     assert all(os.path.isfile(p) for k, p in graph.artifacts.items() if k != "debug_dir")
     assert graph.perf_hints and "graph 0 perf hint: " in str(torchkiln.report(compiled))
 
@@ -143,11 +147,18 @@ def test_each_log_artifact_prints_the_forward_and_the_backward_of_a_training_gra
         assert f"[torchkiln.fusion] graph 0 {part} fusion decisions:" in err
         assert f"[torchkiln.output_code] graph 0 {part}: wrapper " in err
     # the backward's rejected fusions are printed with their reason
-    backward_fusion = err.split("graph 0 backward fusion decisions:", 1)[1].split("\n[torchkiln.")[0]
-    assert any(line.startswith("rejected ") and ": " in line for line in backward_fusion.splitlines())
+    backward_fusion = err.split("graph 0 backward fusion decisions:", 1)[1].split("\n[torchkiln.")[
+        0
+    ]
+    assert any(
+        line.startswith("rejected ") and ": " in line for line in backward_fusion.splitlines()
+    )
     # each hint printed once, when its graph compiled (the backward's at the first backward)
-    hints = [line.split("[torchkiln.perf_hints] ", 1)[-1] for line in err.splitlines()
-             if line.startswith(("[torchkiln.perf_hints] ", "graph 0: "))]
+    hints = [
+        line.split("[torchkiln.perf_hints] ", 1)[-1]
+        for line in err.splitlines()
+        if line.startswith(("[torchkiln.perf_hints] ", "graph 0: "))
+    ]
     (graph,) = torchkiln.report(compiled).graphs
     assert sorted(hints) == sorted(f"graph 0: {h}" for h in graph.perf_hints)
     assert any(h.startswith("backward: ") for h in graph.perf_hints)
@@ -167,13 +178,18 @@ def test_the_report_keeps_the_code_of_forward_and_backward_without_a_debug_dir(m
         assert os.path.isfile(graph.artifacts[f"{part}.wrapper"])
         kernels = [p for k, p in graph.artifacts.items() if k.startswith(f"{part}.kernel.")]
         assert kernels and all(os.path.isfile(p) for p in kernels), graph.artifacts
-    assert set(graph.source_paths) == {graph.artifacts["forward.wrapper"],
-                                       graph.artifacts["backward.wrapper"]}
+    assert set(graph.source_paths) == {
+        graph.artifacts["forward.wrapper"],
+        graph.artifacts["backward.wrapper"],
+    }
     # the files hold the code that runs: the wrappers call their kernels by name
     for part in ("forward", "backward"):
         source = open(graph.artifacts[f"{part}.wrapper"]).read()  # noqa: SIM115
-        assert all(key.rsplit(".", 1)[1] in source
-                   for key in graph.artifacts if key.startswith(f"{part}.kernel."))
+        assert all(
+            key.rsplit(".", 1)[1] in source
+            for key in graph.artifacts
+            if key.startswith(f"{part}.kernel.")
+        )
 
 
 def test_repro_command_writes_a_script_for_a_dumped_graph(tmp_path):
@@ -186,14 +202,23 @@ def test_repro_command_writes_a_script_for_a_dumped_graph(tmp_path):
     folder = tmp_path / "f_0"
     result = subprocess.run(
         [sys.executable, "-m", "torchkiln", "repro", str(folder)],
-        capture_output=True, text=True, timeout=300, check=False,
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
     )
     assert result.returncode == 0, result.stderr
     script = folder / "repro.py"
     assert str(script) in result.stdout
     # on its own, the script compiles the graph through torchkiln and matches eager (exit 0)
-    run = subprocess.run([sys.executable, str(script)], capture_output=True, text=True,
-                         timeout=300, cwd=tmp_path, check=False)
+    run = subprocess.run(
+        [sys.executable, str(script)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        cwd=tmp_path,
+        check=False,
+    )
     assert run.returncode == 0, run.stdout + run.stderr
     assert "passed: torchkiln matches eager" in run.stdout
     # integer inputs keep their range (indices stay valid)
@@ -205,4 +230,3 @@ def test_a_folder_that_is_not_a_graph_is_refused(tmp_path):
 
     with warnings.catch_warnings():
         assert main(["repro", str(tmp_path)]) == 2
-

@@ -78,8 +78,8 @@ def _train(model: torch.nn.Module, call, seed: int, rank: int, world: int) -> di
     n = BATCH // world
     for x, y in _batches(seed):
         opt.zero_grad()
-        out = call(x[rank * n:(rank + 1) * n])
-        torch.nn.functional.mse_loss(out, y[rank * n:(rank + 1) * n]).backward()
+        out = call(x[rank * n : (rank + 1) * n])
+        torch.nn.functional.mse_loss(out, y[rank * n : (rank + 1) * n]).backward()
         grads = {k: _full(p.grad) for k, p in model.named_parameters()}
         opt.step()
     params = {k: _full(p) for k, p in model.named_parameters()}
@@ -172,11 +172,14 @@ def test_matches_one_process(runs, variant):
     _assert_close(results[variant], single, f"{variant} vs one eager process", seed)
 
 
-@pytest.mark.parametrize("variant,eager", [
-    ("ddp_of_compiled", "ddp_eager"),
-    ("compiled_ddp", "ddp_eager"),
-    ("fsdp2_compiled", "fsdp2_eager"),
-])
+@pytest.mark.parametrize(
+    "variant,eager",
+    [
+        ("ddp_of_compiled", "ddp_eager"),
+        ("compiled_ddp", "ddp_eager"),
+        ("fsdp2_compiled", "fsdp2_eager"),
+    ],
+)
 def test_matches_eager_distributed(runs, variant, eager):
     seed, results, _ = runs
     _assert_close(results[variant], results[eager], f"{variant} vs {eager}", seed)

@@ -142,8 +142,10 @@ def with_break(x):
 
 def test_fullgraph_raises_at_a_break_before_running_anything_as_torch_compile_does() -> None:
     x = torch.randn(4)
-    for compiled in (torch.compile(with_break, backend="eager", fullgraph=True),
-                     torchkiln.compile(with_break, fullgraph=True)):
+    for compiled in (
+        torch.compile(with_break, backend="eager", fullgraph=True),
+        torchkiln.compile(with_break, fullgraph=True),
+    ):
         SINK.seek(0)
         SINK.truncate()
         # torch.compile's error is a RuntimeError (torch._dynamo.exc.Unsupported); so is ours
@@ -210,8 +212,11 @@ def test_torch_compiles_newer_keywords_are_taken() -> None:
     ours_shapes: list = []
     kwargs = {"dynamic": False, "recompile_limit": 1, "isolate_recompiles": True, "name": "block"}
     ours = torchkiln.compile(shape_program, backend=_recording(ours_shapes), **kwargs)
-    peer = torch.compile(shape_program, backend=_recording(peer_shapes), **kwargs) \
-        if NEWER_KEYWORDS else None
+    peer = (
+        torch.compile(shape_program, backend=_recording(peer_shapes), **kwargs)
+        if NEWER_KEYWORDS
+        else None
+    )
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")  # both warn once at the limit
         for n in (4, 6, 9):
@@ -223,8 +228,12 @@ def test_torch_compiles_newer_keywords_are_taken() -> None:
     if peer is not None:
         assert peer_shapes == ours_shapes
     # the keyword wins over the options' field
-    limited = torchkiln.compile(shape_program, dynamic=False, recompile_limit=2,
-                                options={"recompile_limit": 5, "strict": True})
+    limited = torchkiln.compile(
+        shape_program,
+        dynamic=False,
+        recompile_limit=2,
+        options={"recompile_limit": 5, "strict": True},
+    )
     with pytest.warns(torchkiln_dynamo_capture.RecompileLimitExceeded, match="recompile_limit=2"):
         for n in (4, 6, 9):
             x = torch.randn(n, 3)
@@ -233,8 +242,9 @@ def test_torch_compiles_newer_keywords_are_taken() -> None:
 
 
 def test_name_names_the_debug_dir_folders_and_shapes_spec_is_named_in_a_warning(tmp_path) -> None:
-    named = torchkiln.compile(shape_program, name="my block",
-                              options={"debug_dir": str(tmp_path), "strict": True})
+    named = torchkiln.compile(
+        shape_program, name="my block", options={"debug_dir": str(tmp_path), "strict": True}
+    )
     x = torch.randn(4, 3)
     torch.testing.assert_close(named(x), shape_program(x))
     assert [p.name for p in tmp_path.iterdir()] == ["my_block_0"]
@@ -304,6 +314,7 @@ def test_hooks_on_the_compiled_module_fire_as_torch_compile_fires_them() -> None
     eager_out, eager_calls = _hooked_run(make_model().requires_grad_(False), x)
     assert [c[0] for c in ours_calls] == ["pre", "forward", "backward", "removed"]
     assert ours_calls == eager_calls
+
     # torch.compile runs forward hooks on its wrapper the same way; its full backward hook on the
     # wrapper does not fire (torch 2.13), where eager's and ours do.
     def forward_only(calls):
@@ -337,8 +348,10 @@ def _keyword_hooked_run(compiled: torch.nn.Module, x: torch.Tensor) -> tuple[tor
         calls.append(("forward", dict(kwargs)))
         return output + kwargs["scale"]
 
-    handles = [compiled.register_forward_pre_hook(pre, with_kwargs=True),
-               compiled.register_forward_hook(post, with_kwargs=True)]
+    handles = [
+        compiled.register_forward_pre_hook(pre, with_kwargs=True),
+        compiled.register_forward_hook(post, with_kwargs=True),
+    ]
     out = compiled(x, scale=2.0)
     for handle in handles:
         handle.remove()
@@ -350,9 +363,15 @@ def test_keyword_hooks_see_and_change_keyword_arguments_as_on_torch_compile() ->
     x = torch.randn(2, 4)
     eager_out, eager_calls = _keyword_hooked_run(model, x)
     peer_out, peer_calls = _keyword_hooked_run(torch.compile(model, backend="eager"), x)
-    ours_out, ours_calls = _keyword_hooked_run(torchkiln.compile(model, options={"strict": True}), x)
-    assert ours_calls == peer_calls == eager_calls == [("pre", {"scale": 2.0}),
-                                                       ("forward", {"scale": 6.0})]
+    ours_out, ours_calls = _keyword_hooked_run(
+        torchkiln.compile(model, options={"strict": True}), x
+    )
+    assert (
+        ours_calls
+        == peer_calls
+        == eager_calls
+        == [("pre", {"scale": 2.0}), ("forward", {"scale": 6.0})]
+    )
     torch.testing.assert_close(eager_out, model.linear(x) * 6.0 + 6.0)
     torch.testing.assert_close(ours_out, eager_out)
     torch.testing.assert_close(peer_out, eager_out)
@@ -376,8 +395,10 @@ def test_the_compiled_module_proxies_the_original_as_torch_compiles_does() -> No
 
     x = torch.randn(5, 8)
     seen: dict[str, list] = {}
-    for name, compile_ in (("peer", lambda m: torch.compile(m, backend="eager")),
-                           ("ours", lambda m: torchkiln.compile(m, options={"strict": True}))):
+    for name, compile_ in (
+        ("peer", lambda m: torch.compile(m, backend="eager")),
+        ("ours", lambda m: torchkiln.compile(m, options={"strict": True})),
+    ):
         model = Scaled()
         compiled = compile_(model)
         compiled.eval()
@@ -391,10 +412,13 @@ def test_the_compiled_module_proxies_the_original_as_torch_compiles_does() -> No
         compiled.eval()
         calls: list = []
         hook = torch.nn.modules.module.register_module_forward_hook(
-            lambda module, args, output, calls=calls: calls.append(type(module).__name__))
+            lambda module, args, output, calls=calls: calls.append(type(module).__name__)
+        )
         try:
             with warnings.catch_warnings():
-                warnings.simplefilter("ignore")  # torch.compile warns that the hook fires for its wrapper
+                warnings.simplefilter(
+                    "ignore"
+                )  # torch.compile warns that the hook fires for its wrapper
                 got = compiled(x)
         finally:
             hook.remove()
@@ -500,8 +524,9 @@ def test_torchkiln_backend_takes_torch_compiles_mode_and_options() -> None:
         torch.testing.assert_close(compiled(x, y), program(x, y))
     # an Inductor name without a torchkiln meaning: one warning naming it, never a crash
     torch.compiler.reset()
-    compiled = torch.compile(program, backend=torchkiln.backend,
-                             options={"epilogue_fusion": False, "strict": True})
+    compiled = torch.compile(
+        program, backend=torchkiln.backend, options={"epilogue_fusion": False, "strict": True}
+    )
     with pytest.warns(UserWarning, match="ignoring option.*'epilogue_fusion'"):
         torch.testing.assert_close(compiled(x, y), program(x, y))
 
@@ -527,7 +552,9 @@ def test_a_users_backend_gets_mode_and_options_as_torch_compile_passes_them() ->
 def _entry_point() -> EntryPoint:
     meta = tomllib.loads(PYPROJECT.read_text())["project"]
     (value,) = [
-        v for name, v in meta["entry-points"]["torch_dynamo_backends"].items() if name == "torchkiln"
+        v
+        for name, v in meta["entry-points"]["torch_dynamo_backends"].items()
+        if name == "torchkiln"
     ]
     return EntryPoint(name="torchkiln", value=value, group="torch_dynamo_backends")
 
@@ -543,7 +570,9 @@ def test_torch_compile_backend_torchkiln_through_installed_metadata(tmp_path) ->
     ep = _entry_point()
     dist = tmp_path / "torchkiln_entry_point-0.0.dist-info"
     dist.mkdir()
-    (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: torchkiln-entry-point\nVersion: 0.0\n")
+    (dist / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torchkiln-entry-point\nVersion: 0.0\n"
+    )
     (dist / "entry_points.txt").write_text(f"[{ep.group}]\n{ep.name} = {ep.value}\n")
     script = textwrap.dedent(
         """
@@ -561,7 +590,10 @@ def test_torch_compile_backend_torchkiln_through_installed_metadata(tmp_path) ->
         print("ok")
         """
     )
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")])}
+    env = {
+        **os.environ,
+        "PYTHONPATH": os.pathsep.join([str(tmp_path), os.environ.get("PYTHONPATH", "")]),
+    }
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=600
     )

@@ -23,8 +23,9 @@ def with_break(x):
 
 def _counting(calls: list):
     def backend(gm, example_inputs, **kwargs):
-        calls.append(sum(1 for n in gm.graph.nodes if n.op == "call_function"
-                         or n.op == "call_method"))
+        calls.append(
+            sum(1 for n in gm.graph.nodes if n.op == "call_function" or n.op == "call_method")
+        )
         return gm.forward
 
     return backend
@@ -101,14 +102,23 @@ def test_the_inductor_peer_and_torchkiln_give_eagers_results_with_the_same_argum
 
 def test_torch_compile_with_our_backend_writes_the_debug_dir(tmp_path) -> None:
     torch.compiler.reset()
-    compiled = torch.compile(program, backend=torchkiln.backend,
-                             options={"debug_dir": str(tmp_path), "strict": True})
+    compiled = torch.compile(
+        program, backend=torchkiln.backend, options={"debug_dir": str(tmp_path), "strict": True}
+    )
     x, y = torch.randn(4, 6), torch.randn(6, 5)
     torch.testing.assert_close(compiled(x, y), program(x, y))
     (folder,) = list(tmp_path.iterdir())
     assert folder.name == "torch_compile_0"
-    for name in ("fx_graph.py", "aten_forward.py", "loop_ir_forward.txt", "fusion_forward.txt",
-                 "wrapper_forward.py", "timing.json", "perf_hints.txt", "guards.py"):
+    for name in (
+        "fx_graph.py",
+        "aten_forward.py",
+        "loop_ir_forward.txt",
+        "fusion_forward.txt",
+        "wrapper_forward.py",
+        "timing.json",
+        "perf_hints.txt",
+        "guards.py",
+    ):
         assert (folder / name).read_text().strip(), name
     assert "torch.compile's own capture" in (folder / "guards.py").read_text()
 

@@ -42,9 +42,19 @@ def _entries(cache_dir: str) -> list[Path]:
 def _in_subprocess(cache_dir: str, train: bool, batch: int) -> dict:
     env = dict(os.environ, TORCHKILN_CACHE_DIR=cache_dir)
     proc = subprocess.run(
-        [sys.executable, str(HERE / "_cache_model.py"), cache_dir, "train" if train else "infer",
-         str(batch), "--forbid-compiling"],
-        capture_output=True, text=True, env=env, timeout=600, check=False,
+        [
+            sys.executable,
+            str(HERE / "_cache_model.py"),
+            cache_dir,
+            "train" if train else "infer",
+            str(batch),
+            "--forbid-compiling",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=600,
+        check=False,
     )
     assert proc.returncode == 0, proc.stderr[-3000:]
     return json.loads(proc.stdout.strip().splitlines()[-1])
@@ -136,8 +146,9 @@ def test_graphs_whose_code_is_not_in_their_text_are_not_cached() -> None:
     graph = torch.fx.Graph()
     graph.output(graph.call_function(torch.mul, (graph.placeholder("x"), Scale())))
     with pytest.raises(graph_cache.NotCached, match="Scale argument"):
-        graph_cache.graph_key(torch.fx.GraphModule({}, graph), [torch.randn(2)], options,
-                              backend, None)
+        graph_cache.graph_key(
+            torch.fx.GraphModule({}, graph), [torch.randn(2)], options, backend, None
+        )
 
 
 def test_the_key_follows_input_metadata() -> None:
@@ -179,6 +190,7 @@ def test_a_hit_keeps_the_synthetic_base_of_mutated_aliased_inputs(tmp_path) -> N
     """Inputs that share a storage and are mutated are compiled over one base (aot-partition's
     aliasing.py); a cache hit must rebuild the runtime with that base, not call the graph with
     the aliases themselves (it raised "too many values to unpack" and ran eagerly)."""
+
     def g(a, b):
         a.add_(1)
         return b * 2
@@ -200,6 +212,7 @@ def test_a_backward_specialised_on_unused_outputs_is_not_stored_as_the_backward(
     specialised on its None tangent (fewer inputs and gradients): it must not be stored as the
     graph's backward, or a hit would call it with every tangent. The next process compiles
     again (miss) and its gradients, the full pattern's included, are eager's."""
+
     def g(x, w):
         h = x @ w
         return h.sin(), h.cos() * 2
@@ -226,12 +239,12 @@ def test_a_backward_specialised_on_unused_outputs_is_not_stored_as_the_backward(
     assert second[0].startswith("miss")
 
 
-
 def test_a_hit_keeps_the_hidden_base_of_views_of_an_intermediate(tmp_path) -> None:
     """Views of an intermediate the graph does not return are rebuilt from it, returned as a
     hidden output (aot-partition's view_bases.py): a hit must drop that output too and rebuild
     the views from it (values and aliasing as eager's). (Training graphs with aliased outputs
     are not stored: their first backward is specialised on the views' absent tangents.)"""
+
     def g(x):
         t = x.exp()
         return t[1:], t[:-1]

@@ -147,8 +147,9 @@ def test_a_user_error_inside_torch_is_not_replayed(monkeypatch):
     # the user's code calls into torch, which raises: the user's error, even though the innermost
     # frame is torch's
     def capture(fn, backend, **kwargs):
-        return _as_capture_code("def run(*args):\n    return fn(*args)\n", "run",
-                                "<torchkiln generated run>", fn=fn)
+        return _as_capture_code(
+            "def run(*args):\n    return fn(*args)\n", "run", "<torchkiln generated run>", fn=fn
+        )
 
     monkeypatch.setattr(torchkiln_dynamo_capture, "capture", capture)
     log = []

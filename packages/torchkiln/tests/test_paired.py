@@ -65,7 +65,10 @@ def test_verdicts_tie_when_the_interval_holds_one() -> None:
     assert (ahead.low, ahead.high) == pytest.approx((1.10, 1.19))
     assert ahead.median == pytest.approx(1.145) and ahead.verdict == paired.AHEAD
     assert paired.count_verdicts(["ahead", "tie", None, "ahead"]) == {
-        "ahead": 2, "behind": 0, "tie": 1}
+        "ahead": 2,
+        "behind": 0,
+        "tie": 1,
+    }
 
 
 #: torchkiln's own round-to-round jitter in the "even" row: the per-round ratio tc/tk is then
@@ -92,10 +95,12 @@ def test_a_row_keeps_its_rounds_and_paired_ratios_in_the_json() -> None:
     data = json.loads(json.dumps(row.as_dict()))
     assert set(record.ROW_KEYS) <= set(data)
     assert data["rounds_ms"]["eager"] == pytest.approx([10.0 * d for d in DRIFT])
-    assert data["round_orders"][:4] == [["eager", "torchkiln", "inductor"],
-                                        ["torchkiln", "inductor", "eager"],
-                                        ["inductor", "eager", "torchkiln"],
-                                        ["inductor", "torchkiln", "eager"]]
+    assert data["round_orders"][:4] == [
+        ["eager", "torchkiln", "inductor"],
+        ["torchkiln", "inductor", "eager"],
+        ["inductor", "eager", "torchkiln"],
+        ["inductor", "torchkiln", "eager"],
+    ]
     assert len(data["round_orders"]) == len(DRIFT)
     assert set(data["paired"]) == {"speedup", "inductor_speedup", "vs_inductor"}
     for stats in data["paired"].values():
@@ -123,8 +128,10 @@ def test_the_table_shows_paired_ratios_with_intervals_and_verdicts() -> None:
         body = [line.rstrip() for line in lines if line[:1] in "┏┃┡│├└"]
         assert body and all(line[-1] in "┓┃┩│┤┘" for line in body), text
         flat = " ".join(text.split())  # rich wraps the lines under the table at spaces
-        assert ("ahead on 1, behind on 1, tied on 1 of 3 models; geomean "
-                f"{(1.2 * 1.0 * 6 / 7) ** (1 / 3):.2f}x") in flat
+        assert (
+            "ahead on 1, behind on 1, tied on 1 of 3 models; geomean "
+            f"{(1.2 * 1.0 * 6 / 7) ** (1 / 3):.2f}x"
+        ) in flat
         assert "90% interval" in flat
         # only the jittered row's ratios are wide; drift alone leaves the others exact
         assert "warning: 2 ratio(s) marked !" in flat and "even tk speedup" in flat
@@ -155,10 +162,12 @@ def test_a_table_without_the_peer_has_no_head_to_head() -> None:
 
 def test_the_summary_says_when_too_few_rounds_reach_no_90_percent() -> None:
     row = Row("short", "zoo", "cpu", "float32", 1, accuracy="pass")
-    record.record_rounds(row, {"eager": [3.0, 3.0, 3.0], "torchkiln": [1.0, 1.0, 1.0],
-                               "inductor": [2.0, 2.0, 2.0]})
+    record.record_rounds(
+        row, {"eager": [3.0, 3.0, 3.0], "torchkiln": [1.0, 1.0, 1.0], "inductor": [2.0, 2.0, 2.0]}
+    )
     assert row.verdict == "ahead" and row.paired["vs_inductor"]["confidence"] == 0.75
     assert table.versus_summary([row]) == (
         "torchkiln vs torch.compile, median of the per-round time ratios (a tie when its interval "
         "holds 1.0; with 3 rounds that interval has only 75% confidence): ahead on 1, behind on 0, "
-        "tied on 0 of 1 models; geomean 2.00x")
+        "tied on 0 of 1 models; geomean 2.00x"
+    )

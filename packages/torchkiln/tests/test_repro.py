@@ -73,10 +73,18 @@ def breaker(tmp_path, monkeypatch):
 def _run_script(script, breaker_dir, broken, kind="broken"):
     setup = f"import breaker; breaker.install({kind!r}); " if broken else ""
     code = f"{setup}import runpy; runpy.run_path({str(script)!r}, run_name='__main__')"
-    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False,
-                          timeout=300, cwd=breaker_dir,
-                          env={**__import__("os").environ, "PYTHONPATH": f"{breaker_dir}:"
-                               + __import__("os").environ.get("PYTHONPATH", "")})
+    return subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        check=False,
+        timeout=300,
+        cwd=breaker_dir,
+        env={
+            **__import__("os").environ,
+            "PYTHONPATH": f"{breaker_dir}:" + __import__("os").environ.get("PYTHONPATH", ""),
+        },
+    )
 
 
 def f(x, y, idx):

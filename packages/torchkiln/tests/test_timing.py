@@ -86,8 +86,14 @@ def test_spread_quartiles_and_noise_on_known_timings() -> None:
     assert quiet.relative_iqr == pytest.approx(0.01)
     loud = timing.spread([10.0, 14.0, 8.0, 12.0, 9.0])  # q1 9, q3 12: 30% of the median 10
     assert loud.relative_iqr == pytest.approx(0.3)
-    assert loud.as_dict() == {"low": 8.0, "q1": 9.0, "median": 10.0, "q3": 12.0, "high": 14.0,
-                              "relative_iqr": pytest.approx(0.3)}
+    assert loud.as_dict() == {
+        "low": 8.0,
+        "q1": 9.0,
+        "median": 10.0,
+        "q3": 12.0,
+        "high": 14.0,
+        "relative_iqr": pytest.approx(0.3),
+    }
     assert timing.spread([3.0]).relative_iqr == 0.0
     with pytest.raises(ValueError):
         timing.spread([])

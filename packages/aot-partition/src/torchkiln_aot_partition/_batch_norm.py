@@ -17,10 +17,27 @@ aten = torch.ops.aten
 # Modes are disabled while they handle a call, so F.batch_norm must be caught itself:
 # its inner torch.batch_norm call would not reach us.
 _SIGNATURES = {
-    torch.batch_norm: ("input", "weight", "bias", "running_mean", "running_var", "training",
-                       "momentum", "eps", "cudnn_enabled"),
-    torch.nn.functional.batch_norm: ("input", "running_mean", "running_var", "weight", "bias",
-                                     "training", "momentum", "eps"),
+    torch.batch_norm: (
+        "input",
+        "weight",
+        "bias",
+        "running_mean",
+        "running_var",
+        "training",
+        "momentum",
+        "eps",
+        "cudnn_enabled",
+    ),
+    torch.nn.functional.batch_norm: (
+        "input",
+        "running_mean",
+        "running_var",
+        "weight",
+        "bias",
+        "training",
+        "momentum",
+        "eps",
+    ),
 }
 
 
@@ -33,7 +50,12 @@ class BatchNormAsLegit(TorchFunctionMode):
         if names is not None:
             bound = dict(zip(names, args))
             bound.update(kwargs)
-            for key, default in (("weight", None), ("bias", None), ("training", False), ("eps", 1e-5)):
+            for key, default in (
+                ("weight", None),
+                ("bias", None),
+                ("training", False),
+                ("eps", 1e-5),
+            ):
                 bound.setdefault(key, default)
             bound.setdefault("momentum", 0.1)
             x, w, b = bound["input"], bound["weight"], bound["bias"]
@@ -43,7 +65,9 @@ class BatchNormAsLegit(TorchFunctionMode):
             if rm is None or rv is None:
                 return aten._native_batch_norm_legit.no_stats(x, w, b, training, momentum, eps)[0]
             if training:
-                return aten._native_batch_norm_legit.default(x, w, b, rm, rv, True, momentum, eps)[0]
+                return aten._native_batch_norm_legit.default(x, w, b, rm, rv, True, momentum, eps)[
+                    0
+                ]
             return _eval_batch_norm(x, w, b, rm, rv, eps)
         return func(*args, **kwargs)
 

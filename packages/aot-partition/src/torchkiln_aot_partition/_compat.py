@@ -17,8 +17,10 @@ def default_decompositions() -> dict:
     # Batch norm's functional training form is not in the core table; decompose it too so the
     # default graphs hold only core ATen ops.
     aten = torch.ops.aten
-    for op in (aten._native_batch_norm_legit_functional.default,
-               aten._native_batch_norm_legit.no_stats):
+    for op in (
+        aten._native_batch_norm_legit_functional.default,
+        aten._native_batch_norm_legit.no_stats,
+    ):
         if op in decomposition_table:
             table.setdefault(op, decomposition_table[op])
     return table
@@ -40,7 +42,9 @@ def tensor_nbytes(val) -> int:
         # the size seen at trace time, read without a guard: int(numel) would specialize the
         # symbolic size (and recompile the graph for every other size)
         hint = getattr(getattr(numel, "node", None), "hint", None)
-        numel = int(hint) if hint is not None else 1 << 20  # unbacked: assume large, not cheap to save
+        numel = (
+            int(hint) if hint is not None else 1 << 20
+        )  # unbacked: assume large, not cheap to save
     return numel * val.element_size()
 
 
@@ -70,4 +74,3 @@ __all__ = [
     "tensor_nbytes",
     "torch",
 ]
-

@@ -39,8 +39,9 @@ _NAMES = ("query", "key", "value", "attn_mask", "dropout_p", "is_causal", "scale
 BIAS_ALIGN = 16
 
 
-def _eligible(q: Any, k: Any, v: Any, mask: Any, dropout_p: float, is_causal: bool,
-              enable_gqa: bool) -> bool:
+def _eligible(
+    q: Any, k: Any, v: Any, mask: Any, dropout_p: float, is_causal: bool, enable_gqa: bool
+) -> bool:
     tensors = (q, k, v, mask)
     if not all(isinstance(t, torch.Tensor) for t in tensors):
         return False
@@ -66,13 +67,16 @@ def _unusual_mask(mask: torch.Tensor) -> bool:
     if mask.dim() < 2:
         return True
     strides, sizes = mask.stride(), mask.shape
-    query_broadcast = isinstance(sizes[-2], int) and sizes[-2] > 1 and strides[-2] == 0 or sizes[-2] == 1
+    query_broadcast = (
+        isinstance(sizes[-2], int) and sizes[-2] > 1 and strides[-2] == 0 or sizes[-2] == 1
+    )
     keys_strided = isinstance(sizes[-1], int) and sizes[-1] > 1 and strides[-1] != 1
     return bool(query_broadcast or keys_strided)
 
 
-def torch_picks_math(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-                     scale: float | None) -> bool:
+def torch_picks_math(
+    q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor, scale: float | None
+) -> bool:
     """Whether torch's own dispatch picks the math path for this call (asked outside the trace,
     so the question leaves no node): only then is the call rerouted. A fused kernel torch picks
     itself (cuDNN's, for GPT-2's causal mask: 2.6 ms forward and backward against the
@@ -91,7 +95,9 @@ def _bias(mask: torch.Tensor, q: torch.Tensor, length: int, extra: int) -> torch
     bias = mask
     if mask.dtype == torch.bool:
         zero = torch.zeros((), dtype=q.dtype, device=q.device)
-        bias = torch.where(mask, zero, torch.full((), float("-inf"), dtype=q.dtype, device=q.device))
+        bias = torch.where(
+            mask, zero, torch.full((), float("-inf"), dtype=q.dtype, device=q.device)
+        )
     if bias.shape[-1] != length:  # broadcast over the keys
         bias = bias.expand(*bias.shape[:-1], length)
     if extra:
@@ -114,9 +120,14 @@ def _aligned(bias: torch.Tensor) -> bool:
     return all(s % BIAS_ALIGN == 0 for s in strides[:-1])
 
 
-def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: torch.Tensor,
-                     scale: float | None, biases: dict[int, tuple[torch.Tensor, torch.Tensor]]
-                     ) -> torch.Tensor:
+def masked_attention(
+    q: torch.Tensor,
+    k: torch.Tensor,
+    v: torch.Tensor,
+    mask: torch.Tensor,
+    scale: float | None,
+    biases: dict[int, tuple[torch.Tensor, torch.Tensor]],
+) -> torch.Tensor:
     """Attention of ``q, k, v`` with ``mask`` through the memory-efficient fused kernel.
 
     The kernel reads the bias in rows aligned to 16 elements: with a key length that is not a
@@ -128,7 +139,10 @@ def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     extra = (-length) % BIAS_ALIGN if isinstance(length, int) else 0
     key = id(mask)
     if key not in biases:
-        biases[key] = (mask, _bias(mask, q, length, extra))  # the mask is held: its id stays its own
+        biases[key] = (
+            mask,
+            _bias(mask, q, length, extra),
+        )  # the mask is held: its id stays its own
     bias = biases[key][1]
     if extra:
         k = F.pad(k, (0, 0, 0, extra))
@@ -136,7 +150,8 @@ def masked_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, mask: to
     bias = bias.expand(q.shape[0], q.shape[1], q.shape[2], length + extra)
     needs_lse = torch.is_grad_enabled() and any(t.requires_grad for t in (q, k, v))
     return aten._scaled_dot_product_efficient_attention(
-        q, k, v, bias, needs_lse, 0.0, False, scale=scale)[0]
+        q, k, v, bias, needs_lse, 0.0, False, scale=scale
+    )[0]
 
 
 class MaskedAttention(TorchFunctionMode):
@@ -153,8 +168,18 @@ class MaskedAttention(TorchFunctionMode):
             bound.update(kwargs)
             q, k, v = bound.get("query"), bound.get("key"), bound.get("value")
             mask = bound.get("attn_mask")
-            if _eligible(q, k, v, mask, float(bound.get("dropout_p", 0.0)),
-                         bool(bound.get("is_causal", False)), bool(bound.get("enable_gqa", False))
-                         ) and _unusual_mask(mask) and torch_picks_math(q, k, v, mask, bound.get("scale")):
+            if (
+                _eligible(
+                    q,
+                    k,
+                    v,
+                    mask,
+                    float(bound.get("dropout_p", 0.0)),
+                    bool(bound.get("is_causal", False)),
+                    bool(bound.get("enable_gqa", False)),
+                )
+                and _unusual_mask(mask)
+                and torch_picks_math(q, k, v, mask, bound.get("scale"))
+            ):
                 return masked_attention(q, k, v, mask, bound.get("scale"), self.biases)
         return func(*args, **kwargs)

@@ -65,8 +65,10 @@ class SyntheticBases:
         out = [fakes[i] for i in self.kept]
         mode = next(f.fake_mode for f in fakes if is_fake(f))
         with mode:
-            out += [torch.empty_strided((n,), (1,), dtype=fakes[m].dtype, device=fakes[m].device)
-                    for m, _, n in self.groups]
+            out += [
+                torch.empty_strided((n,), (1,), dtype=fakes[m].dtype, device=fakes[m].device)
+                for m, _, n in self.groups
+            ]
         return out
 
     def wrap(self, fn):
@@ -120,7 +122,9 @@ def _extent(t: torch.Tensor) -> tuple[int, int] | None:
     return lo, hi + 1
 
 
-def synthetic_bases(primals: Sequence, groups: Sequence[Sequence[int]], *, grad: bool) -> SyntheticBases:
+def synthetic_bases(
+    primals: Sequence, groups: Sequence[Sequence[int]], *, grad: bool
+) -> SyntheticBases:
     """The SyntheticBases for ``groups`` of aliased ``primals`` (see ``shared_storage_groups``).
 
     Raises AOTError for what the rebuilt graph could not reproduce: aliases of different dtypes or
@@ -133,12 +137,16 @@ def synthetic_bases(primals: Sequence, groups: Sequence[Sequence[int]], *, grad:
         members = [primals[i] for i in group]
         first = members[0]
         if any(m.dtype != first.dtype or m.device != first.device for m in members):
-            raise AOTError("graph inputs that share a storage have different dtypes or devices "
-                           "(a .view(dtype) of another input) and are mutated: only eager can "
-                           "reproduce the writes")
+            raise AOTError(
+                "graph inputs that share a storage have different dtypes or devices "
+                "(a .view(dtype) of another input) and are mutated: only eager can "
+                "reproduce the writes"
+            )
         if grad and any(m.requires_grad for m in members):
-            raise AOTError("graph inputs that share a storage are mutated and require grad: "
-                           "autograd's rules for views written in place are left to eager")
+            raise AOTError(
+                "graph inputs that share a storage are mutated and require grad: "
+                "autograd's rules for views written in place are left to eager"
+            )
         # The base starts at the storage's first element: as_strided offsets (and the
         # as_strided_scatter functionalization writes back with) are then the same whether read
         # as absolute or relative to the base.

@@ -42,8 +42,10 @@ def _refuse_while_loop_backward(gm: torch.fx.GraphModule) -> None:
     op = getattr(torch.ops.higher_order, "while_loop", None)
     for node in gm.graph.nodes:
         if node.op == "call_function" and op is not None and node.target is op:
-            raise AOTError("autograd through while_loop is not compiled (its backward is sized by a "
-                           "data-dependent trip count; torch's own while_loop autograd runs it)")
+            raise AOTError(
+                "autograd through while_loop is not compiled (its backward is sized by a "
+                "data-dependent trip count; torch's own while_loop autograd runs it)"
+            )
 
 
 def aot_compile(
@@ -73,13 +75,17 @@ def aot_compile(
     lifted = lift_parameters(gm)
     primals = list(lifted.params) + example_inputs
     needs_grad = torch.is_grad_enabled() and any(
-        isinstance(p, torch.Tensor) and p.requires_grad for p in primals)
+        isinstance(p, torch.Tensor) and p.requires_grad for p in primals
+    )
 
     fakes = symbolic_inputs(lifted)
 
     def output_aliases_of(fake_run=None) -> tuple[OutputAlias, ...] | ShapeDependentAliases:
-        found = with_eager_size_one_strides(lifted.gm, primals, output_aliases(*fake_run)) \
-            if fake_run is not None else find_output_aliases(lifted.gm, primals)
+        found = (
+            with_eager_size_one_strides(lifted.gm, primals, output_aliases(*fake_run))
+            if fake_run is not None
+            else find_output_aliases(lifted.gm, primals)
+        )
         if found and fakes is not None:  # a view's geometry depends on the sizes
             return ShapeDependentAliases(lifted.gm)
         return found
@@ -93,7 +99,9 @@ def aot_compile(
                 if fakes is None:
                     fg = trace_functional(bases.wrap(lifted.gm), bases.graph_args(primals), decomps)
                 else:  # the other inputs keep their symbolic sizes
-                    fg = trace_functional(bases.wrap(lifted.gm), bases.graph_args_fake(fakes), decomps, fake=False)
+                    fg = trace_functional(
+                        bases.wrap(lifted.gm), bases.graph_args_fake(fakes), decomps, fake=False
+                    )
         graph_inputs = bases.graph_args(primals) if bases is not None else primals
         if sdpa_attention and fakes is None:
             fg = _route_attention(fg, graph_inputs, decomps)
@@ -107,8 +115,17 @@ def aot_compile(
         # their strides are the compiler's to choose (a training forward's go through autograd)
         fg.gm.meta["free_output_strides"] = 0 if aliases or hidden else fg.num_user_outputs
         compiled = fw_compiler(fg.gm, [_detached(p) for p in graph_inputs] + extra)
-        return InferenceRuntime(compiled, lifted.params, fg.num_user_outputs, fg.mutated_inputs,
-                                lifted.constant_outputs, aliases, bases, folded, hidden)
+        return InferenceRuntime(
+            compiled,
+            lifted.params,
+            fg.num_user_outputs,
+            fg.mutated_inputs,
+            lifted.constant_outputs,
+            aliases,
+            bases,
+            folded,
+            hidden,
+        )
 
     _refuse_while_loop_backward(gm)
     joint = joint_graph(lifted.gm, primals, decomps, fake_primals=fakes)
@@ -118,17 +135,24 @@ def aot_compile(
     graph_inputs = primals
     if bases is not None:
         graph_inputs = bases.graph_args(primals)
-        joint = joint_graph(bases.wrap(lifted.gm), graph_inputs, decomps,
-                            fake_primals=bases.graph_args_fake(fakes) if fakes is not None else None)
+        joint = joint_graph(
+            bases.wrap(lifted.gm),
+            graph_inputs,
+            decomps,
+            fake_primals=bases.graph_args_fake(fakes) if fakes is not None else None,
+        )
     # the partitioners never save a mutated input: the runtime writes its new value into it after
     # the forward, and autograd refuses a saved tensor changed in place since it was saved
     joint.gm.meta["mutated_inputs"] = tuple(joint.mutated_inputs)
-    fw_gm, bw_gm = partition_fn(joint.gm, num_fwd_outputs=joint.num_fwd_outputs,
-                                num_primals=joint.num_primals)
+    fw_gm, bw_gm = partition_fn(
+        joint.gm, num_fwd_outputs=joint.num_fwd_outputs, num_primals=joint.num_primals
+    )
     fw_gm.meta["mutated_inputs"] = joint.mutated_inputs
     fw_gm.meta["num_user_outputs"] = joint.num_user_outputs
     compiled_fw = fw_compiler(fw_gm, [_detached(p) for p in graph_inputs])
-    num_saved = len(next(n for n in fw_gm.graph.nodes if n.op == "output").args[0]) - joint.num_fwd_outputs
+    num_saved = (
+        len(next(n for n in fw_gm.graph.nodes if n.op == "output").args[0]) - joint.num_fwd_outputs
+    )
     plan = TrainingPlan(
         compiled_fw=compiled_fw,
         backward=_BackwardState(bw_gm, bw_compiler, num_saved=num_saved),
@@ -162,9 +186,11 @@ def _route_attention(fg: FunctionalGraph, graph_inputs, decomps) -> FunctionalGr
             again.gm.meta.update(fg.gm.meta)
             again.gm.meta["attention"] = stats
             return FunctionalGraph(again.gm, fg.num_user_outputs, fg.mutated_inputs)
-        stats.refused += [f"{line.split(':')[0]}: torch picked no attention kernel for these inputs "
-                          "(its math fallback, or a table that decomposes the kernels): left as written"
-                          for line in stats.fused]
+        stats.refused += [
+            f"{line.split(':')[0]}: torch picked no attention kernel for these inputs "
+            "(its math fallback, or a table that decomposes the kernels): left as written"
+            for line in stats.fused
+        ]
         stats.fused.clear()
     fg.gm.meta["attention"] = stats
     return fg
@@ -180,6 +206,8 @@ def _bases_for(primals, mutated_inputs, *, grad: bool, fakes) -> SyntheticBases 
     if not groups:
         return None
     if fakes is not None and not all(has_static_geometry(fakes[i]) for g in groups for i in g):
-        raise AOTError("graph inputs that share a storage are mutated and have symbolic sizes, "
-                       "strides or storage offsets (their synthetic base needs static geometry)")
+        raise AOTError(
+            "graph inputs that share a storage are mutated and have symbolic sizes, "
+            "strides or storage offsets (their synthetic base needs static geometry)"
+        )
     return synthetic_bases(primals, groups, grad=grad)

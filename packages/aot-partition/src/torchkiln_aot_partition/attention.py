@@ -75,7 +75,9 @@ def _is_cast(node) -> bool:
     """A pure dtype conversion (the float32 round trip of a 16-bit softmax)."""
     if _is(node, prims.convert_element_type.default):
         return True
-    return _is(node, aten._to_copy.default) and set(node.kwargs) <= {"dtype"} and len(node.args) == 1
+    return (
+        _is(node, aten._to_copy.default) and set(node.kwargs) <= {"dtype"} and len(node.args) == 1
+    )
 
 
 def _last_dim(dims, ndim: int) -> bool:
@@ -101,8 +103,13 @@ def _softmax_input(probs: fx.Node, nodes: set) -> fx.Node:
         if not _is(p, aten.div.Tensor):
             raise _NoMatch("the second matmul's left operand is not a softmax")
         exp, total = p.args
-        if not (_is(exp, aten.exp.default) and _is(total, aten.sum.dim_IntList)
-                and total.args[0] is exp and len(total.args) >= 3 and total.args[2]):
+        if not (
+            _is(exp, aten.exp.default)
+            and _is(total, aten.sum.dim_IntList)
+            and total.args[0] is exp
+            and len(total.args) >= 3
+            and total.args[2]
+        ):
             raise _NoMatch("the second matmul's left operand is not a softmax")
         sub = exp.args[0]
         if not _is(sub, aten.sub.Tensor) or not _is(sub.args[1], aten.amax.default):
@@ -242,7 +249,9 @@ def _match(bmm2: fx.Node) -> _Match:
         if _val(mask).dtype != torch.bool:
             raise _NoMatch("masked_fill's mask is not boolean")
     elif _is(x, aten.masked_fill.Scalar, aten.where.self):
-        raise _NoMatch("the mask fills another value than -inf (a finite fill is not an additive mask)")
+        raise _NoMatch(
+            "the mask fills another value than -inf (a finite fill is not an additive mask)"
+        )
     elif _is(x, aten.add.Tensor) and len(x.args) == 2 and not x.kwargs:
         first, second = x.args
         if not isinstance(second, fx.Node) or not isinstance(first, fx.Node):
@@ -261,13 +270,20 @@ def _match(bmm2: fx.Node) -> _Match:
         if broadcast != shape or list(_val(x).shape) != shape:
             raise _NoMatch("the mask widens the scores")
     scale = 1.0
-    if _is(scores, aten.mul.Tensor) and isinstance(scores.args[1], (int, float)) \
-            and not isinstance(scores.args[1], bool):
+    if (
+        _is(scores, aten.mul.Tensor)
+        and isinstance(scores.args[1], (int, float))
+        and not isinstance(scores.args[1], bool)
+    ):
         scale = float(scores.args[1])
         nodes.add(scores)
         scores = scores.args[0]
-    elif _is(scores, aten.div.Tensor) and isinstance(scores.args[1], (int, float)) \
-            and not isinstance(scores.args[1], bool) and scores.args[1] != 0:
+    elif (
+        _is(scores, aten.div.Tensor)
+        and isinstance(scores.args[1], (int, float))
+        and not isinstance(scores.args[1], bool)
+        and scores.args[1] != 0
+    ):
         scale = 1.0 / float(scores.args[1])
         nodes.add(scores)
         scores = scores.args[0]
@@ -298,8 +314,10 @@ def _match(bmm2: fx.Node) -> _Match:
     for node in nodes - {bmm2}:
         outside = [u for u in node.users if u not in nodes]
         if outside:
-            raise _NoMatch(f"{node.name} is also read by {outside[0].name} (the attention weights or "
-                           "scores are used elsewhere)")
+            raise _NoMatch(
+                f"{node.name} is also read by {outside[0].name} (the attention weights or "
+                "scores are used elsewhere)"
+            )
     return _Match(bmm2, q, k_t, a, b, v3, batch, scale, mask, kind, nodes)
 
 
@@ -310,12 +328,18 @@ def _emit(graph: fx.Graph, m: _Match, causal: bool) -> str:
     source = kv.shape[2]
     with graph.inserting_before(m.bmm2):
         q = m.q if m.q is not None else call(aten.view.default, (m.a, m.batch + [length, head]))
-        k_t = m.k_t if m.k_t is not None else call(aten.view.default, (m.b, m.batch + [head, source]))
+        k_t = (
+            m.k_t if m.k_t is not None else call(aten.view.default, (m.b, m.batch + [head, source]))
+        )
         k = call(aten.transpose.int, (k_t, -2, -1))
         v = m.v3
         v_inner = m.v3.args[0] if _is(m.v3, *_VIEWS) else None
         v4 = _peel(m.v3, m.batch + [source, vv.shape[2]]) if v_inner is not None else None
-        v = v4 if v4 is not None else call(aten.view.default, (m.v3, m.batch + [source, vv.shape[2]]))
+        v = (
+            v4
+            if v4 is not None
+            else call(aten.view.default, (m.v3, m.batch + [source, vv.shape[2]]))
+        )
         kwargs: dict = {"scale": m.scale}
         if causal:
             kwargs["is_causal"] = True
@@ -328,7 +352,9 @@ def _emit(graph: fx.Graph, m: _Match, causal: bool) -> str:
             # SDPA gives zeros for a row the mask removes entirely, eager's softmax NaN
             removed = m.mask if m.mask_kind == "fill" else call(aten.eq.Scalar, (m.mask, -math.inf))
             dead = call(aten.all.dim, (removed, -1, True))
-            nan = call(aten.scalar_tensor.default, (math.nan,), {"dtype": qv.dtype, "device": qv.device})
+            nan = call(
+                aten.scalar_tensor.default, (math.nan,), {"dtype": qv.dtype, "device": qv.device}
+            )
             out = call(aten.where.self, (dead, nan, out))
     users = list(m.bmm2.users)
     target = m.batch + [length, vv.shape[2]]
@@ -338,9 +364,15 @@ def _emit(graph: fx.Graph, m: _Match, causal: bool) -> str:
         with graph.inserting_before(m.bmm2):
             flat = call(aten.reshape.default, (out, [bsz, length, vv.shape[2]]))
         m.bmm2.replace_all_uses_with(flat)
-    mask = "causal" if causal else {"": "no mask", "fill": "boolean mask", "add": "additive mask"}[m.mask_kind]
-    return (f"{m.bmm2.name}: attention {m.batch + [length, source]} head {head}, scale {m.scale:.6g}, "
-            f"{mask} -> scaled_dot_product_attention")
+    mask = (
+        "causal"
+        if causal
+        else {"": "no mask", "fill": "boolean mask", "add": "additive mask"}[m.mask_kind]
+    )
+    return (
+        f"{m.bmm2.name}: attention {m.batch + [length, source]} head {head}, scale {m.scale:.6g}, "
+        f"{mask} -> scaled_dot_product_attention"
+    )
 
 
 def fuse_attention(gm: fx.GraphModule) -> AttentionStats:
@@ -379,7 +411,8 @@ def _reads_softmax(bmm: fx.Node) -> bool:
         n = frontier.pop()
         seen += 1
         if _is(n, aten._softmax.default, aten.div.Tensor) and (
-                n.target is aten._softmax.default or _is(n.args[0], aten.exp.default)):
+            n.target is aten._softmax.default or _is(n.args[0], aten.exp.default)
+        ):
             return True
         if isinstance(n, fx.Node) and n.op == "call_function" and n.target is not operator.getitem:
             frontier.extend(n.all_input_nodes[:1])

@@ -18,16 +18,31 @@ aten = torch.ops.aten
 
 # ops that raise on out-of-range index values (IndexError or RuntimeError, as eager does)
 _INDEX_CHECKED = {
-    aten.index_select.default, aten.gather.default, aten.index.Tensor, aten.embedding.default,
-    aten.take.default, aten.scatter.src, aten.scatter.value, aten.scatter_add.default,
-    aten.scatter_reduce.two, aten.index_put.default, aten.index_add.default,
-    aten.index_copy.default, aten.index_fill.int_Scalar, aten.index_fill.int_Tensor,
+    aten.index_select.default,
+    aten.gather.default,
+    aten.index.Tensor,
+    aten.embedding.default,
+    aten.take.default,
+    aten.scatter.src,
+    aten.scatter.value,
+    aten.scatter_add.default,
+    aten.scatter_reduce.two,
+    aten.index_put.default,
+    aten.index_add.default,
+    aten.index_copy.default,
+    aten.index_fill.int_Scalar,
+    aten.index_fill.int_Tensor,
 }
 
 # ops that raise ZeroDivisionError on an integer divisor of 0 (floats give inf/nan instead)
 _INTEGER_DIVISION = {
-    aten.div.Tensor_mode, aten.div.Scalar_mode, aten.floor_divide.default,
-    aten.remainder.Tensor, aten.remainder.Scalar, aten.fmod.Tensor, aten.fmod.Scalar,
+    aten.div.Tensor_mode,
+    aten.div.Scalar_mode,
+    aten.floor_divide.default,
+    aten.remainder.Tensor,
+    aten.remainder.Scalar,
+    aten.fmod.Tensor,
+    aten.fmod.Scalar,
 }
 
 
@@ -39,7 +54,9 @@ def checks_its_data(node: fx.Node) -> bool:
         return True
     if node.target in _INTEGER_DIVISION:
         val = node.meta.get("val")
-        return isinstance(val, torch.Tensor) and not val.is_floating_point() and not val.is_complex()
+        return (
+            isinstance(val, torch.Tensor) and not val.is_floating_point() and not val.is_complex()
+        )
     return False
 
 

@@ -43,10 +43,22 @@ aten = torch.ops.aten
 
 #: ops that only reinterpret their input's memory: a boundary made of these folds nothing
 _VIEWS = {
-    aten.view.default, aten.reshape.default, aten._unsafe_view.default, aten.expand.default,
-    aten.permute.default, aten.t.default, aten.transpose.int, aten.slice.Tensor,
-    aten.select.int, aten.unsqueeze.default, aten.squeeze.dim, aten.squeeze.dims,
-    aten.squeeze.default, aten.alias.default, aten.as_strided.default, aten.detach.default,
+    aten.view.default,
+    aten.reshape.default,
+    aten._unsafe_view.default,
+    aten.expand.default,
+    aten.permute.default,
+    aten.t.default,
+    aten.transpose.int,
+    aten.slice.Tensor,
+    aten.select.int,
+    aten.unsqueeze.default,
+    aten.squeeze.dim,
+    aten.squeeze.dims,
+    aten.squeeze.default,
+    aten.alias.default,
+    aten.as_strided.default,
+    aten.detach.default,
 }
 _AFFINE = (aten.mul.Tensor, aten.div.Tensor, aten.add.Tensor, aten.sub.Tensor)
 
@@ -113,7 +125,8 @@ class FoldedConstants:
                     if _meta(v) != meta:
                         raise FoldedConstantsChanged(
                             f"folded constant {k} is {_meta(v)}, the graph was compiled for "
-                            f"{meta}: a parameter changed shape, dtype or layout after compiling")
+                            f"{meta}: a parameter changed shape, dtype or layout after compiling"
+                        )
                 if self._values is not None:
                     # refold in place: the tensors keep their memory, which a recorded CUDA
                     # graph reads at replay (and their identity, which oneDNN's packed-weight
@@ -126,7 +139,9 @@ class FoldedConstants:
 
     def nbytes(self) -> int:
         """Bytes the folded constants hold beside the parameters (0 before the first fold)."""
-        return sum(v.untyped_storage().nbytes() for v in {id(v): v for v in self._values or ()}.values())
+        return sum(
+            v.untyped_storage().nbytes() for v in {id(v): v for v in self._values or ()}.values()
+        )
 
     def prime(self, args: Sequence[Any], values: list[torch.Tensor]) -> None:
         """Start the cache with the values computed at compile time from ``args``."""
@@ -153,7 +168,8 @@ def _val(node: Any) -> Any:
 
 def _is_static(val: Any) -> bool:
     return isinstance(val, torch.Tensor) and all(
-        isinstance(s, int) for s in (*val.shape, *val.stride()))
+        isinstance(s, int) for s in (*val.shape, *val.stride())
+    )
 
 
 def _fake_mode(graph: fx.Graph) -> Any:
@@ -178,18 +194,23 @@ class _Graph:
 
     def _computable(self, n: fx.Node) -> bool:
         if isinstance(n.target, torch._ops.OpOverload) and (
-                torch.Tag.nondeterministic_seeded in n.target.tags):
+            torch.Tag.nondeterministic_seeded in n.target.tags
+        ):
             return False
         inputs = n.all_input_nodes
-        return bool(inputs) and all(i in self.const for i in inputs) and (
-            n.target is operator.getitem or isinstance(n.target, torch._ops.OpOverload))
+        return (
+            bool(inputs)
+            and all(i in self.const for i in inputs)
+            and (n.target is operator.getitem or isinstance(n.target, torch._ops.OpOverload))
+        )
 
     def add(self, target: Any, args: tuple, before: fx.Node) -> fx.Node:
         """Insert ``target(*args)`` before ``before``, with its meta['val'] computed on fakes."""
         with self.graph.inserting_before(before):
             node = self.graph.call_function(target, args)
         fake_args = torch.utils._pytree.tree_map(
-            lambda a: _val(a) if isinstance(a, fx.Node) else a, args)
+            lambda a: _val(a) if isinstance(a, fx.Node) else a, args
+        )
         with self.fake_mode:
             node.meta["val"] = target(*fake_args)
         if all(i in self.const for i in node.all_input_nodes):
@@ -257,12 +278,16 @@ def _fold_affine_epilogue(g: _Graph, conv: fx.Node) -> fx.Node | None:
             full = g.add(aten.full.default, ([y.shape[1]], 0.0), user)
             new_b = g.add(user.target, (full, scale), user)
         else:
-            new_b = scale if user.target is aten.add.Tensor else g.add(aten.neg.default, (scale,), user)
+            new_b = (
+                scale if user.target is aten.add.Tensor else g.add(aten.neg.default, (scale,), user)
+            )
         if new_b is not None and _val(new_b).dtype != y.dtype:
             return None
-    new_conv = g.add(aten.convolution.default,
-                     (x, new_w, new_b, stride, padding, dilation, transposed, output_padding, groups),
-                     user)
+    new_conv = g.add(
+        aten.convolution.default,
+        (x, new_w, new_b, stride, padding, dilation, transposed, output_padding, groups),
+        user,
+    )
     user.replace_all_uses_with(new_conv)
     g.graph.erase_node(user)
     g.graph.erase_node(conv)
@@ -336,13 +361,17 @@ def _ancestors(node: fx.Node) -> list[fx.Node]:
     return list(seen)
 
 
-def freeze(gm: fx.GraphModule, graph_args: Sequence[Any], frozen: Sequence[int]
-           ) -> tuple[FoldedConstants | None, FreezeStats]:
+def freeze(
+    gm: fx.GraphModule, graph_args: Sequence[Any], frozen: Sequence[int]
+) -> tuple[FoldedConstants | None, FreezeStats]:
     """Rewrite ``gm`` in place (affine epilogues into convolutions, constant subgraphs out) and
     return the constant graph's runtime, or None when nothing folds; ``frozen`` are the
     placeholder positions holding parameters the graph does not mutate."""
-    frozen = {i for i in frozen if isinstance(graph_args[i], torch.Tensor)
-              and not graph_args[i].is_inference()}
+    frozen = {
+        i
+        for i in frozen
+        if isinstance(graph_args[i], torch.Tensor) and not graph_args[i].is_inference()
+    }
     if not frozen:
         return None, FreezeStats()
     g = _Graph(gm, frozen)
@@ -357,8 +386,11 @@ def freeze(gm: fx.GraphModule, graph_args: Sequence[Any], frozen: Sequence[int]
     # boundaries: constant nodes a non-constant node (or the output) reads
     kept: list[str] = []
     while True:
-        boundary = [n for n in g.graph.nodes if n in g.const and n.op == "call_function"
-                    and any(u not in g.const for u in n.users)]
+        boundary = [
+            n
+            for n in g.graph.nodes
+            if n in g.const and n.op == "call_function" and any(u not in g.const for u in n.users)
+        ]
         rejected = [(n, r) for n in boundary if (r := _keep_reason(n, g.const)) is not None]
         if not rejected:
             break

@@ -51,15 +51,21 @@ class JointGraph:
     grad_inputs: tuple[int, ...]
     # (fake inputs, fn(*fake inputs)) of the fake run that found the outputs, static shapes only:
     # the output-alias analysis reads it instead of running the graph once more
-    fake_run: tuple[tuple[Any, ...], tuple[Any, ...]] | None = field(default=None, compare=False, repr=False)
+    fake_run: tuple[tuple[Any, ...], tuple[Any, ...]] | None = field(
+        default=None, compare=False, repr=False
+    )
 
     @property
     def num_fwd_outputs(self) -> int:
         return self.num_user_outputs + len(self.mutated_inputs)
 
 
-def joint_graph(fn: Callable[..., Any], primals: Sequence[torch.Tensor], decompositions: dict,
-                fake_primals: Sequence[torch.Tensor] | None = None) -> JointGraph:
+def joint_graph(
+    fn: Callable[..., Any],
+    primals: Sequence[torch.Tensor],
+    decompositions: dict,
+    fake_primals: Sequence[torch.Tensor] | None = None,
+) -> JointGraph:
     """Trace fn's forward and backward into one functional ATen graph.
 
     `primals` are real example tensors; their requires_grad flags decide which grads are traced.
@@ -71,13 +77,19 @@ def joint_graph(fn: Callable[..., Any], primals: Sequence[torch.Tensor], decompo
     grad_idx = [i for i, p in enumerate(primals) if isinstance(p, torch.Tensor) and p.requires_grad]
     symbolic = fake_primals is not None
     # static shapes still get a ShapeEnv (as make_fx's own fake mode has): while_loop's fake run asks for it
-    mode = _mode_of(fake_primals) if symbolic else FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
+    mode = (
+        _mode_of(fake_primals)
+        if symbolic
+        else FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True)
+    )
     examples = list(fake_primals) if fake_primals is not None else primals
     # One run on fake copies (no side effects on the user's tensors) gives the outputs' shapes
     # and which of them require grad.
     with mode, torch.enable_grad():
         fake_ins, fake_outs = _fake_outputs(fn, examples, primals, mode)
-    diff_idx = [i for i, o in enumerate(fake_outs) if isinstance(o, torch.Tensor) and o.requires_grad]
+    diff_idx = [
+        i for i, o in enumerate(fake_outs) if isinstance(o, torch.Tensor) and o.requires_grad
+    ]
     num_primals = len(primals)
     n_user = [0]
     none_grads: list[int] = []
@@ -90,28 +102,45 @@ def joint_graph(fn: Callable[..., Any], primals: Sequence[torch.Tensor], decompo
             n_user[0] = len(outs)
             diff_outs = [outs[i] for i in diff_idx]
             inputs = [ps[i] for i in grad_idx]
-            grads = torch.autograd.grad(diff_outs, inputs, list(tangents), allow_unused=True) if diff_outs else \
-                [None] * len(inputs)
+            grads = (
+                torch.autograd.grad(diff_outs, inputs, list(tangents), allow_unused=True)
+                if diff_outs
+                else [None] * len(inputs)
+            )
         none_grads[:] = [grad_idx[k] for k, g in enumerate(grads) if g is None]
         return tuple(outs) + tuple(g for g in grads if g is not None)
 
     # Tangents are contiguous tensors shaped like the differentiable outputs; the runtime makes the
     # incoming grads contiguous to match.
     with mode if symbolic else contextlib.nullcontext():
-        tangents = [torch.zeros(fake_outs[i].shape, dtype=fake_outs[i].dtype, device=fake_outs[i].device)
-                    for i in diff_idx]
-        leaves = [e.detach().requires_grad_(p.requires_grad) if isinstance(p, torch.Tensor) else e
-                  for e, p in zip(examples, primals)]
+        tangents = [
+            torch.zeros(fake_outs[i].shape, dtype=fake_outs[i].dtype, device=fake_outs[i].device)
+            for i in diff_idx
+        ]
+        leaves = [
+            e.detach().requires_grad_(p.requires_grad) if isinstance(p, torch.Tensor) else e
+            for e, p in zip(examples, primals)
+        ]
     # Two stages: functionalize's wrappers drop requires_grad, so autograd cannot run under it.
     # Stage 1 traces forward + autograd.grad to ATen (mutations still in place); stage 2 replays
     # that graph, which no longer needs autograd, under functionalization.
     try:
-        with MAKE_FX_LOCK, BatchNormAsLegit(), MaskedAttention(), mode if symbolic else contextlib.nullcontext():
-            stage1 = make_fx(joint, decomposition_table=decompositions,
-                             tracing_mode="real" if symbolic else "fake")(*leaves, *tangents)
+        with (
+            MAKE_FX_LOCK,
+            BatchNormAsLegit(),
+            MaskedAttention(),
+            mode if symbolic else contextlib.nullcontext(),
+        ):
+            stage1 = make_fx(
+                joint,
+                decomposition_table=decompositions,
+                tracing_mode="real" if symbolic else "fake",
+            )(*leaves, *tangents)
     except Exception as exc:
-        raise AOTError(f"tracing the joint forward+backward graph failed: {type(exc).__name__}: {exc}. "
-                       "An op in the graph has no fake-tensor or autograd support.") from exc
+        raise AOTError(
+            f"tracing the joint forward+backward graph failed: {type(exc).__name__}: {exc}. "
+            "An op in the graph has no fake-tensor or autograd support."
+        ) from exc
     with mode if symbolic else contextlib.nullcontext():
         plain = [p.detach() if isinstance(p, torch.Tensor) else p for p in examples]
     fg: FunctionalGraph
@@ -138,8 +167,15 @@ def joint_graph(fn: Callable[..., Any], primals: Sequence[torch.Tensor], decompo
     output.args = (tuple(user + mutations + grads),)
     gm.recompile()
     grad_inputs = tuple(i for i in grad_idx if i not in none_grads)
-    return JointGraph(gm, num_primals, n_out, fg.mutated_inputs, tuple(diff_idx), grad_inputs,
-                      None if symbolic else (fake_ins, fake_outs))
+    return JointGraph(
+        gm,
+        num_primals,
+        n_out,
+        fg.mutated_inputs,
+        tuple(diff_idx),
+        grad_inputs,
+        None if symbolic else (fake_ins, fake_outs),
+    )
 
 
 def _mode_of(fakes) -> FakeTensorMode:
@@ -150,7 +186,11 @@ def _mode_of(fakes) -> FakeTensorMode:
 
 
 def _fake_outputs(fn, examples, primals, mode):
-    fakes = [(e if is_fake(e) else mode.from_tensor(e)).detach().requires_grad_(p.requires_grad)
-             if isinstance(p, torch.Tensor) else e for e, p in zip(examples, primals)]
+    fakes = [
+        (e if is_fake(e) else mode.from_tensor(e)).detach().requires_grad_(p.requires_grad)
+        if isinstance(p, torch.Tensor)
+        else e
+        for e, p in zip(examples, primals)
+    ]
     outs = fn(*fakes)
     return tuple(fakes), (tuple(outs) if isinstance(outs, (tuple, list)) else (outs,))

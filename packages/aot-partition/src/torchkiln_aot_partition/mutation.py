@@ -30,8 +30,9 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from .errors import AOTError, MutationAppliedError
 
 
-def apply_mutations(args: Sequence[torch.Tensor], mutated_inputs: Sequence[int],
-                    new_values: Sequence[torch.Tensor]) -> None:
+def apply_mutations(
+    args: Sequence[torch.Tensor], mutated_inputs: Sequence[int], new_values: Sequence[torch.Tensor]
+) -> None:
     """args[i].copy_(value) for each mutated input i, without recording autograd history.
 
     All or nothing: every copy is checked (shape, device) and a new value that shares memory
@@ -45,11 +46,15 @@ def apply_mutations(args: Sequence[torch.Tensor], mutated_inputs: Sequence[int],
         for i, value in zip(mutated_inputs, new_values):
             dst = args[i]
             if value.shape != dst.shape or value.device != dst.device:
-                raise AOTError(f"the new value of mutated graph input {i} has shape {tuple(value.shape)} on "
-                               f"{value.device}, the input {tuple(dst.shape)} on {dst.device}")
+                raise AOTError(
+                    f"the new value of mutated graph input {i} has shape {tuple(value.shape)} on "
+                    f"{value.device}, the input {tuple(dst.shape)} on {dst.device}"
+                )
             if _overlaps_itself(dst):
-                raise AOTError(f"mutated graph input {i} has elements that share one memory location "
-                               "(an expanded tensor); eager refuses to write it too")
+                raise AOTError(
+                    f"mutated graph input {i} has elements that share one memory location "
+                    "(an expanded tensor); eager refuses to write it too"
+                )
             if any(_shares_memory(value, args[j]) for j in mutated_inputs):
                 value = value.clone()  # writing one input must not change another's new value
             pairs.append((dst, value))
@@ -57,8 +62,10 @@ def apply_mutations(args: Sequence[torch.Tensor], mutated_inputs: Sequence[int],
             for dst, value in pairs:
                 dst.copy_(value)
         except Exception as exc:
-            raise MutationAppliedError(f"writing the mutated graph inputs back failed part way "
-                                       f"({type(exc).__name__}: {exc})") from exc
+            raise MutationAppliedError(
+                f"writing the mutated graph inputs back failed part way "
+                f"({type(exc).__name__}: {exc})"
+            ) from exc
 
 
 def _overlaps_itself(t: torch.Tensor) -> bool:
@@ -105,7 +112,9 @@ def find_output_aliases(fn, args: Sequence[torch.Tensor]) -> tuple[OutputAlias, 
     return with_eager_size_one_strides(fn, args, output_aliases(fakes, outs))
 
 
-def with_eager_size_one_strides(fn, args: Sequence[Any], aliases: tuple[OutputAlias, ...]) -> tuple[OutputAlias, ...]:
+def with_eager_size_one_strides(
+    fn, args: Sequence[Any], aliases: tuple[OutputAlias, ...]
+) -> tuple[OutputAlias, ...]:
     """``aliases`` with eager's strides on the dims of size 1 of each view of an input.
 
     A fake tensor's ``view`` computes those strides in Python, not always as eager's C++ does
@@ -127,8 +136,12 @@ def with_eager_size_one_strides(fn, args: Sequence[Any], aliases: tuple[OutputAl
     fixed = []
     for a in aliases:
         out = outs[a.output] if a in wanted and a.output < len(outs) else None
-        if isinstance(out, torch.Tensor) and tuple(out.shape) == a.size and out.storage_offset() == a.storage_offset \
-                and all(n == 1 or int(st) == s for n, st, s in zip(a.size, out.stride(), a.stride)):
+        if (
+            isinstance(out, torch.Tensor)
+            and tuple(out.shape) == a.size
+            and out.storage_offset() == a.storage_offset
+            and all(n == 1 or int(st) == s for n, st, s in zip(a.size, out.stride(), a.stride))
+        ):
             a = dataclasses.replace(a, stride=tuple(int(st) for st in out.stride()))
         fixed.append(a)
     return tuple(fixed)
@@ -136,7 +149,9 @@ def with_eager_size_one_strides(fn, args: Sequence[Any], aliases: tuple[OutputAl
 
 def _meta_copy(t: torch.Tensor) -> torch.Tensor:
     """A meta tensor with ``t``'s dtype and geometry (sizes, strides, storage offset)."""
-    extent = t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if n > 0) + 1
+    extent = (
+        t.storage_offset() + sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if n > 0) + 1
+    )
     storage = torch.empty(extent, dtype=t.dtype, device="meta")
     return storage.as_strided(t.shape, t.stride(), t.storage_offset())
 
@@ -180,8 +195,12 @@ class ShapeDependentAliases:
         self._known: dict[tuple, tuple[OutputAlias, ...]] = {}
 
     def __call__(self, args: Sequence[Any]) -> tuple[OutputAlias, ...]:
-        key = tuple((tuple(a.shape), a.stride(), a.storage_offset(), a.dtype)
-                    if isinstance(a, torch.Tensor) else a for a in args)
+        key = tuple(
+            (tuple(a.shape), a.stride(), a.storage_offset(), a.dtype)
+            if isinstance(a, torch.Tensor)
+            else a
+            for a in args
+        )
         found = self._known.get(key)
         if found is None:
             found = self._known[key] = find_output_aliases(self.fn, args)
@@ -199,17 +218,27 @@ def _views_of_an_output(outs: list[torch.Tensor], positions: list[int]) -> list[
         return []  # one tensor returned twice, nothing else on its storage
     whole = [(j, o) for j, o in zip(positions, outs) if holds_whole_storage(o)]
     if not whole:
-        raise AOTError("graph outputs are views of an intermediate that is not itself an output "
-                       "(they would come back as unrelated tensors)")
+        raise AOTError(
+            "graph outputs are views of an intermediate that is not itself an output "
+            "(they would come back as unrelated tensors)"
+        )
     base, tensor = whole[0]
-    return [OutputAlias(k, base, False, *_geometry(o), of_output=True, base_stride=tuple(tensor.stride()))
-            for k, o in zip(positions, outs) if k != base]
+    return [
+        OutputAlias(
+            k, base, False, *_geometry(o), of_output=True, base_stride=tuple(tensor.stride())
+        )
+        for k, o in zip(positions, outs)
+        if k != base
+    ]
 
 
 def holds_whole_storage(t: torch.Tensor) -> bool:
     """t is its storage: from offset 0, every element once, no gap, nothing past its end."""
-    return (t.storage_offset() == 0 and _dense(t)
-            and t.numel() * t.element_size() == t.untyped_storage().nbytes())
+    return (
+        t.storage_offset() == 0
+        and _dense(t)
+        and t.numel() * t.element_size() == t.untyped_storage().nbytes()
+    )
 
 
 def _dense(t: torch.Tensor) -> bool:
@@ -223,8 +252,9 @@ def _dense(t: torch.Tensor) -> bool:
     return True
 
 
-def restore_aliases(outs: list, args: Sequence[torch.Tensor],
-                    aliases: Sequence[OutputAlias] | ShapeDependentAliases) -> list:
+def restore_aliases(
+    outs: list, args: Sequence[torch.Tensor], aliases: Sequence[OutputAlias] | ShapeDependentAliases
+) -> list:
     """Replace each aliased output by the input itself or a view of it (or a view of another
     output), as eager returns."""
     if isinstance(aliases, ShapeDependentAliases):

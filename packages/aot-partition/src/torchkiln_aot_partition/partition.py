@@ -28,15 +28,37 @@ from .errors import AOTError
 aten = torch.ops.aten
 
 # Not pointwise-tagged, but as cheap to recompute as a pointwise op.
-_CHEAP_OPS = frozenset({
-    aten.full.default, aten.scalar_tensor.default, aten.zeros.default, aten.ones.default,
-    aten.arange.start_step, aten.arange.default, aten.clone.default, aten.alias.default,
-    aten.expand.default, aten.view.default, aten._unsafe_view.default, aten.permute.default,
-    aten.squeeze.dim, aten.squeeze.dims, aten.unsqueeze.default, aten.t.default,
-    aten.slice.Tensor, aten.select.int, aten.full_like.default, aten.zeros_like.default,
-    aten.ones_like.default, aten.empty_like.default, aten.where.self, aten.copy.default,
-    aten.sym_size.int, aten.sym_numel.default, aten.sym_stride.int,
-})
+_CHEAP_OPS = frozenset(
+    {
+        aten.full.default,
+        aten.scalar_tensor.default,
+        aten.zeros.default,
+        aten.ones.default,
+        aten.arange.start_step,
+        aten.arange.default,
+        aten.clone.default,
+        aten.alias.default,
+        aten.expand.default,
+        aten.view.default,
+        aten._unsafe_view.default,
+        aten.permute.default,
+        aten.squeeze.dim,
+        aten.squeeze.dims,
+        aten.unsqueeze.default,
+        aten.t.default,
+        aten.slice.Tensor,
+        aten.select.int,
+        aten.full_like.default,
+        aten.zeros_like.default,
+        aten.ones_like.default,
+        aten.empty_like.default,
+        aten.where.self,
+        aten.copy.default,
+        aten.sym_size.int,
+        aten.sym_numel.default,
+        aten.sym_stride.int,
+    }
+)
 
 
 #: what saving a primal costs, per byte, next to an intermediate's 1.0 (see min_cut_partition)
@@ -76,7 +98,11 @@ def is_recomputable(node: fx.Node) -> bool:
         arg = node.args[0]
         src = arg.meta.get("val") if isinstance(arg, fx.Node) else None
         out = node.meta.get("val")
-        return isinstance(src, torch.Tensor) and isinstance(out, torch.Tensor) and src.device == out.device
+        return (
+            isinstance(src, torch.Tensor)
+            and isinstance(out, torch.Tensor)
+            and src.device == out.device
+        )
     return target.is_view
 
 
@@ -120,8 +146,9 @@ def _save_cost(node: fx.Node) -> float:
     return cost
 
 
-def extract_graph(joint_gm: fx.GraphModule, inputs: list[fx.Node], outputs: list,
-                  checks: Sequence[fx.Node] = ()) -> fx.GraphModule:
+def extract_graph(
+    joint_gm: fx.GraphModule, inputs: list[fx.Node], outputs: list, checks: Sequence[fx.Node] = ()
+) -> fx.GraphModule:
     """A new graph computing `outputs` from `inputs` (nodes of joint_gm), copying what is needed,
     plus the unused `checks` (nodes kept for the errors they raise, see checks.py)."""
     needed = _ancestors([*outputs, *checks], set(inputs))
@@ -135,7 +162,9 @@ def extract_graph(joint_gm: fx.GraphModule, inputs: list[fx.Node], outputs: list
         if node in env or node not in needed or node.op == "output":
             continue
         if node.op == "placeholder":
-            raise AOTError(f"the partition needs input {node.name} that is not available on this side")
+            raise AOTError(
+                f"the partition needs input {node.name} that is not available on this side"
+            )
         env[node] = graph.node_copy(node, lambda n: env[n])
     graph.output(tuple(env[o] for o in outputs))
     graph.eliminate_dead_code(is_impure_node=keep_impure_or_checking)
@@ -150,8 +179,11 @@ def _split(joint_gm, num_fwd_outputs: int, num_primals: int, saved: list[fx.Node
     fw_outs, bw_outs = outs[:num_fwd_outputs], outs[num_fwd_outputs:]
     # unused index ops of the forward still raise for a bad index in eager: the forward runs them
     stop = set(primals)
-    checks = [n for n in joint_gm.graph.nodes if not n.users and checks_its_data(n)
-              and not _ancestors([n], stop) & set(tangents)]
+    checks = [
+        n
+        for n in joint_gm.graph.nodes
+        if not n.users and checks_its_data(n) and not _ancestors([n], stop) & set(tangents)
+    ]
     fw_gm = extract_graph(joint_gm, primals, fw_outs + saved, checks)
     bw_gm = extract_graph(joint_gm, saved + tangents, bw_outs)
     return fw_gm, bw_gm
@@ -167,8 +199,9 @@ def _backward_nodes(joint_gm: fx.GraphModule, num_primals: int) -> set[fx.Node]:
     return bw
 
 
-def default_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int,
-                      num_primals: int) -> tuple[fx.GraphModule, fx.GraphModule]:
+def default_partition(
+    joint_gm: fx.GraphModule, *, num_fwd_outputs: int, num_primals: int
+) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Save every forward value the backward reads (no recomputation); a baseline for min-cut."""
     bw_nodes = _backward_nodes(joint_gm, num_primals)
     bw_outs = _output_args(joint_gm)[num_fwd_outputs:]
@@ -177,13 +210,16 @@ def default_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int,
     for node in joint_gm.graph.nodes:
         if node in bw_nodes or node not in bw_needed or node.op == "output":
             continue
-        if any(u in bw_nodes for u in node.users) and isinstance(node.meta.get("val"), torch.Tensor):
+        if any(u in bw_nodes for u in node.users) and isinstance(
+            node.meta.get("val"), torch.Tensor
+        ):
             saved.append(node)
     return _finish(joint_gm, num_fwd_outputs, num_primals, saved)
 
 
-def min_cut_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int,
-                      num_primals: int) -> tuple[fx.GraphModule, fx.GraphModule]:
+def min_cut_partition(
+    joint_gm: fx.GraphModule, *, num_fwd_outputs: int, num_primals: int
+) -> tuple[fx.GraphModule, fx.GraphModule]:
     """Partition a joint graph by min-cut with recomputation.
 
     joint_gm: placeholders [primals (num_primals)..., tangents...]; outputs [forward outputs
@@ -238,8 +274,10 @@ def min_cut_partition(joint_gm: fx.GraphModule, *, num_fwd_outputs: int,
     try:
         _, (reachable, non_reachable) = nx.minimum_cut(g, "source", "sink")
     except nx.NetworkXUnbounded as exc:
-        raise AOTError("no finite cut separates forward from backward: a value the backward needs "
-                       "has no savable tensor form") from exc
+        raise AOTError(
+            "no finite cut separates forward from backward: a value the backward needs "
+            "has no savable tensor form"
+        ) from exc
     by_name = {n.name: n for n in joint_gm.graph.nodes}
     saved = []
     for u in reachable:
@@ -255,14 +293,21 @@ def _finish(joint_gm, num_fwd_outputs, num_primals, saved):
     placeholders = _placeholders(joint_gm)
     for i in joint_gm.meta.get("mutated_inputs", ()):
         if placeholders[i] in saved:
-            raise AOTError(f"the backward reads graph input {i}, which the forward mutates: its old "
-                           "value is gone once the new one is written back")
+            raise AOTError(
+                f"the backward reads graph input {i}, which the forward mutates: its old "
+                "value is gone once the new one is written back"
+            )
     fw_gm, bw_gm = _split(joint_gm, num_fwd_outputs, num_primals, saved)
     fw_names = {n.name for n in fw_gm.graph.nodes if n.op == "call_function"}
-    recomputed = tuple(n.name for n in bw_gm.graph.nodes if n.op == "call_function" and n.name in fw_names)
-    stats = PartitionStats(tuple(n.name for n in saved),
-                           int(sum(_node_bytes(n) for n in saved)), recomputed,
-                           _activation_bytes(saved, set(_placeholders(joint_gm)[:num_primals])))
+    recomputed = tuple(
+        n.name for n in bw_gm.graph.nodes if n.op == "call_function" and n.name in fw_names
+    )
+    stats = PartitionStats(
+        tuple(n.name for n in saved),
+        int(sum(_node_bytes(n) for n in saved)),
+        recomputed,
+        _activation_bytes(saved, set(_placeholders(joint_gm)[:num_primals])),
+    )
     fw_gm.meta["partition"] = stats
     fw_gm.meta["num_saved"] = len(saved)
     bw_gm.meta["partition"] = stats
@@ -275,12 +320,18 @@ def _activation_bytes(saved: list[fx.Node], primals: set[fx.Node]) -> int:
     roots: dict[fx.Node, float] = {}
     for node in saved:
         root = node
-        while (root.op == "call_function" and isinstance(root.target, torch._ops.OpOverload)
-               and root.target.is_view and isinstance(root.args[0], fx.Node)):
+        while (
+            root.op == "call_function"
+            and isinstance(root.target, torch._ops.OpOverload)
+            and root.target.is_view
+            and isinstance(root.args[0], fx.Node)
+        ):
             root = root.args[0]
         if root in primals:
             continue
-        roots[root] = max(roots.get(root, 0.0), _node_bytes(root) if root is not node else _node_bytes(node))
+        roots[root] = max(
+            roots.get(root, 0.0), _node_bytes(root) if root is not node else _node_bytes(node)
+        )
     return int(sum(b for b in roots.values() if math.isfinite(b)))
 
 
@@ -293,7 +344,10 @@ def _narrow_random_masks(joint_gm: fx.GraphModule) -> None:
     graph = joint_gm.graph
     for node in list(graph.nodes):
         target = node.target
-        if node.op != "call_function" or getattr(target, "overloadpacket", None) is not aten.bernoulli:
+        if (
+            node.op != "call_function"
+            or getattr(target, "overloadpacket", None) is not aten.bernoulli
+        ):
             continue
         val = node.meta.get("val")
         mode = getattr(val, "fake_mode", None)

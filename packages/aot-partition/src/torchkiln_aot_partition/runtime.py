@@ -55,9 +55,11 @@ class InferenceRuntime:
                 outs = list(self.compiled(*graph_args))
         finally:
             torch._C._set_grad_enabled(grad)
-        if not (self.mutated_inputs or self.aliases or self.constant_outputs or self.hidden_outputs):
+        if not (
+            self.mutated_inputs or self.aliases or self.constant_outputs or self.hidden_outputs
+        ):
             return outs if len(outs) == self.num_user_outputs else outs[: self.num_user_outputs]
-        apply_mutations(graph_args, self.mutated_inputs, outs[self.num_user_outputs:])
+        apply_mutations(graph_args, self.mutated_inputs, outs[self.num_user_outputs :])
         with _after_write_back(self.mutated_inputs):
             outs = restore_aliases(outs[: self.num_user_outputs], args, self.aliases)
             outs = outs[: len(outs) - self.hidden_outputs]
@@ -132,7 +134,9 @@ class TrainingPlan:
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "diff_set", frozenset(self.diff_outputs))
-        object.__setattr__(self, "grads_in_order", tuple(self.grad_inputs) == tuple(range(len(self.grad_inputs))))
+        object.__setattr__(
+            self, "grads_in_order", tuple(self.grad_inputs) == tuple(range(len(self.grad_inputs)))
+        )
 
 
 class CompiledFunction(torch.autograd.Function):
@@ -146,16 +150,25 @@ class CompiledFunction(torch.autograd.Function):
         fw_outs, saved = outs[:n_fw], outs[n_fw:]
         ctx.plan = plan
         diff = plan.diff_set
-        ctx.output_meta = {i: (o.shape, o.dtype, o.device) for i, o in enumerate(fw_outs)
-                           if i in diff and isinstance(o, torch.Tensor)}
+        ctx.output_meta = {
+            i: (o.shape, o.dtype, o.device)
+            for i, o in enumerate(fw_outs)
+            if i in diff and isinstance(o, torch.Tensor)
+        }
         tensors = [s for s in saved if isinstance(s, torch.Tensor)]
         ctx.save_for_backward(*tensors)
         # None: every saved value is a tensor (the usual case: no second pass over them, here
         # or in backward); else the non-tensors in their positions, None where a tensor goes
-        ctx.nontensor_saved = (None if len(tensors) == len(saved) else
-                               [None if isinstance(s, torch.Tensor) else s for s in saved])
-        non_diff = [o for i, o in enumerate(fw_outs)
-                    if isinstance(o, torch.Tensor) and (i not in diff or i >= plan.num_user_outputs)]
+        ctx.nontensor_saved = (
+            None
+            if len(tensors) == len(saved)
+            else [None if isinstance(s, torch.Tensor) else s for s in saved]
+        )
+        non_diff = [
+            o
+            for i, o in enumerate(fw_outs)
+            if isinstance(o, torch.Tensor) and (i not in diff or i >= plan.num_user_outputs)
+        ]
         ctx.mark_non_differentiable(*non_diff)
         # an output the loss does not use comes to backward as None, not zeros (see _BackwardState)
         ctx.set_materialize_grads(False)
@@ -190,8 +203,10 @@ class CompiledFunction(torch.autograd.Function):
             compiled, kept = variant
             args += present
         else:
-            args += [_zeros_for(ctx, i) if g is None else g.contiguous()
-                     for i, g in zip(plan.diff_outputs, tangents)]
+            args += [
+                _zeros_for(ctx, i) if g is None else g.contiguous()
+                for i, g in zip(plan.diff_outputs, tangents)
+            ]
             compiled = plan.backward.get(args)
         # As eager frees each saved activation once its node's backward ran, let the compiled
         # backward free each one at its last use: the context lets go of them (unless the graph
@@ -270,5 +285,7 @@ def _after_write_back(mutated_inputs):
     except Exception as exc:
         if not mutated_inputs:
             raise
-        raise MutationAppliedError(f"the compiled graph failed after writing its input mutations back "
-                                   f"({type(exc).__name__}: {exc})") from exc
+        raise MutationAppliedError(
+            f"the compiled graph failed after writing its input mutations back "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc

@@ -53,32 +53,62 @@ def runtime_metadata(runtime: Any) -> RuntimeMetadata:
     if isinstance(runtime.aliases, ShapeDependentAliases):
         raise AOTError("output aliases under symbolic shapes are found per call: not saved")
     if isinstance(runtime, InferenceRuntime):
-        return RuntimeMetadata(False, runtime.num_user_outputs, tuple(runtime.mutated_inputs),
-                               tuple(runtime.constant_outputs), tuple(runtime.aliases),
-                               len(runtime.params), bases=runtime.bases, folded=runtime.folded,
-                               hidden_outputs=runtime.hidden_outputs)
+        return RuntimeMetadata(
+            False,
+            runtime.num_user_outputs,
+            tuple(runtime.mutated_inputs),
+            tuple(runtime.constant_outputs),
+            tuple(runtime.aliases),
+            len(runtime.params),
+            bases=runtime.bases,
+            folded=runtime.folded,
+            hidden_outputs=runtime.hidden_outputs,
+        )
     if isinstance(runtime, TrainingRuntime):
         plan = runtime.plan
-        return RuntimeMetadata(True, plan.num_user_outputs, tuple(plan.mutated_inputs),
-                               tuple(runtime.constant_outputs), tuple(runtime.aliases),
-                               len(runtime.params), tuple(plan.diff_outputs),
-                               tuple(plan.grad_inputs), plan.num_saved, plan.num_primals,
-                               bases=runtime.bases, hidden_outputs=runtime.hidden_outputs)
+        return RuntimeMetadata(
+            True,
+            plan.num_user_outputs,
+            tuple(plan.mutated_inputs),
+            tuple(runtime.constant_outputs),
+            tuple(runtime.aliases),
+            len(runtime.params),
+            tuple(plan.diff_outputs),
+            tuple(plan.grad_inputs),
+            plan.num_saved,
+            plan.num_primals,
+            bases=runtime.bases,
+            hidden_outputs=runtime.hidden_outputs,
+        )
     raise AOTError(f"not a runtime made by aot_compile: {type(runtime).__name__}")
 
 
-def rebuild_runtime(gm: fx.GraphModule, meta: RuntimeMetadata, compiled_fw: Callable,
-                    compiled_bw: Callable | None = None) -> InferenceRuntime | TrainingRuntime:
+def rebuild_runtime(
+    gm: fx.GraphModule,
+    meta: RuntimeMetadata,
+    compiled_fw: Callable,
+    compiled_bw: Callable | None = None,
+) -> InferenceRuntime | TrainingRuntime:
     """The runtime ``aot_compile(gm, ...)`` returned when ``meta`` was taken, from its compiled
     forward (and, for training, backward) graphs; the parameters are ``gm``'s own."""
     lifted = lift_parameters(gm)
     if len(lifted.params) != meta.num_params:
-        raise AOTError(f"the graph lifts {len(lifted.params)} parameters, the saved runtime "
-                       f"expected {meta.num_params}")
+        raise AOTError(
+            f"the graph lifts {len(lifted.params)} parameters, the saved runtime "
+            f"expected {meta.num_params}"
+        )
     if not meta.training:
-        return InferenceRuntime(compiled_fw, lifted.params, meta.num_user_outputs,
-                                meta.mutated_inputs, meta.constant_outputs, meta.aliases, meta.bases,
-                                folded=meta.folded, hidden_outputs=meta.hidden_outputs)
+        return InferenceRuntime(
+            compiled_fw,
+            lifted.params,
+            meta.num_user_outputs,
+            meta.mutated_inputs,
+            meta.constant_outputs,
+            meta.aliases,
+            meta.bases,
+            folded=meta.folded,
+            hidden_outputs=meta.hidden_outputs,
+        )
     if compiled_bw is None:
         raise AOTError("a training runtime needs its compiled backward graph")
 
@@ -95,5 +125,6 @@ def rebuild_runtime(gm: fx.GraphModule, meta: RuntimeMetadata, compiled_fw: Call
         num_saved=meta.num_saved,
         num_primals=meta.num_primals,
     )
-    return TrainingRuntime(plan, lifted.params, meta.constant_outputs, meta.aliases, meta.bases,
-                           meta.hidden_outputs)
+    return TrainingRuntime(
+        plan, lifted.params, meta.constant_outputs, meta.aliases, meta.bases, meta.hidden_outputs
+    )

@@ -34,8 +34,9 @@ def _storage(t: torch.Tensor) -> Any:
     return t.untyped_storage()
 
 
-def saved_tensor_bytes(fn: Callable[..., Any], *args: Any, held: Iterable[torch.Tensor] = ()
-                       ) -> tuple[Any, SavedBytes]:
+def saved_tensor_bytes(
+    fn: Callable[..., Any], *args: Any, held: Iterable[torch.Tensor] = ()
+) -> tuple[Any, SavedBytes]:
     """Run ``fn(*args)`` and count the tensors autograd saves for its backward; returns (its
     result, the ``SavedBytes``). ``held``: tensors the caller keeps alive anyway (parameters,
     the batch), whose storages are counted apart. Run it after the first (compiling) call: while

@@ -32,21 +32,68 @@ class CannotSpecialise(Exception):
 
 
 # Linear in each tensor argument together: zero when every tensor argument is zero.
-_LINEAR = frozenset({
-    aten.add, aten.sub, aten.neg, aten.clone, aten.alias, aten.view, aten._unsafe_view, aten.reshape,
-    aten.expand, aten.permute, aten.t, aten.transpose, aten.unsqueeze, aten.squeeze, aten.slice,
-    aten.select, aten.as_strided, aten.sum, aten.mean, aten._to_copy, aten.cat, aten.stack,
-    aten.split, aten.split_with_sizes, aten.unbind, aten.flip, aten.repeat, aten.contiguous,
-    aten.view_copy, aten.expand_copy, aten.permute_copy, aten.squeeze_copy, aten.unsqueeze_copy,
-    aten.slice_copy, aten.select_copy, aten.t_copy, aten.transpose_copy, aten.alias_copy,
-    aten.index_select, aten.gather, aten.index, aten.constant_pad_nd,
-})
+_LINEAR = frozenset(
+    {
+        aten.add,
+        aten.sub,
+        aten.neg,
+        aten.clone,
+        aten.alias,
+        aten.view,
+        aten._unsafe_view,
+        aten.reshape,
+        aten.expand,
+        aten.permute,
+        aten.t,
+        aten.transpose,
+        aten.unsqueeze,
+        aten.squeeze,
+        aten.slice,
+        aten.select,
+        aten.as_strided,
+        aten.sum,
+        aten.mean,
+        aten._to_copy,
+        aten.cat,
+        aten.stack,
+        aten.split,
+        aten.split_with_sizes,
+        aten.unbind,
+        aten.flip,
+        aten.repeat,
+        aten.contiguous,
+        aten.view_copy,
+        aten.expand_copy,
+        aten.permute_copy,
+        aten.squeeze_copy,
+        aten.unsqueeze_copy,
+        aten.slice_copy,
+        aten.select_copy,
+        aten.t_copy,
+        aten.transpose_copy,
+        aten.alias_copy,
+        aten.index_select,
+        aten.gather,
+        aten.index,
+        aten.constant_pad_nd,
+    }
+)
 # Zero as soon as one factor is zero (products), or the numerator is.
 _PRODUCT = frozenset({aten.mul, aten.mm, aten.bmm, aten.matmul, aten.dot, aten.baddbmm})
 _NUMERATOR = frozenset({aten.div})
 # Scatters of a zero source into a zeros tensor.
-_SCATTER = frozenset({aten.select_scatter, aten.slice_scatter, aten.index_put, aten.scatter,
-                      aten.scatter_add, aten.index_add, aten.diagonal_scatter, aten.as_strided_scatter})
+_SCATTER = frozenset(
+    {
+        aten.select_scatter,
+        aten.slice_scatter,
+        aten.index_put,
+        aten.scatter,
+        aten.scatter_add,
+        aten.index_add,
+        aten.diagonal_scatter,
+        aten.as_strided_scatter,
+    }
+)
 _ZERO_FILLS = frozenset({aten.zeros, aten.zeros_like, aten.new_zeros})
 
 
@@ -59,7 +106,9 @@ class SpecialisedBackward:
     kept: tuple[int, ...]
 
 
-def without_tangents(bw_gm: fx.GraphModule, num_saved: int, absent: Sequence[int]) -> SpecialisedBackward:
+def without_tangents(
+    bw_gm: fx.GraphModule, num_saved: int, absent: Sequence[int]
+) -> SpecialisedBackward:
     """``bw_gm`` (placeholders: saved values, then tangents) specialised on the tangents at
     positions ``absent`` (counted among the tangents) being None. Raises CannotSpecialise when a
     zeros tensor of symbolic size would be needed."""
@@ -136,10 +185,18 @@ def _propagate(node: fx.Node, zeros: set[fx.Node], env: dict, graph: fx.Graph):
         return None
     if packet in _NUMERATOR and node.args[0] in zeros:
         return _ZERO
-    if packet in _SCATTER and all(a in zeros or (a is node.args[0] and _is_zero_fill(a)) for a in values):
+    if packet in _SCATTER and all(
+        a in zeros or (a is node.args[0] and _is_zero_fill(a)) for a in values
+    ):
         return _ZERO
-    if packet is aten.where and len(node.args) == 3 and all(
-            isinstance(a, fx.Node) and (a in zeros or _is_zero_fill(a)) or a == 0 for a in node.args[1:]):
+    if (
+        packet is aten.where
+        and len(node.args) == 3
+        and all(
+            isinstance(a, fx.Node) and (a in zeros or _is_zero_fill(a)) or a == 0
+            for a in node.args[1:]
+        )
+    ):
         return _ZERO
     if _grad_first(target) and isinstance(node.args[0], fx.Node) and node.args[0] in zeros:
         return _ZERO  # an op's backward is linear in the gradient it is given
@@ -213,9 +270,11 @@ def _zeros_like_node(graph: fx.Graph, old: fx.Node) -> fx.Node:
     val = old.meta.get("val")
     if not isinstance(val, torch.Tensor) or free_symbols(val):
         raise CannotSpecialise(f"{old.name}: a zeros tensor of symbolic size")
-    node = graph.call_function(aten.full.default, (list(val.shape), 0),
-                               {"dtype": val.dtype, "layout": torch.strided, "device": val.device,
-                                "pin_memory": False})
+    node = graph.call_function(
+        aten.full.default,
+        (list(val.shape), 0),
+        {"dtype": val.dtype, "layout": torch.strided, "device": val.device, "pin_memory": False},
+    )
     mode = getattr(val, "fake_mode", None)
     if mode is not None:
         with mode:

@@ -69,8 +69,10 @@ def _fetch_attr(root: torch.nn.Module, target: str) -> Any:
     obj: Any = root
     for atom in target.split("."):
         if not hasattr(obj, atom):
-            raise AOTError(f"get_attr target {target!r} does not exist on the graph module; "
-                           "the graph and its module are out of sync")
+            raise AOTError(
+                f"get_attr target {target!r} does not exist on the graph module; "
+                "the graph and its module are out of sync"
+            )
         obj = getattr(obj, atom)
     return obj
 
@@ -193,9 +195,11 @@ def trace_functional(
     except AOTError:
         raise
     except Exception as exc:
-        raise AOTError(f"make_fx could not trace the graph to ATen: {type(exc).__name__}: {exc}. "
-                       "An op in the graph has no fake-tensor / functionalization support; "
-                       "run the graph eagerly instead.") from exc
+        raise AOTError(
+            f"make_fx could not trace the graph to ATen: {type(exc).__name__}: {exc}. "
+            "An op in the graph has no fake-tensor / functionalization support; "
+            "run the graph eagerly instead."
+        ) from exc
     return finish_functional_graph(traced)
 
 
@@ -233,8 +237,10 @@ def _refuse_metadata_mutations(inputs) -> None:
     (the graph then runs eagerly) rather than write the wrong thing into the caller's tensor."""
     for i, x in enumerate(inputs):
         if isinstance(x, torch.Tensor) and has_metadata_mutation(x):
-            raise AOTError(f"graph input {i} has its sizes or strides changed in place (x.t_(), "
-                           "x.transpose_(), x.as_strided_()); only value mutations are compiled")
+            raise AOTError(
+                f"graph input {i} has its sizes or strides changed in place (x.t_(), "
+                "x.transpose_(), x.as_strided_()); only value mutations are compiled"
+            )
 
 
 def finish_functional_graph(traced: fx.GraphModule) -> FunctionalGraph:
@@ -251,14 +257,18 @@ def finish_functional_graph(traced: fx.GraphModule) -> FunctionalGraph:
         if node.op == "call_function" and node.target is aten.copy_.default:
             dst, src = node.args[0], node.args[1]
             if dst not in index_of:
-                raise AOTError(f"functionalization left an in-place copy into {dst} which is not an input")
+                raise AOTError(
+                    f"functionalization left an in-place copy into {dst} which is not an input"
+                )
             if node.users:
                 node.replace_all_uses_with(src)
             new_values[index_of[dst]] = src
             graph.erase_node(node)
     for node in user_outputs:
         if not isinstance(node, fx.Node):
-            raise AOTError(f"graph output {node!r} is not a tensor; contract C1 asks for a flat tuple of tensors")
+            raise AOTError(
+                f"graph output {node!r} is not a tensor; contract C1 asks for a flat tuple of tensors"
+            )
     mutated = tuple(sorted(new_values))
     outs = tuple(user_outputs) + tuple(new_values[i] for i in mutated)
     output.args = (outs,)
@@ -291,7 +301,10 @@ def _inline_scalar_constants(gm: fx.GraphModule) -> None:
             )
         full.meta.update(node.meta)
         for user in list(node.users):
-            if user.op == "call_function" and user.target in (aten.lift_fresh_copy.default, aten.clone.default):
+            if user.op == "call_function" and user.target in (
+                aten.lift_fresh_copy.default,
+                aten.clone.default,
+            ):
                 user.replace_all_uses_with(full)
                 graph.erase_node(user)
         node.replace_all_uses_with(full)
@@ -326,7 +339,9 @@ def symbolic_inputs(lifted: LiftedGraph) -> list | None:
         if is_fake(val):
             mode = mode or val.fake_mode
             symbolic = symbolic or any(not isinstance(s, int) for s in val.shape)
-        elif isinstance(val, torch.SymInt):  # an int input of symbolic value (a size passed over a break)
+        elif isinstance(
+            val, torch.SymInt
+        ):  # an int input of symbolic value (a size passed over a break)
             symbolic = True
         vals.append(val)
     if symbolic and mode is None:
@@ -341,14 +356,19 @@ def symbolic_inputs(lifted: LiftedGraph) -> list | None:
             continue
         if not is_fake(val):
             if i >= len(params):
-                raise AOTError(f"graph input {i} has no fake example_value; capture must set "
-                               "node.meta['example_value'] on every placeholder")
+                raise AOTError(
+                    f"graph input {i} has no fake example_value; capture must set "
+                    "node.meta['example_value'] on every placeholder"
+                )
             vals[i] = mode.from_tensor(params[i])
     return vals
 
 
-def aten_graph(gm: fx.GraphModule, example_inputs: Sequence[torch.Tensor],
-               decompositions: Decompositions | None = None) -> tuple[fx.GraphModule, list[Any]]:
+def aten_graph(
+    gm: fx.GraphModule,
+    example_inputs: Sequence[torch.Tensor],
+    decompositions: Decompositions | None = None,
+) -> tuple[fx.GraphModule, list[Any]]:
     """Lower a torch-level graph (contract C1) to an ATen-level functional graph (contract C2).
 
     Returns (aten_gm, aten_example_inputs): placeholders are [lifted params/buffers, inputs];
@@ -359,8 +379,11 @@ def aten_graph(gm: fx.GraphModule, example_inputs: Sequence[torch.Tensor],
     return fg.gm, list(lifted.params) + list(example_inputs)
 
 
-def functional_graph(gm: fx.GraphModule, example_inputs: Sequence[torch.Tensor],
-                     decompositions: Decompositions | None = None) -> tuple[FunctionalGraph, LiftedGraph]:
+def functional_graph(
+    gm: fx.GraphModule,
+    example_inputs: Sequence[torch.Tensor],
+    decompositions: Decompositions | None = None,
+) -> tuple[FunctionalGraph, LiftedGraph]:
     """Like `aten_graph` but returns (FunctionalGraph, LiftedGraph) with the mutation bookkeeping."""
     decomps = resolve_decompositions(decompositions)
     lifted = lift_parameters(gm)

@@ -46,7 +46,9 @@ def _node_values(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> dict[fx.N
 
     try:
         with FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True) as mode, torch.no_grad():
-            fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in example_inputs]
+            fakes = [
+                mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in example_inputs
+            ]
             run = _FakeRun(gm, mode)
             run.run(*fakes)
     except Exception:  # noqa: BLE001 - best effort: the ATen trace reports real problems better
@@ -98,7 +100,9 @@ def view_bases_to_expose(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> l
     return exposed
 
 
-def expose_view_bases(gm: fx.GraphModule, example_inputs: Sequence[Any]) -> tuple[fx.GraphModule, int]:
+def expose_view_bases(
+    gm: fx.GraphModule, example_inputs: Sequence[Any]
+) -> tuple[fx.GraphModule, int]:
     """``gm`` itself and 0 when no output needs a hidden base; else a copy of ``gm`` that also
     returns those bases after its own outputs, and how many it added."""
     if type(gm.graph._codegen) is not fx.graph.CodeGen:

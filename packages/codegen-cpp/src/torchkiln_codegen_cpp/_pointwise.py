@@ -62,8 +62,11 @@ POINTWISE: dict[str, tuple[str, str, str]] = {
     "le": ("({0} <= {1})", "({0} <= {1})", "bool"),
     "gt": ("({0} > {1})", "({0} > {1})", "bool"),
     "ge": ("({0} >= {1})", "({0} >= {1})", "bool"),
-    "where": ("tk_where(static_cast<bool>({0}), static_cast<{T}>({1}), static_cast<{T}>({2}))",
-              "({0} ? {1} : {2})", "second"),
+    "where": (
+        "tk_where(static_cast<bool>({0}), static_cast<{T}>({1}), static_cast<{T}>({2}))",
+        "({0} ? {1} : {2})",
+        "second",
+    ),
 }
 
 _STD_UNARY = (

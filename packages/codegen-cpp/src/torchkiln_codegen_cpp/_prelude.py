@@ -6,7 +6,8 @@ No ATen or c10 headers (they make each compile take seconds); half and bfloat16 
 
 from ._status import STATUS_PRELUDE
 
-PRELUDE = r"""
+PRELUDE = (
+    r"""
 #include <cstdint>
 #include <cstring>
 #include <cmath>
@@ -221,4 +222,6 @@ inline int64_t tk_randint64(int64_t seed, int64_t offset, int64_t low, int64_t h
 
 }  // namespace
 
-""" + STATUS_PRELUDE
+"""
+    + STATUS_PRELUDE
+)

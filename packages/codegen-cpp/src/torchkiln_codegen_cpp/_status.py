@@ -21,7 +21,10 @@ ZERO_DIVISION = 2
 
 # bit -> (exception type, message): the exceptions eager PyTorch raises for the same input
 _ERRORS: dict[int, tuple[type[Exception], str]] = {
-    INDEX_OUT_OF_BOUNDS: (IndexError, "an indirect index (gather/scatter/embedding) was out of bounds"),
+    INDEX_OUT_OF_BOUNDS: (
+        IndexError,
+        "an indirect index (gather/scatter/embedding) was out of bounds",
+    ),
     ZERO_DIVISION: (RuntimeError, "ZeroDivisionError"),
 }
 
@@ -29,8 +32,13 @@ _ERRORS: dict[int, tuple[type[Exception], str]] = {
 STATUS_PRELUDE = "\n".join(
     [
         "// ---- per-call status word (see _status.py) ----",
-        *(f"#define TK_STATUS_{name} {bit}" for name, bit in (
-            ("INDEX_OUT_OF_BOUNDS", INDEX_OUT_OF_BOUNDS), ("ZERO_DIVISION", ZERO_DIVISION))),
+        *(
+            f"#define TK_STATUS_{name} {bit}"
+            for name, bit in (
+                ("INDEX_OUT_OF_BOUNDS", INDEX_OUT_OF_BOUNDS),
+                ("ZERO_DIVISION", ZERO_DIVISION),
+            )
+        ),
         "inline void tk_report(int64_t* status, int64_t bit) {",
         "  __atomic_fetch_or(status, bit, __ATOMIC_RELAXED);",
         "}",

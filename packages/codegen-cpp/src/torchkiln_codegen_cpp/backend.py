@@ -24,7 +24,14 @@ class CppCompiledKernel:
     """
 
     __slots__ = (
-        "_fn", "_launch", "_nargs", "_reports_status", "generated", "library_path", "name", "path",
+        "_fn",
+        "_launch",
+        "_nargs",
+        "_reports_status",
+        "generated",
+        "library_path",
+        "name",
+        "path",
         "source",
     )
 
@@ -168,8 +175,9 @@ class CppBackend:
             by_library.setdefault(index, []).append((position, name, gen))
         kernels: list[Any] = [None] * len(exported["kernels"])
         for index, entries in by_library.items():
-            built = self._load(exported["libraries"][index], [e[1] for e in entries],
-                               [e[2] for e in entries])
+            built = self._load(
+                exported["libraries"][index], [e[1] for e in entries], [e[2] for e in entries]
+            )
             for (position, _, _), kernel in zip(entries, built):
                 kernels[position] = kernel
         return kernels

@@ -69,7 +69,9 @@ def build_library(source: str, options: CppOptions) -> tuple[Path, Path]:
     when the cached library is not the one that was built (truncated, zeroed, replaced)."""
     cache = cpp_cache(options)
     key = cache_key(source, options)
-    entry = cache.get_or_build(key, lambda tmp: _build(source, options, tmp, cache.directory / f"failed-{key}"))
+    entry = cache.get_or_build(
+        key, lambda tmp: _build(source, options, tmp, cache.directory / f"failed-{key}")
+    )
     return entry / SOURCE_NAME, entry / LIBRARY_NAME
 
 

@@ -98,7 +98,9 @@ class CppOpsHandler(DefaultHandler):
             return self.x_scope, self._rloop
         return self._stack[-1], None
 
-    def _invariant_scope(self, operands: Sequence[Any], index: sympy.Expr | None = None) -> Scope | None:
+    def _invariant_scope(
+        self, operands: Sequence[Any], index: sympy.Expr | None = None
+    ) -> Scope | None:
         """The current r-loop's invariant scope when a value of ``operands`` (and memory
         ``index``) is the same in every iteration and is computed directly in the loop body (not
         under a ``masked`` branch, whose mask guards it); else None. Only loops that run at
@@ -111,7 +113,9 @@ class CppOpsHandler(DefaultHandler):
             return None
         visible = loop.invariant.chain()
         for o in operands:
-            if isinstance(o, CppValue) and (o.post is loop or (o.scope is not None and o.scope not in visible)):
+            if isinstance(o, CppValue) and (
+                o.post is loop or (o.scope is not None and o.scope not in visible)
+            ):
                 return None
         if index is not None:
             for sym in index.free_symbols:
@@ -123,7 +127,11 @@ class CppOpsHandler(DefaultHandler):
         return loop.invariant
 
     def _emit(
-        self, expr: str, dtype: torch.dtype, operands: Sequence[Any] = (), scope: Scope | None = None
+        self,
+        expr: str,
+        dtype: torch.dtype,
+        operands: Sequence[Any] = (),
+        scope: Scope | None = None,
     ) -> CppValue:
         post = None
         if scope is None and operands:
@@ -248,8 +256,11 @@ class CppOpsHandler(DefaultHandler):
         self._write(self.x_scope, name, index, value, None)
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> CppValue:
-        value = self._emit(f"static_cast<{compute_type(dtype)}>({print_index(expr)})", dtype,
-                           scope=self._invariant_scope((), sympy.sympify(expr)))
+        value = self._emit(
+            f"static_cast<{compute_type(dtype)}>({print_index(expr)})",
+            dtype,
+            scope=self._invariant_scope((), sympy.sympify(expr)),
+        )
         self.splits.note_index(value.expr, expr)
         return value
 

@@ -74,7 +74,9 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
     return "\n".join(out) + "\n"
 
 
-def _split_loops(var: str, pieces: list[tuple[int, int]], body: list[str], indent: str) -> list[str]:
+def _split_loops(
+    var: str, pieces: list[tuple[int, int]], body: list[str], indent: str
+) -> list[str]:
     """The innermost loop as one ``omp simd`` loop per ``[start, end)`` piece, same body each."""
     lines = []
     for start, end in pieces:

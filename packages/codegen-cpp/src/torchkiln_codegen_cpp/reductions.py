@@ -25,8 +25,13 @@ from .printer import compute_type, print_index
 class RLoop:
     """The r-loop of one "loop" stage, placed in the x body where the stage begins."""
 
-    def __init__(self, x_scope: Scope, rvars: Sequence[sympy.Symbol], rranges: Sequence[sympy.Expr],
-                 fresh: Callable[[str], str]):
+    def __init__(
+        self,
+        x_scope: Scope,
+        rvars: Sequence[sympy.Symbol],
+        rranges: Sequence[sympy.Expr],
+        fresh: Callable[[str], str],
+    ):
         self.x_scope = x_scope  # where results go, after the loop
         self.pre: list[str] = []
         # values that do not change along the loop (an embedding row's index and its bounds
@@ -70,7 +75,9 @@ class RLoop:
             return self._welford_running(scope, dtype, value, acc)
         raise CodegenError(f"unknown reduction type {reduction_type!r}")
 
-    def _associative(self, scope: Scope, dtype: torch.dtype, kind: str, value: CppValue, acc: str) -> CppValue:
+    def _associative(
+        self, scope: Scope, dtype: torch.dtype, kind: str, value: CppValue, acc: str
+    ) -> CppValue:
         init = {"sum": "0", "prod": "1", "xor_sum": "0", "any": "false"}[kind]
         update = {
             "sum": f"{acc} + {value}",
@@ -83,10 +90,17 @@ class RLoop:
         self._simd(scope, [({"sum": "+", "prod": "*", "xor_sum": "^", "any": "||"}[kind], acc)])
         return self._post(acc, dtype)
 
-    def _extreme(self, scope: Scope, dtype: torch.dtype, kind: str, value: CppValue, acc: str) -> CppValue:
+    def _extreme(
+        self, scope: Scope, dtype: torch.dtype, kind: str, value: CppValue, acc: str
+    ) -> CppValue:
         ct, is_float = compute_type(dtype), dtype.is_floating_point
         self.pre.append(f"{ct} {acc} = {extreme_init(kind, dtype)};")
-        if dtype == torch.bool or value.dtype != dtype or self.simd_reductions is None or scope is not self.body:
+        if (
+            dtype == torch.bool
+            or value.dtype != dtype
+            or self.simd_reductions is None
+            or scope is not self.body
+        ):
             self.refuse_simd()  # a NaN-aware update (in a nested, masked scope, or of a bool)
             scope.lines.append(f"{acc} = tk_{kind}<{ct}>({acc}, {value});")
             return self._post(acc, dtype)
@@ -103,7 +117,9 @@ class RLoop:
         scope.lines.append(f"{nan} |= ({value} != {value});")
         self.simd_reductions.append(("|", nan))
         res = self._fresh("tmp")
-        self.x_scope.lines.append(f"{ct} {res} = {nan} ? std::numeric_limits<{ct}>::quiet_NaN() : {acc};")
+        self.x_scope.lines.append(
+            f"{ct} {res} = {nan} ? std::numeric_limits<{ct}>::quiet_NaN() : {acc};"
+        )
         return self._post(res, dtype)
 
     def _arg_extreme(self, scope: Scope, kind: str, value: CppValue, acc: str) -> CppValue:
@@ -111,14 +127,18 @@ class RLoop:
         best = self._fresh("accv")
         extreme = "max" if kind == "argmax" else "min"
         op = ">" if extreme == "max" else "<"
-        self.pre.append(f"{compute_type(value.dtype)} {best} = {extreme_init(extreme, value.dtype)};")
+        self.pre.append(
+            f"{compute_type(value.dtype)} {best} = {extreme_init(extreme, value.dtype)};"
+        )
         self.pre.append(f"int64_t {acc} = 0;")
         # NaN wins and stays (like torch); ties keep the first index: strict comparison.
         cond = f"!({best} != {best}) && (({value} != {value}) || {value} {op} {best})"
         scope.lines.append(f"if ({cond}) {{ {best} = {value}; {acc} = {self.rindex()}; }}")
         return self._post(acc, torch.int64)
 
-    def _welford_sums(self, scope: Scope, dtype: torch.dtype, value: CppValue, acc: str) -> tuple[CppValue, ...]:
+    def _welford_sums(
+        self, scope: Scope, dtype: torch.dtype, value: CppValue, acc: str
+    ) -> tuple[CppValue, ...]:
         # (mean, m2, weight) of float rows from plain sums of x and x*x in double: three additions
         # an ``omp simd reduction`` vectorizes (a running Welford update is a division per element
         # and scalar: 8x slower than eager's layer_norm). In double, m2 = sum(x*x) - sum(x)**2 / n
@@ -136,11 +156,15 @@ class RLoop:
         md = acc + "_md"
         self.x_scope.lines.append(f"double {md} = {s1} / {w};")
         self.x_scope.lines.append(f"{ct} {acc}_mean_out = static_cast<{ct}>({md});")
-        self.x_scope.lines.append(f"{ct} {acc}_m2_out = static_cast<{ct}>(std::max({s2} - {s1} * {md}, 0.0));")
+        self.x_scope.lines.append(
+            f"{ct} {acc}_m2_out = static_cast<{ct}>(std::max({s2} - {s1} * {md}, 0.0));"
+        )
         self.x_scope.lines.append(f"{ct} {acc}_weight_out = static_cast<{ct}>({w});")
         return tuple(self._post(f"{acc}_{p}_out", dtype) for p in ("mean", "m2", "weight"))
 
-    def _welford_running(self, scope: Scope, dtype: torch.dtype, value: CppValue, acc: str) -> tuple[CppValue, ...]:
+    def _welford_running(
+        self, scope: Scope, dtype: torch.dtype, value: CppValue, acc: str
+    ) -> tuple[CppValue, ...]:
         self.refuse_simd()
         # The running update accumulates in double: in float, the rounding of each
         # ``mean += delta / weight`` step piles up along long rows with a large mean (1000 + randn
@@ -160,7 +184,9 @@ class RLoop:
             parts.append(self._post(part + "_out", dtype))
         return tuple(parts)
 
-    def welford_combine(self, scope: Scope, dtype: torch.dtype, parts: Sequence[CppValue]) -> tuple[CppValue, ...]:
+    def welford_combine(
+        self, scope: Scope, dtype: torch.dtype, parts: Sequence[CppValue]
+    ) -> tuple[CppValue, ...]:
         """Combine partial (mean, m2, weight) triples of a split Welford reduction along the loop
         with Chan et al.'s parallel update, in double."""
         self.refuse_simd()

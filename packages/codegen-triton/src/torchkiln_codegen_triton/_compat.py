@@ -18,13 +18,44 @@ TRITON_VERSION = tuple(int(p) for p in triton.__version__.split(".")[:2] if p.is
 
 # Functions tl has natively in every supported version (and the interpreter implements).
 NATIVE = {
-    "exp": "tl.exp({0})", "log": "tl.log({0})", "sqrt": "tl.sqrt({0})", "sin": "tl.sin({0})",
-    "cos": "tl.cos({0})", "abs": "tl.abs({0})", "floor": "tl.floor({0})", "ceil": "tl.ceil({0})",
-    "exp2": "tl.exp2({0})", "log2": "tl.log2({0})", "erf": "tl.erf({0})", "rsqrt": "tl.rsqrt({0})",
+    "exp": "tl.exp({0})",
+    "log": "tl.log({0})",
+    "sqrt": "tl.sqrt({0})",
+    "sin": "tl.sin({0})",
+    "cos": "tl.cos({0})",
+    "abs": "tl.abs({0})",
+    "floor": "tl.floor({0})",
+    "ceil": "tl.ceil({0})",
+    "exp2": "tl.exp2({0})",
+    "log2": "tl.log2({0})",
+    "erf": "tl.erf({0})",
+    "rsqrt": "tl.rsqrt({0})",
 }
 
 # name -> libdevice function, for compiled CUDA kernels.
-_LIBDEVICE_NAMES = ["tanh", "sinh", "cosh", "asinh", "acosh", "atanh", "tan", "asin", "acos", "atan", "atan2", "expm1", "log1p", "log10", "erfc", "erfinv", "trunc", "nearbyint", "fmod", "copysign", "pow"]
+_LIBDEVICE_NAMES = [
+    "tanh",
+    "sinh",
+    "cosh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "atan2",
+    "expm1",
+    "log1p",
+    "log10",
+    "erfc",
+    "erfinv",
+    "trunc",
+    "nearbyint",
+    "fmod",
+    "copysign",
+    "pow",
+]
 
 
 def interpreting() -> bool:
@@ -116,9 +147,12 @@ def direct_launch(run: Any) -> tuple[Any, tuple[Any, ...]]:
     directly saves a Python frame and two closures per launch. Other versions lay the C call's
     arguments out otherwise (3.9 passes the parameters as one tuple, after annotations): there,
     and for a kernel that needs scratch, ``(run, ())``, the launcher itself."""
-    if (TRITON_VERSION == (3, 6) and type(run).__name__ == "CudaLauncher"
-            and getattr(run, "global_scratch_size", None) == 0
-            and getattr(run, "profile_scratch_size", None) == 0
-            and callable(getattr(run, "launch", None))):
+    if (
+        TRITON_VERSION == (3, 6)
+        and type(run).__name__ == "CudaLauncher"
+        and getattr(run, "global_scratch_size", None) == 0
+        and getattr(run, "profile_scratch_size", None) == 0
+        and callable(getattr(run, "launch", None))
+    ):
         return run.launch, (run.launch_cooperative_grid, run.launch_pdl, None, None)
     return run, ()

@@ -25,7 +25,9 @@ XFLAT = sympy.Symbol("xindex", integer=True, nonnegative=True)
 RFLAT = sympy.Symbol("rindex", integer=True, nonnegative=True)
 
 
-def _split(ranges: Sequence[sympy.Expr], prefix: str, flat: sympy.Symbol) -> dict[sympy.Symbol, sympy.Expr]:
+def _split(
+    ranges: Sequence[sympy.Expr], prefix: str, flat: sympy.Symbol
+) -> dict[sympy.Symbol, sympy.Expr]:
     """Each range variable as a function of the flat index (kernel.py's ``_range_vars``)."""
     out: dict[sympy.Symbol, sympy.Expr] = {}
     inner = sympy.Integer(1)
@@ -68,6 +70,7 @@ class FlatIndex:
 def _rewritten(key: tuple[tuple, tuple], index: sympy.Expr) -> sympy.Expr:
     subs, ranges = dict(key[0]), dict(key[1])
     flat = simplify_index(index.subs(subs, simultaneous=True), ranges)
-    divided = any(f.args[0].free_symbols & {XFLAT, RFLAT}
-                  for f in flat.atoms(FloorDiv, ModularIndexing))
+    divided = any(
+        f.args[0].free_symbols & {XFLAT, RFLAT} for f in flat.atoms(FloorDiv, ModularIndexing)
+    )
     return index if divided else flat

@@ -106,7 +106,9 @@ def _innermost(ranges: Sequence[sympy.Expr], prefix: str) -> sympy.Symbol | None
 def _stride(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr:
     """How far ``index`` moves when ``var`` goes from 0 to 1 with every other variable at 0 (the
     stride at the block's start; FloorDiv/ModularIndexing evaluate on integers)."""
-    zero = {s: 0 for s in index.free_symbols if s.name[:1] in ("x", "r") or s.name.startswith("tmp")}
+    zero = {
+        s: 0 for s in index.free_symbols if s.name[:1] in ("x", "r") or s.name.startswith("tmp")
+    }
     at0 = index.subs(zero)
     at1 = index.subs({**zero, var: 1})
     moved = at1 - at0
@@ -146,7 +148,13 @@ def choose_layout(spec: KernelSpec) -> BlockLayout:
         elif _stride(index, rvar) == 1:
             along_r += size
     if along_x > along_r:
-        return BlockLayout(True, f"transposed: accesses contiguous along x move {along_x} bytes "
-                                 f"per (x, r) point, along r {along_r} (an outer reduction)")
-    return BlockLayout(False, f"default: accesses contiguous along r move {along_r} bytes per "
-                              f"(x, r) point, along x {along_x}")
+        return BlockLayout(
+            True,
+            f"transposed: accesses contiguous along x move {along_x} bytes "
+            f"per (x, r) point, along r {along_r} (an outer reduction)",
+        )
+    return BlockLayout(
+        False,
+        f"default: accesses contiguous along r move {along_r} bytes per "
+        f"(x, r) point, along x {along_x}",
+    )

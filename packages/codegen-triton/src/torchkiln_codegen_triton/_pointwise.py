@@ -44,7 +44,8 @@ class PointwiseOps:
         a, b = self._args((a, b))
         return self._op("{0} | {1}" if a.dtype == _BOOL else "{0} + {1}", a, b)
 
-    def sub(self, a: Any, b: Any) -> TritonValue: return self._op("{0} - {1}", a, b)
+    def sub(self, a: Any, b: Any) -> TritonValue:
+        return self._op("{0} - {1}", a, b)
 
     def mul(self, a: Any, b: Any) -> TritonValue:
         a, b = self._args((a, b))
@@ -90,10 +91,17 @@ class PointwiseOps:
         self._int_divisor(b)
         return self._op("{0} % {1}", a, b)
 
-    def neg(self, a: Any) -> TritonValue: return self._op("-{0}", a)
-    def abs(self, a: Any) -> TritonValue: return self._op("tl.abs({0})", a)
-    def square(self, a: Any) -> TritonValue: return self._op("{0} * {0}", a)
-    def reciprocal(self, a: Any) -> TritonValue: return self._op("1.0 / {0}", a)
+    def neg(self, a: Any) -> TritonValue:
+        return self._op("-{0}", a)
+
+    def abs(self, a: Any) -> TritonValue:
+        return self._op("tl.abs({0})", a)
+
+    def square(self, a: Any) -> TritonValue:
+        return self._op("{0} * {0}", a)
+
+    def reciprocal(self, a: Any) -> TritonValue:
+        return self._op("1.0 / {0}", a)
 
     def pow(self, a: Any, b: Any) -> TritonValue:
         a, b = self._args((a, b))
@@ -116,32 +124,83 @@ class PointwiseOps:
         return self._op("tl.minimum({0}, {1})", a, b)
 
     # transcendental
-    def exp(self, a: Any) -> TritonValue: return self._math("exp", a)
-    def exp2(self, a: Any) -> TritonValue: return self._math("exp2", a)
-    def expm1(self, a: Any) -> TritonValue: return self._math("expm1", a)
-    def log(self, a: Any) -> TritonValue: return self._math("log", a)
-    def log2(self, a: Any) -> TritonValue: return self._math("log2", a)
-    def log10(self, a: Any) -> TritonValue: return self._math("log10", a)
-    def log1p(self, a: Any) -> TritonValue: return self._math("log1p", a)
-    def sqrt(self, a: Any) -> TritonValue: return self._math("sqrt", a)
-    def rsqrt(self, a: Any) -> TritonValue: return self._math("rsqrt", a)
-    def sin(self, a: Any) -> TritonValue: return self._math("sin", a)
-    def cos(self, a: Any) -> TritonValue: return self._math("cos", a)
-    def tan(self, a: Any) -> TritonValue: return self._math("tan", a)
-    def asin(self, a: Any) -> TritonValue: return self._math("asin", a)
-    def acos(self, a: Any) -> TritonValue: return self._math("acos", a)
-    def atan(self, a: Any) -> TritonValue: return self._math("atan", a)
-    def atan2(self, a: Any, b: Any) -> TritonValue: return self._math("atan2", a, b)
-    def sinh(self, a: Any) -> TritonValue: return self._math("sinh", a)
-    def cosh(self, a: Any) -> TritonValue: return self._math("cosh", a)
-    def tanh(self, a: Any) -> TritonValue: return self._math("tanh", a)
-    def asinh(self, a: Any) -> TritonValue: return self._math("asinh", a)
-    def acosh(self, a: Any) -> TritonValue: return self._math("acosh", a)
-    def atanh(self, a: Any) -> TritonValue: return self._math("atanh", a)
-    def erf(self, a: Any) -> TritonValue: return self._math("erf", a)
-    def erfc(self, a: Any) -> TritonValue: return self._math("erfc", a)
-    def erfinv(self, a: Any) -> TritonValue: return self._math("erfinv", a)
-    def copysign(self, a: Any, b: Any) -> TritonValue: return self._math("copysign", a, b)
+    def exp(self, a: Any) -> TritonValue:
+        return self._math("exp", a)
+
+    def exp2(self, a: Any) -> TritonValue:
+        return self._math("exp2", a)
+
+    def expm1(self, a: Any) -> TritonValue:
+        return self._math("expm1", a)
+
+    def log(self, a: Any) -> TritonValue:
+        return self._math("log", a)
+
+    def log2(self, a: Any) -> TritonValue:
+        return self._math("log2", a)
+
+    def log10(self, a: Any) -> TritonValue:
+        return self._math("log10", a)
+
+    def log1p(self, a: Any) -> TritonValue:
+        return self._math("log1p", a)
+
+    def sqrt(self, a: Any) -> TritonValue:
+        return self._math("sqrt", a)
+
+    def rsqrt(self, a: Any) -> TritonValue:
+        return self._math("rsqrt", a)
+
+    def sin(self, a: Any) -> TritonValue:
+        return self._math("sin", a)
+
+    def cos(self, a: Any) -> TritonValue:
+        return self._math("cos", a)
+
+    def tan(self, a: Any) -> TritonValue:
+        return self._math("tan", a)
+
+    def asin(self, a: Any) -> TritonValue:
+        return self._math("asin", a)
+
+    def acos(self, a: Any) -> TritonValue:
+        return self._math("acos", a)
+
+    def atan(self, a: Any) -> TritonValue:
+        return self._math("atan", a)
+
+    def atan2(self, a: Any, b: Any) -> TritonValue:
+        return self._math("atan2", a, b)
+
+    def sinh(self, a: Any) -> TritonValue:
+        return self._math("sinh", a)
+
+    def cosh(self, a: Any) -> TritonValue:
+        return self._math("cosh", a)
+
+    def tanh(self, a: Any) -> TritonValue:
+        return self._math("tanh", a)
+
+    def asinh(self, a: Any) -> TritonValue:
+        return self._math("asinh", a)
+
+    def acosh(self, a: Any) -> TritonValue:
+        return self._math("acosh", a)
+
+    def atanh(self, a: Any) -> TritonValue:
+        return self._math("atanh", a)
+
+    def erf(self, a: Any) -> TritonValue:
+        return self._math("erf", a)
+
+    def erfc(self, a: Any) -> TritonValue:
+        return self._math("erfc", a)
+
+    def erfinv(self, a: Any) -> TritonValue:
+        return self._math("erfinv", a)
+
+    def copysign(self, a: Any, b: Any) -> TritonValue:
+        return self._math("copysign", a, b)
 
     def sigmoid(self, a: Any) -> TritonValue:
         a = self._args((a,))[0]
@@ -149,7 +208,8 @@ class PointwiseOps:
             a = self._op("{0}.to(tl.float32)", a, dtype=torch.float32)
         return self._op("1.0 / (1.0 + tl.exp(-{0}))", a)
 
-    def relu(self, a: Any) -> TritonValue: return self._op("tl.where({0} < 0, 0, {0})", a)
+    def relu(self, a: Any) -> TritonValue:
+        return self._op("tl.where({0} < 0, 0, {0})", a)
 
     def sign(self, a: Any) -> TritonValue:
         a = self._args((a,))[0]
@@ -167,10 +227,17 @@ class PointwiseOps:
             return self._op(f"tl.{name}({{0}})", a)
         return self._op(self.math[name], a)
 
-    def floor(self, a: Any) -> TritonValue: return self._float_round("floor", a)
-    def ceil(self, a: Any) -> TritonValue: return self._float_round("ceil", a)
-    def trunc(self, a: Any) -> TritonValue: return self._float_round("trunc", a)
-    def round(self, a: Any) -> TritonValue: return self._float_round("nearbyint", a)
+    def floor(self, a: Any) -> TritonValue:
+        return self._float_round("floor", a)
+
+    def ceil(self, a: Any) -> TritonValue:
+        return self._float_round("ceil", a)
+
+    def trunc(self, a: Any) -> TritonValue:
+        return self._float_round("trunc", a)
+
+    def round(self, a: Any) -> TritonValue:
+        return self._float_round("nearbyint", a)
 
     def signbit(self, a: Any) -> TritonValue:
         a = self._args((a,))[0]
@@ -178,17 +245,33 @@ class PointwiseOps:
             return self._op("({0} < 0) | (({0} == 0) & ((1.0 / {0}) < 0))", a, dtype=_BOOL)
         return self._op("{0} < 0", a, dtype=_BOOL)
 
-    def isinf(self, a: Any) -> TritonValue: return self._op('tl.abs({0}) == float("inf")', a, dtype=_BOOL)
-    def isnan(self, a: Any) -> TritonValue: return self._op("{0} != {0}", a, dtype=_BOOL)
+    def isinf(self, a: Any) -> TritonValue:
+        return self._op('tl.abs({0}) == float("inf")', a, dtype=_BOOL)
+
+    def isnan(self, a: Any) -> TritonValue:
+        return self._op("{0} != {0}", a, dtype=_BOOL)
 
     # logic and bits
-    def logical_and(self, a: Any, b: Any) -> TritonValue: return self._op("({0} != 0) & ({1} != 0)", a, b, dtype=_BOOL)
-    def logical_or(self, a: Any, b: Any) -> TritonValue: return self._op("({0} != 0) | ({1} != 0)", a, b, dtype=_BOOL)
-    def logical_xor(self, a: Any, b: Any) -> TritonValue: return self._op("({0} != 0) ^ ({1} != 0)", a, b, dtype=_BOOL)
-    def logical_not(self, a: Any) -> TritonValue: return self._op("{0} == 0", a, dtype=_BOOL)
-    def bitwise_and(self, a: Any, b: Any) -> TritonValue: return self._op("{0} & {1}", a, b)
-    def bitwise_or(self, a: Any, b: Any) -> TritonValue: return self._op("{0} | {1}", a, b)
-    def bitwise_xor(self, a: Any, b: Any) -> TritonValue: return self._op("{0} ^ {1}", a, b)
+    def logical_and(self, a: Any, b: Any) -> TritonValue:
+        return self._op("({0} != 0) & ({1} != 0)", a, b, dtype=_BOOL)
+
+    def logical_or(self, a: Any, b: Any) -> TritonValue:
+        return self._op("({0} != 0) | ({1} != 0)", a, b, dtype=_BOOL)
+
+    def logical_xor(self, a: Any, b: Any) -> TritonValue:
+        return self._op("({0} != 0) ^ ({1} != 0)", a, b, dtype=_BOOL)
+
+    def logical_not(self, a: Any) -> TritonValue:
+        return self._op("{0} == 0", a, dtype=_BOOL)
+
+    def bitwise_and(self, a: Any, b: Any) -> TritonValue:
+        return self._op("{0} & {1}", a, b)
+
+    def bitwise_or(self, a: Any, b: Any) -> TritonValue:
+        return self._op("{0} | {1}", a, b)
+
+    def bitwise_xor(self, a: Any, b: Any) -> TritonValue:
+        return self._op("{0} ^ {1}", a, b)
 
     def bitwise_not(self, a: Any) -> TritonValue:
         a = self._args((a,))[0]
@@ -196,16 +279,30 @@ class PointwiseOps:
             return self._op("{0} == 0", a, dtype=_BOOL)
         return self._op("~{0}", a)
 
-    def bitwise_left_shift(self, a: Any, b: Any) -> TritonValue: return self._op("{0} << {1}", a, b)
-    def bitwise_right_shift(self, a: Any, b: Any) -> TritonValue: return self._op("{0} >> {1}", a, b)
+    def bitwise_left_shift(self, a: Any, b: Any) -> TritonValue:
+        return self._op("{0} << {1}", a, b)
+
+    def bitwise_right_shift(self, a: Any, b: Any) -> TritonValue:
+        return self._op("{0} >> {1}", a, b)
 
     # comparisons and selection
-    def eq(self, a: Any, b: Any) -> TritonValue: return self._op("{0} == {1}", a, b, dtype=_BOOL)
-    def ne(self, a: Any, b: Any) -> TritonValue: return self._op("{0} != {1}", a, b, dtype=_BOOL)
-    def lt(self, a: Any, b: Any) -> TritonValue: return self._op("{0} < {1}", a, b, dtype=_BOOL)
-    def le(self, a: Any, b: Any) -> TritonValue: return self._op("{0} <= {1}", a, b, dtype=_BOOL)
-    def gt(self, a: Any, b: Any) -> TritonValue: return self._op("{0} > {1}", a, b, dtype=_BOOL)
-    def ge(self, a: Any, b: Any) -> TritonValue: return self._op("{0} >= {1}", a, b, dtype=_BOOL)
+    def eq(self, a: Any, b: Any) -> TritonValue:
+        return self._op("{0} == {1}", a, b, dtype=_BOOL)
+
+    def ne(self, a: Any, b: Any) -> TritonValue:
+        return self._op("{0} != {1}", a, b, dtype=_BOOL)
+
+    def lt(self, a: Any, b: Any) -> TritonValue:
+        return self._op("{0} < {1}", a, b, dtype=_BOOL)
+
+    def le(self, a: Any, b: Any) -> TritonValue:
+        return self._op("{0} <= {1}", a, b, dtype=_BOOL)
+
+    def gt(self, a: Any, b: Any) -> TritonValue:
+        return self._op("{0} > {1}", a, b, dtype=_BOOL)
+
+    def ge(self, a: Any, b: Any) -> TritonValue:
+        return self._op("{0} >= {1}", a, b, dtype=_BOOL)
 
     def where(self, c: Any, a: Any, b: Any) -> TritonValue:
         c = self.as_value(c, _BOOL)  # type: ignore[attr-defined]

@@ -6,7 +6,7 @@ they use only tl.exp/log/sqrt/where, in float32, accurate to a few ulp over norm
 
 from __future__ import annotations
 
-PRELUDE = '''
+PRELUDE = """
 @triton.jit
 def _tk_prod_combine(a, b):
     return a * b
@@ -268,4 +268,4 @@ def _tk_floordiv(a, b):
     zero = tl.where(negative, -tl.abs(d), tl.abs(d))
     r = tl.where(d == 0, zero, f)
     return tl.where(b == 0, q, r)
-'''
+"""

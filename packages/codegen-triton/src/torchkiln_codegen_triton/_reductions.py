@@ -24,8 +24,16 @@ _BIG_INDEX = 2**62
 
 
 def _identity(rtype: str, dtype: torch.dtype) -> float | int:
-    return {"sum": 0, "prod": 1, "any": 0, "xor_sum": 0, "max": lowest(dtype),
-            "min": highest(dtype), "argmax": lowest(dtype), "argmin": highest(dtype)}[rtype]
+    return {
+        "sum": 0,
+        "prod": 1,
+        "any": 0,
+        "xor_sum": 0,
+        "max": lowest(dtype),
+        "min": highest(dtype),
+        "argmax": lowest(dtype),
+        "argmin": highest(dtype),
+    }[rtype]
 
 
 def _combine(rtype: str, acc: str, v: str, dtype: torch.dtype) -> str:
@@ -68,7 +76,7 @@ def _lanes(rtype: str, acc: str, dtype: torch.dtype, lay: BlockLayout, combine: 
     out = lay.over_r("tl.max" if big else "tl.min", acc)
     if dtype.is_floating_point:
         nan = lay.over_r("tl.max", f"({acc} != {acc}).to(tl.int8)")
-        out = f"tl.where({nan} != 0, float(\"nan\"), {out})"
+        out = f'tl.where({nan} != 0, float("nan"), {out})'
     return out
 
 
@@ -80,8 +88,9 @@ def _broadcast(text: str, value: TritonValue, lay: BlockLayout) -> str:
     return f"tl.broadcast_to({text}, {lay.block})"
 
 
-def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: str,
-                   value: TritonValue) -> Any:
+def emit_reduction(
+    h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: str, value: TritonValue
+) -> Any:
     """Emit ``rtype`` of ``value`` over the r dims in handler ``h``'s current stage."""
     stage = h.stage_index
     looped = h._stage.looped
@@ -92,8 +101,15 @@ def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: st
     if rtype not in ("sum", "prod", "max", "min", "any", "xor_sum"):
         raise CodegenError(f"reduction type {rtype!r} is not supported by the Triton backend")
     acc_dtype = torch.bool if rtype == "any" else dtype
-    v = value.name if value.dtype == acc_dtype else (
-        f"({value.name} != 0)" if acc_dtype == torch.bool else f"{value.name}.to({tl_dtype(acc_dtype)})")
+    v = (
+        value.name
+        if value.dtype == acc_dtype
+        else (
+            f"({value.name} != 0)"
+            if acc_dtype == torch.bool
+            else f"{value.name}.to({tl_dtype(acc_dtype)})"
+        )
+    )
     vb = h.emit(_broadcast(v, value, h.layout), acc_dtype, XR)
     ident = _identity(rtype, acc_dtype)
     acc = h.new_name("_acc")
@@ -101,17 +117,26 @@ def emit_reduction(h: Any, dtype: torch.dtype, src_dtype: torch.dtype, rtype: st
         return _split_partial(h, rtype, acc, vb, acc_dtype, dtype)
     if looped:
         h.line(f"{acc} = {full(ident, acc_dtype, h.layout.block)}", "prefix")
-        h.line(f"{acc} = tl.where(rmask, {_combine(rtype, acc, vb.name, acc_dtype)}, {acc})", "body")
+        h.line(
+            f"{acc} = tl.where(rmask, {_combine(rtype, acc, vb.name, acc_dtype)}, {acc})", "body"
+        )
     else:
         h.line(f"{acc} = tl.where(rmask, {vb.name}, {full(ident, acc_dtype)})", "body")
-    result = h.emit(_lanes(rtype, acc, acc_dtype, h.layout, not h.interpret), acc_dtype, frozenset({"x"}), stage, cse=False)
+    result = h.emit(
+        _lanes(rtype, acc, acc_dtype, h.layout, not h.interpret),
+        acc_dtype,
+        frozenset({"x"}),
+        stage,
+        cse=False,
+    )
     if result.dtype != dtype:
         result = h.to_dtype(result, dtype)
     return result
 
 
-def _split_partial(h: Any, rtype: str, acc: str, vb: TritonValue, acc_dtype: torch.dtype,
-                   dtype: torch.dtype) -> TritonValue:
+def _split_partial(
+    h: Any, rtype: str, acc: str, vb: TritonValue, acc_dtype: torch.dtype, dtype: torch.dtype
+) -> TritonValue:
     """A split reduction (``_split.py``): the first kernel accumulates its chunk of rows and
     stores the lanes' combination as partial ``[chunk, x]``; the finishing kernel loads the
     chunks of its x block (the identity where there is none) and combines them the same way."""
@@ -124,12 +149,19 @@ def _split_partial(h: Any, rtype: str, acc: str, vb: TritonValue, acc_dtype: tor
     h.line(f"{acc} = tl.where(rmask, {_combine(rtype, acc, vb.name, acc_dtype)}, {acc})", "body")
     result = TritonValue(h.new_name(), acc_dtype, frozenset({"x"}), h.stage_index)
     h.line(f"{result.name} = {_lanes(rtype, acc, acc_dtype, lay, not h.interpret)}", "partial_out")
-    h.line(f"tl.store({part} + (tl.program_id(1) * xnumel + xindex), {result.name}, xmask)",
-           "partial_out")
+    h.line(
+        f"tl.store({part} + (tl.program_id(1) * xnumel + xindex), {result.name}, xmask)",
+        "partial_out",
+    )
     chunks = h.new_name("_part")
-    h.line(f"{chunks} = tl.load({part} + (rindex * xnumel + xindex), rmask & xmask, "
-           f"other={literal(ident, acc_dtype)})", "partial_in")
-    h.line(f"{result.name} = {_lanes(rtype, chunks, acc_dtype, lay, not h.interpret)}", "partial_in")
+    h.line(
+        f"{chunks} = tl.load({part} + (rindex * xnumel + xindex), rmask & xmask, "
+        f"other={literal(ident, acc_dtype)})",
+        "partial_in",
+    )
+    h.line(
+        f"{result.name} = {_lanes(rtype, chunks, acc_dtype, lay, not h.interpret)}", "partial_in"
+    )
     return result if result.dtype == dtype else h.to_dtype(result, dtype)
 
 
@@ -155,17 +187,28 @@ def _arg(h: Any, rtype: str, value: TritonValue, looped: bool) -> TritonValue:
         h.line(f"{accv} = tl.where(rmask, {vb.name}, {full(ident, dt)})", "body")
         h.line(f"{acci} = tl.where(rmask, {idx}, {_BIG_INDEX})", "body")
     stage = h.stage_index
-    best = h.emit(_lanes("max" if rtype == "argmax" else "min", accv, dt, h.layout, not h.interpret), dt, frozenset({"x"}),
-                  stage, cse=False)
+    best = h.emit(
+        _lanes("max" if rtype == "argmax" else "min", accv, dt, h.layout, not h.interpret),
+        dt,
+        frozenset({"x"}),
+        stage,
+        cse=False,
+    )
     hit = f"({accv} == {best.name})"
     if dt.is_floating_point:
         hit = f"({hit} | (({accv} != {accv}) & ({best.name} != {best.name})))"
-    return h.emit(h.layout.over_r("tl.min", f"tl.where({hit}, {acci}, {_BIG_INDEX})"), torch.int64,
-                  frozenset({"x"}), stage, cse=False)
+    return h.emit(
+        h.layout.over_r("tl.min", f"tl.where({hit}, {acci}, {_BIG_INDEX})"),
+        torch.int64,
+        frozenset({"x"}),
+        stage,
+        cse=False,
+    )
 
 
-def _welford(h: Any, value: TritonValue, looped: bool,
-             dtype: torch.dtype = torch.float32) -> tuple[TritonValue, TritonValue, TritonValue]:
+def _welford(
+    h: Any, value: TritonValue, looped: bool, dtype: torch.dtype = torch.float32
+) -> tuple[TritonValue, TritonValue, TritonValue]:
     """(mean, m2, weight) of the row, in float64 when ``dtype`` is (float32 rows summed on the
     CPU, as eager), else float32."""
     wdt = torch.float64 if dtype == torch.float64 else torch.float32
@@ -181,18 +224,43 @@ def _welford(h: Any, value: TritonValue, looped: bool,
         if wdt == torch.float64:
             # the sum of float64 values can overflow where their mean does not (rows of 1e308):
             # sum them scaled by a power of two near the largest (exact), then scale back
-            big = h.emit(h.layout.over_r("tl.max", f"tl.where(rmask, tl.abs({vb.name}), 0.0)"), wdt, x,
-                         stage, cse=False)
+            big = h.emit(
+                h.layout.over_r("tl.max", f"tl.where(rmask, tl.abs({vb.name}), 0.0)"),
+                wdt,
+                x,
+                stage,
+                cse=False,
+            )
             # the power of two of the largest's exponent, from its bits (exp2/log2 are float32)
-            pow2 = (f"({big.name}.to(tl.int64, bitcast=True) & 0x7FF0000000000000)"
-                    ".to(tl.float64, bitcast=True)")
-            scale = h.emit(f"tl.where(({big.name} >= 2.2250738585072014e-308) & "
-                           f"({big.name} < float('inf')), {pow2}, 1.0)", wdt, x, stage, cse=False)
+            pow2 = (
+                f"({big.name}.to(tl.int64, bitcast=True) & 0x7FF0000000000000)"
+                ".to(tl.float64, bitcast=True)"
+            )
+            scale = h.emit(
+                f"tl.where(({big.name} >= 2.2250738585072014e-308) & "
+                f"({big.name} < float('inf')), {pow2}, 1.0)",
+                wdt,
+                x,
+                stage,
+                cse=False,
+            )
             # times 1 / scale: a power of two in range both ways, so exact, and no divide per value
-            mean = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, {vb.name} * (1.0 / {scale.name}), 0.0)")
-                          + f" / {w.name} * {scale.name}", wdt, x, stage, cse=False)
+            mean = h.emit(
+                h.layout.over_r("tl.sum", f"tl.where(rmask, {vb.name} * (1.0 / {scale.name}), 0.0)")
+                + f" / {w.name} * {scale.name}",
+                wdt,
+                x,
+                stage,
+                cse=False,
+            )
         else:
-            s = h.emit(h.layout.over_r("tl.sum", f"tl.where(rmask, {vb.name}, 0.0)"), wdt, x, stage, cse=False)
+            s = h.emit(
+                h.layout.over_r("tl.sum", f"tl.where(rmask, {vb.name}, 0.0)"),
+                wdt,
+                x,
+                stage,
+                cse=False,
+            )
             mean = h.emit(f"{s.name} / {w.name}", wdt, x, stage, cse=False)
         dev = h.new_name("_dev")
         h.line(f"{dev} = tl.where(rmask, {vb.name} - {mean.name}, 0.0)", "suffix")
@@ -210,19 +278,30 @@ def _welford(h: Any, value: TritonValue, looped: bool,
     h.line(f"{wa} = {wn}", "body")
     # Chan et al.: combine lanes exactly from their (mean, m2, weight)
     w = h.emit(h.layout.over_r("tl.sum", wa), wdt, x, stage, cse=False)
-    mean = h.emit(h.layout.over_r("tl.sum", f"{wa} * {m}") + f" / {w.name}", wdt, x, stage, cse=False)
-    m2 = h.emit(h.layout.over_r("tl.sum", f"{m2a} + {wa} * ({m} - {mean.name}) * ({m} - {mean.name})"),
-                wdt, x, stage, cse=False)
+    mean = h.emit(
+        h.layout.over_r("tl.sum", f"{wa} * {m}") + f" / {w.name}", wdt, x, stage, cse=False
+    )
+    m2 = h.emit(
+        h.layout.over_r("tl.sum", f"{m2a} + {wa} * ({m} - {mean.name}) * ({m} - {mean.name})"),
+        wdt,
+        x,
+        stage,
+        cse=False,
+    )
     return mean, m2, w
 
 
-def welford_combine(h: Any, parts: tuple[TritonValue, ...], looped: bool) -> tuple[TritonValue, ...]:
+def welford_combine(
+    h: Any, parts: tuple[TritonValue, ...], looped: bool
+) -> tuple[TritonValue, ...]:
     """Combine partial (mean, m2, weight) triples along r into one per row (Chan et al.), in
     float64 if the partials are."""
     wdt = torch.float64 if any(p.dtype == torch.float64 for p in parts) else torch.float32
     x, stage, tf = frozenset({"x"}), h.stage_index, tl_dtype(wdt)
-    mb, m2b, wb = (h.emit(_broadcast(p.name if p.dtype == wdt else f"{p.name}.to({tf})", p, h.layout),
-                          wdt, XR) for p in parts)
+    mb, m2b, wb = (
+        h.emit(_broadcast(p.name if p.dtype == wdt else f"{p.name}.to({tf})", p, h.layout), wdt, XR)
+        for p in parts
+    )
     if looped:
         m, m2a, wa = h.new_name("_cmean"), h.new_name("_cm2"), h.new_name("_cweight")
         for name in (m, m2a, wa):
@@ -230,7 +309,10 @@ def welford_combine(h: Any, parts: tuple[TritonValue, ...], looped: bool) -> tup
         nw, d, r = h.new_name("_cnw"), h.new_name("_cd"), h.new_name("_cr")
         h.line(f"{nw} = {wa} + tl.where(rmask, {wb.name}, 0.0)", "body")
         h.line(f"{d} = {mb.name} - {m}", "body")
-        h.line(f"{r} = tl.where(rmask & ({nw} > 0), {wb.name} / tl.where({nw} > 0, {nw}, 1.0), 0.0)", "body")
+        h.line(
+            f"{r} = tl.where(rmask & ({nw} > 0), {wb.name} / tl.where({nw} > 0, {nw}, 1.0), 0.0)",
+            "body",
+        )
         h.line(f"{m} = {m} + {d} * {r}", "body")
         h.line(f"{m2a} = {m2a} + tl.where(rmask, {m2b.name} + {d} * {d} * {wa} * {r}, 0.0)", "body")
         h.line(f"{wa} = {nw}", "body")
@@ -241,7 +323,21 @@ def welford_combine(h: Any, parts: tuple[TritonValue, ...], looped: bool) -> tup
         lanes_m, lanes_m2 = mb.name, h.new_name("_cm2")
         h.line(f"{lanes_m2} = tl.where(rmask, {m2b.name}, 0.0)", "body")
     w = h.emit(h.layout.over_r("tl.sum", lanes_w), wdt, x, stage, cse=False)
-    mean = h.emit(h.layout.over_r("tl.sum", f"{lanes_w} * {lanes_m}") + f" / {w.name}", wdt, x, stage, cse=False)
-    m2 = h.emit(h.layout.over_r("tl.sum", f"{lanes_m2} + {lanes_w} * ({lanes_m} - {mean.name}) * ({lanes_m} - {mean.name})"),
-                wdt, x, stage, cse=False)
+    mean = h.emit(
+        h.layout.over_r("tl.sum", f"{lanes_w} * {lanes_m}") + f" / {w.name}",
+        wdt,
+        x,
+        stage,
+        cse=False,
+    )
+    m2 = h.emit(
+        h.layout.over_r(
+            "tl.sum",
+            f"{lanes_m2} + {lanes_w} * ({lanes_m} - {mean.name}) * ({lanes_m} - {mean.name})",
+        ),
+        wdt,
+        x,
+        stage,
+        cse=False,
+    )
     return mean, m2, w

@@ -78,33 +78,38 @@ def finish_blocks(split: int, xnumel: int) -> tuple[int, int]:
     return max(1, min(64, 4096 // rblock, xcap)), rblock
 
 
-def split_functions(name: str, params: list[str], head: list[str], rlines: list[str],
-                    stages: list[Any]) -> str:
+def split_functions(
+    name: str, params: list[str], head: list[str], rlines: list[str], stages: list[Any]
+) -> str:
     """The two functions of a split reduction from the generated stages (kernel.py's
     ``_Stage``s; the first is the looped reduction stage, the rest epilogues). ``params``: the
     tensors, partials, status word and sizes, then ``xnumel``; ``head``: the x lines."""
     first, rest = stages[0], stages[1:]
     consts = ["XBLOCK: tl.constexpr", "RBLOCK: tl.constexpr"]
-    part = [f"def {name}({', '.join([*params, 'rnumel', RCHUNK_PARAM, *consts])}):",
-            "    # split reduction: this program reduces rows [rstart, rstart + rchunk) of its x "
-            "block into partials, the finishing kernel combines them",
-            *head,
-            f"    rstart = tl.program_id(1) * {RCHUNK_PARAM}",
-            *("    " + ln for ln in first.init + first.prefix),
-            f"    for roffset in range(0, {RCHUNK_PARAM}, RBLOCK):",
-            "        rindex = rstart + roffset + rbase",
-            "        rmask = rindex < rnumel",
-            *("        " + ln for ln in rlines + first.body),
-            *("    " + ln for ln in first.partial_out)]
-    finish = [f"def {name}_finish({', '.join([*params, NCHUNKS_PARAM, *consts])}):",
-              "    # split reduction, second kernel: r indexes the chunks of the partials",
-              *head,
-              "    rindex = rbase",
-              f"    rmask = rindex < {NCHUNKS_PARAM}",
-              # the loop-invariant values again, not the stores, atomics or checks before the
-              # loop (statements, ``tl.*(...)``): the first kernel made those
-              *("    " + ln for ln in first.prefix if not ln.startswith("tl.")),
-              *("    " + ln for ln in first.partial_in + first.suffix)]
+    part = [
+        f"def {name}({', '.join([*params, 'rnumel', RCHUNK_PARAM, *consts])}):",
+        "    # split reduction: this program reduces rows [rstart, rstart + rchunk) of its x "
+        "block into partials, the finishing kernel combines them",
+        *head,
+        f"    rstart = tl.program_id(1) * {RCHUNK_PARAM}",
+        *("    " + ln for ln in first.init + first.prefix),
+        f"    for roffset in range(0, {RCHUNK_PARAM}, RBLOCK):",
+        "        rindex = rstart + roffset + rbase",
+        "        rmask = rindex < rnumel",
+        *("        " + ln for ln in rlines + first.body),
+        *("    " + ln for ln in first.partial_out),
+    ]
+    finish = [
+        f"def {name}_finish({', '.join([*params, NCHUNKS_PARAM, *consts])}):",
+        "    # split reduction, second kernel: r indexes the chunks of the partials",
+        *head,
+        "    rindex = rbase",
+        f"    rmask = rindex < {NCHUNKS_PARAM}",
+        # the loop-invariant values again, not the stores, atomics or checks before the
+        # loop (statements, ``tl.*(...)``): the first kernel made those
+        *("    " + ln for ln in first.prefix if not ln.startswith("tl.")),
+        *("    " + ln for ln in first.partial_in + first.suffix),
+    ]
     for st in rest:
         finish += ["    " + ln for ln in st.init + st.prefix + st.body + st.suffix]
     return "\n".join(part) + "\n\n\n@triton.jit\n" + "\n".join(finish) + "\n"

@@ -95,31 +95,46 @@ def _warps(tile: int) -> int:
 def value_itemsize(spec: KernelSpec) -> int:
     """The bytes a value of ``spec``'s memory takes in registers: 16-bit floats (and narrower
     types) are computed as 32-bit, 64-bit types take 8."""
-    sizes = [spec.buffers[n].dtype.itemsize for n in (*spec.inputs, *spec.outputs)
-             if n in spec.buffers and n not in spec.local_buffers]
+    sizes = [
+        spec.buffers[n].dtype.itemsize
+        for n in (*spec.inputs, *spec.outputs)
+        if n in spec.buffers and n not in spec.local_buffers
+    ]
     return max([4, *sizes])
 
 
-def heuristic_config(spec: KernelSpec, options: TritonOptions,
-                     layout: BlockLayout | None = None) -> Config:
+def heuristic_config(
+    spec: KernelSpec, options: TritonOptions, layout: BlockLayout | None = None
+) -> Config:
     """Pointwise: XBLOCK up to ``pointwise_xblock``; reductions: ``reduction_config`` of the
     spec's sizes, then split over r where ``split_chunks`` says so. ``layout`` is the
     reduction's block layout (None: ``choose_layout`` decides)."""
     xnumel = _numel(spec.xranges)
     xcap = _next_pow2(xnumel) if xnumel is not None else None
     if not spec.rranges:
-        xblock = options.pointwise_xblock if xcap is None else max(16, min(options.pointwise_xblock, xcap))
+        xblock = (
+            options.pointwise_xblock
+            if xcap is None
+            else max(16, min(options.pointwise_xblock, xcap))
+        )
         return Config(xblock, 1, 4 if xblock >= 512 else 2, False)
     layout = layout or choose_layout(spec)
-    cfg = reduction_config(xnumel, _numel(spec.rranges), value_itemsize(spec), options,
-                           transposed=layout.transposed)
+    cfg = reduction_config(
+        xnumel, _numel(spec.rranges), value_itemsize(spec), options, transposed=layout.transposed
+    )
     if cfg.looped:
         cfg = replace(cfg, split=split_chunks(spec, options, cfg.xblock, cfg.rblock))
     return cfg
 
 
-def reduction_config(xnumel: int | None, rnumel: int | None, itemsize: int,
-                     options: TritonOptions, *, transposed: bool = False) -> Config:
+def reduction_config(
+    xnumel: int | None,
+    rnumel: int | None,
+    itemsize: int,
+    options: TritonOptions,
+    *,
+    transposed: bool = False,
+) -> Config:
     """Blocks, warps and persistent-or-looped for a reduction of ``xnumel`` rows of ``rnumel``
     values (None: not known before the call) held as ``itemsize``-byte values in registers, in
     the default or the transposed (outer reduction) layout; the module docstring gives the
@@ -131,19 +146,25 @@ def reduction_config(xnumel: int | None, rnumel: int | None, itemsize: int,
     if rnumel is not None and _next_pow2(rnumel) <= limit:
         rblock = _next_pow2(rnumel)
         xblock = _fill(xnumel, min(max(1, TILE // rblock), MAX_XBLOCK, xcap))
-        why = (f"persistent: a row of {rnumel} (RBLOCK {rblock}) fits in registers "
-               f"(<= {limit} {itemsize}-byte values): each row is read from memory once")
+        why = (
+            f"persistent: a row of {rnumel} (RBLOCK {rblock}) fits in registers "
+            f"(<= {limit} {itemsize}-byte values): each row is read from memory once"
+        )
         return Config(xblock, rblock, _warps(xblock * rblock), False, reason=why)
     if rnumel is None:
         rblock = min(options.looped_rblock, 128)
         xblock = max(1, min(TILE // 2 // rblock, xcap))
-        why = (f"looped: the row length is not known (it may be short: RBLOCK {rblock}, "
-               f"{xblock} rows per program)")
+        why = (
+            f"looped: the row length is not known (it may be short: RBLOCK {rblock}, "
+            f"{xblock} rows per program)"
+        )
         return Config(xblock, rblock, _warps(xblock * rblock), True, reason=why)
     rblock = min(options.looped_rblock, _next_pow2(rnumel))
     xblock = _fill(xnumel, min(max(1, TILE // rblock), MAX_XBLOCK, xcap))
-    why = (f"looped: a row of {rnumel} is longer than the {limit} {itemsize}-byte values kept "
-           f"in registers: RBLOCK {rblock} per iteration, each stage reads the row again")
+    why = (
+        f"looped: a row of {rnumel} is longer than the {limit} {itemsize}-byte values kept "
+        f"in registers: RBLOCK {rblock} per iteration, each stage reads the row again"
+    )
     return Config(xblock, rblock, _warps(xblock * rblock), True, reason=why)
 
 
@@ -156,22 +177,30 @@ def _fill(xnumel: int | None, xblock: int) -> int:
     return xblock
 
 
-def _transposed_config(xnumel: int | None, rnumel: int | None, xcap: int, limit: int,
-                       options: TritonOptions) -> Config:
+def _transposed_config(
+    xnumel: int | None, rnumel: int | None, xcap: int, limit: int, options: TritonOptions
+) -> Config:
     """Blocks of an outer reduction (r on axis 0, x on axis 1, memory contiguous along x): a
     wide XBLOCK (64 contiguous elements is a 128-byte line of bfloat16, two of float32) and
     RBLOCK rows so that the tile is about ``TILE``; persistent only when the whole column fits
     in that tile beside at least 32 x (64-128 contiguous bytes per row of the block)."""
     xblock = max(1, min(64, xcap))
-    if rnumel is not None and _next_pow2(rnumel) <= limit \
-            and _next_pow2(rnumel) * max(xblock, 32) <= TILE:
+    if (
+        rnumel is not None
+        and _next_pow2(rnumel) <= limit
+        and _next_pow2(rnumel) * max(xblock, 32) <= TILE
+    ):
         rblock = _next_pow2(rnumel)
-        why = (f"persistent outer reduction: a column of {rnumel} (RBLOCK {rblock}) beside "
-               f"XBLOCK {xblock} fits in a tile of {TILE}")
+        why = (
+            f"persistent outer reduction: a column of {rnumel} (RBLOCK {rblock}) beside "
+            f"XBLOCK {xblock} fits in a tile of {TILE}"
+        )
         return Config(xblock, rblock, _warps(xblock * rblock), False, transposed=True, reason=why)
     rblock = max(1, min(options.transposed_rblock, TILE // xblock))
-    why = (f"looped outer reduction: XBLOCK {xblock} along contiguous memory, RBLOCK {rblock} "
-           "rows per iteration")
+    why = (
+        f"looped outer reduction: XBLOCK {xblock} along contiguous memory, RBLOCK {rblock} "
+        "rows per iteration"
+    )
     return Config(xblock, rblock, _warps(xblock * rblock), True, transposed=True, reason=why)
 
 
@@ -189,8 +218,11 @@ def split_chunks(spec: KernelSpec, options: TritonOptions, xblock: int, rblock: 
     xprograms = -(-xnumel // xblock)
     if xprograms * 4 > options.split_programs:
         return 0
-    chunks = min(options.split_max_chunks, -(-options.split_programs // xprograms),
-                 rnumel // max(options.split_min_rchunk, rblock))
+    chunks = min(
+        options.split_max_chunks,
+        -(-options.split_programs // xprograms),
+        rnumel // max(options.split_min_rchunk, rblock),
+    )
     if chunks < 2 or not splittable(spec):
         return 0
     return chunks

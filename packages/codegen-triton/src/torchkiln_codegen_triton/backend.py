@@ -34,9 +34,16 @@ class TritonBackend:
         layout = choose_layout(spec)
         cfg = heuristic_config(spec, self.options, layout)
         try:
-            gen = generate(spec, looped=cfg.looped, options=self.options, interpret=interpret,
-                           fn_name=kernel_name(spec), layout=layout, split=cfg.split > 0,
-                           note=cfg.reason)
+            gen = generate(
+                spec,
+                looped=cfg.looped,
+                options=self.options,
+                interpret=interpret,
+                fn_name=kernel_name(spec),
+                layout=layout,
+                split=cfg.split > 0,
+                note=cfg.reason,
+            )
             cfg = replace(cfg, partials=gen.partials)
             source = module_source(spec, gen.source, interpret=interpret)
         except CodegenError:
@@ -50,8 +57,13 @@ class TritonBackend:
         path = None
         try:
             # registered in sys.modules: Triton's jit looks the kernel's module up for its globals
-            module, file = source_module(CodeCache.at("triton", self.options.cache_dir), source,
-                                         "kernel.py", "torchkiln_triton_", register=True)
+            module, file = source_module(
+                CodeCache.at("triton", self.options.cache_dir),
+                source,
+                "kernel.py",
+                "torchkiln_triton_",
+                register=True,
+            )
             path = str(file)
             fn = getattr(module, kernel_name(spec))
             if cfg.split:  # a split reduction's second kernel (_split.py)
@@ -62,8 +74,9 @@ class TritonBackend:
             raise
         except Exception as e:
             raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}", path) from e
-        return TritonCompiledKernel(spec, source, path, fn, cfg,
-                                    autotune=self.options.autotune and not interpreting())
+        return TritonCompiledKernel(
+            spec, source, path, fn, cfg, autotune=self.options.autotune and not interpreting()
+        )
 
     def compile_kernels(self, kernels: Sequence[KernelSpec]) -> list[TritonCompiledKernel]:
         """One compiled kernel per spec, in order; on CUDA their binaries are compiled in
@@ -77,12 +90,16 @@ class TritonBackend:
         each kernel's module source and launch configuration."""
         return [{"source": k.source, "config": k.config} for k in kernels]
 
-    def load_kernels(self, exported: Sequence[dict[str, Any]],
-                     specs: Sequence[KernelSpec]) -> list[TritonCompiledKernel]:
+    def load_kernels(
+        self, exported: Sequence[dict[str, Any]], specs: Sequence[KernelSpec]
+    ) -> list[TritonCompiledKernel]:
         """The kernels ``export_kernels`` saved, for ``specs`` (the same kernel steps, whose
         bodies are not needed: only names, arguments and ranges)."""
         if len(exported) != len(specs):
             raise CodegenError(f"{len(exported)} saved kernels for {len(specs)} kernel steps")
-        kernels = [self._load(spec, saved["source"], saved["config"]) for saved, spec in zip(exported, specs)]
+        kernels = [
+            self._load(spec, saved["source"], saved["config"])
+            for saved, spec in zip(exported, specs)
+        ]
         precompile(kernels, self.options.compile_workers)
         return kernels

@@ -69,9 +69,17 @@ class GeneratedKernel(NamedTuple):
 class TritonOpsHandler(PointwiseOps):
     """The loop-IR ops handler that writes Triton code for one kernel (CSE'd ``tmpN = ...`` lines)."""
 
-    def __init__(self, spec: KernelSpec, arg_names: dict[str, str], *, reduction: bool,
-                 looped: bool, options: TritonOptions, interpret: bool,
-                 layout: BlockLayout = DEFAULT) -> None:
+    def __init__(
+        self,
+        spec: KernelSpec,
+        arg_names: dict[str, str],
+        *,
+        reduction: bool,
+        looped: bool,
+        options: TritonOptions,
+        interpret: bool,
+        layout: BlockLayout = DEFAULT,
+    ) -> None:
         self.spec = spec
         self.layout = layout
         self.flat_index = FlatIndex(spec.xranges, spec.rranges)  # addresses without // and %
@@ -132,8 +140,15 @@ class TritonOpsHandler(PointwiseOps):
     def line(self, text: str, loc: str) -> None:
         getattr(self._stage, loc).append(text)
 
-    def emit(self, expr: str, dtype: torch.dtype, deps: frozenset[str], post: int | None = None,
-             *, cse: bool = True) -> TritonValue:
+    def emit(
+        self,
+        expr: str,
+        dtype: torch.dtype,
+        deps: frozenset[str],
+        post: int | None = None,
+        *,
+        cse: bool = True,
+    ) -> TritonValue:
         """``tmpN = expr`` in the right list, reusing an earlier identical expression."""
         if post is not None and post != self.stage_index:
             post = None
@@ -162,8 +177,11 @@ class TritonOpsHandler(PointwiseOps):
         if not self.reduction_kernel:
             return "[XBLOCK]" if deps else "[1]"
         lay = self.layout
-        return {frozenset(): "[1, 1]", frozenset({"x"}): lay.x_shape,
-                frozenset({"r"}): lay.r_shape}.get(deps, lay.block)
+        return {
+            frozenset(): "[1, 1]",
+            frozenset({"x"}): lay.x_shape,
+            frozenset({"r"}): lay.r_shape,
+        }.get(deps, lay.block)
 
     # -- indices ---------------------------------------------------------------------------
     def index_info(self, index: sympy.Expr) -> tuple[frozenset[str], int | None]:
@@ -212,7 +230,8 @@ class TritonOpsHandler(PointwiseOps):
         if name in self.spec.local_buffers or name not in self.arg_names:
             raise CodegenError(
                 f"kernel {self.spec.name}: load of {name!r} at {index} has no earlier store in this "
-                "kernel scope and the buffer is not a kernel argument")
+                "kernel scope and the buffer is not a kernel argument"
+            )
         deps, post = self.index_info(index)
         mask_vals = self._masks
         deps, post = self.join(TritonValue("", torch.bool, deps, post), *mask_vals)
@@ -242,8 +261,9 @@ class TritonOpsHandler(PointwiseOps):
         key = (name, sympy.sympify(index))  # the expression, not its text: printing cost more
         idx_deps, idx_post = self.index_info(index)
         base = frozenset({"x"})  # a store happens once per x index: mask by xmask even for ()
-        deps, post = self.join(TritonValue("", torch.bool, idx_deps | base, idx_post), value,
-                               *self._masks)
+        deps, post = self.join(
+            TritonValue("", torch.bool, idx_deps | base, idx_post), value, *self._masks
+        )
         if post is not None and post != self.stage_index:
             post = None
         loc = self.location(deps, post)
@@ -252,8 +272,10 @@ class TritonOpsHandler(PointwiseOps):
         if name in self.spec.local_buffers:
             return
         if name not in self.arg_names:
-            raise CodegenError(f"kernel {self.spec.name}: store to {name!r}, which is neither an "
-                               "output nor a local buffer")
+            raise CodegenError(
+                f"kernel {self.spec.name}: store to {name!r}, which is neither an "
+                "output nor a local buffer"
+            )
         dtype = self.spec.buffers[name].dtype
         val = value.name if value.dtype == dtype else self._convert(value.name, value.dtype, dtype)
         ptr = self._pointer(name, index, deps)
@@ -273,10 +295,13 @@ class TritonOpsHandler(PointwiseOps):
             raise CodegenError("store_reduction got a tuple (a welford result): store its parts")
         self._store_common(name, index, value, None)
 
-    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str,
-                  value: Any) -> Any:
+    def reduction(
+        self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: Any
+    ) -> Any:
         if not self.reduction_kernel:
-            raise CodegenError(f"kernel {self.spec.name}: ops.reduction in a kernel without rranges")
+            raise CodegenError(
+                f"kernel {self.spec.name}: ops.reduction in a kernel without rranges"
+            )
         if reduction_type == "welford_combine":
             parts = tuple(self.as_value(v, torch.float32) for v in value)
             key = (self.stage_index, reduction_type, tuple(p.name for p in parts))
@@ -286,8 +311,9 @@ class TritonOpsHandler(PointwiseOps):
         value = self.as_value(value, src_dtype)
         key = (self.stage_index, reduction_type, value.name)
         if key not in self._reductions:
-            self._reductions[key] = _reductions.emit_reduction(self, dtype, src_dtype,
-                                                               reduction_type, value)
+            self._reductions[key] = _reductions.emit_reduction(
+                self, dtype, src_dtype, reduction_type, value
+            )
         return self._reductions[key]
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TritonValue:
@@ -297,8 +323,12 @@ class TritonOpsHandler(PointwiseOps):
             if expr.is_Integer:
                 return self.constant(int(expr), dtype)
             # a size symbol is a scalar argument (or a constexpr when Triton specialized it to 1)
-            return self.emit(f"(tl.zeros([1], tl.int64) + ({texpr(expr)})).to({tl_dtype(dtype)})",
-                             dtype, deps, post)
+            return self.emit(
+                f"(tl.zeros([1], tl.int64) + ({texpr(expr)})).to({tl_dtype(dtype)})",
+                dtype,
+                deps,
+                post,
+            )
         return self.emit(f"({texpr(expr)}).to({tl_dtype(dtype)})", dtype, deps, post)
 
     def indirect_indexing(self, value: Any, size: sympy.Expr, check: bool = True) -> sympy.Symbol:
@@ -320,8 +350,10 @@ class TritonOpsHandler(PointwiseOps):
             mask = self._mask_text(value.deps)
             ok = f"(0 <= {sym.name}) & ({sym.name} < {texpr(size)})"
             cond = f"({ok}) | ~({mask})" if mask else ok
-            self.line(f'tl.device_assert({cond}, "index out of bounds: 0 <= {sym.name} < '
-                      f'{texpr(size)}")', loc)
+            self.line(
+                f'tl.device_assert({cond}, "index out of bounds: 0 <= {sym.name} < {texpr(size)}")',
+                loc,
+            )
         return sym
 
     def _report(self, bad: str, value: TritonValue, bit: int) -> None:
@@ -352,8 +384,9 @@ class TritonOpsHandler(PointwiseOps):
         result = self.as_value(result, torch.float32)
         deps, post = self.join(mask, result)
         other_v = self.as_value(other, result.dtype)
-        return self.emit(f"tl.where({mask.name}, {result.name}, {other_v.name})", result.dtype,
-                         deps, post)
+        return self.emit(
+            f"tl.where({mask.name}, {result.name}, {other_v.name})", result.dtype, deps, post
+        )
 
     # -- constants, conversion, random -----------------------------------------------------
     def as_value(self, x: Any, dtype: torch.dtype) -> TritonValue:
@@ -368,7 +401,9 @@ class TritonOpsHandler(PointwiseOps):
             dtype = torch.float32
         return self.emit(full(value, dtype), dtype, NONE)
 
-    def to_dtype(self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype | None = None) -> TritonValue:
+    def to_dtype(
+        self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype | None = None
+    ) -> TritonValue:
         x = self.as_value(x, src_dtype or dtype)
         if x.dtype == dtype:
             return x
@@ -395,8 +430,9 @@ class TritonOpsHandler(PointwiseOps):
         return self.emit(f"{src}.to({tl_dtype(dtype)}, bitcast=True)", dtype, x.deps, x.post)
 
     def load_seed(self, name: str, offset: Any) -> TritonValue:
-        return self.emit(f"tl.load({self.arg_names[name]} + ({texpr(sympy.sympify(offset))}))",
-                         torch.int64, NONE)
+        return self.emit(
+            f"tl.load({self.arg_names[name]} + ({texpr(sympy.sympify(offset))}))", torch.int64, NONE
+        )
 
     def _rng(self, fn: str, seed: Any, offset: Any, dtype: torch.dtype) -> TritonValue:
         seed = self.as_value(seed, torch.int64)
@@ -421,6 +457,7 @@ class TritonOpsHandler(PointwiseOps):
 
 # -- the whole kernel ------------------------------------------------------------------------
 
+
 def arg_names(spec: KernelSpec) -> dict[str, str]:
     names: dict[str, str] = {}
     for i, name in enumerate(spec.args):
@@ -428,7 +465,9 @@ def arg_names(spec: KernelSpec) -> dict[str, str]:
     return names
 
 
-def _range_vars(ranges: Sequence[sympy.Expr], prefix: str, index: str) -> tuple[list[sympy.Expr], list[str]]:
+def _range_vars(
+    ranges: Sequence[sympy.Expr], prefix: str, index: str
+) -> tuple[list[sympy.Expr], list[str]]:
     """Symbols for each range (0 for ranges of size 1) and the lines recovering them."""
     vars_: list[sympy.Expr] = []
     lines: list[str] = []
@@ -439,7 +478,7 @@ def _range_vars(ranges: Sequence[sympy.Expr], prefix: str, index: str) -> tuple[
         sym = index_symbol(prefix, i)
         vars_.append(sym)
         inner = sympy.Integer(1)
-        for s in ranges[i + 1:]:
+        for s in ranges[i + 1 :]:
             inner = inner * s
         expr = index if inner == 1 else f"({index} // {texpr(inner)})"
         if i > 0:
@@ -448,10 +487,17 @@ def _range_vars(ranges: Sequence[sympy.Expr], prefix: str, index: str) -> tuple[
     return vars_, lines
 
 
-def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
-             interpret: bool | None = None, fn_name: str | None = None,
-             layout: BlockLayout | None = None, split: bool = False,
-             note: str = "") -> GeneratedKernel:
+def generate(
+    spec: KernelSpec,
+    *,
+    looped: bool,
+    options: TritonOptions,
+    interpret: bool | None = None,
+    fn_name: str | None = None,
+    layout: BlockLayout | None = None,
+    split: bool = False,
+    note: str = "",
+) -> GeneratedKernel:
     """The ``@triton.jit`` function(s) for ``spec`` (no module header). ``layout``: how a
     reduction's block is laid out (None: ``choose_layout`` decides from the accesses);
     ``split``: a split reduction (``_split.py``, looped only), two functions; ``note``: why
@@ -463,18 +509,26 @@ def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
     split = split and reduction and looped
     name = fn_name or spec.name
     names = arg_names(spec)
-    handler = TritonOpsHandler(spec, names, reduction=reduction, looped=looped, options=options,
-                               interpret=interpret, layout=layout)
+    handler = TritonOpsHandler(
+        spec,
+        names,
+        reduction=reduction,
+        looped=looped,
+        options=options,
+        interpret=interpret,
+        layout=layout,
+    )
     handler.split = split
     head = ["    xoffset = tl.program_id(0) * XBLOCK"]
     if reduction:
         head[0:0] = [f"    # block layout {layout.reason}"] + ([f"    # {note}"] if note else [])
-        head += [f"    xindex = xoffset + tl.arange(0, XBLOCK){layout.x_arange}",
-                 "    xmask = xindex < xnumel",
-                 f"    rbase = tl.arange(0, RBLOCK){layout.r_arange}"]
+        head += [
+            f"    xindex = xoffset + tl.arange(0, XBLOCK){layout.x_arange}",
+            "    xmask = xindex < xnumel",
+            f"    rbase = tl.arange(0, RBLOCK){layout.r_arange}",
+        ]
     else:
-        head += ["    xindex = xoffset + tl.arange(0, XBLOCK)",
-                 "    xmask = xindex < xnumel"]
+        head += ["    xindex = xoffset + tl.arange(0, XBLOCK)", "    xmask = xindex < xnumel"]
     xvars, xlines = _range_vars(spec.xranges, "x", "xindex")
     rvars, rlines = _range_vars(spec.rranges, "r", "rindex")
     for v in xvars:
@@ -498,8 +552,9 @@ def generate(spec: KernelSpec, *, looped: bool, options: TritonOptions,
         tensors.append(STATUS_PARAM)
     params = tensors + [str(s) for s in spec.size_args] + ["xnumel"]
     if split:
-        return GeneratedKernel(split_functions(name, params, head, rlines, handler.stages),
-                               tuple(handler.partials))
+        return GeneratedKernel(
+            split_functions(name, params, head, rlines, handler.stages), tuple(handler.partials)
+        )
     if reduction:
         params.append("rnumel")
     params.append("XBLOCK: tl.constexpr")
@@ -531,7 +586,13 @@ def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> s
     options = options or TritonOptions()
     cfg = heuristic_config(kernel, options)
     interpret = interpreting()
-    gen = generate(kernel, looped=cfg.looped, options=options, interpret=interpret,
-                   fn_name=kernel_name(kernel), split=cfg.split > 0, note=cfg.reason)
+    gen = generate(
+        kernel,
+        looped=cfg.looped,
+        options=options,
+        interpret=interpret,
+        fn_name=kernel_name(kernel),
+        split=cfg.split > 0,
+        note=cfg.reason,
+    )
     return module_source(kernel, gen.source, interpret=interpret)
-

@@ -62,7 +62,9 @@ def _on_device(device: int, warmup: Callable[[], Any]) -> None:
 def run_parallel(jobs: Sequence[Callable[[], Any]], threads: int) -> None:
     """Run ``jobs`` (warmups) on ``threads`` pool threads, waiting for all; errors are dropped."""
     mode = async_compile_mode()
-    with ThreadPoolExecutor(max_workers=threads, thread_name_prefix="torchkiln-triton-compile") as pool:
+    with ThreadPoolExecutor(
+        max_workers=threads, thread_name_prefix="torchkiln-triton-compile"
+    ) as pool:
         if mode is not None:
             try:
                 with mode(pool, ignore_errors=True):

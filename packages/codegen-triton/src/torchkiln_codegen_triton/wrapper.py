@@ -33,11 +33,13 @@ def module_source(spec: KernelSpec, body: str, *, interpret: bool) -> str:
 
 def _numel_fn(spec: KernelSpec) -> Callable[..., tuple[int, int]]:
     """A function of the size ints giving (xnumel, rnumel), compiled once."""
+
     def prod(ranges: Sequence[sympy.Expr]) -> str:
         total = sympy.Integer(1)
         for r in ranges:
             total = total * r
         return pyexpr(sympy.sympify(total))
+
     params = ", ".join(str(s) for s in spec.size_args)
     return eval(f"lambda {params}: (int({prod(spec.xranges)}), int({prod(spec.rranges)}))")
 
@@ -59,8 +61,9 @@ def _misaligned(tensors: Sequence[torch.Tensor]) -> int:
     return reduce(operator.or_, map(torch.Tensor.data_ptr, tensors), 0) & 15
 
 
-def _relaunch(kernel: Any, gx: int, tail: tuple[Any, ...], slow: Callable[..., None]
-              ) -> Callable[..., None]:
+def _relaunch(
+    kernel: Any, gx: int, tail: tuple[Any, ...], slow: Callable[..., None]
+) -> Callable[..., None]:
     """``launch_in(stream, *tensors)``: ``kernel`` (a binary Triton compiled for aligned
     tensors) on grid ``gx`` with the ints and constexprs ``tail`` after the tensors; with no
     stream (the caller could not vouch for the call: see ``TritonCompiledKernel.launch_in``),
@@ -102,8 +105,9 @@ class TritonCompiledKernel:
 
     stream_for = staticmethod(stream_for)
 
-    def __init__(self, spec: KernelSpec, source: str, path: str, fn: Any, config: Config,
-                 *, autotune: bool) -> None:
+    def __init__(
+        self, spec: KernelSpec, source: str, path: str, fn: Any, config: Config, *, autotune: bool
+    ) -> None:
         self.name = spec.name
         self.source = source
         self.path = path
@@ -117,8 +121,9 @@ class TritonCompiledKernel:
         self._arg_dtypes = tuple(spec.buffers[name].dtype for name in spec.args)
         self._on_cuda = any(b.device.type == "cuda" for b in spec.buffers.values())
         # retuning reruns the kernel: only safe when it does not read what it writes
-        self._autotune = (autotune and not set(spec.inputs) & set(spec.outputs)
-                          and "tl.atomic_add" not in source)
+        self._autotune = (
+            autotune and not set(spec.inputs) & set(spec.outputs) and "tl.atomic_add" not in source
+        )
         # CUDA only: compiled kernels by specialization key, relaunched without Triton's binder
         self._launchers: dict[tuple[Any, ...], Any] = {}
         self._cuda: bool | None = None
@@ -152,13 +157,24 @@ class TritonCompiledKernel:
         cfg = self.config
         if self._finish is not None:
             _, launches = self._split_plan(cfg, xnumel, rnumel)
-            return [(fn, (*self._arg_dtypes, *cfg.partials, *numels), {"grid": grid, **kw})
-                    for fn, (grid, numels, kw) in zip((self._fn, self._finish), launches)]
+            return [
+                (fn, (*self._arg_dtypes, *cfg.partials, *numels), {"grid": grid, **kw})
+                for fn, (grid, numels, kw) in zip((self._fn, self._finish), launches)
+            ]
         numels = (xnumel, rnumel) if self._reduction else (xnumel,)
-        blocks = {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock} if self._reduction else {"XBLOCK": cfg.xblock}
+        blocks = (
+            {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock}
+            if self._reduction
+            else {"XBLOCK": cfg.xblock}
+        )
         grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
-        return [(self._fn, (*self._arg_dtypes, *numels),
-                 {"grid": grid, **blocks, "num_warps": cfg.num_warps})]
+        return [
+            (
+                self._fn,
+                (*self._arg_dtypes, *numels),
+                {"grid": grid, **blocks, "num_warps": cfg.num_warps},
+            )
+        ]
 
     def warmup(self) -> None:
         """Compile this kernel's binaries now (Triton keeps them for the first launch)."""
@@ -170,8 +186,9 @@ class TritonCompiledKernel:
         if self._finish is not None:
             self._launch_split(cfg, args, xnumel, rnumel)
         elif self._reduction:
-            self._fn[grid](*args, xnumel, rnumel, XBLOCK=cfg.xblock, RBLOCK=cfg.rblock,
-                           num_warps=cfg.num_warps)
+            self._fn[grid](
+                *args, xnumel, rnumel, XBLOCK=cfg.xblock, RBLOCK=cfg.rblock, num_warps=cfg.num_warps
+            )
         else:
             self._fn[grid](*args, xnumel, XBLOCK=cfg.xblock, num_warps=cfg.num_warps)
 
@@ -181,18 +198,23 @@ class TritonCompiledKernel:
         tensors, partials, status word and sizes, the constexprs and warps)."""
         rchunk, chunks = chunking(rnumel, max(1, cfg.split), cfg.rblock)
         xblock, rblock = finish_blocks(max(chunks, cfg.split), xnumel)
-        first = (((xnumel + cfg.xblock - 1) // cfg.xblock, chunks), (xnumel, rnumel, rchunk),
-                 {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock, "num_warps": cfg.num_warps})
-        finish = (((xnumel + xblock - 1) // xblock,), (xnumel, chunks),
-                  {"XBLOCK": xblock, "RBLOCK": rblock,
-                   "num_warps": 4 if xblock * rblock >= 1024 else 2})
+        first = (
+            ((xnumel + cfg.xblock - 1) // cfg.xblock, chunks),
+            (xnumel, rnumel, rchunk),
+            {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock, "num_warps": cfg.num_warps},
+        )
+        finish = (
+            ((xnumel + xblock - 1) // xblock,),
+            (xnumel, chunks),
+            {"XBLOCK": xblock, "RBLOCK": rblock, "num_warps": 4 if xblock * rblock >= 1024 else 2},
+        )
         return chunks, [first, finish]
 
     def _launch_split(self, cfg: Config, args: tuple[Any, ...], xnumel: int, rnumel: int) -> None:
         """The two kernels of a split reduction: chunks of rows into partials of shape
         [chunks, xnumel] (fresh each call: calls may overlap on streams), then the finish.
         The partials go after the tensors (and before the status word and sizes)."""
-        tensors, rest = args[:self._nargs], args[self._nargs:]
+        tensors, rest = args[: self._nargs], args[self._nargs :]
         device = next(a.device for a in tensors if isinstance(a, torch.Tensor))
         chunks, launches = self._split_plan(cfg, xnumel, rnumel)
         parts = [torch.empty((chunks, xnumel), dtype=dt, device=device) for dt in cfg.partials]
@@ -212,18 +234,35 @@ class TritonCompiledKernel:
             return True
         cfg = self.config
         if self._finish is not None:  # a split reduction: its two kernels, each relaunched
-            tensors, rest = args[:self._nargs], args[self._nargs:]
+            tensors, rest = args[: self._nargs], args[self._nargs :]
             chunks, launches = self._split_plan(cfg, xnumel, rnumel)
-            parts = [torch.empty((chunks, xnumel), dtype=dt, device=tensors[0].device)
-                     for dt in cfg.partials]
+            parts = [
+                torch.empty((chunks, xnumel), dtype=dt, device=tensors[0].device)
+                for dt in cfg.partials
+            ]
             kept = []
-            for which, (fn, (grid, numels, kw)) in enumerate(zip((self._fn, self._finish), launches)):
+            for which, (fn, (grid, numels, kw)) in enumerate(
+                zip((self._fn, self._finish), launches)
+            ):
                 consts = {k: v for k, v in kw.items() if k != "num_warps"}
-                kernel = self._run_fast(which, fn, (*tensors, *parts, *rest, *numels), grid,
-                                        consts, kw["num_warps"], device, get_stream)
+                kernel = self._run_fast(
+                    which,
+                    fn,
+                    (*tensors, *parts, *rest, *numels),
+                    grid,
+                    consts,
+                    kw["num_warps"],
+                    device,
+                    get_stream,
+                )
                 kept.append(kernel and (kernel, grid, (*rest, *numels, *consts.values())))
-            if (not self._nsizes and not self._status and all(kept) and self._ready is None
-                    and not _misaligned(tensors)):
+            if (
+                not self._nsizes
+                and not self._status
+                and all(kept)
+                and self._ready is None
+                and not _misaligned(tensors)
+            ):
                 self._set_ready(device, self._split_relaunch(chunks, xnumel, kept))
             return True
         # static sizes and no status word: only the tensors' alignment can change between calls
@@ -235,10 +274,14 @@ class TritonCompiledKernel:
         params = (*args, xnumel, rnumel) if self._reduction else (*args, xnumel)
         consts = {"XBLOCK": cfg.xblock, **({"RBLOCK": cfg.rblock} if self._reduction else {})}
         grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
-        kernel = self._run_fast(0, self._fn, params, grid, consts, cfg.num_warps, device, get_stream)
+        kernel = self._run_fast(
+            0, self._fn, params, grid, consts, cfg.num_warps, device, get_stream
+        )
         if static and kernel is not None and self._ready is None and not _misaligned(args):
-            self._set_ready(device, _relaunch(kernel, grid[0], (*params[len(args):], *consts.values()),
-                                              self.__call__))
+            self._set_ready(
+                device,
+                _relaunch(kernel, grid[0], (*params[len(args) :], *consts.values()), self.__call__),
+            )
         return True
 
     def _set_ready(self, device: int, launch_in: Callable[..., None]) -> None:
@@ -269,8 +312,17 @@ class TritonCompiledKernel:
 
         return launch_in
 
-    def _run_fast(self, which: int, fn: Any, params: tuple[Any, ...], grid: tuple[int, ...],
-                  consts: dict[str, int], num_warps: int, device: int, get_stream: Any) -> Any:
+    def _run_fast(
+        self,
+        which: int,
+        fn: Any,
+        params: tuple[Any, ...],
+        grid: tuple[int, ...],
+        consts: dict[str, int],
+        num_warps: int,
+        device: int,
+        get_stream: Any,
+    ) -> Any:
         """Launch ``fn`` (kernel ``which`` of this step) through the binary cached for the
         specialization of ``params``; the first time, through Triton, keeping what it compiled.
         Returns the cached binary it launched (None the first time)."""
@@ -282,8 +334,19 @@ class TritonCompiledKernel:
                 self._launchers[key] = kernel
             return None
         gx, gy, gz = (*grid, 1, 1)[:3]
-        kernel.run(gx, gy, gz, get_stream(device), kernel.function, kernel.packed_metadata, None,
-                   None, None, *params, *consts.values())
+        kernel.run(
+            gx,
+            gy,
+            gz,
+            get_stream(device),
+            kernel.function,
+            kernel.packed_metadata,
+            None,
+            None,
+            None,
+            *params,
+            *consts.values(),
+        )
         return kernel
 
     def __call__(self, *args: Any) -> None:
@@ -300,9 +363,12 @@ class TritonCompiledKernel:
 
     def _call(self, *args: Any) -> None:
         if len(args) != self._nargs + self._nsizes:
-            raise CodegenError(f"kernel {self.name} takes {self._nargs} tensors and {self._nsizes} "
-                               f"size ints, got {len(args)} arguments", self.path)
-        sizes = args[self._nargs:]
+            raise CodegenError(
+                f"kernel {self.name} takes {self._nargs} tensors and {self._nsizes} "
+                f"size ints, got {len(args)} arguments",
+                self.path,
+            )
+        sizes = args[self._nargs :]
         xnumel, rnumel = self._numels(*sizes)
         if xnumel <= 0:
             return
@@ -316,25 +382,29 @@ class TritonCompiledKernel:
         if self._status:  # a fresh word per call: calls on other threads keep their own errors
             device = next(a.device for a in args if isinstance(a, torch.Tensor))
             status = torch.zeros(1, dtype=torch.int32, device=device)
-            args = (*args[:self._nargs], status, *args[self._nargs:])
+            args = (*args[: self._nargs], status, *args[self._nargs :])
         if self._autotune and self._cuda:
             self._autotune = False
-            self.config = pick_fastest(candidate_configs(self.config),
-                                       lambda c: self._launch(c, args, xnumel, rnumel))
+            self.config = pick_fastest(
+                candidate_configs(self.config), lambda c: self._launch(c, args, xnumel, rnumel)
+            )
         try:
             if not (self._cuda and self._fast_launch(args, xnumel, rnumel)):
                 self._launch(self.config, args, xnumel, rnumel)
         except CodegenError:
             raise
         except Exception as e:
-            raise CodegenError(f"kernel {self.name} failed to launch: {type(e).__name__}: {e}",
-                               self.path) from e
+            raise CodegenError(
+                f"kernel {self.name} failed to launch: {type(e).__name__}: {e}", self.path
+            ) from e
         if status is not None and status.item():
             # eager's exceptions (the pipeline replays the graph eagerly, which raises eager's
             # own message)
             if int(status.item()) & STATUS_INDEX_OUT_OF_BOUNDS:
-                raise IndexError(f"kernel {self.name}: an indirect index (gather/scatter/embedding) "
-                                 "was out of bounds")
+                raise IndexError(
+                    f"kernel {self.name}: an indirect index (gather/scatter/embedding) "
+                    "was out of bounds"
+                )
             raise RuntimeError("ZeroDivisionError")
 
     def __repr__(self) -> str:

@@ -9,7 +9,19 @@ from .wrapper import CacheEntry, CapturedFunction, capture
 __version__ = "0.8.0"
 
 __all__ = [
-    "BackendError", "CacheEntry", "FailOnRecompileLimitHit", "CapturedFunction", "CapturedModule", "ExplainOutput", "ModuleProxy", "RecompileLimitExceeded",
+    "BackendError",
+    "CacheEntry",
+    "FailOnRecompileLimitHit",
+    "CapturedFunction",
+    "CapturedModule",
+    "ExplainOutput",
+    "ModuleProxy",
+    "RecompileLimitExceeded",
     "Unsupported",
-    "allow_in_graph", "capture", "disable", "explain", "mark_dynamic", "mark_static",
+    "allow_in_graph",
+    "capture",
+    "disable",
+    "explain",
+    "mark_dynamic",
+    "mark_static",
 ]

@@ -26,8 +26,10 @@ def bind_arguments(func: UserFunctionVariable, args: list, kwargs: dict) -> dict
         result[names[i]] = a
     extra = args[nargs:]
     if extra and not has_varargs:
-        raise Unsupported(f"{func.name}() takes {nargs} positional arguments but {len(args)} were given")
-    kwonly = names[nargs:nargs + nkw]
+        raise Unsupported(
+            f"{func.name}() takes {nargs} positional arguments but {len(args)} were given"
+        )
+    kwonly = names[nargs : nargs + nkw]
     varkw = {}
     for k, v in kwargs.items():
         if k in names[posonly:nargs] or k in kwonly:

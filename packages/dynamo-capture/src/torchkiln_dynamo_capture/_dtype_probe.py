@@ -32,20 +32,61 @@ from torch.utils import _pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
 #: dtypes whose kernels are not all compiled (floating float32/float64 and complex always are)
-_PROBED_DTYPES = frozenset({torch.bool, torch.uint8, torch.int8, torch.int16, torch.int32, torch.int64,
-                            torch.float16, torch.bfloat16})
+_PROBED_DTYPES = frozenset(
+    {
+        torch.bool,
+        torch.uint8,
+        torch.int8,
+        torch.int16,
+        torch.int32,
+        torch.int64,
+        torch.float16,
+        torch.bfloat16,
+    }
+)
 
 #: names (methods and functions) that draw random numbers or act outside the tensors: not probed
-_NOT_PROBED = ("rand", "normal", "bernoulli", "uniform", "exponential", "geometric", "cauchy",
-               "log_normal", "multinomial", "dropout", "random", "item", "tolist", "numpy", "print",
-               "backward", "record_stream", "pin_memory", "share_memory", "set_", "resize",
-               # factories sized by their arguments, not by a tensor (the probe could not cut them)
-               "new_", "empty", "zeros", "ones", "full", "arange", "range", "linspace", "logspace", "eye")
+_NOT_PROBED = (
+    "rand",
+    "normal",
+    "bernoulli",
+    "uniform",
+    "exponential",
+    "geometric",
+    "cauchy",
+    "log_normal",
+    "multinomial",
+    "dropout",
+    "random",
+    "item",
+    "tolist",
+    "numpy",
+    "print",
+    "backward",
+    "record_stream",
+    "pin_memory",
+    "share_memory",
+    "set_",
+    "resize",
+    # factories sized by their arguments, not by a tensor (the probe could not cut them)
+    "new_",
+    "empty",
+    "zeros",
+    "ones",
+    "full",
+    "arange",
+    "range",
+    "linspace",
+    "logspace",
+    "eye",
+)
 
 
 #: words of an error about dtypes (eager's dispatch and dtype checks)
-_ABOUT_DTYPES = re.compile(r"dtype|floating point|integral|scalar type|"
-                           r"\b(Long|Int|Short|Char|Byte|Bool|Half|BFloat16|UInt\d+)\b")
+_ABOUT_DTYPES = re.compile(
+    r"dtype|floating point|integral|scalar type|"
+    r"\b(Long|Int|Short|Char|Byte|Bool|Half|BFloat16|UInt\d+)\b"
+)
 
 
 class _NoHint(Exception):
@@ -77,8 +118,13 @@ def _torchs_own(target: Any) -> bool:
     if isinstance(owner, type) and issubclass(owner, torch._C.TensorBase):
         return True
     module = getattr(target, "__module__", None) or ""
-    return module.split(".")[0] in ("torch", "_operator", "operator", "math", "builtins") or \
-        isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket))
+    return module.split(".")[0] in (
+        "torch",
+        "_operator",
+        "operator",
+        "math",
+        "builtins",
+    ) or isinstance(target, (torch._ops.OpOverload, torch._ops.OpOverloadPacket))
 
 
 def kernel_missing(kind: str, target: Any, args: list, kwargs: dict) -> str | None:
@@ -157,9 +203,16 @@ class _EffectFree(TorchDispatchMode):
             for i, a in enumerate(schema.arguments):
                 if a.alias_info is None or not a.alias_info.is_write:
                     continue
-                v = kwargs.get(a.name) if a.kwarg_only else (args[i] if i < len(args) else kwargs.get(a.name))
+                v = (
+                    kwargs.get(a.name)
+                    if a.kwarg_only
+                    else (args[i] if i < len(args) else kwargs.get(a.name))
+                )
                 for t in pytree.tree_leaves(v):
-                    if isinstance(t, torch.Tensor) and StorageWeakRef(t.untyped_storage()) not in self.own:
+                    if (
+                        isinstance(t, torch.Tensor)
+                        and StorageWeakRef(t.untyped_storage()) not in self.own
+                    ):
                         raise _Effect(f"{func} writes a tensor the probe did not make")
         out = func(*args, **kwargs)
         for t in pytree.tree_leaves(out):

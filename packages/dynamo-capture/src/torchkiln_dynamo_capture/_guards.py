@@ -18,7 +18,13 @@ from typing import Any
 
 from torchkiln_guards import Guard, Source
 
-__all__ = ["ChildModulesMatch", "SameObjectMatch", "SubmoduleHooksMatch", "ValueEqualsMatch", "batch_guards"]
+__all__ = [
+    "ChildModulesMatch",
+    "SameObjectMatch",
+    "SubmoduleHooksMatch",
+    "ValueEqualsMatch",
+    "batch_guards",
+]
 
 
 @dataclass(frozen=True)
@@ -113,8 +119,10 @@ class ChildModulesMatch(Guard):
     def code(self, refs, ctx):
         mods, names, kids = (tuple(x) for x in zip(*((m, n, c) for m, n, c, _ in self.slots)))
         is_, get = ctx.const(operator.is_, "is_"), ctx.const(dict.get, "dict_get")
-        return (f"{ctx.builtin('all')}({ctx.builtin('map')}({is_}, {ctx.builtin('map')}({get}, "
-                f"{ctx.const(mods, 'mods')}, {ctx.const(names, 'names')}), {ctx.const(kids, 'kids')}))")
+        return (
+            f"{ctx.builtin('all')}({ctx.builtin('map')}({is_}, {ctx.builtin('map')}({get}, "
+            f"{ctx.const(mods, 'mods')}, {ctx.const(names, 'names')}), {ctx.const(kids, 'kids')}))"
+        )
 
     def failure(self):
         for mods, name, child, label in self.slots:

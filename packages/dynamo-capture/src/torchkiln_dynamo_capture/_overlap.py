@@ -23,13 +23,39 @@ from typing import Any
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-_INPLACE_OPERATORS = {operator.iadd, operator.isub, operator.imul, operator.itruediv,
-                      operator.ifloordiv, operator.imod, operator.ipow, operator.iand, operator.ior,
-                      operator.ixor, operator.ilshift, operator.irshift}
+_INPLACE_OPERATORS = {
+    operator.iadd,
+    operator.isub,
+    operator.imul,
+    operator.itruediv,
+    operator.ifloordiv,
+    operator.imod,
+    operator.ipow,
+    operator.iand,
+    operator.ior,
+    operator.ixor,
+    operator.ilshift,
+    operator.irshift,
+}
 
 
-_INPLACE_DUNDERS = {f"__i{name}__" for name in ("add", "sub", "mul", "truediv", "floordiv", "mod",
-                                                   "pow", "and", "or", "xor", "lshift", "rshift")}
+_INPLACE_DUNDERS = {
+    f"__i{name}__"
+    for name in (
+        "add",
+        "sub",
+        "mul",
+        "truediv",
+        "floordiv",
+        "mod",
+        "pow",
+        "and",
+        "or",
+        "xor",
+        "lshift",
+        "rshift",
+    )
+}
 
 
 def _int(v: Any) -> int:
@@ -58,7 +84,10 @@ def partially_overlaps(a: torch.Tensor, b: torch.Tensor) -> bool:
         return False
     a_begin = _int(a.storage_offset()) * a.element_size()
     b_begin = _int(b.storage_offset()) * b.element_size()
-    a_end, b_end = a_begin + _int(a.numel()) * a.element_size(), b_begin + _int(b.numel()) * b.element_size()
+    a_end, b_end = (
+        a_begin + _int(a.numel()) * a.element_size(),
+        b_begin + _int(b.numel()) * b.element_size(),
+    )
     if a_begin == b_begin and a_end == b_end:
         if any(_int(n) == 1 for n in (*a.shape, *b.shape)):
             # eager compares every stride, those of size-1 dims too, and a fake view does not
@@ -80,8 +109,11 @@ def overlaps_itself(t: torch.Tensor) -> bool:
 
 def _written(kind: str, target: Any, args: list, kwargs: dict) -> tuple[torch.Tensor | None, list]:
     """The tensor the call writes (None for an out-of-place call) and its other arguments."""
-    inplace_method = kind == "call_method" and isinstance(target, str) and (
-        (target.endswith("_") and not target.startswith("_")) or target in _INPLACE_DUNDERS)
+    inplace_method = (
+        kind == "call_method"
+        and isinstance(target, str)
+        and ((target.endswith("_") and not target.startswith("_")) or target in _INPLACE_DUNDERS)
+    )
     if inplace_method or target in _INPLACE_OPERATORS:
         written = args[0] if args and isinstance(args[0], torch.Tensor) else None
         return written, list(args[1:]) + list(kwargs.values())
@@ -108,4 +140,9 @@ def inplace_partial_overlap(kind: str, target: Any, args: list, kwargs: dict) ->
     return any(isinstance(o, torch.Tensor) and partially_overlaps(written, o) for o in others)
 
 
-__all__ = ["inplace_partial_overlap", "inplace_self_overlap", "overlaps_itself", "partially_overlaps"]
+__all__ = [
+    "inplace_partial_overlap",
+    "inplace_self_overlap",
+    "overlaps_itself",
+    "partially_overlaps",
+]

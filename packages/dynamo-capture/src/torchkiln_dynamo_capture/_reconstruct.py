@@ -41,8 +41,11 @@ def _bound_to_an_object(value) -> bool:
     """A builtin method bound to an object (``a.mean`` of an array argument), not to a module
     or a class: each call's object has its own."""
     owner = getattr(value, "__self__", None)
-    return isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType, types.MethodType)) and owner is not None \
+    return (
+        isinstance(value, (types.BuiltinMethodType, types.MethodWrapperType, types.MethodType))
+        and owner is not None
         and not isinstance(owner, (types.ModuleType, type))
+    )
 
 
 def _new_object(cls, attrs):
@@ -56,7 +59,9 @@ class Reconstructor:
 
     def __init__(self, ns: Namespace, symbols: dict | None = None, as_tensor=None) -> None:
         self.ns = ns
-        self.symbols = symbols or {}  # size symbol -> (input source, dim[, "value"]), for symbolic ints
+        self.symbols = (
+            symbols or {}
+        )  # size symbol -> (input source, dim[, "value"]), for symbolic ints
         #: an unbacked value (``.item()``) as a 0-d tensor output of the graph, read back with .item()
         self.as_tensor = as_tensor
         self._scalars: dict[int, str] = {}
@@ -88,8 +93,11 @@ class Reconstructor:
                 # an input tensor reached through an object may be replaced there by the side
                 # effects replayed first (``old = box.t; box.t = new; return old``): read it at entry
                 code = source_code(v.source, ns)
-                return code if isinstance(v.source, LocalSource) else self.entry_reads.setdefault(
-                    code, f"__entry{len(self.entry_reads)}")
+                return (
+                    code
+                    if isinstance(v.source, LocalSource)
+                    else self.entry_reads.setdefault(code, f"__entry{len(self.entry_reads)}")
+                )
             if getattr(v, "constant", None) is not None:
                 return ns.ref(v.constant)
             if id(v) not in self._out_index:
@@ -97,13 +105,19 @@ class Reconstructor:
                 self.outputs.append(v)
             return f"__o[{self._out_index[id(v)]}]"
         if isinstance(v, ConstantVariable):
-            if v.source is not None and (isinstance(v.value, (set, list, dict))
-                                         or type(getattr(v.value, "__self__", None)) in (set, list, dict)
-                                         or _bound_to_an_object(v.value)):
+            if v.source is not None and (
+                isinstance(v.value, (set, list, dict))
+                or type(getattr(v.value, "__self__", None)) in (set, list, dict)
+                or _bound_to_an_object(v.value)
+            ):
                 # the object itself (or its bound method), not capture's copy of it (nor the
                 # method bound to the object the first call passed)
                 return source_code(v.source, ns)
-            return repr(v.value) if type(v.value) in _SIMPLE and v.value == v.value else ns.ref(v.value)
+            return (
+                repr(v.value)
+                if type(v.value) in _SIMPLE and v.value == v.value
+                else ns.ref(v.value)
+            )
         if isinstance(v, TupleVariable):
             body = "".join(self.expr(i) + ", " for i in v.items)
             if v.cls is tuple:
@@ -127,7 +141,9 @@ class Reconstructor:
         if isinstance(v, UserFunctionVariable) and v.fn is not None:
             if v.self_var is None:
                 return ns.ref(v.fn)
-            return f"{ns.ref(types.MethodType, 'MethodType')}({ns.ref(v.fn)}, {self.expr(v.self_var)})"
+            return (
+                f"{ns.ref(types.MethodType, 'MethodType')}({ns.ref(v.fn)}, {self.expr(v.self_var)})"
+            )
         if isinstance(v, UserFunctionVariable):
             fn = self._memoised(v)
             if v.self_var is None:
@@ -144,7 +160,7 @@ class Reconstructor:
         if isinstance(v, DictViewVariable):
             return f"{self.expr(v.dict_var)}.{v.kind}()"
         if isinstance(v, IteratorVariable):
-            return "iter((" + "".join(self.expr(i) + ", " for i in v.items[v.pos:]) + "))"
+            return "iter((" + "".join(self.expr(i) + ", " for i in v.items[v.pos :]) + "))"
         if isinstance(v, ContextExitVariable) and v.real_exit is not None:
             return ns.ref(v.real_exit, "exit")
         if hasattr(v, "reconstruct"):  # a tracker that knows its own expression (Triton launches)
@@ -186,12 +202,18 @@ class Reconstructor:
         """The tuple an iterator slot is passed as (the continuation's prologue calls iter on it)."""
         if not isinstance(v, IteratorVariable):
             raise Unsupported(f"an iterator slot holding a {type(v).__name__}")
-        return "(" + "".join(self.expr(i) + ", " for i in v.items[v.pos:]) + ")"
+        return "(" + "".join(self.expr(i) + ", " for i in v.items[v.pos :]) + ")"
 
     def _dict_literal(self, v) -> str:
         ns = self.ns
-        return "{" + ", ".join(f"{ns.ref(k) if type(k) not in _SIMPLE else repr(k)}: {self.expr(x)}"
-                               for k, x in v.items.items()) + "}"
+        return (
+            "{"
+            + ", ".join(
+                f"{ns.ref(k) if type(k) not in _SIMPLE else repr(k)}: {self.expr(x)}"
+                for k, x in v.items.items()
+            )
+            + "}"
+        )
 
     def _memoised(self, v) -> str:
         name = self._memo.get(id(v))
@@ -210,15 +232,27 @@ class Reconstructor:
         elif isinstance(v, UserFunctionVariable):
             # a function made during capture (lambda, closure, comprehension): the same code,
             # globals, defaults and cells, built once per run
-            defaults = "(" + "".join(self.expr(d) + ", " for d in v.defaults) + ")" if v.defaults else "None"
-            closure = "(" + "".join(self.expr(c) + ", " for c in v.closure) + ")" if v.closure else "None"
-            self.emit(f"{name} = {ns.ref(types.FunctionType, 'FunctionType')}({ns.ref(v.code, 'code')}, "
-                      f"{ns.ref(v.f_globals, 'globals')}, {v.code.co_name!r}, {defaults}, {closure})")
+            defaults = (
+                "(" + "".join(self.expr(d) + ", " for d in v.defaults) + ")"
+                if v.defaults
+                else "None"
+            )
+            closure = (
+                "(" + "".join(self.expr(c) + ", " for c in v.closure) + ")" if v.closure else "None"
+            )
+            self.emit(
+                f"{name} = {ns.ref(types.FunctionType, 'FunctionType')}({ns.ref(v.code, 'code')}, "
+                f"{ns.ref(v.f_globals, 'globals')}, {v.code.co_name!r}, {defaults}, {closure})"
+            )
             if v.kwdefaults:
                 kw = ", ".join(f"{k!r}: {self.expr(x)}" for k, x in v.kwdefaults.items())
                 self.emit(f"{name}.__kwdefaults__ = {{{kw}}}")
         elif isinstance(v, RealCellVariable):
-            cell = source_code(v.cell_source, ns) if v.cell_source is not None else ns.ref(v.cell, "cell")
+            cell = (
+                source_code(v.cell_source, ns)
+                if v.cell_source is not None
+                else ns.ref(v.cell, "cell")
+            )
             self.emit(f"{name} = {cell}")
         elif isinstance(v, NewCellVariable):
             # a cell of the captured frame, made here with its contents now; a graph break hands
@@ -226,8 +260,10 @@ class Reconstructor:
             contents = "" if v.contents is None else self.expr(v.contents)
             self.emit(f"{name} = {ns.ref(types.CellType, 'CellType')}({contents})")
         elif isinstance(v, NewModuleVariable):
-            self.emit(f"{name} = {ns.ref(type(v.value))}(*{ns.ref(v.ctor_args, 'args')}, "
-                      f"**{ns.ref(v.ctor_kwargs, 'kwargs')})")
+            self.emit(
+                f"{name} = {ns.ref(type(v.value))}(*{ns.ref(v.ctor_args, 'args')}, "
+                f"**{ns.ref(v.ctor_kwargs, 'kwargs')})"
+            )
         elif isinstance(v, DataclassVariable) and v.rebuilt_by_init:
             fields = ", ".join(f"{k}={self.expr(x)}" for k, x in v.fields.items())
             self.emit(f"{name} = {ns.ref(v.cls)}({fields})")
@@ -238,4 +274,3 @@ class Reconstructor:
             attrs = ", ".join(f"{k!r}: {self.expr(x)}" for k, x in v.attrs.items())
             self.emit(f"{name} = _new_object({ns.ref(v.cls)}, {{{attrs}}})")
         return name
-

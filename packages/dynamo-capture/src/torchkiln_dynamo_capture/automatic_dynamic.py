@@ -43,7 +43,11 @@ def _argument_int_sizes(g, owners: dict[str, type]) -> tuple[Source, tuple[int, 
     value = g.value
     if type(value) is int and isinstance(source, AttrSource):
         owner = owners.get(source.source.expr())
-        return (source, (value,)) if owner is not None and not issubclass(owner, torch.nn.Module) else None
+        return (
+            (source, (value,))
+            if owner is not None and not issubclass(owner, torch.nn.Module)
+            else None
+        )
     # an argument, or an item of one at any depth (a tuple of sizes, a list of lists of ints)
     if not isinstance(_root(source), LocalSource):
         return None
@@ -103,18 +107,33 @@ class SizeHistory:
                 continue  # gone, or another kind of value: a new specialisation
             if len(now_sizes) != len(sizes):
                 continue  # of another rank: a new specialisation, not a growing size
-            dims = frozenset(d for d, (was, size) in enumerate(zip(sizes, now_sizes)) if was is None or was != size)
+            dims = frozenset(
+                d
+                for d, (was, size) in enumerate(zip(sizes, now_sizes))
+                if was is None or was != size
+            )
             if dims:
                 changed[expr] = dims
-                self._sizes[expr] = (src, tuple(None if d in dims else s for d, s in enumerate(sizes)))
+                self._sizes[expr] = (
+                    src,
+                    tuple(None if d in dims else s for d, s in enumerate(sizes)),
+                )
         # the ints of one list or tuple argument change as a whole: a list read out of a tensor
         # (``.tolist()`` handed to a continuation) holds data, and marking only the items seen
         # changing (TorchDynamo's per-source rule) recompiles again for each item first seen
         # changing later, up to the recompile limit for a long list
-        roots = {_root(self._sizes[e][0]).expr() for e in changed if isinstance(self._sizes[e][0], ItemSource)}
+        roots = {
+            _root(self._sizes[e][0]).expr()
+            for e in changed
+            if isinstance(self._sizes[e][0], ItemSource)
+        }
         for expr, (src, sizes) in list(self._sizes.items()):
-            if expr not in changed and isinstance(src, ItemSource) and len(sizes) == 1 \
-                    and _root(src).expr() in roots:
+            if (
+                expr not in changed
+                and isinstance(src, ItemSource)
+                and len(sizes) == 1
+                and _root(src).expr() in roots
+            ):
                 changed[expr] = frozenset({0})
                 self._sizes[expr] = (src, (None,))
         return changed

@@ -50,8 +50,10 @@ class GraphBreak:
 
 
 #: the hint of a break whose cause has no more specific advice
-DEFAULT_HINT = ("this line runs in Python between two graphs; move it out of the compiled function, "
-                "or replace it with torch operations, to keep one graph")
+DEFAULT_HINT = (
+    "this line runs in Python between two graphs; move it out of the compiled function, "
+    "or replace it with torch operations, to keep one graph"
+)
 
 
 def graph_break(reason: str, filename: str, lineno: int | None, hint: str) -> GraphBreak:
@@ -59,7 +61,9 @@ def graph_break(reason: str, filename: str, lineno: int | None, hint: str) -> Gr
     return GraphBreak(reason, filename, lineno, line, hint or DEFAULT_HINT)
 
 
-def break_point(insts, index: int, counts: dict, in_callee: bool, getter: tuple | None = None) -> BreakPoint | None:
+def break_point(
+    insts, index: int, counts: dict, in_callee: bool, getter: tuple | None = None
+) -> BreakPoint | None:
     """The break point for a failure at instruction ``index`` of the top frame (None: cannot split);
     ``getter``: a (name, fget) of a property read whose getter broke, kept for a LOAD_ATTR."""
     inst = insts[index]
@@ -93,28 +97,64 @@ def _popped(inst) -> int | None:
 
 
 _POPS = {
-    "POP_JUMP_IF_TRUE": 1, "POP_JUMP_IF_FALSE": 1, "POP_JUMP_IF_NONE": 1, "POP_JUMP_IF_NOT_NONE": 1,
-    "JUMP_IF_TRUE_OR_POP": 1, "JUMP_IF_FALSE_OR_POP": 1,
-    "BINARY_OP": 2, "COMPARE_OP": 2, "BINARY_SUBSCR": 2, "CONTAINS_OP": 2, "IS_OP": 2,
-    "STORE_SUBSCR": 3, "DELETE_SUBSCR": 2, "STORE_ATTR": 2, "DELETE_ATTR": 1,
-    "UNARY_NEGATIVE": 1, "UNARY_NOT": 1, "UNARY_INVERT": 1, "UNARY_POSITIVE": 1, "GET_LEN": 0,
-    "BEFORE_WITH": 1, "UNPACK_SEQUENCE": 1, "UNPACK_EX": 1, "CALL_INTRINSIC_1": 1,
-    "BINARY_SLICE": 3, "STORE_SLICE": 4, "IMPORT_NAME": 2, "IMPORT_FROM": 0,
-    "LIST_APPEND": 1, "LIST_EXTEND": 1, "SET_ADD": 1, "SET_UPDATE": 1, "MAP_ADD": 2, "DICT_UPDATE": 1,
-    "DICT_MERGE": 1, "STORE_GLOBAL": 1, "LOAD_GLOBAL": 0, "LOAD_DEREF": 0, "LOAD_FAST": 0,
+    "POP_JUMP_IF_TRUE": 1,
+    "POP_JUMP_IF_FALSE": 1,
+    "POP_JUMP_IF_NONE": 1,
+    "POP_JUMP_IF_NOT_NONE": 1,
+    "JUMP_IF_TRUE_OR_POP": 1,
+    "JUMP_IF_FALSE_OR_POP": 1,
+    "BINARY_OP": 2,
+    "COMPARE_OP": 2,
+    "BINARY_SUBSCR": 2,
+    "CONTAINS_OP": 2,
+    "IS_OP": 2,
+    "STORE_SUBSCR": 3,
+    "DELETE_SUBSCR": 2,
+    "STORE_ATTR": 2,
+    "DELETE_ATTR": 1,
+    "UNARY_NEGATIVE": 1,
+    "UNARY_NOT": 1,
+    "UNARY_INVERT": 1,
+    "UNARY_POSITIVE": 1,
+    "GET_LEN": 0,
+    "BEFORE_WITH": 1,
+    "UNPACK_SEQUENCE": 1,
+    "UNPACK_EX": 1,
+    "CALL_INTRINSIC_1": 1,
+    "BINARY_SLICE": 3,
+    "STORE_SLICE": 4,
+    "IMPORT_NAME": 2,
+    "IMPORT_FROM": 0,
+    "LIST_APPEND": 1,
+    "LIST_EXTEND": 1,
+    "SET_ADD": 1,
+    "SET_UPDATE": 1,
+    "MAP_ADD": 2,
+    "DICT_UPDATE": 1,
+    "DICT_MERGE": 1,
+    "STORE_GLOBAL": 1,
+    "LOAD_GLOBAL": 0,
+    "LOAD_DEREF": 0,
+    "LOAD_FAST": 0,
 }
 
 
-def successor_layouts(insts, bp: BreakPoint, layout: tuple[str, ...]) -> list[tuple[bool, int, tuple[str, ...]]]:
+def successor_layouts(
+    insts, bp: BreakPoint, layout: tuple[str, ...]
+) -> list[tuple[bool, int, tuple[str, ...]]]:
     """(is the jump, successor index, stack layout there) for each way the group may continue."""
     last = insts[bp.last]
     popped = _popped(last)
-    kept = layout[:len(layout) - popped]
-    net = sum(dis.stack_effect(i.opcode, i.arg if i.opcode >= dis.HAVE_ARGUMENT else None)
-              for i in insts[bp.first:bp.last])
+    kept = layout[: len(layout) - popped]
+    net = sum(
+        dis.stack_effect(i.opcode, i.arg if i.opcode >= dis.HAVE_ARGUMENT else None)
+        for i in insts[bp.first : bp.last]
+    )
     out = []
     for jump, nxt in exits(last):
-        effect = net + dis.stack_effect(last.opcode, last.arg if last.opcode >= dis.HAVE_ARGUMENT else None, jump=jump)
+        effect = net + dis.stack_effect(
+            last.opcode, last.arg if last.opcode >= dis.HAVE_ARGUMENT else None, jump=jump
+        )
         pushed = popped + effect
         if last.opname == "LOAD_GLOBAL" and (last.arg or 0) & 1:
             new = (NULL,) + (VALUE,) * (pushed - 1)
@@ -124,7 +164,9 @@ def successor_layouts(insts, bp: BreakPoint, layout: tuple[str, ...]) -> list[tu
     return out
 
 
-def handler_layouts(code, last: int, layout: tuple[str, ...]) -> list[tuple[ExceptClause, tuple[str, ...]]]:
+def handler_layouts(
+    code, last: int, layout: tuple[str, ...]
+) -> list[tuple[ExceptClause, tuple[str, ...]]]:
     """(clause, stack layout at its body) for each except clause of ``code`` that instruction
     ``last`` (an original index) may raise into. The try region's slots are the bottom of the
     break's stack, the same values (an enclosing loop's iterator stays an iterator); above them the
@@ -132,9 +174,18 @@ def handler_layouts(code, last: int, layout: tuple[str, ...]) -> list[tuple[Exce
     out = []
     for clause in clauses_reached(code, last):
         if clause.depth <= len(layout):
-            out.append((clause, layout[:clause.depth] + (VALUE,) * (int(clause.lasti) + 1)))
+            out.append((clause, layout[: clause.depth] + (VALUE,) * (int(clause.lasti) + 1)))
     return out
 
 
-__all__ = ["ITER", "NULL", "VALUE", "BreakPoint", "GraphBreak", "break_point", "graph_break", "handler_layouts",
-           "successor_layouts"]
+__all__ = [
+    "ITER",
+    "NULL",
+    "VALUE",
+    "BreakPoint",
+    "GraphBreak",
+    "break_point",
+    "graph_break",
+    "handler_layouts",
+    "successor_layouts",
+]

@@ -38,15 +38,37 @@ from .variables.triton_kernels import TritonKernelVariable, is_triton_kernel
 
 _VALUE_TYPES = (int, float, bool, str, type(None), complex, bytes)
 _OPAQUE_CONSTANTS = (
-    torch.dtype, torch.device, torch.Size, torch.layout, torch.memory_format, slice, range, type(Ellipsis),
-    type(NotImplemented), frozenset, enum.Enum, torch.finfo, torch.iinfo,
+    torch.dtype,
+    torch.device,
+    torch.Size,
+    torch.layout,
+    torch.memory_format,
+    slice,
+    range,
+    type(Ellipsis),
+    type(NotImplemented),
+    frozenset,
+    enum.Enum,
+    torch.finfo,
+    torch.iinfo,
 )
-_TORCH_OPS = (torch._ops._OpNamespace, torch._ops.OpOverloadPacket, torch._ops.OpOverload,
-              torch._ops.HigherOrderOperator)
+_TORCH_OPS = (
+    torch._ops._OpNamespace,
+    torch._ops.OpOverloadPacket,
+    torch._ops.OpOverload,
+    torch._ops.HigherOrderOperator,
+)
 _DICT_VIEWS = {type({}.keys()): "keys", type({}.values()): "values", type({}.items()): "items"}
-_CALLABLE_TYPES = (types.BuiltinFunctionType, types.BuiltinMethodType, types.MethodDescriptorType,
-                   types.WrapperDescriptorType, types.MethodWrapperType, types.ClassMethodDescriptorType,
-                   types.GetSetDescriptorType, types.MemberDescriptorType)
+_CALLABLE_TYPES = (
+    types.BuiltinFunctionType,
+    types.BuiltinMethodType,
+    types.MethodDescriptorType,
+    types.WrapperDescriptorType,
+    types.MethodWrapperType,
+    types.ClassMethodDescriptorType,
+    types.GetSetDescriptorType,
+    types.MemberDescriptorType,
+)
 
 
 def wrap(tx, value, source):
@@ -81,13 +103,21 @@ def wrap(tx, value, source):
         if value is _no_exit:
             return ContextExitVariable(lambda: None, value)
         return ContextExitVariable(lambda: set_grad(tx, value.prev), value)
-    if (t is int or t is torch.Size) and source is not None and (dims := out.dynamic_int_dims(value, source)):
+    if (
+        (t is int or t is torch.Size)
+        and source is not None
+        and (dims := out.dynamic_int_dims(value, source))
+    ):
         return _symbolic_ints(tx, value, source, dims)
     if t in _VALUE_TYPES:
         if source is not None:
             g.append(ConstantMatch(source, value))
         return ConstantVariable(value, source)
-    if isinstance(value, types.BuiltinMethodType) and isinstance(value.__self__, torch.Tensor) and source is not None:
+    if (
+        isinstance(value, types.BuiltinMethodType)
+        and isinstance(value.__self__, torch.Tensor)
+        and source is not None
+    ):
         # a tensor's bound method handed to a continuation: a new object each call, so it is
         # tracked as (tensor, name), not guarded by identity
         g.append(ValueEqualsMatch(AttrSource(source, "__name__"), value.__name__))
@@ -121,20 +151,29 @@ def wrap(tx, value, source):
         if source is not None:
             g.append(TypeMatch(source, t))
             g.append(LengthMatch(source, len(value)))
-        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        items = [
+            wrap(tx, v, ItemSource(source, i) if source is not None else None)
+            for i, v in enumerate(value)
+        ]
         return TupleVariable(items, source, cls=t)
     if t is list:
         if source is not None:
             g.append(TypeMatch(source, t))
             g.append(LengthMatch(source, len(value)))
-        items = [wrap(tx, v, ItemSource(source, i) if source is not None else None) for i, v in enumerate(value)]
+        items = [
+            wrap(tx, v, ItemSource(source, i) if source is not None else None)
+            for i, v in enumerate(value)
+        ]
         return out.remember(value, _mark_untracked(ListVariable(items, source)))
     if t is dict or (isinstance(value, dict) and t.__module__ == "collections"):
         keys = tuple(value.keys())
         if source is not None:
             g.append(TypeMatch(source, t))
             g.append(DictKeysMatch(source, keys))
-        items = {k: wrap(tx, v, ItemSource(source, k) if source is not None else None) for k, v in value.items()}
+        items = {
+            k: wrap(tx, v, ItemSource(source, k) if source is not None else None)
+            for k, v in value.items()
+        }
         return out.remember(value, _mark_untracked(DictVariable(items, source, cls=t)))
     if t in _DICT_VIEWS:
         # a live view handed over by a graph break: track the dict it reads, so later changes to
@@ -158,7 +197,9 @@ def wrap(tx, value, source):
     if isinstance(value, torch.nn.Module):
         # submodules reached through a guarded module are not re-guarded (the root's identity
         # stands for its tree, as for parameters): guard cost stays flat in model depth
-        if source is not None and not isinstance(source, (AttrSource, ItemSource, HeldObjectSource)):
+        if source is not None and not isinstance(
+            source, (AttrSource, ItemSource, HeldObjectSource)
+        ):
             if isinstance(source, LocalSource) and _stateless_torch_module(value):
                 # nothing of it is baked into the graph: every attribute capture reads is guarded
                 # through the source, its hooks by ModuleHooksMatch (which NNModuleVariable.call
@@ -169,8 +210,12 @@ def wrap(tx, value, source):
             else:
                 g.append(IdMatch(source, value))
         return out.remember(value, NNModuleVariable(value, source))
-    if isinstance(value, types.FunctionType) and (is_stdlib(value) or is_torch_callable(value) and not value.__module__.startswith(INLINE_TORCH_MODULES)
-                                                  or is_traced_numpy_function(value)):
+    if isinstance(value, types.FunctionType) and (
+        is_stdlib(value)
+        or is_torch_callable(value)
+        and not value.__module__.startswith(INLINE_TORCH_MODULES)
+        or is_traced_numpy_function(value)
+    ):
         return ConstantVariable(value, source)
     if isinstance(value, types.FunctionType):
         if source is not None and "<locals>" in value.__qualname__:
@@ -193,11 +238,28 @@ def wrap(tx, value, source):
             g.append(TypeMatch(source, t))
         return PartialVariable(
             wrap(tx, value.func, AttrSource(source, "func") if source is not None else None),
-            [wrap(tx, a, ItemSource(AttrSource(source, "args"), i) if source is not None else None)
-             for i, a in enumerate(value.args)],
-            {k: wrap(tx, v, ItemSource(AttrSource(source, "keywords"), k) if source is not None else None)
-             for k, v in value.keywords.items()}, source)
-    if callable(value) and not dataclasses.is_dataclass(value) and (getattr(value, "__module__", "") or "").startswith("torch") and not hasattr(value, "__dict__"):
+            [
+                wrap(
+                    tx, a, ItemSource(AttrSource(source, "args"), i) if source is not None else None
+                )
+                for i, a in enumerate(value.args)
+            ],
+            {
+                k: wrap(
+                    tx,
+                    v,
+                    ItemSource(AttrSource(source, "keywords"), k) if source is not None else None,
+                )
+                for k, v in value.keywords.items()
+            },
+            source,
+        )
+    if (
+        callable(value)
+        and not dataclasses.is_dataclass(value)
+        and (getattr(value, "__module__", "") or "").startswith("torch")
+        and not hasattr(value, "__dict__")
+    ):
         return ConstantVariable(value, source)
     if source is not None:
         g.append(TypeMatch(source, t))
@@ -209,8 +271,12 @@ def _stateless_torch_module(m: torch.nn.Module) -> bool:
     its parameters would be graph constants and its children are guarded through its own dicts,
     so only a module with neither may be told apart by type and guarded attributes alone."""
     d = m.__dict__
-    return (type(m).__module__ or "").startswith("torch.nn.") and not d.get("_parameters") \
-        and not d.get("_buffers") and not d.get("_modules")
+    return (
+        (type(m).__module__ or "").startswith("torch.nn.")
+        and not d.get("_parameters")
+        and not d.get("_buffers")
+        and not d.get("_modules")
+    )
 
 
 def _symbolic_ints(tx, value, source, dims):

@@ -17,7 +17,9 @@ class Unsupported(RuntimeError):
     code that catches that keeps working when torchkiln replaces torch.compile.
     """
 
-    def __init__(self, construct: str, hint: str = "", filename: str | None = None, lineno: int | None = None):
+    def __init__(
+        self, construct: str, hint: str = "", filename: str | None = None, lineno: int | None = None
+    ):
         self.construct = construct
         self.hint = hint
         self.filename = filename

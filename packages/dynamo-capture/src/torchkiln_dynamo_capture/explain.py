@@ -101,10 +101,27 @@ def explain(fn: Callable[..., Any]) -> Callable[..., ExplainOutput]:
             warnings.simplefilter("ignore")
             wrapped(*args, **kwargs)
         ctx = captured.ctx
-        ops = [[_op_name(n) for n in g.graph.nodes if n.op in ("call_function", "call_method", "call_module")] for g in graphs]
-        by_graph = {id(e.graph_module): e for f in ctx.functions for e in f.entries if e.graph_module is not None}
-        guards = [[g.summary() for g in by_graph[id(gm)].guards.guards] if id(gm) in by_graph else [] for gm in graphs]
-        unsupported = [str(f.unsupported) for f in ctx.functions if isinstance(f.unsupported, Unsupported)]
+        ops = [
+            [
+                _op_name(n)
+                for n in g.graph.nodes
+                if n.op in ("call_function", "call_method", "call_module")
+            ]
+            for g in graphs
+        ]
+        by_graph = {
+            id(e.graph_module): e
+            for f in ctx.functions
+            for e in f.entries
+            if e.graph_module is not None
+        }
+        guards = [
+            [g.summary() for g in by_graph[id(gm)].guards.guards] if id(gm) in by_graph else []
+            for gm in graphs
+        ]
+        unsupported = [
+            str(f.unsupported) for f in ctx.functions if isinstance(f.unsupported, Unsupported)
+        ]
         return ExplainOutput(len(graphs), graphs, ops, list(ctx.breaks), guards, unsupported)
 
     return run

@@ -92,13 +92,22 @@ def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False, shape_e
     else:
         func = fn
     if not isinstance(func, types.FunctionType):
-        raise Unsupported(f"capturing {type(fn).__name__} objects", "pass a Python function, method or nn.Module")
+        raise Unsupported(
+            f"capturing {type(fn).__name__} objects", "pass a Python function, method or nn.Module"
+        )
     code = func.__code__
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
         raise Unsupported("capturing a generator or coroutine function")
-    sig = inspect.signature(fn, follow_wrapped=False)  # functools.wraps must not rename the parameters
-    out = OutputGraph(func.__globals__, dynamic, scalar_outputs=scalar_outputs, shape_env=shape_env,
-                      static_tensors=_storage_sharing_arguments(args, kwargs) if dynamic else frozenset())
+    sig = inspect.signature(
+        fn, follow_wrapped=False
+    )  # functools.wraps must not rename the parameters
+    out = OutputGraph(
+        func.__globals__,
+        dynamic,
+        scalar_outputs=scalar_outputs,
+        shape_env=shape_env,
+        static_tensors=_storage_sharing_arguments(args, kwargs) if dynamic else frozenset(),
+    )
     grad_mode_guard(out)
     tx = InstructionTranslator(out, code, func.__globals__, {}, {})
     ba = sig.bind(*args, **kwargs)
@@ -120,7 +129,9 @@ def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False, shape_e
     passed_cells = codes.passed_cells(code)
     for name, value in ba.arguments.items():
         if name in passed_cells:
-            cells[name] = RealCellVariable(value, AttrSource(LocalSource(name), "cell_contents"), LocalSource(name))
+            cells[name] = RealCellVariable(
+                value, AttrSource(LocalSource(name), "cell_contents"), LocalSource(name)
+            )
         elif name == self_in_varargs:
             rest = tx.wrap(value, LocalSource(name))
             localvars[name] = TupleVariable([self_var, *rest.items])
@@ -137,8 +148,13 @@ def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False, shape_e
     return func, sig, out, tx, real_cells
 
 
-def capture_frame(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any],
-                  ctx: CaptureContext, dynamic: bool | dict[str, frozenset[int]] = False) -> CacheEntry:
+def capture_frame(
+    fn: Callable[..., Any],
+    args: tuple[Any, ...],
+    kwargs: dict[str, Any],
+    ctx: CaptureContext,
+    dynamic: bool | dict[str, frozenset[int]] = False,
+) -> CacheEntry:
     """Symbolically evaluate one call of ``fn`` and build its cache entry (raises Unsupported).
     ``dynamic``: which input dims get symbolic sizes (see OutputGraph)."""
     recorded = len(ctx.breaks)
@@ -161,30 +177,45 @@ def _retry_options(e: Unsupported, ctx, options: dict) -> dict | None:
         # differ in size) needs unbacked symbols, so a ShapeEnv, which a static capture lacks
         # (TorchDynamo always has one): capture again with one, sizes still static
         return {**options, "shape_env": True}
-    if not ctx.fullgraph and getattr(e, "traced_contextmanager", False) and options["trace_contextmanagers"]:
+    if (
+        not ctx.fullgraph
+        and getattr(e, "traced_contextmanager", False)
+        and options["trace_contextmanagers"]
+    ):
         # a break inside a traced contextmanager block cannot be handed to CPython (its generator
         # exists only symbolically): capture again with contextmanager calls run in Python
         return {**options, "trace_contextmanagers": False}
     return None
 
 
-def _capture_once(fn, args, kwargs, ctx, dynamic, *, trace_contextmanagers: bool, shape_env: bool) -> CacheEntry:
+def _capture_once(
+    fn, args, kwargs, ctx, dynamic, *, trace_contextmanagers: bool, shape_env: bool
+) -> CacheEntry:
     grad = torch.is_grad_enabled()
     autocast = autocast_state()  # tracing a block enters and exits it for real
     out = None
     try:
-        func, sig, out, tx, real_cells = _start(fn, args, kwargs, ctx.codes, dynamic, ctx.capture_scalar_outputs, shape_env)
+        func, sig, out, tx, real_cells = _start(
+            fn, args, kwargs, ctx.codes, dynamic, ctx.capture_scalar_outputs, shape_env
+        )
         out.trace_contextmanagers = trace_contextmanagers
         try:
             ret = tx.run()
             _, run, run_src, gm = out.compile(ctx.compile_graph, sig, real_cells, ret=ret)
         except Unsupported as e:
             bp = e.break_point
-            if ctx.fullgraph or bp is None or getattr(e, "needs_shape_env", False) and not shape_env:
+            if (
+                ctx.fullgraph
+                or bp is None
+                or getattr(e, "needs_shape_env", False)
+                and not shape_env
+            ):
                 raise
             torch._C._set_grad_enabled(grad)
             restore_autocast_state(autocast)
-            func, sig, out, tx, real_cells = _start(fn, args, kwargs, ctx.codes, dynamic, ctx.capture_scalar_outputs, shape_env)
+            func, sig, out, tx, real_cells = _start(
+                fn, args, kwargs, ctx.codes, dynamic, ctx.capture_scalar_outputs, shape_env
+            )
             out.trace_contextmanagers = trace_contextmanagers
             tx.stop_at = (bp.first, bp.occurrence)
             try:
@@ -202,12 +233,24 @@ def _capture_once(fn, args, kwargs, ctx, dynamic, *, trace_contextmanagers: bool
         restore_autocast_state(autocast)
     out.guards.extend(out.shape_guards())
     out.guards.extend(out.alias_guards())
-    compiled_guards = compile_guards(batch_guards(out.guards), signature=sig, f_globals=func.__globals__, closure=real_cells)
-    return CacheEntry(compiled_guards.check, run, compiled_guards, gm, run_src, out.op_count() if gm is not None else 0)
+    compiled_guards = compile_guards(
+        batch_guards(out.guards), signature=sig, f_globals=func.__globals__, closure=real_cells
+    )
+    return CacheEntry(
+        compiled_guards.check,
+        run,
+        compiled_guards,
+        gm,
+        run_src,
+        out.op_count() if gm is not None else 0,
+    )
 
 
 def _layout(stack) -> tuple[str, ...]:
-    return tuple(NULL if isinstance(v, NullVariable) else ITER if isinstance(v, IteratorVariable) else VALUE for v in stack)
+    return tuple(
+        NULL if isinstance(v, NullVariable) else ITER if isinstance(v, IteratorVariable) else VALUE
+        for v in stack
+    )
 
 
 def _live(code: types.CodeType, index: int, bound: set) -> tuple[str, ...]:
@@ -261,14 +304,20 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
         reason, hint = err.construct, err.hint
     record = graph_break(reason, code.co_filename, where_line, hint)
     ctx.record_break(record, err)
-    log_graph_break(f"Graph break in {code.co_qualname} ({record.filename}:{record.lineno}): {reason}"
-                    + (f" (hint: {hint})" if hint else "") + (f"\n    {record.source_line}" if record.source_line else ""))
+    log_graph_break(
+        f"Graph break in {code.co_qualname} ({record.filename}:{record.lineno}): {reason}"
+        + (f" (hint: {hint})" if hint else "")
+        + (f"\n    {record.source_line}" if record.source_line else "")
+    )
 
     callee_slot = _callee_slot(insts[bp.last], layout) if err.in_callee else None
 
     def finish(rec):
         ns = rec.ns
-        args = [rec.expr(tx.cells[name] if name in code.co_cellvars else tx.locals[name]) for name in live_first]
+        args = [
+            rec.expr(tx.cells[name] if name in code.co_cellvars else tx.locals[name])
+            for name in live_first
+        ]
         for i, (kind, v) in enumerate(zip(layout, tx.stack)):
             if kind == NULL:
                 continue
@@ -279,7 +328,9 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
             else:
                 args.append(rec.expr(v))
         if handled is not None:
-            rec.emit(f"{ns.ref(set_handled, 'set_handled')}({rec.expr(tx.locals[f'__tk_stack{handled}'])})")
+            rec.emit(
+                f"{ns.ref(set_handled, 'set_handled')}({rec.expr(tx.locals[f'__tk_stack{handled}'])})"
+            )
         rec.emit(f"return {ns.ref(step, 'step')}({', '.join(args)})")
 
     _, run, run_src, gm = out.compile(ctx.compile_graph, sig, real_cells, finish=finish)
@@ -309,7 +360,11 @@ def _callee_expr(rec, ctx, v) -> str:
         return f"{cref}.module_callee({rec.expr(v)})"
     if isinstance(v, UserFunctionVariable) and v.fn is not None and trace_rules.is_disabled(v.fn):
         return rec.expr(v)  # marked disable: called as it is, never captured
-    if isinstance(v, UserFunctionVariable) and v.fn is not None and isinstance(v.self_var, NewModuleVariable):
+    if (
+        isinstance(v, UserFunctionVariable)
+        and v.fn is not None
+        and isinstance(v.self_var, NewModuleVariable)
+    ):
         # a method of a module made inside the function (``register_forward_hook`` on it): a new
         # object on every call, so a frame captured per (method, object) would compile on every
         # call and keep each module alive; it runs in Python
@@ -318,7 +373,11 @@ def _callee_expr(rec, ctx, v) -> str:
         if v.self_var is None:
             return ns.ref(ctx.function_callee(v.fn), "callee")
         return f"{cref}.method_callee({ns.ref(v.fn)}, {rec.expr(v.self_var)})"
-    if isinstance(v, UserFunctionVariable) and v.self_var is None and v.code.co_name in _COMPREHENSIONS:
+    if (
+        isinstance(v, UserFunctionVariable)
+        and v.self_var is None
+        and v.code.co_name in _COMPREHENSIONS
+    ):
         # a 3.11 comprehension, called with an iterator capture cannot see into: captured per code
         # object over the iterator's items where they can be taken ahead; generator expressions
         # run in Python
@@ -329,8 +388,13 @@ def _callee_expr(rec, ctx, v) -> str:
         # a function made during capture: captured per code object (each run makes a new
         # function object and new cells for the same code)
         return f"{cref}.made_callee({rec.expr(v)})"
-    if isinstance(v, PartialVariable) and isinstance(v.func, UserFunctionVariable) and v.func.fn is not None \
-            and not v.func.by_code and v.func.self_var is None:
+    if (
+        isinstance(v, PartialVariable)
+        and isinstance(v.func, UserFunctionVariable)
+        and v.func.fn is not None
+        and not v.func.by_code
+        and v.func.self_var is None
+    ):
         args = "".join(rec.expr(a) + ", " for a in v.args)
         kwargs = "".join(f"{k}={rec.expr(a)}, " for k, a in v.kwargs.items())
         return f"{ns.ref(functools.partial, 'partial')}({ns.ref(ctx.function_callee(v.func.fn), 'callee')}, {args}{kwargs})"

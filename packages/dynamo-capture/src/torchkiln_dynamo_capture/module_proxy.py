@@ -32,8 +32,12 @@ from torch.nn.modules import module as _nn_module
 
 
 def _has_global_module_hooks() -> bool:
-    return bool(_nn_module._global_forward_hooks or _nn_module._global_forward_pre_hooks
-                or _nn_module._global_backward_hooks or _nn_module._global_backward_pre_hooks)
+    return bool(
+        _nn_module._global_forward_hooks
+        or _nn_module._global_forward_pre_hooks
+        or _nn_module._global_backward_hooks
+        or _nn_module._global_backward_pre_hooks
+    )
 
 
 class ModuleProxy(torch.nn.Module):
@@ -51,8 +55,13 @@ class ModuleProxy(torch.nn.Module):
         return self._proxy_forward(*args, **kwargs)
 
     def __call__(self, *args: Any, **kwargs: Any) -> Any:
-        if (self._forward_hooks or self._forward_pre_hooks or self._backward_hooks or self._backward_pre_hooks
-                or _has_global_module_hooks()):
+        if (
+            self._forward_hooks
+            or self._forward_pre_hooks
+            or self._backward_hooks
+            or self._backward_pre_hooks
+            or _has_global_module_hooks()
+        ):
             return torch.nn.Module.__call__(self, *args, **kwargs)
         return self._proxy_forward(*args, **kwargs)
 

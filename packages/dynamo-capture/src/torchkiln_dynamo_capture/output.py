@@ -55,10 +55,13 @@ class _IntInputSource(torch._guards.Source):
     text: str
 
     # torch 2.13 reads ``name`` and ``guard_source`` as properties, earlier versions call them
-    if isinstance(inspect.getattr_static(torch._guards.Source, "name"), (property, functools.cached_property)):
+    if isinstance(
+        inspect.getattr_static(torch._guards.Source, "name"), (property, functools.cached_property)
+    ):
         name = property(lambda self: self.text)
         guard_source = property(lambda self: torch._guards.GuardSource.LOCAL)
     else:
+
         def name(self) -> str:
             return self.text
 
@@ -73,9 +76,15 @@ class _IntInputSource(torch._guards.Source):
 class OutputGraph:
     """Everything one capture produces: graph, guards, side effects, and the values it depends on."""
 
-    def __init__(self, f_globals: dict, dynamic: bool | Mapping[str, frozenset[int]] = False, *,
-                 scalar_outputs: bool = False, shape_env: bool = False,
-                 static_tensors: frozenset[int] = frozenset()) -> None:
+    def __init__(
+        self,
+        f_globals: dict,
+        dynamic: bool | Mapping[str, frozenset[int]] = False,
+        *,
+        scalar_outputs: bool = False,
+        shape_env: bool = False,
+        static_tensors: frozenset[int] = frozenset(),
+    ) -> None:
         self.graph = torch.fx.Graph()
         #: the top-level graph: inputs and attributes always go here (``graph`` is another one
         #: while a control-flow operator's function is traced; see variables/higher_order.py)
@@ -92,7 +101,9 @@ class OutputGraph:
         self.scalar_outputs = scalar_outputs
         #: ``shape_env``: one even with static sizes, for operators whose result sizes are
         #: unbacked symbols (see frame.capture_frame)
-        self.shape_env = ShapeEnv(duck_shape=False) if dynamic or scalar_outputs or shape_env else None
+        self.shape_env = (
+            ShapeEnv(duck_shape=False) if dynamic or scalar_outputs or shape_env else None
+        )
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.symbols: dict[sympy.Symbol, tuple] = {}  # symbol -> (input source, dim[, "value"])
         #: symbols of int inputs (any value; the rest are sizes, at least 2)
@@ -127,12 +138,19 @@ class OutputGraph:
         used as a Python int, ``s0 == s1`` for a broadcast, ``s0 > 8`` for a branch)."""
         if self.shape_env is None or not self.symbols:
             return []
-        guards: list[Guard] = [ShapeGuard(sym >= 2, {sym: self.symbols[sym]}) for sym in self.symbols
-                               if sym not in self.int_symbols]
+        guards: list[Guard] = [
+            ShapeGuard(sym >= 2, {sym: self.symbols[sym]})
+            for sym in self.symbols
+            if sym not in self.int_symbols
+        ]
         # a decided equality may have become a replacement (s1 -> s0) instead of a guard: both
         exprs = [g.expr for g in self.shape_env.guards]
         known = {**self.stride_symbols, **self.symbols}
-        exprs += [sympy.Eq(sym, value) for sym, value in self.shape_env.replacements.items() if sym in known]
+        exprs += [
+            sympy.Eq(sym, value)
+            for sym, value in self.shape_env.replacements.items()
+            if sym in known
+        ]
         for expr in exprs:
             if expr is sympy.true:
                 continue
@@ -190,8 +208,11 @@ class OutputGraph:
         if not self.dynamic or source is None or self.shape_env is None:
             return frozenset()
         if type(value) is int:  # any value: an int is not a size (TorchDynamo's unspecialized ints)
-            return frozenset({0}) if self.dynamic is not True and 0 in self.dynamic.get(source.expr(), ()) \
+            return (
+                frozenset({0})
+                if self.dynamic is not True and 0 in self.dynamic.get(source.expr(), ())
                 else frozenset()
+            )
         if self._every_dim():
             dims = set(range(len(value)))
         else:
@@ -201,14 +222,23 @@ class OutputGraph:
     def wrap_input_int(self, value: int, source, *, size: bool) -> SymNodeVariable:
         """An int argument as a graph input of symbolic value (bound in the guards to ``source``);
         ``size``: an item of a torch.Size (at least 2, as a tensor's symbolic sizes), else any int."""
-        sym = self.shape_env.create_symbol(value, _IntInputSource(source.expr()), dynamic_dim=DimDynamic.DYNAMIC,
-                                           positive=True if size else None, do_not_specialize_zero_one=not size)
+        sym = self.shape_env.create_symbol(
+            value,
+            _IntInputSource(source.expr()),
+            dynamic_dim=DimDynamic.DYNAMIC,
+            positive=True if size else None,
+            do_not_specialize_zero_one=not size,
+        )
         symint = self.shape_env.create_symintnode(sym, hint=value)
         self.symbols[sym] = (source, -1, "value")
         if not size:
             self.int_symbols.add(sym)
         root = self.root_graph
-        ctx = root.inserting_after(self._last_placeholder) if self._last_placeholder else root.inserting_before(None)
+        ctx = (
+            root.inserting_after(self._last_placeholder)
+            if self._last_placeholder
+            else root.inserting_before(None)
+        )
         with ctx:
             node = root.placeholder(self._fresh(_name_hint(source)))
         self._last_placeholder = node
@@ -220,12 +250,19 @@ class OutputGraph:
         try:
             with warnings.catch_warnings():
                 # describing a non-leaf input (an activation handed to a continuation) reads .grad
-                warnings.filterwarnings("ignore", message="The .grad attribute of a Tensor that is not a leaf")
+                warnings.filterwarnings(
+                    "ignore", message="The .grad attribute of a Tensor that is not a leaf"
+                )
                 if self.shape_env is None:
                     return self.fake_mode.from_tensor(t)
                 # with a ShapeEnv, from_tensor would make every size symbolic: say which are
-                dims = [DimDynamic.DYNAMIC if d in dynamic_dims else DimDynamic.STATIC for d in range(t.dim())]
-                return self.fake_mode.from_tensor(t, symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims))
+                dims = [
+                    DimDynamic.DYNAMIC if d in dynamic_dims else DimDynamic.STATIC
+                    for d in range(t.dim())
+                ]
+                return self.fake_mode.from_tensor(
+                    t, symbolic_context=StatelessSymbolicContext(dynamic_sizes=dims)
+                )
         except Exception as e:  # subclasses / sparse layouts the fake mode cannot describe
             raise Unsupported(f"tensor input of type {type(t).__name__} ({e})") from e
 
@@ -247,11 +284,18 @@ class OutputGraph:
             self.symbols[fake.shape[d].node.expr] = (source, d)
         if dynamic_dims:
             for d, st in enumerate(fake.stride()):
-                if isinstance(st, torch.SymInt) and isinstance(st.node.expr, sympy.Symbol) \
-                        and st.node.expr not in self.symbols:
+                if (
+                    isinstance(st, torch.SymInt)
+                    and isinstance(st.node.expr, sympy.Symbol)
+                    and st.node.expr not in self.symbols
+                ):
                     self.stride_symbols.setdefault(st.node.expr, (source, d, "stride"))
         root = self.root_graph
-        ctx = root.inserting_after(self._last_placeholder) if self._last_placeholder else root.inserting_before(None)
+        ctx = (
+            root.inserting_after(self._last_placeholder)
+            if self._last_placeholder
+            else root.inserting_before(None)
+        )
         with ctx:
             node = root.placeholder(self._fresh(_name_hint(source)))
         self._last_placeholder = node
@@ -291,26 +335,46 @@ class OutputGraph:
         node_kwargs = {k: _map(v, "node") for k, v in kwargs.items()}
         if _has_negative_nan((node_args, node_kwargs)):
             # FX writes every NaN as ``nan``: the graph would compute with +NaN
-            raise Unsupported("a negative NaN constant in a graph operation (the graph's code "
-                              "cannot spell its sign)", "the operation runs in Python")
+            raise Unsupported(
+                "a negative NaN constant in a graph operation (the graph's code "
+                "cannot spell its sign)",
+                "the operation runs in Python",
+            )
         fake_args = [_map(a, "fake") for a in args]
         fake_kwargs = {k: _map(v, "fake") for k, v in kwargs.items()}
-        if _is_subtraction(target) and any(_is_bool(a) for a in (*fake_args, *fake_kwargs.values())):
+        if _is_subtraction(target) and any(
+            _is_bool(a) for a in (*fake_args, *fake_kwargs.values())
+        ):
             # eager refuses subtraction with a bool operand; meta functions (fakes) do not check
-            raise Unsupported("subtraction with a bool operand (eager raises RuntimeError)",
-                              "it runs in Python, which raises eager's error")
+            raise Unsupported(
+                "subtraction with a bool operand (eager raises RuntimeError)",
+                "it runs in Python, which raises eager's error",
+            )
         if inplace_self_overlap(kind, target, fake_args, fake_kwargs):
             # in Python the op does what eager does: raises (most ops) or writes (fill_, ...)
-            raise Unsupported("an in-place op writing a tensor whose elements share memory (an expand; "
-                              "eager raises RuntimeError for most ops)", "it runs in Python, as in eager")
+            raise Unsupported(
+                "an in-place op writing a tensor whose elements share memory (an expand; "
+                "eager raises RuntimeError for most ops)",
+                "it runs in Python, as in eager",
+            )
         if inplace_partial_overlap(kind, target, fake_args, fake_kwargs):
             # eager's TensorIterator refuses it; functionalization would compute it
-            raise Unsupported("an in-place op whose input partially overlaps the tensor it writes "
-                              "(eager raises RuntimeError)", "it runs in Python, which raises eager's error")
+            raise Unsupported(
+                "an in-place op whose input partially overlaps the tensor it writes "
+                "(eager raises RuntimeError)",
+                "it runs in Python, which raises eager's error",
+            )
         try:
             # with symbolic sizes, composite ops run their Python decompositions (the C++ ones
             # read sizes as plain ints: "Cannot call numel() on tensor with symbolic sizes")
-            with self.fake_mode, (enable_python_dispatcher() if self.shape_env is not None else contextlib.nullcontext()):
+            with (
+                self.fake_mode,
+                (
+                    enable_python_dispatcher()
+                    if self.shape_env is not None
+                    else contextlib.nullcontext()
+                ),
+            ):
                 if kind == "call_method":
                     result = getattr(fake_args[0], target)(*fake_args[1:], **fake_kwargs)
                 else:
@@ -319,12 +383,16 @@ class OutputGraph:
             raise
         except Exception as e:
             name = target if isinstance(target, str) else getattr(target, "__name__", str(target))
-            raise Unsupported(f"{name} on fake tensors raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
-                              "data-dependent or unsupported operation") from e
+            raise Unsupported(
+                f"{name} on fake tensors raised {type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''}",
+                "data-dependent or unsupported operation",
+            ) from e
         missing = kernel_missing(kind, target, fake_args, fake_kwargs)
         if missing is not None:
-            raise Unsupported(f"eager refuses these dtypes ({missing})",
-                              "it runs in Python, which raises eager's error")
+            raise Unsupported(
+                f"eager refuses these dtypes ({missing})",
+                "it runs in Python, which raises eager's error",
+            )
         if target is operator.setitem:  # mutates its first argument, returns None
             node = self.graph.create_node(kind, target, node_args, node_kwargs)
             node.meta["example_value"] = None
@@ -349,7 +417,8 @@ class OutputGraph:
         if bindings:
             node.meta["unbacked_bindings"] = bindings
             env.pending_fresh_unbacked_symbols[:] = [
-                s for s in env.pending_fresh_unbacked_symbols if s not in bindings]
+                s for s in env.pending_fresh_unbacked_symbols if s not in bindings
+            ]
 
     def _wrap_result(self, node, result):
         if isinstance(result, torch.Tensor):
@@ -378,7 +447,9 @@ class OutputGraph:
         """An unbacked value handed back to Python leaves the graph as a 0-d tensor (graph
         outputs are tensors, contract C1); the run function reads it back with ``.item()``.
         Floats go through float64, the precision of a Python float."""
-        dtype = {torch.SymInt: torch.int64, torch.SymBool: torch.bool}.get(type(v.value), torch.float64)
+        dtype = {torch.SymInt: torch.int64, torch.SymBool: torch.bool}.get(
+            type(v.value), torch.float64
+        )
         with self.fake_mode:
             fake = torch.scalar_tensor(v.value, dtype=dtype)
         node = self.graph.call_function(torch.scalar_tensor, (v.node,), {"dtype": dtype})
@@ -388,9 +459,13 @@ class OutputGraph:
     # --- finishing ------------------------------------------------------------------------------
     def op_count(self) -> int:
         """Operations worth a graph: global-state switches alone (grad mode, autocast) are not."""
-        return sum(1 for n in self.graph.nodes
-                   if n.op in ("call_function", "call_method", "call_module") and n.target not in _STATE_OPS
-                   and not _scalar_arithmetic(n))
+        return sum(
+            1
+            for n in self.graph.nodes
+            if n.op in ("call_function", "call_method", "call_module")
+            and n.target not in _STATE_OPS
+            and not _scalar_arithmetic(n)
+        )
 
     def compile(self, backend, signature, cells: dict, *, ret=None, finish=None):
         """Finish the graph, hand it to ``backend`` and generate ``run(<user params>)``.
@@ -411,9 +486,15 @@ class OutputGraph:
                     rec.emit(f"{dst}[:] = {rec.contents(target)}")
                 else:
                     # the new contents first: they may read the old ones (``d['a']``)
-                    rec.emit(f"__n = {rec.contents(target)}; __t = {dst}; __t.clear(); __t.update(__n)")
+                    rec.emit(
+                        f"__n = {rec.contents(target)}; __t = {dst}; __t.clear(); __t.update(__n)"
+                    )
             elif kind == "attr":
-                dst = source_code(target.source, ns) if target.source is not None else ns.ref(target.value)
+                dst = (
+                    source_code(target.source, ns)
+                    if target.source is not None
+                    else ns.ref(target.value)
+                )
                 if isinstance(value, DeletedVariable):
                     rec.emit(f"__t = {dst}")
                     rec.emit(f"if hasattr(__t, {key!r}): delattr(__t, {key!r})")
@@ -428,7 +509,9 @@ class OutputGraph:
         # the grad mode the code after the graph expects (a graph's own switches may be gone
         # after aot-partition, and a graph of switches alone is not compiled)
         grad = torch.is_grad_enabled()
-        if grad != self.entry_grad or any(n.target is torch._C._set_grad_enabled for n in self.graph.nodes):
+        if grad != self.entry_grad or any(
+            n.target is torch._C._set_grad_enabled for n in self.graph.nodes
+        ):
             rec.emit(f"{ns.ref(torch._C._set_grad_enabled, 'set_grad')}({grad})")
         # autocast blocks as the code after the graph expects them: those handed in and exited
         # here are exited in Python, those entered here and open at the break entered in Python
@@ -436,7 +519,9 @@ class OutputGraph:
             rec.emit(f"{ns.ref(exit_, 'autocast_exit')}()")
         for block in self.open_autocasts:
             if block.handed_in is None:
-                rec.emit(f"{ns.ref(_enter_autocast_fn(), 'enter_autocast')}(*{ns.ref(block.args, 'autocast_args')})")
+                rec.emit(
+                    f"{ns.ref(_enter_autocast_fn(), 'enter_autocast')}(*{ns.ref(block.args, 'autocast_args')})"
+                )
         if finish is None:
             rec.emit(f"return {rec.expr(ret)}")
         else:
@@ -454,7 +539,11 @@ class OutputGraph:
         lines += [f"    {name} = {code}" for code, name in rec.entry_reads.items()]
         if compiled is not None:
             ns.values["_compiled"] = compiled
-            lines.append("    __o = _compiled(" + ", ".join(source_code(s, ns) for s, _, _ in self.inputs) + ")")
+            lines.append(
+                "    __o = _compiled("
+                + ", ".join(source_code(s, ns) for s, _, _ in self.inputs)
+                + ")"
+            )
         elif rec.outputs:
             raise Unsupported("internal: graph outputs without a graph")
         lines += [f"    {line}" for line in rec.body]
@@ -486,12 +575,16 @@ _STATE_OPS = _state_ops()
 def _scalar_arithmetic(n: torch.fx.Node) -> bool:
     """Arithmetic on symbolic ints alone (``i % 2`` of an int input): its value is rebuilt from
     the inputs where Python needs it, so it is not worth a graph of its own."""
+
     def scalar(v) -> bool:
         return isinstance(v, (int, float, bool, torch.SymInt, torch.SymFloat, torch.SymBool))
 
-    return (n.op == "call_function" and getattr(n.target, "__module__", None) in ("_operator", "operator", "math")
-            and scalar(n.meta.get("example_value"))
-            and all(scalar(a.meta.get("example_value")) for a in n.all_input_nodes))
+    return (
+        n.op == "call_function"
+        and getattr(n.target, "__module__", None) in ("_operator", "operator", "math")
+        and scalar(n.meta.get("example_value"))
+        and all(scalar(a.meta.get("example_value")) for a in n.all_input_nodes)
+    )
 
 
 def _name_hint(source) -> str:
@@ -499,7 +592,9 @@ def _name_hint(source) -> str:
     return re.sub(r"\b[LGC]\['([^']*)'\]", r"\1", source.expr())
 
 
-_SUBTRACTIONS = frozenset({"sub", "sub_", "__sub__", "__rsub__", "__isub__", "subtract", "subtract_"})
+_SUBTRACTIONS = frozenset(
+    {"sub", "sub_", "__sub__", "__rsub__", "__isub__", "subtract", "subtract_"}
+)
 
 
 def _is_subtraction(target) -> bool:

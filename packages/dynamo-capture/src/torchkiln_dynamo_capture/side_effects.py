@@ -72,7 +72,9 @@ class SideEffects:
 
 def _untracked(var) -> Unsupported:
     kind = var.python_type().__name__
-    return Unsupported(f"mutating a {kind} that existed before the call and that capture reached with no "
-                       "path it could write back through (held by a functools.partial, a function's "
-                       "closure or defaults reached without a source, ...)",
-                       "the mutation runs in Python between two graphs, so it happens exactly as written")
+    return Unsupported(
+        f"mutating a {kind} that existed before the call and that capture reached with no "
+        "path it could write back through (held by a functools.partial, a function's "
+        "closure or defaults reached without a source, ...)",
+        "the mutation runs in Python between two graphs, so it happens exactly as written",
+    )

@@ -67,7 +67,9 @@ def _marked_by_torch_compiler(fn: Any) -> bool:
     if not ids or id(fn) not in ids:
         return False
     module = getattr(fn, "__module__", None) or ""
-    return isinstance(fn, types.FunctionType) and not module.startswith(("torch", "numpy", "math", "builtins"))
+    return isinstance(fn, types.FunctionType) and not module.startswith(
+        ("torch", "numpy", "math", "builtins")
+    )
 
 
 def disable(fn: F | None = None, *, recursive: bool = True, reason: str | None = None) -> Any:
@@ -95,7 +97,11 @@ def allow_in_graph(fn: F) -> F:
 
 #: functions that answer "is torch.compile tracing now?": inside capture, yes
 IS_COMPILING = frozenset(
-    f for f in (getattr(torch.compiler, "is_compiling", None), getattr(torch.compiler, "is_dynamo_compiling", None))
+    f
+    for f in (
+        getattr(torch.compiler, "is_compiling", None),
+        getattr(torch.compiler, "is_dynamo_compiling", None),
+    )
     if f is not None
 )
 
@@ -134,12 +140,24 @@ def mark_static(t: torch.Tensor, dims: int | list[int] | tuple[int, ...] | None 
 #: all-gather parameters before and free them after. The wrapped module (or, for FSDP2, the
 #: module's own forward) is plain computation: that part is captured.
 _DISTRIBUTED_WRAPPERS = (
-    ("torch.nn.parallel.distributed", "DistributedDataParallel", "module",
-     "its forward prepares the gradient reducer for the backward"),
-    ("torch.distributed.fsdp.fully_sharded_data_parallel", "FullyShardedDataParallel", "_fsdp_wrapped_module",
-     "its forward all-gathers and frees the parameters"),
-    ("torch.distributed.fsdp._fully_shard._fully_shard", "FSDPModule", None,
-     "its forward hooks all-gather and free the parameters"),
+    (
+        "torch.nn.parallel.distributed",
+        "DistributedDataParallel",
+        "module",
+        "its forward prepares the gradient reducer for the backward",
+    ),
+    (
+        "torch.distributed.fsdp.fully_sharded_data_parallel",
+        "FullyShardedDataParallel",
+        "_fsdp_wrapped_module",
+        "its forward all-gathers and frees the parameters",
+    ),
+    (
+        "torch.distributed.fsdp._fully_shard._fully_shard",
+        "FSDPModule",
+        None,
+        "its forward hooks all-gather and free the parameters",
+    ),
 )
 
 
@@ -159,7 +177,11 @@ def runs_in_python(m) -> str | None:
 
 
 #: modules of stateful objects that talk to other processes
-_COMMUNICATION_MODULES = ("torch._C._distributed", "torch.distributed", "torch.nn.parallel.distributed")
+_COMMUNICATION_MODULES = (
+    "torch._C._distributed",
+    "torch.distributed",
+    "torch.nn.parallel.distributed",
+)
 
 
 def talks_to_other_processes(obj: Any) -> bool:
@@ -170,16 +192,44 @@ def talks_to_other_processes(obj: Any) -> bool:
 
 #: modules every function of which reads or changes the state of torch's random generators or of
 #: the device (streams, events, caching allocator, CUDA graphs)
-_STATEFUL_TORCH_MODULES = ("torch.random", "torch.cuda.random", "torch.cuda.streams", "torch.cuda.memory",
-                           "torch.cuda.graphs", "torch.mps", "torch.xpu.random")
+_STATEFUL_TORCH_MODULES = (
+    "torch.random",
+    "torch.cuda.random",
+    "torch.cuda.streams",
+    "torch.cuda.memory",
+    "torch.cuda.graphs",
+    "torch.mps",
+    "torch.xpu.random",
+)
 #: functions of the ``torch`` and ``torch.cuda`` namespaces that act on process-wide state
-_STATEFUL_TORCH_NAMES = frozenset({
-    "manual_seed", "manual_seed_all", "seed", "seed_all", "initial_seed", "get_rng_state", "get_rng_state_all",
-    "set_rng_state", "set_rng_state_all", "synchronize", "set_device", "set_stream", "empty_cache",
-    "set_default_dtype", "set_default_device", "set_default_tensor_type", "set_num_threads",
-    "set_num_interop_threads", "use_deterministic_algorithms", "set_deterministic_debug_mode",
-    "set_float32_matmul_precision", "set_printoptions", "set_flush_denormal", "set_warn_always",
-})
+_STATEFUL_TORCH_NAMES = frozenset(
+    {
+        "manual_seed",
+        "manual_seed_all",
+        "seed",
+        "seed_all",
+        "initial_seed",
+        "get_rng_state",
+        "get_rng_state_all",
+        "set_rng_state",
+        "set_rng_state_all",
+        "synchronize",
+        "set_device",
+        "set_stream",
+        "empty_cache",
+        "set_default_dtype",
+        "set_default_device",
+        "set_default_tensor_type",
+        "set_num_threads",
+        "set_num_interop_threads",
+        "use_deterministic_algorithms",
+        "set_deterministic_debug_mode",
+        "set_float32_matmul_precision",
+        "set_printoptions",
+        "set_flush_denormal",
+        "set_warn_always",
+    }
+)
 
 
 def changes_torch_state(fn: Any) -> bool:
@@ -210,7 +260,9 @@ def wrapped_module(m):
 
 
 #: logger methods that only emit a record (return None): safe to run after the graph instead
-LOGGING_METHODS = frozenset({"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"})
+LOGGING_METHODS = frozenset(
+    {"debug", "info", "warning", "warn", "error", "exception", "critical", "fatal", "log"}
+)
 
 
 def is_reorderable_logging(fn: Any, owner: Any = None) -> bool:
@@ -225,7 +277,9 @@ def is_reorderable_logging(fn: Any, owner: Any = None) -> bool:
     owner = getattr(fn, "__self__", owner)
     name = getattr(func, "__name__", "")
     if isinstance(owner, (logging.Logger, logging.LoggerAdapter)):
-        return name in LOGGING_METHODS or (name.endswith("_once") and name.split("_")[0] in LOGGING_METHODS)
+        return name in LOGGING_METHODS or (
+            name.endswith("_once") and name.split("_")[0] in LOGGING_METHODS
+        )
     return owner is None and name in LOGGING_METHODS and getattr(logging, name, None) is func
 
 
@@ -234,8 +288,10 @@ def is_reorderable_logging(fn: Any, owner: Any = None) -> bool:
 try:
     from torch._library.custom_ops import CustomOpDef
 except ImportError:  # torch without torch.library.custom_op
+
     class CustomOpDef:  # type: ignore[no-redef]
         """Stands in for torch.library.custom_op's class: nothing is an instance of it."""
+
 
 #: torch Python functions that wrap a user function (decorators): inlined rather than put in the graph
 INLINE_TORCH_MODULES = ("torch.utils._contextlib", "torch.amp.autocast_mode")
@@ -245,7 +301,9 @@ def is_torch_callable(fn: Any) -> bool:
     """Whether ``fn`` is torch's own (a Tensor method, a ``torch._C`` function, a ``torch.*``
     function): called on tensors, it goes into the graph."""
     mod = getattr(fn, "__module__", None) or ""
-    if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and getattr(fn, "__objclass__", None) in (torch.Tensor, torch._C.TensorBase):
+    if isinstance(fn, (types.MethodDescriptorType, types.WrapperDescriptorType)) and getattr(
+        fn, "__objclass__", None
+    ) in (torch.Tensor, torch._C.TensorBase):
         return True
     if getattr(fn, "__self__", None) is torch._C._VariableFunctions or mod.startswith("torch._C"):
         return True
@@ -256,24 +314,102 @@ def is_stdlib(fn: Any) -> bool:
     """A Python function of the standard library (functools' own excepted): run for real on
     known values, inlined otherwise."""
     mod = getattr(fn, "__module__", None) or ""
-    return isinstance(fn, (types.FunctionType, types.MethodType)) and mod.split(".")[0] in sys.stdlib_module_names and mod != "functools"
+    return (
+        isinstance(fn, (types.FunctionType, types.MethodType))
+        and mod.split(".")[0] in sys.stdlib_module_names
+        and mod != "functools"
+    )
 
 
 #: standard-library modules whose functions act on the world (output, clocks, randomness, files,
 #: processes): never run at capture time nor inlined; a call breaks the graph and runs in Python
-IMPURE_MODULES = frozenset({
-    "logging", "warnings", "os", "posix", "nt", "sys", "time", "random", "io", "_io", "subprocess", "shutil",
-    "tempfile", "socket", "threading", "multiprocessing", "pathlib", "datetime", "uuid", "secrets", "pdb",
-    "traceback", "signal", "select", "atexit", "gc", "faulthandler", "sched", "asyncio", "builtins.input",
-})
+IMPURE_MODULES = frozenset(
+    {
+        "logging",
+        "warnings",
+        "os",
+        "posix",
+        "nt",
+        "sys",
+        "time",
+        "random",
+        "io",
+        "_io",
+        "subprocess",
+        "shutil",
+        "tempfile",
+        "socket",
+        "threading",
+        "multiprocessing",
+        "pathlib",
+        "datetime",
+        "uuid",
+        "secrets",
+        "pdb",
+        "traceback",
+        "signal",
+        "select",
+        "atexit",
+        "gc",
+        "faulthandler",
+        "sched",
+        "asyncio",
+        "builtins.input",
+    }
+)
 #: builtins that are not pure functions of their arguments
-_IMPURE_BUILTINS = frozenset({"print", "input", "open", "exec", "eval", "compile", "breakpoint", "exit", "quit",
-                              "help", "globals", "locals", "delattr", "__import__"})
+_IMPURE_BUILTINS = frozenset(
+    {
+        "print",
+        "input",
+        "open",
+        "exec",
+        "eval",
+        "compile",
+        "breakpoint",
+        "exit",
+        "quit",
+        "help",
+        "globals",
+        "locals",
+        "delattr",
+        "__import__",
+    }
+)
 #: modules whose C functions are pure functions of constant arguments (run at capture time)
-_PURE_C_MODULES = frozenset({"builtins", "math", "cmath", "operator", "_operator", "itertools", "functools",
-                             "_functools", "collections", "_collections", "string", "re", "_sre", "keyword",
-                             "numbers", "typing", "enum", "types", "abc", "_abc", "copy", "inspect", "struct",
-                             "_struct", "binascii", "zlib", "_bisect", "bisect", "unicodedata"})
+_PURE_C_MODULES = frozenset(
+    {
+        "builtins",
+        "math",
+        "cmath",
+        "operator",
+        "_operator",
+        "itertools",
+        "functools",
+        "_functools",
+        "collections",
+        "_collections",
+        "string",
+        "re",
+        "_sre",
+        "keyword",
+        "numbers",
+        "typing",
+        "enum",
+        "types",
+        "abc",
+        "_abc",
+        "copy",
+        "inspect",
+        "struct",
+        "_struct",
+        "binascii",
+        "zlib",
+        "_bisect",
+        "bisect",
+        "unicodedata",
+    }
+)
 
 
 def is_impure_module(modname: str | None) -> bool:
@@ -323,13 +459,35 @@ _DATA_BUFFERS = (bytearray, memoryview, array.array)
 def _holds_data(obj: Any) -> bool:
     """A mutable buffer of elements: a numpy array or scalar (they expose ``__array_interface__``),
     a bytearray, memoryview or array.array."""
-    return isinstance(obj, _DATA_BUFFERS) or (type(obj).__module__ or "").split(".")[0] == "numpy" \
+    return (
+        isinstance(obj, _DATA_BUFFERS)
+        or (type(obj).__module__ or "").split(".")[0] == "numpy"
         and hasattr(type(obj), "__array_interface__")
+    )
 
 
-_TENSOR_FACTORIES = {torch.ones, torch.zeros, torch.empty, torch.full, torch.arange, torch.rand, torch.randn, torch.randint,
-                     torch.tensor, torch.eye, torch.linspace, torch.ones_like, torch.zeros_like, torch.as_tensor,
-                     torch.scalar_tensor, torch.randperm, torch.empty_like, torch.full_like, torch.tril_indices, torch.triu_indices}
+_TENSOR_FACTORIES = {
+    torch.ones,
+    torch.zeros,
+    torch.empty,
+    torch.full,
+    torch.arange,
+    torch.rand,
+    torch.randn,
+    torch.randint,
+    torch.tensor,
+    torch.eye,
+    torch.linspace,
+    torch.ones_like,
+    torch.zeros_like,
+    torch.as_tensor,
+    torch.scalar_tensor,
+    torch.randperm,
+    torch.empty_like,
+    torch.full_like,
+    torch.tril_indices,
+    torch.triu_indices,
+}
 
 
 def makes_tensor(fn: Any) -> bool:
@@ -344,13 +502,25 @@ def makes_tensor(fn: Any) -> bool:
 @functools.cache
 def _aten_returns_tensors(fn: Any) -> bool:
     name = getattr(fn, "__name__", "")
-    if not isinstance(fn, types.BuiltinFunctionType) or getattr(torch, name, None) is not fn \
-            or not hasattr(torch.ops.aten, name):
+    if (
+        not isinstance(fn, types.BuiltinFunctionType)
+        or getattr(torch, name, None) is not fn
+        or not hasattr(torch.ops.aten, name)
+    ):
         return False
     packet = getattr(torch.ops.aten, name)
     schemas = [getattr(packet, o)._schema for o in packet.overloads()]
     return bool(schemas) and all(
-        s.returns and all(isinstance(r.type, torch.TensorType) for r in s.returns) for s in schemas)
+        s.returns and all(isinstance(r.type, torch.TensorType) for r in s.returns) for s in schemas
+    )
 
 
-__all__ = ["allow_in_graph", "disable", "is_allowed_in_graph", "is_disabled", "is_reorderable_logging", "mark_dynamic", "mark_static"]
+__all__ = [
+    "allow_in_graph",
+    "disable",
+    "is_allowed_in_graph",
+    "is_disabled",
+    "is_reorderable_logging",
+    "mark_dynamic",
+    "mark_static",
+]

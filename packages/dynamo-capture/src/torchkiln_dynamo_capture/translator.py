@@ -63,7 +63,16 @@ class StopCapture(Exception):
 class InstructionTranslator:
     """Symbolically runs one frame. Inlined calls get a child translator sharing ``out``."""
 
-    def __init__(self, out, code: types.CodeType, f_globals: dict, localvars: dict, cells: dict, parent=None, func=None):
+    def __init__(
+        self,
+        out,
+        code: types.CodeType,
+        f_globals: dict,
+        localvars: dict,
+        cells: dict,
+        parent=None,
+        func=None,
+    ):
         self.out = out
         self.code = code
         self.f_globals = f_globals
@@ -97,7 +106,9 @@ class InstructionTranslator:
             if isinstance(key, TensorVariable):
                 raise Unsupported("indexing a constant with a tensor")
             k = key.as_python_constant()
-            return self.wrap(obj.value[k], ItemSource(obj.source, k) if obj.source is not None else None)
+            return self.wrap(
+                obj.value[k], ItemSource(obj.source, k) if obj.source is not None else None
+            )
         return obj.call_method(self, "__getitem__", [key], {})
 
     def unpack(self, obj) -> list:
@@ -134,17 +145,25 @@ class InstructionTranslator:
         if func.fn is not None:
             owner = func.self_var.real_value() if func.self_var is not None else None
             if trace_rules.is_reorderable_logging(func.fn, owner):
-                return replay_logging_call(self, bound(func.fn, owner), args[1 if owner is not None else 0:], kwargs)
+                return replay_logging_call(
+                    self, bound(func.fn, owner), args[1 if owner is not None else 0 :], kwargs
+                )
         if trace_rules.is_impure_module(func.f_globals.get("__name__")):
-            raise Unsupported(f"calling {func.f_globals['__name__']}.{func.name} (it acts outside the program: "
-                              "output, time, files, ...)", "it runs in Python between two graphs")
+            raise Unsupported(
+                f"calling {func.f_globals['__name__']}.{func.name} (it acts outside the program: "
+                "output, time, files, ...)",
+                "it runs in Python between two graphs",
+            )
         if func.fn is not None and trace_rules.is_disabled(func.fn):
             raise disabled_call(func.fn)
         if func.fn is not None and trace_rules.is_allowed_in_graph(func.fn):
             return self.out.call_tensor_op(self, "call_function", func.fn, args, kwargs)
         if is_contextmanager_helper(func) and self.out.trace_contextmanagers:
             return contextmanager_call(self, func, args, kwargs)  # entered by BEFORE_WITH
-        if func.fn in WRAPS_FUNCTIONS and (wrapped := wraps_call(func.fn, args, kwargs)) is not None:
+        if (
+            func.fn in WRAPS_FUNCTIONS
+            and (wrapped := wraps_call(func.fn, args, kwargs)) is not None
+        ):
             return wrapped
         child = self.child_frame(func, args, kwargs)
         try:
@@ -158,7 +177,9 @@ class InstructionTranslator:
             e.in_callee = True  # the caller breaks at the call; the callee is captured on its own
             raise
 
-    def child_frame(self, func: UserFunctionVariable, args: list, kwargs: dict) -> InstructionTranslator:
+    def child_frame(
+        self, func: UserFunctionVariable, args: list, kwargs: dict
+    ) -> InstructionTranslator:
         """A translator for ``func``'s frame with its arguments bound, not yet run."""
         if self.depth >= _MAX_DEPTH:
             raise Unsupported(f"inlining depth over {_MAX_DEPTH} (recursion?) at {func.name}")
@@ -169,7 +190,9 @@ class InstructionTranslator:
             cells[name] = NewCellVariable(localvars.pop(name, None))
         for name, cell in zip(code.co_freevars, func.closure):
             cells[name] = cell
-        return InstructionTranslator(self.out, code, func.f_globals, localvars, cells, parent=self, func=func)
+        return InstructionTranslator(
+            self.out, code, func.f_globals, localvars, cells, parent=self, func=func
+        )
 
     # --- the loop ---------------------------------------------------------------------------------
     def run(self) -> VariableTracker:
@@ -191,7 +214,10 @@ class InstructionTranslator:
                     raise Unsupported("capture ran too long (an unbounded loop?)")
                 handler = getattr(self, inst.opname, None)
                 if handler is None:
-                    raise Unsupported(f"opcode {inst.opname}", "this Python construct is not supported inside a captured function")
+                    raise Unsupported(
+                        f"opcode {inst.opname}",
+                        "this Python construct is not supported inside a captured function",
+                    )
                 handler(inst)
         except _Return as r:
             return r.value
@@ -199,7 +225,9 @@ class InstructionTranslator:
             if top and inst is not None and e.break_point is None:
                 read = e.property_read
                 getter = read[1:] if read is not None and read[0] is self else None
-                e.break_point = break_point(insts, inst.index, self.exec_counts, getattr(e, "in_callee", False), getter)
+                e.break_point = break_point(
+                    insts, inst.index, self.exec_counts, getattr(e, "in_callee", False), getter
+                )
             raise e.located(self.code.co_filename, self.lineno) from None
         except AttrMissing as e:
             err = Unsupported(f"missing attribute {e}").located(self.code.co_filename, self.lineno)
@@ -289,7 +317,10 @@ class InstructionTranslator:
     def _global_source(self, name):
         if self.f_globals is self.out.f_globals:
             return GlobalSource(name)
-        return ItemSource(HeldObjectSource(self.f_globals, f"{self.f_globals.get('__name__', '?')}.__dict__"), name)
+        return ItemSource(
+            HeldObjectSource(self.f_globals, f"{self.f_globals.get('__name__', '?')}.__dict__"),
+            name,
+        )
 
     def load_global(self, name):
         pending = self.out.side_effects.global_value(self.f_globals, name)
@@ -350,7 +381,9 @@ class InstructionTranslator:
     def STORE_SUBSCR(self, inst):  # value container key ->
         key, container, value = self.pop(), self.pop(), self.pop()
         if isinstance(container, TensorVariable):
-            self.out.call_tensor_op(self, "call_function", operator.setitem, [container, key, value], {})
+            self.out.call_tensor_op(
+                self, "call_function", operator.setitem, [container, key, value], {}
+            )
         else:
             container.call_method(self, "__setitem__", [key, value], {})
 
@@ -366,7 +399,9 @@ class InstructionTranslator:
         end, start, container, value = self.pop(), self.pop(), self.pop(), self.pop()
         key = self.make_slice([start, end])
         if isinstance(container, TensorVariable):
-            self.out.call_tensor_op(self, "call_function", operator.setitem, [container, key, value], {})
+            self.out.call_tensor_op(
+                self, "call_function", operator.setitem, [container, key, value], {}
+            )
         else:
             container.call_method(self, "__setitem__", [key, value], {})
 
@@ -374,12 +409,18 @@ class InstructionTranslator:
         self.push(ConstantVariable(AssertionError))
 
     def RAISE_VARARGS(self, inst):
-        raise Unsupported("raise inside a captured function (an assert or raise was reached)",
-                          "the condition leading here was known at capture time and true")
+        raise Unsupported(
+            "raise inside a captured function (an assert or raise was reached)",
+            "the condition leading here was known at capture time and true",
+        )
 
     def IMPORT_NAME(self, inst):  # level fromlist -> module
         fromlist, level = self.pop(), self.pop()
-        self.push(ConstantVariable(__import__(inst.argval, self.f_globals, None, fromlist.value, level.value)))
+        self.push(
+            ConstantVariable(
+                __import__(inst.argval, self.f_globals, None, fromlist.value, level.value)
+            )
+        )
 
     def IMPORT_FROM(self, inst):  # module -> module attr
         self.push(self.getattr(self.stack[-1], inst.argval))
@@ -449,7 +490,11 @@ class InstructionTranslator:
 
     def BUILD_MAP(self, inst):  # k1 v1 ... -> dict
         flat = self.popn(2 * inst.arg)
-        self.push(DictVariable({flat[i].as_python_constant(): flat[i + 1] for i in range(0, len(flat), 2)}))
+        self.push(
+            DictVariable(
+                {flat[i].as_python_constant(): flat[i + 1] for i in range(0, len(flat), 2)}
+            )
+        )
 
     def BUILD_CONST_KEY_MAP(self, inst):  # v1..vn keys -> dict
         keys = self.pop().as_python_constant()
@@ -529,8 +574,8 @@ class InstructionTranslator:
     def UNPACK_EX(self, inst):  # seq -> after.. star before..
         items = self.unpack(self.pop())
         before, after = inst.arg & 0xFF, inst.arg >> 8
-        star = ListVariable(items[before:len(items) - after])
-        vals = items[:before] + [star] + items[len(items) - after:]
+        star = ListVariable(items[before : len(items) - after])
+        vals = items[:before] + [star] + items[len(items) - after :]
         self.stack.extend(reversed(vals))
 
     # --- control flow ----------------------------------------------------------------------------------
@@ -617,14 +662,20 @@ class InstructionTranslator:
             raise Unsupported("**kwargs that is not a dict")
         self.push(self.call_function(fn, self.unpack(args), dict(kwargs.items)))
 
-    def MAKE_FUNCTION(self, inst):  # [defaults] [kwdefaults] [annotations] [closure] code -> function
+    def MAKE_FUNCTION(
+        self, inst
+    ):  # [defaults] [kwdefaults] [annotations] [closure] code -> function
         code = self.pop().as_python_constant()
         closure = self.unpack(self.pop()) if inst.arg & 0x08 else ()
         if inst.arg & 0x04:
             self.pop()
         kwdefaults = _as_dict(self.pop()) if inst.arg & 0x02 else {}
         defaults = self.unpack(self.pop()) if inst.arg & 0x01 else ()
-        self.push(UserFunctionVariable(code, self.f_globals, defaults=defaults, kwdefaults=kwdefaults, closure=closure))
+        self.push(
+            UserFunctionVariable(
+                code, self.f_globals, defaults=defaults, kwdefaults=kwdefaults, closure=closure
+            )
+        )
 
     def BEFORE_WITH(self, inst):  # ctx -> exit enter_result
         ctx = self.pop()

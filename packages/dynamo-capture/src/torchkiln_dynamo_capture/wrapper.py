@@ -37,9 +37,21 @@ _CAPTURE_LOCK = threading.RLock()
 CompilerFn = Callable[[torch.fx.GraphModule, list[Any]], Callable[..., Any]]
 
 #: iterators over builtin containers: taking their items ahead runs no user code
-_CONTAINER_ITERATORS: frozenset[type] = frozenset(map(type, (
-    iter([]), iter(()), iter(range(0)), iter({}), iter({}.values()), iter({}.items()), iter(""), iter("\u00e9"),
-)))
+_CONTAINER_ITERATORS: frozenset[type] = frozenset(
+    map(
+        type,
+        (
+            iter([]),
+            iter(()),
+            iter(range(0)),
+            iter({}),
+            iter({}.values()),
+            iter({}.items()),
+            iter(""),
+            iter("\u00e9"),
+        ),
+    )
+)
 
 
 def _call_comprehension(fn, captured, iterator):
@@ -57,8 +69,15 @@ class CaptureContext:
     so a break reached again (a loop, a second call) reuses them and their guarded entries.
     """
 
-    def __init__(self, backend: CompilerFn, *, fullgraph: bool, dynamic: bool | None,
-                 recompile_limit: int, capture_scalar_outputs: bool = False) -> None:
+    def __init__(
+        self,
+        backend: CompilerFn,
+        *,
+        fullgraph: bool,
+        dynamic: bool | None,
+        recompile_limit: int,
+        capture_scalar_outputs: bool = False,
+    ) -> None:
         self.backend = backend
         self.fullgraph = fullgraph
         self.dynamic = dynamic
@@ -85,12 +104,20 @@ class CaptureContext:
         self.break_errors.append(err)
 
     def _child(self, fn, name: str) -> CapturedFunction:
-        child = CapturedFunction(fn, self.backend, fullgraph=self.fullgraph, dynamic=self.dynamic,
-                                 recompile_limit=self.recompile_limit, ctx=self)
+        child = CapturedFunction(
+            fn,
+            self.backend,
+            fullgraph=self.fullgraph,
+            dynamic=self.dynamic,
+            recompile_limit=self.recompile_limit,
+            ctx=self,
+        )
         child.__name__ = name
         return child
 
-    def resume_function(self, orig: types.CodeType, index: int, layout, live, func) -> CapturedFunction:
+    def resume_function(
+        self, orig: types.CodeType, index: int, layout, live, func
+    ) -> CapturedFunction:
         key = (orig, index, layout, live)
         fn = self._resumes.get(key)
         if fn is None:
@@ -100,15 +127,26 @@ class CaptureContext:
             self._resumes[key] = fn
         return fn
 
-    def step_function(self, orig, first, last, layout, live, successors, func, getter=None) -> types.FunctionType:
+    def step_function(
+        self, orig, first, last, layout, live, successors, func, getter=None
+    ) -> types.FunctionType:
         """The step of a break (see ``bytecode/resume.py``); ``getter``: (name, fget) of a property
         whose getter broke, read in the step through ``property_reader``."""
-        key = (orig, first, last, layout, live, tuple((s.jump, id(s.resume)) for s in successors),
-               getter and (getter[0], id(getter[1])))
+        key = (
+            orig,
+            first,
+            last,
+            layout,
+            live,
+            tuple((s.jump, id(s.resume)) for s in successors),
+            getter and (getter[0], id(getter[1])),
+        )
         fn = self._steps.get(key)
         if fn is None:
             reader = self.property_reader(*getter) if getter else None
-            code = step_code(orig, first, last, layout, live, successors, f"step_at_{first}", reader)
+            code = step_code(
+                orig, first, last, layout, live, successors, f"step_at_{first}", reader
+            )
             fn = make_function(code, func)
             self._steps[key] = fn
         return fn
@@ -153,7 +191,11 @@ class CaptureContext:
         key = ("made", fn.__code__)
         c = self._callees.get(key)
         if c is None:
-            code = closure_as_arguments(fn.__code__, self.codes) if fn.__code__.co_freevars else fn.__code__
+            code = (
+                closure_as_arguments(fn.__code__, self.codes)
+                if fn.__code__.co_freevars
+                else fn.__code__
+            )
             plain = types.FunctionType(code, fn.__globals__, fn.__name__)
             c = self._callees[key] = self._child(plain, fn.__qualname__)
         return functools.partial(c, *fn.__closure__) if fn.__closure__ else c
@@ -167,14 +209,20 @@ class CaptureContext:
         key = ("comprehension", fn.__code__)
         c = self._callees.get(key)
         if c is None:
-            plain = types.FunctionType(comprehension_over_tuple(fn.__code__, self.codes), fn.__globals__, fn.__name__)
+            plain = types.FunctionType(
+                comprehension_over_tuple(fn.__code__, self.codes), fn.__globals__, fn.__name__
+            )
             c = self._callees[key] = self._child(plain, fn.__qualname__)
         return functools.partial(_call_comprehension, fn, c)
 
     def constructor_callee(self, cls):
         """``cls(...)`` with its ``__init__`` captured as its own frame (None: not a plain class)."""
         init = cls.__dict__.get("__init__") if isinstance(cls, type) else None
-        if cls.__new__ is not object.__new__ or type(cls) is not type or not isinstance(init, types.FunctionType):
+        if (
+            cls.__new__ is not object.__new__
+            or type(cls) is not type
+            or not isinstance(init, types.FunctionType)
+        ):
             return None
         key = ("construct", id(cls))
         made = self._callees.get(key)
@@ -230,8 +278,13 @@ class PropertyReader:
 
 
 def _has_hooks(mod) -> bool:
-    return bool(mod._forward_hooks or mod._forward_pre_hooks or mod._backward_hooks
-                or mod._backward_pre_hooks or _global_module_hooks())
+    return bool(
+        mod._forward_hooks
+        or mod._forward_pre_hooks
+        or mod._backward_hooks
+        or mod._backward_pre_hooks
+        or _global_module_hooks()
+    )
 
 
 def _call_with_forward(mod, forward, *args, **kwargs):
@@ -253,8 +306,12 @@ def _call_wrapper(mod, inner, forward, *args, **kwargs):
 def _global_module_hooks() -> bool:
     from torch.nn.modules import module as _m
 
-    return bool(_m._global_forward_hooks or _m._global_forward_pre_hooks
-                or _m._global_backward_hooks or _m._global_backward_pre_hooks)
+    return bool(
+        _m._global_forward_hooks
+        or _m._global_forward_pre_hooks
+        or _m._global_backward_hooks
+        or _m._global_backward_pre_hooks
+    )
 
 
 class CapturedFunction:
@@ -263,13 +320,26 @@ class CapturedFunction:
     #: what a callee made by CaptureContext keeps alive (its cache is keyed by ids)
     _keepalive: Any
 
-    def __init__(self, fn: Callable[..., Any], backend: CompilerFn, *, fullgraph: bool = False,
-                 dynamic: bool | None = None, recompile_limit: int = 8,
-                 ctx: CaptureContext | None = None, capture_scalar_outputs: bool = False) -> None:
+    def __init__(
+        self,
+        fn: Callable[..., Any],
+        backend: CompilerFn,
+        *,
+        fullgraph: bool = False,
+        dynamic: bool | None = None,
+        recompile_limit: int = 8,
+        ctx: CaptureContext | None = None,
+        capture_scalar_outputs: bool = False,
+    ) -> None:
         self._fn = fn
         self._backend = backend
-        self.ctx = ctx or CaptureContext(backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit,
-                                         capture_scalar_outputs=capture_scalar_outputs)
+        self.ctx = ctx or CaptureContext(
+            backend,
+            fullgraph=fullgraph,
+            dynamic=dynamic,
+            recompile_limit=recompile_limit,
+            capture_scalar_outputs=capture_scalar_outputs,
+        )
         self.ctx.functions.append(self)
         self.fullgraph = fullgraph
         self.dynamic = dynamic
@@ -278,7 +348,9 @@ class CapturedFunction:
         self.unsupported: Unsupported | None = None
         self._eager = False
         self._warned_limit = False
-        self._module: torch.nn.Module | None = None  # the nn.Module, when this captures one (for file:line in messages)
+        self._module: torch.nn.Module | None = (
+            None  # the nn.Module, when this captures one (for file:line in messages)
+        )
         # automatic dynamic shapes (dynamic=None): sizes of every input tensor when first captured
         # (arguments and tensors reached through them); a later capture makes the dims that
         # changed symbolic ("L['x']" -> dims)
@@ -337,15 +409,22 @@ class CapturedFunction:
                     f"{self.__name__} ({self._where()}) hit recompile_limit={self.recompile_limit} "
                     f"with fullgraph=True (last failing guard: {self._why_missed(args, kwargs)}); "
                     "raise the limit (torchkiln.compile(recompile_limit=...)) or mark the changing "
-                    "size dynamic")
+                    "size dynamic"
+                )
             if not self._warned_limit:
                 self._warned_limit = True
                 why = self._why_missed(args, kwargs)
-                warnings.warn(f"torchkiln: {self.__name__} ({self._where()}) hit recompile_limit={self.recompile_limit} "
-                              f"(last failing guard: {why}); running eagerly", RecompileLimitExceeded, stacklevel=4)
+                warnings.warn(
+                    f"torchkiln: {self.__name__} ({self._where()}) hit recompile_limit={self.recompile_limit} "
+                    f"(last failing guard: {why}); running eagerly",
+                    RecompileLimitExceeded,
+                    stacklevel=4,
+                )
             return None
         if self.entries:
-            log_recompile(f"Recompiling {self.__name__} ({self._where()}): {self._why_missed(args, kwargs)}")
+            log_recompile(
+                f"Recompiling {self.__name__} ({self._where()}): {self._why_missed(args, kwargs)}"
+            )
         try:
             entry = capture_frame(self._fn, args, kwargs, self.ctx, self._dynamic_for(args, kwargs))
         except Unsupported as e:
@@ -357,15 +436,18 @@ class CapturedFunction:
         except Exception as e:  # an internal error must not break the user's program
             if self.fullgraph or isinstance(e, BackendError):
                 raise
-            self.unsupported = Unsupported(f"internal error during capture: {type(e).__name__}: {e}")
-            warnings.warn(f"torchkiln: running {self.__name__} eagerly: {self.unsupported}", stacklevel=4)
+            self.unsupported = Unsupported(
+                f"internal error during capture: {type(e).__name__}: {e}"
+            )
+            warnings.warn(
+                f"torchkiln: running {self.__name__} eagerly: {self.unsupported}", stacklevel=4
+            )
             self._eager = True
         if self._eager:
             return None
         self.entries.append(entry)
         self._sizes.record(entry.guards)
         return entry
-
 
     def _dynamic_for(self, args, kwargs):
         """Which input dims the next capture makes symbolic: every dim (dynamic=True), none
@@ -375,12 +457,16 @@ class CapturedFunction:
             return marked or False
         if not self.entries:
             return True if self.dynamic else (marked or False)
-        for name, changed in self._sizes.changed_dims(self.entries[-1].guards, args, kwargs).items():
+        for name, changed in self._sizes.changed_dims(
+            self.entries[-1].guards, args, kwargs
+        ).items():
             self._auto_dims[name] = self._auto_dims.get(name, frozenset()) | changed
         if self.dynamic:
             return EveryDim(self._auto_dims) if self._auto_dims else True
-        dims = {k: self._auto_dims.get(k, frozenset()) | marked.get(k, frozenset())
-                for k in {*self._auto_dims, *marked}}
+        dims = {
+            k: self._auto_dims.get(k, frozenset()) | marked.get(k, frozenset())
+            for k in {*self._auto_dims, *marked}
+        }
         return dims or False
 
     def _why_missed(self, args, kwargs) -> str:
@@ -403,8 +489,11 @@ class CapturedFunction:
 
 def _marked_dims(fn, args, kwargs) -> dict[str, frozenset[int]]:
     """``{"L['x']": dims}`` marked dynamic on the tensor arguments of a call (top level only)."""
-    return {src: dims for src, t in _tensor_args(fn, args, kwargs).items()
-            if (dims := trace_rules.marked_dynamic_dims(t))}
+    return {
+        src: dims
+        for src, t in _tensor_args(fn, args, kwargs).items()
+        if (dims := trace_rules.marked_dynamic_dims(t))
+    }
 
 
 def _tensor_args(fn, args, kwargs) -> dict[str, torch.Tensor]:
@@ -431,9 +520,15 @@ def _call_module(self, *args, **kwargs):
     return self(*args, **kwargs)
 
 
-def capture(fn: Callable[..., Any], backend: CompilerFn, *, fullgraph: bool = False,
-            dynamic: bool | None = None, recompile_limit: int = 8,
-            capture_scalar_outputs: bool = False) -> CapturedFunction | CapturedModule:
+def capture(
+    fn: Callable[..., Any],
+    backend: CompilerFn,
+    *,
+    fullgraph: bool = False,
+    dynamic: bool | None = None,
+    recompile_limit: int = 8,
+    capture_scalar_outputs: bool = False,
+) -> CapturedFunction | CapturedModule:
     """Wrap ``fn`` (function, bound method or nn.Module) so its calls are captured into FX graphs.
 
     ``backend(gm, example_inputs) -> callable`` receives each graph (torch-level FX, parameters as
@@ -447,14 +542,26 @@ def capture(fn: Callable[..., Any], backend: CompilerFn, *, fullgraph: bool = Fa
     """
     check_log_names()  # a misspelt TORCHKILN_LOGS name fails here, not inside a capture
     if isinstance(fn, torch.nn.Module):
-        captured = CapturedFunction(_call_module, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit,
-                                    capture_scalar_outputs=capture_scalar_outputs)
+        captured = CapturedFunction(
+            _call_module,
+            backend,
+            fullgraph=fullgraph,
+            dynamic=dynamic,
+            recompile_limit=recompile_limit,
+            capture_scalar_outputs=capture_scalar_outputs,
+        )
         captured.__name__ = type(fn).__name__
         captured._module = fn
         return CapturedModule(fn, captured)
     if not callable(fn):
         raise TypeError(f"capture expects a function, method or nn.Module, got {type(fn).__name__}")
-    captured = CapturedFunction(fn, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=recompile_limit,
-                                capture_scalar_outputs=capture_scalar_outputs)
+    captured = CapturedFunction(
+        fn,
+        backend,
+        fullgraph=fullgraph,
+        dynamic=dynamic,
+        recompile_limit=recompile_limit,
+        capture_scalar_outputs=capture_scalar_outputs,
+    )
     captured._eager = trace_rules.is_disabled(fn)  # marked disable: it always runs as it is
     return captured

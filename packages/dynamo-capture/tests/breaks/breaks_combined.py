@@ -105,8 +105,11 @@ def _make_affine(w, b):
 
 
 register(
-    lambda: _make_affine(2.0, 0.5), graphs=2, name="closure_with_keyword_only_argument",
-    kind=KIND, kwargs=lambda: {"scale": 3.0},
+    lambda: _make_affine(2.0, 0.5),
+    graphs=2,
+    name="closure_with_keyword_only_argument",
+    kind=KIND,
+    kwargs=lambda: {"scale": 3.0},
 )
 
 

@@ -184,7 +184,6 @@ def python_and_short_circuits_before_tensor(x):
     return y - 1
 
 
-
 @program(graphs=1)
 def boolean_mask_index_at_the_end(x):
     return x[x > 0]

@@ -202,8 +202,6 @@ def loop_unrolled_then_single_break(x):
     return x
 
 
-
-
 @program(graphs=3, inputs=g34, grad=True)
 def loop_with_break_keeps_autograd_across_graphs(x):
     for i in range(3):

@@ -178,7 +178,9 @@ register(_seeded(PrintLinear), graphs=2, name="forward_prints", kind=KIND)
 register(_seeded(ParentOfPrintingChild), graphs=4, name="parent_of_printing_child", kind=KIND)
 register(
     _seeded(lambda: nn.Sequential(nn.Linear(4, 4), PrintLayer(), nn.Linear(4, 4))),
-    graphs=2, name="sequential_with_printing_layer", kind=KIND,
+    graphs=2,
+    name="sequential_with_printing_layer",
+    kind=KIND,
 )
 # Each block compiles its own linear (guarded on the block), but the continuation after the
 # print only holds ``y.relu()``: it does not read ``self``, so blocks 2 and 3 hit block 1's entry.
@@ -191,14 +193,19 @@ register(_seeded(NoGradStats), graphs=2, inputs=g34, grad=True, name="no_grad_st
 register(_seeded(ItemInForward), graphs=2, name="int_of_tensor_in_forward", kind=KIND)
 register(_seeded(ChildWithPrintingHook), graphs=3, name="child_with_printing_hook", kind=KIND)
 register(
-    _seeded(KeywordForward), graphs=2, name="keyword_forward_verbose", kind=KIND,
+    _seeded(KeywordForward),
+    graphs=2,
+    name="keyword_forward_verbose",
+    kind=KIND,
     kwargs=lambda: {"scale": 2.0, "verbose": True},
 )
 register(_seeded(BreakingHelperMethod), graphs=3, name="breaking_helper_method", kind=KIND)
 register(_seeded(NumpyFlagForward), graphs=2, name="numpy_flag_in_forward", kind=KIND)
 register(_seeded(ReturnsDictAfterBreak), graphs=2, name="returns_dict_after_break", kind=KIND)
 register(_seeded(TwoLevelModules), graphs=6, name="two_levels_of_modules", kind=KIND)
-register(_seeded(PrintLinear), graphs=2, inputs=g34, grad=True, name="forward_prints_grad", kind=KIND)
+register(
+    _seeded(PrintLinear), graphs=2, inputs=g34, grad=True, name="forward_prints_grad", kind=KIND
+)
 
 
 class ScaledPrintLinear(PrintLinear):
@@ -246,12 +253,20 @@ def _reset_buffer():
 
 
 register(
-    lambda: _CALLS, graphs=1, name="attribute_counter", kind=KIND,
-    setup=_reset_calls, observe=lambda: _CALLS.calls,
+    lambda: _CALLS,
+    graphs=1,
+    name="attribute_counter",
+    kind=KIND,
+    setup=_reset_calls,
+    observe=lambda: _CALLS.calls,
 )
 register(
-    lambda: _BUF, graphs=2, name="buffer_mutated_in_place", kind=KIND,
-    setup=_reset_buffer, observe=lambda: _BUF.count.clone(),
+    lambda: _BUF,
+    graphs=2,
+    name="buffer_mutated_in_place",
+    kind=KIND,
+    setup=_reset_buffer,
+    observe=lambda: _BUF.count.clone(),
 )
 
 
@@ -298,12 +313,20 @@ def _reset_history():
 
 
 register(
-    lambda: _STEP, graphs=2, name="parameters_updated_in_place_across_break", kind=KIND,
-    setup=_reset_step, observe=lambda: {k: v.clone() for k, v in _STEP.state_dict().items()},
+    lambda: _STEP,
+    graphs=2,
+    name="parameters_updated_in_place_across_break",
+    kind=KIND,
+    setup=_reset_step,
+    observe=lambda: {k: v.clone() for k, v in _STEP.state_dict().items()},
 )
 register(
-    lambda: _HISTORY, graphs=2, name="list_attribute_appended_across_break", kind=KIND,
-    setup=_reset_history, observe=lambda: list(_HISTORY.history),
+    lambda: _HISTORY,
+    graphs=2,
+    name="list_attribute_appended_across_break",
+    kind=KIND,
+    setup=_reset_history,
+    observe=lambda: list(_HISTORY.history),
 )
 
 
@@ -335,11 +358,26 @@ class ChildWithBackwardHook(ChildWithForwardHooks):
     def __init__(self):
         super().__init__()
         self.inner.register_full_backward_hook(
-            lambda mod, gin, gout: _HOOK_LOG.append(round(float(gout[0].abs().sum()), 3)))
+            lambda mod, gin, gout: _HOOK_LOG.append(round(float(gout[0].abs().sum()), 3))
+        )
 
 
 # before the call, the child's forward up to its print, after its print, after the call
-register(_seeded(ChildWithForwardHooks), graphs=4, inputs=g34, grad=True,
-         name="child_with_forward_hooks", kind=KIND)
-register(_seeded(ChildWithBackwardHook), graphs=2, inputs=g34, grad=True, setup=_reset_hook_log,
-         observe=lambda: list(_HOOK_LOG), name="child_with_backward_hook", kind=KIND)
+register(
+    _seeded(ChildWithForwardHooks),
+    graphs=4,
+    inputs=g34,
+    grad=True,
+    name="child_with_forward_hooks",
+    kind=KIND,
+)
+register(
+    _seeded(ChildWithBackwardHook),
+    graphs=2,
+    inputs=g34,
+    grad=True,
+    setup=_reset_hook_log,
+    observe=lambda: list(_HOOK_LOG),
+    name="child_with_backward_hook",
+    kind=KIND,
+)

@@ -241,8 +241,12 @@ def _make_counter():
 
 _COUNTER, _RESET, _READ = _make_counter()
 register(
-    lambda: _COUNTER, graphs=2, name="closure_cell_mutated_across_break", kind="nested",
-    setup=_RESET, observe=_READ,
+    lambda: _COUNTER,
+    graphs=2,
+    name="closure_cell_mutated_across_break",
+    kind="nested",
+    setup=_RESET,
+    observe=_READ,
 )
 
 
@@ -267,7 +271,6 @@ def higher_order_breaking_callee(x):
 def lambda_that_breaks_called_in_expression(x):
     noisy = lambda t: (print("noisy"), t * 2)[1]  # noqa: E731 - the lambda is what is captured
     return x.exp() - noisy(x)
-
 
 
 @program(graphs=3)

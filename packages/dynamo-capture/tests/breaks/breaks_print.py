@@ -230,7 +230,6 @@ def logging_get_logger_inside(x):
     return y + 1
 
 
-
 @program(graphs=1)
 def warnings_warn_between_ops(x):
     y = x * 2

@@ -384,6 +384,10 @@ def _decorated_top_level(x):
 
 
 register(
-    lambda: _decorated_top_level, graphs=2, inputs=g34, grad=True,
-    name="top_level_function_decorated_with_no_grad", kind="with_try",
+    lambda: _decorated_top_level,
+    graphs=2,
+    inputs=g34,
+    grad=True,
+    name="top_level_function_decorated_with_no_grad",
+    kind="with_try",
 )

@@ -29,8 +29,17 @@ def test_corpus_size():
     kinds = {p.kind for p in PROGRAMS}
     assert len(PROGRAMS) >= 120, len(PROGRAMS)
     assert kinds >= {
-        "print", "control", "loops", "nested", "with_try", "comprehensions", "numpy_item",
-        "modules", "side_effects", "stack", "combined",
+        "print",
+        "control",
+        "loops",
+        "nested",
+        "with_try",
+        "comprehensions",
+        "numpy_item",
+        "modules",
+        "side_effects",
+        "stack",
+        "combined",
     }
 
 
@@ -54,7 +63,6 @@ def test_branch_compiles_the_other_side_on_demand():
         x = sign * (torch.rand(3, 4) + 0.1)
         torch.testing.assert_close(cf(x), _branch(x))
         assert be.calls == total, f"sign {sign}: {be.calls} graphs, expected {total}"
-
 
 
 def _scaled_print(x, n):

@@ -61,7 +61,9 @@ def _check_break_fields(b) -> None:
 
 # Programs whose explain() graph count is compared with the counting backend's, one call each.
 _COUNTED = [
-    p for p in REGISTRY if p.id not in KNOWN_GAPS
+    p
+    for p in REGISTRY
+    if p.id not in KNOWN_GAPS
     if p.kind in {"print", "control", "loops", "nested", "modules"} and p.raises is None
 ]
 
@@ -179,7 +181,10 @@ def test_explain_to_dict_round_trips_through_json():
     assert back == d
     assert back["graph_count"] == report.graph_count == 3
     assert back["graph_break_count"] == report.graph_break_count == 2
-    assert [b["lineno"] for b in back["breaks"]] == [_line_of(fn, "print(1)"), _line_of(fn, "print(2)")]
+    assert [b["lineno"] for b in back["breaks"]] == [
+        _line_of(fn, "print(1)"),
+        _line_of(fn, "print(2)"),
+    ]
     for b in back["breaks"]:
         assert set(b) >= {"reason", "filename", "lineno", "source_line", "hint"}
 

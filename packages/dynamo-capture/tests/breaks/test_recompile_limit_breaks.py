@@ -34,7 +34,10 @@ def _run_ten_values(fn):
         eager_out, captured_out = io.StringIO(), io.StringIO()
         with contextlib.redirect_stdout(eager_out):
             expected = fn(x.clone(), n)
-        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(captured_out):
+        with (
+            warnings.catch_warnings(record=True) as caught,
+            contextlib.redirect_stdout(captured_out),
+        ):
             warnings.simplefilter("always")
             got = cf(x.clone(), n)
         caught_all.extend(caught)

@@ -164,8 +164,12 @@ def growing_decode_step(q, k, v, cache):
 
 PROGRAMS = [
     Program(_WRAPPED.forward, lambda: (randn(3, 4),), name="varargs_wrapper_bound_method"),
-    Program(_WRAPPED.forward, lambda: (randn(3, 4),), kwargs=lambda: {"past": randn(3, 4)},
-            name="varargs_wrapper_renamed_kwarg"),
+    Program(
+        _WRAPPED.forward,
+        lambda: (randn(3, 4),),
+        kwargs=lambda: {"past": randn(3, 4)},
+        name="varargs_wrapper_renamed_kwarg",
+    ),
     Program(_WRAPPED, lambda: (randn(3, 4), randn(3, 4)), name="varargs_wrapper_module_call"),
     Program(_ONLY_VARARGS.forward, lambda: (randn(3, 4),), name="varargs_function_as_method"),
     Program(static_decode_step, _static_initialized, name="static_cache_decode_step"),
@@ -189,7 +193,9 @@ def _decode(step, compiled, backend, caches, steps, graphs_after):
         actual = compiled(q, k, v, compiled_cache, *extra)
         assert_same(actual, expected, rtol=None, atol=None, where=f"step {i}: output")
         assert_same(compiled_cache, eager_cache, rtol=None, atol=None, where=f"step {i}: cache")
-        assert backend.calls == graphs_after[i], f"step {i}: {backend.calls} graphs, expected {graphs_after[i]}"
+        assert backend.calls == graphs_after[i], (
+            f"step {i}: {backend.calls} graphs, expected {graphs_after[i]}"
+        )
 
 
 def test_growing_cache_recompiles_once_then_stays_symbolic():
@@ -199,7 +205,9 @@ def test_growing_cache_recompiles_once_then_stays_symbolic():
     compiled = compile_with(growing_decode_step, backend)
     start = randn(B, H, 3, D), randn(B, H, 3, D)
     caches = GrowingKV(*start), GrowingKV(*(t.clone() for t in start))
-    _decode(growing_decode_step, compiled, backend, caches, steps=6, graphs_after=[1, 2, 2, 2, 2, 2])
+    _decode(
+        growing_decode_step, compiled, backend, caches, steps=6, graphs_after=[1, 2, 2, 2, 2, 2]
+    )
 
 
 def test_static_cache_never_recompiles_per_position():
@@ -208,8 +216,14 @@ def test_static_cache_never_recompiles_per_position():
     compiled = compile_with(static_decode_step, backend)
     eager_cache = _static_initialized()[3]
     compiled_cache = StaticKV(eager_cache.keys.clone(), eager_cache.values.clone(), True)
-    _decode(static_decode_step, compiled, backend, (eager_cache, compiled_cache), steps=4, graphs_after=[1] * 4)
-
+    _decode(
+        static_decode_step,
+        compiled,
+        backend,
+        (eager_cache, compiled_cache),
+        steps=4,
+        graphs_after=[1] * 4,
+    )
 
 
 # ----------------------------------------------------------------------------- cache length per prompt
@@ -261,7 +275,13 @@ def test_int_attribute_of_an_object_becomes_symbolic_once_it_changes():
         expected = sized_prefill(q, k, eager_cache, position)
         actual = compiled(q, k, compiled_cache, position)
         assert_same(actual, expected, rtol=1e-5, atol=1e-6, where=f"prompt {prompt}: output")
-        assert_same(compiled_cache.keys, eager_cache.keys, rtol=None, atol=None, where=f"prompt {prompt}: cache")
+        assert_same(
+            compiled_cache.keys,
+            eager_cache.keys,
+            rtol=None,
+            atol=None,
+            where=f"prompt {prompt}: cache",
+        )
         assert backend.calls == min(i + 1, 2), f"prompt {prompt}: {backend.calls} graphs"
 
     module_backend = CountingBackend()

@@ -328,13 +328,17 @@ COND_PROGRAMS = [
     Program(cond_basic, _signed),
     Program(cond_nested_functions, _signed_xy),
     Program(cond_closure_tensor, _signed),
-    Program(cond_global_tensor_and_number, lambda: (randn(3, 4) * (1 if torch.rand(()) < 0.5 else -1),)),
+    Program(
+        cond_global_tensor_and_number, lambda: (randn(3, 4) * (1 if torch.rand(()) < 0.5 else -1),)
+    ),
     Program(cond_tuple_output, _signed),
     Program(cond_list_operands, xy34),
     Program(cond_lambdas, _signed),
     Program(cond_before_and_after, xy34),
     Program(cond_nested_cond, _signed),
-    Program(cond_pred_0d_bool_input, lambda: (randn(3, 4), torch.tensor(bool(torch.rand(()) < 0.5)))),
+    Program(
+        cond_pred_0d_bool_input, lambda: (randn(3, 4), torch.tensor(bool(torch.rand(()) < 0.5)))
+    ),
     Program(cond_kwargs, _signed),
     Program(cond_in_loop, _signed),
     Program(cond_branch_calls_helper, _signed),
@@ -374,8 +378,10 @@ def test_both_branches(program: Program) -> None:
     backend = CountingBackend()
     compiled = compile_with(program.fn, backend)
     for sign in (1.0, -1.0, 1.0, -1.0):
-        args = tuple(a * sign if a.is_floating_point() else ~a if a.dtype == torch.bool else a
-                     for a in program.make_inputs())
+        args = tuple(
+            a * sign if a.is_floating_point() else ~a if a.dtype == torch.bool else a
+            for a in program.make_inputs()
+        )
         torch.testing.assert_close(compiled(*args), program.fn(*args))
     assert backend.calls == 1
 
@@ -412,17 +418,30 @@ def test_graph_holds_one_cond_node():
     targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
     assert targets.count(torch.ops.higher_order.cond) == 1
     subgraphs = [n.target for n in gm.graph.nodes if n.op == "get_attr"]
-    assert all(isinstance(getattr(gm, t), torch.fx.GraphModule) for t in subgraphs) and len(subgraphs) == 2
+    assert (
+        all(isinstance(getattr(gm, t), torch.fx.GraphModule) for t in subgraphs)
+        and len(subgraphs) == 2
+    )
 
 
-@pytest.mark.parametrize(("fn", "reference"), [
-    (lambda x: torch.cond(x.sum() > 0, lambda a: a, lambda a: a + 1, (x,)),
-     lambda x: (x if x.sum() > 0 else x + 1).clone()),
-    (lambda x: torch.cond(x.sum() > 0, lambda a: a.t(), lambda a: a.t() * 2, (x,)),
-     lambda x: x.t().clone() if x.sum() > 0 else x.t() * 2),
-    (lambda x: torch.cond(x.sum() > 0, lambda a: W, lambda a: a @ W, (x @ W,)),
-     lambda x: W.clone() if x.sum() > 0 else (x @ W) @ W),
-], ids=["identity_branch", "view_branch", "outside_tensor_branch"])
+@pytest.mark.parametrize(
+    ("fn", "reference"),
+    [
+        (
+            lambda x: torch.cond(x.sum() > 0, lambda a: a, lambda a: a + 1, (x,)),
+            lambda x: (x if x.sum() > 0 else x + 1).clone(),
+        ),
+        (
+            lambda x: torch.cond(x.sum() > 0, lambda a: a.t(), lambda a: a.t() * 2, (x,)),
+            lambda x: x.t().clone() if x.sum() > 0 else x.t() * 2,
+        ),
+        (
+            lambda x: torch.cond(x.sum() > 0, lambda a: W, lambda a: a @ W, (x @ W,)),
+            lambda x: W.clone() if x.sum() > 0 else (x @ W) @ W,
+        ),
+    ],
+    ids=["identity_branch", "view_branch", "outside_tensor_branch"],
+)
 def test_branch_outputs_aliasing_inputs_are_copies(fn, reference):
     """A branch returning its input, a view of it or a tensor from outside: the subgraph outputs
     a copy (the operator refuses aliasing outputs; eager torch.cond 2.13 raises on these, so the

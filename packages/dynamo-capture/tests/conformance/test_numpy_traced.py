@@ -105,7 +105,7 @@ def numpy_scalar_constant(x):
 
 def python_scalars_keep_the_array_dtype(x):
     a = x.numpy()
-    return a * 2.5 + 1, a / 3, a ** 2, a // 1, a % 1.5
+    return a * 2.5 + 1, a / 3, a**2, a // 1, a % 1.5
 
 
 def int_tensor_arithmetic(x):
@@ -138,34 +138,53 @@ def array_and_tensor_mixed(x):
 
 def reductions_with_keepdims_and_argmax(x):
     a = x.numpy()
-    return a.max(axis=1, keepdims=True), np.argmax(a, axis=0), a.argmin(), np.prod(a, axis=1), np.var(a)
+    return (
+        a.max(axis=1, keepdims=True),
+        np.argmax(a, axis=0),
+        a.argmin(),
+        np.prod(a, axis=1),
+        np.var(a),
+    )
+
 
 def cumulative_and_sorting(x):
     a = x.numpy()
     return np.cumsum(a, axis=1), np.sort(a, axis=0), np.flip(a, 0), np.diff(a, axis=1)
 
+
 def shapes_and_broadcasting(x):
     a = x.numpy()
-    return a.reshape(2, 6), np.expand_dims(a, 0).shape, np.transpose(a)[None] + a.T, np.squeeze(a[None]), np.tile(a, (2, 1))
+    return (
+        a.reshape(2, 6),
+        np.expand_dims(a, 0).shape,
+        np.transpose(a)[None] + a.T,
+        np.squeeze(a[None]),
+        np.tile(a, (2, 1)),
+    )
+
 
 def float16_and_int32(x):
     h = x.numpy().astype(np.float16)
     i = (x * 100).int().numpy()
     return h * 2, i // 7, i.astype(np.float32) / 3, (h + i).dtype
 
+
 def softmax_in_numpy(x):
     a = x.numpy()
     e = np.exp(a - a.max(axis=-1, keepdims=True))
     return e / e.sum(axis=-1, keepdims=True)
 
+
 def outer_and_einsum(x):
     a = x.numpy()
     return np.outer(a[0], a[1]), np.einsum("ij,kj->ik", a, a), np.dot(a, a.T), np.trace(a @ a.T)
+
 
 # arrays made from constants are graph nodes too (fresh each call, as in eager)
 def linspace_arange_with_arrays(x):
     a = x.numpy()
     return a * np.arange(4), a + np.linspace(0, 1, 4)
+
 
 def loop_over_rows(x):
     a = x.numpy()
@@ -258,10 +277,14 @@ class Counting:
 
 def assert_same_numpy(actual, expected, where="out"):
     """Eager numpy's result exactly: Python type, dtype, shape; values close."""
-    assert type(actual) is type(expected), f"{where}: {type(actual).__name__} != {type(expected).__name__}"
+    assert type(actual) is type(expected), (
+        f"{where}: {type(actual).__name__} != {type(expected).__name__}"
+    )
     if isinstance(expected, (np.ndarray, np.generic)):
         assert actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype} != {expected.dtype}"
-        assert np.shape(actual) == np.shape(expected), f"{where}: shape {np.shape(actual)} != {np.shape(expected)}"
+        assert np.shape(actual) == np.shape(expected), (
+            f"{where}: shape {np.shape(actual)} != {np.shape(expected)}"
+        )
         np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=where)
     elif isinstance(expected, torch.Tensor):
         torch.testing.assert_close(actual, expected, msg=lambda m: f"{where}: {m}")
@@ -274,8 +297,12 @@ def assert_same_numpy(actual, expected, where="out"):
 
 
 def _numpy_nodes(graphs) -> int:
-    return sum(1 for gm in graphs for n in gm.graph.nodes
-               if n.op == "call_function" and getattr(n.target, "__module__", "").endswith("numpy_arrays"))
+    return sum(
+        1
+        for gm in graphs
+        for n in gm.graph.nodes
+        if n.op == "call_function" and getattr(n.target, "__module__", "").endswith("numpy_arrays")
+    )
 
 
 @pytest.mark.parametrize("p", PROGRAMS, ids=[p.id for p in PROGRAMS])
@@ -288,7 +315,9 @@ def test_numpy_program(p: NumpyProgram):
         args = p.inputs()
         expected = p.fn(*[a.copy() if isinstance(a, np.ndarray) else a.clone() for a in args])
         assert_same_numpy(compiled(*args), expected, tag)
-        assert len(backend.graphs) == p.graphs, f"{tag}: {len(backend.graphs)} graphs, expected {p.graphs}"
+        assert len(backend.graphs) == p.graphs, (
+            f"{tag}: {len(backend.graphs)} graphs, expected {p.graphs}"
+        )
     if p.numpy_nodes:
         assert _numpy_nodes(backend.graphs) >= p.numpy_nodes, [gm.code for gm in backend.graphs]
 
@@ -327,6 +356,7 @@ def test_an_array_argument_returned_is_the_callers_array():
 
 def test_numpy_random_draws_on_every_call():
     """numpy.random is never run at capture time (its first numbers were every call's)."""
+
     def f(x):
         return x + torch.from_numpy(np.random.rand(3)).float(), np.random.default_rng(7).random(2)
 
@@ -360,6 +390,7 @@ def test_out_argument_runs_in_python():
 def test_an_array_made_from_constants_is_new_on_every_call():
     """np.zeros(3) made once at capture time was one array shared by every call: a call that
     wrote into it (in Python, after a break) changed what the next call started from."""
+
     def f(x):
         acc = np.zeros(3)
         acc += 1  # in place: runs in Python, on this call's array

@@ -38,7 +38,9 @@ def _signed():
 
 
 def cond_where_inside(x):
-    return torch.cond(x.mean() > 0, lambda a: torch.where(a > 0, a, a * 0.1), lambda a: a.clamp(-1, 1), (x,))
+    return torch.cond(
+        x.mean() > 0, lambda a: torch.where(a > 0, a, a * 0.1), lambda a: a.clamp(-1, 1), (x,)
+    )
 
 
 def cond_any_pred(x):
@@ -256,13 +258,16 @@ def typing_tuple_alias(x):
 
 def abc_isinstance(x, y):
     items = [x, y]
-    if isinstance(items, collections.abc.Sequence) and not isinstance(items, collections.abc.Mapping):
+    if isinstance(items, collections.abc.Sequence) and not isinstance(
+        items, collections.abc.Mapping
+    ):
         return items[0] + items[1]
     return x
 
 
-def typing_optional_default_chain(x, bias: typing.Optional[torch.Tensor] = None,
-                                  scale: typing.Union[float, int] = 2):
+def typing_optional_default_chain(
+    x, bias: typing.Optional[torch.Tensor] = None, scale: typing.Union[float, int] = 2
+):
     out = x * scale
     return out + bias if bias is not None else out
 
@@ -286,7 +291,12 @@ PROGRAMS = [
     Program(gen_reversed_list),
     Program(gen_min_over_constants),
     Program(cm_try_except_else, setup=_reset, observe=_observe),
-    Program(cm_nested_in_generator, lambda: (randn(3, 4).requires_grad_(),), setup=_reset, observe=_observe),
+    Program(
+        cm_nested_in_generator,
+        lambda: (randn(3, 4).requires_grad_(),),
+        setup=_reset,
+        observe=_observe,
+    ),
     Program(super_in_classmethod),
     Program(super_property_and_kwargs_init),
     Program(dc_classmethod_constructor),

@@ -102,7 +102,10 @@ def _idx():
 
 
 def _k_divides():
-    return (randn(12), torch.tensor(int(torch.tensor([1, 2, 3, 4, 6, 12])[torch.randint(0, 6, ())])))
+    return (
+        randn(12),
+        torch.tensor(int(torch.tensor([1, 2, 3, 4, 6, 12])[torch.randint(0, 6, ())])),
+    )
 
 
 def _two():
@@ -156,7 +159,9 @@ def test_program(program: Program) -> None:
     torch.manual_seed(0)
     for tag in ("first call", "second call", "third call"):
         _one_run(program, compiled, program.make_inputs(), {}, rtol=None, atol=None, tag=tag)
-        assert backend.calls == 1, f"{tag}: {backend.calls} graphs, expected 1 (no recompile for new values)"
+        assert backend.calls == 1, (
+            f"{tag}: {backend.calls} graphs, expected 1 (no recompile for new values)"
+        )
 
 
 def test_off_by_default_breaks_the_graph():

@@ -307,8 +307,11 @@ def se_object_tensor_replaced_then_old_returned(x):
 
 
 PROGRAMS = [
-    Program(se_object_tensor_replaced_then_old_returned, setup=_reset_box_tensor,
-            observe=lambda: BOX.tensor.shape),
+    Program(
+        se_object_tensor_replaced_then_old_returned,
+        setup=_reset_box_tensor,
+        observe=lambda: BOX.tensor.shape,
+    ),
     Program(se_global_tensor_inplace, setup=_reset_global_acc, observe=lambda: GLOBAL_ACC.clone()),
     Program(se_returns_none_after_append, setup=_reset_log, observe=lambda: list(LOG)),
     Program(se_global_list_append, setup=_reset_log, observe=lambda: list(LOG)),

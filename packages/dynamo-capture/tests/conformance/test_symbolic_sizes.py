@@ -257,7 +257,8 @@ def _run_lengths(program, graphs_after, compile_fn=None):
         actual = compiled(*inputs)
         assert_same(actual, expected, rtol=None, atol=None, where=f"length {length}")
         assert backend.calls == graphs_after[i], (
-            f"length {length}: {backend.calls} graphs, expected {graphs_after[i]}")
+            f"length {length}: {backend.calls} graphs, expected {graphs_after[i]}"
+        )
     again = make_inputs(LENGTHS[0])  # the first length hits its entry again
     assert_same(compiled(*again), fn(*again), rtol=None, atol=None, where="first length again")
     assert backend.calls == graphs_after[-1], "the first length recompiled"

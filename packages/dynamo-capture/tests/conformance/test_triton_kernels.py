@@ -16,7 +16,9 @@ import torch
 
 triton = pytest.importorskip("triton")
 if os.environ.get("TRITON_INTERPRET") != "1":
-    pytest.skip("Triton kernels run on CPU tensors only in the interpreter", allow_module_level=True)
+    pytest.skip(
+        "Triton kernels run on CPU tensors only in the interpreter", allow_module_level=True
+    )
 import triton.language as tl  # noqa: E402
 from _conformance_harness import Program, ids, randn, run_program  # noqa: E402
 
@@ -25,7 +27,11 @@ from _conformance_harness import Program, ids, randn, run_program  # noqa: E402
 def _add(x_ptr, y_ptr, out_ptr, n, BLOCK: tl.constexpr):
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
     mask = offs < n
-    tl.store(out_ptr + offs, tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask), mask=mask)
+    tl.store(
+        out_ptr + offs,
+        tl.load(x_ptr + offs, mask=mask) + tl.load(y_ptr + offs, mask=mask),
+        mask=mask,
+    )
 
 
 @triton.jit

@@ -136,7 +136,9 @@ def _parameter_list(sig: inspect.Signature, em: _Emitter) -> str:
             em.ns[f"___default_{p.name}"] = p.default
             text = f"{p.name}=___default_{p.name}"
         parts.append(text)
-        if p.kind is p.POSITIONAL_ONLY and (i + 1 == len(kinds) or kinds[i + 1] is not p.POSITIONAL_ONLY):
+        if p.kind is p.POSITIONAL_ONLY and (
+            i + 1 == len(kinds) or kinds[i + 1] is not p.POSITIONAL_ONLY
+        ):
             parts.append("/")
     return ", ".join(parts)
 
@@ -153,9 +155,15 @@ class CompiledGuards:
 
     __slots__ = ("_closure", "_f_globals", "check", "guards", "signature", "source")
 
-    def __init__(self, check: Callable[..., bool], source: str, guards: tuple[Guard, ...],
-                 signature: inspect.Signature, f_globals: dict,
-                 closure: Mapping[str, types.CellType]) -> None:
+    def __init__(
+        self,
+        check: Callable[..., bool],
+        source: str,
+        guards: tuple[Guard, ...],
+        signature: inspect.Signature,
+        f_globals: dict,
+        closure: Mapping[str, types.CellType],
+    ) -> None:
         self.check = check
         self.source = source
         self.guards = guards
@@ -306,5 +314,6 @@ class GuardSet:
         closure: Mapping[str, types.CellType] | None = None,
     ) -> CompiledGuards:
         """``compile_guards(self, ...)``."""
-        return compile_guards(self.guards, signature=signature, f_globals=f_globals, closure=closure)
-
+        return compile_guards(
+            self.guards, signature=signature, f_globals=f_globals, closure=closure
+        )

@@ -165,7 +165,11 @@ class ItemSource(Source):
 
     def __hash__(self) -> int:
         # a slice key (``t[1:]``) is unhashable before Python 3.12
-        key = (self.key.start, self.key.stop, self.key.step) if isinstance(self.key, slice) else self.key
+        key = (
+            (self.key.start, self.key.stop, self.key.step)
+            if isinstance(self.key, slice)
+            else self.key
+        )
         return hash((self.source, type(self.key), key))
 
 

@@ -67,8 +67,12 @@ def _recombine(expr: sympy.Expr) -> sympy.Expr:
             e, c = ta.args
             k = ca // c
             for j, (cb, tb) in enumerate(terms):
-                if (cb != k or not isinstance(tb, ModularIndexing) or tb.args[1] != 1
-                        or tb.args[2] != c):
+                if (
+                    cb != k
+                    or not isinstance(tb, ModularIndexing)
+                    or tb.args[1] != 1
+                    or tb.args[2] != c
+                ):
                     continue
                 diff = _linear_terms(e - tb.args[0])
                 if diff is None or any(d % c != 0 for d, _ in diff):
@@ -146,7 +150,9 @@ def _simplify(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> sy
             return out if out is not None else FloorDiv(base, div)
         if isinstance(e, ModularIndexing):
             base, div, mod = (simplify_index(a, ranges) for a in e.args)
-            if _split_div(base, div, ranges) is None and (reduced := _reduce_div(base, div, ranges)):
+            if _split_div(base, div, ranges) is None and (
+                reduced := _reduce_div(base, div, ranges)
+            ):
                 base, div = reduced
             q = _split_div(base, div, ranges)
             if q is not None and mod.is_Integer:
@@ -160,8 +166,9 @@ def _simplify(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> sy
             return ModularIndexing(base, div, mod)
         return None
 
-    out = sympy.expand(expr.replace(lambda e: isinstance(e, (FloorDiv, ModularIndexing)),
-                                    _keep(rewrite)))
+    out = sympy.expand(
+        expr.replace(lambda e: isinstance(e, (FloorDiv, ModularIndexing)), _keep(rewrite))
+    )
     merged = _recombine(_merge_quotient_remainder(out))
     # the merged FloorDiv(e, d) may simplify further (d == 1: e itself; a split of e by d)
     return out if merged == out else simplify_index(merged, ranges)
@@ -181,8 +188,9 @@ def _merge_quotient_remainder(expr: sympy.Expr) -> sympy.Expr:
                 continue
             base, div, mod = t.args
             if quotients.get((base, div * mod)) == c * mod:
-                expr = sympy.expand(expr - c * t - c * mod * FloorDiv(base, div * mod)
-                                    + c * FloorDiv(base, div))
+                expr = sympy.expand(
+                    expr - c * t - c * mod * FloorDiv(base, div * mod) + c * FloorDiv(base, div)
+                )
                 break
         else:
             return expr

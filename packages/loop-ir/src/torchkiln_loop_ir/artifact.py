@@ -52,9 +52,13 @@ def export_graph(compiled: CompiledGraph, backend: Any) -> GraphArtifact:
     scheduled = compiled.scheduled
     steps = tuple(_without_bodies(s) if isinstance(s, KernelSpec) else s for s in scheduled.steps)
     return GraphArtifact(
-        scheduled=dataclasses.replace(scheduled, steps=steps, buffers=dict(scheduled.buffers),
-                                      reuse=dict(scheduled.reuse),
-                                      size_symbols=dict(scheduled.size_symbols)),
+        scheduled=dataclasses.replace(
+            scheduled,
+            steps=steps,
+            buffers=dict(scheduled.buffers),
+            reuse=dict(scheduled.reuse),
+            size_symbols=dict(scheduled.size_symbols),
+        ),
         backend_name=str(getattr(backend, "name", "")),
         kernels=exporter(compiled.kernels) if compiled.kernels else None,
         constants=tuple(c.detach().cpu() for c in compiled.constants),
@@ -63,14 +67,17 @@ def export_graph(compiled: CompiledGraph, backend: Any) -> GraphArtifact:
     )
 
 
-def load_graph(artifact: GraphArtifact, backend: Any,
-               options: LoopIROptions | None = None) -> CompiledGraph:
+def load_graph(
+    artifact: GraphArtifact, backend: Any, options: LoopIROptions | None = None
+) -> CompiledGraph:
     """The ``CompiledGraph`` that ``artifact`` was exported from, rebuilt with ``backend``."""
     from .wrapper import load_wrapper
 
     if artifact.backend_name != str(getattr(backend, "name", "")):
-        raise NotCacheable(f"artifact of backend {artifact.backend_name!r}, "
-                           f"not {getattr(backend, 'name', backend)!r}")
+        raise NotCacheable(
+            f"artifact of backend {artifact.backend_name!r}, "
+            f"not {getattr(backend, 'name', backend)!r}"
+        )
     options = options or LoopIROptions()
     start = time.perf_counter()
     specs = [s for s in artifact.scheduled.steps if isinstance(s, KernelSpec)]
@@ -88,7 +95,12 @@ def load_graph(artifact: GraphArtifact, backend: Any,
         phase_seconds={"cache_load": time.perf_counter() - start},
         saved_extern_calls=artifact.extern_calls,
         saved_fallbacks=artifact.fallbacks,
-        constants=tuple(c.to(artifact.scheduled.buffers[name].device) for c, name in
-                        zip(artifact.constants, artifact.scheduled.inputs[-len(artifact.constants):]))
-        if artifact.constants else (),
+        constants=tuple(
+            c.to(artifact.scheduled.buffers[name].device)
+            for c, name in zip(
+                artifact.constants, artifact.scheduled.inputs[-len(artifact.constants) :]
+            )
+        )
+        if artifact.constants
+        else (),
     )

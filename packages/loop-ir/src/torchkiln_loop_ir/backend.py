@@ -187,7 +187,8 @@ class BackendCapabilities:
             warnings.warn(
                 "BackendCapabilities(indirect_store_atomic_add=...) is deprecated and ignored: "
                 "every backend implements atomic-add stores (ops.store mode='atomic_add')",
-                DeprecationWarning, stacklevel=3,
+                DeprecationWarning,
+                stacklevel=3,
             )
 
 

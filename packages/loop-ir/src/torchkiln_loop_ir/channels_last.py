@@ -51,8 +51,10 @@ from .mkldnn import (
 
 aten = torch.ops.aten
 
-_LIB.define("conv_channels_last(Tensor x, Tensor weight, int[] stride, int[] padding, "
-            "int[] dilation, int groups) -> Tensor")
+_LIB.define(
+    "conv_channels_last(Tensor x, Tensor weight, int[] stride, int[] padding, "
+    "int[] dilation, int groups) -> Tensor"
+)
 
 #: id(weight) -> (a weak reference to it, (version, data pointer), its channels-last copy); an
 #: entry goes when its tensor dies. A plain dict keyed by id, not a WeakIdKeyDictionary: that
@@ -77,15 +79,19 @@ def _weight(weight: torch.Tensor) -> torch.Tensor:
         return weight
     converted = weight.contiguous(memory_format=torch.channels_last)
     key = id(weight)
-    _WEIGHTS[key] = (weakref.ref(weight, lambda ref, key=key: _forget(key, ref)),
-                     (weight._version, weight.data_ptr()), converted)
+    _WEIGHTS[key] = (
+        weakref.ref(weight, lambda ref, key=key: _forget(key, ref)),
+        (weight._version, weight.data_ptr()),
+        converted,
+    )
     return converted
 
 
 def _conv_channels_last(x, weight, stride, padding, dilation, groups):
     x = x.contiguous(memory_format=torch.channels_last)
-    return aten.convolution.default(x, _weight(weight), None, stride, padding, dilation, False,
-                                    [0, 0], groups)
+    return aten.convolution.default(
+        x, _weight(weight), None, stride, padding, dilation, False, [0, 0], groups
+    )
 
 
 def _conv_channels_last_fake(x, weight, stride, padding, dilation, groups):
@@ -122,14 +128,19 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
     if not convs:
         return gm, ()
     if any(n.target in _STORAGE_OPS for n in gm.graph.nodes):
-        return gm, tuple(f"{c.name}: aten.convolution kept in NCHW (the graph has an as_strided "
-                         "view, whose values depend on the memory layout)" for c in convs)
+        return gm, tuple(
+            f"{c.name}: aten.convolution kept in NCHW (the graph has an as_strided "
+            "view, whose values depend on the memory layout)"
+            for c in convs
+        )
     graph = fx.Graph()
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, copies))
     if not _static_inputs(graph):
-        return gm, tuple(f"{c.name}: aten.convolution kept in NCHW (graph inputs of symbolic size)"
-                         for c in convs)
+        return gm, tuple(
+            f"{c.name}: aten.convolution kept in NCHW (graph inputs of symbolic size)"
+            for c in convs
+        )
     mode = FakeTensorMode()
     _propagate_meta(graph, mode)
     propagated = _args_of(graph)
@@ -147,10 +158,13 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
         x, w, b, stride, padding, dilation, _transposed, _output_padding, groups = conv.args
         with graph.inserting_before(conv):
             if not _val(x).is_contiguous(memory_format=torch.channels_last):
-                x = graph.call_function(aten.clone.default, (x,), {"memory_format": torch.channels_last})
+                x = graph.call_function(
+                    aten.clone.default, (x,), {"memory_format": torch.channels_last}
+                )
                 _fake_meta(x)
-            new = graph.call_function(CONV_CHANNELS_LAST, (x, w, list(stride), list(padding),
-                                                           list(dilation), groups))
+            new = graph.call_function(
+                CONV_CHANNELS_LAST, (x, w, list(stride), list(padding), list(dilation), groups)
+            )
             _fake_meta(new)
             out = new
             if b is not None:
@@ -167,8 +181,11 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
     _propagate_meta(graph, mode, since=propagated)
     _drop_redundant_channels_last_copies(graph)
     if not _keep_output_layouts(graph, output, before):
-        return gm, tuple(f"{c.name}: aten.convolution kept in NCHW (a graph output that is not "
-                         "contiguous would change layout)" for c in convs)
+        return gm, tuple(
+            f"{c.name}: aten.convolution kept in NCHW (a graph output that is not "
+            "contiguous would change layout)"
+            for c in convs
+        )
     # the module is made once the graph is final: making it writes its Python code, as
     # recompile() does (once instead of twice)
     new_gm = fx.GraphModule(gm, graph)

@@ -72,7 +72,9 @@ def cache_size_limit() -> int:
     try:
         megabytes = float(configured)
     except ValueError:
-        raise ValueError(f"TORCHKILN_CACHE_MAX_MB={configured!r} is not a number of mebibytes") from None
+        raise ValueError(
+            f"TORCHKILN_CACHE_MAX_MB={configured!r} is not a number of mebibytes"
+        ) from None
     if megabytes < 0:
         raise ValueError(f"TORCHKILN_CACHE_MAX_MB={configured!r} is negative")
     return int(megabytes * 1024**2)
@@ -116,7 +118,9 @@ def write_atomic(path: Path, data: bytes | str) -> None:
         raise
 
 
-_builds: dict[str, int] = {}  # cache directory -> builds in this process: a counter, not configuration
+_builds: dict[
+    str, int
+] = {}  # cache directory -> builds in this process: a counter, not configuration
 _builds_lock = threading.Lock()
 
 
@@ -129,8 +133,12 @@ class CodeCache:
     max_bytes: int | None = None
 
     @classmethod
-    def at(cls, kind: str, configured: str | os.PathLike[str] | None = None,
-           max_bytes: int | None = None) -> CodeCache:
+    def at(
+        cls,
+        kind: str,
+        configured: str | os.PathLike[str] | None = None,
+        max_bytes: int | None = None,
+    ) -> CodeCache:
         return cls(cache_root(configured) / kind, max_bytes)
 
     def _lock(self, key: str) -> FileLock:
@@ -159,8 +167,9 @@ class CodeCache:
             return None
         return recorded
 
-    def get_or_build(self, key: str, build: Callable[[Path], None],
-                     expect: dict[str, str] | None = None) -> Path:
+    def get_or_build(
+        self, key: str, build: Callable[[Path], None], expect: dict[str, str] | None = None
+    ) -> Path:
         """The directory of entry ``key``, verified (see ``verified``). On a miss or a damaged
         entry, ``build(tmp)`` writes the entry's files into ``tmp`` (a fresh directory next to the
         entries), under the entry's lock; the manifest is then recorded and the directory moved
@@ -211,8 +220,11 @@ class CodeCache:
                 if not child.is_dir(follow_symlinks=False):
                     continue
                 used = child.stat(follow_symlinks=False).st_mtime
-                size = sum(f.stat(follow_symlinks=False).st_size for f in os.scandir(child.path)
-                           if f.is_file(follow_symlinks=False))
+                size = sum(
+                    f.stat(follow_symlinks=False).st_size
+                    for f in os.scandir(child.path)
+                    if f.is_file(follow_symlinks=False)
+                )
             except OSError:  # removed meanwhile by another process
                 continue
             found.append((used, size, name))
@@ -232,7 +244,7 @@ class CodeCache:
                 break
             if name == keep:
                 continue
-            lock = self._lock(name[len("failed-"):] if name.startswith("failed-") else name)
+            lock = self._lock(name[len("failed-") :] if name.startswith("failed-") else name)
             try:
                 with lock.acquire(timeout=0):
                     self.discard(name)
@@ -265,11 +277,15 @@ def _touch(entry: Path) -> None:
         pass
 
 
-_modules: dict[tuple[str, str], ModuleType] = {}  # (path, sha256) -> module: a memo, not configuration
+_modules: dict[
+    tuple[str, str], ModuleType
+] = {}  # (path, sha256) -> module: a memo, not configuration
 _modules_lock = threading.Lock()
 
 
-def import_verified(path: Path, want: str, module_name: str, *, register: bool = False) -> ModuleType:
+def import_verified(
+    path: Path, want: str, module_name: str, *, register: bool = False
+) -> ModuleType:
     """Execute the Python file at ``path`` as module ``module_name``, once per process, after
     checking that its bytes have sha256 ``want`` (``CorruptCacheEntry`` if not). ``register`` puts
     the module in ``sys.modules`` (Triton's jit looks a kernel's module up there)."""
@@ -280,7 +296,9 @@ def import_verified(path: Path, want: str, module_name: str, *, register: bool =
             return module
         data = path.read_bytes()
         if digest(data) != want:
-            raise CorruptCacheEntry(f"{path} changed after it was verified (another process damaged it)")
+            raise CorruptCacheEntry(
+                f"{path} changed after it was verified (another process damaged it)"
+            )
         spec = importlib.util.spec_from_file_location(module_name, path)
         assert spec is not None
         module = importlib.util.module_from_spec(spec)
@@ -293,19 +311,31 @@ def import_verified(path: Path, want: str, module_name: str, *, register: bool =
         return module
 
 
-def source_module(cache: CodeCache, source: str, file_name: str, module_prefix: str,
-                  *, register: bool = False) -> tuple[ModuleType, Path]:
+def source_module(
+    cache: CodeCache, source: str, file_name: str, module_prefix: str, *, register: bool = False
+) -> tuple[ModuleType, Path]:
     """Generated Python ``source`` as a module, through entry ``<sha256 of source>`` holding it as
     ``file_name`` (a real file: tracebacks, ``inspect`` and Triton read it). Returns (module, path)."""
     data = source.encode()
     want = digest(data)
     key = want[:32]
-    path = cache.get_or_build(key, lambda tmp: (tmp / file_name).write_bytes(data), {file_name: want}) / file_name
+    path = (
+        cache.get_or_build(key, lambda tmp: (tmp / file_name).write_bytes(data), {file_name: want})
+        / file_name
+    )
     try:
         module = import_verified(path, want, f"{module_prefix}{key}", register=register)
-    except (CorruptCacheEntry, FileNotFoundError):  # damaged or evicted between the check and the read
+    except (
+        CorruptCacheEntry,
+        FileNotFoundError,
+    ):  # damaged or evicted between the check and the read
         cache.discard(key)
-        path = cache.get_or_build(key, lambda tmp: (tmp / file_name).write_bytes(data), {file_name: want}) / file_name
+        path = (
+            cache.get_or_build(
+                key, lambda tmp: (tmp / file_name).write_bytes(data), {file_name: want}
+            )
+            / file_name
+        )
         module = import_verified(path, want, f"{module_prefix}{key}", register=register)
     return module, path
 

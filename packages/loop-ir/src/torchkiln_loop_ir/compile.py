@@ -30,7 +30,9 @@ def _buffer_specs(graph: GraphIR) -> dict[str, BufferSpec]:
     specs: dict[str, BufferSpec] = {}
 
     def add(name, lay, offset=0):
-        specs[name] = BufferSpec(name, lay.dtype, lay.device, tuple(lay.size), tuple(lay.stride), lay.offset)
+        specs[name] = BufferSpec(
+            name, lay.dtype, lay.device, tuple(lay.size), tuple(lay.stride), lay.offset
+        )
 
     for b in graph.inputs:
         add(b.name, b.layout)
@@ -46,8 +48,9 @@ def _buffer_specs(graph: GraphIR) -> dict[str, BufferSpec]:
     return specs
 
 
-def schedule(graph: GraphIR, capabilities: BackendCapabilities,
-             options: LoopIROptions | None = None) -> ScheduledGraph:
+def schedule(
+    graph: GraphIR, capabilities: BackendCapabilities, options: LoopIROptions | None = None
+) -> ScheduledGraph:
     """Fuse the realized nodes of ``graph`` into kernels and plan its buffers."""
     options = options or LoopIROptions()
     outputs = {o.name for o in graph.outputs if isinstance(o, (Buffer, NamedView))}
@@ -66,8 +69,15 @@ def schedule(graph: GraphIR, capabilities: BackendCapabilities,
     input_names = graph.input_names or [b.name for b in graph.inputs]
     steps, reuse = plan_memory(steps, buffers, input_names, outputs, options.reuse_buffers)
     out_names = tuple(o.name if isinstance(o, (Buffer, NamedView)) else o for o in graph.outputs)
-    return ScheduledGraph(tuple(input_names), dict(graph.size_symbols), buffers, tuple(steps), out_names,
-                          reuse, tuple(sched.decisions))
+    return ScheduledGraph(
+        tuple(input_names),
+        dict(graph.size_symbols),
+        buffers,
+        tuple(steps),
+        out_names,
+        reuse,
+        tuple(sched.decisions),
+    )
 
 
 @dataclass
@@ -139,8 +149,12 @@ class CompiledGraph:
         return "\n".join(map(str, records)) if records else "(no fusion candidates)"
 
 
-def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backend: Backend,
-                  options: LoopIROptions | None = None) -> CompiledGraph:
+def compile_graph(
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    backend: Backend,
+    options: LoopIROptions | None = None,
+) -> CompiledGraph:
     """Compile an ATen graph (contract C2's ``aten_gm``) with ``backend`` (contract C3)."""
     from .wrapper import load_wrapper
 
@@ -174,8 +188,9 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
         gm, more = use_mkldnn_linears(gm, options.mkldnn_linear)
         linear_log += more
     device_type = getattr(backend, "device_type", None)
-    if options.channels_last == "always" or (options.channels_last == "auto" and device_type == "cuda"
-                                             and inference_meta):
+    if options.channels_last == "always" or (
+        options.channels_last == "auto" and device_type == "cuda" and inference_meta
+    ):
         from .channels_last import use_channels_last
 
         gm, more = use_channels_last(gm)
@@ -194,13 +209,23 @@ def compile_graph(gm: torch.fx.GraphModule, example_inputs: Sequence[Any], backe
     lap("codegen")
     call, source, path = load_wrapper(scheduled, kernels, options.cache_dir)
     lap("wrapper")
-    return CompiledGraph(graph_ir, scheduled, kernels, source, path, call, phases,
-                         constants=tuple(constants), convolution_log=convolution_log,
-                         linear_log=linear_log)
+    return CompiledGraph(
+        graph_ir,
+        scheduled,
+        kernels,
+        source,
+        path,
+        call,
+        phases,
+        constants=tuple(constants),
+        convolution_log=convolution_log,
+        linear_log=linear_log,
+    )
 
 
-def lift_constants(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
-                   ) -> tuple[torch.fx.GraphModule, list[Any], list[torch.Tensor]]:
+def lift_constants(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
+) -> tuple[torch.fx.GraphModule, list[Any], list[torch.Tensor]]:
     """Tensor constants of ``gm`` as trailing inputs: ``(gm', inputs + constants, constants)``.
 
     make_fx keeps a tensor the traced function built from data (``torch.tensor([1., 2.])``) as a
@@ -209,8 +234,11 @@ def lift_constants(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     ``gm`` itself is left unchanged (a copy of its graph is rewritten). Other ``get_attr`` nodes
     (submodules) are kept, and lowering declines them.
     """
-    attrs = [n for n in gm.graph.nodes if n.op == "get_attr"
-             and isinstance(_attr(gm, n.target), torch.Tensor)]
+    attrs = [
+        n
+        for n in gm.graph.nodes
+        if n.op == "get_attr" and isinstance(_attr(gm, n.target), torch.Tensor)
+    ]
     if not attrs:
         return gm, list(example_inputs), []
     graph = torch.fx.Graph()
@@ -221,7 +249,7 @@ def lift_constants(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]
     for node in attrs:
         value = _attr(gm, node.target)
         anchor = last[-1] if last else next(iter(graph.nodes))
-        with (graph.inserting_after(anchor) if last else graph.inserting_before(anchor)):
+        with graph.inserting_after(anchor) if last else graph.inserting_before(anchor):
             ph = graph.placeholder(f"constant_{node.target.replace('.', '_')}")
         ph.meta = dict(copies[node].meta)
         ph.meta.setdefault("val", value)

@@ -18,27 +18,84 @@ aten = torch.ops.aten
 
 # Composite ops decomposed into ops we lower (those absent from a torch version are skipped).
 _EXTRA = [
-    "_softmax", "_log_softmax", "native_layer_norm", "native_batch_norm",
-    "_native_batch_norm_legit", "_native_batch_norm_legit_no_training",
-    "_native_batch_norm_legit_functional", "rms_norm", "_fused_rms_norm", "native_group_norm",
-    "gelu", "silu", "mish", "hardswish", "hardsigmoid", "hardtanh", "elu", "leaky_relu",
-    "softplus", "logsumexp", "addcmul", "addcdiv", "lerp", "_softmax_backward_data",
-    "_log_softmax_backward_data", "gelu_backward", "silu_backward", "native_layer_norm_backward",
-    "threshold_backward", "sigmoid_backward", "tanh_backward", "native_dropout_backward",
-    "nll_loss_forward", "nll_loss_backward", "linalg_vector_norm", "clamp_min", "clamp_max",
+    "_softmax",
+    "_log_softmax",
+    "native_layer_norm",
+    "native_batch_norm",
+    "_native_batch_norm_legit",
+    "_native_batch_norm_legit_no_training",
+    "_native_batch_norm_legit_functional",
+    "rms_norm",
+    "_fused_rms_norm",
+    "native_group_norm",
+    "gelu",
+    "silu",
+    "mish",
+    "hardswish",
+    "hardsigmoid",
+    "hardtanh",
+    "elu",
+    "leaky_relu",
+    "softplus",
+    "logsumexp",
+    "addcmul",
+    "addcdiv",
+    "lerp",
+    "_softmax_backward_data",
+    "_log_softmax_backward_data",
+    "gelu_backward",
+    "silu_backward",
+    "native_layer_norm_backward",
+    "threshold_backward",
+    "sigmoid_backward",
+    "tanh_backward",
+    "native_dropout_backward",
+    "nll_loss_forward",
+    "nll_loss_backward",
+    "linalg_vector_norm",
+    "clamp_min",
+    "clamp_max",
 ]
 
 # Kept whole: extern kernels, and ops we lower directly (their decompositions are slower or
 # produce ops we would fall back on).
 _KEEP = [
-    "mm", "bmm", "addmm", "baddbmm", "convolution", "_scaled_dot_product_flash_attention",
-    "_scaled_dot_product_efficient_attention", "_scaled_dot_product_flash_attention_for_cpu",
-    "_scaled_dot_product_cudnn_attention", "cumsum", "convolution_backward",
-    "max_pool2d_with_indices_backward", "avg_pool2d", "avg_pool2d_backward",
-    "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
-    "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_cudnn_attention_backward",
-    "embedding", "var_mean", "var", "std", "amax", "amin", "argmax", "argmin", "clamp", "where",
-    "index_select", "gather", "cat", "split", "split_with_sizes", "unbind", "expand", "permute",
+    "mm",
+    "bmm",
+    "addmm",
+    "baddbmm",
+    "convolution",
+    "_scaled_dot_product_flash_attention",
+    "_scaled_dot_product_efficient_attention",
+    "_scaled_dot_product_flash_attention_for_cpu",
+    "_scaled_dot_product_cudnn_attention",
+    "cumsum",
+    "convolution_backward",
+    "max_pool2d_with_indices_backward",
+    "avg_pool2d",
+    "avg_pool2d_backward",
+    "_scaled_dot_product_flash_attention_backward",
+    "_scaled_dot_product_efficient_attention_backward",
+    "_scaled_dot_product_flash_attention_for_cpu_backward",
+    "_scaled_dot_product_cudnn_attention_backward",
+    "embedding",
+    "var_mean",
+    "var",
+    "std",
+    "amax",
+    "amin",
+    "argmax",
+    "argmin",
+    "clamp",
+    "where",
+    "index_select",
+    "gather",
+    "cat",
+    "split",
+    "split_with_sizes",
+    "unbind",
+    "expand",
+    "permute",
 ]
 
 
@@ -51,7 +108,9 @@ def _packets(names: Iterable[str]) -> list[Any]:
     return out
 
 
-def decompositions(extra: Iterable[Any] = (), keep: Iterable[Any] = ()) -> dict[Any, Callable[..., Any]]:
+def decompositions(
+    extra: Iterable[Any] = (), keep: Iterable[Any] = ()
+) -> dict[Any, Callable[..., Any]]:
     """The table ``{OpOverload: decomposition}`` to trace with (``make_fx(decomposition_table=...)``).
 
     ``extra``: more ops (packets or overloads) to decompose; ``keep``: more ops not to decompose.

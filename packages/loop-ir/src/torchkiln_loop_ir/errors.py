@@ -36,5 +36,7 @@ class CodegenError(LoopIRError):
         if path:
             full += f"\n  generated source: {path}"
         if tool_output:
-            full += "\n  compiler said:\n" + "\n".join("    " + ln for ln in tool_output.splitlines())
+            full += "\n  compiler said:\n" + "\n".join(
+                "    " + ln for ln in tool_output.splitlines()
+            )
         super().__init__(full)

@@ -46,13 +46,21 @@ _TORCH_MOD = ("PythonMod", "Mod")
 def from_torch_sympy(expr: sympy.Expr) -> sympy.Expr:
     """Replace torch's FloorDiv/CleanDiv and PythonMod/Mod (sizes: non-negative) by loop-ir's
     FloorDiv and ModularIndexing."""
+
     def is_torch(e) -> bool:
-        return isinstance(e, sympy.Function) and type(e).__module__.startswith("torch") \
+        return (
+            isinstance(e, sympy.Function)
+            and type(e).__module__.startswith("torch")
             and type(e).__name__ in (*_TORCH_DIV, *_TORCH_MOD)
+        )
 
     def ours(e):
         a, b = e.args
-        return FloorDiv(a, b) if type(e).__name__ in _TORCH_DIV else ModularIndexing(a, sympy.Integer(1), b)
+        return (
+            FloorDiv(a, b)
+            if type(e).__name__ in _TORCH_DIV
+            else ModularIndexing(a, sympy.Integer(1), b)
+        )
 
     return expr.replace(is_torch, ours) if expr.has(sympy.Function) else expr
 
@@ -170,19 +178,29 @@ class LoweringContext:
     def reduction(self, red: Reduction) -> ComputedBuffer:
         return self.graph.realize_reduction(red, self.node)
 
-    def extern(self, op: Any, args: Sequence[Any], kwargs: dict, *, kind: str = "extern",
-               reason: str = "", fx_args: tuple | None = None) -> Any:
+    def extern(
+        self,
+        op: Any,
+        args: Sequence[Any],
+        kwargs: dict,
+        *,
+        kind: str = "extern",
+        reason: str = "",
+        fx_args: tuple | None = None,
+    ) -> Any:
         """``op`` called on ``args``; ``fx_args`` are the FX arguments matching them (the
         node's own by default), whose traced strides the IR arguments are realized with."""
-        return self.graph.extern(op, tuple(args), kwargs, self.node, kind=kind, reason=reason,
-                                 fx_args=fx_args)
+        return self.graph.extern(
+            op, tuple(args), kwargs, self.node, kind=kind, reason=reason, fx_args=fx_args
+        )
 
 
 class GraphLowering:
     """Walks an ATen graph and builds its ``GraphIR``."""
 
-    def __init__(self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-                 options: LoopIROptions) -> None:
+    def __init__(
+        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: LoopIROptions
+    ) -> None:
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.options = options
@@ -192,13 +210,18 @@ class GraphLowering:
         #: symbols bound by an extern call's scalar result (``.item()``), not by an input
         self.scalar_symbols: set[sympy.Symbol] = set()
         # (input position, "size"/"stride"/"value", dim, expression) of every input size/stride
-        self._symbol_sites: list[tuple[int, Literal["size", "stride", "value"], int, sympy.Expr]] = []
+        self._symbol_sites: list[
+            tuple[int, Literal["size", "stride", "value"], int, sympy.Expr]
+        ] = []
         self.fallbacks: list[str] = []
         self.extern_calls: list[str] = []
         self._count = 0
         self._seeds: tuple[str, torch.device] | None = None  # the seed buffer of random ops
         self._num_seeds = 0
-        self._counted: tuple[Any, tuple[int, int]] = (None, (0, 0))  # the last Pointwise and its counts
+        self._counted: tuple[Any, tuple[int, int]] = (
+            None,
+            (0, 0),
+        )  # the last Pointwise and its counts
         self.kept: list[str] = []  # buffers of unused nodes, computed for their checks
 
     def next_seed(self, device: torch.device) -> tuple[str, int]:
@@ -213,11 +236,20 @@ class GraphLowering:
         assert self._seeds is not None  # called only once a random op asked for seeds
         name, device = self._seeds
         n = self._num_seeds
-        out = Buffer(name, FixedLayout(device, torch.int64, (sympy.Integer(n),), (sympy.Integer(1),)))
+        out = Buffer(
+            name, FixedLayout(device, torch.int64, (sympy.Integer(n),), (sympy.Integer(1),))
+        )
         spec = pytree.tree_flatten(torch.empty(0))[1]
-        ek = ExternKernel(torch.ops.aten.randint.low, (0, 2**31 - 1, [n]),
-                          {"dtype": torch.int64, "device": device}, (out,), spec, kind="extern",
-                          reason="per-call seeds of the random ops", origin="seeds")
+        ek = ExternKernel(
+            torch.ops.aten.randint.low,
+            (0, 2**31 - 1, [n]),
+            {"dtype": torch.int64, "device": device},
+            (out,),
+            spec,
+            kind="extern",
+            reason="per-call seeds of the random ops",
+            origin="seeds",
+        )
         self.nodes.insert(0, ek)
         self.extern_calls.insert(0, "aten.randint.low")
 
@@ -236,27 +268,48 @@ class GraphLowering:
             if isinstance(val, (tuple, list)):
                 # one result of a multi-output op (max-pool's values): the meta value of the
                 # same size and dtype gives its strides (channels-last stays channels-last)
-                val = next((v for v in val if isinstance(v, torch.Tensor)
-                            and tuple(to_expr(s) for s in v.shape) == value.ranges
-                            and v.dtype == value.dtype), None)
-            if (isinstance(val, torch.Tensor) and tuple(to_expr(s) for s in val.shape) == value.ranges
-                    and val.dtype == value.dtype):
+                val = next(
+                    (
+                        v
+                        for v in val
+                        if isinstance(v, torch.Tensor)
+                        and tuple(to_expr(s) for s in v.shape) == value.ranges
+                        and v.dtype == value.dtype
+                    ),
+                    None,
+                )
+            if (
+                isinstance(val, torch.Tensor)
+                and tuple(to_expr(s) for s in val.shape) == value.ranges
+                and val.dtype == value.dtype
+            ):
                 layout = layout_of(val)
             else:
-                layout = FixedLayout(value.device, value.dtype, value.ranges, contiguous_strides(value.ranges))
-            buf = ComputedBuffer(self.new_name(), layout, data=value, reason=reason,
-                                 origin=node.name if node is not None else "")
+                layout = FixedLayout(
+                    value.device, value.dtype, value.ranges, contiguous_strides(value.ranges)
+                )
+            buf = ComputedBuffer(
+                self.new_name(),
+                layout,
+                data=value,
+                reason=reason,
+                origin=node.name if node is not None else "",
+            )
             self.nodes.append(buf)
             return buf
         raise TypeError(f"cannot realize {type(value).__name__}")
 
     def realize_reduction(self, red: Reduction, node: torch.fx.Node) -> ComputedBuffer:
         layout = FixedLayout(red.device, red.dtype, red.ranges, contiguous_strides(red.ranges))
-        buf = ComputedBuffer(self.new_name(), layout, data=red, reason="reduction", origin=node.name)
+        buf = ComputedBuffer(
+            self.new_name(), layout, data=red, reason="reduction", origin=node.name
+        )
         self.nodes.append(buf)
         return buf
 
-    def named(self, value: Any, reason: str, node: torch.fx.Node | None = None) -> Buffer | NamedView:
+    def named(
+        self, value: Any, reason: str, node: torch.fx.Node | None = None
+    ) -> Buffer | NamedView:
         """A realized value with a name of its own (views of buffers get a ``NamedView``)."""
         value = self.realize(value, reason, node)
         if isinstance(value, ReinterpretView):
@@ -267,8 +320,17 @@ class GraphLowering:
             return nv
         return value
 
-    def extern(self, op: Any, args: tuple, kwargs: dict, node: torch.fx.Node, *, kind: str,
-               reason: str, fx_args: tuple | None = None) -> Any:
+    def extern(
+        self,
+        op: Any,
+        args: tuple,
+        kwargs: dict,
+        node: torch.fx.Node,
+        *,
+        kind: str,
+        reason: str,
+        fx_args: tuple | None = None,
+    ) -> Any:
         # Realize each IR argument with the strides eager gave it at trace time (its FX node's
         # meta): ATen kernels choose their result strides from their inputs' strides.
         fx_leaves = pytree.tree_leaves(fx_args if fx_args is not None else (node.args, node.kwargs))
@@ -277,8 +339,9 @@ class GraphLowering:
 
         def leaf(x, fx):
             if isinstance(x, IRNode):
-                return self.named(x, f"input of {kind} kernel {op}",
-                                  fx if isinstance(fx, torch.fx.Node) else None)
+                return self.named(
+                    x, f"input of {kind} kernel {op}", fx if isinstance(fx, torch.fx.Node) else None
+                )
             return x
 
         args, kwargs = pytree.tree_unflatten([leaf(x, fx) for x, fx in zip(leaves, fx_of)], spec)
@@ -291,12 +354,27 @@ class GraphLowering:
             else:
                 outputs.append(None)
         # a scalar result that is a fresh size symbol (``.item()``: u0) is bound by this call
-        scalars = tuple(str(to_expr(v)) if o is None and isinstance(v, torch.SymInt)
-                        and isinstance(to_expr(v), sympy.Symbol) and to_expr(v) not in self.size_symbols
-                        else "" for o, v in zip(outputs, flat))
+        scalars = tuple(
+            str(to_expr(v))
+            if o is None
+            and isinstance(v, torch.SymInt)
+            and isinstance(to_expr(v), sympy.Symbol)
+            and to_expr(v) not in self.size_symbols
+            else ""
+            for o, v in zip(outputs, flat)
+        )
         self.scalar_symbols.update(sympy.Symbol(s, integer=True) for s in scalars if s)
-        ek = ExternKernel(op, args, kwargs, tuple(outputs), spec, kind=kind, reason=reason,
-                          origin=node.name, scalars=scalars if any(scalars) else ())
+        ek = ExternKernel(
+            op,
+            args,
+            kwargs,
+            tuple(outputs),
+            spec,
+            kind=kind,
+            reason=reason,
+            origin=node.name,
+            scalars=scalars if any(scalars) else (),
+        )
         self.nodes.append(ek)
         (self.extern_calls if kind == "extern" else self.fallbacks).append(_op_name(op))
         result = [b if b is not None else v for b, v in zip(outputs, flat)]
@@ -325,20 +403,29 @@ class GraphLowering:
                 # a control-flow operator's branch or body: a constant argument of its extern call
                 env[n] = sub
                 continue
-            args, kwargs = pytree.tree_map(lambda a: env[a] if isinstance(a, torch.fx.Node) else a,
-                                           (n.args, n.kwargs))
+            args, kwargs = pytree.tree_map(
+                lambda a: env[a] if isinstance(a, torch.fx.Node) else a, (n.args, n.kwargs)
+            )
             if n.target is operator.getitem:
                 env[n] = args[0][args[1]]
                 continue
             val = n.meta.get("val")
-            if isinstance(val, torch.SymFloat) or n.target is aten_local_scalar_dense and \
-                    not isinstance(val, torch.SymInt):
+            if (
+                isinstance(val, torch.SymFloat)
+                or n.target is aten_local_scalar_dense
+                and not isinstance(val, torch.SymInt)
+            ):
                 # kernels take integer sizes only: a float (or bool) read from a tensor at run time
                 # has no place to live; refused here (the graph runs eagerly), never left unbound
-                raise Unlowerable(f"a {type(val).__name__} value computed at run time (.item() of a "
-                                  "float or bool tensor): kernels take integer sizes only")
+                raise Unlowerable(
+                    f"a {type(val).__name__} value computed at run time (.item() of a "
+                    "float or bool tensor): kernels take integer sizes only"
+                )
             known = set(self.size_symbols) | self.scalar_symbols
-            if isinstance(val, torch.SymBool) and sympy.sympify(val.node.expr).free_symbols <= known:
+            if (
+                isinstance(val, torch.SymBool)
+                and sympy.sympify(val.node.expr).free_symbols <= known
+            ):
                 # a condition on sizes (torch._check's argument): read by _assert_scalar's lowering
                 env[n] = sympy.sympify(val.node.expr)
                 continue
@@ -353,17 +440,27 @@ class GraphLowering:
                 self._keep_unused(n, env[n])
         if self._seeds is not None:
             self._seed_step()
-        return GraphIR(self.inputs, self.size_symbols, self.nodes, outputs,
-                       self.fallbacks, self.extern_calls, [n.name for n in placeholders],
-                       self.kept)
+        return GraphIR(
+            self.inputs,
+            self.size_symbols,
+            self.nodes,
+            outputs,
+            self.fallbacks,
+            self.extern_calls,
+            [n.name for n in placeholders],
+            self.kept,
+        )
 
     def _keep_unused(self, n: torch.fx.Node, value: Any) -> None:
         """Compute a node nobody reads: the graph's producer kept it for the error it raises
         (an out-of-range index: aot-partition's dead-code rule), which its kernel checks."""
         if isinstance(value, Pointwise):
             value = self.realize(value, "unused, computed for its checks", n)
-        leaves = [v for v in pytree.tree_leaves(value) if isinstance(v, Buffer)
-                  and not isinstance(v, InputBuffer)]
+        leaves = [
+            v
+            for v in pytree.tree_leaves(value)
+            if isinstance(v, Buffer) and not isinstance(v, InputBuffer)
+        ]
         self.kept += [b.name for b in leaves]
 
     def _lower_node(self, n: torch.fx.Node, args, kwargs, lowerings) -> Any:
@@ -374,8 +471,13 @@ class GraphLowering:
             fn = lowerings.get(n.target.overloadpacket)
         if fn is not None and self.options.fallback_random and _draws_random(n.target):
             # eager's kernel on eager's generator, in graph order: eager's numbers and state
-            return ctx.extern(n.target, args, kwargs, kind="extern",
-                              reason="fallback_random: a random op runs as ATen, drawing as eager does")
+            return ctx.extern(
+                n.target,
+                args,
+                kwargs,
+                kind="extern",
+                reason="fallback_random: a random op runs as ATen, drawing as eager does",
+            )
         if fn is not None:
             mark = len(self.nodes)
             marks = (len(self.fallbacks), len(self.extern_calls))
@@ -390,7 +492,7 @@ class GraphLowering:
             except Exception as e:  # noqa: BLE001 - a lowering bug must not break the user's program: use ATen
                 reason = f"lowering failed: {type(e).__name__}: {e}"
             del self.nodes[mark:]  # drop anything the abandoned lowering realized
-            del self.fallbacks[marks[0]:], self.extern_calls[marks[1]:]
+            del self.fallbacks[marks[0] :], self.extern_calls[marks[1] :]
             return ctx.extern(n.target, args, kwargs, kind="fallback", reason=reason)
         if _is_custom_op(n.target):
             # a user's operator (torch.library): its own kernel is the implementation, so it is a
@@ -451,7 +553,9 @@ class GraphLowering:
         if reads > self.options.inline_max_reads:
             return self.realize(value, f"too many reads to inline ({reads})", n)
         if users > 1 and (reads > 1 or ops > 4):
-            return self.realize(value, f"reused by {users} consumers and expensive ({reads} reads, {ops} ops)", n)
+            return self.realize(
+                value, f"reused by {users} consumers and expensive ({reads} reads, {ops} ops)", n
+            )
         return value
 
     def _outputs(self, n: torch.fx.Node, env) -> list[Any]:
@@ -473,8 +577,15 @@ def _draws_random(op: Any) -> bool:
 def _is_custom_op(op: Any) -> bool:
     """An operator of a namespace other than torch's own (aten, prims, ...): a torch.library op."""
     namespace = getattr(op, "namespace", None)
-    return isinstance(op, torch._ops.OpOverload) and namespace not in (None, "aten", "prims", "_c10d_functional",
-                                                                     "c10d_functional", "rngprims", "quantized")
+    return isinstance(op, torch._ops.OpOverload) and namespace not in (
+        None,
+        "aten",
+        "prims",
+        "_c10d_functional",
+        "c10d_functional",
+        "rngprims",
+        "quantized",
+    )
 
 
 def _op_name(op: Any) -> str:
@@ -497,8 +608,9 @@ def _solve_for(expr: sympy.Expr, sym: sympy.Symbol, read: sympy.Symbol) -> sympy
     return solutions[0]
 
 
-def lower(gm: torch.fx.GraphModule, example_inputs: Sequence[Any],
-          options: LoopIROptions | None = None) -> GraphIR:
+def lower(
+    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: LoopIROptions | None = None
+) -> GraphIR:
     """Lower an ATen graph (contract C2's ``aten_gm``) to the loop IR."""
     return GraphLowering(gm, example_inputs, options or LoopIROptions()).run()
 

@@ -101,6 +101,10 @@ def missing_ops(cls: type) -> list[str]:
     for klass in cls.__mro__:
         if klass in (DefaultHandler, OpsHandler) or klass is object:
             continue
-        defined.update(n for n, v in vars(klass).items() if callable(v) or isinstance(v, staticmethod))
-    by_default: frozenset[str] = getattr(cls, "default_ops", frozenset()) if issubclass(cls, DefaultHandler) else frozenset()
+        defined.update(
+            n for n, v in vars(klass).items() if callable(v) or isinstance(v, staticmethod)
+        )
+    by_default: frozenset[str] = (
+        getattr(cls, "default_ops", frozenset()) if issubclass(cls, DefaultHandler) else frozenset()
+    )
     return sorted(ALL_OPS - defined - by_default)

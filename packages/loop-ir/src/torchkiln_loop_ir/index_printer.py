@@ -33,7 +33,9 @@ import sympy
 from .errors import CodegenError
 from .indexing import FloorDiv, ModularIndexing
 
-_METHODS: dict[tuple[type, type], Callable[[IndexPrinter, Any], str]] = {}  # a memo, not configuration
+_METHODS: dict[
+    tuple[type, type], Callable[[IndexPrinter, Any], str]
+] = {}  # a memo, not configuration
 
 
 @functools.lru_cache(maxsize=4096)
@@ -84,8 +86,14 @@ class IndexPrinter:
         cls = type(expr)
         method = _METHODS.get((type(self), cls))
         if method is None:
-            method = next((m for c in cls.__mro__ if (m := getattr(type(self), f"_print_{c.__name__}", None))),
-                          type(self).unknown)
+            method = next(
+                (
+                    m
+                    for c in cls.__mro__
+                    if (m := getattr(type(self), f"_print_{c.__name__}", None))
+                ),
+                type(self).unknown,
+            )
             _METHODS[(type(self), cls)] = method
         return method(self, expr)
 
@@ -124,7 +132,9 @@ class IndexPrinter:
     # ---- the shared semantics ----------------------------------------------------------------
 
     def unknown(self, expr: object) -> str:
-        raise self.error(f"cannot print index expression {expr} ({type(expr).__name__}) for {self.target}")
+        raise self.error(
+            f"cannot print index expression {expr} ({type(expr).__name__}) for {self.target}"
+        )
 
     def _print_Integer(self, e: sympy.Integer) -> str:
         return self.integer(int(e))
@@ -157,8 +167,9 @@ class IndexPrinter:
         if self.native_floor or nonnegative(a):
             return self.div(pa, pb)
         # a < 0 and b > 0: floor(a / b) == trunc((a - (b - 1)) / b)
-        return self.select(f"({pa} < {self.integer(0)})", self.div(self._print(a - b + 1), pb),
-                           self.div(pa, pb))
+        return self.select(
+            f"({pa} < {self.integer(0)})", self.div(self._print(a - b + 1), pb), self.div(pa, pb)
+        )
 
     def floormod(self, a: sympy.Expr, m: sympy.Expr, printed_a: str | None = None) -> str:
         """``a`` modulo the positive ``m``, with the sign of ``m`` (Python's ``%``);

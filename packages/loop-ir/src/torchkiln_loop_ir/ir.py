@@ -60,7 +60,9 @@ def product(values: Sequence[sympy.Expr]) -> sympy.Expr:
 # a pure function of its arguments (the index values' types too: an int and a sympy Integer hash
 # alike but build different sums), so it is kept.
 @functools.lru_cache(maxsize=1 << 16)
-def _flat_index(offset: sympy.Expr, size: tuple, stride: tuple, index: tuple, types: tuple) -> sympy.Expr:
+def _flat_index(
+    offset: sympy.Expr, size: tuple, stride: tuple, index: tuple, types: tuple
+) -> sympy.Expr:
     out = offset
     for i, sz, st in zip(index, size, stride):
         if sz != 1:
@@ -82,8 +84,9 @@ class FixedLayout:
         assert len(index) == len(self.size), (index, self.size)
         index = tuple(index)
         try:
-            return _flat_index(self.offset, tuple(self.size), tuple(self.stride), index,
-                               tuple(map(type, index)))
+            return _flat_index(
+                self.offset, tuple(self.size), tuple(self.stride), index, tuple(map(type, index))
+            )
         except TypeError:  # an index value that cannot be hashed: nothing to remember it by
             return _flat_index.__wrapped__(self.offset, self.size, self.stride, index, ())
 
@@ -299,7 +302,9 @@ class ComputedBuffer(Buffer):
                 red_dtype = compute_dtype(data.dtype)
                 if data.reduction_type in ("argmax", "argmin"):
                     red_dtype = torch.int64
-                result = ops.reduction(red_dtype, compute_dtype(data.src_dtype), data.reduction_type, value)
+                result = ops.reduction(
+                    red_dtype, compute_dtype(data.src_dtype), data.reduction_type, value
+                )
                 if data.output_index is not None:
                     result = result[data.output_index]
                 ops.store_reduction(name, layout.index(index), _out(result))

@@ -69,8 +69,13 @@ def _node_body(p: PlannedNode, xranges: Sequence[sympy.Expr], rranges: Sequence[
     return body
 
 
-def kernel_spec(name: str, group: FusedGroup, plan: GroupPlan, buffers: Mapping[str, BufferSpec],
-                needed_outside: set[str]) -> KernelSpec:
+def kernel_spec(
+    name: str,
+    group: FusedGroup,
+    plan: GroupPlan,
+    buffers: Mapping[str, BufferSpec],
+    needed_outside: set[str],
+) -> KernelSpec:
     """The KernelSpec of a legal group; ``needed_outside`` are buffers read after the kernel."""
     stages = []
     reads: list[str] = []
@@ -79,7 +84,14 @@ def kernel_spec(name: str, group: FusedGroup, plan: GroupPlan, buffers: Mapping[
     for kind, planned in plan.stages:
         nodes = []
         for p in planned:
-            nodes.append(KernelNode(p.node.name, _node_body(p, plan.xranges, plan.rranges), p.node.is_reduction, p.node.buf.origin))
+            nodes.append(
+                KernelNode(
+                    p.node.name,
+                    _node_body(p, plan.xranges, plan.rranges),
+                    p.node.is_reduction,
+                    p.node.buf.origin,
+                )
+            )
             for d in p.reads:
                 if d.name not in writes and d.name not in reads:
                     reads.append(d.name)
@@ -101,8 +113,17 @@ def kernel_spec(name: str, group: FusedGroup, plan: GroupPlan, buffers: Mapping[
     unique = {sympy.sympify(e) for e in exprs}
     free = set().union(*(e.free_symbols for e in unique if not e.is_number))
     size_args = tuple(sorted((s for s in free if not _is_index_var(s)), key=lambda s: s.name))
-    return KernelSpec(name, plan.xranges, plan.rranges, tuple(stages), used, tuple(reads), outputs,
-                      local, size_args)
+    return KernelSpec(
+        name,
+        plan.xranges,
+        plan.rranges,
+        tuple(stages),
+        used,
+        tuple(reads),
+        outputs,
+        local,
+        size_args,
+    )
 
 
 def _ref(x: Any) -> Any:
@@ -119,12 +140,17 @@ def extern_step(node: ExternNode) -> ExternCall | View:
     assert isinstance(ir, ExternKernel)
     args, kwargs = pytree.tree_map(_ref, (ir.args, ir.kwargs))
     outs = tuple(b.name if b is not None else "" for b in ir.outputs)
-    return ExternCall(ir.op, tuple(args), dict(kwargs), outs, kind=ir.kind, reason=ir.reason,
-                      scalars=ir.scalars)
+    return ExternCall(
+        ir.op, tuple(args), dict(kwargs), outs, kind=ir.kind, reason=ir.reason, scalars=ir.scalars
+    )
 
 
-def steps_for(groups: Sequence[FusedGroup], plans: Mapping[int, GroupPlan], buffers: Mapping[str, BufferSpec],
-              graph_outputs: set[str]) -> list[Any]:
+def steps_for(
+    groups: Sequence[FusedGroup],
+    plans: Mapping[int, GroupPlan],
+    buffers: Mapping[str, BufferSpec],
+    graph_outputs: set[str],
+) -> list[Any]:
     """Steps in order; a kernel's outputs are the buffers read by a later step or returned."""
     last_read: dict[str, int] = {}  # buffer -> index of the last group reading it
     for i, g in enumerate(groups):

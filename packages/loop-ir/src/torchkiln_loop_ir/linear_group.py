@@ -53,8 +53,9 @@ _LIB.define("linear_group(Tensor x, Tensor[] weights, Tensor[] biases, bool oned
 _CONCATENATED: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
 
-def _concatenated(weights: list[torch.Tensor], biases: list[torch.Tensor]
-                  ) -> tuple[torch.Tensor, torch.Tensor | None]:
+def _concatenated(
+    weights: list[torch.Tensor], biases: list[torch.Tensor]
+) -> tuple[torch.Tensor, torch.Tensor | None]:
     """The group's (sum of out, in) weight and its bias, rebuilt when any source changed."""
     key = tuple((id(t), t._version, t.data_ptr()) for t in (*weights, *biases))
     hit = _CONCATENATED.get(weights[0])
@@ -109,7 +110,9 @@ def _groups(graph: fx.Graph, placeholders: set[fx.Node]) -> list[list[tuple[fx.N
     return [g for g in by_input.values() if len(g) > 1]
 
 
-def group_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.GraphModule, tuple[str, ...]]:
+def group_linears(
+    gm: fx.GraphModule, mode: str = "measure"
+) -> tuple[fx.GraphModule, tuple[str, ...]]:
     """A copy of ``gm`` whose linear layers of a shared input run as one GEMM each set, and the
     log (one line per set). ``mode`` is ``mkldnn_linear``'s: whether the grouped GEMM may be
     oneDNN's ("measure": where timing says it is faster, "always", "never")."""
@@ -136,12 +139,20 @@ def group_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.GraphMo
         n = sum(widths)
         has_bias = group[0][2] is not None
         flops = 2 * m * k * n
-        onednn = mode != "never" and mkldnn_available() and (
-            mode == "always" or flops > _MEASURE_MAX_FLOPS
-            or (flops >= _MEASURE_MIN_FLOPS and _measured(m, k, n, has_bias, "none")[0]))
+        onednn = (
+            mode != "never"
+            and mkldnn_available()
+            and (
+                mode == "always"
+                or flops > _MEASURE_MAX_FLOPS
+                or (flops >= _MEASURE_MIN_FLOPS and _measured(m, k, n, has_bias, "none")[0])
+            )
+        )
         with graph.inserting_before(first):
-            new = graph.call_function(LINEAR_GROUP, (
-                x, [w for _, w, _ in group], [b for _, _, b in group] if has_bias else [], onednn))
+            new = graph.call_function(
+                LINEAR_GROUP,
+                (x, [w for _, w, _ in group], [b for _, _, b in group] if has_bias else [], onednn),
+            )
             _fake_meta(new)
         start = 0
         for (gemm, _w, _b), width in zip(group, widths):
@@ -155,14 +166,17 @@ def group_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.GraphMo
             if not transpose.users:
                 graph.erase_node(transpose)
         names = ", ".join(g.name for g, _, _ in group)
-        log.append(f"{names}: one GEMM of their shared input ({len(group)} linears, {m}x{k}x"
-                   f"{'+'.join(map(str, widths))}, {'oneDNN' if onednn else 'addmm'})")
+        log.append(
+            f"{names}: one GEMM of their shared input ({len(group)} linears, {m}x{k}x"
+            f"{'+'.join(map(str, widths))}, {'oneDNN' if onednn else 'addmm'})"
+        )
     _propagate_meta(graph, mode_fake, since=propagated)
     if not _keep_output_layouts(graph, output, before):
-        return gm, ("linears not grouped: a graph output that is not contiguous would change layout",)
+        return gm, (
+            "linears not grouped: a graph output that is not contiguous would change layout",
+        )
     # the module is made once the graph is final: making it writes its Python code, as
     # recompile() does (once instead of twice)
     new_gm = fx.GraphModule(gm, graph)
     graph.lint()
     return new_gm, tuple(log)
-

@@ -88,7 +88,11 @@ def _fmt(value: Any) -> str:
         return f"<masked body: {len(value.ops)} ops -> {_fmt(value.result)}>"
     if isinstance(value, (tuple, list)):
         inner = ", ".join(_fmt(v) for v in value)
-        return f"({inner}{',' if len(value) == 1 else ''})" if isinstance(value, tuple) else f"[{inner}]"
+        return (
+            f"({inner}{',' if len(value) == 1 else ''})"
+            if isinstance(value, tuple)
+            else f"[{inner}]"
+        )
     return repr(value)
 
 
@@ -154,7 +158,9 @@ class _Recording(NoOpHandler):
         finally:
             inner = self._blocks.pop()
         out = self._fresh()
-        self._blocks[-1].append(LoopBodyOp(out, "masked", (mask, Block(tuple(inner), result), other)))
+        self._blocks[-1].append(
+            LoopBodyOp(out, "masked", (mask, Block(tuple(inner), result), other))
+        )
         return Value(out)
 
     def indirect_indexing(self, value: Any, size: Any, check: bool = True) -> sympy.Symbol:
@@ -173,8 +179,12 @@ def _walk(block: Sequence[LoopBodyOp]):
 class LoopBody:
     """A body recorded once (see the module docstring); call it to replay it."""
 
-    def __init__(self, xvars: Sequence[sympy.Symbol], rvars: Sequence[sympy.Symbol],
-                 ops_: Sequence[LoopBodyOp]) -> None:
+    def __init__(
+        self,
+        xvars: Sequence[sympy.Symbol],
+        rvars: Sequence[sympy.Symbol],
+        ops_: Sequence[LoopBodyOp],
+    ) -> None:
         self.xvars = tuple(xvars)
         self.rvars = tuple(rvars)
         self.ops = tuple(ops_)
@@ -262,7 +272,9 @@ class LoopBody:
                     self._run(inner.ops, sub, env)
                     return self._arg(inner.result, sub, env)
 
-                env[op.out] = ops.masked(self._arg(mask, sub, env), body, self._arg(other, sub, env))
+                env[op.out] = ops.masked(
+                    self._arg(mask, sub, env), body, self._arg(other, sub, env)
+                )
                 continue
             args = [self._arg(a, sub, env) for a in op.args]
             kwargs = {k: self._arg(v, sub, env) for k, v in op.kwargs}
@@ -285,9 +297,9 @@ class LoopBody:
             return [LoopBody._arg(x, sub, env) for x in a]
         return a
 
-    def accesses(self, xs: Sequence[Any], rs: Sequence[Any]) -> tuple[list[tuple[str, sympy.Expr]],
-                                                                     list[tuple[str, sympy.Expr]],
-                                                                     list[sympy.Expr]]:
+    def accesses(
+        self, xs: Sequence[Any], rs: Sequence[Any]
+    ) -> tuple[list[tuple[str, sympy.Expr]], list[tuple[str, sympy.Expr]], list[sympy.Expr]]:
         """(reads, writes, exprs) at indices ``xs``/``rs`` (sympified), without a handler:
         what a recording handler sees when the body is replayed there."""
         sub = self.substitution(xs, rs)
@@ -296,8 +308,11 @@ class LoopBody:
             e = sympy.sympify(e)
             return e.xreplace(sub) if sub else e
 
-        return ([(n, at(i)) for n, i in self.reads], [(n, at(i)) for n, i in self.writes],
-                [at(e) for e in self.exprs])
+        return (
+            [(n, at(i)) for n, i in self.reads],
+            [(n, at(i)) for n, i in self.writes],
+            [at(e) for e in self.exprs],
+        )
 
     # -- printing -------------------------------------------------------------------------------
     def lines(self, indent: str = "") -> list[str]:

@@ -33,7 +33,9 @@ def _writes_of(node: Any) -> set[str]:
 def _has_effect(node: Any) -> bool:
     """An extern call kept though no buffer of it is read: one that binds a size symbol
     (``.item()``'s u0, read by the sizes after it) or returns nothing (a run-time check)."""
-    return isinstance(node, ExternKernel) and (bool(node.scalars) or all(o is None for o in node.outputs))
+    return isinstance(node, ExternKernel) and (
+        bool(node.scalars) or all(o is None for o in node.outputs)
+    )
 
 
 def eliminate_dead_code(nodes: Sequence[Any], outputs: set[str]) -> list[Any]:
@@ -58,8 +60,13 @@ def step_uses(step: Any) -> set[str]:
     return set()
 
 
-def plan_memory(steps: Sequence[Any], buffers: dict[str, BufferSpec], inputs: Sequence[str],
-                outputs: set[str], reuse: bool = True) -> tuple[list[Any], dict[str, str]]:
+def plan_memory(
+    steps: Sequence[Any],
+    buffers: dict[str, BufferSpec],
+    inputs: Sequence[str],
+    outputs: set[str],
+    reuse: bool = True,
+) -> tuple[list[Any], dict[str, str]]:
     """Insert ``Free`` after each buffer's last use and pick dead buffers to reuse.
 
     Only kernel outputs (allocated by the wrapper) are reused. Buffers a fallback reads or returns
@@ -90,10 +97,22 @@ def plan_memory(steps: Sequence[Any], buffers: dict[str, BufferSpec], inputs: Se
     for name, i in last.items():
         if name not in pinned:
             dies[i].append(name)
-    kernel_made = {o for s in steps if isinstance(s, KernelSpec) for o in s.outputs if o not in s.inputs}
-    made_at = {o: i for i, s in enumerate(steps) if isinstance(s, (KernelSpec, ExternCall))
-               for o in (s.outputs if isinstance(s, ExternCall) else ()) if o} | {
-        o: i for i, s in enumerate(steps) if isinstance(s, KernelSpec) for o in s.outputs if o in kernel_made}
+    kernel_made = {
+        o for s in steps if isinstance(s, KernelSpec) for o in s.outputs if o not in s.inputs
+    }
+    made_at = {
+        o: i
+        for i, s in enumerate(steps)
+        if isinstance(s, (KernelSpec, ExternCall))
+        for o in (s.outputs if isinstance(s, ExternCall) else ())
+        if o
+    } | {
+        o: i
+        for i, s in enumerate(steps)
+        if isinstance(s, KernelSpec)
+        for o in s.outputs
+        if o in kernel_made
+    }
     live = _live_bytes(steps, buffers, made_at, dies)
     peak = max(live, default=0)
     out: list[Any] = []
@@ -105,8 +124,9 @@ def plan_memory(steps: Sequence[Any], buffers: dict[str, BufferSpec], inputs: Se
             for o in step.outputs:
                 if o in step.inputs or o in pinned or o not in kernel_made:
                     continue
-                taken = _take_from_pool(pool.get(_layout_key(buffers[o])), i, live, peak,
-                                        _nbytes(buffers[o]))
+                taken = _take_from_pool(
+                    pool.get(_layout_key(buffers[o])), i, live, peak, _nbytes(buffers[o])
+                )
                 if taken is not None:
                     mapping[o] = taken
         out.append(step)
@@ -128,8 +148,12 @@ def _nbytes(spec: BufferSpec) -> int | None:
     return numel * spec.dtype.itemsize
 
 
-def _live_bytes(steps: Sequence[Any], buffers: dict[str, BufferSpec], made_at: dict[str, int],
-                dies: dict[int, list[str]]) -> list[int]:
+def _live_bytes(
+    steps: Sequence[Any],
+    buffers: dict[str, BufferSpec],
+    made_at: dict[str, int],
+    dies: dict[int, list[str]],
+) -> list[int]:
     """Bytes of the buffers the plan makes that are alive during each step, with every dead
     buffer freed at once (no reuse); symbolic sizes count 0."""
     delta = [0] * (len(steps) + 1)
@@ -146,8 +170,9 @@ def _live_bytes(steps: Sequence[Any], buffers: dict[str, BufferSpec], made_at: d
     return live
 
 
-def _take_from_pool(free: list[tuple[str, int]] | None, step: int, live: list[int], peak: int,
-                    nbytes: int | None) -> str | None:
+def _take_from_pool(
+    free: list[tuple[str, int]] | None, step: int, live: list[int], peak: int, nbytes: int | None
+) -> str | None:
     """A dead buffer for the output made at ``step``, or None. Keeping a dead buffer for reuse
     holds its memory from its death to ``step``; it is taken only when that does not raise the
     plan's peak (a GPU's caching allocator reuses freed memory anyway; on CPUs reuse saves the
@@ -156,7 +181,7 @@ def _take_from_pool(free: list[tuple[str, int]] | None, step: int, live: list[in
         return None
     for k in range(len(free) - 1, -1, -1):
         name, died = free[k]
-        held = live[died + 1:step]
+        held = live[died + 1 : step]
         if nbytes is not None and held and max(held) + nbytes > peak:
             continue
         for j in range(died + 1, step):

@@ -37,25 +37,39 @@ from torch.utils.weak import WeakIdKeyDictionary
 aten = torch.ops.aten
 
 _LIB = torch.library.Library("torchkiln", "FRAGMENT")
-_LIB.define("mkldnn_convolution(Tensor x, Tensor weight, Tensor? bias, int[] padding, int[] stride, "
-            "int[] dilation, int groups, str attr, bool pack_weight) -> Tensor")
-_LIB.define("mkldnn_convolution_add(Tensor x, Tensor other, Tensor weight, Tensor? bias, int[] padding, "
-            "int[] stride, int[] dilation, int groups, str attr, bool pack_weight) -> Tensor")
+_LIB.define(
+    "mkldnn_convolution(Tensor x, Tensor weight, Tensor? bias, int[] padding, int[] stride, "
+    "int[] dilation, int groups, str attr, bool pack_weight) -> Tensor"
+)
+_LIB.define(
+    "mkldnn_convolution_add(Tensor x, Tensor other, Tensor weight, Tensor? bias, int[] padding, "
+    "int[] stride, int[] dilation, int groups, str attr, bool pack_weight) -> Tensor"
+)
 
 #: weight tensor -> (key, prepacked weight); entries die with their tensor
 _PACKED: WeakIdKeyDictionary = WeakIdKeyDictionary()
 
 
-def _packed_weight(weight: torch.Tensor, padding, stride, dilation, groups, input_size) -> torch.Tensor:
+def _packed_weight(
+    weight: torch.Tensor, padding, stride, dilation, groups, input_size
+) -> torch.Tensor:
     """``weight`` in oneDNN's blocked layout for this geometry, reordered once per change of the
     tensor (version counter, data pointer) or of the call's geometry."""
-    key = (weight._version, weight.data_ptr(), tuple(padding), tuple(stride), tuple(dilation),
-           groups, tuple(input_size))
+    key = (
+        weight._version,
+        weight.data_ptr(),
+        tuple(padding),
+        tuple(stride),
+        tuple(dilation),
+        groups,
+        tuple(input_size),
+    )
     hit = _PACKED.get(weight)
     if hit is not None and hit[0] == key:
         return hit[1]
     packed = torch.ops.mkldnn._reorder_convolution_weight(
-        weight, list(padding), list(stride), list(dilation), groups, list(input_size))
+        weight, list(padding), list(stride), list(dilation), groups, list(input_size)
+    )
     _PACKED[weight] = (key, packed)
     return packed
 
@@ -63,8 +77,9 @@ def _packed_weight(weight: torch.Tensor, padding, stride, dilation, groups, inpu
 def _mkldnn_convolution(x, weight, bias, padding, stride, dilation, groups, attr, pack_weight):
     if pack_weight:
         weight = _packed_weight(weight, padding, stride, dilation, groups, x.shape)
-    return torch.ops.mkldnn._convolution_pointwise(x, weight, bias, padding, stride, dilation,
-                                                   groups, attr, [], "")
+    return torch.ops.mkldnn._convolution_pointwise(
+        x, weight, bias, padding, stride, dilation, groups, attr, [], ""
+    )
 
 
 def _mkldnn_convolution_fake(x, weight, bias, padding, stride, dilation, groups, attr, pack_weight):
@@ -75,38 +90,60 @@ def _mkldnn_convolution_fake(x, weight, bias, padding, stride, dilation, groups,
     return x.new_empty(size).contiguous(memory_format=torch.channels_last)
 
 
-def _mkldnn_convolution_add(x, other, weight, bias, padding, stride, dilation, groups, attr,
-                            pack_weight):
+def _mkldnn_convolution_add(
+    x, other, weight, bias, padding, stride, dilation, groups, attr, pack_weight
+):
     """``attr(convolution(x) + other)``: the residual add as oneDNN's binary post-op."""
     if pack_weight:
         weight = _packed_weight(weight, padding, stride, dilation, groups, x.shape)
     return torch.ops.mkldnn._convolution_pointwise.binary(
-        x, other, weight, bias, padding, stride, dilation, groups, "add", None,
-        None if attr == "none" else attr, [], None)
+        x,
+        other,
+        weight,
+        bias,
+        padding,
+        stride,
+        dilation,
+        groups,
+        "add",
+        None,
+        None if attr == "none" else attr,
+        [],
+        None,
+    )
 
 
-def _mkldnn_convolution_add_fake(x, other, weight, bias, padding, stride, dilation, groups, attr,
-                                 pack_weight):
-    return _mkldnn_convolution_fake(x, weight, bias, padding, stride, dilation, groups, attr,
-                                    pack_weight)
+def _mkldnn_convolution_add_fake(
+    x, other, weight, bias, padding, stride, dilation, groups, attr, pack_weight
+):
+    return _mkldnn_convolution_fake(
+        x, weight, bias, padding, stride, dilation, groups, attr, pack_weight
+    )
 
 
 _LIB.impl("mkldnn_convolution", _mkldnn_convolution, "CPU")
 torch.library.register_fake("torchkiln::mkldnn_convolution", _mkldnn_convolution_fake, lib=_LIB)
 _LIB.impl("mkldnn_convolution_add", _mkldnn_convolution_add, "CPU")
-torch.library.register_fake("torchkiln::mkldnn_convolution_add", _mkldnn_convolution_add_fake, lib=_LIB)
+torch.library.register_fake(
+    "torchkiln::mkldnn_convolution_add", _mkldnn_convolution_add_fake, lib=_LIB
+)
 
 MKLDNN_CONVOLUTION = torch.ops.torchkiln.mkldnn_convolution.default
 MKLDNN_CONVOLUTION_ADD = torch.ops.torchkiln.mkldnn_convolution_add.default
 #: the wrapper calls these operators' CPU functions directly (no dispatcher round trip)
-DIRECT_CALLS = {MKLDNN_CONVOLUTION: _mkldnn_convolution,
-                MKLDNN_CONVOLUTION_ADD: _mkldnn_convolution_add}
+DIRECT_CALLS = {
+    MKLDNN_CONVOLUTION: _mkldnn_convolution,
+    MKLDNN_CONVOLUTION_ADD: _mkldnn_convolution_add,
+}
 
 
 #: ops whose result depends on memory order, not only on the logical values of their input
 _STORAGE_OPS = {aten.as_strided.default, aten.as_strided_copy.default}
 #: views that a new layout can make impossible without a copy: their meta is a reshape's
-_RESHAPES = {aten.view.default: aten.reshape.default, aten._unsafe_view.default: aten.reshape.default}
+_RESHAPES = {
+    aten.view.default: aten.reshape.default,
+    aten._unsafe_view.default: aten.reshape.default,
+}
 
 
 def mkldnn_available() -> bool:
@@ -163,15 +200,30 @@ def _activation(node: fx.Node) -> tuple[str, list[fx.Node], str]:
     if len(users) == 2:
         sig = next((u for u in users if u.target is aten.sigmoid.default), None)
         mul = next((u for u in users if u.target is aten.mul.Tensor), None)
-        if (sig is not None and mul is not None and len(sig.users) == 1 and mul in sig.users
-                and set(mul.args) == {node, sig}):
+        if (
+            sig is not None
+            and mul is not None
+            and len(sig.users) == 1
+            and mul in sig.users
+            and set(mul.args) == {node, sig}
+        ):
             return "swish", [sig, mul], ""
     if not users:
         return "none", [], "no consumer"
     if len(users) > 1:
-        return "none", [], f"its output has {len(users)} consumers (an activation is fused only into a sole consumer)"
-    return "none", [], (f"its consumer {users[0].target} is not an activation oneDNN applies in the "
-                        "convolution (relu, silu)")
+        return (
+            "none",
+            [],
+            f"its output has {len(users)} consumers (an activation is fused only into a sole consumer)",
+        )
+    return (
+        "none",
+        [],
+        (
+            f"its consumer {users[0].target} is not an activation oneDNN applies in the "
+            "convolution (relu, silu)"
+        ),
+    )
 
 
 def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ...]]:
@@ -182,14 +234,18 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
         return gm, ()
     if any(n.target in _STORAGE_OPS for n in gm.graph.nodes):
         # as_strided reads memory order, which channels-last would change under it
-        return gm, tuple(f"{c.name}: aten.convolution kept (the graph has an as_strided view, "
-                         "whose values depend on the memory layout)" for c in convs)
+        return gm, tuple(
+            f"{c.name}: aten.convolution kept (the graph has an as_strided view, "
+            "whose values depend on the memory layout)"
+            for c in convs
+        )
     graph = fx.Graph()
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, copies))
     if not _static_inputs(graph):
-        return gm, tuple(f"{c.name}: aten.convolution kept (graph inputs of symbolic size)"
-                         for c in convs)
+        return gm, tuple(
+            f"{c.name}: aten.convolution kept (graph inputs of symbolic size)" for c in convs
+        )
     mode = FakeTensorMode()
     _propagate_meta(graph, mode)  # one fake mode for every value the pass makes or reads
     propagated = _args_of(graph)
@@ -211,22 +267,27 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
         if tuple(_val(w).shape[2:]) == (1, 1):
             if not _val(x).is_contiguous(memory_format=torch.channels_last):
                 with graph.inserting_before(conv):
-                    cl = graph.call_function(aten.clone.default, (x,),
-                                             {"memory_format": torch.channels_last})
+                    cl = graph.call_function(
+                        aten.clone.default, (x,), {"memory_format": torch.channels_last}
+                    )
                     _fake_meta(cl)
                 conv.replace_input_with(x, cl)
                 x = cl
             if list(padding) == [0, 0] and groups == 1:
                 _as_matmul(graph, conv, x, w, b, list(stride))
                 strided = "" if list(stride) == [1, 1] else " of the strided pixels (copied)"
-                log.append(f"{conv.name}: a 1x1 convolution as a matrix multiply over the "
-                           f"channels-last pixels{strided} (faster than either convolution call "
-                           "here); activation not fused")
+                log.append(
+                    f"{conv.name}: a 1x1 convolution as a matrix multiply over the "
+                    f"channels-last pixels{strided} (faster than either convolution call "
+                    "here); activation not fused"
+                )
             else:
                 # padded or grouped 1x1: rare; ATen's channels-last path
                 _fake_meta(conv)
-                log.append(f"{conv.name}: aten.convolution on channels-last (a 1x1 kernel with "
-                           "padding or groups; activation not fused)")
+                log.append(
+                    f"{conv.name}: aten.convolution on channels-last (a 1x1 kernel with "
+                    "padding or groups; activation not fused)"
+                )
             changed = True
             continue
         geometry = (list(padding), list(stride), list(dilation), groups)
@@ -237,15 +298,18 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
         # after the last input the new call reads: the residual operand may come after conv
         with graph.inserting_before(replaced[0] if replaced else conv):
             if not _val(x).is_contiguous(memory_format=torch.channels_last):
-                x = graph.call_function(aten.clone.default, (x,),
-                                        {"memory_format": torch.channels_last})
+                x = graph.call_function(
+                    aten.clone.default, (x,), {"memory_format": torch.channels_last}
+                )
                 _fake_meta(x)
             if other is not None:
-                new = graph.call_function(MKLDNN_CONVOLUTION_ADD, (
-                    x, other, w, b, *geometry, attr, w in placeholders))
+                new = graph.call_function(
+                    MKLDNN_CONVOLUTION_ADD, (x, other, w, b, *geometry, attr, w in placeholders)
+                )
             else:
-                new = graph.call_function(MKLDNN_CONVOLUTION, (
-                    x, w, b, *geometry, attr, w in placeholders))
+                new = graph.call_function(
+                    MKLDNN_CONVOLUTION, (x, w, b, *geometry, attr, w in placeholders)
+                )
             _fake_meta(new)
         last = replaced[-1] if replaced else conv
         last.replace_all_uses_with(new)
@@ -263,8 +327,11 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
     _propagate_meta(graph, mode, since=propagated)
     _drop_redundant_channels_last_copies(graph)
     if not _keep_output_layouts(graph, output, before):
-        return gm, tuple(f"{c.name}: aten.convolution kept (a graph output that is not contiguous "
-                         "would change layout)" for c in convs)
+        return gm, tuple(
+            f"{c.name}: aten.convolution kept (a graph output that is not contiguous "
+            "would change layout)"
+            for c in convs
+        )
     # the module is made once the graph is final: making it writes its Python code, as
     # recompile() does (once instead of twice)
     new_gm = fx.GraphModule(gm, graph)
@@ -272,8 +339,9 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
     return new_gm, tuple(log)
 
 
-def _as_matmul(graph: fx.Graph, conv: fx.Node, x: fx.Node, w: fx.Node, b: Any,
-               stride: list[int]) -> None:
+def _as_matmul(
+    graph: fx.Graph, conv: fx.Node, x: fx.Node, w: fx.Node, b: Any, stride: list[int]
+) -> None:
     """Replace a 1x1, unpadded convolution of the channels-last ``x`` by
     ``(N*H*W, C) @ (C, K) (+ bias)``: the pixels of a channels-last tensor are the rows of a
     matrix, and the result's rows are the output's channels-last pixels (1x1 kernels at
@@ -298,7 +366,11 @@ def _as_matmul(graph: fx.Graph, conv: fx.Node, x: fx.Node, w: fx.Node, b: Any,
     reshape = aten.view.default if stride == [1, 1] else aten.reshape.default
     rows = add(reshape, add(aten.permute.default, x, [0, 2, 3, 1]), [n * h * wd, c])
     weight = add(aten.permute.default, add(aten.reshape.default, w, [k, c]), [1, 0])
-    out = add(aten.addmm.default, b, rows, weight) if b is not None else add(aten.mm.default, rows, weight)
+    out = (
+        add(aten.addmm.default, b, rows, weight)
+        if b is not None
+        else add(aten.mm.default, rows, weight)
+    )
     y = add(aten.permute.default, add(aten.view.default, out, [n, h, wd, k]), [0, 3, 1, 2])
     conv.replace_all_uses_with(y)
     graph.erase_node(conv)
@@ -311,7 +383,9 @@ def _output_values(output: fx.Node) -> list[Any]:
     return [_val(o) for o in ([outs] if isinstance(outs, fx.Node) else outs)]
 
 
-def _keep_output_layouts(graph: fx.Graph, output: fx.Node, before: list[Any], free: int = 0) -> bool:
+def _keep_output_layouts(
+    graph: fx.Graph, output: fx.Node, before: list[Any], free: int = 0
+) -> bool:
     """Give every graph output the strides it had before the pass (the caller, or a backward
     graph reading saved activations, was traced with them): a contiguous output that became
     channels-last is copied back; False when a non-contiguous one changed (pass abandoned).
@@ -331,8 +405,9 @@ def _keep_output_layouts(graph: fx.Graph, output: fx.Node, before: list[Any], fr
         if not old.is_contiguous():
             return False
         with graph.inserting_before(output):
-            copy = graph.call_function(aten.clone.default, (node,),
-                                       {"memory_format": torch.contiguous_format})
+            copy = graph.call_function(
+                aten.clone.default, (node,), {"memory_format": torch.contiguous_format}
+            )
             _fake_meta(copy)
         outs[i] = copy
     output.args = (outs[0],) if single else (tuple(outs),)
@@ -343,9 +418,12 @@ def _drop_redundant_channels_last_copies(graph: fx.Graph) -> None:
     """Remove the copies to channels-last that a pass decided on a producer's old strides where
     the producer is channels-last now (a max-pool after a convolution)."""
     for n in list(graph.nodes):
-        if (n.target is aten.clone.default and n.kwargs.get("memory_format") is torch.channels_last
-                and _val(n.args[0]).is_contiguous(memory_format=torch.channels_last)
-                and n.args[0].op != "placeholder"):
+        if (
+            n.target is aten.clone.default
+            and n.kwargs.get("memory_format") is torch.channels_last
+            and _val(n.args[0]).is_contiguous(memory_format=torch.channels_last)
+            and n.args[0].op != "placeholder"
+        ):
             n.replace_all_uses_with(n.args[0])
             graph.erase_node(n)
 
@@ -354,16 +432,20 @@ def _fake_meta(node: fx.Node) -> None:
     """meta['val'] of a node this pass made, from its inputs' (a later convolution reads it)."""
     mode = next(v.fake_mode for a in node.all_input_nodes if hasattr(v := _val(a), "fake_mode"))
     args, kwargs = torch.utils._pytree.tree_map(
-        lambda a: _val(a) if isinstance(a, fx.Node) else a, (node.args, node.kwargs))
+        lambda a: _val(a) if isinstance(a, fx.Node) else a, (node.args, node.kwargs)
+    )
     with mode:
         node.meta["val"] = node.target(*args, **kwargs)
 
 
 def _static_inputs(graph: fx.Graph) -> bool:
     """Every placeholder is a tensor of static size and strides (the pass re-fakes them)."""
-    return all(isinstance(v := _val(n), torch.Tensor)
-               and all(isinstance(s, int) for s in (*v.shape, *v.stride()))
-               for n in graph.nodes if n.op == "placeholder")
+    return all(
+        isinstance(v := _val(n), torch.Tensor)
+        and all(isinstance(s, int) for s in (*v.shape, *v.stride()))
+        for n in graph.nodes
+        if n.op == "placeholder"
+    )
 
 
 def _args_of(graph: fx.Graph) -> dict[fx.Node, tuple[Any, Any]]:
@@ -381,17 +463,28 @@ def _same_meta(a: Any, b: Any) -> bool:
         return False
     for x, y in zip(la, lb):
         if isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor):
-            if (x.shape, x.stride(), x.storage_offset(), x.dtype, x.device, x.requires_grad) != \
-                    (y.shape, y.stride(), y.storage_offset(), y.dtype, y.device, y.requires_grad):
+            if (x.shape, x.stride(), x.storage_offset(), x.dtype, x.device, x.requires_grad) != (
+                y.shape,
+                y.stride(),
+                y.storage_offset(),
+                y.dtype,
+                y.device,
+                y.requires_grad,
+            ):
                 return False
-        elif isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor) or type(x) is not type(y) \
-                or x != y:
+        elif (
+            isinstance(x, torch.Tensor)
+            or isinstance(y, torch.Tensor)
+            or type(x) is not type(y)
+            or x != y
+        ):
             return False
     return True
 
 
-def _propagate_meta(graph: fx.Graph, mode: FakeTensorMode,
-                    since: dict[fx.Node, tuple[Any, Any]] | None = None) -> None:
+def _propagate_meta(
+    graph: fx.Graph, mode: FakeTensorMode, since: dict[fx.Node, tuple[Any, Any]] | None = None
+) -> None:
     """Recompute every node's meta['val'] in ``mode`` from the placeholders' sizes and strides
     (strides change downstream of the convolutions: channels-last flows through the pointwise
     ops; and the graph's own values may come from several fake modes, or be real constants).
@@ -409,19 +502,25 @@ def _propagate_meta(graph: fx.Graph, mode: FakeTensorMode,
             old = None
             if since is not None and n.op in ("placeholder", "call_function"):
                 was = since.get(n)
-                if (was is not None and was[0] is n.args and was[1] is n.kwargs
-                        and not any(a in changed for a in n.all_input_nodes)):
+                if (
+                    was is not None
+                    and was[0] is n.args
+                    and was[1] is n.kwargs
+                    and not any(a in changed for a in n.all_input_nodes)
+                ):
                     env[n] = n.meta["val"]
                     continue
                 old = n.meta.get("val")
             if n.op == "placeholder":
                 v = _val(n)
-                env[n] = torch.empty_strided(tuple(v.shape), tuple(v.stride()), dtype=v.dtype,
-                                             device=v.device)
+                env[n] = torch.empty_strided(
+                    tuple(v.shape), tuple(v.stride()), dtype=v.dtype, device=v.device
+                )
                 n.meta["val"] = env[n]
             elif n.op == "call_function":
                 args, kwargs = torch.utils._pytree.tree_map(
-                    lambda a: env[a] if isinstance(a, fx.Node) else a, (n.args, n.kwargs))
+                    lambda a: env[a] if isinstance(a, fx.Node) else a, (n.args, n.kwargs)
+                )
                 if n.target is operator.getitem:
                     env[n] = args[0][args[1]]
                 else:  # loop-ir lowers a view it cannot restride as a reshape (a copy)

@@ -56,10 +56,14 @@ from .mkldnn import _LIB, _fake_meta, _propagate_meta, _static_inputs, _val, mkl
 
 aten = torch.ops.aten
 
-_LIB.define("mkldnn_linear(Tensor x, Tensor weight, Tensor? bias, str attr, bool pack_weight, "
-            "bool weight_in_out) -> Tensor")
-_LIB.define("mkldnn_linear_add(Tensor x, Tensor other, Tensor weight, Tensor? bias, bool pack_weight, "
-            "bool weight_in_out) -> Tensor")
+_LIB.define(
+    "mkldnn_linear(Tensor x, Tensor weight, Tensor? bias, str attr, bool pack_weight, "
+    "bool weight_in_out) -> Tensor"
+)
+_LIB.define(
+    "mkldnn_linear_add(Tensor x, Tensor other, Tensor weight, Tensor? bias, bool pack_weight, "
+    "bool weight_in_out) -> Tensor"
+)
 
 MODES = ("measure", "always", "never")
 #: oneDNN's name of each activation post-op -> its ``algorithm`` argument
@@ -164,12 +168,21 @@ def _gelu(y: fx.Node) -> list[fx.Node] | None:
         return None
     erf = _sole_user(scale)
     one = _sole_user(erf) if erf is not None and erf.target is aten.erf.default else None
-    if one is None or one.target is not aten.add.Tensor or one.kwargs or one.args[0] is not erf \
-            or not _is_scalar(one.args[1], 1.0):
+    if (
+        one is None
+        or one.target is not aten.add.Tensor
+        or one.kwargs
+        or one.args[0] is not erf
+        or not _is_scalar(one.args[1], 1.0)
+    ):
         return None
     out = _sole_user(one)
-    if out is None or out is not _sole_user(half) or out.target is not aten.mul.Tensor \
-            or set(out.args) != {half, one}:
+    if (
+        out is None
+        or out is not _sole_user(half)
+        or out.target is not aten.mul.Tensor
+        or set(out.args) != {half, one}
+    ):
         return None
     return [half, scale, erf, one, out]
 
@@ -187,21 +200,44 @@ def _epilogue(y: fx.Node) -> tuple[str, fx.Node | None, list[fx.Node], str]:
     if len(users) == 2:
         sig = next((u for u in users if u.target is aten.sigmoid.default), None)
         mul = next((u for u in users if u.target is aten.mul.Tensor), None)
-        if (sig is not None and mul is not None and list(sig.users) == [mul]
-                and set(mul.args) == {y, sig} and not mul.kwargs):
+        if (
+            sig is not None
+            and mul is not None
+            and list(sig.users) == [mul]
+            and set(mul.args) == {y, sig}
+            and not mul.kwargs
+        ):
             return "swish", None, [sig, mul], ""
     if len(users) == 1 and users[0].target is aten.add.Tensor and not users[0].kwargs:
         add = users[0]
         others = [a for a in add.args if a is not y]
         other, yv = (_val(others[0]), _val(y)) if len(others) == 1 else (None, None)
-        if (isinstance(others[0] if others else None, fx.Node) and isinstance(other, torch.Tensor)
-                and other.shape == yv.shape and other.dtype == yv.dtype):
+        if (
+            isinstance(others[0] if others else None, fx.Node)
+            and isinstance(other, torch.Tensor)
+            and other.shape == yv.shape
+            and other.dtype == yv.dtype
+        ):
             return "add", others[0], [add], ""
     if len(users) > 1:
-        return "none", None, [], (f"its result has {len(users)} consumers (an epilogue is fused "
-                                  "only into a sole consumer)")
-    return "none", None, [], (f"its consumer {users[0].target} is not an epilogue oneDNN applies "
-                              "(relu, gelu, silu, a residual add)")
+        return (
+            "none",
+            None,
+            [],
+            (
+                f"its result has {len(users)} consumers (an epilogue is fused "
+                "only into a sole consumer)"
+            ),
+        )
+    return (
+        "none",
+        None,
+        [],
+        (
+            f"its consumer {users[0].target} is not an epilogue oneDNN applies "
+            "(relu, gelu, silu, a residual add)"
+        ),
+    )
 
 
 def _linear_parts(node: fx.Node, placeholders: set[fx.Node]) -> tuple[Any, ...] | str:
@@ -214,8 +250,11 @@ def _linear_parts(node: fx.Node, placeholders: set[fx.Node]) -> tuple[Any, ...] 
     else:
         bias, (x, wt) = None, node.args
     in_out = bias is not None and wt in placeholders  # GPT-2's Conv1D: addmm(b, x, w), w (in, out)
-    if not in_out and not (isinstance(wt, fx.Node) and wt.target in (aten.permute.default, aten.t.default)
-                           and (wt.target is aten.t.default or list(wt.args[1]) == [1, 0])):
+    if not in_out and not (
+        isinstance(wt, fx.Node)
+        and wt.target in (aten.permute.default, aten.t.default)
+        and (wt.target is aten.t.default or list(wt.args[1]) == [1, 0])
+    ):
         return "its right operand is not a transposed weight"
     w = wt if in_out else wt.args[0]
     if w not in placeholders:
@@ -229,8 +268,12 @@ def _linear_parts(node: fx.Node, placeholders: set[fx.Node]) -> tuple[Any, ...] 
         return "its weight is not contiguous"
     if bias is not None:
         bv = _val(bias)
-        if not (isinstance(bv, torch.Tensor) and bv.dim() == 1 and bv.dtype == torch.float32
-                and bv.shape[0] == wv.shape[1 if in_out else 0]):
+        if not (
+            isinstance(bv, torch.Tensor)
+            and bv.dim() == 1
+            and bv.dtype == torch.float32
+            and bv.shape[0] == wv.shape[1 if in_out else 0]
+        ):
             return "its bias is not a vector of the output width"
     return x, w, bias, in_out
 
@@ -251,8 +294,13 @@ def _time_min(fns: dict[str, Any], budget_s: float = 0.03, min_reps: int = 3) ->
     return best
 
 
-_EAGER_EPILOGUE = {"none": None, "add": None, "relu": torch.relu,
-                   "gelu": torch.nn.functional.gelu, "swish": torch.nn.functional.silu}
+_EAGER_EPILOGUE = {
+    "none": None,
+    "add": None,
+    "relu": torch.relu,
+    "gelu": torch.nn.functional.gelu,
+    "swish": torch.nn.functional.silu,
+}
 
 
 def _measured(m: int, k: int, n: int, bias: bool, epilogue: str) -> tuple[bool, float, float]:
@@ -281,9 +329,11 @@ def _measure(m: int, k: int, n: int, bias: bool, epilogue: str) -> tuple[bool, f
 
         _weight(w, m, True, False)  # seen once: the calls below use it packed
         if epilogue == "add":
+
             def fused():
                 return _mkldnn_linear_add(x, other, w, b, True, False)
         else:
+
             def fused():
                 return _mkldnn_linear(x, w, b, epilogue, True, False)
 
@@ -291,7 +341,9 @@ def _measure(m: int, k: int, n: int, bias: bool, epilogue: str) -> tuple[bool, f
     return times["onednn"] < 0.95 * times["addmm"], times["addmm"], times["onednn"]
 
 
-def use_mkldnn_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.GraphModule, tuple[str, ...]]:
+def use_mkldnn_linears(
+    gm: fx.GraphModule, mode: str = "measure"
+) -> tuple[fx.GraphModule, tuple[str, ...]]:
     """A copy of ``gm`` whose linear layers of graph-input weights go through oneDNN where
     ``mode`` says so ("measure": where timing says it is faster, "always", "never"), and the
     log of decisions (one line per linear layer)."""
@@ -301,9 +353,13 @@ def use_mkldnn_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.Gr
     if not gemms or mode == "never":
         return gm, ()
     if not mkldnn_available():
-        return gm, tuple(f"{g.name}: {g.target} kept (torch was built without mkldnn)" for g in gemms)
+        return gm, tuple(
+            f"{g.name}: {g.target} kept (torch was built without mkldnn)" for g in gemms
+        )
     if not _static_inputs(gm.graph):
-        return gm, tuple(f"{g.name}: {g.target} kept (graph inputs of symbolic size)" for g in gemms)
+        return gm, tuple(
+            f"{g.name}: {g.target} kept (graph inputs of symbolic size)" for g in gemms
+        )
     graph = fx.Graph()
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, copies))
@@ -319,23 +375,37 @@ def use_mkldnn_linears(gm: fx.GraphModule, mode: str = "measure") -> tuple[fx.Gr
         x, w, b, in_out = parts
         # the linear's result as the model sees it: the GEMM, or its view to the leading dims
         view = _sole_user(gemm)
-        y = view if view is not None and view.target in (aten.view.default, aten._unsafe_view.default) else gemm
+        y = (
+            view
+            if view is not None and view.target in (aten.view.default, aten._unsafe_view.default)
+            else gemm
+        )
         attr, other, replaced, why = _epilogue(y)
         m, k = _val(x).shape
         n = _val(w).shape[1 if in_out else 0]
-        what = f"{m}x{k}x{n}" + (" + bias" if b is not None else "") + (f" + {attr}" if attr != "none" else "")
+        what = (
+            f"{m}x{k}x{n}"
+            + (" + bias" if b is not None else "")
+            + (f" + {attr}" if attr != "none" else "")
+        )
         flops = 2 * m * k * n
         if mode == "measure" and flops < _MEASURE_MIN_FLOPS:
-            log.append(f"{gemm.name}: {gemm.target} kept ({what}: {flops / 1e6:.1f} MFLOP, below "
-                       f"{_MEASURE_MIN_FLOPS / 1e6:.0f} MFLOP: oneDNN's fixed cost outweighs what it saves)")
+            log.append(
+                f"{gemm.name}: {gemm.target} kept ({what}: {flops / 1e6:.1f} MFLOP, below "
+                f"{_MEASURE_MIN_FLOPS / 1e6:.0f} MFLOP: oneDNN's fixed cost outweighs what it saves)"
+            )
             continue
         if mode == "measure" and flops <= _MEASURE_MAX_FLOPS:
             faster, t_base, t_dnn = _measured(m, k, n, b is not None, attr)
-            timing = (f"addmm {t_base * 1e6:.0f} us, oneDNN {t_dnn * 1e6:.0f} us" if not math.isnan(t_dnn)
-                      else "oneDNN's call failed when timed")
+            timing = (
+                f"addmm {t_base * 1e6:.0f} us, oneDNN {t_dnn * 1e6:.0f} us"
+                if not math.isnan(t_dnn)
+                else "oneDNN's call failed when timed"
+            )
             if not faster:
-                log.append(f"{gemm.name}: {gemm.target} kept ({what}: {timing}; oneDNN is not "
-                           "5% faster)")
+                log.append(
+                    f"{gemm.name}: {gemm.target} kept ({what}: {timing}; oneDNN is not 5% faster)"
+                )
                 continue
         else:
             timing = "not measured" if mode == "measure" else f"mode {mode!r}"

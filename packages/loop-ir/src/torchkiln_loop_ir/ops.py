@@ -109,13 +109,24 @@ def _specs() -> dict[str, OpSpec]:
     add("pointwise", 2, "same", "add sub mul floordiv mod remainder maximum minimum fmod")
     add("pointwise", 1, "same", "neg abs square sign floor ceil trunc round relu")
     add("pointwise", 2, "same", "truediv pow atan2 copysign", operands="float")
-    add("pointwise", 1, "same", """exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal
+    add(
+        "pointwise",
+        1,
+        "same",
+        """exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal
         sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh erf erfc erfinv sigmoid""",
-        operands="float")
+        operands="float",
+    )
     add("pointwise", 1, "bool", "signbit isinf isnan logical_not")
     add("pointwise", 2, "bool", "logical_and logical_or logical_xor eq ne lt le gt ge")
-    add("pointwise", 2, "same", """bitwise_and bitwise_or bitwise_xor bitwise_left_shift
-        bitwise_right_shift""", operands="integer")
+    add(
+        "pointwise",
+        2,
+        "same",
+        """bitwise_and bitwise_or bitwise_xor bitwise_left_shift
+        bitwise_right_shift""",
+        operands="integer",
+    )
     add("pointwise", 1, "same", "bitwise_not", operands="integer")
     add("pointwise", 3, "second", "where")
     return table
@@ -125,16 +136,27 @@ OP_SPECS: dict[str, OpSpec] = _specs()
 """The one op table: every op a body may call, by name."""
 
 REDUCTION_TYPES = frozenset(
-    {"sum", "prod", "max", "min", "argmax", "argmin", "any", "xor_sum", "welford_reduce",
-     "welford_combine"}
+    {
+        "sum",
+        "prod",
+        "max",
+        "min",
+        "argmax",
+        "argmin",
+        "any",
+        "xor_sum",
+        "welford_reduce",
+        "welford_combine",
+    }
 )
 POINTWISE_OPS = frozenset(n for n, s in OP_SPECS.items() if s.kind == "pointwise")
 OTHER_OPS = frozenset(n for n, s in OP_SPECS.items() if s.kind != "pointwise")
 ALL_OPS = frozenset(OP_SPECS)
 
 
-def result_dtype(name: str, operands: tuple[torch.dtype, ...] = (),
-                 dtype: torch.dtype | None = None) -> torch.dtype | None:
+def result_dtype(
+    name: str, operands: tuple[torch.dtype, ...] = (), dtype: torch.dtype | None = None
+) -> torch.dtype | None:
     """The dtype the op table says ``name`` returns, given its operands' dtypes (pointwise) or
     its ``dtype`` argument; None for ops whose result is no value or depends on a buffer/body."""
     rule = OP_SPECS[name].dtype_rule
@@ -159,8 +181,9 @@ class OpsHandler(Protocol[T]):
     # memory
     def load(self, name: str, index: Any) -> T: ...
     def store(self, name: str, index: Any, value: T, mode: str | None = None) -> None: ...
-    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str,
-                  value: T) -> Any: ...
+    def reduction(
+        self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: T
+    ) -> Any: ...
     def store_reduction(self, name: str, index: Any, value: T) -> None: ...
     def index_expr(self, expr: Any, dtype: torch.dtype) -> T: ...
     def indirect_indexing(self, value: T, size: Any, check: bool = True) -> Any: ...

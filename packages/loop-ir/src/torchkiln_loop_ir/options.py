@@ -54,16 +54,24 @@ class LoopIROptions:
 
     def __post_init__(self, autotune: bool | None) -> None:
         if self.mkldnn_linear not in ("measure", "always", "never"):
-            raise ValueError("LoopIROptions.mkldnn_linear must be 'measure', 'always' or 'never', "
-                             f"got {self.mkldnn_linear!r}")
+            raise ValueError(
+                "LoopIROptions.mkldnn_linear must be 'measure', 'always' or 'never', "
+                f"got {self.mkldnn_linear!r}"
+            )
         if self.pad_matmuls not in ("auto", "always", "never"):
-            raise ValueError("LoopIROptions.pad_matmuls must be 'auto', 'always' or 'never', "
-                             f"got {self.pad_matmuls!r}")
+            raise ValueError(
+                "LoopIROptions.pad_matmuls must be 'auto', 'always' or 'never', "
+                f"got {self.pad_matmuls!r}"
+            )
         if self.channels_last not in ("auto", "always", "never"):
-            raise ValueError("LoopIROptions.channels_last must be 'auto', 'always' or 'never', "
-                             f"got {self.channels_last!r}")
+            raise ValueError(
+                "LoopIROptions.channels_last must be 'auto', 'always' or 'never', "
+                f"got {self.channels_last!r}"
+            )
         if autotune is not None:
             warnings.warn(
                 "LoopIROptions(autotune=...) is deprecated and does nothing: loop-ir does not "
-                "autotune (TritonOptions.autotune does)", DeprecationWarning, stacklevel=3,
+                "autotune (TritonOptions.autotune does)",
+                DeprecationWarning,
+                stacklevel=3,
             )

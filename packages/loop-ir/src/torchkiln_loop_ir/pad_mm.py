@@ -136,8 +136,13 @@ def _pad(graph: fx.Graph, before: fx.Node, x: Any, pads: list[int], memo: dict) 
     return node
 
 
-def _rewrite(graph: fx.Graph, node: fx.Node, sizes: tuple[int, int, int],
-             padded: tuple[int, int, int], memo: dict) -> None:
+def _rewrite(
+    graph: fx.Graph,
+    node: fx.Node,
+    sizes: tuple[int, int, int],
+    padded: tuple[int, int, int],
+    memo: dict,
+) -> None:
     (m, k, n), (pm, pk, pn) = sizes, padded
     dm, dk, dn = pm - m, pk - k, pn - n
     if node.target is aten.addmm.default:
@@ -146,13 +151,25 @@ def _rewrite(graph: fx.Graph, node: fx.Node, sizes: tuple[int, int, int],
         if isinstance(vb, torch.Tensor) and vb.dim() == 1:
             bias = _pad(graph, node, bias, [0, dn if vb.shape[0] == n else 0], memo)
         elif isinstance(vb, torch.Tensor) and vb.dim() == 2:
-            bias = _pad(graph, node, bias, [0, dn if vb.shape[1] == n else 0,
-                                            0, dm if vb.shape[0] == m else 0], memo)
-        args: tuple[Any, ...] = (bias, _pad(graph, node, a, [0, dk, 0, dm], memo),
-                                 _pad(graph, node, b, [0, dn, 0, dk], memo), *node.args[3:])
+            bias = _pad(
+                graph,
+                node,
+                bias,
+                [0, dn if vb.shape[1] == n else 0, 0, dm if vb.shape[0] == m else 0],
+                memo,
+            )
+        args: tuple[Any, ...] = (
+            bias,
+            _pad(graph, node, a, [0, dk, 0, dm], memo),
+            _pad(graph, node, b, [0, dn, 0, dk], memo),
+            *node.args[3:],
+        )
     else:
         a, b = node.args[:2]
-        args = (_pad(graph, node, a, [0, dk, 0, dm], memo), _pad(graph, node, b, [0, dn, 0, dk], memo))
+        args = (
+            _pad(graph, node, a, [0, dk, 0, dm], memo),
+            _pad(graph, node, b, [0, dn, 0, dk], memo),
+        )
     with graph.inserting_before(node):
         product = graph.call_function(node.target, args, dict(node.kwargs))
     _fake_meta(product)
@@ -167,7 +184,9 @@ def _rewrite(graph: fx.Graph, node: fx.Node, sizes: tuple[int, int, int],
     graph.erase_node(node)
 
 
-def pad_matmuls(gm: fx.GraphModule, free_outputs: int = 0) -> tuple[fx.GraphModule, tuple[str, ...]]:
+def pad_matmuls(
+    gm: fx.GraphModule, free_outputs: int = 0
+) -> tuple[fx.GraphModule, tuple[str, ...]]:
     """A copy of ``gm`` whose unaligned matrix multiplies run on padded operands, and the log of
     decisions (one line per product that was considered). The first ``free_outputs`` outputs
     may come back in the padded layout (a view of the padded product: no copy); the others keep
@@ -177,20 +196,27 @@ def pad_matmuls(gm: fx.GraphModule, free_outputs: int = 0) -> tuple[fx.GraphModu
         return gm, ()
     plans = {p: _plan(p) for p in products}
     wanted = [p for p, plan in plans.items() if not isinstance(plan, str)]
-    log = [f"{p.name}: {p.target} kept ({plan})" for p, plan in plans.items()
-           if isinstance(plan, str) and plan != "already aligned"]
+    log = [
+        f"{p.name}: {p.target} kept ({plan})"
+        for p, plan in plans.items()
+        if isinstance(plan, str) and plan != "already aligned"
+    ]
     if not wanted:
         return gm, tuple(log)
     if any(n.target in _STORAGE_OPS for n in gm.graph.nodes):
         # as_strided reads memory order, which a padded buffer changes under it
-        return gm, (*log, *(f"{p.name}: {p.target} kept (the graph has an as_strided view)"
-                            for p in wanted))
+        return gm, (
+            *log,
+            *(f"{p.name}: {p.target} kept (the graph has an as_strided view)" for p in wanted),
+        )
     graph = fx.Graph()
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, copies))
     if not _static_inputs(graph):
-        return gm, (*log, *(f"{p.name}: {p.target} kept (graph inputs of symbolic size)"
-                            for p in wanted))
+        return gm, (
+            *log,
+            *(f"{p.name}: {p.target} kept (graph inputs of symbolic size)" for p in wanted),
+        )
     mode = FakeTensorMode()
     _propagate_meta(graph, mode)  # one fake mode for every value the pass makes or reads
     propagated = _args_of(graph)
@@ -200,12 +226,20 @@ def pad_matmuls(gm: fx.GraphModule, free_outputs: int = 0) -> tuple[fx.GraphModu
     for p in wanted:
         sizes, padded = plans[p]  # type: ignore[misc]
         _rewrite(graph, copies[p], sizes, padded, memo)
-        log.append(f"{p.name}: {p.target} {'x'.join(map(str, sizes))} padded to "
-                   f"{'x'.join(map(str, padded))} (unaligned leading dimension)")
+        log.append(
+            f"{p.name}: {p.target} {'x'.join(map(str, sizes))} padded to "
+            f"{'x'.join(map(str, padded))} (unaligned leading dimension)"
+        )
     _propagate_meta(graph, mode, since=propagated)
     if not _keep_output_layouts(graph, output, before, free=free_outputs):
-        return gm, (*log[:-len(wanted)], *(f"{p.name}: {p.target} kept (a graph output that is "
-                                           "not contiguous would change layout)" for p in wanted))
+        return gm, (
+            *log[: -len(wanted)],
+            *(
+                f"{p.name}: {p.target} kept (a graph output that is "
+                "not contiguous would change layout)"
+                for p in wanted
+            ),
+        )
     # the module is made once the graph is final: making it writes its Python code, as
     # recompile() does (once instead of twice)
     new_gm = fx.GraphModule(gm, graph)

@@ -109,7 +109,9 @@ def format_graph_ir(graph: Any) -> str:
                 rr = ", ".join(map(str, node.reduction_ranges))
                 part = node.data.output_index
                 part = "" if part is None else f", output_index={part}"
-                out.append(f"    {kind}(ranges=[{ranges}], reduction_ranges=[{rr}], type={node.data.reduction_type}{part})")
+                out.append(
+                    f"    {kind}(ranges=[{ranges}], reduction_ranges=[{rr}], type={node.data.reduction_type}{part})"
+                )
             else:
                 out.append(f"    {kind}(ranges=[{ranges}])")
             # the recording the scheduler and code generators read (its iteration variables:
@@ -133,8 +135,10 @@ def format_kernel(step: Any, indent: str = "") -> str:
     """A KernelSpec as text: ranges, buffers, and each stage's node bodies."""
     xr = ", ".join(map(str, step.xranges))
     rr = ", ".join(map(str, step.rranges))
-    head = (f"{indent}{step.name}: xranges=[{xr}] rranges=[{rr}] inputs={list(step.inputs)} "
-            f"outputs={list(step.outputs)} local={sorted(step.local_buffers)} size_args={list(step.size_args)}")
+    head = (
+        f"{indent}{step.name}: xranges=[{xr}] rranges=[{rr}] inputs={list(step.inputs)} "
+        f"outputs={list(step.outputs)} local={sorted(step.local_buffers)} size_args={list(step.size_args)}"
+    )
     out = [head]
     for stage in step.stages:
         out.append(f"{indent}  stage {stage.kind}:")
@@ -156,7 +160,9 @@ def format_scheduled_graph(graph: Any) -> str:
         elif isinstance(step, ExternCall):
             out.append(f"  {', '.join(step.outputs)} = {step.kind} {step.op} ({step.reason})")
         elif isinstance(step, View):
-            out.append(f"  {step.name} = view({step.base}, size={list(step.size)}, stride={list(step.stride)}, offset={step.offset})")
+            out.append(
+                f"  {step.name} = view({step.base}, size={list(step.size)}, stride={list(step.stride)}, offset={step.offset})"
+            )
         elif isinstance(step, Free):
             out.append(f"  del {step.name}")
     if graph.reuse:
@@ -164,5 +170,13 @@ def format_scheduled_graph(graph: Any) -> str:
     return "\n".join(out)
 
 
-__all__ = ["FloorDiv", "ModularIndexing", "PrintingHandler", "format_body", "format_graph_ir",
-           "format_index", "format_kernel", "format_scheduled_graph"]
+__all__ = [
+    "FloorDiv",
+    "ModularIndexing",
+    "PrintingHandler",
+    "format_body",
+    "format_graph_ir",
+    "format_index",
+    "format_kernel",
+    "format_scheduled_graph",
+]

@@ -64,8 +64,12 @@ def eval_index(expr: Any, env: dict[sympy.Symbol, Any]) -> Any:
 
 
 _TORCH_FNS = {
-    "truediv": torch.true_divide, "floordiv": torch.floor_divide, "mod": torch.fmod,
-    "erfinv": torch.special.erfinv, "square": torch.square, "relu": torch.relu,
+    "truediv": torch.true_divide,
+    "floordiv": torch.floor_divide,
+    "mod": torch.fmod,
+    "erfinv": torch.special.erfinv,
+    "square": torch.square,
+    "relu": torch.relu,
 }
 
 
@@ -80,9 +84,14 @@ class TorchOpsHandler(DefaultHandler):
     default_ops = frozenset(n for n in POINTWISE_OPS if _torch_fn(n) is not None)
     shape: list[int]  # the kernel's x then r ranges, set before a body runs
 
-
-    def __init__(self, storages: dict[str, torch.Tensor], env: dict[sympy.Symbol, Any], ndim: int,
-                 nx: int, device: torch.device) -> None:
+    def __init__(
+        self,
+        storages: dict[str, torch.Tensor],
+        env: dict[sympy.Symbol, Any],
+        ndim: int,
+        nx: int,
+        device: torch.device,
+    ) -> None:
         self.storages = storages
         self.env = env
         self.ndim = ndim
@@ -109,7 +118,9 @@ class TorchOpsHandler(DefaultHandler):
         idx = self._index(index)
         value = torch.as_tensor(value, device=self.device)
         idx, value = torch.broadcast_tensors(idx, value)
-        flat.index_put_((idx.reshape(-1),), value.reshape(-1).to(flat.dtype), accumulate=mode == "atomic_add")
+        flat.index_put_(
+            (idx.reshape(-1),), value.reshape(-1).to(flat.dtype), accumulate=mode == "atomic_add"
+        )
 
     store_reduction = store
 
@@ -121,7 +132,9 @@ class TorchOpsHandler(DefaultHandler):
         full = [int(e) for e in self.shape]
         return value.expand(full).reshape(full[: self.nx] + [-1])
 
-    def reduction(self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: Any) -> Any:
+    def reduction(
+        self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: Any
+    ) -> Any:
         full = [int(e) for e in self.shape]
         keep = full[: self.nx] + [1] * (self.ndim - self.nx)
         if reduction_type == "welford_combine":
@@ -157,7 +170,9 @@ class TorchOpsHandler(DefaultHandler):
         return out.to(dtype).reshape(keep)
 
     def index_expr(self, expr: Any, dtype: torch.dtype) -> torch.Tensor:
-        return torch.as_tensor(eval_index(sympy.sympify(expr), self.env), device=self.device).to(dtype)
+        return torch.as_tensor(eval_index(sympy.sympify(expr), self.env), device=self.device).to(
+            dtype
+        )
 
     def indirect_indexing(self, value: Any, size: Any, check: bool = True) -> sympy.Symbol:
         sym = index_symbol("ind", self._indirect)
@@ -185,7 +200,9 @@ class TorchOpsHandler(DefaultHandler):
     def constant(self, value: Any, dtype: torch.dtype) -> torch.Tensor:
         return torch.tensor(value, dtype=dtype, device=self.device)
 
-    def to_dtype(self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype | None = None) -> torch.Tensor:
+    def to_dtype(
+        self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype | None = None
+    ) -> torch.Tensor:
         return torch.as_tensor(x, device=self.device).to(dtype)
 
     def to_dtype_bitcast(self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> torch.Tensor:
@@ -259,8 +276,10 @@ class ReferenceKernel:
         storages = {name: _flat(t) for name, t in zip(spec.args, tensors)}
         for name in spec.local_buffers:
             b = spec.buffers[name]
-            extent = 1 + sum((int(sympy.sympify(s).subs(subs)) - 1) * int(sympy.sympify(st).subs(subs))
-                             for s, st in zip(b.size, b.stride))
+            extent = 1 + sum(
+                (int(sympy.sympify(s).subs(subs)) - 1) * int(sympy.sympify(st).subs(subs))
+                for s, st in zip(b.size, b.stride)
+            )
             storages[name] = torch.empty(max(extent, 0), dtype=b.dtype, device=device)
         xr = [int(sympy.sympify(e).subs(subs)) for e in spec.xranges]
         rr = [int(sympy.sympify(e).subs(subs)) for e in spec.rranges]
@@ -288,11 +307,13 @@ class ReferenceBackend:
 
     name = "reference"
 
-    def __init__(self, device_type: str = "cpu",
-                 capabilities: BackendCapabilities | None = None) -> None:
+    def __init__(
+        self, device_type: str = "cpu", capabilities: BackendCapabilities | None = None
+    ) -> None:
         self.device_type = device_type
         self.capabilities = capabilities or BackendCapabilities(
-            reduction_broadcast_reduction=True, max_reduction_stages=8)
+            reduction_broadcast_reduction=True, max_reduction_stages=8
+        )
 
     def compile_kernels(self, kernels: Sequence[KernelSpec]) -> list[ReferenceKernel]:
         return [ReferenceKernel(k.name, k) for k in kernels]

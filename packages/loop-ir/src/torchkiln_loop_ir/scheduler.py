@@ -65,8 +65,10 @@ class FusionRecord:
         if not self.first:
             return f"stopped: {self.reason}"
         kind = FUSION_KINDS.get(self.score[0], "?")
-        head = f"{'fused' if self.accepted else 'rejected'} {self.first} + {self.second} ({kind}, " \
-               f"{self.score[1]} bytes saved)"
+        head = (
+            f"{'fused' if self.accepted else 'rejected'} {self.first} + {self.second} ({kind}, "
+            f"{self.score[1]} bytes saved)"
+        )
         return head if self.accepted else f"{head}: {self.reason}"
 
 
@@ -88,13 +90,19 @@ class SchedulerNode:
         self.body = buf.loop_body
         self.is_scatter = buf.is_scatter
         # a scatter updates its target in place: it must run after the target's producer
-        self.read_names = set(self.body.read_names) | ({buf.write_name} if self.is_scatter else set())
+        self.read_names = set(self.body.read_names) | (
+            {buf.write_name} if self.is_scatter else set()
+        )
         self.write_names = set(self.body.write_names)
         self._accesses: dict[tuple, tuple] = {}  # see ``accesses``
 
-    def accesses(self, xs: tuple[sympy.Expr, ...], rs: tuple[sympy.Expr, ...],
-                 var_ranges: dict[sympy.Symbol, sympy.Expr], size: tuple[sympy.Expr, ...]
-                 ) -> tuple[tuple[MemoryDep, ...], tuple[MemoryDep, ...], tuple[sympy.Expr, ...]]:
+    def accesses(
+        self,
+        xs: tuple[sympy.Expr, ...],
+        rs: tuple[sympy.Expr, ...],
+        var_ranges: dict[sympy.Symbol, sympy.Expr],
+        size: tuple[sympy.Expr, ...],
+    ) -> tuple[tuple[MemoryDep, ...], tuple[MemoryDep, ...], tuple[sympy.Expr, ...]]:
         """The reads and writes (simplified over ``var_ranges``) and the expressions of this
         node's body at kernel indices ``xs``/``rs``, read off its recording.
 
@@ -107,9 +115,11 @@ class SchedulerNode:
         found = self._accesses.get(key)
         if found is None:
             reads, writes, exprs = self.body.accesses(xs, rs)
-            found = (tuple(MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in reads),
-                     tuple(MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in writes),
-                     tuple(exprs))
+            found = (
+                tuple(MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in reads),
+                tuple(MemoryDep(name, simplify_index(i, var_ranges), size) for name, i in writes),
+                tuple(exprs),
+            )
             self._accesses[key] = found
         return found
 
@@ -205,7 +215,9 @@ def _flatten(vars_: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> sympy.
     return sum((v * s for v, s in zip(vars_, contiguous_strides(sizes))), sympy.Integer(0))
 
 
-def _matching_permutation(sizes: Sequence[sympy.Expr], target: Sequence[sympy.Expr]) -> list[int] | None:
+def _matching_permutation(
+    sizes: Sequence[sympy.Expr], target: Sequence[sympy.Expr]
+) -> list[int] | None:
     """``p`` with ``sizes[p[k]] == target[k]`` (identity preferred), or None.
 
     Only unambiguous matches are used: with repeated sizes anything but the identity is a guess.
@@ -220,7 +232,9 @@ def _matching_permutation(sizes: Sequence[sympy.Expr], target: Sequence[sympy.Ex
     return [where[t] for t in target]
 
 
-def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> GroupPlan | FusionDecision:
+def plan_group(
+    nodes: Sequence[SchedulerNode], caps: BackendCapabilities
+) -> GroupPlan | FusionDecision:
     """Lay ``nodes`` out as one kernel, or say why they cannot share one."""
     reds = [n for n in nodes if n.is_reduction]
     if reds:
@@ -228,7 +242,9 @@ def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> Gro
         numels = {(n.xnumel, n.rnumel) for n in reds}
         if len(numels) > 1:
             return FusionDecision(False, "reductions over different (x, r) sizes")
-        xranges, rranges = next(iter(shapes)) if len(shapes) == 1 else ((reds[0].xnumel,), (reds[0].rnumel,))
+        xranges, rranges = (
+            next(iter(shapes)) if len(shapes) == 1 else ((reds[0].xnumel,), (reds[0].rnumel,))
+        )
     else:
         shapes = {n.xr for n in nodes}
         if len({n.xnumel for n in nodes}) > 1:
@@ -243,11 +259,23 @@ def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> Gro
     for n in nodes:
         if n.is_reduction:
             kind = "loop"
-            xs = kxs if n.xr == tuple(xranges) else _unflatten(_flatten(kxs, xranges), n.xr, var_ranges)
-            rs = krs if n.rr == tuple(rranges) else _unflatten(_flatten(krs, rranges), n.rr, var_ranges)
+            xs = (
+                kxs
+                if n.xr == tuple(xranges)
+                else _unflatten(_flatten(kxs, xranges), n.xr, var_ranges)
+            )
+            rs = (
+                krs
+                if n.rr == tuple(rranges)
+                else _unflatten(_flatten(krs, rranges), n.rr, var_ranges)
+            )
         elif not rranges or (n.xnumel == X and R != 1):
             kind = "epilogue" if rranges else "loop"
-            xs = kxs if n.xr == tuple(xranges) else _unflatten(_flatten(kxs, xranges), n.xr, var_ranges)
+            xs = (
+                kxs
+                if n.xr == tuple(xranges)
+                else _unflatten(_flatten(kxs, xranges), n.xr, var_ranges)
+            )
             rs = []
         elif n.xnumel == X * R and R != 1:
             kind = "loop"
@@ -259,10 +287,14 @@ def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> Gro
                 xs = _unflatten(_flatten(kxs + krs, both), n.xr, var_ranges)
             rs = []
         else:
-            return FusionDecision(False, f"{n.name} iterates over {n.xnumel} elements, not {X} or {X}*{R}")
+            return FusionDecision(
+                False, f"{n.name} iterates over {n.xnumel} elements, not {X} or {X}*{R}"
+            )
         size = tuple(xranges) + (tuple(rranges) if kind == "loop" else ())
         reads, writes, exprs = n.accesses(tuple(xs), tuple(rs), var_ranges, size)
-        planned.append(PlannedNode(n, kind, list(reads), list(writes), (tuple(xs), tuple(rs)), exprs))
+        planned.append(
+            PlannedNode(n, kind, list(reads), list(writes), (tuple(xs), tuple(rs)), exprs)
+        )
 
     # stages, in program order; a node goes to the first stage its inputs allow
     stages: list[tuple[str, list[PlannedNode]]] = []
@@ -275,8 +307,11 @@ def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> Gro
             if w is None:
                 continue
             if dep.index != w.writes[0].index:
-                return FusionDecision(False, f"{p.node.name} reads {dep.name} at {dep.index}, "
-                                      f"written at {w.writes[0].index} in the same kernel")
+                return FusionDecision(
+                    False,
+                    f"{p.node.name} reads {dep.name} at {dep.index}, "
+                    f"written at {w.writes[0].index} in the same kernel",
+                )
             s = stage_of[dep.name]
             strict = w.node.is_reduction or (w.kind == "epilogue" and p.kind == "loop")
             lo = max(lo, s + 1 if strict else s)
@@ -292,8 +327,11 @@ def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> Gro
     red_stages = [s for s in loop_stages if any(p.node.is_reduction for p in s[1])]
     if not caps.reduction_broadcast_reduction:
         if len(loop_stages) > 1:
-            return FusionDecision(False, "backend cannot fuse a reduction with a consumer of a reduction "
-                                  "(reduction_broadcast_reduction=False)")
+            return FusionDecision(
+                False,
+                "backend cannot fuse a reduction with a consumer of a reduction "
+                "(reduction_broadcast_reduction=False)",
+            )
     elif len(red_stages) > max(caps.max_reduction_stages, 1):
         return FusionDecision(False, f"more than {caps.max_reduction_stages} reduction stages")
     # every stage order must respect program order between stages too (a later stage reading an
@@ -302,7 +340,9 @@ def plan_group(nodes: Sequence[SchedulerNode], caps: BackendCapabilities) -> Gro
         for p in ps:
             for dep in p.reads:
                 if dep.name in stage_of and stage_of[dep.name] > i:
-                    return FusionDecision(False, f"{p.node.name} would run before its producer {dep.name}")
+                    return FusionDecision(
+                        False, f"{p.node.name} would run before its producer {dep.name}"
+                    )
     return GroupPlan(tuple(xranges), tuple(rranges), stages)
 
 
@@ -320,12 +360,16 @@ class Scheduler:
     date on each merge; candidates wait in a priority queue instead of being rebuilt per merge.
     """
 
-    def __init__(self, nodes: Sequence[Any], caps: BackendCapabilities, graph_outputs: set[str]) -> None:
+    def __init__(
+        self, nodes: Sequence[Any], caps: BackendCapabilities, graph_outputs: set[str]
+    ) -> None:
         self.caps = caps
         self.graph_outputs = graph_outputs
         sn = []
         for i, node in enumerate(nodes):
-            sn.append(SchedulerNode(node, i) if isinstance(node, ComputedBuffer) else ExternNode(node, i))
+            sn.append(
+                SchedulerNode(node, i) if isinstance(node, ComputedBuffer) else ExternNode(node, i)
+            )
         self.groups: list[FusedGroup] = [FusedGroup((n,)) for n in sn]
         self._plans: dict[tuple[str, ...], Any] = {}
         self.log: list[str] = []  # the accepted fusions, in order
@@ -335,8 +379,9 @@ class Scheduler:
         for n in sn:
             if isinstance(n, SchedulerNode):
                 numel = n.buf.layout.numel()
-                self._nbytes.setdefault(n.name, int(numel) * n.buf.layout.dtype.itemsize if numel.is_number
-                                        else 1 << 20)
+                self._nbytes.setdefault(
+                    n.name, int(numel) * n.buf.layout.dtype.itemsize if numel.is_number else 1 << 20
+                )
         self._preds, self._succs = _node_dependencies(sn)
         self._group_of: list[FusedGroup] = list(self.groups)  # by node order
         # ancestors in program order: every predecessor precedes its node
@@ -381,7 +426,9 @@ class Scheduler:
             try:
                 self._plans[key] = plan_group(nodes, self.caps)
             except Exception as e:  # noqa: BLE001 - an index we cannot analyse: do not fuse, say why
-                self._plans[key] = FusionDecision(False, f"cannot analyse the fused kernel: {type(e).__name__}: {e}")
+                self._plans[key] = FusionDecision(
+                    False, f"cannot analyse the fused kernel: {type(e).__name__}: {e}"
+                )
         return self._plans[key]
 
     def can_fuse(self, a: FusedGroup, b: FusedGroup) -> FusionDecision:
@@ -431,7 +478,7 @@ class Scheduler:
             # a widely shared buffer: its writers, and the readers nearest g in program order
             ranked = sorted(users, key=lambda h: h.order)
             at = ranked.index(g)
-            out.update(ranked[max(0, at - _SHARED_READ_WINDOW):at + _SHARED_READ_WINDOW + 1])
+            out.update(ranked[max(0, at - _SHARED_READ_WINDOW) : at + _SHARED_READ_WINDOW + 1])
             out.update(h for h in users if name in h.write_names)
         out.discard(g)
         return {h for h in out if not h.is_extern}
@@ -481,9 +528,15 @@ class Scheduler:
         if heap and fuel == 0:
             left = sum(1 for _, _, a, b in heap if a in alive and b in alive)
             if left:
-                self.decisions.append(FusionRecord(
-                    False, "", "", reason=f"max_fusions={max_fusions} spent, {left} candidate "
-                    "pair(s) not considered"))
+                self.decisions.append(
+                    FusionRecord(
+                        False,
+                        "",
+                        "",
+                        reason=f"max_fusions={max_fusions} spent, {left} candidate "
+                        "pair(s) not considered",
+                    )
+                )
         self.groups = self._topological(self.groups)
 
     def _merge(self, a: FusedGroup, b: FusedGroup) -> FusedGroup:
@@ -523,7 +576,9 @@ class Scheduler:
                 indeg[h] -= 1
                 if indeg[h] == 0:
                     heapq.heappush(ready, (h.order, index[h], h))
-        if len(out) != len(groups):  # pragma: no cover - fusion never creates cycles (checked in can_fuse)
+        if len(out) != len(
+            groups
+        ):  # pragma: no cover - fusion never creates cycles (checked in can_fuse)
             raise RuntimeError("cycle among fused groups")
         return out
 

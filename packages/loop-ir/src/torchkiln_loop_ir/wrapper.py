@@ -53,13 +53,19 @@ def make_extern(step: ExternCall, out_specs: Sequence[Any] = ()) -> Callable[...
     A fallback's output of static size is checked against it too (an op whose output size
     depends on the data, such as nonzero or x[mask], raises OutputShapeChanged).
     """
-    fixed = [(i, tuple(int(v) for v in sp.size), tuple(int(v) for v in sp.stride))
-             for i, sp in enumerate(out_specs)
-             if sp is not None and all(isinstance(v, sympy.Integer) for v in (*sp.size, *sp.stride))]
+    fixed = [
+        (i, tuple(int(v) for v in sp.size), tuple(int(v) for v in sp.stride))
+        for i, sp in enumerate(out_specs)
+        if sp is not None and all(isinstance(v, sympy.Integer) for v in (*sp.size, *sp.stride))
+    ]
     call = _make_extern(step, fixed)
-    symbolic = [(i, f) for i, sp in enumerate(out_specs)
-                if sp is not None and not all(isinstance(v, sympy.Integer) for v in (*sp.size, *sp.stride))
-                and (f := _stride_fn(sp)) is not None]
+    symbolic = [
+        (i, f)
+        for i, sp in enumerate(out_specs)
+        if sp is not None
+        and not all(isinstance(v, sympy.Integer) for v in (*sp.size, *sp.stride))
+        and (f := _stride_fn(sp)) is not None
+    ]
     if not symbolic:
         return call
     inner = call
@@ -74,7 +80,9 @@ def make_extern(step: ExternCall, out_specs: Sequence[Any] = ()) -> Callable[...
                 want = strides_of(r)
                 if r.stride() != want:
                     outs = list(outs)
-                    outs[i] = torch.empty_strided(r.shape, want, dtype=r.dtype, device=r.device).copy_(r)
+                    outs[i] = torch.empty_strided(
+                        r.shape, want, dtype=r.dtype, device=r.device
+                    ).copy_(r)
         return outs
 
     return relaid
@@ -92,8 +100,12 @@ def _stride_fn(spec: Any) -> Callable[[torch.Tensor], tuple[int, ...]] | None:
     lines = [f"    {sym} = r.shape[{dim}]" for sym, dim in bind.items()]
     body = "\n".join(lines) + ("\n" if lines else "")
     source = f"def strides(r):\n{body}    return {_tuple(spec.stride)}\n"
-    ns = {"FloorDiv": lambda a, b: a // b, "ModularIndexing": lambda a, b, c: (a // b) % c,
-          "Min": min, "Max": max}
+    ns = {
+        "FloorDiv": lambda a, b: a // b,
+        "ModularIndexing": lambda a, b, c: (a // b) % c,
+        "Min": min,
+        "Max": max,
+    }
     exec(compile(source, "<extern strides>", "exec"), ns)  # noqa: S102 - our own generated code, as the wrapper module
     return ns["strides"]
 
@@ -107,7 +119,8 @@ def _changed_shape(step: ExternCall, r: Any, size: tuple[int, ...]) -> OutputSha
     return OutputShapeChanged(
         f"fallback {step.op} returned shape {tuple(r.shape)} but the graph was traced "
         f"with {size} (its output size depends on the data); trace again with these "
-        "inputs, or mark the op as a graph break in the front end")
+        "inputs, or mark the op as a graph break in the front end"
+    )
 
 
 def _returns_tensors(op: Any, n_out: int) -> bool:
@@ -120,8 +133,9 @@ def _returns_tensors(op: Any, n_out: int) -> bool:
     return n_out > 0 and len(returns) == n_out and all(str(r.type) == "Tensor" for r in returns)
 
 
-def _make_extern(step: ExternCall, fixed: Sequence[tuple[int, tuple[int, ...], tuple[int, ...]]] = ()
-                 ) -> Callable[..., Any]:
+def _make_extern(
+    step: ExternCall, fixed: Sequence[tuple[int, tuple[int, ...], tuple[int, ...]]] = ()
+) -> Callable[..., Any]:
     """``f(*dynamic_leaves) -> list of outputs``, generated as Python source: the call's argument
     structure is spelled out once, constants bound by name, so a call does no pytree work (an
     unflatten per call was a third of unet's host time under cProfile:
@@ -157,8 +171,11 @@ def _make_extern(step: ExternCall, fixed: Sequence[tuple[int, tuple[int, ...], t
             return f"v{n_dyn[0] - 1}"
         if isinstance(x, (list, tuple)):
             if not any(_is_dynamic(leaf) for leaf in pytree.tree_leaves(x)):
-                return const(type(x)(_static(leaf) for leaf in x) if type(x) in (list, tuple)
-                             else [_static(leaf) for leaf in x])
+                return const(
+                    type(x)(_static(leaf) for leaf in x)
+                    if type(x) in (list, tuple)
+                    else [_static(leaf) for leaf in x]
+                )
             items = ", ".join(expr(item) for item in x)
             return f"({items},)" if isinstance(x, tuple) else f"[{items}]"
         if isinstance(x, dict):
@@ -197,15 +214,20 @@ def _make_extern(step: ExternCall, fixed: Sequence[tuple[int, tuple[int, ...], t
         body += [*checks("result", known=True), "    return (result,)"]
     elif known:
         # by its schema a tuple of n_out tensors: no pytree flattening (a few us per call)
-        body += ["    return result"] if not fixed else [
-            "    flat = list(result)", *checks("flat", known=True), "    return flat"]
+        body += (
+            ["    return result"]
+            if not fixed
+            else ["    flat = list(result)", *checks("flat", known=True), "    return flat"]
+        )
     else:
-        body += ["    if isinstance(result, _Tensor):",
-                 "        flat = [result]",
-                 "    else:",
-                 "        flat = _leaves(result)",
-                 "        if len(flat) != _n_out:",
-                 "            raise RuntimeError(f\"{op} returned {len(flat)} values, expected {_n_out}\")"]
+        body += [
+            "    if isinstance(result, _Tensor):",
+            "        flat = [result]",
+            "    else:",
+            "        flat = _leaves(result)",
+            "        if len(flat) != _n_out:",
+            '            raise RuntimeError(f"{op} returned {len(flat)} values, expected {_n_out}")',
+        ]
         body += [*checks("flat"), "    return flat"]
     source = "\n".join(body) + "\n"
     # one file name per call site: cProfile keys its entries by (file, line, name), so sites
@@ -267,20 +289,29 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
     if kernel_steps:
         lines.append(f"    ({', '.join(s.name for s in kernel_steps)},) = kernels")
     if extern_steps:
-        lines.append(f"    ({', '.join(f'extern{i}' for i in range(len(extern_steps)))},) = externs")
+        lines.append(
+            f"    ({', '.join(f'extern{i}' for i in range(len(extern_steps)))},) = externs"
+        )
     for i in range(len(devices)):
         lines.append(f"    dev{i} = devices[{i}]")
     dev_name = {d: f"dev{i}" for i, d in enumerate(devices)}
     # the kernels' one device (a CPU scalar input of a GPU graph does not prevent it)
     kernel_devices = _kernel_devices(graph, kernel_steps) if stream_launch else set()
-    stream_launch = (stream_launch and len(kernel_devices) == 1
-                     and next(iter(kernel_devices)) in dev_name)  # (None: not known)
+    stream_launch = (
+        stream_launch and len(kernel_devices) == 1 and next(iter(kernel_devices)) in dev_name
+    )  # (None: not known)
     if stream_launch:
         lines.append(f"    _stream_for = {kernel_steps[0].name}.stream_for")
     # dtypes are bound once here, not looked up as ``torch.<dtype>`` on every call
-    dtypes = sorted({str(graph.buffers[name].dtype) for step in graph.steps
-                     if isinstance(step, KernelSpec) for name in step.outputs
-                     if name not in step.inputs and name not in graph.reuse})
+    dtypes = sorted(
+        {
+            str(graph.buffers[name].dtype)
+            for step in graph.steps
+            if isinstance(step, KernelSpec)
+            for name in step.outputs
+            if name not in step.inputs and name not in graph.reuse
+        }
+    )
     dtype_name = {d: f"dt{i}" for i, d in enumerate(dtypes)}
     for d, local in dtype_name.items():
         lines.append(f"    {local} = {d}")
@@ -294,7 +325,9 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
     body.append("if args.__class__ is list:")
     body.append("    args.clear()")
     body += _bind_symbols(graph)
-    aligned = _AlignedTensors(graph, dev_name[next(iter(kernel_devices))]) if stream_launch else None
+    aligned = (
+        _AlignedTensors(graph, dev_name[next(iter(kernel_devices))]) if stream_launch else None
+    )
     if aligned is not None:
         body.append(aligned.first_line())
     bound = {sym.name for sym in graph.size_symbols}
@@ -310,8 +343,10 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
                     body.append(f"{name} = {old}; del {old}")
                     continue
                 b = graph.buffers[name]
-                body.append(f"{name} = _empty({_tuple(b.size)}, {_tuple(b.stride)}, dtype={dtype_name[str(b.dtype)]}, "
-                            f"device={dev_name[str(b.device)]})")
+                body.append(
+                    f"{name} = _empty({_tuple(b.size)}, {_tuple(b.stride)}, dtype={dtype_name[str(b.dtype)]}, "
+                    f"device={dev_name[str(b.device)]})"
+                )
             args = list(step.args) + [s.name for s in step.size_args]
             if aligned is None:
                 body.append(f"{step.name}({', '.join(args)})")
@@ -334,18 +369,28 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
                         bound.add(size.name)
         elif isinstance(step, View):
             # no offset: as_strided keeps the base's own storage offset (no arithmetic per call)
-            offset = "" if step.offset == 0 else f", {pyexpr(step.offset)} + {step.base}.storage_offset()"
-            body.append(f"{step.name} = _as_strided({step.base}, {_tuple(step.size)}, {_tuple(step.stride)}{offset})")
+            offset = (
+                ""
+                if step.offset == 0
+                else f", {pyexpr(step.offset)} + {step.base}.storage_offset()"
+            )
+            body.append(
+                f"{step.name} = _as_strided({step.base}, {_tuple(step.size)}, {_tuple(step.stride)}{offset})"
+            )
             if aligned is not None:
                 aligned.view(step)
         elif isinstance(step, Free) and step.name not in reused_by:
             body.append(f"del {step.name}")
-    body.append("return [" + ", ".join(o if isinstance(o, str) else pyexpr(o) for o in graph.outputs) + "]")
+    body.append(
+        "return [" + ", ".join(o if isinstance(o, str) else pyexpr(o) for o in graph.outputs) + "]"
+    )
     unbound = sorted(_symbols_used(graph) - bound)
     if unbound:
         # refuse at compile time (a clean eager fallback) rather than a NameError on a call
-        raise LoweringError(f"size symbol(s) {', '.join(unbound)} used by the graph come from no "
-                            "input size, stride or value and no extern result")
+        raise LoweringError(
+            f"size symbol(s) {', '.join(unbound)} used by the graph come from no "
+            "input size, stride or value and no extern result"
+        )
     lines.extend("        " + line for line in body)
     lines.append("")
     lines.append("    return call")
@@ -397,7 +442,9 @@ class _AlignedTensors:
         the kernel's fresh outputs are allocated aligned (and a reuse of an aligned buffer is)."""
         lines = []
         for name in step.outputs:
-            if name not in step.inputs and (name not in self.graph.reuse or self.graph.reuse[name] in self.known):
+            if name not in step.inputs and (
+                name not in self.graph.reuse or self.graph.reuse[name] in self.known
+            ):
                 self.known.add(name)
         for name in step.args:
             if name not in self.known:
@@ -410,10 +457,18 @@ class _AlignedTensors:
 def _bind_symbols(graph: ScheduledGraph) -> list[str]:
     """Lines binding each size symbol from the inputs: plain reads first, then solved ones in the
     order lowering found them (a solved symbol's expression may use symbols bound before it)."""
-    sources = [(sym, src if isinstance(src, SymbolSource)
-                else SymbolSource(src[0], "value" if src[1] == -1 else "size", src[1]))
-               for sym, src in graph.size_symbols.items()]
-    direct = sorted(((sym, src) for sym, src in sources if src.solve is None), key=lambda kv: kv[0].name)
+    sources = [
+        (
+            sym,
+            src
+            if isinstance(src, SymbolSource)
+            else SymbolSource(src[0], "value" if src[1] == -1 else "size", src[1]),
+        )
+        for sym, src in graph.size_symbols.items()
+    ]
+    direct = sorted(
+        ((sym, src) for sym, src in sources if src.solve is None), key=lambda kv: kv[0].name
+    )
     lines = []
     for sym, src in [*direct, *((sym, src) for sym, src in sources if src.solve is not None)]:
         read = src.read(graph.inputs[src.pos])
@@ -435,22 +490,31 @@ def _symbols_used(graph: ScheduledGraph) -> set[str]:
                 if name not in step.inputs and name not in graph.reuse:
                     exprs += [*graph.buffers[name].size, *graph.buffers[name].stride]
         elif isinstance(step, ExternCall):
-            exprs += [x for x in pytree.tree_leaves((step.args, dict(step.kwargs)))
-                      if isinstance(x, sympy.Basic)]
+            exprs += [
+                x
+                for x in pytree.tree_leaves((step.args, dict(step.kwargs)))
+                if isinstance(x, sympy.Basic)
+            ]
         elif isinstance(step, View):
             exprs += [*step.size, *step.stride, step.offset]
     return {s.name for e in exprs if isinstance(e, sympy.Basic) for s in e.free_symbols}
 
 
-def load_wrapper(graph: ScheduledGraph, kernels: Sequence[Any], cache_dir: str | None = None
-                 ) -> tuple[Callable[..., Any], str, str]:
+def load_wrapper(
+    graph: ScheduledGraph, kernels: Sequence[Any], cache_dir: str | None = None
+) -> tuple[Callable[..., Any], str, str]:
     """Write (through the shared code cache, verified before it runs), load and bind the wrapper:
     returns (call, source, path). ``cache_dir``: the cache root (None: ``codecache.cache_root``)."""
     # the kernels' launch protocol (backend.StreamLaunch): a stream fetched once per call
     stream_launch = bool(kernels) and all(isinstance(k, StreamLaunch) for k in kernels)
     source = wrapper_source(graph, stream_launch=stream_launch)
-    module, path = source_module(CodeCache.at("wrappers", cache_dir), source, "wrapper.py", "torchkiln_wrapper_")
-    externs = [make_extern(s, [graph.buffers.get(o) if o else None for o in s.outputs])
-               for s in graph.steps if isinstance(s, ExternCall)]
+    module, path = source_module(
+        CodeCache.at("wrappers", cache_dir), source, "wrapper.py", "torchkiln_wrapper_"
+    )
+    externs = [
+        make_extern(s, [graph.buffers.get(o) if o else None for o in s.outputs])
+        for s in graph.steps
+        if isinstance(s, ExternCall)
+    ]
     devices = [torch.device(d) for d in sorted({str(b.device) for b in graph.buffers.values()})]
     return module.make(list(kernels), externs, devices), source, str(path)

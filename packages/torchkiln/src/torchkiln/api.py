@@ -88,7 +88,12 @@ def _capture(
     # passed only when asked for: a capture layer without the option (or a stand-in) still works
     extra = {"capture_scalar_outputs": True} if options.capture_scalar_outputs else {}
     return capture(
-        fn, backend, fullgraph=fullgraph, dynamic=dynamic, recompile_limit=options.recompile_limit, **extra
+        fn,
+        backend,
+        fullgraph=fullgraph,
+        dynamic=dynamic,
+        recompile_limit=options.recompile_limit,
+        **extra,
     )
 
 
@@ -167,8 +172,10 @@ class _Runner:
         try:
             write_guards(self._functions(), self.recorder.take_pending_dumps())
         except Exception as error:  # noqa: BLE001 - a debug dump never breaks the program
-            warnings.warn(f"torchkiln: could not write guards to the debug dir: {one_line(error)}",
-                          stacklevel=3)
+            warnings.warn(
+                f"torchkiln: could not write guards to the debug dir: {one_line(error)}",
+                stacklevel=3,
+            )
 
     def reset(self) -> None:
         """Forget every compiled entry: capture's cache (guarded entries, continuations, automatic
@@ -196,7 +203,9 @@ class _Runner:
             unsupported = getattr(fn, "unsupported", None)
             if unsupported is not None:
                 name = getattr(fn, "__name__", "?")
-                out.append(EagerFallback(-1, 0, f"capture ran {name} eagerly: {one_line(unsupported)}"))
+                out.append(
+                    EagerFallback(-1, 0, f"capture ran {name} eagerly: {one_line(unsupported)}")
+                )
         return out
 
     def graph_breaks(self) -> list[str]:
@@ -218,14 +227,16 @@ def _frames(error: BaseException) -> list[Any]:
 
 
 def _frame_kind(frame: Any) -> str:
-    """"graph" (what raises only as eager would: an FX graph's forward, the pipeline's graph
+    """ "graph" (what raises only as eager would: an FX graph's forward, the pipeline's graph
     runner, a guard check binding the arguments), "library", "torchkiln" (our code, generated or
     not), or "user"."""
     module = frame.f_globals.get("__name__") or ""
     filename = frame.f_code.co_filename
     if module == "torchkiln.pipeline" and frame.f_code.co_name == "run_graph":
         return "graph"
-    if filename.endswith(("fx/graph_module.py", "fx\\graph_module.py")) or filename.startswith("<eval_with_key"):
+    if filename.endswith(("fx/graph_module.py", "fx\\graph_module.py")) or filename.startswith(
+        "<eval_with_key"
+    ):
         return "graph"
     if filename == "<torchkiln guards>":  # raises only for arguments that do not fit, as fn would
         return "graph"
@@ -257,7 +268,8 @@ def _may_have_had_effects(error: BaseException) -> bool:
     replayed, a continuation entered) or through the user's own code. An error inside capture
     or a guard check alone has had none."""
     return any(
-        _frame_kind(f) in ("user", "graph") or f.f_code.co_filename.startswith("<torchkiln generated")
+        _frame_kind(f) in ("user", "graph")
+        or f.f_code.co_filename.startswith("<torchkiln generated")
         for f in _frames(error)[:-1]  # the outermost frame is _Runner.__call__ itself
     )
 
@@ -357,8 +369,11 @@ def compile(
         )
     check_log_names()
     if shapes_spec is not None:
-        warnings.warn("torchkiln: ignoring shapes_spec (not supported): shapes follow dynamic= "
-                      "and torchkiln.mark_dynamic", stacklevel=2)
+        warnings.warn(
+            "torchkiln: ignoring shapes_spec (not supported): shapes follow dynamic= "
+            "and torchkiln.mark_dynamic",
+            stacklevel=2,
+        )
     recorder = ReportRecorder()
     if backend in PIPELINE_BACKENDS:
         resolved = resolve_options(options, mode, stacklevel=3)

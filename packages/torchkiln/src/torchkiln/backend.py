@@ -38,8 +38,10 @@ def backend(
     recorder = ReportRecorder()
     compiled = make_backend(resolved, recorder, "torch_compile")(gm, example_inputs)
     for _, dump in recorder.take_pending_dumps():
-        dump.write("guards.py", "# guards belong to torch.compile's own capture here "
-                   "(TORCH_LOGS=guards shows them)")
+        dump.write(
+            "guards.py",
+            "# guards belong to torch.compile's own capture here (TORCH_LOGS=guards shows them)",
+        )
     # the report travels as an attribute of the returned callable (see the module docstring)
     try:
         compiled.torchkiln_report = recorder.snapshot()  # type: ignore[attr-defined]

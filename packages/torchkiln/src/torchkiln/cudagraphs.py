@@ -34,12 +34,45 @@ _INPLACE_OPERATORS = {
 
 # Ops whose result may share memory with their first argument: a mutation of such a result
 # mutates the input it came from.
-_VIEW_METHODS = frozenset({
-    "view", "view_as", "reshape", "reshape_as", "transpose", "permute", "expand", "expand_as", "t",
-    "select", "narrow", "unsqueeze", "squeeze", "flatten", "unflatten", "split", "chunk", "unbind",
-    "as_strided", "diagonal", "movedim", "swapaxes", "swapdims", "contiguous", "detach", "unfold",
-    "__getitem__", "to", "type_as", "real", "imag", "view_as_real", "view_as_complex", "mT", "T",
-})
+_VIEW_METHODS = frozenset(
+    {
+        "view",
+        "view_as",
+        "reshape",
+        "reshape_as",
+        "transpose",
+        "permute",
+        "expand",
+        "expand_as",
+        "t",
+        "select",
+        "narrow",
+        "unsqueeze",
+        "squeeze",
+        "flatten",
+        "unflatten",
+        "split",
+        "chunk",
+        "unbind",
+        "as_strided",
+        "diagonal",
+        "movedim",
+        "swapaxes",
+        "swapdims",
+        "contiguous",
+        "detach",
+        "unfold",
+        "__getitem__",
+        "to",
+        "type_as",
+        "real",
+        "imag",
+        "view_as_real",
+        "view_as_complex",
+        "mT",
+        "T",
+    }
+)
 _VIEW_FUNCTIONS = {operator.getitem} | {
     f for f in (getattr(torch, n, None) for n in _VIEW_METHODS) if callable(f)
 }
@@ -80,7 +113,8 @@ def _mutates_inputs(gm: torch.fx.GraphModule) -> bool:
             aliases_result = first in aliases
         else:
             is_view = (node.op == "call_method" and node.target in _VIEW_METHODS) or (
-                node.op == "call_function" and node.target in _VIEW_FUNCTIONS)
+                node.op == "call_function" and node.target in _VIEW_FUNCTIONS
+            )
             aliases_result = is_view and first in aliases
         if aliases_result:
             aliases.add(node)

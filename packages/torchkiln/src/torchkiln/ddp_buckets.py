@@ -135,7 +135,9 @@ def split_at_buckets(
             gm, gm, lambda node: owner[node], keep_original_order=True, tuple_return=True
         )
     else:  # torch < 2.12: pieces with one output return it bare
-        split = _tuple_outputs(split_module(gm, gm, lambda node: owner[node], keep_original_order=True))
+        split = _tuple_outputs(
+            split_module(gm, gm, lambda node: owner[node], keep_original_order=True)
+        )
     sizes: dict[int, dict[int, torch.Tensor]] = {}
     for node, piece in owner.items():
         param = _trainable(gm, node)
@@ -165,6 +167,8 @@ def _tuple_outputs(split: torch.fx.GraphModule) -> torch.fx.GraphModule:
         piece.recompile()
         with split.graph.inserting_after(node):
             first = split.graph.call_function(operator.getitem, (node, 0))
-        node.replace_all_uses_with(first, delete_user_cb=lambda user, first=first: user is not first)
+        node.replace_all_uses_with(
+            first, delete_user_cb=lambda user, first=first: user is not first
+        )
     split.recompile()
     return split

@@ -118,8 +118,10 @@ class GraphDump:
     def fx_graph(self, gm: torch.fx.GraphModule, example_inputs: list[Any]) -> None:
         header = "\n".join(f"# {line}" for line in describe_inputs(list(example_inputs)))
         body = gm.print_readable(print_output=False, include_stride=True, include_device=True)
-        self.write("fx_graph.py", f"# the torch-level FX graph capture handed the backend\n"
-                   f"{header}\n{body}")
+        self.write(
+            "fx_graph.py",
+            f"# the torch-level FX graph capture handed the backend\n{header}\n{body}",
+        )
 
     def graph_meta(self, gm: torch.fx.GraphModule, example_inputs: list[Any], options: Any) -> None:
         """What ``python -m torchkiln repro <folder>`` needs besides fx_graph.py: the inputs'
@@ -127,8 +129,11 @@ class GraphDump:
         from torchkiln.repro import _options_dict, graph_attributes, value_spec
 
         try:
-            meta = {"inputs": [value_spec(v) for v in example_inputs],
-                    "attributes": graph_attributes(gm), "options": _options_dict(options)}
+            meta = {
+                "inputs": [value_spec(v) for v in example_inputs],
+                "attributes": graph_attributes(gm),
+                "options": _options_dict(options),
+            }
             text = json.dumps(meta, indent=1, default=repr)
         except Exception as error:  # noqa: BLE001 - e.g. a graph calling submodules
             text = json.dumps({"unavailable": str(error)})
@@ -136,7 +141,9 @@ class GraphDump:
 
     def aten_graph(self, part: str, aten_gm: torch.fx.GraphModule) -> None:
         body = aten_gm.print_readable(print_output=False, include_stride=True, include_device=True)
-        self.write(f"aten_{part}.py", f"# the ATen {part} graph aot-partition handed the compiler\n{body}")
+        self.write(
+            f"aten_{part}.py", f"# the ATen {part} graph aot-partition handed the compiler\n{body}"
+        )
 
     def compiled(self, part: str, compiled: Any) -> dict[str, str]:
         """The loop IR, schedule, fusion decisions, wrapper and kernels of a loop-ir
@@ -159,8 +166,9 @@ class GraphDump:
         return {k: v for k, v in paths.items() if v}
 
     def guards(self, source: str) -> str:
-        return self.write("guards.py", f"# the generated guard check of this graph's capture entry\n"
-                          f"{source}")
+        return self.write(
+            "guards.py", f"# the generated guard check of this graph's capture entry\n{source}"
+        )
 
     def timing(self, report: Any, parts: list[tuple[str, Any]] | None = None) -> str:
         """``report``'s times (phases summed over forward and backward) and, from ``parts``
@@ -168,8 +176,10 @@ class GraphDump:
         data = {
             "compile_seconds": report.compile_seconds,
             "phases": report.phases,
-            "phases_by_part": {part: dict(getattr(compiled, "phase_seconds", {}) or {})
-                               for part, compiled in parts or ()},
+            "phases_by_part": {
+                part: dict(getattr(compiled, "phase_seconds", {}) or {})
+                for part, compiled in parts or ()
+            },
             "cache": report.cache,
             "kernels": report.kernels,
             "fx_nodes": report.fx_nodes,
@@ -202,5 +212,8 @@ def write_guards(functions: list[Any], pending: list[tuple[Any, GraphDump]]) -> 
         if source:
             dump.guards(source)
         else:
-            dump.write("guards.py", "# no capture entry holds this graph (capture failed after "
-                       "compiling it); no guards")
+            dump.write(
+                "guards.py",
+                "# no capture entry holds this graph (capture failed after "
+                "compiling it); no guards",
+            )

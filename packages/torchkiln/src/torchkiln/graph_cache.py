@@ -86,8 +86,21 @@ def _known_target(target: Any) -> bool:
     return isinstance(module, str) and module.split(".")[0] in _KNOWN_MODULES
 
 
-_PLAIN = (type(None), bool, int, float, complex, str, torch.dtype, torch.device, torch.layout,
-          torch.memory_format, slice, type(Ellipsis), fx.Node)
+_PLAIN = (
+    type(None),
+    bool,
+    int,
+    float,
+    complex,
+    str,
+    torch.dtype,
+    torch.device,
+    torch.layout,
+    torch.memory_format,
+    slice,
+    type(Ellipsis),
+    fx.Node,
+)
 
 
 def _plain_constants(node: fx.Node) -> None:
@@ -152,8 +165,10 @@ def _graph_text(gm: fx.GraphModule, out: list[str], storages: dict[Any, int]) ->
         if node.op == "call_module":
             raise NotCached(f"call_module {node.target} (module code is not in the graph text)")
         if node.op in ("call_function",) and not _known_target(node.target):
-            raise NotCached(f"call target {getattr(node.target, '__qualname__', node.target)!r} "
-                            "is outside torch (its code is not in the graph text)")
+            raise NotCached(
+                f"call target {getattr(node.target, '__qualname__', node.target)!r} "
+                "is outside torch (its code is not in the graph text)"
+            )
         if node.op == "placeholder":
             val = node.meta.get("example_value", node.meta.get("val"))
             if isinstance(val, torch.Tensor) and any(not isinstance(s, int) for s in val.shape):
@@ -175,8 +190,13 @@ def _global_modes() -> tuple[Any, ...]:
     autocast = []
     for device_type in ("cpu", "cuda"):
         try:
-            autocast.append((device_type, torch.is_autocast_enabled(device_type),
-                             str(torch.get_autocast_dtype(device_type))))
+            autocast.append(
+                (
+                    device_type,
+                    torch.is_autocast_enabled(device_type),
+                    str(torch.get_autocast_dtype(device_type)),
+                )
+            )
         except Exception as error:  # noqa: BLE001 - an older torch spells this differently
             autocast.append((device_type, repr(error)))
     return (
@@ -241,15 +261,21 @@ def _host(codegen: Any, devices: set[str]) -> tuple[Any, ...]:
         for device in sorted(devices):
             if device.startswith("cuda") and torch.cuda.is_available():
                 index = torch.device(device).index or 0
-                host.append((device, torch.cuda.get_device_name(index),
-                             torch.cuda.get_device_capability(index)))
+                host.append(
+                    (
+                        device,
+                        torch.cuda.get_device_name(index),
+                        torch.cuda.get_device_capability(index),
+                    )
+                )
     else:
         raise NotCached(f"code generator {name!r} is not known to the graph cache")
     return tuple(host)
 
 
-def graph_key(gm: fx.GraphModule, example_inputs: list[Any], options: Any, codegen: Any,
-              ir_options: Any) -> str:
+def graph_key(
+    gm: fx.GraphModule, example_inputs: list[Any], options: Any, codegen: Any, ir_options: Any
+) -> str:
     """The cache key of compiling ``gm`` on ``example_inputs``; raises NotCached with a reason."""
     if not (hasattr(codegen, "export_kernels") and hasattr(codegen, "load_kernels")):
         raise NotCached(f"code generator {getattr(codegen, 'name', codegen)!r} cannot save kernels")
@@ -339,7 +365,7 @@ def load(root: Path, key: str) -> CacheEntry | None:
     if not data.startswith(MAGIC) or len(data) < digest_end:
         raise CorruptEntry("not a torchkiln graph cache entry")
     payload = data[digest_end:]
-    if hashlib.sha256(payload).digest() != data[len(MAGIC):digest_end]:
+    if hashlib.sha256(payload).digest() != data[len(MAGIC) : digest_end]:
         raise CorruptEntry("checksum mismatch (truncated or modified)")
     try:
         entry = pickle.loads(payload)  # noqa: S301 - our own file, checked against its digest

@@ -47,8 +47,13 @@ def log_output_code(graph_index: int, part: str, compiled: Any) -> None:
 
 def log_aot_graph(graph_index: int, part: str, aten_gm: Any) -> None:
     """Log the ATen ``part`` graph aot-partition hands the compiler (artifact ``aot_graphs``)."""
-    _log("aot_graphs", lambda: f"graph {graph_index} ATen {part}:\n"
-         + aten_gm.print_readable(print_output=False).rstrip())
+    _log(
+        "aot_graphs",
+        lambda: (
+            f"graph {graph_index} ATen {part}:\n"
+            + aten_gm.print_readable(print_output=False).rstrip()
+        ),
+    )
 
 
 def log_compiled_stages(graph_index: int, part: str, compiled: Any) -> None:
@@ -58,7 +63,9 @@ def log_compiled_stages(graph_index: int, part: str, compiled: Any) -> None:
 
     def loop_ir() -> str:
         graph_ir = getattr(compiled, "graph_ir", None)
-        text = str(graph_ir) if graph_ir is not None else "(loaded from the graph cache: not lowered)"
+        text = (
+            str(graph_ir) if graph_ir is not None else "(loaded from the graph cache: not lowered)"
+        )
         return f"{head} loop IR:\n{text.rstrip()}"
 
     _log("loop_ir", loop_ir)

@@ -32,7 +32,7 @@ MAX_FUEL = 1 << 12
 
 
 def failure_kind(failure: str | None) -> str | None:
-    """"UnsupportedOp" from "UnsupportedOp: ...", "accuracy" from "accuracy: ..."."""
+    """ "UnsupportedOp" from "UnsupportedOp: ...", "accuracy" from "accuracy: ..."."""
     return None if failure is None else failure.split(":", 1)[0]
 
 
@@ -46,8 +46,14 @@ class Candidate:
 
 
 class Minifier:
-    def __init__(self, gm: torch.fx.GraphModule, inputs: list[Any], options: dict[str, Any],
-                 check: Callable[..., str | None], log: Callable[[str], None] = print) -> None:
+    def __init__(
+        self,
+        gm: torch.fx.GraphModule,
+        inputs: list[Any],
+        options: dict[str, Any],
+        check: Callable[..., str | None],
+        log: Callable[[str], None] = print,
+    ) -> None:
         self.gm, self.inputs, self.options = gm, inputs, dict(options)
         self.check, self.log = check, log
         self.values = _eager_values(gm, inputs)
@@ -105,12 +111,17 @@ class Minifier:
 
     # -- the passes -----------------------------------------------------------------------------
     def shrink_nodes(self) -> Candidate:
-        names = [n.name for n in self.gm.graph.nodes if n.op in COMPUTE
-                 and _cuttable(self.values.get(n.name))]
+        names = [
+            n.name
+            for n in self.gm.graph.nodes
+            if n.op in COMPUTE and _cuttable(self.values.get(n.name))
+        ]
         cand = Candidate()
         # the earliest node that fails as the only output: what follows it goes
         for name in names:
-            if isinstance(self.values.get(name), torch.Tensor) and self.fails(Candidate(output=name)):
+            if isinstance(self.values.get(name), torch.Tensor) and self.fails(
+                Candidate(output=name)
+            ):
                 cand = Candidate(output=name)
                 break
         chunk = max(1, len(names) // 2)
@@ -118,7 +129,7 @@ class Minifier:
             changed = False
             live = [n for n in names if n not in cand.cut and n in _node_names(self.build(cand)[0])]
             for start in range(0, len(live), chunk):
-                trial = Candidate(cand.cut | frozenset(live[start:start + chunk]), cand.output)
+                trial = Candidate(cand.cut | frozenset(live[start : start + chunk]), cand.output)
                 if self.fails(trial):
                     cand, changed = trial, True
             if chunk == 1 and not changed:
@@ -144,8 +155,10 @@ class Minifier:
                 high = middle
             else:
                 low = middle
-        self.log(f"minify: the failure appears with fusion number {high} (max_fusions={high}: "
-                 f"TORCHKILN_LOGS=fusion shows it as the last 'fused' line)")
+        self.log(
+            f"minify: the failure appears with fusion number {high} (max_fusions={high}: "
+            f"TORCHKILN_LOGS=fusion shows it as the last 'fused' line)"
+        )
         return {**options, "max_fusions": high}
 
 
@@ -160,7 +173,9 @@ def _eager_values(gm: torch.fx.GraphModule, inputs: list[Any]) -> dict[str, Any]
             return result
 
     with torch.no_grad():
-        Recorder(gm).run(*[x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs])
+        Recorder(gm).run(
+            *[x.detach().clone() if isinstance(x, torch.Tensor) else x for x in inputs]
+        )
     return values
 
 
@@ -176,8 +191,9 @@ def _node_names(gm: torch.fx.GraphModule) -> set[str]:
     return {n.name for n in gm.graph.nodes}
 
 
-def minify(script: str | Path, out: str | Path | None = None,
-           log: Callable[[str], None] = print) -> Path:
+def minify(
+    script: str | Path, out: str | Path | None = None, log: Callable[[str], None] = print
+) -> Path:
     """Shrink the graph of repro script ``script``; write and return ``<script>_min.py``."""
     script = Path(script)
     module = load_script(script)
@@ -191,10 +207,15 @@ def minify(script: str | Path, out: str | Path | None = None,
     options = minifier.bisect_fusions(cand)
     failure = module.check(small, small_inputs, options)
     target = Path(out) if out else script.with_name(f"{script.stem}_min.py")
-    target.write_text(repro_source(
-        small, small_inputs, options, f"{failure} (minified from {script.name}: {before} -> "
-        f"{_compute_nodes(small)} nodes, {minifier.attempts} attempts)",
-        f"minified {script.stem}",
-    ))
+    target.write_text(
+        repro_source(
+            small,
+            small_inputs,
+            options,
+            f"{failure} (minified from {script.name}: {before} -> "
+            f"{_compute_nodes(small)} nodes, {minifier.attempts} attempts)",
+            f"minified {script.stem}",
+        )
+    )
     log(f"minify: wrote {target}")
     return target

@@ -10,7 +10,10 @@ from typing import Any, Literal
 
 Mode = Literal["default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"]
 MODES: tuple[str, ...] = (
-    "default", "reduce-overhead", "max-autotune", "max-autotune-no-cudagraphs"
+    "default",
+    "reduce-overhead",
+    "max-autotune",
+    "max-autotune-no-cudagraphs",
 )
 
 #: What each torch.compile mode turns on, in CompileOptions fields (Inductor's mode table, read

@@ -172,8 +172,9 @@ class _CacheSlot:
     report, and the store once every graph of the runtime is compiled (for training, that is
     after the backward graph compiled at the first backward call)."""
 
-    def __init__(self, options: CompileOptions, codegen: Any, ir_options: Any,
-                 timers: dict[str, float]) -> None:
+    def __init__(
+        self, options: CompileOptions, codegen: Any, ir_options: Any, timers: dict[str, float]
+    ) -> None:
         self.options, self.codegen, self.ir_options = options, codegen, ir_options
         self.timers = timers
         self.key: str | None = None
@@ -181,13 +182,15 @@ class _CacheSlot:
         self.verdict = "off: disabled by CompileOptions(graph_cache=False)"
         self.metadata: Any = None
 
-    def lookup(self, gm: torch.fx.GraphModule, example_inputs: list[Any],
-               compiled_graphs: list[Any]) -> Any:
+    def lookup(
+        self, gm: torch.fx.GraphModule, example_inputs: list[Any], compiled_graphs: list[Any]
+    ) -> Any:
         """The runtime rebuilt from a cache entry, or None (verdict says why)."""
         start = time.perf_counter()
         try:
-            self.key = graph_cache.graph_key(gm, example_inputs, self.options, self.codegen,
-                                             self.ir_options)
+            self.key = graph_cache.graph_key(
+                gm, example_inputs, self.options, self.codegen, self.ir_options
+            )
         except graph_cache.NotCached as reason:
             self.verdict = f"off: {reason}"
             return None
@@ -202,8 +205,11 @@ class _CacheSlot:
                 self.verdict = "miss"
                 return None
             fw = torchkiln_loop_ir.load_graph(entry.forward, self.codegen, self.ir_options)
-            bw = (torchkiln_loop_ir.load_graph(entry.backward, self.codegen, self.ir_options)
-                  if entry.backward is not None else None)
+            bw = (
+                torchkiln_loop_ir.load_graph(entry.backward, self.codegen, self.ir_options)
+                if entry.backward is not None
+                else None
+            )
             runtime = torchkiln_aot_partition.rebuild_runtime(gm, entry.runtime, fw, bw)
         except Exception as error:  # noqa: BLE001 - a bad entry is compiled again, never fatal
             self.verdict = f"corrupt: {one_line(error)}"
@@ -235,9 +241,16 @@ class _CacheSlot:
         start = time.perf_counter()
         try:
             artifacts = [torchkiln_loop_ir.export_graph(g, self.codegen) for g in compiled_graphs]
-            graph_cache.store(self.root, graph_cache.CacheEntry(
-                graph_cache.FORMAT, self.key, self.metadata, artifacts[0],
-                artifacts[1] if self.metadata.training else None))
+            graph_cache.store(
+                self.root,
+                graph_cache.CacheEntry(
+                    graph_cache.FORMAT,
+                    self.key,
+                    self.metadata,
+                    artifacts[0],
+                    artifacts[1] if self.metadata.training else None,
+                ),
+            )
         except Exception as error:  # noqa: BLE001 - not caching never breaks compiling
             self.verdict += f" (not stored: {one_line(error)})"
         self.metadata = None  # stored once
@@ -275,9 +288,7 @@ def make_backend(
                 return split[0]
         return compile_whole(gm, example_inputs)
 
-    def compile_whole(
-        gm: torch.fx.GraphModule, example_inputs: list[Any]
-    ) -> Callable[..., Any]:
+    def compile_whole(gm: torch.fx.GraphModule, example_inputs: list[Any]) -> Callable[..., Any]:
         index = recorder.new_index()
         fx_nodes = len(gm.graph.nodes)
         compiled_graphs: list[Any] = []
@@ -305,8 +316,18 @@ def make_backend(
 
         def summarize(seconds: float, cudagraphs: str, verdict: str) -> GraphReport:
             hints = perf_hints(list(zip(PARTS, compiled_graphs)), cudagraphs)
-            summary = _summary(index, fx_nodes, seconds, compiled_graphs, device, cudagraphs,
-                               timers, verdict, artifacts, hints)
+            summary = _summary(
+                index,
+                fx_nodes,
+                seconds,
+                compiled_graphs,
+                device,
+                cudagraphs,
+                timers,
+                verdict,
+                artifacts,
+                hints,
+            )
             # summarized again when the backward compiles: log only what that added
             log_perf_hints(index, [h for h in hints if h not in logged_hints])
             logged_hints.update(hints)
@@ -314,6 +335,7 @@ def make_backend(
                 dump.timing(summary, list(zip(PARTS, compiled_graphs)))
                 dump.perf_hints(hints)
             return summary
+
         try:
             device = graph_device(gm, example_inputs)
             codegen = code_generator(device, options)
@@ -363,7 +385,10 @@ def make_backend(
                 if not options.sdpa_attention:
                     extra["sdpa_attention"] = False
                 compiled = aot_compile(
-                    gm, example_inputs, fw_compiler=fw_compiler, decompositions=decompositions,
+                    gm,
+                    example_inputs,
+                    fw_compiler=fw_compiler,
+                    decompositions=decompositions,
                     **extra,
                 )
                 timers["aot"] = time.perf_counter() - began - in_compiler[0]
@@ -377,7 +402,9 @@ def make_backend(
             return _fall_back(gm, where, stage, error, options, recorder, list(example_inputs))
         reported.append(summarize(time.perf_counter() - start, cudagraphs, slot.verdict))
         recorder.add_graph(reported[0])
-        return _guard_calls(compiled, gm, _Where(function, index, fx_nodes, dump), options, recorder)
+        return _guard_calls(
+            compiled, gm, _Where(function, index, fx_nodes, dump), options, recorder
+        )
 
     torchkiln_backend.recorder = recorder  # type: ignore[attr-defined]
     return torchkiln_backend
@@ -395,7 +422,10 @@ class _Where:
 
 
 def _write_repro(
-    gm: torch.fx.GraphModule, where: _Where, reason: str, options: CompileOptions,
+    gm: torch.fx.GraphModule,
+    where: _Where,
+    reason: str,
+    options: CompileOptions,
     inputs: list[Any],
 ) -> str:
     """Write ``repro.py`` (and ``failure.txt``) for a graph that fell back: into its debug-dir
@@ -428,8 +458,7 @@ def _fall_back(
     recorder: ReportRecorder,
     inputs: list[Any],
 ) -> Callable[..., Any]:
-    reason = (f"{stage} failed on graph {where.index} ({where.fx_nodes} FX nodes): "
-              f"{one_line(error)}")
+    reason = f"{stage} failed on graph {where.index} ({where.fx_nodes} FX nodes): {one_line(error)}"
     repro = _write_repro(gm, where, reason, options, inputs) if options.repro else ""
     see = f" (repro: python {repro})" if repro else ""
     if options.strict:
@@ -472,7 +501,9 @@ def _guard_calls(
             return run(*args)
         except applied_error as error:
             run = eager
-            _fall_back(gm, where, "running the compiled graph", error, options, recorder, list(args))
+            _fall_back(
+                gm, where, "running the compiled graph", error, options, recorder, list(args)
+            )
             raise FailedAfterEffects(
                 f"torchkiln: graph {where.index} failed after writing its input mutations back "
                 f"({one_line(error)}); it is not re-run eagerly (that would apply them twice)"

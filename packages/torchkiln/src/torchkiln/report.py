@@ -117,8 +117,13 @@ class CompileReport:
                 ", ".join(g.fallbacks) or "-",
                 f"{g.compile_seconds:.3f}",
                 "\n".join(
-                    [*g.source_paths, *([g.artifacts["debug_dir"]] if "debug_dir" in g.artifacts else [])]
-                ) or g.source_path or "-",
+                    [
+                        *g.source_paths,
+                        *([g.artifacts["debug_dir"]] if "debug_dir" in g.artifacts else []),
+                    ]
+                )
+                or g.source_path
+                or "-",
             )
         for f in self.eager_fallbacks:
             name = "whole fn" if f.index < 0 else str(f.index)

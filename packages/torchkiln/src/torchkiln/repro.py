@@ -45,9 +45,16 @@ def value_spec(value: Any) -> Any:
                 low, high = int(value.min()), int(value.max())
             else:
                 low, high = 0, 0
-        return ("tensor", tuple(int(s) for s in value.shape), tuple(int(s) for s in value.stride()),
-                str(value.dtype).removeprefix("torch."), str(value.device),
-                bool(value.requires_grad), low, high)
+        return (
+            "tensor",
+            tuple(int(s) for s in value.shape),
+            tuple(int(s) for s in value.stride()),
+            str(value.dtype).removeprefix("torch."),
+            str(value.device),
+            bool(value.requires_grad),
+            low,
+            high,
+        )
     if isinstance(value, (torch.SymInt, torch.SymFloat, torch.SymBool)):
         value = value.node.hint
     return ("value", value)
@@ -59,8 +66,9 @@ def _options_dict(options: Any) -> dict[str, Any]:
     if isinstance(options, dict):
         return {k: v for k, v in options.items() if k in KEPT_OPTIONS}
     defaults = type(options)()
-    return {k: getattr(options, k) for k in KEPT_OPTIONS
-            if getattr(options, k) != getattr(defaults, k)}
+    return {
+        k: getattr(options, k) for k in KEPT_OPTIONS if getattr(options, k) != getattr(defaults, k)
+    }
 
 
 def graph_attributes(gm: torch.fx.GraphModule) -> dict[str, Any]:
@@ -68,8 +76,10 @@ def graph_attributes(gm: torch.fx.GraphModule) -> dict[str, Any]:
     attrs = {}
     for node in gm.graph.nodes:
         if node.op == "call_module":
-            raise NotReproducible(f"the graph calls submodule {node.target!r}; repro scripts "
-                                  "rebuild tensors, not modules")
+            raise NotReproducible(
+                f"the graph calls submodule {node.target!r}; repro scripts "
+                "rebuild tensors, not modules"
+            )
         if node.op == "get_attr":
             value: Any = gm
             for part in node.target.split("."):
@@ -84,8 +94,11 @@ def graph_code(gm: torch.fx.GraphModule) -> tuple[str, str]:
     code = gm.graph.python_code(root_module="self")
     lines = _format_import_block(code.globals, sys_importer).splitlines()
     # the script imports torch itself; FX names some globals twice
-    kept = [line for i, line in enumerate(lines)
-            if line.strip() and line.strip() != "import torch" and line not in lines[:i]]
+    kept = [
+        line
+        for i, line in enumerate(lines)
+        if line.strip() and line.strip() != "import torch" and line not in lines[:i]
+    ]
     return "\n".join(kept), textwrap.dedent(code.src).strip()
 
 
@@ -236,8 +249,14 @@ if __name__ == "__main__":
 
 
 def repro_source(
-    gm: torch.fx.GraphModule, inputs: list[Any], options: Any, reason: str, title: str,
-    seed: int = 0, specs: list[Any] | None = None, attributes: dict[str, Any] | None = None,
+    gm: torch.fx.GraphModule,
+    inputs: list[Any],
+    options: Any,
+    reason: str,
+    title: str,
+    seed: int = 0,
+    specs: list[Any] | None = None,
+    attributes: dict[str, Any] | None = None,
 ) -> str:
     """The repro script of ``gm`` on inputs like ``inputs`` (see the module docstring);
     ``specs``/``attributes`` give the metadata directly instead (from a dump's
@@ -296,16 +315,28 @@ def repro_from_folder(folder: str | Path) -> Path:
         return script
     fx_file, meta_file = folder / "fx_graph.py", folder / "graph_meta.json"
     if not fx_file.exists() or not meta_file.exists():
-        raise NotReproducible(f"{folder}: no fx_graph.py/graph_meta.json (not a torchkiln "
-                              "debug-dir graph folder)")
+        raise NotReproducible(
+            f"{folder}: no fx_graph.py/graph_meta.json (not a torchkiln debug-dir graph folder)"
+        )
     meta = json.loads(meta_file.read_text())
     inputs = [tuple(_tuples(s)) for s in meta["inputs"]]
     attributes = {k: tuple(_tuples(v)) for k, v in meta["attributes"].items()}
     gm = _graph_from_dump(fx_file.read_text(), attributes)
     failure = folder / "failure.txt"
-    reason = failure.read_text().strip() if failure.exists() else "asked for (python -m torchkiln repro)"
-    script.write_text(repro_source(gm, [], meta.get("options", {}), reason, folder.name,
-                                   specs=inputs, attributes=attributes))
+    reason = (
+        failure.read_text().strip() if failure.exists() else "asked for (python -m torchkiln repro)"
+    )
+    script.write_text(
+        repro_source(
+            gm,
+            [],
+            meta.get("options", {}),
+            reason,
+            folder.name,
+            specs=inputs,
+            attributes=attributes,
+        )
+    )
     return script
 
 
@@ -320,8 +351,11 @@ def _graph_from_dump(text: str, attributes: dict[str, Any]) -> torch.fx.GraphMod
     namespace: dict[str, Any] = {}
     source = compile("import torch\nfrom torch import device\n" + text, "<fx_graph.py>", "exec")
     exec(source, namespace)  # noqa: S102 - the dump torchkiln itself wrote
-    classes = [v for v in namespace.values() if isinstance(v, type)
-               and issubclass(v, torch.nn.Module) and v is not torch.nn.Module]
+    classes = [
+        v
+        for v in namespace.values()
+        if isinstance(v, type) and issubclass(v, torch.nn.Module) and v is not torch.nn.Module
+    ]
     if not classes:
         raise NotReproducible("fx_graph.py holds no graph module class")
     module = classes[-1]()

@@ -26,7 +26,9 @@ _COMPREHENSION_NAMES = ("<listcomp>", "<dictcomp>", "<setcomp>")
 _ITEMS_ARG = "__tk_items"
 
 
-def closure_as_arguments(code: types.CodeType, registry: CodeRegistry | None = None) -> types.CodeType:
+def closure_as_arguments(
+    code: types.CodeType, registry: CodeRegistry | None = None
+) -> types.CodeType:
     """``code`` taking its free variables as leading positional-only arguments: the cells
     themselves. A function made at run time (a closure) then runs as one function per code object,
     called as ``fn(*closure, *args)``: its cells differ per call, its code does not."""
@@ -52,12 +54,18 @@ def closure_as_arguments(code: types.CodeType, registry: CodeRegistry | None = N
 def is_comprehension(code: types.CodeType) -> bool:
     """Whether ``code`` is a comprehension run as its own frame (3.11 only), which
     ``comprehension_over_tuple`` can transform."""
-    return (version_table().comprehension_frames and code.co_name in _COMPREHENSION_NAMES
-            and code.co_argcount == 1 and code.co_varnames[:1] == (".0",)
-            and not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS))
+    return (
+        version_table().comprehension_frames
+        and code.co_name in _COMPREHENSION_NAMES
+        and code.co_argcount == 1
+        and code.co_varnames[:1] == (".0",)
+        and not code.co_flags & (inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
+    )
 
 
-def comprehension_over_tuple(code: types.CodeType, registry: CodeRegistry | None = None) -> types.CodeType:
+def comprehension_over_tuple(
+    code: types.CodeType, registry: CodeRegistry | None = None
+) -> types.CodeType:
     """A 3.11 comprehension's ``code`` taking ``(*cells, items)``: its cells as leading arguments
     (``closure_as_arguments``) and, instead of the iterator ``.0``, the tuple of the items that
     iterator had left. Capture cannot see into an iterator but guards a tuple (length and items).
@@ -70,12 +78,16 @@ def comprehension_over_tuple(code: types.CodeType, registry: CodeRegistry | None
         raise ValueError(f"{code.co_qualname} is not a 3.11 comprehension")
     base = closure_as_arguments(code, registry) if code.co_freevars else code
     bc = Bytecode.from_code(base)
-    resume_pos = next(p for p, item in enumerate(bc) if isinstance(item, Instr) and item.name == "RESUME")
-    prologue = locate([Instr("LOAD_FAST", _ITEMS_ARG), Instr("GET_ITER"), Instr("STORE_FAST", ".0")],
-                      code.co_firstlineno)
-    bc[resume_pos + 1:resume_pos + 1] = prologue
+    resume_pos = next(
+        p for p, item in enumerate(bc) if isinstance(item, Instr) and item.name == "RESUME"
+    )
+    prologue = locate(
+        [Instr("LOAD_FAST", _ITEMS_ARG), Instr("GET_ITER"), Instr("STORE_FAST", ".0")],
+        code.co_firstlineno,
+    )
+    bc[resume_pos + 1 : resume_pos + 1] = prologue
     bc.argnames = [_ITEMS_ARG if name == ".0" else name for name in bc.argnames]
-    n_before = sum(1 for item in bc[:resume_pos + 1] if isinstance(item, Instr))
+    n_before = sum(1 for item in bc[: resume_pos + 1] if isinstance(item, Instr))
     new = bc.to_code(stacksize=code.co_stacksize + 1)
     if registry is not None:
         registry.add_shifted(new, ResumeInfo(base, n_before + len(prologue), len(prologue)))

@@ -73,16 +73,29 @@ _FORWARD_311 = (
 def version_table(version: tuple[int, int] | None = None) -> VersionTable:
     version = version or sys.version_info[:2]
     if version == (3, 11):
-        return VersionTable(for_iter_skips_end_for=False, renames=_RENAMES_311, precall=True,
-                            comprehension_frames=True, load_attr_method_flag=False,
-                            forward_jumps=_FORWARD_311, send_pops_receiver=True,
-                            call_prefix=frozenset({"KW_NAMES", "PRECALL"}))
+        return VersionTable(
+            for_iter_skips_end_for=False,
+            renames=_RENAMES_311,
+            precall=True,
+            comprehension_frames=True,
+            load_attr_method_flag=False,
+            forward_jumps=_FORWARD_311,
+            send_pops_receiver=True,
+            call_prefix=frozenset({"KW_NAMES", "PRECALL"}),
+        )
     elif version == (3, 12):
-        return VersionTable(for_iter_skips_end_for=True, renames=_RENAMES_312, precall=False,
-                            comprehension_frames=False, load_attr_method_flag=True,
-                            forward_jumps=_FORWARD_312)
+        return VersionTable(
+            for_iter_skips_end_for=True,
+            renames=_RENAMES_312,
+            precall=False,
+            comprehension_frames=False,
+            load_attr_method_flag=True,
+            forward_jumps=_FORWARD_312,
+        )
     else:
-        raise NotImplementedError(f"torchkiln capture supports CPython 3.11 and 3.12, not {version}")
+        raise NotImplementedError(
+            f"torchkiln capture supports CPython 3.11 and 3.12, not {version}"
+        )
 
 
 @dataclass(frozen=True)
@@ -122,11 +135,29 @@ def decode(code: types.CodeType) -> tuple[Instr, ...]:
     out = []
     lineno = code.co_firstlineno
     for n, i in enumerate(raw):
-        ln = i.positions.lineno if i.positions is not None and i.positions.lineno is not None else None
+        ln = (
+            i.positions.lineno
+            if i.positions is not None and i.positions.lineno is not None
+            else None
+        )
         lineno = ln if ln is not None else lineno
         target = by_offset.get(i.argval) if i.opcode in _JUMPS else None
         argval = i.argval
-        if i.opname == "KW_NAMES":  # 3.11's dis leaves it unresolved: the names tuple is co_consts[arg]
+        if (
+            i.opname == "KW_NAMES"
+        ):  # 3.11's dis leaves it unresolved: the names tuple is co_consts[arg]
             argval = code.co_consts[i.arg]
-        out.append(Instr(n, renames.get(i.opname, i.opname), i.arg, argval, i.argrepr, i.offset, lineno, target, i.opcode))
+        out.append(
+            Instr(
+                n,
+                renames.get(i.opname, i.opname),
+                i.arg,
+                argval,
+                i.argrepr,
+                i.offset,
+                lineno,
+                target,
+                i.opcode,
+            )
+        )
     return tuple(out)

@@ -44,7 +44,9 @@ class ExceptClause:
 
 
 def _effect(inst, jump: bool) -> int:
-    return dis.stack_effect(inst.opcode, inst.arg if inst.opcode >= dis.HAVE_ARGUMENT else None, jump=jump)
+    return dis.stack_effect(
+        inst.opcode, inst.arg if inst.opcode >= dis.HAVE_ARGUMENT else None, jump=jump
+    )
 
 
 def _walk_handler(graph: FlowGraph, entry: ExceptionEntry) -> tuple[list[ExceptClause], list[int]]:
@@ -138,7 +140,9 @@ def handled_slot(code: types.CodeType, start: int, index: int) -> int | None:
     """For a continuation of ``code`` that started at ``start`` and breaks at ``index``: the stack
     slot (of its layout at ``start``) holding the exception that is being handled again at
     ``index``, because clauses it started inside have been left (None: none was left)."""
-    left = [clause for clause, body, _ in clause_regions(code) if start in body and index not in body]
+    left = [
+        clause for clause, body, _ in clause_regions(code) if start in body and index not in body
+    ]
     if not left:
         return None
     outer = min(left, key=lambda c: c.depth)

@@ -19,8 +19,9 @@ from .decode import Instr, decode
 
 #: instructions control never falls through from (in ``decode``'s spelling: 3.11's
 #: JUMP_BACKWARD_NO_INTERRUPT is JUMP_BACKWARD by then)
-NO_FALLTHROUGH = frozenset({"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD",
-                            "JUMP_BACKWARD"})
+NO_FALLTHROUGH = frozenset(
+    {"RETURN_VALUE", "RETURN_CONST", "RAISE_VARARGS", "RERAISE", "JUMP_FORWARD", "JUMP_BACKWARD"}
+)
 
 
 def exits(inst: Instr) -> list[tuple[bool, int]]:
@@ -88,7 +89,9 @@ class FlowGraph:
         return None if block.handler is None else self.blocks[block.handler].start
 
 
-def _entries(insts: tuple[Instr, ...], code: types.CodeType) -> tuple[list[ExceptionEntry], dict[int, int]]:
+def _entries(
+    insts: tuple[Instr, ...], code: types.CodeType
+) -> tuple[list[ExceptionEntry], dict[int, int]]:
     by_offset = {i.offset: i.index for i in insts}
     entries, depth = [], {}
     for entry in dis.Bytecode(code).exception_entries:
@@ -98,7 +101,9 @@ def _entries(insts: tuple[Instr, ...], code: types.CodeType) -> tuple[list[Excep
         depth[handler] = entry.depth
         covered = [i.index for i in insts if entry.start <= i.offset < entry.end]
         if covered:
-            entries.append(ExceptionEntry(covered[0], covered[-1] + 1, handler, entry.depth, entry.lasti))
+            entries.append(
+                ExceptionEntry(covered[0], covered[-1] + 1, handler, entry.depth, entry.lasti)
+            )
     return entries, depth
 
 
@@ -130,7 +135,9 @@ def flow_graph(code: types.CodeType) -> FlowGraph:
             if nxt < n and block_of[nxt] not in nexts:
                 nexts.append(block_of[nxt])
         entry = next((e for e in entries if e.covers(start)), None)
-        blocks.append(Block(start, end, tuple(nexts), None if entry is None else block_of[entry.handler]))
+        blocks.append(
+            Block(start, end, tuple(nexts), None if entry is None else block_of[entry.handler])
+        )
     return FlowGraph(insts, tuple(entries), tuple(blocks), tuple(block_of), depth)
 
 

@@ -13,7 +13,14 @@ from functools import lru_cache
 
 from .flow import flow_graph
 
-_READS = {"LOAD_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR", "LOAD_CLOSURE", "LOAD_DEREF", "DELETE_DEREF"}
+_READS = {
+    "LOAD_FAST",
+    "LOAD_FAST_CHECK",
+    "LOAD_FAST_AND_CLEAR",
+    "LOAD_CLOSURE",
+    "LOAD_DEREF",
+    "DELETE_DEREF",
+}
 # STORE_DEREF writes the cell's contents, not the cell: the cell itself stays live
 _KILLS = {"STORE_FAST", "DELETE_FAST"}
 

@@ -45,8 +45,12 @@ class CodeRegistry:
     and, for code taking its cells as leading arguments, their names."""
 
     def __init__(self) -> None:
-        self._shifted: weakref.WeakKeyDictionary[types.CodeType, ResumeInfo] = weakref.WeakKeyDictionary()
-        self._cell_args: weakref.WeakKeyDictionary[types.CodeType, tuple[str, ...]] = weakref.WeakKeyDictionary()
+        self._shifted: weakref.WeakKeyDictionary[types.CodeType, ResumeInfo] = (
+            weakref.WeakKeyDictionary()
+        )
+        self._cell_args: weakref.WeakKeyDictionary[types.CodeType, tuple[str, ...]] = (
+            weakref.WeakKeyDictionary()
+        )
 
     def add_shifted(self, code: types.CodeType, info: ResumeInfo) -> None:
         self._shifted[code] = info

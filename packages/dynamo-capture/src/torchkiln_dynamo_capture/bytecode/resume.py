@@ -59,7 +59,9 @@ def _copy(code: types.CodeType, index: int, layout, live, name: str):
     _set_handler_depths(bc, instrs, code)
     label = Label()
     bc.insert(_position(bc, instrs[index]), label)
-    resume_pos = next(p for p, item in enumerate(bc) if isinstance(item, Instr) and item.name == "RESUME")
+    resume_pos = next(
+        p for p, item in enumerate(bc) if isinstance(item, Instr) and item.name == "RESUME"
+    )
     line = instrs[index].lineno or code.co_firstlineno
     prologue: list = []
     for i, kind in enumerate(layout):
@@ -71,7 +73,7 @@ def _copy(code: types.CodeType, index: int, layout, live, name: str):
                 prologue.append(Instr("GET_ITER"))
     prologue.append(Instr("JUMP_FORWARD", label))
     locate(prologue, line)
-    bc[resume_pos + 1:resume_pos + 1] = prologue
+    bc[resume_pos + 1 : resume_pos + 1] = prologue
     # cell variables are passed as the cells themselves (closures made before the break share
     # them): their MAKE_CELL becomes a NOP (not removed: instruction indices must not move), so the
     # argument slot holds the caller's cell
@@ -89,7 +91,7 @@ def _copy(code: types.CodeType, index: int, layout, live, name: str):
     bc.flags = bc.flags & ~(inspect.CO_VARARGS | inspect.CO_VARKEYWORDS)
     bc.name = name
     bc.qualname = f"{code.co_qualname}.{name}"
-    n_before = sum(1 for item in bc[:resume_pos + 1] if isinstance(item, Instr))
+    n_before = sum(1 for item in bc[: resume_pos + 1] if isinstance(item, Instr))
     return bc, instrs, n_before, len(prologue)
 
 
@@ -125,8 +127,14 @@ def _position(bc, instr) -> int:
     return next(p for p, item in enumerate(bc) if item is instr)
 
 
-def resume_code(code: types.CodeType, index: int, layout: tuple[str, ...], live: tuple[str, ...], name: str,
-                registry: CodeRegistry | None = None) -> types.CodeType:
+def resume_code(
+    code: types.CodeType,
+    index: int,
+    layout: tuple[str, ...],
+    live: tuple[str, ...],
+    name: str,
+    registry: CodeRegistry | None = None,
+) -> types.CodeType:
     """``resume_at_<index>``: continue ``code`` at instruction ``index`` with this stack and these
     locals (recorded in ``registry``, so a break inside it maps back to ``code``)."""
     bc, instrs, start, plen = _copy(code, index, layout, live, name)
@@ -149,8 +157,16 @@ class Successor:
     handler: int | None = None  # the body of an except clause the instruction may raise into
 
 
-def step_code(code: types.CodeType, first: int, last: int, layout: tuple[str, ...], live: tuple[str, ...],
-              successors: list[Successor], name: str, reader=None) -> types.CodeType:
+def step_code(
+    code: types.CodeType,
+    first: int,
+    last: int,
+    layout: tuple[str, ...],
+    live: tuple[str, ...],
+    successors: list[Successor],
+    name: str,
+    reader=None,
+) -> types.CodeType:
     """Run instructions ``first..last`` of ``code`` in CPython, then call the right continuation.
     ``reader``: the instruction is an attribute read, done as ``reader(obj)`` instead (a property
     whose getter is captured on its own, see ``CaptureContext.property_reader``)."""
@@ -178,9 +194,17 @@ def step_code(code: types.CodeType, first: int, last: int, layout: tuple[str, ..
             bc[pos] = new
             inst = new
         else:
-            bc.insert(pos + 1, Instr("JUMP_FORWARD", label, lineno=inst.lineno or code.co_firstlineno))
+            bc.insert(
+                pos + 1, Instr("JUMP_FORWARD", label, lineno=inst.lineno or code.co_firstlineno)
+            )
     bc.extend(tails)
-    return _assemble(bc, code, layout, live, extra=max((len(s.layout) + len(s.live) for s in successors), default=0))
+    return _assemble(
+        bc,
+        code,
+        layout,
+        live,
+        extra=max((len(s.layout) + len(s.live) for s in successors), default=0),
+    )
 
 
 def _read_through(bc, inst: Instr, reader) -> Instr:
@@ -188,12 +212,19 @@ def _read_through(bc, inst: Instr, reader) -> Instr:
     last new instruction. The reader is held weakly, as ``_tail`` holds a continuation (it holds
     a captured function, whose context holds this step)."""
     line = inst.lineno
-    new = [Instr("STORE_FAST", "__tk_read_obj"), Instr("PUSH_NULL"), Instr("PUSH_NULL"),
-           Instr("LOAD_CONST", weakref.ref(reader)), *_call(0), Instr("LOAD_FAST", "__tk_read_obj"), *_call(1)]
+    new = [
+        Instr("STORE_FAST", "__tk_read_obj"),
+        Instr("PUSH_NULL"),
+        Instr("PUSH_NULL"),
+        Instr("LOAD_CONST", weakref.ref(reader)),
+        *_call(0),
+        Instr("LOAD_FAST", "__tk_read_obj"),
+        *_call(1),
+    ]
     for i in new:
         i.lineno = line
     pos = _position(bc, inst)
-    bc[pos:pos + 1] = new
+    bc[pos : pos + 1] = new
     return new[-1]
 
 
@@ -206,16 +237,28 @@ def _tail(succ: Successor, cellvars: set) -> list[Instr]:
     -> context -> step). The context holds the continuation while any step of it can run."""
     depth = len(succ.layout)
     out = [Instr("STORE_FAST", f"__tk_tmp{i}") for i in reversed(range(depth))]
-    out += [Instr("PUSH_NULL"), Instr("PUSH_NULL"), Instr("LOAD_CONST", weakref.ref(succ.resume)), *_call(0)]
+    out += [
+        Instr("PUSH_NULL"),
+        Instr("PUSH_NULL"),
+        Instr("LOAD_CONST", weakref.ref(succ.resume)),
+        *_call(0),
+    ]
     argc = 0
     for name in succ.live:
-        out.append(Instr("LOAD_CLOSURE", CellVar(name)) if name in cellvars else Instr("LOAD_FAST", name))
+        out.append(
+            Instr("LOAD_CLOSURE", CellVar(name)) if name in cellvars else Instr("LOAD_FAST", name)
+        )
         argc += 1
     for i, kind in enumerate(succ.layout):
         if kind == NULL:
             continue  # STORE_FAST of a NULL just leaves the temporary unbound
         if kind == ITER:
-            out += [Instr("PUSH_NULL"), Instr("LOAD_CONST", tuple), Instr("LOAD_FAST", f"__tk_tmp{i}"), *_call(1)]
+            out += [
+                Instr("PUSH_NULL"),
+                Instr("LOAD_CONST", tuple),
+                Instr("LOAD_FAST", f"__tk_tmp{i}"),
+                *_call(1),
+            ]
         else:
             out.append(Instr("LOAD_FAST", f"__tk_tmp{i}"))
         argc += 1
@@ -226,8 +269,15 @@ def _tail(succ: Successor, cellvars: set) -> list[Instr]:
 def _set_handled_code() -> types.CodeType:
     """``set_handled(exc)``: make ``exc`` (or None) the exception being handled, as POP_EXCEPT does
     (the state is the thread's, not the frame's, so it outlives the call)."""
-    bc = Bytecode([Instr("RESUME", 0), Instr("LOAD_FAST", "exc"), Instr("POP_EXCEPT"), Instr("LOAD_CONST", None),
-                   Instr("RETURN_VALUE")])
+    bc = Bytecode(
+        [
+            Instr("RESUME", 0),
+            Instr("LOAD_FAST", "exc"),
+            Instr("POP_EXCEPT"),
+            Instr("LOAD_CONST", None),
+            Instr("RETURN_VALUE"),
+        ]
+    )
     bc.argnames, bc.argcount, bc.name = ["exc"], 1, "set_handled"
     return bc.to_code()
 
@@ -245,5 +295,14 @@ def _handler_tail(succ: Successor, cellvars: set) -> list:
     cleanup = Label()
     begin = TryBegin(cleanup, push_lasti=False, stack_depth=0)
     restore = [Instr("LOAD_FAST", prev), Instr("POP_EXCEPT")]
-    return [*out[:stores], begin, *out[stores:call_end], TryEnd(begin), *restore, Instr("RETURN_VALUE"),
-            cleanup, *restore, Instr("RERAISE", 0)]
+    return [
+        *out[:stores],
+        begin,
+        *out[stores:call_end],
+        TryEnd(begin),
+        *restore,
+        Instr("RETURN_VALUE"),
+        cleanup,
+        *restore,
+        Instr("RERAISE", 0),
+    ]

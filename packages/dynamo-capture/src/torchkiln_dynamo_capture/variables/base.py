@@ -34,7 +34,10 @@ class VariableTracker:
         return False
 
     def as_python_constant(self) -> Any:
-        raise Unsupported(f"{self} used where a Python constant is needed", "keep this value known at capture time")
+        raise Unsupported(
+            f"{self} used where a Python constant is needed",
+            "keep this value known at capture time",
+        )
 
     def real_value(self) -> Any:
         """The real Python object this tracks, if there is one (for identity and isinstance)."""
@@ -56,7 +59,9 @@ class VariableTracker:
         raise Unsupported(f"iterating over {type(self).__name__}")
 
     def truth(self, tx) -> bool:
-        raise Unsupported(f"truth value of {type(self).__name__}", "branch only on values known at capture time")
+        raise Unsupported(
+            f"truth value of {type(self).__name__}", "branch only on values known at capture time"
+        )
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}()"
@@ -104,7 +109,11 @@ class ConstantVariable(VariableTracker):
         except AttributeError as e:
             raise AttrMissing(name) from e
         # attributes of Python modules (torch.nn, math) are not guarded: they do not change
-        src = None if isinstance(self.value, types.ModuleType) or self.source is None else AttrSource(self.source, name)
+        src = (
+            None
+            if isinstance(self.value, types.ModuleType) or self.source is None
+            else AttrSource(self.source, name)
+        )
         return tx.wrap(v, src)
 
     def call(self, tx, args, kwargs):
@@ -130,10 +139,32 @@ class ConstantVariable(VariableTracker):
 
 
 #: methods that change a list, dict or set in place
-MUTATORS = {"append", "extend", "pop", "insert", "remove", "clear", "update", "setdefault", "add", "discard",
-            "popitem", "sort", "reverse", "difference_update", "intersection_update",
-            "symmetric_difference_update", "__setitem__", "__delitem__", "__iadd__", "__ior__",
-            "__iand__", "__isub__", "__ixor__", "__imul__"}
+MUTATORS = {
+    "append",
+    "extend",
+    "pop",
+    "insert",
+    "remove",
+    "clear",
+    "update",
+    "setdefault",
+    "add",
+    "discard",
+    "popitem",
+    "sort",
+    "reverse",
+    "difference_update",
+    "intersection_update",
+    "symmetric_difference_update",
+    "__setitem__",
+    "__delitem__",
+    "__iadd__",
+    "__ior__",
+    "__iand__",
+    "__isub__",
+    "__ixor__",
+    "__imul__",
+}
 
 
 def _needs_wrap(v) -> bool:
@@ -156,9 +187,13 @@ class BoundMethodVariable(VariableTracker):
 
 def all_constant(args: list, kwargs: dict) -> bool:
     """Whether every argument of a call is known at capture time."""
-    return all(a.is_python_constant() for a in args) and all(v.is_python_constant() for v in kwargs.values())
+    return all(a.is_python_constant() for a in args) and all(
+        v.is_python_constant() for v in kwargs.values()
+    )
 
 
 def constant_values(args: list, kwargs: dict) -> tuple[list, dict]:
     """The Python values of a call's arguments (all known at capture time)."""
-    return [a.as_python_constant() for a in args], {k: v.as_python_constant() for k, v in kwargs.items()}
+    return [a.as_python_constant() for a in args], {
+        k: v.as_python_constant() for k, v in kwargs.items()
+    }

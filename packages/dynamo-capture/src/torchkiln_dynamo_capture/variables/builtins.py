@@ -35,11 +35,17 @@ def _isinstance(tx, obj, cls):
     c = cls.as_python_constant()
     t = obj.python_type()
     if t is torch.Tensor and isinstance(obj, TensorVariable):
-        return ConstantVariable(issubclass(obj.cls, c) if isinstance(c, type) else any(issubclass(obj.cls, k) for k in c))
+        return ConstantVariable(
+            issubclass(obj.cls, c)
+            if isinstance(c, type)
+            else any(issubclass(obj.cls, k) for k in c)
+        )
     real = obj.real_value()
     if real is not NO_REAL:
         return ConstantVariable(isinstance(real, c))
-    return ConstantVariable(issubclass(t, c) if isinstance(c, type) else any(issubclass(t, k) for k in c))
+    return ConstantVariable(
+        issubclass(t, c) if isinstance(c, type) else any(issubclass(t, k) for k in c)
+    )
 
 
 def _getattr(tx, obj, name, default=None):
@@ -70,19 +76,46 @@ def _setattr(tx, obj, name, value):
 def _iter_builtin(fn):
     def handler(tx, *args, **kwargs):
         if fn is enumerate:
-            start = kwargs.get("start", args[1] if len(args) > 1 else ConstantVariable(0)).as_python_constant()
-            return IteratorVariable([TupleVariable([ConstantVariable(i + start), v]) for i, v in enumerate(tx.unpack(args[0]))])
+            start = kwargs.get(
+                "start", args[1] if len(args) > 1 else ConstantVariable(0)
+            ).as_python_constant()
+            return IteratorVariable(
+                [
+                    TupleVariable([ConstantVariable(i + start), v])
+                    for i, v in enumerate(tx.unpack(args[0]))
+                ]
+            )
         if fn is zip:
-            return IteratorVariable([TupleVariable(list(t)) for t in zip(*(tx.unpack(a) for a in args))])
+            return IteratorVariable(
+                [TupleVariable(list(t)) for t in zip(*(tx.unpack(a) for a in args))]
+            )
         if fn is reversed:
             return IteratorVariable(list(reversed(tx.unpack(args[0]))))
         if fn is iter:
             return IteratorVariable(tx.unpack(args[0]))
         if fn is map:
-            return IteratorVariable([tx.call_function(args[0], list(t), {}) for t in zip(*(tx.unpack(a) for a in args[1:]))])
+            return IteratorVariable(
+                [
+                    tx.call_function(args[0], list(t), {})
+                    for t in zip(*(tx.unpack(a) for a in args[1:]))
+                ]
+            )
         if fn is filter:
-            return IteratorVariable([v for v in tx.unpack(args[1]) if tx.truth(tx.call_function(args[0], [v], {}) if not (args[0].is_python_constant() and args[0].as_python_constant() is None) else v)])
+            return IteratorVariable(
+                [
+                    v
+                    for v in tx.unpack(args[1])
+                    if tx.truth(
+                        tx.call_function(args[0], [v], {})
+                        if not (
+                            args[0].is_python_constant() and args[0].as_python_constant() is None
+                        )
+                        else v
+                    )
+                ]
+            )
         raise AssertionError(fn)
+
     return handler
 
 
@@ -90,6 +123,7 @@ def _seq_ctor(kind):
     def handler(tx, *args):
         items = tx.unpack(args[0]) if args else []
         return ListVariable(items) if kind is list else TupleVariable(items)
+
     return handler
 
 
@@ -105,6 +139,7 @@ def _dict_ctor(cls):
                     d.items[k.as_python_constant()] = v
         d.items.update(kwargs)
         return d
+
     return handler
 
 
@@ -114,14 +149,20 @@ def _reduce(fn):
             kwargs = {"start": args[1], **kwargs}
             args = args[:1]
         items = tx.unpack(args[0]) if len(args) == 1 else list(args)
-        if fn in (min, max) and not kwargs:  # before the constant path, which would specialize a size
+        if (
+            fn in (min, max) and not kwargs
+        ):  # before the constant path, which would specialize a size
             symbolic = sym_min_max(tx, fn, items)
             if symbolic is not None:
                 return symbolic
         # a symbolic int counts as a constant elsewhere (it specializes when read); a sum keeps it
         # symbolic (the ints of a list handed over a graph break, automatic dynamic)
         summing_symbols = fn is sum and any(isinstance(i, SymNodeVariable) for i in items)
-        if not summing_symbols and all(i.is_python_constant() for i in items) and all_constant([], kwargs):
+        if (
+            not summing_symbols
+            and all(i.is_python_constant() for i in items)
+            and all_constant([], kwargs)
+        ):
             _, k = constant_values([], kwargs)
             return tx.wrap(fn([i.as_python_constant() for i in items], **k), None)
         if fn is sum:
@@ -130,6 +171,7 @@ def _reduce(fn):
                 acc = binary_op(tx, operator.add, acc, i)
             return acc
         raise Unsupported(f"{fn.__name__}() over values not known at capture time")
+
     return handler
 
 
@@ -142,8 +184,11 @@ def _numeric(cls):
         if all_constant(args, kwargs):
             a, k = constant_values(args, kwargs)
             return ConstantVariable(cls(*a, **k))
-        raise Unsupported(f"{cls.__name__}() of a value not known at capture time (e.g. a tensor)",
-                          "keep tensor values as tensors inside the captured function")
+        raise Unsupported(
+            f"{cls.__name__}() of a value not known at capture time (e.g. a tensor)",
+            "keep tensor values as tensors inside the captured function",
+        )
+
     return handler
 
 
@@ -169,7 +214,9 @@ def _callable(tx, x):
     real = x.real_value()
     if real is not NO_REAL:
         return ConstantVariable(callable(real))
-    return ConstantVariable(isinstance(x, (UserFunctionVariable, PartialVariable)) or callable(x.python_type()))
+    return ConstantVariable(
+        isinstance(x, (UserFunctionVariable, PartialVariable)) or callable(x.python_type())
+    )
 
 
 def _next(tx, it, *default):
@@ -196,13 +243,16 @@ def _partial(tx, fn, *args, **kwargs):
 def _any_all(fn):
     def handler(tx, x):
         return ConstantVariable(fn(tx.truth(i) for i in tx.unpack(x)))
+
     return handler
 
 
 def _sorted(tx, x, **kwargs):
     items = tx.unpack(x)
     _, k = constant_values([], kwargs)
-    return ListVariable([ConstantVariable(v) for v in sorted((i.as_python_constant() for i in items), **k)])
+    return ListVariable(
+        [ConstantVariable(v) for v in sorted((i.as_python_constant() for i in items), **k)]
+    )
 
 
 def _issubclass(tx, a, b):
@@ -219,23 +269,54 @@ def _vars(tx, x):
 
 BUILTIN_HANDLERS = {
     vars: _vars,
-    len: _len, isinstance: _isinstance, issubclass: _issubclass, getattr: _getattr, hasattr: _hasattr, setattr: _setattr,
-    enumerate: _iter_builtin(enumerate), zip: _iter_builtin(zip), reversed: _iter_builtin(reversed),
-    iter: _iter_builtin(iter), map: _iter_builtin(map), filter: _iter_builtin(filter),
-    list: _seq_ctor(list), tuple: _seq_ctor(tuple), dict: _dict_ctor(dict),
-    min: _reduce(min), max: _reduce(max), sum: _reduce(sum), any: _any_all(any), all: _any_all(all),
-    bool: _bool, int: _numeric(int), float: _numeric(float), abs: _abs, type: _type, super: _super,
-    callable: _callable, next: _next, id: _id, functools.partial: _partial, sorted: _sorted,
+    len: _len,
+    isinstance: _isinstance,
+    issubclass: _issubclass,
+    getattr: _getattr,
+    hasattr: _hasattr,
+    setattr: _setattr,
+    enumerate: _iter_builtin(enumerate),
+    zip: _iter_builtin(zip),
+    reversed: _iter_builtin(reversed),
+    iter: _iter_builtin(iter),
+    map: _iter_builtin(map),
+    filter: _iter_builtin(filter),
+    list: _seq_ctor(list),
+    tuple: _seq_ctor(tuple),
+    dict: _dict_ctor(dict),
+    min: _reduce(min),
+    max: _reduce(max),
+    sum: _reduce(sum),
+    any: _any_all(any),
+    all: _any_all(all),
+    bool: _bool,
+    int: _numeric(int),
+    float: _numeric(float),
+    abs: _abs,
+    type: _type,
+    super: _super,
+    callable: _callable,
+    next: _next,
+    id: _id,
+    functools.partial: _partial,
+    sorted: _sorted,
     torch.is_tensor: _isinstance_check,
 }
+
+
 # code asking "am I being compiled?" takes its compile-friendly path under capture
 def _answer(value):
     def handler(tx, *args, **kwargs):
         return ConstantVariable(value)
+
     return handler
 
 
-for _name, _value in (("is_compiling", True), ("is_dynamo_compiling", True), ("is_exporting", False)):
+for _name, _value in (
+    ("is_compiling", True),
+    ("is_dynamo_compiling", True),
+    ("is_exporting", False),
+):
     _f = getattr(torch.compiler, _name, None)
     if _f is not None:
         BUILTIN_HANDLERS[_f] = _answer(_value)

@@ -57,26 +57,43 @@ from .symbolic import CHECKS, call_check
 from .tensors import BACKWARD_HINT, BACKWARD_INSIDE, TensorVariable, has_tensor
 
 #: keyword arguments of torch.utils.checkpoint.checkpoint itself (the rest go to the function)
-_CHECKPOINT_OPTIONS = frozenset({"use_reentrant", "context_fn", "determinism_check", "debug",
-                                 "preserve_rng_state", "early_stop"})
+_CHECKPOINT_OPTIONS = frozenset(
+    {
+        "use_reentrant",
+        "context_fn",
+        "determinism_check",
+        "debug",
+        "preserve_rng_state",
+        "early_stop",
+    }
+)
 
 
 def disabled_call(fn) -> Unsupported:
     name = getattr(fn, "__qualname__", None) or repr(fn)
-    return Unsupported(f"calling {name}, marked disable (torch.compiler.disable / torchkiln.disable)",
-                       "it runs eagerly between two graphs, as asked")
+    return Unsupported(
+        f"calling {name}, marked disable (torch.compiler.disable / torchkiln.disable)",
+        "it runs eagerly between two graphs, as asked",
+    )
 
 
 def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     """Call a real callable ``fn`` (known at capture time) with tracked arguments."""
-    if isinstance(fn, trace_rules.CustomOpDef):  # a torch.library.custom_op: its operator goes in the graph
+    if isinstance(
+        fn, trace_rules.CustomOpDef
+    ):  # a torch.library.custom_op: its operator goes in the graph
         fn = fn._opoverload
-    if type(getattr(fn, "__self__", None)) in (list, dict, set) and getattr(fn, "__name__", "") in MUTATORS \
-            and id(fn.__self__) in tx.out.outside_containers:
+    if (
+        type(getattr(fn, "__self__", None)) in (list, dict, set)
+        and getattr(fn, "__name__", "") in MUTATORS
+        and id(fn.__self__) in tx.out.outside_containers
+    ):
         # a bound mutator of a container capture holds as a constant (a copy): the mutation
         # would be lost, so it runs in Python
-        raise Unsupported(f"mutating a {type(fn.__self__).__name__} held as a constant ({fn.__name__})",
-                          "the mutation runs in Python between two graphs")
+        raise Unsupported(
+            f"mutating a {type(fn.__self__).__name__} held as a constant ({fn.__name__})",
+            "the mutation runs in Python between two graphs",
+        )
     if _hashable(fn) and fn in trace_rules.IS_COMPILING:
         return ConstantVariable(True)
     if trace_rules.is_disabled(fn):
@@ -86,9 +103,13 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if _hashable(fn) and fn in CHECKS:
         return call_check(tx, fn, args, kwargs)
     if is_contextmanager_function(fn) and tx.out.trace_contextmanagers:  # entered by BEFORE_WITH
-        return contextmanager_call(tx, UserFunctionVariable.from_function(tx, fn, None), args, kwargs)
+        return contextmanager_call(
+            tx, UserFunctionVariable.from_function(tx, fn, None), args, kwargs
+        )
     if fn is contextlib.nullcontext:
-        return NullContextVariable(args[0] if args else kwargs.get("enter_result", ConstantVariable(None)))
+        return NullContextVariable(
+            args[0] if args else kwargs.get("enter_result", ConstantVariable(None))
+        )
     if fn is itertools.chain:
         return IteratorVariable([i for it in args for i in tx.unpack(it)])
     if fn is itertools.chain.from_iterable:
@@ -122,9 +143,13 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if fn in (operator.not_, operator.truth):
         r = tx.truth(args[0])
         return ConstantVariable(not r if fn is operator.not_ else r)
-    if fn in (operator.neg, operator.pos, operator.invert, operator.abs) and isinstance(args[0], NumpyNdarrayVariable):
+    if fn in (operator.neg, operator.pos, operator.invert, operator.abs) and isinstance(
+        args[0], NumpyNdarrayVariable
+    ):
         return numpy_operator(tx, fn, args)
-    if fn in (operator.neg, operator.pos, operator.invert, operator.abs) and isinstance(args[0], TensorVariable):
+    if fn in (operator.neg, operator.pos, operator.invert, operator.abs) and isinstance(
+        args[0], TensorVariable
+    ):
         return tx.out.call_tensor_op(tx, "call_function", fn, args, kwargs)
     if isinstance(fn, type):
         return construct(tx, fn, args, kwargs)
@@ -143,17 +168,24 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         # what it refers to is this call's business (RemovableHandle.remove reads a module's hook
         # dict through one): read once at capture, another call's handle would reach the first
         # call's dict, and the dict would come back to Python as a copy
-        raise Unsupported("calling a weak reference", "it runs in Python between two graphs, on the object "
-                          "it refers to then")
+        raise Unsupported(
+            "calling a weak reference",
+            "it runs in Python between two graphs, on the object it refers to then",
+        )
     name = getattr(fn, "__qualname__", None) or repr(fn)
     if fn is torch.autograd.backward or fn is torch.Tensor.backward:
         raise Unsupported(BACKWARD_INSIDE, BACKWARD_HINT)
     if fn is print:
-        raise Unsupported("print() inside a captured function", "print runs in Python between two graphs; "
-                          "remove it or move it outside the compiled function to keep one graph")
+        raise Unsupported(
+            "print() inside a captured function",
+            "print runs in Python between two graphs; "
+            "remove it or move it outside the compiled function to keep one graph",
+        )
     if trace_rules.is_impure_module(getattr(fn, "__module__", None)):
-        raise Unsupported(f"calling {fn.__module__}.{name} (it acts outside the program: output, time, files, ...)",
-                          "it runs in Python between two graphs; move it outside the compiled function")
+        raise Unsupported(
+            f"calling {fn.__module__}.{name} (it acts outside the program: output, time, files, ...)",
+            "it runs in Python between two graphs; move it outside the compiled function",
+        )
     if trace_rules.is_stdlib(fn) and not has_tensor(args) and not has_tensor(kwargs.values()):
         # the standard library (inspect, typing, logging, ...) runs for real on known values
         real = _real_args(args, kwargs)
@@ -161,16 +193,30 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
             try:
                 return tx.wrap(fn(*real[0], **real[1]), None)
             except Exception as e:
-                raise Unsupported(f"calling {fn.__qualname__} raised {type(e).__name__}: {e}") from e
+                raise Unsupported(
+                    f"calling {fn.__qualname__} raised {type(e).__name__}: {e}"
+                ) from e
     if trace_rules.is_stdlib(fn):
         return UserFunctionVariable.from_function(tx, fn, None).call(tx, args, kwargs)
-    if isinstance(fn, types.FunctionType) and not (trace_rules.is_torch_callable(fn) and not fn.__module__.startswith(trace_rules.INLINE_TORCH_MODULES)):
+    if isinstance(fn, types.FunctionType) and not (
+        trace_rules.is_torch_callable(fn)
+        and not fn.__module__.startswith(trace_rules.INLINE_TORCH_MODULES)
+    ):
         return UserFunctionVariable.from_function(tx, fn, None).call(tx, args, kwargs)
-    if isinstance(fn, types.MethodType) and isinstance(fn.__func__, types.FunctionType) and not trace_rules.is_torch_callable(fn.__func__):
-        return UserFunctionVariable.from_function(tx, fn.__func__, None, self_var=tx.wrap(fn.__self__, None)).call(tx, args, kwargs)
+    if (
+        isinstance(fn, types.MethodType)
+        and isinstance(fn.__func__, types.FunctionType)
+        and not trace_rules.is_torch_callable(fn.__func__)
+    ):
+        return UserFunctionVariable.from_function(
+            tx, fn.__func__, None, self_var=tx.wrap(fn.__self__, None)
+        ).call(tx, args, kwargs)
     if isinstance(fn, functools.partial):
-        return PartialVariable(tx.wrap(fn.func, None), [tx.wrap(a, None) for a in fn.args],
-                               {k: tx.wrap(v, None) for k, v in fn.keywords.items()}).call(tx, args, kwargs)
+        return PartialVariable(
+            tx.wrap(fn.func, None),
+            [tx.wrap(a, None) for a in fn.args],
+            {k: tx.wrap(v, None) for k, v in fn.keywords.items()},
+        ).call(tx, args, kwargs)
     if trace_rules.is_torch_callable(fn) or has_tensor(args) or has_tensor(kwargs.values()):
         if fn in (torch.is_grad_enabled,):
             return ConstantVariable(torch.is_grad_enabled())
@@ -181,15 +227,21 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if all_constant(args, kwargs):
         a, k = constant_values(args, kwargs)
         if not trace_rules.pure_with_constants(fn):
-            raise Unsupported(f"calling {name} (capture cannot prove it has no side effects)",
-                              "it runs in Python between two graphs")
+            raise Unsupported(
+                f"calling {name} (capture cannot prove it has no side effects)",
+                "it runs in Python between two graphs",
+            )
         try:
             return tx.wrap(fn(*a, **k), None)
         except Exception as e:
-            raise Unsupported(f"calling {getattr(fn, '__qualname__', fn)!r} raised {type(e).__name__}: {e}") from e
-    raise Unsupported(f"calling {getattr(fn, '__qualname__', repr(fn))!r} with arguments not known at capture time",
-                      "the call runs in Python between two graphs, on real values; a torch equivalent "
-                      "(torch.isfinite for np.isfinite, ...) keeps it in the graph")
+            raise Unsupported(
+                f"calling {getattr(fn, '__qualname__', fn)!r} raised {type(e).__name__}: {e}"
+            ) from e
+    raise Unsupported(
+        f"calling {getattr(fn, '__qualname__', repr(fn))!r} with arguments not known at capture time",
+        "the call runs in Python between two graphs, on real values; a torch equivalent "
+        "(torch.isfinite for np.isfinite, ...) keeps it in the graph",
+    )
 
 
 def _real_args(args, kwargs):
@@ -202,7 +254,7 @@ def _real_args(args, kwargs):
             if r is NO_REAL:
                 return None
             out.append(r)
-    return out[:len(args)], dict(zip(kwargs, out[len(args):]))
+    return out[: len(args)], dict(zip(kwargs, out[len(args) :]))
 
 
 def _hashable(fn) -> bool:

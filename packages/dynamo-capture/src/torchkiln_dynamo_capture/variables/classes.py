@@ -32,8 +32,10 @@ def construct(tx, cls: type, args, kwargs) -> VariableTracker:
     if issubclass(cls, torch.nn.Parameter):
         # a graph value cannot be one: eager's parameter is a new leaf of its own (its .grad
         # fills on backward, it is returned as an nn.Parameter), which only Python makes
-        raise Unsupported(f"creating a parameter ({cls.__name__}) inside a captured function",
-                          "it is made in Python; the graph after it takes it as an input")
+        raise Unsupported(
+            f"creating a parameter ({cls.__name__}) inside a captured function",
+            "it is made in Python; the graph after it takes it as an input",
+        )
     if dataclasses.is_dataclass(cls):
         return DataclassVariable.create(tx, cls, args, kwargs)
     if issubclass(cls, tuple) and hasattr(cls, "_fields"):
@@ -48,15 +50,24 @@ def construct(tx, cls: type, args, kwargs) -> VariableTracker:
                     raise Unsupported(f"{cls.__name__}() missing {names[i]!r}")
                 vals[i] = tx.wrap(d, None)
         return TupleVariable(vals, cls=cls)
-    outside = [v for v in (*args, *kwargs.values())
-               if isinstance(v, (ListVariable, DictVariable)) and getattr(v, "source", None) is not None]
+    outside = [
+        v
+        for v in (*args, *kwargs.values())
+        if isinstance(v, (ListVariable, DictVariable)) and getattr(v, "source", None) is not None
+    ]
     if outside and cls.__module__ != "builtins":
         # made now from constants, it would hold capture's copy of that list or dict, not the
         # object itself (RemovableHandle keeps a weak reference to a module's hook dict: the
         # copy died, and handle.remove() removed nothing)
-        raise Unsupported(f"constructing {cls.__qualname__} from a {outside[0].python_type().__name__} "
-                          "that existed before the call", "it is made in Python, holding the object itself")
-    if all_constant(args, kwargs) and (cls.__module__ in ("builtins", "torch", "operator", "functools", "contextlib") or cls.__module__.startswith(("torch.", "enum", "collections"))):
+        raise Unsupported(
+            f"constructing {cls.__qualname__} from a {outside[0].python_type().__name__} "
+            "that existed before the call",
+            "it is made in Python, holding the object itself",
+        )
+    if all_constant(args, kwargs) and (
+        cls.__module__ in ("builtins", "torch", "operator", "functools", "contextlib")
+        or cls.__module__.startswith(("torch.", "enum", "collections"))
+    ):
         a, k = constant_values(args, kwargs)
         return tx.wrap(cls(*a, **k), None)
     if cls.__module__ == "builtins" or cls.__module__.startswith("torch"):
@@ -69,8 +80,10 @@ def construct(tx, cls: type, args, kwargs) -> VariableTracker:
         # __call__, or a custom __new__, may return anything
         raise Unsupported(f"constructing {cls.__qualname__} (custom __new__ or metaclass)")
     if getattr(cls, "__abstractmethods__", None):
-        raise Unsupported(f"constructing {cls.__qualname__}, an abstract class",
-                          "it runs in Python, which raises eager's TypeError")
+        raise Unsupported(
+            f"constructing {cls.__qualname__}, an abstract class",
+            "it runs in Python, which raises eager's TypeError",
+        )
     obj = NewObjectVariable(cls)
     init = cls.__init__
     if init is not object.__init__:
@@ -95,7 +108,10 @@ def _stateless_module(tx, cls: type, args, kwargs) -> VariableTracker:
     except Exception as e:
         raise Unsupported(f"creating a {cls.__name__} module raised {type(e).__name__}: {e}") from e
     if any(True for _ in module.parameters()) or any(True for _ in module.buffers()):
-        raise Unsupported(f"creating a {cls.__name__} module (with parameters or buffers) inside a "
-                          "captured function", "create it in __init__ so its weights persist")
+        raise Unsupported(
+            f"creating a {cls.__name__} module (with parameters or buffers) inside a "
+            "captured function",
+            "create it in __init__ so its weights persist",
+        )
     tx.out.keepalive.append(module)
     return NewModuleVariable(module, a, k)

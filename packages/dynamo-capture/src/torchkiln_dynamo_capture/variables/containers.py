@@ -45,10 +45,16 @@ class BaseSequence(VariableTracker):
             return ConstantVariable(len(self.items))
         if name == "index":
             v = args[0].as_python_constant()
-            return ConstantVariable([i.as_python_constant() if i.is_python_constant() else None for i in self.items].index(v))
+            return ConstantVariable(
+                [
+                    i.as_python_constant() if i.is_python_constant() else None for i in self.items
+                ].index(v)
+            )
         if name == "count":
             v = args[0].as_python_constant()
-            return ConstantVariable(sum(1 for i in self.items if i.is_python_constant() and i.as_python_constant() == v))
+            return ConstantVariable(
+                sum(1 for i in self.items if i.is_python_constant() and i.as_python_constant() == v)
+            )
         raise Unsupported(f"{self.python_type().__name__}.{name}()")
 
 
@@ -71,7 +77,11 @@ class TupleVariable(BaseSequence):
         return vals if self.cls is tuple else self.cls(*vals)
 
     def var_getattr(self, tx, name):
-        fields = getattr(self.cls, "_fields", None) or getattr(self.cls, "n_fields", None) and _return_type_fields(self.cls)
+        fields = (
+            getattr(self.cls, "_fields", None)
+            or getattr(self.cls, "n_fields", None)
+            and _return_type_fields(self.cls)
+        )
         if fields and name in fields:
             return self.items[list(fields).index(name)]
         return super().var_getattr(tx, name)
@@ -93,7 +103,27 @@ class TupleVariable(BaseSequence):
 
 def _return_type_fields(cls):
     # torch.return_types are structseq: field names are the members' names
-    return [n for n in ("values", "indices", "Q", "R", "U", "S", "V", "L", "eigenvalues", "eigenvectors", "mantissa", "exponent", "output", "counts", "inverse_indices") if hasattr(cls, n)]
+    return [
+        n
+        for n in (
+            "values",
+            "indices",
+            "Q",
+            "R",
+            "U",
+            "S",
+            "V",
+            "L",
+            "eigenvalues",
+            "eigenvectors",
+            "mantissa",
+            "exponent",
+            "output",
+            "counts",
+            "inverse_indices",
+        )
+        if hasattr(cls, n)
+    ]
 
 
 class ListVariable(BaseSequence):
@@ -111,7 +141,18 @@ class ListVariable(BaseSequence):
 
     def call_method(self, tx, name, args, kwargs):
         items = self.items
-        if name in ("append", "extend", "insert", "pop", "clear", "remove", "reverse", "__setitem__", "__delitem__", "sort"):
+        if name in (
+            "append",
+            "extend",
+            "insert",
+            "pop",
+            "clear",
+            "remove",
+            "reverse",
+            "__setitem__",
+            "__delitem__",
+            "sort",
+        ):
             tx.out.side_effects.mutated(self)
         if name == "append":
             items.append(args[0])
@@ -132,7 +173,11 @@ class ListVariable(BaseSequence):
                     del items[n]
                     break
         elif name == "sort":
-            keyed = sorted(items, key=lambda v: v.as_python_constant(), reverse=kwargs.get("reverse", ConstantVariable(False)).as_python_constant())
+            keyed = sorted(
+                items,
+                key=lambda v: v.as_python_constant(),
+                reverse=kwargs.get("reverse", ConstantVariable(False)).as_python_constant(),
+            )
             items[:] = keyed
         elif name == "copy":
             return ListVariable(items)
@@ -180,7 +225,15 @@ class DictVariable(VariableTracker):
 
     def call_method(self, tx, name, args, kwargs):
         items = self.items
-        if name in ("__setitem__", "update", "pop", "setdefault", "clear", "__delitem__", "popitem"):
+        if name in (
+            "__setitem__",
+            "update",
+            "pop",
+            "setdefault",
+            "clear",
+            "__delitem__",
+            "popitem",
+        ):
             tx.out.side_effects.mutated(self)
         if name == "__getitem__":
             k = _const_or_raise(args[0], "dict lookup")
@@ -199,7 +252,9 @@ class DictVariable(VariableTracker):
         if name == "values":
             return TupleVariable(list(items.values()))
         if name == "items":
-            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in items.items()])
+            return TupleVariable(
+                [TupleVariable([ConstantVariable(k), v]) for k, v in items.items()]
+            )
         if name == "__len__":
             return ConstantVariable(len(items))
         if name == "copy":
@@ -291,6 +346,6 @@ class IteratorVariable(VariableTracker):
         return self.items[self.pos - 1]
 
     def unpack(self, tx):
-        rest = self.items[self.pos:]
+        rest = self.items[self.pos :]
         self.pos = len(self.items)
         return rest

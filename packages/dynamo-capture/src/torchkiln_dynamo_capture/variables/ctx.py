@@ -66,7 +66,12 @@ class AutocastExit:
     _made: dict[tuple, AutocastExit] = {}
 
     def __init__(self, device: str, prev: bool, prev_dtype: torch.dtype, prev_cache: bool):
-        self.device, self.prev, self.prev_dtype, self.prev_cache = device, prev, prev_dtype, prev_cache
+        self.device, self.prev, self.prev_dtype, self.prev_cache = (
+            device,
+            prev,
+            prev_dtype,
+            prev_cache,
+        )
 
     @classmethod
     def of(cls, device: str, prev: bool, prev_dtype: torch.dtype, prev_cache: bool) -> AutocastExit:
@@ -104,7 +109,9 @@ def autocast_state() -> tuple:
     changes for real while tracing a block; ``restore_autocast_state`` puts it back."""
     depth = torch.autocast_increment_nesting() - 1
     torch.autocast_decrement_nesting()
-    devices = tuple((d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES)
+    devices = tuple(
+        (d, torch.is_autocast_enabled(d), torch.get_autocast_dtype(d)) for d in _AUTOCAST_DEVICES
+    )
     return devices, torch.is_autocast_cache_enabled(), depth
 
 
@@ -127,10 +134,18 @@ def autocast_exit_variable(tx, value: AutocastExit) -> ContextExitVariable:
     block is open in Python, as the guards on the autocast state check); exiting it exits in the
     graph and, after the graph, in Python with ``value``."""
     out = tx.out
-    args = (value.device, torch.get_autocast_dtype(value.device), torch.is_autocast_enabled(value.device),
-            torch.is_autocast_cache_enabled())
+    args = (
+        value.device,
+        torch.get_autocast_dtype(value.device),
+        torch.is_autocast_enabled(value.device),
+        torch.is_autocast_cache_enabled(),
+    )
     root = out.root_graph
-    where = root.inserting_after(out._last_placeholder) if out._last_placeholder else root.inserting_before(None)
+    where = (
+        root.inserting_after(out._last_placeholder)
+        if out._last_placeholder
+        else root.inserting_before(None)
+    )
     with where:
         node = root.call_function(_enter_autocast, args)
     node.meta["example_value"] = None
@@ -172,7 +187,9 @@ class GradModeSetVariable(ContextManagerVariable):
         self.prev = prev
 
     def enter(self, tx):
-        return ContextExitVariable(lambda: _set_grad(tx, self.prev), GRAD_EXITS[self.prev]), ConstantVariable(None)
+        return ContextExitVariable(
+            lambda: _set_grad(tx, self.prev), GRAD_EXITS[self.prev]
+        ), ConstantVariable(None)
 
 
 def set_grad_enabled(tx, mode: bool) -> VariableTracker:
@@ -192,7 +209,9 @@ def enter_context(tx, ctx: VariableTracker):
         if target is None:
             target = obj.mode if hasattr(obj, "mode") else prev
         _set_grad(tx, target)
-        return ContextExitVariable(lambda: _set_grad(tx, prev), GRAD_EXITS[prev]), ConstantVariable(None)
+        return ContextExitVariable(lambda: _set_grad(tx, prev), GRAD_EXITS[prev]), ConstantVariable(
+            None
+        )
     if isinstance(obj, contextlib.nullcontext):
         return ContextExitVariable(lambda: None, _no_exit), tx.wrap(obj.enter_result, None)
     if isinstance(obj, contextlib.suppress):
@@ -203,7 +222,9 @@ def enter_context(tx, ctx: VariableTracker):
         node = tx.out.graph.call_function(_enter_autocast, args)
         node.meta["example_value"] = None
         obj.__enter__()
-        real_exit = AutocastExit.of(obj.device, obj.prev, obj.prev_fastdtype, obj.prev_cache_enabled)
+        real_exit = AutocastExit.of(
+            obj.device, obj.prev, obj.prev_fastdtype, obj.prev_cache_enabled
+        )
         block = OpenAutocast(args, node)
         tx.out.open_autocasts.append(block)
 
@@ -214,4 +235,7 @@ def enter_context(tx, ctx: VariableTracker):
             tx.out.open_autocasts.remove(block)
 
         return ContextExitVariable(undo, real_exit), ConstantVariable(obj)
-    raise Unsupported(f"with-block over {type(obj).__name__}", "only torch.no_grad/enable_grad/set_grad_enabled/autocast are supported")
+    raise Unsupported(
+        f"with-block over {type(obj).__name__}",
+        "only torch.no_grad/enable_grad/set_grad_enabled/autocast are supported",
+    )

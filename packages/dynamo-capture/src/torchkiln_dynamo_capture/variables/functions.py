@@ -20,8 +20,20 @@ class UserFunctionVariable(VariableTracker):
     carry their code, defaults and closure cells instead. ``self_var`` makes it a bound method.
     """
 
-    def __init__(self, code, f_globals, *, fn=None, defaults=(), kwdefaults=None, closure=(), self_var=None,
-                 source=None, name=None, by_code=False):
+    def __init__(
+        self,
+        code,
+        f_globals,
+        *,
+        fn=None,
+        defaults=(),
+        kwdefaults=None,
+        closure=(),
+        self_var=None,
+        source=None,
+        name=None,
+        by_code=False,
+    ):
         self.code = code
         #: guarded by its code, not its identity (a nested function, a new object each call):
         #: ``fn`` is the object seen at capture time only, the run function reaches it by ``source``
@@ -39,20 +51,48 @@ class UserFunctionVariable(VariableTracker):
 
     @classmethod
     def from_function(cls, tx, fn: types.FunctionType, source=None, self_var=None, by_code=False):
-        defaults = [tx.wrap(d, default_source(source, i) if source else None) for i, d in enumerate(fn.__defaults__ or ())]
-        kwdefaults = {k: tx.wrap(v, ItemSource(AttrSource(source, "__kwdefaults__"), k) if source else None)
-                      for k, v in (fn.__kwdefaults__ or {}).items()}
-        closure = [RealCellVariable(c, closure_cell_source(source, i) if source else None,
-                                    ItemSource(AttrSource(source, "__closure__"), i) if source else None)
-                   for i, c in enumerate(fn.__closure__ or ())]
-        return cls(fn.__code__, fn.__globals__, fn=fn, defaults=defaults, kwdefaults=kwdefaults, closure=closure,
-                   self_var=self_var, source=source, name=fn.__qualname__, by_code=by_code)
+        defaults = [
+            tx.wrap(d, default_source(source, i) if source else None)
+            for i, d in enumerate(fn.__defaults__ or ())
+        ]
+        kwdefaults = {
+            k: tx.wrap(v, ItemSource(AttrSource(source, "__kwdefaults__"), k) if source else None)
+            for k, v in (fn.__kwdefaults__ or {}).items()
+        }
+        closure = [
+            RealCellVariable(
+                c,
+                closure_cell_source(source, i) if source else None,
+                ItemSource(AttrSource(source, "__closure__"), i) if source else None,
+            )
+            for i, c in enumerate(fn.__closure__ or ())
+        ]
+        return cls(
+            fn.__code__,
+            fn.__globals__,
+            fn=fn,
+            defaults=defaults,
+            kwdefaults=kwdefaults,
+            closure=closure,
+            self_var=self_var,
+            source=source,
+            name=fn.__qualname__,
+            by_code=by_code,
+        )
 
     def bind(self, self_var):
-        bound = UserFunctionVariable(self.code, self.f_globals, fn=self.fn, defaults=self.defaults,
-                                     kwdefaults=self.kwdefaults, closure=self.closure, self_var=self_var,
-                                     name=self.name, by_code=self.by_code,
-                                     source=self.source if self.by_code else None)
+        bound = UserFunctionVariable(
+            self.code,
+            self.f_globals,
+            fn=self.fn,
+            defaults=self.defaults,
+            kwdefaults=self.kwdefaults,
+            closure=self.closure,
+            self_var=self_var,
+            name=self.name,
+            by_code=self.by_code,
+            source=self.source if self.by_code else None,
+        )
         bound.wrapped = self.wrapped
         return bound
 
@@ -71,15 +111,23 @@ class UserFunctionVariable(VariableTracker):
         if self.wrapped is not None and name in WRAPPER_ASSIGNED:
             return self.wrapped if name == "__wrapped__" else tx.getattr(self.wrapped, name)
         if self.fn is not None and hasattr(self.fn, name):
-            return tx.wrap(getattr(self.fn, name), AttrSource(self.source, name) if self.source else None)
+            return tx.wrap(
+                getattr(self.fn, name), AttrSource(self.source, name) if self.source else None
+            )
         if name == "__name__":
             return ConstantVariable(self.code.co_name)
         if name == "__qualname__":
-            return ConstantVariable(self.code.co_qualname if hasattr(self.code, "co_qualname") else self.code.co_name)
+            return ConstantVariable(
+                self.code.co_qualname if hasattr(self.code, "co_qualname") else self.code.co_name
+            )
         if name == "__module__":
             return ConstantVariable(self.f_globals.get("__name__"))
         if name == "__doc__":
-            doc = self.code.co_consts[0] if self.code.co_consts and isinstance(self.code.co_consts[0], str) else None
+            doc = (
+                self.code.co_consts[0]
+                if self.code.co_consts and isinstance(self.code.co_consts[0], str)
+                else None
+            )
             return ConstantVariable(doc)
         raise AttrMissing(name)
 
@@ -128,8 +176,10 @@ def apply_wraps(wrapper: VariableTracker, wrapped: VariableTracker) -> VariableT
         raise Unsupported(f"functools.wraps on a {type(wrapper).__name__}")
     if wrapper.fn is not None and not wrapper.by_code:
         # a function that outlives the frame: its attributes must really change
-        raise Unsupported("functools.wraps / update_wrapper on a function made outside the frame",
-                          "it runs in Python between two graphs")
+        raise Unsupported(
+            "functools.wraps / update_wrapper on a function made outside the frame",
+            "it runs in Python between two graphs",
+        )
     wrapper.wrapped = wrapped
     return wrapper
 
@@ -219,7 +269,9 @@ class SuperVariable(VariableTracker):
             if name in k.__dict__:
                 attr = k.__dict__[name]
                 if isinstance(attr, classmethod):
-                    return UserFunctionVariable.from_function(tx, attr.__func__, None, self_var=self.obj)
+                    return UserFunctionVariable.from_function(
+                        tx, attr.__func__, None, self_var=self.obj
+                    )
                 if isinstance(attr, staticmethod):
                     return tx.wrap(attr.__func__, None)
                 return tx.wrap(attr, None)
@@ -240,7 +292,9 @@ def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> Variab
     if isinstance(attr, staticmethod):
         return tx.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):
-        return UserFunctionVariable.from_function(tx, attr.__func__, None, self_var=ConstantVariable(obj.python_type()))
+        return UserFunctionVariable.from_function(
+            tx, attr.__func__, None, self_var=ConstantVariable(obj.python_type())
+        )
     if isinstance(attr, property):
         if attr.fget is None:
             raise AttrMissing(name)
@@ -259,16 +313,23 @@ def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> Variab
         if is_stdlib(attr) and obj.real_value() is not NO_REAL:  # e.g. os.environ.get: run for real
             return ConstantVariable(attr.__get__(obj.real_value()))
         return UserFunctionVariable.from_function(tx, attr, None, self_var=obj)
-    if isinstance(attr, (types.BuiltinFunctionType, types.WrapperDescriptorType, types.MethodDescriptorType)):
+    if isinstance(
+        attr, (types.BuiltinFunctionType, types.WrapperDescriptorType, types.MethodDescriptorType)
+    ):
         real = obj.real_value()
         if real is NO_REAL:
-            raise Unsupported(f"builtin method {name!r} of a {obj.python_type().__name__} built during capture")
+            raise Unsupported(
+                f"builtin method {name!r} of a {obj.python_type().__name__} built during capture"
+            )
         # bind this very descriptor (super() may have skipped an override of the same name); a
         # new bound object per call: run code reads it from the object again (its source)
         src = AttrSource(obj.source, name) if obj.source is not None and source is None else source
         return tx.wrap(attr.__get__(real, type(real)), src)
-    if hasattr(attr, "__get__") and not isinstance(attr, (type, types.ModuleType)) and (
-            inspect.ismethoddescriptor(attr) or inspect.isdatadescriptor(attr)):
+    if (
+        hasattr(attr, "__get__")
+        and not isinstance(attr, (type, types.ModuleType))
+        and (inspect.ismethoddescriptor(attr) or inspect.isdatadescriptor(attr))
+    ):
         real = obj.real_value()
         if real is NO_REAL:
             raise Unsupported(f"descriptor {name!r}")
@@ -287,8 +348,11 @@ def class_attr(cls: type, name: str):
 def is_data_descriptor(attr) -> bool:
     """A property or another descriptor with ``__set__`` (it wins over the instance dict);
     ``__slots__`` members are plain storage here."""
-    return attr is not None and type(attr).__name__ != "member_descriptor" and (
-        isinstance(attr, property) or inspect.isdatadescriptor(attr))
+    return (
+        attr is not None
+        and type(attr).__name__ != "member_descriptor"
+        and (isinstance(attr, property) or inspect.isdatadescriptor(attr))
+    )
 
 
 def store_through_descriptor(tx, obj: VariableTracker, cls: type, name: str, value) -> bool:
@@ -299,8 +363,10 @@ def store_through_descriptor(tx, obj: VariableTracker, cls: type, name: str, val
         return False
     if isinstance(attr, property):
         if attr.fset is None:
-            raise Unsupported(f"setting {name!r}, a property without a setter (eager raises AttributeError)",
-                              "it runs in Python, which raises eager's error")
+            raise Unsupported(
+                f"setting {name!r}, a property without a setter (eager raises AttributeError)",
+                "it runs in Python, which raises eager's error",
+            )
         tx.call_function(tx.wrap(attr.fset, None), [obj, value], {})
         return True
     raise Unsupported(f"setting {name!r} through a {type(attr).__name__} descriptor")

@@ -74,8 +74,11 @@ _HELPER_CODE = contextlib.contextmanager(_sample).__code__
 
 def is_contextmanager_function(fn) -> bool:
     """Whether ``fn`` is the wrapper ``contextlib.contextmanager`` put around a generator function."""
-    return (isinstance(fn, types.FunctionType) and fn.__code__ is _HELPER_CODE
-            and inspect.isgeneratorfunction(getattr(fn, "__wrapped__", None)))
+    return (
+        isinstance(fn, types.FunctionType)
+        and fn.__code__ is _HELPER_CODE
+        and inspect.isgeneratorfunction(getattr(fn, "__wrapped__", None))
+    )
 
 
 def is_contextmanager_helper(func: VariableTracker) -> bool:
@@ -87,7 +90,9 @@ def is_contextmanager_helper(func: VariableTracker) -> bool:
     return getattr(func, "code", None) is _HELPER_CODE
 
 
-def contextmanager_call(tx, func: VariableTracker, args: list, kwargs: dict) -> GeneratorContextVariable:
+def contextmanager_call(
+    tx, func: VariableTracker, args: list, kwargs: dict
+) -> GeneratorContextVariable:
     """Calling the wrapper: the generator function and its arguments, entered by BEFORE_WITH."""
     tx.out.traced_contextmanagers += 1  # a break while it exists makes capture retry without
     if func.fn is not None:
@@ -103,16 +108,22 @@ def enter_generator_context(tx, ctx: VariableTracker):
     func = ctx.func
     if not hasattr(func, "code"):
         raise Unsupported(f"a contextmanager over {type(func).__name__}")
-    frame = tx.child_frame(func, [*([func.self_var] if func.self_var is not None else []), *ctx.args], ctx.kwargs)
+    frame = tx.child_frame(
+        func, [*([func.self_var] if func.self_var is not None else []), *ctx.args], ctx.kwargs
+    )
     frame.suspended = True
     value = _resume(frame)
     if value is _DONE:
-        raise Unsupported(f"the contextmanager {func.name} did not yield (eager raises RuntimeError)")
+        raise Unsupported(
+            f"the contextmanager {func.name} did not yield (eager raises RuntimeError)"
+        )
 
     def leave():
         frame.push(ConstantVariable(None))  # what ``yield`` evaluates to when the block ends
         if _resume(frame) is not _DONE:
-            raise Unsupported(f"the contextmanager {func.name} yielded twice (eager raises RuntimeError)")
+            raise Unsupported(
+                f"the contextmanager {func.name} yielded twice (eager raises RuntimeError)"
+            )
 
     return ContextExitVariable(leave), value
 
@@ -126,5 +137,12 @@ def _resume(frame):
     return _DONE
 
 
-__all__ = ["GeneratorContextVariable", "NullContextVariable", "Suspend", "contextmanager_call", "enter_generator_context",
-           "is_contextmanager_function", "is_contextmanager_helper"]
+__all__ = [
+    "GeneratorContextVariable",
+    "NullContextVariable",
+    "Suspend",
+    "contextmanager_call",
+    "enter_generator_context",
+    "is_contextmanager_function",
+    "is_contextmanager_helper",
+]

@@ -38,8 +38,11 @@ from .tensors import TensorVariable
 def _operators() -> dict:
     """The Python entry points and the operators themselves, by kind."""
     found: dict = {}
-    modules = {"cond": "torch._higher_order_ops.cond", "while_loop": "torch._higher_order_ops.while_loop",
-               "map": "torch._higher_order_ops.map"}
+    modules = {
+        "cond": "torch._higher_order_ops.cond",
+        "while_loop": "torch._higher_order_ops.while_loop",
+        "map": "torch._higher_order_ops.map",
+    }
     for kind, modname in modules.items():
         mod = sys.modules.get(modname)
         fn = getattr(mod, kind, None) if mod is not None else None
@@ -69,13 +72,20 @@ def call_higher_order(tx, kind: str, args: list, kwargs: dict) -> VariableTracke
     if kind == "cond":
         return _cond(tx, *_bind(kind, args, kwargs, ("pred", "true_fn", "false_fn", "operands"), 1))
     if kind == "while_loop":
-        bound = _bind(kind, args, kwargs, ("cond_fn", "body_fn", "carried_inputs", "additional_inputs"), 0)
+        bound = _bind(
+            kind, args, kwargs, ("cond_fn", "body_fn", "carried_inputs", "additional_inputs"), 0
+        )
         return _while_loop(tx, *bound)
     if kind == "map":
         if len(args) < 2 or kwargs:
             raise Unsupported("map(f, xs, *args) with keyword arguments")
-        return _map(tx, args[0], tx.unpack(args[1]) if _is_seq(args[1]) else [args[1]], list(args[2:]),
-                    single=not _is_seq(args[1]))
+        return _map(
+            tx,
+            args[0],
+            tx.unpack(args[1]) if _is_seq(args[1]) else [args[1]],
+            list(args[2:]),
+            single=not _is_seq(args[1]),
+        )
     # map_impl(f, xs, args): the operator itself, f takes the flat slices then the flat args
     f, xs, rest = _bind(kind, args, kwargs, ("f", "xs", "pos_args"), 0)
     return _map(tx, f, tx.unpack(xs), tx.unpack(rest), single=False, flat=True)
@@ -101,8 +111,11 @@ def _operands(tx, v, what: str) -> list:
     items = [] if v is None else tx.unpack(v)
     for i in items:
         if not isinstance(i, (TensorVariable, SymNodeVariable)) and not (
-                i.is_python_constant() and isinstance(i.as_python_constant(), (int, float, bool))):
-            raise Unsupported(f"{what} holds a {type(i).__name__}; only tensors and numbers are supported")
+            i.is_python_constant() and isinstance(i.as_python_constant(), (int, float, bool))
+        ):
+            raise Unsupported(
+                f"{what} holds a {type(i).__name__}; only tensors and numbers are supported"
+            )
     return items
 
 
@@ -112,27 +125,39 @@ def _operands(tx, v, what: str) -> list:
 def _cond(tx, pred, true_fn, false_fn, operands):
     ops = _operands(tx, operands, "torch.cond operands")
     if not all(isinstance(o, TensorVariable) for o in ops):
-        raise Unsupported("torch.cond operands that are not tensors (eager raises RuntimeError)",
-                          "it runs in Python, which raises eager's error")
+        raise Unsupported(
+            "torch.cond operands that are not tensors (eager raises RuntimeError)",
+            "it runs in Python, which raises eager's error",
+        )
     if not isinstance(pred, TensorVariable):
         # a Python bool (or a size, decided now with a guard): the branch is known at capture
         chosen = true_fn if tx.truth(pred) else false_fn
         return tx.call_function(chosen, list(ops), {})
     if pred.fake.numel() != 1:
         raise Unsupported("torch.cond with a predicate of more than one element (eager raises)")
-    branches = [_trace(tx, fn, ops, name) for fn, name in ((true_fn, "cond_true"), (false_fn, "cond_false"))]
+    branches = [
+        _trace(tx, fn, ops, name) for fn, name in ((true_fn, "cond_true"), (false_fn, "cond_false"))
+    ]
     lifted = _unify_lifted(branches)
     specs = [b.spec for b in branches]
     if specs[0] != specs[1]:
-        raise Unsupported(f"torch.cond branches return different structures ({specs[0]} vs {specs[1]})")
+        raise Unsupported(
+            f"torch.cond branches return different structures ({specs[0]} vs {specs[1]})"
+        )
     if tx.out.shape_env is None and _sizes_differ(branches):
-        e = Unsupported("torch.cond branches return tensors of different sizes: the result's size is "
-                        "known only at run time, which needs a ShapeEnv")
+        e = Unsupported(
+            "torch.cond branches return tensors of different sizes: the result's size is "
+            "known only at run time, which needs a ShapeEnv"
+        )
         e.needs_shape_env = True  # capture_frame captures again with one
         raise e
     gms = [_attach(tx, b, name) for b, name in zip(branches, ("cond_true", "cond_false"))]
     args = (pred.node, *gms, tuple(_node(o) for o in ops) + tuple(lifted))
-    fakes = (pred.fake, *(b.gm for b in branches), tuple(_fake(o) for o in ops) + tuple(_meta(n) for n in lifted))
+    fakes = (
+        pred.fake,
+        *(b.gm for b in branches),
+        tuple(_fake(o) for o in ops) + tuple(_meta(n) for n in lifted),
+    )
     flat = _emit(tx, torch.ops.higher_order.cond, args, fakes)
     return _rebuild(branches[0].spec, flat)
 
@@ -147,26 +172,40 @@ def _while_loop(tx, cond_fn, body_fn, carried, additional):
     carried_vars = _operands(tx, carried, "while_loop carried_inputs")
     extra = _operands(tx, additional, "while_loop additional_inputs")
     if not all(isinstance(c, TensorVariable) for c in carried_vars):
-        raise Unsupported("while_loop carrying a Python number (it would become an unbacked value)",
-                          "carry it as a 0-d tensor")
+        raise Unsupported(
+            "while_loop carrying a Python number (it would become an unbacked value)",
+            "carry it as a 0-d tensor",
+        )
     ops = carried_vars + extra
     cond_g = _trace(tx, cond_fn, ops, "while_cond", single_output=True)
     body_g = _trace(tx, body_fn, ops, "while_body")
     if len(cond_g.outputs) != 1 or cond_g.spec != "leaf":
         raise Unsupported("while_loop cond_fn must return one boolean tensor")
     if len(body_g.outputs) != len(carried_vars):
-        raise Unsupported(f"while_loop body_fn returns {len(body_g.outputs)} values for "
-                          f"{len(carried_vars)} carried inputs")
+        raise Unsupported(
+            f"while_loop body_fn returns {len(body_g.outputs)} values for "
+            f"{len(carried_vars)} carried inputs"
+        )
     lifted = _unify_lifted([cond_g, body_g])
     gms = [_attach(tx, g, n) for g, n in ((cond_g, "while_cond"), (body_g, "while_body"))]
-    args = (*gms, tuple(_node(c) for c in carried_vars), tuple(_node(e) for e in extra) + tuple(lifted))
-    fakes = (cond_g.gm, body_g.gm, tuple(_fake(c) for c in carried_vars),
-             tuple(_fake(e) for e in extra) + tuple(_meta(n) for n in lifted))
+    args = (
+        *gms,
+        tuple(_node(c) for c in carried_vars),
+        tuple(_node(e) for e in extra) + tuple(lifted),
+    )
+    fakes = (
+        cond_g.gm,
+        body_g.gm,
+        tuple(_fake(c) for c in carried_vars),
+        tuple(_fake(e) for e in extra) + tuple(_meta(n) for n in lifted),
+    )
     for c, o in zip(carried_vars, body_g.outputs):
         v = _meta(o)
         if not isinstance(v, torch.Tensor) or v.shape != c.fake.shape or v.dtype != c.fake.dtype:
-            raise Unsupported("while_loop body_fn returns values of another shape or dtype than carried "
-                              "(eager raises)")
+            raise Unsupported(
+                "while_loop body_fn returns values of another shape or dtype than carried "
+                "(eager raises)"
+            )
     # the results are like the carried inputs (checked above): no fake run, which would need a
     # ShapeEnv for the values a loop may create even when every size is static
     results = tuple(_fresh_fake(tx.out, c.fake) for c in carried_vars)
@@ -179,14 +218,22 @@ def _map(tx, f, xs, rest, *, single: bool, flat: bool = False):
         raise Unsupported("map over something other than tensors")
     if any(x.fake.dim() == 0 for x in xs):
         raise Unsupported("map over a 0-d tensor")
-    lead = {int(x.fake.shape[0]) if not isinstance(x.fake.shape[0], torch.SymInt) else x.fake.shape[0] for x in xs}
+    lead = {
+        int(x.fake.shape[0]) if not isinstance(x.fake.shape[0], torch.SymInt) else x.fake.shape[0]
+        for x in xs
+    }
     if len(lead) != 1:
         raise Unsupported("map over tensors with different leading sizes (eager raises)")
     rest = _operands(tx, TupleVariable(rest), "map arguments")
     slices = [_slice_like(tx, x) for x in xs]
-    body = _trace(tx, f, slices + rest, "map_body",
-                  call_as=None if flat else (lambda sl, r: [sl[0] if single else TupleVariable(sl), *r]),
-                  split=len(slices))
+    body = _trace(
+        tx,
+        f,
+        slices + rest,
+        "map_body",
+        call_as=None if flat else (lambda sl, r: [sl[0] if single else TupleVariable(sl), *r]),
+        split=len(slices),
+    )
     lifted = _unify_lifted([body])
     gm = _attach(tx, body, "map_body")
     args = (gm, [x.node for x in xs], [_node(r) for r in rest] + list(lifted))
@@ -208,8 +255,15 @@ class _Subgraph:
         self.gm = None
 
 
-def _trace(tx, fn: VariableTracker, operands: list, name: str, call_as=None, split=None,
-           single_output=False) -> _Subgraph:
+def _trace(
+    tx,
+    fn: VariableTracker,
+    operands: list,
+    name: str,
+    call_as=None,
+    split=None,
+    single_output=False,
+) -> _Subgraph:
     """Inline ``fn`` over placeholders shaped like ``operands`` into a graph of its own."""
     out = tx.out
     parent = out.graph
@@ -238,13 +292,17 @@ def _trace(tx, fn: VariableTracker, operands: list, name: str, call_as=None, spl
     try:
         result = tx.call_function(fn, call_args, {})
     except Unsupported as e:
-        raise Unsupported(f"{name.replace('_', ' ')} function: {e.construct}",
-                          "the control-flow operator runs in Python between two graphs") from e
+        raise Unsupported(
+            f"{name.replace('_', ' ')} function: {e.construct}",
+            "the control-flow operator runs in Python between two graphs",
+        ) from e
     finally:
         out.graph = parent
     if len(out.side_effects.entries) != effects:
-        raise Unsupported(f"{name.replace('_', ' ')} function mutates outside state (the operator forbids it)",
-                          "the control-flow operator runs in Python between two graphs")
+        raise Unsupported(
+            f"{name.replace('_', ' ')} function mutates outside state (the operator forbids it)",
+            "the control-flow operator runs in Python between two graphs",
+        )
     leaves, spec = _flatten(result, name)
     outputs = _unaliased_outputs(out, sub, leaves)
     sub.output(outputs[0] if single_output and spec == "leaf" else tuple(outputs))
@@ -260,16 +318,27 @@ def _unaliased_outputs(out, sub, leaves) -> list:
     """The subgraph's output nodes, each a tensor of its own: an output that is an input, a view
     of one, a tensor from outside, or another output again is cloned (the operators refuse
     outputs aliasing inputs or each other: "might be aliasing the input or the output")."""
+
     def storage(t):
         return StorageWeakRef(t.untyped_storage())
 
-    taken = {storage(ph.meta["example_value"]) for ph in sub.nodes
-             if ph.op == "placeholder" and isinstance(ph.meta.get("example_value"), torch.Tensor)}
+    taken = {
+        storage(ph.meta["example_value"])
+        for ph in sub.nodes
+        if ph.op == "placeholder" and isinstance(ph.meta.get("example_value"), torch.Tensor)
+    }
     outputs = []
     for v in leaves:
         node, fake = v.node, v.fake
         if node.graph is not sub or storage(fake) in taken:
-            with out.fake_mode, (enable_python_dispatcher() if out.shape_env is not None else contextlib.nullcontext()):
+            with (
+                out.fake_mode,
+                (
+                    enable_python_dispatcher()
+                    if out.shape_env is not None
+                    else contextlib.nullcontext()
+                ),
+            ):
                 fake = fake.clone()
             node = sub.call_function(torch.clone, (node,))
             node.meta["example_value"] = fake
@@ -325,12 +394,21 @@ def _emit(tx, op, args, fakes, result=None) -> list:
     out = tx.out
     try:
         if result is None:
-            with out.fake_mode, (enable_python_dispatcher() if out.shape_env is not None else contextlib.nullcontext()):
+            with (
+                out.fake_mode,
+                (
+                    enable_python_dispatcher()
+                    if out.shape_env is not None
+                    else contextlib.nullcontext()
+                ),
+            ):
                 result = op(*fakes)
     except Exception as e:
         first = str(e).splitlines()[0] if str(e) else ""
-        raise Unsupported(f"{op} on fake tensors raised {type(e).__name__}: {first}",
-                          "the control-flow operator runs in Python between two graphs") from e
+        raise Unsupported(
+            f"{op} on fake tensors raised {type(e).__name__}: {first}",
+            "the control-flow operator runs in Python between two graphs",
+        ) from e
     node = out.graph.create_node("call_function", op, args, {})
     node.meta["example_value"] = result
     out.bind_unbacked(node, result)  # a cond whose branches differ in size: unbacked sizes
@@ -352,8 +430,10 @@ def _flatten(v, name):
             leaves += lv
             specs.append(sp)
         return leaves, (type(v), getattr(v, "cls", None), tuple(specs))
-    raise Unsupported(f"{name.replace('_', ' ')} function returns a {type(v).__name__}; "
-                      "control-flow operators return tensors (and tuples or lists of them)")
+    raise Unsupported(
+        f"{name.replace('_', ' ')} function returns a {type(v).__name__}; "
+        "control-flow operators return tensors (and tuples or lists of them)"
+    )
 
 
 def _rebuild(spec, flat: list):
@@ -379,7 +459,10 @@ def _slice_like(tx, x: TensorVariable) -> VariableTracker:
 
 
 def _fresh_fake(out, like: torch.Tensor) -> torch.Tensor:
-    with out.fake_mode, (enable_python_dispatcher() if out.shape_env is not None else contextlib.nullcontext()):
+    with (
+        out.fake_mode,
+        enable_python_dispatcher() if out.shape_env is not None else contextlib.nullcontext(),
+    ):
         fake = torch.empty_strided(like.shape, like.stride(), dtype=like.dtype, device=like.device)
     if like.requires_grad:
         fake.requires_grad_(True)

@@ -19,13 +19,20 @@ from .base import ConstantVariable, VariableTracker
 
 def replay_logging_call(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     """Record ``fn(*args, **kwargs)`` to run after the graph; its value (None) is known."""
-    if not all(a.is_python_constant() for a in args) or not all(v.is_python_constant() for v in kwargs.values()):
+    if not all(a.is_python_constant() for a in args) or not all(
+        v.is_python_constant() for v in kwargs.values()
+    ):
         name = getattr(fn, "__qualname__", None) or repr(fn)
-        raise Unsupported(f"calling {name} with arguments not known at capture time (a tensor, a symbolic size)",
-                          "the log call runs in Python between two graphs; log constants (or .item() "
-                          "outside the compiled function) to keep one graph")
-    tx.out.side_effects.call(fn, [a.as_python_constant() for a in args],
-                             {k: v.as_python_constant() for k, v in kwargs.items()})
+        raise Unsupported(
+            f"calling {name} with arguments not known at capture time (a tensor, a symbolic size)",
+            "the log call runs in Python between two graphs; log constants (or .item() "
+            "outside the compiled function) to keep one graph",
+        )
+    tx.out.side_effects.call(
+        fn,
+        [a.as_python_constant() for a in args],
+        {k: v.as_python_constant() for k, v in kwargs.items()},
+    )
     return ConstantVariable(None)
 
 

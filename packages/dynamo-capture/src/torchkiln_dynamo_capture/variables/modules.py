@@ -23,13 +23,27 @@ from .objects import UserObjectVariable
 _OWN_HOOK_DICTS = ("_forward_hooks", "_forward_pre_hooks", "_backward_hooks", "_backward_pre_hooks")
 #: every process-wide dict of hook state (the hooks, and which take kwargs or always run)
 _GLOBAL_HOOK_STATE = tuple(n for n in vars(_nn_module) if n.startswith("_global_") and "hook" in n)
-_GLOBAL_HOOK_DICTS = ("_global_forward_hooks", "_global_forward_pre_hooks", "_global_backward_hooks", "_global_backward_pre_hooks")
+_GLOBAL_HOOK_DICTS = (
+    "_global_forward_hooks",
+    "_global_forward_pre_hooks",
+    "_global_backward_hooks",
+    "_global_backward_pre_hooks",
+)
 
 
 class NNModuleVariable(UserObjectVariable):
     """A module from outside the captured function (identity-guarded through its source)."""
 
-    _ITERATORS = ("parameters", "named_parameters", "buffers", "named_buffers", "children", "named_children", "modules", "named_modules")
+    _ITERATORS = (
+        "parameters",
+        "named_parameters",
+        "buffers",
+        "named_buffers",
+        "children",
+        "named_children",
+        "modules",
+        "named_modules",
+    )
 
     def var_getattr(self, tx, name):
         if name in self._ITERATORS and name not in self.value.__dict__:
@@ -45,12 +59,20 @@ class NNModuleVariable(UserObjectVariable):
             t = d.get(table)
             if t is not None and name in t:
                 v = t[name]
-                return ConstantVariable(None) if v is None else tx.out.wrap_module_tensor(tx, v, self._src(name))
+                return (
+                    ConstantVariable(None)
+                    if v is None
+                    else tx.out.wrap_module_tensor(tx, v, self._src(name))
+                )
         mods = d.get("_modules")
         if mods is not None and name in mods:
             sub = mods[name]
             _guard_child(tx, mods, name, sub, self.source)
-            return ConstantVariable(None) if sub is None else tx.wrap(sub, _child_src(sub, self.source, name))
+            return (
+                ConstantVariable(None)
+                if sub is None
+                else tx.wrap(sub, _child_src(sub, self.source, name))
+            )
         if not any(name in k.__dict__ for k in type(m).__mro__):
             raise AttrMissing(name)  # Module.__getattr__ would raise AttributeError
         return super().var_getattr(tx, name)
@@ -66,8 +88,10 @@ class NNModuleVariable(UserObjectVariable):
         if why is not None:
             # the caller breaks at this call and CPython makes it: the wrapper's own machinery runs
             # for real, and the module it wraps has its forward captured (CaptureContext.module_callee)
-            err = Unsupported(f"calling a {type(m).__name__}: {why}",
-                              "it runs in Python; the forward of the module it wraps is captured as its own frame")
+            err = Unsupported(
+                f"calling a {type(m).__name__}: {why}",
+                "it runs in Python; the forward of the module it wraps is captured as its own frame",
+            )
             err.in_callee = True
             raise err
         where = self.source.expr() if self.source is not None else type(m).__name__
@@ -77,19 +101,41 @@ class NNModuleVariable(UserObjectVariable):
             tx.out.guards.append(ModuleHooksMatch(self.source, m))  # covers the global dicts too
         else:
             own = [(getattr(m, n), f"{where}.{n}") for n in _OWN_HOOK_DICTS]
-            dicts, labels = zip(*(own + [(getattr(_nn_module, n), f"torch.nn.modules.module.{n}") for n in _GLOBAL_HOOK_DICTS]))
+            dicts, labels = zip(
+                *(
+                    own
+                    + [
+                        (getattr(_nn_module, n), f"torch.nn.modules.module.{n}")
+                        for n in _GLOBAL_HOOK_DICTS
+                    ]
+                )
+            )
             tx.out.guards.append(SubmoduleHooksMatch.of(dicts, "\n".join(labels)))
         _refuse_changed_hooks(tx, m, where)
-        if m._backward_hooks or m._backward_pre_hooks or _nn_module._global_backward_hooks or _nn_module._global_backward_pre_hooks:
+        if (
+            m._backward_hooks
+            or m._backward_pre_hooks
+            or _nn_module._global_backward_hooks
+            or _nn_module._global_backward_pre_hooks
+        ):
             # nn.Module.__call__ wraps the inputs and outputs in BackwardHook nodes the graph has no
             # way to express: the module runs in Python, where its backward hooks fire on backward
-            raise Unsupported(f"calling {type(m).__name__} ({where}) with backward hooks (register_full_backward_hook "
-                              "or a global one)", "the module call runs eagerly so its backward hooks fire")
+            raise Unsupported(
+                f"calling {type(m).__name__} ({where}) with backward hooks (register_full_backward_hook "
+                "or a global one)",
+                "the module call runs eagerly so its backward hooks fire",
+            )
         # nn.Module.__call__'s order: global hooks first, then the module's own; a global hook may be
         # a kwargs hook only for forward hooks (pre-hooks check the module's own kwargs set only)
-        pre = [(i, h, f"torch.nn.modules.module._global_forward_pre_hooks[{i}]") for i, h in _nn_module._global_forward_pre_hooks.items()]
+        pre = [
+            (i, h, f"torch.nn.modules.module._global_forward_pre_hooks[{i}]")
+            for i, h in _nn_module._global_forward_pre_hooks.items()
+        ]
         pre += [(i, h, f"{where}._forward_pre_hooks[{i}]") for i, h in m._forward_pre_hooks.items()]
-        post = [(i, h, f"torch.nn.modules.module._global_forward_hooks[{i}]") for i, h in _nn_module._global_forward_hooks.items()]
+        post = [
+            (i, h, f"torch.nn.modules.module._global_forward_hooks[{i}]")
+            for i, h in _nn_module._global_forward_hooks.items()
+        ]
         post += [(i, h, f"{where}._forward_hooks[{i}]") for i, h in m._forward_hooks.items()]
         for hook_id, hook, hook_where in pre:
             # a source for the hook (held by reference; the hooks guard above pins it): what it
@@ -109,7 +155,10 @@ class NNModuleVariable(UserObjectVariable):
         out = self.var_getattr(tx, "forward").call(tx, args, kwargs)
         for hook_id, hook, hook_where in post:
             hook_v = tx.wrap(hook, HeldObjectSource(hook, hook_where))
-            if hook_id in m._forward_hooks_with_kwargs or hook_id in _nn_module._global_forward_hooks_with_kwargs:
+            if (
+                hook_id in m._forward_hooks_with_kwargs
+                or hook_id in _nn_module._global_forward_hooks_with_kwargs
+            ):
                 res = tx.call_function(hook_v, [self, TupleVariable(args), _dict(kwargs), out], {})
             else:
                 res = tx.call_function(hook_v, [self, TupleVariable(args), out], {})
@@ -123,12 +172,16 @@ class NNModuleVariable(UserObjectVariable):
             return [ConstantVariable(k) for k in m]
         if isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential)):
             where = self.source.expr() if self.source is not None else type(m).__name__
-            tx.out.guards.append(LengthMatch(HeldObjectSource(m._modules, f"{where}._modules"), len(m._modules)))
+            tx.out.guards.append(
+                LengthMatch(HeldObjectSource(m._modules, f"{where}._modules"), len(m._modules))
+            )
             for k, sub in m._modules.items():
                 _guard_child(tx, m._modules, k, sub, self.source)
             return [tx.wrap(sub, _child_src(sub, self.source, k)) for k, sub in m._modules.items()]
         if isinstance(m, (torch.nn.ParameterList,)):
-            return [tx.out.wrap_module_tensor(tx, p, self._src(k)) for k, p in m._parameters.items()]
+            return [
+                tx.out.wrap_module_tensor(tx, p, self._src(k)) for k, p in m._parameters.items()
+            ]
         raise Unsupported(f"iterating over {type(m).__name__}")
 
     def unpack(self, tx):
@@ -136,13 +189,20 @@ class NNModuleVariable(UserObjectVariable):
 
     def call_method(self, tx, name, args, kwargs):
         m = self.value
-        if name == "__getitem__" and isinstance(m, (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict, torch.nn.ParameterList)):
+        if name == "__getitem__" and isinstance(
+            m,
+            (torch.nn.ModuleList, torch.nn.Sequential, torch.nn.ModuleDict, torch.nn.ParameterList),
+        ):
             k = args[0].as_python_constant()
             if isinstance(m, torch.nn.ModuleDict):
                 return tx.wrap(m[k], AttrSource(self.source, k) if self.source else None)
             if isinstance(k, slice):
                 return tx.wrap(m[k], None)
-            keys = list(m._modules) if not isinstance(m, torch.nn.ParameterList) else list(m._parameters)
+            keys = (
+                list(m._modules)
+                if not isinstance(m, torch.nn.ParameterList)
+                else list(m._parameters)
+            )
             key = keys[k]
             if isinstance(m, torch.nn.ParameterList):
                 return tx.out.wrap_module_tensor(tx, m._parameters[key], self._src(key))
@@ -159,9 +219,14 @@ class NNModuleVariable(UserObjectVariable):
                 return TupleVariable([ConstantVariable(k) for k in ks])
             if name == "values":
                 return TupleVariable(vals)
-            return TupleVariable([TupleVariable([ConstantVariable(k), v]) for k, v in zip(ks, vals)])
+            return TupleVariable(
+                [TupleVariable([ConstantVariable(k), v]) for k, v in zip(ks, vals)]
+            )
         if name in self._ITERATORS:
-            a, k = [x.as_python_constant() for x in args], {n: v.as_python_constant() for n, v in kwargs.items()}
+            a, k = (
+                [x.as_python_constant() for x in args],
+                {n: v.as_python_constant() for n, v in kwargs.items()},
+            )
             items = []
             for entry in getattr(m, name)(*a, **k):
                 key, val = entry if name.startswith("named") else (None, entry)
@@ -203,8 +268,11 @@ class NewModuleVariable(NNModuleVariable):
         self.ctor_kwargs = ctor_kwargs
 
     def store_attr(self, tx, name, value):
-        raise Unsupported(f"changing attribute {name!r} of a {type(self.value).__name__} made inside the "
-                          "captured function", "the module is made again in Python, where the change runs")
+        raise Unsupported(
+            f"changing attribute {name!r} of a {type(self.value).__name__} made inside the "
+            "captured function",
+            "the module is made again in Python, where the change runs",
+        )
 
 
 def _refuse_changed_hooks(tx, m, where: str) -> None:
@@ -214,12 +282,17 @@ def _refuse_changed_hooks(tx, m, where: str) -> None:
     if not tx.out.side_effects.entries:
         return  # nothing changed yet (the common case: no scan)
     dicts = [v for k, v in vars(m).items() if "hook" in k and isinstance(v, dict)]
-    dicts += [d for d in (getattr(_nn_module, n, None) for n in _GLOBAL_HOOK_STATE) if isinstance(d, dict)]
+    dicts += [
+        d for d in (getattr(_nn_module, n, None) for n in _GLOBAL_HOOK_STATE) if isinstance(d, dict)
+    ]
     for d in dicts:
         var = tx.out.var_cache.get(id(d))
         if var is not None and tx.out.side_effects.is_mutated(var):
-            raise Unsupported(f"calling {type(m).__name__} ({where}) after its hooks changed in the captured "
-                              "function", "the call runs in Python, with the hooks as they are then")
+            raise Unsupported(
+                f"calling {type(m).__name__} ({where}) after its hooks changed in the captured "
+                "function",
+                "the call runs in Python, with the hooks as they are then",
+            )
 
 
 def _where(parent_source, name: str) -> str:
@@ -234,7 +307,9 @@ def _child_src(sub, parent_source, name: str):
 
 def _guard_child(tx, modules: dict, name: str, sub, parent_source) -> None:
     if sub is not None:
-        tx.out.guards.append(ChildModulesMatch(((modules, name, sub, _where(parent_source, name)),)))
+        tx.out.guards.append(
+            ChildModulesMatch(((modules, name, sub, _where(parent_source, name)),))
+        )
 
 
 def _dict(kwargs):

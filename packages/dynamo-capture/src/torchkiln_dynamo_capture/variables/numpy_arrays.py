@@ -32,7 +32,9 @@ try:
     import numpy as np
     import torch._numpy as tnp
     from torch._numpy import _dtypes_impl
-except ImportError:  # numpy is optional (the "numpy" extra): without it no ndarray is ever made here
+except (
+    ImportError
+):  # numpy is optional (the "numpy" extra): without it no ndarray is ever made here
     np = tnp = _dtypes_impl = None
 
 from torchkiln_guards import TypeMatch
@@ -48,24 +50,67 @@ from .tensors import TensorVariable
 # import torch._dynamo (this project does not); numpy's own defaults are what it would find there
 if _dtypes_impl is not None and _dtypes_impl._default_dtypes is None:
     _dtypes_impl._default_dtypes = _dtypes_impl.DefaultDTypes(
-        float_dtype=torch.float64, complex_dtype=torch.complex128, int_dtype=torch.int64)
+        float_dtype=torch.float64, complex_dtype=torch.complex128, int_dtype=torch.int64
+    )
 
 #: what turns a tensor into an ndarray (``np.asarray(t)``): the same values, as an array
-CONVERTERS = frozenset({np.asarray, np.array, np.asanyarray, np.ascontiguousarray} if np is not None else ())
+CONVERTERS = frozenset(
+    {np.asarray, np.array, np.asanyarray, np.ascontiguousarray} if np is not None else ()
+)
 #: torch functions that turn an ndarray back into a tensor
 TO_TENSOR = frozenset({torch.from_numpy, torch.as_tensor, torch.asarray, torch.tensor})
 #: answers read from the array's metadata
 _META = frozenset({"shape", "ndim", "size", "dtype", "itemsize", "nbytes"})
 #: methods whose result is a Python value computed from the data: the graph breaks
-_DATA_DEPENDENT = frozenset({"item", "tolist", "tobytes", "tostring", "__bool__", "__int__", "__float__",
-                             "__index__", "__complex__", "nonzero", "__array__", "__iter__"})
+_DATA_DEPENDENT = frozenset(
+    {
+        "item",
+        "tolist",
+        "tobytes",
+        "tostring",
+        "__bool__",
+        "__int__",
+        "__float__",
+        "__index__",
+        "__complex__",
+        "nonzero",
+        "__array__",
+        "__iter__",
+    }
+)
 #: methods that change the array in place (it may share memory with a tensor)
-_IN_PLACE = frozenset({"fill", "sort", "resize", "put", "itemset", "setfield", "partition", "__setitem__",
-                       "__delitem__", "byteswap", "setflags"})
-_IN_PLACE_OPERATORS = frozenset({operator.iadd, operator.isub, operator.imul, operator.itruediv,
-                                 operator.ifloordiv, operator.imod, operator.ipow, operator.imatmul,
-                                 operator.iand, operator.ior, operator.ixor, operator.ilshift,
-                                 operator.irshift})
+_IN_PLACE = frozenset(
+    {
+        "fill",
+        "sort",
+        "resize",
+        "put",
+        "itemset",
+        "setfield",
+        "partition",
+        "__setitem__",
+        "__delitem__",
+        "byteswap",
+        "setflags",
+    }
+)
+_IN_PLACE_OPERATORS = frozenset(
+    {
+        operator.iadd,
+        operator.isub,
+        operator.imul,
+        operator.itruediv,
+        operator.ifloordiv,
+        operator.imod,
+        operator.ipow,
+        operator.imatmul,
+        operator.iand,
+        operator.ior,
+        operator.ixor,
+        operator.ilshift,
+        operator.irshift,
+    }
+)
 
 
 class NumpyNdarrayVariable(VariableTracker):
@@ -87,34 +132,51 @@ class NumpyNdarrayVariable(VariableTracker):
         fake = self.tensor.fake
         if name in _META:
             if name == "shape":
-                return self.tensor.var_getattr(tx, "shape") if self.tensor._symbolic() else ConstantVariable(
-                    tuple(int(s) for s in fake.shape))
+                return (
+                    self.tensor.var_getattr(tx, "shape")
+                    if self.tensor._symbolic()
+                    else ConstantVariable(tuple(int(s) for s in fake.shape))
+                )
             if name == "size":
                 return self.tensor.call_method(tx, "numel", [], {})
             if name == "ndim":
                 return ConstantVariable(fake.dim())
             if name == "dtype":
                 return ConstantVariable(self.np_dtype)
-            return ConstantVariable(self.np_dtype.itemsize * (1 if name == "itemsize" else int(fake.numel())))
+            return ConstantVariable(
+                self.np_dtype.itemsize * (1 if name == "itemsize" else int(fake.numel()))
+            )
         if name in ("T", "real", "imag", "mT"):
             return numpy_op(tx, _attribute(name), [self], {})
-        if name in _DATA_DEPENDENT or name in _IN_PLACE or callable(getattr(tnp.ndarray, name, None)):
+        if (
+            name in _DATA_DEPENDENT
+            or name in _IN_PLACE
+            or callable(getattr(tnp.ndarray, name, None))
+        ):
             return BoundMethodVariable(self, name)  # decided when called
-        raise Unsupported(f"ndarray attribute {name!r} (torch._numpy has no such attribute to trace)")
+        raise Unsupported(
+            f"ndarray attribute {name!r} (torch._numpy has no such attribute to trace)"
+        )
 
     def call_method(self, tx, name, args, kwargs):
         if name in _DATA_DEPENDENT:
-            raise Unsupported(f"ndarray.{name}() (its result is a Python value read from the array's data)",
-                              "the rest runs in Python after a graph break")
+            raise Unsupported(
+                f"ndarray.{name}() (its result is a Python value read from the array's data)",
+                "the rest runs in Python after a graph break",
+            )
         if name in _IN_PLACE:
-            raise Unsupported(f"ndarray.{name}() changes the array in place (it may share memory with a tensor)",
-                              "it runs in Python between two graphs")
+            raise Unsupported(
+                f"ndarray.{name}() changes the array in place (it may share memory with a tensor)",
+                "it runs in Python between two graphs",
+            )
         if name == "__len__":
             if self.tensor.fake.dim() == 0:
                 raise Unsupported("len() of a 0-d array (eager raises TypeError)")
             return ConstantVariable(int(self.tensor.fake.shape[0]))
         if name == "__getitem__" and _has_array(args):
-            raise Unsupported("indexing an ndarray with an array (the result's shape can depend on the values)")
+            raise Unsupported(
+                "indexing an ndarray with an array (the result's shape can depend on the values)"
+            )
         if name.startswith("__") and name.endswith("__") and name != "__getitem__":
             raise Unsupported(f"ndarray.{name}")
         if not callable(getattr(tnp.ndarray, name, None)):
@@ -124,12 +186,16 @@ class NumpyNdarrayVariable(VariableTracker):
     def unpack(self, tx):
         if self.tensor.fake.dim() == 0:
             raise Unsupported("iterating over a 0-d array (eager raises TypeError)")
-        return [numpy_op(tx, _method("__getitem__"), [self, ConstantVariable(i)], {})
-                for i in range(int(self.tensor.fake.shape[0]))]
+        return [
+            numpy_op(tx, _method("__getitem__"), [self, ConstantVariable(i)], {})
+            for i in range(int(self.tensor.fake.shape[0]))
+        ]
 
     def truth(self, tx):
-        raise Unsupported("the truth value of an ndarray (read from its data)",
-                          "the rest runs in Python after a graph break; np.where keeps a choice in the graph")
+        raise Unsupported(
+            "the truth value of an ndarray (read from its data)",
+            "the rest runs in Python after a graph break; np.where keeps a choice in the graph",
+        )
 
     def reconstruct(self, rec) -> str:
         """The ndarray in Python after the graph (an output, or a value live at a break)."""
@@ -139,7 +205,9 @@ class NumpyNdarrayVariable(VariableTracker):
         name = memo.get(id(self))
         if name is None:
             name = memo[id(self)] = f"__v{len(memo)}"
-            rec.emit(f"{name} = {rec.expr(self.tensor)}.numpy(force=True){'[()]' if self.scalar else ''}")
+            rec.emit(
+                f"{name} = {rec.expr(self.tensor)}.numpy(force=True){'[()]' if self.scalar else ''}"
+            )
         return name
 
     def __repr__(self) -> str:
@@ -175,11 +243,15 @@ def as_ndarray(tx, tensor: TensorVariable) -> NumpyNdarrayVariable:
     """``t.numpy()`` / ``np.asarray(t)``: the tensor's values as an ndarray (no graph node)."""
     fake = tensor.fake
     if fake.requires_grad:
-        raise Unsupported("an ndarray of a tensor that requires grad (eager raises RuntimeError)",
-                          "it runs in Python, which raises eager's error; call .detach() first")
+        raise Unsupported(
+            "an ndarray of a tensor that requires grad (eager raises RuntimeError)",
+            "it runs in Python, which raises eager's error; call .detach() first",
+        )
     if fake.device.type != "cpu":
-        raise Unsupported(f"an ndarray of a {fake.device.type} tensor (eager raises TypeError)",
-                          "it runs in Python, which raises eager's error; call .cpu() first")
+        raise Unsupported(
+            f"an ndarray of a {fake.device.type} tensor (eager raises TypeError)",
+            "it runs in Python, which raises eager's error; call .cpu() first",
+        )
     numpy_dtype(fake.dtype)
     return NumpyNdarrayVariable(tensor)
 
@@ -189,8 +261,13 @@ def _numpy_callable(fn) -> bool:
     if np is None:
         return False
     module = getattr(fn, "__module__", None) or ""
-    return isinstance(fn, np.ufunc) or callable(fn) and not isinstance(fn, type) \
-        and module.split(".")[0] == "numpy" and not module.startswith("numpy.random")
+    return (
+        isinstance(fn, np.ufunc)
+        or callable(fn)
+        and not isinstance(fn, type)
+        and module.split(".")[0] == "numpy"
+        and not module.startswith("numpy.random")
+    )
 
 
 def numpy_function(fn) -> object | None:
@@ -220,8 +297,12 @@ def is_numpy_call(fn, args: list, kwargs: dict) -> bool:
         return False
     # on constants too (np.zeros(3), np.arange(n)): an array made at capture time would be one
     # object shared by every call, and a call writing into it changed what the next call got
-    return _has_array(args) or _has_array(kwargs.values()) or all_constant(args, kwargs) \
+    return (
+        _has_array(args)
+        or _has_array(kwargs.values())
+        or all_constant(args, kwargs)
         and numpy_function(fn) is not None
+    )
 
 
 def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
@@ -236,8 +317,11 @@ def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
             return tx.wrap(made, None)  # a scalar, dtype, shape...: an immutable constant
     impl = numpy_function(fn)
     if impl is None:
-        raise Unsupported(f"numpy.{getattr(fn, '__name__', fn)} (torch._numpy does not implement it, so "
-                          "capture cannot trace it)", "it runs in Python on real arrays between two graphs")
+        raise Unsupported(
+            f"numpy.{getattr(fn, '__name__', fn)} (torch._numpy does not implement it, so "
+            "capture cannot trace it)",
+            "it runs in Python on real arrays between two graphs",
+        )
     return numpy_op(tx, _function(impl, fn), args, kwargs, oracle=fn)
 
 
@@ -262,11 +346,16 @@ def numpy_op(tx, target, args: list, kwargs: dict, oracle=None) -> VariableTrack
     ndarrays again. ``oracle``: numpy's callable, whose result on stand-in arrays the node's must
     match (for methods and operators ``target`` is applied to real arrays instead)."""
     if "out" in kwargs:
-        raise Unsupported("a numpy call with out= (it writes an array in place, which may share memory "
-                          "with a tensor)", "it runs in Python between two graphs")
+        raise Unsupported(
+            "a numpy call with out= (it writes an array in place, which may share memory "
+            "with a tensor)",
+            "it runs in Python between two graphs",
+        )
     if _has_tensor(args) or _has_tensor(kwargs.values()):
-        raise Unsupported("an ndarray and a torch.Tensor in one numpy operation",
-                          "convert one of them (torch.from_numpy / .numpy()) first")
+        raise Unsupported(
+            "an ndarray and a torch.Tensor in one numpy operation",
+            "convert one of them (torch.from_numpy / .numpy()) first",
+        )
     expected = _numpy_oracle(oracle or target, args, kwargs)
     graph_args = [_tensor_of(a) for a in args]
     graph_kwargs = {k: _tensor_of(v) for k, v in kwargs.items()}
@@ -281,19 +370,32 @@ def _as_arrays(result, expected, name: str):
     if isinstance(result, TensorVariable):
         if not isinstance(expected, (np.ndarray, np.generic)):
             raise Unsupported(f"{name}: numpy gives a {type(expected).__name__} here, not an array")
-        if result.fake.dtype != _torch_dtype(expected.dtype) or tuple(result.fake.shape) != np.shape(expected):
-            raise Unsupported(f"{name}: torch._numpy gives {result.fake.dtype} {tuple(result.fake.shape)} where "
-                              f"numpy gives {expected.dtype} {np.shape(expected)}",
-                              "it runs in Python on real arrays between two graphs")
+        if result.fake.dtype != _torch_dtype(expected.dtype) or tuple(
+            result.fake.shape
+        ) != np.shape(expected):
+            raise Unsupported(
+                f"{name}: torch._numpy gives {result.fake.dtype} {tuple(result.fake.shape)} where "
+                f"numpy gives {expected.dtype} {np.shape(expected)}",
+                "it runs in Python on real arrays between two graphs",
+            )
         return NumpyNdarrayVariable(result, scalar=isinstance(expected, np.generic))
-    if isinstance(result, (TupleVariable, ListVariable)) and isinstance(expected, (tuple, list)) \
-            and len(result.items) == len(expected):
+    if (
+        isinstance(result, (TupleVariable, ListVariable))
+        and isinstance(expected, (tuple, list))
+        and len(result.items) == len(expected)
+    ):
         items = [_as_arrays(r, e, name) for r, e in zip(result.items, expected)]
         return TupleVariable(items) if isinstance(result, TupleVariable) else ListVariable(items)
-    if result.is_python_constant() and not isinstance(result, SymNodeVariable) \
-            and type(result.as_python_constant()) is type(expected) and result.as_python_constant() == expected:
+    if (
+        result.is_python_constant()
+        and not isinstance(result, SymNodeVariable)
+        and type(result.as_python_constant()) is type(expected)
+        and result.as_python_constant() == expected
+    ):
         return result  # metadata (np.shape, np.ndim): the same value as numpy's
-    raise Unsupported(f"{name}: a result capture cannot check against numpy's ({type(expected).__name__})")
+    raise Unsupported(
+        f"{name}: a result capture cannot check against numpy's ({type(expected).__name__})"
+    )
 
 
 def _torch_dtype(dtype: np.dtype) -> torch.dtype | None:
@@ -312,8 +414,11 @@ def _numpy_oracle(fn, args: list, kwargs: dict):
     except Unsupported:
         raise
     except Exception as e:
-        raise Unsupported(f"numpy's {getattr(fn, '__name__', fn)} on these arguments raised "
-                          f"{type(e).__name__}: {e}", "it runs in Python on real arrays between two graphs") from e
+        raise Unsupported(
+            f"numpy's {getattr(fn, '__name__', fn)} on these arguments raised "
+            f"{type(e).__name__}: {e}",
+            "it runs in Python on real arrays between two graphs",
+        ) from e
 
 
 def _stand_in(v):
@@ -334,7 +439,9 @@ def _stand_in(v):
 
 
 def _opaque():
-    raise Unsupported("a numpy call on a value read from a tensor (its value is not known at capture time)")
+    raise Unsupported(
+        "a numpy call on a value read from a tensor (its value is not known at capture time)"
+    )
 
 
 def _tensor_of(v):
@@ -344,7 +451,11 @@ def _tensor_of(v):
         return TupleVariable([_tensor_of(i) for i in v.items])
     if isinstance(v, ListVariable):
         return ListVariable([_tensor_of(i) for i in v.items])
-    if isinstance(v, ConstantVariable) and isinstance(v.value, (np.dtype, type)) and _is_numpy_dtype(v.value):
+    if (
+        isinstance(v, ConstantVariable)
+        and isinstance(v.value, (np.dtype, type))
+        and _is_numpy_dtype(v.value)
+    ):
         return ConstantVariable(np.dtype(v.value).name)  # torch._numpy takes dtypes by name
     if isinstance(v, ConstantVariable) and isinstance(v.value, np.generic):
         # the graph's code spells Python scalars only; where numpy's scalar type changes the
@@ -363,13 +474,21 @@ def _is_numpy_dtype(value) -> bool:
 
 
 def _has_array(vs) -> bool:
-    return any(isinstance(v, NumpyNdarrayVariable) or isinstance(v, (TupleVariable, ListVariable))
-               and _has_array(v.items) for v in vs)
+    return any(
+        isinstance(v, NumpyNdarrayVariable)
+        or isinstance(v, (TupleVariable, ListVariable))
+        and _has_array(v.items)
+        for v in vs
+    )
 
 
 def _has_tensor(vs) -> bool:
-    return any(isinstance(v, TensorVariable) or isinstance(v, (TupleVariable, ListVariable))
-               and _has_tensor(v.items) for v in vs)
+    return any(
+        isinstance(v, TensorVariable)
+        or isinstance(v, (TupleVariable, ListVariable))
+        and _has_tensor(v.items)
+        for v in vs
+    )
 
 
 def _hashable(fn) -> bool:
@@ -438,11 +557,24 @@ def numpy_operator(tx, fn, args: list) -> VariableTracker:
     """``a + b``, ``a < b``, ``-a``... with an ndarray operand (operators.py and the translator's
     unary opcodes hand them here)."""
     if fn in _IN_PLACE_OPERATORS and isinstance(args[0], NumpyNdarrayVariable):
-        raise Unsupported(f"an in-place operator ({fn.__name__}) on an ndarray (it may share memory with a tensor)",
-                          "it runs in Python between two graphs")
+        raise Unsupported(
+            f"an in-place operator ({fn.__name__}) on an ndarray (it may share memory with a tensor)",
+            "it runs in Python between two graphs",
+        )
     return numpy_op(tx, operator_target(fn), args, {}, oracle=fn)
 
 
-__all__ = ["CONVERTERS", "TO_TENSOR", "NumpyNdarrayVariable", "as_ndarray", "call_numpy", "is_ndarray",
-           "is_numpy_call", "is_numpy_scalar_type", "is_traced_numpy_function", "ndarray_input",
-           "numpy_operator", "to_tensor"]
+__all__ = [
+    "CONVERTERS",
+    "TO_TENSOR",
+    "NumpyNdarrayVariable",
+    "as_ndarray",
+    "call_numpy",
+    "is_ndarray",
+    "is_numpy_call",
+    "is_numpy_scalar_type",
+    "is_traced_numpy_function",
+    "ndarray_input",
+    "numpy_operator",
+    "to_tensor",
+]

@@ -61,7 +61,11 @@ class UserObjectVariable(VariableTracker):
                 cls_attr = k.__dict__[name]
                 break
         # data descriptors (properties) win over the instance dict
-        if cls_attr is not _MISSING and (isinstance(cls_attr, property) or inspect.isdatadescriptor(cls_attr)) and not _is_slot(cls_attr):
+        if (
+            cls_attr is not _MISSING
+            and (isinstance(cls_attr, property) or inspect.isdatadescriptor(cls_attr))
+            and not _is_slot(cls_attr)
+        ):
             return wrap_descriptor(tx, self, cls_attr, name, self._src(name))
         if d is not None and name in d:
             return tx.wrap(d[name], self._src(name))
@@ -94,9 +98,11 @@ class UserObjectVariable(VariableTracker):
 
     def truth(self, tx):
         if hasattr(type(self.value), "__bool__") or hasattr(type(self.value), "__len__"):
-            raise Unsupported(f"truth value of a {type(self.value).__name__} object",
-                              "the branch is taken in Python between two graphs; torch.where keeps "
-                              "both sides in one graph")
+            raise Unsupported(
+                f"truth value of a {type(self.value).__name__} object",
+                "the branch is taken in Python between two graphs; torch.where keeps "
+                "both sides in one graph",
+            )
         return True
 
     def __repr__(self):
@@ -195,7 +201,10 @@ class DataclassVariable(VariableTracker):
 
     @classmethod
     def create(cls, tx, klass, args, kwargs) -> DataclassVariable:
-        if any(isinstance(f.type, dataclasses.InitVar) for f in getattr(klass, "__dataclass_fields__", {}).values()):
+        if any(
+            isinstance(f.type, dataclasses.InitVar)
+            for f in getattr(klass, "__dataclass_fields__", {}).values()
+        ):
             raise Unsupported(f"constructing {klass.__name__}, a dataclass with InitVar fields")
         names = [f.name for f in dataclasses.fields(klass) if f.init]
         values: dict[str, Any] = {}
@@ -223,8 +232,11 @@ class DataclassVariable(VariableTracker):
         """Whether ``cls(**fields)`` rebuilds it after the graph; otherwise its fields are set on a
         bare instance (``__post_init__`` already ran here and must not run twice)."""
         fields = dataclasses.fields(self.cls)
-        return is_model_output(self.cls) or (not hasattr(self.cls, "__post_init__") and all(f.init for f in fields)
-                                             and set(self.fields) == {f.name for f in fields})
+        return is_model_output(self.cls) or (
+            not hasattr(self.cls, "__post_init__")
+            and all(f.init for f in fields)
+            and set(self.fields) == {f.name for f in fields}
+        )
 
     def equals(self, other) -> bool | None:
         """The generated ``__eq__`` on values known at capture time (None: not decidable here)."""
@@ -245,7 +257,11 @@ class DataclassVariable(VariableTracker):
 
     def _keys(self):
         if is_model_output(self.cls):
-            return [k for k, v in self.fields.items() if not (v.is_python_constant() and v.as_python_constant() is None)]
+            return [
+                k
+                for k, v in self.fields.items()
+                if not (v.is_python_constant() and v.as_python_constant() is None)
+            ]
         return list(self.fields)
 
     def var_getattr(self, tx, name):
@@ -276,10 +292,16 @@ class DataclassVariable(VariableTracker):
         if name == "values":
             return TupleVariable([self.fields[k] for k in self._keys()])
         if name == "items":
-            return TupleVariable([TupleVariable([ConstantVariable(k), self.fields[k]]) for k in self._keys()])
+            return TupleVariable(
+                [TupleVariable([ConstantVariable(k), self.fields[k]]) for k in self._keys()]
+            )
         if name == "get":
             k = args[0].as_python_constant()
-            return self.fields[k] if k in self._keys() else (args[1] if len(args) > 1 else ConstantVariable(None))
+            return (
+                self.fields[k]
+                if k in self._keys()
+                else (args[1] if len(args) > 1 else ConstantVariable(None))
+            )
         if name == "__contains__":
             return ConstantVariable(args[0].as_python_constant() in self._keys())
         if name == "__len__":

@@ -21,21 +21,56 @@ from .tensors import TensorVariable
 
 #: BINARY_OP's argument (as ``dis`` spells it) -> the operator function
 BINARY_OPS = {
-    "+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv, "//": operator.floordiv,
-    "%": operator.mod, "**": operator.pow, "@": operator.matmul, "&": operator.and_, "|": operator.or_,
-    "^": operator.xor, "<<": operator.lshift, ">>": operator.rshift,
-    "+=": operator.iadd, "-=": operator.isub, "*=": operator.imul, "/=": operator.itruediv,
-    "//=": operator.ifloordiv, "%=": operator.imod, "**=": operator.ipow, "@=": operator.imatmul,
-    "&=": operator.iand, "|=": operator.ior, "^=": operator.ixor, "<<=": operator.ilshift, ">>=": operator.irshift,
+    "+": operator.add,
+    "-": operator.sub,
+    "*": operator.mul,
+    "/": operator.truediv,
+    "//": operator.floordiv,
+    "%": operator.mod,
+    "**": operator.pow,
+    "@": operator.matmul,
+    "&": operator.and_,
+    "|": operator.or_,
+    "^": operator.xor,
+    "<<": operator.lshift,
+    ">>": operator.rshift,
+    "+=": operator.iadd,
+    "-=": operator.isub,
+    "*=": operator.imul,
+    "/=": operator.itruediv,
+    "//=": operator.ifloordiv,
+    "%=": operator.imod,
+    "**=": operator.ipow,
+    "@=": operator.imatmul,
+    "&=": operator.iand,
+    "|=": operator.ior,
+    "^=": operator.ixor,
+    "<<=": operator.ilshift,
+    ">>=": operator.irshift,
 }
 #: COMPARE_OP's argument -> the comparison function
-COMPARE_OPS = {"<": operator.lt, "<=": operator.le, "==": operator.eq, "!=": operator.ne, ">": operator.gt, ">=": operator.ge}
+COMPARE_OPS = {
+    "<": operator.lt,
+    "<=": operator.le,
+    "==": operator.eq,
+    "!=": operator.ne,
+    ">": operator.gt,
+    ">=": operator.ge,
+}
 #: each in-place operator -> its binary form (``number += tensor`` rebinds, ``tuple += tuple`` too)
 INPLACE_TO_BINARY = {
-    operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
-    operator.itruediv: operator.truediv, operator.ifloordiv: operator.floordiv, operator.imod: operator.mod,
-    operator.ipow: operator.pow, operator.imatmul: operator.matmul, operator.iand: operator.and_,
-    operator.ior: operator.or_, operator.ixor: operator.xor, operator.ilshift: operator.lshift,
+    operator.iadd: operator.add,
+    operator.isub: operator.sub,
+    operator.imul: operator.mul,
+    operator.itruediv: operator.truediv,
+    operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod,
+    operator.ipow: operator.pow,
+    operator.imatmul: operator.matmul,
+    operator.iand: operator.and_,
+    operator.ior: operator.or_,
+    operator.ixor: operator.xor,
+    operator.ilshift: operator.lshift,
     operator.irshift: operator.rshift,
 }
 #: the ``operator`` functions whose call is ``binary_op`` (``operator.add(a, b)``, ``reduce(operator.mul, ...)``)
@@ -43,8 +78,13 @@ OPERATOR_FNS = set(BINARY_OPS.values()) | set(COMPARE_OPS.values())
 
 
 def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker:
-    if (is_symbolic(a) or is_symbolic(b)) and not isinstance(a, TensorVariable) and not isinstance(b, TensorVariable) \
-            and a.is_python_constant() and b.is_python_constant():
+    if (
+        (is_symbolic(a) or is_symbolic(b))
+        and not isinstance(a, TensorVariable)
+        and not isinstance(b, TensorVariable)
+        and a.is_python_constant()
+        and b.is_python_constant()
+    ):
         return sym_binary(tx, fn, a, b)
     if isinstance(a, NumpyNdarrayVariable) or isinstance(b, NumpyNdarrayVariable):
         return numpy_operator(tx, fn, [a, b])
@@ -52,8 +92,12 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
         if not isinstance(a, TensorVariable):  # `number += tensor` rebinds: not in-place
             fn = INPLACE_TO_BINARY.get(fn, fn)
         return tx.out.call_tensor_op(tx, "call_function", fn, [a, b], {})
-    if a.is_python_constant() and b.is_python_constant() and not isinstance(a, (ListVariable, DictVariable)) \
-            and not (_holds_symbolic(a) or _holds_symbolic(b)):
+    if (
+        a.is_python_constant()
+        and b.is_python_constant()
+        and not isinstance(a, (ListVariable, DictVariable))
+        and not (_holds_symbolic(a) or _holds_symbolic(b))
+    ):
         try:
             return tx.wrap(fn(a.as_python_constant(), b.as_python_constant()), None)
         except Exception as e:
@@ -62,15 +106,32 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
     if isinstance(a, ListVariable) and fn is operator.iadd:
         a.call_method(tx, "extend", [b], {})
         return a
-    if isinstance(a, (ListVariable, TupleVariable)) and base is operator.add and isinstance(b, (ListVariable, TupleVariable)):
+    if (
+        isinstance(a, (ListVariable, TupleVariable))
+        and base is operator.add
+        and isinstance(b, (ListVariable, TupleVariable))
+    ):
         return type(a)._new_like(a, a.items + b.items)
-    if base is operator.add and _holds_symbolic(b) and isinstance(a, ConstantVariable) \
-            and isinstance(a.value, tuple) and isinstance(b, TupleVariable):
+    if (
+        base is operator.add
+        and _holds_symbolic(b)
+        and isinstance(a, ConstantVariable)
+        and isinstance(a.value, tuple)
+        and isinstance(b, TupleVariable)
+    ):
         # a constant tuple (a torch.Size of static dims) + a tuple holding symbolic sizes
         return TupleVariable([ConstantVariable(v) for v in a.value] + list(b.items))
-    if isinstance(a, (ListVariable, TupleVariable)) and base is operator.mul and b.is_python_constant():
+    if (
+        isinstance(a, (ListVariable, TupleVariable))
+        and base is operator.mul
+        and b.is_python_constant()
+    ):
         return type(a)._new_like(a, a.items * b.as_python_constant())
-    if fn in (operator.eq, operator.ne) and isinstance(a, DataclassVariable) and isinstance(b, DataclassVariable):
+    if (
+        fn in (operator.eq, operator.ne)
+        and isinstance(a, DataclassVariable)
+        and isinstance(b, DataclassVariable)
+    ):
         equal = a.equals(b)
         if equal is not None:
             return ConstantVariable(equal if fn is operator.eq else not equal)
@@ -92,15 +153,17 @@ def _holds_symbolic(v: VariableTracker) -> bool:
     """A tuple or list holding a symbolic size: folding it to a constant would specialize the
     size (``x.size()[:-1] + (n,)`` in GPT-2 made every sequence length recompile)."""
     return isinstance(v, (TupleVariable, ListVariable)) and any(
-        is_symbolic(i) or _holds_symbolic(i) for i in v.items)
+        is_symbolic(i) or _holds_symbolic(i) for i in v.items
+    )
 
 
 def _user_dunder(tx, fn, a, b):
     name = getattr(fn, "__name__", "").strip("_")
     for obj, other, dunder in ((a, b, f"__{name}__"), (b, a, f"__r{name}__")):
         if isinstance(obj, (NewObjectVariable, UserObjectVariable)) and any(
-                dunder in k.__dict__ for k in obj.python_type().__mro__[:-1]):
-                return obj.var_getattr(tx, dunder).call(tx, [other], {})
+            dunder in k.__dict__ for k in obj.python_type().__mro__[:-1]
+        ):
+            return obj.var_getattr(tx, dunder).call(tx, [other], {})
     return None
 
 
@@ -114,7 +177,11 @@ def identity(a: VariableTracker, b: VariableTracker) -> bool:
 
 
 def contains(tx, item: VariableTracker, container: VariableTracker) -> bool:
-    if isinstance(container, (DictVariable,)) or hasattr(container, "call_method") and isinstance(container, DataclassVariable):
+    if (
+        isinstance(container, (DictVariable,))
+        or hasattr(container, "call_method")
+        and isinstance(container, DataclassVariable)
+    ):
         return container.call_method(tx, "__contains__", [item], {}).as_python_constant()
     if isinstance(container, (ListVariable, TupleVariable)):
         if isinstance(item, TensorVariable):

@@ -27,11 +27,27 @@ from .base import ConstantVariable, VariableTracker
 from .containers import TupleVariable
 
 #: operators that keep a size symbolic (the rest specialize)
-ARITHMETIC = frozenset({operator.add, operator.sub, operator.mul, operator.floordiv, operator.mod,
-                        operator.iadd, operator.isub, operator.imul, operator.ifloordiv, operator.imod})
-COMPARISONS = frozenset({operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge})
+ARITHMETIC = frozenset(
+    {
+        operator.add,
+        operator.sub,
+        operator.mul,
+        operator.floordiv,
+        operator.mod,
+        operator.iadd,
+        operator.isub,
+        operator.imul,
+        operator.ifloordiv,
+        operator.imod,
+    }
+)
+COMPARISONS = frozenset(
+    {operator.eq, operator.ne, operator.lt, operator.le, operator.gt, operator.ge}
+)
 #: more operators that stay symbolic when a side is unbacked (nothing to specialize to)
-UNBACKED_ARITHMETIC = ARITHMETIC | frozenset({operator.truediv, operator.itruediv, operator.pow, operator.ipow})
+UNBACKED_ARITHMETIC = ARITHMETIC | frozenset(
+    {operator.truediv, operator.itruediv, operator.pow, operator.ipow}
+)
 _SYM_TYPES = (torch.SymInt, torch.SymFloat, torch.SymBool)
 _PY_TYPE = {torch.SymInt: int, torch.SymFloat: float, torch.SymBool: bool}
 
@@ -64,7 +80,9 @@ class SymNodeVariable(VariableTracker):
 
     def truth(self, tx) -> bool:
         try:
-            return bool(self.value) if isinstance(self.value, torch.SymBool) else bool(self.value != 0)
+            return (
+                bool(self.value) if isinstance(self.value, torch.SymBool) else bool(self.value != 0)
+            )
         except GuardOnDataDependentSymNode as e:
             raise _data_dependent("branched on") from e
 
@@ -73,10 +91,13 @@ class SymNodeVariable(VariableTracker):
 
 
 def _data_dependent(what: str) -> Unsupported:
-    return Unsupported(f"a value read from a tensor (.item()/.tolist(), or a size only known at run "
-                       f"time, such as a torch.cond result's) {what}: it has no value "
-                       "at capture time", "the rest runs in Python after a graph break; "
-                       "torch.where or torch.cond keep a data-dependent choice in the graph")
+    return Unsupported(
+        f"a value read from a tensor (.item()/.tolist(), or a size only known at run "
+        f"time, such as a torch.cond result's) {what}: it has no value "
+        "at capture time",
+        "the rest runs in Python after a graph break; "
+        "torch.where or torch.cond keep a data-dependent choice in the graph",
+    )
 
 
 def sym_value(tx, node_fn, value) -> VariableTracker:
@@ -105,7 +126,9 @@ def scalar_output(tx, tensor_var) -> VariableTracker:
 
 
 #: torch's checks that teach the ShapeEnv a fact about a value (``torch._check(n >= 0)``)
-CHECKS = frozenset(f for f in (getattr(torch, "_check", None), getattr(torch, "_check_is_size", None)) if f)
+CHECKS = frozenset(
+    f for f in (getattr(torch, "_check", None), getattr(torch, "_check_is_size", None)) if f
+)
 
 
 def call_check(tx, fn, args, kwargs) -> VariableTracker:
@@ -128,8 +151,10 @@ def call_check(tx, fn, args, kwargs) -> VariableTracker:
         raise _data_dependent(f"checked with {fn.__name__}") from e
     # aten._assert_scalar, not torch._check: an ATen op make_fx keeps, so the check survives
     # into the compiled graph (torch._check would run once while tracing and vanish)
-    check = graph.call_function(torch.ops.aten._assert_scalar.default,
-                                (node, f"Runtime assertion failed for expression {value.node.expr}"))
+    check = graph.call_function(
+        torch.ops.aten._assert_scalar.default,
+        (node, f"Runtime assertion failed for expression {value.node.expr}"),
+    )
     check.meta["example_value"] = None
     return ConstantVariable(None)
 
@@ -157,8 +182,13 @@ def sym_min_max(tx, fn, items: list) -> VariableTracker | None:
     guarding the length to its value. None when an item is not an int or size."""
     if not items or not any(isinstance(i, SymNodeVariable) for i in items):
         return None
-    if not all(isinstance(i, SymNodeVariable) and isinstance(i.value, torch.SymInt)
-               or isinstance(i, ConstantVariable) and type(i.value) is int for i in items):
+    if not all(
+        isinstance(i, SymNodeVariable)
+        and isinstance(i.value, torch.SymInt)
+        or isinstance(i, ConstantVariable)
+        and type(i.value) is int
+        for i in items
+    ):
         return None
     sym_fn = torch.sym_min if fn is min else torch.sym_max
     acc = items[0]
@@ -167,8 +197,9 @@ def sym_min_max(tx, fn, items: list) -> VariableTracker | None:
         vb = item.value
         na = acc.node if isinstance(acc, SymNodeVariable) else va
         nb = item.node if isinstance(item, SymNodeVariable) else vb
-        acc = sym_value(tx, lambda na=na, nb=nb: tx.out.graph.call_function(sym_fn, (na, nb)),
-                        sym_fn(va, vb))
+        acc = sym_value(
+            tx, lambda na=na, nb=nb: tx.out.graph.call_function(sym_fn, (na, nb)), sym_fn(va, vb)
+        )
     return acc
 
 
@@ -186,7 +217,9 @@ def _unbacked_binary(tx, fn, a, b, va, vb):
     if fn not in UNBACKED_ARITHMETIC and fn not in COMPARISONS:
         raise _data_dependent(f"used with {getattr(fn, '__name__', fn)}")
     if not all(isinstance(v, (int, float, bool, *_SYM_TYPES)) for v in (va, vb)):
-        raise _data_dependent(f"combined with a {type(va if not isinstance(va, _SYM_TYPES) else vb).__name__}")
+        raise _data_dependent(
+            f"combined with a {type(va if not isinstance(va, _SYM_TYPES) else vb).__name__}"
+        )
     try:
         result = fn(va, vb)
     except GuardOnDataDependentSymNode as e:
@@ -197,9 +230,15 @@ def _unbacked_binary(tx, fn, a, b, va, vb):
     return sym_value(tx, lambda: tx.out.graph.call_function(base, (na, nb)), result)
 
 
-_BINARY = {operator.itruediv: operator.truediv, operator.ipow: operator.pow,
-           operator.iadd: operator.add, operator.isub: operator.sub, operator.imul: operator.mul,
-           operator.ifloordiv: operator.floordiv, operator.imod: operator.mod}
+_BINARY = {
+    operator.itruediv: operator.truediv,
+    operator.ipow: operator.pow,
+    operator.iadd: operator.add,
+    operator.isub: operator.sub,
+    operator.imul: operator.mul,
+    operator.ifloordiv: operator.floordiv,
+    operator.imod: operator.mod,
+}
 
 
 def is_symbolic(v: VariableTracker) -> bool:
@@ -211,11 +250,17 @@ def sizes_variable(tx, tensor_var, values, kind: str) -> VariableTracker:
     (or tuple) of SymNodeVariables and constants. Strides specialize (rarely read)."""
     if kind == "stride":
         return tx.wrap(tuple(int(s) for s in values), None)
-    items = [sym_value(tx, lambda i=i: tx.out.graph.call_function(torch.ops.aten.sym_size.int,
-                                                                   (tensor_var.node, i)), s)
-             for i, s in enumerate(values)]
+    items = [
+        sym_value(
+            tx,
+            lambda i=i: tx.out.graph.call_function(
+                torch.ops.aten.sym_size.int, (tensor_var.node, i)
+            ),
+            s,
+        )
+        for i, s in enumerate(values)
+    ]
     return TupleVariable(items, cls=torch.Size)
-
 
 
 class SliceVariable(VariableTracker):

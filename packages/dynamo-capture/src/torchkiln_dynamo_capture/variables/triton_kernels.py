@@ -48,23 +48,26 @@ from .tensors import TensorVariable
 @dataclasses.dataclass(frozen=True)
 class TensorSlot:
     """The ``index``-th tensor of the launch operator's ``tensors``."""
+
     index: int
 
 
 @dataclasses.dataclass(frozen=True)
 class IntSlot:
     """The ``index``-th size of the launch operator's ``ints``."""
+
     index: int
 
 
 @dataclasses.dataclass(frozen=True)
 class Launch:
     """One captured launch: what the graph cannot hold (the kernel, constants, the grid)."""
+
     kernel: Any
-    kwargs: dict          # parameter or launch option -> TensorSlot, IntSlot or constant
-    grid: tuple | None    # a grid of slots and constants (None: per config, ``config_grids``)
-    config_grids: tuple   # ((config meta-parameters as sorted items), grid), autotuned kernels
-    written: tuple        # indices of the tensors the kernel may write
+    kwargs: dict  # parameter or launch option -> TensorSlot, IntSlot or constant
+    grid: tuple | None  # a grid of slots and constants (None: per config, ``config_grids``)
+    config_grids: tuple  # ((config meta-parameters as sorted items), grid), autotuned kernels
+    written: tuple  # indices of the tensors the kernel may write
     fresh: frozenset = frozenset()  # of those, uninitialized buffers made in the graph: not copied
 
 
@@ -75,7 +78,9 @@ _OP: list[Any] = []
 
 def is_triton_kernel(value: Any) -> bool:
     """A Triton kernel object (``@triton.jit``, the interpreter's, ``triton.autotune``'s)."""
-    jit = sys.modules.get("triton.runtime.jit")  # never import triton for a program that does not use it
+    jit = sys.modules.get(
+        "triton.runtime.jit"
+    )  # never import triton for a program that does not use it
     return jit is not None and isinstance(value, jit.KernelInterface)
 
 
@@ -105,14 +110,60 @@ def _supported(kernel: Any) -> bool:
 
 # -- which parameters the kernel writes ---------------------------------------------------------
 
-_WRITERS = frozenset({"store", "atomic_add", "atomic_cas", "atomic_xchg", "atomic_max", "atomic_min",
-                      "atomic_and", "atomic_or", "atomic_xor"})
+_WRITERS = frozenset(
+    {
+        "store",
+        "atomic_add",
+        "atomic_cas",
+        "atomic_xchg",
+        "atomic_max",
+        "atomic_min",
+        "atomic_and",
+        "atomic_or",
+        "atomic_xor",
+    }
+)
 #: triton.language calls that only read or compute: a pointer passed to them is not written
-_READERS = frozenset({"load", "arange", "program_id", "num_programs", "multiple_of", "max_contiguous",
-                      "cdiv", "zeros", "full", "where", "dot", "sum", "max", "min", "exp", "log", "sqrt",
-                      "broadcast_to", "reshape", "view", "static_assert", "device_assert", "cast",
-                      "maximum", "minimum", "abs", "sigmoid", "softmax", "zeros_like", "split",
-                      "expand_dims", "trans", "permute", "advance", "static_print", "device_print"})
+_READERS = frozenset(
+    {
+        "load",
+        "arange",
+        "program_id",
+        "num_programs",
+        "multiple_of",
+        "max_contiguous",
+        "cdiv",
+        "zeros",
+        "full",
+        "where",
+        "dot",
+        "sum",
+        "max",
+        "min",
+        "exp",
+        "log",
+        "sqrt",
+        "broadcast_to",
+        "reshape",
+        "view",
+        "static_assert",
+        "device_assert",
+        "cast",
+        "maximum",
+        "minimum",
+        "abs",
+        "sigmoid",
+        "softmax",
+        "zeros_like",
+        "split",
+        "expand_dims",
+        "trans",
+        "permute",
+        "advance",
+        "static_print",
+        "device_print",
+    }
+)
 
 
 def written_parameters(fn: types.FunctionType) -> frozenset[str] | None:
@@ -168,10 +219,16 @@ def written_parameters(fn: types.FunctionType) -> frozenset[str] | None:
         name = n.func.attr if isinstance(n.func, ast.Attribute) else getattr(n.func, "id", None)
         operands = [*n.args, *(k.value for k in n.keywords)]
         if name in _WRITERS:
-            pointer = n.args[0] if n.args else next((k.value for k in n.keywords if k.arg == "pointer"), None)
+            pointer = (
+                n.args[0]
+                if n.args
+                else next((k.value for k in n.keywords if k.arg == "pointer"), None)
+            )
             if pointer is not None:
                 written |= reached(pointer)
-        elif name not in _READERS and not (name == "make_block_ptr" or name == "make_tensor_descriptor"):
+        elif name not in _READERS and not (
+            name == "make_block_ptr" or name == "make_tensor_descriptor"
+        ):
             for a in operands:  # an unknown callee may write through any pointer it receives
                 written |= reached(a)
     return frozenset(written & set(params))
@@ -179,19 +236,29 @@ def written_parameters(fn: types.FunctionType) -> frozenset[str] | None:
 
 # -- the operator -------------------------------------------------------------------------------
 
+
 def launch_operator() -> Any:
     """``torch.ops.torchkiln.triton_kernel_launch``, registered on first use."""
     if _OP:
         return _OP[0]
 
     @torch.library.custom_op("torchkiln::triton_kernel_launch", mutates_args=())
-    def triton_kernel_launch(entry: int, tensors: list[torch.Tensor], ints: list[int]) -> list[torch.Tensor]:
+    def triton_kernel_launch(
+        entry: int, tensors: list[torch.Tensor], ints: list[int]
+    ) -> list[torch.Tensor]:
         return run_launch(LAUNCHES[entry], tensors, ints)
 
     @triton_kernel_launch.register_fake
     def _fake(entry, tensors, ints):
-        return [torch.empty_strided(tensors[i].size(), tensors[i].stride(), dtype=tensors[i].dtype,
-                                    device=tensors[i].device) for i in LAUNCHES[entry].written]
+        return [
+            torch.empty_strided(
+                tensors[i].size(),
+                tensors[i].stride(),
+                dtype=tensors[i].dtype,
+                device=tensors[i].device,
+            )
+            for i in LAUNCHES[entry].written
+        ]
 
     _OP.append(torch.ops.torchkiln.triton_kernel_launch.default)
     return _OP[0]
@@ -213,7 +280,9 @@ def run_launch(launch: Launch, tensors: list[torch.Tensor], ints: list[int]) -> 
         if i in copies:
             return copies[i]
         # one buffer passed twice (read here, written there): the kernel saw one buffer in eager
-        return next((c for j, c in copies.items() if same_memory(tensors[j], tensors[i])), tensors[i])
+        return next(
+            (c for j, c in copies.items() if same_memory(tensors[j], tensors[i])), tensors[i]
+        )
 
     def value(v: Any) -> Any:
         if isinstance(v, TensorSlot):
@@ -233,6 +302,7 @@ def run_launch(launch: Launch, tensors: list[torch.Tensor], ints: list[int]) -> 
                 if all(meta.get(k) == v for k, v in key):
                     return g
             raise RuntimeError("triton_kernel_launch: no grid for the autotuner's chosen config")
+
     launch.kernel[grid](**kwargs)
     return [copies[i] for i in launch.written]
 
@@ -240,8 +310,16 @@ def run_launch(launch: Launch, tensors: list[torch.Tensor], ints: list[int]) -> 
 # -- capture ------------------------------------------------------------------------------------
 
 #: graph calls that make a tensor with undefined contents
-_EMPTY_MAKERS = frozenset({torch.empty, torch.empty_like, torch.empty_strided, torch.empty_permuted,
-                           "new_empty", "new_empty_strided"})
+_EMPTY_MAKERS = frozenset(
+    {
+        torch.empty,
+        torch.empty_like,
+        torch.empty_strided,
+        torch.empty_permuted,
+        "new_empty",
+        "new_empty_strided",
+    }
+)
 
 
 def is_fresh_buffer(t: TensorVariable) -> bool:
@@ -250,8 +328,12 @@ def is_fresh_buffer(t: TensorVariable) -> bool:
     buffer instead of a copy of it. Anything else (graph inputs, computed tensors, views, a
     buffer filled or launched on before) is copied: its contents may be read."""
     node = t.node
-    return (node.op in ("call_function", "call_method") and not node.users
-            and _hashable(node.target) and node.target in _EMPTY_MAKERS)
+    return (
+        node.op in ("call_function", "call_method")
+        and not node.users
+        and _hashable(node.target)
+        and node.target in _EMPTY_MAKERS
+    )
 
 
 def _hashable(target: Any) -> bool:
@@ -282,7 +364,9 @@ class TritonKernelVariable(VariableTracker):
         return self.kernel
 
     def var_getattr(self, tx, name: str) -> VariableTracker:
-        raise Unsupported(f"attribute {name!r} of a Triton kernel", "launch it as kernel[grid](...)")
+        raise Unsupported(
+            f"attribute {name!r} of a Triton kernel", "launch it as kernel[grid](...)"
+        )
 
     def call_method(self, tx, name: str, args: list, kwargs: dict) -> VariableTracker:
         if name == "__getitem__" and len(args) == 1 and not kwargs:
@@ -299,8 +383,10 @@ class TritonKernelVariable(VariableTracker):
         return r.ns.ref(self.kernel)
 
     def call(self, tx, args: list, kwargs: dict) -> VariableTracker:
-        raise Unsupported("calling a Triton kernel without a grid (a device function call)",
-                          "launch it as kernel[grid](...)")
+        raise Unsupported(
+            "calling a Triton kernel without a grid (a device function call)",
+            "launch it as kernel[grid](...)",
+        )
 
 
 class TritonLaunchVariable(VariableTracker):
@@ -318,16 +404,22 @@ class TritonLaunchVariable(VariableTracker):
         return capture_launch(tx, self.kernel, self.grid, args, kwargs)
 
 
-def capture_launch(tx, kernel: Any, grid: VariableTracker, args: list, kwargs: dict) -> VariableTracker:
+def capture_launch(
+    tx, kernel: Any, grid: VariableTracker, args: list, kwargs: dict
+) -> VariableTracker:
     name = getattr(_python_function(kernel), "__qualname__", repr(kernel))
     fn = _python_function(kernel)
     if fn is None or not _supported(kernel):
-        raise Unsupported(f"launching Triton kernel {name} wrapped in {type(kernel).__name__}",
-                          "the launch runs in Python between two graphs")
+        raise Unsupported(
+            f"launching Triton kernel {name} wrapped in {type(kernel).__name__}",
+            "the launch runs in Python between two graphs",
+        )
     params = list(inspect.signature(fn).parameters)
     options = {k: v for k, v in kwargs.items() if k not in params}  # num_warps, num_stages, ...
     try:
-        bound = inspect.signature(fn).bind_partial(*args, **{k: v for k, v in kwargs.items() if k in params})
+        bound = inspect.signature(fn).bind_partial(
+            *args, **{k: v for k, v in kwargs.items() if k in params}
+        )
     except TypeError as e:
         raise Unsupported(f"launching Triton kernel {name}: {e}") from e
     tensors: list[TensorVariable] = []
@@ -345,13 +437,17 @@ def capture_launch(tx, kernel: Any, grid: VariableTracker, args: list, kwargs: d
             return IntSlot(len(ints) - 1)
         if v.is_python_constant():
             return v.as_python_constant()
-        raise Unsupported(f"launching Triton kernel {name}: {what} is a {type(v).__name__}",
-                          "the launch runs in Python between two graphs")
+        raise Unsupported(
+            f"launching Triton kernel {name}: {what} is a {type(v).__name__}",
+            "the launch runs in Python between two graphs",
+        )
 
     values = {p: slot(v, f"argument {p!r}") for p, v in bound.arguments.items()}
     for k, v in options.items():
         if not v.is_python_constant():
-            raise Unsupported(f"launching Triton kernel {name}: launch option {k!r} not known at capture time")
+            raise Unsupported(
+                f"launching Triton kernel {name}: launch option {k!r} not known at capture time"
+            )
         values[k] = v.as_python_constant()
     meta = dict(bound.arguments)
     for p, param in inspect.signature(fn).parameters.items():
@@ -360,8 +456,9 @@ def capture_launch(tx, kernel: Any, grid: VariableTracker, args: list, kwargs: d
 
     def grid_of(extra: dict) -> tuple:
         g = grid
-        if not isinstance(g, (TupleVariable, ListVariable)) and not (g.is_python_constant()
-                                                                    and isinstance(g.as_python_constant(), (tuple, list, int))):
+        if not isinstance(g, (TupleVariable, ListVariable)) and not (
+            g.is_python_constant() and isinstance(g.as_python_constant(), (tuple, list, int))
+        ):
             items = dict(meta)
             items.update({k: ConstantVariable(v) for k, v in extra.items()})
             g = tx.call_function(g, [DictVariable(items)], {})
@@ -369,7 +466,10 @@ def capture_launch(tx, kernel: Any, grid: VariableTracker, args: list, kwargs: d
             parts = g.items
         else:
             value = g.as_python_constant()
-            parts = [ConstantVariable(x) for x in (value if isinstance(value, (tuple, list)) else (value,))]
+            parts = [
+                ConstantVariable(x)
+                for x in (value if isinstance(value, (tuple, list)) else (value,))
+            ]
         return tuple(slot(p, "a grid size") for p in parts)
 
     configs = _autotuner_configs(kernel)
@@ -379,15 +479,27 @@ def capture_launch(tx, kernel: Any, grid: VariableTracker, args: list, kwargs: d
         plain_grid = None
         config_grids = tuple((tuple(sorted(c.kwargs.items())), grid_of(c.kwargs)) for c in configs)
     params_written = written_parameters(fn)
-    written = tuple(sorted({v.index for p, v in values.items() if isinstance(v, TensorSlot)
-                            and (params_written is None or p in params_written)}))
+    written = tuple(
+        sorted(
+            {
+                v.index
+                for p, v in values.items()
+                if isinstance(v, TensorSlot) and (params_written is None or p in params_written)
+            }
+        )
+    )
     fresh = frozenset(i for i in written if is_fresh_buffer(tensors[i]))
     LAUNCHES.append(Launch(kernel, values, plain_grid, config_grids, written, fresh))
     entry = len(LAUNCHES) - 1
     # the kernel is invisible to autograd in eager: its operands are passed detached
     operands = [t.call_method(tx, "detach", [], {}) if t.fake.requires_grad else t for t in tensors]
-    result = tx.out.call_tensor_op(tx, "call_function", launch_operator(),
-                                   [ConstantVariable(entry), ListVariable(operands), ListVariable(list(ints))], {})
+    result = tx.out.call_tensor_op(
+        tx,
+        "call_function",
+        launch_operator(),
+        [ConstantVariable(entry), ListVariable(operands), ListVariable(list(ints))],
+        {},
+    )
     results = tx.unpack(result) if written else []
     for i, new in zip(written, results):
         # the functional result written back: functionalization keeps the value, or writes a

@@ -25,7 +25,10 @@ _MODULE_HOOK_DICTS = (
 _GLOBAL_HOOK_DICTS = tuple(
     (name, flags)
     for name, flags in (
-        ("_global_forward_hooks", ("_global_forward_hooks_with_kwargs", "_global_forward_hooks_always_called")),
+        (
+            "_global_forward_hooks",
+            ("_global_forward_hooks_with_kwargs", "_global_forward_hooks_always_called"),
+        ),
         ("_global_forward_pre_hooks", ()),
         ("_global_backward_hooks", ()),
         ("_global_backward_pre_hooks", ()),
@@ -67,7 +70,8 @@ def _same_hooks(owner: Any, name: str, flag_names: tuple, expected: tuple) -> bo
     in the same order, called the same way."""
     actual = _hooks(owner, name, flag_names)
     return len(actual) == len(expected) and all(
-        a[0] is e[0] and a[1] == e[1] for a, e in zip(actual, expected))
+        a[0] is e[0] and a[1] == e[1] for a, e in zip(actual, expected)
+    )
 
 
 def _snapshot_key(hooks: tuple) -> tuple:
@@ -98,16 +102,22 @@ class ModuleHooksMatch(Guard):
         object.__setattr__(self, "held", (own, glob))
         object.__setattr__(self, "module_hooks", tuple((n, _snapshot_key(h)) for n, h in own))
         object.__setattr__(self, "global_hooks", tuple((n, _snapshot_key(h)) for n, h in glob))
-        object.__setattr__(self, "module", None)  # the snapshot is all we need; do not pin the module
+        object.__setattr__(
+            self, "module", None
+        )  # the snapshot is all we need; do not pin the module
 
     def code(self, refs: Sequence[str], ctx: CodeContext) -> str:
         m = refs[0]
         own, glob = self.held
-        parts = [_dict_test(m, f"{m}.{name}", name, flags, hooks, ctx)
-                 for (name, flags), (_, hooks) in zip(_MODULE_HOOK_DICTS, own)]
+        parts = [
+            _dict_test(m, f"{m}.{name}", name, flags, hooks, ctx)
+            for (name, flags), (_, hooks) in zip(_MODULE_HOOK_DICTS, own)
+        ]
         mod = ctx.const(_module_mod, "nn_module")
-        parts += [_dict_test(mod, f"{mod}.{name}", name, flags, hooks, ctx)
-                  for (name, flags), (_, hooks) in zip(_GLOBAL_HOOK_DICTS, glob)]
+        parts += [
+            _dict_test(mod, f"{mod}.{name}", name, flags, hooks, ctx)
+            for (name, flags), (_, hooks) in zip(_GLOBAL_HOOK_DICTS, glob)
+        ]
         return " and ".join(parts)
 
     def failure(self, value: Any) -> GuardFailure | None:
@@ -118,7 +128,11 @@ class ModuleHooksMatch(Guard):
                 return self._fail(f"{e}.{name}", _show(hooks), _show(_hooks(value, name, flags)))
         for (name, flags), (_, hooks) in zip(_GLOBAL_HOOK_DICTS, glob):
             if not _same_hooks(_module_mod, name, flags, hooks):
-                return self._fail(f"torch.nn.modules.module.{name}", _show(hooks), _show(_hooks(_module_mod, name, flags)))
+                return self._fail(
+                    f"torch.nn.modules.module.{name}",
+                    _show(hooks),
+                    _show(_hooks(_module_mod, name, flags)),
+                )
         return None
 
 
@@ -126,9 +140,13 @@ def _show(hooks: tuple) -> tuple:
     return tuple(getattr(h, "__qualname__", type(h).__name__) for h, _ in hooks)
 
 
-def _dict_test(owner_ref: str, ref: str, name: str, flags: tuple, hooks: tuple, ctx: CodeContext) -> str:
+def _dict_test(
+    owner_ref: str, ref: str, name: str, flags: tuple, hooks: tuple, ctx: CodeContext
+) -> str:
     # An empty dict is the common case: `not d` is the cheapest test there is.
     if not hooks:
         return f"not {ref}"
-    return (f"{ctx.const(_same_hooks, 'same_hooks')}({owner_ref}, {name!r}, {flags!r}, "
-            f"{ctx.const(hooks, 'hooks')})")
+    return (
+        f"{ctx.const(_same_hooks, 'same_hooks')}({owner_ref}, {name!r}, {flags!r}, "
+        f"{ctx.const(hooks, 'hooks')})"
+    )

@@ -100,8 +100,12 @@ class ShapeGuard(Guard):
             raise ValueError(
                 f"ShapeGuard {expr}: no (source, dim) given for symbols {sorted(map(str, missing))}"
             )
-        pairs = tuple(sorted(((s, (v[0], int(v[1]), v[2] if len(v) > 2 else "size"))
-                              for s, v in items.items()), key=lambda p: p[0].name))
+        pairs = tuple(
+            sorted(
+                ((s, (v[0], int(v[1]), v[2] if len(v) > 2 else "size")) for s, v in items.items()),
+                key=lambda p: p[0].name,
+            )
+        )
         object.__setattr__(self, "expr", expr)
         object.__setattr__(self, "symbols", pairs)
 
@@ -123,7 +127,9 @@ class ShapeGuard(Guard):
 
     def failure(self, *sizes: Any) -> GuardFailure | None:
         binding = {s: sympy.Integer(int(v)) for (s, _), v in zip(self.symbols, sizes)}
-        detail = ", ".join(f"{_dim_source(*entry).expr()}={int(v)}" for (_, entry), v in zip(self.symbols, sizes))
+        detail = ", ".join(
+            f"{_dim_source(*entry).expr()}={int(v)}" for (_, entry), v in zip(self.symbols, sizes)
+        )
         try:
             result = self.expr.xreplace(binding)
             holds = bool(result)

@@ -190,7 +190,9 @@ class StorageAliasGroups(Guard):
             # the common case, no sharing: one set of storage ids, built inline (~2x faster)
             ids = ", ".join(f"{r}.untyped_storage()._cdata" for r in refs)
             return f"{ctx.builtin('len')}({{{ids}}}) == {len(refs)}"
-        return f"{ctx.const(alias_pattern, 'alias_pattern')}(({', '.join(refs)},)) == {self.pattern!r}"
+        return (
+            f"{ctx.const(alias_pattern, 'alias_pattern')}(({', '.join(refs)},)) == {self.pattern!r}"
+        )
 
     def failure(self, *tensors: Any) -> GuardFailure | None:
         now = alias_pattern(tensors)

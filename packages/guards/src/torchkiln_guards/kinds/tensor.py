@@ -30,7 +30,9 @@ def _static(v: Any) -> int | None:
     return int(v)
 
 
-def _pinned_strides(strides: Sequence[int | None], dynamic: AbstractSet[int]) -> tuple[int | None, ...]:
+def _pinned_strides(
+    strides: Sequence[int | None], dynamic: AbstractSet[int]
+) -> tuple[int | None, ...]:
     """Strides that do not depend on a dynamic size. For a dense (possibly permuted) tensor a
     stride is the product of the sizes of the dims with smaller strides, so it is static when none
     of those dims is dynamic. Everything else is left to ShapeGuard / the contiguity check."""
@@ -165,7 +167,9 @@ class TensorMatch(Guard):
             parts.append(f"{x}.storage_offset() == {self.storage_offset}")
         parts.append(f"{x}.requires_grad is {self.requires_grad!r}")
         if self.dispatch_keys is not None:
-            parts.append(f"{ctx.const(_dispatch_keys, 'dispatch_keys')}({x}) == {self.dispatch_keys}")
+            parts.append(
+                f"{ctx.const(_dispatch_keys, 'dispatch_keys')}({x}) == {self.dispatch_keys}"
+            )
         return " and ".join(parts)
 
     def failure(self, value: Any) -> GuardFailure | None:

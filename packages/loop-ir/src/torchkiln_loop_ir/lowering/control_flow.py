@@ -13,8 +13,10 @@ import torch
 
 from . import register_lowering
 
-_REASON = ("control-flow operator: its subgraphs run eagerly (the loop IR has no branches or "
-           "loops to lower them into)")
+_REASON = (
+    "control-flow operator: its subgraphs run eagerly (the loop IR has no branches or "
+    "loops to lower them into)"
+)
 
 
 def _operators() -> list:

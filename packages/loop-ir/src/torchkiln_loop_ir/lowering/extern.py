@@ -13,7 +13,10 @@ from ..ops import ops
 from . import aten, register_lowering
 
 _EXTERN = [
-    aten.mm.default, aten.bmm.default, aten.addmm.default, aten.baddbmm.default,
+    aten.mm.default,
+    aten.bmm.default,
+    aten.addmm.default,
+    aten.baddbmm.default,
     aten._scaled_dot_product_flash_attention.default,
     aten._scaled_dot_product_efficient_attention.default,
     aten._scaled_dot_product_flash_attention_for_cpu.default,
@@ -24,10 +27,16 @@ _EXTERN = [
     aten.avg_pool2d_backward.default,
 ]
 # attention backwards exist in some torch builds only
-_EXTERN += [getattr(aten, name).default for name in (
-    "_scaled_dot_product_flash_attention_backward", "_scaled_dot_product_efficient_attention_backward",
-    "_scaled_dot_product_flash_attention_for_cpu_backward", "_scaled_dot_product_cudnn_attention_backward",
-) if hasattr(aten, name)]
+_EXTERN += [
+    getattr(aten, name).default
+    for name in (
+        "_scaled_dot_product_flash_attention_backward",
+        "_scaled_dot_product_efficient_attention_backward",
+        "_scaled_dot_product_flash_attention_for_cpu_backward",
+        "_scaled_dot_product_cudnn_attention_backward",
+    )
+    if hasattr(aten, name)
+]
 
 
 def _register(op) -> None:
@@ -44,7 +53,9 @@ for _op in _EXTERN:
 def convolution(ctx, x, weight, bias, *rest):
     op = aten.convolution.default
     if not isinstance(bias, IRNode) or ctx.device.type == "cpu":
-        return ctx.extern(op, (x, weight, bias, *rest), {}, kind="extern", reason="named extern kernel")
+        return ctx.extern(
+            op, (x, weight, bias, *rest), {}, kind="extern", reason="named extern kernel"
+        )
     # On GPUs ATen adds a convolution's bias in a kernel of its own after cuDNN's (one more pass
     # over the output): the bias is added in the pointwise code that reads the convolution
     # instead, where it fuses with what follows (a folded batch norm's bias, then relu: one
@@ -52,9 +63,17 @@ def convolution(ctx, x, weight, bias, *rest):
     from .pointwise import make_pointwise
 
     node = ctx.node
-    out = ctx.extern(op, (x, weight, None, *rest), {}, kind="extern", reason="named extern kernel",
-                     fx_args=((node.args[0], node.args[1], None, *node.args[3:]), node.kwargs))
+    out = ctx.extern(
+        op,
+        (x, weight, None, *rest),
+        {},
+        kind="extern",
+        reason="named extern kernel",
+        fx_args=((node.args[0], node.args[1], None, *node.args[3:]), node.kwargs),
+    )
     load = bias.make_loader()
     channels = (bias.get_size()[0],) + (sympy.Integer(1),) * (len(ctx.out_size) - 2)
-    per_channel = Pointwise(lambda index: load([index[0]]), channels, bias.get_dtype(), bias.get_device())
+    per_channel = Pointwise(
+        lambda index: load([index[0]]), channels, bias.get_dtype(), bias.get_device()
+    )
     return make_pointwise(ctx, lambda a, b: ops.add(a, b), [out, per_channel])

@@ -33,7 +33,9 @@ def indirect(value: Any, size: sympy.Expr, *, wrap: bool = True) -> sympy.Symbol
     if not wrap:
         return ops.indirect_indexing(value, size)
     zero = ops.constant(0, torch.int64)
-    wrapped = ops.where(ops.lt(value, zero), ops.add(value, ops.index_expr(size, torch.int64)), value)
+    wrapped = ops.where(
+        ops.lt(value, zero), ops.add(value, ops.index_expr(size, torch.int64)), value
+    )
     return ops.indirect_indexing(wrapped, size)
 
 
@@ -79,8 +81,8 @@ def index(ctx, x, indices):
         out_index = list(out_index)
         if consecutive:
             first = present[0]
-            bidx = out_index[first:first + nb]
-            rest = out_index[:first] + out_index[first + nb:]
+            bidx = out_index[first : first + nb]
+            rest = out_index[:first] + out_index[first + nb :]
             rest_iter = iter(rest)
         else:
             bidx = out_index[:nb]
@@ -130,11 +132,18 @@ def index_select(ctx, x, dim, idx):
 def _scatter(ctx, x, ranges, scatter_fn, mode):
     """A fresh copy of ``x`` updated by a ``Scatter`` over ``ranges``; returns the copy."""
     load = x.make_loader()
-    target = ctx.graph.realize(Pointwise(load, x.get_size(), x.get_dtype(), x.get_device()),
-                               "target of a scatter", ctx.node)
-    node = ComputedBuffer(ctx.graph.new_name(), target.layout,
-                          data=Scatter(scatter_fn, tuple(ranges), target.name, mode, x.get_dtype(), x.get_device()),
-                          reason=f"scatter into {target.name}", origin=ctx.node.name)
+    target = ctx.graph.realize(
+        Pointwise(load, x.get_size(), x.get_dtype(), x.get_device()),
+        "target of a scatter",
+        ctx.node,
+    )
+    node = ComputedBuffer(
+        ctx.graph.new_name(),
+        target.layout,
+        data=Scatter(scatter_fn, tuple(ranges), target.name, mode, x.get_dtype(), x.get_device()),
+        reason=f"scatter into {target.name}",
+        origin=ctx.node.name,
+    )
     ctx.graph.nodes.append(node)
     return target
 
@@ -152,8 +161,9 @@ def _value_loader(value, dtype):
     return operand_loader(value, compute_dtype(dtype))
 
 
-@register_lowering(aten.scatter_add.default, aten.scatter.src, aten.scatter.value,
-                   aten.scatter_reduce.two)
+@register_lowering(
+    aten.scatter_add.default, aten.scatter.src, aten.scatter.value, aten.scatter_reduce.two
+)
 def scatter(ctx, x, dim, index, src, reduce=None, *, include_self=True):
     """scatter (src and value forms), scatter_add and scatter_reduce(sum) as a ``Scatter`` node.
 
@@ -206,8 +216,10 @@ def index_put(ctx, x, indices, values, accumulate=False):
             raise Unlowerable("index_put mixing boolean masks with other indices")
         return _masked_put(ctx, x, indices, values, accumulate)
     tensors = [indices[d] for d in present]
-    bshape = [sympy.Integer(s) for s in
-              torch.broadcast_shapes(*[tuple(int(s) for s in t.get_size()) for t in tensors])]
+    bshape = [
+        sympy.Integer(s)
+        for s in torch.broadcast_shapes(*[tuple(int(s) for s in t.get_size()) for t in tensors])
+    ]
     nb = len(bshape)
     consecutive = present == list(range(present[0], present[-1] + 1))
     rest = [d for d in range(len(size)) if d not in present]
@@ -219,8 +231,8 @@ def index_put(ctx, x, indices, values, accumulate=False):
 
     def scatter_fn(idx):
         idx = list(idx)
-        bidx = idx[first:first + nb]
-        rest_idx = iter(idx[:first] + idx[first + nb:])
+        bidx = idx[first : first + nb]
+        rest_idx = iter(idx[:first] + idx[first + nb :])
         loaded = iter([indirect(_load_int(t, bidx), size[d]) for d, t in zip(present, tensors)])
         full = [next(loaded) if d in present else next(rest_idx) for d in range(len(size))]
         return layout_index(full), load_v(idx)
@@ -241,8 +253,10 @@ def _masked_put(ctx, x, indices, values, accumulate):
     mask = indices[0]
     msize = mask.get_size()
     if isinstance(values, IRNode) and any(s != 1 for s in values.get_size()):
-        raise Unlowerable("index_put of a boolean mask with more than one value (data-dependent order)")
-    if tuple(msize) != tuple(x.get_size()[:len(msize)]):
+        raise Unlowerable(
+            "index_put of a boolean mask with more than one value (data-dependent order)"
+        )
+    if tuple(msize) != tuple(x.get_size()[: len(msize)]):
         raise Unlowerable("boolean index_put mask not covering x's leading dims")
     cdt = compute_dtype(x.get_dtype())
     load_x, load_m = x.make_loader(), mask.make_loader()
@@ -262,6 +276,6 @@ def _masked_put(ctx, x, indices, values, accumulate):
         new = value_at(index)
         if accumulate:
             new = ops.add(old, new) if cdt != torch.bool else ops.logical_or(old, new)
-        return ops.where(load_m(list(index)[:len(msize)]), new, old)
+        return ops.where(load_m(list(index)[: len(msize)]), new, old)
 
     return Pointwise(inner_fn, x.get_size(), x.get_dtype(), x.get_device())

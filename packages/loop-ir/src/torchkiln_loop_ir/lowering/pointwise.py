@@ -21,7 +21,7 @@ from . import aten, prims, register_lowering
 
 def broadcast_index(index: Sequence[sympy.Expr], in_size: Sequence[sympy.Expr]) -> list[sympy.Expr]:
     """The index into a tensor of ``in_size`` broadcast to an output indexed by ``index``."""
-    tail = list(index)[len(index) - len(in_size):] if in_size else []
+    tail = list(index)[len(index) - len(in_size) :] if in_size else []
     return [sympy.Integer(0) if s == 1 else i for i, s in zip(tail, in_size)]
 
 
@@ -69,12 +69,21 @@ def promoted_dtype(*xs: Any) -> torch.dtype:
     out = dummies[0]
     for d in dummies[1:]:
         dt = torch.result_type(out, d)
-        out = torch.empty((0,), dtype=dt) if isinstance(out, torch.Tensor) or isinstance(d, torch.Tensor) else torch.tensor(0, dtype=dt)
+        out = (
+            torch.empty((0,), dtype=dt)
+            if isinstance(out, torch.Tensor) or isinstance(d, torch.Tensor)
+            else torch.tensor(0, dtype=dt)
+        )
     return out.dtype if isinstance(out, torch.Tensor) else torch.tensor(out).dtype
 
 
-def make_pointwise(ctx: Any, fn: Callable[..., Any], operands: Sequence[Any],
-                   dtype: torch.dtype | None = None, operand_dtypes: Sequence[torch.dtype] | None = None) -> Pointwise:
+def make_pointwise(
+    ctx: Any,
+    fn: Callable[..., Any],
+    operands: Sequence[Any],
+    dtype: torch.dtype | None = None,
+    operand_dtypes: Sequence[torch.dtype] | None = None,
+) -> Pointwise:
     """A ``Pointwise`` of the node's output size/dtype applying ``fn`` to the loaded operands."""
     out_dtype = ctx.out_dtype
     cdt = compute_dtype(dtype or out_dtype)
@@ -130,7 +139,42 @@ def _reg_unary(target_names: Sequence[str], op_name: str) -> None:
         return make_pointwise(ctx, lazy_op(op_name), [x])
 
 
-for _name in ["exp", "exp2", "expm1", "log", "log2", "log10", "log1p", "sqrt", "rsqrt", "reciprocal", "sin", "cos", "tan", "asin", "acos", "atan", "sinh", "cosh", "tanh", "asinh", "acosh", "atanh", "erf", "erfc", "erfinv", "sigmoid", "relu", "sign", "floor", "ceil", "trunc", "neg", "abs", "bitwise_not"]:
+for _name in [
+    "exp",
+    "exp2",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "sqrt",
+    "rsqrt",
+    "reciprocal",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "sinh",
+    "cosh",
+    "tanh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "erf",
+    "erfc",
+    "erfinv",
+    "sigmoid",
+    "relu",
+    "sign",
+    "floor",
+    "ceil",
+    "trunc",
+    "neg",
+    "abs",
+    "bitwise_not",
+]:
     _reg_unary([_name], _name)
 _reg_unary(["square"], "square")
 
@@ -147,20 +191,33 @@ for _name in ("isnan", "isinf", "signbit"):
 
 @register_lowering(aten.round.default)
 def _round(ctx, x):
-    return make_pointwise(ctx, lazy_op('round'), [x])
+    return make_pointwise(ctx, lazy_op("round"), [x])
 
 
 @register_lowering(aten.logical_not)
 def _logical_not(ctx, x):
-    return make_pointwise(ctx, lazy_op('logical_not'), [x], dtype=torch.bool)
+    return make_pointwise(ctx, lazy_op("logical_not"), [x], dtype=torch.bool)
 
 
 def _binary(ctx, op_name: str, a: Any, b: Any) -> Pointwise:
     return make_pointwise(ctx, lazy_op(op_name), [a, b])
 
 
-for _name in ("maximum", "minimum", "atan2", "fmod", "remainder", "copysign", "bitwise_and",
-              "bitwise_or", "bitwise_xor", "bitwise_left_shift", "bitwise_right_shift", "mul", "pow"):
+for _name in (
+    "maximum",
+    "minimum",
+    "atan2",
+    "fmod",
+    "remainder",
+    "copysign",
+    "bitwise_and",
+    "bitwise_or",
+    "bitwise_xor",
+    "bitwise_left_shift",
+    "bitwise_right_shift",
+    "mul",
+    "pow",
+):
 
     def _reg(op_name: str) -> None:
         @register_lowering(getattr(aten, op_name))
@@ -200,6 +257,7 @@ def _pow_scalar_special(ctx, exponent: float) -> Callable[[Any], Any] | None:
     }
     return table.get(exponent)
 
+
 for _name in ("eq", "ne", "lt", "le", "gt", "ge"):
 
     def _cmp(op_name: str) -> None:
@@ -223,7 +281,9 @@ def _scaled(ctx, op_name: str, a, b, alpha):
     if alpha == 1:
         return _binary(ctx, op_name, a, b)
     cdt = compute_dtype(ctx.out_dtype)
-    return make_pointwise(ctx, lambda x, y: lazy_op(op_name)(x, ops.mul(y, ops.constant(alpha, cdt))), [a, b])
+    return make_pointwise(
+        ctx, lambda x, y: lazy_op(op_name)(x, ops.mul(y, ops.constant(alpha, cdt))), [a, b]
+    )
 
 
 @register_lowering(aten.add.Tensor, aten.add.Scalar)
@@ -241,8 +301,9 @@ def _rsub(ctx, a, b, *, alpha=1):
     return _scaled(ctx, "sub", b, a, alpha)  # b - alpha * a
 
 
-@register_lowering(aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode,
-                   prims.div.default)
+@register_lowering(
+    aten.div.Tensor, aten.div.Scalar, aten.div.Tensor_mode, aten.div.Scalar_mode, prims.div.default
+)
 def _div(ctx, a, b, *, rounding_mode=None):
     out = ctx.out_dtype
     if rounding_mode is None:
@@ -273,17 +334,25 @@ def _trunc_div_int(ctx, a, b):
     return make_pointwise(ctx, fn, [a, b])
 
 
-@register_lowering(aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar)
+@register_lowering(
+    aten.where.self, aten.where.ScalarSelf, aten.where.ScalarOther, aten.where.Scalar
+)
 def _where(ctx, cond, a, b):
     cdt = compute_dtype(ctx.out_dtype)
-    return make_pointwise(ctx, lazy_op('where'), [cond, a, b], operand_dtypes=[torch.bool, cdt, cdt])
+    return make_pointwise(
+        ctx, lazy_op("where"), [cond, a, b], operand_dtypes=[torch.bool, cdt, cdt]
+    )
 
 
 @register_lowering(aten.masked_fill.Scalar, aten.masked_fill.Tensor)
 def _masked_fill(ctx, x, mask, value):
     cdt = compute_dtype(ctx.out_dtype)
-    return make_pointwise(ctx, lambda m, v, x_: ops.where(m, v, x_), [mask, value, x],
-                          operand_dtypes=[torch.bool, cdt, cdt])
+    return make_pointwise(
+        ctx,
+        lambda m, v, x_: ops.where(m, v, x_),
+        [mask, value, x],
+        operand_dtypes=[torch.bool, cdt, cdt],
+    )
 
 
 def _is_nan_scalar(v: Any) -> bool:
@@ -302,14 +371,24 @@ def _nan_bounds(min: Any, max: Any) -> tuple[Any, Any]:
     if bool(eager.isnan().all()):
         return min, max
     dropped = [None if _is_nan_scalar(v) else v for v in scalar]
-    if any(v is not None for v in dropped) and torch.equal(eager, probe.clamp(*dropped)) \
-            or all(v is None for v in dropped) and torch.equal(eager, probe):
+    if (
+        any(v is not None for v in dropped)
+        and torch.equal(eager, probe.clamp(*dropped))
+        or all(v is None for v in dropped)
+        and torch.equal(eager, probe)
+    ):
         return (None if _is_nan_scalar(min) else min), (None if _is_nan_scalar(max) else max)
     raise Unlowerable("clamp with a NaN bound (eager's own kernel decides)")
 
 
-@register_lowering(aten.clamp.default, aten.clamp.Tensor, aten.clamp_min.default, aten.clamp_max.default,
-                   aten.clamp_min.Tensor, aten.clamp_max.Tensor)
+@register_lowering(
+    aten.clamp.default,
+    aten.clamp.Tensor,
+    aten.clamp_min.default,
+    aten.clamp_max.default,
+    aten.clamp_min.Tensor,
+    aten.clamp_max.Tensor,
+)
 def _clamp(ctx, x, min=None, max=None):
     if ctx.node.target in (aten.clamp_max.default, aten.clamp_max.Tensor):
         min, max = None, min
@@ -335,7 +414,9 @@ def _clamp(ctx, x, min=None, max=None):
     return make_pointwise(ctx, fn, operands)
 
 
-@register_lowering(aten._to_copy.default, prims.convert_element_type.default, aten.lift_fresh_copy.default)
+@register_lowering(
+    aten._to_copy.default, prims.convert_element_type.default, aten.lift_fresh_copy.default
+)
 def _to_copy(ctx, x, dtype=None, **kwargs):
     if kwargs.get("device") is not None and torch.device(kwargs["device"]) != x.get_device():
         raise Unlowerable("device copy")
@@ -346,8 +427,11 @@ def _to_copy(ctx, x, dtype=None, **kwargs):
         # rounded x and the rounded product must be seen, as in eager. make_pointwise rounds a
         # 16-bit result; the source is rounded here when it is not a stored buffer.
         src = x.get_dtype()
-        steps = [src] if is_low_precision(src) and not isinstance(x, (Buffer, ReinterpretView)) else []
+        steps = (
+            [src] if is_low_precision(src) and not isinstance(x, (Buffer, ReinterpretView)) else []
+        )
         if steps:
+
             def rounded(v):
                 for d in steps:
                     v = ops.to_dtype(ops.to_dtype(v, d, torch.float32), torch.float32, d)
@@ -358,16 +442,37 @@ def _to_copy(ctx, x, dtype=None, **kwargs):
     return make_pointwise(ctx, lambda v: v, [x])
 
 
-@register_lowering(aten.full.default, aten.scalar_tensor.default, aten.zeros.default, aten.ones.default,
-                   aten.empty.memory_format, aten.full_like.default, aten.zeros_like.default,
-                   aten.ones_like.default, aten.empty_like.default, aten.new_zeros.default,
-                   aten.new_ones.default, aten.new_full.default, aten.new_empty.default, aten.fill.Scalar,
-                   aten.empty_strided.default, aten.empty_permuted.default)
+@register_lowering(
+    aten.full.default,
+    aten.scalar_tensor.default,
+    aten.zeros.default,
+    aten.ones.default,
+    aten.empty.memory_format,
+    aten.full_like.default,
+    aten.zeros_like.default,
+    aten.ones_like.default,
+    aten.empty_like.default,
+    aten.new_zeros.default,
+    aten.new_ones.default,
+    aten.new_full.default,
+    aten.new_empty.default,
+    aten.fill.Scalar,
+    aten.empty_strided.default,
+    aten.empty_permuted.default,
+)
 def _full(ctx, *args, **kwargs):
     target = ctx.node.target
     name = target._opname
-    if name in ("zeros", "zeros_like", "new_zeros", "empty", "empty_like", "new_empty", "empty_strided",
-                "empty_permuted"):
+    if name in (
+        "zeros",
+        "zeros_like",
+        "new_zeros",
+        "empty",
+        "empty_like",
+        "new_empty",
+        "empty_strided",
+        "empty_permuted",
+    ):
         value = 0
     elif name in ("ones", "ones_like", "new_ones"):
         value = 1
@@ -382,7 +487,9 @@ def _full(ctx, *args, **kwargs):
     return make_pointwise(ctx, lambda v: v, [value])
 
 
-@register_lowering(aten.arange.start_step, aten.arange.default, aten.arange.start, prims.iota.default)
+@register_lowering(
+    aten.arange.start_step, aten.arange.default, aten.arange.start, prims.iota.default
+)
 def _arange(ctx, *args, **kwargs):
     if ctx.node.target is prims.iota.default:
         start, step = kwargs["start"], kwargs["step"]

@@ -53,11 +53,15 @@ def _tap(load, lead, h, w, H, W, check_h: bool, check_w: bool, other: float):
 
 
 @register_lowering(aten.max_pool2d_with_indices.default)
-def max_pool2d_with_indices(ctx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False):
+def max_pool2d_with_indices(
+    ctx, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False
+):
     kh, kw, sh, sw, ph, pw, H, W = _window("max_pool2d", x, kernel_size, stride, padding)
     dh, dw = _pair(dilation, 1)
-    out_size = tuple(sympy.sympify(int(s)) if not isinstance(s, torch.SymInt) else sympy.sympify(s.node.expr)
-                     for s in ctx.meta[0].shape)
+    out_size = tuple(
+        sympy.sympify(int(s)) if not isinstance(s, torch.SymInt) else sympy.sympify(s.node.expr)
+        for s in ctx.meta[0].shape
+    )
     load = x.make_loader()
 
     def window(index):
@@ -68,8 +72,17 @@ def max_pool2d_with_indices(ctx, x, kernel_size, stride=None, padding=0, dilatio
             for j in range(kw):
                 h = oh * sh - ph + i * dh
                 w = ow * sw - pw + j * dw
-                v = _tap(load, lead, h, w, H, W, bool(ph or ceil_mode), bool(pw or ceil_mode),
-                         float("-inf"))
+                v = _tap(
+                    load,
+                    lead,
+                    h,
+                    w,
+                    H,
+                    W,
+                    bool(ph or ceil_mode),
+                    bool(pw or ceil_mode),
+                    float("-inf"),
+                )
                 flat = ops.index_expr(h * W + w, torch.int64)
                 if best is None:
                     best, best_i = v, flat
@@ -84,8 +97,16 @@ def max_pool2d_with_indices(ctx, x, kernel_size, stride=None, padding=0, dilatio
 
 
 @register_lowering(aten.avg_pool2d.default)
-def avg_pool2d(ctx, x, kernel_size, stride=None, padding=0, ceil_mode=False, count_include_pad=True,
-               divisor_override=None):
+def avg_pool2d(
+    ctx,
+    x,
+    kernel_size,
+    stride=None,
+    padding=0,
+    ceil_mode=False,
+    count_include_pad=True,
+    divisor_override=None,
+):
     """The window's sum over its divisor, as ATen counts it: the window clipped to the padded
     input (count_include_pad) or to the input itself, or ``divisor_override``."""
     kh, kw, sh, sw, ph, pw, H, W = _window("avg_pool2d", x, kernel_size, stride, padding)

@@ -46,7 +46,9 @@ def random_pointwise(ctx, kind: str, size, dtype: torch.dtype, device) -> Pointw
     return Pointwise(inner_fn, tuple(size), dtype, device)
 
 
-@register_lowering(aten.rand.default, aten.rand_like.default, aten.randn.default, aten.randn_like.default)
+@register_lowering(
+    aten.rand.default, aten.rand_like.default, aten.randn.default, aten.randn_like.default
+)
 def rand(ctx, *args, **kwargs):
     kind = "randn" if ctx.node.target._opname.startswith("randn") else "rand"
     return random_pointwise(ctx, kind, ctx.out_size, ctx.out_dtype, ctx.device)
@@ -81,8 +83,12 @@ def native_dropout(ctx, x, p, train):
         return ops.lt(u(index), ops.constant(1.0 - p, torch.float32))
 
     def out_fn(index):
-        return ops.where(keep(index), ops.mul(load(index), ops.constant(scale, cdt)), ops.constant(0.0, cdt))
+        return ops.where(
+            keep(index), ops.mul(load(index), ops.constant(scale, cdt)), ops.constant(0.0, cdt)
+        )
 
     assert isinstance(x, IRNode)
-    return (Pointwise(out_fn, size, x.get_dtype(), x.get_device()),
-            Pointwise(keep, size, torch.bool, x.get_device()))
+    return (
+        Pointwise(out_fn, size, x.get_dtype(), x.get_device()),
+        Pointwise(keep, size, torch.bool, x.get_device()),
+    )

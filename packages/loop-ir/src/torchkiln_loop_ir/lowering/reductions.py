@@ -33,7 +33,11 @@ def _dims(x: IRNode, dims: Any) -> list[int]:
 def _split(x: IRNode, dims: list[int], keepdim: bool):
     size = x.get_size()
     kept = [d for d in range(len(size)) if d not in dims]
-    ranges = [sympy.Integer(1) if d in dims else size[d] for d in range(len(size))] if keepdim else [size[d] for d in kept]
+    ranges = (
+        [sympy.Integer(1) if d in dims else size[d] for d in range(len(size))]
+        if keepdim
+        else [size[d] for d in kept]
+    )
     # a 0-d tensor reduces over its one element: a reduction range of 1 (rindex unused)
     rranges = [size[d] for d in dims] if size else [sympy.Integer(1)]
 
@@ -48,8 +52,16 @@ def _split(x: IRNode, dims: list[int], keepdim: bool):
     return tuple(ranges), tuple(rranges), full_index
 
 
-def reduce(ctx: Any, x: IRNode, dims: Any, keepdim: bool, reduction_type: str, out_dtype: torch.dtype,
-           src_dtype: torch.dtype, value_fn: Callable[..., Any] | None = None) -> ComputedBuffer:
+def reduce(
+    ctx: Any,
+    x: IRNode,
+    dims: Any,
+    keepdim: bool,
+    reduction_type: str,
+    out_dtype: torch.dtype,
+    src_dtype: torch.dtype,
+    value_fn: Callable[..., Any] | None = None,
+) -> ComputedBuffer:
     """Realize ``reduction_type`` of ``value_fn(load(x), full_index)`` over ``dims`` of ``x``."""
     dims = _dims(x, dims)
     ranges, rranges, full_index = _split(x, dims, keepdim)
@@ -81,8 +93,9 @@ def reduce(ctx: Any, x: IRNode, dims: Any, keepdim: bool, reduction_type: str, o
 _TRIVIAL_TYPES = frozenset({"sum", "prod", "max", "min", "any"})
 
 
-def _one_element(inner_fn, ranges, rranges, out_dtype: torch.dtype, value_dtype: torch.dtype,
-                 device) -> Pointwise:
+def _one_element(
+    inner_fn, ranges, rranges, out_dtype: torch.dtype, value_dtype: torch.dtype, device
+) -> Pointwise:
     zeros = [sympy.Integer(0)] * len(rranges)
     cdt = compute_dtype(out_dtype)
 
@@ -143,12 +156,29 @@ def _split_reduction(ctx, red: Reduction, split: int) -> ComputedBuffer:
     reduction of the partials (same reduction type: all of _SPLIT_TYPES are associative)."""
     partial_fn, chunk = _chunked(red, split)
     acc = compute_dtype(red.dtype)
-    partial = ctx.reduction(Reduction(partial_fn, (*red.ranges, sympy.Integer(split)), (chunk,),
-                                      red.reduction_type, acc, red.src_dtype, red.device))
+    partial = ctx.reduction(
+        Reduction(
+            partial_fn,
+            (*red.ranges, sympy.Integer(split)),
+            (chunk,),
+            red.reduction_type,
+            acc,
+            red.src_dtype,
+            red.device,
+        )
+    )
     load = partial.make_loader()
-    return ctx.reduction(Reduction(lambda index, rindex: load([*index, rindex[0]]), red.ranges,
-                                   (sympy.Integer(split),), red.reduction_type, red.dtype, acc,
-                                   red.device))
+    return ctx.reduction(
+        Reduction(
+            lambda index, rindex: load([*index, rindex[0]]),
+            red.ranges,
+            (sympy.Integer(split),),
+            red.reduction_type,
+            red.dtype,
+            acc,
+            red.device,
+        )
+    )
 
 
 def _pointwise_on(ctx, buf: IRNode, fn: Callable[[Any], Any], dtype: torch.dtype) -> Pointwise:
@@ -210,13 +240,16 @@ def max_dim(ctx, x, dim, keepdim=False):
     return values, indices
 
 
-@register_lowering(aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim,
-                   aten.all.dims)
+@register_lowering(
+    aten.any.default, aten.any.dim, aten.any.dims, aten.all.default, aten.all.dim, aten.all.dims
+)
 def any_(ctx, x, dims=None, keepdim=False):
     if ctx.node.target._opname == "any":
         return reduce(ctx, x, dims, keepdim, "any", torch.bool, torch.bool)
     # all(x) == not any(not x)
-    buf = reduce(ctx, x, dims, keepdim, "any", torch.bool, torch.bool, lambda v, _: ops.logical_not(v))
+    buf = reduce(
+        ctx, x, dims, keepdim, "any", torch.bool, torch.bool, lambda v, _: ops.logical_not(v)
+    )
     return _pointwise_on(ctx, buf, lambda v: ops.logical_not(v), torch.bool)
 
 
@@ -254,16 +287,28 @@ def _split_welford(ctx, red: Reduction, split: int) -> tuple[ComputedBuffer, Com
     ``welford_combine`` of the partials (Chan et al.'s parallel formula)."""
     partial_fn, chunk = _chunked(red, split)
     pranges = (*red.ranges, sympy.Integer(split))
-    parts = [ctx.reduction(dataclasses.replace(red, inner_fn=partial_fn, ranges=pranges,
-                                               reduction_ranges=(chunk,), output_index=i))
-             for i in (0, 1, 2)]
+    parts = [
+        ctx.reduction(
+            dataclasses.replace(
+                red, inner_fn=partial_fn, ranges=pranges, reduction_ranges=(chunk,), output_index=i
+            )
+        )
+        for i in (0, 1, 2)
+    ]
     loads = [p.make_loader() for p in parts]
 
     def combine_fn(index, rindex):
         return tuple(load([*index, rindex[0]]) for load in loads)
 
-    final = Reduction(combine_fn, red.ranges, (sympy.Integer(split),), "welford_combine",
-                      red.dtype, red.dtype, red.device)
+    final = Reduction(
+        combine_fn,
+        red.ranges,
+        (sympy.Integer(split),),
+        "welford_combine",
+        red.dtype,
+        red.dtype,
+        red.device,
+    )
     mean, m2 = (ctx.reduction(dataclasses.replace(final, output_index=i)) for i in (0, 1))
     return mean, m2
 
@@ -319,7 +364,6 @@ def var_mean(ctx, x, dims=None, *, correction=None, keepdim=False):
     return _var_parts(ctx, x, dims, correction, keepdim)
 
 
-
 # cumsum as a triangular reduction: out[..., i, ...] = sum over j <= i of x[..., j, ...]. It does
 # n^2/2 useless-looking work, but runs as an ordinary (fusable, parallel) reduction in both code
 # generators without a scan IR; past _CUMSUM_MAX_N elements along the dim the quadratic cost is not
@@ -332,7 +376,9 @@ _CUMSUM_MAX_N = 2048
 def cumsum(ctx, x, dim, *, dtype=None):
     size = x.get_size()
     if not size:
-        return _pointwise_on(ctx, x, lambda v: ops.to_dtype(v, ctx.out_dtype, x.get_dtype()), ctx.out_dtype)
+        return _pointwise_on(
+            ctx, x, lambda v: ops.to_dtype(v, ctx.out_dtype, x.get_dtype()), ctx.out_dtype
+        )
     dim = dim % len(size)
     n = size[dim]
     if not n.is_Integer or int(n) > _CUMSUM_MAX_N:
@@ -349,7 +395,9 @@ def cumsum(ctx, x, dim, *, dtype=None):
         full[dim] = rindex[0]
         v = load(full)
         v = v if src == acc else ops.to_dtype(v, acc, src)
-        keep = ops.le(ops.index_expr(rindex[0], torch.int64), ops.index_expr(index[dim], torch.int64))
+        keep = ops.le(
+            ops.index_expr(rindex[0], torch.int64), ops.index_expr(index[dim], torch.int64)
+        )
         return ops.where(keep, v, ops.constant(0, acc))
 
     buf = ctx.reduction(Reduction(inner_fn, tuple(size), (n,), "sum", acc, acc, x.get_device()))

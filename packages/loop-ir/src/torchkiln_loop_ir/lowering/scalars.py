@@ -25,8 +25,13 @@ from . import aten, register_lowering
 @register_lowering(aten._local_scalar_dense.default)
 def local_scalar_dense(ctx, x):
     # float and bool results are refused before lowering (GraphLowering.run)
-    return ctx.extern(aten._local_scalar_dense.default, (x,), {}, kind="extern",
-                      reason="value read from a tensor (.item()): binds a size symbol")
+    return ctx.extern(
+        aten._local_scalar_dense.default,
+        (x,),
+        {},
+        kind="extern",
+        reason="value read from a tensor (.item()): binds a size symbol",
+    )
 
 
 def assert_condition(source: str, message: str, **values: Any) -> None:
@@ -35,10 +40,23 @@ def assert_condition(source: str, message: str, **values: Any) -> None:
         raise RuntimeError(message or f"run-time check failed: {source}")
 
 
-_OPERATORS = {operator.add: "+", operator.sub: "-", operator.mul: "*", operator.floordiv: "//",
-              operator.mod: "%", operator.truediv: "/", operator.pow: "**", operator.eq: "==",
-              operator.ne: "!=", operator.lt: "<", operator.le: "<=", operator.gt: ">", operator.ge: ">=",
-              operator.and_: "and", operator.or_: "or"}
+_OPERATORS = {
+    operator.add: "+",
+    operator.sub: "-",
+    operator.mul: "*",
+    operator.floordiv: "//",
+    operator.mod: "%",
+    operator.truediv: "/",
+    operator.pow: "**",
+    operator.eq: "==",
+    operator.ne: "!=",
+    operator.lt: "<",
+    operator.le: "<=",
+    operator.gt: ">",
+    operator.ge: ">=",
+    operator.and_: "and",
+    operator.or_: "or",
+}
 
 
 def _source(node: Any, names: dict) -> str:
@@ -66,5 +84,10 @@ def _source(node: Any, names: dict) -> str:
 def assert_scalar(ctx, cond, message=""):
     names: dict = {}
     source = _source(ctx.node.args[0], names)
-    return ctx.extern(assert_condition, (source, message), dict(sorted(names.items())), kind="extern",
-                      reason="run-time check (torch._check)")
+    return ctx.extern(
+        assert_condition,
+        (source, message),
+        dict(sorted(names.items())),
+        kind="extern",
+        reason="run-time check (torch._check)",
+    )

@@ -43,12 +43,19 @@ def _ints(values: Sequence[sympy.Expr]) -> list[int] | None:
         return None
 
 
-def _eager_geometry(node: object) -> tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...], sympy.Expr]:
+def _eager_geometry(
+    node: object,
+) -> tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...], sympy.Expr]:
     val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
     if not isinstance(val, torch.Tensor):
-        raise Unlowerable("the input of as_strided has no traced value (its eager strides are unknown)")
-    return (tuple(to_expr(s) for s in val.shape), tuple(to_expr(s) for s in val.stride()),
-            to_expr(val.storage_offset()))
+        raise Unlowerable(
+            "the input of as_strided has no traced value (its eager strides are unknown)"
+        )
+    return (
+        tuple(to_expr(s) for s in val.shape),
+        tuple(to_expr(s) for s in val.stride()),
+        to_expr(val.storage_offset()),
+    )
 
 
 def _aliases(node: object) -> bool:
@@ -61,12 +68,16 @@ def _aliases(node: object) -> bool:
     return schema is None or any(r.alias_info is not None for r in schema.returns)
 
 
-def _fresh_geometry(node: object) -> tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...], sympy.Expr]:
+def _fresh_geometry(
+    node: object,
+) -> tuple[tuple[sympy.Expr, ...], tuple[sympy.Expr, ...], sympy.Expr]:
     """Eager's geometry of a computed value that owns its storage. A view's traced storage offset
     is not trustworthy (make_fx records real views as fresh fakes at offset 0): decline those."""
     if _aliases(node):
-        raise Unlowerable("as_strided of a view of a computed value (its storage offset in eager "
-                          "is not known here)")
+        raise Unlowerable(
+            "as_strided of a view of a computed value (its storage offset in eager "
+            "is not known here)"
+        )
     size, stride, offset = _eager_geometry(node)
     if offset != 0:
         raise Unlowerable("a computed value that does not start its storage")
@@ -86,7 +97,11 @@ def _placeholder_offset(ctx, buf: InputBuffer) -> sympy.Expr:
     for pos, node in enumerate(placeholders):
         if node.name == buf.name:
             real = ctx.graph.example_inputs[pos] if pos < len(ctx.graph.example_inputs) else None
-            if isinstance(real, torch.Tensor) and not isinstance(real, FakeTensor) and real.device.type != "meta":
+            if (
+                isinstance(real, torch.Tensor)
+                and not isinstance(real, FakeTensor)
+                and real.device.type != "meta"
+            ):
                 return sympy.Integer(real.storage_offset())
             return _eager_geometry(node)[2]
     raise Unlowerable(f"graph input {buf.name} not found among the placeholders")
@@ -103,9 +118,12 @@ def _dense_order(size: Sequence[int], stride: Sequence[int]) -> list[int] | None
     return dims[::-1]
 
 
-def _same_strides(layout: FixedLayout, size: Sequence[sympy.Expr], stride: Sequence[sympy.Expr]) -> bool:
+def _same_strides(
+    layout: FixedLayout, size: Sequence[sympy.Expr], stride: Sequence[sympy.Expr]
+) -> bool:
     return tuple(layout.size) == tuple(size) and all(
-        sz == 1 or a == b for sz, a, b in zip(size, layout.stride, stride))
+        sz == 1 or a == b for sz, a, b in zip(size, layout.stride, stride)
+    )
 
 
 def lower_as_strided(ctx, x: IRNode, size, stride, storage_offset=None) -> IRNode:
@@ -130,8 +148,11 @@ def lower_as_strided(ctx, x: IRNode, size, stride, storage_offset=None) -> IRNod
     sizes, strides = _ints(size), _ints(stride)
     xs, xst = _ints(x_size), _ints(x_stride)
     if None in (sizes, strides, xs, xst) or not offset.is_number or not x_offset.is_number:
-        if size == x_size and all(s == 1 or a == b for s, a, b in zip(size, stride, x_stride)) \
-                and sympy.expand(offset - x_offset) == 0:
+        if (
+            size == x_size
+            and all(s == 1 or a == b for s, a, b in zip(size, stride, x_stride))
+            and sympy.expand(offset - x_offset) == 0
+        ):
             return x  # restrides to what it already is
         raise Unlowerable("as_strided of a computed value with symbolic sizes")
     if 0 in sizes:  # no element to read
@@ -149,13 +170,16 @@ def lower_as_strided(ctx, x: IRNode, size, stride, storage_offset=None) -> IRNod
 
     if isinstance(x, (Buffer, ReinterpretView)) and _same_strides(x.layout, x_size, x_stride):  # 2.
         owner = x.base if isinstance(x, ReinterpretView) else x
-        return ReinterpretView(owner, FixedLayout(device, dtype, size, stride, x.layout.offset + start))
+        return ReinterpretView(
+            owner, FixedLayout(device, dtype, size, stride, x.layout.offset + start)
+        )
 
     load = x.make_loader()  # 3. unravel the storage position along eager's stride order
 
     def inner_fn(index):
-        flat = sympy.Integer(start) + sum((i * st for i, st, sz in zip(index, stride, size) if sz != 1),
-                                          sympy.Integer(0))
+        flat = sympy.Integer(start) + sum(
+            (i * st for i, st, sz in zip(index, stride, size) if sz != 1), sympy.Integer(0)
+        )
         x_index: list[sympy.Expr] = [sympy.Integer(0)] * len(xs)
         for k, d in enumerate(order):
             x_index[d] = FloorDiv(flat, xst[d]) if k == 0 else ModularIndexing(flat, xst[d], xs[d])
@@ -178,13 +202,17 @@ def as_strided_(ctx, x, size, stride, storage_offset=None):
     source = ctx.node.args[0]
     if isinstance(source, torch.fx.Node):
         if source.op == "placeholder":
-            raise Unlowerable("as_strided_ changes a graph input's geometry in place; ATen does it on "
-                              "the caller's tensor")
+            raise Unlowerable(
+                "as_strided_ changes a graph input's geometry in place; ATen does it on "
+                "the caller's tensor"
+            )
         order = {n: i for i, n in enumerate(ctx.node.graph.nodes)}
         later = [u.name for u in source.users if u is not ctx.node and order[u] > order[ctx.node]]
         if later:
-            raise Unlowerable(f"{', '.join(later)} read {source.name} after as_strided_ restrided it "
-                              "in place (a functional view would give them the old geometry)")
+            raise Unlowerable(
+                f"{', '.join(later)} read {source.name} after as_strided_ restrided it "
+                "in place (a functional view would give them the old geometry)"
+            )
     return lower_as_strided(ctx, x, size, stride, storage_offset)
 
 
@@ -212,7 +240,9 @@ def as_strided_scatter(ctx, x, src, size, stride, storage_offset=None):
     if None in (sizes, strides, xs, xst) or not offset.is_number or not x_offset.is_number:
         raise Unlowerable("as_strided_scatter with symbolic sizes")
     if _dense_order(xs, xst) is None:
-        raise Unlowerable("as_strided_scatter into a tensor whose eager layout has gaps or overlaps")
+        raise Unlowerable(
+            "as_strided_scatter into a tensor whose eager layout has gaps or overlaps"
+        )
     order = _disjoint_order(sizes, strides)
     if order is None:
         raise Unlowerable("as_strided_scatter through a view whose elements overlap")
@@ -241,8 +271,10 @@ def as_strided_scatter(ctx, x, src, size, stride, storage_offset=None):
         else:
             top = FloorDiv(q, outer)  # the outermost view index, plus shift // outer
             lo = shift // outer
-            inside = ops.logical_and(ops.ge(index_value(top), const(lo)),
-                                     ops.lt(index_value(top), const(lo + sizes[order[0]])))
+            inside = ops.logical_and(
+                ops.ge(index_value(top), const(lo)),
+                ops.lt(index_value(top), const(lo + sizes[order[0]])),
+            )
             src_index[order[0]] = top - lo
             rest = ModularIndexing(q, 1, outer)
             for d in order[1:]:  # greedy, outermost stride first

@@ -57,12 +57,15 @@ def slice_scatter(ctx, x, src, dim=0, start=None, end=None, step=1):
 
     def inner_fn(index):
         i = ops.index_expr(index[dim], index_dtype)
-        inside = ops.logical_and(ops.ge(i, ops.index_expr(start, index_dtype)),
-                                 ops.lt(i, ops.index_expr(end, index_dtype)))
+        inside = ops.logical_and(
+            ops.ge(i, ops.index_expr(start, index_dtype)),
+            ops.lt(i, ops.index_expr(end, index_dtype)),
+        )
         if step != 1:
             offset = ops.sub(i, ops.index_expr(start, index_dtype))
-            on_step = ops.eq(ops.remainder(offset, ops.constant(step, index_dtype)),
-                             ops.constant(0, index_dtype))
+            on_step = ops.eq(
+                ops.remainder(offset, ops.constant(step, index_dtype)), ops.constant(0, index_dtype)
+            )
             inside = ops.logical_and(inside, on_step)
         src_index = list(index)
         src_index[dim] = index[dim] - start if step == 1 else FloorDiv(index[dim] - start, step)

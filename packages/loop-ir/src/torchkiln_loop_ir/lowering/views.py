@@ -37,7 +37,9 @@ def view_of(x: IRNode, size: Sequence[sympy.Expr], reindex: Reindex) -> IRNode:
         # no element: any reindexing is right, and a reshape's would divide by the zero size
         # (ModularIndexing(i, 1, 0) made fusion analysis fail: integer modulo by zero)
         if bl is not None:
-            return ReinterpretView(bl[0], FixedLayout(bl[1].device, bl[1].dtype, size, contiguous_strides(size)))
+            return ReinterpretView(
+                bl[0], FixedLayout(bl[1].device, bl[1].dtype, size, contiguous_strides(size))
+            )
         load, zeros = x.make_loader(), [sympy.Integer(0)] * len(x.get_size())
         return Pointwise(lambda index: load(zeros), size, x.get_dtype(), x.get_device())
     if bl is not None:
@@ -46,11 +48,19 @@ def view_of(x: IRNode, size: Sequence[sympy.Expr], reindex: Reindex) -> IRNode:
         expr = sympy.expand(layout.index(reindex(syms)))
         offset = expr.subs({s: 0 for s in syms})
         strides = tuple(expr.coeff(s) if sz != 1 else sympy.Integer(0) for s, sz in zip(syms, size))
-        rebuilt = offset + sum((st * s for st, s, sz in zip(strides, syms, size) if sz != 1), sympy.Integer(0))
-        if sympy.expand(rebuilt - expr.subs({s: 0 for s, sz in zip(syms, size) if sz == 1})) == 0 \
-                and not any(st.free_symbols & set(syms) for st in strides):
-            strides = tuple(st if sz != 1 else cst for st, sz, cst in zip(strides, size, contiguous_strides(size)))
-            return ReinterpretView(base, FixedLayout(layout.device, layout.dtype, size, strides, offset))
+        rebuilt = offset + sum(
+            (st * s for st, s, sz in zip(strides, syms, size) if sz != 1), sympy.Integer(0)
+        )
+        if sympy.expand(
+            rebuilt - expr.subs({s: 0 for s, sz in zip(syms, size) if sz == 1})
+        ) == 0 and not any(st.free_symbols & set(syms) for st in strides):
+            strides = tuple(
+                st if sz != 1 else cst
+                for st, sz, cst in zip(strides, size, contiguous_strides(size))
+            )
+            return ReinterpretView(
+                base, FixedLayout(layout.device, layout.dtype, size, strides, offset)
+            )
     load = x.make_loader()
     return Pointwise(lambda index: load(reindex(index)), size, x.get_dtype(), x.get_device())
 
@@ -84,8 +94,10 @@ def expand(ctx, x, sizes, *, implicit=False):
     lead = len(out) - len(in_size)
 
     def reindex(idx):
-        return [sympy.Integer(0) if (s == 1 and o != 1) else i
-                for i, s, o in zip(list(idx)[lead:], in_size, out[lead:])]
+        return [
+            sympy.Integer(0) if (s == 1 and o != 1) else i
+            for i, s, o in zip(list(idx)[lead:], in_size, out[lead:])
+        ]
 
     return view_of(x, out, reindex)
 
@@ -93,7 +105,7 @@ def expand(ctx, x, sizes, *, implicit=False):
 @register_lowering(aten.unsqueeze.default)
 def unsqueeze(ctx, x, dim):
     dim = dim % (len(x.get_size()) + 1)
-    return view_of(x, ctx.out_size, lambda idx: list(idx[:dim]) + list(idx[dim + 1:]))
+    return view_of(x, ctx.out_size, lambda idx: list(idx[:dim]) + list(idx[dim + 1 :]))
 
 
 @register_lowering(aten.squeeze.default, aten.squeeze.dim, aten.squeeze.dims)
@@ -138,7 +150,9 @@ def select(ctx, x, dim, index):
     dim = dim % n
     if isinstance(index, int) and index < 0:
         index = index + x.get_size()[dim]
-    return view_of(x, ctx.out_size, lambda idx: list(idx[:dim]) + [sympy.sympify(index)] + list(idx[dim:]))
+    return view_of(
+        x, ctx.out_size, lambda idx: list(idx[:dim]) + [sympy.sympify(index)] + list(idx[dim:])
+    )
 
 
 def _reshape_reindex(old: Sequence[sympy.Expr], new: Sequence[sympy.Expr]) -> Reindex:
@@ -169,13 +183,24 @@ def view(ctx, x, sizes):
     bl = _base_and_layout(x)
     if bl is not None:
         base, layout = bl
-        if layout.is_contiguous() or (layout.offset != 0 and all(
-                sz == 1 or st == c for sz, st, c in zip(layout.size, layout.stride, contiguous_strides(layout.size)))):
-            return ReinterpretView(base, FixedLayout(layout.device, layout.dtype, tuple(new),
-                                                     contiguous_strides(new), layout.offset))
+        if layout.is_contiguous() or (
+            layout.offset != 0
+            and all(
+                sz == 1 or st == c
+                for sz, st, c in zip(layout.size, layout.stride, contiguous_strides(layout.size))
+            )
+        ):
+            return ReinterpretView(
+                base,
+                FixedLayout(
+                    layout.device, layout.dtype, tuple(new), contiguous_strides(new), layout.offset
+                ),
+            )
         strides = _restride(layout, new)
         if strides is not None:
-            return ReinterpretView(base, FixedLayout(layout.device, layout.dtype, tuple(new), strides, layout.offset))
+            return ReinterpretView(
+                base, FixedLayout(layout.device, layout.dtype, tuple(new), strides, layout.offset)
+            )
     return view_of(x, new, _reshape_reindex(old, new))
 
 
@@ -229,8 +254,10 @@ def cat(ctx, tensors, dim=0):
         for load, (lo, hi) in zip(loaders, bounds):
             shifted = list(index)
             shifted[dim] = index[dim] - lo
-            cond = ops.logical_and(ops.ge(i, ops.index_expr(lo, torch.int64)),
-                                   ops.lt(i, ops.index_expr(hi, torch.int64)))
+            cond = ops.logical_and(
+                ops.ge(i, ops.index_expr(lo, torch.int64)),
+                ops.lt(i, ops.index_expr(hi, torch.int64)),
+            )
             value = ops.masked(cond, lambda load=load, shifted=shifted: load(shifted), 0)
             result = value if result is None else ops.where(cond, value, result)
         return result
@@ -252,6 +279,7 @@ def split(ctx, x, split_size, dim=0):
         sizes = list(split_size)
     outs, start = [], 0
     for sz in sizes:
+
         def reindex(idx, start=start):
             idx = list(idx)
             idx[dim] = idx[dim] + start
@@ -270,8 +298,10 @@ def unbind(ctx, x, dim=0):
     dim = dim % n
     size = list(x.get_size())
     del size[dim]
-    return [view_of(x, size, lambda idx, k=k: list(idx[:dim]) + [sympy.Integer(k)] + list(idx[dim:]))
-            for k in range(int(x.get_size()[dim]))]
+    return [
+        view_of(x, size, lambda idx, k=k: list(idx[:dim]) + [sympy.Integer(k)] + list(idx[dim:]))
+        for k in range(int(x.get_size()[dim]))
+    ]
 
 
 @register_lowering(aten.constant_pad_nd.default)
@@ -297,8 +327,10 @@ def constant_pad_nd(ctx, x, pad, value=0):
         inside = None
         for d in padded:
             i = ops.index_expr(src[d], torch.int64)
-            c = ops.logical_and(ops.ge(i, ops.constant(0, torch.int64)),
-                                ops.lt(i, ops.index_expr(in_size[d], torch.int64)))
+            c = ops.logical_and(
+                ops.ge(i, ops.constant(0, torch.int64)),
+                ops.lt(i, ops.index_expr(in_size[d], torch.int64)),
+            )
             inside = c if inside is None else ops.logical_and(inside, c)
         if inside is None:
             return load(src)

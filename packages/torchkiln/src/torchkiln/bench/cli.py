@@ -15,16 +15,21 @@ from torchkiln.repro import NotReproducible, repro_from_folder
 
 def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--suite", default="zoo", type=_suites,
+        "--suite",
+        default="zoo",
+        type=_suites,
         help=f"comma-separated suites: {', '.join(suites.SUITES)}, or all (default zoo)",
     )
     parser.add_argument(
-        "--size", default=None, choices=list(suites.SIZES),
+        "--size",
+        default=None,
+        choices=list(suites.SIZES),
         help="model sizes: small (CI configs) or full (the libraries' defaults at the batch and "
         "sequence people run); default full on cuda, small on cpu",
     )
     parser.add_argument(
-        "--train", action="store_true",
+        "--train",
+        action="store_true",
         help="time a training step (forward, loss, backward, AdamW; autocast for 16-bit dtypes) "
         "and check gradients instead of inference",
     )
@@ -34,7 +39,9 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", choices=["cpu", "cuda"])
     parser.add_argument("--dtype", default="float32", choices=list(record.DTYPES))
     parser.add_argument(
-        "--batch", type=int, default=None,
+        "--batch",
+        type=int,
+        default=None,
         help=f"batch size (default: each model's full-size batch, or {record.DEFAULT_BATCH})",
     )
     parser.add_argument(
@@ -42,13 +49,17 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--no-peer", action="store_true", help="skip torch.compile")
     parser.add_argument(
-        "--repeat", type=int, default=20,
+        "--repeat",
+        type=int,
+        default=20,
         help="timed rounds, each running every variant once (default 20); speedups are medians "
-        "of the per-round ratios, with a 90%% interval from 5 rounds on"
+        "of the per-round ratios, with a 90%% interval from 5 rounds on",
     )
     parser.add_argument("--warmup", type=int, default=3)
     parser.add_argument(
-        "--clock", default="wall", choices=["wall", "cpu"],
+        "--clock",
+        default="wall",
+        choices=["wall", "cpu"],
         help="how CPU runs are timed: wall time (default) or the process's CPU time, which on a "
         "machine shared with other jobs does not count waiting for a core; use it with one "
         "thread (OMP_NUM_THREADS=1), since with more it counts OpenMP's spinning",
@@ -62,19 +73,28 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--plot", default=None, help="write a PNG bar chart of the speedups")
     parser.add_argument("--no-progress", action="store_true")
     timing = parser.add_argument_group(
-        "compile time", "--compile-time: compile seconds of a transformer encoder by depth, "
-        "cold and warm cache, each compile in a new process (bench/compile_time.py)"
+        "compile time",
+        "--compile-time: compile seconds of a transformer encoder by depth, "
+        "cold and warm cache, each compile in a new process (bench/compile_time.py)",
     )
-    timing.add_argument("--compile-time", action="store_true",
-                        help="measure compile time instead of running the model suites")
-    timing.add_argument("--layers", default="1,2,4,8,12,24",
-                        help="encoder depths (default %(default)s)")
+    timing.add_argument(
+        "--compile-time",
+        action="store_true",
+        help="measure compile time instead of running the model suites",
+    )
+    timing.add_argument(
+        "--layers", default="1,2,4,8,12,24", help="encoder depths (default %(default)s)"
+    )
     # --train (above) with --compile-time: training steps only
     timing.add_argument("--inference", action="store_true", help="inference steps only")
     timing.add_argument("--hidden", type=int, default=64, help="encoder width (default 64)")
     timing.add_argument("--seq", type=int, default=16, help="sequence length (default 16)")
-    timing.add_argument("--timeout", type=float, default=1800,
-                        help="seconds one compile may take before it is recorded as unfinished")
+    timing.add_argument(
+        "--timeout",
+        type=float,
+        default=1800,
+        help="seconds one compile may take before it is recorded as unfinished",
+    )
 
 
 def _suites(text: str) -> list[str]:
@@ -139,8 +159,11 @@ def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     )
     if args.json_path:
         options = {k: v for k, v in vars(args).items() if k not in ("func",)}
-        meta.write_result(args.json_path, meta.collect(args.device, options, argv),
-                          rows=[r.as_dict() for r in rows])
+        meta.write_result(
+            args.json_path,
+            meta.collect(args.device, options, argv),
+            rows=[r.as_dict() for r in rows],
+        )
     if args.plot and rows:
         plot_speedups(rows, args.plot)
     return 0

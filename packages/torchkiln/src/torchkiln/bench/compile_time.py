@@ -33,8 +33,17 @@ import torchkiln
 from torchkiln.bench import meta
 from torchkiln.bench._peer import peer_compile
 
-PHASES = ("capture", "aot", "lowering", "scheduling", "codegen", "wrapper", "cache_key",
-          "cache_load", "cache_store")
+PHASES = (
+    "capture",
+    "aot",
+    "lowering",
+    "scheduling",
+    "codegen",
+    "wrapper",
+    "cache_key",
+    "cache_load",
+    "cache_store",
+)
 
 
 def build_encoder(layers: int, hidden: int, seq: int, batch: int) -> tuple[Any, Any]:
@@ -45,7 +54,11 @@ def build_encoder(layers: int, hidden: int, seq: int, batch: int) -> tuple[Any, 
     torch.backends.mha.set_fastpath_enabled(False)
     torch.manual_seed(0)
     layer = torch.nn.TransformerEncoderLayer(
-        hidden, max(1, hidden // 16), 4 * hidden, dropout=0.0, activation="gelu",
+        hidden,
+        max(1, hidden // 16),
+        4 * hidden,
+        dropout=0.0,
+        activation="gelu",
         batch_first=True,
     )
     model = torch.nn.TransformerEncoder(layer, layers, enable_nested_tensor=False)
@@ -125,8 +138,9 @@ def _run_job(job: dict[str, Any], cache_dir: str, timeout: float) -> dict[str, A
         env["TRITON_CACHE_DIR"] = os.path.join(cache_dir, "triton")
     command = [sys.executable, "-m", "torchkiln.bench.compile_time", json.dumps(job)]
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, env=env, timeout=timeout,
-                              check=False)
+        proc = subprocess.run(
+            command, capture_output=True, text=True, env=env, timeout=timeout, check=False
+        )
     except subprocess.TimeoutExpired:
         return {"error": f"did not finish in {timeout:.0f} s"}
     lines = proc.stdout.strip().splitlines()
@@ -136,24 +150,48 @@ def _run_job(job: dict[str, Any], cache_dir: str, timeout: float) -> dict[str, A
     return json.loads(lines[-1])
 
 
-def run(layers: list[int], steps: list[str], compilers: list[str], *, hidden: int, seq: int,
-        batch: int, device: str, dtype: str, timeout: float,
-        progress: Any = None) -> list[dict[str, Any]]:
+def run(
+    layers: list[int],
+    steps: list[str],
+    compilers: list[str],
+    *,
+    hidden: int,
+    seq: int,
+    batch: int,
+    device: str,
+    dtype: str,
+    timeout: float,
+    progress: Any = None,
+) -> list[dict[str, Any]]:
     """Rows of (layers, step, compiler, cache) with seconds; cold and warm share a directory."""
     rows = []
     for depth in layers:
         for step in steps:
             for compiler in compilers:
-                job = {"layers": depth, "train": step == "train", "compiler": compiler,
-                       "hidden": hidden, "seq": seq, "batch": batch, "device": device,
-                       "dtype": dtype}
+                job = {
+                    "layers": depth,
+                    "train": step == "train",
+                    "compiler": compiler,
+                    "hidden": hidden,
+                    "seq": seq,
+                    "batch": batch,
+                    "device": device,
+                    "dtype": dtype,
+                }
                 with tempfile.TemporaryDirectory(prefix="torchkiln-compile-time-") as cache_dir:
                     for cache in ("cold", "warm"):
                         if progress is not None:
                             progress(f"{depth} layers, {step}, {compiler}, {cache} cache")
                         result = _run_job(job, cache_dir, timeout)
-                        rows.append({"layers": depth, "step": step, "compiler": compiler,
-                                     "cache": cache, **result})
+                        rows.append(
+                            {
+                                "layers": depth,
+                                "step": step,
+                                "compiler": compiler,
+                                "cache": cache,
+                                **result,
+                            }
+                        )
     return rows
 
 
@@ -168,8 +206,9 @@ def render(rows: list[dict[str, Any]], title: str) -> str:
         verdict = row.get("error") or ", ".join(row.get("verdicts", [])) or "-"
         if row.get("eager_fallbacks"):
             verdict += f" ({len(row['eager_fallbacks'])} eager fallbacks)"
-        table.add_row(str(row["layers"]), row["step"], row["compiler"], row["cache"], total,
-                      *cells, verdict)
+        table.add_row(
+            str(row["layers"]), row["step"], row["compiler"], row["cache"], total, *cells, verdict
+        )
     buffer = io.StringIO()
     Console(file=buffer, width=200, color_system=None).print(table)
     for line in summary(rows):
@@ -184,8 +223,10 @@ def summary(rows: list[dict[str, Any]]) -> list[str]:
     for (depth, step, compiler, cache), cold in seconds.items():
         warm = seconds.get((depth, step, compiler, "warm"))
         if cache == "cold" and cold is not None and warm:
-            lines.append(f"{compiler} {step} {depth} layers: cold {cold:.2f} s, warm {warm:.2f} s "
-                         f"({cold / warm:.1f}x)")
+            lines.append(
+                f"{compiler} {step} {depth} layers: cold {cold:.2f} s, warm {warm:.2f} s "
+                f"({cold / warm:.1f}x)"
+            )
     return lines
 
 
@@ -194,12 +235,27 @@ def command(args: argparse.Namespace, argv: list[str] | None = None) -> int:
     layers = [int(n) for n in args.layers.split(",") if n.strip()]
     steps = ["train"] if args.train else ["inference"] if args.inference else ["inference", "train"]
     compilers = ["torchkiln"] + ([] if args.no_peer else ["torch.compile"])
-    show = None if args.no_progress else (lambda text: print(f"compiling: {text}",
-                                                              file=sys.stderr, flush=True))
-    rows = run(layers, steps, compilers, hidden=args.hidden, seq=args.seq, batch=args.batch,
-               device=args.device, dtype=args.dtype, timeout=args.timeout, progress=show)
-    title = (f"compile seconds: transformer encoder, hidden {args.hidden}, seq {args.seq}, "
-             f"batch {args.batch} ({args.device}, {args.dtype})")
+    show = (
+        None
+        if args.no_progress
+        else (lambda text: print(f"compiling: {text}", file=sys.stderr, flush=True))
+    )
+    rows = run(
+        layers,
+        steps,
+        compilers,
+        hidden=args.hidden,
+        seq=args.seq,
+        batch=args.batch,
+        device=args.device,
+        dtype=args.dtype,
+        timeout=args.timeout,
+        progress=show,
+    )
+    title = (
+        f"compile seconds: transformer encoder, hidden {args.hidden}, seq {args.seq}, "
+        f"batch {args.batch} ({args.device}, {args.dtype})"
+    )
     print(render(rows, title))
     if args.json_path:
         options = {k: v for k, v in vars(args).items() if k != "func"}

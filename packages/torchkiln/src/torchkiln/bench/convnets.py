@@ -17,9 +17,13 @@ import torch.nn.functional as F
 from torch import nn
 
 
-def _conv_bn(cin: int, cout: int, kernel: int = 3, stride: int = 1, groups: int = 1) -> list[nn.Module]:
-    return [nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups, bias=False),
-            nn.BatchNorm2d(cout)]
+def _conv_bn(
+    cin: int, cout: int, kernel: int = 3, stride: int = 1, groups: int = 1
+) -> list[nn.Module]:
+    return [
+        nn.Conv2d(cin, cout, kernel, stride, kernel // 2, groups=groups, bias=False),
+        nn.BatchNorm2d(cout),
+    ]
 
 
 class VGGNet(nn.Module):
@@ -44,8 +48,12 @@ class MobileBlock(nn.Module):
 
     def __init__(self, cin: int, cout: int, stride: int) -> None:
         super().__init__()
-        self.block = nn.Sequential(*_conv_bn(cin, cin, 3, stride, groups=cin), nn.SiLU(),
-                                   *_conv_bn(cin, cout, 1), nn.SiLU())
+        self.block = nn.Sequential(
+            *_conv_bn(cin, cin, 3, stride, groups=cin),
+            nn.SiLU(),
+            *_conv_bn(cin, cout, 1),
+            nn.SiLU(),
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.block(x)
@@ -55,8 +63,12 @@ class MobileNet(nn.Module):
     def __init__(self, classes: int = 10) -> None:
         super().__init__()
         self.stem = nn.Sequential(*_conv_bn(3, 32, 3, 2), nn.SiLU())
-        self.blocks = nn.Sequential(MobileBlock(32, 64, 1), MobileBlock(64, 128, 2),
-                                    MobileBlock(128, 128, 1), MobileBlock(128, 256, 2))
+        self.blocks = nn.Sequential(
+            MobileBlock(32, 64, 1),
+            MobileBlock(64, 128, 2),
+            MobileBlock(128, 128, 1),
+            MobileBlock(128, 256, 2),
+        )
         self.head = nn.Linear(256, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
@@ -70,10 +82,18 @@ class Bottleneck(nn.Module):
     def __init__(self, cin: int, mid: int, stride: int) -> None:
         super().__init__()
         cout = 4 * mid
-        self.body = nn.Sequential(*_conv_bn(cin, mid, 1), nn.ReLU(), *_conv_bn(mid, mid, 3, stride),
-                                  nn.ReLU(), *_conv_bn(mid, cout, 1))
-        self.shortcut = (nn.Sequential(*_conv_bn(cin, cout, 1, stride))
-                         if stride != 1 or cin != cout else nn.Identity())
+        self.body = nn.Sequential(
+            *_conv_bn(cin, mid, 1),
+            nn.ReLU(),
+            *_conv_bn(mid, mid, 3, stride),
+            nn.ReLU(),
+            *_conv_bn(mid, cout, 1),
+        )
+        self.shortcut = (
+            nn.Sequential(*_conv_bn(cin, cout, 1, stride))
+            if stride != 1 or cin != cout
+            else nn.Identity()
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return F.relu(self.body(x) + self.shortcut(x))
@@ -83,8 +103,9 @@ class BottleneckResNet(nn.Module):
     def __init__(self, classes: int = 10) -> None:
         super().__init__()
         self.stem = nn.Sequential(*_conv_bn(3, 32, 3), nn.ReLU(), nn.MaxPool2d(2))
-        self.layers = nn.Sequential(Bottleneck(32, 16, 1), Bottleneck(64, 32, 2),
-                                    Bottleneck(128, 32, 1))
+        self.layers = nn.Sequential(
+            Bottleneck(32, 16, 1), Bottleneck(64, 32, 2), Bottleneck(128, 32, 1)
+        )
         self.head = nn.Linear(128, classes)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:

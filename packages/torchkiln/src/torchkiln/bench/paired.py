@@ -45,8 +45,9 @@ def ratios(numerator_ms: Sequence[float], denominator_ms: Sequence[float]) -> li
     return [float(n) / float(d) for n, d in zip(numerator_ms, denominator_ms, strict=True)]
 
 
-def median_interval(values: Sequence[float],
-                    confidence: float = CONFIDENCE) -> tuple[float, float, float]:
+def median_interval(
+    values: Sequence[float], confidence: float = CONFIDENCE
+) -> tuple[float, float, float]:
     """``(low, high, coverage)``: the sign-test interval for the median of ``values`` (see the
     module docstring); ``coverage`` is the probability it holds the median, ``confidence`` or more
     unless there are too few values to reach it."""
@@ -94,8 +95,9 @@ class PairedRatio:
         return TIE
 
 
-def paired_ratio(numerator_ms: Sequence[float], denominator_ms: Sequence[float],
-                 confidence: float = CONFIDENCE) -> PairedRatio:
+def paired_ratio(
+    numerator_ms: Sequence[float], denominator_ms: Sequence[float], confidence: float = CONFIDENCE
+) -> PairedRatio:
     """The paired ratio ``numerator / denominator`` of two variants' per-round timings; with
     ``numerator`` the slower reference (eager, or the peer) it reads as a speedup of
     ``denominator`` (>1: the denominator's variant is faster)."""
@@ -105,8 +107,9 @@ def paired_ratio(numerator_ms: Sequence[float], denominator_ms: Sequence[float],
         q1 = q3 = per_round[0]
     else:
         q1, _, q3 = statistics.quantiles(per_round, n=4, method="inclusive")
-    return PairedRatio(float(statistics.median(per_round)), low, high, covered, q1, q3,
-                       len(per_round))
+    return PairedRatio(
+        float(statistics.median(per_round)), low, high, covered, q1, q3, len(per_round)
+    )
 
 
 def count_verdicts(verdicts: Sequence[str | None]) -> dict[str, int]:

@@ -32,10 +32,22 @@ def plot_speedups(rows: Sequence[Row], path: str) -> None:
     peer = [r.inductor_speedup or 0.0 for r in rows]
     positions = range(len(rows))
     fig, ax = plt.subplots(figsize=(max(6, 1.2 * len(rows)), 4))
-    ax.bar([p - 0.2 for p in positions], ours, width=0.4, label="torchkiln",
-           yerr=_error_bars(rows, "speedup"), capsize=3)
-    ax.bar([p + 0.2 for p in positions], peer, width=0.4, label="torch.compile",
-           yerr=_error_bars(rows, "inductor_speedup"), capsize=3)
+    ax.bar(
+        [p - 0.2 for p in positions],
+        ours,
+        width=0.4,
+        label="torchkiln",
+        yerr=_error_bars(rows, "speedup"),
+        capsize=3,
+    )
+    ax.bar(
+        [p + 0.2 for p in positions],
+        peer,
+        width=0.4,
+        label="torch.compile",
+        yerr=_error_bars(rows, "inductor_speedup"),
+        capsize=3,
+    )
     ax.axhline(1.0, color="gray", linewidth=0.8)
     ax.set_xticks(list(positions), names, rotation=30, ha="right")
     ax.set_ylabel("speedup over eager (x), paired per round")

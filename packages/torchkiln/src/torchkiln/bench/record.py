@@ -160,12 +160,14 @@ def record_rounds(row: Row, times: dict[str, list[float]]) -> None:
                 row.verdict = ratio.verdict
 
 
-def record_timings(row: Row, fns: dict[str, Callable[[], Any]], config: BenchConfig,
-                   timer: Any) -> None:
+def record_timings(
+    row: Row, fns: dict[str, Callable[[], Any]], config: BenchConfig, timer: Any
+) -> None:
     """Interleaved rounds (``record_rounds``) and peak memory of each variant in ``fns``
     ("eager", "torchkiln", and "inductor" when the peer compiled)."""
-    record_rounds(row, timing.interleaved(fns, repeat=config.repeat, warmup=config.warmup,
-                                          measure=timer.ms))
+    record_rounds(
+        row, timing.interleaved(fns, repeat=config.repeat, warmup=config.warmup, measure=timer.ms)
+    )
     row.eager_peak_mem_mb = peak_memory_mb(fns["eager"], config.device)
     row.peak_mem_mb = peak_memory_mb(fns["torchkiln"], config.device)
     if "inductor" in fns:

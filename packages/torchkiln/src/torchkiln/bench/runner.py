@@ -38,10 +38,19 @@ def run_model(
     spec: ModelSpec, config: BenchConfig, status: Callable[[str], None] = lambda _: None
 ) -> Row:
     """Benchmark one model; every failure is caught and recorded in the row."""
-    batch = config.batch if config.batch is not None else (
-        spec.batch if spec.batch is not None and config.size == "full" else DEFAULT_BATCH)
-    row = Row(spec.name, spec.suite, config.device, config.dtype, batch,
-              task="train" if config.train else "infer")
+    batch = (
+        config.batch
+        if config.batch is not None
+        else (spec.batch if spec.batch is not None and config.size == "full" else DEFAULT_BATCH)
+    )
+    row = Row(
+        spec.name,
+        spec.suite,
+        config.device,
+        config.dtype,
+        batch,
+        task="train" if config.train else "infer",
+    )
     try:
         if config.train:
             run_train(spec, config, row, status)
@@ -67,6 +76,7 @@ def _run(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str],
     with torch.no_grad():
         reference = model64(*inputs64)
         del model64, inputs64  # its memory must not count in the peak of what follows
+
         def eager():
             return model(*inputs)
 

@@ -97,16 +97,32 @@ def _hf_small(transformers: Any) -> dict[str, Callable[[], Any]]:
 #: full size: (model name) -> (builder, batch, sequence length); the libraries' default configs
 def _hf_full(transformers: Any) -> dict[str, tuple[Callable[[], Any], int, int]]:
     t5_base = {"d_model": 768, "d_kv": 64, "d_ff": 3072, "num_layers": 12, "num_heads": 12}
-    llama = {"hidden_size": 1024, "intermediate_size": 2816, "num_hidden_layers": 8,
-             "num_attention_heads": 16, "num_key_value_heads": 16, "max_position_embeddings": 2048}
+    llama = {
+        "hidden_size": 1024,
+        "intermediate_size": 2816,
+        "num_hidden_layers": 8,
+        "num_attention_heads": 16,
+        "num_key_value_heads": 16,
+        "max_position_embeddings": 2048,
+    }
     return {
         "bert": (lambda: transformers.BertForMaskedLM(transformers.BertConfig()), 16, 512),
         "distilbert": (
-            lambda: transformers.DistilBertForMaskedLM(transformers.DistilBertConfig()), 32, 512),
+            lambda: transformers.DistilBertForMaskedLM(transformers.DistilBertConfig()),
+            32,
+            512,
+        ),
         "gpt2": (lambda: transformers.GPT2LMHeadModel(transformers.GPT2Config()), 16, 512),
         "t5_encoder": (
-            lambda: transformers.T5EncoderModel(transformers.T5Config(**t5_base)), 16, 512),
-        "llama": (lambda: transformers.LlamaForCausalLM(transformers.LlamaConfig(**llama)), 8, 1024),
+            lambda: transformers.T5EncoderModel(transformers.T5Config(**t5_base)),
+            16,
+            512,
+        ),
+        "llama": (
+            lambda: transformers.LlamaForCausalLM(transformers.LlamaConfig(**llama)),
+            8,
+            1024,
+        ),
     }
 
 
@@ -161,8 +177,12 @@ def timm_suite(size: str = "full") -> list[ModelSpec]:
         return model, inputs
 
     return [
-        ModelSpec(name, "timm", lambda batch, name=name: build(name, batch),
-                  TIMM_BATCH.get(name, 64) if size == "full" else None)
+        ModelSpec(
+            name,
+            "timm",
+            lambda batch, name=name: build(name, batch),
+            TIMM_BATCH.get(name, 64) if size == "full" else None,
+        )
         for name in TIMM_MODELS
     ]
 

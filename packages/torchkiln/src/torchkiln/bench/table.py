@@ -77,10 +77,13 @@ def legend(rows: Sequence[Row]) -> str:
     peer = any("vs_inductor" in r.paired for r in rows)
     text = ("tk = torchkiln, tc = torch.compile. " if peer else "tk = torchkiln. ") + (
         "ms: median of the rounds over ± half their interquartile range. Speedups: median over "
-        "rounds of eager's time / the compiler's in the same round, over its interval")
+        "rounds of eager's time / the compiler's in the same round, over its interval"
+    )
     if peer:
-        text += ("; tk vs tc: tc's time / tk's per round (>1: torchkiln faster), ahead or "
-                 "behind when its interval leaves out 1.0, else tie")
+        text += (
+            "; tk vs tc: tc's time / tk's per round (>1: torchkiln faster), ahead or "
+            "behind when its interval leaves out 1.0, else tie"
+        )
     return text
 
 
@@ -88,7 +91,8 @@ def noisy_warning(rows: Sequence[Row]) -> str:
     """One warning naming every paired ratio whose interval is wider than NOISY_WIDTH, or ""."""
     noisy = [
         f"{r.model} {COLUMN_OF[name]} ({ratio.relative_width:.0%})"
-        for r in rows for name in r.paired
+        for r in rows
+        for name in r.paired
         if (ratio := _ratio(r, name)) is not None and ratio.noisy()
     ]
     if not noisy:
@@ -109,9 +113,12 @@ def versus_summary(rows: Sequence[Row]) -> str:
     counts = paired.count_verdicts([r.verdict for r in compared])
     confidence = min(r.paired["vs_inductor"]["confidence"] for r in compared)
     rounds = min(r.paired["vs_inductor"]["rounds"] for r in compared)
-    interval = (f"its {paired.CONFIDENCE:.0%} interval holds 1.0" if confidence >= paired.CONFIDENCE
-                else f"its interval holds 1.0; with {rounds} rounds that interval has only "
-                f"{confidence:.0%} confidence")
+    interval = (
+        f"its {paired.CONFIDENCE:.0%} interval holds 1.0"
+        if confidence >= paired.CONFIDENCE
+        else f"its interval holds 1.0; with {rounds} rounds that interval has only "
+        f"{confidence:.0%} confidence"
+    )
     return (
         f"torchkiln vs torch.compile, median of the per-round time ratios (a tie when "
         f"{interval}): ahead on {counts[paired.AHEAD]}, behind on "
@@ -155,8 +162,13 @@ def _cells(r: Row) -> dict[str, str]:
     }
 
 
-def _table(title: str, headers: list[str], cells: list[dict[str, str]], geomean: dict[str, str],
-           minimum: dict[str, int]) -> Table:
+def _table(
+    title: str,
+    headers: list[str],
+    cells: list[dict[str, str]],
+    geomean: dict[str, str],
+    minimum: dict[str, int],
+) -> Table:
     table = Table(title=title)
     for header in headers:
         table.add_column(header, overflow="fold", min_width=minimum.get(header))
@@ -179,7 +191,9 @@ def _empty(cell: str) -> bool:
     return not cell.replace("-", "").replace("/", "").strip()
 
 
-def render(rows: Sequence[Row], title: str = "torchkiln benchmark", width: int | None = None) -> str:
+def render(
+    rows: Sequence[Row], title: str = "torchkiln benchmark", width: int | None = None
+) -> str:
     """The table, ``width`` columns wide (default: the terminal's, 120 when not a terminal).
 
     Columns empty in every row (torch.compile's when the peer did not run, peak memory on CPU)
@@ -190,18 +204,35 @@ def render(rows: Sequence[Row], title: str = "torchkiln benchmark", width: int |
     cells = [_cells(r) for r in rows]
     geomean = {
         "model": "geomean",
-        **{column: _x(geometric_mean([getattr(r, name) for r in rows]))
-           for name, column in COLUMN_OF.items()},
+        **{
+            column: _x(geometric_mean([getattr(r, name) for r in rows]))
+            for name, column in COLUMN_OF.items()
+        },
     }
-    headers = [h for h in _cells(Row("", "", "", "", 0)) if h in KEPT_COLUMNS
-               or any(not _empty(c[h]) for c in cells) or not _empty(geomean.get(h, ""))]
+    headers = [
+        h
+        for h in _cells(Row("", "", "", "", 0))
+        if h in KEPT_COLUMNS
+        or any(not _empty(c[h]) for c in cells)
+        or not _empty(geomean.get(h, ""))
+    ]
     # the width each column needs: its longest line for the model name and the ratios (which
     # must not break), its longest word for the others (rich breaks those at spaces)
     unbroken = ("model", *COLUMN_OF.values())
     minimum = {
-        h: min(32, max((len(piece) for c in [*cells, geomean]
-                        for piece in (c.get(h, "").split("\n") if h in unbroken
-                                      else c.get(h, "").split())), default=0))
+        h: min(
+            32,
+            max(
+                (
+                    len(piece)
+                    for c in [*cells, geomean]
+                    for piece in (
+                        c.get(h, "").split("\n") if h in unbroken else c.get(h, "").split()
+                    )
+                ),
+                default=0,
+            ),
+        )
         for h in headers
     }
     ratios = {h: v for h, v in minimum.items() if h in unbroken}

@@ -47,8 +47,16 @@ def _no_dropout(model: torch.nn.Module) -> torch.nn.Module:
         if hasattr(module, "dropout") and isinstance(module.dropout, float):
             module.dropout = 0.0
     config = getattr(model, "config", None)
-    for name in ("hidden_dropout_prob", "attention_probs_dropout_prob", "dropout", "attention_dropout",
-                 "resid_pdrop", "embd_pdrop", "attn_pdrop", "dropout_rate"):
+    for name in (
+        "hidden_dropout_prob",
+        "attention_probs_dropout_prob",
+        "dropout",
+        "attention_dropout",
+        "resid_pdrop",
+        "embd_pdrop",
+        "attn_pdrop",
+        "dropout_rate",
+    ):
         if config is not None and isinstance(getattr(config, name, None), float):
             setattr(config, name, 0.0)
     return model
@@ -76,11 +84,14 @@ class Variant:
         return loss
 
     def grads(self) -> list[torch.Tensor]:
-        return [p.grad if p.grad is not None else torch.zeros_like(p) for p in self.model.parameters()]
+        return [
+            p.grad if p.grad is not None else torch.zeros_like(p) for p in self.model.parameters()
+        ]
 
 
-def run_train(spec: ModelSpec, config: BenchConfig, row: Row,
-              status: Callable[[str], None]) -> None:
+def run_train(
+    spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str], None]
+) -> None:
     """Fill ``row`` with the training-step figures of ``spec`` (see the module docstring)."""
     dtype = DTYPES[config.dtype]
     device = config.device
@@ -137,7 +148,8 @@ def run_train(spec: ModelSpec, config: BenchConfig, row: Row,
             peer_first_s, _ = timer.wall(lambda: peer.forward_backward(inputs))
             row.inductor_compile_s = timing.compile_seconds(peer_first_s, eager_s)
             row.inductor_accuracy = accuracy.compare(
-                peer.grads(), eager_grads, ref_grads, dtype).text
+                peer.grads(), eager_grads, ref_grads, dtype
+            ).text
             variants["inductor"] = peer
         except Exception as error:  # noqa: BLE001 - the peer failing is a note, not our failure
             row.notes.append(f"torch.compile failed: {one_line(error, 160)}")
