@@ -65,7 +65,10 @@ def reduce(
     """Realize ``reduction_type`` of ``value_fn(load(x), full_index)`` over ``dims`` of ``x``."""
     dims = _dims(x, dims)
     ranges, rranges, full_index = _split(x, dims, keepdim)
+    if rranges and product(rranges) == 0 and reduction_type in _EMPTY_IDENTITY:
+        return _filled(_EMPTY_IDENTITY[reduction_type], ranges, out_dtype, x.get_device())
     if not rranges or product(rranges) == 0:
+        # max/min/argmax of nothing: eager raises, and the ATen kernel raises eager's error
         raise Unlowerable("empty reduction")
     load = x.make_loader()
     src = compute_dtype(x.get_dtype())
@@ -85,6 +88,17 @@ def reduce(
     if split:
         return _split_reduction(ctx, red, split)
     return ctx.reduction(red)
+
+
+# A reduction over no element is the reduction's identity, as in eager (``x.sum(1)`` of a (3, 0)
+# tensor is three zeros; ``all`` is ``not any(not x)``, so True); a constant Pointwise, no kernel
+# of its own. max/min/argmax have no identity: eager raises, and so does the ATen fallback.
+_EMPTY_IDENTITY = {"sum": 0, "xor_sum": 0, "prod": 1, "any": False}
+
+
+def _filled(value, ranges, out_dtype: torch.dtype, device) -> Pointwise:
+    cdt = compute_dtype(out_dtype)
+    return Pointwise(lambda index: ops.constant(value, cdt), ranges, out_dtype, device)
 
 
 # A reduction over one element is that element: a Pointwise the scheduler fuses with its
