@@ -4,9 +4,9 @@ graph as one call (``allow_in_graph``), or answer ``is_compiling()`` with True.
 The marks are attributes on the function object, so they need no registry: ours
 (``_torchkiln_disable``, ``_torchkiln_allow_in_graph``) and the one ``torch.compiler.disable``
 sets on the wrapper it returns (``_torchdynamo_disable``), so code written for torch.compile
-behaves the same under torchkiln. ``torch.compiler.allow_in_graph`` records its functions in
-TorchDynamo's registry of function ids, which capture reads where the call left it (it imports
-and calls nothing of TorchDynamo: ``_marked_by_torch_compiler``); ``allow_in_graph`` from here
+behaves the same under torchkiln. ``torch.compiler.allow_in_graph`` records its functions only in
+TorchDynamo's own registry, which capture does not read (TorchDynamo is what torchkiln rebuilds):
+such a function is inlined instead, with the same results. ``allow_in_graph`` from here
 (re-exported as ``torchkiln.allow_in_graph``) marks the function itself.
 
 Capture also keeps torch.distributed's own machinery out of graphs by itself: a distributed
@@ -54,22 +54,7 @@ def is_disabled(fn: Any) -> bool:
 
 def is_allowed_in_graph(fn: Any) -> bool:
     fn = getattr(fn, "__func__", fn)
-    return getattr(fn, "_torchkiln_allow_in_graph", False) is True or _marked_by_torch_compiler(fn)
-
-
-def _marked_by_torch_compiler(fn: Any) -> bool:
-    """``torch.compiler.allow_in_graph(fn)`` keeps ``id(fn)`` in TorchDynamo's registry, a set in
-    a module that the call itself imported: read where it already is (never imported, nothing of
-    it called). Only the user's own functions count: the registry also lists torch's callables,
-    which capture's own rules place (grad mode, control flow) rather than as opaque calls."""
-    rules = sys.modules.get("torch._dynamo.trace_rules")
-    ids = getattr(getattr(rules, "_allowed_callable_ids", None), "function_ids", None)
-    if not ids or id(fn) not in ids:
-        return False
-    module = getattr(fn, "__module__", None) or ""
-    return isinstance(fn, types.FunctionType) and not module.startswith(
-        ("torch", "numpy", "math", "builtins")
-    )
+    return getattr(fn, "_torchkiln_allow_in_graph", False) is True
 
 
 def disable(fn: F | None = None, *, recursive: bool = True, reason: str | None = None) -> Any:
