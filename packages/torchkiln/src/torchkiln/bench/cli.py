@@ -149,7 +149,27 @@ def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         size=size,
         clock=args.clock,
     )
-    rows = runner.run_models(specs, config, progress=not args.no_progress and sys.stderr.isatty())
+    options = {k: v for k, v in vars(args).items() if k not in ("func",)}
+
+    def finished(rows_so_far: list[record.Row]) -> None:
+        # one line per model as it ends, and the JSON rewritten: a run cut short by a time limit
+        # keeps what it measured
+        last = rows_so_far[-1]
+        print(
+            f"torchkiln bench: {last.suite}/{last.model} done ({len(rows_so_far)}/{len(specs)})",
+            file=sys.stderr,
+            flush=True,
+        )
+        if args.json_path:
+            meta.write_result(
+                args.json_path,
+                meta.collect(args.device, options, argv),
+                rows=[r.as_dict() for r in rows_so_far],
+            )
+
+    rows = runner.run_models(
+        specs, config, progress=not args.no_progress and sys.stderr.isatty(), on_row=finished
+    )
     print(
         table.render(
             rows,
@@ -158,7 +178,6 @@ def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         )
     )
     if args.json_path:
-        options = {k: v for k, v in vars(args).items() if k not in ("func",)}
         meta.write_result(
             args.json_path,
             meta.collect(args.device, options, argv),

@@ -113,11 +113,23 @@ def _run(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str],
         record_timings(row, fns, config, timer)
 
 
-def run_models(specs: Sequence[ModelSpec], config: BenchConfig, progress: bool = True) -> list[Row]:
-    """Every model in turn, with a rich progress bar naming what is being compiled or run."""
+def run_models(
+    specs: Sequence[ModelSpec],
+    config: BenchConfig,
+    progress: bool = True,
+    on_row: Callable[[list[Row]], None] | None = None,
+) -> list[Row]:
+    """Every model in turn, with a rich progress bar naming what is being compiled or run.
+
+    `on_row` sees the rows so far after each model: a long run stopped by a time limit still
+    leaves the models it finished (the command line writes its JSON there)."""
+    rows: list[Row] = []
     if not progress:
-        return [run_model(spec, config) for spec in specs]
-    rows = []
+        for spec in specs:
+            rows.append(run_model(spec, config))
+            if on_row is not None:
+                on_row(rows)
+        return rows
     columns = (
         TextColumn("[bold]{task.description}"),
         BarColumn(),
@@ -129,4 +141,6 @@ def run_models(specs: Sequence[ModelSpec], config: BenchConfig, progress: bool =
         for spec in specs:
             rows.append(run_model(spec, config, lambda text: bar.update(task, description=text)))
             bar.advance(task)
+            if on_row is not None:
+                on_row(rows)
     return rows
