@@ -3,25 +3,29 @@
 TorchDynamo traces numpy code (``t.numpy()``, ``np.asarray(t)``, then numpy functions, ndarray
 methods, attributes and operators) into the graph and hands ndarrays back to Python at its
 outputs. So does this family: a ``NumpyNdarrayVariable`` wraps the TensorVariable holding the
-array's values; each numpy call is one graph node whose target (``numpy_node``) runs the
-``torch._numpy`` implementation of that call (numpy's semantics written in torch operations),
-so fake tensors give its metadata and make_fx later traces it into aten operations.
+array's values; each numpy call is one graph node whose target (``numpy_node``) runs that call's
+entry in capture's own numpy table (numpy_table.py, numpy_ufuncs.py: numpy's semantics written in
+torch operations), so fake tensors give its metadata and make_fx later traces it into aten
+operations.
 
 numpy's own result decides what the node must give: before a node is added, the call runs in
-real numpy on arrays of ones with the same dtypes and shapes (``_numpy_oracle``), and a result of
-another dtype or shape than torch._numpy's breaks the graph (never a silently different array;
-``b / 2`` on int64 is float64 in numpy and float32 in torch._numpy), and a numpy scalar result
+real numpy on stand-in arrays of ones with the same dtypes and shapes (``_numpy_oracle``). Its
+result's dtype is handed to the entry, which computes in it (numpy's promotion is numpy's: int64
+/ 2 is float64, np.mean of ints is float64), and a result of another dtype or shape than the
+oracle's breaks the graph (never a silently different array); a numpy scalar result
 (``np.sum(a)``, ``a[0, 1]``) is handed back as a numpy scalar, not a 0-d array.
 
-What breaks the graph, with its reason: numpy calls torch._numpy lacks, values needed in Python
-(``bool``/``int``/``float`` of an array, ``.item()``, ``.tolist()``), in-place array updates
-(``a += 1``, ``a[i] = v``: the array may share memory with a tensor), arrays mixed with tensors in
-one operation, and an ndarray of a tensor that requires grad or is not on the CPU (eager raises).
+What breaks the graph, with its reason: numpy calls the table lacks (named), values needed in
+Python (``bool``/``int``/``float`` of an array, ``.item()``, ``.tolist()``), in-place array
+updates (``a += 1``, ``a[i] = v``: the array may share memory with a tensor), arrays mixed with
+tensors in one operation, and an ndarray of a tensor that requires grad or is not on the CPU
+(eager raises).
 """
 
 from __future__ import annotations
 
 import functools
+import inspect
 import operator
 import types
 import warnings
@@ -30,12 +34,8 @@ import torch
 
 try:
     import numpy as np
-    import torch._numpy as tnp
-    from torch._numpy import _dtypes_impl
-except (
-    ImportError
-):  # numpy is optional (the "numpy" extra): without it no ndarray is ever made here
-    np = tnp = _dtypes_impl = None
+except ImportError:  # numpy is optional (the "numpy" extra): without it no ndarray is made here
+    np = None
 
 from torchkiln_guards import TypeMatch
 
@@ -43,15 +43,10 @@ from .._sources import TensorOfArraySource, source_code
 from ..exc import Unsupported
 from .base import BoundMethodVariable, ConstantVariable, VariableTracker, all_constant
 from .containers import ListVariable, TupleVariable
+from .numpy_table import NDARRAY_ATTRIBUTES, NDARRAY_METHODS, NUMPY_FUNCTIONS
+from .numpy_ufuncs import OPERATOR_UFUNCS, UFUNCS, loop_dtypes, run_ufunc
 from .symbolic import SymNodeVariable
 from .tensors import TensorVariable
-
-# torch._numpy reads its default dtypes from torch._dynamo's config on first use, which would
-# import torch._dynamo (this project does not); numpy's own defaults are what it would find there
-if _dtypes_impl is not None and _dtypes_impl._default_dtypes is None:
-    _dtypes_impl._default_dtypes = _dtypes_impl.DefaultDTypes(
-        float_dtype=torch.float64, complex_dtype=torch.complex128, int_dtype=torch.int64
-    )
 
 #: what turns a tensor into an ndarray (``np.asarray(t)``): the same values, as an array
 CONVERTERS = frozenset(
@@ -146,16 +141,14 @@ class NumpyNdarrayVariable(VariableTracker):
             return ConstantVariable(
                 self.np_dtype.itemsize * (1 if name == "itemsize" else int(fake.numel()))
             )
-        if name in ("T", "real", "imag", "mT"):
-            return numpy_op(tx, _attribute(name), [self], {})
-        if (
-            name in _DATA_DEPENDENT
-            or name in _IN_PLACE
-            or callable(getattr(tnp.ndarray, name, None))
-        ):
+        if name in NDARRAY_ATTRIBUTES:
+            return numpy_op(tx, _attribute(name), [self], {}, oracle=operator.attrgetter(name))
+        if name in _DATA_DEPENDENT or name in _IN_PLACE or name in NDARRAY_METHODS:
             return BoundMethodVariable(self, name)  # decided when called
+        if callable(getattr(np.ndarray, name, None)):
+            return BoundMethodVariable(self, name)  # breaks when called, naming the method
         raise Unsupported(
-            f"ndarray attribute {name!r} (torch._numpy has no such attribute to trace)"
+            f"ndarray attribute {name!r} (capture's numpy table has no such attribute to trace)"
         )
 
     def call_method(self, tx, name, args, kwargs):
@@ -177,17 +170,20 @@ class NumpyNdarrayVariable(VariableTracker):
             raise Unsupported(
                 "indexing an ndarray with an array (the result's shape can depend on the values)"
             )
-        if name.startswith("__") and name.endswith("__") and name != "__getitem__":
-            raise Unsupported(f"ndarray.{name}")
-        if not callable(getattr(tnp.ndarray, name, None)):
-            raise Unsupported(f"ndarray.{name}() (torch._numpy has no such method to trace)")
-        return numpy_op(tx, _method(name), [self, *args], kwargs)
+        if name not in NDARRAY_METHODS:
+            raise Unsupported(
+                f"ndarray.{name}() (capture's numpy table has no such method to trace)",
+                "it runs in Python on real arrays between two graphs",
+            )
+        return numpy_op(
+            tx, _method(name), [self, *args], kwargs, oracle=_method_oracle(name)
+        )
 
     def unpack(self, tx):
         if self.tensor.fake.dim() == 0:
             raise Unsupported("iterating over a 0-d array (eager raises TypeError)")
         return [
-            numpy_op(tx, _method("__getitem__"), [self, ConstantVariable(i)], {})
+            numpy_op(tx, _method("__getitem__"), [self, ConstantVariable(i)], {}, _GETITEM)
             for i in range(int(self.tensor.fake.shape[0]))
         ]
 
@@ -271,18 +267,15 @@ def _numpy_callable(fn) -> bool:
 
 
 def numpy_function(fn) -> object | None:
-    """The torch._numpy implementation of numpy's ``fn`` (None: not a numpy function it has)."""
-    if not _numpy_callable(fn):
+    """The table's entry for numpy's ``fn`` (None: not a numpy function the table has)."""
+    if not _numpy_callable(fn) or not _hashable(fn):
         return None
-    module = "numpy" if isinstance(fn, np.ufunc) else fn.__module__
-    space = {"numpy.linalg": tnp.linalg, "numpy.fft": tnp.fft}.get(module, tnp)
-    found = getattr(space, getattr(fn, "__name__", ""), None)
-    return found if callable(found) and not isinstance(found, type) else None
+    return NUMPY_FUNCTIONS.get(fn) or UFUNCS.get(fn)
 
 
 def is_traced_numpy_function(fn) -> bool:
-    """A numpy function written in Python that torch._numpy implements (``np.full``, ``np.outer``):
-    called as one numpy call (``call_numpy``), not inlined into numpy's own internals."""
+    """A numpy function written in Python that the table has (``np.full``, ``np.outer``): called
+    as one numpy call (``call_numpy``), not inlined into numpy's own internals."""
     return isinstance(fn, types.FunctionType) and numpy_function(fn) is not None
 
 
@@ -306,23 +299,28 @@ def is_numpy_call(fn, args: list, kwargs: dict) -> bool:
 
 
 def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
-    if fn in CONVERTERS and isinstance(args[0], TensorVariable):
-        array = as_ndarray(tx, args[0])
-        if len(args) == 1 and not kwargs:
-            return array
+    if fn in CONVERTERS and isinstance(args[0], (TensorVariable, NumpyNdarrayVariable)):
+        array = as_ndarray(tx, args[0]) if isinstance(args[0], TensorVariable) else args[0]
+        if len(args) == 1 and not kwargs and fn is not np.array:
+            return array  # np.asarray(a) is a itself; np.array(a) copies (a node below)
         args = [array, *args[1:]]
     if not (_has_array(args) or _has_array(kwargs.values())):
         made = _numpy_oracle(fn, args, kwargs)  # all constant: numpy's own result
         if not isinstance(made, np.ndarray):
             return tx.wrap(made, None)  # a scalar, dtype, shape...: an immutable constant
-    impl = numpy_function(fn)
-    if impl is None:
+    if _hashable(fn) and fn in _METADATA_FUNCTIONS and len(args) == 1 and not kwargs:
+        if isinstance(args[0], NumpyNdarrayVariable):
+            return args[0].var_getattr(tx, _METADATA_FUNCTIONS[fn])
+    entry = numpy_function(fn)
+    if entry is None:
         raise Unsupported(
-            f"numpy.{getattr(fn, '__name__', fn)} (torch._numpy does not implement it, so "
-            "capture cannot trace it)",
+            f"numpy.{getattr(fn, '__name__', fn)} (not in capture's numpy table, so capture "
+            "cannot trace it)",
             "it runs in Python on real arrays between two graphs",
         )
-    return numpy_op(tx, _function(impl, fn), args, kwargs, oracle=fn)
+    if isinstance(fn, np.ufunc):
+        return numpy_op(tx, _ufunc(fn), args, kwargs, oracle=fn, ufunc=fn)
+    return numpy_op(tx, _function(fn), args, kwargs, oracle=fn)
 
 
 def to_tensor(tx, fn, args: list, kwargs: dict) -> VariableTracker:
@@ -341,10 +339,11 @@ def to_tensor(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     return tx.out.call_tensor_op(tx, "call_function", torch.as_tensor, [t, *args[1:]], kwargs)
 
 
-def numpy_op(tx, target, args: list, kwargs: dict, oracle=None) -> VariableTracker:
-    """One graph node running ``target`` (torch._numpy) on the arrays' tensors; its results are
-    ndarrays again. ``oracle``: numpy's callable, whose result on stand-in arrays the node's must
-    match (for methods and operators ``target`` is applied to real arrays instead)."""
+def numpy_op(tx, target, args: list, kwargs: dict, oracle, ufunc=None) -> VariableTracker:
+    """One graph node running ``target`` (an entry of capture's numpy table) on the arrays'
+    tensors; its results are ndarrays again. ``oracle``: numpy's own callable, whose result on
+    stand-in arrays gives the dtype the entry computes in and the dtype, shape and scalar-ness
+    the node's result must have; for a ``ufunc`` the entry gets numpy's loop dtypes instead."""
     if "out" in kwargs:
         raise Unsupported(
             "a numpy call with out= (it writes an array in place, which may share memory "
@@ -356,14 +355,46 @@ def numpy_op(tx, target, args: list, kwargs: dict, oracle=None) -> VariableTrack
             "an ndarray and a torch.Tensor in one numpy operation",
             "convert one of them (torch.from_numpy / .numpy()) first",
         )
-    expected = _numpy_oracle(oracle or target, args, kwargs)
-    graph_args = [_tensor_of(a) for a in args]
+    name = target.__name__
+    stand_ins = [_stand_in(a) for a in args]
+    expected = _numpy_oracle(oracle, args, kwargs, stand_ins)
+    if ufunc is not None:
+        if kwargs:
+            raise Unsupported(
+                f"{name} with keyword {next(iter(kwargs))}= (capture's numpy table does not "
+                "model a ufunc's keywords)",
+                "it runs in Python on real arrays between two graphs",
+            )
+        lead = tuple(_torch_dtype_of(d, name) for d in loop_dtypes(ufunc, stand_ins))
+    else:
+        lead = _result_dtype(expected, name)
+        try:
+            inspect.signature(target.entry).bind(lead, *args, **kwargs)
+        except TypeError as e:
+            raise Unsupported(
+                f"{name} with these arguments (capture's numpy table does not take them: {e})",
+                "it runs in Python on real arrays between two graphs",
+            ) from e
+    graph_args = [ConstantVariable(lead), *(_tensor_of(a) for a in args)]
     graph_kwargs = {k: _tensor_of(v) for k, v in kwargs.items()}
-    name = getattr(target, "__name__", "numpy")
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # torch._numpy's own deprecation notes on fakes
-        result = tx.out.call_tensor_op(tx, "call_function", target, graph_args, graph_kwargs)
+    result = tx.out.call_tensor_op(tx, "call_function", target, graph_args, graph_kwargs)
     return _as_arrays(result, expected, name)
+
+
+def _result_dtype(expected, name: str):
+    """The torch dtype of numpy's result (a tuple of them for a tuple; None: no array)."""
+    if isinstance(expected, (np.ndarray, np.generic)):
+        return _torch_dtype_of(expected.dtype, name)
+    if isinstance(expected, (tuple, list)):
+        return tuple(_result_dtype(e, name) for e in expected)
+    return None
+
+
+def _torch_dtype_of(dtype, name: str) -> torch.dtype:
+    found = _torch_dtype(dtype)
+    if found is None:
+        raise Unsupported(f"{name}: numpy gives {np.dtype(dtype)} here (torch has no such dtype)")
+    return found
 
 
 def _as_arrays(result, expected, name: str):
@@ -374,8 +405,9 @@ def _as_arrays(result, expected, name: str):
             result.fake.shape
         ) != np.shape(expected):
             raise Unsupported(
-                f"{name}: torch._numpy gives {result.fake.dtype} {tuple(result.fake.shape)} where "
-                f"numpy gives {expected.dtype} {np.shape(expected)}",
+                f"{name}: capture's numpy table gives {result.fake.dtype} "
+                f"{tuple(result.fake.shape)} where numpy gives {expected.dtype} "
+                f"{np.shape(expected)}",
                 "it runs in Python on real arrays between two graphs",
             )
         return NumpyNdarrayVariable(result, scalar=isinstance(expected, np.generic))
@@ -386,13 +418,6 @@ def _as_arrays(result, expected, name: str):
     ):
         items = [_as_arrays(r, e, name) for r, e in zip(result.items, expected)]
         return TupleVariable(items) if isinstance(result, TupleVariable) else ListVariable(items)
-    if (
-        result.is_python_constant()
-        and not isinstance(result, SymNodeVariable)
-        and type(result.as_python_constant()) is type(expected)
-        and result.as_python_constant() == expected
-    ):
-        return result  # metadata (np.shape, np.ndim): the same value as numpy's
     raise Unsupported(
         f"{name}: a result capture cannot check against numpy's ({type(expected).__name__})"
     )
@@ -402,11 +427,11 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype | None:
     return getattr(torch, np.dtype(dtype).name, None)
 
 
-def _numpy_oracle(fn, args: list, kwargs: dict):
+def _numpy_oracle(fn, args: list, kwargs: dict, stand_ins: list | None = None):
     """``fn`` run by numpy on arrays of ones of the same dtypes and shapes (broadcast views: no
     memory per element), for the dtype, shape and scalar-ness numpy's result has."""
     try:
-        real_args = [_stand_in(a) for a in args]
+        real_args = stand_ins if stand_ins is not None else [_stand_in(a) for a in args]
         real_kwargs = {k: _stand_in(v) for k, v in kwargs.items()}
         with np.errstate(all="ignore"), warnings.catch_warnings():
             warnings.simplefilter("ignore")
@@ -456,10 +481,12 @@ def _tensor_of(v):
         and isinstance(v.value, (np.dtype, type))
         and _is_numpy_dtype(v.value)
     ):
-        return ConstantVariable(np.dtype(v.value).name)  # torch._numpy takes dtypes by name
+        # the entries compute in numpy's result dtype (the node's first argument), so a dtype
+        # argument only needs a spelling the graph's code has
+        return ConstantVariable(_torch_dtype(v.value))
     if isinstance(v, ConstantVariable) and isinstance(v.value, np.generic):
-        # the graph's code spells Python scalars only; where numpy's scalar type changes the
-        # result's dtype (np.float64(2) * float32 array), the oracle sees torch._numpy differ
+        # the graph's code spells Python scalars only; numpy's scalar type (np.float64(2) *
+        # float32 array is float64) is in the dtypes the oracle handed the entry
         return ConstantVariable(v.value.item())
     return v
 
@@ -504,64 +531,77 @@ def _hashable(fn) -> bool:
 # by that name, and code that names two different calls alike would be one cache key.
 
 
-def _to_tnp(v):
-    if isinstance(v, torch.Tensor):
-        return tnp.ndarray(v)
-    if isinstance(v, (tuple, list)):
-        return type(v)(_to_tnp(i) for i in v)
-    return v
-
-
-def _to_torch(v):
-    if isinstance(v, tnp.ndarray):
-        return v.tensor
-    if isinstance(v, (tuple, list)):
-        return type(v)(_to_torch(i) for i in v)
-    return v
-
-
-def _node_target(call, name: str):
+def _node_target(name: str, call, entry):
     def numpy_node(*args, **kwargs):
-        return _to_torch(call(*_to_tnp(args), **{k: _to_tnp(v) for k, v in kwargs.items()}))
+        return call(*args, **kwargs)
 
     numpy_node.__name__ = numpy_node.__qualname__ = name
     numpy_node.__module__ = __name__
+    numpy_node.entry = entry  # the table's entry, whose signature the call must fit
     return numpy_node
 
 
 @functools.cache
-def _function(impl, fn):
+def _function(fn):
     module = "numpy" if isinstance(fn, np.ufunc) else fn.__module__
-    return _node_target(impl, f"{module.replace('.', '_')}_{fn.__name__}")
+    name = f"{module.replace('.', '_')}_{fn.__name__}".replace("numpy__core_", "numpy_")
+    entry = NUMPY_FUNCTIONS[fn]
+    return _node_target(name, entry, entry)
+
+
+@functools.cache
+def _ufunc(ufunc):
+    torch_fn = UFUNCS[ufunc]
+
+    def call(loop, *operands):
+        return run_ufunc(torch_fn, loop, operands)
+
+    return _node_target(f"numpy_{ufunc.__name__}", call, call)
 
 
 @functools.cache
 def _method(name: str):
-    def call(self, *args, **kwargs):
+    entry = NDARRAY_METHODS[name]
+    return _node_target(f"ndarray_method_{name.strip('_')}", entry, entry)
+
+
+@functools.cache
+def _method_oracle(name: str):
+    def method(self, *args, **kwargs):
         return getattr(self, name)(*args, **kwargs)
 
-    return _node_target(call, f"ndarray_method_{name.strip('_')}")
+    method.__name__ = f"ndarray.{name}"
+    return method
 
 
 @functools.cache
 def _attribute(name: str):
-    return _node_target(operator.attrgetter(name), f"ndarray_attribute_{name}")
+    entry = NDARRAY_ATTRIBUTES[name]
+    return _node_target(f"ndarray_attribute_{name}", entry, entry)
 
 
-@functools.cache
-def operator_target(fn):
-    return _node_target(fn, f"ndarray_operator_{fn.__name__.strip('_')}")
+_GETITEM = _method_oracle("__getitem__")
+#: numpy functions that read an array's metadata: no node
+_METADATA_FUNCTIONS = (
+    {np.shape: "shape", np.ndim: "ndim", np.size: "size"} if np is not None else {}
+)
 
 
 def numpy_operator(tx, fn, args: list) -> VariableTracker:
     """``a + b``, ``a < b``, ``-a``... with an ndarray operand (operators.py and the translator's
-    unary opcodes hand them here)."""
+    unary opcodes hand them here): numpy's ufunc behind the operator."""
     if fn in _IN_PLACE_OPERATORS and isinstance(args[0], NumpyNdarrayVariable):
         raise Unsupported(
             f"an in-place operator ({fn.__name__}) on an ndarray (it may share memory with a tensor)",
             "it runs in Python between two graphs",
         )
-    return numpy_op(tx, operator_target(fn), args, {}, oracle=fn)
+    ufunc = OPERATOR_UFUNCS.get(fn)
+    if ufunc is None:
+        raise Unsupported(
+            f"the operator {fn.__name__} on an ndarray (not in capture's numpy table)",
+            "it runs in Python on real arrays between two graphs",
+        )
+    return numpy_op(tx, _ufunc(ufunc), args, {}, oracle=fn, ufunc=ufunc)
 
 
 __all__ = [
