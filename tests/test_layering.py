@@ -26,6 +26,9 @@ FORBIDDEN_MODULES = (
     "torch.export",
     "torch._export",
     "torch._C._dynamo",
+    # TorchDynamo's numpy-on-torch layer: capture traces numpy with its own table
+    # (dynamo-capture's variables/numpy_table.py)
+    "torch._numpy",
 )
 # Attribute chains that reach the same systems without an import statement.
 FORBIDDEN_ATTRIBUTES = FORBIDDEN_MODULES + ("torch.compile",)
@@ -199,6 +202,20 @@ def test_the_checker_catches_a_forbidden_import(tmp_path: Path) -> None:
     assert any(_is_under(n, "torch._dynamo") for n in names)
     assert any(_is_under(n, "torch._inductor") for n in names)
     assert any(_is_under(n, "torch.compile") for n in names)
+
+
+def test_torch_numpy_is_forbidden_under_packages() -> None:
+    """torch._numpy (TorchDynamo's numpy written in torch) is what capture's numpy table
+    rebuilds: no import, from-import or attribute chain of it is allowed under packages/."""
+    tree = ast.parse(
+        "import torch._numpy as tnp\nfrom torch._numpy import _dtypes_impl\ny = torch._numpy.sum"
+    )
+    for names in (_imports(tree), _attribute_chains(tree)):
+        hits = [n for n, _ in names if any(_is_under(n, f) for f in FORBIDDEN_ATTRIBUTES)]
+        assert any(_is_under(n, "torch._numpy") for n in hits), names
+    for path in sorted(PACKAGES.rglob("*.py")):
+        text = path.read_text()
+        assert "torch._numpy" not in text, f"{path.relative_to(ROOT)} names torch._numpy"
 
 
 def test_every_package_has_its_own_version_and_files() -> None:

@@ -36,7 +36,7 @@ from ._sources import source_code
 from .automatic_dynamic import EveryDim
 from .exc import Unsupported
 from .side_effects import SideEffects
-from .variables.base import ConstantVariable, DeletedVariable, VariableTracker
+from .variables.base import ConstantVariable, DeletedVariable, VariableTracker, is_numpy_scalar
 from .variables.containers import (
     DictVariable,
     ListVariable,
@@ -633,7 +633,9 @@ def _map(v, what: str):
     if isinstance(v, SliceVariable):
         return slice(*(_map(p, what) for p in v.parts))
     if isinstance(v, ConstantVariable):
-        return v.value
+        # a numpy scalar is a Python number to torch (np.float64(2) * a float32 tensor is
+        # float32), and the graph's code spells Python numbers only
+        return v.value.item() if is_numpy_scalar(v.value) else v.value
     if isinstance(v, TupleVariable):
         return tuple(_map(i, what) for i in v.items)
     if isinstance(v, ListVariable):

@@ -108,6 +108,8 @@ class ConstantVariable(VariableTracker):
             v = getattr(self.value, name)
         except AttributeError as e:
             raise AttrMissing(name) from e
+        if is_numpy_scalar(self.value) and callable(v):
+            return BoundMethodVariable(self, name)  # run by _numpy_scalar_method when called
         # attributes of Python modules (torch.nn, math) are not guarded: they do not change
         src = (
             None
@@ -122,7 +124,34 @@ class ConstantVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if type(self.value) in (list, dict, set) and name in MUTATORS:
             raise Unsupported(f"mutating a {type(self.value).__name__} held as a constant")
+        if is_numpy_scalar(self.value):
+            return self._numpy_scalar_method(tx, name, args, kwargs)
         return self.var_getattr(tx, name).call(tx, args, kwargs)
+
+    def _numpy_scalar_method(self, tx, name, args, kwargs):
+        """``np.float64(2.5).item()``, ``np.sqrt(2.0).round()``: a numpy scalar is immutable and
+        this one is known at capture time, so its method gives the same result on every call
+        (a numpy scalar argument is not a constant: it is guarded by type only, and its methods
+        break the graph instead)."""
+        what = f"{type(self.value).__name__}.{name}()"
+        if name in ("tofile", "dump"):
+            raise Unsupported(f"{what} writes a file", "it runs in Python between two graphs")
+        if not all_constant(args, kwargs):
+            raise Unsupported(
+                f"{what} on values not known at capture time",
+                "it runs in Python between two graphs",
+            )
+        a, k = constant_values(args, kwargs)
+        try:
+            result = getattr(self.value, name)(*a, **k)
+        except Exception as e:
+            raise Unsupported(f"{what} raised {type(e).__name__}: {e}") from e
+        if type(result).__name__ == "ndarray" and not is_numpy_scalar(result):
+            raise Unsupported(
+                f"{what} makes an ndarray (a new mutable array on every call in eager)",
+                "it runs in Python between two graphs",
+            )
+        return ConstantVariable(result) if is_numpy_scalar(result) else tx.wrap(result, None)
 
     def unpack(self, tx) -> list:
         try:
@@ -197,3 +226,9 @@ def constant_values(args: list, kwargs: dict) -> tuple[list, dict]:
     return [a.as_python_constant() for a in args], {
         k: v.as_python_constant() for k, v in kwargs.items()
     }
+
+
+def is_numpy_scalar(value) -> bool:
+    """An instance of numpy.generic (``np.float32(1)``), told without importing numpy (an
+    optional extra)."""
+    return any(c.__name__ == "generic" and c.__module__ == "numpy" for c in type(value).__mro__)

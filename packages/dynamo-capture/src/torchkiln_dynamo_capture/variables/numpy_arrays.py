@@ -306,8 +306,10 @@ def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         args = [array, *args[1:]]
     if not (_has_array(args) or _has_array(kwargs.values())):
         made = _numpy_oracle(fn, args, kwargs)  # all constant: numpy's own result
+        if isinstance(made, np.generic) and not _read_from_frame(args, kwargs):
+            return ConstantVariable(made)  # made from literals, immutable: its methods run now
         if not isinstance(made, np.ndarray):
-            return tx.wrap(made, None)  # a scalar, dtype, shape...: an immutable constant
+            return tx.wrap(made, None)  # a dtype, shape...: an immutable constant
     if _hashable(fn) and fn in _METADATA_FUNCTIONS and len(args) == 1 and not kwargs:
         if isinstance(args[0], NumpyNdarrayVariable):
             return args[0].var_getattr(tx, _METADATA_FUNCTIONS[fn])
@@ -321,6 +323,14 @@ def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if isinstance(fn, np.ufunc):
         return numpy_op(tx, _ufunc(fn), args, kwargs, oracle=fn, ufunc=fn)
     return numpy_op(tx, _function(fn), args, kwargs, oracle=fn)
+
+
+def _read_from_frame(args: list, kwargs: dict) -> bool:
+    """Whether a constant argument was read from the frame (a float read out of a tensor and
+    handed over a break is one): a numpy scalar made from it stays an object whose use breaks the
+    graph, instead of a constant that would specialize the graph on that value (a recompile
+    on every call)."""
+    return any(v.source is not None for v in [*args, *kwargs.values()])
 
 
 def to_tensor(tx, fn, args: list, kwargs: dict) -> VariableTracker:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import operator
 
 from ..exc import Unsupported
-from .base import NO_REAL, ConstantVariable, VariableTracker
+from .base import NO_REAL, ConstantVariable, VariableTracker, is_numpy_scalar
 from .containers import DictVariable, ListVariable, TupleVariable
 from .modules import NNModuleVariable
 from .numpy_arrays import NumpyNdarrayVariable, numpy_operator
@@ -99,9 +99,14 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
         and not (_holds_symbolic(a) or _holds_symbolic(b))
     ):
         try:
-            return tx.wrap(fn(a.as_python_constant(), b.as_python_constant()), None)
+            result = fn(a.as_python_constant(), b.as_python_constant())
         except Exception as e:
             raise Unsupported(f"{fn.__name__} on constants raised {type(e).__name__}: {e}") from e
+        if is_numpy_scalar(result) and a.source is None and b.source is None:
+            # np.float64(2.5) * 2: made from literals, a known immutable value (numpy_arrays.py
+            # makes numpy scalars of constant numpy calls alike), whose methods run now
+            return ConstantVariable(result)
+        return tx.wrap(result, None)
     base = INPLACE_TO_BINARY.get(fn, fn)
     if isinstance(a, ListVariable) and fn is operator.iadd:
         a.call_method(tx, "extend", [b], {})
