@@ -319,6 +319,10 @@ def test_numpy_program(p: NumpyProgram):
         )
     if p.numpy_nodes:
         assert _numpy_nodes(backend.graphs) >= p.numpy_nodes, [gm.code for gm in backend.graphs]
+    if p.graphs == 1:  # one graph and no break (a break before any op compiles no graph)
+        args = p.inputs()
+        expected = p.fn(*[a.copy() if isinstance(a, np.ndarray) else a.clone() for a in args])
+        assert_same_numpy(capture(p.fn, Counting(), fullgraph=True)(*args), expected, "full")
 
 
 def test_fullgraph_reports_what_is_not_traced():

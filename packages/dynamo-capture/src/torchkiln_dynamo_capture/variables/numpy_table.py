@@ -386,17 +386,17 @@ def np_full(out, shape, fill_value, dtype=None, order="C", *, device=None, like=
     return torch.full(shape if isinstance(shape, (tuple, list)) else (shape,), fill_value, dtype=out)
 
 
-def _like(fill):
-    def like(out, a, *fill_and_more, dtype=None, order="K", subok=True, shape=None, device=None):
-        value = fill_and_more[0] if fill else fill
-        if fill_and_more[1 if fill else 0 :]:
-            not_modelled("positional dtype/order arguments of np.*_like")
-        return np_full(out, tuple(a.shape) if shape is None else shape, value)
-
-    return like
+def np_zeros_like(out, a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return np_full(out, tuple(a.shape) if shape is None else shape, 0)
 
 
-np_zeros_like, np_ones_like, np_full_like = _like(0), _like(1), _like(None)
+def np_ones_like(out, a, dtype=None, order="K", subok=True, shape=None, *, device=None):
+    return np_full(out, tuple(a.shape) if shape is None else shape, 1)
+
+
+def np_full_like(out, a, fill_value, dtype=None, order="K", subok=True, shape=None, *,
+                 device=None):  # fmt: skip
+    return np_full(out, tuple(a.shape) if shape is None else shape, fill_value)
 
 
 def np_arange(out, *bounds, dtype=None, device=None, like=None, **named):

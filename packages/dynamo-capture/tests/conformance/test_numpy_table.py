@@ -1,0 +1,240 @@
+"""Capture's numpy table (variables/numpy_table.py, numpy_ufuncs.py) case by case: numpy's type
+promotion where it differs from torch's, axis/keepdims/ddof, numpy's float64 defaults for arrays
+made from constants, methods of numpy scalars, and calls the table lacks breaking the graph with a
+reason that names them.
+
+Each program runs eagerly (real numpy) and captured on three calls with fresh random inputs: the
+results must be eager's exactly in Python type, dtype and shape, and close in value
+(``assert_same_numpy`` of test_numpy_traced.py); ``graphs`` graphs on the first call and none
+after; ``numpy_nodes``: at least that many numpy nodes in them.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from test_numpy_traced import Counting, NumpyProgram, _numpy_nodes, assert_same_numpy
+from torchkiln_dynamo_capture import Unsupported, capture
+
+
+def x34():
+    return (torch.randn(3, 4),)
+
+
+def x234():
+    return (torch.randn(2, 3, 4),)
+
+
+# --------------------------------------------------------------------------- promotion
+def int_true_divide_and_mixed_widths(x):
+    i = (x * 10).long().numpy()
+    j = (x * 10).int().numpy()
+    f = x.numpy()
+    return i / 3, np.true_divide(j, j + 100), j + f, j * 2.5, f + 2.5, j + i, f < i
+
+
+def bool_arithmetic(x):
+    b = x.numpy() > 0
+    return b + b, b * b, b + 1, b & (x.numpy() < 1), ~b, np.logical_not(b)
+
+
+def numpy_scalars_are_strong(x):
+    f = x.numpy()
+    return f * np.float64(2), np.float32(2) * f, f + np.int64(1), f * np.float16(3)
+
+
+def unary_ufuncs_of_ints(x):
+    i = (x * 10).long().numpy()
+    return np.sqrt(np.abs(i)), np.floor(i), np.exp(i % 3), -i, np.sign(i), np.square(i)
+
+
+def integer_operators(x):
+    i = (x * 10).long().numpy()
+    return i // 3, i % 4, i**2, abs(i), i @ i.T, i << 1, i >> 1
+
+
+def reductions_of_ints_and_bools(x):
+    i = (x * 10).int().numpy()
+    b = x.numpy() > 0
+    return np.mean(i), np.sum(b), np.sum(i), np.cumsum(i, axis=0), np.prod(i % 3 + 1), i.var()
+
+
+def arrays_made_from_constants(x):
+    f = x.numpy()
+    return (
+        f[0] + np.zeros(4),
+        np.arange(3),
+        np.arange(0.5, 3),
+        np.linspace(0, 1, 5),
+        np.ones((2, 3), dtype=np.float32),
+        np.full(4, 7),
+        np.eye(3) + f[:, :3],
+        np.zeros_like(f),
+        np.full_like(f, 2.5),
+    )
+
+
+def joins_promote(x):
+    f = x.numpy()
+    i = (x * 3).long().numpy()
+    return np.concatenate([f, i]), np.stack((f, i), axis=1), np.vstack([f, f]), np.hstack([f, i])
+
+
+def where_with_python_scalars(x):
+    f = x.numpy()
+    return np.where(f > 0, 1, 0), np.where(f > 0, f, 0), np.where(f > 0, f, 0.5), np.clip(f, -1, 1)
+
+
+# --------------------------------------------------------------------------- axis / keepdims
+def sums_over_axis_tuples(x):
+    a = x.numpy()
+    return (
+        a.sum(axis=(0, 2), keepdims=True),
+        np.mean(a, axis=-1),
+        np.max(a, axis=(0, 1)),
+        a.min(axis=0, keepdims=True),
+        np.prod(a, axis=(0, 2)),
+        np.sum(a, axis=()),
+    )
+
+
+def arg_and_moment_reductions(x):
+    a = x.numpy()
+    return (
+        np.argmax(a, axis=1, keepdims=True),
+        a.argmin(),
+        np.std(a, axis=1, ddof=1),
+        np.var(a, ddof=1),
+        np.all(a > -2, axis=1),
+        np.any(a > 1, axis=(0, 1), keepdims=True),
+        np.count_nonzero(a > 0, axis=0),
+        np.linalg.norm(a, axis=(1, 2)),
+    )
+
+
+def shape_functions(x):
+    a = x.numpy()
+    return (
+        np.expand_dims(a, (0, 2)),
+        np.squeeze(a[:, :1], axis=1),
+        np.moveaxis(a, 0, -1),
+        np.swapaxes(a, 0, 2),
+        a.transpose(2, 0, 1),
+        a.reshape(6, 4),
+        a.ravel(),
+        np.sort(a, axis=None),
+        np.cumsum(a),
+        np.argsort(a, axis=1, kind="stable"),
+        np.diff(a, axis=0),
+        np.flip(a),
+    )
+
+
+# --------------------------------------------------------------------------- numpy scalars
+def methods_of_numpy_scalar_constants(x):
+    scale = np.float64(2.5).item() + np.sqrt(2.0).round(3) + np.int64(7).bit_count()
+    half = (np.float64(2.5) * 2).is_integer()
+    return x * scale + half, np.float32(1.5).astype(np.float64), np.int32(5).dtype
+
+
+def methods_of_traced_numpy_scalars(x):
+    a = x.numpy()
+    return np.sum(a).round(2), a.mean().astype(np.float64), a[0, 0].clip(-0.5, 0.5)
+
+
+PROGRAMS = [
+    NumpyProgram(int_true_divide_and_mixed_widths, x34, 1, 7),
+    NumpyProgram(bool_arithmetic, x34, 1, 6),
+    NumpyProgram(numpy_scalars_are_strong, x34, 1, 4),
+    NumpyProgram(unary_ufuncs_of_ints, x34, 1, 6),
+    NumpyProgram(integer_operators, x34, 1, 7),
+    NumpyProgram(reductions_of_ints_and_bools, x34, 1, 6),
+    NumpyProgram(arrays_made_from_constants, x34, 1, 9),
+    NumpyProgram(joins_promote, x34, 1, 4),
+    NumpyProgram(where_with_python_scalars, x34, 1, 4),
+    NumpyProgram(sums_over_axis_tuples, x234, 1, 6),
+    NumpyProgram(arg_and_moment_reductions, x234, 1, 8),
+    NumpyProgram(shape_functions, x234, 1, 12),
+    NumpyProgram(methods_of_numpy_scalar_constants, x34, 1),
+    NumpyProgram(methods_of_traced_numpy_scalars, x34, 1, 3),
+]
+
+
+@pytest.mark.parametrize("p", PROGRAMS, ids=[p.id for p in PROGRAMS])
+def test_numpy_table_program(p: NumpyProgram):
+    backend = Counting()
+    compiled = capture(p.fn, backend)
+    torch.manual_seed(0)
+    for tag in ("first call", "second call", "third call"):
+        args = p.inputs()
+        expected = p.fn(*[a.clone() for a in args])
+        assert_same_numpy(compiled(*args), expected, tag)
+        assert len(backend.graphs) == p.graphs, (
+            f"{tag}: {len(backend.graphs)} graphs, expected {p.graphs}"
+        )
+    if p.numpy_nodes:
+        assert _numpy_nodes(backend.graphs) >= p.numpy_nodes, [gm.code for gm in backend.graphs]
+    if p.graphs == 1:  # one graph and no break (a break before any op compiles no graph)
+        args = p.inputs()
+        assert_same_numpy(capture(p.fn, Counting(), fullgraph=True)(*args), p.fn(*args), "full")
+
+
+# --------------------------------------------------------------------------- what breaks
+def median(x):
+    return np.median(x.numpy(), axis=0)
+
+
+def default_argsort(x):
+    return np.argsort(x.numpy())
+
+
+def ufunc_with_a_keyword(x):
+    return np.add(x.numpy(), 1, dtype=np.float64)
+
+
+def negative_step_slice(x):
+    return x.numpy()[::-1]
+
+
+@pytest.mark.parametrize(
+    "fn, reason",
+    [
+        (median, r"numpy\.median \(not in capture's numpy table"),
+        (default_argsort, r"np\.argsort without kind='stable'"),
+        (ufunc_with_a_keyword, r"numpy_add with keyword dtype="),
+        (negative_step_slice, r"a slice with a negative step"),
+    ],
+    ids=lambda v: getattr(v, "__name__", "reason"),
+)
+def test_a_call_the_table_lacks_breaks_with_its_reason(fn, reason):
+    with pytest.raises(Unsupported, match=reason):
+        capture(fn, Counting(), fullgraph=True)(torch.randn(3, 4))
+    # without fullgraph it runs in Python, with eager's result
+    compiled = capture(fn, Counting())
+    for _ in range(2):
+        x = torch.randn(3, 4)
+        assert_same_numpy(compiled(x), fn(x.clone()))
+
+
+def test_a_result_numpy_disagrees_with_breaks_the_graph(monkeypatch):
+    """The oracle stays the judge: an entry whose result has another dtype than numpy's (here a
+    deliberately wrong one) breaks the graph with both dtypes named, never a different array."""
+    from torchkiln_dynamo_capture.variables import numpy_arrays, numpy_table
+
+    def wrong_conj(out, a):
+        return a.to(torch.float64)
+
+    monkeypatch.setitem(numpy_table.NDARRAY_METHODS, "conj", wrong_conj)
+    numpy_arrays._method.cache_clear()
+    try:
+
+        def f(x):
+            return x.numpy().conj()
+
+        with pytest.raises(Unsupported, match="gives torch.float64 .* where numpy gives float32"):
+            capture(f, Counting(), fullgraph=True)(torch.randn(3, 4))
+        x = torch.randn(3, 4)
+        assert_same_numpy(capture(f, Counting())(x), f(x.clone()))
+    finally:
+        numpy_arrays._method.cache_clear()
