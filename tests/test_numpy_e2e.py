@@ -1,5 +1,6 @@
 """numpy code on tensors' values compiled end to end (issue 15): capture traces it into the graph
-(one node per numpy call, running torch._numpy), aot-partition's make_fx traces those nodes into
+(one node per numpy call, running capture's own numpy table: numpy's semantics in torch
+operations), aot-partition's make_fx traces those nodes into
 ATen and the code generators compile them; strict, so a fallback fails the test. Results are
 eager numpy's: ndarrays and numpy scalars with numpy's dtypes (float64 defaults included)."""
 
@@ -53,5 +54,28 @@ def test_numpy_array_arguments_are_graph_inputs():
     for _ in range(3):
         args = (np.random.randn(4, 5), np.random.randn(3, 5), torch.randn(2))
         _same(compiled(*args), array_arguments(*args))
+    report = torchkiln.report(compiled)
+    assert report.num_graphs == 1 and not report.graph_breaks and not report.eager_fallbacks
+
+
+def promotion_and_axes(x):
+    """numpy's promotion (int / int is float64, an int32 mean is float64) and axis tuples."""
+    i = (x * 10).int().numpy()
+    a = x.numpy()
+    return (
+        i / 3,
+        np.mean(i, axis=1),
+        a.sum(axis=(0, 1), keepdims=True),
+        np.std(a, axis=0, ddof=1),
+        np.where(a > 0, i, 0.5),
+        np.arange(4) * a[0],
+    )
+
+
+def test_numpy_table_promotion_compiles_in_one_graph():
+    compiled = torchkiln.compile(promotion_and_axes, options={"strict": True, "codegen": "cpp"})
+    for _ in range(3):
+        x = torch.randn(6, 4)
+        _same(compiled(x), promotion_and_axes(x))
     report = torchkiln.report(compiled)
     assert report.num_graphs == 1 and not report.graph_breaks and not report.eager_fallbacks
