@@ -143,6 +143,29 @@ def methods_of_traced_numpy_scalars(x):
     return np.sum(a).round(2), a.mean().astype(np.float64), a[0, 0].clip(-0.5, 0.5)
 
 
+# --------------------------------------------------------------------------- large arrays
+# arrays over 65536 elements are stood in for by tiny ones in numpy's check (dtype, rank and
+# scalar-ness from numpy, the shape from the fake tensors); calls the tiny arrays do not fit
+# (reshape to explicit sizes, an index past 1) are checked on the real shapes
+def x300x400():
+    return (torch.randn(300, 400, dtype=torch.float64),)  # float32 sums of 300 differ in order
+
+
+def large_arrays(x):
+    a = x.numpy()
+    i = (x * 10).long().numpy()
+    return (
+        np.exp(a) / 2 + np.sum(a, axis=0),
+        i / 3,
+        a.reshape(400, 300)[7],
+        a[5, 9],
+        np.squeeze(a[:1]),
+        np.mean(i, axis=1, keepdims=True),
+        np.concatenate([a, i], axis=1).shape,
+        a.T @ a[:, :3],
+    )
+
+
 PROGRAMS = [
     NumpyProgram(int_true_divide_and_mixed_widths, x34, 1, 7),
     NumpyProgram(bool_arithmetic, x34, 1, 6),
@@ -158,6 +181,7 @@ PROGRAMS = [
     NumpyProgram(shape_functions, x234, 1, 12),
     NumpyProgram(methods_of_numpy_scalar_constants, x34, 1),
     NumpyProgram(methods_of_traced_numpy_scalars, x34, 1, 3),
+    NumpyProgram(large_arrays, x300x400, 1, 10),
 ]
 
 

@@ -305,7 +305,7 @@ def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
             return array  # np.asarray(a) is a itself; np.array(a) copies (a node below)
         args = [array, *args[1:]]
     if not (_has_array(args) or _has_array(kwargs.values())):
-        made = _numpy_oracle(fn, args, kwargs)  # all constant: numpy's own result
+        made = _numpy_oracle(fn, args, kwargs)[0]  # all constant: numpy's own result
         if isinstance(made, np.generic) and not _read_from_frame(args, kwargs):
             return ConstantVariable(made)  # made from literals, immutable: its methods run now
         if not isinstance(made, np.ndarray):
@@ -366,8 +366,7 @@ def numpy_op(tx, target, args: list, kwargs: dict, oracle, ufunc=None) -> Variab
             "convert one of them (torch.from_numpy / .numpy()) first",
         )
     name = target.__name__
-    stand_ins = [_stand_in(a) for a in args]
-    expected = _numpy_oracle(oracle, args, kwargs, stand_ins)
+    expected, stand_ins, exact = _numpy_oracle(oracle, args, kwargs)
     if ufunc is not None:
         if kwargs:
             raise Unsupported(
@@ -388,7 +387,7 @@ def numpy_op(tx, target, args: list, kwargs: dict, oracle, ufunc=None) -> Variab
     graph_args = [ConstantVariable(lead), *(_tensor_of(a) for a in args)]
     graph_kwargs = {k: _tensor_of(v) for k, v in kwargs.items()}
     result = tx.out.call_tensor_op(tx, "call_function", target, graph_args, graph_kwargs)
-    return _as_arrays(result, expected, name)
+    return _as_arrays(result, expected, name, exact)
 
 
 def _result_dtype(expected, name: str):
@@ -407,13 +406,16 @@ def _torch_dtype_of(dtype, name: str) -> torch.dtype:
     return found
 
 
-def _as_arrays(result, expected, name: str):
+def _as_arrays(result, expected, name: str, exact: bool = True):
+    """``result`` as arrays, when it has numpy's dtype, shape and scalar-ness; ``exact`` False:
+    numpy ran on tiny stand-ins (``_numpy_oracle``), so only the rank is numpy's to check."""
     if isinstance(result, TensorVariable):
         if not isinstance(expected, (np.ndarray, np.generic)):
             raise Unsupported(f"{name}: numpy gives a {type(expected).__name__} here, not an array")
-        if result.fake.dtype != _torch_dtype(expected.dtype) or tuple(
-            result.fake.shape
-        ) != np.shape(expected):
+        shape = tuple(result.fake.shape)
+        if result.fake.dtype != _torch_dtype(expected.dtype) or (
+            shape != np.shape(expected) if exact else len(shape) != np.ndim(expected)
+        ):
             raise Unsupported(
                 f"{name}: capture's numpy table gives {result.fake.dtype} "
                 f"{tuple(result.fake.shape)} where numpy gives {expected.dtype} "
@@ -426,7 +428,7 @@ def _as_arrays(result, expected, name: str):
         and isinstance(expected, (tuple, list))
         and len(result.items) == len(expected)
     ):
-        items = [_as_arrays(r, e, name) for r, e in zip(result.items, expected)]
+        items = [_as_arrays(r, e, name, exact) for r, e in zip(result.items, expected)]
         return TupleVariable(items) if isinstance(result, TupleVariable) else ListVariable(items)
     raise Unsupported(
         f"{name}: a result capture cannot check against numpy's ({type(expected).__name__})"
@@ -437,34 +439,69 @@ def _torch_dtype(dtype: np.dtype) -> torch.dtype | None:
     return getattr(torch, np.dtype(dtype).name, None)
 
 
-def _numpy_oracle(fn, args: list, kwargs: dict, stand_ins: list | None = None):
-    """``fn`` run by numpy on arrays of ones of the same dtypes and shapes (broadcast views: no
-    memory per element), for the dtype, shape and scalar-ness numpy's result has."""
-    try:
-        real_args = stand_ins if stand_ins is not None else [_stand_in(a) for a in args]
-        real_kwargs = {k: _stand_in(v) for k, v in kwargs.items()}
-        with np.errstate(all="ignore"), warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            return fn(*real_args, **real_kwargs)
-    except Unsupported:
-        raise
-    except Exception as e:
-        raise Unsupported(
-            f"numpy's {getattr(fn, '__name__', fn)} on these arguments raised "
-            f"{type(e).__name__}: {e}",
-            "it runs in Python on real arrays between two graphs",
-        ) from e
+#: arrays of up to this many elements are stood in for at their real shapes in ``_numpy_oracle``
+#: (numpy's result shape is then checked exactly); a call on a larger one runs on tiny arrays
+_REAL_SHAPES_UP_TO = 1 << 16
 
 
-def _stand_in(v):
+def _numpy_oracle(fn, args: list, kwargs: dict):
+    """``fn`` run by numpy on arrays of ones of the same dtypes (broadcast views: no memory per
+    element), for the dtype, rank and scalar-ness numpy's result has: ``(result, positional
+    stand-ins, exact)``. Small arrays keep their real shapes, so the result's shape is numpy's
+    too (``exact``). A call on a larger array runs first on tiny stand-ins of the same dtype and
+    rank, each dim of size 0 or 1 kept and any larger one made 2: numpy's result dtype does not
+    depend on sizes (NEP 50), size-1 dims broadcast and squeeze as the real ones do, so dtype,
+    rank and scalar-ness are numpy's while the capture time stays flat in the array's size; the
+    shape is then the fake tensors' (entries written in torch operations). A call the tiny
+    arrays do not fit (``reshape(3, 500)``, ``a[7]``) runs on the real shapes after all."""
+    large = _largest_array(args, kwargs.values()) > _REAL_SHAPES_UP_TO
+    for tiny in (True, False) if large else (False,):
+        try:
+            stand_ins = [_stand_in(a, tiny) for a in args]
+            real_kwargs = {k: _stand_in(v, tiny) for k, v in kwargs.items()}
+            with np.errstate(all="ignore"), warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                return fn(*stand_ins, **real_kwargs), stand_ins, not tiny
+        except Unsupported:
+            raise
+        except Exception as e:
+            if tiny:
+                continue
+            raise Unsupported(
+                f"numpy's {getattr(fn, '__name__', fn)} on these arguments raised "
+                f"{type(e).__name__}: {e}",
+                "it runs in Python on real arrays between two graphs",
+            ) from e
+
+
+def _largest_array(*groups) -> int:
+    sizes = [0]
+    for group in groups:
+        for v in group:
+            if isinstance(v, NumpyNdarrayVariable):
+                hint = v.tensor.fake.numel()
+                sizes.append(int(hint) if not isinstance(hint, torch.SymInt) else _size_hint(hint))
+            elif isinstance(v, (TupleVariable, ListVariable)):
+                sizes.append(_largest_array(v.items))
+    return max(sizes)
+
+
+def _size_hint(n: torch.SymInt) -> int:
+    hint = n.node.hint
+    return int(hint) if hint is not None else _REAL_SHAPES_UP_TO + 1
+
+
+def _stand_in(v, tiny: bool = False):
     if isinstance(v, NumpyNdarrayVariable):
         dtype = v.np_dtype
         if v.scalar:
             return dtype.type(1)
         shape = tuple(int(s) for s in v.tensor.fake.shape)
+        if tiny:
+            shape = tuple(min(s, 2) for s in shape)
         return np.broadcast_to(np.ones((), dtype=dtype), shape)
     if isinstance(v, (TupleVariable, ListVariable)):
-        items = [_stand_in(i) for i in v.items]
+        items = [_stand_in(i, tiny) for i in v.items]
         return tuple(items) if isinstance(v, TupleVariable) else items
     if isinstance(v, SymNodeVariable):
         return int(v.value.node.hint) if v.value.node.hint is not None else _opaque()
