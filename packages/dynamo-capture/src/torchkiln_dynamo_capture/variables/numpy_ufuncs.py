@@ -31,6 +31,19 @@ def _positive(x):
     return x.clone()  # numpy's +a is a new array
 
 
+def _by_zero_is_zero(fn):
+    """numpy's integer ``//``, ``%`` and fmod by zero give 0 (with a warning); torch raises."""
+
+    def divide(x, y):
+        if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
+            return fn(x, y)
+        zero = y == 0
+        return torch.where(zero, torch.zeros_like(x), fn(x, torch.where(zero, torch.ones_like(y), y)))
+
+    divide.__name__ = fn.__name__
+    return divide
+
+
 def _matmul(x, y):
     return matmul(x, y, x.dtype)
 
@@ -41,8 +54,9 @@ def _ufuncs() -> dict:
         return {}
     return {
         np.add: torch.add, np.subtract: torch.sub, np.multiply: torch.mul,
-        np.true_divide: torch.true_divide, np.floor_divide: torch.floor_divide,
-        np.remainder: torch.remainder, np.fmod: torch.fmod, np.power: torch.pow,
+        np.true_divide: torch.true_divide, np.floor_divide: _by_zero_is_zero(torch.floor_divide),
+        np.remainder: _by_zero_is_zero(torch.remainder), np.fmod: _by_zero_is_zero(torch.fmod),
+        np.power: torch.pow,
         np.float_power: torch.pow, np.negative: torch.neg, np.positive: _positive,
         np.absolute: torch.abs, np.fabs: torch.abs, np.sign: _sign, np.square: torch.square,
         np.sqrt: torch.sqrt, np.reciprocal: torch.reciprocal,
