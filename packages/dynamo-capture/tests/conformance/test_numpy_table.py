@@ -251,13 +251,13 @@ def test_a_call_the_table_lacks_breaks_with_its_reason(fn, reason):
 def test_a_result_numpy_disagrees_with_breaks_the_graph(monkeypatch):
     """The oracle stays the judge: an entry whose result has another dtype than numpy's (here a
     deliberately wrong one) breaks the graph with both dtypes named, never a different array."""
-    from torchkiln_dynamo_capture.variables import numpy_arrays, numpy_table
+    from torchkiln_dynamo_capture.variables import numpy_nodes, numpy_table
 
     def wrong_conj(out, a):
         return a.to(torch.float64)
 
     monkeypatch.setitem(numpy_table.NDARRAY_METHODS, "conj", wrong_conj)
-    numpy_arrays._method.cache_clear()
+    numpy_nodes.method_node.cache_clear()
     try:
 
         def f(x):
@@ -268,4 +268,4 @@ def test_a_result_numpy_disagrees_with_breaks_the_graph(monkeypatch):
         x = torch.randn(3, 4)
         assert_same_numpy(capture(f, Counting())(x), f(x.clone()))
     finally:
-        numpy_arrays._method.cache_clear()
+        numpy_nodes.method_node.cache_clear()

@@ -300,7 +300,7 @@ def _numpy_nodes(graphs) -> int:
         1
         for gm in graphs
         for n in gm.graph.nodes
-        if n.op == "call_function" and getattr(n.target, "__module__", "").endswith("numpy_arrays")
+        if n.op == "call_function" and getattr(n.target, "__module__", "").endswith("numpy_nodes")
     )
 
 

@@ -24,7 +24,6 @@ tensors in one operation, and an ndarray of a tensor that requires grad or is no
 
 from __future__ import annotations
 
-import functools
 import inspect
 import operator
 import types
@@ -43,8 +42,20 @@ from .._sources import TensorOfArraySource, source_code
 from ..exc import Unsupported
 from .base import BoundMethodVariable, ConstantVariable, VariableTracker, all_constant
 from .containers import ListVariable, TupleVariable
-from .numpy_table import NDARRAY_ATTRIBUTES, NDARRAY_METHODS, NUMPY_FUNCTIONS
-from .numpy_ufuncs import OPERATOR_UFUNCS, UFUNCS, loop_dtypes, run_ufunc
+from .numpy_nodes import (
+    GETITEM,
+    METADATA_FUNCTIONS,
+    attribute_node,
+    function_node,
+    method_node,
+    method_oracle,
+    numpy_callable,
+    numpy_function,
+    torch_dtype,
+    ufunc_node,
+)
+from .numpy_table import NDARRAY_ATTRIBUTES, NDARRAY_METHODS
+from .numpy_ufuncs import OPERATOR_UFUNCS, loop_dtypes
 from .symbolic import SymNodeVariable
 from .tensors import TensorVariable
 
@@ -142,7 +153,7 @@ class NumpyNdarrayVariable(VariableTracker):
                 self.np_dtype.itemsize * (1 if name == "itemsize" else int(fake.numel()))
             )
         if name in NDARRAY_ATTRIBUTES:
-            return numpy_op(tx, _attribute(name), [self], {}, oracle=operator.attrgetter(name))
+            return numpy_op(tx, attribute_node(name), [self], {}, oracle=operator.attrgetter(name))
         if name in _DATA_DEPENDENT or name in _IN_PLACE or name in NDARRAY_METHODS:
             return BoundMethodVariable(self, name)  # decided when called
         if callable(getattr(np.ndarray, name, None)):
@@ -175,15 +186,13 @@ class NumpyNdarrayVariable(VariableTracker):
                 f"ndarray.{name}() (capture's numpy table has no such method to trace)",
                 "it runs in Python on real arrays between two graphs",
             )
-        return numpy_op(
-            tx, _method(name), [self, *args], kwargs, oracle=_method_oracle(name)
-        )
+        return numpy_op(tx, method_node(name), [self, *args], kwargs, oracle=method_oracle(name))
 
     def unpack(self, tx):
         if self.tensor.fake.dim() == 0:
             raise Unsupported("iterating over a 0-d array (eager raises TypeError)")
         return [
-            numpy_op(tx, _method("__getitem__"), [self, ConstantVariable(i)], {}, _GETITEM)
+            numpy_op(tx, method_node("__getitem__"), [self, ConstantVariable(i)], {}, GETITEM)
             for i in range(int(self.tensor.fake.shape[0]))
         ]
 
@@ -252,27 +261,6 @@ def as_ndarray(tx, tensor: TensorVariable) -> NumpyNdarrayVariable:
     return NumpyNdarrayVariable(tensor)
 
 
-def _numpy_callable(fn) -> bool:
-    """A function of numpy (a ufunc, a Python function, or numpy 2's array-function dispatcher)."""
-    if np is None:
-        return False
-    module = getattr(fn, "__module__", None) or ""
-    return (
-        isinstance(fn, np.ufunc)
-        or callable(fn)
-        and not isinstance(fn, type)
-        and module.split(".")[0] == "numpy"
-        and not module.startswith("numpy.random")
-    )
-
-
-def numpy_function(fn) -> object | None:
-    """The table's entry for numpy's ``fn`` (None: not a numpy function the table has)."""
-    if not _numpy_callable(fn) or not _hashable(fn):
-        return None
-    return NUMPY_FUNCTIONS.get(fn) or UFUNCS.get(fn)
-
-
 def is_traced_numpy_function(fn) -> bool:
     """A numpy function written in Python that the table has (``np.full``, ``np.outer``): called
     as one numpy call (``call_numpy``), not inlined into numpy's own internals."""
@@ -286,7 +274,7 @@ def is_numpy_call(fn, args: list, kwargs: dict) -> bool:
         return False
     if fn in CONVERTERS and args and isinstance(args[0], (TensorVariable, NumpyNdarrayVariable)):
         return True
-    if not _numpy_callable(fn):
+    if not numpy_callable(fn):
         return False
     # on constants too (np.zeros(3), np.arange(n)): an array made at capture time would be one
     # object shared by every call, and a call writing into it changed what the next call got
@@ -310,9 +298,9 @@ def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
             return ConstantVariable(made)  # made from literals, immutable: its methods run now
         if not isinstance(made, np.ndarray):
             return tx.wrap(made, None)  # a dtype, shape...: an immutable constant
-    if _hashable(fn) and fn in _METADATA_FUNCTIONS and len(args) == 1 and not kwargs:
+    if _hashable(fn) and fn in METADATA_FUNCTIONS and len(args) == 1 and not kwargs:
         if isinstance(args[0], NumpyNdarrayVariable):
-            return args[0].var_getattr(tx, _METADATA_FUNCTIONS[fn])
+            return args[0].var_getattr(tx, METADATA_FUNCTIONS[fn])
     entry = numpy_function(fn)
     if entry is None:
         raise Unsupported(
@@ -321,8 +309,8 @@ def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
             "it runs in Python on real arrays between two graphs",
         )
     if isinstance(fn, np.ufunc):
-        return numpy_op(tx, _ufunc(fn), args, kwargs, oracle=fn, ufunc=fn)
-    return numpy_op(tx, _function(fn), args, kwargs, oracle=fn)
+        return numpy_op(tx, ufunc_node(fn), args, kwargs, oracle=fn, ufunc=fn)
+    return numpy_op(tx, function_node(fn), args, kwargs, oracle=fn)
 
 
 def _read_from_frame(args: list, kwargs: dict) -> bool:
@@ -400,7 +388,7 @@ def _result_dtype(expected, name: str):
 
 
 def _torch_dtype_of(dtype, name: str) -> torch.dtype:
-    found = _torch_dtype(dtype)
+    found = torch_dtype(dtype)
     if found is None:
         raise Unsupported(f"{name}: numpy gives {np.dtype(dtype)} here (torch has no such dtype)")
     return found
@@ -413,7 +401,7 @@ def _as_arrays(result, expected, name: str, exact: bool = True):
         if not isinstance(expected, (np.ndarray, np.generic)):
             raise Unsupported(f"{name}: numpy gives a {type(expected).__name__} here, not an array")
         shape = tuple(result.fake.shape)
-        if result.fake.dtype != _torch_dtype(expected.dtype) or (
+        if result.fake.dtype != torch_dtype(expected.dtype) or (
             shape != np.shape(expected) if exact else len(shape) != np.ndim(expected)
         ):
             raise Unsupported(
@@ -433,10 +421,6 @@ def _as_arrays(result, expected, name: str, exact: bool = True):
     raise Unsupported(
         f"{name}: a result capture cannot check against numpy's ({type(expected).__name__})"
     )
-
-
-def _torch_dtype(dtype: np.dtype) -> torch.dtype | None:
-    return getattr(torch, np.dtype(dtype).name, None)
 
 
 #: arrays of up to this many elements are stood in for at their real shapes in ``_numpy_oracle``
@@ -530,7 +514,7 @@ def _tensor_of(v):
     ):
         # the entries compute in numpy's result dtype (the node's first argument), so a dtype
         # argument only needs a spelling the graph's code has
-        return ConstantVariable(_torch_dtype(v.value))
+        return ConstantVariable(torch_dtype(v.value))
     if isinstance(v, ConstantVariable) and isinstance(v.value, np.generic):
         # the graph's code spells Python scalars only; numpy's scalar type (np.float64(2) *
         # float32 array is float64) is in the dtypes the oracle handed the entry
@@ -573,67 +557,6 @@ def _hashable(fn) -> bool:
         return False
 
 
-# --------------------------------------------------------------------------- graph node targets
-# Each is a module-level function object with a unique name: FX writes it into the graph's code
-# by that name, and code that names two different calls alike would be one cache key.
-
-
-def _node_target(name: str, call, entry):
-    def numpy_node(*args, **kwargs):
-        return call(*args, **kwargs)
-
-    numpy_node.__name__ = numpy_node.__qualname__ = name
-    numpy_node.__module__ = __name__
-    numpy_node.entry = entry  # the table's entry, whose signature the call must fit
-    return numpy_node
-
-
-@functools.cache
-def _function(fn):
-    module = "numpy" if isinstance(fn, np.ufunc) else fn.__module__
-    name = f"{module.replace('.', '_')}_{fn.__name__}".replace("numpy__core_", "numpy_")
-    entry = NUMPY_FUNCTIONS[fn]
-    return _node_target(name, entry, entry)
-
-
-@functools.cache
-def _ufunc(ufunc):
-    torch_fn = UFUNCS[ufunc]
-
-    def call(loop, *operands):
-        return run_ufunc(torch_fn, loop, operands)
-
-    return _node_target(f"numpy_{ufunc.__name__}", call, call)
-
-
-@functools.cache
-def _method(name: str):
-    entry = NDARRAY_METHODS[name]
-    return _node_target(f"ndarray_method_{name.strip('_')}", entry, entry)
-
-
-@functools.cache
-def _method_oracle(name: str):
-    def method(self, *args, **kwargs):
-        return getattr(self, name)(*args, **kwargs)
-
-    method.__name__ = f"ndarray.{name}"
-    return method
-
-
-@functools.cache
-def _attribute(name: str):
-    entry = NDARRAY_ATTRIBUTES[name]
-    return _node_target(f"ndarray_attribute_{name}", entry, entry)
-
-
-_GETITEM = _method_oracle("__getitem__")
-#: numpy functions that read an array's metadata: no node
-_METADATA_FUNCTIONS = (
-    {np.shape: "shape", np.ndim: "ndim", np.size: "size"} if np is not None else {}
-)
-
-
 def numpy_operator(tx, fn, args: list) -> VariableTracker:
     """``a + b``, ``a < b``, ``-a``... with an ndarray operand (operators.py and the translator's
     unary opcodes hand them here): numpy's ufunc behind the operator."""
@@ -648,7 +571,7 @@ def numpy_operator(tx, fn, args: list) -> VariableTracker:
             f"the operator {fn.__name__} on an ndarray (not in capture's numpy table)",
             "it runs in Python on real arrays between two graphs",
         )
-    return numpy_op(tx, _ufunc(ufunc), args, {}, oracle=fn, ufunc=ufunc)
+    return numpy_op(tx, ufunc_node(ufunc), args, {}, oracle=fn, ufunc=ufunc)
 
 
 __all__ = [

@@ -301,8 +301,7 @@ def np_argsort(out, a, axis=-1, kind=None, order=None, *, stable=None):
     _default("order", order)
     if not (stable or kind in ("stable", "mergesort")):
         not_modelled(
-            "np.argsort without kind='stable' (numpy's default sort orders equal items its own "
-            "way)"
+            "np.argsort without kind='stable' (numpy's default sort orders equal items its own way)"
         )
     if axis is None:
         a, axis = a.reshape(-1), 0
@@ -383,7 +382,9 @@ def np_ones(out, shape, dtype=None, order="C", *, device=None, like=None):
 def np_full(out, shape, fill_value, dtype=None, order="C", *, device=None, like=None):
     if isinstance(fill_value, torch.Tensor):
         return torch.broadcast_to(fill_value.to(out), shape).clone()
-    return torch.full(shape if isinstance(shape, (tuple, list)) else (shape,), fill_value, dtype=out)
+    return torch.full(
+        shape if isinstance(shape, (tuple, list)) else (shape,), fill_value, dtype=out
+    )
 
 
 def np_zeros_like(out, a, dtype=None, order="K", subok=True, shape=None, *, device=None):

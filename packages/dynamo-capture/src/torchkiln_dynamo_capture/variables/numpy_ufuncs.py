@@ -38,7 +38,9 @@ def _by_zero_is_zero(fn):
         if x.is_floating_point() or x.is_complex() or x.dtype == torch.bool:
             return fn(x, y)
         zero = y == 0
-        return torch.where(zero, torch.zeros_like(x), fn(x, torch.where(zero, torch.ones_like(y), y)))
+        return torch.where(
+            zero, torch.zeros_like(x), fn(x, torch.where(zero, torch.ones_like(y), y))
+        )
 
     divide.__name__ = fn.__name__
     return divide
@@ -90,15 +92,29 @@ UFUNCS = _ufuncs()
 #: Python's operators on an ndarray: numpy's ufunc behind each
 OPERATOR_UFUNCS = (
     {
-        operator.add: np.add, operator.sub: np.subtract, operator.mul: np.multiply,
-        operator.truediv: np.true_divide, operator.floordiv: np.floor_divide,
-        operator.mod: np.remainder, operator.pow: np.power, operator.matmul: np.matmul,
-        operator.and_: np.bitwise_and, operator.or_: np.bitwise_or,
-        operator.xor: np.bitwise_xor, operator.lshift: np.left_shift,
-        operator.rshift: np.right_shift, operator.lt: np.less, operator.le: np.less_equal,
-        operator.gt: np.greater, operator.ge: np.greater_equal, operator.eq: np.equal,
-        operator.ne: np.not_equal, operator.neg: np.negative, operator.pos: np.positive,
-        operator.abs: np.absolute, operator.invert: np.invert,
+        operator.add: np.add,
+        operator.sub: np.subtract,
+        operator.mul: np.multiply,
+        operator.truediv: np.true_divide,
+        operator.floordiv: np.floor_divide,
+        operator.mod: np.remainder,
+        operator.pow: np.power,
+        operator.matmul: np.matmul,
+        operator.and_: np.bitwise_and,
+        operator.or_: np.bitwise_or,
+        operator.xor: np.bitwise_xor,
+        operator.lshift: np.left_shift,
+        operator.rshift: np.right_shift,
+        operator.lt: np.less,
+        operator.le: np.less_equal,
+        operator.gt: np.greater,
+        operator.ge: np.greater_equal,
+        operator.eq: np.equal,
+        operator.ne: np.not_equal,
+        operator.neg: np.negative,
+        operator.pos: np.positive,
+        operator.abs: np.absolute,
+        operator.invert: np.invert,
     }  # fmt: skip
     if np is not None
     else {}
