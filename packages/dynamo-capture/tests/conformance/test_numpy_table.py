@@ -269,3 +269,27 @@ def test_a_result_numpy_disagrees_with_breaks_the_graph(monkeypatch):
         assert_same_numpy(capture(f, Counting())(x), f(x.clone()))
     finally:
         numpy_nodes.method_node.cache_clear()
+
+
+def sizes_kept_symbolic(x):
+    a = x.numpy()
+    n = a.shape[0]
+    return (
+        a * n,
+        np.sum(a, axis=0) / n,
+        a.reshape(-1, 2),
+        np.zeros(n) + a[:, 0],
+        np.arange(n) * 2,
+        np.exp(a),
+    )
+
+
+def test_dynamic_sizes_are_not_specialized_by_numpy_calls():
+    """numpy's check runs on the sizes' hints and compares shapes by them: no guard on a size,
+    so one graph serves every length (int() of a size, or == on it, would specialize)."""
+    backend = Counting()
+    compiled = capture(sizes_kept_symbolic, backend, dynamic=True)
+    for n in (4, 6, 8):
+        x = torch.randn(n, 4)
+        assert_same_numpy(compiled(x), sizes_kept_symbolic(x.clone()), f"n={n}")
+    assert len(backend.graphs) == 1

@@ -41,8 +41,8 @@ def as_tensor(x, dtype: torch.dtype) -> torch.Tensor:
     Python scalar to the operation's dtype, NEP 50), a list of them made an array."""
     if isinstance(x, torch.Tensor):
         return x if x.dtype == dtype else x.to(dtype)
-    if isinstance(x, (bool, int, float, complex)):
-        return torch.scalar_tensor(x, dtype=dtype)
+    if isinstance(x, (bool, int, float, complex, torch.SymInt, torch.SymFloat, torch.SymBool)):
+        return torch.full((), x, dtype=dtype)
     if isinstance(x, (list, tuple)):
         if any(isinstance(i, torch.Tensor) for i in x):
             return torch.stack([as_tensor(i, dtype) for i in x])
