@@ -71,7 +71,8 @@ def np_sum(out, a, axis=None, dtype=None, keepdims=False, initial=None, where=No
     _default("where", where)
     t = as_tensor(a, out)
     dims = _dims(t, axis)
-    return torch.sum(t, dim=dims, keepdim=keepdims) if dims else t.clone()
+    # torch sums any integer dtype in int64 (numpy keeps int32 where asked: dtype=np.int32)
+    return torch.sum(t, dim=dims, keepdim=keepdims).to(out) if dims else t.clone()
 
 
 def np_prod(out, a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
@@ -79,7 +80,7 @@ def np_prod(out, a, axis=None, dtype=None, keepdims=False, initial=None, where=N
     _default("where", where)
     t = as_tensor(a, out)
     for d in sorted((d % max(t.dim(), 1) for d in _dims(t, axis)), reverse=True):
-        t = torch.prod(t, dim=d, keepdim=keepdims)  # torch.prod takes one dim at a time
+        t = torch.prod(t, dim=d, keepdim=keepdims).to(out)  # one dim at a time, as torch takes
     return t if t is not a else t.clone()
 
 
@@ -161,7 +162,7 @@ def _cumulative(fn):
         t = as_tensor(a, out)
         if axis is None:  # numpy flattens first
             t, axis = t.reshape(-1), 0
-        return fn(t, dim=axis)
+        return fn(t, dim=axis).to(out)
 
     return cumulative
 
@@ -170,7 +171,7 @@ np_cumsum, np_cumprod = _cumulative(torch.cumsum), _cumulative(torch.cumprod)
 
 
 def np_trace(out, a, offset=0, axis1=0, axis2=1, dtype=None, out_=None):
-    return torch.diagonal(as_tensor(a, out), offset, axis1, axis2).sum(-1)
+    return torch.diagonal(as_tensor(a, out), offset, axis1, axis2).sum(-1).to(out)
 
 
 def np_linalg_norm(out, x, ord=None, axis=None, keepdims=False):
@@ -349,8 +350,9 @@ def matmul(x, y, out: torch.dtype) -> torch.Tensor:
 
 
 def np_dot(out, a, b, out_=None):
+    a, b = as_tensor(a, out), as_tensor(b, out)
     if a.dim() == 0 or b.dim() == 0:
-        return torch.mul(as_tensor(a, out), as_tensor(b, out))
+        return torch.mul(a, b)
     if a.dim() > 2 or b.dim() > 2:
         not_modelled("np.dot of arrays of more than 2 dimensions (not a matmul)")
     return matmul(a, b, out)
