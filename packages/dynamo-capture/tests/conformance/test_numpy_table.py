@@ -293,3 +293,56 @@ def test_dynamic_sizes_are_not_specialized_by_numpy_calls():
         x = torch.randn(n, 4)
         assert_same_numpy(compiled(x), sizes_kept_symbolic(x.clone()), f"n={n}")
     assert len(backend.graphs) == 1
+
+
+def test_out_none_is_numpys_default_and_a_positional_out_array_breaks():
+    def f(x):
+        a = x.numpy()
+        return np.sum(a, axis=0, out=None), np.exp(a, out=None)
+
+    x = torch.randn(3, 4)
+    assert_same_numpy(capture(f, Counting(), fullgraph=True)(x), f(x.clone()))
+
+    def g(x):
+        a = x.numpy()
+        into = np.zeros(4, dtype=np.float32)
+        np.sum(a, 0, None, into)  # out given by position: numpy writes into it
+        return into
+
+    with pytest.raises(Unsupported, match="with an out array"):
+        capture(g, Counting(), fullgraph=True)(x)
+    assert_same_numpy(capture(g, Counting())(x), g(x.clone()))
+
+
+def _positional(fn) -> list[str] | None:
+    import inspect
+
+    try:
+        params = inspect.signature(fn).parameters.values()
+    except (TypeError, ValueError):  # a C function without a text signature
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return None  # np.arange(start_or_stop, ...), np.einsum(*operands): no fixed positions
+    kinds = (inspect.Parameter.POSITIONAL_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)
+    return ["out_" if p.name == "out" else p.name for p in params if p.kind in kinds]
+
+
+def test_entries_take_numpys_positional_arguments_in_numpys_order():
+    """An entry binds the call's arguments by numpy's positions (after its leading result dtype;
+    numpy's ``out`` is ``out_``): np.sum(a, 0, None, into) must reach ``out_``, not ``keepdims``."""
+    from torchkiln_dynamo_capture.variables.numpy_table import NDARRAY_METHODS, NUMPY_FUNCTIONS
+
+    checked = 0
+    for fn, entry in NUMPY_FUNCTIONS.items():
+        theirs, ours = _positional(fn), _positional(entry)
+        if theirs is not None and ours is not None:
+            assert ours[1 : 1 + len(theirs)] == theirs, (fn, theirs, ours)
+            checked += 1
+    for name, entry in NDARRAY_METHODS.items():
+        theirs, ours = _positional(getattr(np.ndarray, name)), _positional(entry)
+        if theirs is not None and ours is not None and "out_" in theirs:
+            # a method's names may differ (a.clip(min, max) is np.clip(a, a_min, a_max)); the out
+            # array's position may not
+            assert theirs.index("out_") == ours[1:].index("out_"), (name, theirs, ours)
+            checked += 1
+    assert checked > 60, checked

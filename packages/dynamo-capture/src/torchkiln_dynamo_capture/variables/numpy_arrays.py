@@ -342,6 +342,8 @@ def numpy_op(tx, target, args: list, kwargs: dict, oracle, ufunc=None) -> Variab
     tensors; its results are ndarrays again. ``oracle``: numpy's own callable, whose result on
     stand-in arrays gives the dtype the entry computes in and the dtype, shape and scalar-ness
     the node's result must have; for a ``ufunc`` the entry gets numpy's loop dtypes instead."""
+    if _is_none(kwargs.get("out", ConstantVariable(0))):
+        kwargs = {k: v for k, v in kwargs.items() if k != "out"}  # out=None: numpy's default
     if "out" in kwargs:
         raise Unsupported(
             "a numpy call with out= (it writes an array in place, which may share memory "
@@ -354,6 +356,8 @@ def numpy_op(tx, target, args: list, kwargs: dict, oracle, ufunc=None) -> Variab
             "convert one of them (torch.from_numpy / .numpy()) first",
         )
     name = target.__name__
+    if ufunc is None:
+        _check_arguments(target, name, args, kwargs)
     expected, stand_ins, exact = _numpy_oracle(oracle, args, kwargs)
     if ufunc is not None:
         if kwargs:
@@ -365,17 +369,32 @@ def numpy_op(tx, target, args: list, kwargs: dict, oracle, ufunc=None) -> Variab
         lead = tuple(_torch_dtype_of(d, name) for d in loop_dtypes(ufunc, stand_ins))
     else:
         lead = _result_dtype(expected, name)
-        try:
-            inspect.signature(target.entry).bind(lead, *args, **kwargs)
-        except TypeError as e:
-            raise Unsupported(
-                f"{name} with these arguments (capture's numpy table does not take them: {e})",
-                "it runs in Python on real arrays between two graphs",
-            ) from e
     graph_args = [ConstantVariable(lead), *(_tensor_of(a) for a in args)]
     graph_kwargs = {k: _tensor_of(v) for k, v in kwargs.items()}
     result = tx.out.call_tensor_op(tx, "call_function", target, graph_args, graph_kwargs)
     return _as_arrays(result, expected, name, exact)
+
+
+def _check_arguments(target, name: str, args: list, kwargs: dict) -> None:
+    """The call fits the entry's signature (numpy's, after the leading result dtype), and gives
+    no out array by position (numpy would write into it)."""
+    try:
+        bound = inspect.signature(target.entry).bind(None, *args, **kwargs)
+    except TypeError as e:
+        raise Unsupported(
+            f"{name} with these arguments (capture's numpy table does not take them: {e})",
+            "it runs in Python on real arrays between two graphs",
+        ) from e
+    if not _is_none(bound.arguments.get("out_", ConstantVariable(None))):
+        raise Unsupported(
+            f"{name} with an out array (it writes an array in place, which may share memory "
+            "with a tensor)",
+            "it runs in Python between two graphs",
+        )
+
+
+def _is_none(v) -> bool:
+    return isinstance(v, ConstantVariable) and v.value is None
 
 
 def _result_dtype(expected, name: str):

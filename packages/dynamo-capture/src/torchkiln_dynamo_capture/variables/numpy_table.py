@@ -66,7 +66,7 @@ def _float_compute(t: torch.Tensor, out: torch.dtype) -> torch.Tensor:
 # numpy's axis=() reduces nothing (torch's dim=() reduces everything): each entry copies then.
 
 
-def np_sum(out, a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
+def np_sum(out, a, axis=None, dtype=None, out_=None, keepdims=False, initial=None, where=None):
     _default("initial", initial)
     _default("where", where)
     t = as_tensor(a, out)
@@ -75,7 +75,7 @@ def np_sum(out, a, axis=None, dtype=None, keepdims=False, initial=None, where=No
     return torch.sum(t, dim=dims, keepdim=keepdims).to(out) if dims else t.clone()
 
 
-def np_prod(out, a, axis=None, dtype=None, keepdims=False, initial=None, where=None):
+def np_prod(out, a, axis=None, dtype=None, out_=None, keepdims=False, initial=None, where=None):
     _default("initial", initial)
     _default("where", where)
     t = as_tensor(a, out)
@@ -84,7 +84,7 @@ def np_prod(out, a, axis=None, dtype=None, keepdims=False, initial=None, where=N
     return t if t is not a else t.clone()
 
 
-def np_mean(out, a, axis=None, dtype=None, keepdims=False, *, where=None):
+def np_mean(out, a, axis=None, dtype=None, out_=None, keepdims=False, *, where=None):
     _default("where", where)
     t = as_tensor(a, out)
     dims = _dims(t, axis)  # numpy's mean of ints is a float64 mean
@@ -93,7 +93,8 @@ def np_mean(out, a, axis=None, dtype=None, keepdims=False, *, where=None):
 
 def _moment(fn):
     def moment(
-        out, a, axis=None, dtype=None, ddof=0, keepdims=False, *, where=None, mean=None, **kw
+        out, a, axis=None, dtype=None, out_=None, ddof=0, keepdims=False, *, where=None,
+        mean=None, **kw
     ):
         _default("where", where)
         _default("mean", mean)
