@@ -1,6 +1,6 @@
 """numpy's functions and ndarray methods written in torch operations: the table capture traces
-numpy code with (numpy_arrays.py adds the graph nodes; numpy_ufuncs.py holds the ufuncs and
-operators).
+numpy code with (numpy_ufuncs.py holds the ufuncs and operators, numpy_nodes.py makes each entry
+a graph node target, numpy_arrays.py adds the nodes).
 
 Every entry takes numpy's own arguments, with the arrays as tensors, after one leading argument
 ``out``: the torch dtype numpy's result has (numpy_arrays.py learns it by running real numpy on
