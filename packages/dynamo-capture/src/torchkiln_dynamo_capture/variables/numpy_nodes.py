@@ -47,10 +47,6 @@ def torch_dtype(dtype: np.dtype) -> torch.dtype | None:
 # code by that name, and code that names two different calls alike would be one cache key.
 
 
-# Each is a module-level function object with a unique name: FX writes it into the graph's code
-# by that name, and code that names two different calls alike would be one cache key.
-
-
 def _node_target(name: str, call, entry):
     def numpy_node(*args, **kwargs):
         return call(*args, **kwargs)
