@@ -93,8 +93,17 @@ def np_mean(out, a, axis=None, dtype=None, out_=None, keepdims=False, *, where=N
 
 def _moment(fn):
     def moment(
-        out, a, axis=None, dtype=None, out_=None, ddof=0, keepdims=False, *, where=None,
-        mean=None, **kw
+        out,
+        a,
+        axis=None,
+        dtype=None,
+        out_=None,
+        ddof=0,
+        keepdims=False,
+        *,
+        where=None,
+        mean=None,
+        **kw,
     ):
         _default("where", where)
         _default("mean", mean)
