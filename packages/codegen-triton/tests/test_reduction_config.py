@@ -242,7 +242,6 @@ def _sm90_resources(k, kspec) -> dict:
 
     import triton
     from torchkiln_codegen_triton.kernel import arg_names
-    from torchkiln_codegen_triton.wrapper import kernel_name
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 
@@ -251,7 +250,7 @@ def _sm90_resources(k, kspec) -> dict:
     module = importlib.util.module_from_spec(mod_spec)
     sys.modules[mod_spec.name] = module
     mod_spec.loader.exec_module(module)
-    jit = getattr(module, kernel_name(kspec))
+    jit = getattr(module, k.function_name)
     types = {F32: "fp32", BF16: "bf16"}
     ptrs = {p: "*" + types[kspec.buffers[n].dtype] for n, p in arg_names(kspec).items()}
     sig = {

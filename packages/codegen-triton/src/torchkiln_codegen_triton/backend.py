@@ -11,12 +11,40 @@ from torchkiln_loop_ir.codecache import CodeCache, source_module
 
 from ._compat import interpreting
 from ._layout import choose_layout
-from .autotune import heuristic_config
+from ._naming import PLACEHOLDER, kernel_kind, shared_module
+from .autotune import Config, heuristic_config
 from .errors import CodegenError
 from .kernel import generate
 from .options import TritonOptions
 from .precompile import precompile
 from .wrapper import TritonCompiledKernel, kernel_name, module_source
+
+
+def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, Config]:
+    """The kernel of ``spec``: its function's name (from its text, ``_naming.py``), its module
+    source and its launch configuration (heuristic block sizes)."""
+    interpret = interpreting()
+    layout = choose_layout(spec)
+    cfg = heuristic_config(spec, options, layout)
+    split = cfg.split > 0
+    try:
+        gen = generate(
+            spec,
+            looped=cfg.looped,
+            options=options,
+            interpret=interpret,
+            fn_name=PLACEHOLDER,
+            layout=layout,
+            split=split,
+            note=cfg.reason,
+        )
+        kind = kernel_kind(reduction=spec.is_reduction, looped=cfg.looped, split=split)
+        name, source = shared_module(module_source(spec, gen.source, interpret=interpret), kind)
+    except CodegenError:
+        raise
+    except Exception as e:
+        raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}") from e
+    return name, source, replace(cfg, partials=gen.partials)
 
 
 class TritonBackend:
@@ -30,30 +58,17 @@ class TritonBackend:
         self.options = options or TritonOptions()
 
     def compile_kernel(self, spec: KernelSpec) -> TritonCompiledKernel:
-        interpret = interpreting()
-        layout = choose_layout(spec)
-        cfg = heuristic_config(spec, self.options, layout)
-        try:
-            gen = generate(
-                spec,
-                looped=cfg.looped,
-                options=self.options,
-                interpret=interpret,
-                fn_name=kernel_name(spec),
-                layout=layout,
-                split=cfg.split > 0,
-                note=cfg.reason,
-            )
-            cfg = replace(cfg, partials=gen.partials)
-            source = module_source(spec, gen.source, interpret=interpret)
-        except CodegenError:
-            raise
-        except Exception as e:
-            raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}") from e
-        return self._load(spec, source, cfg)
+        name, source, cfg = render_kernel(spec, self.options)
+        return self._load(spec, source, cfg, name)
 
-    def _load(self, spec: KernelSpec, source: str, cfg: Any) -> TritonCompiledKernel:
-        """Write ``source`` through the code cache, import it and wrap its kernel for launching."""
+    def _load(
+        self, spec: KernelSpec, source: str, cfg: Any, function: str | None = None
+    ) -> TritonCompiledKernel:
+        """Write ``source`` through the code cache, import it and wrap its kernel (the function
+        ``function``; None: ``kernel_name(spec)``, as entries saved before kernels were named by
+        their text) for launching. The same text is the same module: kernels that share it share
+        their ``JITFunction`` (``_naming.py``)."""
+        function = function or kernel_name(spec)
         path = None
         try:
             # registered in sys.modules: Triton's jit looks the kernel's module up for its globals
@@ -65,9 +80,9 @@ class TritonBackend:
                 register=True,
             )
             path = str(file)
-            fn = getattr(module, kernel_name(spec))
+            fn = getattr(module, function)
             if cfg.split:  # a split reduction's second kernel (_split.py)
-                fn = (fn, getattr(module, kernel_name(spec) + "_finish"))
+                fn = (fn, getattr(module, function + "_finish"))
         except CodegenError as e:
             if e.path is None and path is not None:
                 raise CodegenError(str(e), path) from e
@@ -75,7 +90,13 @@ class TritonBackend:
         except Exception as e:
             raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}", path) from e
         return TritonCompiledKernel(
-            spec, source, path, fn, cfg, autotune=self.options.autotune and not interpreting()
+            spec,
+            source,
+            path,
+            fn,
+            cfg,
+            autotune=self.options.autotune and not interpreting(),
+            function_name=function,
         )
 
     def compile_kernels(self, kernels: Sequence[KernelSpec]) -> list[TritonCompiledKernel]:
@@ -88,7 +109,9 @@ class TritonBackend:
     def export_kernels(self, kernels: Sequence[TritonCompiledKernel]) -> list[dict[str, Any]]:
         """Plain data from which ``load_kernels`` rebuilds ``kernels`` without generating code:
         each kernel's module source and launch configuration."""
-        return [{"source": k.source, "config": k.config} for k in kernels]
+        return [
+            {"source": k.source, "config": k.config, "function": k.function_name} for k in kernels
+        ]
 
     def load_kernels(
         self, exported: Sequence[dict[str, Any]], specs: Sequence[KernelSpec]
@@ -98,7 +121,7 @@ class TritonBackend:
         if len(exported) != len(specs):
             raise CodegenError(f"{len(exported)} saved kernels for {len(specs)} kernel steps")
         kernels = [
-            self._load(spec, saved["source"], saved["config"])
+            self._load(spec, saved["source"], saved["config"], saved.get("function"))
             for saved, spec in zip(exported, specs)
         ]
         precompile(kernels, self.options.compile_workers)

@@ -579,20 +579,8 @@ def generate(
 
 
 def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> str:
-    """The complete Triton module text for ``kernel`` with its heuristic block sizes."""
-    from .autotune import heuristic_config
-    from .wrapper import kernel_name, module_source
+    """The complete Triton module text for ``kernel`` with its heuristic block sizes (its
+    function named from the text: ``_naming.py``)."""
+    from .backend import render_kernel
 
-    options = options or TritonOptions()
-    cfg = heuristic_config(kernel, options)
-    interpret = interpreting()
-    gen = generate(
-        kernel,
-        looped=cfg.looped,
-        options=options,
-        interpret=interpret,
-        fn_name=kernel_name(kernel),
-        split=cfg.split > 0,
-        note=cfg.reason,
-    )
-    return module_source(kernel, gen.source, interpret=interpret)
+    return render_kernel(kernel, options or TritonOptions())[1]

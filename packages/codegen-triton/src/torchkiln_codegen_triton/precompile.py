@@ -8,6 +8,9 @@ threads bounded by ``os.cpu_count()`` (``TritonOptions.compile_workers``), throu
 binary in Triton's cache. Where Triton offers ``AsyncCompileMode`` (3.5 and later), the warmups
 hand their compiles to the pool through it; otherwise each warmup runs on a pool thread.
 
+Launch sites whose kernels share a function (``_naming.py``: the same text) and whose first
+launches share a specialization compile one binary: each distinct ``warmup_key`` is warmed once.
+
 Nothing changes what runs: the same source and specialization give the same binary, only earlier.
 A kernel whose compile fails is left alone; its first launch compiles it again and reports the
 error as before (a ``CodegenError`` naming the source). Under ``TRITON_INTERPRET=1`` or without
@@ -18,7 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -40,10 +43,10 @@ def worker_count(jobs: int, workers: int | None) -> int:
 
 def precompile(kernels: Sequence[Any], workers: int | None = None) -> int:
     """Compile every kernel of ``kernels`` whose first launch is known (``warmup_call``) in
-    parallel, and wait for them; returns how many were compiled ahead (0: nothing to do)."""
+    parallel, and wait for them; returns how many distinct warmups ran (0: nothing to do)."""
     if not compiles_binaries():
         return 0
-    ready = [k for k in kernels if k.warmup_call() is not None]
+    ready = distinct_warmups(k for k in kernels if k.warmup_call() is not None)
     threads = worker_count(len(ready), workers)
     if threads < 1 or not ready:
         return 0
@@ -52,6 +55,15 @@ def precompile(kernels: Sequence[Any], workers: int | None = None) -> int:
     # the current CUDA device is per thread: a pool thread compiles for the caller's device
     run_parallel([functools.partial(_on_device, device, k.warmup) for k in ready], threads)
     return len(ready)
+
+
+def distinct_warmups(kernels: Iterable[Any]) -> list[Any]:
+    """The first kernel of each ``warmup_key`` (a kernel without one counts as its own)."""
+    first: dict[Any, Any] = {}
+    for k in kernels:
+        key = getattr(k, "warmup_key", lambda: None)()
+        first.setdefault(("id", id(k)) if key is None else key, k)
+    return list(first.values())
 
 
 def _on_device(device: int, warmup: Callable[[], Any]) -> None:

@@ -22,7 +22,8 @@ from .printer import pyexpr
 
 
 def kernel_name(spec: KernelSpec) -> str:
-    """``spec.name`` as a Python identifier (the name of the @triton.jit function)."""
+    """``spec.name`` as a Python identifier: the @triton.jit function's name in sources saved
+    before functions were named from their text (``_naming.py``)."""
     name = re.sub(r"\W", "_", spec.name) or "kernel"
     return name if not name[0].isdigit() else "k_" + name
 
@@ -106,12 +107,24 @@ class TritonCompiledKernel:
     stream_for = staticmethod(stream_for)
 
     def __init__(
-        self, spec: KernelSpec, source: str, path: str, fn: Any, config: Config, *, autotune: bool
+        self,
+        spec: KernelSpec,
+        source: str,
+        path: str,
+        fn: Any,
+        config: Config,
+        *,
+        autotune: bool,
+        function_name: str | None = None,
     ) -> None:
-        self.name = spec.name
+        self.name = spec.name  # the launch site's name (the wrapper's, errors', the debug dump's)
         self.source = source
         self.path = path
         self.config = config
+        #: the @triton.jit function launched: launch sites with the same text share it
+        self.function_name = function_name or kernel_name(spec)
+        #: the graph nodes (buffers) this launch site computes, for the debug dump
+        self.nodes = tuple(node.buffer for stage in spec.stages for node in stage.nodes)
         # a split reduction (_split.py) is two kernels: the chunks' partials, then the finish
         self._fn, self._finish = fn if isinstance(fn, tuple) else (fn, None)
         self._nargs = len(spec.args)
@@ -175,6 +188,24 @@ class TritonCompiledKernel:
                 {"grid": grid, **blocks, "num_warps": cfg.num_warps},
             )
         ]
+
+    def warmup_key(self) -> tuple[Any, ...] | None:
+        """What this kernel's ``warmup`` compiles, as a key: each function it warms (by identity:
+        launch sites of one text share it) with the specialization of its arguments (tensor
+        dtypes; ints as Triton specializes them), constexprs and warps; not the grid, which
+        compiles nothing. Two kernels of one key compile the same binaries (``precompile`` warms
+        one of them). None when nothing is known before the call (see ``warmup_call``)."""
+        calls = self._warmup_calls()
+        if not calls:
+            return None
+        return tuple(
+            (
+                id(fn),
+                tuple(_specialization(a) for a in args),
+                tuple(sorted((k, v) for k, v in kwargs.items() if k != "grid")),
+            )
+            for fn, args, kwargs in calls
+        )
 
     def warmup(self) -> None:
         """Compile this kernel's binaries now (Triton keeps them for the first launch)."""
