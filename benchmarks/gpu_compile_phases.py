@@ -6,7 +6,9 @@ with codegen-triton's options overridable (to see what a heuristic change costs 
 One step as the benchmark's ``--train`` runs it (bfloat16 autocast, dropout off, loss, backward)
 at the bench's full-size batch and sequence. Printed: the first step's wall seconds, each phase
 of ``torchkiln.report`` (aot, lowering, scheduling, codegen, wrapper, ...; "triton" = Triton's
-own compile of the kernels, which the pipeline waits for), and the rest ("capture and run").
+own compile of the kernels, which the pipeline waits for), and the rest ("capture and run");
+"kernels" (launch sites) and "distinct_kernels" (the functions Triton compiles: launch sites of
+identical code share one).
 Use a fresh TORCHKILN_CACHE_DIR and TRITON_CACHE_DIR per run for a cold compile.
 """
 
@@ -59,7 +61,8 @@ def main() -> None:
     step(compiled)
     total = time.perf_counter() - begin
     phases: dict[str, float] = {}
-    for graph in torchkiln.report(compiled).graphs:
+    report = torchkiln.report(compiled)
+    for graph in report.graphs:
         for name, seconds in graph.phases.items():
             phases[name] = round(phases.get(name, 0.0) + seconds, 3)
     phases["capture and run"] = round(total - sum(phases.values()), 3)
@@ -70,6 +73,8 @@ def main() -> None:
                 "triton": overrides,
                 "first_step_s": round(total, 2),
                 "phases": phases,
+                "kernels": report.num_kernels,
+                "distinct_kernels": report.num_distinct_kernels,
             }
         )
     )

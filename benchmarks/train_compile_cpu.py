@@ -137,7 +137,8 @@ def main() -> None:
         "total_cpu_s": cpu,
         "phases": phases,
         "graphs": report.num_graphs,
-        "kernels": report.num_kernels,
+        "kernels": report.num_kernels,  # launch sites
+        "distinct_kernels": report.num_distinct_kernels,  # functions Triton compiles
         "torch": torch.__version__,
     }
     print(json.dumps(result, indent=1))

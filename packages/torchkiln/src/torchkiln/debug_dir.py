@@ -157,11 +157,13 @@ class GraphDump:
         paths[f"{part}.schedule"] = self.write(f"schedule_{part}.txt", compiled.schedule_text())
         paths[f"{part}.fusion"] = self.write(f"fusion_{part}.txt", compiled.fusion_text())
         paths[f"{part}.wrapper"] = self.write(f"wrapper_{part}.py", compiled.wrapper_source or "")
-        for number, kernel in enumerate(getattr(compiled, "kernels", ()) or ()):
+        kernels = list(getattr(compiled, "kernels", ()) or ())
+        for number, kernel in enumerate(kernels):
             name = _safe(str(getattr(kernel, "name", "") or f"kernel{number}"))
             suffix = Path(getattr(kernel, "path", "") or "").suffix or ".txt"
             paths[f"{part}.kernel.{name}"] = self.write(
-                f"kernels_{part}/{number:03d}_{name}{suffix}", str(getattr(kernel, "source", ""))
+                f"kernels_{part}/{number:03d}_{name}{suffix}",
+                _launch_site_note(kernel, kernels) + str(getattr(kernel, "source", "")),
             )
         return {k: v for k, v in paths.items() if v}
 
@@ -182,6 +184,7 @@ class GraphDump:
             },
             "cache": report.cache,
             "kernels": report.kernels,
+            "distinct_kernels": report.distinct_kernels,
             "fx_nodes": report.fx_nodes,
             "extern_calls": report.extern_calls,
             "fallbacks": report.fallbacks,
@@ -193,6 +196,30 @@ class GraphDump:
 
     def failure(self, reason: str) -> str:
         return self.write("failure.txt", reason)
+
+
+def _launch_site_note(kernel: Any, kernels: list[Any]) -> str:
+    """A comment heading a dumped kernel whose backend names the function it launches (codegen-
+    triton: named from its text, so identical kernels share one): the launch site, the graph
+    nodes it computes, and the other launch sites of the same function."""
+    function = getattr(kernel, "function_name", None)
+    if not function:
+        return ""
+    path = getattr(kernel, "path", None)
+    others = [
+        str(getattr(k, "name", ""))
+        for k in kernels
+        if k is not kernel
+        and getattr(k, "function_name", None) == function
+        and getattr(k, "path", None) == path
+    ]
+    nodes = ", ".join(getattr(kernel, "nodes", ()) or ()) or "-"
+    shared = (
+        f"# the same function is launched by {', '.join(others)} (identical code, compiled once)\n"
+        if others
+        else ""
+    )
+    return f"# launch site {getattr(kernel, 'name', '')} (computes {nodes}) launches {function}\n{shared}"
 
 
 def write_guards(functions: list[Any], pending: list[tuple[Any, GraphDump]]) -> None:

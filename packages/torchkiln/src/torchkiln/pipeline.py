@@ -137,6 +137,7 @@ def _summary(
         index=index,
         fx_nodes=fx_nodes,
         kernels=sum(int(getattr(g, "num_kernels", len(getattr(g, "kernels", ())))) for g in graphs),
+        distinct_kernels=distinct_kernels(graphs),
         extern_calls=[str(op) for g in graphs for op in getattr(g, "extern_calls", ())],
         fallbacks=[str(op) for g in graphs for op in getattr(g, "fallbacks", ())],
         compile_seconds=seconds,
@@ -150,6 +151,18 @@ def _summary(
         convolutions=[line for g in graphs for line in getattr(g, "convolution_log", ())],
         linears=[line for g in graphs for line in getattr(g, "linear_log", ())],
     )
+
+
+def distinct_kernels(graphs: list[Any]) -> int:
+    """Distinct kernel functions of ``graphs``' kernels: one per (file, function name) where a
+    kernel says which function it launches (``function_name``, codegen-triton's: launch sites of
+    identical code share one), else one per kernel."""
+    keys = set()
+    for g in graphs:
+        for k in getattr(g, "kernels", ()) or ():
+            function = getattr(k, "function_name", None)
+            keys.add((getattr(k, "path", None), function) if function else id(k))
+    return len(keys)
 
 
 def code_artifacts(part: str, compiled: Any) -> dict[str, str]:

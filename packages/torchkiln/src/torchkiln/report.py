@@ -17,7 +17,11 @@ class GraphReport:
     """One graph that went through the pipeline.
 
     fx_nodes: nodes of the torch-level FX graph capture handed the backend.
-    kernels: generated kernels (forward and, when traced, backward).
+    kernels: generated kernels (forward and, when traced, backward): launch sites, one per
+        kernel step of the graphs.
+    distinct_kernels: of those, the distinct kernel functions: codegen-triton names a function
+        from its text, so launch sites of identical code (a model's repeated layers) share one,
+        compiled once (a backend that shares nothing counts each launch site).
     extern_calls: ATen ops run as named extern kernels (e.g. "aten.mm").
     fallbacks: ATen ops with no lowering, run as their eager ATen kernel.
     compile_seconds: wall time of the backend for this graph.
@@ -56,6 +60,7 @@ class GraphReport:
     linears: list[str] = field(default_factory=list)
     artifacts: dict[str, str] = field(default_factory=dict)
     perf_hints: list[str] = field(default_factory=list)
+    distinct_kernels: int = 0
 
     @property
     def source_paths(self) -> list[str]:
@@ -87,7 +92,14 @@ class CompileReport:
 
     @property
     def num_kernels(self) -> int:
+        """Kernel launch sites of every compiled graph (forward and backward)."""
         return sum(g.kernels for g in self.graphs)
+
+    @property
+    def num_distinct_kernels(self) -> int:
+        """Distinct kernel functions, summed per graph (one function shared by two graphs of a
+        graph break counts in each)."""
+        return sum(g.distinct_kernels for g in self.graphs)
 
     @property
     def compile_seconds(self) -> float:

@@ -124,6 +124,7 @@ def measure(job: dict[str, Any]) -> dict[str, Any]:
             verdicts=sorted({g.cache for g in report.graphs}),
             graphs=report.num_graphs,
             kernels=report.num_kernels,
+            distinct_kernels=report.num_distinct_kernels,
             eager_fallbacks=[f.reason for f in report.eager_fallbacks],
         )
     return result

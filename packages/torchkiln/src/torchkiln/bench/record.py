@@ -93,7 +93,11 @@ class Row:
     graphs: int | None = None
     graph_breaks: int | None = None
     eager_fallbacks: int | None = None
+    #: kernel launch sites of the compiled graphs (each kernel step of each graph)
     kernels: int | None = None
+    #: of those, distinct kernel functions (launch sites of identical code share one: the Triton
+    #: code generator compiles it once); summed per graph
+    distinct_kernels: int | None = None
     #: ATen ops with no lowering in the compiled graphs (run as their eager kernel), sorted
     op_fallbacks: list[str] = field(default_factory=list)
     accuracy: str = "error: not run"
@@ -124,6 +128,7 @@ def cast_to(value: Any, device: str, dtype: torch.dtype) -> Any:
 def record_report(row: Row, report: Any) -> None:
     """Graphs, kernels, breaks and fallbacks of a ``torchkiln.report`` into ``row``."""
     row.graphs, row.kernels = report.num_graphs, report.num_kernels
+    row.distinct_kernels = report.num_distinct_kernels
     row.eager_fallbacks = len(report.eager_fallbacks)
     row.op_fallbacks = sorted({op for g in report.graphs for op in g.fallbacks})
     row.graph_breaks = (
