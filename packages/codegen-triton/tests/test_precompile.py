@@ -229,3 +229,47 @@ def test_what_is_not_known_before_the_call_is_left_to_the_first_launch(on_fake_g
     assert (
         P.worker_count(300, None) >= 1 and P.worker_count(3, 64) == 3 and P.worker_count(5, 0) == 0
     )
+
+
+def test_launch_sites_sharing_a_function_and_specialization_are_warmed_once(
+    on_fake_gpu, monkeypatch
+):
+    monkeypatch.setattr(P, "async_compile_mode", lambda: None)
+    backend = TritonBackend(TritonOptions(compile_workers=0))
+    # four launch sites of one text (sizes are parameters): 37 and 53 elements specialize alike
+    # (neither divisible by 16, same blocks), 64 does not; and one other kernel
+    kernels = backend.compile_kernels(
+        [
+            _scale_kernel("pcd_a", 37, device="cuda"),
+            _scale_kernel("pcd_b", 37, device="cuda"),
+            _scale_kernel("pcd_c", 53, device="cuda"),
+            _scale_kernel("pcd_d", 64, device="cuda"),
+            _row_sum_kernel("pcd_rows", 5, 19, device="cuda"),
+        ]
+    )
+    scales, rows = kernels[:4], kernels[4]
+    assert len({k.function_name for k in scales}) == 1
+    assert all(k._fn is scales[0]._fn for k in scales)
+    assert scales[0].config == scales[2].config  # so 37 and 53 compile one binary
+    shared, other = Recorder(), Recorder()
+    for k in scales:
+        k._fn = shared  # still one function object for the four sites, as compiled
+    rows._fn = other
+    assert [k.warmup_key() for k in scales][:2] == [scales[0].warmup_key()] * 2
+    assert scales[2].warmup_key() == scales[0].warmup_key() != scales[3].warmup_key()
+    assert P.precompile(kernels, workers=2) == 3  # (37 | 53), 64, the row sum
+    assert len(shared.warmups) == 2 and len(other.warmups) == 1
+    # every site's first launch asks for one of the binaries warmed (Triton's own specialization
+    # of the numels: divisible by 16 or not; the rest is equal)
+    warmed = [(a, {k: v for k, v in kw.items() if k != "grid"}) for a, kw in shared.warmups]
+    for k, n in zip(scales, (37, 37, 53, 64)):
+        a, out = torch.randn(n), torch.empty(n)
+        k(a, out)
+        launch_args, launch_kwargs = shared.launches[-1]
+        dtypes = tuple(x.dtype for x in launch_args[:2])
+        assert any(
+            dtypes == args[:2]
+            and (launch_args[2] % 16 == 0) == (args[2] % 16 == 0)
+            and {n: v for n, v in launch_kwargs.items() if n != "grid"} == kw
+            for args, kw in warmed
+        )

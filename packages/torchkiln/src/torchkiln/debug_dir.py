@@ -219,7 +219,8 @@ def _launch_site_note(kernel: Any, kernels: list[Any]) -> str:
         if others
         else ""
     )
-    return f"# launch site {getattr(kernel, 'name', '')} (computes {nodes}) launches {function}\n{shared}"
+    site = getattr(kernel, "name", "")
+    return f"# launch site {site} (computes {nodes}) launches {function}\n{shared}"
 
 
 def write_guards(functions: list[Any], pending: list[tuple[Any, GraphDump]]) -> None:
