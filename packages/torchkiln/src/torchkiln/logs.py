@@ -34,9 +34,16 @@ def log_output_code(graph_index: int, part: str, compiled: Any) -> None:
             f"graph {graph_index} {part}: wrapper {wrapper_path}",
             str(getattr(compiled, "wrapper_source", "") or "").rstrip(),
         ]
+        shown: dict[tuple[str, str], int] = {}  # (path, function) -> the kernel that showed it
         for number, kernel in enumerate(getattr(compiled, "kernels", ()) or ()):
             path = getattr(kernel, "path", "") or "(not on disk)"
             lines.append(f"graph {graph_index} {part}: kernel {number}: {path}")
+            function = getattr(kernel, "function_name", None)
+            if function and (path, function) in shown:  # one function, several launch sites
+                lines.append(f"# launches {function}, shown at kernel {shown[path, function]}")
+                continue
+            if function:
+                shown[path, function] = number
             source = getattr(kernel, "source", None)
             if source:
                 lines.append(str(source).rstrip())
