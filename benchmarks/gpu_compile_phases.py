@@ -7,8 +7,9 @@ One step as the benchmark's ``--train`` runs it (bfloat16 autocast, dropout off,
 at the bench's full-size batch and sequence. Printed: the first step's wall seconds, each phase
 of ``torchkiln.report`` (aot, lowering, scheduling, codegen, wrapper, ...; "triton" = Triton's
 own compile of the kernels, which the pipeline waits for), and the rest ("capture and run");
-"kernels" (launch sites) and "distinct_kernels" (the functions Triton compiles: launch sites of
-identical code share one).
+"kernels" (launch sites), "distinct_kernels" (the functions Triton compiles: launch sites of
+identical code share one) and "precompiled" (the warmups ``precompile`` ran: one per distinct
+function and first-launch specialization known before the call).
 Use a fresh TORCHKILN_CACHE_DIR and TRITON_CACHE_DIR per run for a cold compile.
 """
 
@@ -37,6 +38,16 @@ def main() -> None:
     from torchkiln.bench.suites import _hf_full
     from torchkiln.bench.train import _no_dropout, loss_of
     from torchkiln_codegen_triton import TritonOptions
+    from torchkiln_codegen_triton import backend as triton_backend
+
+    warmed: list[int] = []  # what each graph's precompile compiled ahead
+    precompile = triton_backend.precompile
+
+    def counted(kernels, workers=None):
+        warmed.append(precompile(kernels, workers))
+        return warmed[-1]
+
+    triton_backend.precompile = counted
 
     torch.manual_seed(0)
     model = _no_dropout(_hf_full(transformers)[args.model][0]()).train().cuda()
@@ -75,6 +86,7 @@ def main() -> None:
                 "phases": phases,
                 "kernels": report.num_kernels,
                 "distinct_kernels": report.num_distinct_kernels,
+                "precompiled": sum(warmed),
             }
         )
     )
