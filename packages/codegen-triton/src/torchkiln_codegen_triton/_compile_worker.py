@@ -115,12 +115,20 @@ def compile_job(job: dict[str, Any]) -> list[str | None]:
         del sys.modules[name]  # one module per job: nothing of it stays in a long-lived worker
 
 
+def _import_compiler() -> None:
+    """Import what every job needs now, before the first job arrives: the pool is started while
+    the main process still generates code, and these imports take seconds (torch most)."""
+    import torch  # noqa: F401 - the jobs' dtypes unpickle to torch's
+    import triton.compiler  # noqa: F401 - and with it each backend's compiler (not its driver)
+
+
 def serve() -> None:
     """Answer jobs until stdin closes: ("ok", hashes) or ("error", one line) for each."""
     requests = sys.stdin.buffer
     replies = os.fdopen(os.dup(1), "wb")
     os.dup2(2, 1)  # whatever a compiler prints goes to stderr, never into the replies
     os.environ["TRITON_INTERPRET"] = "0"  # @triton.jit reads it when the module is imported
+    _import_compiler()
     while True:
         try:
             job = read_message(requests)
