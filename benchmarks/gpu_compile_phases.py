@@ -85,6 +85,7 @@ def main() -> None:
                 # why compile worker processes were turned off (a cache key they could not
                 # reproduce), or None: then they compiled, or were never asked to
                 "compile_workers_off": compile_pool.reason_off(),
+                "compile_workers": compile_pool.stats,
             }
         )
     )

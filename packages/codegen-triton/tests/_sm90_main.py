@@ -69,6 +69,7 @@ def main() -> None:
     out["compiles"] = sorted(compiles)
     out["off"] = compile_pool.reason_off()
     out["pool_running"] = compile_pool.pool_running()
+    out["stats"] = dict(compile_pool.stats)
     cache = tmp / "triton-cache"
     out["cache"] = (
         sorted(e.name for e in cache.iterdir() if any(e.glob("*.cubin"))) if cache.exists() else []

@@ -120,6 +120,23 @@ def test_closing_early_waits_for_running_jobs_and_the_pool_is_reused(tmp_path):
     assert not pool.live()  # turning off closed the workers
 
 
+def test_a_pool_inherited_through_a_fork_is_left_to_its_owner(tmp_path):
+    pool = compile_pool.shared_pool(1)
+    assert pool is not None and compile_pool.pool_running()
+    owner = pool.owner
+    pool.owner = owner + 1  # as a forked child sees it: another process's workers
+    try:
+        assert not compile_pool.pool_running()
+        pool.close()  # not ours to close
+        assert len(pool.live()) == 1
+        fresh = compile_pool.shared_pool(1)
+        assert fresh is not None and fresh is not pool and len(fresh.live()) == 1
+    finally:
+        pool.owner = owner
+        pool.close()
+    assert not pool.live()
+
+
 # --- for real: Triton compiles for sm_90 on this machine, in a fresh main process -------------
 
 
@@ -151,6 +168,7 @@ def test_a_workers_sm90_binary_is_the_main_processs_cache_hit(tmp_path):
         ["workers_scale", True],
     ]
     assert len(out["cache"]) == 3
+    assert out["stats"] == {"ok": 3, "error": 0, "no_answer": 0, "found": 3, "differed": 0}
     # and that binary is the one the main process compiles itself (fresh cache, no workers):
     # same cache keys, and these were real compiles here
     assert out["own_precompiled"] == 3
@@ -166,7 +184,7 @@ def test_differing_cache_keys_turn_workers_off_and_every_kernel_is_still_compile
     out = _main_process("differ", tmp_path)
     assert out["precompiled"] == 3
     assert len(out["warnings"]) == 1 and "cache key differs" in out["warnings"][0]
-    assert out["off"] and not out["pool_running"]
+    assert out["off"] and not out["pool_running"] and out["stats"]["differed"] == 1
     # nothing found in the cache: the main process compiled each kernel itself, once
     assert out["compiles"] == [
         ["differ_half", False],

@@ -108,8 +108,11 @@ def compile_job(job: dict[str, Any]) -> list[str | None]:
         spec.loader.exec_module(module)
         hashes = []
         for fn_name, args, kwargs in job["calls"]:
-            compiled = getattr(module, fn_name).warmup(*args, **kwargs)
+            fn = getattr(module, fn_name)
+            compiled = fn.warmup(*args, **kwargs)
             hashes.append(getattr(compiled, "hash", None))
+            # Triton keeps every jit function in a registry: drop the binary it holds
+            getattr(fn, "device_caches", {}).clear()
         return hashes
     finally:
         del sys.modules[name]  # one module per job: nothing of it stays in a long-lived worker

@@ -21,6 +21,7 @@ import queue
 import subprocess
 import sys
 import threading
+import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import IO, Any, cast
@@ -70,16 +71,20 @@ class Worker:
     def alive(self) -> bool:
         return self.process.poll() is None
 
-    def close(self) -> None:
-        """Close its stdin (the worker returns) and reap it; kill one that does not return."""
+    def hang_up(self) -> None:
+        """Close its pipes: the worker returns when it reads the end of its stdin."""
         for pipe in (self.process.stdin, self.process.stdout):
             try:
                 if pipe is not None:
                     pipe.close()
             except OSError:
                 pass
+
+    def reap(self, timeout: float) -> None:
+        """Wait for it to return, killing one still busy after ``timeout`` seconds (a compile
+        cut short leaves nothing in Triton's cache: its files are renamed into place whole)."""
         try:
-            self.process.wait(timeout=5)
+            self.process.wait(timeout=max(0.0, timeout))
         except subprocess.TimeoutExpired:
             self.process.kill()
             self.process.wait()
@@ -99,7 +104,14 @@ class CompilePool:
 
     def __init__(self, size: int) -> None:
         env = worker_env()
-        self.workers = [Worker(env) for _ in range(max(1, size))]
+        self.owner = os.getpid()  # a forked child must not use (or close) its parent's workers
+        self.workers: list[Worker] = []
+        try:
+            for _ in range(max(1, size)):
+                self.workers.append(Worker(env))
+        except OSError:
+            self.close()
+            raise
 
     def live(self) -> list[Worker]:
         return [w for w in self.workers if w.alive()]
@@ -142,9 +154,11 @@ class CompilePool:
                         continue
                     break  # every feeder ended (their workers died): the rest has no answer
                 answered.add(index)
+                _count(reply)
                 yield index, reply
             for index in range(len(jobs)):
                 if index not in answered:
+                    _count(None)
                     yield index, None
         finally:
             stop.set()
@@ -152,12 +166,31 @@ class CompilePool:
                 t.join()
 
     def close(self) -> None:
+        if os.getpid() != self.owner:
+            return
         for w in self.workers:
-            w.close()
+            w.hang_up()
+        deadline = time.monotonic() + 2.0
+        for w in self.workers:
+            w.reap(deadline - time.monotonic())
 
 
 _lock = threading.Lock()
 _pool: CompilePool | None = None
+#: what the workers did in this process (read by benchmarks: a worker's errors are otherwise
+#: silent, its kernel compiled again here): jobs answered "ok", "error" or not at all
+#: ("no_answer"), the main process's lookups that found the worker's binary ("found") or not
+#: ("differed"), and the last error message
+stats: dict[str, Any] = {"ok": 0, "error": 0, "no_answer": 0, "found": 0, "differed": 0}
+
+
+def _count(reply: Any) -> None:
+    kind = "no_answer" if reply is None else reply[0]
+    stats[kind] = stats.get(kind, 0) + 1
+    if kind == "error":
+        stats["last_error"] = reply[1]
+
+
 _off: str | None = None  # why worker processes are not used in this process any more
 
 
@@ -168,8 +201,8 @@ def shared_pool(size: int) -> CompilePool | None:
     with _lock:
         if _off is not None:
             return None
-        if _pool is not None and not _pool.live():
-            _pool = None  # every worker died: start afresh once
+        if _pool is not None and (_pool.owner != os.getpid() or not _pool.live()):
+            _pool = None  # inherited through a fork, or every worker died: start afresh
         if _pool is None:
             try:
                 _pool = CompilePool(size)
@@ -181,7 +214,7 @@ def shared_pool(size: int) -> CompilePool | None:
 
 
 def pool_running() -> bool:
-    return _pool is not None and _off is None
+    return _pool is not None and _off is None and _pool.owner == os.getpid()
 
 
 def turn_off(reason: str) -> None:

@@ -111,17 +111,14 @@ def pool_size(workers: int | None) -> int:
 
 def in_processes(kernels: Sequence[Any], size: int, parallel: int) -> list[Any]:
     """Compile ``kernels`` in the worker processes (a pool of ``size``, started on first use;
-    at most ``parallel`` busy at once) and warm each
-    here as its worker finishes (then a cache hit); returns the kernels still to compile here:
-    those no worker compiled, and all the rest once a hash shows the workers' keys differ."""
+    at most ``parallel`` busy at once) and warm each here as its worker finishes (then a cache
+    hit); returns the kernels still to compile here: those no worker compiled, and all the rest
+    once a hash shows that the workers' cache keys differ from this process's."""
     context = _worker_context()
-    jobs: dict[Any, tuple[dict[str, Any], list[Any]]] = {}
-    left = []
+    jobs: dict[str, tuple[dict[str, Any], list[Any]]] = {}
     for k in kernels:
         job = _job_of(k, context)
-        if job is None:
-            left.append(k)
-        else:  # kernels sharing a binary (one jit function, same launch) are one job
+        if job is not None:  # kernels sharing a binary (one jit function, same launch): one job
             jobs.setdefault(repr((job["path"], job["calls"])), (job, []))[1].append(k)
     running = compile_pool.pool_running()
     if context is None or not jobs or (not running and len(jobs) < compile_pool.MIN_JOBS_TO_START):
@@ -138,25 +135,28 @@ def in_processes(kernels: Sequence[Any], size: int, parallel: int) -> list[Any]:
                 continue  # compiled here below, with its error reported at the launch as before
             for k in batches[index][1]:
                 warmed.add(id(k))
-                if not _hits(k, reply[1]):
+                same = _same_binaries(k, reply[1])
+                if same is False:
+                    compile_pool.stats["differed"] += 1
                     _keys_differ(k)
                     return [k for k in kernels if id(k) not in warmed]
+                compile_pool.stats["found"] += int(same is True)
     finally:
         replies.close()
     return [k for k in kernels if id(k) not in warmed]
 
 
-def _hits(kernel: Any, hashes: list[str | None]) -> bool:
-    """Warm ``kernel`` here; False only when its binaries' hashes are known and differ from the
-    ones its worker compiled (the two processes computed different cache keys)."""
+def _same_binaries(kernel: Any, hashes: list[str | None]) -> bool | None:
+    """Warm ``kernel`` here; whether its binaries are the ones its worker compiled (their cache
+    hashes, i.e. keys, equal), None when that is not known (a failed warmup, a future)."""
     try:
         compiled = kernel.warmup()
     except Exception:  # noqa: BLE001 - its first launch compiles it again and reports the error
-        return True
+        return None
     mine = [getattr(c, "hash", None) for c in compiled]
-    return len(mine) != len(hashes) or all(
-        not isinstance(a, str) or not isinstance(b, str) or a == b for a, b in zip(mine, hashes)
-    )
+    if len(mine) != len(hashes) or not all(isinstance(h, str) for h in (*mine, *hashes)):
+        return None
+    return mine == hashes
 
 
 def _keys_differ(kernel: Any) -> None:
