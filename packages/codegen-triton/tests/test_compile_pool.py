@@ -143,6 +143,10 @@ def test_a_pool_inherited_through_a_fork_is_left_to_its_owner(tmp_path):
 def _main_process(scenario, tmp_path):
     """Run ``_sm90_main.py`` (a fresh process compiling for real: this one has Triton in
     interpreter mode) and return what it printed."""
+    from triton import knobs
+
+    if "listener" not in dir(knobs.compilation):
+        pytest.skip("this Triton has no compilation listener to tell a cache hit")
     script = os.path.join(os.path.dirname(__file__), "_sm90_main.py")
     env = dict(os.environ)
     env.pop("TRITON_CACHE_DIR", None)
