@@ -13,7 +13,9 @@ import sys
 import textwrap
 
 import pytest
+from test_precompile import Recorder, _cuda_kernels, on_fake_gpu  # noqa: F401 - a fixture
 from torchkiln_codegen_triton import compile_pool
+from torchkiln_codegen_triton import precompile as P
 
 SM90 = ("cuda", 90, 32)
 
@@ -118,6 +120,38 @@ def test_closing_early_waits_for_running_jobs_and_the_pool_is_reused(tmp_path):
     compile_pool.turn_off("test")
     assert compile_pool.shared_pool(2) is None and compile_pool.reason_off() == "test"
     assert not pool.live()  # turning off closed the workers
+
+
+def test_a_job_that_does_not_pickle_gets_no_answer_and_the_worker_goes_on(tmp_path):
+    echo = _module(tmp_path, "tk_echo4", ECHO)
+    jobs = [
+        _job(echo, "tk_echo4", ("f", (lambda: 0,), {"grid": (1,)})),
+        _job(echo, "tk_echo4", ("f", (5,), {"grid": (1,)})),
+    ]
+    pool = compile_pool.CompilePool(1)
+    try:
+        replies = dict(pool.run(jobs, parallel=1))
+        assert replies[0] is None and replies[1][0] == "ok" and len(pool.live()) == 1
+    finally:
+        pool.close()
+
+
+@pytest.mark.usefixtures("on_fake_gpu")
+def test_a_failing_pool_turns_workers_off_and_every_kernel_is_warmed_on_threads(monkeypatch):
+    monkeypatch.setattr(P, "async_compile_mode", lambda: None)
+    kernels = _cuda_kernels()
+    recorders = [Recorder() for _ in kernels]
+    for k, r in zip(kernels, recorders):
+        k._fn = r
+
+    def broken(*args):
+        raise OSError("no more processes")
+
+    monkeypatch.setattr(P, "in_processes", broken)
+    with pytest.warns(RuntimeWarning, match="compile workers failed: OSError"):
+        assert P.precompile(kernels, workers=2, processes=True) == len(kernels)
+    assert [len(r.warmups) for r in recorders] == [1] * len(kernels)
+    assert "no more processes" in compile_pool.reason_off()
 
 
 def test_a_pool_inherited_through_a_fork_is_left_to_its_owner(tmp_path):

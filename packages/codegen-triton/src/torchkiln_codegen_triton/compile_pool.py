@@ -137,6 +137,8 @@ class CompilePool:
                 except WorkerDied:
                     done.put((index, None))
                     return  # the other feeders take the rest
+                except Exception:  # noqa: BLE001 - e.g. a job that does not pickle: no answer
+                    done.put((index, None))
 
         feeders = [
             threading.Thread(target=feed, args=(w,), name="torchkiln-compile-feed", daemon=True)

@@ -60,7 +60,7 @@ def precompile(kernels: Sequence[Any], workers: int | None = None, processes: bo
         return 0
     init_driver()  # the driver is set up once, on this thread, before the pool shares it
     device = torch.cuda.current_device()
-    left = in_processes(ready, pool_size(workers), threads) if processes else ready
+    left = _through_workers(ready, workers, threads) if processes else ready
     # the current CUDA device is per thread: a pool thread compiles for the caller's device
     run_parallel([functools.partial(_on_device, device, k.warmup) for k in left], threads)
     return len(ready)
@@ -107,6 +107,18 @@ def start_workers(kernels: int, workers: int | None) -> None:
 def pool_size(workers: int | None) -> int:
     """Worker processes of the pool (when it starts): ``workers``, else the CPU count."""
     return (os.cpu_count() or 1) if workers is None else workers
+
+
+def _through_workers(kernels: Sequence[Any], workers: int | None, threads: int) -> list[Any]:
+    """``in_processes``, or every kernel (for threads) should the pool itself fail: then worker
+    processes are turned off for the process, with a warning."""
+    try:
+        return in_processes(kernels, pool_size(workers), threads)
+    except Exception as e:  # noqa: BLE001 - workers only save time: never fail a compile for them
+        reason = f"compile workers failed: {type(e).__name__}: {e}".splitlines()[0]
+        compile_pool.turn_off(reason)
+        warnings.warn(f"torchkiln: {reason}; compiling on threads", RuntimeWarning, stacklevel=3)
+        return list(kernels)
 
 
 def in_processes(kernels: Sequence[Any], size: int, parallel: int) -> list[Any]:
