@@ -107,6 +107,14 @@ def test_a_worker_that_dies_costs_only_its_job(tmp_path):
         pool.close()
 
 
+def test_a_shared_pool_whose_workers_all_died_is_not_started_again(tmp_path):
+    dying = _module(tmp_path, "tk_dying2", "import os\nos._exit(3)\n")
+    pool = compile_pool.shared_pool(1)
+    assert dict(pool.run([_job(dying, "tk_dying2")], 1)) == {0: None} and not pool.live()
+    assert compile_pool.shared_pool(1) is None
+    assert compile_pool.reason_off() == "every compile worker died"
+
+
 def test_closing_early_waits_for_running_jobs_and_the_pool_is_reused(tmp_path):
     echo = _module(tmp_path, "tk_echo3", ECHO)
     pool = compile_pool.shared_pool(2)

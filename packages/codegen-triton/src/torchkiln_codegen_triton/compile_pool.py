@@ -198,13 +198,17 @@ _off: str | None = None  # why worker processes are not used in this process any
 
 def shared_pool(size: int) -> CompilePool | None:
     """This process's pool, started on first use with ``size`` workers; None once turned off
-    (``turn_off``) or when no worker can be started."""
+    (``turn_off``), when no worker can be started, or once every worker died."""
     global _pool
     with _lock:
         if _off is not None:
             return None
-        if _pool is not None and (_pool.owner != os.getpid() or not _pool.live()):
-            _pool = None  # inherited through a fork, or every worker died: start afresh
+        if _pool is not None and _pool.owner != os.getpid():
+            _pool = None  # inherited through a fork: this process starts its own
+        if _pool is not None and not _pool.live():
+            # something kills them (or they cannot start): do not start more for every graph
+            _turn_off_locked("every compile worker died")
+            return None
         if _pool is None:
             try:
                 _pool = CompilePool(size)
