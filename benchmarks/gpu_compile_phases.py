@@ -2,6 +2,7 @@
 with codegen-triton's options overridable (to see what a heuristic change costs in compile time).
 
     python3 benchmarks/gpu_compile_phases.py --model bert [--triton persistent_rnumel=1024 ...]
+        [--triton compile_in_processes=false compile_workers=16]
 
 One step as the benchmark's ``--train`` runs it (bfloat16 autocast, dropout off, loss, backward)
 at the bench's full-size batch and sequence. Printed: the first step's wall seconds, each phase
@@ -23,12 +24,23 @@ import time
 import torch
 
 
+def _option_value(text: str) -> int | bool | None:
+    """``--triton`` values: true/false (compile_in_processes=false), none, else an int."""
+    words = {"true": True, "false": False, "none": None}
+    return words[text.lower()] if text.lower() in words else int(text)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--model", default="bert")
     ap.add_argument("--batch", type=int, default=16)
     ap.add_argument("--seq", type=int, default=512)
-    ap.add_argument("--triton", nargs="*", default=[], help="TritonOptions overrides, name=int")
+    ap.add_argument(
+        "--triton",
+        nargs="*",
+        default=[],
+        help="TritonOptions overrides, name=value (an int, true/false or none)",
+    )
     ap.add_argument("--hang-s", type=float, default=280)
     args = ap.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
@@ -37,14 +49,14 @@ def main() -> None:
     import transformers
     from torchkiln.bench.suites import _hf_full
     from torchkiln.bench.train import _no_dropout, loss_of
-    from torchkiln_codegen_triton import TritonOptions
+    from torchkiln_codegen_triton import TritonOptions, compile_pool
     from torchkiln_codegen_triton import backend as triton_backend
 
     warmed: list[int] = []  # what each graph's precompile compiled ahead
     precompile = triton_backend.precompile
 
-    def counted(kernels, workers=None):
-        warmed.append(precompile(kernels, workers))
+    def counted(kernels, workers=None, processes=False):
+        warmed.append(precompile(kernels, workers, processes))
         return warmed[-1]
 
     triton_backend.precompile = counted
@@ -55,7 +67,7 @@ def main() -> None:
     ids = torch.randint(
         0, min(int(model.config.vocab_size), 1024), (args.batch, args.seq), device="cuda"
     )
-    overrides = {k: int(v) for k, v in (kv.split("=") for kv in args.triton)}
+    overrides = {k: _option_value(v) for k, v in (kv.split("=") for kv in args.triton)}
 
     def step(fn) -> None:
         model.zero_grad(set_to_none=True)
@@ -87,6 +99,10 @@ def main() -> None:
                 "kernels": report.num_kernels,
                 "distinct_kernels": report.num_distinct_kernels,
                 "precompiled": sum(warmed),
+                # why compile worker processes were turned off (a cache key they could not
+                # reproduce), or None: then they compiled, or were never asked to
+                "compile_workers_off": compile_pool.reason_off(),
+                "compile_workers": compile_pool.stats,
             }
         )
     )

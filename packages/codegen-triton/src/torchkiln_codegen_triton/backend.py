@@ -16,7 +16,7 @@ from .autotune import Config, heuristic_config
 from .errors import CodegenError
 from .kernel import generate
 from .options import TritonOptions
-from .precompile import precompile
+from .precompile import precompile, start_workers
 from .wrapper import TritonCompiledKernel, kernel_name, module_source
 
 
@@ -102,8 +102,11 @@ class TritonBackend:
     def compile_kernels(self, kernels: Sequence[KernelSpec]) -> list[TritonCompiledKernel]:
         """One compiled kernel per spec, in order; on CUDA their binaries are compiled in
         parallel before this returns (``precompile``), not one by one at their first launch."""
+        options = self.options
+        if options.compile_in_processes and options.compile_workers != 0:
+            start_workers(len(kernels), options.compile_workers)  # they start while we generate
         compiled = [self.compile_kernel(k) for k in kernels]
-        precompile(compiled, self.options.compile_workers)
+        precompile(compiled, options.compile_workers, options.compile_in_processes)
         return compiled
 
     def export_kernels(self, kernels: Sequence[TritonCompiledKernel]) -> list[dict[str, Any]]:
@@ -124,5 +127,5 @@ class TritonBackend:
             self._load(spec, saved["source"], saved["config"], saved.get("function"))
             for saved, spec in zip(exported, specs)
         ]
-        precompile(kernels, self.options.compile_workers)
+        precompile(kernels, self.options.compile_workers, self.options.compile_in_processes)
         return kernels

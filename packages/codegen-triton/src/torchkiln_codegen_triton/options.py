@@ -30,6 +30,11 @@ class TritonOptions:
     compile_workers: threads compiling a graph's kernels to GPU binaries right after code
         generation, before the first call (``precompile.py``); None means ``os.cpu_count()``, 0
         leaves each kernel to compile at its first launch. No effect under the interpreter.
+    compile_in_processes: compile those kernels in a pool of worker processes (as many as
+        ``compile_workers``; started once per process, when a graph first has enough kernels)
+        that fill Triton's on-disk cache, the main process then finding each binary there
+        (``compile_pool.py``); False compiles on threads only (Triton's front end holds the GIL,
+        so threads overlap little).
     """
 
     persistent_rnumel: int = 8192
@@ -43,3 +48,4 @@ class TritonOptions:
     debug_asserts: bool = False
     cache_dir: str | None = None
     compile_workers: int | None = None
+    compile_in_processes: bool = True

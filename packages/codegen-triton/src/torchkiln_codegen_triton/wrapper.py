@@ -207,10 +207,15 @@ class TritonCompiledKernel:
             for fn, args, kwargs in calls
         )
 
-    def warmup(self) -> None:
-        """Compile this kernel's binaries now (Triton keeps them for the first launch)."""
-        for fn, args, kwargs in self._warmup_calls():
-            fn.warmup(*args, **kwargs)
+    def warmup(self) -> list[Any]:
+        """Compile this kernel's binaries now (Triton keeps them for the first launch); what
+        each ``fn.warmup`` returned (a compiled kernel, or a future of one under Triton's
+        AsyncCompileMode)."""
+        return [fn.warmup(*args, **kwargs) for fn, args, kwargs in self._warmup_calls()]
+
+    def warmup_calls(self) -> list[tuple[Any, tuple[Any, ...], dict[str, Any]]]:
+        """``(jit function, args, kwargs)`` of each ``fn.warmup`` that ``warmup`` makes."""
+        return self._warmup_calls()
 
     def _launch(self, cfg: Config, args: tuple[Any, ...], xnumel: int, rnumel: int) -> None:
         grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
