@@ -55,6 +55,8 @@ EXTERNAL_PREFIXES = (
     "warnings.",
     "dataclasses.",
     "bytecode.",
+    "np.",
+    "numpy.",
     "fx.",
     "python ",
 )

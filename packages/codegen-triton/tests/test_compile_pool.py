@@ -203,26 +203,25 @@ def _main_process(scenario, tmp_path):
     return json.loads(done.stdout.strip().splitlines()[-1])
 
 
+def _looked_up(compiles):
+    """Whether each of the three kernels (distinct functions, named from their text) was a cache
+    hit, after checking that each was looked up once."""
+    assert len({name for name, _ in compiles}) == len(compiles)
+    return [hit for _, hit in compiles]
+
+
 def test_a_workers_sm90_binary_is_the_main_processs_cache_hit(tmp_path):
     out = _main_process("workers", tmp_path)
     assert out["precompiled"] == 3 and out["off"] is None and out["warnings"] == []
     # each kernel looked up once in the main process, and found: its worker compiled it, under
     # the main process's cache key, into its cache directory
-    assert out["compiles"] == [
-        ["workers_half", True],
-        ["workers_rows", True],
-        ["workers_scale", True],
-    ]
+    assert _looked_up(out["compiles"]) == [True] * 3
     assert len(out["cache"]) == 3
     assert out["stats"] == {"ok": 3, "error": 0, "no_answer": 0, "found": 3, "differed": 0}
     # and that binary is the one the main process compiles itself (fresh cache, no workers):
     # same cache keys, and these were real compiles here
     assert out["own_precompiled"] == 3
-    assert out["own_compiles"] == [
-        ["workers_half", False],
-        ["workers_rows", False],
-        ["workers_scale", False],
-    ]
+    assert _looked_up(out["own_compiles"]) == [False] * 3
     assert out["own_cache"] == out["cache"]
 
 
@@ -232,15 +231,11 @@ def test_differing_cache_keys_turn_workers_off_and_every_kernel_is_still_compile
     assert len(out["warnings"]) == 1 and "cache key differs" in out["warnings"][0]
     assert out["off"] and not out["pool_running"] and out["stats"]["differed"] == 1
     # nothing found in the cache: the main process compiled each kernel itself, once
-    assert out["compiles"] == [
-        ["differ_half", False],
-        ["differ_rows", False],
-        ["differ_scale", False],
-    ]
+    assert _looked_up(out["compiles"]) == [False] * 3
 
 
 def test_a_few_kernels_start_no_workers_and_compile_on_threads(tmp_path):
     out = _main_process("few", tmp_path)
     assert out["precompiled"] == 3 and not out["started_early"] and not out["pool_running"]
-    assert out["compiles"] == [["few_half", False], ["few_rows", False], ["few_scale", False]]
+    assert _looked_up(out["compiles"]) == [False] * 3
     assert len(out["cache"]) == 3 and out["off"] is None
