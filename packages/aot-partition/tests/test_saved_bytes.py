@@ -138,3 +138,67 @@ def test_dropout_mask_saved_as_bool(dtype, compiler, capture):
     g = torch.randn_like(out)
     out.backward(g)
     torch.testing.assert_close(x1.grad, torch.where(kept, g * 2 / 0.75, 0).to(dtype))
+
+
+def test_saved_activation_bytes_for_given_inputs_evaluates_symbolic_sizes(compiler, capture):
+    """tanh(x @ w) with a symbolic batch n: the cut saves tanh's output (n x 3 floats; tanh's
+    backward needs it, the matmul is not recomputed). The figure is evaluated at the inputs'
+    real sizes, and equals what autograd's saved-tensor hooks see on that call."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import (
+        DimDynamic,
+        ShapeEnv,
+        StatelessSymbolicContext,
+    )
+    from torchkiln_aot_partition import saved_activation_bytes
+
+    def _mlp(x, w):
+        return (torch.tanh(x @ w).sum(1),)
+
+    x, w = torch.randn(5, 4), torch.randn(4, 3, requires_grad=True)
+    gm = capture(_mlp)
+    mode = FakeTensorMode(shape_env=ShapeEnv())
+    x_node, w_node = (n for n in gm.graph.nodes if n.op == "placeholder")
+    x_node.meta["example_value"] = mode.from_tensor(  # capture's form of a dynamic batch
+        x,
+        symbolic_context=StatelessSymbolicContext(
+            dynamic_sizes=[DimDynamic.DYNAMIC, DimDynamic.STATIC]
+        ),
+    )
+    w_node.meta["example_value"] = mode.from_tensor(w)
+    compiled = aot_compile(gm, [x, w], fw_compiler=compiler)
+    stats = partition_saved_bytes(compiled)
+    assert stats.symbolic_activation_bytes  # a formula of the batch size
+    assert stats.activation_bytes == 5 * 3 * 4  # at the compiling call's sizes
+    for n in (2, 9):
+        x1 = torch.randn(n, 4)
+        assert saved_activation_bytes(compiled, [x1, w]) == n * 3 * 4
+        (out,), measured = saved_tensor_bytes(compiled, x1, w, held=[x1, w])
+        assert measured.activations == n * 3 * 4
+        w1 = w.detach().clone().requires_grad_(True)
+        want = _mlp(x1, w1)[0]
+        torch.testing.assert_close(out, want)
+        g = torch.randn(n)
+        out.backward(g)
+        want.backward(g)
+        torch.testing.assert_close(w.grad, w1.grad)
+        w.grad = None
+
+
+def test_a_runtime_rebuilt_from_its_metadata_keeps_the_partition_figures(compiler, capture):
+    from torchkiln_aot_partition import rebuild_runtime, runtime_metadata, saved_activation_bytes
+
+    def f(x, w):
+        return ((x @ w).sin(),)
+
+    x, w = torch.randn(16, 32), torch.randn(32, 64, requires_grad=True)
+    gm = capture(f)
+    compiled = aot_compile(gm, [x, w], fw_compiler=compiler)
+    out = compiled(x, w)[0]
+    out.sum().backward()  # compiles the backward graph
+    rebuilt = rebuild_runtime(gm, runtime_metadata(compiled), *compiler.graphs[:2])
+    assert partition_saved_bytes(rebuilt) == partition_saved_bytes(compiled)
+    assert saved_activation_bytes(rebuilt, [x, w]) == 16 * 64 * 4
+    w1 = w.detach().clone().requires_grad_(True)
+    rebuilt(x, w1)[0].sum().backward()
+    torch.testing.assert_close(w1.grad, w.grad)

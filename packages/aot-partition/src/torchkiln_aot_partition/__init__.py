@@ -5,7 +5,12 @@ from .errors import AOTError, DoubleBackwardUnsupported, MutationAppliedError, N
 from .joint import JointGraph, joint_graph
 from .partition import PartitionStats, default_partition, is_recomputable, min_cut_partition
 from .saved import RuntimeMetadata, rebuild_runtime, runtime_metadata
-from .saved_bytes import SavedBytes, partition_saved_bytes, saved_tensor_bytes
+from .saved_bytes import (
+    SavedBytes,
+    partition_saved_bytes,
+    saved_activation_bytes,
+    saved_tensor_bytes,
+)
 from .trace import FunctionalGraph, LiftedGraph, aten_graph, functional_graph, lift_parameters
 from .verify import check_functional
 
@@ -34,5 +39,6 @@ __all__ = [
     "partition_saved_bytes",
     "rebuild_runtime",
     "runtime_metadata",
+    "saved_activation_bytes",
     "saved_tensor_bytes",
 ]

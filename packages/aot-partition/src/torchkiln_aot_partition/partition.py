@@ -73,8 +73,32 @@ class PartitionStats:
     saved_bytes: int
     recomputed: tuple[str, ...]
     #: bytes of the saved values that are not primals or views of one (what the forward adds to
-    #: memory until the backward), a storage counted once however many views of it are saved
+    #: memory until the backward), a storage counted once however many views of it are saved;
+    #: symbolic sizes read at their hints (the sizes of the call that compiled the graph)
     activation_bytes: int = 0
+    #: ``activation_bytes`` as a formula (sympy's text) of the inputs' symbolic sizes, "" when
+    #: every saved size is static; ``size_symbols`` says where each symbol is read: (symbol,
+    #: primal index, dimension, or -1 for an int input holding the size itself)
+    symbolic_activation_bytes: str = ""
+    size_symbols: tuple[tuple[str, int, int], ...] = ()
+
+    def activation_bytes_at(self, primals: Sequence[object]) -> int:
+        """``activation_bytes`` for these graph inputs (the partitioned graph's primals): the
+        symbolic sizes evaluated at their real values; the hint figure when a symbol is not read
+        from an input (an unbacked size)."""
+        if not self.symbolic_activation_bytes:
+            return self.activation_bytes
+        import sympy
+
+        values = {}
+        for name, index, dim in self.size_symbols:
+            value = primals[index]
+            values[sympy.Symbol(name, integer=True, positive=True)] = int(
+                value if dim < 0 else value.shape[dim]  # type: ignore[attr-defined]
+            )
+        formula = sympy.sympify(self.symbolic_activation_bytes, locals={str(k): k for k in values})
+        result = formula.subs(values)
+        return int(result) if result.is_number else self.activation_bytes
 
 
 def is_recomputable(node: fx.Node) -> bool:
@@ -302,11 +326,17 @@ def _finish(joint_gm, num_fwd_outputs, num_primals, saved):
     recomputed = tuple(
         n.name for n in bw_gm.graph.nodes if n.op == "call_function" and n.name in fw_names
     )
+    primals = _placeholders(joint_gm)[:num_primals]
+    roots = _activation_roots(saved, set(primals))
+    formula = sum((_symbolic_bytes(n) for n in roots), start=0)
+    symbolic = not isinstance(formula, int) and not formula.is_number
     stats = PartitionStats(
         tuple(n.name for n in saved),
         int(sum(_node_bytes(n) for n in saved)),
         recomputed,
-        _activation_bytes(saved, set(_placeholders(joint_gm)[:num_primals])),
+        int(sum(b for b in roots.values() if math.isfinite(b))),
+        str(formula) if symbolic else "",
+        _size_symbols(primals) if symbolic else (),
     )
     fw_gm.meta["partition"] = stats
     fw_gm.meta["num_saved"] = len(saved)
@@ -314,9 +344,9 @@ def _finish(joint_gm, num_fwd_outputs, num_primals, saved):
     return fw_gm, bw_gm
 
 
-def _activation_bytes(saved: list[fx.Node], primals: set[fx.Node]) -> int:
-    """Bytes of the storages the saved values hold beyond the primals': a view counts as its
-    base (once), a primal or a view of one as nothing (it is alive anyway)."""
+def _activation_roots(saved: list[fx.Node], primals: set[fx.Node]) -> dict[fx.Node, float]:
+    """The storages the saved values hold beyond the primals', with their bytes: a view counts as
+    its base (once), a primal or a view of one as nothing (it is alive anyway)."""
     roots: dict[fx.Node, float] = {}
     for node in saved:
         root = node
@@ -332,7 +362,33 @@ def _activation_bytes(saved: list[fx.Node], primals: set[fx.Node]) -> int:
         roots[root] = max(
             roots.get(root, 0.0), _node_bytes(root) if root is not node else _node_bytes(node)
         )
-    return int(sum(b for b in roots.values() if math.isfinite(b)))
+    return roots
+
+
+def _symbolic_bytes(node: fx.Node):
+    """A saved storage's bytes: an int, or a sympy expression of the symbolic sizes."""
+    val = node.meta.get("val")
+    if not isinstance(val, torch.Tensor):
+        return 0
+    numel = val.numel()
+    if isinstance(numel, int):
+        return numel * val.element_size()
+    return numel.node.expr * val.element_size()
+
+
+def _size_symbols(primals: list[fx.Node]) -> tuple[tuple[str, int, int], ...]:
+    """Where each size symbol of the primals is read: (symbol, primal index, dimension or -1)."""
+    found: dict[str, tuple[str, int, int]] = {}
+    for index, node in enumerate(primals):
+        val = node.meta.get("val")
+        sizes = [(-1, val)] if isinstance(val, torch.SymInt) else []
+        if isinstance(val, torch.Tensor):
+            sizes = list(enumerate(val.shape))
+        for dim, size in sizes:
+            expr = getattr(getattr(size, "node", None), "expr", None)
+            if expr is not None and expr.is_Symbol and str(expr) not in found:
+                found[str(expr)] = (str(expr), index, dim)
+    return tuple(found.values())
 
 
 def _narrow_random_masks(joint_gm: fx.GraphModule) -> None:

@@ -23,6 +23,7 @@ from .aliasing import SyntheticBases
 from .errors import AOTError
 from .freezing import FoldedConstants
 from .mutation import OutputAlias, ShapeDependentAliases
+from .partition import PartitionStats
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
 from .trace import lift_parameters
 
@@ -46,6 +47,9 @@ class RuntimeMetadata:
     # inputs that share a storage and are mutated: the graph takes their bases (aliasing.py)
     bases: SyntheticBases | None = None
     hidden_outputs: int = 0  # intermediates returned only to rebuild views from (view_bases.py)
+    #: the min-cut's figures (what the forward saves, its bytes), kept so that a runtime rebuilt
+    #: from a cache still reports them
+    partition: PartitionStats | None = None
 
 
 def runtime_metadata(runtime: Any) -> RuntimeMetadata:
@@ -79,6 +83,7 @@ def runtime_metadata(runtime: Any) -> RuntimeMetadata:
             plan.num_primals,
             bases=runtime.bases,
             hidden_outputs=runtime.hidden_outputs,
+            partition=plan.partition,
         )
     raise AOTError(f"not a runtime made by aot_compile: {type(runtime).__name__}")
 
@@ -124,6 +129,7 @@ def rebuild_runtime(
         grad_inputs=meta.grad_inputs,
         num_saved=meta.num_saved,
         num_primals=meta.num_primals,
+        partition=meta.partition,
     )
     return TrainingRuntime(
         plan, lifted.params, meta.constant_outputs, meta.aliases, meta.bases, meta.hidden_outputs

@@ -6,12 +6,13 @@ sees it: every tensor saved for backward while ``fn`` runs (``torch.autograd.gra
 saved_tensors_hooks``: eager's saved tensors and a compiled graph's ``save_for_backward`` alike),
 deduplicated by storage (a tensor and its views are one), split into storages the caller holds
 anyway (parameters, the batch: ``held``) and new ones (activations). ``partition_saved_bytes``
-reads the same figure from a compiled training runtime's min-cut, without running it.
+reads the same figure from a compiled training runtime's min-cut, without running it, and
+``saved_activation_bytes`` evaluates it for given inputs (symbolic sizes at their real values).
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -60,6 +61,20 @@ def saved_tensor_bytes(
 def partition_saved_bytes(compiled: Any) -> PartitionStats | None:
     """The min-cut's ``PartitionStats`` of a runtime ``aot_compile`` returned for training (its
     ``activation_bytes``: what the forward saves beyond primals), or None for an inference
-    runtime or one rebuilt from a cache (no partition was run)."""
+    runtime. A runtime rebuilt from a cache keeps the figures of the partition that made it
+    (``RuntimeMetadata.partition``); an entry stored before they were kept has None."""
     plan = getattr(compiled, "plan", None)
     return getattr(plan, "partition", None)
+
+
+def saved_activation_bytes(compiled: Any, inputs: Sequence[Any]) -> int | None:
+    """Bytes a training runtime's forward saves for its backward beyond what the caller holds
+    (``PartitionStats.activation_bytes``) when called on ``inputs``: a graph with symbolic sizes
+    has them evaluated at these inputs' sizes. None for an inference runtime (nothing saved)."""
+    stats = partition_saved_bytes(compiled)
+    if stats is None:
+        return None
+    args = [*getattr(compiled, "params", ()), *inputs]
+    bases = getattr(compiled, "bases", None)
+    primals = bases.graph_args(args) if bases is not None else args
+    return stats.activation_bytes_at(primals)
