@@ -128,18 +128,26 @@ def _summary(
     cache: str = "",
     artifacts: dict[str, str] | None = None,
     hints: list[str] | None = None,
+    saved_bytes: int | None = None,
 ) -> GraphReport:
     phases = dict(timers or {})
     for g in graphs:
         for name, value in getattr(g, "phase_seconds", {}).items():
             phases[name] = phases.get(name, 0.0) + value
+    part_kernels: dict[str, int] = {}
+    part_fallbacks: dict[str, list[str]] = {}
+    for number, g in enumerate(graphs):
+        # the first graph is the forward; the others are the backward (and its variants)
+        part = PARTS[min(number, 1)]
+        part_kernels[part] = part_kernels.get(part, 0) + _num_kernels(g)
+        part_fallbacks.setdefault(part, []).extend(str(op) for op in getattr(g, "fallbacks", ()))
     return GraphReport(
         index=index,
         fx_nodes=fx_nodes,
-        kernels=sum(int(getattr(g, "num_kernels", len(getattr(g, "kernels", ())))) for g in graphs),
+        kernels=sum(part_kernels.values()),
         distinct_kernels=distinct_kernels(graphs),
         extern_calls=[str(op) for g in graphs for op in getattr(g, "extern_calls", ())],
-        fallbacks=[str(op) for g in graphs for op in getattr(g, "fallbacks", ())],
+        fallbacks=[op for ops in part_fallbacks.values() for op in ops],
         compile_seconds=seconds,
         source_path=str(getattr(graphs[0], "source_path", "") or "") if graphs else "",
         device=str(device),
@@ -150,6 +158,9 @@ def _summary(
         perf_hints=list(hints or []),
         convolutions=[line for g in graphs for line in getattr(g, "convolution_log", ())],
         linears=[line for g in graphs for line in getattr(g, "linear_log", ())],
+        part_kernels=part_kernels,
+        part_fallbacks=part_fallbacks,
+        saved_activation_bytes=saved_bytes,
     )
 
 
@@ -163,6 +174,23 @@ def distinct_kernels(graphs: list[Any]) -> int:
             function = getattr(k, "function_name", None)
             keys.add((getattr(k, "path", None), function) if function else id(k))
     return len(keys)
+
+
+def _num_kernels(graph: Any) -> int:
+    return int(getattr(graph, "num_kernels", len(getattr(graph, "kernels", ()))))
+
+
+def saved_activation_bytes(runtime: Any, example_inputs: Sequence[Any]) -> int | None:
+    """What a training runtime's forward saves for its backward beyond the caller's tensors, for
+    these inputs (aot-partition's figure); None for an inference runtime, or when this
+    aot-partition cannot say (an older release, a runtime it did not make)."""
+    reader = getattr(torchkiln_aot_partition, "saved_activation_bytes", None)
+    if reader is None:
+        return None
+    try:
+        return reader(runtime, list(example_inputs))
+    except Exception:  # noqa: BLE001 - a figure for the report never fails a compile
+        return None
 
 
 def code_artifacts(part: str, compiled: Any) -> dict[str, str]:
@@ -326,6 +354,7 @@ def make_backend(
                 dump.compiled(part, compiled)
 
         logged_hints: set[str] = set()
+        saved_bytes: list[int | None] = [None]  # the partition's figure, once it is known
 
         def summarize(seconds: float, cudagraphs: str, verdict: str) -> GraphReport:
             hints = perf_hints(list(zip(PARTS, compiled_graphs)), cudagraphs)
@@ -340,6 +369,7 @@ def make_backend(
                 verdict,
                 artifacts,
                 hints,
+                saved_bytes[0],
             )
             # summarized again when the backward compiles: log only what that added
             log_perf_hints(index, [h for h in hints if h not in logged_hints])
@@ -407,6 +437,7 @@ def make_backend(
                 timers["aot"] = time.perf_counter() - began - in_compiler[0]
                 slot.remember(compiled)
                 slot.store_if_complete(compiled_graphs)
+            saved_bytes[0] = saved_activation_bytes(compiled, example_inputs)
             cudagraphs = ""
             if options.cudagraphs:
                 compiled, cudagraphs = wrap_cudagraphs(compiled, gm, example_inputs)

@@ -43,6 +43,13 @@ class GraphReport:
     linears: one line per linear layer (``addmm``/``mm`` of a weight input) on the CPU: oneDNN
         with a prepacked weight and its epilogue fused, with the compile-time timings that chose
         it, or why it stays ``addmm`` (loop-ir's ``CompiledGraph.linear_log``).
+    part_kernels, part_fallbacks: ``kernels`` and ``fallbacks`` split by part, "forward" and
+        "backward" (a training graph's backward, compiled at the first backward call; every
+        backward variant added up). An inference graph has a forward only.
+    saved_activation_bytes: for a training graph, the bytes its forward saves for the backward
+        beyond what the caller holds anyway (parameters, inputs): aot-partition's min-cut figure
+        (``saved_activation_bytes``), symbolic sizes evaluated at the compiling call's inputs.
+        None for an inference graph (nothing saved) or when unknown.
     """
 
     index: int
@@ -61,6 +68,9 @@ class GraphReport:
     artifacts: dict[str, str] = field(default_factory=dict)
     perf_hints: list[str] = field(default_factory=list)
     distinct_kernels: int = 0
+    part_kernels: dict[str, int] = field(default_factory=dict)
+    part_fallbacks: dict[str, list[str]] = field(default_factory=dict)
+    saved_activation_bytes: int | None = None
 
     @property
     def source_paths(self) -> list[str]:

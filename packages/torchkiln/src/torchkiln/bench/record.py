@@ -62,6 +62,13 @@ ROW_KEYS = (
     "graphs",
     "graph_breaks",
     "kernels",
+    "kernels_fw",
+    "kernels_bw",
+    "op_fallbacks",
+    "op_fallbacks_fw",
+    "op_fallbacks_bw",
+    "saved_bytes",
+    "eager_saved_bytes",
     "accuracy",
     "task",
 )
@@ -98,8 +105,21 @@ class Row:
     #: of those, distinct kernel functions (launch sites of identical code share one: the Triton
     #: code generator compiles it once); summed per graph
     distinct_kernels: int | None = None
-    #: ATen ops with no lowering in the compiled graphs (run as their eager kernel), sorted
+    #: ``kernels`` split into the forward graphs' and the backward graphs' (a training step;
+    #: an inference row has its kernels in ``kernels_fw`` and 0 in ``kernels_bw``)
+    kernels_fw: int | None = None
+    kernels_bw: int | None = None
+    #: ATen ops with no lowering in the compiled graphs (run as their eager kernel), sorted;
+    #: and the same split by the part (forward, backward) they run in
     op_fallbacks: list[str] = field(default_factory=list)
+    op_fallbacks_fw: list[str] = field(default_factory=list)
+    op_fallbacks_bw: list[str] = field(default_factory=list)
+    #: a training step: the bytes torchkiln's forward graphs save for the backward beyond the
+    #: parameters and inputs (aot-partition's min-cut figure at the bench's input sizes, summed
+    #: over the graphs); ``eager_saved_bytes`` is eager's, measured with autograd's saved-tensor
+    #: hooks over the model's forward (the loss, run eagerly by both, left out)
+    saved_bytes: int | None = None
+    eager_saved_bytes: int | None = None
     accuracy: str = "error: not run"
     inductor_accuracy: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -131,6 +151,15 @@ def record_report(row: Row, report: Any) -> None:
     row.distinct_kernels = report.num_distinct_kernels
     row.eager_fallbacks = len(report.eager_fallbacks)
     row.op_fallbacks = sorted({op for g in report.graphs for op in g.fallbacks})
+    parts = [getattr(g, "part_kernels", {}) for g in report.graphs]
+    row.kernels_fw = sum(p.get("forward", 0) for p in parts)
+    row.kernels_bw = sum(p.get("backward", 0) for p in parts)
+    for part, attr in (("forward", "op_fallbacks_fw"), ("backward", "op_fallbacks_bw")):
+        ops = {op for g in report.graphs for op in getattr(g, "part_fallbacks", {}).get(part, ())}
+        setattr(row, attr, sorted(ops))
+    saved = [g.saved_activation_bytes for g in report.graphs]
+    known = [b for b in saved if b is not None]
+    row.saved_bytes = sum(known) if known else None
     row.graph_breaks = (
         len(report.graph_breaks) if report.graph_breaks else max(0, report.num_graphs - 1)
     )
@@ -177,6 +206,20 @@ def record_timings(
     row.peak_mem_mb = peak_memory_mb(fns["torchkiln"], config.device)
     if "inductor" in fns:
         row.inductor_peak_mem_mb = peak_memory_mb(fns["inductor"], config.device)
+    if peak_above_eager(row):
+        row.notes.append(
+            f"peak memory {row.peak_mem_mb:.1f} MB is above eager's "
+            f"{row.eager_peak_mem_mb:.1f} MB (the goal: at most eager's)"
+        )
+
+
+def peak_above_eager(row: Row) -> bool:
+    """Whether torchkiln's measured peak memory exceeds eager's (False when either is unknown)."""
+    return (
+        row.peak_mem_mb is not None
+        and row.eager_peak_mem_mb is not None
+        and row.peak_mem_mb > row.eager_peak_mem_mb
+    )
 
 
 def peak_memory_mb(fn: Callable[[], Any], device: str) -> float | None:

@@ -5,7 +5,9 @@ naming the paired ratios whose interval is wide.
 Each timing shows its median and ± half its runs' interquartile range; each speedup is the
 median of the per-round ratios with its interval (``paired``), marked ``!`` when that interval
 is wider than ``paired.NOISY_WIDTH`` of the median; "tk vs tc" is torch.compile's time over
-torchkiln's, round by round, with its verdict."""
+torchkiln's, round by round, with its verdict. A training step's row adds the bytes saved for
+the backward (eager's and torchkiln's), splits kernels and ATen fallbacks into forward+backward,
+and marks torchkiln's peak memory ``!`` where it is above eager's (``TRAIN_LEGEND``)."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from rich.console import Console
 from rich.table import Table
 
 from torchkiln.bench import paired
-from torchkiln.bench.record import Row
+from torchkiln.bench.record import Row, peak_above_eager
 from torchkiln.bench.timing import geometric_mean
 
 #: the table's header of each paired ratio (the warning names ratios by it); the headers are
@@ -28,6 +30,14 @@ COLUMN_OF = {"speedup": "tk speedup", "inductor_speedup": "tc speedup", "vs_indu
 KEPT_COLUMNS = ("model", "accuracy")
 #: the characters a rendered table line ends with when rich did not crop it
 _RIGHT_EDGES = frozenset("┓┃┩│┤┘┫╇")
+
+
+#: what a training table's own cells mean
+TRAIN_LEGEND = (
+    "training step: kernels forward+backward; (+F+B aten): ATen fallbacks in the forward and "
+    "the backward (named in the notes); saved MB: what the forward keeps for the backward "
+    "beyond parameters and inputs (tk: the min-cut's figure, eager: autograd's saved tensors)"
+)
 
 
 def _num(value: float | None, fmt: str) -> str:
@@ -139,12 +149,36 @@ def failure_summary(rows: Sequence[Row]) -> str:
     return f"{len(failed)} of {len(rows)} models failed: {listed}"
 
 
+def _kernels(r: Row) -> str:
+    """Kernels, as forward+backward for a training step (``12+20``)."""
+    if r.task == "train" and r.kernels_fw is not None and r.kernels_bw is not None:
+        return f"{r.kernels_fw}+{r.kernels_bw}"
+    return _num(r.kernels, "d")
+
+
+def _aten(r: Row) -> str:
+    """ATen fallbacks: how many ops, ``(+2 aten)``; for a training step split by part,
+    ``(+2+1 aten)`` (forward+backward)."""
+    if r.task == "train" and (r.op_fallbacks_fw or r.op_fallbacks_bw):
+        return f" (+{len(r.op_fallbacks_fw)}+{len(r.op_fallbacks_bw)} aten)"
+    return f" (+{len(r.op_fallbacks)} aten)" if r.op_fallbacks else ""
+
+
+def _mb(value: int | None) -> str:
+    if value is None:
+        return "-"
+    mb = value / 2**20
+    return f"{mb:.2f}" if mb < 10 else f"{mb:.1f}"
+
+
 def _cells(r: Row) -> dict[str, str]:
-    graphs = "-" if r.graphs is None else f"{r.graphs} / {r.graph_breaks} / {_num(r.kernels, 'd')}"
+    graphs = "-" if r.graphs is None else f"{r.graphs} / {r.graph_breaks} / {_kernels(r)}"
     if r.eager_fallbacks:
         graphs += f" ({r.eager_fallbacks} eager)"
-    if r.op_fallbacks:
-        graphs += f" (+{len(r.op_fallbacks)} aten)"
+    graphs += _aten(r)
+    peak = [_num(v, ".1f") for v in (r.eager_peak_mem_mb, r.peak_mem_mb, r.inductor_peak_mem_mb)]
+    if peak_above_eager(r):
+        peak[1] += "!"
     return {
         "model": f"{r.suite}/{r.model}",
         "eager ms": _ms(r, "eager", r.eager_ms),
@@ -154,9 +188,8 @@ def _cells(r: Row) -> dict[str, str]:
         "tc speedup": _paired(r, "inductor_speedup"),
         "tk vs tc": _versus(r),
         "compile s tk / tc": f"{_num(r.compile_s, '.2f')} / {_num(r.inductor_compile_s, '.2f')}",
-        "peak MB eager / tk / tc": " / ".join(
-            _num(v, ".1f") for v in (r.eager_peak_mem_mb, r.peak_mem_mb, r.inductor_peak_mem_mb)
-        ),
+        "peak MB eager / tk / tc": " / ".join(peak),
+        "saved MB eager / tk": f"{_mb(r.eager_saved_bytes)} / {_mb(r.saved_bytes)}",
         "graphs / breaks / kernels": graphs,
         "accuracy": r.accuracy,
     }
@@ -252,6 +285,14 @@ def render(
         console.print(
             "peak memory: measured on CUDA only (torch.cuda.max_memory_allocated); '-' on CPU"
         )
+    above = [r.model for r in rows if peak_above_eager(r)]
+    if above:
+        console.print(
+            f"peak memory above eager's (marked !) on {len(above)} of {len(rows)} models: "
+            + ", ".join(above)
+        )
+    if any(r.task == "train" for r in rows):
+        console.print(TRAIN_LEGEND)
     for r in rows:
         for note in r.notes:
             console.print(f"  {r.model}: {note}")

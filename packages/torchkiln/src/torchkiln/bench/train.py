@@ -6,6 +6,10 @@ under ``torch.autocast`` of that dtype (mixed precision, as people train); with 
 no autocast. Dropout is set to 0 so that the three variants compute the same step. The loss is
 the mean square of every floating output (a scalar that reaches every output).
 
+Saved-activation bytes (``Row.saved_bytes``): what torchkiln's forward graphs save for the
+backward beyond parameters and inputs, aot-partition's min-cut figure; eager's
+(``Row.eager_saved_bytes``) is measured with autograd's saved-tensor hooks over one forward.
+
 Accuracy is checked once per model, on gradients: each variant takes one step from the same
 weights and the same inputs, and every parameter's gradient of torchkiln must be within the
 benchmark's rule (``accuracy.compare``) of eager's against an fp64 eager reference.
@@ -21,6 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 import torch
+from torchkiln_aot_partition import saved_tensor_bytes
 
 import torchkiln
 from torchkiln.bench import accuracy, timing
@@ -89,6 +94,17 @@ class Variant:
         ]
 
 
+def eager_saved_bytes(variant: Variant, inputs: tuple[Any, ...]) -> int:
+    """Bytes eager's forward of the model (not the loss, which both run eagerly) saves for its
+    backward beyond the parameters, buffers and inputs (autograd's saved-tensor hooks)."""
+    model = variant.model
+    held = [*model.parameters(), *model.buffers(), *inputs]
+    with variant.autocast():
+        out, saved = saved_tensor_bytes(variant.fn, *inputs, held=held)
+    del out  # frees the graph and what it saved
+    return saved.activations
+
+
 def run_train(
     spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str], None]
 ) -> None:
@@ -123,6 +139,7 @@ def run_train(
     first_eager_s, _ = timer.wall(lambda: eager.forward_backward(inputs))
     eager_s = min(first_eager_s, timer.wall(lambda: eager.forward_backward(inputs))[0])
     eager_grads = [g.detach().clone() for g in eager.grads()]
+    row.eager_saved_bytes = eager_saved_bytes(eager, inputs)
 
     status(f"{spec.name}: compiling a training step with torchkiln")
     tk_model = copy.deepcopy(base)
@@ -138,6 +155,13 @@ def run_train(
     if not verdict.passed:
         row.notes.append(f"gradients: {verdict.detail}")
     record_report(row, torchkiln.report(compiled))
+    if row.op_fallbacks_fw or row.op_fallbacks_bw:
+        row.notes.append(
+            "ATen fallbacks: forward "
+            + (", ".join(row.op_fallbacks_fw) or "none")
+            + "; backward "
+            + (", ".join(row.op_fallbacks_bw) or "none")
+        )
     variants = {"eager": eager, "torchkiln": tk}
 
     if config.peer:
