@@ -48,6 +48,14 @@ def _refuse_while_loop_backward(gm: torch.fx.GraphModule) -> None:
             )
 
 
+def enables_grad(gm: fx.GraphModule) -> bool:
+    """Whether the graph turns grad mode on somewhere (capture's ``enable_grad`` region)."""
+    return any(
+        n.op == "call_function" and n.target is torch._C._set_grad_enabled and n.args[:1] == (True,)
+        for n in gm.graph.nodes
+    )
+
+
 def aot_compile(
     gm: fx.GraphModule,
     example_inputs: Sequence[torch.Tensor],
@@ -74,7 +82,10 @@ def aot_compile(
     gm, hidden = expose_view_bases(gm, example_inputs)
     lifted = lift_parameters(gm)
     primals = list(lifted.params) + example_inputs
-    needs_grad = torch.is_grad_enabled() and any(
+    # called under no_grad, a graph whose enable_grad region reads an input that requires grad
+    # still trains (its outputs from that region carry a gradient, as eager's do)
+    entry_grad = torch.is_grad_enabled()
+    needs_grad = (entry_grad or enables_grad(gm)) and any(
         isinstance(p, torch.Tensor) and p.requires_grad for p in primals
     )
 
@@ -128,7 +139,7 @@ def aot_compile(
         )
 
     _refuse_while_loop_backward(gm)
-    joint = joint_graph(lifted.gm, primals, decomps, fake_primals=fakes)
+    joint = joint_graph(lifted.gm, primals, decomps, fake_primals=fakes, entry_grad=entry_grad)
     # the joint's own fake run of the graph (static shapes) finds the aliases: no run of its own
     aliases = output_aliases_of(joint.fake_run)
     bases = _bases_for(primals, joint.mutated_inputs, grad=True, fakes=fakes)
@@ -140,6 +151,7 @@ def aot_compile(
             graph_inputs,
             decomps,
             fake_primals=bases.graph_args_fake(fakes) if fakes is not None else None,
+            entry_grad=entry_grad,
         )
     # the partitioners never save a mutated input: the runtime writes its new value into it after
     # the forward, and autograd refuses a saved tensor changed in place since it was saved
@@ -163,6 +175,7 @@ def aot_compile(
         num_saved=num_saved,
         num_primals=joint.num_primals,
         partition=fw_gm.meta.get("partition"),
+        entry_grad=entry_grad,
     )
     return TrainingRuntime(plan, lifted.params, lifted.constant_outputs, aliases, bases, hidden)
 

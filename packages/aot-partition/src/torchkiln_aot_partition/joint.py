@@ -65,12 +65,15 @@ def joint_graph(
     primals: Sequence[torch.Tensor],
     decompositions: dict,
     fake_primals: Sequence[torch.Tensor] | None = None,
+    entry_grad: bool = True,
 ) -> JointGraph:
     """Trace fn's forward and backward into one functional ATen graph.
 
     `primals` are real example tensors; their requires_grad flags decide which grads are traced.
     Static shapes unless `fake_primals` (FakeTensors of one FakeTensorMode, with symbolic sizes,
     matching `primals`) are given: then the graph is traced in that mode and sizes stay symbolic.
+    `entry_grad`: the grad mode fn is called in (False: a function called under no_grad whose
+    graph enables grad in a region; only what that region computes carries a gradient).
     """
     primals = list(primals)
     decompositions = paired_for_autograd(decompositions)
@@ -85,7 +88,7 @@ def joint_graph(
     examples = list(fake_primals) if fake_primals is not None else primals
     # One run on fake copies (no side effects on the user's tensors) gives the outputs' shapes
     # and which of them require grad.
-    with mode, torch.enable_grad():
+    with mode, torch.set_grad_enabled(entry_grad):
         fake_ins, fake_outs = _fake_outputs(fn, examples, primals, mode)
     diff_idx = [
         i for i, o in enumerate(fake_outs) if isinstance(o, torch.Tensor) and o.requires_grad
@@ -96,8 +99,9 @@ def joint_graph(
 
     def joint(*args):
         ps, tangents = args[:num_primals], args[num_primals:]
-        with torch.enable_grad():
+        with torch.set_grad_enabled(entry_grad):
             outs = fn(*ps)
+        with torch.enable_grad():
             outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
             n_user[0] = len(outs)
             diff_outs = [outs[i] for i in diff_idx]

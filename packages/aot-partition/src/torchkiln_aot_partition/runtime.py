@@ -127,6 +127,9 @@ class TrainingPlan:
     num_primals: int
     #: the min-cut's figures (None when rebuilt from a cache): what is saved, its bytes
     partition: Any = None
+    #: the grad mode the graph was compiled for; False: called under no_grad, the graph enables
+    #: grad in a region, so the Function is applied with grad on (else autograd records nothing)
+    entry_grad: bool = True
     #: derived once, not per call: diff_outputs as a set; whether the gradients come in the order
     #: of the primals (grad_inputs is 0, 1, 2, ...: the result is the list itself, padded)
     diff_set: frozenset = field(init=False, repr=False, compare=False)
@@ -265,7 +268,11 @@ class TrainingRuntime:
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         args = [*self.params, *inputs]
         graph_args = self.bases.graph_args(args) if self.bases is not None else args
-        outs = list(_apply(self.plan, graph_args))
+        if self.plan.entry_grad:
+            outs = list(_apply(self.plan, graph_args))
+        else:
+            with torch.enable_grad():
+                outs = list(_apply(self.plan, graph_args))
         n = self.plan.num_user_outputs
         apply_mutations(graph_args, self.plan.mutated_inputs, outs[n:])
         with _after_write_back(self.plan.mutated_inputs):

@@ -50,6 +50,7 @@ class RuntimeMetadata:
     #: the min-cut's figures (what the forward saves, its bytes), kept so that a runtime rebuilt
     #: from a cache still reports them
     partition: PartitionStats | None = None
+    entry_grad: bool = True  # see TrainingPlan.entry_grad
 
 
 def runtime_metadata(runtime: Any) -> RuntimeMetadata:
@@ -84,6 +85,7 @@ def runtime_metadata(runtime: Any) -> RuntimeMetadata:
             bases=runtime.bases,
             hidden_outputs=runtime.hidden_outputs,
             partition=plan.partition,
+            entry_grad=plan.entry_grad,
         )
     raise AOTError(f"not a runtime made by aot_compile: {type(runtime).__name__}")
 
@@ -130,6 +132,7 @@ def rebuild_runtime(
         num_saved=meta.num_saved,
         num_primals=meta.num_primals,
         partition=meta.partition,
+        entry_grad=meta.entry_grad,
     )
     return TrainingRuntime(
         plan, lifted.params, meta.constant_outputs, meta.aliases, meta.bases, meta.hidden_outputs
