@@ -120,3 +120,49 @@ def test_transposed_operands_pad_their_base_once(trace, check):
     assert len(pads) == 2 and all(p.args[0].op == "placeholder" for p in pads), new.graph
     assert sum("padded to" in line for line in log) == 3
     check(f, g, h, w, atol=1e-4, rtol=1e-4, options=ALWAYS)
+
+
+def _fake_trace(fn, *inputs):
+    from torch.fx.experimental.proxy_tensor import make_fx
+
+    return make_fx(fn, decomposition_table=L.decompositions(), tracing_mode="fake")(*inputs)
+
+
+def test_one_fake_mode_graph_skips_the_full_propagation(monkeypatch):
+    """A graph whose values are all fake tensors of one mode (make_fx's fake tracing, as
+    aot-partition's graphs) is padded in that mode without re-propagating it whole: the same
+    graph, the same sizes and strides on every node, as the full propagation gives, and equal
+    to eager when compiled."""
+    from torchkiln_loop_ir import mkldnn
+
+    g, h, w = torch.randn(64, 101), torch.randn(64, 96), torch.randn(101, 96)
+
+    def f(g, h, w):
+        y = g @ w
+        return g.t() @ h, y.relu() * 2, y.view(8, 8, 96)[:, 1], h @ w.t()
+
+    gm = _fake_trace(f, g, h, w)
+    assert mkldnn._one_fake_mode(gm.graph) is not None
+    full_runs = []
+    real_propagate = mkldnn._propagate_meta
+
+    def counting(graph, mode, since=None):
+        full_runs.append(since is None)
+        return real_propagate(graph, mode, since)
+
+    monkeypatch.setattr(pad_mm, "_propagate_meta", counting)
+    monkeypatch.setattr(mkldnn, "_propagate_meta", counting)
+    fast, fast_log = pad_mm.pad_matmuls(gm)
+    assert full_runs == [False]  # only the incremental propagation after the rewrite
+    monkeypatch.setattr(mkldnn, "_one_fake_mode", lambda graph: None)
+    full, full_log = pad_mm.pad_matmuls(gm)
+    assert full_runs == [False, True, False]
+    assert fast_log == full_log and sum("padded to" in line for line in fast_log) == 3
+    assert fast.code == full.code
+    for a, b in zip(fast.graph.nodes, full.graph.nodes):
+        assert mkldnn._same_meta(a.meta.get("val"), b.meta.get("val")), (a, a.meta, b.meta)
+    expected = f(g, h, w)
+    for padded in (fast, full):
+        got = L.compile_graph(padded, [g, h, w], L.ReferenceBackend())(g, h, w)
+        for x, e in zip(got, expected):
+            torch.testing.assert_close(x, e, atol=1e-4, rtol=1e-4)

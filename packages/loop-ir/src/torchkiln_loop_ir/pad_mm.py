@@ -26,13 +26,12 @@ from typing import Any
 
 import torch
 from torch import fx
-from torch._subclasses.fake_tensor import FakeTensorMode
 
 from .mkldnn import (
     _STORAGE_OPS,
-    _args_of,
     _fake_meta,
     _keep_output_layouts,
+    _meta_mode,
     _output_values,
     _propagate_meta,
     _static_inputs,
@@ -217,9 +216,7 @@ def pad_matmuls(
             *log,
             *(f"{p.name}: {p.target} kept (graph inputs of symbolic size)" for p in wanted),
         )
-    mode = FakeTensorMode()
-    _propagate_meta(graph, mode)  # one fake mode for every value the pass makes or reads
-    propagated = _args_of(graph)
+    mode, propagated = _meta_mode(graph)  # one fake mode for every value the pass makes or reads
     output = next(n for n in graph.nodes if n.op == "output")
     before = _output_values(output)
     memo: dict = {}
