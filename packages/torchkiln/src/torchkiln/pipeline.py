@@ -24,6 +24,7 @@ from torchkiln.cudagraphs import wrap_cudagraphs
 from torchkiln.ddp_buckets import active_bucket_cap, split_at_buckets
 from torchkiln.debug_dir import GraphDump, debug_root
 from torchkiln.errors import BackendCompilerFailed, FailedAfterEffects, LayerUnavailable
+from torchkiln.gc_freeze import frozen_heap
 from torchkiln.logs import log_aot_graph, log_compiled_stages, log_output_code, log_perf_hints
 from torchkiln.options import CompileOptions
 from torchkiln.perf_hints import perf_hints
@@ -309,6 +310,12 @@ def make_backend(
     def torchkiln_backend(
         gm: torch.fx.GraphModule, example_inputs: list[Any]
     ) -> Callable[..., Any]:
+        with frozen_heap():
+            return _torchkiln_backend(gm, example_inputs)
+
+    def _torchkiln_backend(
+        gm: torch.fx.GraphModule, example_inputs: list[Any]
+    ) -> Callable[..., Any]:
         cap = active_bucket_cap() if options.ddp_buckets else None
         if cap is not None:
             try:
@@ -389,6 +396,10 @@ def make_backend(
             in_compiler = [0.0]
 
             def fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
+                with frozen_heap():  # the backward compiles later, at the first backward
+                    return _fw_compiler(aten_gm, aten_inputs)
+
+            def _fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
                 part = PARTS[min(len(compiled_graphs), 1)]
                 log_aot_graph(index, part, aten_gm)
                 if dump is not None:
