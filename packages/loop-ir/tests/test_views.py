@@ -213,3 +213,62 @@ def test_channels_last_adaptive_pool_trains_without_fallback():
     for g, e in zip(got, torch.autograd.grad(ref, (rx, rw), grad)):
         torch.testing.assert_close(g, e)
     assert len(graphs) == 2 and all(g.fallbacks == [] for g in graphs)
+
+
+def test_permute_of_a_stored_tensor_takes_the_layout_view_of_finds():
+    """The permute shortcut (strides taken in the new order) gives the layout that view_of's
+    sympy expansion gives, for contiguous, transposed, offset, broadcast (stride 0) and size-1
+    dimensions, of buffers and of views; a symbolic layout takes view_of's way."""
+    import itertools
+    import random
+
+    import sympy
+    from torchkiln_loop_ir.ir import FixedLayout, InputBuffer, ReinterpretView
+    from torchkiln_loop_ir.lowering import views
+
+    rng = random.Random(0)
+    layouts = [
+        ((2, 3, 4), (12, 4, 1), 0),
+        ((2, 3, 4), (1, 2, 6), 0),
+        ((2, 1, 4, 5), (20, 20, 5, 1), 7),
+        ((3, 1, 1), (1, 9, 3), 2),
+        ((4, 6), (0, 1), 0),
+        ((5, 2, 3), (6, 3, 1), 30),
+    ]
+    cpu = torch.device("cpu")
+    checked = 0
+    for size, stride, offset in layouts:
+        layout = FixedLayout(
+            cpu,
+            torch.float32,
+            *(tuple(map(sympy.Integer, v)) for v in (size, stride)),
+            sympy.Integer(offset),
+        )
+        buf = InputBuffer("x", layout)
+        for x in (buf, ReinterpretView(buf, layout)):
+            perms = list(itertools.permutations(range(len(size))))
+            for dims in rng.sample(perms, min(len(perms), 8)):
+                new_size = [layout.size[d] for d in dims]
+                fast = views._permuted_layout(x, list(dims), new_size)
+                inv = [dims.index(i) for i in range(len(dims))]
+                slow = views.view_of(x, new_size, lambda idx, inv=inv: [idx[i] for i in inv])
+                assert isinstance(fast, ReinterpretView) and isinstance(slow, ReinterpretView)
+                assert fast.base is slow.base and fast.layout == slow.layout, (dims, fast, slow)
+                checked += 1
+    assert checked > 40
+    s = sympy.Symbol("s0", positive=True, integer=True)
+    symbolic = FixedLayout(cpu, torch.float32, (s, sympy.Integer(3)), (sympy.Integer(3), 1))
+    assert views._permuted_layout(InputBuffer("y", symbolic), [1, 0], [3, s]) is None
+
+
+def test_permutes_of_buffers_and_views_match_eager(check):
+    x = torch.randn(2, 1, 4, 6)
+    check(
+        lambda x: (
+            x.permute(3, 1, 0, 2) + 1,
+            x[:, :, 1:].permute(2, 0, 3, 1).contiguous(),
+            x.expand(3, 2, 1, 4, 6).permute(4, 0, 2, 1, 3) * 2,
+            x.transpose(1, 3).transpose(0, 2).reshape(-1),
+        ),
+        x,
+    )

@@ -65,10 +65,35 @@ def view_of(x: IRNode, size: Sequence[sympy.Expr], reindex: Reindex) -> IRNode:
     return Pointwise(lambda index: load(reindex(index)), size, x.get_dtype(), x.get_device())
 
 
+def _permuted_layout(x: IRNode, dims: Sequence[int], size: Sequence[sympy.Expr]) -> IRNode | None:
+    """The permute of a stored tensor whose layout is all integers, or None: its strides taken
+    in the new order, the layout ``view_of`` finds by expanding the index with sympy and reading
+    the coefficients back (a size-1 dimension takes its contiguous stride there too). Permutes
+    are most of a transformer's views, and the sympy round trip was a third of lowering it."""
+    bl = _base_and_layout(x)
+    if bl is None or type(bl[1]) is not FixedLayout:
+        return None
+    base, layout = bl
+    size = tuple(sympy.sympify(s) for s in size)
+    strides = tuple(sympy.sympify(s) for s in layout.stride)
+    offset = sympy.sympify(layout.offset)
+    if not all(isinstance(v, sympy.Integer) for v in (*size, *strides, offset)):
+        return None
+    if any(s == 0 for s in size):
+        return None  # no element: view_of's own case
+    new = tuple(
+        strides[d] if sz != 1 else cst for d, sz, cst in zip(dims, size, contiguous_strides(size))
+    )
+    return ReinterpretView(base, FixedLayout(layout.device, layout.dtype, size, new, offset))
+
+
 @register_lowering(aten.permute.default)
 def permute(ctx, x, dims):
     dims = [d % len(x.get_size()) for d in dims]
     size = [x.get_size()[d] for d in dims]
+    fast = _permuted_layout(x, dims, size)
+    if fast is not None:
+        return fast
     inv = [dims.index(i) for i in range(len(dims))]
     return view_of(x, size, lambda idx: [idx[inv[i]] for i in range(len(dims))])
 
