@@ -15,6 +15,7 @@ Each stage's code goes into three lists: ``prefix`` (loop-invariant, before the 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -25,10 +26,11 @@ from torchkiln_loop_ir.backend import KernelSpec
 from torchkiln_loop_ir.indexing import index_symbol
 from torchkiln_loop_ir.ops import set_ops_handler
 
-from . import _reductions
+from . import _online, _reductions
 from ._compat import interpreting, math_table
 from ._flat_index import FlatIndex
 from ._layout import DEFAULT, BlockLayout, choose_layout
+from ._online import OnlinePair, OnlineUnavailable, online_plan
 from ._pointwise import PointwiseOps
 from ._split import partial_name, split_functions
 from ._values import NONE, TritonValue, full
@@ -51,6 +53,9 @@ class _Stage:
     body: list[str] = field(default_factory=list)
     suffix: list[str] = field(default_factory=list)
     looped: bool = False
+    # an r-loop whose only reduction an earlier stage computed online (_online.py): its loop's
+    # lines are dropped, its prefix and suffix kept
+    absorbed: bool = False
     # accumulators' initial values (before the r-loop), and for a split reduction the lines that
     # store the partials (after the loop, first kernel) and combine them (second kernel)
     init: list[str] = field(default_factory=list)
@@ -107,6 +112,9 @@ class TritonOpsHandler(PointwiseOps):
         self.reports_status = False  # something is checked: the kernel takes tk_status
         self.split = False  # a split reduction (_split.py): reductions store partials
         self.partials: list[torch.dtype] = []  # their dtypes, in parameter order
+        self.online: OnlinePair | None = None  # a max and sum of exp to compute in one loop
+        self._online_sum: TritonValue | None = None
+        self._calls: dict[int, int] = {}  # ops.reduction calls per stage, as _online counts
 
     # -- structure -----------------------------------------------------------------------
     def declare_symbol(self, sym: sympy.Symbol, deps: frozenset[str]) -> None:
@@ -114,7 +122,8 @@ class TritonOpsHandler(PointwiseOps):
 
     def begin_stage(self, looped: bool) -> None:
         self.stage_index += 1
-        self.stages.append(_Stage(looped=looped))
+        absorbed = self.online is not None and self.stage_index == self.online.stage + 1
+        self.stages.append(_Stage(looped=looped, absorbed=absorbed and looped))
 
     def end_stage(self) -> None:
         # values computed inside an r-loop are out of scope after it
@@ -302,6 +311,12 @@ class TritonOpsHandler(PointwiseOps):
             raise CodegenError(
                 f"kernel {self.spec.name}: ops.reduction in a kernel without rranges"
             )
+        call = self._calls.get(self.stage_index, 0)
+        self._calls[self.stage_index] = call + 1
+        if self._stage.absorbed:  # its sum of exp(x - max) came from the online loop
+            if self._online_sum is None or reduction_type != "sum":
+                raise OnlineUnavailable(f"stage {self.stage_index}: no online sum")
+            return self._online_sum
         if reduction_type == "welford_combine":
             parts = tuple(self.as_value(v, torch.float32) for v in value)
             key = (self.stage_index, reduction_type, tuple(p.name for p in parts))
@@ -310,6 +325,12 @@ class TritonOpsHandler(PointwiseOps):
             return self._reductions[key]
         value = self.as_value(value, src_dtype)
         key = (self.stage_index, reduction_type, value.name)
+        online = self.online
+        if online and (self.stage_index, call) == (online.stage, online.max_call):
+            if key in self._reductions or not self._stage.looped:
+                raise OnlineUnavailable("the max was already emitted as a plain reduction")
+            top, self._online_sum = _online.emit_online(self, dtype, value)
+            self._reductions[key] = top
         if key not in self._reductions:
             self._reductions[key] = _reductions.emit_reduction(
                 self, dtype, src_dtype, reduction_type, value
@@ -497,16 +518,42 @@ def generate(
     layout: BlockLayout | None = None,
     split: bool = False,
     note: str = "",
+    online: bool = True,
 ) -> GeneratedKernel:
     """The ``@triton.jit`` function(s) for ``spec`` (no module header). ``layout``: how a
     reduction's block is laid out (None: ``choose_layout`` decides from the accesses);
     ``split``: a split reduction (``_split.py``, looped only), two functions; ``note``: why
-    the kernel is persistent or looped (``Config.reason``), a comment at its top."""
+    the kernel is persistent or looped (``Config.reason``), a comment at its top; ``online``:
+    whether a looped softmax's max and sum of exp may share one r-loop (``_online.py``, also
+    subject to ``options.online_softmax``)."""
     interpret = interpreting() if interpret is None else interpret
     reduction = spec.is_reduction
     if layout is None:
         layout = choose_layout(spec) if reduction else DEFAULT
     split = split and reduction and looped
+    plan = online_plan(
+        spec, looped=looped and reduction, split=split, enabled=online and options.online_softmax
+    )
+    if plan is not None:
+        try:
+            return _generate(spec, looped, options, interpret, fn_name, layout, split, note, plan)
+        except OnlineUnavailable:
+            pass  # the plain three-pass kernel below
+    return _generate(spec, looped, options, interpret, fn_name, layout, split, note, None)
+
+
+def _generate(
+    spec: KernelSpec,
+    looped: bool,
+    options: TritonOptions,
+    interpret: bool,
+    fn_name: str | None,
+    layout: BlockLayout,
+    split: bool,
+    note: str,
+    plan: OnlinePair | None,
+) -> GeneratedKernel:
+    reduction = spec.is_reduction
     name = fn_name or spec.name
     names = arg_names(spec)
     handler = TritonOpsHandler(
@@ -519,9 +566,16 @@ def generate(
         layout=layout,
     )
     handler.split = split
+    handler.online = plan
     head = ["    xoffset = tl.program_id(0) * XBLOCK"]
     if reduction:
         head[0:0] = [f"    # block layout {layout.reason}"] + ([f"    # {note}"] if note else [])
+        if plan is not None:
+            head.insert(
+                2,
+                f"    # online softmax: stage {plan.stage}'s max and stage {plan.stage + 1}'s sum "
+                "of exp(x - max) in one r-loop (one read of the row fewer)",
+            )
         head += [
             f"    xindex = xoffset + tl.arange(0, XBLOCK){layout.x_arange}",
             "    xmask = xindex < xnumel",
@@ -566,7 +620,9 @@ def generate(
     out = [f"def {name}({', '.join(params)}):", *head]
     for st in handler.stages:
         out += ["    " + ln for ln in st.init + st.prefix]
-        if st.looped:
+        if st.absorbed:
+            _check_absorbed(st, handler.stages)
+        elif st.looped:
             out.append("    for roffset in range(0, rnumel, RBLOCK):")
             out += ["        " + ln for ln in ["rindex = roffset + rbase", *rhead[1:]]]
             out += ["        " + ln for ln in st.body]
@@ -576,6 +632,16 @@ def generate(
     if len(out) == len(head) + 1:
         out.append("    pass")
     return GeneratedKernel("\n".join(out) + "\n")
+
+
+def _check_absorbed(stage: _Stage, stages: list[_Stage]) -> None:
+    """An absorbed stage's r-loop is dropped: nothing outside it may use a name it assigns."""
+    assigned = {ln.split(" = ", 1)[0] for ln in stage.body if " = " in ln}
+    kept = [ln for st in stages for ln in st.init + st.prefix + st.suffix]
+    kept += [ln for st in stages if st is not stage for ln in st.body]
+    words = set(re.findall(r"\w+", "\n".join(kept)))
+    if assigned & words:
+        raise OnlineUnavailable(f"the absorbed loop computes {sorted(assigned & words)}")
 
 
 def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> str:

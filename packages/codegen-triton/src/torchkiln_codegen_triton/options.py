@@ -24,6 +24,10 @@ class TritonOptions:
         ``split_max_chunks`` chunks of at least ``split_min_rchunk`` rows, reduced into partials
         that a second kernel combines (about 1024 programs fill an H200's 132 SMs several times
         over). ``split_max_chunks`` below 2 turns splitting off.
+    online_softmax: in a looped reduction kernel, compute a softmax's row max and its sum of
+        exp(x - max) in one r-loop (a running max and a rescaled running sum per lane) instead
+        of two, so the row is read twice, not three times (``_online.py`` says when it applies).
+        Off gives the plain form, for comparing the two.
     debug_asserts: emit ``tl.device_assert`` bounds checks for indirect indices.
     cache_dir: where kernel sources are written (plus ``/triton``); None means the shared cache
         root (``torchkiln_loop_ir.codecache.cache_root``).
@@ -45,6 +49,7 @@ class TritonOptions:
     split_max_chunks: int = 64
     split_min_rchunk: int = 128
     autotune: bool = False
+    online_softmax: bool = True
     debug_asserts: bool = False
     cache_dir: str | None = None
     compile_workers: int | None = None

@@ -1,0 +1,201 @@
+"""Online softmax: a row's max and its sum of ``exp(x - max)`` in one r-loop of a looped kernel.
+
+A softmax (log_softmax, logsumexp, cross-entropy) reduction kernel is three stages: the row's
+max, the sum of ``exp(x - max)`` over the row, then the outputs. Persistent (the row in
+registers) that reads the row from memory once; looped (rows longer than
+``TritonOptions.persistent_rnumel``: a language model's vocabulary of 30522-50257) each stage
+is an r-loop that reads the row again, three reads. The *online* form (Milakov and
+Gimelshein, "Online normalizer calculation for softmax", 2018) keeps, per lane of the block, a
+running max ``m`` and a running sum ``s`` of ``exp(x - m)``, rescaling ``s`` by
+``exp(m_old - m_new)`` when a block raises the max; after the loop the lanes combine as
+``M = max(m)``, ``S = sum(s * exp(m - M))``. The sum's own loop is then dropped: two reads.
+
+The decision (``online_plan``), made per kernel from its stages:
+
+- it applies to a *looped* kernel (``TritonOptions.online_softmax`` on, not a split
+  reduction) whose loop stage ``i`` has a floating ``max`` reduction of a value ``v`` and whose
+  next stage ``i + 1`` is a loop stage computing exactly one reduction, a ``sum`` of
+  ``exp(v - max)`` with the same ``v`` (the same loads at the same indices through the same
+  ops), storing nothing to memory but that sum. Stage ``i + 1`` is then *absorbed*: its sum is
+  computed by stage ``i``'s loop, and its own loop is not emitted.
+- not for persistent kernels (the row is read once already; the online form would only add an
+  exp per element), nor where stage ``i + 1`` writes anything else per element, reduces
+  anything else, or computes its sum from another value (a softmax's backward, ``sum(g * y)``,
+  is one pass already).
+
+NaN and infinities: the online lanes are exact only for rows whose max ``M`` is finite (every
+value finite or -inf). Where ``M`` is not finite eager's sum of ``exp(x - M)`` holds a NaN (an
+all -inf row gives ``-inf - -inf``, a +inf gives ``inf - inf``, a NaN propagates), so ``S`` is
+NaN there, as eager's; the consumers then compute what eager does from ``M`` and ``S``. Lanes
+of -inf so far count their values with ``exp(0)`` (``m == x``), which the combine scales by
+``exp(-inf - M) = 0`` once a finite value arrives. 16-bit inputs are widened to float32 by the
+loads, so the running max and sum are float32 (float64 for float64 rows).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import sympy
+from torchkiln_loop_ir.backend import KernelSpec
+from torchkiln_loop_ir.handlers import DefaultHandler
+from torchkiln_loop_ir.indexing import index_symbol
+from torchkiln_loop_ir.ops import ALL_OPS, set_ops_handler
+
+from ._values import XR, TritonValue, full
+from .printer import tl_dtype
+
+
+@dataclass(frozen=True)
+class OnlinePair:
+    """Stage ``stage``'s reduction call number ``max_call`` (a max) also computes the sum of
+    exp(value - max) that stage ``stage + 1`` (absorbed: no r-loop) reduces."""
+
+    stage: int
+    max_call: int
+
+
+class OnlineUnavailable(Exception):
+    """The generated kernel could not take the planned online form (the max was already
+    emitted plainly, or the absorbed loop computed something used after it): the caller
+    generates the kernel again without it."""
+
+
+@dataclass
+class _Reduction:
+    stage: int
+    call: int
+    rtype: str
+    value: Any
+    dtype: Any
+
+
+class _Tracer(DefaultHandler):
+    """Runs kernel bodies and builds each value as a hashable expression tree: loads are
+    ``("load", name, index)`` (a load of something this kernel stored is the stored tree),
+    reduction results ``("red", stage, call)``, every other op ``(name, *args)``."""
+
+    default_ops = ALL_OPS
+
+    def __init__(self) -> None:
+        self.stage = -1
+        self.reductions: list[_Reduction] = []
+        self.calls: dict[int, int] = {}
+        self.stored: dict[tuple[str, sympy.Expr], Any] = {}
+        self.memory_stores: dict[int, list[tuple[str, Any]]] = {}  # per stage: stores to memory
+        self.indirect: set[int] = set()  # stages with indirect indexing
+        self.local: frozenset[str] = frozenset()
+
+    def default(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        return (name, *map(_frozen, args), *sorted((k, _frozen(v)) for k, v in kwargs.items()))
+
+    def load(self, name: str, index: Any) -> Any:
+        key = (name, sympy.sympify(index))
+        return self.stored.get(key, ("load", name, key[1]))
+
+    def _store(self, name: str, index: Any, value: Any) -> None:
+        self.stored[(name, sympy.sympify(index))] = value
+        if name not in self.local:
+            self.memory_stores.setdefault(self.stage, []).append((name, value))
+
+    def store(self, name: str, index: Any, value: Any, mode: str | None = None) -> None:
+        self._store(name, index, value if mode is None else (mode, value))
+
+    def store_reduction(self, name: str, index: Any, value: Any) -> None:
+        self._store(name, index, value)
+
+    def reduction(self, dtype: Any, src_dtype: Any, rtype: str, value: Any) -> Any:
+        call = self.calls.get(self.stage, 0)
+        self.calls[self.stage] = call + 1
+        self.reductions.append(_Reduction(self.stage, call, rtype, _frozen(value), dtype))
+        if rtype.startswith("welford"):
+            return tuple(("red", self.stage, call, k) for k in range(3))
+        return ("red", self.stage, call)
+
+    def masked(self, mask: Any, body: Any, other: Any) -> Any:
+        return ("masked", mask, body(), _frozen(other))
+
+    def indirect_indexing(self, value: Any, size: Any, check: bool = True) -> sympy.Symbol:
+        self.indirect.add(self.stage)
+        return index_symbol("online_i", len(self.indirect))
+
+
+def _frozen(v: Any) -> Any:
+    if isinstance(v, list | tuple):
+        return tuple(_frozen(x) for x in v)
+    if isinstance(v, float) and v != v:
+        return ("nan",)  # NaN != NaN would make equal trees unequal
+    return v
+
+
+def online_plan(spec: KernelSpec, *, looped: bool, split: bool, enabled: bool) -> OnlinePair | None:
+    """The max / sum-of-exp pair of ``spec`` to compute online (see the module docstring), or
+    None. Only the first such pair: a kernel has one softmax's worth of row stages."""
+    if not (enabled and looped and not split and spec.rranges):
+        return None
+    kinds = [s.kind for s in spec.stages]
+    tracer = _Tracer()
+    tracer.local = spec.local_buffers
+    xvars = [index_symbol("x", i) for i in range(len(spec.xranges))]
+    rvars = [index_symbol("r", i) for i in range(len(spec.rranges))]
+    try:
+        with set_ops_handler(tracer):
+            for i, stage in enumerate(spec.stages):
+                tracer.stage = i
+                for node in stage.nodes:
+                    node.body(list(xvars), list(rvars) if stage.kind == "loop" else [])
+    except Exception:  # noqa: BLE001 - an analysis only: the code generator reports real errors
+        return None
+    by_stage: dict[int, list[_Reduction]] = {}
+    for r in tracer.reductions:
+        by_stage.setdefault(r.stage, []).append(r)
+    for i in range(len(kinds) - 1):
+        if kinds[i] != "loop" or kinds[i + 1] != "loop":
+            continue
+        nxt = by_stage.get(i + 1, [])
+        if len(nxt) != 1 or nxt[0].rtype != "sum" or (i + 1) in tracer.indirect:
+            continue
+        total = ("red", i + 1, 0)
+        if any(v != total for _, v in tracer.memory_stores.get(i + 1, [])):
+            continue  # stage i + 1 writes per-element values too: its loop stays
+        for r in by_stage.get(i, []):
+            if r.rtype != "max" or r.dtype != nxt[0].dtype or not r.dtype.is_floating_point:
+                continue
+            if nxt[0].value == ("exp", ("sub", r.value, ("red", i, r.call))):
+                return OnlinePair(i, r.call)
+    return None
+
+
+def emit_online(h: Any, dtype: Any, value: TritonValue) -> tuple[TritonValue, TritonValue]:
+    """(max, sum of exp(value - max)) of the row, from one r-loop in handler ``h``'s current
+    stage (looped). Per lane: the running max ``m`` (NaN-propagating, as the max reduction) and
+    sum ``s`` of exp(value - m); the rescale ``exp(m - m_new)`` and each term ``exp(v - m)`` are
+    1 where their operands are equal (-inf lanes, see the module docstring)."""
+    from ._reductions import _broadcast, _combine, _lanes  # the plain reductions' pieces
+
+    lay, stage, x = h.layout, h.stage_index, frozenset({"x"})
+    exp = h.math["exp"].format
+    v = value.name if value.dtype == dtype else f"{value.name}.to({tl_dtype(dtype)})"
+    vb = h.emit(_broadcast(v, value, lay), dtype, XR).name
+    m, s, mn = h.new_name("_online_max"), h.new_name("_online_sum"), h.new_name("_online_new")
+    h.line(f"{m} = {full(float('-inf'), dtype, lay.block)}", "prefix")
+    h.line(f"{s} = {full(0.0, dtype, lay.block)}", "prefix")
+    h.line(f"{mn} = tl.where(rmask, {_combine('max', m, vb, dtype)}, {m})", "body")
+    rescale = f"tl.where({m} == {mn}, 1.0, {exp(f'{m} - {mn}')})"
+    term = f"tl.where({vb} == {mn}, 1.0, {exp(f'{vb} - {mn}')})"
+    h.line(f"{s} = tl.where(rmask, {s} * {rescale} + {term}, {s})", "body")
+    h.line(f"{m} = {mn}", "body")
+    top = h.emit(_lanes("max", m, dtype, lay, not h.interpret), dtype, x, stage, cse=False)
+    lanes = lay.over_r(
+        "tl.sum", f"{s} * tl.where({m} == {top.name}, 1.0, {exp(f'{m} - {top.name}')})"
+    )
+    # eager's sum of exp(x - max) is NaN where the max is not finite (-inf - -inf, inf - inf)
+    total = h.emit(
+        f'tl.where(tl.abs({top.name}) < float("inf"), {lanes}, float("nan"))',
+        dtype,
+        x,
+        stage,
+        cse=False,
+    )
+    return top, total
