@@ -82,6 +82,7 @@ class _Tracer(DefaultHandler):
         self.stage = -1
         self.reductions: list[_Reduction] = []
         self.calls: dict[int, int] = {}
+        self.results: dict[tuple[Any, ...], Any] = {}
         self.stored: dict[tuple[str, sympy.Expr], Any] = {}
         self.memory_stores: dict[int, list[tuple[str, Any]]] = {}  # per stage: stores to memory
         self.indirect: set[int] = set()  # stages with indirect indexing
@@ -108,10 +109,16 @@ class _Tracer(DefaultHandler):
     def reduction(self, dtype: Any, src_dtype: Any, rtype: str, value: Any) -> Any:
         call = self.calls.get(self.stage, 0)
         self.calls[self.stage] = call + 1
+        key = (self.stage, rtype, _frozen(value), dtype)
+        if key in self.results:  # the same reduction again: the code generator emits it once
+            return self.results[key]
         self.reductions.append(_Reduction(self.stage, call, rtype, _frozen(value), dtype))
         if rtype.startswith("welford"):
-            return tuple(("red", self.stage, call, k) for k in range(3))
-        return ("red", self.stage, call)
+            result: Any = tuple(("red", self.stage, call, k) for k in range(3))
+        else:
+            result = ("red", self.stage, call)
+        self.results[key] = result
+        return result
 
     def masked(self, mask: Any, body: Any, other: Any) -> Any:
         return ("masked", mask, body(), _frozen(other))
@@ -156,7 +163,7 @@ def online_plan(spec: KernelSpec, *, looped: bool, split: bool, enabled: bool) -
         nxt = by_stage.get(i + 1, [])
         if len(nxt) != 1 or nxt[0].rtype != "sum" or (i + 1) in tracer.indirect:
             continue
-        total = ("red", i + 1, 0)
+        total = ("red", i + 1, nxt[0].call)
         if any(v != total for _, v in tracer.memory_stores.get(i + 1, [])):
             continue  # stage i + 1 writes per-element values too: its loop stays
         for r in by_stage.get(i, []):
