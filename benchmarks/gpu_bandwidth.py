@@ -7,7 +7,8 @@ once) and divides by the median time of one call (CUDA events, after warm-up). A
 reaches the bound reads and writes each byte once; anything below says the kernel wastes
 bandwidth (poor coalescing, too few programs, a second pass, a copy).
 
-    python3 benchmarks/gpu_bandwidth.py [--json out.json] [--peak-tbs 4.3]
+    python3 benchmarks/gpu_bandwidth.py [--json out.json] [--peak-tbs 4.3] [--cases softmax]
+        [--no-online-softmax]
 """
 
 from __future__ import annotations
@@ -36,6 +37,14 @@ def _softmax(x: torch.Tensor) -> torch.Tensor:
     return torch.softmax(x, dim=-1)
 
 
+def _log_softmax(x: torch.Tensor) -> torch.Tensor:
+    return torch.log_softmax(x, dim=-1)
+
+
+def _cross_entropy(x: torch.Tensor, t: torch.Tensor) -> torch.Tensor:
+    return F.cross_entropy(x.float(), t)
+
+
 def _layer_norm(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
     return F.layer_norm(x, x.shape[-1:], w, b)
 
@@ -58,10 +67,15 @@ def _add_layer_norm(
 def cases(
     dtype: torch.dtype, rows: int = 32768, width: int = 4096, device: str = "cuda"
 ) -> list[tuple[str, Callable[..., Any], tuple[torch.Tensor, ...]]]:
-    """The default 32768 x 4096 is 128M elements: 256 MB in bfloat16, 512 MB in float32."""
+    """The default 32768 x 4096 is 128M elements: 256 MB in bfloat16, 512 MB in float32. The
+    vocabulary-wide rows (32768, 50257: looped reductions, the online softmax) take an eighth
+    of the rows: 4096 x 50257 is 206M elements."""
 
     def rand(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, device=device, dtype=dtype)
+
+    vocab_rows = max(1, rows // 8)
+    targets = torch.randint(0, 50257, (vocab_rows,), device=device)
 
     return [
         ("pointwise chain", _pointwise, (rand(rows, width), rand(rows, width))),
@@ -75,6 +89,9 @@ def cases(
         ),
         ("row sum", _row_sum, (rand(rows, width),)),
         ("column sum", _column_sum, (rand(rows, width),)),
+        ("softmax (rows of 50257)", _softmax, (rand(vocab_rows, 50257),)),
+        ("log_softmax (32768)", _log_softmax, (rand(vocab_rows, 32768),)),
+        ("cross-entropy (50257)", _cross_entropy, (rand(vocab_rows, 50257), targets)),
     ]
 
 
@@ -120,13 +137,25 @@ def main() -> None:
     parser.add_argument("--hang-s", type=float, default=280)
     parser.add_argument("--rows", type=int, default=32768)
     parser.add_argument("--device", default="cuda", help="cpu: a small dry run of the script")
+    parser.add_argument("--cases", default="", help="only cases whose name contains this")
+    parser.add_argument(
+        "--no-online-softmax",
+        action="store_true",
+        help="torchkiln without the online softmax (three passes over a looped row)",
+    )
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     import torchkiln
 
+    kiln_options: dict[str, Any] = {}
+    if args.no_online_softmax:
+        from torchkiln_codegen_triton import TritonOptions
+
+        kiln_options["triton_options"] = TritonOptions(online_softmax=False)
+
     rows = []
     print(
-        f"{'case':22s} {'dtype':9s} {'MB':>6s} | "
+        f"{'case':24s} {'dtype':9s} {'MB':>6s} | "
         + " | ".join(
             f"{c:>20s}" for c in ("eager GB/s (%)", "torchkiln GB/s (%)", "inductor GB/s (%)")
         )
@@ -134,12 +163,14 @@ def main() -> None:
     for dtype_name in args.dtypes.split(","):
         dtype = getattr(torch, dtype_name)
         for name, fn, inputs in cases(dtype, args.rows, device=args.device):
+            if args.cases not in name:
+                continue
             with torch.no_grad():
                 moved = _bytes(inputs) + _bytes(fn(*inputs))
                 row: dict[str, Any] = {"case": name, "dtype": dtype_name, "bytes": moved}
                 compiled = {
                     "eager": fn,
-                    "torchkiln": torchkiln.compile(fn),
+                    "torchkiln": torchkiln.compile(fn, options=kiln_options),
                     "inductor": torch.compile(fn),
                 }
                 reference = fn(*inputs)
@@ -166,7 +197,7 @@ def main() -> None:
                 return f"{r['gb_s']:9.0f} ({100 * r['fraction_of_peak']:3.0f}%){mark:>6s}"
 
             print(
-                f"{name:22s} {dtype_name:9s} {moved / 2**20:6.0f} | "
+                f"{name:24s} {dtype_name:9s} {moved / 2**20:6.0f} | "
                 + " | ".join(cell(row[k]) for k in ("eager", "torchkiln", "inductor")),
                 flush=True,
             )
@@ -176,6 +207,7 @@ def main() -> None:
             json.dump(
                 {
                     "peak_tb_s": args.peak_tbs,
+                    "online_softmax": not args.no_online_softmax,
                     "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                     "rows": rows,
                 },

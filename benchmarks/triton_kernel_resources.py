@@ -7,6 +7,7 @@ A persistent reduction holds its row in registers: this is the check that a heur
 vector loads (``ld.global.v4.b32``) before the GPU run measures it.
 
     python3 benchmarks/triton_kernel_resources.py [--widths 1000,4096,8192] [--dtypes bfloat16]
+        [--cases "softmax (rows"] [--no-online-softmax]
 """
 
 from __future__ import annotations
@@ -102,8 +103,12 @@ def main() -> None:
     parser.add_argument("--widths", default="1000,4096,8192,16384")
     parser.add_argument("--dtypes", default="bfloat16,float32")
     parser.add_argument("--rows", type=int, default=32768)
+    parser.add_argument("--cases", default="", help="only cases whose name contains this")
+    parser.add_argument("--no-online-softmax", action="store_true")
     args = parser.parse_args()
-    backend = _RecordingBackend(TritonOptions(compile_workers=0))
+    backend = _RecordingBackend(
+        TritonOptions(compile_workers=0, online_softmax=not args.no_online_softmax)
+    )
     target = GPUTarget("cuda", 90, 32)
     for dtype_name in args.dtypes.split(","):
         for width in map(int, args.widths.split(",")):
@@ -116,6 +121,7 @@ def main() -> None:
                         inputs,
                     )
                     for name, fn, inputs in cases
+                    if args.cases in name
                 ]
             for name, gm, inputs in graphs:
                 kernels = loop_ir.compile_graph(gm, list(inputs), backend).kernels
@@ -140,7 +146,7 @@ def main() -> None:
                         except Exception as e:  # noqa: BLE001 - report and go on
                             res = f"COMPILE FAILED {type(e).__name__}: {str(e)[:200]}"
                         print(
-                            f"{dtype_name:9s} {width:6d} {name:20s} {jit.fn.__name__:14s} {shape} "
+                            f"{dtype_name:9s} {width:6d} {name:24s} {jit.fn.__name__:14s} {shape} "
                             f"split {c.split} warps {warps}: {res}",
                             flush=True,
                         )
