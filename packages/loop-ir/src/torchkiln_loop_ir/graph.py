@@ -116,16 +116,23 @@ def layout_of(val: Any, *, dense_only: bool = True) -> FixedLayout:
 
 
 class _Counter(DefaultHandler):
-    """An ops handler counting loads and other ops, to judge whether inlining is cheap."""
+    """An ops handler counting loads and other ops, to judge whether inlining is cheap.
+    ``full_loads`` counts the loads whose index varies along every dim of the value in
+    ``spans`` (its index symbols of sizes other than 1); the others read a broadcast buffer (a
+    row's max, a bias): a value and its few re-reads, cheap to read again."""
 
     default_ops = ALL_OPS
 
-    def __init__(self) -> None:
+    def __init__(self, spans: frozenset[sympy.Symbol] = frozenset()) -> None:
         self.loads = 0
+        self.full_loads = 0
         self.ops = 0
+        self.spans = spans
 
     def load(self, name, index):
         self.loads += 1
+        if self.spans <= sympy.sympify(index).free_symbols:
+            self.full_loads += 1
 
     def indirect_indexing(self, value, size, check=True):
         return sympy.Symbol("i_tmp", integer=True, nonnegative=True)
@@ -138,15 +145,18 @@ class _Counter(DefaultHandler):
         self.ops += 1
 
 
-def count_reads_and_ops(pw: Pointwise) -> tuple[int, int]:
+def count_reads_and_ops(pw: Pointwise) -> tuple[int, int, int]:
+    """(loads, ops, full loads: those not of a broadcast buffer, see ``_Counter``)."""
     from .indexing import index_symbol
     from .ops import set_ops_handler
 
+    xs = [index_symbol("x", i) for i in range(len(pw.ranges))]
+    spans = frozenset(x for x, r in zip(xs, pw.ranges) if sympy.sympify(r) != 1)
     # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
-    counter = _Counter()  # type: ignore[abstract]
+    counter = _Counter(spans)  # type: ignore[abstract]
     with set_ops_handler(counter):
-        pw.inner_fn([index_symbol("x", i) for i in range(len(pw.ranges))])
-    return counter.loads, counter.ops
+        pw.inner_fn(xs)
+    return counter.loads, counter.ops, counter.full_loads
 
 
 @dataclass
@@ -218,9 +228,9 @@ class GraphLowering:
         self._count = 0
         self._seeds: tuple[str, torch.device] | None = None  # the seed buffer of random ops
         self._num_seeds = 0
-        self._counted: tuple[Any, tuple[int, int]] = (
+        self._counted: tuple[Any, tuple[int, int, int]] = (
             None,
-            (0, 0),
+            (0, 0, 0),
         )  # the last Pointwise and its counts
         self.kept: list[str] = []  # buffers of unused nodes, computed for their checks
 
@@ -543,7 +553,7 @@ class GraphLowering:
         if not isinstance(value, Pointwise):
             return value
         counted, counts = self._counted
-        reads, ops = counts if counted is value else count_reads_and_ops(value)
+        reads, ops, full_reads = counts if counted is value else count_reads_and_ops(value)
         users = len(n.users)
         if any(u.op == "output" for u in n.users):
             # realized here, not when the output node is reached: in program order, so what it
@@ -552,9 +562,16 @@ class GraphLowering:
             return self.realize(value, "graph output", n)
         if reads > self.options.inline_max_reads:
             return self.realize(value, f"too many reads to inline ({reads})", n)
-        if users > 1 and (reads > 1 or ops > 4):
+        # recomputed in each consumer, a value of one full read (plus broadcast reads: a row's
+        # max, a bias) re-reads no more than its buffer would be read, and writes nothing: a
+        # softmax's x - max stays inline into its sum of exp and into a cross-entropy's
+        # gather, so the row's max and sum can share one loop (codegen-triton's online softmax)
+        if users > 1 and (full_reads > 1 or ops > 4):
             return self.realize(
-                value, f"reused by {users} consumers and expensive ({reads} reads, {ops} ops)", n
+                value,
+                f"reused by {users} consumers and expensive ({reads} reads, "
+                f"{full_reads} of them full, {ops} ops)",
+                n,
             )
         return value
 
