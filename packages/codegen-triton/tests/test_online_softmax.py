@@ -203,3 +203,71 @@ def test_the_decision_persistent_rows_and_the_option():
 
     bwd = _compile(backward_only, (torch.randn(2, 10000), torch.rand(2, 10000)))
     assert all(ONLINE not in k.source for k in bwd.kernels)
+
+
+def _hand_softmax(variant):
+    """A softmax kernel as loop-ir schedules it (max; sum of exp; normalize), hand-built, with
+    one change per ``variant`` that must (or, "plain", must not) keep the plain form."""
+    from _specs import buf, spec
+    from torchkiln_loop_ir.ops import ops
+
+    f32, n, m = torch.float32, 2, 10000
+
+    def s1(x, r):
+        v = ops.load("a", x[0] * m + r[0])
+        kind = "min" if variant == "min" else "max"
+        ops.store_reduction("mx", x[0], ops.reduction(f32, f32, kind, v))
+
+    def s2(x, r):
+        v = ops.load("b" if variant == "other value" else "a", x[0] * m + r[0])
+        d = ops.sub(v, ops.load("mx", x[0]))
+        e = ops.exp(ops.mul(d, ops.constant(2.0, f32)) if variant == "scaled" else d)
+        if variant == "stores per element":
+            ops.store("e", x[0] * m + r[0], e)
+        if variant == "two sums":
+            ops.store_reduction("s2", x[0], ops.reduction(f32, f32, "sum", v))
+        ops.store_reduction("sm", x[0], ops.reduction(f32, f32, "sum", e))
+
+    def s3(x, r):
+        e = ops.exp(ops.sub(ops.load("a", x[0] * m + r[0]), ops.load("mx", x[0])))
+        ops.store("out", x[0] * m + r[0], ops.truediv(e, ops.load("sm", x[0])))
+
+    outs = ["out"] + (["e"] if variant == "stores per element" else [])
+    outs += ["s2"] if variant == "two sums" else []
+    return spec(
+        "softmax",
+        (n,),
+        (m,),
+        [
+            ("loop", [("mx", s1, True)]),
+            ("loop", [("sm", s2, True)] + ([("s2", s2, True)] if variant == "two sums" else [])),
+            ("loop", [("out", s3, False)]),
+        ],
+        [
+            buf("a", f32, (n, m)),
+            buf("b", f32, (n, m)),
+            buf("e", f32, (n, m)),
+            buf("out", f32, (n, m)),
+            buf("mx", f32, (n,)),
+            buf("sm", f32, (n,)),
+            buf("s2", f32, (n,)),
+        ],
+        ["a", "b"],
+        outs,
+        local=("mx", "sm"),
+    )
+
+
+@pytest.mark.parametrize(
+    "variant", ["plain", "other value", "scaled", "stores per element", "two sums", "min"]
+)
+def test_online_plan_takes_only_the_softmax_pattern(variant):
+    from torchkiln_codegen_triton._online import OnlinePair, online_plan
+
+    k = _hand_softmax(variant)
+    plan = online_plan(k, looped=True, split=False, enabled=True)
+    assert plan == (OnlinePair(0, 0) if variant == "plain" else None)
+    if variant == "plain":  # nor when persistent, split or turned off
+        assert online_plan(k, looped=False, split=False, enabled=True) is None
+        assert online_plan(k, looped=True, split=True, enabled=True) is None
+        assert online_plan(k, looped=True, split=False, enabled=False) is None
