@@ -26,9 +26,9 @@ The decision (``online_plan``), made per kernel from its stages:
 NaN and infinities: the online lanes are exact only for rows whose max ``M`` is finite (every
 value finite or -inf). Where ``M`` is not finite eager's sum of ``exp(x - M)`` holds a NaN (an
 all -inf row gives ``-inf - -inf``, a +inf gives ``inf - inf``, a NaN propagates), so ``S`` is
-NaN there, as eager's; the consumers then compute what eager does from ``M`` and ``S``. Lanes
-of -inf so far count their values with ``exp(0)`` (``m == x``), which the combine scales by
-``exp(-inf - M) = 0`` once a finite value arrives. 16-bit inputs are widened to float32 by the
+NaN there, as eager's; the consumers then compute what eager does from ``M`` and ``S``. A lane
+of only -inf so far sums ``exp(x - 0) = 0`` (its base is 0, not -inf: no ``-inf - -inf``), and
+its weight ``exp(-inf - M)`` in the combine is 0. 16-bit inputs are widened to float32 by the
 loads, so the running max and sum are float32 (float64 for float64 rows).
 """
 
@@ -177,26 +177,29 @@ def online_plan(spec: KernelSpec, *, looped: bool, split: bool, enabled: bool) -
 def emit_online(h: Any, dtype: Any, value: TritonValue) -> tuple[TritonValue, TritonValue]:
     """(max, sum of exp(value - max)) of the row, from one r-loop in handler ``h``'s current
     stage (looped). Per lane: the running max ``m`` (NaN-propagating, as the max reduction) and
-    sum ``s`` of exp(value - m); the rescale ``exp(m - m_new)`` and each term ``exp(v - m)`` are
-    1 where their operands are equal (-inf lanes, see the module docstring)."""
+    sum ``s`` of exp(value - m), rescaled by exp(m_old - m_new) when the max rises. Two exps
+    and one test per value: a GPU's loop over 16-bit rows has little arithmetic to spare at
+    full bandwidth."""
     from ._reductions import _broadcast, _combine, _lanes  # the plain reductions' pieces
 
     lay, stage, x = h.layout, h.stage_index, frozenset({"x"})
     exp = h.math["exp"].format
     v = value.name if value.dtype == dtype else f"{value.name}.to({tl_dtype(dtype)})"
     vb = h.emit(_broadcast(v, value, lay), dtype, XR).name
-    m, s, mn = h.new_name("_online_max"), h.new_name("_online_sum"), h.new_name("_online_new")
+    m, s = h.new_name("_online_max"), h.new_name("_online_sum")
+    mn, base = h.new_name("_online_new"), h.new_name("_online_base")
     h.line(f"{m} = {full(float('-inf'), dtype, lay.block)}", "prefix")
     h.line(f"{s} = {full(0.0, dtype, lay.block)}", "prefix")
     h.line(f"{mn} = tl.where(rmask, {_combine('max', m, vb, dtype)}, {m})", "body")
-    rescale = f"tl.where({m} == {mn}, 1.0, {exp(f'{m} - {mn}')})"
-    term = f"tl.where({vb} == {mn}, 1.0, {exp(f'{vb} - {mn}')})"
-    h.line(f"{s} = tl.where(rmask, {s} * {rescale} + {term}, {s})", "body")
+    # a lane of only -inf so far sums exp(v - 0) = 0: no -inf - -inf (NaN) in its sum
+    h.line(f'{base} = tl.where({mn} == float("-inf"), 0.0, {mn})', "body")
+    h.line(
+        f"{s} = tl.where(rmask, {s} * {exp(f'{m} - {base}')} + {exp(f'{vb} - {base}')}, {s})",
+        "body",
+    )
     h.line(f"{m} = {mn}", "body")
     top = h.emit(_lanes("max", m, dtype, lay, not h.interpret), dtype, x, stage, cse=False)
-    lanes = lay.over_r(
-        "tl.sum", f"{s} * tl.where({m} == {top.name}, 1.0, {exp(f'{m} - {top.name}')})"
-    )
+    lanes = lay.over_r("tl.sum", f"{s} * {exp(f'{m} - {top.name}')}")
     # eager's sum of exp(x - max) is NaN where the max is not finite (-inf - -inf, inf - inf)
     total = h.emit(
         f'tl.where(tl.abs({top.name}) < float("inf"), {lanes}, float("nan"))',
