@@ -5,6 +5,8 @@ form chosen for long rows and not for persistent ones. Under Triton's interprete
 
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -271,3 +273,23 @@ def test_online_plan_takes_only_the_softmax_pattern(variant):
         assert online_plan(k, looped=False, split=False, enabled=True) is None
         assert online_plan(k, looped=True, split=True, enabled=True) is None
         assert online_plan(k, looped=True, split=False, enabled=False) is None
+
+
+def test_a_kernel_that_cannot_take_the_planned_form_is_generated_plain(monkeypatch):
+    """When generation finds the online form cannot be emitted (here: forced), the kernel is
+    generated again in the plain form: three loops, eager's result."""
+    from torchkiln_codegen_triton import _online
+
+    def unavailable(*args):
+        raise _online.OnlineUnavailable("forced by the test")
+
+    monkeypatch.setattr(_online, "emit_online", unavailable)
+    cg = _compile(_softmax, (_rows(10000, torch.float32),))
+    assert ONLINE not in cg.kernels[0].source and _loops(cg.kernels[0].source) == 3
+    _check(cg, _softmax, (_rows(10000, torch.float32),), TOL[torch.float32])
+    # a name assigned in the dropped loop and used after it
+    dropped = SimpleNamespace(
+        init=[], prefix=[], body=["tmp3 = tl.exp(tmp2)"], suffix=["tmp9 = tl.sum(tmp3, 1)"]
+    )
+    with pytest.raises(_online.OnlineUnavailable):
+        _online.check_absorbed(dropped, [dropped])

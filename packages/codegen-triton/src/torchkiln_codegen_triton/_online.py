@@ -34,6 +34,7 @@ loads, so the running max and sum are float32 (float64 for float64 rows).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -54,6 +55,14 @@ class OnlinePair:
 
     stage: int
     max_call: int
+
+    @property
+    def note(self) -> str:
+        """The kernel's comment recording the decision (tests look for "online softmax")."""
+        return (
+            f"online softmax: stage {self.stage}'s max and stage {self.stage + 1}'s sum of "
+            "exp(x - max) in one r-loop (one read of the row fewer)"
+        )
 
 
 class OnlineUnavailable(Exception):
@@ -209,3 +218,14 @@ def emit_online(h: Any, dtype: Any, value: TritonValue) -> tuple[TritonValue, Tr
         cse=False,
     )
     return top, total
+
+
+def check_absorbed(stage: Any, stages: list[Any]) -> None:
+    """An absorbed stage's r-loop is dropped (``kernel._Stage`` lists): nothing outside it may
+    use a name it assigns, else the kernel is generated without the online form."""
+    assigned = {ln.split(" = ", 1)[0] for ln in stage.body if " = " in ln}
+    kept = [ln for st in stages for ln in st.init + st.prefix + st.suffix]
+    kept += [ln for st in stages if st is not stage for ln in st.body]
+    words = set(re.findall(r"\w+", "\n".join(kept)))
+    if assigned & words:
+        raise OnlineUnavailable(f"the absorbed loop computes {sorted(assigned & words)}")

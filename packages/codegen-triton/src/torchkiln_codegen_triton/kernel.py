@@ -15,7 +15,6 @@ Each stage's code goes into three lists: ``prefix`` (loop-invariant, before the 
 
 from __future__ import annotations
 
-import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
@@ -571,11 +570,7 @@ def _generate(
     if reduction:
         head[0:0] = [f"    # block layout {layout.reason}"] + ([f"    # {note}"] if note else [])
         if plan is not None:
-            head.insert(
-                2,
-                f"    # online softmax: stage {plan.stage}'s max and stage {plan.stage + 1}'s sum "
-                "of exp(x - max) in one r-loop (one read of the row fewer)",
-            )
+            head.insert(2, f"    # {plan.note}")
         head += [
             f"    xindex = xoffset + tl.arange(0, XBLOCK){layout.x_arange}",
             "    xmask = xindex < xnumel",
@@ -621,7 +616,7 @@ def _generate(
     for st in handler.stages:
         out += ["    " + ln for ln in st.init + st.prefix]
         if st.absorbed:
-            _check_absorbed(st, handler.stages)
+            _online.check_absorbed(st, handler.stages)
         elif st.looped:
             out.append("    for roffset in range(0, rnumel, RBLOCK):")
             out += ["        " + ln for ln in ["rindex = roffset + rbase", *rhead[1:]]]
@@ -632,16 +627,6 @@ def _generate(
     if len(out) == len(head) + 1:
         out.append("    pass")
     return GeneratedKernel("\n".join(out) + "\n")
-
-
-def _check_absorbed(stage: _Stage, stages: list[_Stage]) -> None:
-    """An absorbed stage's r-loop is dropped: nothing outside it may use a name it assigns."""
-    assigned = {ln.split(" = ", 1)[0] for ln in stage.body if " = " in ln}
-    kept = [ln for st in stages for ln in st.init + st.prefix + st.suffix]
-    kept += [ln for st in stages if st is not stage for ln in st.body]
-    words = set(re.findall(r"\w+", "\n".join(kept)))
-    if assigned & words:
-        raise OnlineUnavailable(f"the absorbed loop computes {sorted(assigned & words)}")
 
 
 def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> str:
