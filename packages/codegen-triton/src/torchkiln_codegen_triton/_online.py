@@ -1,6 +1,6 @@
 """Online softmax: a row's max and its sum of ``exp(x - max)`` in one r-loop of a looped kernel.
 
-A softmax (log_softmax, logsumexp, cross-entropy) reduction kernel is three stages: the row's
+A softmax (log_softmax, cross-entropy) reduction kernel is three stages: the row's
 max, the sum of ``exp(x - max)`` over the row, then the outputs. Persistent (the row in
 registers) that reads the row from memory once; looped (rows longer than
 ``TritonOptions.persistent_rnumel``: a language model's vocabulary of 30522-50257) each stage
@@ -14,14 +14,15 @@ The decision (``online_plan``), made per kernel from its stages:
 
 - it applies to a *looped* kernel (``TritonOptions.online_softmax`` on, not a split
   reduction) whose loop stage ``i`` has a floating ``max`` reduction of a value ``v`` and whose
-  next stage ``i + 1`` is a loop stage computing exactly one reduction, a ``sum`` of
-  ``exp(v - max)`` with the same ``v`` (the same loads at the same indices through the same
-  ops), storing nothing to memory but that sum. Stage ``i + 1`` is then *absorbed*: its sum is
+  next stage ``i + 1`` is a loop stage computing one reduction (the same one twice, a fused
+  softmax's and log_softmax's, is one), a ``sum`` of ``exp(v - max)`` with the same ``v`` (the
+  same loads at the same indices through the same ops), storing nothing to memory but that sum. Stage ``i + 1`` is then *absorbed*: its sum is
   computed by stage ``i``'s loop, and its own loop is not emitted.
 - not for persistent kernels (the row is read once already; the online form would only add an
   exp per element), nor where stage ``i + 1`` writes anything else per element, reduces
   anything else, or computes its sum from another value (a softmax's backward, ``sum(g * y)``,
-  is one pass already).
+  is one pass already; ``torch.logsumexp`` subtracts a max with its infinities replaced by 0,
+  which the online lanes cannot reproduce for rows of infinities).
 
 NaN and infinities: the online lanes are exact only for rows whose max ``M`` is finite (every
 value finite or -inf). Where ``M`` is not finite eager's sum of ``exp(x - M)`` holds a NaN (an
