@@ -22,6 +22,7 @@ from .backend import SymbolSource
 from .errors import Unlowerable
 from .handlers import DefaultHandler
 from .indexing import FloorDiv, ModularIndexing
+from .inline_cost import recompute_is_cheaper
 from .ir import (
     Buffer,
     ComputedBuffer,
@@ -223,6 +224,9 @@ class GraphLowering:
             (0, 0),
         )  # the last Pointwise and its counts
         self.kept: list[str] = []  # buffers of unused nodes, computed for their checks
+        # name -> buffer of self.inputs / self.nodes, and how many of each it has seen
+        self._buffers: dict[str, Buffer] = {}
+        self._buffers_seen = (0, 0)
 
     def next_seed(self, device: torch.device) -> tuple[str, int]:
         """(seed buffer, position) of a fresh per-call seed for one random op."""
@@ -553,10 +557,30 @@ class GraphLowering:
         if reads > self.options.inline_max_reads:
             return self.realize(value, f"too many reads to inline ({reads})", n)
         if users > 1 and (reads > 1 or ops > 4):
+            if recompute_is_cheaper(value, users, ops, self._buffer_named):
+                return value  # each consumer reads the inputs instead (inline_cost.py)
             return self.realize(
                 value, f"reused by {users} consumers and expensive ({reads} reads, {ops} ops)", n
             )
         return value
+
+    def _buffer_named(self, name: str) -> Buffer | None:
+        """The input or realized buffer called ``name`` (extern results included), or None."""
+        known = self._buffers
+        # min: an abandoned lowering deletes the nodes it realized (their names are never read)
+        seen_inputs, seen_nodes = (
+            min(seen, len(held))
+            for seen, held in zip(self._buffers_seen, (self.inputs, self.nodes))
+        )
+        for node in self.inputs[seen_inputs:]:
+            known[node.name] = node
+        for node in self.nodes[seen_nodes:]:
+            outs = node.outputs if isinstance(node, ExternKernel) else (node,)
+            for out in outs:
+                if isinstance(out, Buffer):
+                    known[out.name] = out
+        self._buffers_seen = (len(self.inputs), len(self.nodes))
+        return known.get(name)
 
     def _outputs(self, n: torch.fx.Node, env) -> list[Any]:
         outs = []
