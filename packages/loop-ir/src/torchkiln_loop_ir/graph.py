@@ -227,6 +227,8 @@ class GraphLowering:
         # name -> buffer of self.inputs / self.nodes, and how many of each it has seen
         self._buffers: dict[str, Buffer] = {}
         self._buffers_seen = (0, 0)
+        # id(Pointwise) -> (it, its buffer): a value realized twice shares one buffer
+        self._realized: dict[int, tuple[Pointwise, ComputedBuffer]] = {}
 
     def next_seed(self, device: torch.device) -> tuple[str, int]:
         """(seed buffer, position) of a fresh per-call seed for one random op."""
@@ -292,6 +294,12 @@ class GraphLowering:
                 layout = FixedLayout(
                     value.device, value.dtype, value.ranges, contiguous_strides(value.ranges)
                 )
+            # one buffer per value: a ReLU recomputed in the backward feeds two convolution
+            # backwards (a block's conv and its shortcut's); each realizing it would hold two
+            # copies from where the scheduler computes them to their extern calls
+            earlier = self._realized.get(id(value))
+            if earlier is not None and earlier[0] is value and earlier[1].layout == layout:
+                return earlier[1]
             buf = ComputedBuffer(
                 self.new_name(),
                 layout,
@@ -300,6 +308,7 @@ class GraphLowering:
                 origin=node.name if node is not None else "",
             )
             self.nodes.append(buf)
+            self._realized[id(value)] = (value, buf)
             return buf
         raise TypeError(f"cannot realize {type(value).__name__}")
 
@@ -495,7 +504,10 @@ class GraphLowering:
                 reason = f"lowering declined: {e}"
             except Exception as e:  # noqa: BLE001 - a lowering bug must not break the user's program: use ATen
                 reason = f"lowering failed: {type(e).__name__}: {e}"
-            del self.nodes[mark:]  # drop anything the abandoned lowering realized
+            for dropped in self.nodes[mark:]:  # drop anything the abandoned lowering realized
+                if isinstance(dropped, ComputedBuffer) and isinstance(dropped.data, Pointwise):
+                    self._realized.pop(id(dropped.data), None)
+            del self.nodes[mark:]
             del self.fallbacks[marks[0] :], self.extern_calls[marks[1] :]
             return ctx.extern(n.target, args, kwargs, kind="fallback", reason=reason)
         if _is_custom_op(n.target):
