@@ -18,9 +18,9 @@ def _bn_relu_backward(conv, grad, mean, rstd, w, b):
     n = conv.numel() // conv.shape[1]
     s1 = g.sum((0, 2, 3))
     s2 = (g * (conv.float() - mean.reshape(shape))).sum((0, 2, 3))
-    dx = (g - xhat * (s2 / n * rstd).reshape(shape) - (s1 / n).reshape(shape)) * (
-        rstd * w
-    ).reshape(shape)
+    dx = (g - xhat * (s2 / n * rstd).reshape(shape) - (s1 / n).reshape(shape)) * (rstd * w).reshape(
+        shape
+    )
     return dx.to(torch.bfloat16), s1, s2
 
 
