@@ -171,10 +171,19 @@ def _save_cost(node: fx.Node) -> float:
 
 
 def extract_graph(
-    joint_gm: fx.GraphModule, inputs: list[fx.Node], outputs: list, checks: Sequence[fx.Node] = ()
+    joint_gm: fx.GraphModule,
+    inputs: list[fx.Node],
+    outputs: list,
+    checks: Sequence[fx.Node] = (),
+    *,
+    on_demand_after: set[fx.Node] | None = None,
 ) -> fx.GraphModule:
     """A new graph computing `outputs` from `inputs` (nodes of joint_gm), copying what is needed,
-    plus the unused `checks` (nodes kept for the errors they raise, see checks.py)."""
+    plus the unused `checks` (nodes kept for the errors they raise, see checks.py).
+
+    With ``on_demand_after`` (the nodes that depend on a tangent), a pure node outside it (a
+    forward value the backward recomputes) is placed right before its first user, not where the
+    joint graph has it (see ``_recompute_on_demand``)."""
     needed = _ancestors([*outputs, *checks], set(inputs))
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
@@ -182,9 +191,10 @@ def extract_graph(
         ph = graph.placeholder(node.name)
         ph.meta.update(node.meta)
         env[node] = ph
-    for node in joint_gm.graph.nodes:
-        if node in env or node not in needed or node.op == "output":
-            continue
+    order = [n for n in joint_gm.graph.nodes if n not in env and n in needed and n.op != "output"]
+    if on_demand_after is not None:
+        order = _recompute_on_demand(order, on_demand_after)
+    for node in order:
         if node.op == "placeholder":
             raise AOTError(
                 f"the partition needs input {node.name} that is not available on this side"
@@ -209,8 +219,52 @@ def _split(joint_gm, num_fwd_outputs: int, num_primals: int, saved: list[fx.Node
         if not n.users and checks_its_data(n) and not _ancestors([n], stop) & set(tangents)
     ]
     fw_gm = extract_graph(joint_gm, primals, fw_outs + saved, checks)
-    bw_gm = extract_graph(joint_gm, saved + tangents, bw_outs)
+    driven = _backward_nodes(joint_gm, len(primals))
+    bw_gm = extract_graph(joint_gm, saved + tangents, bw_outs, on_demand_after=driven)
     return fw_gm, bw_gm
+
+
+def _recompute_on_demand(order: list[fx.Node], driven: set[fx.Node]) -> list[fx.Node]:
+    """``order`` with each pure node that no tangent reaches (not in ``driven``) moved to right
+    before its first user.
+
+    Those are the forward values the backward recomputes from the saved ones (a ReLU's output
+    from the saved convolution output, for the convolution backward's input). In joint-graph
+    order they all come first, so every one the backward must hold in memory (an extern kernel's
+    input) was computed at the start and held until its use: the peak memory of a ResNet's step
+    went past eager's, which saves those values instead. On demand, each lives from just before
+    its first use, as the autograd engine would compute it. Nodes the tangents reach, and impure
+    or checking nodes, keep their order.
+    """
+    members = set(order)
+    deferred = {n for n in order if n not in driven and not keep_impure_or_checking(n)}
+    placed: set[fx.Node] = set()
+    out: list[fx.Node] = []
+
+    def place(root: fx.Node) -> None:
+        # iterative depth-first: a chain of recomputed nodes can be longer than Python's stack
+        stack = [(root, False)]
+        while stack:
+            node, ready = stack.pop()
+            if node in placed:
+                continue
+            if ready:
+                placed.add(node)
+                out.append(node)
+                continue
+            stack.append((node, True))
+            for arg in reversed(node.all_input_nodes):
+                if arg in deferred and arg not in placed:
+                    stack.append((arg, False))
+
+    for node in order:
+        if node not in deferred:
+            place(node)
+    for node in order:  # deferred values only the outputs read
+        if node not in placed:
+            place(node)
+    assert len(out) == len(members)
+    return out
 
 
 def _backward_nodes(joint_gm: fx.GraphModule, num_primals: int) -> set[fx.Node]:

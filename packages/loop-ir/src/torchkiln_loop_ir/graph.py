@@ -22,6 +22,7 @@ from .backend import SymbolSource
 from .errors import Unlowerable
 from .handlers import DefaultHandler
 from .indexing import FloorDiv, ModularIndexing
+from .inline_cost import recompute_is_cheaper
 from .ir import (
     Buffer,
     ComputedBuffer,
@@ -233,6 +234,11 @@ class GraphLowering:
             (0, 0, 0),
         )  # the last Pointwise and its counts
         self.kept: list[str] = []  # buffers of unused nodes, computed for their checks
+        # name -> buffer of self.inputs / self.nodes, and how many of each it has seen
+        self._buffers: dict[str, Buffer] = {}
+        self._buffers_seen = (0, 0)
+        # id(Pointwise) -> (it, its buffer): a value realized twice shares one buffer
+        self._realized: dict[int, tuple[Pointwise, ComputedBuffer]] = {}
 
     def next_seed(self, device: torch.device) -> tuple[str, int]:
         """(seed buffer, position) of a fresh per-call seed for one random op."""
@@ -298,6 +304,12 @@ class GraphLowering:
                 layout = FixedLayout(
                     value.device, value.dtype, value.ranges, contiguous_strides(value.ranges)
                 )
+            # one buffer per value: a ReLU recomputed in the backward feeds two convolution
+            # backwards (a block's conv and its shortcut's); each realizing it would hold two
+            # copies from where the scheduler computes them to their extern calls
+            earlier = self._realized.get(id(value))
+            if earlier is not None and earlier[0] is value and earlier[1].layout == layout:
+                return earlier[1]
             buf = ComputedBuffer(
                 self.new_name(),
                 layout,
@@ -306,6 +318,7 @@ class GraphLowering:
                 origin=node.name if node is not None else "",
             )
             self.nodes.append(buf)
+            self._realized[id(value)] = (value, buf)
             return buf
         raise TypeError(f"cannot realize {type(value).__name__}")
 
@@ -501,7 +514,10 @@ class GraphLowering:
                 reason = f"lowering declined: {e}"
             except Exception as e:  # noqa: BLE001 - a lowering bug must not break the user's program: use ATen
                 reason = f"lowering failed: {type(e).__name__}: {e}"
-            del self.nodes[mark:]  # drop anything the abandoned lowering realized
+            for dropped in self.nodes[mark:]:  # drop anything the abandoned lowering realized
+                if isinstance(dropped, ComputedBuffer) and isinstance(dropped.data, Pointwise):
+                    self._realized.pop(id(dropped.data), None)
+            del self.nodes[mark:]
             del self.fallbacks[marks[0] :], self.extern_calls[marks[1] :]
             return ctx.extern(n.target, args, kwargs, kind="fallback", reason=reason)
         if _is_custom_op(n.target):
@@ -567,6 +583,8 @@ class GraphLowering:
         # softmax's x - max stays inline into its sum of exp and into a cross-entropy's
         # gather, so the row's max and sum can share one loop (codegen-triton's online softmax)
         if users > 1 and (full_reads > 1 or ops > 4):
+            if recompute_is_cheaper(value, users, ops, self._buffer_named):
+                return value  # each consumer reads the inputs instead (inline_cost.py)
             return self.realize(
                 value,
                 f"reused by {users} consumers and expensive ({reads} reads, "
@@ -574,6 +592,24 @@ class GraphLowering:
                 n,
             )
         return value
+
+    def _buffer_named(self, name: str) -> Buffer | None:
+        """The input or realized buffer called ``name`` (extern results included), or None."""
+        known = self._buffers
+        # min: an abandoned lowering deletes the nodes it realized (their names are never read)
+        seen_inputs, seen_nodes = (
+            min(seen, len(held))
+            for seen, held in zip(self._buffers_seen, (self.inputs, self.nodes))
+        )
+        for node in self.inputs[seen_inputs:]:
+            known[node.name] = node
+        for node in self.nodes[seen_nodes:]:
+            outs = node.outputs if isinstance(node, ExternKernel) else (node,)
+            for out in outs:
+                if isinstance(out, Buffer):
+                    known[out.name] = out
+        self._buffers_seen = (len(self.inputs), len(self.nodes))
+        return known.get(name)
 
     def _outputs(self, n: torch.fx.Node, env) -> list[Any]:
         outs = []

@@ -1,0 +1,93 @@
+"""Whether a pointwise value read by several consumers is cheaper recomputed than stored.
+
+Realized, a value of ``users`` consumers costs one write and ``users`` reads of its own dtype per
+element. Inlined, each consumer reads the value's inputs instead and redoes its ops. Memory-bound
+kernels (every pointwise and most reductions on a GPU) pay for the bytes, not the ops: an H200
+does about 14 float32 ops per byte it loads, so a few dozen ops per element hide behind the loads.
+
+The case this is for: the ReLU-masked gradient of a conv-BN-ReLU block under bfloat16 autocast,
+``where(relu(bn(conv)) <= 0, 0, grad).float()``. It reads two bfloat16 tensors (4 bytes per
+element) and is float32 (4 bytes), and feeds both batch-norm backward sums and the input
+gradient. Realized, it cost 4 (write) + 3 x 4 (reads) bytes per element where inlining costs
+3 x 4, and the float32 buffer, iterated (n, c, h, w), stayed a kernel of its own next to the
+per-channel reduction over (n, h, w).
+
+Reads of small buffers broadcast over the value (per-channel mean, rstd, weight) stay in cache
+and are not counted. A value of unknown input sizes, or of more than ``MAX_RECOMPUTE_OPS`` ops,
+is not judged here (the caller's rule stands).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import sympy
+
+from .handlers import DefaultHandler
+from .indexing import index_symbol
+from .ir import Buffer, Pointwise, product
+from .ops import ALL_OPS, set_ops_handler
+
+#: more ops per element than this are recomputed only where memory is the bottleneck for sure;
+#: the lowering realizes them (the ops of every inlined producer are counted, so nesting is bounded)
+MAX_RECOMPUTE_OPS = 32
+
+#: a read of a buffer this many times smaller than the value is a broadcast (per channel, per
+#: row): it is served from cache, and costs nothing per element of the value
+BROADCAST_RATIO = 16
+
+
+class _LoadNames(DefaultHandler):
+    """An ops handler recording which buffers a body loads."""
+
+    default_ops = ALL_OPS
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def load(self, name, index):
+        if name not in self.names:
+            self.names.append(name)
+
+    def indirect_indexing(self, value, size, check=True):
+        return sympy.Symbol("i_tmp", integer=True, nonnegative=True)
+
+    def masked(self, mask, body, other):
+        return body()
+
+    def default(self, name, args, kwargs):
+        return None
+
+
+def _read_bytes_per_element(
+    value: Pointwise, buffer_of: Callable[[str], Buffer | None]
+) -> int | None:
+    """Bytes the value's body loads per element, broadcast reads left out; None when unknown."""
+    handler = _LoadNames()  # type: ignore[abstract]
+    with set_ops_handler(handler):
+        value.inner_fn([index_symbol("x", i) for i in range(len(value.ranges))])
+    numel = product(value.ranges)
+    total = 0
+    for name in handler.names:
+        buf = buffer_of(name)
+        if buf is None:
+            return None
+        size = product(buf.get_size())
+        if size.is_Integer and numel.is_Integer and int(size) * BROADCAST_RATIO <= int(numel):
+            continue
+        total += buf.get_dtype().itemsize
+    return total
+
+
+def recompute_is_cheaper(
+    value: Pointwise, users: int, ops: int, buffer_of: Callable[[str], Buffer | None]
+) -> bool:
+    """Whether inlining ``value`` into its ``users`` consumers moves no more bytes than
+    realizing it (see the module docstring)."""
+    if ops > MAX_RECOMPUTE_OPS:
+        return False
+    read = _read_bytes_per_element(value, buffer_of)
+    if read is None:
+        return False
+    own = value.dtype.itemsize
+    return users * read <= (users + 1) * own

@@ -1,0 +1,76 @@
+"""The realize policy's byte rule (inline_cost.py): a value read by several consumers is inlined
+when recomputing it moves no more bytes than storing it, and is realized otherwise."""
+
+from __future__ import annotations
+
+import torch
+from torchkiln_loop_ir.ir import ComputedBuffer
+
+
+def _bn_relu_backward(conv, grad, mean, rstd, w, b):
+    """Batch-norm backward through a ReLU, as autocast's backward graph computes it: the
+    ReLU mask recomputed from the bfloat16 conv output, the masked gradient in float32, read by
+    both per-channel sums and by the input gradient."""
+    shape = (1, -1, 1, 1)
+    xhat = (conv.float() - mean.reshape(shape)) * rstd.reshape(shape)
+    out = (xhat * w.reshape(shape) + b.reshape(shape)).to(torch.bfloat16).relu()
+    g = torch.where(out <= 0, torch.zeros((), dtype=grad.dtype), grad).float()
+    n = conv.numel() // conv.shape[1]
+    s1 = g.sum((0, 2, 3))
+    s2 = (g * (conv.float() - mean.reshape(shape))).sum((0, 2, 3))
+    dx = (g - xhat * (s2 / n * rstd).reshape(shape) - (s1 / n).reshape(shape)) * (rstd * w).reshape(
+        shape
+    )
+    return dx.to(torch.bfloat16), s1, s2
+
+
+def _inputs(n=3, c=5, h=6, w=7):
+    conv = torch.randn(n, c, h, w).to(torch.bfloat16)
+    grad = torch.randn(n, c, h, w).to(torch.bfloat16)
+    mean = torch.randn(c) * 0.1
+    rstd = torch.rand(c) + 0.5
+    return conv, grad, mean, rstd, torch.randn(c), torch.randn(c)
+
+
+def _realized_for_reuse(cg) -> list[ComputedBuffer]:
+    return [
+        b
+        for b in cg.graph_ir.nodes
+        if isinstance(b, ComputedBuffer) and b.reason.startswith("reused by")
+    ]
+
+
+def test_masked_gradient_is_recomputed_not_stored(check):
+    torch.manual_seed(0)
+    args = _inputs()
+    cg = check(_bn_relu_backward, *args, atol=1e-2, rtol=1e-2)
+    # the float32 masked gradient (4 bytes) from two bfloat16 reads (4 bytes): inlined into its
+    # three consumers, so no kernel writes a full-size intermediate for another to read back
+    assert _realized_for_reuse(cg) == []
+    inputs = {n.name for n in cg.graph_ir.inputs}
+    for spec in cg.kernel_specs:
+        assert set(spec.inputs) <= inputs, spec.inputs
+    # the two per-channel sums in one pass, then the input gradient (one kernel when the
+    # backend keeps the rows in one program)
+    assert cg.num_kernels <= 2
+
+
+def test_long_rows_channels_last_match_eager(check):
+    torch.manual_seed(1)
+    conv, grad, *rest = _inputs(4, 3, 32, 40)
+    conv = conv.contiguous(memory_format=torch.channels_last)
+    cg = check(_bn_relu_backward, conv, grad, *rest, atol=1e-2, rtol=1e-2)
+    assert _realized_for_reuse(cg) == []
+
+
+def test_value_narrower_than_its_inputs_is_still_stored(check):
+    torch.manual_seed(2)
+    a, b = torch.randn(64, 33), torch.randn(64, 33)
+
+    def fn(a, b):
+        # bfloat16 (2 bytes) from two float32 reads (8 bytes), used twice: storing it is cheaper
+        v = (a * b + a).exp().to(torch.bfloat16)
+        return v.float().sum(1), (v * 3).float()
+
+    cg = check(fn, a, b, atol=1e-2, rtol=1e-2)
+    assert len(_realized_for_reuse(cg)) == 1
