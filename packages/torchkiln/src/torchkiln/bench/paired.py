@@ -9,6 +9,9 @@ torch.compile / torchkiln for the head-to-head), reported with a distribution-fr
 confidence interval for that median, and a comparison is a verdict only when the interval
 leaves 1.0 out.
 
+A cost added per call (the overhead bench) is summarised the same way as a per-round difference
+``candidate_ms[r] - reference_ms[r]`` (``paired_difference``).
+
 The interval is the sign test's: with ``n`` ratios sorted, ``[x(k), x(n+1-k)]`` contains the
 true median with probability ``1 - 2 * P(Binomial(n, 1/2) < k)``; we take the narrowest such
 interval whose coverage reaches ``CONFIDENCE`` (or ``[min, max]`` and its lower coverage when
@@ -110,6 +113,41 @@ def paired_ratio(
     return PairedRatio(
         float(statistics.median(per_round)), low, high, covered, q1, q3, len(per_round)
     )
+
+
+def differences(minuend: Sequence[float], subtrahend: Sequence[float]) -> list[float]:
+    """``minuend[r] - subtrahend[r]`` for every round ``r`` (both timed in round r)."""
+    if len(minuend) != len(subtrahend):
+        raise ValueError(
+            f"paired timings need one of each per round; got {len(minuend)} and "
+            f"{len(subtrahend)} rounds"
+        )
+    if not minuend:
+        raise ValueError("a paired difference of no rounds")
+    return [float(a) - float(b) for a, b in zip(minuend, subtrahend, strict=True)]
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """The per-round differences of two variants summarised: median and its interval. A cost
+    added per call (``python -m torchkiln overhead``) is a difference, not a ratio: it should not
+    grow when the round's load slows the call it is added to."""
+
+    median: float
+    low: float  # the interval for the median (coverage ``confidence``)
+    high: float
+    confidence: float
+    rounds: int
+
+
+def paired_difference(
+    minuend: Sequence[float], subtrahend: Sequence[float], confidence: float = CONFIDENCE
+) -> PairedDifference:
+    """The paired difference ``minuend - subtrahend`` of two variants' per-round timings (the
+    median over rounds and its sign-test interval)."""
+    per_round = differences(minuend, subtrahend)
+    low, high, covered = median_interval(per_round, confidence)
+    return PairedDifference(float(statistics.median(per_round)), low, high, covered, len(per_round))
 
 
 def count_verdicts(verdicts: Sequence[str | None]) -> dict[str, int]:
