@@ -14,6 +14,15 @@ from typing import Any
 import pytest
 import torch
 
+# BERT's spelling of the sizes, which Llama shares
+_BERT = (
+    "vocab_size",
+    "hidden_size",
+    "num_hidden_layers",
+    "num_attention_heads",
+    "intermediate_size",
+    "max_position_embeddings",
+)
 #: family (the class name's prefix) -> its config's names for vocab, hidden, layers, heads, ffn,
 #: positions and key/value heads (None: the family has no such field)
 _FIELDS: dict[str, tuple[str | None, ...]] = {
@@ -26,26 +35,10 @@ _FIELDS: dict[str, tuple[str | None, ...]] = {
         "max_position_embeddings",
         None,
     ),
-    "Bert": (
-        "vocab_size",
-        "hidden_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "intermediate_size",
-        "max_position_embeddings",
-        None,
-    ),
+    "Bert": (*_BERT, None),
     "GPT2": ("vocab_size", "n_embd", "n_layer", "n_head", "n_inner", "n_positions", None),
     "T5": ("vocab_size", "d_model", "num_layers", "num_heads", "d_ff", None, None),
-    "Llama": (
-        "vocab_size",
-        "hidden_size",
-        "num_hidden_layers",
-        "num_attention_heads",
-        "intermediate_size",
-        "max_position_embeddings",
-        "num_key_value_heads",
-    ),
+    "Llama": (*_BERT, "num_key_value_heads"),  # BERT's names, and grouped-query heads
 }
 #: what a family's tiny config sets beyond the sizes (GPT-2's token ids default past a tiny vocab)
 _DEFAULTS: dict[str, dict[str, Any]] = {"GPT2": {"bos_token_id": 0, "eos_token_id": 0}}

@@ -36,15 +36,19 @@ NOISY_WIDTH = 0.10
 AHEAD, BEHIND, TIE = "ahead", "behind", "tie"
 
 
+def _check_rounds(first: Sequence[float], second: Sequence[float], what: str) -> None:
+    """Paired timings are aligned by round: one of each per round, and at least one round."""
+    if len(first) != len(second):
+        raise ValueError(
+            f"paired timings need one of each per round; got {len(first)} and {len(second)} rounds"
+        )
+    if not first:
+        raise ValueError(f"a paired {what} of no rounds")
+
+
 def ratios(numerator_ms: Sequence[float], denominator_ms: Sequence[float]) -> list[float]:
     """``numerator_ms[r] / denominator_ms[r]`` for every round ``r`` (both timed in round r)."""
-    if len(numerator_ms) != len(denominator_ms):
-        raise ValueError(
-            f"paired timings need one of each per round; got {len(numerator_ms)} and "
-            f"{len(denominator_ms)} rounds"
-        )
-    if not numerator_ms:
-        raise ValueError("a paired ratio of no rounds")
+    _check_rounds(numerator_ms, denominator_ms, "ratio")
     return [float(n) / float(d) for n, d in zip(numerator_ms, denominator_ms, strict=True)]
 
 
@@ -117,13 +121,7 @@ def paired_ratio(
 
 def differences(minuend: Sequence[float], subtrahend: Sequence[float]) -> list[float]:
     """``minuend[r] - subtrahend[r]`` for every round ``r`` (both timed in round r)."""
-    if len(minuend) != len(subtrahend):
-        raise ValueError(
-            f"paired timings need one of each per round; got {len(minuend)} and "
-            f"{len(subtrahend)} rounds"
-        )
-    if not minuend:
-        raise ValueError("a paired difference of no rounds")
+    _check_rounds(minuend, subtrahend, "difference")
     return [float(a) - float(b) for a, b in zip(minuend, subtrahend, strict=True)]
 
 
