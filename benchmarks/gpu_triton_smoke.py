@@ -6,6 +6,7 @@ they run with the interpreter off and CUDA as torch's default device, so every t
 runs the same way. First a launch-overhead check. Prints PASS/FAIL per test and a summary line.
 
     python benchmarks/gpu_triton_smoke.py            # from the repo root, packages on PYTHONPATH
+    python benchmarks/gpu_triton_smoke.py packages/codegen-triton/tests/test_online_softmax.py  # some
 """
 
 from __future__ import annotations
@@ -151,8 +152,13 @@ def main() -> int:
         "-p",
         "no:warnings",
         "--import-mode=importlib",
-        str(ROOT / "packages/codegen-triton/tests"),
-        str(ROOT / "tests/test_codegen_triton_e2e.py"),
+        *(
+            sys.argv[1:]
+            or [
+                str(ROOT / "packages/codegen-triton/tests"),
+                str(ROOT / "tests/test_codegen_triton_e2e.py"),
+            ]
+        ),
     ]
     pytest.main(args, plugins=[report])
     torch.set_default_device("cpu")

@@ -3,8 +3,14 @@
 from __future__ import annotations
 
 import os
+import sys
 
 import pytest
+
+# helper modules of this folder (tiny_transformers.py, ...) import by name under
+# --import-mode=importlib too
+if os.path.dirname(__file__) not in sys.path:
+    sys.path.insert(0, os.path.dirname(__file__))
 
 
 @pytest.fixture(scope="module")

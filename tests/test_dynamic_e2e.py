@@ -13,6 +13,7 @@ import torch.nn.functional as F
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
 import torchkiln
+from tiny_transformers import tiny_model
 
 
 def _block(x, w):
@@ -45,18 +46,16 @@ def test_automatic_dynamic_recompiles_once():
 def test_llama_with_dynamic_sequence_length():
     """A real model: the attention kernel's result has a layout of its own, which the kernels after
     it must see at every size (it was silently wrong before the symbolic stride check)."""
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    config = transformers.LlamaConfig(
-        vocab_size=256,
-        hidden_size=64,
-        num_hidden_layers=1,
-        num_attention_heads=4,
-        num_key_value_heads=4,
-        intermediate_size=128,
-        max_position_embeddings=64,
-    )
-    model = transformers.LlamaForCausalLM(config).eval()
+    model = tiny_model(
+        "LlamaForCausalLM",
+        vocab=256,
+        hidden=64,
+        layers=1,
+        heads=4,
+        ffn=128,
+        positions=64,
+        kv_heads=4,
+    ).eval()
     compiled = torchkiln.compile(model, dynamic=True)
     with torch.no_grad(), warnings.catch_warnings():
         warnings.simplefilter("ignore")
@@ -67,33 +66,16 @@ def test_llama_with_dynamic_sequence_length():
             torch.testing.assert_close(got, want, atol=1e-4, rtol=1e-4)
 
 
-def _hf_small(name):
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    if name == "bert":
-        cfg = transformers.BertConfig(
-            vocab_size=100,
-            hidden_size=32,
-            num_hidden_layers=1,
-            num_attention_heads=2,
-            intermediate_size=64,
-        )
-        return transformers.BertModel(cfg)
-    if name == "gpt2":
-        cfg = transformers.GPT2Config(
-            vocab_size=100,
-            n_embd=32,
-            n_layer=1,
-            n_head=2,
-            n_positions=64,
-            bos_token_id=0,
-            eos_token_id=0,
-        )
-        return transformers.GPT2LMHeadModel(cfg)
-    cfg = transformers.DistilBertConfig(
-        vocab_size=100, dim=32, n_layers=1, n_heads=2, hidden_dim=64
-    )
-    return transformers.DistilBertModel(cfg)
+#: one layer, hidden 32, random weights (seed 0)
+HF_SMALL = {
+    "bert": lambda: tiny_model("BertModel", vocab=100, hidden=32, layers=1, heads=2, ffn=64),
+    "gpt2": lambda: tiny_model(
+        "GPT2LMHeadModel", vocab=100, hidden=32, layers=1, heads=2, positions=64
+    ),
+    "distilbert": lambda: tiny_model(
+        "DistilBertModel", vocab=100, hidden=32, layers=1, heads=2, ffn=64
+    ),
+}
 
 
 @pytest.mark.parametrize(
@@ -102,7 +84,7 @@ def _hf_small(name):
 def test_transformers_stay_symbolic_in_sequence_length(name, train):
     """One graph serves every sequence length (linear, tuple arithmetic on sizes and the
     partitioner's cost model used to read symbolic sizes as ints and specialize them)."""
-    model = _hf_small(name).train(train)
+    model = HF_SMALL[name]().train(train)
     model.config.use_cache = False
     for module in model.modules():
         if isinstance(module, torch.nn.Dropout):
@@ -127,39 +109,18 @@ def test_transformers_stay_symbolic_in_sequence_length(name, train):
     assert len(report.graphs) == 1 and not report.graph_breaks
 
 
-def _hf_issue15(name):
-    """Issue 15's configs: 2 layers, hidden 64, random weights."""
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    if name == "bert":
-        return transformers.BertModel(
-            transformers.BertConfig(
-                vocab_size=64,
-                hidden_size=64,
-                num_hidden_layers=2,
-                num_attention_heads=2,
-                intermediate_size=128,
-                max_position_embeddings=64,
-            )
-        )
-    if name == "gpt2":
-        return transformers.GPT2Model(
-            transformers.GPT2Config(
-                vocab_size=64,
-                n_embd=64,
-                n_layer=2,
-                n_head=2,
-                n_positions=64,
-                use_cache=False,
-                bos_token_id=0,
-                eos_token_id=0,
-            )
-        )
-    return transformers.DistilBertModel(
-        transformers.DistilBertConfig(
-            vocab_size=64, dim=64, n_layers=2, n_heads=2, hidden_dim=128, max_position_embeddings=64
-        )
-    )
+#: issue 15's configs: 2 layers, hidden 64, random weights (seed 0)
+HF_ISSUE15 = {
+    "bert": lambda: tiny_model(
+        "BertModel", vocab=64, hidden=64, layers=2, heads=2, ffn=128, positions=64
+    ),
+    "gpt2": lambda: tiny_model(
+        "GPT2Model", vocab=64, hidden=64, layers=2, heads=2, positions=64, use_cache=False
+    ),
+    "distilbert": lambda: tiny_model(
+        "DistilBertModel", vocab=64, hidden=64, layers=2, heads=2, ffn=128, positions=64
+    ),
+}
 
 
 @pytest.mark.parametrize(
@@ -169,7 +130,7 @@ def test_padded_batches_at_many_lengths_are_one_graph(name, embeds):
     """Issue 15: with ``dynamic=True`` and a padding mask, lengths 8, 12, 16 and 24 are served by
     the graph of the first call (TorchDynamo gives one graph here too). With ``inputs_embeds``
     the hidden dim is symbolic as well, which once made a ShapeGuard fail on its own sizes."""
-    model = _hf_issue15(name).eval()
+    model = HF_ISSUE15[name]().eval()
     compiled = torchkiln.compile(model, dynamic=True, options={"strict": True})
     for length in (8, 12, 16, 24):
         mask = torch.ones(2, length, dtype=torch.long)
@@ -218,16 +179,7 @@ def test_min_max_of_a_size_stay_symbolic(codegen):
 def test_masked_lm_with_labels_is_one_graph():
     """transformers' heads build their loss module inside forward (CrossEntropyLoss()): made at
     capture time and inlined, not a graph break (and no recompile per call for a new object)."""
-    transformers = pytest.importorskip("transformers")
-    torch.manual_seed(0)
-    cfg = transformers.BertConfig(
-        vocab_size=200,
-        hidden_size=32,
-        num_hidden_layers=2,
-        num_attention_heads=2,
-        intermediate_size=64,
-    )
-    model = transformers.BertForMaskedLM(cfg).eval()
+    model = tiny_model("BertForMaskedLM", vocab=200, hidden=32, layers=2, heads=2, ffn=64).eval()
     compiled = torchkiln.compile(model, options={"strict": True})
     for _ in range(3):
         ids = torch.randint(0, 200, (2, 16))

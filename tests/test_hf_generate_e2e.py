@@ -18,48 +18,28 @@ import inspect
 import pytest
 import torch
 import torchkiln
+from tiny_transformers import tiny_model
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
-VOCAB, NEW_TOKENS = 64, 5
+VOCAB, NEW_COMMON = 64, 5
 
 
-def _gpt2():
-    cfg = transformers.GPT2Config(
-        vocab_size=VOCAB,
-        n_embd=64,
-        n_layer=2,
-        n_head=2,
-        n_positions=64,
-        bos_token_id=1,
-        eos_token_id=2,
-    )
-    return transformers.GPT2LMHeadModel(cfg)
-
-
-def _llama():
-    cfg = transformers.LlamaConfig(
-        vocab_size=VOCAB,
-        hidden_size=64,
-        intermediate_size=128,
-        num_hidden_layers=2,
-        num_attention_heads=4,
-        num_key_value_heads=2,
-        max_position_embeddings=64,
-        bos_token_id=1,
-        eos_token_id=2,
-    )
-    return transformers.LlamaForCausalLM(cfg)
-
-
-MODELS = {"gpt2": _gpt2, "llama": _llama}
+#: the tests seed torch's generator themselves (seed=None: weights drawn from it as it is)
+_COMMON = {"vocab": VOCAB, "positions": 64, "seed": None, "bos_token_id": 1, "eos_token_id": 2}
+MODELS = {
+    "gpt2": lambda: tiny_model("GPT2LMHeadModel", hidden=64, layers=2, heads=2, **_COMMON),
+    "llama": lambda: tiny_model(
+        "LlamaForCausalLM", hidden=64, layers=2, heads=4, ffn=128, kv_heads=2, **_COMMON
+    ),
+}
 # cache -> graphs after one generate call (TorchDynamo's counts, see the docstring)
 GRAPHS = {"static": 2, "static_passed": 2, "dynamic": 3}
 
 
 def _generate_kwargs(model, cache: str) -> dict:
     kwargs = {
-        "max_new_tokens": NEW_TOKENS,
+        "max_new_tokens": NEW_COMMON,
         "do_sample": False,
         "pad_token_id": 0,
         "output_logits": True,
@@ -100,7 +80,7 @@ def test_generate_matches_eager(model_name: str, cache: str) -> None:
         assert torch.equal(actual.sequences, expected.sequences), (
             f"{call} call: token ids differ from eager"
         )
-        assert len(actual.logits) == len(expected.logits) == NEW_TOKENS
+        assert len(actual.logits) == len(expected.logits) == NEW_COMMON
         for step, (a, e) in enumerate(zip(actual.logits, expected.logits)):
             torch.testing.assert_close(
                 a, e, rtol=1e-4, atol=1e-5, msg=lambda m, c=call, s=step: f"{c} call, step {s}: {m}"

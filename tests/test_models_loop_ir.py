@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 import torchkiln_loop_ir as L
+from tiny_transformers import tiny_model
 from torch.fx.experimental.proxy_tensor import make_fx
 from torchkiln_aot_partition import aten_graph
 from torchkiln_codegen_cpp import CppBackend
@@ -49,59 +50,23 @@ def _zoo():
 ZOO = _zoo()
 
 
-def _hf_models():
-    transformers = pytest.importorskip("transformers")
-    T = transformers
-    return {
-        "bert": lambda: T.BertModel(
-            T.BertConfig(
-                vocab_size=99,
-                hidden_size=32,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                intermediate_size=37,
-                max_position_embeddings=64,
-            )
-        ),
-        "gpt2": lambda: T.GPT2Model(
-            T.GPT2Config(
-                vocab_size=99,
-                n_embd=32,
-                n_layer=2,
-                n_head=4,
-                n_positions=64,
-                bos_token_id=0,
-                eos_token_id=0,
-            )
-        ),
-        "t5_encoder": lambda: T.T5EncoderModel(
-            T.T5Config(vocab_size=99, d_model=32, d_kv=8, d_ff=37, num_layers=2, num_heads=4)
-        ),
-        "distilbert": lambda: T.DistilBertModel(
-            T.DistilBertConfig(
-                vocab_size=99,
-                dim=32,
-                n_layers=2,
-                n_heads=4,
-                hidden_dim=37,
-                max_position_embeddings=64,
-            )
-        ),
-        "llama": lambda: T.LlamaModel(
-            T.LlamaConfig(
-                vocab_size=99,
-                hidden_size=32,
-                intermediate_size=37,
-                num_hidden_layers=2,
-                num_attention_heads=4,
-                num_key_value_heads=2,
-                max_position_embeddings=64,
-            )
-        ),
-    }
-
-
-HF_NAMES = ["bert", "gpt2", "t5_encoder", "distilbert", "llama"]
+#: five tiny transformers models, random weights (seed 0)
+HF_MODELS = {
+    "bert": lambda: tiny_model(
+        "BertModel", vocab=99, hidden=32, layers=2, heads=4, ffn=37, positions=64
+    ),
+    "gpt2": lambda: tiny_model("GPT2Model", vocab=99, hidden=32, layers=2, heads=4, positions=64),
+    "t5_encoder": lambda: tiny_model(
+        "T5EncoderModel", vocab=99, hidden=32, layers=2, heads=4, ffn=37, d_kv=8
+    ),
+    "distilbert": lambda: tiny_model(
+        "DistilBertModel", vocab=99, hidden=32, layers=2, heads=4, ffn=37, positions=64
+    ),
+    "llama": lambda: tiny_model(
+        "LlamaModel", vocab=99, hidden=32, layers=2, heads=4, ffn=37, positions=64, kv_heads=2
+    ),
+}
+HF_NAMES = list(HF_MODELS)
 
 
 @pytest.fixture(autouse=True)
@@ -156,7 +121,6 @@ def test_zoo_model_through_cpp(name):
 
 @pytest.mark.parametrize("name", HF_NAMES)
 def test_transformers_model_through_cpp(name):
-    torch.manual_seed(0)
-    model = _hf_models()[name]().eval()
+    model = HF_MODELS[name]().eval()
     ids = torch.randint(0, 99, (2, 9))
     _check(model, [ids], [torch.randint(0, 99, (2, 9))], atol=1e-4)

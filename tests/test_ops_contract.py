@@ -20,9 +20,9 @@ from torchkiln_codegen_triton import TritonOpsHandler, TritonOptions
 from torchkiln_codegen_triton._values import TritonValue
 from torchkiln_codegen_triton.kernel import arg_names
 from torchkiln_loop_ir.backend import BufferSpec, KernelNode, KernelSpec, KernelStage
-from torchkiln_loop_ir.graph import _Counter
 from torchkiln_loop_ir.handlers import DefaultHandler, NoOpHandler, WrapperHandler, missing_ops
 from torchkiln_loop_ir.indexing import index_symbol
+from torchkiln_loop_ir.inline_cost import _Counter
 from torchkiln_loop_ir.kernels import _SimplifyingHandler
 from torchkiln_loop_ir.loop_body import _Recording
 from torchkiln_loop_ir.printing import PrintingHandler

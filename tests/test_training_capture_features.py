@@ -63,7 +63,9 @@ def test_autocast_around_and_inside_gradients_match(outer):
         out.backward(g)
         want.backward(g)
         torch.testing.assert_close(x.grad, x_ref.grad, **BF16_TOL)
-    for p, q in zip([*lin1.parameters(), *lin2.parameters()], [*ref1.parameters(), *ref2.parameters()]):
+    for p, q in zip(
+        [*lin1.parameters(), *lin2.parameters()], [*ref1.parameters(), *ref2.parameters()]
+    ):
         torch.testing.assert_close(p.grad, q.grad, **BF16_TOL)
     assert not torchkiln.report(compiled).eager_fallbacks
 
@@ -210,7 +212,9 @@ def test_dropout_with_a_fixed_seed_is_reproducible():
         torch.testing.assert_close(out, torch.where(kept, pre / (1 - p), 0).detach())
         g = torch.randn_like(out)
         out.backward(g)
-        torch.testing.assert_close(xs.grad, (torch.where(kept, g, 0) / (1 - p)) @ ref.weight.detach())
+        torch.testing.assert_close(
+            xs.grad, (torch.where(kept, g, 0) / (1 - p)) @ ref.weight.detach()
+        )
         runs.setdefault(seed, []).append((kept, xs.grad))
     (k1, g1), (k2, g2) = runs[3]
     assert torch.equal(k1, k2) and torch.equal(g1, g2)

@@ -52,3 +52,26 @@ def compile_one(k, options=None):
 
     (ck,) = TritonBackend(options).compile_kernels([k])
     return ck
+
+
+def column_reduction(
+    name: str, rows: int, cols: int, dtype: torch.dtype = torch.float32, reduction: str = "sum"
+):
+    """The KernelSpec of ``reduction`` over the rows of a contiguous (rows, cols) ``a`` into
+    ``out[cols]`` (an outer reduction: x walks the columns, r the rows; eager's
+    ``a.<reduction>(0)``)."""
+    from torchkiln_loop_ir.ops import ops
+
+    def body(x, r):
+        v = ops.load("a", r[0] * cols + x[0])
+        ops.store_reduction("out", x[0], ops.reduction(dtype, dtype, reduction, v))
+
+    return spec(
+        name,
+        (cols,),
+        (rows,),
+        [("loop", [("out", body, True)])],
+        [buf("a", dtype, (rows, cols)), buf("out", dtype, (cols,))],
+        ["a"],
+        ["out"],
+    )

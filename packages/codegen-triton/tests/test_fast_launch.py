@@ -4,70 +4,35 @@ parameters and constexprs. A split reduction relaunches both of its kernels that
 
 import pytest
 import torch
-from _specs import buf, compile_one, spec
+from _fake_launch import FakeFn, described, swap_jit_functions
+from _specs import column_reduction, compile_one
 from torchkiln_codegen_triton import TritonOptions
 from torchkiln_codegen_triton import wrapper as W
-from torchkiln_loop_ir.ops import ops
 
-
-class Compiled:
-    function, packed_metadata = "function", "metadata"
-
-    def __init__(self):
-        self.runs = []
-
-    def run(self, *args):
-        self.runs.append(args)
-
-
-class FakeFn:
-    def __init__(self):
-        self.calls, self.compiled = [], Compiled()
-
-    def run(self, *params, grid, warmup, num_warps, **consts):
-        assert warmup is False
-        self.calls.append((params, grid, num_warps, consts))
-        return self.compiled
-
-
-def _described(params):
-    return tuple((a.dtype, tuple(a.shape)) if isinstance(a, torch.Tensor) else a for a in params)
+#: a sum over 300 rows: one kernel, or split into partial sums and a finishing kernel
+SPLIT = TritonOptions(split_programs=64, split_min_rchunk=16)
+UNSPLIT = TritonOptions(split_max_chunks=0)
 
 
 def _sum_kernel(rows, cols, options):
-    def body(x, r):
-        v = ops.load("a", r[0] * cols + x[0])
-        ops.store_reduction("out", x[0], ops.reduction(torch.float32, torch.float32, "sum", v))
+    return compile_one(column_reduction("fl_sum", rows, cols), options)
 
-    return compile_one(
-        spec(
-            "fl_sum",
-            (cols,),
-            (rows,),
-            [("loop", [("out", body, True)])],
-            [buf("a", torch.float32, (rows, cols)), buf("out", torch.float32, (cols,))],
-            ["a"],
-            ["out"],
-        ),
-        options,
-    )
+
+def _on_fake_cuda(monkeypatch, split, current=lambda: 0, stream=lambda device: "stream"):
+    """The column sum of a (300, 37) tensor, split or not, taking the CUDA launch path on CPU
+    tensors: ``fast_launcher`` faked (``current`` device, its ``stream``), the kernel's JIT
+    functions ``FakeFn``s (returned, in launch order)."""
+    monkeypatch.setattr(W, "fast_launcher", lambda: (current, stream))
+    k = _sum_kernel(300, 37, SPLIT if split else UNSPLIT)
+    assert (k.config.split >= 2) == split
+    fns = swap_jit_functions(k, FakeFn)
+    k._cuda, k._device_index = True, None  # CPU tensors standing in for CUDA ones
+    return k, fns
 
 
 @pytest.mark.parametrize("split", [False, True])
 def test_relaunch_passes_what_triton_was_first_given(monkeypatch, split):
-    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: 0, lambda device: "stream"))
-    options = (
-        TritonOptions(split_programs=64, split_min_rchunk=16)
-        if split
-        else TritonOptions(split_max_chunks=0)
-    )
-    k = _sum_kernel(300, 37, options)
-    assert (k.config.split >= 2) == split
-    fns = [FakeFn(), FakeFn()] if split else [FakeFn()]
-    k._fn = fns[0]
-    if split:
-        k._finish = fns[1]
-    k._cuda, k._device_index = True, None  # CPU tensors standing in for CUDA ones
+    k, fns = _on_fake_cuda(monkeypatch, split)
     a, out = torch.randn(300, 37), torch.empty(37)
     k(a, out)
     k(a, out)
@@ -82,7 +47,7 @@ def test_relaunch_passes_what_triton_was_first_given(monkeypatch, split):
             None,
             None,
         )
-        assert _described(run[9:]) == _described((*params, *consts.values()))
+        assert described(run[9:]) == described((*params, *consts.values()))
         assert list(consts) == ["XBLOCK", "RBLOCK"]
     if split:
         first_grid = fns[0].calls[0][1]
@@ -95,15 +60,12 @@ def test_aligned_calls_skip_the_specialization_key(monkeypatch):
     """A kernel of static sizes whose tensors are all 16-byte aligned relaunches the binary kept
     for that case with exactly what the keyed path hands it; a misaligned tensor (a view at an
     odd offset) goes back to the keyed path, where Triton specializes on alignment."""
-    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: 0, lambda device: "stream"))
-    k = _sum_kernel(300, 37, TritonOptions(split_max_chunks=0))
-    fn = FakeFn()
-    k._fn, k._cuda, k._device_index = fn, True, None
+    k, (fn,) = _on_fake_cuda(monkeypatch, split=False)
     a, out = torch.randn(300, 37), torch.empty(37)
     for _ in range(3):
         k(a, out)
     assert len(fn.calls) == 1 and len(fn.compiled.runs) == 2 and k._ready
-    assert _described(fn.compiled.runs[0]) == _described(fn.compiled.runs[1])
+    assert described(fn.compiled.runs[0]) == described(fn.compiled.runs[1])
     keyed = k._launchers
     misaligned = torch.randn(300 * 37 + 1)[1:].view(300, 37)
     assert misaligned.data_ptr() % 16
@@ -118,18 +80,7 @@ def test_ready_launch_repeats_the_keyed_launch(monkeypatch, split):
     reduction: fresh partials each call); the result equals eager's. A call on another device
     or with a misaligned tensor takes the general path again."""
     device = [0]
-    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: device[0], lambda d: f"stream{d}"))
-    options = (
-        TritonOptions(split_programs=64, split_min_rchunk=16)
-        if split
-        else TritonOptions(split_max_chunks=0)
-    )
-    k = _sum_kernel(300, 37, options)
-    fns = [FakeFn(), FakeFn()] if split else [FakeFn()]
-    k._fn = fns[0]
-    if split:
-        k._finish = fns[1]
-    k._cuda, k._device_index = True, None
+    k, fns = _on_fake_cuda(monkeypatch, split, lambda: device[0], lambda d: f"stream{d}")
     a, out = torch.randn(300, 37), torch.empty(37)
     for _ in range(4):
         k(a, out)
@@ -137,7 +88,7 @@ def test_ready_launch_repeats_the_keyed_launch(monkeypatch, split):
     for fn in fns:
         assert len(fn.calls) == 1 and len(fn.compiled.runs) == 3
         first, *later = fn.compiled.runs
-        assert all(_described(r) == _described(first) for r in later)
+        assert all(described(r) == described(first) for r in later)
         assert all(r[3] == "stream0" for r in later)
     if split:  # fresh partials per call, never the first call's
         parts = [r[9 + 2] for r in fns[0].compiled.runs]
@@ -149,12 +100,13 @@ def test_ready_launch_repeats_the_keyed_launch(monkeypatch, split):
 
 def test_ready_kernel_matches_eager_under_the_interpreter():
     """The lean path is CUDA-only; on the CPU the general path still computes the sum."""
-    k = _sum_kernel(300, 37, TritonOptions(split_programs=64, split_min_rchunk=16))
+    k = _sum_kernel(300, 37, SPLIT)
     a, out = torch.randn(300, 37), torch.empty(37)
     for _ in range(3):
         k(a, out)
         torch.testing.assert_close(out, a.sum(0), rtol=1e-5, atol=1e-4)
-    assert k._ready is None
+    if a.device.type == "cpu":  # the GPU smoke run makes CUDA the default device: lean there
+        assert k._ready is None
 
 
 def test_stream_for_only_the_current_device_with_no_hook(monkeypatch):
@@ -178,18 +130,7 @@ def test_launch_in_is_the_ready_launch_once_built(monkeypatch, split):
     ready closure itself (the instance attribute), handing Triton's launcher the wrapper's
     stream and what the keyed path handed it; with no stream, the general call (which checks
     device and alignment itself: a misaligned tensor goes to the keyed path)."""
-    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: 0, lambda d: "current"))
-    options = (
-        TritonOptions(split_programs=64, split_min_rchunk=16)
-        if split
-        else TritonOptions(split_max_chunks=0)
-    )
-    k = _sum_kernel(300, 37, options)
-    fns = [FakeFn(), FakeFn()] if split else [FakeFn()]
-    k._fn = fns[0]
-    if split:
-        k._finish = fns[1]
-    k._cuda, k._device_index = True, None
+    k, fns = _on_fake_cuda(monkeypatch, split, stream=lambda d: "current")
     a, out = torch.randn(300, 37), torch.empty(37)
     assert "launch_in" not in vars(k)
     k.launch_in("wrapper", a, out)  # Triton's own launch, keeping the binary
@@ -201,7 +142,7 @@ def test_launch_in_is_the_ready_launch_once_built(monkeypatch, split):
         assert len(fn.calls) == 1
         keyed, ready, general = fn.compiled.runs  # the first launch was Triton's own (fn.run)
         assert [r[3] for r in (keyed, ready, general)] == ["current", "wrapper", "current"]
-        assert all(_described(r[4:]) == _described(keyed[4:]) for r in (ready, general))
+        assert all(described(r[4:]) == described(keyed[4:]) for r in (ready, general))
     misaligned = torch.randn(300 * 37 + 1)[1:].view(300, 37)
     k.launch_in(None, misaligned, out)
     assert len(fns[0].calls) == 2  # a new specialization: Triton compiles and launches it
@@ -260,16 +201,13 @@ def test_ready_launch_calls_the_c_launcher_on_triton_36(monkeypatch):
     from torchkiln_codegen_triton import _compat
 
     monkeypatch.setattr(_compat, "TRITON_VERSION", (3, 6))
-    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: 0, lambda d: "stream"))
-    k = _sum_kernel(300, 37, TritonOptions(split_max_chunks=0))
-    fn = FakeFn()
+    k, (fn,) = _on_fake_cuda(monkeypatch, split=False)
     launcher = CudaLauncher()
     fn.compiled.run = launcher  # the compiled kernel's ``run``, as Triton's CompiledKernel has
-    k._fn, k._cuda, k._device_index = fn, True, None
     a, out = torch.randn(300, 37), torch.empty(37)
     k(a, out)  # Triton's own launch
     k(a, out)  # keyed: through the launcher's __call__
     k.launch_in("stream", a, out)  # ready: the C launch directly
     keyed, ready = launcher.calls
-    assert _described(keyed) == _described(ready)
+    assert described(keyed) == described(ready)
     assert ready[5:9] == (False, True, None, None)

@@ -3,7 +3,7 @@ layout and split reductions, with fused pointwise outputs, epilogues, several dt
 
 import pytest
 import torch
-from _specs import buf, compile_one, spec
+from _specs import buf, column_reduction, compile_one, spec
 from torchkiln_codegen_triton import TritonOptions
 from torchkiln_loop_ir.indexing import FloorDiv, ModularIndexing
 from torchkiln_loop_ir.ops import ops
@@ -185,25 +185,7 @@ def test_int_sum_and_nan_max(options):
     a = torch.randint(-1000, 1000, (rows, cols), dtype=torch.int64)
     out = torch.empty(cols, dtype=torch.int64)
 
-    def isum(x, r):
-        ops.store_reduction(
-            "out",
-            x[0],
-            ops.reduction(torch.int64, torch.int64, "sum", ops.load("a", r[0] * cols + x[0])),
-        )
-
-    k = compile_one(
-        spec(
-            "isum",
-            (cols,),
-            (rows,),
-            [("loop", [("out", isum, True)])],
-            [buf("a", torch.int64, (rows, cols)), buf("out", torch.int64, (cols,))],
-            ["a"],
-            ["out"],
-        ),
-        options,
-    )
+    k = compile_one(column_reduction("isum", rows, cols, torch.int64), options)
     k(a, out)
     torch.testing.assert_close(out, a.sum(0))
 
@@ -211,23 +193,7 @@ def test_int_sum_and_nan_max(options):
     f[250, 3] = float("nan")
     fout = torch.empty(cols)
 
-    def fmax(x, r):
-        ops.store_reduction(
-            "out", x[0], ops.reduction(F32, F32, "max", ops.load("a", r[0] * cols + x[0]))
-        )
-
-    k = compile_one(
-        spec(
-            "fmax",
-            (cols,),
-            (rows,),
-            [("loop", [("out", fmax, True)])],
-            [buf("a", F32, (rows, cols)), buf("out", F32, (cols,))],
-            ["a"],
-            ["out"],
-        ),
-        options,
-    )
+    k = compile_one(column_reduction("fmax", rows, cols, F32, "max"), options)
     k(f, fout)
     torch.testing.assert_close(fout, f.amax(0), equal_nan=True)
 

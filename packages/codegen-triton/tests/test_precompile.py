@@ -10,7 +10,8 @@ import threading
 import pytest
 import sympy
 import torch
-from _specs import buf, spec
+from _fake_launch import Recorder, swap_jit_functions
+from _specs import buf, column_reduction, spec
 from torchkiln_codegen_triton import TritonBackend, TritonOptions
 from torchkiln_codegen_triton import precompile as P
 from torchkiln_loop_ir.backend import BufferSpec
@@ -87,29 +88,6 @@ def test_precompile_is_a_no_op_under_the_interpreter_and_results_are_eager():
     torch.testing.assert_close(rows, b.sum(1))
 
 
-class Recorder:
-    """Stands in for a JITFunction: records warmups (and on which thread) and launches."""
-
-    def __init__(self, barrier=None):
-        self.warmups, self.launches, self.threads, self.modes = [], [], [], []
-        self.barrier = barrier
-
-    def warmup(self, *args, grid, **kwargs):
-        from triton.runtime import _async_compile
-
-        self.threads.append(threading.current_thread().name)
-        self.modes.append(_async_compile.active_mode.get())
-        if self.barrier is not None:
-            self.barrier.wait(timeout=10)  # every kernel's warmup at once: they run in parallel
-        self.warmups.append((args, {"grid": grid, **kwargs}))
-
-    def __getitem__(self, grid):
-        def launch(*args, **kwargs):
-            self.launches.append((args, {"grid": grid, **kwargs}))
-
-        return launch
-
-
 @pytest.fixture
 def on_fake_gpu(monkeypatch):
     monkeypatch.setattr(P, "compiles_binaries", lambda: True)
@@ -159,28 +137,11 @@ def test_every_kernel_is_warmed_on_a_pool_thread_with_its_launch_arguments(
 def test_both_kernels_of_a_split_reduction_are_warmed_as_launched(on_fake_gpu, monkeypatch):
     monkeypatch.setattr(P, "async_compile_mode", lambda: None)
     rows, cols = 300, 37
-
-    def body(x, r):
-        v = ops.load("a", r[0] * cols + x[0])
-        ops.store_reduction("out", x[0], ops.reduction(torch.float32, torch.float32, "sum", v))
-
-    k = _on(
-        spec(
-            "pcg_split",
-            (cols,),
-            (rows,),
-            [("loop", [("out", body, True)])],
-            [buf("a", torch.float32, (rows, cols)), buf("out", torch.float32, (cols,))],
-            ["a"],
-            ["out"],
-        ),
-        "cuda",
-    )
+    k = _on(column_reduction("pcg_split", rows, cols), "cuda")
     options = TritonOptions(compile_workers=0, split_programs=64, split_min_rchunk=16)
     (kernel,) = TritonBackend(options).compile_kernels([k])
     assert kernel.config.split >= 2
-    first, finish = Recorder(), Recorder()
-    kernel._fn, kernel._finish = first, finish
+    first, finish = swap_jit_functions(kernel, Recorder)
     assert P.precompile([kernel], workers=1) == 1
     kernel(torch.randn(rows, cols), torch.empty(cols))
     for r in (first, finish):

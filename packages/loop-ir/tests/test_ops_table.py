@@ -6,8 +6,8 @@ import sys
 
 import pytest
 import torch
-from torchkiln_loop_ir.graph import _Counter
 from torchkiln_loop_ir.handlers import NoOpHandler, WrapperHandler, missing_ops
+from torchkiln_loop_ir.inline_cost import _Counter
 from torchkiln_loop_ir.kernels import _SimplifyingHandler
 from torchkiln_loop_ir.loop_body import _Recording
 from torchkiln_loop_ir.printing import PrintingHandler

@@ -184,6 +184,10 @@ def test_overhead_command_reports_per_call_costs(tmp_path, capsys) -> None:
     assert (
         result["tiny"]["eager"]["us_per_call"] > 0 and result["tiny"]["eager"]["vs_eager_us"] == 0
     )
+    # paired by round: 3 rounds give [min, max] of the per-round differences, 75% coverage
+    tk = result["tiny"]["torchkiln"]
+    assert tk["rounds"] == 3 and tk["confidence"] == 0.75
+    assert tk["vs_eager_us_low"] <= tk["vs_eager_us"] <= tk["vs_eager_us_high"]
     assert "us/call" in capsys.readouterr().out
 
 

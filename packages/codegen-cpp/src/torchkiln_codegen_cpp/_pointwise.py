@@ -6,6 +6,8 @@ repository's tests/test_ops_contract.py checks they agree."""
 
 from __future__ import annotations
 
+from torchkiln_loop_ir.ops import LIBM_UNARY
+
 
 def _unary_math(fn: str) -> tuple[str, str, str]:
     return (f"std::{fn}({{0}})", f"std::{fn}({{0}})", "same")
@@ -69,31 +71,8 @@ POINTWISE: dict[str, tuple[str, str, str]] = {
     ),
 }
 
-_STD_UNARY = (
-    "exp",
-    "exp2",
-    "expm1",
-    "log",
-    "log2",
-    "log10",
-    "log1p",
-    "sqrt",
-    "sin",
-    "cos",
-    "tan",
-    "asin",
-    "acos",
-    "atan",
-    "sinh",
-    "cosh",
-    "tanh",
-    "asinh",
-    "acosh",
-    "atanh",
-    "erf",
-    "erfc",
-)
-for _fn in _STD_UNARY:
+# the C math functions of the same name (loop-ir owns the list)
+for _fn in LIBM_UNARY:
     POINTWISE[_fn] = _unary_math(_fn)
 # exp underflowing to 0 skips libmvec's slow lanes (tk_exp in the prelude)
 POINTWISE["exp"] = ("tk_exp({0})", "std::exp({0})", "same")

@@ -6,7 +6,6 @@ import contextlib
 import dataclasses
 import functools
 import inspect
-import math
 import operator
 import re
 import warnings
@@ -30,19 +29,19 @@ from . import trace_rules
 from ._codegen import Namespace, signature_text
 from ._dtype_probe import kernel_missing
 from ._guards import SameObjectMatch
+from ._op_args import _contains_tensor, _has_negative_nan, _is_bool, _is_subtraction, _map
 from ._overlap import inplace_partial_overlap, inplace_self_overlap
 from ._reconstruct import Reconstructor
 from ._sources import source_code
 from .automatic_dynamic import EveryDim
 from .exc import Unsupported
 from .side_effects import SideEffects
-from .variables.base import ConstantVariable, DeletedVariable, VariableTracker, is_numpy_scalar
+from .variables.base import ConstantVariable, DeletedVariable, VariableTracker
 from .variables.containers import (
-    DictVariable,
     ListVariable,
     TupleVariable,
 )
-from .variables.symbolic import SliceVariable, SymNodeVariable
+from .variables.symbolic import SymNodeVariable
 from .variables.tensors import TensorVariable
 
 _SIMPLE = (int, float, bool, str, type(None))
@@ -590,58 +589,3 @@ def _scalar_arithmetic(n: torch.fx.Node) -> bool:
 def _name_hint(source) -> str:
     """``L['x'].w`` -> ``x.w`` (sanitised by ``_fresh``): graph names read like the user's code."""
     return re.sub(r"\b[LGC]\['([^']*)'\]", r"\1", source.expr())
-
-
-_SUBTRACTIONS = frozenset(
-    {"sub", "sub_", "__sub__", "__rsub__", "__isub__", "subtract", "subtract_"}
-)
-
-
-def _is_subtraction(target) -> bool:
-    if isinstance(target, str):
-        return target in _SUBTRACTIONS
-    return target in (operator.sub, operator.isub, torch.sub, torch.subtract, torch.rsub)
-
-
-def _is_bool(x) -> bool:
-    return type(x) is bool or (isinstance(x, torch.Tensor) and x.dtype == torch.bool)
-
-
-def _has_negative_nan(x) -> bool:
-    if type(x) is float:
-        return x != x and math.copysign(1.0, x) < 0
-    if isinstance(x, (tuple, list)):
-        return any(_has_negative_nan(i) for i in x)
-    if isinstance(x, dict):
-        return any(_has_negative_nan(i) for i in x.values())
-    return False
-
-
-def _contains_tensor(x) -> bool:
-    if isinstance(x, torch.Tensor):
-        return True
-    if isinstance(x, (tuple, list)):
-        return any(_contains_tensor(i) for i in x)
-    return False
-
-
-def _map(v, what: str):
-    if isinstance(v, TensorVariable):
-        return v.node if what == "node" else v.fake
-    if isinstance(v, SymNodeVariable):
-        return v.node if what == "node" else v.value
-    if isinstance(v, SliceVariable):
-        return slice(*(_map(p, what) for p in v.parts))
-    if isinstance(v, ConstantVariable):
-        # a numpy scalar is a Python number to torch (np.float64(2) * a float32 tensor is
-        # float32), and the graph's code spells Python numbers only
-        return v.value.item() if is_numpy_scalar(v.value) else v.value
-    if isinstance(v, TupleVariable):
-        return tuple(_map(i, what) for i in v.items)
-    if isinstance(v, ListVariable):
-        return [_map(i, what) for i in v.items]
-    if isinstance(v, DictVariable):
-        return {k: _map(i, what) for k, i in v.items.items()}
-    if v.is_python_constant():
-        return v.as_python_constant()
-    raise Unsupported(f"passing a {type(v).__name__} to a torch operation")

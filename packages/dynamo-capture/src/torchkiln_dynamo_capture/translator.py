@@ -14,6 +14,8 @@ from torchkiln_guards import GlobalStateMatch
 
 from . import trace_rules
 from ._binding import _as_dict, bind_arguments
+from ._opcodes_build import BuildingOpcodes
+from ._opcodes_flow import ControlFlowOpcodes
 from ._sources import GlobalSource, HeldObjectSource, ItemSource
 from .breaks import break_point
 from .builder import wrap
@@ -28,7 +30,7 @@ from .variables.base import (
 )
 from .variables.builtins import _len
 from .variables.calls import call_value, disabled_call
-from .variables.containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
+from .variables.containers import DictVariable, IteratorVariable, TupleVariable
 from .variables.ctx import enter_context
 from .variables.functions import (
     WRAPS_FUNCTIONS,
@@ -37,13 +39,13 @@ from .variables.functions import (
     UserFunctionVariable,
     wraps_call,
 )
-from .variables.generators import Suspend, contextmanager_call, is_contextmanager_helper
+from .variables.generators import contextmanager_call, is_contextmanager_helper
 from .variables.logging_calls import bound, replay_logging_call
 from .variables.modules import NNModuleVariable
 from .variables.numpy_arrays import NumpyNdarrayVariable, numpy_operator
 from .variables.objects import UserObjectVariable
 from .variables.operators import BINARY_OPS, COMPARE_OPS, binary_op, contains, identity
-from .variables.symbolic import SliceVariable, SymNodeVariable, sym_unary
+from .variables.symbolic import SymNodeVariable, sym_unary
 from .variables.tensors import TensorVariable
 
 _VT = version_table()
@@ -60,8 +62,11 @@ class StopCapture(Exception):
     """Raised when the top frame reaches the break point it was asked to stop at (a restart)."""
 
 
-class InstructionTranslator:
-    """Symbolically runs one frame. Inlined calls get a child translator sharing ``out``."""
+class InstructionTranslator(BuildingOpcodes, ControlFlowOpcodes):
+    """Symbolically runs one frame. Inlined calls get a child translator sharing ``out``.
+
+    The opcodes that build and unpack values are in ``_opcodes_build.py``, control flow and
+    generators in ``_opcodes_flow.py`` (mixins); the rest are here."""
 
     def __init__(
         self,
@@ -478,158 +483,6 @@ class InstructionTranslator:
     def GET_LEN(self, inst):
         self.push(_len(self, self.stack[-1]))
 
-    # --- building and unpacking ----------------------------------------------------------------------
-    def BUILD_TUPLE(self, inst):
-        self.push(TupleVariable(self.popn(inst.arg)))
-
-    def BUILD_LIST(self, inst):
-        self.push(ListVariable(self.popn(inst.arg)))
-
-    def BUILD_SET(self, inst):
-        self.push(ConstantVariable({v.as_python_constant() for v in self.popn(inst.arg)}))
-
-    def BUILD_MAP(self, inst):  # k1 v1 ... -> dict
-        flat = self.popn(2 * inst.arg)
-        self.push(
-            DictVariable(
-                {flat[i].as_python_constant(): flat[i + 1] for i in range(0, len(flat), 2)}
-            )
-        )
-
-    def BUILD_CONST_KEY_MAP(self, inst):  # v1..vn keys -> dict
-        keys = self.pop().as_python_constant()
-        self.push(DictVariable(dict(zip(keys, self.popn(inst.arg)))))
-
-    def BUILD_STRING(self, inst):
-        self.push(ConstantVariable("".join(v.as_python_constant() for v in self.popn(inst.arg))))
-
-    def FORMAT_VALUE(self, inst):  # x [spec] -> str
-        spec = self.pop().as_python_constant() if inst.arg & 0x04 else ""
-        v = self.pop()
-        val = v.as_python_constant() if v.is_python_constant() else v.real_value()
-        if isinstance(v, TensorVariable):
-            raise Unsupported("formatting a tensor into a string")
-        conv = inst.arg & 0x03
-        val = {0: val, 1: str(val), 2: repr(val), 3: ascii(val)}[conv]
-        self.push(ConstantVariable(format(val, spec)))
-
-    def BUILD_SLICE(self, inst):
-        self.push(self.make_slice(self.popn(inst.arg)))
-
-    @staticmethod
-    def make_slice(parts):
-        """The slice of ``parts`` (start, stop[, step]) for BUILD_SLICE and 3.12's BINARY_SLICE /
-        STORE_SLICE alike: symbolic bounds stay symbolic (x[:, :n] with a symbolic n), where
-        reading them as constants would specialize the graph on their values."""
-        if any(isinstance(p, TensorVariable) for p in parts):
-            raise Unsupported("slice bounds that are tensors")
-        if any(isinstance(p, SymNodeVariable) for p in parts):
-            return SliceVariable(parts)
-        return ConstantVariable(slice(*(p.as_python_constant() for p in parts)))
-
-    def LIST_APPEND(self, inst):  # list(i) ... v -> list(i) ...
-        v = self.pop()
-        target = self.stack[-inst.arg]
-        target.items.append(v)
-        self.out.side_effects.mutated(target)  # a list from outside (handed over by a break)
-
-    def SET_ADD(self, inst):
-        target = self.stack[-inst.arg - 1]
-        if target.source is not None:
-            raise Unsupported("adding to a set from outside (handed over by a graph break)")
-        v = self.pop()
-        target.value.add(v.as_python_constant())
-
-    def MAP_ADD(self, inst):  # dict(i) ... k v
-        v, k = self.pop(), self.pop()
-        target = self.stack[-inst.arg]
-        target.items[k.as_python_constant()] = v
-        self.out.side_effects.mutated(target)
-
-    def LIST_EXTEND(self, inst):
-        v = self.pop()
-        target = self.stack[-inst.arg]
-        target.items.extend(self.unpack(v))
-        self.out.side_effects.mutated(target)
-
-    def SET_UPDATE(self, inst):
-        v = self.pop()
-        self.stack[-inst.arg].value.update(x.as_python_constant() for x in self.unpack(v))
-
-    def DICT_UPDATE(self, inst):
-        v = self.pop()
-        self.stack[-inst.arg].call_method(self, "update", [v], {})
-
-    DICT_MERGE = DICT_UPDATE
-
-    def LIST_TO_TUPLE(self, inst):
-        self.push(TupleVariable(self.pop().items))
-
-    def UNPACK_SEQUENCE(self, inst):  # seq -> items (reversed)
-        items = self.unpack(self.pop())
-        if len(items) != inst.arg:
-            raise Unsupported(f"unpacking {len(items)} values into {inst.arg}")
-        self.stack.extend(reversed(items))
-
-    def UNPACK_EX(self, inst):  # seq -> after.. star before..
-        items = self.unpack(self.pop())
-        before, after = inst.arg & 0xFF, inst.arg >> 8
-        star = ListVariable(items[before : len(items) - after])
-        vals = items[:before] + [star] + items[len(items) - after :]
-        self.stack.extend(reversed(vals))
-
-    # --- control flow ----------------------------------------------------------------------------------
-    def JUMP_FORWARD(self, inst):
-        self.jump(inst)
-
-    JUMP_BACKWARD = JUMP_ABSOLUTE = JUMP = JUMP_FORWARD
-
-    def _cond(self, v) -> bool:
-        return self.truth(v)
-
-    def POP_JUMP_IF_TRUE(self, inst):
-        if self._cond(self.pop()):
-            self.jump(inst)
-
-    def POP_JUMP_IF_FALSE(self, inst):
-        if not self._cond(self.pop()):
-            self.jump(inst)
-
-    def POP_JUMP_IF_NONE(self, inst):
-        v = self.pop()
-        if v.is_python_constant() and v.as_python_constant() is None:
-            self.jump(inst)
-
-    def POP_JUMP_IF_NOT_NONE(self, inst):
-        v = self.pop()
-        if not (v.is_python_constant() and v.as_python_constant() is None):
-            self.jump(inst)
-
-    def JUMP_IF_TRUE_OR_POP(self, inst):
-        if self._cond(self.stack[-1]):
-            self.jump(inst)
-        else:
-            self.pop()
-
-    def JUMP_IF_FALSE_OR_POP(self, inst):
-        if not self._cond(self.stack[-1]):
-            self.jump(inst)
-        else:
-            self.pop()
-
-    def GET_ITER(self, inst):  # iterable -> iterator
-        v = self.pop()
-        self.push(v if isinstance(v, IteratorVariable) else IteratorVariable(self.unpack(v)))
-
-    def FOR_ITER(self, inst):  # iterator -> iterator next  |  exhausted: iterator -> (jump)
-        it = self.stack[-1]
-        v = it.next()
-        if v is None:
-            self.pop()
-            self.ip = inst.target + (1 if _VT.for_iter_skips_end_for else 0)
-        else:
-            self.push(v)
-
     # --- calls -----------------------------------------------------------------------------------------
     def KW_NAMES(self, inst):  # (decode resolves the names tuple in every version)
         self.kw_names = inst.argval
@@ -682,40 +535,6 @@ class InstructionTranslator:
         exit_fn, result = enter_context(self, ctx)
         self.push(exit_fn)
         self.push(result)
-
-    def RETURN_GENERATOR(self, inst):  # -> None (the generator object is not modelled)
-        if getattr(self, "yielded", None) is None and not getattr(self, "suspended", False):
-            raise Unsupported("generator functions", "return a list instead")
-        self.push(ConstantVariable(None))
-
-    def YIELD_VALUE(self, inst):  # x -> None (the value sent back)
-        if getattr(self, "suspended", False):
-            raise Suspend(self.pop())  # a contextmanager's generator: resumed at the block's exit
-        if getattr(self, "yielded", None) is None:
-            raise Unsupported("yield outside a generator being inlined")
-        self.yielded.append(self.pop())
-        self.push(ConstantVariable(None))
-
-    def GET_YIELD_FROM_ITER(self, inst):  # iterable -> iterator (yield from: items known now)
-        x = self.pop()
-        self.push(x if isinstance(x, IteratorVariable) else IteratorVariable(self.unpack(x)))
-
-    def SEND(self, inst):  # receiver value -> receiver item  |  (exhausted) jump with its result
-        self.pop()  # the value sent in: inlined generators are only iterated (always None)
-        item = self.stack[-1].next()
-        if item is not None:
-            self.push(item)
-            return
-        if _VT.send_pops_receiver:
-            self.stack[-1] = ConstantVariable(None)
-        else:
-            self.push(ConstantVariable(None))
-        self.jump(inst)
-
-    def END_SEND(self, inst):  # (3.12) receiver value -> value
-        v = self.pop()
-        self.pop()
-        self.push(v)
 
 
 def grad_mode_guard(out) -> None:

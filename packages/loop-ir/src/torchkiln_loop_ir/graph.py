@@ -20,9 +20,8 @@ import torch.utils._pytree as pytree
 
 from .backend import SymbolSource
 from .errors import Unlowerable
-from .handlers import DefaultHandler
-from .indexing import FloorDiv, ModularIndexing
-from .inline_cost import recompute_is_cheaper
+from .fx_sizes import from_torch_sympy, layout_of, to_expr
+from .inline_cost import count_reads_and_ops, recompute_is_cheaper
 from .ir import (
     Buffer,
     ComputedBuffer,
@@ -37,127 +36,7 @@ from .ir import (
     ReinterpretView,
     contiguous_strides,
 )
-from .ops import ALL_OPS
 from .options import LoopIROptions
-
-_TORCH_DIV = ("FloorDiv", "CleanDiv")
-_TORCH_MOD = ("PythonMod", "Mod")
-
-
-def from_torch_sympy(expr: sympy.Expr) -> sympy.Expr:
-    """Replace torch's FloorDiv/CleanDiv and PythonMod/Mod (sizes: non-negative) by loop-ir's
-    FloorDiv and ModularIndexing."""
-
-    def is_torch(e) -> bool:
-        return (
-            isinstance(e, sympy.Function)
-            and type(e).__module__.startswith("torch")
-            and type(e).__name__ in (*_TORCH_DIV, *_TORCH_MOD)
-        )
-
-    def ours(e):
-        a, b = e.args
-        return (
-            FloorDiv(a, b)
-            if type(e).__name__ in _TORCH_DIV
-            else ModularIndexing(a, sympy.Integer(1), b)
-        )
-
-    return expr.replace(is_torch, ours) if expr.has(sympy.Function) else expr
-
-
-def _known_one(node: Any, expr: sympy.Expr) -> bool:
-    """Whether the ShapeEnv has proved (by a guard) that a symbolic size is 1: broadcasting reads
-    a size-1 dim at index 0, so a size like ``(s0 + 2) // 3`` that the trace broadcast as 1 must be
-    1 here too (read at the output's index, it read past its end: a silently wrong result)."""
-    env = getattr(node, "shape_env", None)
-    evaluate = getattr(env, "_maybe_evaluate_static", None)
-    if evaluate is None:
-        return False
-    try:
-        return bool(evaluate(sympy.Eq(expr, 1)) is sympy.true)
-    except Exception:  # noqa: BLE001 - an expression the ShapeEnv cannot decide: keep it symbolic
-        return False
-
-
-def to_expr(value: Any) -> sympy.Expr:
-    """An int or SymInt as a sympy expression (in loop-ir's vocabulary: torch's ShapeEnv writes
-    integer division and modulo with functions of its own, the code generators know ours)."""
-    if isinstance(value, torch.SymInt):
-        expr = sympy.sympify(value.node.expr)
-        if not expr.is_number and _known_one(value.node, expr):
-            return sympy.Integer(1)
-        return from_torch_sympy(expr)
-    if isinstance(value, sympy.Expr):
-        return value
-    return sympy.Integer(int(value))
-
-
-def _is_dense(size: Sequence[sympy.Expr], stride: Sequence[sympy.Expr]) -> bool:
-    """True if the strides are a permutation of contiguous strides (no gaps, no overlap)."""
-    try:
-        dims = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: int(stride[d]))
-    except TypeError:
-        return False
-    expected: sympy.Expr = sympy.Integer(1)
-    for d in dims:
-        if stride[d] != expected:
-            return False
-        expected = expected * size[d]
-    return True
-
-
-def layout_of(val: Any, *, dense_only: bool = True) -> FixedLayout:
-    """The layout eager would give ``val`` (a FakeTensor), or contiguous when it is not dense."""
-    size = tuple(to_expr(s) for s in val.shape)
-    stride = tuple(to_expr(s) for s in val.stride())
-    if dense_only and not _is_dense(size, stride):
-        stride = contiguous_strides(size)
-    return FixedLayout(val.device, val.dtype, size, stride)
-
-
-class _Counter(DefaultHandler):
-    """An ops handler counting loads and other ops, to judge whether inlining is cheap.
-    ``full_loads`` counts the loads whose index varies along every dim of the value in
-    ``spans`` (its index symbols of sizes other than 1); the others read a broadcast buffer (a
-    row's max, a bias): a value and its few re-reads, cheap to read again."""
-
-    default_ops = ALL_OPS
-
-    def __init__(self, spans: frozenset[sympy.Symbol] = frozenset()) -> None:
-        self.loads = 0
-        self.full_loads = 0
-        self.ops = 0
-        self.spans = spans
-
-    def load(self, name, index):
-        self.loads += 1
-        if self.spans <= sympy.sympify(index).free_symbols:
-            self.full_loads += 1
-
-    def indirect_indexing(self, value, size, check=True):
-        return sympy.Symbol("i_tmp", integer=True, nonnegative=True)
-
-    def masked(self, mask, body, other):
-        self.ops += 1
-        return body()
-
-    def default(self, name, args, kwargs):
-        self.ops += 1
-
-
-def count_reads_and_ops(pw: Pointwise) -> tuple[int, int, int]:
-    """(loads, ops, full loads: those not of a broadcast buffer, see ``_Counter``)."""
-    from .indexing import index_symbol
-    from .ops import set_ops_handler
-
-    xs = [index_symbol("x", i) for i in range(len(pw.ranges))]
-    spans = frozenset(x for x, r in zip(xs, pw.ranges) if sympy.sympify(r) != 1)
-    # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
-    counter = _Counter(spans)  # type: ignore[abstract]
-    with set_ops_handler(counter):
-        pw.inner_fn(xs)
-    return counter.loads, counter.ops, counter.full_loads
 
 
 @dataclass
@@ -668,7 +547,15 @@ def lower(
     return GraphLowering(gm, example_inputs, options or LoopIROptions()).run()
 
 
-__all__ = ["GraphLowering", "LoweringContext", "layout_of", "lower", "to_expr"]
+__all__ = [
+    "GraphLowering",
+    "LoweringContext",
+    "count_reads_and_ops",
+    "from_torch_sympy",
+    "layout_of",
+    "lower",
+    "to_expr",
+]
 
 
 aten_local_scalar_dense = torch.ops.aten._local_scalar_dense.default

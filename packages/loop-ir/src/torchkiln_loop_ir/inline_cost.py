@@ -1,4 +1,6 @@
-"""Whether a pointwise value read by several consumers is cheaper recomputed than stored.
+"""How costly a pointwise value is to inline (``count_reads_and_ops``: its loads, full loads and
+other ops, the realize policy's measure) and whether a value read by several consumers is cheaper
+recomputed than stored (``recompute_is_cheaper``).
 
 Realized, a value of ``users`` consumers costs one write and ``users`` reads of its own dtype per
 element. Inlined, each consumer reads the value's inputs instead and redoes its ops. Memory-bound
@@ -91,3 +93,47 @@ def recompute_is_cheaper(
         return False
     own = value.dtype.itemsize
     return users * read <= (users + 1) * own
+
+
+class _Counter(DefaultHandler):
+    """An ops handler counting loads and other ops, to judge whether inlining is cheap.
+    ``full_loads`` counts the loads whose index varies along every dim of the value in
+    ``spans`` (its index symbols of sizes other than 1); the others read a broadcast buffer (a
+    row's max, a bias): a value and its few re-reads, cheap to read again."""
+
+    default_ops = ALL_OPS
+
+    def __init__(self, spans: frozenset[sympy.Symbol] = frozenset()) -> None:
+        self.loads = 0
+        self.full_loads = 0
+        self.ops = 0
+        self.spans = spans
+
+    def load(self, name, index):
+        self.loads += 1
+        if self.spans <= sympy.sympify(index).free_symbols:
+            self.full_loads += 1
+
+    def indirect_indexing(self, value, size, check=True):
+        return sympy.Symbol("i_tmp", integer=True, nonnegative=True)
+
+    def masked(self, mask, body, other):
+        self.ops += 1
+        return body()
+
+    def default(self, name, args, kwargs):
+        self.ops += 1
+
+
+def count_reads_and_ops(pw: Pointwise) -> tuple[int, int, int]:
+    """(loads, ops, full loads: those not of a broadcast buffer, see ``_Counter``)."""
+    from .indexing import index_symbol
+    from .ops import set_ops_handler
+
+    xs = [index_symbol("x", i) for i in range(len(pw.ranges))]
+    spans = frozenset(x for x, r in zip(xs, pw.ranges) if sympy.sympify(r) != 1)
+    # abstract to mypy only: the ops are set on DefaultHandler at import (handlers.py)
+    counter = _Counter(spans)  # type: ignore[abstract]
+    with set_ops_handler(counter):
+        pw.inner_fn(xs)
+    return counter.loads, counter.ops, counter.full_loads

@@ -88,6 +88,14 @@ class OpSpec:
     operands: str = "any"
 
 
+LIBM_UNARY: tuple[str, ...] = tuple(
+    """exp exp2 expm1 log log2 log10 log1p sqrt sin cos tan asin acos atan
+    sinh cosh tanh asinh acosh atanh erf erfc""".split()
+)
+"""The float unary ops that are C's math functions of the same name: one list here, which the
+op table, the lowerings and a code generator's templates (``std::<name>``) all read."""
+
+
 def _specs() -> dict[str, OpSpec]:
     table: dict[str, OpSpec] = {}
 
@@ -109,14 +117,8 @@ def _specs() -> dict[str, OpSpec]:
     add("pointwise", 2, "same", "add sub mul floordiv mod remainder maximum minimum fmod")
     add("pointwise", 1, "same", "neg abs square sign floor ceil trunc round relu")
     add("pointwise", 2, "same", "truediv pow atan2 copysign", operands="float")
-    add(
-        "pointwise",
-        1,
-        "same",
-        """exp exp2 expm1 log log2 log10 log1p sqrt rsqrt reciprocal
-        sin cos tan asin acos atan sinh cosh tanh asinh acosh atanh erf erfc erfinv sigmoid""",
-        operands="float",
-    )
+    add("pointwise", 1, "same", " ".join(LIBM_UNARY), operands="float")
+    add("pointwise", 1, "same", "rsqrt reciprocal erfinv sigmoid", operands="float")
     add("pointwise", 1, "bool", "signbit isinf isnan logical_not")
     add("pointwise", 2, "bool", "logical_and logical_or logical_xor eq ne lt le gt ge")
     add(

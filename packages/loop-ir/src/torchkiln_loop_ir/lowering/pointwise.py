@@ -15,7 +15,7 @@ import torch
 
 from ..errors import Unlowerable
 from ..ir import Buffer, IRNode, Pointwise, ReinterpretView, compute_dtype, is_low_precision
-from ..ops import ops
+from ..ops import OP_SPECS, ops
 from . import aten, prims, register_lowering
 
 
@@ -139,44 +139,16 @@ def _reg_unary(target_names: Sequence[str], op_name: str) -> None:
         return make_pointwise(ctx, lazy_op(op_name), [x])
 
 
-for _name in [
-    "exp",
-    "exp2",
-    "expm1",
-    "log",
-    "log2",
-    "log10",
-    "log1p",
-    "sqrt",
-    "rsqrt",
-    "reciprocal",
-    "sin",
-    "cos",
-    "tan",
-    "asin",
-    "acos",
-    "atan",
-    "sinh",
-    "cosh",
-    "tanh",
-    "asinh",
-    "acosh",
-    "atanh",
-    "erf",
-    "erfc",
-    "erfinv",
-    "sigmoid",
-    "relu",
-    "sign",
-    "floor",
-    "ceil",
-    "trunc",
-    "neg",
-    "abs",
-    "bitwise_not",
-]:
+# every unary op of the table whose result is its operand's dtype, read from the op table so a new
+# op is lowered where it is declared; round keeps a lowering of its own below
+UNARY_SAME_DTYPE: tuple[str, ...] = tuple(
+    name
+    for name, spec in OP_SPECS.items()
+    if spec.kind == "pointwise" and spec.arity == 1 and spec.dtype_rule == "same"
+    if name != "round"
+)
+for _name in UNARY_SAME_DTYPE:
     _reg_unary([_name], _name)
-_reg_unary(["square"], "square")
 
 # predicates: bool out, computed in the operand's dtype
 for _name in ("isnan", "isinf", "signbit"):

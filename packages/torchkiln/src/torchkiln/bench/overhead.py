@@ -1,9 +1,13 @@
 """``python -m torchkiln overhead``: what a compiled call costs beyond eager.
 
 1. A tiny function ``(x * y + 1).relu().sum()`` on two 8-element CPU tensors: eager vs torchkiln
-   vs torch.compile, interleaved, medians of many calls, in microseconds per call.
+   vs torch.compile, interleaved, in microseconds per call; each variant's cost over eager is the
+   median of its per-round differences with eager, with their 90% interval (``bench/paired.py``).
 2. Capture alone on a 20-layer MLP (Linear+ReLU, width 32, batch 1): ``capture(model,
-   backend=lambda gm, ex: gm.forward)`` vs eager, steady state, and the percentage over eager.
+   backend=lambda gm, ex: gm.forward)`` vs eager, steady state, and the percentage over eager:
+   the median of the per-round ratios captured / eager, with its interval.
+
+Pairing by round, as the main bench does, cancels what a shared machine does to a whole round.
 """
 
 from __future__ import annotations
@@ -17,7 +21,7 @@ import torch
 from torchkiln_dynamo_capture import capture
 
 import torchkiln
-from torchkiln.bench import timing
+from torchkiln.bench import paired, timing
 from torchkiln.bench._peer import peer_compile, reset_peer
 from torchkiln.pipeline import one_line
 
@@ -39,7 +43,7 @@ def _per_call_us(calls: int) -> Callable[[Callable[[], Any]], float]:
 
 
 def run_overhead(repeat: int = 30, calls: int = 200, peer: bool = True) -> dict[str, Any]:
-    """The measurements as a dict: µs/call per variant and differences vs eager."""
+    """The measurements as a dict: µs/call per variant and paired costs over eager."""
     torch.manual_seed(0)
     x, y = torch.randn(8), torch.randn(8)
     result: dict[str, Any] = {"tiny": {}, "capture_mlp": {}, "notes": []}
@@ -59,10 +63,7 @@ def run_overhead(repeat: int = 30, calls: int = 200, peer: bool = True) -> dict[
             except Exception as error:  # noqa: BLE001
                 result["notes"].append(f"torch.compile failed: {one_line(error)}")
         times = timing.interleaved(fns, repeat=repeat, warmup=2, measure=_per_call_us(calls))
-        eager_us = timing.median(times["eager"])
-        for name, values in times.items():
-            us = timing.median(values)
-            result["tiny"][name] = {"us_per_call": us, "vs_eager_us": us - eager_us}
+        result["tiny"] = summarise_tiny(times)
         reset_peer()
 
         result["capture_mlp"] = _capture_overhead(repeat, calls)
@@ -89,21 +90,52 @@ def _capture_overhead(repeat: int, calls: int) -> dict[str, Any]:
             warmup=2,
             measure=_per_call_us(calls // 4 or 1),
         )
-    eager_us, capture_us = timing.median(times["eager"]), timing.median(times["capture"])
+    return summarise_capture(times)
+
+
+def summarise_tiny(times_us: dict[str, list[float]]) -> dict[str, dict[str, Any]]:
+    """Per variant: its median µs/call and its cost over eager, the median of the per-round
+    differences ``variant[r] - eager[r]`` with their interval (``vs_eager_us_low``/``_high``,
+    ``confidence``)."""
+    summary: dict[str, dict[str, Any]] = {}
+    for name, values in times_us.items():
+        over = paired.paired_difference(values, times_us["eager"])
+        summary[name] = {
+            "us_per_call": timing.median(values),
+            "vs_eager_us": over.median,
+            "vs_eager_us_low": over.low,
+            "vs_eager_us_high": over.high,
+            "confidence": over.confidence,
+            "rounds": over.rounds,
+        }
+    return summary
+
+
+def summarise_capture(times_us: dict[str, list[float]]) -> dict[str, Any]:
+    """Capture's cost over eager as a percentage: 100 * (the median of the per-round ratios
+    ``capture[r] / eager[r]`` - 1), with the ratios' interval as percentages."""
+    ratio = paired.paired_ratio(times_us["capture"], times_us["eager"])
     return {
-        "eager_us": eager_us,
-        "capture_us": capture_us,
-        "overhead_pct": 100.0 * (capture_us / eager_us - 1.0),
+        "eager_us": timing.median(times_us["eager"]),
+        "capture_us": timing.median(times_us["capture"]),
+        "overhead_pct": 100.0 * (ratio.median - 1.0),
+        "overhead_pct_low": 100.0 * (ratio.low - 1.0),
+        "overhead_pct_high": 100.0 * (ratio.high - 1.0),
+        "confidence": ratio.confidence,
+        "rounds": ratio.rounds,
     }
 
 
 def render(result: dict[str, Any]) -> str:
     lines = ["per-call cost of (x * y + 1).relu().sum() on two 8-element CPU tensors:"]
     for name, values in result["tiny"].items():
-        lines.append(
-            f"  {name:<14} {values['us_per_call']:9.2f} us/call  "
-            f"({values['vs_eager_us']:+.2f} us vs eager)"
-        )
+        over = f"{values['vs_eager_us']:+.2f} us vs eager"
+        if name != "eager":
+            over += (
+                f", {values['confidence']:.0%} interval {values['vs_eager_us_low']:+.2f}.."
+                f"{values['vs_eager_us_high']:+.2f}"
+            )
+        lines.append(f"  {name:<14} {values['us_per_call']:9.2f} us/call  ({over})")
     mlp = result["capture_mlp"]
     lines.append(
         "capture overhead, 20-layer MLP (Linear+ReLU, width 32, batch 1), backend = gm.forward:"
@@ -113,7 +145,12 @@ def render(result: dict[str, Any]) -> str:
     else:
         lines.append(
             f"  eager {mlp['eager_us']:.2f} us/call, captured {mlp['capture_us']:.2f} us/call "
-            f"({mlp['overhead_pct']:+.1f}% over eager)"
+            f"({mlp['overhead_pct']:+.1f}% over eager, {mlp['confidence']:.0%} interval "
+            f"{mlp['overhead_pct_low']:+.1f}..{mlp['overhead_pct_high']:+.1f}%)"
         )
+    lines.append(
+        "(costs over eager are medians of per-round differences or ratios, each round timing "
+        "every variant once)"
+    )
     lines += [f"note: {note}" for note in result["notes"]]
     return "\n".join(lines)

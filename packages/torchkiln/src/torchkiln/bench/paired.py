@@ -9,6 +9,9 @@ torch.compile / torchkiln for the head-to-head), reported with a distribution-fr
 confidence interval for that median, and a comparison is a verdict only when the interval
 leaves 1.0 out.
 
+A cost added per call (the overhead bench) is summarised the same way as a per-round difference
+``candidate_ms[r] - reference_ms[r]`` (``paired_difference``).
+
 The interval is the sign test's: with ``n`` ratios sorted, ``[x(k), x(n+1-k)]`` contains the
 true median with probability ``1 - 2 * P(Binomial(n, 1/2) < k)``; we take the narrowest such
 interval whose coverage reaches ``CONFIDENCE`` (or ``[min, max]`` and its lower coverage when
@@ -33,15 +36,19 @@ NOISY_WIDTH = 0.10
 AHEAD, BEHIND, TIE = "ahead", "behind", "tie"
 
 
+def _check_rounds(first: Sequence[float], second: Sequence[float], what: str) -> None:
+    """Paired timings are aligned by round: one of each per round, and at least one round."""
+    if len(first) != len(second):
+        raise ValueError(
+            f"paired timings need one of each per round; got {len(first)} and {len(second)} rounds"
+        )
+    if not first:
+        raise ValueError(f"a paired {what} of no rounds")
+
+
 def ratios(numerator_ms: Sequence[float], denominator_ms: Sequence[float]) -> list[float]:
     """``numerator_ms[r] / denominator_ms[r]`` for every round ``r`` (both timed in round r)."""
-    if len(numerator_ms) != len(denominator_ms):
-        raise ValueError(
-            f"paired timings need one of each per round; got {len(numerator_ms)} and "
-            f"{len(denominator_ms)} rounds"
-        )
-    if not numerator_ms:
-        raise ValueError("a paired ratio of no rounds")
+    _check_rounds(numerator_ms, denominator_ms, "ratio")
     return [float(n) / float(d) for n, d in zip(numerator_ms, denominator_ms, strict=True)]
 
 
@@ -110,6 +117,35 @@ def paired_ratio(
     return PairedRatio(
         float(statistics.median(per_round)), low, high, covered, q1, q3, len(per_round)
     )
+
+
+def differences(minuend: Sequence[float], subtrahend: Sequence[float]) -> list[float]:
+    """``minuend[r] - subtrahend[r]`` for every round ``r`` (both timed in round r)."""
+    _check_rounds(minuend, subtrahend, "difference")
+    return [float(a) - float(b) for a, b in zip(minuend, subtrahend, strict=True)]
+
+
+@dataclass(frozen=True)
+class PairedDifference:
+    """The per-round differences of two variants summarised: median and its interval. A cost
+    added per call (``python -m torchkiln overhead``) is a difference, not a ratio: it should not
+    grow when the round's load slows the call it is added to."""
+
+    median: float
+    low: float  # the interval for the median (coverage ``confidence``)
+    high: float
+    confidence: float
+    rounds: int
+
+
+def paired_difference(
+    minuend: Sequence[float], subtrahend: Sequence[float], confidence: float = CONFIDENCE
+) -> PairedDifference:
+    """The paired difference ``minuend - subtrahend`` of two variants' per-round timings (the
+    median over rounds and its sign-test interval)."""
+    per_round = differences(minuend, subtrahend)
+    low, high, covered = median_interval(per_round, confidence)
+    return PairedDifference(float(statistics.median(per_round)), low, high, covered, len(per_round))
 
 
 def count_verdicts(verdicts: Sequence[str | None]) -> dict[str, int]:
