@@ -6,7 +6,7 @@ from .kernel import TritonOpsHandler, kernel_source
 from .options import TritonOptions
 from .wrapper import TritonCompiledKernel
 
-__version__ = "0.6.0"
+__version__ = "0.7.0"
 
 __all__ = [
     "CodegenError",
