@@ -16,6 +16,7 @@ import math
 import operator
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
 
 import networkx as nx
 import torch
@@ -93,9 +94,8 @@ class PartitionStats:
         values = {}
         for name, index, dim in self.size_symbols:
             value = primals[index]
-            values[sympy.Symbol(name, integer=True, positive=True)] = int(
-                value if dim < 0 else value.shape[dim]  # type: ignore[attr-defined]
-            )
+            size = value if dim < 0 else value.shape[dim]  # type: ignore[attr-defined]
+            values[sympy.Symbol(name, integer=True, positive=True)] = int(size)  # type: ignore[arg-type]
         formula = sympy.sympify(self.symbolic_activation_bytes, locals={str(k): k for k in values})
         result = formula.subs(values)
         return int(result) if result.is_number else self.activation_bytes
@@ -435,7 +435,7 @@ def _size_symbols(primals: list[fx.Node]) -> tuple[tuple[str, int, int], ...]:
     found: dict[str, tuple[str, int, int]] = {}
     for index, node in enumerate(primals):
         val = node.meta.get("val")
-        sizes = [(-1, val)] if isinstance(val, torch.SymInt) else []
+        sizes: list[tuple[int, Any]] = [(-1, val)] if isinstance(val, torch.SymInt) else []
         if isinstance(val, torch.Tensor):
             sizes = list(enumerate(val.shape))
         for dim, size in sizes:

@@ -66,6 +66,10 @@ class Worker:
                 write_message(cast(IO[bytes], self.process.stdin), job)
                 return read_message(cast(IO[bytes], self.process.stdout))
             except (OSError, EOFError, ValueError) as e:  # ValueError: a closed pipe
+                # its pipe closes before its process is reaped: wait for the exit, so that
+                # ``alive`` (and the pool's "every worker died") sees it right away
+                self.hang_up()
+                self.reap(5.0)
                 raise WorkerDied(f"compile worker {self.process.pid}: {e}") from e
 
     def alive(self) -> bool:
