@@ -6,7 +6,8 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
-from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec
+import torch
+from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec, default_parallel_programs
 from torchkiln_loop_ir.codecache import CodeCache, source_module
 
 from ._compat import interpreting
@@ -18,6 +19,15 @@ from .kernel import generate
 from .options import TritonOptions
 from .precompile import precompile, start_workers
 from .wrapper import TritonCompiledKernel, kernel_name, module_source
+
+
+def parallel_programs() -> int:
+    """Programs that keep the current GPU busy: ``PROGRAMS_PER_SM`` per SM (528 on an H200's
+    132). 0 under the interpreter or without a GPU: the kernels then run one program at a time
+    on the CPU, where splitting a reduction for parallelism only adds a kernel."""
+    if interpreting() or not torch.cuda.is_available():
+        return 0
+    return default_parallel_programs(torch.device("cuda", torch.cuda.current_device()))
 
 
 def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, Config]:
@@ -56,6 +66,11 @@ class TritonBackend:
 
     def __init__(self, options: TritonOptions | None = None) -> None:
         self.options = options or TritonOptions()
+        # per instance: how many programs fill the GPU (loop-ir splits long reductions with
+        # fewer outputs than that, lowering/split_reductions.py)
+        self.capabilities = replace(
+            TritonBackend.capabilities, parallel_programs=parallel_programs()
+        )
 
     def compile_kernel(self, spec: KernelSpec) -> TritonCompiledKernel:
         name, source, cfg = render_kernel(spec, self.options)

@@ -177,6 +177,12 @@ class BackendCapabilities:
 
     reduction_broadcast_reduction: bool  # a kernel may hold several reduction stages
     max_reduction_stages: int = 1
+    # how many programs (parallel instances of a kernel's x loop) a kernel should launch to keep
+    # the device busy: a GPU code generator sets a few per SM (codegen-triton: 4 x the SM count),
+    # a CPU one 0 (its few cores are filled by the x loop). Lowering splits a long reduction whose
+    # outputs give fewer programs than this (lowering/split_reductions.py); None: loop-ir decides
+    # from the tensors' device (``default_parallel_programs``).
+    parallel_programs: int | None = None
     # deprecated: declared but never read (every backend must implement atomic-add stores, the
     # ops contract's ``store(..., mode="atomic_add")``); still accepted so code generators built
     # against an older loop-ir keep working, with a DeprecationWarning
@@ -190,6 +196,22 @@ class BackendCapabilities:
                 DeprecationWarning,
                 stacklevel=3,
             )
+
+
+#: programs per streaming multiprocessor that ``default_parallel_programs`` asks a GPU kernel for
+PROGRAMS_PER_SM = 4
+
+
+def default_parallel_programs(device: torch.device | str | None) -> int:
+    """Programs that keep ``device`` busy when the backend does not say
+    (``BackendCapabilities.parallel_programs`` of None): ``PROGRAMS_PER_SM`` per SM of a CUDA
+    device, 0 for anything else (a CPU's cores are filled by the x loop; splitting a reduction
+    there only adds a pass)."""
+    device = torch.device(device) if device is not None else None
+    if device is None or device.type != "cuda" or not torch.cuda.is_available():
+        return 0
+    index = device.index if device.index is not None else torch.cuda.current_device()
+    return PROGRAMS_PER_SM * torch.cuda.get_device_properties(index).multi_processor_count
 
 
 @runtime_checkable

@@ -18,7 +18,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
-from .backend import SymbolSource
+from .backend import BackendCapabilities, SymbolSource, default_parallel_programs
 from .errors import Unlowerable
 from .fx_sizes import from_torch_sympy, layout_of, to_expr
 from .inline_cost import count_reads_and_ops, recompute_is_cheaper
@@ -89,11 +89,17 @@ class GraphLowering:
     """Walks an ATen graph and builds its ``GraphIR``."""
 
     def __init__(
-        self, gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: LoopIROptions
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: Sequence[Any],
+        options: LoopIROptions,
+        capabilities: BackendCapabilities | None = None,
     ) -> None:
         self.gm = gm
         self.example_inputs = list(example_inputs)
         self.options = options
+        # the code generator's, when the caller passes them: lowering reads parallel_programs
+        self.capabilities = capabilities
         self.nodes: list[Any] = []
         self.inputs: list[InputBuffer] = []
         self.size_symbols: dict[sympy.Symbol, SymbolSource] = {}
@@ -118,6 +124,17 @@ class GraphLowering:
         self._buffers_seen = (0, 0)
         # id(Pointwise) -> (it, its buffer): a value realized twice shares one buffer
         self._realized: dict[int, tuple[Pointwise, ComputedBuffer]] = {}
+
+    def parallel_programs(self, device: torch.device) -> int:
+        """Programs a kernel on ``device`` should launch to fill it (the target of split
+        reductions): ``LoopIROptions.split_programs``, else the backend's
+        ``BackendCapabilities.parallel_programs``, else ``default_parallel_programs``."""
+        if self.options.split_programs is not None:
+            return self.options.split_programs
+        caps = self.capabilities
+        if caps is not None and caps.parallel_programs is not None:
+            return caps.parallel_programs
+        return default_parallel_programs(device)
 
     def next_seed(self, device: torch.device) -> tuple[str, int]:
         """(seed buffer, position) of a fresh per-call seed for one random op."""
@@ -541,10 +558,14 @@ def _solve_for(expr: sympy.Expr, sym: sympy.Symbol, read: sympy.Symbol) -> sympy
 
 
 def lower(
-    gm: torch.fx.GraphModule, example_inputs: Sequence[Any], options: LoopIROptions | None = None
+    gm: torch.fx.GraphModule,
+    example_inputs: Sequence[Any],
+    options: LoopIROptions | None = None,
+    capabilities: BackendCapabilities | None = None,
 ) -> GraphIR:
-    """Lower an ATen graph (contract C2's ``aten_gm``) to the loop IR."""
-    return GraphLowering(gm, example_inputs, options or LoopIROptions()).run()
+    """Lower an ATen graph (contract C2's ``aten_gm``) to the loop IR, for a backend of
+    ``capabilities`` (None: decided from the tensors' devices, ``GraphLowering.parallel_programs``)."""
+    return GraphLowering(gm, example_inputs, options or LoopIROptions(), capabilities).run()
 
 
 __all__ = [

@@ -36,6 +36,11 @@ class LoopIROptions:
         instead of generated code from per-call seeds: results and the generator's state after
         the call are eager's under the same ``torch.manual_seed`` (Inductor's ``fallback_random``;
         off by default, as there: the generated draws are faster and differently random).
+    split_programs: how many programs a long reduction with too few outputs to fill the device is
+        split to (``lowering/split_reductions.py``): None (default) takes the backend's
+        ``BackendCapabilities.parallel_programs`` (a few per SM on a GPU, 0 on a CPU), 0 splits
+        only reductions into fewer than 64 outputs (as on every backend), another number
+        overrides the backend's (tests use it to split small reductions on the CPU).
     autotune: deprecated, not a field: loop-ir never autotuned (block-size search is the Triton
         code generator's ``TritonOptions.autotune``); still accepted, with a DeprecationWarning.
     """
@@ -50,6 +55,7 @@ class LoopIROptions:
     pad_matmuls: str = "auto"
     channels_last: str = "auto"
     fallback_random: bool = False
+    split_programs: int | None = None
     autotune: InitVar[bool | None] = None
 
     def __post_init__(self, autotune: bool | None) -> None:
@@ -67,6 +73,10 @@ class LoopIROptions:
             raise ValueError(
                 "LoopIROptions.channels_last must be 'auto', 'always' or 'never', "
                 f"got {self.channels_last!r}"
+            )
+        if self.split_programs is not None and self.split_programs < 0:
+            raise ValueError(
+                f"LoopIROptions.split_programs must be None or >= 0, got {self.split_programs!r}"
             )
         if autotune is not None:
             warnings.warn(

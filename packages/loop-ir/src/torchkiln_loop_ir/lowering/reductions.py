@@ -3,6 +3,7 @@
 A reduction becomes a realized ``ComputedBuffer`` holding a ``Reduction`` whose ranges are the
 kept dims (size 1 where ``keepdim``) and whose reduction ranges are the reduced dims. Anything
 computed from the reduced value (mean's division, std's sqrt) is a ``Pointwise`` on top of it.
+A long reduction with too few outputs to fill the device runs as two (``split_reductions.py``).
 """
 
 from __future__ import annotations
@@ -15,10 +16,10 @@ import sympy
 import torch
 
 from ..errors import Unlowerable
-from ..indexing import ModularIndexing
 from ..ir import ComputedBuffer, IRNode, Pointwise, Reduction, compute_dtype, product
 from ..ops import ops
 from . import aten, register_lowering
+from .split_reductions import split_factor, split_reduction, split_welford, target_programs
 
 
 def _dims(x: IRNode, dims: Any) -> list[int]:
@@ -84,9 +85,9 @@ def reduce(
     if reduction_type in _TRIVIAL_TYPES and product(rranges) == 1:
         return _one_element(inner_fn, ranges, rranges, out_dtype, want, x.get_device())
     red = Reduction(inner_fn, ranges, rranges, reduction_type, out_dtype, src_dtype, x.get_device())
-    split = _split_factor(red)
+    split = split_factor(red, target_programs(ctx, red.device))
     if split:
-        return _split_reduction(ctx, red, split)
+        return split_reduction(ctx, red, split)
     return ctx.reduction(red)
 
 
@@ -118,81 +119,6 @@ def _one_element(
         return v if value_dtype == cdt else ops.to_dtype(v, cdt, value_dtype)
 
     return Pointwise(value, ranges, out_dtype, device)
-
-
-# Split reductions: a long reduction with few outputs (x.sum() of 2**20 elements) has no
-# parallelism across outputs, so it runs as two kernels: ``split`` partial results per output
-# (parallel over outputs x split), then a short reduction of the partials.
-_SPLIT_TYPES = frozenset({"sum", "prod", "max", "min", "any", "xor_sum"})
-_SPLIT_MIN_RNUMEL = 65536
-_SPLIT_MAX_OUTPUTS = 64
-
-
-def _split_factor(red: Reduction) -> int:
-    """How many partials per output, or 0 to keep one pass (static sizes only)."""
-    if red.reduction_type not in _SPLIT_TYPES and red.reduction_type != "welford_reduce":
-        return 0
-    xnumel, rnumel = product(red.ranges), product(red.reduction_ranges)
-    if not (xnumel.is_Integer and rnumel.is_Integer):
-        return 0
-    xnumel, rnumel = int(xnumel), int(rnumel)
-    if rnumel < _SPLIT_MIN_RNUMEL or xnumel >= _SPLIT_MAX_OUTPUTS:
-        return 0
-    split = 1
-    while split * 2 * xnumel <= 128 and rnumel % (split * 2) == 0 and rnumel // (split * 2) >= 1024:
-        split *= 2
-    return split if split > 1 else 0
-
-
-def _unflatten(flat: sympy.Expr, sizes) -> list[sympy.Expr]:
-    out, stride = [], sympy.Integer(1)
-    for s in reversed(sizes):
-        out.append(ModularIndexing(flat, stride, s) if s != 1 else sympy.Integer(0))
-        stride = stride * s
-    return list(reversed(out))
-
-
-def _chunked(red: Reduction, split: int):
-    """(inner_fn over (ranges..., split) x (chunk,), chunk): ``red``'s values, chunk by chunk of
-    its flattened reduction range."""
-    rsizes = red.reduction_ranges
-    chunk = sympy.Integer(int(product(rsizes)) // split)
-
-    def partial_fn(index, rindex):
-        flat = index[-1] * chunk + rindex[0]
-        return red.inner_fn(list(index[:-1]), _unflatten(flat, rsizes))
-
-    return partial_fn, chunk
-
-
-def _split_reduction(ctx, red: Reduction, split: int) -> ComputedBuffer:
-    """``red`` as partials over ``split`` chunks of its flattened reduction range, then the
-    reduction of the partials (same reduction type: all of _SPLIT_TYPES are associative)."""
-    partial_fn, chunk = _chunked(red, split)
-    acc = compute_dtype(red.dtype)
-    partial = ctx.reduction(
-        Reduction(
-            partial_fn,
-            (*red.ranges, sympy.Integer(split)),
-            (chunk,),
-            red.reduction_type,
-            acc,
-            red.src_dtype,
-            red.device,
-        )
-    )
-    load = partial.make_loader()
-    return ctx.reduction(
-        Reduction(
-            lambda index, rindex: load([*index, rindex[0]]),
-            red.ranges,
-            (sympy.Integer(split),),
-            red.reduction_type,
-            red.dtype,
-            acc,
-            red.device,
-        )
-    )
 
 
 def _pointwise_on(ctx, buf: IRNode, fn: Callable[[Any], Any], dtype: torch.dtype) -> Pointwise:
@@ -289,41 +215,10 @@ def _welford(ctx, x, dims, keepdim, cdt) -> tuple[ComputedBuffer, ComputedBuffer
         mean = _one_element(inner_fn, ranges, rranges, cdt, value_dt, x.get_device())
         return mean, Pointwise(lambda index: ops.constant(0.0, cdt), ranges, cdt, x.get_device())
     red = Reduction(inner_fn, ranges, rranges, "welford_reduce", cdt, value_dt, x.get_device())
-    split = _split_factor(red)
+    split = split_factor(red, target_programs(ctx, red.device))
     if split:
-        return _split_welford(ctx, red, split)
+        return split_welford(ctx, red, split)
     mean, m2 = (ctx.reduction(dataclasses.replace(red, output_index=i)) for i in (0, 1))
-    return mean, m2
-
-
-def _split_welford(ctx, red: Reduction, split: int) -> tuple[ComputedBuffer, ComputedBuffer]:
-    """Welford over ``split`` chunks (partial mean, m2, weight per chunk), then
-    ``welford_combine`` of the partials (Chan et al.'s parallel formula)."""
-    partial_fn, chunk = _chunked(red, split)
-    pranges = (*red.ranges, sympy.Integer(split))
-    parts = [
-        ctx.reduction(
-            dataclasses.replace(
-                red, inner_fn=partial_fn, ranges=pranges, reduction_ranges=(chunk,), output_index=i
-            )
-        )
-        for i in (0, 1, 2)
-    ]
-    loads = [p.make_loader() for p in parts]
-
-    def combine_fn(index, rindex):
-        return tuple(load([*index, rindex[0]]) for load in loads)
-
-    final = Reduction(
-        combine_fn,
-        red.ranges,
-        (sympy.Integer(split),),
-        "welford_combine",
-        red.dtype,
-        red.dtype,
-        red.device,
-    )
-    mean, m2 = (ctx.reduction(dataclasses.replace(final, output_index=i)) for i in (0, 1))
     return mean, m2
 
 
