@@ -8,7 +8,11 @@ reaches the bound reads and writes each byte once; anything below says the kerne
 bandwidth (poor coalescing, too few programs, a second pass, a copy).
 
     python3 benchmarks/gpu_bandwidth.py [--json out.json] [--peak-tbs 4.3] [--cases softmax]
-        [--no-online-softmax]
+        [--no-online-softmax] [--split-programs N]
+
+The batch-norm statistics before and after loop-ir's device-filling split:
+    python3 benchmarks/gpu_bandwidth.py --cases "bn " --split-programs 0
+    python3 benchmarks/gpu_bandwidth.py --cases "bn "
 """
 
 from __future__ import annotations
@@ -64,15 +68,33 @@ def _add_layer_norm(
     return h, F.layer_norm(h, h.shape[-1:], w, b)
 
 
+def _bn_stats(x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Training batch norm's statistics: a Welford reduction per channel over N, H, W."""
+    return torch.var_mean(x, (0, 2, 3), correction=0)
+
+
+def _bn_backward_sums(
+    g: torch.Tensor, x: torch.Tensor, mean: torch.Tensor
+) -> tuple[torch.Tensor, torch.Tensor]:
+    """Training batch norm's backward reductions: sum(g) and sum(g * (x - mean)) per channel."""
+    return g.sum((0, 2, 3)), (g * (x - mean[None, :, None, None])).sum((0, 2, 3))
+
+
 def cases(
     dtype: torch.dtype, rows: int = 32768, width: int = 4096, device: str = "cuda"
 ) -> list[tuple[str, Callable[..., Any], tuple[torch.Tensor, ...]]]:
     """The default 32768 x 4096 is 128M elements: 256 MB in bfloat16, 512 MB in float32. The
     vocabulary-wide rows (32768, 50257: looped reductions, the online softmax) take an eighth
-    of the rows: 4096 x 50257 is 206M elements."""
+    of the rows: 4096 x 50257 is 206M elements. The batch-norm cases are ResNet-50's layer1 at
+    batch 64 (``rows`` / 512 images of 256 x 56 x 56: 51M elements), contiguous (NCHW) and
+    channels-last (NHWC): 256 outputs, each reducing 200704 values."""
 
     def rand(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, device=device, dtype=dtype)
+
+    def image(channels_last: bool) -> torch.Tensor:
+        x = rand(max(1, rows // 512), 256, 56, 56)
+        return x.to(memory_format=torch.channels_last) if channels_last else x
 
     vocab_rows = max(1, rows // 8)
     targets = torch.randint(0, 50257, (vocab_rows,), device=device)
@@ -92,6 +114,10 @@ def cases(
         ("softmax (rows of 50257)", _softmax, (rand(vocab_rows, 50257),)),
         ("log_softmax (32768)", _log_softmax, (rand(vocab_rows, 32768),)),
         ("cross-entropy (50257)", _cross_entropy, (rand(vocab_rows, 50257), targets)),
+        ("bn stats nchw", _bn_stats, (image(False),)),
+        ("bn stats nhwc", _bn_stats, (image(True),)),
+        ("bn bwd sums nchw", _bn_backward_sums, (image(False), image(False), rand(256))),
+        ("bn bwd sums nhwc", _bn_backward_sums, (image(True), image(True), rand(256))),
     ]
 
 
@@ -139,6 +165,13 @@ def main() -> None:
     parser.add_argument("--device", default="cuda", help="cpu: a small dry run of the script")
     parser.add_argument("--cases", default="", help="only cases whose name contains this")
     parser.add_argument(
+        "--split-programs",
+        type=int,
+        default=None,
+        help="LoopIROptions.split_programs: 0 keeps long reductions into many outputs in one "
+        "pass (the batch-norm cases before the device-filling split); default: the GPU's",
+    )
+    parser.add_argument(
         "--no-online-softmax",
         action="store_true",
         help="torchkiln without the online softmax (three passes over a looped row)",
@@ -152,6 +185,8 @@ def main() -> None:
         from torchkiln_codegen_triton import TritonOptions
 
         kiln_options["triton_options"] = TritonOptions(online_softmax=False)
+    if args.split_programs is not None:
+        kiln_options["loop_ir"] = {"split_programs": args.split_programs}
 
     rows = []
     print(
@@ -208,6 +243,7 @@ def main() -> None:
                 {
                     "peak_tb_s": args.peak_tbs,
                     "online_softmax": not args.no_online_softmax,
+                    "split_programs": args.split_programs,
                     "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                     "rows": rows,
                 },

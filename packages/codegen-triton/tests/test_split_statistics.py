@@ -87,9 +87,7 @@ def test_channels_last_partials_are_read_and_written_along_c():
     assert "block layout transposed" in src and "tl.arange(0, XBLOCK)[None, :]" in src
     # each partial is stored at its flat [split, C] position: consecutive lanes, consecutive C
     assert src.count("+ (xindex), ") == 3, src  # mean, m2, weight
-    finish = [
-        kk for s, kk in zip(cg.kernel_specs, cg.kernels) if s.rranges and len(s.xranges) == 1
-    ]
+    finish = [kk for s, kk in zip(cg.kernel_specs, cg.kernels) if s.rranges and len(s.xranges) == 1]
     assert finish and all(kk.config.transposed for kk in finish)
     assert all("(x0 + (64 * r0))" in kk.source for kk in finish)
 
