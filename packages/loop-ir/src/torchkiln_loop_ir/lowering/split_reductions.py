@@ -13,9 +13,11 @@ keeps one pass), and the larger wins:
   (``BackendCapabilities.parallel_programs``, ``GraphLowering.parallel_programs``: 4 per SM on a
   GPU, 0 on a CPU, where the split only adds a pass): a reduction whose outputs give fewer than
   half that many programs (batch-norm statistics: 64-256 channels, each over N*H*W = 10**5-10**6
-  values) is split until ``outputs / per-program x block * split`` reaches the target, each
-  program still reducing at least ``_WIDE_MIN_PROGRAM_ELEMENTS`` values, ``split`` a power of
-  two dividing the reduction's length. A *column* reduction (memory contiguous along the
+  values) is split until ``outputs / per-program x block * split`` reaches half the target
+  (the programs then number 2-4 per SM: enough to fill the GPU, and the second kernel, which
+  reads the partials, stays short), each program still reducing at least
+  ``_WIDE_MIN_PROGRAM_ELEMENTS`` values, ``split`` a power of two dividing the reduction's
+  length. A *column* reduction (memory contiguous along the
   outputs and strided along r: channels-last statistics over N, H, W) is reduced by a GPU code
   generator in blocks of about ``_COLUMN_XBLOCK`` contiguous outputs per program (codegen-triton's
   transposed layout), so it counts as that many times fewer programs and is split further.
@@ -81,7 +83,7 @@ def _fill_device(red: Reduction, xnumel: int, rnumel: int, programs: int) -> int
     per_row = min(xblock, xnumel)  # outputs each program reduces side by side
     split = 1
     while (
-        xprograms * split < programs
+        xprograms * split * 2 < programs
         and split * 2 <= _WIDE_MAX_SPLIT
         and rnumel % (split * 2) == 0
         and rnumel // (split * 2) * per_row >= _WIDE_MIN_PROGRAM_ELEMENTS
