@@ -74,8 +74,8 @@ def _few_outputs(xnumel: int, rnumel: int) -> int:
 
 
 def _fill_device(red: Reduction, xnumel: int, rnumel: int, programs: int) -> int:
-    if programs <= 0 or xnumel == 0:
-        return 0
+    if programs <= 0 or xnumel == 0 or xnumel * 2 > programs * _COLUMN_XBLOCK:
+        return 0  # no device to fill, or enough outputs even in column blocks
     xblock = _COLUMN_XBLOCK if is_column_reduction(red) else 1
     xprograms = -(-xnumel // xblock)
     if xprograms * 2 > programs:
@@ -111,7 +111,9 @@ def _innermost(ranges, prefix: str) -> sympy.Symbol | None:
 def _stride(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr:
     """How far ``index`` moves when ``var`` goes from 0 to 1, every other variable at 0."""
     zero = {s: 0 for s in index.free_symbols if s.name[:1] in ("x", "r")}
-    return sympy.simplify(index.subs({**zero, var: 1}) - index.subs(zero))
+    moved = index.subs({**zero, var: 1}) - index.subs(zero)
+    # most strides are numbers already: sympy.simplify would give the same number, slowly
+    return moved if moved.is_Number else sympy.simplify(moved)
 
 
 def is_column_reduction(red: Reduction) -> bool:
