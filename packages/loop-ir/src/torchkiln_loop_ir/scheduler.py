@@ -194,8 +194,25 @@ class Scheduler:
             at = ranked.index(g)
             out.update(ranked[max(0, at - _SHARED_READ_WINDOW) : at + _SHARED_READ_WINDOW + 1])
             out.update(h for h in users if name in h.write_names)
+        out.update(self._siblings(g))
         out.discard(g)
         return {h for h in out if not h.is_extern}
+
+    def _siblings(self, g: FusedGroup) -> set[FusedGroup]:
+        """Groups reading another output of a kernel ``g`` reads from: the finishing kernels of
+        a split reduction's partials (a batch-norm backward's two per-channel sums) share no
+        buffer, yet run over the same ranges; one kernel is one launch fewer, in steps a GPU
+        runs host-bound. Only multi-output producers, and readers near ``g``."""
+        out: set[FusedGroup] = set()
+        for name in g.all_reads:
+            for producer in self._users.get(name, ()):
+                if name not in producer.write_names or len(producer.write_names) < 2:
+                    continue
+                for other in producer.write_names - {name}:
+                    readers = self._users.get(other, ())
+                    if len(readers) <= _SHARED_READ_WINDOW:
+                        out.update(h for h in readers if other not in h.write_names)
+        return out
 
     def _push(self, heap: list, seen: set, a: FusedGroup, b: FusedGroup) -> None:
         if self._pos[a] > self._pos[b]:
