@@ -198,6 +198,18 @@ class Scheduler:
         out.discard(g)
         return {h for h in out if not h.is_extern}
 
+    def _consumers(self, producer: FusedGroup) -> set[FusedGroup]:
+        """The non-extern groups reading an output of a multi-output ``producer`` (none past
+        the window: a widely read buffer's readers pair up as co-readers already)."""
+        out: set[FusedGroup] = set()
+        if len(producer.write_names) < 2:
+            return out
+        for name in producer.write_names:
+            readers = self._users.get(name, ())
+            if len(readers) <= _SHARED_READ_WINDOW:
+                out.update(h for h in readers if name not in h.write_names and not h.is_extern)
+        return out
+
     def _siblings(self, g: FusedGroup) -> set[FusedGroup]:
         """Groups reading another output of a kernel ``g`` reads from: the finishing kernels of
         a split reduction's partials (a batch-norm backward's two per-channel sums) share no
@@ -206,12 +218,8 @@ class Scheduler:
         out: set[FusedGroup] = set()
         for name in g.all_reads:
             for producer in self._users.get(name, ()):
-                if name not in producer.write_names or len(producer.write_names) < 2:
-                    continue
-                for other in producer.write_names - {name}:
-                    readers = self._users.get(other, ())
-                    if len(readers) <= _SHARED_READ_WINDOW:
-                        out.update(h for h in readers if other not in h.write_names)
+                if name in producer.write_names:
+                    out |= self._consumers(producer)
         return out
 
     def _push(self, heap: list, seen: set, a: FusedGroup, b: FusedGroup) -> None:
@@ -254,6 +262,13 @@ class Scheduler:
             self.decisions.append(FusionRecord(True, a.names, b.names, score))
             for h in self._partners(merged):
                 self._push(heap, seen, merged, h)
+            # a multi-output kernel now: its consumers are siblings (see _siblings)
+            consumers = sorted(
+                {h for h in self._consumers(merged) if h in alive}, key=lambda h: self._pos[h]
+            )
+            for i, h in enumerate(consumers):
+                for k in consumers[i + 1 :]:
+                    self._push(heap, seen, h, k)
             if fuel is not None:
                 fuel -= 1
         if heap and fuel == 0:
