@@ -89,9 +89,10 @@ def test_hand_checked_figures(compiler, capture):
     assert partition_saved_bytes(compiled).activation_bytes == 16 * 64 * 4
 
 
-def test_autocast_weight_cast_is_recomputed_not_saved(compiler, capture):
-    """Under bfloat16 autocast eager keeps a bfloat16 copy of the weight for the backward; the
-    cut saves the float32 weight it holds anyway and casts again in the backward."""
+def test_autocast_weight_cast_is_saved_not_recomputed(compiler, capture):
+    """Under bfloat16 autocast eager keeps a bfloat16 copy of the weight for the backward; so
+    does the cut (no cast again in the backward: a kernel launch per weight each step), and it
+    saves no more than eager."""
     lin = torch.nn.Sequential(torch.nn.Linear(256, 256), torch.nn.ReLU())
     ref = copy.deepcopy(lin)
     x = torch.randn(4, 256, requires_grad=True)  # its gradient needs the weight
@@ -101,7 +102,9 @@ def test_autocast_weight_cast_is_recomputed_not_saved(compiler, capture):
         (out,), ours = saved_tensor_bytes(compiled, x, held=held)
         want, eager = saved_tensor_bytes(ref, x, held=held)
     assert eager.activations >= 256 * 256 * 2  # eager's bfloat16 weight copy
-    assert ours.activations < 256 * 256 * 2
+    assert 256 * 256 * 2 <= ours.activations <= eager.activations
+    saved = compiled.plan.partition.saved
+    assert any(name.startswith("_to_copy") for name in saved), saved
     out.float().sum().backward()
     want.float().sum().backward()
     for p, q in zip(lin.parameters(), ref.parameters()):
@@ -221,8 +224,8 @@ class _ConvBlock(torch.nn.Module):
 def test_conv_block_saves_what_conv_and_reductions_make(dtype, compiler, capture):
     """The policy: conv -> batch norm -> ReLU -> conv saves the first conv's output and the
     norm's statistics and recomputes the normalise + ReLU chain (the second conv's input) in
-    the backward; no recomputable value is saved together with all it is computed from; the
-    gradients equal eager's."""
+    the backward; no recomputable value is saved together with all it is computed from (but
+    autocast's weight copies, kept as eager keeps them); the gradients equal eager's."""
     from torchkiln_aot_partition import is_recomputable
 
     mod = _ConvBlock().train()
@@ -239,6 +242,8 @@ def test_conv_block_saves_what_conv_and_reductions_make(dtype, compiler, capture
     assert convs[0] in saved  # the first conv's output (the second's input is recomputed)
     assert not any(n.target is torch.ops.aten.relu.default for n in saved)
     for node in saved - primals:
+        if node.target is torch.ops.aten._to_copy.default and node.args[0] in primals:
+            continue  # autocast's weight copy: saved, as eager's autocast cache keeps it
         if is_recomputable(node):
             inputs = [a for a in node.all_input_nodes]
             assert not all(a in saved or a in primals for a in inputs), node.format_node()

@@ -139,3 +139,17 @@ def test_channels_last_pointwise_iterates_in_memory_order(check):
     assert out.is_contiguous(memory_format=torch.channels_last)
     # a contiguous consumer of a channels-last value still lines up with eager
     check(lambda x: ((x.relu() + 1).contiguous() * 3, x.relu() + 1), x)
+
+
+def test_consumers_of_a_multi_output_kernel_fuse_as_siblings(check):
+    """Two column sums of one input share a kernel (a multi-output kernel); the two row sums of
+    their results read different buffers of it, over the same ranges: siblings, one kernel (a
+    batch-norm backward's two per-channel sums, each finished from its split partials)."""
+    x = torch.randn(48, 4096)
+
+    def f(x):
+        a, b = x.sum(0), (x * x).sum(0)
+        return a.view(64, 64).sum(1), b.view(64, 64).amax(1)
+
+    cg = check(f, x, atol=1e-3, rtol=1e-5)
+    assert cg.num_kernels == 2

@@ -119,3 +119,37 @@ def test_layout_index_is_remembered_per_arguments_and_their_types():
     assert type(plain.index((sympy.Integer(1), sympy.Integer(2)))) is sympy.Integer
     got = plain.index((1, 2))
     assert got == 7 and type(got) is int
+
+
+def test_scatter_of_one_element_per_row_is_a_fused_select(check):
+    """scatter with one index per row (cross-entropy's one-hot gradient) lowers to a Pointwise
+    select: no copy of the target realized, no Scatter node, and the consumer (the product and
+    the row sum) is one kernel with it. Values, a source tensor and a random target."""
+    x = torch.randn(6, 9)
+    t = torch.randint(0, 9, (6, 1))
+    s = torch.randn(6, 4)
+    cg = check(
+        lambda x, t, s: (
+            (torch.zeros_like(x).scatter(1, t, -1.0) * x).sum(1),
+            x.scatter(1, t, s[:, :1]) * 2,
+            x.t().scatter(0, t.t(), 5.0) + 1,
+        ),
+        x,
+        t,
+        s,
+    )
+    assert not any(type(n.data).__name__ == "Scatter" for n in cg.graph_ir.nodes)
+
+
+def test_cross_entropy_backward_writes_no_one_hot(check):
+    logits = torch.randn(8, 50, requires_grad=True)
+    target = torch.randint(0, 50, (8,))
+    target[3] = -100  # ignored
+
+    def f(logits, target):
+        loss = torch.nn.functional.cross_entropy(logits, target)
+        (grad,) = torch.autograd.grad(loss, logits)
+        return loss, grad
+
+    cg = check(f, logits, target)
+    assert not any(type(n.data).__name__ == "Scatter" for n in cg.graph_ir.nodes)

@@ -161,10 +161,14 @@ def aot_compile(
     )
     fw_gm.meta["mutated_inputs"] = joint.mutated_inputs
     fw_gm.meta["num_user_outputs"] = joint.num_user_outputs
-    compiled_fw = fw_compiler(fw_gm, [_detached(p) for p in graph_inputs])
     num_saved = (
         len(next(n for n in fw_gm.graph.nodes if n.op == "output").args[0]) - joint.num_fwd_outputs
     )
+    # contract C2: the saved values go only to the backward graph, which is compiled (lazily)
+    # against the tensors the forward returned, so their strides are the compiler's to choose
+    fw_gm.meta["free_saved_strides"] = num_saved
+    bw_gm.meta["saved_inputs"] = num_saved
+    compiled_fw = fw_compiler(fw_gm, [_detached(p) for p in graph_inputs])
     plan = TrainingPlan(
         compiled_fw=compiled_fw,
         backward=_BackwardState(bw_gm, bw_compiler, num_saved=num_saved),

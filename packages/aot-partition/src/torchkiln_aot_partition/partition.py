@@ -130,6 +130,20 @@ def is_recomputable(node: fx.Node) -> bool:
     return target.is_view
 
 
+def _narrowing_cast_of(node: fx.Node, primals: set[fx.Node]) -> bool:
+    """Whether ``node`` casts a primal (a weight) to a dtype no wider on the same device:
+    autocast's bfloat16 copy of a parameter."""
+    if node.target is not aten._to_copy.default or node.args[0] not in primals:
+        return False
+    src, out = node.args[0].meta.get("val"), node.meta.get("val")
+    return (
+        isinstance(src, torch.Tensor)
+        and isinstance(out, torch.Tensor)
+        and src.device == out.device
+        and out.dtype.itemsize <= src.dtype.itemsize
+    )
+
+
 def _placeholders(gm: fx.GraphModule) -> list[fx.Node]:
     return [n for n in gm.graph.nodes if n.op == "placeholder"]
 
@@ -325,15 +339,20 @@ def min_cut_partition(
             continue
         if node in primals:
             g.add_edge("source", node.name + "_in", capacity=math.inf)
-        elif node in fw_required and not is_recomputable(node) and node.op != "placeholder":
+        elif (
+            node in fw_required
+            and node.op != "placeholder"
+            and (not is_recomputable(node) or _narrowing_cast_of(node, primals))
+        ):
             # A banned op the forward computes anyway is never recomputed: it is free to reach.
+            # So is autocast's cast of a weight: saved, as eager's autocast cache keeps it, not
+            # cast again in the backward (a kernel launch per weight, each step, for bytes that
+            # eager holds too)
             g.add_edge("source", node.name + "_in", capacity=math.inf)
         cost = _save_cost(node)
         if node in primals:
             # A parameter or input is alive anyway: saving it only keeps a reference. Priced at
-            # 1% of its bytes (a tie-breaker), the cut saves a weight and recomputes its cast in
-            # the backward instead of keeping a bfloat16 copy of every weight from forward to
-            # backward (what eager's autocast cache holds).
+            # 1% of its bytes (a tie-breaker).
             cost *= _PRIMAL_COST
             if node in mutated:
                 # its old value is gone once the forward wrote the new one back: the cut saves

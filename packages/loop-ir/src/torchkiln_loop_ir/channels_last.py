@@ -21,21 +21,24 @@ is on GPUs):
   model pays no copy per call;
 - graph outputs keep the strides they were traced with (a copy back where one changed).
 
-Only inference graphs (contract C2's ``meta["free_output_strides"]`` is set): a training
-forward saves activations for a backward traced with NCHW strides, where the copies back would
-cost what the layout saves. Without a convolution, with symbolic sizes, or with an
-``as_strided`` view in the graph (it reads memory order), the graph is left as it is, with the
-reason in the log.
+That is for inference graphs (contract C2's ``meta["free_output_strides"]`` is set). Training
+graphs go through ``use_channels_last_training`` (below): convolutions and their backwards stay
+ATen calls reading channels-last activations, the forward's saved values stay channels-last, and
+the backward graph is compiled for the strides they come with (``adopt_input_strides``). Without
+a convolution, with symbolic sizes, or with an ``as_strided`` view in the graph (it reads memory
+order), a graph is left as it is, with the reason in the log.
 """
 
 from __future__ import annotations
 
 import weakref
+from typing import Any
 
 import torch
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
+from .errors import LoweringError
 from .mkldnn import (
     _LIB,
     _STORAGE_OPS,
@@ -188,6 +191,156 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
         )
     # the module is made once the graph is final: making it writes its Python code, as
     # recompile() does (once instead of twice)
+    new_gm = fx.GraphModule(gm, graph)
+    graph.lint()
+    return new_gm, tuple(log)
+
+
+# --- training graphs -------------------------------------------------------------------------
+
+_CONV_BACKWARD = aten.convolution_backward.default
+
+
+def adopt_input_strides(
+    gm: fx.GraphModule, example_inputs: list, count: int
+) -> tuple[fx.GraphModule, tuple[str, ...]]:
+    """``gm`` compiled against the strides of its first ``count`` example inputs, where they
+    differ from the traced ones (contract C2's ``meta["saved_inputs"]``: a backward graph reads
+    the values its forward saved, which a channels-last forward returns channels-last). The
+    placeholders take the inputs' strides, meta values are propagated again (loop-ir realizes
+    buffers and extern results with them), and the outputs keep their traced strides (a copy
+    where one changed). ``gm`` itself is returned when nothing differs."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"][:count]
+    differ = [
+        (n, real)
+        for n, real in zip(placeholders, example_inputs)
+        if isinstance(real, torch.Tensor)
+        and isinstance(v := _val(n), torch.Tensor)
+        and real.dim() > 1
+        and tuple(v.stride()) != tuple(real.stride())
+    ]
+    if not differ:
+        return gm, ()
+    graph = fx.Graph()
+    copies: dict[fx.Node, fx.Node] = {}
+    graph.output(graph.graph_copy(gm.graph, copies))
+    if not _static_inputs(graph):
+        # a forward of symbolic sizes keeps its traced layouts (use_channels_last* refuse it)
+        raise LoweringError(
+            "saved values of a graph with symbolic sizes came with strides other than traced"
+        )
+    output = next(n for n in graph.nodes if n.op == "output")
+    before = _output_values(output)
+    mode = FakeTensorMode()
+    for n, real in differ:
+        with mode:
+            copies[n].meta["val"] = torch.empty_strided(
+                tuple(real.shape), tuple(real.stride()), dtype=real.dtype, device=real.device
+            )
+    _propagate_meta(graph, mode)
+    if not _keep_output_layouts(graph, output, before):
+        raise LoweringError("a non-contiguous output would change strides with its saved inputs")
+    graph.lint()
+    return fx.GraphModule(gm, graph), tuple(
+        f"{copies[n].name}: compiled for the saved value's strides {tuple(real.stride())}"
+        for n, real in differ
+    )
+
+
+def _layout_args(node: fx.Node) -> tuple[int, ...]:
+    """The positions of ``node``'s activation operands made channels-last: a convolution's
+    input; a convolution backward's output gradient and input."""
+    return (0,) if node.target is aten.convolution.default else (0, 1)
+
+
+def _why_not_training(node: fx.Node) -> str | None:
+    if node.target is aten.convolution.default:
+        return _why_not(node)
+    x, w, transposed = _val(node.args[1]), _val(node.args[2]), node.args[7]
+    if not isinstance(x, torch.Tensor) or x.dim() != 4 or not isinstance(w, torch.Tensor):
+        return "not a 2-D convolution"
+    if transposed:
+        return "a transposed convolution"
+    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
+        return f"dtype {x.dtype}"
+    return None
+
+
+def _to_channels_last(graph: fx.Graph, node: fx.Node, arg: Any) -> Any:
+    """``arg`` as a channels-last value before ``node``: a clone, which loop-ir fuses into the
+    kernel that produces ``arg`` (a cast weight, a pointwise gradient)."""
+    if not isinstance(arg, fx.Node) or _val(arg).is_contiguous(memory_format=torch.channels_last):
+        return arg
+    with graph.inserting_before(node):
+        clone = graph.call_function(
+            aten.clone.default, (arg,), {"memory_format": torch.channels_last}
+        )
+        _fake_meta(clone)
+    return clone
+
+
+def use_channels_last_training(
+    gm: fx.GraphModule, free_tail: int = 0
+) -> tuple[fx.GraphModule, tuple[str, ...]]:
+    """A copy of ``gm`` (a training forward or backward graph) whose 2-D convolutions and
+    convolution backwards read channels-last activations, and the log of decisions.
+
+    ``aten.convolution`` and ``aten.convolution_backward`` stay (cuDNN picks NHWC kernels when
+    an operand is channels-last, and returns channels-last results); what changes is what they
+    read: their activations (input; output gradient and input) are made channels-last with a
+    clone where they are not, and so is a weight that the graph computes (autocast's bfloat16
+    cast of a parameter: the clone fuses into the cast's kernel), so cuDNN transposes nothing.
+    The layout then flows through the pointwise kernels and batch-norm reductions between them.
+    Outputs keep their traced strides, except the last ``free_tail`` (contract C2's
+    ``meta["free_saved_strides"]``: values saved for the backward graph, which is compiled
+    against what the forward returns, ``adopt_input_strides``)."""
+    convs = [n for n in gm.graph.nodes if n.target in (aten.convolution.default, _CONV_BACKWARD)]
+    if not convs:
+        return gm, ()
+    if any(n.target in _STORAGE_OPS for n in gm.graph.nodes):
+        return gm, tuple(
+            f"{c.name}: {c.target.__name__} kept in NCHW (the graph has an as_strided view, "
+            "whose values depend on the memory layout)"
+            for c in convs
+        )
+    graph = fx.Graph()
+    copies: dict[fx.Node, fx.Node] = {}
+    graph.output(graph.graph_copy(gm.graph, copies))
+    if not _static_inputs(graph):
+        return gm, tuple(
+            f"{c.name}: {c.target.__name__} kept in NCHW (graph inputs of symbolic size)"
+            for c in convs
+        )
+    mode = FakeTensorMode()
+    _propagate_meta(graph, mode)
+    output = next(n for n in graph.nodes if n.op == "output")
+    before = _output_values(output)
+    log: list[str] = []
+    changed = False
+    for conv in [copies[c] for c in convs]:
+        reason = _why_not_training(conv)
+        if reason is not None:
+            log.append(f"{conv.name}: {conv.target.__name__} kept in NCHW ({reason})")
+            continue
+        args = list(conv.args)
+        for i in _layout_args(conv):
+            args[i] = _to_channels_last(graph, conv, args[i])
+        weight = 1 if conv.target is aten.convolution.default else 2
+        if isinstance(args[weight], fx.Node) and args[weight].op != "placeholder":
+            args[weight] = _to_channels_last(graph, conv, args[weight])
+        conv.args = tuple(args)
+        changed = True
+        log.append(f"{conv.name}: {conv.target.__name__} reads channels-last")
+    if not changed:
+        return gm, tuple(log)
+    _propagate_meta(graph, mode)
+    _drop_redundant_channels_last_copies(graph)
+    if not _keep_output_layouts(graph, output, before, free_tail=free_tail):
+        return gm, tuple(
+            f"{c.name}: {c.target.__name__} kept in NCHW (a graph output that is not "
+            "contiguous would change layout)"
+            for c in convs
+        )
     new_gm = fx.GraphModule(gm, graph)
     graph.lint()
     return new_gm, tuple(log)

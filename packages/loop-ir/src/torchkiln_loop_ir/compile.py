@@ -171,12 +171,22 @@ def compile_graph(
     # contract C2: how many leading outputs go to the user as they are (any strides will do)
     free_outputs = int(gm.meta.get("free_output_strides", 0))
     inference_meta = "free_output_strides" in gm.meta
-    gm, example_inputs, constants = lift_constants(gm, example_inputs)
+    # contract C2 for training: a forward's last outputs are saved for its backward, which reads
+    # the leading inputs as the forward returned them (their strides, not the traced ones)
+    free_saved = int(gm.meta.get("free_saved_strides", 0))
+    saved_inputs = int(gm.meta.get("saved_inputs", 0))
+    training_meta = "free_saved_strides" in gm.meta or "saved_inputs" in gm.meta
     convolution_log: tuple[str, ...] = ()
+    if saved_inputs:
+        from .channels_last import adopt_input_strides
+
+        gm, convolution_log = adopt_input_strides(gm, list(example_inputs), saved_inputs)
+    gm, example_inputs, constants = lift_constants(gm, example_inputs)
     if options.mkldnn_convolution and getattr(backend, "device_type", None) == "cpu":
         from .mkldnn import use_mkldnn_convolutions
 
-        gm, convolution_log = use_mkldnn_convolutions(gm)
+        gm, more = use_mkldnn_convolutions(gm)
+        convolution_log += more
     linear_log: tuple[str, ...] = ()
     if options.group_linears and getattr(backend, "device_type", None) == "cpu":
         from .linear_group import group_linears
@@ -189,11 +199,16 @@ def compile_graph(
         linear_log += more
     device_type = getattr(backend, "device_type", None)
     if options.channels_last == "always" or (
-        options.channels_last == "auto" and device_type == "cuda" and inference_meta
+        options.channels_last == "auto"
+        and device_type == "cuda"
+        and (inference_meta or training_meta)
     ):
-        from .channels_last import use_channels_last
+        from .channels_last import use_channels_last, use_channels_last_training
 
-        gm, more = use_channels_last(gm)
+        if training_meta:
+            gm, more = use_channels_last_training(gm, free_saved)
+        else:
+            gm, more = use_channels_last(gm)
         convolution_log += more
     if options.pad_matmuls == "always" or (options.pad_matmuls == "auto" and device_type == "cuda"):
         from .pad_mm import pad_matmuls

@@ -384,18 +384,19 @@ def _output_values(output: fx.Node) -> list[Any]:
 
 
 def _keep_output_layouts(
-    graph: fx.Graph, output: fx.Node, before: list[Any], free: int = 0
+    graph: fx.Graph, output: fx.Node, before: list[Any], free: int = 0, free_tail: int = 0
 ) -> bool:
     """Give every graph output the strides it had before the pass (the caller, or a backward
     graph reading saved activations, was traced with them): a contiguous output that became
     channels-last is copied back; False when a non-contiguous one changed (pass abandoned).
     The first ``free`` outputs keep their new strides (results handed to the user as they are:
-    contract C2's ``meta["free_output_strides"]``). ``before``: ``_output_values`` read before
-    the pass."""
+    contract C2's ``meta["free_output_strides"]``), and so do the last ``free_tail`` (a training
+    forward's saved values: ``meta["free_saved_strides"]``). ``before``: ``_output_values`` read
+    before the pass."""
     single = isinstance(output.args[0], fx.Node)  # a graph returning one value, not a tuple
     outs = [output.args[0]] if single else list(output.args[0])
     for i, (node, old) in enumerate(zip(outs, before)):
-        if i < free:
+        if i < free or i >= len(outs) - free_tail:
             continue
         new = _val(node)
         if not isinstance(old, torch.Tensor) or not isinstance(new, torch.Tensor):

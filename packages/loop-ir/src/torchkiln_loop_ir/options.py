@@ -28,9 +28,10 @@ class LoopIROptions:
     pad_matmuls: pad matrix multiplies whose sizes are not a multiple of 16 bytes to aligned
         sizes (pad_mm.py): "auto" (default: on a CUDA backend, where cuBLAS's fast kernels need
         it), "always" (any backend; tests use it on the CPU), or "never".
-    channels_last: run 2-D convolutions channels-last with their weights converted once
-        (channels_last.py): "auto" (default: inference graphs on a CUDA backend), "always" (any
-        graph and backend; tests use it on the CPU), or "never".
+    channels_last: run 2-D convolutions channels-last (channels_last.py; inference graphs with
+        their weights converted once, training forward and backward graphs with their saved
+        values channels-last): "auto" (default: inference and training graphs on a CUDA
+        backend), "always" (any graph and backend; tests use it on the CPU), or "never".
     fallback_random: run random ops (``rand``, ``bernoulli``, dropout, every op tagged
         ``nondeterministic_seeded``) as ATen calls drawing from torch's generator, as eager does,
         instead of generated code from per-call seeds: results and the generator's state after

@@ -194,8 +194,33 @@ class Scheduler:
             at = ranked.index(g)
             out.update(ranked[max(0, at - _SHARED_READ_WINDOW) : at + _SHARED_READ_WINDOW + 1])
             out.update(h for h in users if name in h.write_names)
+        out.update(self._siblings(g))
         out.discard(g)
         return {h for h in out if not h.is_extern}
+
+    def _consumers(self, producer: FusedGroup) -> set[FusedGroup]:
+        """The non-extern groups reading an output of a multi-output ``producer`` (none past
+        the window: a widely read buffer's readers pair up as co-readers already)."""
+        out: set[FusedGroup] = set()
+        if len(producer.write_names) < 2:
+            return out
+        for name in producer.write_names:
+            readers = self._users.get(name, ())
+            if len(readers) <= _SHARED_READ_WINDOW:
+                out.update(h for h in readers if name not in h.write_names and not h.is_extern)
+        return out
+
+    def _siblings(self, g: FusedGroup) -> set[FusedGroup]:
+        """Groups reading another output of a kernel ``g`` reads from: the finishing kernels of
+        a split reduction's partials (a batch-norm backward's two per-channel sums) share no
+        buffer, yet run over the same ranges; one kernel is one launch fewer, in steps a GPU
+        runs host-bound. Only multi-output producers, and readers near ``g``."""
+        out: set[FusedGroup] = set()
+        for name in g.all_reads:
+            for producer in self._users.get(name, ()):
+                if name in producer.write_names:
+                    out |= self._consumers(producer)
+        return out
 
     def _push(self, heap: list, seen: set, a: FusedGroup, b: FusedGroup) -> None:
         if self._pos[a] > self._pos[b]:
@@ -237,6 +262,13 @@ class Scheduler:
             self.decisions.append(FusionRecord(True, a.names, b.names, score))
             for h in self._partners(merged):
                 self._push(heap, seen, merged, h)
+            # a multi-output kernel now: its consumers are siblings (see _siblings)
+            consumers = sorted(
+                {h for h in self._consumers(merged) if h in alive}, key=lambda h: self._pos[h]
+            )
+            for i, h in enumerate(consumers):
+                for k in consumers[i + 1 :]:
+                    self._push(heap, seen, h, k)
             if fuel is not None:
                 fuel -= 1
         if heap and fuel == 0:
