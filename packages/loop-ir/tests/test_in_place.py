@@ -108,3 +108,22 @@ def test_an_int64_counter_is_incremented_in_place():
     for step in range(3):
         out = cg(*args)
         assert out[1] is args[1] and int(args[1]) == 8 + step
+
+
+def test_an_error_after_an_input_was_written_is_marked():
+    # nonzero's data-dependent size, traced as 4, differs at run time: the wrapper raises after
+    # the kernel wrote m's new value into m, and says so (the caller must not run it again)
+    def fn(x, m):
+        new = m + 1
+        return x * 2, new, torch.nonzero(new > 1.5)
+
+    m = torch.tensor([1.0, 1.0, 1.0, 1.0, 0.0, 0.0])
+    gm = make_fx(fn, decomposition_table=L.decompositions(), tracing_mode="real")(torch.ones(6), m)
+    gm.meta["mutations_in_place"] = ((1, 1),)
+    cg = L.compile_graph(gm, [torch.ones(6), m], L.ReferenceBackend())
+    assert cg.scheduled.reuse.get(cg.scheduled.outputs[1]) == cg.scheduled.inputs[1]
+    args = [torch.randn(6), torch.ones(6)]
+    with pytest.raises(L.OutputShapeChanged) as info:
+        cg(*args)
+    assert getattr(info.value, "inputs_written_in_place", False)
+    assert args[1].tolist() == [2.0] * 6  # written in place before the error
