@@ -127,3 +127,13 @@ def test_an_error_after_an_input_was_written_is_marked():
         cg(*args)
     assert getattr(info.value, "inputs_written_in_place", False)
     assert args[1].tolist() == [2.0] * 6  # written in place before the error
+
+
+def test_a_backend_that_does_not_declare_the_feature_gets_no_in_place_write():
+    class OldBackend(L.ReferenceBackend):
+        supports_in_place_inputs = False  # a code generator built before the feature
+
+    inputs = [torch.randn(16, 5), torch.randn(5), torch.rand(5), torch.tensor(3)]
+    cg = _compile(_batch_norm_stats, inputs, ((1, 1), (2, 2), (3, 3)), OldBackend())
+    assert not set(cg.scheduled.reuse.values()) & set(cg.scheduled.inputs)
+    assert _run(cg, _batch_norm_stats, inputs, {1: 1, 2: 2, 3: 3}) == set()

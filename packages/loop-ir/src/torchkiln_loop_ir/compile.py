@@ -173,7 +173,7 @@ def compile_graph(
     # contract C2: how many leading outputs go to the user as they are (any strides will do)
     free_outputs = int(gm.meta.get("free_output_strides", 0))
     inference_meta = "free_output_strides" in gm.meta
-    in_place = requested_in_place(gm)  # contract C2: mutated inputs it may write in place
+    in_place = requested_in_place(gm, backend)  # contract C2: mutated inputs it may write in place
     gm, example_inputs, constants = lift_constants(gm, example_inputs)
     convolution_log: tuple[str, ...] = ()
     if options.mkldnn_convolution and getattr(backend, "device_type", None) == "cpu":

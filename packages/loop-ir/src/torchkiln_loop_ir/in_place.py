@@ -47,10 +47,14 @@ from .ops import set_ops_handler
 META_KEY = "mutations_in_place"
 
 
-def requested_in_place(gm: torch.fx.GraphModule) -> tuple[tuple[int, str], ...]:
+def requested_in_place(gm: torch.fx.GraphModule, backend: Any) -> tuple[tuple[int, str], ...]:
     """The (output position, placeholder name) pairs ``gm.meta`` allows to be written in place
-    (read before the graph passes, which make new GraphModules without the meta)."""
+    (read before the graph passes, which make new GraphModules without the meta); none for a
+    backend that does not declare ``supports_in_place_inputs`` (its kernels might assume their
+    arguments never alias, or rerun a launch to time it)."""
     pairs = gm.meta.get(META_KEY) or ()
+    if not getattr(backend, "supports_in_place_inputs", False):
+        return ()
     names = [n.name for n in gm.graph.nodes if n.op == "placeholder"]
     return tuple((int(k), names[i]) for k, i in pairs if 0 <= i < len(names))
 
