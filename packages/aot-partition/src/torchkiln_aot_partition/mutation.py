@@ -105,13 +105,18 @@ def _is_written(value: torch.Tensor, dst: torch.Tensor) -> bool:
     """``value`` is ``dst`` (the inference graph returned the input) or the same memory with the
     same geometry (autograd.Function hands an input it returns back as a view of itself): a copy
     would change nothing."""
-    return value is dst or (
-        value.data_ptr() == dst.data_ptr()
-        and value.dtype == dst.dtype
-        and value.device == dst.device
-        and value.shape == dst.shape
-        and value.stride() == dst.stride()
-    )
+    if value is dst:
+        return True
+    try:
+        return (
+            value.data_ptr() == dst.data_ptr()
+            and value.dtype == dst.dtype
+            and value.device == dst.device
+            and value.shape == dst.shape
+            and value.stride() == dst.stride()
+        )
+    except RuntimeError:  # a tensor without storage (a wrapper subclass): copied as before
+        return False
 
 
 def in_place_mutations(
