@@ -137,3 +137,13 @@ def test_a_backend_that_does_not_declare_the_feature_gets_no_in_place_write():
     cg = _compile(_batch_norm_stats, inputs, ((1, 1), (2, 2), (3, 3)), OldBackend())
     assert not set(cg.scheduled.reuse.values()) & set(cg.scheduled.inputs)
     assert _run(cg, _batch_norm_stats, inputs, {1: 1, 2: 2, 3: 3}) == set()
+
+
+def test_a_new_value_that_does_not_read_the_input():
+    # m.fill_(x.sum()): the kernel writes m without reading it
+    def fn(x, m):
+        return x * 2, torch.zeros_like(m) + x.sum()
+
+    inputs = [torch.randn(4, 5), torch.randn(3, 2)]
+    cg = _compile(fn, inputs, ((1, 1),))
+    assert _run(cg, fn, inputs, {1: 1}) == {1}
