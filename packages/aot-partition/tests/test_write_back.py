@@ -243,7 +243,8 @@ def test_inputs_not_offered_for_in_place_writes(capture, compiler):
     torch.testing.assert_close(out, x * w_c)
 
 
-def test_an_error_after_an_in_place_write_is_never_run_again(capture):
+@pytest.mark.parametrize("grad", [False, True], ids=["inference", "training"])
+def test_an_error_after_an_in_place_write_is_never_run_again(grad, capture):
     def fn(a, x):
         a.add_(1)
         return (x * 2,)
@@ -256,6 +257,7 @@ def test_an_error_after_an_in_place_write_is_never_run_again(capture):
 
         return call
 
-    compiled = aot_compile(capture(fn), [torch.zeros(3), torch.randn(3)], fw_compiler=compiler)
+    x = torch.randn(3, requires_grad=grad)
+    compiled = aot_compile(capture(fn), [torch.zeros(3), x], fw_compiler=compiler)
     with pytest.raises(MutationAppliedError, match="kernel failed"):
-        compiled(torch.zeros(3), torch.randn(3))
+        compiled(torch.zeros(3), x)
