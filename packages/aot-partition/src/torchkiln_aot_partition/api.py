@@ -17,6 +17,7 @@ from .mutation import (
     OutputAlias,
     ShapeDependentAliases,
     find_output_aliases,
+    in_place_mutations,
     output_aliases,
     with_eager_size_one_strides,
 )
@@ -121,6 +122,12 @@ def aot_compile(
             frozen = [i for i in range(len(lifted.params)) if i not in set(fg.mutated_inputs)]
             folded, stats = freeze(fg.gm, graph_inputs, frozen)
             fg.gm.meta["freeze"] = stats
+        # contract C2: which mutated inputs the compiler may write in place (mutation.py)
+        fg.gm.meta["mutations_in_place"] = (
+            in_place_mutations(fg.gm, graph_inputs, fg.mutated_inputs, fg.num_user_outputs, aliases)
+            if bases is None
+            else ()
+        )
         extra = folded.values(graph_inputs) if folded is not None else []
         # contract C2: the user outputs of an inference graph reach the caller as they are, so
         # their strides are the compiler's to choose (a training forward's go through autograd)
@@ -161,6 +168,13 @@ def aot_compile(
     )
     fw_gm.meta["mutated_inputs"] = joint.mutated_inputs
     fw_gm.meta["num_user_outputs"] = joint.num_user_outputs
+    fw_gm.meta["mutations_in_place"] = (
+        in_place_mutations(
+            fw_gm, graph_inputs, joint.mutated_inputs, joint.num_user_outputs, aliases
+        )
+        if bases is None
+        else ()
+    )
     num_saved = (
         len(next(n for n in fw_gm.graph.nodes if n.op == "output").args[0]) - joint.num_fwd_outputs
     )

@@ -30,34 +30,66 @@ from torch.fx.experimental.symbolic_shapes import statically_known_true
 from .errors import AOTError, MutationAppliedError
 
 
+@dataclass
+class WriteBackCounts:
+    """How the runtimes applied input mutations, since the process started: ``copies`` (a
+    ``copy_`` each, one device copy) and ``in_place`` (the compiled graph had written the new
+    value into the input itself). Tests and benchmarks read the difference around a call."""
+
+    copies: int = 0
+    in_place: int = 0
+
+
+#: the process's counts (plain integer additions: cheap enough to keep on every call)
+WRITE_BACK = WriteBackCounts()
+
+
 def apply_mutations(
     args: Sequence[torch.Tensor], mutated_inputs: Sequence[int], new_values: Sequence[torch.Tensor]
 ) -> None:
     """args[i].copy_(value) for each mutated input i, without recording autograd history.
 
-    All or nothing: every copy is checked (shape, device) and a new value that shares memory
-    with an input is cloned before the first input is written, so what can fail fails before any
-    input changed. A failure while writing raises MutationAppliedError (some inputs may hold their
-    new values: the call must not be repeated)."""
+    A new value that is the input itself (the compiled graph wrote it in place, see
+    ``in_place_mutations``) needs no copy: the input's version counter is bumped instead, as the
+    copy would have. All or nothing: every copy is checked (shape, device) and a new value that
+    shares memory with an input is cloned before the first input is written, so what can fail
+    fails before any input changed (unless the graph already wrote some in place: then, as for a
+    failure while writing, MutationAppliedError says some inputs may hold their new values and
+    the call must not be repeated)."""
     if not mutated_inputs:
         return
     pairs = []
+    written = []
     with torch.no_grad():
-        for i, value in zip(mutated_inputs, new_values):
-            dst = args[i]
-            if value.shape != dst.shape or value.device != dst.device:
-                raise AOTError(
-                    f"the new value of mutated graph input {i} has shape {tuple(value.shape)} on "
-                    f"{value.device}, the input {tuple(dst.shape)} on {dst.device}"
-                )
-            if _overlaps_itself(dst):
-                raise AOTError(
-                    f"mutated graph input {i} has elements that share one memory location "
-                    "(an expanded tensor); eager refuses to write it too"
-                )
-            if any(_shares_memory(value, args[j]) for j in mutated_inputs):
-                value = value.clone()  # writing one input must not change another's new value
-            pairs.append((dst, value))
+        try:
+            for i, value in zip(mutated_inputs, new_values):
+                dst = args[i]
+                if _is_written(value, dst):
+                    written.append(dst)
+                    continue
+                if value.shape != dst.shape or value.device != dst.device:
+                    raise AOTError(
+                        f"the new value of mutated graph input {i} has shape "
+                        f"{tuple(value.shape)} on {value.device}, the input "
+                        f"{tuple(dst.shape)} on {dst.device}"
+                    )
+                if _overlaps_itself(dst):
+                    raise AOTError(
+                        f"mutated graph input {i} has elements that share one memory location "
+                        "(an expanded tensor); eager refuses to write it too"
+                    )
+                if any(_shares_memory(value, args[j]) for j in mutated_inputs):
+                    value = value.clone()  # writing one input must not change another's new value
+                pairs.append((dst, value))
+        except AOTError as exc:
+            if not written:
+                raise
+            raise MutationAppliedError(
+                f"the compiled graph wrote mutated inputs in place, then {exc}"
+            ) from exc
+        if written:
+            torch._C._increment_version(written)  # as copy_ would: autograd's saved-tensor checks
+            WRITE_BACK.in_place += len(written)
         try:
             for dst, value in pairs:
                 dst.copy_(value)
@@ -66,6 +98,72 @@ def apply_mutations(
                 f"writing the mutated graph inputs back failed part way "
                 f"({type(exc).__name__}: {exc})"
             ) from exc
+        WRITE_BACK.copies += len(pairs)
+
+
+def _is_written(value: torch.Tensor, dst: torch.Tensor) -> bool:
+    """``value`` is ``dst`` (the inference graph returned the input) or the same memory with the
+    same geometry (autograd.Function hands an input it returns back as a view of itself): a copy
+    would change nothing."""
+    if value is dst:
+        return True
+    try:
+        return (
+            value.data_ptr() == dst.data_ptr()
+            and value.dtype == dst.dtype
+            and value.device == dst.device
+            and value.shape == dst.shape
+            and value.stride() == dst.stride()
+        )
+    except RuntimeError:  # a tensor without storage (a wrapper subclass): copied as before
+        return False
+
+
+def in_place_mutations(
+    gm: torch.fx.GraphModule,
+    graph_inputs: Sequence[Any],
+    mutated_inputs: Sequence[int],
+    first_output: int,
+    aliases: Any,
+) -> tuple[tuple[int, int], ...]:
+    """The (output position, input position) pairs of ``gm``'s mutated inputs its compiler may
+    write in place (contract C2's ``gm.meta["mutations_in_place"]``): the input is a tensor that
+    does not require grad and has no element twice (an expanded tensor), no output of the graph
+    is in eager the input or a view of it, the new value (output ``first_output + j`` for
+    ``mutated_inputs[j]``) is returned at that position only (not also a user output or a saved
+    value), with the input's dtype, device and size. Inputs that share a storage are traced over
+    synthetic bases (aliasing.py): the caller asks for none then."""
+    if isinstance(aliases, ShapeDependentAliases):
+        return ()
+    aliased = {a.input for a in aliases if not a.of_output}
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    outs = next(n for n in gm.graph.nodes if n.op == "output").args[0]
+    pairs = []
+    for j, i in enumerate(mutated_inputs):
+        k = first_output + j
+        arg = graph_inputs[i] if i < len(graph_inputs) else None
+        node = outs[k] if k < len(outs) else None
+        if (
+            not isinstance(arg, torch.Tensor)
+            or arg.requires_grad
+            or i in aliased
+            or not isinstance(node, torch.fx.Node)
+            or sum(o is node for o in outs) != 1
+            or i >= len(placeholders)
+        ):
+            continue
+        new, old = node.meta.get("val"), placeholders[i].meta.get("val")
+        if (
+            isinstance(new, torch.Tensor)
+            and isinstance(old, torch.Tensor)
+            and new.dtype == old.dtype
+            and new.device == old.device
+            and len(new.shape) == len(old.shape)
+            and all(statically_known_true(a == b) for a, b in zip(new.shape, old.shape))
+            and not _overlaps_itself(arg)
+        ):
+            pairs.append((k, i))
+    return tuple(pairs)
 
 
 def _overlaps_itself(t: torch.Tensor) -> bool:

@@ -53,6 +53,9 @@ class InferenceRuntime:
                 outs = list(self.compiled(*graph_args, *self.folded.values(graph_args)))
             else:
                 outs = list(self.compiled(*graph_args))
+        except Exception as exc:
+            _raise_if_written(exc)
+            raise
         finally:
             torch._C._set_grad_enabled(grad)
         if not (
@@ -268,11 +271,15 @@ class TrainingRuntime:
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         args = [*self.params, *inputs]
         graph_args = self.bases.graph_args(args) if self.bases is not None else args
-        if self.plan.entry_grad:
-            outs = list(_apply(self.plan, graph_args))
-        else:
-            with torch.enable_grad():
+        try:
+            if self.plan.entry_grad:
                 outs = list(_apply(self.plan, graph_args))
+            else:
+                with torch.enable_grad():
+                    outs = list(_apply(self.plan, graph_args))
+        except Exception as exc:
+            _raise_if_written(exc)
+            raise
         n = self.plan.num_user_outputs
         apply_mutations(graph_args, self.plan.mutated_inputs, outs[n:])
         with _after_write_back(self.plan.mutated_inputs):
@@ -281,6 +288,16 @@ class TrainingRuntime:
             outs = restore_aliases(outs[:n], args, self.aliases)
             outs = outs[: len(outs) - self.hidden_outputs]
             return merge_constant_outputs(outs, self.constant_outputs)
+
+
+def _raise_if_written(exc: Exception) -> None:
+    """A compiled graph that failed after it wrote a mutated input in place (contract C2's
+    ``mutations_in_place``; loop-ir marks the exception) must not run again, eagerly or not."""
+    if getattr(exc, "inputs_written_in_place", False):
+        raise MutationAppliedError(
+            f"the compiled graph failed after writing a mutated input in place "
+            f"({type(exc).__name__}: {exc})"
+        ) from exc
 
 
 @contextlib.contextmanager

@@ -63,6 +63,10 @@ class TritonBackend:
     name = "triton"
     device_type = "cuda"
     capabilities = BackendCapabilities(reduction_broadcast_reduction=True, max_reduction_stages=8)
+    #: loop-ir may hand a kernel one memory as an input and an output (a mutated graph input
+    #: written in place, loop-ir's in_place.py): each element is read before it is
+    #: written; autotuning never reruns such a launch (wrapper.py)
+    supports_in_place_inputs = True
 
     def __init__(self, options: TritonOptions | None = None) -> None:
         self.options = options or TritonOptions()

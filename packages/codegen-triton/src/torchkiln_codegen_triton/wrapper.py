@@ -95,6 +95,13 @@ def stream_for(device: torch.device) -> Any:
     return fast[1](index) if index == device.index else None
 
 
+def _writes_an_input(args: Sequence[Any], ninputs: int, nargs: int) -> bool:
+    """An output tensor of this launch is an input's memory (loop-ir writes a mutated graph
+    input in place): timing configs would rerun it on its own results, so it is not tuned."""
+    ptrs = {a.data_ptr() for a in args[:ninputs] if isinstance(a, torch.Tensor)}
+    return any(isinstance(a, torch.Tensor) and a.data_ptr() in ptrs for a in args[ninputs:nargs])
+
+
 class TritonCompiledKernel:
     """A launchable kernel: call with tensors for ``spec.args`` then ints for ``spec.size_args``.
 
@@ -128,6 +135,7 @@ class TritonCompiledKernel:
         # a split reduction (_split.py) is two kernels: the chunks' partials, then the finish
         self._fn, self._finish = fn if isinstance(fn, tuple) else (fn, None)
         self._nargs = len(spec.args)
+        self._ninputs = len(spec.inputs)
         self._nsizes = len(spec.size_args)
         self._reduction = spec.is_reduction
         self._numels = _numel_fn(spec)
@@ -421,9 +429,10 @@ class TritonCompiledKernel:
             args = (*args[: self._nargs], status, *args[self._nargs :])
         if self._autotune and self._cuda:
             self._autotune = False
-            self.config = pick_fastest(
-                candidate_configs(self.config), lambda c: self._launch(c, args, xnumel, rnumel)
-            )
+            if not _writes_an_input(args, self._ninputs, self._nargs):
+                self.config = pick_fastest(
+                    candidate_configs(self.config), lambda c: self._launch(c, args, xnumel, rnumel)
+                )
         try:
             if not (self._cuda and self._fast_launch(args, xnumel, rnumel)):
                 self._launch(self.config, args, xnumel, rnumel)

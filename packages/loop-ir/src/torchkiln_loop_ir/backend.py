@@ -165,7 +165,11 @@ class ScheduledGraph:
     buffers: Mapping[str, BufferSpec]
     steps: tuple[Step, ...]
     outputs: tuple[Any, ...]  # buffer names (str) or constants, in the graph's output order
-    reuse: Mapping[str, str] = field(default_factory=dict)  # buffer -> earlier buffer it reuses
+    # buffer -> earlier buffer it reuses; or -> a graph input: a mutated input's new value
+    # written into the input itself (in_place.py), so a kernel may get the same memory as one of
+    # its inputs and one of its outputs (read at an element before it writes it): code
+    # generators must not declare kernel arguments non-aliasing
+    reuse: Mapping[str, str] = field(default_factory=dict)
     # the scheduler's decisions (scheduler.FusionRecord: accepted and rejected, with reasons), in
     # order; kept with the schedule so a graph loaded from a cache entry still shows them
     fusion_log: tuple[Any, ...] = ()

@@ -18,6 +18,7 @@ from .backend import (
     ScheduledGraph,
 )
 from .graph import lower
+from .in_place import in_place_writes, requested_in_place
 from .ir import Buffer, ComputedBuffer, ExternKernel, GraphIR, NamedView
 from .kernels import steps_for
 from .memory import eliminate_dead_code, plan_memory
@@ -68,6 +69,7 @@ def schedule(
     steps = steps_for(sched.groups, plans, buffers, outputs)
     input_names = graph.input_names or [b.name for b in graph.inputs]
     steps, reuse = plan_memory(steps, buffers, input_names, outputs, options.reuse_buffers)
+    reuse.update(in_place_writes(steps, buffers, graph))  # mutated inputs written in place
     out_names = tuple(o.name if isinstance(o, (Buffer, NamedView)) else o for o in graph.outputs)
     return ScheduledGraph(
         tuple(input_names),
@@ -176,6 +178,7 @@ def compile_graph(
     free_saved = int(gm.meta.get("free_saved_strides", 0))
     saved_inputs = int(gm.meta.get("saved_inputs", 0))
     training_meta = "free_saved_strides" in gm.meta or "saved_inputs" in gm.meta
+    in_place = requested_in_place(gm, backend)  # contract C2: mutated inputs it may write in place
     convolution_log: tuple[str, ...] = ()
     if saved_inputs:
         from .channels_last import adopt_input_strides
@@ -215,7 +218,8 @@ def compile_graph(
 
         gm, more = pad_matmuls(gm, free_outputs)
         linear_log += more
-    graph_ir = lower(gm, example_inputs, options)
+    graph_ir = lower(gm, example_inputs, options, backend.capabilities)
+    graph_ir.in_place = in_place
     lap("lowering")
     scheduled = schedule(graph_ir, backend.capabilities, options)
     lap("scheduling")

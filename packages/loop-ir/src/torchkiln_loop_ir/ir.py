@@ -381,6 +381,9 @@ class GraphIR:
     # buffers nobody reads, computed anyway for the errors their kernels check (a dead
     # out-of-range index_select raises in eager): the schedule treats them as outputs
     kept: list[str] = field(default_factory=list)
+    # (output position, input name) pairs contract C2 allows to be written into the input
+    # (``gm.meta["mutations_in_place"]``); the schedule decides which are (in_place.py)
+    in_place: tuple[tuple[int, str], ...] = ()
 
     def __str__(self) -> str:
         from .printing import format_graph_ir

@@ -243,6 +243,8 @@ def planned_peak_bytes(graph: Any) -> int | None:
                     continue
                 if name in graph.reuse:
                     old = graph.reuse[name]
+                    if old in graph.inputs:  # written into the caller's input (in_place.py)
+                        continue
                     if old in storage_of:
                         bind(name, storage_of[old])
                         drop(old)

@@ -306,6 +306,9 @@ class ReferenceBackend:
     """A ``Backend`` that needs no compiler: kernels run as vectorized torch code."""
 
     name = "reference"
+    #: loop-ir may hand a kernel one memory as an input and an output (a mutated graph input
+    #: written in place, loop-ir's in_place.py): each element is read before it is written
+    supports_in_place_inputs = True
 
     def __init__(
         self, device_type: str = "cpu", capabilities: BackendCapabilities | None = None

@@ -332,6 +332,7 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
         body.append(aligned.first_line())
     bound = {sym.name for sym in graph.size_symbols}
     reused_by = {old: new for new, old in graph.reuse.items()}
+    inputs = set(graph.inputs)
     ext = 0
     for step in graph.steps:
         if isinstance(step, KernelSpec):
@@ -340,6 +341,9 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
                     continue
                 if name in graph.reuse:
                     old = graph.reuse[name]
+                    if old in inputs:  # a mutated input written in place (in_place.py)
+                        body.append(f"{name} = {old}")
+                        continue
                     body.append(f"{name} = {old}; del {old}")
                     continue
                 b = graph.buffers[name]
@@ -353,6 +357,8 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
             else:
                 body += aligned.before_launch(step)
                 body.append(f"{step.name}.launch_in(_s, {', '.join(args)})")
+            if any(graph.reuse.get(name) in inputs for name in step.outputs):
+                body.append("_written = True")
         elif isinstance(step, ExternCall):
             # a scalar result binds its size symbol (``.item()``: u0 = extern(...))
             scalars = step.scalars or ("",) * len(step.outputs)
@@ -384,6 +390,8 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
     body.append(
         "return [" + ", ".join(o if isinstance(o, str) else pyexpr(o) for o in graph.outputs) + "]"
     )
+    if any(old in inputs for old in graph.reuse.values()):
+        body = _marking_written_inputs(body)
     unbound = sorted(_symbols_used(graph) - bound)
     if unbound:
         # refuse at compile time (a clean eager fallback) rather than a NameError on a call
@@ -396,6 +404,24 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
     lines.append("    return call")
     lines.append("")
     return "\n".join(lines)
+
+
+def _marking_written_inputs(body: list[str]) -> list[str]:
+    """``body`` in a ``try`` whose handler marks an exception raised after a kernel wrote a graph
+    input in place (in_place.py): the caller must not run the graph again (eagerly), which would
+    apply that mutation twice."""
+    return [
+        "_written = False",
+        "try:",
+        *("    " + line for line in body),
+        "except BaseException as _error:",
+        "    if _written:",
+        "        try:",
+        "            _error.inputs_written_in_place = True",
+        "        except AttributeError:",
+        "            pass",
+        "    raise",
+    ]
 
 
 def _kernel_devices(graph: ScheduledGraph, kernel_steps: Sequence[KernelSpec]) -> set[str | None]:

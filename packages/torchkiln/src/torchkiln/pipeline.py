@@ -533,7 +533,9 @@ def _guard_calls(
     """``compiled``, checked against eager when a call of it raises (non-strict).
 
     A compiled graph has no effect until it writes its input mutations back, all at once, at the
-    end (aot-partition's runtime). So when it raises before that, the graph alone runs eagerly: if
+    end (aot-partition's runtime), or a kernel writes one in place (loop-ir's in_place.py: the
+    runtime turns a failure after that into MutationAppliedError too). So when it raises before
+    that, the graph alone runs eagerly: if
     eager raises too, that was the user's error (an index out of range): eager's exception
     propagates, unchanged, and the compiled graph stays in use. If eager succeeds, the compiled
     graph was wrong to raise: this graph runs eagerly from now on, with one warning. When it
