@@ -25,13 +25,7 @@ class ConversionOps:
     if TYPE_CHECKING:
 
         def emit(
-            self,
-            expr: str,
-            dtype: torch.dtype,
-            deps: frozenset[str],
-            post: int | None = None,
-            *,
-            cse: bool = True,
+            self, expr: str, dtype: torch.dtype, deps: frozenset[str], post: int | None = None
         ) -> TritonValue: ...
 
         @staticmethod
