@@ -18,8 +18,8 @@ from torchkiln_loop_ir.ops import LIBM_UNARY, OP_SPECS
 TRITON_VERSION = tuple(int(p) for p in triton.__version__.split(".")[:2] if p.isdigit())
 
 #: The float math ops a kernel calls as a function, by loop-ir op name (loop-ir owns the names
-#: and arities: ``LIBM_UNARY``, ``OP_SPECS``); the handler's ``_math`` reads them from
-#: ``math_table``, and those the handler does not spell itself are its methods as they are.
+#: and arities: ``LIBM_UNARY``, ``OP_SPECS``): ``math_table`` spells each, and ``PointwiseOps``
+#: makes each one it does not define itself a method calling that spelling.
 MATH_OPS: tuple[str, ...] = (
     *LIBM_UNARY,
     *"rsqrt erfinv trunc round atan2 copysign pow".split(),
