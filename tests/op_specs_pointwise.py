@@ -123,20 +123,25 @@ spec(
     (aten.div.Scalar,),
     decompose=False,
 )
-spec(
-    "div_modes",
-    lambda a, b: (torch.div(a, b, rounding_mode="floor"), torch.div(a, b, rounding_mode="trunc")),
-    binary_cases(lambda t: t * 9, nonzero_int),
-    (aten.div.Tensor_mode,),
-    dtypes=INTS,
-)
-spec(
-    "div_modes_float",
-    lambda a, b: (torch.div(a, b, rounding_mode="floor"), torch.div(a, b, rounding_mode="trunc")),
-    binary_cases(lambda t: t * 9, pos),
-    (aten.div.Tensor_mode,),
-    dtypes=(F32,),
-)
+
+
+def _div_modes(name, divisor, dtypes):
+    """floor and trunc division of ``a * 9`` by ``divisor(b)``."""
+    spec(
+        name,
+        lambda a, b: (
+            torch.div(a, b, rounding_mode="floor"),
+            torch.div(a, b, rounding_mode="trunc"),
+        ),
+        binary_cases(lambda t: t * 9, divisor),
+        (aten.div.Tensor_mode,),
+        dtypes=dtypes,
+    )
+
+
+# integers by a nonzero divisor (test_special_values groups these as integer division)
+_div_modes("div_modes", nonzero_int, INTS)
+_div_modes("div_modes_float", pos, (F32,))
 spec(
     "div_scalar_mode",
     lambda a: (
@@ -167,20 +172,21 @@ spec(
     (aten.atan2, aten.copysign),
     tol={F32: (2e-5, 1e-5)},
 )
-spec(
-    "fmod_remainder",
-    lambda a, b: (torch.fmod(a, b), torch.remainder(a, b)),
-    binary_cases(db=pos),
-    (aten.fmod, aten.remainder),
-    tol={F32: (1e-5, 1e-5)},
-)
-spec(
-    "fmod_remainder_int",
-    lambda a, b: (torch.fmod(a, b), torch.remainder(a, b)),
-    binary_cases(db=nonzero_int),
-    (aten.fmod, aten.remainder),
-    dtypes=INTS,
-)
+
+
+def _fmod_remainder(name, divisor, **kw):
+    """fmod and remainder of ``a`` by ``divisor(b)``."""
+    spec(
+        name,
+        lambda a, b: (torch.fmod(a, b), torch.remainder(a, b)),
+        binary_cases(db=divisor),
+        (aten.fmod, aten.remainder),
+        **kw,
+    )
+
+
+_fmod_remainder("fmod_remainder", pos, tol={F32: (1e-5, 1e-5)})
+_fmod_remainder("fmod_remainder_int", nonzero_int, dtypes=INTS)  # integer division (special values)
 spec(
     "pow",
     lambda a, b: (torch.pow(a, b), a**2, a**0.5),

@@ -433,10 +433,17 @@ spec(
 )
 
 # pooling
+
+
+def _images(small):
+    """A batch of 3-channel 9x11 images, then one ``small`` image."""
+    return lambda dt: [(make((2, 3, 9, 11), dt),), (make(small, dt),)]
+
+
 spec(
     "max_pool2d",
     lambda x: F.max_pool2d_with_indices(x, 3, 2, 1),
-    lambda dt: [(make((2, 3, 9, 11), dt),), (make((1, 1, 3, 3), dt),)],
+    _images((1, 1, 3, 3)),
     (aten.max_pool2d_with_indices.default,),
     dtypes=FLOATS,
     decompose=False,
@@ -450,7 +457,7 @@ spec(
         F.avg_pool2d(x, 3, 2, 1, count_include_pad=False, ceil_mode=True),
         F.avg_pool2d(x, (2, 3), divisor_override=4),
     ),
-    lambda dt: [(make((2, 3, 9, 11), dt),), (make((1, 1, 4, 5), dt),)],
+    _images((1, 1, 4, 5)),
     (aten.avg_pool2d.default,),
     dtypes=FLOATS,
     decompose=False,

@@ -17,8 +17,8 @@ import torch
 from torchkiln_codegen_cpp import CppOpsHandler
 from torchkiln_codegen_cpp.kernel import CppValue
 from torchkiln_codegen_triton import TritonOpsHandler, TritonOptions
+from torchkiln_codegen_triton._assemble import arg_names
 from torchkiln_codegen_triton._values import TritonValue
-from torchkiln_codegen_triton.kernel import arg_names
 from torchkiln_loop_ir.backend import BufferSpec, KernelNode, KernelSpec, KernelStage
 from torchkiln_loop_ir.handlers import DefaultHandler, NoOpHandler, WrapperHandler, missing_ops
 from torchkiln_loop_ir.indexing import index_symbol

@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import os
+import sys
+
 import pytest
 import torch
 from torch import fx
 from torchkiln_aot_partition import check_functional
+
+sys.path.insert(0, os.path.dirname(__file__))  # the _aot_test_modules helper module
 
 
 class RecordingCompiler:

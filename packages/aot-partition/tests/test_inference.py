@@ -7,6 +7,7 @@ import operator
 import pytest
 import torch
 import torch.nn.functional as F
+from _aot_test_modules import batch_norm
 from torch import fx
 from torchkiln_aot_partition import aot_compile, aten_graph, check_functional
 
@@ -15,16 +16,7 @@ class BatchNorm(torch.nn.BatchNorm1d):
     # nn.BatchNorm1d's input-dim check is data-dependent control flow fx cannot trace.
     def forward(self, x):
         self.num_batches_tracked.add_(1)
-        return F.batch_norm(
-            x,
-            self.running_mean,
-            self.running_var,
-            self.weight,
-            self.bias,
-            self.training,
-            self.momentum,
-            self.eps,
-        )
+        return batch_norm(self, x, self.training)
 
 
 def _pointwise(x, y):

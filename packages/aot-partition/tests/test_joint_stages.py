@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+from _aot_test_modules import LinearBatchNorm
 from torchkiln_aot_partition import aot_compile, joint_graph, lift_parameters
 from torchkiln_aot_partition import joint as joint_module
 from torchkiln_aot_partition.trace import (
@@ -32,26 +33,6 @@ class Block(torch.nn.Module):
         h = F.gelu(self.norm(self.fc1(x)))
         h = F.dropout(h, self.dropout, training=self.dropout > 0)
         return x + self.fc2(h).softmax(-1), h.sum()
-
-
-class Norm(torch.nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = torch.nn.Linear(4, 6)
-        self.bn = torch.nn.BatchNorm1d(6)
-
-    def forward(self, x):
-        h = self.lin(x)
-        return F.batch_norm(
-            h,
-            self.bn.running_mean,
-            self.bn.running_var,
-            self.bn.weight,
-            self.bn.bias,
-            True,
-            0.1,
-            1e-5,
-        ).relu()
 
 
 def _shape(gm):
@@ -131,7 +112,9 @@ def test_dropout_and_batch_norm_joints_take_the_replay(monkeypatch):
         for n in made.gm.graph.nodes
         if n.op == "call_function" and isinstance(n.target, torch._ops.OpOverload)
     )
-    _, made, skipped = _joint_both_ways(monkeypatch, Norm(), torch.randn(8, 4, requires_grad=True))
+    _, made, skipped = _joint_both_ways(
+        monkeypatch, LinearBatchNorm(), torch.randn(8, 4, requires_grad=True)
+    )
     assert not skipped
     assert made.mutated_inputs  # the running statistics are still written back
 

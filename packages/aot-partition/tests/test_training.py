@@ -7,6 +7,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
+from _aot_test_modules import LinearBatchNorm
 from torchkiln_aot_partition import (
     aot_compile,
     check_functional,
@@ -161,26 +162,7 @@ def test_multiple_outputs_some_unused_in_backward(compiler, capture):
 
 
 def test_batch_norm_training_grads_and_running_stats(compiler, capture):
-    class Net(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.lin = torch.nn.Linear(4, 6)
-            self.bn = torch.nn.BatchNorm1d(6)
-
-        def forward(self, x):
-            h = self.lin(x)
-            return F.batch_norm(
-                h,
-                self.bn.running_mean,
-                self.bn.running_var,
-                self.bn.weight,
-                self.bn.bias,
-                True,
-                0.1,
-                1e-5,
-            ).relu()
-
-    net = Net()
+    net = LinearBatchNorm()
     ref = _clone_module(net)
     x = torch.randn(8, 4)
     compiled = aot_compile(capture(net), [x], fw_compiler=compiler)

@@ -99,7 +99,7 @@ def test_errors_are_typed_and_point_at_source():
 
 def test_handler_is_exported_and_emits_cse_lines():
     from torchkiln_codegen_triton import TritonOptions
-    from torchkiln_codegen_triton.kernel import arg_names
+    from torchkiln_codegen_triton._assemble import arg_names
     from torchkiln_loop_ir.ops import set_ops_handler
 
     k = _copy_kernel()

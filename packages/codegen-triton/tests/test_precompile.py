@@ -192,10 +192,29 @@ def test_what_is_not_known_before_the_call_is_left_to_the_first_launch(on_fake_g
     )
 
 
+class _JobPool:
+    """A compile pool that records the jobs it is handed and answers each "ok" (no hashes to
+    compare: the main process's warmup then neither confirms nor refutes the worker's)."""
+
+    def __init__(self):
+        self.jobs = []
+
+    def run(self, jobs, parallel):
+        self.jobs.extend(jobs)
+        return ((i, ("ok", ["worker"])) for i in range(len(jobs)))
+
+
+@pytest.mark.parametrize("processes", [False, True], ids=["threads", "workers"])
 def test_launch_sites_sharing_a_function_and_specialization_are_warmed_once(
-    on_fake_gpu, monkeypatch
+    on_fake_gpu, monkeypatch, processes
 ):
     monkeypatch.setattr(P, "async_compile_mode", lambda: None)
+    pool = _JobPool()
+    if processes:  # the pool gets the distinct kernels only: one job each, none grouped again
+        monkeypatch.setattr(P, "_worker_context", lambda: "context")
+        monkeypatch.setattr(P, "_job_of", lambda k, context: {"kernel": k.name})
+        monkeypatch.setattr(P.compile_pool, "pool_running", lambda: True)
+        monkeypatch.setattr(P.compile_pool, "shared_pool", lambda size: pool)
     backend = TritonBackend(TritonOptions(compile_workers=0))
     # four launch sites of one text (sizes are parameters): 37 and 53 elements specialize alike
     # (neither divisible by 16, same blocks), 64 does not; and one other kernel
@@ -218,8 +237,11 @@ def test_launch_sites_sharing_a_function_and_specialization_are_warmed_once(
     rows._fn = other
     assert [k.warmup_key() for k in scales][:2] == [scales[0].warmup_key()] * 2
     assert scales[2].warmup_key() == scales[0].warmup_key() != scales[3].warmup_key()
-    assert P.precompile(kernels, workers=2) == 3  # (37 | 53), 64, the row sum
+    assert P.precompile(kernels, workers=2, processes=processes) == 3  # (37 | 53), 64, row sum
     assert len(shared.warmups) == 2 and len(other.warmups) == 1
+    assert pool.jobs == (
+        [{"kernel": k.name} for k in (scales[0], scales[3], rows)] if processes else []
+    )
     # every site's first launch asks for one of the binaries warmed (Triton's own specialization
     # of the numels: divisible by 16 or not; the rest is equal)
     warmed = [(a, {k: v for k, v in kw.items() if k != "grid"}) for a, kw in shared.warmups]

@@ -244,7 +244,7 @@ def _sm90_resources(k, kspec) -> dict:
     from pathlib import Path
 
     import triton
-    from torchkiln_codegen_triton.kernel import arg_names
+    from torchkiln_codegen_triton._assemble import arg_names
     from triton.backends.compiler import GPUTarget
     from triton.compiler import ASTSource
 

@@ -1,8 +1,9 @@
 """Triton kernels and their Python wrapper for scheduled loop-IR kernels."""
 
+from ._assemble import kernel_source
 from .backend import TritonBackend
 from .errors import CodegenError
-from .kernel import TritonOpsHandler, kernel_source
+from .kernel import TritonOpsHandler
 from .options import TritonOptions
 from .wrapper import TritonCompiledKernel
 

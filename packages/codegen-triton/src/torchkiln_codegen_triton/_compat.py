@@ -13,49 +13,25 @@ import os
 from typing import Any
 
 import triton
+from torchkiln_loop_ir.ops import LIBM_UNARY, OP_SPECS
 
 TRITON_VERSION = tuple(int(p) for p in triton.__version__.split(".")[:2] if p.isdigit())
 
-# Functions tl has natively in every supported version (and the interpreter implements).
-NATIVE = {
-    "exp": "tl.exp({0})",
-    "log": "tl.log({0})",
-    "sqrt": "tl.sqrt({0})",
-    "sin": "tl.sin({0})",
-    "cos": "tl.cos({0})",
-    "abs": "tl.abs({0})",
-    "floor": "tl.floor({0})",
-    "ceil": "tl.ceil({0})",
-    "exp2": "tl.exp2({0})",
-    "log2": "tl.log2({0})",
-    "erf": "tl.erf({0})",
-    "rsqrt": "tl.rsqrt({0})",
-}
+#: The float math ops a kernel calls as a function, by loop-ir op name (loop-ir owns the names
+#: and arities: ``LIBM_UNARY``, ``OP_SPECS``): ``math_table`` spells each, and ``PointwiseOps``
+#: makes each one it does not define itself a method calling that spelling.
+MATH_OPS: tuple[str, ...] = (
+    *LIBM_UNARY,
+    *"rsqrt erfinv trunc round atan2 copysign pow".split(),
+)
 
-# name -> libdevice function, for compiled CUDA kernels.
-_LIBDEVICE_NAMES = [
-    "tanh",
-    "sinh",
-    "cosh",
-    "asinh",
-    "acosh",
-    "atanh",
-    "tan",
-    "asin",
-    "acos",
-    "atan",
-    "atan2",
-    "expm1",
-    "log1p",
-    "log10",
-    "erfc",
-    "erfinv",
-    "trunc",
-    "nearbyint",
-    "fmod",
-    "copysign",
-    "pow",
-]
+#: Those ``tl`` has natively in every supported version (and the interpreter implements):
+#: ``tl.<name>``. The rest are libdevice's on CUDA, the prelude's ``_tk_<name>`` when interpreting.
+TL_NATIVE = frozenset("exp exp2 log log2 sqrt rsqrt sin cos erf".split())
+
+# where libdevice's (the prelude's) name differs from the op's: round is half to even
+_LIBDEVICE_NAME = {"round": "nearbyint"}
+_PRELUDE_NAME = {"round": "rint"}
 
 
 def interpreting() -> bool:
@@ -67,12 +43,15 @@ def math_table(interpret: bool) -> dict[str, str]:
     """op name -> format string with {0}, {1} operands, for the mode kernels will run in."""
     if TRITON_VERSION < (3, 0):
         raise NotImplementedError(f"triton {triton.__version__}: torchkiln needs triton >= 3.0")
-    table = dict(NATIVE)
-    for name in _LIBDEVICE_NAMES:
-        nargs = 2 if name in ("atan2", "fmod", "copysign", "pow") else 1
-        args = ", ".join(f"{{{i}}}" for i in range(nargs))
-        fn = name.replace("nearbyint", "rint") if interpret else name
-        table[name] = f"_tk_{fn}({args})" if interpret else f"libdevice.{fn}({args})"
+    table = {}
+    for name in MATH_OPS:
+        args = ", ".join(f"{{{i}}}" for i in range(OP_SPECS[name].arity))
+        if name in TL_NATIVE:
+            table[name] = f"tl.{name}({args})"
+        elif interpret:
+            table[name] = f"_tk_{_PRELUDE_NAME.get(name, name)}({args})"
+        else:
+            table[name] = f"libdevice.{_LIBDEVICE_NAME.get(name, name)}({args})"
     return table
 
 

@@ -1,15 +1,20 @@
 """Elementwise ops of the Triton ops handler: one Triton expression per op (see ops.py's list).
 
+The math functions (``_compat.MATH_OPS``) are methods made from that list, each ``_math`` of its
+name, unless the class spells one itself (``pow``, ``trunc``, ``round``).
+
 Floats follow torch: maximum/minimum propagate NaN, floordiv/remainder round toward -inf for
 integers (Triton's ``//`` and ``%`` truncate, like C).
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any
 
 import torch
 
+from ._compat import MATH_OPS
 from ._values import TritonValue
 from .printer import tl_dtype
 
@@ -123,85 +128,6 @@ class PointwiseOps:
             return self._op("tl.where(({0} < {1}) | ({0} != {0}), {0}, {1})", a, b)
         return self._op("tl.minimum({0}, {1})", a, b)
 
-    # transcendental
-    def exp(self, a: Any) -> TritonValue:
-        return self._math("exp", a)
-
-    def exp2(self, a: Any) -> TritonValue:
-        return self._math("exp2", a)
-
-    def expm1(self, a: Any) -> TritonValue:
-        return self._math("expm1", a)
-
-    def log(self, a: Any) -> TritonValue:
-        return self._math("log", a)
-
-    def log2(self, a: Any) -> TritonValue:
-        return self._math("log2", a)
-
-    def log10(self, a: Any) -> TritonValue:
-        return self._math("log10", a)
-
-    def log1p(self, a: Any) -> TritonValue:
-        return self._math("log1p", a)
-
-    def sqrt(self, a: Any) -> TritonValue:
-        return self._math("sqrt", a)
-
-    def rsqrt(self, a: Any) -> TritonValue:
-        return self._math("rsqrt", a)
-
-    def sin(self, a: Any) -> TritonValue:
-        return self._math("sin", a)
-
-    def cos(self, a: Any) -> TritonValue:
-        return self._math("cos", a)
-
-    def tan(self, a: Any) -> TritonValue:
-        return self._math("tan", a)
-
-    def asin(self, a: Any) -> TritonValue:
-        return self._math("asin", a)
-
-    def acos(self, a: Any) -> TritonValue:
-        return self._math("acos", a)
-
-    def atan(self, a: Any) -> TritonValue:
-        return self._math("atan", a)
-
-    def atan2(self, a: Any, b: Any) -> TritonValue:
-        return self._math("atan2", a, b)
-
-    def sinh(self, a: Any) -> TritonValue:
-        return self._math("sinh", a)
-
-    def cosh(self, a: Any) -> TritonValue:
-        return self._math("cosh", a)
-
-    def tanh(self, a: Any) -> TritonValue:
-        return self._math("tanh", a)
-
-    def asinh(self, a: Any) -> TritonValue:
-        return self._math("asinh", a)
-
-    def acosh(self, a: Any) -> TritonValue:
-        return self._math("acosh", a)
-
-    def atanh(self, a: Any) -> TritonValue:
-        return self._math("atanh", a)
-
-    def erf(self, a: Any) -> TritonValue:
-        return self._math("erf", a)
-
-    def erfc(self, a: Any) -> TritonValue:
-        return self._math("erfc", a)
-
-    def erfinv(self, a: Any) -> TritonValue:
-        return self._math("erfinv", a)
-
-    def copysign(self, a: Any, b: Any) -> TritonValue:
-        return self._math("copysign", a, b)
-
     def sigmoid(self, a: Any) -> TritonValue:
         a = self._args((a,))[0]
         if not a.dtype.is_floating_point:
@@ -237,7 +163,7 @@ class PointwiseOps:
         return self._float_round("trunc", a)
 
     def round(self, a: Any) -> TritonValue:
-        return self._float_round("nearbyint", a)
+        return self._float_round("round", a)
 
     def signbit(self, a: Any) -> TritonValue:
         a = self._args((a,))[0]
@@ -308,3 +234,16 @@ class PointwiseOps:
         c = self.as_value(c, _BOOL)  # type: ignore[attr-defined]
         a, b = self._args((a, b))
         return self._op("tl.where({0}, {1}, {2})", c, a, b, dtype=a.dtype)
+
+
+def _math_method(name: str) -> Callable[..., TritonValue]:
+    def method(self: PointwiseOps, *args: Any) -> TritonValue:
+        return self._math(name, *args)
+
+    method.__name__, method.__qualname__ = name, f"PointwiseOps.{name}"
+    return method
+
+
+for _name in MATH_OPS:
+    if _name not in vars(PointwiseOps):
+        setattr(PointwiseOps, _name, _math_method(_name))

@@ -13,6 +13,8 @@ X = frozenset({"x"})
 R = frozenset({"r"})
 XR = frozenset({"x", "r"})
 NONE: frozenset[str] = frozenset()
+#: dtypes a kernel computes in float32 (as eager's kernels do internally), stored back narrow
+LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 
 @dataclass(frozen=True, eq=False)

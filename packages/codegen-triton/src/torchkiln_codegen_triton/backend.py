@@ -10,12 +10,12 @@ import torch
 from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec, default_parallel_programs
 from torchkiln_loop_ir.codecache import CodeCache, source_module
 
+from ._assemble import generate
 from ._compat import interpreting
 from ._layout import choose_layout
 from ._naming import PLACEHOLDER, kernel_kind, shared_module
 from .autotune import Config, heuristic_config
 from .errors import CodegenError
-from .kernel import generate
 from .options import TritonOptions
 from .precompile import precompile, start_workers
 from .wrapper import TritonCompiledKernel, kernel_name, module_source

@@ -1,4 +1,5 @@
-"""Triton source for one ``KernelSpec``: the ops handler that emits it, and ``kernel_source``.
+"""The ops handler that emits a ``KernelSpec``'s Triton code (elementwise ops: ``_pointwise.py``;
+constants, conversions, random: ``_conversions.py``; the function(s) around it: ``_assemble.py``).
 
 The kernel flattens the x ranges into one ``xindex`` (a block of XBLOCK of them per program) and
 recovers each x variable with ``//`` and ``%``; reductions flatten the r ranges into ``rindex``
@@ -15,29 +16,26 @@ Each stage's code goes into three lists: ``prefix`` (loop-invariant, before the 
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 import sympy
 import torch
 from torchkiln_loop_ir.backend import KernelSpec
 from torchkiln_loop_ir.indexing import index_symbol
-from torchkiln_loop_ir.ops import set_ops_handler
 
 from . import _online, _reductions
-from ._compat import interpreting, math_table
+from ._compat import math_table
+from ._conversions import ConversionOps
 from ._flat_index import FlatIndex
-from ._layout import DEFAULT, BlockLayout, choose_layout
-from ._online import OnlinePair, OnlineUnavailable, online_plan
+from ._layout import DEFAULT, BlockLayout
+from ._online import OnlinePair, OnlineUnavailable
 from ._pointwise import PointwiseOps
-from ._split import partial_name, split_functions
-from ._values import NONE, TritonValue, full
+from ._values import LOW_PRECISION as _LOW_PRECISION
+from ._values import NONE, TritonValue
 from .errors import CodegenError
 from .options import TritonOptions
 from .printer import texpr, tl_dtype
-
-_LOW_PRECISION = (torch.float16, torch.bfloat16)
 
 #: the parameter of a kernel that checks its data (under the interpreter): a one-element int32
 #: tensor, zeroed for each call, into which the kernel ORs the bits below (see wrapper.py)
@@ -62,15 +60,7 @@ class _Stage:
     partial_in: list[str] = field(default_factory=list)
 
 
-class GeneratedKernel(NamedTuple):
-    """``source``: the @triton.jit function(s); ``partials``: for a split reduction, the dtype
-    of each partial buffer (parameters ``part_ptr0, ...`` after the tensors)."""
-
-    source: str
-    partials: tuple[torch.dtype, ...] = ()
-
-
-class TritonOpsHandler(PointwiseOps):
+class TritonOpsHandler(PointwiseOps, ConversionOps):
     """The loop-IR ops handler that writes Triton code for one kernel (CSE'd ``tmpN = ...`` lines)."""
 
     def __init__(
@@ -407,231 +397,3 @@ class TritonOpsHandler(PointwiseOps):
         return self.emit(
             f"tl.where({mask.name}, {result.name}, {other_v.name})", result.dtype, deps, post
         )
-
-    # -- constants, conversion, random -----------------------------------------------------
-    def as_value(self, x: Any, dtype: torch.dtype) -> TritonValue:
-        if isinstance(x, TritonValue):
-            return x
-        if isinstance(x, bool):
-            return self.constant(x, torch.bool)
-        return self.constant(x, dtype)
-
-    def constant(self, value: Any, dtype: torch.dtype) -> TritonValue:
-        if dtype in _LOW_PRECISION:
-            dtype = torch.float32
-        return self.emit(full(value, dtype), dtype, NONE)
-
-    def to_dtype(
-        self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype | None = None
-    ) -> TritonValue:
-        x = self.as_value(x, src_dtype or dtype)
-        if x.dtype == dtype:
-            return x
-        text = self._convert(x.name, x.dtype, dtype)
-        if dtype == torch.bool:
-            text = f"({x.name} != 0)"
-        return self.emit(text, dtype, x.deps, x.post)
-
-    def _convert(self, text: str, src: torch.dtype, dtype: torch.dtype) -> str:
-        """``text`` (of ``src``) converted to ``dtype``, rounding to nearest even like eager."""
-        if dtype == torch.bfloat16 and self.interpret and src.is_floating_point:
-            # the interpreter truncates float32 -> bfloat16 and flushes subnormals; round and
-            # narrow the bits ourselves (GPUs round)
-            return f"_tk_f32_to_bf16({text}.to(tl.float32))"
-        if src == torch.bfloat16 and self.interpret and dtype.is_floating_point:
-            # ... and flushes bfloat16 subnormals when widening them
-            text = f"_tk_bf16_to_f32({text})"
-            return text if dtype == torch.float32 else f"{text}.to({tl_dtype(dtype)})"
-        return f"{text}.to({tl_dtype(dtype)})"
-
-    def to_dtype_bitcast(self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype) -> TritonValue:
-        x = self.as_value(x, src_dtype)
-        src = x.name if x.dtype == src_dtype else f"{x.name}.to({tl_dtype(src_dtype)})"
-        return self.emit(f"{src}.to({tl_dtype(dtype)}, bitcast=True)", dtype, x.deps, x.post)
-
-    def load_seed(self, name: str, offset: Any) -> TritonValue:
-        return self.emit(
-            f"tl.load({self.arg_names[name]} + ({texpr(sympy.sympify(offset))}))", torch.int64, NONE
-        )
-
-    def _rng(self, fn: str, seed: Any, offset: Any, dtype: torch.dtype) -> TritonValue:
-        seed = self.as_value(seed, torch.int64)
-        offset = self.as_value(offset, torch.int64)
-        deps, post = self.join(seed, offset)
-        return self.emit(f"tl.{fn}({seed.name}, ({offset.name}).to(tl.uint32))", dtype, deps, post)
-
-    def rand(self, seed: Any, offset: Any) -> TritonValue:
-        return self._rng("rand", seed, offset, torch.float32)
-
-    def randn(self, seed: Any, offset: Any) -> TritonValue:
-        return self._rng("randn", seed, offset, torch.float32)
-
-    def randint64(self, seed: Any, offset: Any, low: Any, high: Any) -> TritonValue:
-        bits = self._rng("randint", seed, offset, torch.int32)
-        low = self.as_value(low, torch.int64)
-        high = self.as_value(high, torch.int64)
-        deps, post = self.join(bits, low, high)
-        u = f"({bits.name}.to(tl.uint32).to(tl.int64))"
-        return self.emit(f"{low.name} + {u} % ({high.name} - {low.name})", torch.int64, deps, post)
-
-
-# -- the whole kernel ------------------------------------------------------------------------
-
-
-def arg_names(spec: KernelSpec) -> dict[str, str]:
-    names: dict[str, str] = {}
-    for i, name in enumerate(spec.args):
-        names[name] = f"in_ptr{i}" if name in spec.inputs else f"out_ptr{i}"
-    return names
-
-
-def _range_vars(
-    ranges: Sequence[sympy.Expr], prefix: str, index: str
-) -> tuple[list[sympy.Expr], list[str]]:
-    """Symbols for each range (0 for ranges of size 1) and the lines recovering them."""
-    vars_: list[sympy.Expr] = []
-    lines: list[str] = []
-    for i, size in enumerate(ranges):
-        if sympy.sympify(size) == 1:
-            vars_.append(sympy.Integer(0))
-            continue
-        sym = index_symbol(prefix, i)
-        vars_.append(sym)
-        inner = sympy.Integer(1)
-        for s in ranges[i + 1 :]:
-            inner = inner * s
-        expr = index if inner == 1 else f"({index} // {texpr(inner)})"
-        if i > 0:
-            expr = f"({expr} % {texpr(size)})"
-        lines.append(f"{sym.name} = {expr}")
-    return vars_, lines
-
-
-def generate(
-    spec: KernelSpec,
-    *,
-    looped: bool,
-    options: TritonOptions,
-    interpret: bool | None = None,
-    fn_name: str | None = None,
-    layout: BlockLayout | None = None,
-    split: bool = False,
-    note: str = "",
-    online: bool = True,
-) -> GeneratedKernel:
-    """The ``@triton.jit`` function(s) for ``spec`` (no module header). ``layout``: how a
-    reduction's block is laid out (None: ``choose_layout`` decides from the accesses);
-    ``split``: a split reduction (``_split.py``, looped only), two functions; ``note``: why
-    the kernel is persistent or looped (``Config.reason``), a comment at its top; ``online``:
-    whether a looped softmax's max and sum of exp may share one r-loop (``_online.py``, also
-    subject to ``options.online_softmax``)."""
-    interpret = interpreting() if interpret is None else interpret
-    reduction = spec.is_reduction
-    if layout is None:
-        layout = choose_layout(spec) if reduction else DEFAULT
-    split = split and reduction and looped
-    plan = online_plan(
-        spec, looped=looped and reduction, split=split, enabled=online and options.online_softmax
-    )
-    if plan is not None:
-        try:
-            return _generate(spec, looped, options, interpret, fn_name, layout, split, note, plan)
-        except OnlineUnavailable:
-            pass  # the plain three-pass kernel below
-    return _generate(spec, looped, options, interpret, fn_name, layout, split, note, None)
-
-
-def _generate(
-    spec: KernelSpec,
-    looped: bool,
-    options: TritonOptions,
-    interpret: bool,
-    fn_name: str | None,
-    layout: BlockLayout,
-    split: bool,
-    note: str,
-    plan: OnlinePair | None,
-) -> GeneratedKernel:
-    reduction = spec.is_reduction
-    name = fn_name or spec.name
-    names = arg_names(spec)
-    handler = TritonOpsHandler(
-        spec,
-        names,
-        reduction=reduction,
-        looped=looped,
-        options=options,
-        interpret=interpret,
-        layout=layout,
-    )
-    handler.split = split
-    handler.online = plan
-    head = ["    xoffset = tl.program_id(0) * XBLOCK"]
-    if reduction:
-        head[0:0] = [f"    # block layout {layout.reason}"] + ([f"    # {note}"] if note else [])
-        if plan is not None:
-            head.insert(2, f"    # {plan.note}")
-        head += [
-            f"    xindex = xoffset + tl.arange(0, XBLOCK){layout.x_arange}",
-            "    xmask = xindex < xnumel",
-            f"    rbase = tl.arange(0, RBLOCK){layout.r_arange}",
-        ]
-    else:
-        head += ["    xindex = xoffset + tl.arange(0, XBLOCK)", "    xmask = xindex < xnumel"]
-    xvars, xlines = _range_vars(spec.xranges, "x", "xindex")
-    rvars, rlines = _range_vars(spec.rranges, "r", "rindex")
-    for v in xvars:
-        if isinstance(v, sympy.Symbol):
-            handler.declare_symbol(v, frozenset({"x"}))
-    for v in rvars:
-        if isinstance(v, sympy.Symbol):
-            handler.declare_symbol(v, frozenset({"r"}))
-    head += ["    " + ln for ln in xlines]
-    with set_ops_handler(handler):
-        for stage in spec.stages:
-            is_loop = stage.kind == "loop" and reduction
-            handler.begin_stage(looped and is_loop)
-            handler.xvars = list(xvars)
-            handler.rvars = list(rvars) if stage.kind == "loop" else []
-            for node in stage.nodes:
-                node.body(list(xvars), list(rvars) if stage.kind == "loop" else [])
-            handler.end_stage()
-    tensors = list(names.values()) + [partial_name(i) for i in range(len(handler.partials))]
-    if handler.reports_status:  # the status word follows the tensors (TritonCompiledKernel)
-        tensors.append(STATUS_PARAM)
-    params = tensors + [str(s) for s in spec.size_args] + ["xnumel"]
-    if split:
-        return GeneratedKernel(
-            split_functions(name, params, head, rlines, handler.stages), tuple(handler.partials)
-        )
-    if reduction:
-        params.append("rnumel")
-    params.append("XBLOCK: tl.constexpr")
-    if reduction:
-        params.append("RBLOCK: tl.constexpr")
-    rhead = ["rindex = rbase", "rmask = rindex < rnumel", *rlines]
-    if reduction and not looped:
-        head += ["    " + ln for ln in rhead]
-    out = [f"def {name}({', '.join(params)}):", *head]
-    for st in handler.stages:
-        out += ["    " + ln for ln in st.init + st.prefix]
-        if st.absorbed:
-            _online.check_absorbed(st, handler.stages)
-        elif st.looped:
-            out.append("    for roffset in range(0, rnumel, RBLOCK):")
-            out += ["        " + ln for ln in ["rindex = roffset + rbase", *rhead[1:]]]
-            out += ["        " + ln for ln in st.body]
-        else:
-            out += ["    " + ln for ln in st.body]
-        out += ["    " + ln for ln in st.suffix]
-    if len(out) == len(head) + 1:
-        out.append("    pass")
-    return GeneratedKernel("\n".join(out) + "\n")
-
-
-def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> str:
-    """The complete Triton module text for ``kernel`` with its heuristic block sizes (its
-    function named from the text: ``_naming.py``)."""
-    from .backend import render_kernel
-
-    return render_kernel(kernel, options or TritonOptions())[1]

@@ -9,7 +9,9 @@ binary in Triton's cache. Where Triton offers ``AsyncCompileMode`` (3.5 and late
 hand their compiles to the pool through it; otherwise each warmup runs on a pool thread.
 
 Launch sites whose kernels share a function (``_naming.py``: the same text) and whose first
-launches share a specialization compile one binary: each distinct ``warmup_key`` is warmed once.
+launches share a specialization compile one binary: each distinct ``warmup_key`` is warmed once
+(``distinct_warmups``, the one place that decides it); the other sites share that function, so
+their launches find the binary. Threads and worker processes alike get only the distinct kernels.
 
 With ``TritonOptions.compile_in_processes`` (the default), the compiles themselves run in a pool
 of worker processes first (``compile_pool.py``): Triton's front end holds the GIL, so threads
@@ -137,34 +139,34 @@ def in_processes(kernels: Sequence[Any], size: int, parallel: int) -> list[Any]:
     """Compile ``kernels`` in the worker processes (a pool of ``size``, started on first use;
     at most ``parallel`` busy at once) and warm each here as its worker finishes (then a cache
     hit); returns the kernels still to compile here: those no worker compiled, and all the rest
-    once a hash shows that the workers' cache keys differ from this process's."""
+    once a hash shows that the workers' cache keys differ from this process's. ``kernels`` are
+    distinct already (``distinct_warmups``): each is one job."""
     context = _worker_context()
-    jobs: dict[str, tuple[dict[str, Any], list[Any]]] = {}
+    jobs: list[tuple[dict[str, Any], Any]] = []
     for k in kernels:
         job = _job_of(k, context)
-        if job is not None:  # kernels sharing a binary (one jit function, same launch): one job
-            jobs.setdefault(repr((job["path"], job["calls"])), (job, []))[1].append(k)
+        if job is not None:
+            jobs.append((job, k))
     running = compile_pool.pool_running()
     if context is None or not jobs or (not running and len(jobs) < compile_pool.MIN_JOBS_TO_START):
         return list(kernels)
     pool = compile_pool.shared_pool(size)
     if pool is None:
         return list(kernels)
-    batches = list(jobs.values())
     warmed: set[int] = set()
-    replies = pool.run([job for job, _ in batches], parallel)
+    replies = pool.run([job for job, _ in jobs], parallel)
     try:
         for index, reply in replies:
             if reply is None or reply[0] != "ok":
                 continue  # compiled here below, with its error reported at the launch as before
-            for k in batches[index][1]:
-                warmed.add(id(k))
-                same = _same_binaries(k, reply[1])
-                if same is False:
-                    compile_pool.stats["differed"] += 1
-                    _keys_differ(k)
-                    return [k for k in kernels if id(k) not in warmed]
-                compile_pool.stats["found"] += int(same is True)
+            k = jobs[index][1]
+            warmed.add(id(k))
+            same = _same_binaries(k, reply[1])
+            if same is False:
+                compile_pool.stats["differed"] += 1
+                _keys_differ(k)
+                break
+            compile_pool.stats["found"] += int(same is True)
     finally:
         replies.close()
     return [k for k in kernels if id(k) not in warmed]

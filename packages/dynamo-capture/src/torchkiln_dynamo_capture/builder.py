@@ -32,7 +32,7 @@ from .variables.ctx import (
 from .variables.ctx import _set_grad as set_grad
 from .variables.functions import PartialVariable, UserFunctionVariable
 from .variables.modules import NNModuleVariable
-from .variables.numpy_arrays import is_ndarray, is_traced_numpy_function, ndarray_input
+from .variables.numpy_calls import is_ndarray, is_traced_numpy_function, ndarray_input
 from .variables.objects import UserObjectVariable
 from .variables.triton_kernels import TritonKernelVariable, is_triton_kernel
 

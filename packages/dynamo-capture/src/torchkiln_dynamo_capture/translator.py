@@ -42,7 +42,8 @@ from .variables.functions import (
 from .variables.generators import contextmanager_call, is_contextmanager_helper
 from .variables.logging_calls import bound, replay_logging_call
 from .variables.modules import NNModuleVariable
-from .variables.numpy_arrays import NumpyNdarrayVariable, numpy_operator
+from .variables.numpy_arrays import NumpyNdarrayVariable
+from .variables.numpy_calls import numpy_operator
 from .variables.objects import UserObjectVariable
 from .variables.operators import BINARY_OPS, COMPARE_OPS, binary_op, contains, identity
 from .variables.symbolic import SymNodeVariable, sym_unary

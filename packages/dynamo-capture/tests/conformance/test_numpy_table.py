@@ -5,7 +5,7 @@ reason that names them.
 
 Each program runs eagerly (real numpy) and captured on three calls with fresh random inputs: the
 results must be eager's exactly in Python type, dtype and shape, and close in value
-(``assert_same_numpy`` of test_numpy_traced.py); ``graphs`` graphs on the first call and none
+(``run_numpy_program`` of _numpy_harness.py); ``graphs`` graphs on the first call and none
 after; ``numpy_nodes``: at least that many numpy nodes in them.
 """
 
@@ -14,12 +14,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from test_numpy_traced import Counting, NumpyProgram, _numpy_nodes, assert_same_numpy
+from _numpy_harness import Counting, NumpyProgram, assert_same_numpy, run_numpy_program, x34
 from torchkiln_dynamo_capture import Unsupported, capture
-
-
-def x34():
-    return (torch.randn(3, 4),)
 
 
 def x234():
@@ -194,21 +190,7 @@ PROGRAMS = [
 @pytest.mark.filterwarnings("ignore:divide by zero:RuntimeWarning")
 @pytest.mark.parametrize("p", PROGRAMS, ids=[p.id for p in PROGRAMS])
 def test_numpy_table_program(p: NumpyProgram):
-    backend = Counting()
-    compiled = capture(p.fn, backend)
-    torch.manual_seed(0)
-    for tag in ("first call", "second call", "third call"):
-        args = p.inputs()
-        expected = p.fn(*[a.clone() for a in args])
-        assert_same_numpy(compiled(*args), expected, tag)
-        assert len(backend.graphs) == p.graphs, (
-            f"{tag}: {len(backend.graphs)} graphs, expected {p.graphs}"
-        )
-    if p.numpy_nodes:
-        assert _numpy_nodes(backend.graphs) >= p.numpy_nodes, [gm.code for gm in backend.graphs]
-    if p.graphs == 1:  # one graph and no break (a break before any op compiles no graph)
-        args = p.inputs()
-        assert_same_numpy(capture(p.fn, Counting(), fullgraph=True)(*args), p.fn(*args), "full")
+    run_numpy_program(p)
 
 
 # --------------------------------------------------------------------------- what breaks

@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from test_numpy_traced import Counting, assert_same_numpy
+from _numpy_harness import Counting, assert_same_numpy
 from torchkiln_dynamo_capture import capture
 
 # fmt: off

@@ -5,33 +5,17 @@ Each program runs eagerly and captured on three calls with fresh random inputs: 
 must be what eager numpy gives (the same Python types: an ndarray, a numpy scalar such as
 ``np.float32``, a tuple; the same dtypes, numpy's float64 defaults included; values close), the
 first call compiles ``graphs`` graphs and the later calls none. ``graphs=1`` with ``ops`` means
-the whole program is one graph holding at least that many numpy nodes.
+the whole program is one graph holding at least that many numpy nodes (``run_numpy_program`` of
+_numpy_harness.py).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 import numpy as np
 import pytest
 import torch
+from _numpy_harness import Counting, NumpyProgram, assert_same_numpy, run_numpy_program, x34
 from torchkiln_dynamo_capture import capture
-
-
-@dataclass(frozen=True)
-class NumpyProgram:
-    fn: object
-    inputs: object
-    graphs: int
-    numpy_nodes: int = 0  # at least this many numpy nodes in the graphs (0: not checked)
-
-    @property
-    def id(self) -> str:
-        return self.fn.__name__
-
-
-def x34():
-    return (torch.randn(3, 4),)
 
 
 def exp_plus_sum_over_an_axis(x):
@@ -265,64 +249,9 @@ PROGRAMS = [
 ]
 
 
-class Counting:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
-
-
-def assert_same_numpy(actual, expected, where="out"):
-    """Eager numpy's result exactly: Python type, dtype, shape; values close."""
-    assert type(actual) is type(expected), (
-        f"{where}: {type(actual).__name__} != {type(expected).__name__}"
-    )
-    if isinstance(expected, (np.ndarray, np.generic)):
-        assert actual.dtype == expected.dtype, f"{where}: dtype {actual.dtype} != {expected.dtype}"
-        assert np.shape(actual) == np.shape(expected), (
-            f"{where}: shape {np.shape(actual)} != {np.shape(expected)}"
-        )
-        np.testing.assert_allclose(actual, expected, rtol=1e-5, atol=1e-6, err_msg=where)
-    elif isinstance(expected, torch.Tensor):
-        torch.testing.assert_close(actual, expected, msg=lambda m: f"{where}: {m}")
-    elif isinstance(expected, (tuple, list)):
-        assert len(actual) == len(expected), f"{where}: length differs"
-        for i, (a, e) in enumerate(zip(actual, expected)):
-            assert_same_numpy(a, e, f"{where}[{i}]")
-    else:
-        assert actual == expected, f"{where}: {actual!r} != {expected!r}"
-
-
-def _numpy_nodes(graphs) -> int:
-    return sum(
-        1
-        for gm in graphs
-        for n in gm.graph.nodes
-        if n.op == "call_function" and getattr(n.target, "__module__", "").endswith("numpy_nodes")
-    )
-
-
 @pytest.mark.parametrize("p", PROGRAMS, ids=[p.id for p in PROGRAMS])
 def test_numpy_program(p: NumpyProgram):
-    backend = Counting()
-    compiled = capture(p.fn, backend)
-    torch.manual_seed(0)
-    np.random.seed(0)
-    for tag in ("first call", "second call", "third call"):
-        args = p.inputs()
-        expected = p.fn(*[a.copy() if isinstance(a, np.ndarray) else a.clone() for a in args])
-        assert_same_numpy(compiled(*args), expected, tag)
-        assert len(backend.graphs) == p.graphs, (
-            f"{tag}: {len(backend.graphs)} graphs, expected {p.graphs}"
-        )
-    if p.numpy_nodes:
-        assert _numpy_nodes(backend.graphs) >= p.numpy_nodes, [gm.code for gm in backend.graphs]
-    if p.graphs == 1:  # one graph and no break (a break before any op compiles no graph)
-        args = p.inputs()
-        expected = p.fn(*[a.copy() if isinstance(a, np.ndarray) else a.clone() for a in args])
-        assert_same_numpy(capture(p.fn, Counting(), fullgraph=True)(*args), expected, "full")
+    run_numpy_program(p)
 
 
 def test_fullgraph_reports_what_is_not_traced():

@@ -15,7 +15,8 @@ from ..exc import Unsupported
 from .base import NO_REAL, AttrMissing, ConstantVariable, all_constant, constant_values
 from .containers import DictVariable, IteratorVariable, ListVariable, TupleVariable
 from .functions import PartialVariable, SuperVariable, UserFunctionVariable
-from .numpy_arrays import NumpyNdarrayVariable, numpy_operator
+from .numpy_arrays import NumpyNdarrayVariable
+from .numpy_calls import numpy_operator
 from .operators import binary_op
 from .symbolic import SymNodeVariable, sym_min_max
 from .tensors import TensorVariable

@@ -43,9 +43,9 @@ from .functions import PartialVariable, UserFunctionVariable
 from .generators import NullContextVariable, contextmanager_call, is_contextmanager_function
 from .higher_order import call_higher_order, higher_order_kind
 from .logging_calls import replay_logging_call
-from .numpy_arrays import (
+from .numpy_arrays import NumpyNdarrayVariable
+from .numpy_calls import (
     TO_TENSOR,
-    NumpyNdarrayVariable,
     call_numpy,
     is_numpy_call,
     is_numpy_scalar_type,

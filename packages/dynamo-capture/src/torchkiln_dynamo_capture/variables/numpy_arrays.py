@@ -3,13 +3,14 @@
 TorchDynamo traces numpy code (``t.numpy()``, ``np.asarray(t)``, then numpy functions, ndarray
 methods, attributes and operators) into the graph and hands ndarrays back to Python at its
 outputs. So does this family: a ``NumpyNdarrayVariable`` wraps the TensorVariable holding the
-array's values; each numpy call is one graph node whose target (``numpy_node``) runs that call's
-entry in capture's own numpy table (numpy_table.py, numpy_ufuncs.py: numpy's semantics written in
-torch operations), so fake tensors give its metadata and make_fx later traces it into aten
-operations.
+array's values; each numpy call is one graph node (``numpy_op``) whose target (``numpy_node``)
+runs that call's entry in capture's own numpy table (numpy_table.py, numpy_ufuncs.py: numpy's
+semantics written in torch operations), so fake tensors give its metadata and make_fx later
+traces it into aten operations. Where the translator meets numpy (which calls are numpy calls,
+arrays made from tensors and from inputs, operators, back to tensors) is numpy_calls.py.
 
 numpy's own result decides what the node must give: before a node is added, the call runs in
-real numpy on stand-in arrays of ones with the same dtypes and shapes (``_numpy_oracle``). Its
+real numpy on stand-in arrays of ones with the same dtypes and shapes (``numpy_oracle``). Its
 result's dtype is handed to the entry, which computes in it (numpy's promotion is numpy's: int64
 / 2 is float64, np.mean of ints is float64), and a result of another dtype or shape than the
 oracle's breaks the graph (never a silently different array); a numpy scalar result
@@ -26,7 +27,6 @@ from __future__ import annotations
 
 import inspect
 import operator
-import types
 import warnings
 
 import torch
@@ -36,87 +36,27 @@ try:
 except ImportError:  # numpy is optional (the "numpy" extra): without it no ndarray is made here
     np = None
 
-from torchkiln_guards import TypeMatch
-
-from .._sources import TensorOfArraySource, source_code
+from .._sources import source_code
 from ..exc import Unsupported
-from .base import BoundMethodVariable, ConstantVariable, VariableTracker, all_constant
+from .base import BoundMethodVariable, ConstantVariable, VariableTracker
 from .containers import ListVariable, TupleVariable
 from .numpy_nodes import (
+    ARRAY_METADATA,
+    DATA_DEPENDENT_METHODS,
     GETITEM,
-    METADATA_FUNCTIONS,
+    IN_PLACE_METHODS,
     attribute_node,
-    function_node,
+    is_numpy_dtype,
     method_node,
     method_oracle,
-    numpy_callable,
-    numpy_function,
+    numpy_dtype,
     torch_dtype,
-    ufunc_node,
+    torch_dtype_of,
 )
 from .numpy_table import NDARRAY_ATTRIBUTES, NDARRAY_METHODS
-from .numpy_ufuncs import OPERATOR_UFUNCS, loop_dtypes
+from .numpy_ufuncs import loop_dtypes
 from .symbolic import SymNodeVariable
 from .tensors import TensorVariable
-
-#: what turns a tensor into an ndarray (``np.asarray(t)``): the same values, as an array
-CONVERTERS = frozenset(
-    {np.asarray, np.array, np.asanyarray, np.ascontiguousarray} if np is not None else ()
-)
-#: torch functions that turn an ndarray back into a tensor
-TO_TENSOR = frozenset({torch.from_numpy, torch.as_tensor, torch.asarray, torch.tensor})
-#: answers read from the array's metadata
-_META = frozenset({"shape", "ndim", "size", "dtype", "itemsize", "nbytes"})
-#: methods whose result is a Python value computed from the data: the graph breaks
-_DATA_DEPENDENT = frozenset(
-    {
-        "item",
-        "tolist",
-        "tobytes",
-        "tostring",
-        "__bool__",
-        "__int__",
-        "__float__",
-        "__index__",
-        "__complex__",
-        "nonzero",
-        "__array__",
-        "__iter__",
-    }
-)
-#: methods that change the array in place (it may share memory with a tensor)
-_IN_PLACE = frozenset(
-    {
-        "fill",
-        "sort",
-        "resize",
-        "put",
-        "itemset",
-        "setfield",
-        "partition",
-        "__setitem__",
-        "__delitem__",
-        "byteswap",
-        "setflags",
-    }
-)
-_IN_PLACE_OPERATORS = frozenset(
-    {
-        operator.iadd,
-        operator.isub,
-        operator.imul,
-        operator.itruediv,
-        operator.ifloordiv,
-        operator.imod,
-        operator.ipow,
-        operator.imatmul,
-        operator.iand,
-        operator.ior,
-        operator.ixor,
-        operator.ilshift,
-        operator.irshift,
-    }
-)
 
 
 class NumpyNdarrayVariable(VariableTracker):
@@ -136,7 +76,7 @@ class NumpyNdarrayVariable(VariableTracker):
 
     def var_getattr(self, tx, name):
         fake = self.tensor.fake
-        if name in _META:
+        if name in ARRAY_METADATA:
             if name == "shape":
                 return (
                     self.tensor.var_getattr(tx, "shape")
@@ -154,7 +94,7 @@ class NumpyNdarrayVariable(VariableTracker):
             )
         if name in NDARRAY_ATTRIBUTES:
             return numpy_op(tx, attribute_node(name), [self], {}, oracle=operator.attrgetter(name))
-        if name in _DATA_DEPENDENT or name in _IN_PLACE or name in NDARRAY_METHODS:
+        if name in DATA_DEPENDENT_METHODS or name in IN_PLACE_METHODS or name in NDARRAY_METHODS:
             return BoundMethodVariable(self, name)  # decided when called
         if callable(getattr(np.ndarray, name, None)):
             return BoundMethodVariable(self, name)  # breaks when called, naming the method
@@ -163,12 +103,12 @@ class NumpyNdarrayVariable(VariableTracker):
         )
 
     def call_method(self, tx, name, args, kwargs):
-        if name in _DATA_DEPENDENT:
+        if name in DATA_DEPENDENT_METHODS:
             raise Unsupported(
                 f"ndarray.{name}() (its result is a Python value read from the array's data)",
                 "the rest runs in Python after a graph break",
             )
-        if name in _IN_PLACE:
+        if name in IN_PLACE_METHODS:
             raise Unsupported(
                 f"ndarray.{name}() changes the array in place (it may share memory with a tensor)",
                 "it runs in Python between two graphs",
@@ -177,7 +117,7 @@ class NumpyNdarrayVariable(VariableTracker):
             if self.tensor.fake.dim() == 0:
                 raise Unsupported("len() of a 0-d array (eager raises TypeError)")
             return ConstantVariable(int(self.tensor.fake.shape[0]))
-        if name == "__getitem__" and _has_array(args):
+        if name == "__getitem__" and has_array(args):
             raise Unsupported(
                 "indexing an ndarray with an array (the result's shape can depend on the values)"
             )
@@ -219,124 +159,6 @@ class NumpyNdarrayVariable(VariableTracker):
         return f"NumpyNdarrayVariable({self.tensor.node.name}, {tuple(self.tensor.fake.shape)})"
 
 
-def is_ndarray(value) -> bool:
-    return np is not None and type(value) is np.ndarray
-
-
-def ndarray_input(tx, value, source) -> NumpyNdarrayVariable | None:
-    """An ndarray met at ``source``: a graph input ``torch.from_numpy(<source>)`` (guarded as a
-    tensor there), or None for an array torch cannot share (negative strides, a byte order or
-    dtype torch lacks), which stays a plain object whose numpy calls run in Python."""
-    try:
-        tensor = torch.from_numpy(value)
-    except (TypeError, ValueError, RuntimeError):
-        return None
-    tx.out.guards.append(TypeMatch(source, np.ndarray))
-    array = NumpyNdarrayVariable(tx.out.wrap_input_tensor(tx, tensor, TensorOfArraySource(source)))
-    array.source = source  # returned as it is, the caller's own array comes back
-    return array
-
-
-def numpy_dtype(dtype: torch.dtype) -> np.dtype:
-    try:
-        return np.dtype(str(dtype).removeprefix("torch."))
-    except TypeError as e:
-        raise Unsupported(f"an ndarray of {dtype} (numpy has no such dtype)") from e
-
-
-def as_ndarray(tx, tensor: TensorVariable) -> NumpyNdarrayVariable:
-    """``t.numpy()`` / ``np.asarray(t)``: the tensor's values as an ndarray (no graph node)."""
-    fake = tensor.fake
-    if fake.requires_grad:
-        raise Unsupported(
-            "an ndarray of a tensor that requires grad (eager raises RuntimeError)",
-            "it runs in Python, which raises eager's error; call .detach() first",
-        )
-    if fake.device.type != "cpu":
-        raise Unsupported(
-            f"an ndarray of a {fake.device.type} tensor (eager raises TypeError)",
-            "it runs in Python, which raises eager's error; call .cpu() first",
-        )
-    numpy_dtype(fake.dtype)
-    return NumpyNdarrayVariable(tensor)
-
-
-def is_traced_numpy_function(fn) -> bool:
-    """A numpy function written in Python that the table has (``np.full``, ``np.outer``): called
-    as one numpy call (``call_numpy``), not inlined into numpy's own internals."""
-    return isinstance(fn, types.FunctionType) and numpy_function(fn) is not None
-
-
-def is_numpy_call(fn, args: list, kwargs: dict) -> bool:
-    """Whether ``fn(*args, **kwargs)`` is a numpy call this family traces: a numpy function on
-    an ndarray it tracks, or one of ``CONVERTERS`` on a tensor."""
-    if not _hashable(fn):
-        return False
-    if fn in CONVERTERS and args and isinstance(args[0], (TensorVariable, NumpyNdarrayVariable)):
-        return True
-    if not numpy_callable(fn):
-        return False
-    # on constants too (np.zeros(3), np.arange(n)): an array made at capture time would be one
-    # object shared by every call, and a call writing into it changed what the next call got
-    return (
-        _has_array(args)
-        or _has_array(kwargs.values())
-        or all_constant(args, kwargs)
-        and numpy_function(fn) is not None
-    )
-
-
-def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
-    if fn in CONVERTERS and isinstance(args[0], (TensorVariable, NumpyNdarrayVariable)):
-        array = as_ndarray(tx, args[0]) if isinstance(args[0], TensorVariable) else args[0]
-        if len(args) == 1 and not kwargs and fn is not np.array:
-            return array  # np.asarray(a) is a itself; np.array(a) copies (a node below)
-        args = [array, *args[1:]]
-    if not (_has_array(args) or _has_array(kwargs.values())):
-        made = _numpy_oracle(fn, args, kwargs)[0]  # all constant: numpy's own result
-        if isinstance(made, np.generic) and not _read_from_frame(args, kwargs):
-            return ConstantVariable(made)  # made from literals, immutable: its methods run now
-        if not isinstance(made, np.ndarray):
-            return tx.wrap(made, None)  # a dtype, shape...: an immutable constant
-    if _hashable(fn) and fn in METADATA_FUNCTIONS and len(args) == 1 and not kwargs:
-        if isinstance(args[0], NumpyNdarrayVariable):
-            return args[0].var_getattr(tx, METADATA_FUNCTIONS[fn])
-    entry = numpy_function(fn)
-    if entry is None:
-        raise Unsupported(
-            f"numpy.{getattr(fn, '__name__', fn)} (not in capture's numpy table, so capture "
-            "cannot trace it)",
-            "it runs in Python on real arrays between two graphs",
-        )
-    if isinstance(fn, np.ufunc):
-        return numpy_op(tx, ufunc_node(fn), args, kwargs, oracle=fn, ufunc=fn)
-    return numpy_op(tx, function_node(fn), args, kwargs, oracle=fn)
-
-
-def _read_from_frame(args: list, kwargs: dict) -> bool:
-    """Whether a constant argument was read from the frame (a float read out of a tensor and
-    handed over a break is one): a numpy scalar made from it stays an object whose use breaks the
-    graph, instead of a constant that would specialize the graph on that value (a recompile
-    on every call)."""
-    return any(v.source is not None for v in [*args, *kwargs.values()])
-
-
-def to_tensor(tx, fn, args: list, kwargs: dict) -> VariableTracker:
-    """``torch.from_numpy(a)`` / ``torch.as_tensor(a)`` / ``torch.tensor(a)`` of a traced array."""
-    array = args[0]
-    if array.scalar and fn is torch.from_numpy:
-        raise Unsupported("torch.from_numpy of a numpy scalar (eager raises TypeError)")
-    t = array.tensor
-    if fn is torch.from_numpy:
-        return t
-    if fn is torch.tensor:  # a copy, as torch.tensor makes
-        t = tx.out.call_tensor_op(tx, "call_method", "clone", [t], {})
-        if kwargs:
-            return tx.out.call_tensor_op(tx, "call_method", "to", [t], kwargs)
-        return t
-    return tx.out.call_tensor_op(tx, "call_function", torch.as_tensor, [t, *args[1:]], kwargs)
-
-
 def numpy_op(tx, target, args: list, kwargs: dict, oracle, ufunc=None) -> VariableTracker:
     """One graph node running ``target`` (an entry of capture's numpy table) on the arrays'
     tensors; its results are ndarrays again. ``oracle``: numpy's own callable, whose result on
@@ -358,7 +180,7 @@ def numpy_op(tx, target, args: list, kwargs: dict, oracle, ufunc=None) -> Variab
     name = target.__name__
     if ufunc is None:
         _check_arguments(target, name, args, kwargs)
-    expected, stand_ins, exact = _numpy_oracle(oracle, args, kwargs)
+    expected, stand_ins, exact = numpy_oracle(oracle, args, kwargs)
     if ufunc is not None:
         if kwargs:
             raise Unsupported(
@@ -366,7 +188,7 @@ def numpy_op(tx, target, args: list, kwargs: dict, oracle, ufunc=None) -> Variab
                 "model a ufunc's keywords)",
                 "it runs in Python on real arrays between two graphs",
             )
-        lead = tuple(_torch_dtype_of(d, name) for d in loop_dtypes(ufunc, stand_ins))
+        lead = tuple(torch_dtype_of(d, name) for d in loop_dtypes(ufunc, stand_ins))
     else:
         lead = _result_dtype(expected, name)
     graph_args = [ConstantVariable(lead), *(_tensor_of(a) for a in args)]
@@ -400,22 +222,15 @@ def _is_none(v) -> bool:
 def _result_dtype(expected, name: str):
     """The torch dtype of numpy's result (a tuple of them for a tuple; None: no array)."""
     if isinstance(expected, (np.ndarray, np.generic)):
-        return _torch_dtype_of(expected.dtype, name)
+        return torch_dtype_of(expected.dtype, name)
     if isinstance(expected, (tuple, list)):
         return tuple(_result_dtype(e, name) for e in expected)
     return None
 
 
-def _torch_dtype_of(dtype, name: str) -> torch.dtype:
-    found = torch_dtype(dtype)
-    if found is None:
-        raise Unsupported(f"{name}: numpy gives {np.dtype(dtype)} here (torch has no such dtype)")
-    return found
-
-
 def _as_arrays(result, expected, name: str, exact: bool = True):
     """``result`` as arrays, when it has numpy's dtype, shape and scalar-ness; ``exact`` False:
-    numpy ran on tiny stand-ins (``_numpy_oracle``), so only the rank is numpy's to check."""
+    numpy ran on tiny stand-ins (``numpy_oracle``), so only the rank is numpy's to check."""
     if isinstance(result, TensorVariable):
         if not isinstance(expected, (np.ndarray, np.generic)):
             raise Unsupported(f"{name}: numpy gives a {type(expected).__name__} here, not an array")
@@ -442,12 +257,12 @@ def _as_arrays(result, expected, name: str, exact: bool = True):
     )
 
 
-#: arrays of up to this many elements are stood in for at their real shapes in ``_numpy_oracle``
+#: arrays of up to this many elements are stood in for at their real shapes in ``numpy_oracle``
 #: (numpy's result shape is then checked exactly); a call on a larger one runs on tiny arrays
 _REAL_SHAPES_UP_TO = 1 << 16
 
 
-def _numpy_oracle(fn, args: list, kwargs: dict):
+def numpy_oracle(fn, args: list, kwargs: dict):
     """``fn`` run by numpy on arrays of ones of the same dtypes (broadcast views: no memory per
     element), for the dtype, rank and scalar-ness numpy's result has: ``(result, positional
     stand-ins, exact)``. Small arrays keep their real shapes, so the result's shape is numpy's
@@ -534,7 +349,7 @@ def _tensor_of(v):
     if (
         isinstance(v, ConstantVariable)
         and isinstance(v.value, (np.dtype, type))
-        and _is_numpy_dtype(v.value)
+        and is_numpy_dtype(v.value)
     ):
         # the entries compute in numpy's result dtype (the node's first argument), so a dtype
         # argument only needs a spelling the graph's code has
@@ -546,20 +361,11 @@ def _tensor_of(v):
     return v
 
 
-def is_numpy_scalar_type(fn) -> bool:
-    """``np.float32``, ``np.int64``...: called on constants they make an immutable constant."""
-    return np is not None and isinstance(fn, type) and issubclass(fn, np.generic)
-
-
-def _is_numpy_dtype(value) -> bool:
-    return isinstance(value, np.dtype) or isinstance(value, type) and issubclass(value, np.generic)
-
-
-def _has_array(vs) -> bool:
+def has_array(vs) -> bool:
     return any(
         isinstance(v, NumpyNdarrayVariable)
         or isinstance(v, (TupleVariable, ListVariable))
-        and _has_array(v.items)
+        and has_array(v.items)
         for v in vs
     )
 
@@ -573,42 +379,4 @@ def _has_tensor(vs) -> bool:
     )
 
 
-def _hashable(fn) -> bool:
-    try:
-        hash(fn)
-        return True
-    except TypeError:
-        return False
-
-
-def numpy_operator(tx, fn, args: list) -> VariableTracker:
-    """``a + b``, ``a < b``, ``-a``... with an ndarray operand (operators.py and the translator's
-    unary opcodes hand them here): numpy's ufunc behind the operator."""
-    if fn in _IN_PLACE_OPERATORS and isinstance(args[0], NumpyNdarrayVariable):
-        raise Unsupported(
-            f"an in-place operator ({fn.__name__}) on an ndarray (it may share memory with a tensor)",
-            "it runs in Python between two graphs",
-        )
-    ufunc = OPERATOR_UFUNCS.get(fn)
-    if ufunc is None:
-        raise Unsupported(
-            f"the operator {fn.__name__} on an ndarray (not in capture's numpy table)",
-            "it runs in Python on real arrays between two graphs",
-        )
-    return numpy_op(tx, ufunc_node(ufunc), args, {}, oracle=fn, ufunc=ufunc)
-
-
-__all__ = [
-    "CONVERTERS",
-    "TO_TENSOR",
-    "NumpyNdarrayVariable",
-    "as_ndarray",
-    "call_numpy",
-    "is_ndarray",
-    "is_numpy_call",
-    "is_numpy_scalar_type",
-    "is_traced_numpy_function",
-    "ndarray_input",
-    "numpy_operator",
-    "to_tensor",
-]
+__all__ = ["NumpyNdarrayVariable", "has_array", "numpy_op", "numpy_oracle"]

@@ -1,6 +1,7 @@
 """Capture's numpy table as graph node targets: numpy's callables looked up in the table
 (numpy_table.py, numpy_ufuncs.py), and one named module-level function per entry, which the graph
-calls (numpy_arrays.py adds the nodes).
+calls (numpy_arrays.py adds the nodes); the ndarray attributes and methods that need no node
+or break the graph; the dtypes between numpy and torch.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import functools
 
 import torch
 
+from ..exc import Unsupported
 from .numpy_table import NDARRAY_ATTRIBUTES, NDARRAY_METHODS, NUMPY_FUNCTIONS
 from .numpy_ufuncs import UFUNCS, run_ufunc
 
@@ -34,7 +36,7 @@ def numpy_callable(fn) -> bool:
 
 def numpy_function(fn) -> object | None:
     """The table's entry for numpy's ``fn`` (None: not a numpy function the table has)."""
-    if not numpy_callable(fn) or not _hashable(fn):
+    if not numpy_callable(fn) or not hashable(fn):
         return None
     return NUMPY_FUNCTIONS.get(fn) or UFUNCS.get(fn)
 
@@ -45,6 +47,24 @@ def torch_dtype(dtype: np.dtype) -> torch.dtype | None:
 
 # Each target is a module-level function object with a unique name: FX writes it into the graph's
 # code by that name, and code that names two different calls alike would be one cache key.
+
+
+def numpy_dtype(dtype: torch.dtype) -> np.dtype:
+    try:
+        return np.dtype(str(dtype).removeprefix("torch."))
+    except TypeError as e:
+        raise Unsupported(f"an ndarray of {dtype} (numpy has no such dtype)") from e
+
+
+def torch_dtype_of(dtype, name: str) -> torch.dtype:
+    found = torch_dtype(dtype)
+    if found is None:
+        raise Unsupported(f"{name}: numpy gives {np.dtype(dtype)} here (torch has no such dtype)")
+    return found
+
+
+def is_numpy_dtype(value) -> bool:
+    return isinstance(value, np.dtype) or isinstance(value, type) and issubclass(value, np.generic)
 
 
 def _node_target(name: str, call, entry):
@@ -100,8 +120,44 @@ GETITEM = method_oracle("__getitem__")
 #: numpy functions that read an array's metadata: no node
 METADATA_FUNCTIONS = {np.shape: "shape", np.ndim: "ndim", np.size: "size"} if np is not None else {}
 
+#: answers read from the array's metadata
+ARRAY_METADATA = frozenset({"shape", "ndim", "size", "dtype", "itemsize", "nbytes"})
+#: methods whose result is a Python value computed from the data: the graph breaks
+DATA_DEPENDENT_METHODS = frozenset(
+    {
+        "item",
+        "tolist",
+        "tobytes",
+        "tostring",
+        "__bool__",
+        "__int__",
+        "__float__",
+        "__index__",
+        "__complex__",
+        "nonzero",
+        "__array__",
+        "__iter__",
+    }
+)
+#: methods that change the array in place (it may share memory with a tensor)
+IN_PLACE_METHODS = frozenset(
+    {
+        "fill",
+        "sort",
+        "resize",
+        "put",
+        "itemset",
+        "setfield",
+        "partition",
+        "__setitem__",
+        "__delitem__",
+        "byteswap",
+        "setflags",
+    }
+)
 
-def _hashable(fn) -> bool:
+
+def hashable(fn) -> bool:
     try:
         hash(fn)
         return True
@@ -110,14 +166,21 @@ def _hashable(fn) -> bool:
 
 
 __all__ = [
+    "ARRAY_METADATA",
+    "DATA_DEPENDENT_METHODS",
+    "IN_PLACE_METHODS",
     "GETITEM",
     "METADATA_FUNCTIONS",
     "attribute_node",
     "function_node",
+    "hashable",
+    "is_numpy_dtype",
     "method_node",
     "method_oracle",
     "numpy_callable",
+    "numpy_dtype",
     "numpy_function",
     "torch_dtype",
+    "torch_dtype_of",
     "ufunc_node",
 ]

@@ -14,7 +14,8 @@ from ..exc import Unsupported
 from .base import NO_REAL, ConstantVariable, VariableTracker, is_numpy_scalar
 from .containers import DictVariable, ListVariable, TupleVariable
 from .modules import NNModuleVariable
-from .numpy_arrays import NumpyNdarrayVariable, numpy_operator
+from .numpy_arrays import NumpyNdarrayVariable
+from .numpy_calls import numpy_operator
 from .objects import DataclassVariable, NewObjectVariable, UserObjectVariable
 from .symbolic import is_symbolic, sym_binary
 from .tensors import TensorVariable

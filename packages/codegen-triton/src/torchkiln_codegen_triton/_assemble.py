@@ -1,0 +1,193 @@
+"""The whole kernel: ``generate`` runs the Triton ops handler (kernel.py) over a ``KernelSpec``'s
+stages and lays out the ``@triton.jit`` function(s): the x (and r) index recovered from the flat
+one, each stage's prefix, r-loop body and suffix, and for a split reduction the two functions of
+``_split.py``. A looped softmax whose max and sum of exp may share one r-loop is tried first
+(``_online.py``), the plain kernel when it cannot be. ``kernel_source``: the whole module text.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import NamedTuple
+
+import sympy
+import torch
+from torchkiln_loop_ir.backend import KernelSpec
+from torchkiln_loop_ir.indexing import index_symbol
+from torchkiln_loop_ir.ops import set_ops_handler
+
+from . import _online
+from ._compat import interpreting
+from ._layout import DEFAULT, BlockLayout, choose_layout
+from ._online import OnlinePair, OnlineUnavailable, online_plan
+from ._split import partial_name, split_functions
+from .kernel import STATUS_PARAM, TritonOpsHandler
+from .options import TritonOptions
+from .printer import texpr
+
+
+class GeneratedKernel(NamedTuple):
+    """``source``: the @triton.jit function(s); ``partials``: for a split reduction, the dtype
+    of each partial buffer (parameters ``part_ptr0, ...`` after the tensors)."""
+
+    source: str
+    partials: tuple[torch.dtype, ...] = ()
+
+
+def arg_names(spec: KernelSpec) -> dict[str, str]:
+    names: dict[str, str] = {}
+    for i, name in enumerate(spec.args):
+        names[name] = f"in_ptr{i}" if name in spec.inputs else f"out_ptr{i}"
+    return names
+
+
+def _range_vars(
+    ranges: Sequence[sympy.Expr], prefix: str, index: str
+) -> tuple[list[sympy.Expr], list[str]]:
+    """Symbols for each range (0 for ranges of size 1) and the lines recovering them."""
+    vars_: list[sympy.Expr] = []
+    lines: list[str] = []
+    for i, size in enumerate(ranges):
+        if sympy.sympify(size) == 1:
+            vars_.append(sympy.Integer(0))
+            continue
+        sym = index_symbol(prefix, i)
+        vars_.append(sym)
+        inner = sympy.Integer(1)
+        for s in ranges[i + 1 :]:
+            inner = inner * s
+        expr = index if inner == 1 else f"({index} // {texpr(inner)})"
+        if i > 0:
+            expr = f"({expr} % {texpr(size)})"
+        lines.append(f"{sym.name} = {expr}")
+    return vars_, lines
+
+
+def generate(
+    spec: KernelSpec,
+    *,
+    looped: bool,
+    options: TritonOptions,
+    interpret: bool | None = None,
+    fn_name: str | None = None,
+    layout: BlockLayout | None = None,
+    split: bool = False,
+    note: str = "",
+    online: bool = True,
+) -> GeneratedKernel:
+    """The ``@triton.jit`` function(s) for ``spec`` (no module header). ``layout``: how a
+    reduction's block is laid out (None: ``choose_layout`` decides from the accesses);
+    ``split``: a split reduction (``_split.py``, looped only), two functions; ``note``: why
+    the kernel is persistent or looped (``Config.reason``), a comment at its top; ``online``:
+    whether a looped softmax's max and sum of exp may share one r-loop (``_online.py``, also
+    subject to ``options.online_softmax``)."""
+    interpret = interpreting() if interpret is None else interpret
+    reduction = spec.is_reduction
+    if layout is None:
+        layout = choose_layout(spec) if reduction else DEFAULT
+    split = split and reduction and looped
+    plan = online_plan(
+        spec, looped=looped and reduction, split=split, enabled=online and options.online_softmax
+    )
+    if plan is not None:
+        try:
+            return _generate(spec, looped, options, interpret, fn_name, layout, split, note, plan)
+        except OnlineUnavailable:
+            pass  # the plain three-pass kernel below
+    return _generate(spec, looped, options, interpret, fn_name, layout, split, note, None)
+
+
+def _generate(
+    spec: KernelSpec,
+    looped: bool,
+    options: TritonOptions,
+    interpret: bool,
+    fn_name: str | None,
+    layout: BlockLayout,
+    split: bool,
+    note: str,
+    plan: OnlinePair | None,
+) -> GeneratedKernel:
+    reduction = spec.is_reduction
+    name = fn_name or spec.name
+    names = arg_names(spec)
+    handler = TritonOpsHandler(
+        spec,
+        names,
+        reduction=reduction,
+        looped=looped,
+        options=options,
+        interpret=interpret,
+        layout=layout,
+    )
+    handler.split = split
+    handler.online = plan
+    head = ["    xoffset = tl.program_id(0) * XBLOCK"]
+    if reduction:
+        head[0:0] = [f"    # block layout {layout.reason}"] + ([f"    # {note}"] if note else [])
+        if plan is not None:
+            head.insert(2, f"    # {plan.note}")
+        head += [
+            f"    xindex = xoffset + tl.arange(0, XBLOCK){layout.x_arange}",
+            "    xmask = xindex < xnumel",
+            f"    rbase = tl.arange(0, RBLOCK){layout.r_arange}",
+        ]
+    else:
+        head += ["    xindex = xoffset + tl.arange(0, XBLOCK)", "    xmask = xindex < xnumel"]
+    xvars, xlines = _range_vars(spec.xranges, "x", "xindex")
+    rvars, rlines = _range_vars(spec.rranges, "r", "rindex")
+    for v in xvars:
+        if isinstance(v, sympy.Symbol):
+            handler.declare_symbol(v, frozenset({"x"}))
+    for v in rvars:
+        if isinstance(v, sympy.Symbol):
+            handler.declare_symbol(v, frozenset({"r"}))
+    head += ["    " + ln for ln in xlines]
+    with set_ops_handler(handler):
+        for stage in spec.stages:
+            is_loop = stage.kind == "loop" and reduction
+            handler.begin_stage(looped and is_loop)
+            handler.xvars = list(xvars)
+            handler.rvars = list(rvars) if stage.kind == "loop" else []
+            for node in stage.nodes:
+                node.body(list(xvars), list(rvars) if stage.kind == "loop" else [])
+            handler.end_stage()
+    tensors = list(names.values()) + [partial_name(i) for i in range(len(handler.partials))]
+    if handler.reports_status:  # the status word follows the tensors (TritonCompiledKernel)
+        tensors.append(STATUS_PARAM)
+    params = tensors + [str(s) for s in spec.size_args] + ["xnumel"]
+    if split:
+        return GeneratedKernel(
+            split_functions(name, params, head, rlines, handler.stages), tuple(handler.partials)
+        )
+    if reduction:
+        params.append("rnumel")
+    params.append("XBLOCK: tl.constexpr")
+    if reduction:
+        params.append("RBLOCK: tl.constexpr")
+    rhead = ["rindex = rbase", "rmask = rindex < rnumel", *rlines]
+    if reduction and not looped:
+        head += ["    " + ln for ln in rhead]
+    out = [f"def {name}({', '.join(params)}):", *head]
+    for st in handler.stages:
+        out += ["    " + ln for ln in st.init + st.prefix]
+        if st.absorbed:
+            _online.check_absorbed(st, handler.stages)
+        elif st.looped:
+            out.append("    for roffset in range(0, rnumel, RBLOCK):")
+            out += ["        " + ln for ln in ["rindex = roffset + rbase", *rhead[1:]]]
+            out += ["        " + ln for ln in st.body]
+        else:
+            out += ["    " + ln for ln in st.body]
+        out += ["    " + ln for ln in st.suffix]
+    if len(out) == len(head) + 1:
+        out.append("    pass")
+    return GeneratedKernel("\n".join(out) + "\n")
+
+
+def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> str:
+    """The complete Triton module text for ``kernel`` with its heuristic block sizes (its
+    function named from the text: ``_naming.py``)."""
+    from .backend import render_kernel
+
+    return render_kernel(kernel, options or TritonOptions())[1]
