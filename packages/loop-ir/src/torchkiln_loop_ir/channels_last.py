@@ -210,25 +210,22 @@ def adopt_input_strides(
     placeholders take the inputs' strides, meta values are propagated again (loop-ir realizes
     buffers and extern results with them), and the outputs keep their traced strides (a copy
     where one changed). ``gm`` itself is returned when nothing differs."""
+    if not _static_inputs(gm.graph):
+        # a forward of symbolic sizes keeps its traced layouts (use_channels_last* refuse it)
+        return gm, ()
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"][:count]
     differ = [
         (n, real)
         for n, real in zip(placeholders, example_inputs)
         if isinstance(real, torch.Tensor)
         and isinstance(v := _val(n), torch.Tensor)
-        and real.dim() > 1
-        and tuple(v.stride()) != tuple(real.stride())
+        and not _same_strides(v, real)
     ]
     if not differ:
         return gm, ()
     graph = fx.Graph()
     copies: dict[fx.Node, fx.Node] = {}
     graph.output(graph.graph_copy(gm.graph, copies))
-    if not _static_inputs(graph):
-        # a forward of symbolic sizes keeps its traced layouts (use_channels_last* refuse it)
-        raise LoweringError(
-            "saved values of a graph with symbolic sizes came with strides other than traced"
-        )
     output = next(n for n in graph.nodes if n.op == "output")
     before = _output_values(output)
     mode = FakeTensorMode()
@@ -244,6 +241,13 @@ def adopt_input_strides(
     return fx.GraphModule(gm, graph), tuple(
         f"{copies[n].name}: compiled for the saved value's strides {tuple(real.stride())}"
         for n, real in differ
+    )
+
+
+def _same_strides(traced: torch.Tensor, real: torch.Tensor) -> bool:
+    """The same strides where they matter: dims of size 1 may have any."""
+    return tuple(traced.shape) == tuple(real.shape) and all(
+        size == 1 or a == b for size, a, b in zip(real.shape, traced.stride(), real.stride())
     )
 
 

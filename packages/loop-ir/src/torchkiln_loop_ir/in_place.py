@@ -14,6 +14,10 @@ each, ``in_place_writes`` decides here, on the final schedule, whether the write
 - no step after that kernel uses the input, no view of the input is ever made, no ATen fallback
   reads it (a fallback may return an alias of it), nothing else writes it, and the graph does
   not return the input itself;
+- no kernel after that one checks a computed index (gather, embedding, ``x[idx]``: an index out
+  of range is the user's error, which eager raises after its own effects once; after an
+  in-place write the graph cannot be run again eagerly to raise it). Any other failure after a
+  write (an extern's, a fallback's) is marked, as below;
 - inside the kernel, the value is stored with a plain ``store`` (no atomic mode, no
   ``store_reduction``) in an epilogue stage or a kernel without a reduction loop, and every load
   of the input is in that same stage, at the very index of the store, before it in the order
@@ -86,6 +90,8 @@ def in_place_writes(
         writer = _writer(steps, name)
         if writer is None or not _only_read_before(steps, writer, inp):
             continue
+        if any(_may_raise(step) for step in steps[writer + 1 :]):
+            continue
         if _reads_match_store(steps[writer], inp, name):
             chosen[name] = inp
     return chosen
@@ -131,6 +137,24 @@ def _only_read_before(steps: Sequence[Any], writer: int, inp: str) -> bool:
     return True
 
 
+def _may_raise(step: Any) -> bool:
+    """Whether ``step`` is a kernel indexing with a checked computed index (gather, embedding,
+    ``x[idx]``), which raises the user's IndexError for an index out of range."""
+    if not isinstance(step, KernelSpec):
+        return False
+    rec = _Accesses()
+    xs = [index_symbol("x", i) for i in range(len(step.xranges))]
+    rs = [index_symbol("r", i) for i in range(len(step.rranges))]
+    try:
+        with set_ops_handler(rec):
+            for stage in step.stages:
+                for node in stage.nodes:
+                    node.body(xs, rs if stage.kind == "loop" else ())
+    except Exception:  # noqa: BLE001 - a body we cannot replay here: assume it may raise
+        return True
+    return rec.checked_index
+
+
 class _Accesses(NoOpHandler):
     """Records each load and store of a kernel's bodies: (op, buffer, index, stage, mode)."""
 
@@ -138,6 +162,11 @@ class _Accesses(NoOpHandler):
         super().__init__()
         self.stage = 0
         self.seen: list[tuple[str, str, Any, int, Any]] = []
+        self.checked_index = False
+
+    def indirect_indexing(self, value: Any, size: Any, check: bool = True) -> sympy.Symbol:
+        self.checked_index = self.checked_index or bool(check)
+        return super().indirect_indexing(value, size, check)
 
     def load(self, name: str, index: Any) -> None:
         self.seen.append(("load", name, index, self.stage, None))
