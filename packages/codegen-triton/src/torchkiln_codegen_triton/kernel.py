@@ -7,7 +7,8 @@ likewise. Pointwise kernels use 1-D blocks ``[XBLOCK]``; reduction kernels 2-D `
 contiguous along x (``_layout.py`` decides per kernel). A *split* reduction (``_split.py``) is
 two functions: chunks of r into partials on a 2-D grid, then ``<name>_finish``. A *persistent* reduction holds a whole row (RBLOCK >= rnumel) and
 runs every stage straight through; a *looped* one wraps each loop stage in
-``for roffset in range(0, rnumel, RBLOCK)``, accumulating per lane and combining lanes after it.
+``for roffset in range(0, rnumel, RBLOCK)``, accumulating per lane and combining lanes after it
+(or, for rows off a 16-byte boundary, in the three loops of the aligned walk: ``_aligned.py``).
 
 Each stage's code goes into three lists: ``prefix`` (loop-invariant, before the r-loop), ``body``
 (inside it) and ``suffix`` (after it: reduction results and what is computed from them).
@@ -26,6 +27,7 @@ from torchkiln_loop_ir.indexing import index_symbol
 from torchkiln_loop_ir.ops import set_ops_handler
 
 from . import _online, _reductions
+from ._aligned import AlignedWalk, aligned_plan
 from ._compat import interpreting, math_table
 from ._flat_index import FlatIndex
 from ._layout import DEFAULT, BlockLayout, choose_layout
@@ -114,6 +116,7 @@ class TritonOpsHandler(PointwiseOps):
         self.online: OnlinePair | None = None  # a max and sum of exp to compute in one loop
         self._online_sum: TritonValue | None = None
         self._calls: dict[int, int] = {}  # ops.reduction calls per stage, as _online counts
+        self.aligned: AlignedWalk | None = None  # rows walked from a 16-byte boundary (_aligned)
 
     # -- structure -----------------------------------------------------------------------
     def declare_symbol(self, sym: sympy.Symbol, deps: frozenset[str]) -> None:
@@ -209,7 +212,14 @@ class TritonOpsHandler(PointwiseOps):
 
     def _pointer(self, name: str, index: sympy.Expr, deps: frozenset[str]) -> str:
         idx_deps, _ = self.index_info(index)
-        ptr = f"{self.arg_names[name]} + ({texpr(self.flat_index.rewrite(index))})"
+        off = None
+        if self.aligned is not None and "r" in idx_deps and self._stage.looped:
+            off = self.aligned.row_offset(index, self.flat_index)
+        if off is not None:  # the aligned row start plus the block's aligned positions
+            row = "rrow" if off == 0 else f"(rrow + ({texpr(off)}))"
+            ptr = f"{self.arg_names[name]} + ({row} + rpos)"
+        else:
+            ptr = f"{self.arg_names[name]} + ({texpr(self.flat_index.rewrite(index))})"
         if idx_deps != deps:  # broadcast the pointer to the shape of its mask/value
             ptr += f" + tl.zeros({self.shape(deps)}, tl.int32)"
         return ptr
@@ -533,12 +543,16 @@ def generate(
     plan = online_plan(
         spec, looped=looped and reduction, split=split, enabled=online and options.online_softmax
     )
+    walk = aligned_plan(
+        spec, looped=looped and reduction, split=split, layout=layout, enabled=options.aligned_rows
+    )
+    args = (spec, looped, options, interpret, fn_name, layout, split, note)
     if plan is not None:
         try:
-            return _generate(spec, looped, options, interpret, fn_name, layout, split, note, plan)
+            return _generate(*args, plan, walk)
         except OnlineUnavailable:
             pass  # the plain three-pass kernel below
-    return _generate(spec, looped, options, interpret, fn_name, layout, split, note, None)
+    return _generate(*args, None, walk)
 
 
 def _generate(
@@ -551,6 +565,7 @@ def _generate(
     split: bool,
     note: str,
     plan: OnlinePair | None,
+    walk: AlignedWalk | None = None,
 ) -> GeneratedKernel:
     reduction = spec.is_reduction
     name = fn_name or spec.name
@@ -566,11 +581,14 @@ def _generate(
     )
     handler.split = split
     handler.online = plan
+    handler.aligned = walk
     head = ["    xoffset = tl.program_id(0) * XBLOCK"]
     if reduction:
         head[0:0] = [f"    # block layout {layout.reason}"] + ([f"    # {note}"] if note else [])
         if plan is not None:
             head.insert(2, f"    # {plan.note}")
+        if walk is not None:
+            head.insert(2, f"    # {walk.note}")
         head += [
             f"    xindex = xoffset + tl.arange(0, XBLOCK){layout.x_arange}",
             "    xmask = xindex < xnumel",
@@ -587,6 +605,8 @@ def _generate(
         if isinstance(v, sympy.Symbol):
             handler.declare_symbol(v, frozenset({"r"}))
     head += ["    " + ln for ln in xlines]
+    if walk is not None:
+        head += ["    " + ln for ln in walk.head()]
     with set_ops_handler(handler):
         for stage in spec.stages:
             is_loop = stage.kind == "loop" and reduction
@@ -617,6 +637,8 @@ def _generate(
         out += ["    " + ln for ln in st.init + st.prefix]
         if st.absorbed:
             _online.check_absorbed(st, handler.stages)
+        elif st.looped and walk is not None:
+            out += walk.loops(st.body, rlines, layout.r_shape)
         elif st.looped:
             out.append("    for roffset in range(0, rnumel, RBLOCK):")
             out += ["        " + ln for ln in ["rindex = roffset + rbase", *rhead[1:]]]
