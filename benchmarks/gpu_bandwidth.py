@@ -8,7 +8,7 @@ reaches the bound reads and writes each byte once; anything below says the kerne
 bandwidth (poor coalescing, too few programs, a second pass, a copy).
 
     python3 benchmarks/gpu_bandwidth.py [--json out.json] [--peak-tbs 4.3] [--cases softmax]
-        [--no-online-softmax]
+        [--no-online-softmax] [--no-aligned-rows]
 """
 
 from __future__ import annotations
@@ -143,15 +143,22 @@ def main() -> None:
         action="store_true",
         help="torchkiln without the online softmax (three passes over a looped row)",
     )
+    parser.add_argument(
+        "--no-aligned-rows",
+        action="store_true",
+        help="torchkiln without the aligned walk (scalar accesses over rows of 50257)",
+    )
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     import torchkiln
 
     kiln_options: dict[str, Any] = {}
-    if args.no_online_softmax:
+    if args.no_online_softmax or args.no_aligned_rows:
         from torchkiln_codegen_triton import TritonOptions
 
-        kiln_options["triton_options"] = TritonOptions(online_softmax=False)
+        kiln_options["triton_options"] = TritonOptions(
+            online_softmax=not args.no_online_softmax, aligned_rows=not args.no_aligned_rows
+        )
 
     rows = []
     print(
@@ -208,6 +215,7 @@ def main() -> None:
                 {
                     "peak_tb_s": args.peak_tbs,
                     "online_softmax": not args.no_online_softmax,
+                    "aligned_rows": not args.no_aligned_rows,
                     "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                     "rows": rows,
                 },
