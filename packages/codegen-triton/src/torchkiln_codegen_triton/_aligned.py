@@ -90,13 +90,17 @@ class AlignedWalk:
         b = texpr(self.base)
         return [f"rrow = ({b}) // {self.vec} * {self.vec}", f"rshift = ({b}) - rrow"]
 
-    def row_offset(self, index: sympy.Expr, flat: FlatIndex) -> sympy.Expr | None:
-        """``B_i - base`` for an access ``rindex + B_i(x)`` of the primary residue class, else
-        None (the access keeps its usual address)."""
+    def pointer(self, arg: str, index: sympy.Expr, flat: FlatIndex) -> str | None:
+        """The address of ``arg[index]`` inside the walk's loops for an access ``rindex +
+        B_i(x)`` of the primary residue class: the aligned row start, ``B_i - base`` (a
+        multiple of ``vec``) and the block's aligned positions. None for any other access (it
+        keeps its usual address)."""
         start = _row_start(index, flat, self.rvar, self.sizes)
         if start is None or _residue(start, self.vec) != self.residue:
             return None
-        return sympy.expand(start - self.base)
+        off = sympy.expand(start - self.base)
+        row = "rrow" if off == 0 else f"(rrow + ({texpr(off)}))"
+        return f"{arg} + ({row} + rpos)"
 
     def loops(self, body: Sequence[str], rlines: Sequence[str], r_shape: str) -> list[str]:
         """A looped stage's ``body`` as the three loops of the walk (indented for the kernel)."""

@@ -212,13 +212,10 @@ class TritonOpsHandler(PointwiseOps):
 
     def _pointer(self, name: str, index: sympy.Expr, deps: frozenset[str]) -> str:
         idx_deps, _ = self.index_info(index)
-        off = None
+        ptr = None
         if self.aligned is not None and "r" in idx_deps and self._stage.looped:
-            off = self.aligned.row_offset(index, self.flat_index)
-        if off is not None:  # the aligned row start plus the block's aligned positions
-            row = "rrow" if off == 0 else f"(rrow + ({texpr(off)}))"
-            ptr = f"{self.arg_names[name]} + ({row} + rpos)"
-        else:
+            ptr = self.aligned.pointer(self.arg_names[name], index, self.flat_index)
+        if ptr is None:
             ptr = f"{self.arg_names[name]} + ({texpr(self.flat_index.rewrite(index))})"
         if idx_deps != deps:  # broadcast the pointer to the shape of its mask/value
             ptr += f" + tl.zeros({self.shape(deps)}, tl.int32)"
