@@ -21,7 +21,8 @@ Each stage's r-loop becomes three loops over the same body:
   start are masked out, so a reduction takes its identity there and no store happens);
 - the interior blocks ``[RBLOCK, rnumel // RBLOCK * RBLOCK)``, with ``rmask`` all true: they lie
   inside every row whatever its shift (``rshift < VEC <= RBLOCK``), so the only mask left is
-  ``xmask``, constant along the row;
+  ``xmask``, constant along the row (a block narrower than a vector, RBLOCK < VEC, leaves the
+  first loop the blocks up to the first multiple of RBLOCK at or past VEC);
 - the last block(s), from ``max(rnumel // RBLOCK, 1) * RBLOCK`` up to ``rnumel + VEC - 1``,
   masked again (a block entirely past a row's end is masked out entirely).
 
