@@ -8,7 +8,7 @@ reaches the bound reads and writes each byte once; anything below says the kerne
 bandwidth (poor coalescing, too few programs, a second pass, a copy).
 
     python3 benchmarks/gpu_bandwidth.py [--json out.json] [--peak-tbs 4.3] [--cases softmax]
-        [--no-online-softmax] [--no-aligned-rows]
+        [--no-online-softmax] [--no-aligned-rows] [--looped-rblock 2048]
 """
 
 from __future__ import annotations
@@ -148,16 +148,24 @@ def main() -> None:
         action="store_true",
         help="torchkiln without the aligned walk (scalar accesses over rows of 50257)",
     )
+    parser.add_argument(
+        "--looped-rblock",
+        type=int,
+        default=None,
+        help="TritonOptions.looped_rblock (default 4096): the block of a looped row",
+    )
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     import torchkiln
 
     kiln_options: dict[str, Any] = {}
-    if args.no_online_softmax or args.no_aligned_rows:
+    if args.no_online_softmax or args.no_aligned_rows or args.looped_rblock:
         from torchkiln_codegen_triton import TritonOptions
 
         kiln_options["triton_options"] = TritonOptions(
-            online_softmax=not args.no_online_softmax, aligned_rows=not args.no_aligned_rows
+            online_softmax=not args.no_online_softmax,
+            aligned_rows=not args.no_aligned_rows,
+            **({"looped_rblock": args.looped_rblock} if args.looped_rblock else {}),
         )
 
     rows = []
@@ -216,6 +224,7 @@ def main() -> None:
                     "peak_tb_s": args.peak_tbs,
                     "online_softmax": not args.no_online_softmax,
                     "aligned_rows": not args.no_aligned_rows,
+                    "looped_rblock": args.looped_rblock,
                     "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                     "rows": rows,
                 },
