@@ -8,7 +8,7 @@ reaches the bound reads and writes each byte once; anything below says the kerne
 bandwidth (poor coalescing, too few programs, a second pass, a copy).
 
     python3 benchmarks/gpu_bandwidth.py [--json out.json] [--peak-tbs 4.3] [--cases softmax]
-        [--no-online-softmax] [--split-programs N]
+        [--no-online-softmax] [--no-aligned-rows] [--looped-rblock 2048] [--split-programs N]
 
 The batch-norm statistics before and after loop-ir's device-filling split:
     python3 benchmarks/gpu_bandwidth.py --cases "bn " --split-programs 0
@@ -176,15 +176,30 @@ def main() -> None:
         action="store_true",
         help="torchkiln without the online softmax (three passes over a looped row)",
     )
+    parser.add_argument(
+        "--no-aligned-rows",
+        action="store_true",
+        help="torchkiln without the aligned walk (scalar accesses over rows of 50257)",
+    )
+    parser.add_argument(
+        "--looped-rblock",
+        type=int,
+        default=None,
+        help="TritonOptions.looped_rblock (default 4096): the block of a looped row",
+    )
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     import torchkiln
 
     kiln_options: dict[str, Any] = {}
-    if args.no_online_softmax:
+    if args.no_online_softmax or args.no_aligned_rows or args.looped_rblock:
         from torchkiln_codegen_triton import TritonOptions
 
-        kiln_options["triton_options"] = TritonOptions(online_softmax=False)
+        kiln_options["triton_options"] = TritonOptions(
+            online_softmax=not args.no_online_softmax,
+            aligned_rows=not args.no_aligned_rows,
+            **({"looped_rblock": args.looped_rblock} if args.looped_rblock else {}),
+        )
     if args.split_programs is not None:
         kiln_options["loop_ir"] = {"split_programs": args.split_programs}
 
@@ -244,6 +259,8 @@ def main() -> None:
                     "peak_tb_s": args.peak_tbs,
                     "online_softmax": not args.no_online_softmax,
                     "split_programs": args.split_programs,
+                    "aligned_rows": not args.no_aligned_rows,
+                    "looped_rblock": args.looped_rblock,
                     "device": torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu",
                     "rows": rows,
                 },

@@ -79,7 +79,9 @@ def _check_fp64(cg, fn, inputs):
 
 
 def _loops(source: str) -> int:
-    return source.count("for roffset in range")
+    """The r-loops over the row: a plain loop, or the aligned walk's three loops of one stage
+    (``_aligned.py``), each starts at 0."""
+    return source.count("for roffset in range(0, ")
 
 
 def _rows(width, dtype, scale=4.0):

@@ -139,9 +139,16 @@ def test_persistent_softmax_reads_its_row_once():
     torch.testing.assert_close(out, a.float().softmax(1).to(BF16), atol=2e-3, rtol=1e-2)
     # past the limit: a pass per stage, the max and sum of exp sharing one (online softmax)
     looped = compile_one(_row_softmax(n, 8200, BF16))
-    assert looped.config.looped and looped.source.count("tl.load(in_ptr0") == 2
+    assert looped.config.looped and _row_reads(looped.source) == 2
     plain = compile_one(_row_softmax(n, 8200, BF16), TritonOptions(online_softmax=False))
-    assert plain.config.looped and plain.source.count("tl.load(in_ptr0") == 3
+    assert plain.config.looped and _row_reads(plain.source) == 3
+
+
+def _row_reads(source: str) -> int:
+    """Passes over the row of ``in_ptr0``: one load site per r-loop, or per aligned walk (three
+    loops with the same body: rows of 8200 bfloat16 are a multiple of 8 but not of 16)."""
+    sites = source.count("tl.load(in_ptr0")
+    return sites // 3 if "aligned walk" in source else sites
 
 
 def _row_var(n, m):

@@ -153,3 +153,12 @@ def test_consumers_of_a_multi_output_kernel_fuse_as_siblings(check):
 
     cg = check(f, x, atol=1e-3, rtol=1e-5)
     assert cg.num_kernels == 2
+
+
+def test_tiny_independent_pointwise_kernels_fuse(check):
+    """One-element updates that share no buffer (each batch norm's num_batches_tracked += 1) are
+    one kernel; a tiny kernel of another size, and a large one, stay apart."""
+    a, b, c = torch.tensor(3), torch.tensor(5), torch.tensor(7)
+    v, big = torch.randn(5), torch.randn(4096)
+    cg = check(lambda a, b, c, v, big: (a + 1, b + 1, c * 2, v * 3, big.sin()), a, b, c, v, big)
+    assert cg.num_kernels == 3

@@ -133,9 +133,12 @@ def is_recomputable(node: fx.Node) -> bool:
 def _narrowing_cast_of(node: fx.Node, primals: set[fx.Node]) -> bool:
     """Whether ``node`` casts a primal (a weight) to a dtype no wider on the same device:
     autocast's bfloat16 copy of a parameter."""
-    if node.target is not aten._to_copy.default or node.args[0] not in primals:
+    arg = node.args[0]
+    if node.target is not aten._to_copy.default or not isinstance(arg, fx.Node):
         return False
-    src, out = node.args[0].meta.get("val"), node.meta.get("val")
+    if arg not in primals:
+        return False
+    src, out = arg.meta.get("val"), node.meta.get("val")
     return (
         isinstance(src, torch.Tensor)
         and isinstance(out, torch.Tensor)

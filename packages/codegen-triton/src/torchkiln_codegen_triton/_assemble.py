@@ -17,6 +17,7 @@ from torchkiln_loop_ir.indexing import index_symbol
 from torchkiln_loop_ir.ops import set_ops_handler
 
 from . import _online
+from ._aligned import AlignedWalk, aligned_plan
 from ._compat import interpreting
 from ._layout import DEFAULT, BlockLayout, choose_layout
 from ._online import OnlinePair, OnlineUnavailable, online_plan
@@ -89,12 +90,16 @@ def generate(
     plan = online_plan(
         spec, looped=looped and reduction, split=split, enabled=online and options.online_softmax
     )
+    walk = aligned_plan(
+        spec, looped=looped and reduction, split=split, layout=layout, enabled=options.aligned_rows
+    )
+    args = (spec, looped, options, interpret, fn_name, layout, split, note)
     if plan is not None:
         try:
-            return _generate(spec, looped, options, interpret, fn_name, layout, split, note, plan)
+            return _generate(*args, plan, walk)
         except OnlineUnavailable:
             pass  # the plain three-pass kernel below
-    return _generate(spec, looped, options, interpret, fn_name, layout, split, note, None)
+    return _generate(*args, None, walk)
 
 
 def _generate(
@@ -107,6 +112,7 @@ def _generate(
     split: bool,
     note: str,
     plan: OnlinePair | None,
+    walk: AlignedWalk | None = None,
 ) -> GeneratedKernel:
     reduction = spec.is_reduction
     name = fn_name or spec.name
@@ -122,11 +128,14 @@ def _generate(
     )
     handler.split = split
     handler.online = plan
+    handler.aligned = walk
     head = ["    xoffset = tl.program_id(0) * XBLOCK"]
     if reduction:
         head[0:0] = [f"    # block layout {layout.reason}"] + ([f"    # {note}"] if note else [])
         if plan is not None:
             head.insert(2, f"    # {plan.note}")
+        if walk is not None:
+            head.insert(2, f"    # {walk.note}")
         head += [
             f"    xindex = xoffset + tl.arange(0, XBLOCK){layout.x_arange}",
             "    xmask = xindex < xnumel",
@@ -143,6 +152,8 @@ def _generate(
         if isinstance(v, sympy.Symbol):
             handler.declare_symbol(v, frozenset({"r"}))
     head += ["    " + ln for ln in xlines]
+    if walk is not None:
+        head += ["    " + ln for ln in walk.head()]
     with set_ops_handler(handler):
         for stage in spec.stages:
             is_loop = stage.kind == "loop" and reduction
@@ -173,6 +184,8 @@ def _generate(
         out += ["    " + ln for ln in st.init + st.prefix]
         if st.absorbed:
             _online.check_absorbed(st, handler.stages)
+        elif st.looped and walk is not None:
+            out += walk.loops(st.body, rlines, layout.r_shape)
         elif st.looped:
             out.append("    for roffset in range(0, rnumel, RBLOCK):")
             out += ["        " + ln for ln in ["rindex = roffset + rbase", *rhead[1:]]]

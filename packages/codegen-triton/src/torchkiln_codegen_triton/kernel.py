@@ -8,7 +8,8 @@ likewise. Pointwise kernels use 1-D blocks ``[XBLOCK]``; reduction kernels 2-D `
 contiguous along x (``_layout.py`` decides per kernel). A *split* reduction (``_split.py``) is
 two functions: chunks of r into partials on a 2-D grid, then ``<name>_finish``. A *persistent* reduction holds a whole row (RBLOCK >= rnumel) and
 runs every stage straight through; a *looped* one wraps each loop stage in
-``for roffset in range(0, rnumel, RBLOCK)``, accumulating per lane and combining lanes after it.
+``for roffset in range(0, rnumel, RBLOCK)``, accumulating per lane and combining lanes after it
+(or, for rows off a 16-byte boundary, in the three loops of the aligned walk: ``_aligned.py``).
 
 Each stage's code goes into three lists: ``prefix`` (loop-invariant, before the r-loop), ``body``
 (inside it) and ``suffix`` (after it: reduction results and what is computed from them).
@@ -25,6 +26,7 @@ from torchkiln_loop_ir.backend import KernelSpec
 from torchkiln_loop_ir.indexing import index_symbol
 
 from . import _online, _reductions
+from ._aligned import AlignedWalk
 from ._compat import math_table
 from ._conversions import ConversionOps
 from ._flat_index import FlatIndex
@@ -104,6 +106,7 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         self.online: OnlinePair | None = None  # a max and sum of exp to compute in one loop
         self._online_sum: TritonValue | None = None
         self._calls: dict[int, int] = {}  # ops.reduction calls per stage, as _online counts
+        self.aligned: AlignedWalk | None = None  # rows walked from a 16-byte boundary (_aligned)
 
     # -- structure -----------------------------------------------------------------------
     def declare_symbol(self, sym: sympy.Symbol, deps: frozenset[str]) -> None:
@@ -199,7 +202,11 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
 
     def _pointer(self, name: str, index: sympy.Expr, deps: frozenset[str]) -> str:
         idx_deps, _ = self.index_info(index)
-        ptr = f"{self.arg_names[name]} + ({texpr(self.flat_index.rewrite(index))})"
+        ptr = None
+        if self.aligned is not None and "r" in idx_deps and self._stage.looped:
+            ptr = self.aligned.pointer(self.arg_names[name], index, self.flat_index)
+        if ptr is None:
+            ptr = f"{self.arg_names[name]} + ({texpr(self.flat_index.rewrite(index))})"
         if idx_deps != deps:  # broadcast the pointer to the shape of its mask/value
             ptr += f" + tl.zeros({self.shape(deps)}, tl.int32)"
         return ptr

@@ -28,6 +28,11 @@ class TritonOptions:
         exp(x - max) in one r-loop (a running max and a rescaled running sum per lane) instead
         of two, so the row is read twice, not three times (``_online.py`` says when it applies).
         Off gives the plain form, for comparing the two.
+    aligned_rows: in a looped reduction kernel whose rows start off a 16-byte boundary or
+        whose length is not a multiple of 16 (a vocabulary of 50257), walk each row from its
+        start rounded down to a vector boundary, the blocks inside the row unmasked, so their
+        loads and stores are 16-byte vector accesses (``_aligned.py`` says when it applies).
+        Off gives the plain loop, for comparison.
     debug_asserts: emit ``tl.device_assert`` bounds checks for indirect indices.
     cache_dir: where kernel sources are written (plus ``/triton``); None means the shared cache
         root (``torchkiln_loop_ir.codecache.cache_root``).
@@ -50,6 +55,7 @@ class TritonOptions:
     split_min_rchunk: int = 128
     autotune: bool = False
     online_softmax: bool = True
+    aligned_rows: bool = True
     debug_asserts: bool = False
     cache_dir: str | None = None
     compile_workers: int | None = None

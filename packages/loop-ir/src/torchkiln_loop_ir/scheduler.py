@@ -65,6 +65,13 @@ class FusionRecord:
 # Producer/consumer pairs are never capped.
 _SHARED_READ_WINDOW = 16
 
+# Pointwise kernels of at most this many elements (a batch norm's ``num_batches_tracked += 1``)
+# pair with their like-sized neighbours as horizontal candidates, though they share no buffer:
+# ResNet-50's training forward launched 53 one-element kernels, one per batch norm, in a step
+# the GPU runs host-bound. A fused group of them stays tiny up to this many nodes.
+_TINY_NUMEL = 64
+_TINY_MAX_NODES = 32
+
 
 class Scheduler:
     """Builds groups from the lowered nodes and fuses them greedily, best-scored legal pair first.
@@ -109,6 +116,12 @@ class Scheduler:
         # a group's place in the candidate order of the old quadratic loop: its position in
         # ``groups``, new groups last; ties in score are broken by it, so logs stay comparable
         self._pos: dict[FusedGroup, int] = {g: i for i, g in enumerate(self.groups)}
+        # tiny pointwise groups by element count, in program order (see _TINY_NUMEL)
+        self._tiny: dict[int, list[FusedGroup]] = {}
+        for g in self.groups:
+            size = self._tiny_size(g)
+            if size is not None:
+                self._tiny.setdefault(size, []).append(g)
 
     # -- the dependency graph between groups -------------------------------------------------
     def group_preds(self, g: FusedGroup) -> set[FusedGroup]:
@@ -195,8 +208,33 @@ class Scheduler:
             out.update(ranked[max(0, at - _SHARED_READ_WINDOW) : at + _SHARED_READ_WINDOW + 1])
             out.update(h for h in users if name in h.write_names)
         out.update(self._siblings(g))
+        out.update(self._tiny_peers(g))
         out.discard(g)
         return {h for h in out if not h.is_extern}
+
+    def _tiny_size(self, g: FusedGroup) -> int | None:
+        """The element count of a tiny pointwise group (every node of one static size of at
+        most ``_TINY_NUMEL``, at most ``_TINY_MAX_NODES`` nodes), else None."""
+        if g.is_extern or g.has_reduction or len(g.nodes) > _TINY_MAX_NODES:
+            return None
+        sizes = {n.xnumel for n in g.nodes}
+        if len(sizes) != 1:
+            return None
+        (size,) = sizes
+        if not size.is_number or int(size) > _TINY_NUMEL:
+            return None
+        return int(size)
+
+    def _tiny_peers(self, g: FusedGroup) -> list[FusedGroup]:
+        """The tiny groups of ``g``'s size nearest it in program order."""
+        size = self._tiny_size(g)
+        if size is None:
+            return []
+        peers = self._tiny.get(size, [])
+        at = next((i for i, h in enumerate(peers) if h is g), None)
+        if at is None:
+            return []
+        return peers[max(0, at - _SHARED_READ_WINDOW) : at + _SHARED_READ_WINDOW + 1]
 
     def _consumers(self, producer: FusedGroup) -> set[FusedGroup]:
         """The non-extern groups reading an output of a multi-output ``producer`` (none past
@@ -288,6 +326,13 @@ class Scheduler:
     def _merge(self, a: FusedGroup, b: FusedGroup) -> FusedGroup:
         merged = FusedGroup(tuple(sorted(a.nodes + b.nodes, key=lambda n: n.order)))
         merged.ancestors = (a.ancestors | b.ancestors) & ~merged.mask
+        for peers in self._tiny.values():
+            peers[:] = [h for h in peers if h is not a and h is not b]
+        size = self._tiny_size(merged)
+        if size is not None:
+            peers = self._tiny.setdefault(size, [])
+            peers.append(merged)
+            peers.sort(key=lambda h: h.order)
         self.groups = [g for g in self.groups if g is not a and g is not b] + [merged]
         self._pos[merged] = len(self._pos)
         for n in merged.nodes:

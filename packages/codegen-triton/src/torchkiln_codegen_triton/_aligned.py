@@ -1,0 +1,225 @@
+"""The aligned walk: a looped row reduction whose rows start off a 16-byte boundary, or whose
+length is not a multiple of 16, loads and stores the inside of each row with vector accesses.
+
+Triton vectorises a load (16 bytes per thread: 8 bfloat16 or 4 float32 values) only when it can
+prove, from its own integer analysis, that the address of each group of lanes is a multiple of
+16 bytes and that the mask is constant over each group. A row of ``rnumel`` values at
+``base + 50257 * x`` (GPT-2's vocabulary) fails both: ``50257 * x`` has no known divisor, and
+the mask ``rindex < rnumel`` (an integer argument not divisible by 16, which Triton does not
+specialise) varies lane by lane. Every block is then loaded one value per instruction: a
+softmax over rows of 50257 moved about a quarter of the bandwidth of rows of 4096.
+
+With the walk, each program starts at its row's start rounded down to the vector width
+``VEC`` (16 bytes of the narrowest type accessed along the row), ``rrow = B // VEC * VEC``
+for the row start ``B(x)`` of the kernel's *primary* access (the residue class, mod ``VEC``,
+of the row starts that move the most bytes), and ``rshift = B - rrow``. A block covers the
+aligned positions ``rpos = roffset + arange(RBLOCK)`` and the row index is ``rindex = rpos -
+rshift``: the reductions, ``index_expr`` and every other address see the row's true indices.
+Each stage's r-loop becomes three loops over the same body:
+
+- the first block ``[0, RBLOCK)``, masked (``0 <= rindex < rnumel``: the lanes before the row's
+  start are masked out, so a reduction takes its identity there and no store happens);
+- the interior blocks ``[RBLOCK, rnumel // RBLOCK * RBLOCK)``, with ``rmask`` all true: they lie
+  inside every row whatever its shift (``rshift < VEC <= RBLOCK``), so the only mask left is
+  ``xmask``, constant along the row (a block narrower than a vector, RBLOCK < VEC, leaves the
+  first loop the blocks up to the first multiple of RBLOCK at or past VEC);
+- the last block(s), from ``max(rnumel // RBLOCK, 1) * RBLOCK`` up to ``rnumel + VEC - 1``,
+  masked again (a block entirely past a row's end is masked out entirely).
+
+The blocks are visited in row order, so per-lane reductions that depend on order (argmax's
+first index) keep it. An access of the primary class at ``rindex + B_i(x)`` is addressed as
+``rrow + (B_i - B) + rpos``: ``rrow`` is ``// VEC * VEC`` (divisible by ``VEC`` in Triton's
+analysis, no hint that could be wrong), ``B_i - B`` has coefficients divisible by ``VEC`` and
+``rpos`` is a multiple of RBLOCK plus an arange; with a 16-byte aligned pointer argument (Triton
+specialises those) the interior loads and stores become 16-byte vector accesses (checked on the
+PTX of an sm_90 compile: ``ld.global.v4.b32`` / ``st.global.v4.b32``). Every other access
+(a broadcast weight, another stride, a strided or indirect one) keeps its usual address in
+``rindex``: right, and vectorised only where it was before. A tensor whose data pointer is not
+16-byte aligned (a slice at an odd offset) is not specialised, so its accesses stay scalar; the
+results are the same.
+
+Where it applies (``aligned_plan``): a looped, unsplit reduction kernel in the default block
+layout whose row length is a known integer of at least ``MIN_RNUMEL`` and which has at least one
+access contiguous along the row, unless the rows already start on a vector boundary and their
+length is a multiple of 16 (then the plain loop vectorises). Persistent kernels keep one
+masked block per row. ``TritonOptions.aligned_rows`` turns it off, for comparison.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import sympy
+from torchkiln_loop_ir.backend import KernelSpec
+from torchkiln_loop_ir.indexing import index_symbol
+from torchkiln_loop_ir.ops import set_ops_handler
+
+from ._flat_index import RFLAT, XFLAT, FlatIndex
+from ._layout import BlockLayout, _AccessRecorder
+from .printer import texpr
+
+#: rows shorter than this keep the plain loop (one or two blocks per row: little to gain)
+MIN_RNUMEL = 512
+#: the widest vector access of a thread (ld.global.v4.b32)
+VECTOR_BYTES = 16
+
+_Residue = frozenset[tuple[sympy.Expr, int]]
+
+
+@dataclass(frozen=True)
+class AlignedWalk:
+    """The walk of one kernel (see the module docstring): ``vec`` values per vector,
+    ``base`` the primary row start (x variables only), ``residue`` its coefficients mod
+    ``vec`` (accesses with the same residue share the alignment)."""
+
+    vec: int
+    base: sympy.Expr
+    residue: _Residue
+    rvar: sympy.Symbol | None  # the r variable that is the flat rindex (one r range), or None
+    sizes: frozenset[sympy.Symbol] = frozenset()  # the kernel's size arguments
+
+    @property
+    def note(self) -> str:
+        return (
+            f"aligned walk: each row from its start rounded down to {self.vec} values, "
+            "interior blocks unmasked (16-byte vector accesses)"
+        )
+
+    def head(self) -> list[str]:
+        """The per-row lines (after the x variables): the aligned row start and the shift."""
+        b = texpr(self.base)
+        return [f"rrow = ({b}) // {self.vec} * {self.vec}", f"rshift = ({b}) - rrow"]
+
+    def pointer(self, arg: str, index: sympy.Expr, flat: FlatIndex) -> str | None:
+        """The address of ``arg[index]`` inside the walk's loops for an access ``rindex +
+        B_i(x)`` of the primary residue class: the aligned row start, ``B_i - base`` (a
+        multiple of ``vec``) and the block's aligned positions. None for any other access (it
+        keeps its usual address)."""
+        start = _row_start(index, flat, self.rvar, self.sizes)
+        if start is None or _residue(start, self.vec) != self.residue:
+            return None
+        off = sympy.expand(start - self.base)
+        row = "rrow" if off == 0 else f"(rrow + ({texpr(off)}))"
+        return f"{arg} + ({row} + rpos)"
+
+    def loops(self, body: Sequence[str], rlines: Sequence[str], r_shape: str) -> list[str]:
+        """A looped stage's ``body`` as the three loops of the walk (indented for the kernel)."""
+        edge = "rmask = (rindex >= 0) & (rindex < rnumel)"
+        # the first block past the shift: RBLOCK, unless a block is narrower than a vector
+        first = f"(RBLOCK + {self.vec - 1}) // RBLOCK * RBLOCK"
+        inner = "rnumel // RBLOCK * RBLOCK"
+        parts = [
+            (f"range(0, {first}, RBLOCK)", "the row's first block, from its aligned start", edge),
+            (
+                f"range({first}, {inner}, RBLOCK)",
+                "blocks inside the row: no mask, vector accesses",
+                f"rmask = tl.full({r_shape}, 1, tl.int1)",
+            ),
+            (
+                f"range(tl.maximum({inner}, {first}), rnumel + {self.vec - 1}, RBLOCK)",
+                "the row's last block(s)",
+                edge,
+            ),
+        ]
+        out: list[str] = []
+        for bounds, why, mask in parts:
+            out.append(f"    for roffset in {bounds}:  # {why}")
+            lines = ["rpos = roffset + rbase", "rindex = rpos - rshift", mask, *rlines, *body]
+            out += ["        " + ln for ln in lines]
+        return out
+
+
+def _rvar(spec: KernelSpec) -> sympy.Symbol | None:
+    """The one r variable equal to the flat rindex (a single range of size other than 1)."""
+    sized = [i for i, s in enumerate(spec.rranges) if sympy.sympify(s) != 1]
+    return index_symbol("r", sized[0]) if len(sized) == 1 else None
+
+
+def _row_start(
+    index: sympy.Expr, flat: FlatIndex, rvar: sympy.Symbol | None, sizes: frozenset[sympy.Symbol]
+) -> sympy.Expr | None:
+    """``B(x)`` when ``index`` is ``rindex + B(x)`` (contiguous along the row; only x variables
+    and the kernel's size arguments in B), else None."""
+    index = flat.rewrite(sympy.sympify(index))
+    if rvar is not None:
+        index = index.subs(rvar, RFLAT)
+    start = sympy.expand(index - RFLAT)
+    if any(not (_is_x(s) or s in sizes) for s in start.free_symbols):
+        return None  # still along r (a stride other than 1), or indirect / size symbols
+    return start
+
+
+def _is_x(sym: sympy.Symbol) -> bool:
+    """An x variable (``x0``, ``x1``, ...) or the flat ``xindex`` of ``_flat_index.py``."""
+    return sym == XFLAT or (sym.name.startswith("x") and sym.name[1:].isdigit())
+
+
+def _residue(start: sympy.Expr, vec: int) -> _Residue | None:
+    """The coefficients of polynomial ``start`` (in x variables and sizes) mod ``vec``, the
+    nonzero ones; None when it is not a polynomial with integer coefficients (a floor division
+    of x, say). Row starts of equal residues differ by a multiple of ``vec``."""
+    out = set()
+    for term, coeff in start.as_coefficients_dict().items():
+        if not coeff.is_Integer:
+            return None
+        if term != 1 and not all(isinstance(f, sympy.Symbol) for f in sympy.Mul.make_args(term)):
+            return None
+        if int(coeff) % vec:
+            out.add((term, int(coeff) % vec))
+    return frozenset(out)
+
+
+def aligned_plan(
+    spec: KernelSpec,
+    *,
+    looped: bool,
+    split: bool,
+    layout: BlockLayout,
+    enabled: bool,
+) -> AlignedWalk | None:
+    """The walk for ``spec`` (see the module docstring), or None for the plain r-loop."""
+    if not (enabled and looped and not split and spec.rranges and not layout.transposed):
+        return None
+    rnumel = sympy.Integer(1)
+    for s in spec.rranges:
+        rnumel = rnumel * sympy.sympify(s)
+    if not rnumel.is_Integer or int(rnumel) < MIN_RNUMEL:
+        return None
+    memory = frozenset(n for n in (*spec.inputs, *spec.outputs) if n not in spec.local_buffers)
+    recorder = _AccessRecorder(memory)
+    xvars = [index_symbol("x", i) for i in range(len(spec.xranges))]
+    rvars = [index_symbol("r", i) for i in range(len(spec.rranges))]
+    try:
+        with set_ops_handler(recorder):
+            for stage in spec.stages:
+                if stage.kind == "loop":
+                    for node in stage.nodes:
+                        node.body(list(xvars), list(rvars))
+    except Exception:  # noqa: BLE001 - an analysis only: the code generator reports real errors
+        return None
+    flat, rvar = FlatIndex(spec.xranges, spec.rranges), _rvar(spec)
+    sizes = frozenset(spec.size_args)
+    starts: list[tuple[sympy.Expr, int]] = []
+    for name, index in recorder.accesses:
+        if not (index.free_symbols & set(rvars)):
+            continue
+        start = _row_start(index, flat, rvar, sizes)
+        if start is not None:
+            starts.append((start, spec.buffers[name].dtype.itemsize))
+    if not starts:
+        return None
+    vec = VECTOR_BYTES // min(max(1, min(size for _, size in starts)), VECTOR_BYTES)
+    weight: dict[_Residue, int] = {}
+    first: dict[_Residue, sympy.Expr] = {}
+    for start, size in starts:
+        key = _residue(start, vec)
+        if key is not None:
+            weight[key] = weight.get(key, 0) + size
+            first.setdefault(key, start)
+    if not weight:
+        return None
+    residue = max(weight, key=lambda k: weight[k])
+    if not residue and int(rnumel) % VECTOR_BYTES == 0:
+        return None  # rows on a vector boundary, a mask bound Triton knows divisible by 16
+    return AlignedWalk(vec, first[residue], residue, rvar, sizes)
