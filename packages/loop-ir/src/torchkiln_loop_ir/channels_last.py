@@ -41,8 +41,6 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from .errors import LoweringError
 from .mkldnn import (
     _LIB,
-    _STORAGE_OPS,
-    _args_of,
     _drop_redundant_channels_last_copies,
     _fake_meta,
     _keep_output_layouts,
@@ -50,6 +48,7 @@ from .mkldnn import (
     _propagate_meta,
     _static_inputs,
     _val,
+    layout_copy,
 )
 
 aten = torch.ops.aten
@@ -130,27 +129,11 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
     convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
     if not convs:
         return gm, ()
-    if any(n.target in _STORAGE_OPS for n in gm.graph.nodes):
-        return gm, tuple(
-            f"{c.name}: aten.convolution kept in NCHW (the graph has an as_strided "
-            "view, whose values depend on the memory layout)"
-            for c in convs
-        )
-    graph = fx.Graph()
-    copies: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, copies))
-    if not _static_inputs(graph):
-        return gm, tuple(
-            f"{c.name}: aten.convolution kept in NCHW (graph inputs of symbolic size)"
-            for c in convs
-        )
-    mode = FakeTensorMode()
-    _propagate_meta(graph, mode)
-    propagated = _args_of(graph)
-    output = next(n for n in graph.nodes if n.op == "output")
-    # the outputs' traced layouts, read before any convolution is replaced (a replaced one that
-    # is itself an output would otherwise look channels-last already)
-    before = _output_values(output)
+    copy = layout_copy(gm, convs)
+    if isinstance(copy, tuple):
+        return gm, copy
+    graph, copies, mode, output = copy.graph, copy.copies, copy.mode, copy.output
+    propagated, before = copy.propagated, copy.before
     log: list[str] = []
     changed = False
     for conv in [copies[c] for c in convs]:
@@ -301,24 +284,11 @@ def use_channels_last_training(
     convs = [n for n in gm.graph.nodes if n.target in (aten.convolution.default, _CONV_BACKWARD)]
     if not convs:
         return gm, ()
-    if any(n.target in _STORAGE_OPS for n in gm.graph.nodes):
-        return gm, tuple(
-            f"{c.name}: {c.target.__name__} kept in NCHW (the graph has an as_strided view, "
-            "whose values depend on the memory layout)"
-            for c in convs
-        )
-    graph = fx.Graph()
-    copies: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, copies))
-    if not _static_inputs(graph):
-        return gm, tuple(
-            f"{c.name}: {c.target.__name__} kept in NCHW (graph inputs of symbolic size)"
-            for c in convs
-        )
-    mode = FakeTensorMode()
-    _propagate_meta(graph, mode)
-    output = next(n for n in graph.nodes if n.op == "output")
-    before = _output_values(output)
+    copy = layout_copy(gm, convs)
+    if isinstance(copy, tuple):
+        return gm, copy
+    graph, copies, mode, output = copy.graph, copy.copies, copy.mode, copy.output
+    before = copy.before
     log: list[str] = []
     changed = False
     for conv in [copies[c] for c in convs]:

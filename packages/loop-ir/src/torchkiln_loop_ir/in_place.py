@@ -142,17 +142,25 @@ def _may_raise(step: Any) -> bool:
     ``x[idx]``), which raises the user's IndexError for an index out of range."""
     if not isinstance(step, KernelSpec):
         return False
-    rec = _Accesses()
+    rec = _replay(step)
+    return rec is None or rec.checked_index  # a body we cannot replay here: assume it may
+
+
+def _replay(step: KernelSpec) -> _Accesses | None:
+    """The loads, stores and checked indices of ``step``'s bodies, run at the kernel's index
+    symbols in emission order; None when a body cannot be replayed here."""
     xs = [index_symbol("x", i) for i in range(len(step.xranges))]
     rs = [index_symbol("r", i) for i in range(len(step.rranges))]
+    rec = _Accesses()
     try:
         with set_ops_handler(rec):
-            for stage in step.stages:
+            for s, stage in enumerate(step.stages):
+                rec.stage = s
                 for node in stage.nodes:
                     node.body(xs, rs if stage.kind == "loop" else ())
-    except Exception:  # noqa: BLE001 - a body we cannot replay here: assume it may raise
-        return True
-    return rec.checked_index
+    except Exception:  # noqa: BLE001 - an analysis only: the code generator reports real errors
+        return None
+    return rec
 
 
 class _Accesses(NoOpHandler):
@@ -181,16 +189,8 @@ class _Accesses(NoOpHandler):
 def _reads_match_store(step: KernelSpec, inp: str, name: str) -> bool:
     """Inside ``step``: ``name`` stored once, plainly, in an epilogue (or a kernel without a
     reduction loop), and every load of ``inp`` in that stage at that index."""
-    xs = [index_symbol("x", i) for i in range(len(step.xranges))]
-    rs = [index_symbol("r", i) for i in range(len(step.rranges))]
-    rec = _Accesses()
-    try:
-        with set_ops_handler(rec):
-            for s, stage in enumerate(step.stages):
-                rec.stage = s
-                for node in stage.nodes:
-                    node.body(xs, rs if stage.kind == "loop" else ())
-    except Exception:  # noqa: BLE001 - a body we cannot replay here: no in-place write
+    rec = _replay(step)
+    if rec is None:  # a body we cannot replay here: no in-place write
         return False
     stores = [k for k, a in enumerate(rec.seen) if a[1] == name and a[0] != "load"]
     if len(stores) != 1:

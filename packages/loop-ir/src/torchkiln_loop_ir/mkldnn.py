@@ -27,6 +27,7 @@ with the reason in the log.
 from __future__ import annotations
 
 import operator
+from dataclasses import dataclass
 from typing import Any
 
 import torch
@@ -232,29 +233,11 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
     convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
     if not convs:
         return gm, ()
-    if any(n.target in _STORAGE_OPS for n in gm.graph.nodes):
-        # as_strided reads memory order, which channels-last would change under it
-        return gm, tuple(
-            f"{c.name}: aten.convolution kept (the graph has an as_strided view, "
-            "whose values depend on the memory layout)"
-            for c in convs
-        )
-    graph = fx.Graph()
-    copies: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, copies))
-    if not _static_inputs(graph):
-        return gm, tuple(
-            f"{c.name}: aten.convolution kept (graph inputs of symbolic size)" for c in convs
-        )
-    mode = FakeTensorMode()
-    _propagate_meta(graph, mode)  # one fake mode for every value the pass makes or reads
-    propagated = _args_of(graph)
-    output = next(n for n in graph.nodes if n.op == "output")
-    # the outputs' traced layouts, read before any convolution is replaced: a replaced one that
-    # is an output (a training forward saves the convolution's result for batch norm's
-    # backward) would otherwise already show the channels-last strides, and go uncopied into a
-    # backward that reads it as contiguous (gradients were wrong)
-    before = _output_values(output)
+    copy = layout_copy(gm, convs, "kept")
+    if isinstance(copy, tuple):
+        return gm, copy
+    graph, copies, mode, output = copy.graph, copy.copies, copy.mode, copy.output
+    propagated, before = copy.propagated, copy.before
     log: list[str] = []
     placeholders = {n for n in graph.nodes if n.op == "placeholder"}
     changed = False
@@ -374,6 +357,49 @@ def _as_matmul(
     y = add(aten.permute.default, add(aten.view.default, out, [n, h, wd, k]), [0, 3, 1, 2])
     conv.replace_all_uses_with(y)
     graph.erase_node(conv)
+
+
+@dataclass
+class LayoutCopy:
+    """A graph copied for a pass that changes layouts (``layout_copy``): ``copies`` maps the old
+    nodes to the new, every meta value is propagated again in ``mode`` (``propagated``: the
+    ``_args_of`` right after), and ``before`` holds the outputs' traced values, read before any
+    node is replaced (a replaced convolution that is an output, a training forward's value saved
+    for batch norm's backward, would otherwise already show its new strides, and go uncopied
+    into a backward that reads it as traced: gradients were wrong)."""
+
+    graph: fx.Graph
+    copies: dict[fx.Node, fx.Node]
+    mode: FakeTensorMode
+    output: fx.Node
+    propagated: dict[fx.Node, tuple[Any, Any]]
+    before: list[Any]
+
+
+def layout_copy(
+    gm: fx.GraphModule, convs: list[fx.Node], kept: str = "kept in NCHW"
+) -> LayoutCopy | tuple[str, ...]:
+    """``gm``'s graph copied, for a pass that changes the layout of ``convs``, or the log lines
+    of why not: an ``as_strided`` view (it reads memory order, which the pass would change under
+    it) or inputs of symbolic size (the pass fakes them again)."""
+
+    def refused(why: str) -> tuple[str, ...]:
+        return tuple(
+            f"{c.name}: aten.{c.target.__name__.split('.')[0]} {kept} ({why})" for c in convs
+        )
+
+    if any(n.target in _STORAGE_OPS for n in gm.graph.nodes):
+        return refused("the graph has an as_strided view, whose values depend on the memory layout")
+    graph = fx.Graph()
+    copies: dict[fx.Node, fx.Node] = {}
+    graph.output(graph.graph_copy(gm.graph, copies))
+    if not _static_inputs(graph):
+        return refused("graph inputs of symbolic size")
+    mode = FakeTensorMode()
+    _propagate_meta(graph, mode)  # one fake mode for every value the pass makes or reads
+    propagated = _args_of(graph)
+    output = next(n for n in graph.nodes if n.op == "output")
+    return LayoutCopy(graph, copies, mode, output, propagated, _output_values(output))
 
 
 def _output_values(output: fx.Node) -> list[Any]:
