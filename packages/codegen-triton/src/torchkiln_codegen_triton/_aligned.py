@@ -53,10 +53,9 @@ from dataclasses import dataclass
 import sympy
 from torchkiln_loop_ir.backend import KernelSpec
 from torchkiln_loop_ir.indexing import index_symbol
-from torchkiln_loop_ir.ops import set_ops_handler
 
 from ._flat_index import RFLAT, XFLAT, FlatIndex
-from ._layout import BlockLayout, _AccessRecorder
+from ._layout import BlockLayout, memory_accesses
 from .printer import texpr
 
 #: rows shorter than this keep the plain loop (one or two blocks per row: little to gain)
@@ -186,22 +185,14 @@ def aligned_plan(
         rnumel = rnumel * sympy.sympify(s)
     if not rnumel.is_Integer or int(rnumel) < MIN_RNUMEL:
         return None
-    memory = frozenset(n for n in (*spec.inputs, *spec.outputs) if n not in spec.local_buffers)
-    recorder = _AccessRecorder(memory)
-    xvars = [index_symbol("x", i) for i in range(len(spec.xranges))]
-    rvars = [index_symbol("r", i) for i in range(len(spec.rranges))]
-    try:
-        with set_ops_handler(recorder):
-            for stage in spec.stages:
-                if stage.kind == "loop":
-                    for node in stage.nodes:
-                        node.body(list(xvars), list(rvars))
-    except Exception:  # noqa: BLE001 - an analysis only: the code generator reports real errors
+    accesses = memory_accesses(spec, loop_only=True)
+    if accesses is None:
         return None
+    rvars = [index_symbol("r", i) for i in range(len(spec.rranges))]
     flat, rvar = FlatIndex(spec.xranges, spec.rranges), _rvar(spec)
     sizes = frozenset(spec.size_args)
     starts: list[tuple[sympy.Expr, int]] = []
-    for name, index in recorder.accesses:
+    for name, index in accesses:
         if not (index.free_symbols & set(rvars)):
             continue
         start = _row_start(index, flat, rvar, sizes)

@@ -116,13 +116,12 @@ def _stride(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr:
     return moved if moved.is_Number else sympy.simplify(moved)
 
 
-def choose_layout(spec: KernelSpec) -> BlockLayout:
-    """The block layout for reduction kernel ``spec`` (see the module docstring)."""
-    if not spec.rranges:
-        return DEFAULT
-    xvar, rvar = _innermost(spec.xranges, "x"), _innermost(spec.rranges, "r")
-    if xvar is None or rvar is None:
-        return DEFAULT
+def memory_accesses(
+    spec: KernelSpec, loop_only: bool = False
+) -> list[tuple[str, sympy.Expr]] | None:
+    """(buffer, index) of each load and store of global memory in ``spec``'s bodies (of its loop
+    stages only, with ``loop_only``), at the kernel's index symbols; None when a body cannot be
+    replayed here (an analysis only: the code generator reports real errors)."""
     memory = frozenset(n for n in (*spec.inputs, *spec.outputs) if n not in spec.local_buffers)
     recorder = _AccessRecorder(memory)
     xvars = [index_symbol("x", i) for i in range(len(spec.xranges))]
@@ -130,13 +129,28 @@ def choose_layout(spec: KernelSpec) -> BlockLayout:
     try:
         with set_ops_handler(recorder):
             for stage in spec.stages:
+                if loop_only and stage.kind != "loop":
+                    continue
                 for node in stage.nodes:
                     node.body(list(xvars), list(rvars) if stage.kind == "loop" else [])
-    except Exception:  # noqa: BLE001 - an analysis only: the code generator reports real errors
+    except Exception:  # noqa: BLE001 - an analysis only
+        return None
+    return recorder.accesses
+
+
+def choose_layout(spec: KernelSpec) -> BlockLayout:
+    """The block layout for reduction kernel ``spec`` (see the module docstring)."""
+    if not spec.rranges:
+        return DEFAULT
+    xvar, rvar = _innermost(spec.xranges, "x"), _innermost(spec.rranges, "r")
+    if xvar is None or rvar is None:
+        return DEFAULT
+    accesses = memory_accesses(spec)
+    if accesses is None:
         return BlockLayout(reason="default: the accesses could not be analysed")
     along_x = along_r = 0
     seen: set[tuple[str, sympy.Expr]] = set()
-    for name, index in recorder.accesses:
+    for name, index in accesses:
         # equal expressions print equal: the expression is the key (printing it cost more than
         # the rest of the analysis)
         if (name, index) in seen or not {xvar, rvar} <= index.free_symbols:

@@ -41,13 +41,13 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from .errors import LoweringError
 from .mkldnn import (
     _LIB,
-    _drop_redundant_channels_last_copies,
     _fake_meta,
     _keep_output_layouts,
     _output_values,
     _propagate_meta,
     _static_inputs,
     _val,
+    finish_layout,
     layout_copy,
 )
 
@@ -132,8 +132,7 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
     copy = layout_copy(gm, convs)
     if isinstance(copy, tuple):
         return gm, copy
-    graph, copies, mode, output = copy.graph, copy.copies, copy.mode, copy.output
-    propagated, before = copy.propagated, copy.before
+    graph, copies = copy.graph, copy.copies
     log: list[str] = []
     changed = False
     for conv in [copies[c] for c in convs]:
@@ -164,19 +163,7 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
         log.append(f"{conv.name}: convolution channels-last (weight converted once)")
     if not changed:
         return gm, tuple(log)
-    _propagate_meta(graph, mode, since=propagated)
-    _drop_redundant_channels_last_copies(graph)
-    if not _keep_output_layouts(graph, output, before):
-        return gm, tuple(
-            f"{c.name}: aten.convolution kept in NCHW (a graph output that is not "
-            "contiguous would change layout)"
-            for c in convs
-        )
-    # the module is made once the graph is final: making it writes its Python code, as
-    # recompile() does (once instead of twice)
-    new_gm = fx.GraphModule(gm, graph)
-    graph.lint()
-    return new_gm, tuple(log)
+    return finish_layout(gm, copy, convs, log)
 
 
 # --- training graphs -------------------------------------------------------------------------
@@ -287,8 +274,7 @@ def use_channels_last_training(
     copy = layout_copy(gm, convs)
     if isinstance(copy, tuple):
         return gm, copy
-    graph, copies, mode, output = copy.graph, copy.copies, copy.mode, copy.output
-    before = copy.before
+    graph, copies = copy.graph, copy.copies
     log: list[str] = []
     changed = False
     for conv in [copies[c] for c in convs]:
@@ -307,14 +293,4 @@ def use_channels_last_training(
         log.append(f"{conv.name}: {conv.target.__name__} reads channels-last")
     if not changed:
         return gm, tuple(log)
-    _propagate_meta(graph, mode)
-    _drop_redundant_channels_last_copies(graph)
-    if not _keep_output_layouts(graph, output, before, free_tail=free_tail):
-        return gm, tuple(
-            f"{c.name}: {c.target.__name__} kept in NCHW (a graph output that is not "
-            "contiguous would change layout)"
-            for c in convs
-        )
-    new_gm = fx.GraphModule(gm, graph)
-    graph.lint()
-    return new_gm, tuple(log)
+    return finish_layout(gm, copy, convs, log, free_tail=free_tail)

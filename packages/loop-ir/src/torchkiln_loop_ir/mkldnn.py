@@ -236,8 +236,7 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
     copy = layout_copy(gm, convs, "kept")
     if isinstance(copy, tuple):
         return gm, copy
-    graph, copies, mode, output = copy.graph, copy.copies, copy.mode, copy.output
-    propagated, before = copy.propagated, copy.before
+    graph, copies = copy.graph, copy.copies
     log: list[str] = []
     placeholders = {n for n in graph.nodes if n.op == "placeholder"}
     changed = False
@@ -307,19 +306,7 @@ def use_mkldnn_convolutions(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[s
         log.append(f"{conv.name}: oneDNN convolution, channels-last{fused}")
     if not changed:
         return gm, tuple(log)
-    _propagate_meta(graph, mode, since=propagated)
-    _drop_redundant_channels_last_copies(graph)
-    if not _keep_output_layouts(graph, output, before):
-        return gm, tuple(
-            f"{c.name}: aten.convolution kept (a graph output that is not contiguous "
-            "would change layout)"
-            for c in convs
-        )
-    # the module is made once the graph is final: making it writes its Python code, as
-    # recompile() does (once instead of twice)
-    new_gm = fx.GraphModule(gm, graph)
-    graph.lint()
-    return new_gm, tuple(log)
+    return finish_layout(gm, copy, convs, log, "kept")
 
 
 def _as_matmul(
@@ -400,6 +387,32 @@ def layout_copy(
     propagated = _args_of(graph)
     output = next(n for n in graph.nodes if n.op == "output")
     return LayoutCopy(graph, copies, mode, output, propagated, _output_values(output))
+
+
+def finish_layout(
+    gm: fx.GraphModule,
+    copy: LayoutCopy,
+    convs: list[fx.Node],
+    log: list[str],
+    kept: str = "kept in NCHW",
+    free_tail: int = 0,
+) -> tuple[fx.GraphModule, tuple[str, ...]]:
+    """The module of ``copy``'s graph once a layout pass changed it, and ``log``: meta values
+    propagated again (what changed since ``layout_copy``), the copies to channels-last that the
+    new strides made redundant dropped, every output given its traced strides but the last
+    ``free_tail``; ``gm`` itself, with why, when an output that is not contiguous would change."""
+    _propagate_meta(copy.graph, copy.mode, since=copy.propagated)
+    _drop_redundant_channels_last_copies(copy.graph)
+    if not _keep_output_layouts(copy.graph, copy.output, copy.before, free_tail=free_tail):
+        why = "a graph output that is not contiguous would change layout"
+        return gm, tuple(
+            f"{c.name}: aten.{c.target.__name__.split('.')[0]} {kept} ({why})" for c in convs
+        )
+    # the module is made once the graph is final: making it writes its Python code, as
+    # recompile() does (once instead of twice)
+    new_gm = fx.GraphModule(gm, copy.graph)
+    copy.graph.lint()
+    return new_gm, tuple(log)
 
 
 def _output_values(output: fx.Node) -> list[Any]:
