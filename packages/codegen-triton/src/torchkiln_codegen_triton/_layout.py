@@ -17,15 +17,13 @@ layout and written into the kernel source as a comment.
 
 from __future__ import annotations
 
-import functools
-from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import sympy
 from torchkiln_loop_ir.backend import KernelSpec
 from torchkiln_loop_ir.handlers import NoOpHandler
-from torchkiln_loop_ir.indexing import index_symbol
+from torchkiln_loop_ir.indexing import index_symbol, innermost_symbol, unit_step
 from torchkiln_loop_ir.ops import set_ops_handler
 
 
@@ -93,29 +91,6 @@ class _AccessRecorder(NoOpHandler):
         self._note(name, index)
 
 
-def _innermost(ranges: Sequence[sympy.Expr], prefix: str) -> sympy.Symbol | None:
-    """The index variable of the last range of size other than 1 (the fastest-varying one of
-    the flattened index), as kernel.py names it."""
-    for i in reversed(range(len(ranges))):
-        if sympy.sympify(ranges[i]) != 1:
-            return index_symbol(prefix, i)
-    return None
-
-
-@functools.lru_cache(maxsize=1 << 12)  # a pure function; kernels of a model share addresses
-def _stride(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr:
-    """How far ``index`` moves when ``var`` goes from 0 to 1 with every other variable at 0 (the
-    stride at the block's start; FloorDiv/ModularIndexing evaluate on integers)."""
-    zero = {
-        s: 0 for s in index.free_symbols if s.name[:1] in ("x", "r") or s.name.startswith("tmp")
-    }
-    at0 = index.subs(zero)
-    at1 = index.subs({**zero, var: 1})
-    moved = at1 - at0
-    # most strides are numbers already: sympy.simplify would give the same number, slowly
-    return moved if moved.is_Number else sympy.simplify(moved)
-
-
 def memory_accesses(
     spec: KernelSpec, loop_only: bool = False
 ) -> list[tuple[str, sympy.Expr]] | None:
@@ -142,7 +117,7 @@ def choose_layout(spec: KernelSpec) -> BlockLayout:
     """The block layout for reduction kernel ``spec`` (see the module docstring)."""
     if not spec.rranges:
         return DEFAULT
-    xvar, rvar = _innermost(spec.xranges, "x"), _innermost(spec.rranges, "r")
+    xvar, rvar = innermost_symbol(spec.xranges, "x"), innermost_symbol(spec.rranges, "r")
     if xvar is None or rvar is None:
         return DEFAULT
     accesses = memory_accesses(spec)
@@ -157,9 +132,9 @@ def choose_layout(spec: KernelSpec) -> BlockLayout:
             continue
         seen.add((name, index))
         size = spec.buffers[name].dtype.itemsize
-        if _stride(index, xvar) == 1:
+        if unit_step(index, xvar) == 1:
             along_x += size
-        elif _stride(index, rvar) == 1:
+        elif unit_step(index, rvar) == 1:
             along_r += size
     if along_x > along_r:
         return BlockLayout(

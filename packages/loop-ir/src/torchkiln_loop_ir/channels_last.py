@@ -113,8 +113,11 @@ DIRECT_CALLS = {CONV_CHANNELS_LAST: _conv_channels_last}
 
 
 def _why_not(conv: fx.Node) -> str | None:
-    x, w = _val(conv.args[0]), _val(conv.args[1])
-    transposed = conv.args[6]
+    """Why ``conv`` (an ``aten.convolution``, or a ``convolution_backward``: its input, weight
+    and ``transposed`` flag one place later) does not run channels-last, or None."""
+    at = 0 if conv.target is aten.convolution.default else 1
+    x, w = _val(conv.args[at]), _val(conv.args[at + 1])
+    transposed = conv.args[at + 6]
     if not isinstance(x, torch.Tensor) or x.dim() != 4 or not isinstance(w, torch.Tensor):
         return "not a 2-D convolution"
     if transposed:
@@ -227,19 +230,6 @@ def _layout_args(node: fx.Node) -> tuple[int, ...]:
     return (0,) if node.target is aten.convolution.default else (0, 1)
 
 
-def _why_not_training(node: fx.Node) -> str | None:
-    if node.target is aten.convolution.default:
-        return _why_not(node)
-    x, w, transposed = _val(node.args[1]), _val(node.args[2]), node.args[7]
-    if not isinstance(x, torch.Tensor) or x.dim() != 4 or not isinstance(w, torch.Tensor):
-        return "not a 2-D convolution"
-    if transposed:
-        return "a transposed convolution"
-    if x.dtype not in (torch.float16, torch.bfloat16, torch.float32):
-        return f"dtype {x.dtype}"
-    return None
-
-
 def _to_channels_last(graph: fx.Graph, node: fx.Node, arg: Any) -> Any:
     """``arg`` as a channels-last value before ``node``: a clone, which loop-ir fuses into the
     kernel that produces ``arg`` (a cast weight, a pointwise gradient)."""
@@ -278,7 +268,7 @@ def use_channels_last_training(
     log: list[str] = []
     changed = False
     for conv in [copies[c] for c in convs]:
-        reason = _why_not_training(conv)
+        reason = _why_not(conv)
         if reason is not None:
             log.append(f"{conv.name}: {conv.target.__name__} kept in NCHW ({reason})")
             continue

@@ -73,6 +73,9 @@ def in_place_writes(
     outs = [o.name if isinstance(o, (Buffer, NamedView)) else None for o in graph.outputs]
     inputs = set(graph.input_names or [b.name for b in graph.inputs])
     viewed = {s.base for s in steps if isinstance(s, View)}
+    # the last kernel that checks a computed index: no write in place before it (each kernel's
+    # bodies replayed once, not once per requested pair)
+    last_check = max((i for i, step in enumerate(steps) if _may_raise(step)), default=-1)
     chosen: dict[str, str] = {}
     for pos, inp in requested:
         name = outs[pos] if 0 <= pos < len(outs) else None
@@ -90,7 +93,7 @@ def in_place_writes(
         writer = _writer(steps, name)
         if writer is None or not _only_read_before(steps, writer, inp):
             continue
-        if any(_may_raise(step) for step in steps[writer + 1 :]):
+        if writer < last_check:
             continue
         if _reads_match_store(steps[writer], inp, name):
             chosen[name] = inp

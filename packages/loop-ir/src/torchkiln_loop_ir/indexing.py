@@ -9,6 +9,10 @@ every code generator's printer must handle both.
 
 from __future__ import annotations
 
+import functools
+from collections.abc import Sequence
+from typing import Any
+
 import sympy
 
 
@@ -53,3 +57,25 @@ class ModularIndexing(sympy.Function):
 def index_symbol(prefix: str, n: int) -> sympy.Symbol:
     """The canonical index symbol ``{prefix}{n}`` (integer, non-negative)."""
     return sympy.Symbol(f"{prefix}{n}", integer=True, nonnegative=True)
+
+
+def innermost_symbol(ranges: Sequence[Any], prefix: str) -> sympy.Symbol | None:
+    """The index symbol of the last range of size other than 1 (the fastest-varying one of the
+    flattened index), or None when every range has size 1."""
+    for i in reversed(range(len(ranges))):
+        if sympy.sympify(ranges[i]) != 1:
+            return index_symbol(prefix, i)
+    return None
+
+
+@functools.lru_cache(maxsize=1 << 12)  # a pure function; kernels of a model share addresses
+def unit_step(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr:
+    """How far ``index`` moves when ``var`` goes from 0 to 1 with every other index variable at
+    0 (``x``/``r`` symbols, and a code generator's ``tmp`` indirect indices): the stride at the
+    block's start (FloorDiv/ModularIndexing evaluate on integers)."""
+    zero = {
+        s: 0 for s in index.free_symbols if s.name[:1] in ("x", "r") or s.name.startswith("tmp")
+    }
+    moved = index.subs({**zero, var: 1}) - index.subs(zero)
+    # most strides are numbers already: sympy.simplify would give the same number, slowly
+    return moved if moved.is_Number else sympy.simplify(moved)

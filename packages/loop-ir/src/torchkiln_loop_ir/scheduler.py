@@ -231,9 +231,9 @@ class Scheduler:
         if size is None:
             return []
         peers = self._tiny.get(size, [])
-        at = next((i for i, h in enumerate(peers) if h is g), None)
-        if at is None:
+        if g not in peers:
             return []
+        at = peers.index(g)
         return peers[max(0, at - _SHARED_READ_WINDOW) : at + _SHARED_READ_WINDOW + 1]
 
     def _consumers(self, producer: FusedGroup) -> set[FusedGroup]:
@@ -326,8 +326,9 @@ class Scheduler:
     def _merge(self, a: FusedGroup, b: FusedGroup) -> FusedGroup:
         merged = FusedGroup(tuple(sorted(a.nodes + b.nodes, key=lambda n: n.order)))
         merged.ancestors = (a.ancestors | b.ancestors) & ~merged.mask
-        for peers in self._tiny.values():
-            peers[:] = [h for h in peers if h is not a and h is not b]
+        for g in (a, b):
+            if (old := self._tiny_size(g)) is not None and g in self._tiny.get(old, ()):
+                self._tiny[old].remove(g)
         size = self._tiny_size(merged)
         if size is not None:
             peers = self._tiny.setdefault(size, [])

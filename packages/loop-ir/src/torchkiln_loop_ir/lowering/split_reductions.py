@@ -36,7 +36,7 @@ from typing import Any
 import sympy
 
 from ..handlers import NoOpHandler
-from ..indexing import ModularIndexing, index_symbol
+from ..indexing import ModularIndexing, index_symbol, innermost_symbol, unit_step
 from ..ir import ComputedBuffer, Reduction, compute_dtype, product
 from ..ops import set_ops_handler
 
@@ -101,25 +101,10 @@ class _LoadRecorder(NoOpHandler):
         self.indices.append(sympy.sympify(index))
 
 
-def _innermost(ranges, prefix: str) -> sympy.Symbol | None:
-    for i in reversed(range(len(ranges))):
-        if sympy.sympify(ranges[i]) != 1:
-            return index_symbol(prefix, i)
-    return None
-
-
-def _stride(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr:
-    """How far ``index`` moves when ``var`` goes from 0 to 1, every other variable at 0."""
-    zero = {s: 0 for s in index.free_symbols if s.name[:1] in ("x", "r")}
-    moved = index.subs({**zero, var: 1}) - index.subs(zero)
-    # most strides are numbers already: sympy.simplify would give the same number, slowly
-    return moved if moved.is_Number else sympy.simplify(moved)
-
-
 def is_column_reduction(red: Reduction) -> bool:
     """Whether more of ``red``'s loads that vary along both x and r are contiguous along its
     innermost output dim than along its innermost reduction dim (channels-last statistics)."""
-    xvar, rvar = _innermost(red.ranges, "x"), _innermost(red.reduction_ranges, "r")
+    xvar, rvar = innermost_symbol(red.ranges, "x"), innermost_symbol(red.reduction_ranges, "r")
     if xvar is None or rvar is None:
         return False
     recorder = _LoadRecorder()
@@ -134,9 +119,9 @@ def is_column_reduction(red: Reduction) -> bool:
     for index in dict.fromkeys(recorder.indices):
         if not {xvar, rvar} <= index.free_symbols:
             continue
-        if _stride(index, xvar) == 1:
+        if unit_step(index, xvar) == 1:
             along_x += 1
-        elif _stride(index, rvar) == 1:
+        elif unit_step(index, rvar) == 1:
             along_r += 1
     return along_x > along_r
 
