@@ -162,3 +162,19 @@ def test_tiny_independent_pointwise_kernels_fuse(check):
     v, big = torch.randn(5), torch.randn(4096)
     cg = check(lambda a, b, c, v, big: (a + 1, b + 1, c * 2, v * 3, big.sin()), a, b, c, v, big)
     assert cg.num_kernels == 3
+
+
+def test_large_siblings_stay_apart(check):
+    """Siblings that visit more than a million points each are not launch-bound: one kernel
+    would gain nothing and run their work in fewer programs (BERT's backward fused six layers'
+    weight-gradient sums into one slow kernel). The same graph as above, at a larger size."""
+    x = torch.randn(2, 1 << 21)
+
+    def f(x):
+        a, b = x.sum(0), (x * x).sum(0)
+        return a.view(2048, 1024).sum(1), b.view(2048, 1024).amax(1)
+
+    cg = check(f, x, atol=1e-3, rtol=1e-4)
+    assert cg.num_kernels == 3
+    refusals = [str(d) for d in cg.scheduled.fusion_log if not d.accepted]
+    assert any("share no buffer and are not launch-bound" in r for r in refusals)

@@ -72,6 +72,29 @@ _SHARED_READ_WINDOW = 16
 _TINY_NUMEL = 64
 _TINY_MAX_NODES = 32
 
+# Two groups that share no buffer (siblings, tiny peers) fuse only while each of their nodes
+# visits at most this many points (output elements times reduction length): such kernels are
+# launch-bound, and one launch is what fusing them saves. Larger ones gain nothing from sharing a
+# launch and lose parallelism: BERT-base's backward fused the weight-gradient column sums of six
+# layers (siblings through one multi-output kernel) into one 1.3 ms kernel.
+_SHARE_NOTHING_MAX_POINTS = 1 << 20
+
+
+def _share_a_buffer(a: FusedGroup, b: FusedGroup) -> bool:
+    """Whether one of ``a``/``b`` reads what the other writes, or both read one buffer."""
+    return bool(
+        a.write_names & b.all_reads or b.write_names & a.all_reads or a.read_names & b.read_names
+    )
+
+
+def _launch_bound(g: FusedGroup) -> bool:
+    """Whether every node of ``g`` visits at most ``_SHARE_NOTHING_MAX_POINTS`` points."""
+    for n in g.nodes:
+        points = n.xnumel * n.rnumel
+        if not points.is_number or int(points) > _SHARE_NOTHING_MAX_POINTS:
+            return False
+    return True
+
 
 class Scheduler:
     """Builds groups from the lowered nodes and fuses them greedily, best-scored legal pair first.
@@ -170,6 +193,12 @@ class Scheduler:
             return FusionDecision(False, "scatter nodes update a buffer in place and are not fused")
         if self._creates_cycle(a, b):
             return FusionDecision(False, "fusing would create a cycle through another node")
+        if not _share_a_buffer(a, b) and not (_launch_bound(a) and _launch_bound(b)):
+            return FusionDecision(
+                False,
+                "they share no buffer and are not launch-bound (a node visits more than "
+                f"{_SHARE_NOTHING_MAX_POINTS} points)",
+            )
         nodes = tuple(sorted(a.nodes + b.nodes, key=lambda n: n.order))
         plan = self.plan(nodes)
         return plan if isinstance(plan, FusionDecision) else FusionDecision(True)
