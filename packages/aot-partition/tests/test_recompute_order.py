@@ -14,15 +14,17 @@ from torchkiln_aot_partition import (
 from torchkiln_aot_partition.trace import resolve_decompositions
 
 
-def _three_layers(x, w1, w2, w3):
+def _three_layers(x, w1, w2, w3, c):
     h = x @ w1  # saved: sin's backward reads it
-    g = torch.sin(h) * 2  # w2's gradient reads g: recomputed from h, not saved
-    return ((g @ w2) @ w3,)
+    g = torch.sin(h) * 2  # c's gradient reads g: recomputed from h, not saved
+    # g * c is saved: w2's gradient (a matmul) reads it from memory, recomputed or not
+    return (((g * c) @ w2) @ w3,)
 
 
 def test_recomputed_values_come_right_before_their_first_use(capture):
     torch.manual_seed(0)
     args = [torch.randn(6, 8), torch.randn(8, 12), torch.randn(12, 10), torch.randn(10, 4)]
+    args.append(torch.randn(12))
     args = [a.requires_grad_() for a in args]
     joint = joint_graph(
         lift_parameters(capture(_three_layers)).gm, args, resolve_decompositions(None)

@@ -25,6 +25,7 @@ from torch import fx
 from ._compat import tensor_nbytes
 from .checks import checks_its_data, keep_impure_or_checking
 from .errors import AOTError
+from .recompute_policy import banned_from_recompute
 
 aten = torch.ops.aten
 
@@ -330,6 +331,12 @@ def min_cut_partition(
     bw_nodes = _backward_nodes(joint_gm, num_primals)
     fw_required = _ancestors(outs[:num_fwd_outputs], set()) - bw_nodes
     bw_required = _ancestors(outs[num_fwd_outputs:], set())
+    banned = banned_from_recompute(
+        joint_gm,
+        bw_nodes,
+        fw_required,
+        lambda n: not is_recomputable(n) or _narrowing_cast_of(n, primals),
+    )
 
     g = nx.DiGraph()
     for node in joint_gm.graph.nodes:
@@ -345,12 +352,13 @@ def min_cut_partition(
         elif (
             node in fw_required
             and node.op != "placeholder"
-            and (not is_recomputable(node) or _narrowing_cast_of(node, primals))
+            and (not is_recomputable(node) or _narrowing_cast_of(node, primals) or node in banned)
         ):
             # A banned op the forward computes anyway is never recomputed: it is free to reach.
             # So is autocast's cast of a weight: saved, as eager's autocast cache keeps it, not
             # cast again in the backward (a kernel launch per weight, each step, for bytes that
-            # eager holds too)
+            # eager holds too). So are the cheap values recompute_policy.py bans (read by a
+            # backward matmul, or at the end of a long recompute chain).
             g.add_edge("source", node.name + "_in", capacity=math.inf)
         cost = _save_cost(node)
         if node in primals:
