@@ -261,11 +261,14 @@ def _host(codegen: Any, devices: set[str]) -> tuple[Any, ...]:
         for device in sorted(devices):
             if device.startswith("cuda") and torch.cuda.is_available():
                 index = torch.device(device).index or 0
+                # the SM count sets how far loop-ir splits a reduction (split_reductions.py):
+                # a MIG slice or a cut-down part may share a name with a larger one
                 host.append(
                     (
                         device,
                         torch.cuda.get_device_name(index),
                         torch.cuda.get_device_capability(index),
+                        torch.cuda.get_device_properties(index).multi_processor_count,
                     )
                 )
     else:
