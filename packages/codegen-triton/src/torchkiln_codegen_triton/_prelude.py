@@ -226,11 +226,6 @@ def _tk_rint(x):
 
 
 @triton.jit
-def _tk_fmod(a, b):
-    return a - _tk_trunc(a / b) * b
-
-
-@triton.jit
 def _tk_copysign(a, b):
     neg = (b < 0) | ((b == 0) & (1.0 / b < 0))
     return tl.where(neg, -tl.abs(a), tl.abs(a))

@@ -214,6 +214,15 @@ class BoundMethodVariable(VariableTracker):
         return f"BoundMethodVariable({self.obj}.{self.name})"
 
 
+def hashable(value: Any) -> bool:
+    """Whether ``value`` can key a dict lookup (a weakref hashes its referent, so a dict raises)."""
+    try:
+        hash(value)
+    except TypeError:
+        return False
+    return True
+
+
 def all_constant(args: list, kwargs: dict) -> bool:
     """Whether every argument of a call is known at capture time."""
     return all(a.is_python_constant() for a in args) and all(

@@ -34,6 +34,7 @@ from .base import (
     VariableTracker,
     all_constant,
     constant_values,
+    hashable,
 )
 from .builtins import BUILTIN_HANDLERS
 from .classes import construct
@@ -94,13 +95,13 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
             f"mutating a {type(fn.__self__).__name__} held as a constant ({fn.__name__})",
             "the mutation runs in Python between two graphs",
         )
-    if _hashable(fn) and fn in trace_rules.IS_COMPILING:
+    if hashable(fn) and fn in trace_rules.IS_COMPILING:
         return ConstantVariable(True)
     if trace_rules.is_disabled(fn):
         raise disabled_call(fn)
     if trace_rules.is_reorderable_logging(fn):
         return replay_logging_call(tx, fn, args, kwargs)
-    if _hashable(fn) and fn in CHECKS:
+    if hashable(fn) and fn in CHECKS:
         return call_check(tx, fn, args, kwargs)
     if is_contextmanager_function(fn) and tx.out.trace_contextmanagers:  # entered by BEFORE_WITH
         return contextmanager_call(
@@ -126,15 +127,15 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return tx.out.call_tensor_op(tx, "call_function", fn, args, kwargs)
     if is_numpy_call(fn, args, kwargs):  # numpy on arrays of tensors' values: into the graph
         return call_numpy(tx, fn, args, kwargs)
-    if _hashable(fn) and fn in TO_TENSOR and args and isinstance(args[0], NumpyNdarrayVariable):
+    if hashable(fn) and fn in TO_TENSOR and args and isinstance(args[0], NumpyNdarrayVariable):
         return to_tensor(tx, fn, args, kwargs)
     if is_numpy_scalar_type(fn) and all_constant(args, kwargs):
         a, k = constant_values(args, kwargs)
         return ConstantVariable(fn(*a, **k))
-    handler = BUILTIN_HANDLERS.get(fn) if _hashable(fn) else None
+    handler = BUILTIN_HANDLERS.get(fn) if hashable(fn) else None
     if handler is not None:
         return handler(tx, *args, **kwargs)
-    if _hashable(fn) and fn in OPERATOR_FNS:  # a weakref hashes its referent (a dict: TypeError)
+    if hashable(fn) and fn in OPERATOR_FNS:  # a weakref hashes its referent (a dict: TypeError)
         return binary_op(tx, fn, args[0], args[1])
     if fn is operator.getitem:
         return tx.getitem(args[0], args[1])
@@ -255,11 +256,3 @@ def _real_args(args, kwargs):
                 return None
             out.append(r)
     return out[: len(args)], dict(zip(kwargs, out[len(args) :]))
-
-
-def _hashable(fn) -> bool:
-    try:
-        hash(fn)
-        return True
-    except TypeError:
-        return False

@@ -20,12 +20,11 @@ from torchkiln_guards import TypeMatch
 
 from .._sources import TensorOfArraySource
 from ..exc import Unsupported
-from .base import ConstantVariable, VariableTracker, all_constant
+from .base import ConstantVariable, VariableTracker, all_constant, hashable
 from .numpy_arrays import NumpyNdarrayVariable, has_array, numpy_op, numpy_oracle
 from .numpy_nodes import (
     METADATA_FUNCTIONS,
     function_node,
-    hashable,
     numpy_callable,
     numpy_dtype,
     numpy_function,

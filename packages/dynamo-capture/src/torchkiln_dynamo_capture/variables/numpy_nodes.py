@@ -11,6 +11,7 @@ import functools
 import torch
 
 from ..exc import Unsupported
+from .base import hashable
 from .numpy_table import NDARRAY_ATTRIBUTES, NDARRAY_METHODS, NUMPY_FUNCTIONS
 from .numpy_ufuncs import UFUNCS, run_ufunc
 
@@ -157,14 +158,6 @@ IN_PLACE_METHODS = frozenset(
 )
 
 
-def hashable(fn) -> bool:
-    try:
-        hash(fn)
-        return True
-    except TypeError:
-        return False
-
-
 __all__ = [
     "ARRAY_METADATA",
     "DATA_DEPENDENT_METHODS",
@@ -173,7 +166,6 @@ __all__ = [
     "METADATA_FUNCTIONS",
     "attribute_node",
     "function_node",
-    "hashable",
     "is_numpy_dtype",
     "method_node",
     "method_oracle",

@@ -39,7 +39,7 @@ from typing import Any
 import torch
 
 from ..exc import Unsupported
-from .base import ConstantVariable, VariableTracker
+from .base import ConstantVariable, VariableTracker, hashable
 from .containers import DictVariable, ListVariable, TupleVariable
 from .symbolic import SymNodeVariable
 from .tensors import TensorVariable
@@ -331,17 +331,9 @@ def is_fresh_buffer(t: TensorVariable) -> bool:
     return (
         node.op in ("call_function", "call_method")
         and not node.users
-        and _hashable(node.target)
+        and hashable(node.target)
         and node.target in _EMPTY_MAKERS
     )
-
-
-def _hashable(target: Any) -> bool:
-    try:
-        hash(target)
-    except TypeError:
-        return False
-    return True
 
 
 class TritonKernelVariable(VariableTracker):
