@@ -133,6 +133,7 @@ def variants(
     debug: Path,
     host_profile: Path | None = None,
     only: tuple[str, ...] = (),
+    options: dict[str, Any] | None = None,
 ) -> dict[str, Any]:
     import torchkiln
     from torchkiln.bench.train import _no_dropout, loss_of
@@ -157,7 +158,7 @@ def variants(
     os.environ["TORCHKILN_DEBUG_DIR"] = str(debug)
     fns = {
         "eager": models["eager"],
-        "torchkiln": torchkiln.compile(models["torchkiln"]),
+        "torchkiln": torchkiln.compile(models["torchkiln"], options=options),
         "inductor": torch.compile(models["inductor"]),
     }
     if only:
@@ -258,6 +259,11 @@ def main() -> None:
     parser.add_argument("--hang-s", type=float, default=540)
     parser.add_argument("--only", default="", help="a subset of eager,torchkiln,inductor")
     parser.add_argument(
+        "--options",
+        default="",
+        help='torchkiln.compile options as JSON, e.g. \'{"loop_ir": {"split_programs": 0}}\'',
+    )
+    parser.add_argument(
         "--host-profile",
         action="store_true",
         help="also cProfile 5 torchkiln steps into host-<model>-<task>.txt",
@@ -281,6 +287,7 @@ def main() -> None:
                     debug,
                     host,
                     tuple(args.only.split(",")) if args.only else (),
+                    json.loads(args.options) if args.options else None,
                 )
             except Exception as error:  # noqa: BLE001 - one model must not stop the session
                 print(f"===== {name} {task}: {type(error).__name__}: {str(error)[:300]}")
