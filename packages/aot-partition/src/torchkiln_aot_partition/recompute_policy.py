@@ -77,8 +77,8 @@ def _read_by_materializing_op(node: fx.Node, bw_nodes: set[fx.Node]) -> bool:
                 and target.overloadpacket in _MATERIALIZING
             ):
                 return True
-            if user not in bw_nodes and _is_view(user):
-                stack.append(user)
+            if user not in bw_nodes and _is_view(user) and user.args and user.args[0] is n:
+                stack.append(user)  # a view of n (not one that reads n as a size)
     return False
 
 
@@ -108,7 +108,13 @@ def banned_from_recompute(
     for node in joint_gm.graph.nodes:
         if node in bw_nodes or node.op != "call_function" or is_boundary(node):
             continue
-        if node in fw_required and not _is_view(node) and _read_by_materializing_op(node, bw_nodes):
+        own = _numel(node)
+        if (
+            own is not None  # a tensor: a size has no savable form
+            and node in fw_required
+            and not _is_view(node)
+            and _read_by_materializing_op(node, bw_nodes)
+        ):
             # the value itself, not its views: saving the base keeps one storage, while three
             # banned views of it (a layer norm's output read by the q, k and v projections)
             # would each be saved, as three buffers
@@ -120,7 +126,6 @@ def banned_from_recompute(
                 inputs |= reads[arg]
             elif arg.op != "placeholder":
                 inputs.add(arg)
-        own = _numel(node)
         if node in fw_required and own is not None and not _is_view(node):
             large = sum(1 for i in inputs if (n := _numel(i)) is not None and 2 * n >= own)
             if large > MAX_RECOMPUTE_INPUTS or len(inputs) > _MAX_RECOMPUTE_READS:

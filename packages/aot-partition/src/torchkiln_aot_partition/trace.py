@@ -27,6 +27,7 @@ from ._compat import as_decomposition_dict, default_decompositions, has_metadata
 from ._linear import SymbolicLinear
 from ._masked_attention import MaskedAttention
 from .checks import keep_impure_or_checking
+from .cse import eliminate_common_subexpressions
 from .errors import AOTError
 
 aten = torch.ops.aten
@@ -273,6 +274,7 @@ def finish_functional_graph(traced: fx.GraphModule) -> FunctionalGraph:
     outs = tuple(user_outputs) + tuple(new_values[i] for i in mutated)
     output.args = (outs,)
     _inline_scalar_constants(traced)
+    eliminate_common_subexpressions(traced)  # autocast's casts of one input, one per linear
     # an unused index_select still raises in eager when an index is out of range: keep it
     graph.eliminate_dead_code(is_impure_node=keep_impure_or_checking)
     graph.lint()

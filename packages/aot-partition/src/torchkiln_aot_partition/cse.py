@@ -1,0 +1,82 @@
+"""Common subexpressions of a functional ATen graph, computed once.
+
+Autocast casts a layer's input once per linear layer that reads it: BERT's query, key and value
+projections each cast the same layer-norm output to bfloat16, so the forward wrote three copies
+of it (and the backward's three weight gradients read one each). In a functional graph two nodes
+with the same op and the same arguments have the same value; ``eliminate_common_subexpressions``
+keeps the first and points the other's users at it. Never merged: random ops (two draws are two
+values), ops with side effects or data checks (each raises where eager would), and ``empty``-like
+allocations (unspecified values).
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any
+
+import torch
+from torch import fx
+
+from .checks import keep_impure_or_checking
+
+aten = torch.ops.aten
+
+_UNSPECIFIED = frozenset(
+    {
+        aten.empty.memory_format,
+        aten.empty_like.default,
+        aten.empty_strided.default,
+        aten.new_empty.default,
+        aten.new_empty_strided.default,
+    }
+)
+
+
+def _key_of(value: Any) -> Any:
+    """``value`` (an argument) as a hashable key; lists become tuples (raises TypeError when a
+    leaf cannot be hashed)."""
+    if isinstance(value, (list, tuple)):
+        return (type(value).__name__, tuple(_key_of(v) for v in value))
+    if isinstance(value, dict):
+        return ("dict", tuple(sorted((k, _key_of(v)) for k, v in value.items())))
+    if isinstance(value, float) and value != value:
+        raise TypeError("NaN is not equal to itself")
+    hash(value)
+    return (type(value).__name__, value)
+
+
+def _mergeable(node: fx.Node) -> bool:
+    if node.op != "call_function":
+        return False
+    target = node.target
+    if target is operator.getitem:
+        return True
+    if not isinstance(target, torch._ops.OpOverload) or target in _UNSPECIFIED:
+        return False
+    if torch.Tag.nondeterministic_seeded in target.tags:
+        return False
+    return not keep_impure_or_checking(node)
+
+
+def eliminate_common_subexpressions(gm: fx.GraphModule) -> int:
+    """Merge nodes of ``gm`` computing the same op on the same arguments; returns how many went.
+    The caller recompiles ``gm``."""
+    seen: dict[Any, fx.Node] = {}
+    merged = 0
+    for node in list(gm.graph.nodes):
+        if not _mergeable(node):
+            continue
+        try:
+            key = (node.target, _key_of(node.args), _key_of(node.kwargs))
+        except TypeError:
+            continue
+        first = seen.setdefault(key, node)
+        if first is node:
+            continue
+        node.replace_all_uses_with(first)
+        gm.graph.erase_node(node)
+        merged += 1
+    return merged
+
+
+__all__ = ["eliminate_common_subexpressions"]
