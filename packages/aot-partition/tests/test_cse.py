@@ -76,3 +76,19 @@ def test_random_draws_stay_apart(capture):
     draws = [t for t in targets if torch.Tag.nondeterministic_seeded in getattr(t, "tags", ())]
     assert len(draws) == 2, fg.gm.code  # two draws are two values
     assert targets.count(torch.ops.aten.sin.default) == 1, fg.gm.code
+
+
+def _signed_zero_bounds(x):
+    return (x.clamp(max=-0.0), x.clamp(max=0.0), x.clamp(max=0.0))
+
+
+def test_constants_equal_as_floats_but_not_the_same_stay_apart(capture):
+    """-0.0 == 0.0 in Python, yet clamp(max=-0.0) turns 0.0 into -0.0 and clamp(max=0.0) does
+    not: the two calls stay, the repeated one goes."""
+    x = torch.tensor([0.0, -0.0, 1.0, -1.0])
+    fg, _ = functional_graph(capture(_signed_zero_bounds), [x])
+    clamps = [n for n in fg.gm.graph.nodes if n.op == "call_function" and "clamp" in str(n.target)]
+    assert len(clamps) == 2, fg.gm.code
+    got = fg.gm(x)
+    for g, w in zip(got, _signed_zero_bounds(x)):
+        assert torch.equal(g, w) and torch.equal(g.signbit(), w.signbit())

@@ -39,8 +39,8 @@ def _key_of(value: Any) -> Any:
         return (type(value).__name__, tuple(_key_of(v) for v in value))
     if isinstance(value, dict):
         return ("dict", tuple(sorted((k, _key_of(v)) for k, v in value.items())))
-    if isinstance(value, float) and value != value:
-        raise TypeError("NaN is not equal to itself")
+    if isinstance(value, float):
+        return ("float", value.hex())  # -0.0 == 0.0, but clamp(max=-0.0) is not clamp(max=0.0)
     hash(value)
     return (type(value).__name__, value)
 
