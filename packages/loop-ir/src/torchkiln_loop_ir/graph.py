@@ -20,6 +20,7 @@ import torch.utils._pytree as pytree
 
 from .backend import BackendCapabilities, SymbolSource, default_parallel_programs
 from .errors import Unlowerable
+from .float_sizes import FloatSizeExpr
 from .fx_sizes import from_torch_sympy, layout_of, to_expr
 from .inline_cost import count_reads_and_ops, recompute_is_cheaper
 from .ir import (
@@ -329,6 +330,15 @@ class GraphLowering:
                 env[n] = args[0][args[1]]
                 continue
             val = n.meta.get("val")
+            known = set(self.size_symbols) | self.scalar_symbols
+            if (
+                isinstance(val, torch.SymFloat)
+                and sympy.sympify(val.node.expr).free_symbols <= known
+            ):
+                # a float computed from sizes (a batch norm's n / (n - 1) under a symbolic
+                # batch): written as arithmetic where an op reads it (float_sizes.py)
+                env[n] = FloatSizeExpr(from_torch_sympy(sympy.sympify(val.node.expr)))
+                continue
             if (
                 isinstance(val, torch.SymFloat)
                 or n.target is aten_local_scalar_dense
@@ -340,7 +350,6 @@ class GraphLowering:
                     f"a {type(val).__name__} value computed at run time (.item() of a "
                     "float or bool tensor): kernels take integer sizes only"
                 )
-            known = set(self.size_symbols) | self.scalar_symbols
             if (
                 isinstance(val, torch.SymBool)
                 and sympy.sympify(val.node.expr).free_symbols <= known

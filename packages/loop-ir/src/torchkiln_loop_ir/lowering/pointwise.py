@@ -14,6 +14,7 @@ import sympy
 import torch
 
 from ..errors import Unlowerable
+from ..float_sizes import FloatSizeExpr
 from ..ir import Buffer, IRNode, Pointwise, ReinterpretView, compute_dtype, is_low_precision
 from ..ops import OP_SPECS, ops
 from . import aten, prims, register_lowering
@@ -37,6 +38,8 @@ def operand_loader(x: Any, dtype: torch.dtype) -> Callable[[Sequence[sympy.Expr]
         return inner
     if isinstance(x, sympy.Expr) and not x.is_number:
         return lambda index: ops.index_expr(x, dtype)
+    if isinstance(x, FloatSizeExpr):
+        return lambda index: x.emit(dtype)
     if isinstance(x, sympy.Expr):
         x = int(x) if x.is_integer else float(x)
     if isinstance(x, bool) or dtype == torch.bool:
@@ -61,6 +64,8 @@ def promoted_dtype(*xs: Any) -> torch.dtype:
             dummies.append(torch.empty((0,) * len(x.get_size()), dtype=x.get_dtype()))
         elif isinstance(x, sympy.Expr):
             dummies.append(int(x) if x.is_integer or not x.is_number else float(x))
+        elif isinstance(x, FloatSizeExpr):
+            dummies.append(1.0)  # a Python float, as eager sees the SymFloat
         else:
             dummies.append(x)
     if len(dummies) == 1:
@@ -112,6 +117,8 @@ def refuse_like_eager(ctx: Any, operands: Sequence[Any]) -> None:
 
 
 def _plain(x: Any) -> Any:
+    if isinstance(x, FloatSizeExpr):
+        return 1.0
     if isinstance(x, sympy.Expr):
         return int(x) if x.is_integer or not x.is_number else float(x)
     return x
