@@ -225,7 +225,9 @@ def variants(
         text.write("\n\nhost ms per step by op (self, total, calls):\n")
         for op, (own, total, n) in sorted(ops.items(), key=lambda kv: -kv[1][0])[:45]:
             text.write(f"{own:9.3f} {total:9.3f} {n:7.1f}  {op[:120]}\n")
-        host_profile.write_text(text.getvalue())
+        # one file for every model and task: the device tool brings back 8 files at most
+        with host_profile.open("a") as f:
+            f.write(f"===== {name} {task}\n{text.getvalue()}\n")
     return result
 
 
@@ -266,7 +268,7 @@ def main() -> None:
     parser.add_argument(
         "--host-profile",
         action="store_true",
-        help="also cProfile 5 torchkiln steps into host-<model>-<task>.txt",
+        help="also cProfile 5 torchkiln steps of each model and task into host-<suite>.txt",
     )
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
@@ -279,7 +281,7 @@ def main() -> None:
         for task in args.tasks.split(","):
             debug = Path(tempfile.mkdtemp(prefix=f"tk-{name}-{task}-"))
             try:
-                host = out / f"host-{name}-{task}.txt" if args.host_profile else None
+                host = out / f"host-{args.suite}.txt" if args.host_profile else None
                 result = variants(
                     args.suite,
                     name,
