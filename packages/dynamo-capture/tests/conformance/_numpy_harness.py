@@ -1,5 +1,5 @@
 """The numpy conformance tests' harness (test_numpy_traced.py, test_numpy_table.py,
-test_numpy_table_entries.py): a program record, a counting backend, eager numpy's result compared
+test_numpy_table_entries.py): a program record, eager numpy's result compared
 exactly (Python type, dtype, shape; values close), and ``run_numpy_program``, which runs a program
 eagerly and captured on three calls with fresh random inputs.
 """
@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
+from _conformance_harness import CountingBackend
 from torchkiln_dynamo_capture import capture
 
 
@@ -23,19 +24,6 @@ class NumpyProgram:
     @property
     def id(self) -> str:
         return self.fn.__name__
-
-
-def x34():
-    return (torch.randn(3, 4),)
-
-
-class Counting:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
 
 
 def assert_same_numpy(actual, expected, where="out"):
@@ -78,7 +66,7 @@ def run_numpy_program(p: NumpyProgram) -> None:
     """``p`` eagerly and captured on three calls with fresh random inputs: eager's results
     (``assert_same_numpy``), ``p.graphs`` graphs on the first call and none after, at least
     ``p.numpy_nodes`` numpy nodes in them; with one graph, ``fullgraph=True`` too (no break)."""
-    backend = Counting()
+    backend = CountingBackend()
     compiled = capture(p.fn, backend)
     torch.manual_seed(0)
     np.random.seed(0)
@@ -94,4 +82,4 @@ def run_numpy_program(p: NumpyProgram) -> None:
     if p.graphs == 1:  # one graph and no break (a break before any op compiles no graph)
         args = p.inputs()
         expected = _eager(p, args)
-        assert_same_numpy(capture(p.fn, Counting(), fullgraph=True)(*args), expected, "full")
+        assert_same_numpy(capture(p.fn, CountingBackend(), fullgraph=True)(*args), expected, "full")
