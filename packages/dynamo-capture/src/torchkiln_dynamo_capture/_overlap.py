@@ -23,20 +23,23 @@ from typing import Any
 import torch
 from torch.multiprocessing.reductions import StorageWeakRef
 
-_INPLACE_OPERATORS = {
-    operator.iadd,
-    operator.isub,
-    operator.imul,
-    operator.itruediv,
-    operator.ifloordiv,
-    operator.imod,
-    operator.ipow,
-    operator.iand,
-    operator.ior,
-    operator.ixor,
-    operator.ilshift,
-    operator.irshift,
-}
+#: the in-place operators a tensor implements (no ``@=``: a tensor's ``a @= b`` rebinds ``a``)
+INPLACE_OPERATORS = frozenset(
+    {
+        operator.iadd,
+        operator.isub,
+        operator.imul,
+        operator.itruediv,
+        operator.ifloordiv,
+        operator.imod,
+        operator.ipow,
+        operator.iand,
+        operator.ior,
+        operator.ixor,
+        operator.ilshift,
+        operator.irshift,
+    }
+)
 
 
 _INPLACE_DUNDERS = {
@@ -114,7 +117,7 @@ def _written(kind: str, target: Any, args: list, kwargs: dict) -> tuple[torch.Te
         and isinstance(target, str)
         and ((target.endswith("_") and not target.startswith("_")) or target in _INPLACE_DUNDERS)
     )
-    if inplace_method or target in _INPLACE_OPERATORS:
+    if inplace_method or target in INPLACE_OPERATORS:
         written = args[0] if args and isinstance(args[0], torch.Tensor) else None
         return written, list(args[1:]) + list(kwargs.values())
     if isinstance(kwargs.get("out"), torch.Tensor):

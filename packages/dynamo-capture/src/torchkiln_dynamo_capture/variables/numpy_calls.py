@@ -18,6 +18,7 @@ except ImportError:  # numpy is optional (the "numpy" extra): without it no ndar
 
 from torchkiln_guards import TypeMatch
 
+from .._overlap import INPLACE_OPERATORS
 from .._sources import TensorOfArraySource
 from ..exc import Unsupported
 from .base import ConstantVariable, VariableTracker, all_constant, hashable
@@ -43,23 +44,8 @@ CONVERTERS = frozenset(
 TO_TENSOR = frozenset({torch.from_numpy, torch.as_tensor, torch.asarray, torch.tensor})
 
 
-_IN_PLACE_OPERATORS = frozenset(
-    {
-        operator.iadd,
-        operator.isub,
-        operator.imul,
-        operator.itruediv,
-        operator.ifloordiv,
-        operator.imod,
-        operator.ipow,
-        operator.imatmul,
-        operator.iand,
-        operator.ior,
-        operator.ixor,
-        operator.ilshift,
-        operator.irshift,
-    }
-)
+# an ndarray also writes itself in ``a @= b``
+_IN_PLACE_OPERATORS = INPLACE_OPERATORS | {operator.imatmul}
 
 
 def is_ndarray(value) -> bool:
