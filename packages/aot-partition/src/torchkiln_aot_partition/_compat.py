@@ -35,16 +35,22 @@ def as_decomposition_dict(table) -> dict:
     return dict(table.items())
 
 
+def numel_hint(val) -> int | None:
+    """A (fake) tensor's element count; a symbolic count read at its hint, None when unbacked."""
+    numel = val.numel()
+    if isinstance(numel, int):
+        return numel
+    # the size seen at trace time, read without a guard: int(numel) would specialize the
+    # symbolic size (and recompile the graph for every other size)
+    hint = getattr(getattr(numel, "node", None), "hint", None)
+    return int(hint) if hint is not None else None
+
+
 def tensor_nbytes(val) -> int:
     """Bytes a (fake) tensor's values occupy; symbolic sizes fall back to their hint."""
-    numel = val.numel()
-    if not isinstance(numel, int):
-        # the size seen at trace time, read without a guard: int(numel) would specialize the
-        # symbolic size (and recompile the graph for every other size)
-        hint = getattr(getattr(numel, "node", None), "hint", None)
-        numel = (
-            int(hint) if hint is not None else 1 << 20
-        )  # unbacked: assume large, not cheap to save
+    numel = numel_hint(val)
+    if numel is None:
+        numel = 1 << 20  # unbacked: assume large, not cheap to save
     return numel * val.element_size()
 
 
@@ -71,6 +77,7 @@ __all__ = [
     "default_decompositions",
     "has_metadata_mutation",
     "is_fake",
+    "numel_hint",
     "tensor_nbytes",
     "torch",
 ]

@@ -313,10 +313,12 @@ def _match(bmm2: fx.Node) -> _Match:
     # every intermediate computed from the scores must be read only inside the pattern; a
     # constant the pattern reads (the masked fill's -inf) may be shared: common-subexpression
     # elimination (cse.py) gives every layer's mask one scalar_tensor
-    from_scores = {bmm1}
-    for node in sorted(nodes, key=_position(bmm1.graph)):
-        if any(a in from_scores for a in node.all_input_nodes):
-            from_scores.add(node)
+    from_scores, stack = {bmm1}, [bmm1]
+    while stack:
+        for user in stack.pop().users:
+            if user in nodes and user not in from_scores:
+                from_scores.add(user)
+                stack.append(user)
     for node in from_scores - {bmm2}:
         outside = [u for u in node.users if u not in nodes]
         if outside:
@@ -325,12 +327,6 @@ def _match(bmm2: fx.Node) -> _Match:
                 "scores are used elsewhere)"
             )
     return _Match(bmm2, q, k_t, a, b, v3, batch, scale, mask, kind, nodes)
-
-
-def _position(graph: fx.Graph):
-    """A sort key: a node's place in ``graph``."""
-    order = {n: i for i, n in enumerate(graph.nodes)}
-    return order.__getitem__
 
 
 def _emit(graph: fx.Graph, m: _Match, causal: bool) -> str:

@@ -27,6 +27,8 @@ from collections.abc import Callable
 import torch
 from torch import fx
 
+from ._compat import numel_hint
+
 aten = torch.ops.aten
 
 #: a recomputed value reads at most this many saved forward values of at least half its size
@@ -84,13 +86,7 @@ def _read_by_materializing_op(node: fx.Node, bw_nodes: set[fx.Node]) -> bool:
 
 def _numel(node: fx.Node) -> int | None:
     val = node.meta.get("val")
-    if not isinstance(val, torch.Tensor):
-        return None
-    numel = val.numel()
-    if isinstance(numel, int):
-        return numel
-    hint = getattr(getattr(numel, "node", None), "hint", None)  # no guard on a symbolic size
-    return int(hint) if hint is not None else None
+    return numel_hint(val) if isinstance(val, torch.Tensor) else None
 
 
 def banned_from_recompute(
