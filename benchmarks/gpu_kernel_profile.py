@@ -277,6 +277,7 @@ def main() -> None:
     torch.backends.cuda.matmul.allow_tf32 = False
     all_results = {}
     json_path = out / f"profile-{args.suite}.json"
+    (out / f"host-{args.suite}.txt").unlink(missing_ok=True)  # appended to per model and task
     for name in args.models.split(","):
         for task in args.tasks.split(","):
             debug = Path(tempfile.mkdtemp(prefix=f"tk-{name}-{task}-"))
