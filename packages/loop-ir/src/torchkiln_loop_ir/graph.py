@@ -487,6 +487,13 @@ class GraphLowering:
         # max, a bias) re-reads no more than its buffer would be read, and writes nothing: a
         # softmax's x - max stays inline into its sum of exp and into a cross-entropy's
         # gather, so the row's max and sum can share one loop (codegen-triton's online softmax)
+        if users > 1 and _read_as_memory(n):
+            # an extern kernel (a matmul, a convolution) or a fallback reads it: it is written
+            # to memory for that one anyway, so the other consumers read it there instead of
+            # recomputing it (BERT's layer norm output feeds the next matmul and the residual
+            # add: recomputed, the add's kernel read the pre-norm sum and wrote it out again,
+            # 4 full passes where 3 do)
+            return self.realize(value, f"input of extern, read by {users - 1} more consumer(s)", n)
         if users > 1 and (full_reads > 1 or ops > 4):
             if recompute_is_cheaper(value, users, ops, self._buffer_named):
                 return value  # each consumer reads the inputs instead (inline_cost.py)
@@ -525,6 +532,30 @@ class GraphLowering:
                 v = self.named(v, "graph output", a if isinstance(a, torch.fx.Node) else None)
             outs.append(v)
         return outs
+
+
+def _read_as_memory(n: torch.fx.Node) -> bool:
+    """Whether an op that reads memory (an extern kernel: ``READS_MEMORY``, or an op with no
+    lowering, run as a fallback) reads ``n`` or a view of it."""
+    from .lowering import LOWERINGS
+    from .lowering.extern import READS_MEMORY
+
+    stack, seen = [n], {n}
+    while stack:
+        node = stack.pop()
+        for user in node.users:
+            target = user.target
+            if user in seen or user.op != "call_function":
+                continue
+            seen.add(user)
+            if not isinstance(target, torch._ops.OpOverload):
+                continue
+            lowered = target in LOWERINGS or target.overloadpacket in LOWERINGS
+            if target in READS_MEMORY or not lowered:
+                return True
+            if target.is_view and user.args and user.args[0] is node:
+                stack.append(user)  # a view of it (not an op reading its size)
+    return False
 
 
 def _draws_random(op: Any) -> bool:

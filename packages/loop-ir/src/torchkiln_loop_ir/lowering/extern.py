@@ -38,6 +38,11 @@ _EXTERN += [
     if hasattr(aten, name)
 ]
 
+#: ops that read their tensor inputs from memory, however those were computed: a pointwise
+#: value one of them reads is realized anyway (graph.py reads the buffer in its other
+#: consumers too, rather than recomputing the value there)
+READS_MEMORY = frozenset([*_EXTERN, aten.convolution.default])
+
 
 def _register(op) -> None:
     @register_lowering(op)
