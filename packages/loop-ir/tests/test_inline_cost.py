@@ -3,6 +3,8 @@ when recomputing it moves no more bytes than storing it, and is realized otherwi
 
 from __future__ import annotations
 
+import math
+
 import torch
 from torchkiln_loop_ir.ir import ComputedBuffer
 
@@ -74,3 +76,37 @@ def test_value_narrower_than_its_inputs_is_still_stored(check):
 
     cg = check(fn, a, b, atol=1e-2, rtol=1e-2)
     assert len(_realized_for_reuse(cg)) == 1
+
+
+def _bucket(rel, buckets=32, max_distance=128):
+    """A relative position's bucket (T5's scheme): exact below a quarter of the buckets, then
+    logarithmic up to ``max_distance``, one half of the buckets per sign."""
+    half = buckets // 2
+    exact = half // 2
+    n = rel.abs()
+    log = (n.float() / exact).log() / math.log(max_distance / exact) * (half - exact)
+    far = torch.minimum(exact + log.to(torch.long), torch.full_like(n, half - 1))
+    return (rel > 0).to(torch.long) * half + torch.where(n < exact, n, far)
+
+
+def test_position_bias_is_recomputed_in_each_softmax(check):
+    """T5's relative-position bias: a gather from a 32 x heads table by a bucket of ``j - i``,
+    added to every layer's scores. Its body rebuilds ``j - i`` several times and reads nothing
+    full-size, so each softmax computes it where it needs it; realized (H200, float32, batch 16),
+    the bias was 201 MB written once and read back by each of the 12 layers, with heads the
+    innermost dim, so each softmax read it 48 bytes apart (306 us a layer, torch.compile 190)."""
+    torch.manual_seed(3)
+    heads, length, layers = 4, 48, 6
+
+    def fn(table, mask, *scores):
+        pos = torch.arange(length)
+        bias = table[_bucket(pos[None, :] - pos[:, None])].permute(2, 0, 1).unsqueeze(0) + mask
+        return [(s + bias).softmax(-1) for s in scores]
+
+    scores = [torch.randn(2, heads, length, length) for _ in range(layers)]
+    mask = torch.zeros(2, 1, 1, length)
+    mask[1, ..., -5:] = torch.finfo(torch.float32).min
+    cg = check(fn, torch.randn(32, heads), mask, *scores)
+    # only the softmax statistics and the outputs are stored: no buffer holds the bias
+    reasons = {b.reason for b in cg.graph_ir.nodes if isinstance(b, ComputedBuffer)}
+    assert reasons <= {"reduction", "graph output"}, reasons

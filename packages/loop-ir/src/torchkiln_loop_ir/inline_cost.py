@@ -99,7 +99,12 @@ class _Counter(DefaultHandler):
     """An ops handler counting loads and other ops, to judge whether inlining is cheap.
     ``full_loads`` counts the loads whose index varies along every dim of the value in
     ``spans`` (its index symbols of sizes other than 1); the others read a broadcast buffer (a
-    row's max, a bias): a value and its few re-reads, cheap to read again."""
+    row's max, a bias): a value and its few re-reads, cheap to read again.
+
+    Each op is counted once per distinct (op, arguments), as the kernel computes it (the code
+    generators name each distinct expression once), and constants not at all: a body that
+    rebuilds one index expression in several places (T5's relative-position bucket reads its
+    ``j - i`` four times, each as ``x * 1 + 0``) costs what its kernel will do."""
 
     default_ops = ALL_OPS
 
@@ -108,21 +113,43 @@ class _Counter(DefaultHandler):
         self.full_loads = 0
         self.ops = 0
         self.spans = spans
+        self._seen: set = set()
+        self._indices: dict = {}
+
+    def _first(self, key: tuple) -> bool:
+        try:
+            new = key not in self._seen
+        except TypeError:  # an unhashable argument: counted as a new op
+            return True
+        if new:
+            self._seen.add(key)
+        return new
 
     def load(self, name, index):
-        self.loads += 1
-        if self.spans <= sympy.sympify(index).free_symbols:
-            self.full_loads += 1
+        key = ("load", name, index)
+        if self._first(key):
+            self.loads += 1
+            if self.spans <= sympy.sympify(index).free_symbols:
+                self.full_loads += 1
+        return key
 
     def indirect_indexing(self, value, size, check=True):
-        return sympy.Symbol("i_tmp", integer=True, nonnegative=True)
+        # one symbol per distinct index value: two gathers by different indices stay apart
+        try:
+            symbol = self._indices.setdefault(value, f"i_tmp{len(self._indices)}")
+        except TypeError:
+            symbol = f"i_tmp{len(self._indices)}_{id(value)}"
+        return sympy.Symbol(symbol, integer=True, nonnegative=True)
 
     def masked(self, mask, body, other):
         self.ops += 1
         return body()
 
     def default(self, name, args, kwargs):
-        self.ops += 1
+        key = (name, args, tuple(sorted(kwargs.items())) if kwargs else ())
+        if name != "constant" and self._first(key):
+            self.ops += 1
+        return key
 
 
 def count_reads_and_ops(pw: Pointwise) -> tuple[int, int, int]:
