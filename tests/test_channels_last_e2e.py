@@ -5,6 +5,8 @@ weight update (the converted weight is rebuilt), with its output in eager's stri
 
 from __future__ import annotations
 
+import copy
+
 import pytest
 import torch
 import torchkiln
@@ -141,3 +143,46 @@ def test_training_channels_last_equals_eager(autocast):
     assert sum("convolution.default reads channels-last" in line for line in log) == 3
     assert sum("convolution_backward.default reads channels-last" in line for line in log) == 3
     assert any("compiled for the saved value's strides" in line for line in log)
+
+
+class InvertedResidual(nn.Module):
+    """MobileNet's block in bfloat16: a 1x1 expansion, a depthwise 3x3, squeeze-and-excitation
+    (1x1 convolutions with biases on a 1x1 map) and a 1x1 projection, plus a strided 1x1
+    shortcut (stays a convolution: its stride is not 1)."""
+
+    def __init__(self, c=16, e=48):
+        super().__init__()
+        self.expand, self.bn1 = nn.Conv2d(c, e, 1, bias=False), nn.BatchNorm2d(e)
+        self.dw, self.bn2 = nn.Conv2d(e, e, 3, padding=1, groups=e, bias=False), nn.BatchNorm2d(e)
+        self.se_reduce, self.se_expand = nn.Conv2d(e, 8, 1), nn.Conv2d(8, e, 1)
+        self.project, self.bn3 = nn.Conv2d(e, c, 1, bias=False), nn.BatchNorm2d(c)
+        self.down = nn.Conv2d(c, c, 1, stride=2)
+
+    def forward(self, x):
+        y = nn.functional.hardswish(self.bn1(self.expand(x)))
+        y = torch.relu(self.bn2(self.dw(y)))
+        s = torch.sigmoid(self.se_expand(torch.relu(self.se_reduce(y.mean((2, 3), keepdim=True)))))
+        y = self.bn3(self.project(y * s)) + x
+        return self.down(y), y
+
+
+def test_pointwise_convolutions_run_as_matmuls_bf16():
+    torch.manual_seed(4)
+    model = InvertedResidual().eval()
+    for bn in (model.bn1, model.bn2, model.bn3):  # statistics that are not the identity
+        bn.running_mean.uniform_(-0.5, 0.5)
+        bn.running_var.uniform_(0.5, 2.0)
+    model = model.bfloat16()
+    reference = copy.deepcopy(model).double()
+    compiled = _compile(model)
+    for _ in range(2):
+        x = torch.randn(2, 16, 12, 12, dtype=torch.bfloat16)
+        with torch.no_grad():
+            got, expected, exact = compiled(x), model(x), reference(x.double())
+        for g, e, r in zip(got, expected, exact):
+            assert (g.double() - r).abs().max() <= 3 * (e.double() - r).abs().max() + 1e-2
+        assert [g.stride() for g in got] == [e.stride() for e in expected]
+    log = _logged(compiled)
+    # expansion, the two squeeze-and-excitation convolutions and the projection
+    assert sum("1x1 convolution as a matrix multiply" in line for line in log) == 4, log
+    assert sum("convolution channels-last" in line for line in log) == 2, log  # dw, down

@@ -61,3 +61,21 @@ def test_conv_channels_last_matches_eager():
         x, w, [2, 2], [1, 1], [1, 1], 1
     )  # the changed weight, not the cached one
     torch.testing.assert_close(out, F.conv2d(x, w, stride=2, padding=1), atol=1e-4, rtol=1e-4)
+
+
+def test_conv1x1_as_matmul_matches_eager():
+    """The 1x1 convolution as a matrix multiply: equal to eager's convolution for inputs and
+    weights of either layout, with a channels-last result."""
+    torch.manual_seed(0)
+    for x_channels_last in (True, False):
+        for w_channels_last in (True, False):
+            x = torch.randn(3, 16, 5, 7, dtype=torch.bfloat16)
+            w = torch.randn(24, 16, 1, 1, dtype=torch.bfloat16)
+            if x_channels_last:
+                x = x.contiguous(memory_format=torch.channels_last)
+            if w_channels_last:
+                w = w.contiguous(memory_format=torch.channels_last)
+            out = CL._conv1x1_channels_last(x, w)
+            assert _channels_last(out) and out.shape == (3, 24, 5, 7)
+            expected = F.conv2d(x.double(), w.double())
+            torch.testing.assert_close(out.double(), expected, atol=5e-2, rtol=2e-2)
