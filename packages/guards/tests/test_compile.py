@@ -13,6 +13,7 @@ from torchkiln_guards import (
     GlobalStateMatch,
     GuardSet,
     IdMatch,
+    ItemSource,
     LengthMatch,
     LocalSource,
     TensorMatch,
@@ -301,3 +302,62 @@ def test_a_slice_item_source_is_hashable_and_guarded():
     )
     assert guards.check((1, 5, 7))
     assert not guards.check((1, 6, 7)) and not guards.check((1, 5))
+
+
+class _Conv:
+    def __init__(self, stride):
+        self.stride = stride
+
+
+def _tuple_guards(src, value):
+    return [
+        TypeMatch(src, tuple),
+        LengthMatch(src, len(value)),
+        *(ConstantMatch(ItemSource(src, i), v) for i, v in enumerate(value)),
+    ]
+
+
+def conv_call(m):
+    return m
+
+
+def test_constant_tuple_is_checked_once_per_object(h):
+    """A tuple guarded only by type, length and constant items: the check remembers the tuple
+    object that passed and skips its items while the attribute still holds it; any other object,
+    equal or not, is checked in full (``(True, 1)`` equals ``(1, 1)`` but is not accepted)."""
+    stride = AttrSource(LocalSource("m"), "stride")
+    cg = h.build(conv_call, _tuple_guards(stride, (1, 2)))
+    assert cg.source.count("___memo[") == 2  # one group: its test and its update
+    first = (1, 2)
+    m = _Conv(first)
+    h.expect_pass(cg, m)
+    h.expect_pass(cg, m)  # the remembered object
+    m.stride = tuple([1, 2])  # an equal tuple, another object
+    assert m.stride is not first
+    h.expect_pass(cg, m)
+    for wrong in ((True, 2), (1, 2.0), (1, 3), (1, 2, 3), [1, 2], None):
+        m.stride = wrong
+        assert cg.check(m) is False, wrong
+        assert cg.explain_failure(m) is not None
+    m.stride = (1, 2)
+    h.expect_pass(cg, m)
+
+
+def test_tuple_with_other_guards_is_checked_in_full(h):
+    """A tuple holding a tensor (or with any guard beyond its constants) is not remembered: a
+    tensor item can change in place."""
+    arg = LocalSource("m")
+    pair = AttrSource(arg, "stride")
+    t = torch.zeros(3)
+    guards = [
+        TypeMatch(pair, tuple),
+        LengthMatch(pair, 2),
+        ConstantMatch(ItemSource(pair, 0), 1),
+        TensorMatch.from_tensor(ItemSource(pair, 1), t),
+    ]
+    cg = h.build(conv_call, guards)
+    assert "___memo[" not in cg.source
+    m = _Conv((1, t))
+    h.expect_pass(cg, m)
+    t.resize_(4)  # the same tuple object, its tensor changed
+    assert cg.check(m) is False

@@ -43,7 +43,7 @@ from .source import (
     StrideSource,
 )
 
-__version__ = "0.4.2"
+__version__ = "0.4.3"
 
 __all__ = [
     "AttrSource",
