@@ -2,7 +2,7 @@
 tool for the GPU session (speed ratios come from `python -m torchkiln bench`; the profiler adds
 host overhead, so this reports device-kernel time, which it does not distort).
 
-For each model and task (infer: bfloat16 weights, no_grad; train: float32 weights, bf16 autocast,
+For each model and task (infer: bfloat16 weights, or --dtype's, no_grad; train: float32 weights, bf16 autocast,
 forward + loss + backward, no optimizer step), each variant is warmed up, then:
   - wall ms per iteration (CUDA-synchronised, no profiler),
   - GPU kernel ms per iteration and kernel launches per iteration (torch.profiler, CUDA activity),
@@ -134,15 +134,16 @@ def variants(
     host_profile: Path | None = None,
     only: tuple[str, ...] = (),
     options: dict[str, Any] | None = None,
+    dtype: torch.dtype = torch.bfloat16,
 ) -> dict[str, Any]:
     import torchkiln
     from torchkiln.bench.train import _no_dropout, loss_of
 
     model, inputs = build(suite, name)
     if task == "infer":
-        model = model.to("cuda", torch.bfloat16).eval()
+        model = model.to("cuda", dtype).eval()
         inputs = tuple(
-            t.to("cuda", torch.bfloat16) if t.is_floating_point() else t.to("cuda") for t in inputs
+            t.to("cuda", dtype) if t.is_floating_point() else t.to("cuda") for t in inputs
         )
         models = {"eager": model, "torchkiln": model, "inductor": model}
         ctx: Any = torch.no_grad
@@ -266,6 +267,12 @@ def main() -> None:
         help='torchkiln.compile options as JSON, e.g. \'{"loop_ir": {"split_programs": 0}}\'',
     )
     parser.add_argument(
+        "--dtype",
+        default="bfloat16",
+        choices=("bfloat16", "float16", "float32"),
+        help="the weights' and inputs' dtype for infer (train: float32 weights, bf16 autocast)",
+    )
+    parser.add_argument(
         "--host-profile",
         action="store_true",
         help="also cProfile 5 torchkiln steps of each model and task into host-<suite>.txt",
@@ -291,6 +298,7 @@ def main() -> None:
                     host,
                     tuple(args.only.split(",")) if args.only else (),
                     json.loads(args.options) if args.options else None,
+                    getattr(torch, args.dtype),
                 )
             except Exception as error:  # noqa: BLE001 - one model must not stop the session
                 print(f"===== {name} {task}: {type(error).__name__}: {str(error)[:300]}")

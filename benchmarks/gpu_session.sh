@@ -20,6 +20,9 @@
 #               cudagraphs-zoo / cudagraphs-hf for one of them
 #   hf-full, timm-full   the full-size suites (--size full: bert-base, distilbert, gpt2, t5-base
 #               encoder, an 8-layer Llama at batch 8-32 x 512-1024; timm at batch 64/128), inference
+#   hf-full-fp32, timm-full-fp32   the same in float32 (6 rounds)
+#   hf-b1-cudagraphs, timm-b1-cudagraphs   the full-size models at batch 1 with
+#               mode="reduce-overhead" (CUDA graphs, both compilers)
 #   hf-train, timm-train the same models for a training step (--train: bf16 autocast, loss,
 #               backward, AdamW; gradients checked against eager)
 #   scale       BERT-base at full size (batch 16, seq 512, bf16 autocast): compile seconds and step
@@ -76,6 +79,12 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
     cudagraphs-hf) bench hf-bf16-cudagraphs 130 --suite hf --mode reduce-overhead ;;
     hf-full) bench hf-full-bf16 560 --suite hf --size full --repeat 10 ;;
     timm-full) bench timm-full-bf16 560 --suite timm --size full --repeat 10 ;;
+    hf-full-fp32) bench hf-full-fp32 560 --suite hf --size full --dtype float32 --repeat 6 ;;
+    timm-full-fp32) bench timm-full-fp32 560 --suite timm --size full --dtype float32 --repeat 6 ;;
+    hf-b1-cudagraphs) bench hf-full-b1-bf16-cudagraphs 560 --suite hf --size full --batch 1 \
+                        --mode reduce-overhead --repeat 10 ;;
+    timm-b1-cudagraphs) bench timm-full-b1-bf16-cudagraphs 560 --suite timm --size full --batch 1 \
+                          --mode reduce-overhead --repeat 10 ;;
     hf-train) bench hf-full-train-bf16 560 --suite hf --size full --train --repeat 5 --warmup 2 ;;
     timm-train) bench timm-full-train-bf16 560 --suite timm --size full --train --repeat 5 --warmup 2 ;;
     scale) timeout 560 python3 benchmarks/gpu_scale.py --model bert-base --batch 16 --seq 512 \
