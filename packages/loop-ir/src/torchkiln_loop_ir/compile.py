@@ -213,6 +213,11 @@ def compile_graph(
         else:
             gm, more = use_channels_last(gm)
         convolution_log += more
+    if options.coalesce_transposed_copies:
+        from .transposed_copies import coalesce_transposed_copies
+
+        gm, more = coalesce_transposed_copies(gm)
+        linear_log += more
     if options.pad_matmuls == "always" or (options.pad_matmuls == "auto" and device_type == "cuda"):
         from .pad_mm import pad_matmuls
 

@@ -32,6 +32,9 @@ class LoopIROptions:
         their weights converted once, training forward and backward graphs with their saved
         values channels-last): "auto" (default: inference and training graphs on a CUDA
         backend), "always" (any graph and backend; tests use it on the CPU), or "never".
+    coalesce_transposed_copies: write a copy that ATen's matmul makes of a transposed operand
+        (attention's ``k^T``) in the order it reads, the product then reading it transposed
+        (transposed_copies.py; every backend).
     fallback_random: run random ops (``rand``, ``bernoulli``, dropout, every op tagged
         ``nondeterministic_seeded``) as ATen calls drawing from torch's generator, as eager does,
         instead of generated code from per-call seeds: results and the generator's state after
@@ -55,6 +58,7 @@ class LoopIROptions:
     group_linears: bool = True
     pad_matmuls: str = "auto"
     channels_last: str = "auto"
+    coalesce_transposed_copies: bool = True
     fallback_random: bool = False
     split_programs: int | None = None
     autotune: InitVar[bool | None] = None
