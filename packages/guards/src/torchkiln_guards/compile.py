@@ -276,10 +276,11 @@ def _constant_tuples(ordered: tuple[Guard, ...]) -> dict[Guard, Source]:
             members[src.source].append(g)
             continue
         for read in g.sources:  # anything else on or under a tuple: that tuple is checked in full
-            while read is not None:
-                if read in tuples:
-                    spoiled.add(read)
-                read = read.base
+            at: Source | None = read
+            while at is not None:
+                if at in tuples:
+                    spoiled.add(at)
+                at = at.base
     return {g: s for s, gs in members.items() if s not in spoiled for g in gs}
 
 
