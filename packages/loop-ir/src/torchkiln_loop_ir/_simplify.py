@@ -127,6 +127,9 @@ def simplify_index(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) 
         return expr
     if not expr.has(FloorDiv, ModularIndexing):
         return expr
+    if any(sympy.sympify(r).is_zero for r in ranges.values()):
+        # a range of 0 (a dim of size 0): no point is indexed, and the rules would divide by it
+        return expr
     return _simplify_remembered(expr, frozenset(ranges.items()))
 
 

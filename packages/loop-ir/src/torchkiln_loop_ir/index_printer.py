@@ -161,6 +161,8 @@ class IndexPrinter:
 
     def floordiv(self, a: sympy.Expr, b: sympy.Expr) -> str:
         """``a`` divided by the positive ``b``, rounded toward minus infinity."""
+        if b.is_zero:
+            return self.integer(0)  # see floormod
         if b.is_positive is False:
             raise self.error(f"floor division by {b}, not a positive divisor ({self.target})")
         pa, pb = self._print(a), self._print(b)
@@ -174,6 +176,11 @@ class IndexPrinter:
     def floormod(self, a: sympy.Expr, m: sympy.Expr, printed_a: str | None = None) -> str:
         """``a`` modulo the positive ``m``, with the sign of ``m`` (Python's ``%``);
         ``printed_a``: ``a`` already printed."""
+        if m.is_zero:
+            # a size of 0 divides only in an index no point reaches: a view of a dim of size 0
+            # (the empty side of a cat, a gather from an empty tensor, masked off); any value
+            # serves, and a literal division by zero would not compile
+            return self.integer(0)
         if m.is_positive is False:
             raise self.error(f"modulus {m} is not positive ({self.target})")
         pa = self._print(a) if printed_a is None else printed_a
