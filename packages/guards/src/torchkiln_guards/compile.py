@@ -248,9 +248,9 @@ def _value(src: Source, frame: _Frame, memo: dict) -> Any:
     return val
 
 
-def _constant_tuples(ordered: tuple[Guard, ...]) -> dict[Guard, Source]:
-    """The guards of tuples checked only for their type, length and constant items, each mapped
-    to its tuple's source.
+def _constant_tuples(ordered: tuple[Guard, ...]) -> dict[Source, list[Guard]]:
+    """The tuples checked only for their type, length and constant items: each tuple's source
+    and its guards, in check order.
 
     A tuple is immutable and so is every constant, so a tuple object that passed these guards
     once passes them again: the check function keeps the last tuple object that passed and skips
@@ -281,7 +281,7 @@ def _constant_tuples(ordered: tuple[Guard, ...]) -> dict[Guard, Source]:
                 if at in tuples:
                     spoiled.add(at)
                 at = at.base
-    return {g: s for s, gs in members.items() if s not in spoiled for g in gs}
+    return {s: gs for s, gs in members.items() if s not in spoiled}
 
 
 def compile_guards(
@@ -303,7 +303,8 @@ def compile_guards(
     em = _Emitter(frozenset(signature.parameters), f_globals, closure)
     params = _parameter_list(signature, em)
     body: list[str] = []
-    grouped = _constant_tuples(ordered)
+    groups = _constant_tuples(ordered)
+    group_of = {g: s for s, gs in groups.items() for g in gs}
     memo: list[Any] = []  # per tuple group, the last tuple object that passed its guards
     em.ns["___memo"] = memo
     done: set[Source] = set()
@@ -318,7 +319,7 @@ def compile_guards(
         body.append(f"{indent}    return False")
 
     for guard in ordered:
-        tuple_source = grouped.get(guard)
+        tuple_source = group_of.get(guard)
         if tuple_source is None:
             emit(guard, "")
             continue
@@ -329,9 +330,8 @@ def compile_guards(
         ref = em.ref(tuple_source)
         body.extend(em.lines)
         body.append(f"if {ref} is not ___memo[{len(memo)}]:  # a tuple not seen to pass yet")
-        for member in ordered:
-            if grouped.get(member) == tuple_source:
-                emit(member, "    ")
+        for member in groups[tuple_source]:
+            emit(member, "    ")
         body.append(f"    ___memo[{len(memo)}] = {ref}")
         memo.append(_UNSEEN)
     body.append("return True")
