@@ -111,9 +111,19 @@ def _check(cg, fn, inputs, dtype):
     got, expected = cg(*inputs), fn(*inputs)
     assert len(got) == len(expected)
     if fn not in (_softmax_backward, _cross_entropy):
-        for g, e in zip(got, expected):
+        exact = fn(*[i.double() if i.is_floating_point() else i for i in inputs])
+        for g, e, r in zip(got, expected, exact):
             assert g.dtype == e.dtype and g.shape == e.shape
-            torch.testing.assert_close(g, e, equal_nan=True, **TOL[dtype])
+            if g.is_floating_point() and not torch.allclose(g, e, equal_nan=True, **TOL[dtype]):
+                # a sum of 50257 values that nearly cancel (a result of 36 from terms of 1):
+                # eager's summation order and ours differ by a few of the result's ulps, beyond
+                # a tolerance relative to the result. Ours must then be as near the float64
+                # sum as eager's (twice its error), give or take one ulp of the result's dtype
+                ours, eagers = (g.double() - r).abs(), (e.double() - r).abs()
+                ulp = torch.finfo(dtype).eps * r.abs()
+                assert (ours <= 2 * eagers + ulp).all(), (g, e, r)
+            else:
+                torch.testing.assert_close(g, e, equal_nan=True, **TOL[dtype])
         return
     wide = [i.double() if i.is_floating_point() else i for i in inputs]
     for g, e, r in zip(got, expected, fn(*wide)):
