@@ -299,3 +299,36 @@ def test_plot_without_matplotlib_stops_before_the_run(monkeypatch, capsys) -> No
     monkeypatch.setattr(runner, "run_models", lambda *a, **k: ran.append(1) or [])
     assert cli.main(["bench", "--plot", "out.png", "--no-peer"]) == 2
     assert "--plot needs matplotlib" in capsys.readouterr().err and not ran
+
+
+def test_options_reach_each_compile_and_bad_ones_stop_before_the_run(monkeypatch, capsys):
+    """``--options`` (a JSON object) is handed to every model's torchkiln.compile, the code
+    generators' option dicts made into their classes; the model still matches eager. A name no
+    layer knows is an argument error before any model is built."""
+    import torchkiln_codegen_cpp
+
+    seen = []
+    real = torchkiln.compile
+
+    def spy(model, mode=None, options=None):
+        seen.append(options)
+        return real(model, mode=mode, options=options)
+
+    monkeypatch.setattr(runner.torchkiln, "compile", spy)
+    wanted = '{"cpp_options": {"simd": false}, "loop_ir": {"max_fusions": 3}}'
+    argv = ["bench", "--models", "mlp_mixer", "--repeat", "2", "--warmup", "1", "--no-peer"]
+    assert cli.main([*argv, "--batch", "1", "--options", wanted]) == 0
+    assert "pass" in capsys.readouterr().out
+    (options,) = seen
+    assert options["cpp_options"] == torchkiln_codegen_cpp.CppOptions(simd=False)
+    assert options["loop_ir"] == {"max_fusions": 3} and options["strict"] is False
+    for bad, says in (
+        ('{"loop_ir": {"no_such_field": 1}}', "no_such_field"),
+        ('{"triton_options": {"no_such_field": 1}}', "no_such_field"),
+        ('{"no_such_option": 1}', "no_such_option"),
+        ("[1]", "JSON object"),
+    ):
+        with pytest.raises(SystemExit):
+            cli.main([*argv, "--options", bad])
+        assert says in capsys.readouterr().err
+    assert len(seen) == 1  # no model ran for the bad ones

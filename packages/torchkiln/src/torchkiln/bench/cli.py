@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import sys
+import warnings
+from typing import Any
 
 from torchkiln import __version__
 from torchkiln.bench import compile_time, meta, overhead, record, runner, suites, table
@@ -68,6 +71,13 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         "--strict", action="store_true", help="internal torchkiln errors fail the model"
     )
     parser.add_argument(
+        "--options",
+        type=_options,
+        default={},
+        help='more torchkiln.compile options, a JSON object (e.g. \'{"loop_ir": '
+        '{"split_programs": 0}}\'): one run compares a setting against eager and torch.compile',
+    )
+    parser.add_argument(
         "--json", dest="json_path", default=None, help="write rows and meta to this file"
     )
     parser.add_argument("--plot", default=None, help="write a PNG bar chart of the speedups")
@@ -95,6 +105,30 @@ def add_bench_arguments(parser: argparse.ArgumentParser) -> None:
         default=1800,
         help="seconds one compile may take before it is recorded as unfinished",
     )
+
+
+def _options(text: str) -> dict[str, Any]:
+    """``--options``: a JSON object of CompileOptions fields (checked here, before any model
+    runs: a misspelt name must not cost a GPU run)."""
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
+    if not isinstance(value, dict):
+        raise argparse.ArgumentTypeError("a JSON object of option names and values")
+    from torchkiln.errors import LayerUnavailable
+    from torchkiln.options import resolve_options
+    from torchkiln.pipeline import loop_ir_options
+
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # an ignored (unknown) name is an error here
+            resolved = resolve_options(record.codegen_option_objects(value))
+        if resolved.loop_ir:
+            loop_ir_options(resolved)  # names a field LoopIROptions does not have
+    except (TypeError, ValueError, UserWarning, ImportError, LayerUnavailable) as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return value
 
 
 def _suites(text: str) -> list[str]:
@@ -148,6 +182,7 @@ def bench(args: argparse.Namespace, argv: list[str] | None = None) -> int:
         train=args.train,
         size=size,
         clock=args.clock,
+        compile_options=tuple(sorted(args.options.items())),
     )
     options = {k: v for k, v in vars(args).items() if k not in ("func",)}
 

@@ -11,6 +11,7 @@ both fill rows through these.
 from __future__ import annotations
 
 import dataclasses
+import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -36,6 +37,31 @@ class BenchConfig:
     train: bool = False  # a training step (forward, loss, backward, AdamW) instead of inference
     size: str = "small"  # the suites' model sizes (small: CI/CPU configs; full: default configs)
     clock: str = "wall"  # CPU timings: "wall" (perf_counter) or "cpu" (process CPU time)
+    # more torchkiln.compile options (``--options``, a JSON object), as (name, value) pairs
+    compile_options: tuple[tuple[str, Any], ...] = ()
+
+    def torchkiln_options(self) -> dict[str, Any]:
+        """The options dict each model's ``torchkiln.compile`` gets: ``compile_options`` with
+        ``triton_options`` / ``cpp_options`` given as dicts made into the code generators'
+        option objects, and ``strict``."""
+        return {**codegen_option_objects(dict(self.compile_options)), "strict": self.strict}
+
+
+#: option name -> (module, class) of a code generator's options object
+CODEGEN_OPTIONS = {
+    "triton_options": ("torchkiln_codegen_triton", "TritonOptions"),
+    "cpp_options": ("torchkiln_codegen_cpp", "CppOptions"),
+}
+
+
+def codegen_option_objects(options: dict[str, Any]) -> dict[str, Any]:
+    """``options`` with each code generator's options given as a dict (JSON) made into its
+    class (``TritonOptions(**dict)``); a TypeError names a field the class does not have."""
+    out = dict(options)
+    for key, (module, name) in CODEGEN_OPTIONS.items():
+        if isinstance(out.get(key), dict):
+            out[key] = getattr(importlib.import_module(module), name)(**out[key])
+    return out
 
 
 ROW_KEYS = (

@@ -86,7 +86,9 @@ def _run(spec: ModelSpec, config: BenchConfig, row: Row, status: Callable[[str],
         status(f"{spec.name}: compiling with torchkiln")
         with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
-            compiled = torchkiln.compile(model, mode=config.mode, options={"strict": config.strict})
+            compiled = torchkiln.compile(
+                model, mode=config.mode, options=config.torchkiln_options()
+            )
             first_s, compiled_out = timer.wall(lambda: compiled(*inputs))
         row.notes += sorted({str(w.message) for w in caught if "torchkiln" in str(w.message)})
         row.compile_s = timing.compile_seconds(first_s, eager_call_s)

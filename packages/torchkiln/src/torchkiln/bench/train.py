@@ -145,7 +145,7 @@ def run_train(
     tk_model = copy.deepcopy(base)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        compiled = torchkiln.compile(tk_model, mode=config.mode, options={"strict": config.strict})
+        compiled = torchkiln.compile(tk_model, mode=config.mode, options=config.torchkiln_options())
         tk = Variant(tk_model, compiled, autocast)
         first_s, _ = timer.wall(lambda: tk.forward_backward(inputs))
     row.notes += sorted({str(w.message) for w in caught if "torchkiln" in str(w.message)})
