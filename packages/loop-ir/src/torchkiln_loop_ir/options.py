@@ -35,6 +35,15 @@ class LoopIROptions:
     coalesce_transposed_copies: write a copy that ATen's matmul makes of a transposed operand
         (attention's ``k^T``) in the order it reads, the product then reading it transposed
         (transposed_copies.py; every backend).
+    addmm_bias_in_consumer: lower ``addmm(bias, a, b)`` whose result (through views) only
+        pointwise and reduction code reads (nothing that reads memory, not a graph output) as
+        ``mm(a, b)`` with the bias added in that generated code (as the convolution
+        lowering does with its bias on GPUs; torch.compile's default). The sum is rounded to
+        the output dtype after the product is, where ``addmm`` rounds once. cuBLAS chooses its
+        kernel for ``mm`` by other rules than for ``addmm`` with a bias epilogue (float32 BERT:
+        0.29 ms of 47 per step in other tiles, session 10). Off by default until measured on
+        the GPU (``python -m torchkiln bench --options '{"loop_ir":
+        {"addmm_bias_in_consumer": true}}'``).
     fallback_random: run random ops (``rand``, ``bernoulli``, dropout, every op tagged
         ``nondeterministic_seeded``) as ATen calls drawing from torch's generator, as eager does,
         instead of generated code from per-call seeds: results and the generator's state after
@@ -59,6 +68,7 @@ class LoopIROptions:
     pad_matmuls: str = "auto"
     channels_last: str = "auto"
     coalesce_transposed_copies: bool = True
+    addmm_bias_in_consumer: bool = False
     fallback_random: bool = False
     split_programs: int | None = None
     autotune: InitVar[bool | None] = None

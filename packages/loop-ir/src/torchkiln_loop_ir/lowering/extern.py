@@ -7,6 +7,7 @@ Their inputs are realized (an extern kernel reads memory); the wrapper calls the
 from __future__ import annotations
 
 import sympy
+import torch
 
 from ..ir import IRNode, Pointwise
 from ..ops import ops
@@ -51,7 +52,67 @@ def _register(op) -> None:
 
 
 for _op in _EXTERN:
-    _register(_op)
+    if _op is not aten.addmm.default:
+        _register(_op)
+
+
+@register_lowering(aten.addmm.default)
+def addmm(ctx, *args, **kwargs):
+    """``addmm`` as its ATen kernel; with ``LoopIROptions.addmm_bias_in_consumer``, where only
+    generated code reads the result (``_bias_fuses``), ``mm`` with the bias added in pointwise
+    code that those consumers inline."""
+    op = aten.addmm.default
+    node = ctx.node
+    bias, a, b = args
+    if (
+        not ctx.graph.options.addmm_bias_in_consumer
+        or kwargs.get("beta", 1) != 1
+        or kwargs.get("alpha", 1) != 1
+        or not isinstance(bias, IRNode)
+        or not _bias_fuses(node)
+    ):
+        return ctx.extern(op, args, kwargs, kind="extern", reason="named extern kernel")
+    from .pointwise import make_pointwise
+
+    product = ctx.extern(
+        aten.mm.default,
+        (a, b),
+        {},
+        kind="extern",
+        reason="named extern kernel (addmm's bias added in its consumer)",
+        fx_args=((node.args[1], node.args[2]), {}),
+    )
+    return make_pointwise(ctx, lambda p, c: ops.add(p, c), [product, bias])
+
+
+def _bias_fuses(node) -> bool:
+    """Whether every consumer of the value of ``node`` (through views of it) is generated code (a
+    pointwise or reduction lowering): none reads memory (an extern, a fallback), none is a graph
+    output. Those consumers inline the bias add (two reads, one op: recomputed where it is read
+    twice, ``inline_cost.py``), so it costs no pass of its own; an op reading memory would have
+    the sum written out for it, one more pass than ``addmm``'s epilogue."""
+    from . import LOWERINGS
+
+    consumers = 0
+    stack, seen = [node], {node}
+    while stack:
+        value = stack.pop()
+        for user in value.users:
+            if user in seen:
+                continue
+            seen.add(user)
+            target = user.target
+            if user.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+                return False  # a graph output, or a call we cannot see into
+            if target in READS_MEMORY:
+                return False
+            if target not in LOWERINGS and target.overloadpacket not in LOWERINGS:
+                return False  # a fallback reads memory
+            if target.is_view and user.args and user.args[0] is value:
+                stack.append(user)
+            else:
+                consumers += 1
+    return consumers > 0
 
 
 @register_lowering(aten.convolution.default)
