@@ -25,6 +25,11 @@
 #               mode="reduce-overhead" (CUDA graphs, both compilers)
 #   hf-train, timm-train the same models for a training step (--train: bf16 autocast, loss,
 #               backward, AdamW; gradients checked against eager)
+#   bandwidth   gpu_bandwidth.py in bfloat16: GB/s of the memory-bound cases, eager vs torchkiln vs
+#               torch.compile, with the queue kept full and for one call alone
+#   bandwidth-sweep   gpu_bandwidth_sweep.py: the same cases' torchkiln kernels under a grid of
+#               launch configurations (the heuristic's figure, the best, the top six)
+#   hf-full-fp32-addmm   hf-full-fp32 with LoopIROptions.addmm_bias_in_consumer (bench --options)
 #   scale       BERT-base at full size (batch 16, seq 512, bf16 autocast): compile seconds and step
 #               time for inference and a training step, eager vs torchkiln vs torch.compile
 #               (benchmarks/gpu_scale.py; one subprocess per compiler and mode)
@@ -87,6 +92,14 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                           --mode reduce-overhead --repeat 10 ;;
     hf-train) bench hf-full-train-bf16 560 --suite hf --size full --train --repeat 5 --warmup 2 ;;
     timm-train) bench timm-full-train-bf16 560 --suite timm --size full --train --repeat 5 --warmup 2 ;;
+    hf-full-fp32-addmm) bench hf-full-fp32-addmm 560 --suite hf --size full --dtype float32 \
+                          --repeat 6 --options '{"loop_ir": {"addmm_bias_in_consumer": true}}' ;;
+    bandwidth) TRITON_INTERPRET=0 timeout ${BANDWIDTH_LIMIT:-150} python3 benchmarks/gpu_bandwidth.py \
+                 --hang-s 140 --dtypes bfloat16 --json "$OUT/bandwidth.json" 2>&1 \
+                 | tee "$OUT/bandwidth.log" | tail -16 ;;
+    bandwidth-sweep) TRITON_INTERPRET=0 timeout ${SWEEP_LIMIT:-240} python3 \
+                       benchmarks/gpu_bandwidth_sweep.py --hang-s 230 --json "$OUT/sweep.json" \
+                       --sources "$OUT/sweep-sources.py" 2>&1 | tee "$OUT/sweep.log" | grep -v "^   X" ;;
     scale) timeout 560 python3 benchmarks/gpu_scale.py --model bert-base --batch 16 --seq 512 \
              --timeout 170 --json "$OUT/gpu-scale-bert-base.json" 2>&1 | tee "$OUT/gpu-scale.log" | tail -12 ;;
     scale-infer) timeout 560 python3 benchmarks/gpu_scale.py --model bert-base --modes infer \
