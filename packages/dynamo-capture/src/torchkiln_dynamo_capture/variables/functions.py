@@ -274,6 +274,11 @@ class SuperVariable(VariableTracker):
                     )
                 if isinstance(attr, staticmethod):
                     return tx.wrap(attr.__func__, None)
+                if isinstance(attr, types.ClassMethodDescriptorType):
+                    # a classmethod of a C type (``torch._C._FunctionBase.apply``, which
+                    # ``autograd.Function.apply`` reaches through super()): bound to the class,
+                    # as Python binds it; unbound, a call passed its first argument as the class
+                    return tx.wrap(attr.__get__(None, owner), None)
                 return tx.wrap(attr, None)
         raise AttrMissing(name)
 
