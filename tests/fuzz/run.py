@@ -33,7 +33,7 @@ if __package__ in (None, ""):  # run as a script: make `tests.fuzz` importable
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
 
-from tests.fuzz.generator import generate  # noqa: E402
+from tests.fuzz.generator import GENERATOR_VERSION, generate  # noqa: E402
 from tests.fuzz.oracle import judge  # noqa: E402
 
 KINDS = (
@@ -201,6 +201,7 @@ def _write_json(args, argv, n, seconds, interrupted, counts, seeds, reasons) -> 
         "counts": {kind: counts[kind] for kind in KINDS},
         "seeds_by_kind": {kind: seeds[kind] for kind in SEED_KINDS},
         "fallback_reasons": dict(reasons.most_common()),
+        "generator_version": GENERATOR_VERSION,
         "python": platform.python_version(),
         "torch": torch.__version__,
         "machine": f"{platform.machine()}, {os.cpu_count()} CPUs",

@@ -272,3 +272,28 @@ def test_permutes_of_buffers_and_views_match_eager(check):
         ),
         x,
     )
+
+
+def test_slice_starts_out_of_range_clamp_as_eager(check):
+    """A start further back than the dim's size clamps to 0 and one past it to the size, on an
+    input and on a computed value (Mistral's sliding-window cache, ``keys[:, :, -4095:]`` of a
+    cat of 16 positions: the view's offset came out -4079 rows, and the call raised "invalid
+    storage offset"; a value computed from such a slice read every row masked off: zeros)."""
+
+    def fn(a, b):
+        c = torch.cat([a, b], dim=2)
+        return (
+            c[:, :, -4095:, :],
+            c[:, :, -4095:, :] * 2,  # computed from the slice: before, masked loads gave zeros
+            c[:, :, -3:, :] * 2,
+            a[:, :, -100:-2, :],
+            c[:, :, 40:, :],
+            c[:, :, -100:5, :].sum(),
+        )
+
+    for _ in range(2):
+        a, b = torch.randn(2, 2, 10, 4), torch.randn(2, 2, 6, 4)
+        cg = check(fn, a, b)
+        got, expected = cg(a, b), fn(a, b)
+        for g, e in zip(got[:1], expected[:1]):  # the view keeps eager's layout
+            assert (g.stride(), g.storage_offset()) == (e.stride(), e.storage_offset())

@@ -156,10 +156,12 @@ def slice_(ctx, x, dim=0, start=None, end=None, step=1):
     dim = dim % n
     size = x.get_size()[dim]
     start = 0 if start is None else start
-    if isinstance(start, int) and start < 0:
+    if isinstance(start, int) and isinstance(size, (int, sympy.Integer)):
+        # as eager: a negative start counts from the end, then clamps into [0, size] (Mistral's
+        # sliding-window cache keeps ``keys[:, :, -4095:]`` of 16 positions: from 0, not -4079)
+        start = max(0, min(start + int(size) if start < 0 else start, int(size)))
+    elif isinstance(start, int) and start < 0:
         start = start + size
-    if isinstance(start, int) and isinstance(size, sympy.Integer):
-        start = max(0, min(start, int(size)))
 
     def reindex(idx):
         idx = list(idx)
