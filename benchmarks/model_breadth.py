@@ -1,0 +1,203 @@
+"""Breadth on real models: many timm and Hugging Face architectures beyond the benchmark suites,
+each compiled by ``torchkiln.compile`` (default options) and called on fresh inputs in inference,
+its output compared to eager's. A row gives the graphs, graph breaks, graphs that fell back to
+eager, the largest difference from eager against the output's scale, and the first call's
+seconds (capture and compile). A correctness and coverage check, not a speed figure: timm
+models at batch 1, 224x224 (their default configs); transformers models in small configs (two
+layers of width 64) built from their config classes, so no download is needed.
+
+    python benchmarks/model_breadth.py --suite timm,hf [--models swin_tiny_patch4_window7_224]
+        [--json out.json]
+
+A model passes when nothing fell back, no error was raised, and the difference is within
+1e-4 of the output's scale (float32; both run the same ATen kernels for matmuls and
+convolutions, so what differs is summation order).
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+import json
+import time
+import warnings
+from collections.abc import Callable
+from typing import Any
+
+import torch
+
+TIMM = (
+    "deit_tiny_patch16_224",
+    "levit_128s",
+    "poolformer_s12",
+    "mobilevit_xxs",
+    "ghostnet_100",
+    "regnety_002",
+    "densenet121",
+    "dla34",
+    "convit_tiny",
+    "pit_ti_224",
+    "edgenext_xx_small",
+    "fastvit_t8",
+    "efficientvit_b0",
+    "mobilenetv4_conv_small",
+    "convnextv2_atto",
+    "repvgg_a2",
+    "gmlp_s16_224",
+    "resmlp_12_224",
+    "coat_lite_tiny",
+    "maxvit_tiny_tf_224",
+    "twins_svt_small",
+    "swin_tiny_patch4_window7_224",
+    "hrnet_w18_small",
+)
+
+#: name -> (config class, model class, config fields beyond SMALL)
+HF: dict[str, tuple[str, str, dict[str, Any]]] = {
+    "roberta": ("RobertaConfig", "RobertaForMaskedLM", {}),
+    "albert": ("AlbertConfig", "AlbertForMaskedLM", {"embedding_size": 32}),
+    "electra": ("ElectraConfig", "ElectraForPreTraining", {"embedding_size": 32}),
+    "deberta_v2": ("DebertaV2Config", "DebertaV2ForMaskedLM", {}),
+    "mpnet": ("MPNetConfig", "MPNetForMaskedLM", {}),
+    "bart": (
+        "BartConfig",
+        "BartForConditionalGeneration",
+        {
+            "d_model": 64,
+            "encoder_layers": 2,
+            "decoder_layers": 2,
+            "encoder_attention_heads": 4,
+            "decoder_attention_heads": 4,
+            "encoder_ffn_dim": 128,
+            "decoder_ffn_dim": 128,
+        },
+    ),
+    "t5": (
+        "T5Config",
+        "T5ForConditionalGeneration",
+        {"d_model": 64, "d_kv": 16, "d_ff": 128, "num_layers": 2, "num_heads": 4},
+    ),
+    "mistral": ("MistralConfig", "MistralForCausalLM", {"num_key_value_heads": 2}),
+    "qwen2": ("Qwen2Config", "Qwen2ForCausalLM", {"num_key_value_heads": 2}),
+    "opt": ("OPTConfig", "OPTForCausalLM", {"ffn_dim": 128, "word_embed_proj_dim": 64}),
+    "gpt_neo": (
+        "GPTNeoConfig",
+        "GPTNeoForCausalLM",
+        {"num_layers": 2, "num_heads": 4, "attention_types": [[["global", "local"], 1]]},
+    ),
+    "bloom": ("BloomConfig", "BloomForCausalLM", {"n_layer": 2, "n_head": 4}),
+    "falcon": ("FalconConfig", "FalconForCausalLM", {}),
+    "phi": ("PhiConfig", "PhiForCausalLM", {}),
+    "gemma": ("GemmaConfig", "GemmaForCausalLM", {"num_key_value_heads": 2, "head_dim": 16}),
+    "vit_hf": ("ViTConfig", "ViTForImageClassification", {"image_size": 32, "patch_size": 8}),
+}
+SMALL = {
+    "hidden_size": 64,
+    "num_hidden_layers": 2,
+    "num_attention_heads": 4,
+    "intermediate_size": 128,
+    "vocab_size": 1000,
+    "max_position_embeddings": 128,
+}
+
+
+def timm_case(name: str) -> tuple[torch.nn.Module, Callable[[], dict[str, Any]]]:
+    import timm
+
+    model = timm.create_model(name, pretrained=False).eval()
+    return model, lambda: {"x": torch.randn(1, 3, 224, 224)}
+
+
+def hf_case(name: str) -> tuple[torch.nn.Module, Callable[[], dict[str, Any]]]:
+    import transformers
+
+    config_cls, model_cls, extra = HF[name]
+    config = getattr(transformers, config_cls)(**{**SMALL, **extra})
+    model = getattr(transformers, model_cls)(config).eval()
+
+    def inputs() -> dict[str, Any]:
+        if name == "vit_hf":
+            return {"pixel_values": torch.randn(2, 3, 32, 32)}
+        ids = torch.randint(0, 1000, (2, 16))
+        out = {"input_ids": ids, "attention_mask": torch.ones(2, 16, dtype=torch.long)}
+        if model.config.is_encoder_decoder:
+            out["decoder_input_ids"] = torch.randint(0, 1000, (2, 8))
+        return out
+
+    return model, inputs
+
+
+def _first_tensor(out: Any) -> torch.Tensor:
+    if isinstance(out, torch.Tensor):
+        return out
+    if hasattr(out, "logits"):
+        return out.logits
+    return out[0]
+
+
+def check(suite: str, name: str) -> dict[str, Any]:
+    import torchkiln
+
+    torch.manual_seed(0)
+    row: dict[str, Any] = {"suite": suite, "model": name}
+    try:
+        model, inputs = (timm_case if suite == "timm" else hf_case)(name)
+        start = time.perf_counter()
+        with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+            warnings.simplefilter("always")
+            compiled = torchkiln.compile(model)
+            compiled(**inputs())
+            row["first_call_s"] = round(time.perf_counter() - start, 1)
+            fresh = inputs()
+            got, expected = _first_tensor(compiled(**fresh)), _first_tensor(model(**fresh))
+        report = torchkiln.report(compiled)
+        row.update(
+            graphs=len(report.graphs),
+            graph_breaks=len(report.graph_breaks),
+            fallbacks=[f.reason[:200] for f in report.eager_fallbacks],
+            max_diff=(got.double() - expected.double()).abs().max().item(),
+            scale=expected.abs().max().item(),
+            warnings=[str(w.message)[:200] for w in caught if "torchkiln" in str(w.message)],
+            break_reasons=sorted({str(b)[:240] for b in report.graph_breaks})[:5],
+        )
+        close = row["max_diff"] <= 1e-4 * max(1.0, row["scale"])
+        row["verdict"] = "pass" if close and not row["fallbacks"] else "FAIL"
+    except Exception as error:  # noqa: BLE001 - one model must not stop the run
+        row.update(verdict="ERROR", error=f"{type(error).__name__}: {str(error)[:300]}")
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--suite", default="timm,hf")
+    parser.add_argument("--models", default="", help="comma-separated names (default: all)")
+    parser.add_argument("--json")
+    parser.add_argument("--hang-s", type=float, default=3000)
+    args = parser.parse_args()
+    faulthandler.dump_traceback_later(args.hang_s, exit=True)
+    wanted = set(filter(None, args.models.split(",")))
+    rows = []
+    for suite in args.suite.split(","):
+        names = TIMM if suite == "timm" else tuple(HF)
+        for name in names:
+            if wanted and name not in wanted:
+                continue
+            row = check(suite, name)
+            rows.append(row)
+            detail = (
+                row.get("error")
+                or f"graphs {row['graphs']} breaks {row['graph_breaks']} fallbacks "
+                f"{len(row['fallbacks'])} max diff {row['max_diff']:.1e} (scale "
+                f"{row['scale']:.1e}) first call {row['first_call_s']} s"
+            )
+            print(f"{row['verdict']:5s} {suite}/{name}: {detail}", flush=True)
+    passed = sum(r["verdict"] == "pass" for r in rows)
+    print(f"{passed} of {len(rows)} models pass")
+    if args.json:
+        meta = {"torch": torch.__version__, "command": "python benchmarks/model_breadth.py"}
+        with open(args.json, "w") as f:
+            json.dump({"meta": meta, "rows": rows}, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
