@@ -104,8 +104,18 @@ SMALL = {
 def timm_case(name: str) -> tuple[torch.nn.Module, Callable[[], dict[str, Any]]]:
     import timm
 
-    model = timm.create_model(name, pretrained=False).eval()
+    model = _nonzero(timm.create_model(name, pretrained=False).eval())
     return model, lambda: {"x": torch.randn(1, 3, 224, 224)}
+
+
+def _nonzero(model: torch.nn.Module) -> torch.nn.Module:
+    """``model`` with weight matrices its init left at zero (gMLP's and ResMLP's classifier
+    heads) drawn at random: an all-zero output would compare nothing."""
+    with torch.no_grad():
+        for p in model.parameters():
+            if p.dim() > 1 and not p.any():
+                p.normal_(0, 0.02)
+    return model
 
 
 def hf_case(name: str) -> tuple[torch.nn.Module, Callable[[], dict[str, Any]]]:

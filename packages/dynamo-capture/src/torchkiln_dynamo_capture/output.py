@@ -41,6 +41,7 @@ from .variables.containers import (
     ListVariable,
     TupleVariable,
 )
+from .variables.objects import has_user_setattr
 from .variables.symbolic import SymNodeVariable
 from .variables.tensors import TensorVariable
 
@@ -498,7 +499,14 @@ class OutputGraph:
                     rec.emit(f"__t = {dst}")
                     rec.emit(f"if hasattr(__t, {key!r}): delattr(__t, {key!r})")
                 else:
-                    rec.emit(f"setattr({dst}, {key!r}, {rec.expr(value)})")
+                    # a class's own __setattr__ ran symbolically already (objects.py's
+                    # inline_user_setattr): the replay is the store it ended in, not a second run
+                    store = (
+                        ns.ref(object.__setattr__, "raw_setattr")
+                        if has_user_setattr(type(target.value))
+                        else "setattr"
+                    )
+                    rec.emit(f"{store}({dst}, {key!r}, {rec.expr(value)})")
             elif kind == "cell":
                 rec.emit(f"{rec.expr(target)}.cell_contents = {rec.expr(value)}")
             elif kind == "global":

@@ -187,6 +187,10 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
             f"calling {fn.__module__}.{name} (it acts outside the program: output, time, files, ...)",
             "it runs in Python between two graphs; move it outside the compiled function",
         )
+    if fn is object.__setattr__ and len(args) == 3 and hasattr(args[0], "raw_store_attr"):
+        # object.__setattr__(self, name, value) in a class's own __setattr__: the store itself
+        args[0].raw_store_attr(tx, args[1].as_python_constant(), args[2])
+        return ConstantVariable(None)
     if trace_rules.is_stdlib(fn) and not has_tensor(args) and not has_tensor(kwargs.values()):
         # the standard library (inspect, typing, logging, ...) runs for real on known values
         real = _real_args(args, kwargs)

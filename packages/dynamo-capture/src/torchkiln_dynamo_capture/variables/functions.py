@@ -290,10 +290,26 @@ class NoOpVariable(VariableTracker):
         return ConstantVariable(None)
 
 
+class RawSetattrVariable(VariableTracker):
+    """``object.__setattr__`` bound to an object capture tracks (``super().__setattr__`` in a
+    class's own ``__setattr__``): the store itself, past any ``__setattr__`` override."""
+
+    def __init__(self, obj: VariableTracker):
+        self.obj = obj
+
+    def call(self, tx, args, kwargs):
+        if len(args) != 2 or kwargs:
+            raise Unsupported("object.__setattr__ called with other than a name and a value")
+        self.obj.raw_store_attr(tx, args[0].as_python_constant(), args[1])
+        return ConstantVariable(None)
+
+
 def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> VariableTracker:
     """Apply the descriptor protocol symbolically for a class attribute found on ``type(obj)``."""
     if attr is object.__init__:
         return NoOpVariable()
+    if attr is object.__setattr__ and hasattr(obj, "raw_store_attr"):
+        return RawSetattrVariable(obj)
     if isinstance(attr, staticmethod):
         return tx.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):

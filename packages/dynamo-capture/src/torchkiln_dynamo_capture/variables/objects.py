@@ -9,6 +9,8 @@ import dataclasses
 import inspect
 from typing import Any
 
+import torch
+
 from .._sources import AttrSource
 from ..exc import Unsupported
 from .base import (
@@ -81,6 +83,12 @@ class UserObjectVariable(VariableTracker):
         return tx.wrap(v, self._src(name))
 
     def store_attr(self, tx, name, value):
+        if not inline_user_setattr(tx, self, type(self.value), name, value):
+            self.raw_store_attr(tx, name, value)
+
+    def raw_store_attr(self, tx, name, value):
+        """``object.__setattr__(obj, name, value)``: a data descriptor's setter, else the
+        instance dict (recorded, replayed on the object after the graph)."""
         if store_through_descriptor(tx, self, type(self.value), name, value):
             return
         tx.out.side_effects.store_attr(self, name, value)
@@ -122,6 +130,28 @@ def unpack_user_object(tx, obj: VariableTracker, cls: type) -> list:
     raise Unsupported(f"iterating over a {cls.__name__} object")
 
 
+def inline_user_setattr(tx, obj: VariableTracker, cls: type, name: str, value) -> bool:
+    """``obj.name = value`` through a ``__setattr__`` that ``cls`` defines in Python
+    (transformers' configs map aliases there: ``config.n_layer = 2`` sets ``num_layers``):
+    inlined, as Python calls it for every store; its ``object.__setattr__`` (or
+    ``super().__setattr__``) is ``raw_store_attr``. False when the class has none (torch.nn
+    modules' own is not run: capture models their stores itself)."""
+    if not has_user_setattr(cls):
+        return False
+    tx.call_function(tx.wrap(cls.__setattr__, None), [obj, ConstantVariable(name), value], {})
+    return True
+
+
+def has_user_setattr(cls: type) -> bool:
+    """Whether ``cls`` (not a torch.nn module) has a ``__setattr__`` written in Python."""
+    setter = getattr(cls, "__setattr__", object.__setattr__)
+    return (
+        setter is not object.__setattr__
+        and inspect.isfunction(setter)
+        and not issubclass(cls, torch.nn.Module)
+    )
+
+
 def _is_slot(attr) -> bool:
     return type(attr).__name__ == "member_descriptor"
 
@@ -153,6 +183,11 @@ class NewObjectVariable(VariableTracker):
         raise AttrMissing(name)
 
     def store_attr(self, tx, name, value):
+        if not inline_user_setattr(tx, self, self.cls, name, value):
+            self.raw_store_attr(tx, name, value)
+
+    def raw_store_attr(self, tx, name, value):
+        """``object.__setattr__(obj, name, value)``: a data descriptor's setter, else ``attrs``."""
         if store_through_descriptor(tx, self, self.cls, name, value):
             return
         self.attrs[name] = value
