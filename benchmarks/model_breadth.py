@@ -7,7 +7,10 @@ models at batch 1, 224x224 (their default configs); transformers models in small
 layers of width 64) built from their config classes, so no download is needed.
 
     python benchmarks/model_breadth.py --suite timm,hf [--models swin_tiny_patch4_window7_224]
-        [--json out.json]
+        [--train] [--json out.json]
+
+``--train`` also runs a backward (eval mode, so dropout is off, with grad on) of the output's
+squares' mean, and compares every parameter's gradient with eager's (within 1e-3 of the largest).
 
 A model passes when nothing fell back, no error was raised, and the difference is within
 1e-4 of the output's scale (float32; both run the same ATen kernels for matmuls and
@@ -145,21 +148,33 @@ def _first_tensor(out: Any) -> torch.Tensor:
     return out[0]
 
 
-def check(suite: str, name: str) -> dict[str, Any]:
+def _step(model: torch.nn.Module, call: Callable[..., Any], inputs: dict, train: bool) -> Any:
+    """The output, and with ``train`` every parameter's gradient of its squares' mean."""
+    if not train:
+        with torch.no_grad():
+            return _first_tensor(call(**inputs)), []
+    model.zero_grad(set_to_none=True)
+    out = _first_tensor(call(**inputs))
+    out.float().square().mean().backward()
+    return out.detach(), [p.grad for p in model.parameters() if p.grad is not None]
+
+
+def check(suite: str, name: str, train: bool = False) -> dict[str, Any]:
     import torchkiln
 
     torch.manual_seed(0)
-    row: dict[str, Any] = {"suite": suite, "model": name}
+    row: dict[str, Any] = {"suite": suite, "model": name, "train": train}
     try:
         model, inputs = (timm_case if suite == "timm" else hf_case)(name)
         start = time.perf_counter()
-        with warnings.catch_warnings(record=True) as caught, torch.no_grad():
+        with warnings.catch_warnings(record=True) as caught:
             warnings.simplefilter("always")
             compiled = torchkiln.compile(model)
-            compiled(**inputs())
+            _step(model, compiled, inputs(), train)
             row["first_call_s"] = round(time.perf_counter() - start, 1)
             fresh = inputs()
-            got, expected = _first_tensor(compiled(**fresh)), _first_tensor(model(**fresh))
+            got, got_grads = _step(model, compiled, fresh, train)
+            expected, grads = _step(model, model, fresh, train)
         report = torchkiln.report(compiled)
         row.update(
             graphs=len(report.graphs),
@@ -171,6 +186,14 @@ def check(suite: str, name: str) -> dict[str, Any]:
             break_reasons=sorted({str(b)[:240] for b in report.graph_breaks})[:5],
         )
         close = row["max_diff"] <= 1e-4 * max(1.0, row["scale"])
+        if train:
+            row["grad_diff"] = max(
+                ((a.double() - b.double()).abs().max().item() for a, b in zip(got_grads, grads)),
+                default=0.0,
+            )
+            row["grad_scale"] = max((g.abs().max().item() for g in grads), default=0.0)
+            close = close and len(got_grads) == len(grads)
+            close = close and row["grad_diff"] <= 1e-3 * max(1e-6, row["grad_scale"])
         row["verdict"] = "pass" if close and not row["fallbacks"] else "FAIL"
     except Exception as error:  # noqa: BLE001 - one model must not stop the run
         row.update(verdict="ERROR", error=f"{type(error).__name__}: {str(error)[:300]}")
@@ -181,6 +204,11 @@ def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--suite", default="timm,hf")
     parser.add_argument("--models", default="", help="comma-separated names (default: all)")
+    parser.add_argument(
+        "--train",
+        action="store_true",
+        help="also backward (eval mode, grad on): every parameter's gradient against eager's",
+    )
     parser.add_argument("--json")
     parser.add_argument("--hang-s", type=float, default=3000)
     args = parser.parse_args()
@@ -192,13 +220,18 @@ def main() -> None:
         for name in names:
             if wanted and name not in wanted:
                 continue
-            row = check(suite, name)
+            row = check(suite, name, args.train)
             rows.append(row)
             detail = (
                 row.get("error")
                 or f"graphs {row['graphs']} breaks {row['graph_breaks']} fallbacks "
                 f"{len(row['fallbacks'])} max diff {row['max_diff']:.1e} (scale "
                 f"{row['scale']:.1e}) first call {row['first_call_s']} s"
+                + (
+                    f" grad diff {row['grad_diff']:.1e} (scale {row['grad_scale']:.1e})"
+                    if args.train and "grad_diff" in row
+                    else ""
+                )
             )
             print(f"{row['verdict']:5s} {suite}/{name}: {detail}", flush=True)
     passed = sum(r["verdict"] == "pass" for r in rows)

@@ -79,8 +79,6 @@ def apply_without_grad(
         return None
     if _records_gradient(args, kwargs):
         return None
-    if getattr(cls, "vjp", None) is not getattr(cls, "backward", None) and "vjp" in cls.__dict__:
-        return None  # an unusual Function that overrides the vjp alias itself: left to Python
     new_style = _overrides_setup_context(cls)
     if new_style and kwargs:
         return None  # apply binds them to forward's defaults first: not modelled
