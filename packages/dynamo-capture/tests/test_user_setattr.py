@@ -1,9 +1,11 @@
-"""A class's own ``__setattr__`` runs for every store, as in Python (``variables/objects.py``'s
-``inline_user_setattr``): on objects built during capture and on ones that existed before the
-call, through ``super().__setattr__`` or ``object.__setattr__``; a store recorded on an outside
-object is replayed once, not through ``__setattr__`` a second time. Before, stores bypassed it:
+"""A class's own ``__setattr__`` and ``__getattribute__`` run for every store and read, as in
+Python (``variables/objects.py``'s ``inline_user_setattr`` and ``inline_user_getattribute``): on
+objects built during capture and on ones that existed before the call, through ``super()`` or
+``object.__setattr__`` / ``object.__getattribute__``; a store recorded on an outside object is
+replayed once, not through ``__setattr__`` a second time. Before, both were bypassed:
 ``config.n_layer = 5`` on an aliasing config (transformers' ``attribute_map``) set ``n_layer``,
-and reading ``num_layers`` raised AttributeError where eager returns 5."""
+and reading ``num_layers`` raised AttributeError where eager returns 5; a read of an alias name
+found a class attribute of that name, silently not eager's value."""
 
 from __future__ import annotations
 
@@ -76,3 +78,46 @@ def test_an_outside_object_stores_through_its_setattr_once():
             out = captured(x, got)
             torch.testing.assert_close(out, fn(x, expected))
             assert vars(got) == vars(expected)  # the counter counted each store once
+
+
+class Mapped:
+    """Reads map alias names, as transformers' configs do; a class attribute of the alias's
+    name must not be what a read finds."""
+
+    attribute_map = {"alias": "real"}
+    alias = 100
+
+    def __init__(self, real):
+        self.real = real
+
+    def __getattribute__(self, key):
+        if key != "attribute_map" and key in super().__getattribute__("attribute_map"):
+            key = object.__getattribute__(self, "attribute_map")[key]
+        return super().__getattribute__(key)
+
+
+OUTSIDE = Mapped(7)
+
+
+def test_a_classes_own_getattribute_runs_for_each_read():
+    """Before, a read found the class attribute ``alias`` (100): silently not eager's 7."""
+
+    def outside(x):
+        return x * OUTSIDE.alias
+
+    def inside(x):
+        m = Mapped(3)
+        m.real = m.alias + 1
+        return x * m.alias
+
+    captured = {}
+    for fn in (outside, inside):
+        backend = Counting()
+        captured[fn] = capture(fn, backend)
+        for _ in range(2):
+            x = torch.randn(4)
+            torch.testing.assert_close(captured[fn](x), fn(x))
+        assert backend.graphs == 1, fn.__name__
+    OUTSIDE.real = 9  # the read is guarded: the new value is seen
+    x = torch.randn(4)
+    torch.testing.assert_close(captured[outside](x), x * 9)

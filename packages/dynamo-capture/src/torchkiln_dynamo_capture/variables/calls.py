@@ -191,6 +191,9 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         # object.__setattr__(self, name, value) in a class's own __setattr__: the store itself
         args[0].raw_store_attr(tx, args[1].as_python_constant(), args[2])
         return ConstantVariable(None)
+    if fn is object.__getattribute__ and len(args) == 2 and hasattr(args[0], "raw_getattr"):
+        # object.__getattribute__(self, name) in its class's own __getattribute__: the lookup
+        return args[0].raw_getattr(tx, args[1].as_python_constant())
     if trace_rules.is_stdlib(fn) and not has_tensor(args) and not has_tensor(kwargs.values()):
         # the standard library (inspect, typing, logging, ...) runs for real on known values
         real = _real_args(args, kwargs)

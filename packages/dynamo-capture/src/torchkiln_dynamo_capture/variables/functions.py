@@ -304,12 +304,27 @@ class RawSetattrVariable(VariableTracker):
         return ConstantVariable(None)
 
 
+class RawGetattributeVariable(VariableTracker):
+    """``object.__getattribute__`` bound to an object built during capture
+    (``super().__getattribute__`` in its class's own ``__getattribute__``): the lookup itself."""
+
+    def __init__(self, obj: VariableTracker):
+        self.obj = obj
+
+    def call(self, tx, args, kwargs):
+        if len(args) != 1 or kwargs:
+            raise Unsupported("object.__getattribute__ called with other than a name")
+        return self.obj.raw_getattr(tx, args[0].as_python_constant())
+
+
 def wrap_descriptor(tx, obj: VariableTracker, attr, name: str, source) -> VariableTracker:
     """Apply the descriptor protocol symbolically for a class attribute found on ``type(obj)``."""
     if attr is object.__init__:
         return NoOpVariable()
     if attr is object.__setattr__ and hasattr(obj, "raw_store_attr"):
         return RawSetattrVariable(obj)
+    if attr is object.__getattribute__ and hasattr(obj, "raw_getattr"):
+        return RawGetattributeVariable(obj)
     if isinstance(attr, staticmethod):
         return tx.wrap(attr.__func__, None)
     if isinstance(attr, classmethod):

@@ -56,6 +56,12 @@ class UserObjectVariable(VariableTracker):
         if pending is not None:
             return pending
         obj = self.value
+        mapped = _mapped_by_getattribute(obj, name)
+        if mapped is not _MISSING:
+            # the class's own __getattribute__ reads another value than the plain lookup
+            # below would (an alias name that is also a class attribute): what Python reads,
+            # guarded by the same read at run time
+            return tx.wrap(mapped, self._src(name))
         d = getattr(obj, "__dict__", None)
         cls_attr = _MISSING
         for k in type(obj).__mro__:
@@ -152,6 +158,27 @@ def has_user_setattr(cls: type) -> bool:
     )
 
 
+def _mapped_by_getattribute(obj, name: str) -> Any:
+    """What ``obj.name`` gives when ``type(obj)`` has a ``__getattribute__`` written in Python
+    and that differs from ``object.__getattribute__``'s answer (transformers' configs map alias
+    names there); ``_MISSING`` otherwise (the plain lookup is right)."""
+    cls = type(obj)
+    getter = getattr(cls, "__getattribute__", object.__getattribute__)
+    if getter is object.__getattribute__ or not inspect.isfunction(getter):
+        return _MISSING
+    try:
+        plain = object.__getattribute__(obj, name)
+    except AttributeError:
+        plain = _MISSING
+    try:
+        real = getattr(obj, name)
+    except AttributeError:
+        return _MISSING
+    if plain is real or (inspect.ismethod(real) and inspect.ismethod(plain)):
+        return _MISSING
+    return real
+
+
 def _is_slot(attr) -> bool:
     return type(attr).__name__ == "member_descriptor"
 
@@ -173,6 +200,15 @@ class NewObjectVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if name == "__class__":
             return ConstantVariable(self.cls)
+        getter = getattr(self.cls, "__getattribute__", object.__getattribute__)
+        if getter is not object.__getattribute__ and inspect.isfunction(getter):
+            # the class's own __getattribute__ decides every read (an alias map): inlined,
+            # its object.__getattribute__ / super().__getattribute__ being raw_getattr
+            return tx.call_function(tx.wrap(getter, None), [self, ConstantVariable(name)], {})
+        return self.raw_getattr(tx, name)
+
+    def raw_getattr(self, tx, name):
+        """``object.__getattribute__(obj, name)``: a data descriptor, ``attrs``, the class."""
         attr = class_attr(self.cls, name)
         if is_data_descriptor(attr):  # a property wins over the instance dict, as in Python
             return wrap_descriptor(tx, self, attr, name, None)
