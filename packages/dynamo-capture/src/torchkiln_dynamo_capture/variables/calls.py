@@ -78,6 +78,22 @@ def disabled_call(fn) -> Unsupported:
     )
 
 
+def _module_method_on_a_module(fn, args: list) -> bool:
+    """``fn`` is a method of a torch.nn module class, written in Python, called unbound with a
+    module as its first argument."""
+    if not (
+        isinstance(fn, types.FunctionType)
+        and (fn.__module__ or "").startswith("torch.nn.modules.")
+        and args
+    ):
+        return False
+    try:
+        first = args[0].python_type()
+    except Exception:  # noqa: BLE001 - a value without a known Python type
+        return False
+    return isinstance(first, type) and issubclass(first, torch.nn.Module)
+
+
 def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     """Call a real callable ``fn`` (known at capture time) with tracked arguments."""
     if isinstance(
@@ -205,6 +221,10 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
                     f"calling {fn.__qualname__} raised {type(e).__name__}: {e}"
                 ) from e
     if trace_rules.is_stdlib(fn):
+        return UserFunctionVariable.from_function(tx, fn, None).call(tx, args, kwargs)
+    if _module_method_on_a_module(fn, args):
+        # ``nn.LayerNorm.forward(self, x)`` from a subclass's forward (SqueezeBERT): inlined,
+        # as the module's own call inlines it
         return UserFunctionVariable.from_function(tx, fn, None).call(tx, args, kwargs)
     if isinstance(fn, types.FunctionType) and not (
         trace_rules.is_torch_callable(fn)

@@ -1,0 +1,51 @@
+"""A torch.nn module's method called unbound on a module (``nn.LayerNorm.forward(self, x)`` in a
+subclass's forward, as SqueezeBERT's NCW layer norm does) is inlined like the module's own call:
+one graph, eager's values and gradients. It broke the graph before ("passing a
+NNModuleVariable to a torch operation"), once per layer."""
+
+from __future__ import annotations
+
+import torch
+from torch import nn
+from torchkiln_dynamo_capture import capture
+
+
+class Counting:
+    def __init__(self):
+        self.graphs = 0
+
+    def __call__(self, gm, example_inputs):
+        self.graphs += 1
+        return gm.forward
+
+
+class ChannelsFirstNorm(nn.LayerNorm):
+    def forward(self, x):
+        return nn.LayerNorm.forward(self, x.permute(0, 2, 1)).permute(0, 2, 1)
+
+
+class Block(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.norm = ChannelsFirstNorm(8)
+        self.proj = nn.Linear(8, 8)
+
+    def forward(self, x):
+        h = self.norm(x)
+        return nn.Linear.forward(self.proj, h.transpose(1, 2)).relu()
+
+
+def test_unbound_module_methods_are_inlined():
+    torch.manual_seed(0)
+    block = Block()
+    backend = Counting()
+    captured = capture(block, backend)
+    for _ in range(2):
+        x = torch.randn(2, 8, 5, requires_grad=True)
+        xe = x.detach().clone().requires_grad_(True)
+        out, expected = captured(x), block(xe)
+        torch.testing.assert_close(out, expected)
+        out.sum().backward()
+        expected.sum().backward()
+        torch.testing.assert_close(x.grad, xe.grad)
+    assert backend.graphs == 1
