@@ -60,9 +60,8 @@ def _compile(fn, inputs, backend, options):
 def test_bias_is_added_in_the_consumer(backend, dtype):
     inputs = _inputs(dtype)
     on, off = (_compile(_ffn, inputs, backend, o) for o in (ON, OFF))
-    assert on.extern_calls.count("aten.mm") == 2 and "aten.addmm" not in (
-        on.extern_calls
-    ), on.extern_calls
+    calls = on.extern_calls
+    assert calls.count("aten.mm") == 2 and "aten.addmm" not in calls, calls
     assert off.extern_calls.count("aten.addmm") == 2, off.extern_calls
     assert len(on.kernels) == len(off.kernels)  # the adds fused: no kernel of their own
     for _ in range(2):  # fresh inputs each call

@@ -49,3 +49,27 @@ def test_unbound_module_methods_are_inlined():
         expected.sum().backward()
         torch.testing.assert_close(x.grad, xe.grad)
     assert backend.graphs == 1
+
+
+def test_a_parametrized_weight_is_computed_in_the_graph():
+    """``weight_norm`` (torch.nn.utils.parametrizations, wav2vec2's positional convolution): the
+    weight is a property computing it from ``original0`` / ``original1``; it broke the graph
+    ("calling get_parametrized with arguments not known at capture time")."""
+    torch.manual_seed(0)
+    conv = nn.Sequential(
+        nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1), dim=2), nn.GELU()
+    )
+    backend = Counting()
+    captured = capture(conv, backend)
+    for _ in range(2):
+        x = torch.randn(2, 4, 9)
+        out, expected = captured(x), conv(x)
+        torch.testing.assert_close(out, expected)
+        out.square().sum().backward()
+        got = [p.grad.clone() for p in conv.parameters()]
+        conv.zero_grad()
+        expected.square().sum().backward()
+        for g, p in zip(got, conv.parameters(), strict=True):
+            torch.testing.assert_close(g, p.grad)
+        conv.zero_grad()
+    assert backend.graphs == 1

@@ -278,8 +278,15 @@ except ImportError:  # torch without torch.library.custom_op
         """Stands in for torch.library.custom_op's class: nothing is an instance of it."""
 
 
-#: torch Python functions that wrap a user function (decorators): inlined rather than put in the graph
-INLINE_TORCH_MODULES = ("torch.utils._contextlib", "torch.amp.autocast_mode")
+#: torch Python code inlined rather than put in the graph: decorators wrapping a user function, and
+#: parametrized weights
+INLINE_TORCH_MODULES = (
+    "torch.utils._contextlib",
+    "torch.amp.autocast_mode",
+    # a parametrized weight (weight_norm: wav2vec2's positional convolution) is a property whose
+    # getter calls the parametrization modules on the original tensors
+    "torch.nn.utils.parametrize",
+)
 
 
 def is_torch_callable(fn: Any) -> bool:
