@@ -9,6 +9,10 @@ layers of width 64) built from their config classes, so no download is needed.
     python benchmarks/model_breadth.py --suite timm,hf [--models swin_tiny_patch4_window7_224]
         [--train] [--json out.json]
 
+The transformers set also has XLM-R, MobileBERT, SqueezeBERT, ConvBERT, Marian, Mixtral and
+Qwen2-MoE (mixture of experts), Mamba, GPT-J, CodeGen, GPTBigCode, StarCoder2, StableLM, MPT, the
+CLIP text tower, wav2vec2 (audio), SegFormer, ConvNeXt and Swin (from their default configs).
+
 ``--train`` also runs a backward (eval mode, so dropout is off, with grad on) of the output's
 squares' mean, and compares every parameter's gradient with eager's (within 1e-3 of the largest).
 
@@ -95,7 +99,99 @@ HF: dict[str, tuple[str, str, dict[str, Any]]] = {
     "phi": ("PhiConfig", "PhiForCausalLM", {}),
     "gemma": ("GemmaConfig", "GemmaForCausalLM", {"num_key_value_heads": 2, "head_dim": 16}),
     "vit_hf": ("ViTConfig", "ViTForImageClassification", {"image_size": 32, "patch_size": 8}),
+    "xlm_roberta": ("XLMRobertaConfig", "XLMRobertaForMaskedLM", {}),
+    "mobilebert": (
+        "MobileBertConfig",
+        "MobileBertForMaskedLM",
+        {
+            "embedding_size": 32,
+            "intra_bottleneck_size": 32,
+            "true_hidden_size": 32,
+            "num_feedforward_networks": 2,
+        },
+    ),
+    "squeezebert": ("SqueezeBertConfig", "SqueezeBertForMaskedLM", {"embedding_size": 64}),
+    "convbert": ("ConvBertConfig", "ConvBertForMaskedLM", {"embedding_size": 64}),
+    "marian": (
+        "MarianConfig",
+        "MarianMTModel",
+        {
+            "d_model": 64,
+            "encoder_layers": 2,
+            "decoder_layers": 2,
+            "encoder_attention_heads": 4,
+            "decoder_attention_heads": 4,
+            "encoder_ffn_dim": 128,
+            "decoder_ffn_dim": 128,
+            "decoder_start_token_id": 0,
+            "pad_token_id": 0,
+        },
+    ),
+    "mixtral": (
+        "MixtralConfig",
+        "MixtralForCausalLM",
+        {"num_key_value_heads": 2, "num_local_experts": 4, "num_experts_per_tok": 2},
+    ),
+    "qwen2_moe": (
+        "Qwen2MoeConfig",
+        "Qwen2MoeForCausalLM",
+        {
+            "num_key_value_heads": 2,
+            "num_experts": 4,
+            "num_experts_per_tok": 2,
+            "moe_intermediate_size": 64,
+            "shared_expert_intermediate_size": 64,
+        },
+    ),
+    "mamba": ("MambaConfig", "MambaForCausalLM", {"state_size": 8}),
+    "gptj": (
+        "GPTJConfig",
+        "GPTJForCausalLM",
+        {"n_embd": 64, "n_layer": 2, "n_head": 4, "rotary_dim": 8},
+    ),
+    "codegen": (
+        "CodeGenConfig",
+        "CodeGenForCausalLM",
+        {"n_embd": 64, "n_layer": 2, "n_head": 4, "rotary_dim": 8},
+    ),
+    "gpt_bigcode": (
+        "GPTBigCodeConfig",
+        "GPTBigCodeForCausalLM",
+        {"n_embd": 64, "n_layer": 2, "n_head": 4},
+    ),
+    "starcoder2": ("Starcoder2Config", "Starcoder2ForCausalLM", {"num_key_value_heads": 2}),
+    "stablelm": ("StableLmConfig", "StableLmForCausalLM", {"num_key_value_heads": 2}),
+    "mpt": ("MptConfig", "MptForCausalLM", {"d_model": 64, "n_heads": 4, "n_layers": 2}),
+    "clip_text": ("CLIPTextConfig", "CLIPTextModel", {}),
+    "wav2vec2": (
+        "Wav2Vec2Config",
+        "Wav2Vec2ForCTC",
+        {
+            "conv_dim": [32, 32],
+            "conv_stride": [5, 2],
+            "conv_kernel": [10, 3],
+            "num_conv_pos_embeddings": 16,
+            "num_conv_pos_embedding_groups": 4,
+        },
+    ),
+    # vision models configured from their own defaults (no SMALL fields), 64x64 images
+    "segformer": ("SegformerConfig", "SegformerForSemanticSegmentation", {}),
+    "convnext_hf": ("ConvNextConfig", "ConvNextForImageClassification", {}),
+    "swin_hf": (
+        "SwinConfig",
+        "SwinForImageClassification",
+        {
+            "image_size": 32,
+            "patch_size": 4,
+            "embed_dim": 16,
+            "depths": [1, 1],
+            "num_heads": [2, 2],
+            "window_size": 4,
+        },
+    ),
 }
+#: configured from the model's defaults and ``extra`` only, fed images of this size
+VISION_DEFAULTS = {"segformer": 64, "convnext_hf": 64, "swin_hf": 32}
 SMALL = {
     "hidden_size": 64,
     "num_hidden_layers": 2,
@@ -127,12 +223,16 @@ def hf_case(name: str) -> tuple[torch.nn.Module, Callable[[], dict[str, Any]]]:
     import transformers
 
     config_cls, model_cls, extra = HF[name]
-    config = getattr(transformers, config_cls)(**{**SMALL, **extra})
+    fields = extra if name in VISION_DEFAULTS else {**SMALL, **extra}
+    config = getattr(transformers, config_cls)(**fields)
     model = getattr(transformers, model_cls)(config).eval()
 
     def inputs() -> dict[str, Any]:
-        if name == "vit_hf":
-            return {"pixel_values": torch.randn(2, 3, 32, 32)}
+        if name == "vit_hf" or name in VISION_DEFAULTS:
+            size = VISION_DEFAULTS.get(name, 32)
+            return {"pixel_values": torch.randn(2, 3, size, size)}
+        if name == "wav2vec2":
+            return {"input_values": torch.randn(2, 2000)}
         ids = torch.randint(0, 1000, (2, 16))
         out = {"input_ids": ids, "attention_mask": torch.ones(2, 16, dtype=torch.long)}
         if model.config.is_encoder_decoder:

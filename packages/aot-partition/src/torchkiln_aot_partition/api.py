@@ -16,6 +16,7 @@ from .joint import joint_graph
 from .mutation import (
     OutputAlias,
     ShapeDependentAliases,
+    attribute_to_viewed_inputs,
     find_output_aliases,
     in_place_mutations,
     output_aliases,
@@ -98,6 +99,8 @@ def aot_compile(
             if fake_run is not None
             else find_output_aliases(lifted.gm, primals)
         )
+        if found and fakes is None:  # inputs sharing a storage: the one the graph viewed
+            found = attribute_to_viewed_inputs(lifted.gm, primals, found)
         if found and fakes is not None:  # a view's geometry depends on the sizes
             return ShapeDependentAliases(lifted.gm)
         return found

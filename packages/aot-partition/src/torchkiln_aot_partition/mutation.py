@@ -210,6 +210,93 @@ def find_output_aliases(fn, args: Sequence[torch.Tensor]) -> tuple[OutputAlias, 
     return with_eager_size_one_strides(fn, args, output_aliases(fakes, outs))
 
 
+def attribute_to_viewed_inputs(
+    gm: torch.fx.GraphModule, args: Sequence[Any], aliases: tuple[OutputAlias, ...]
+) -> tuple[OutputAlias, ...]:
+    """``aliases`` with each view of an input attributed to the input the graph viewed, where
+    several inputs share its storage (BLOOM's and Mamba's ``B`` and ``C``, two slices of one
+    projection): the storage alone named the first of them, and the runtime rebuilt the output
+    as a view of that one, so its gradient reached the wrong slice and the rest was lost. The
+    graph is run once on fakes; from the output, each step goes to the argument whose value
+    shares the storage, until a placeholder."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    tensors = [a for a in args if isinstance(a, torch.Tensor)]
+    counts: dict[Any, int] = {}
+    for a in tensors:
+        ref = StorageWeakRef(a.untyped_storage())
+        counts[ref] = counts.get(ref, 0) + 1
+    shared = {
+        i
+        for i, a in enumerate(args)
+        if isinstance(a, torch.Tensor) and counts[StorageWeakRef(a.untyped_storage())] > 1
+    }
+    if not any(a.input in shared and not a.of_output for a in aliases):
+        return aliases
+    values = _fake_values(gm, args)
+    if values is None:
+        return aliases
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    (output,) = [n for n in gm.graph.nodes if n.op == "output"]
+    results = output.args[0] if isinstance(output.args[0], (tuple, list)) else (output.args[0],)
+    fixed = []
+    for a in aliases:
+        if a.input in shared and not a.of_output and a.output < len(results):
+            j = _viewed_placeholder(results[a.output], values, placeholders)
+            if j is not None and j in shared and j != a.input:
+                same = values.get(results[a.output]) is values.get(placeholders[j])
+                a = dataclasses.replace(a, input=j, is_input=same)
+        fixed.append(a)
+    return tuple(fixed)
+
+
+def _fake_values(gm: torch.fx.GraphModule, args: Sequence[Any]) -> dict | None:
+    """Every node's value in one run of ``gm`` on fake copies of ``args`` (None if it fails)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.fx.experimental.symbolic_shapes import ShapeEnv
+
+    values: dict = {}
+
+    class Recording(torch.fx.Interpreter):
+        def run_node(self, n):
+            values[n] = result = super().run_node(n)
+            return result
+
+    try:
+        with FakeTensorMode(shape_env=ShapeEnv(), static_shapes=True) as mode, torch.no_grad():
+            fakes = [mode.from_tensor(a) if isinstance(a, torch.Tensor) else a for a in args]
+            Recording(gm).run(*fakes)
+    except Exception:  # noqa: BLE001 - best effort: the storage's first input stays
+        return None
+    return values
+
+
+def _viewed_placeholder(node: Any, values: dict, placeholders: list) -> int | None:
+    """The position of the placeholder ``node`` is a chain of views of (each step an argument
+    sharing the node's storage), or None."""
+    from torch.multiprocessing.reductions import StorageWeakRef
+
+    for _ in range(10_000):
+        if not isinstance(node, torch.fx.Node):
+            return None
+        if node.op == "placeholder":
+            return placeholders.index(node)
+        value = values.get(node)
+        if not isinstance(value, torch.Tensor):
+            return None
+        ref = StorageWeakRef(value.untyped_storage())
+        nxt = None
+        flat: list = []
+        torch.fx.node.map_arg((node.args, node.kwargs), flat.append)
+        for arg in flat:
+            v = values.get(arg)
+            if isinstance(v, torch.Tensor) and StorageWeakRef(v.untyped_storage()) == ref:
+                nxt = arg
+                break
+        node = nxt
+    return None
+
+
 def with_eager_size_one_strides(
     fn, args: Sequence[Any], aliases: tuple[OutputAlias, ...]
 ) -> tuple[OutputAlias, ...]:
