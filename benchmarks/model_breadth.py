@@ -61,6 +61,16 @@ TIMM = (
     "hrnet_w18_small",
 )
 
+#: the encoder-decoder models' sizes (BART, Marian), in their own field names
+SEQ2SEQ = {
+    "d_model": 64,
+    "encoder_layers": 2,
+    "decoder_layers": 2,
+    "encoder_attention_heads": 4,
+    "decoder_attention_heads": 4,
+    "encoder_ffn_dim": 128,
+    "decoder_ffn_dim": 128,
+}
 #: name -> (config class, model class, config fields beyond SMALL)
 HF: dict[str, tuple[str, str, dict[str, Any]]] = {
     "roberta": ("RobertaConfig", "RobertaForMaskedLM", {}),
@@ -68,19 +78,7 @@ HF: dict[str, tuple[str, str, dict[str, Any]]] = {
     "electra": ("ElectraConfig", "ElectraForPreTraining", {"embedding_size": 32}),
     "deberta_v2": ("DebertaV2Config", "DebertaV2ForMaskedLM", {}),
     "mpnet": ("MPNetConfig", "MPNetForMaskedLM", {}),
-    "bart": (
-        "BartConfig",
-        "BartForConditionalGeneration",
-        {
-            "d_model": 64,
-            "encoder_layers": 2,
-            "decoder_layers": 2,
-            "encoder_attention_heads": 4,
-            "decoder_attention_heads": 4,
-            "encoder_ffn_dim": 128,
-            "decoder_ffn_dim": 128,
-        },
-    ),
+    "bart": ("BartConfig", "BartForConditionalGeneration", SEQ2SEQ),
     "t5": (
         "T5Config",
         "T5ForConditionalGeneration",
@@ -115,17 +113,7 @@ HF: dict[str, tuple[str, str, dict[str, Any]]] = {
     "marian": (
         "MarianConfig",
         "MarianMTModel",
-        {
-            "d_model": 64,
-            "encoder_layers": 2,
-            "decoder_layers": 2,
-            "encoder_attention_heads": 4,
-            "decoder_attention_heads": 4,
-            "encoder_ffn_dim": 128,
-            "decoder_ffn_dim": 128,
-            "decoder_start_token_id": 0,
-            "pad_token_id": 0,
-        },
+        {**SEQ2SEQ, "decoder_start_token_id": 0, "pad_token_id": 0},
     ),
     "mixtral": (
         "MixtralConfig",

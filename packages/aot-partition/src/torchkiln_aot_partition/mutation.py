@@ -19,6 +19,7 @@ geometry is found again for each new input geometry (ShapeDependentAliases).
 
 from __future__ import annotations
 
+import collections
 import dataclasses
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -221,16 +222,13 @@ def attribute_to_viewed_inputs(
     shares the storage, until a placeholder."""
     from torch.multiprocessing.reductions import StorageWeakRef
 
-    tensors = [a for a in args if isinstance(a, torch.Tensor)]
-    counts: dict[Any, int] = {}
-    for a in tensors:
-        ref = StorageWeakRef(a.untyped_storage())
-        counts[ref] = counts.get(ref, 0) + 1
-    shared = {
-        i
+    refs = {
+        i: StorageWeakRef(a.untyped_storage())
         for i, a in enumerate(args)
-        if isinstance(a, torch.Tensor) and counts[StorageWeakRef(a.untyped_storage())] > 1
+        if isinstance(a, torch.Tensor)
     }
+    counts = collections.Counter(refs.values())
+    shared = {i for i, ref in refs.items() if counts[ref] > 1}
     if not any(a.input in shared and not a.of_output for a in aliases):
         return aliases
     values = _fake_values(gm, args)
@@ -276,24 +274,24 @@ def _viewed_placeholder(node: Any, values: dict, placeholders: list) -> int | No
     sharing the node's storage), or None."""
     from torch.multiprocessing.reductions import StorageWeakRef
 
-    for _ in range(10_000):
-        if not isinstance(node, torch.fx.Node):
-            return None
+    while isinstance(node, torch.fx.Node):  # each step goes to an earlier node: it ends
         if node.op == "placeholder":
             return placeholders.index(node)
         value = values.get(node)
         if not isinstance(value, torch.Tensor):
             return None
         ref = StorageWeakRef(value.untyped_storage())
-        nxt = None
         flat: list = []
         torch.fx.node.map_arg((node.args, node.kwargs), flat.append)
-        for arg in flat:
-            v = values.get(arg)
-            if isinstance(v, torch.Tensor) and StorageWeakRef(v.untyped_storage()) == ref:
-                nxt = arg
-                break
-        node = nxt
+        node = next(
+            (
+                arg
+                for arg in flat
+                if isinstance(values.get(arg), torch.Tensor)
+                and StorageWeakRef(values[arg].untyped_storage()) == ref
+            ),
+            None,
+        )
     return None
 
 

@@ -41,7 +41,7 @@ from .variables.containers import (
     ListVariable,
     TupleVariable,
 )
-from .variables.objects import has_user_setattr
+from .variables.objects import python_override
 from .variables.symbolic import SymNodeVariable
 from .variables.tensors import TensorVariable
 
@@ -503,7 +503,7 @@ class OutputGraph:
                     # inline_user_setattr): the replay is the store it ended in, not a second run
                     store = (
                         ns.ref(object.__setattr__, "raw_setattr")
-                        if has_user_setattr(type(target.value))
+                        if python_override(type(target.value), "__setattr__")
                         else "setattr"
                     )
                     rec.emit(f"{store}({dst}, {key!r}, {rec.expr(value)})")

@@ -40,7 +40,12 @@ from .builtins import BUILTIN_HANDLERS
 from .classes import construct
 from .containers import IteratorVariable, TupleVariable
 from .ctx import set_grad_enabled
-from .functions import PartialVariable, UserFunctionVariable
+from .functions import (
+    PartialVariable,
+    RawGetattributeVariable,
+    RawSetattrVariable,
+    UserFunctionVariable,
+)
 from .generators import NullContextVariable, contextmanager_call, is_contextmanager_function
 from .higher_order import call_higher_order, higher_order_kind
 from .logging_calls import replay_logging_call
@@ -203,13 +208,12 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
             f"calling {fn.__module__}.{name} (it acts outside the program: output, time, files, ...)",
             "it runs in Python between two graphs; move it outside the compiled function",
         )
-    if fn is object.__setattr__ and len(args) == 3 and hasattr(args[0], "raw_store_attr"):
+    if fn is object.__setattr__ and args and hasattr(args[0], "raw_store_attr"):
         # object.__setattr__(self, name, value) in a class's own __setattr__: the store itself
-        args[0].raw_store_attr(tx, args[1].as_python_constant(), args[2])
-        return ConstantVariable(None)
-    if fn is object.__getattribute__ and len(args) == 2 and hasattr(args[0], "raw_getattr"):
+        return RawSetattrVariable(args[0]).call(tx, args[1:], kwargs)
+    if fn is object.__getattribute__ and args and hasattr(args[0], "raw_getattr"):
         # object.__getattribute__(self, name) in its class's own __getattribute__: the lookup
-        return args[0].raw_getattr(tx, args[1].as_python_constant())
+        return RawGetattributeVariable(args[0]).call(tx, args[1:], kwargs)
     if trace_rules.is_stdlib(fn) and not has_tensor(args) and not has_tensor(kwargs.values()):
         # the standard library (inspect, typing, logging, ...) runs for real on known values
         real = _real_args(args, kwargs)

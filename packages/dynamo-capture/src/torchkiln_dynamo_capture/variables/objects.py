@@ -136,35 +136,33 @@ def unpack_user_object(tx, obj: VariableTracker, cls: type) -> list:
     raise Unsupported(f"iterating over a {cls.__name__} object")
 
 
+def python_override(cls: type, dunder: str) -> Any:
+    """``cls``'s ``__setattr__`` / ``__getattribute__`` when one of its classes writes it in
+    Python (transformers' configs map alias names there), else None. torch.nn modules' own are
+    not run: capture models their attributes itself."""
+    method = getattr(cls, dunder, None)
+    if not inspect.isfunction(method) or issubclass(cls, torch.nn.Module):
+        return None
+    return method
+
+
 def inline_user_setattr(tx, obj: VariableTracker, cls: type, name: str, value) -> bool:
-    """``obj.name = value`` through a ``__setattr__`` that ``cls`` defines in Python
-    (transformers' configs map aliases there: ``config.n_layer = 2`` sets ``num_layers``):
-    inlined, as Python calls it for every store; its ``object.__setattr__`` (or
-    ``super().__setattr__``) is ``raw_store_attr``. False when the class has none (torch.nn
-    modules' own is not run: capture models their stores itself)."""
-    if not has_user_setattr(cls):
+    """``obj.name = value`` through a ``__setattr__`` that ``cls`` writes in Python
+    (``config.n_layer = 2`` sets ``num_layers``): inlined, as Python calls it for every store;
+    its ``object.__setattr__`` (or ``super().__setattr__``) is ``raw_store_attr``. False when
+    there is none (``python_override``)."""
+    setter = python_override(cls, "__setattr__")
+    if setter is None:
         return False
-    tx.call_function(tx.wrap(cls.__setattr__, None), [obj, ConstantVariable(name), value], {})
+    tx.call_function(tx.wrap(setter, None), [obj, ConstantVariable(name), value], {})
     return True
-
-
-def has_user_setattr(cls: type) -> bool:
-    """Whether ``cls`` (not a torch.nn module) has a ``__setattr__`` written in Python."""
-    setter = getattr(cls, "__setattr__", object.__setattr__)
-    return (
-        setter is not object.__setattr__
-        and inspect.isfunction(setter)
-        and not issubclass(cls, torch.nn.Module)
-    )
 
 
 def _mapped_by_getattribute(obj, name: str) -> Any:
     """What ``obj.name`` gives when ``type(obj)`` has a ``__getattribute__`` written in Python
     and that differs from ``object.__getattribute__``'s answer (transformers' configs map alias
     names there); ``_MISSING`` otherwise (the plain lookup is right)."""
-    cls = type(obj)
-    getter = getattr(cls, "__getattribute__", object.__getattribute__)
-    if getter is object.__getattribute__ or not inspect.isfunction(getter):
+    if python_override(type(obj), "__getattribute__") is None:
         return _MISSING
     try:
         plain = object.__getattribute__(obj, name)
@@ -200,8 +198,8 @@ class NewObjectVariable(VariableTracker):
     def var_getattr(self, tx, name):
         if name == "__class__":
             return ConstantVariable(self.cls)
-        getter = getattr(self.cls, "__getattribute__", object.__getattribute__)
-        if getter is not object.__getattribute__ and inspect.isfunction(getter):
+        getter = python_override(self.cls, "__getattribute__")
+        if getter is not None:
             # the class's own __getattribute__ decides every read (an alias map): inlined,
             # its object.__getattribute__ / super().__getattribute__ being raw_getattr
             return tx.call_function(tx.wrap(getter, None), [self, ConstantVariable(name)], {})
