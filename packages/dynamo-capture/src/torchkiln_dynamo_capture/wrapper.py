@@ -411,6 +411,14 @@ class CapturedFunction:
                     "raise the limit (torchkiln.compile(recompile_limit=...)) or mark the changing "
                     "size dynamic"
                 )
+            if not self._warned_limit and not any(e.op_count for e in self.entries):
+                # no entry captured an operation (a helper that installs hooks on one module
+                # after another): running it eagerly loses nothing, so it is logged, not warned
+                self._warned_limit = True
+                log_recompile(
+                    f"{self.__name__} ({self._where()}) hit recompile_limit={self.recompile_limit} "
+                    "with no operation in any graph; running eagerly"
+                )
             if not self._warned_limit:
                 self._warned_limit = True
                 why = self._why_missed(args, kwargs)

@@ -10,8 +10,9 @@ import inspect
 from typing import Any
 
 import torch
+from torchkiln_guards import DictKeysMatch
 
-from .._sources import AttrSource
+from .._sources import AttrSource, ItemSource
 from ..exc import Unsupported
 from .base import (
     AttrMissing,
@@ -56,6 +57,8 @@ class UserObjectVariable(VariableTracker):
         if pending is not None:
             return pending
         obj = self.value
+        if name in _DICT_READS and self._reads_as_dict():
+            return BoundMethodVariable(self, name)
         mapped = _mapped_by_getattribute(obj, name)
         if mapped is not _MISSING:
             # the class's own __getattribute__ reads another value than the plain lookup
@@ -88,6 +91,45 @@ class UserObjectVariable(VariableTracker):
             raise AttrMissing(name) from e
         return tx.wrap(v, self._src(name))
 
+    def _reads_as_dict(self) -> bool:
+        """A dict subclass from outside (a transformers ModelOutput handed over a graph break)
+        whose keys, values and items are dict's own and whose items ``obj[key]`` reads: those
+        reads are a snapshot of its items, guarded by its keys (see ``call_method``)."""
+        cls = type(self.value)
+        return (
+            self.source is not None
+            and isinstance(self.value, dict)
+            and all(isinstance(class_attr(cls, n), _BUILTIN_METHOD) for n in _DICT_READS)
+            and (class_attr(cls, "__getitem__") in _DICT_GETITEMS or is_model_output(cls))
+        )
+
+    def call_method(self, tx, name, args, kwargs):
+        if name not in _DICT_READS or args or kwargs or not self._reads_as_dict():
+            return self.var_getattr(tx, name).call(tx, args, kwargs)
+        keys = self._guarded_keys(tx)
+        if name == "__len__":
+            return ConstantVariable(len(keys))
+        if name == "keys":
+            return TupleVariable([ConstantVariable(k) for k in keys])
+        values = [
+            tx.wrap(dict.__getitem__(self.value, k), ItemSource(self.source, k)) for k in keys
+        ]
+        if name == "values":
+            return TupleVariable(values)
+        return TupleVariable(
+            [TupleVariable([ConstantVariable(k), v]) for k, v in zip(keys, values)]
+        )
+
+    def _guarded_keys(self, tx) -> list:
+        """The keys, in order, guarded as they are. The snapshot stands for the live view: a
+        store into the object breaks the graph (its ``__setitem__`` is dict's, a builtin), so
+        the keys do not change while the snapshot is in use."""
+        keys = list(self.value)
+        if not all(type(k) is str for k in keys):
+            raise Unsupported(f"reading a {type(self.value).__name__} with other than str keys")
+        tx.out.guards.append(DictKeysMatch(self.source, tuple(keys)))
+        return keys
+
     def store_attr(self, tx, name, value):
         if not inline_user_setattr(tx, self, type(self.value), name, value):
             self.raw_store_attr(tx, name, value)
@@ -108,6 +150,10 @@ class UserObjectVariable(VariableTracker):
         return tx.call_function(tx.wrap(call, None), [self, *args], kwargs)
 
     def unpack(self, tx) -> list:
+        if self._reads_as_dict() and isinstance(
+            class_attr(type(self.value), "__iter__"), _BUILTIN_METHOD
+        ):
+            return [ConstantVariable(k) for k in self._guarded_keys(tx)]
         return unpack_user_object(tx, self, type(self.value))
 
     def truth(self, tx):
@@ -121,6 +167,12 @@ class UserObjectVariable(VariableTracker):
 
     def __repr__(self):
         return f"UserObjectVariable({type(self.value).__name__})"
+
+
+#: dict reads ``UserObjectVariable`` answers from a snapshot of a dict subclass's items
+_DICT_READS = ("keys", "values", "items", "__len__")
+_BUILTIN_METHOD = (type(dict.keys), type(dict.__len__))  # method_descriptor, wrapper_descriptor
+_DICT_GETITEMS = (dict.__getitem__, collections.OrderedDict.__getitem__)
 
 
 def unpack_user_object(tx, obj: VariableTracker, cls: type) -> list:
@@ -343,12 +395,50 @@ class DataclassVariable(VariableTracker):
         return wrap_class_attr(tx, self, self.cls, name)
 
     def store_attr(self, tx, name, value):
+        if is_model_output(self.cls):
+            name = self._model_output_key(tx, name)
+            self._check_model_output_store(name, value)
         self.fields[name] = value
 
+    def _model_output_key(self, tx, key: str) -> str:
+        """The key a ModelOutput's ``__setattr__``/``__setitem__``/``__getitem__`` use for ``key``:
+        transformers renames old names (``past_key_values`` to ``cache``) in a method of its own,
+        inlined here."""
+        if not hasattr(self.cls, "_replace_old_cache_name"):
+            return key
+        remap = self.var_getattr(tx, "_replace_old_cache_name")
+        return remap.call(tx, [ConstantVariable(key)], {}).as_python_constant()
+
+    def _check_model_output_store(self, name, value) -> None:
+        """A ModelOutput's keys are its fields that are not None, in field order (``_keys``), as
+        long as a store keeps them so; a store that would not breaks the graph."""
+        names = [f.name for f in dataclasses.fields(self.cls)]
+        if name not in names:
+            raise Unsupported(f"storing {name!r}, not a field, into a {self.cls.__name__}")
+        is_none = value.is_python_constant() and value.as_python_constant() is None
+        present = name in self._keys()
+        if is_none and present:
+            # eager keeps the key and its old value while the attribute becomes None
+            raise Unsupported(f"setting {self.cls.__name__}.{name}, a key, to None")
+        if (
+            not is_none
+            and not present
+            and any(k in self._keys() for k in names[names.index(name) :])
+        ):
+            # eager appends the key after fields that come later in field order
+            raise Unsupported(f"adding {name!r} to a {self.cls.__name__} after later fields")
+
     def call_method(self, tx, name, args, kwargs):
+        if name == "__setitem__" and is_model_output(self.cls) and not kwargs:
+            self.store_attr(tx, args[0].as_python_constant(), args[1])
+            return ConstantVariable(None)
         if name == "__getitem__":
             k = args[0].as_python_constant()
             if isinstance(k, str):
+                if is_model_output(self.cls):
+                    k = self._model_output_key(tx, k)
+                    if k not in self._keys():  # a field that is None is not a key: KeyError
+                        raise Unsupported(f"{self.cls.__name__}[{k!r}]: not a key")
                 return self.fields[k]
             keys = self._keys()
             if isinstance(k, slice):

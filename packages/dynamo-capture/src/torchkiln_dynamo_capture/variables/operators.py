@@ -118,15 +118,21 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
         and isinstance(b, (ListVariable, TupleVariable))
     ):
         return type(a)._new_like(a, a.items + b.items)
-    if (
-        base is operator.add
-        and _holds_symbolic(b)
-        and isinstance(a, ConstantVariable)
+    if base is operator.add and (
+        isinstance(a, ConstantVariable)
         and isinstance(a.value, tuple)
         and isinstance(b, TupleVariable)
+        or isinstance(a, TupleVariable)
+        and isinstance(b, ConstantVariable)
+        and type(b.value) is tuple
     ):
-        # a constant tuple (a torch.Size of static dims) + a tuple holding symbolic sizes
-        return TupleVariable([ConstantVariable(v) for v in a.value] + list(b.items))
+        # a constant tuple (a torch.Size of static dims, ``()`` that ``all_hidden_states += (h,)``
+        # starts from) + a tuple of tracked values (tensors, symbolic sizes), either way round
+        return TupleVariable(
+            [ConstantVariable(v) for v in a.value] + list(b.items)
+            if isinstance(a, ConstantVariable)
+            else list(a.items) + [ConstantVariable(v) for v in b.value]
+        )
     if (
         isinstance(a, (ListVariable, TupleVariable))
         and base is operator.mul
