@@ -13,8 +13,12 @@ class TritonOptions:
         this keeps the whole row in registers (RBLOCK >= rnumel, x read once, one pass per
         stage); longer rows loop over RBLOCK chunks. Counted in 4-byte values: kernels holding
         8-byte values (float64, int64) persist up to half of it (``autotune.reduction_config``).
+    pointwise_xblock: XBLOCK of a pointwise kernel whose narrowest value in memory is 4 bytes;
+        2-byte values take twice as many, 8-byte half (each thread moves the same 32 bytes).
     looped_rblock: RBLOCK of a looped inner reduction of known row length (one row per
         program); a row of unknown length loops over at most 128.
+    looped_values_per_thread, transposed_values_per_thread: values of a looped (inner, or outer:
+        transposed) reduction's block per thread, which set its ``num_warps`` (2 to 16).
     autotune: on CUDA, time a few block-size configurations on the first call of each kernel and
         keep the fastest (ignored under TRITON_INTERPRET=1, where the heuristic is used).
     transposed_rblock: RBLOCK (at most) of a looped outer reduction (the transposed block
@@ -48,8 +52,10 @@ class TritonOptions:
 
     persistent_rnumel: int = 8192
     pointwise_xblock: int = 1024
-    looped_rblock: int = 4096
+    looped_rblock: int = 2048
+    looped_values_per_thread: int = 8
     transposed_rblock: int = 64
+    transposed_values_per_thread: int = 8
     split_programs: int = 1024
     split_max_chunks: int = 64
     split_min_rchunk: int = 128
