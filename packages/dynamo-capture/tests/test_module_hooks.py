@@ -439,3 +439,49 @@ def test_a_global_stateless_module_swapped_for_another_is_honoured():
         torch.testing.assert_close(cf(x), f(x))
     finally:
         _global_act = nn.LeakyReLU(0.2)
+
+
+class _OwnSiLU(nn.Module):
+    """transformers' ``SiLUActivation``: torch.nn's ``__init__``, a forward of its own."""
+
+    def forward(self, x):
+        return nn.functional.silu(x) + 1
+
+
+class _OwnInit(nn.Module):
+    def __init__(self):
+        super().__init__()
+        _OwnInit.made += 1
+
+    def forward(self, x):
+        return x * 3
+
+
+_OwnInit.made = 0
+
+
+def test_a_subclass_with_torch_nns_init_made_inside_the_forward_is_inlined():
+    """``ACT2FN["silu"]`` makes a ``SiLUActivation`` in Mamba's forward: made once at capture
+    time (its construction runs only torch.nn's code) and inlined, one graph. A class with an
+    ``__init__`` of its own still breaks the graph, so that ``__init__`` runs on each call as in
+    eager."""
+
+    def f(x):
+        return _OwnSiLU()(x) * 2
+
+    be = Counting()
+    cf = capture(f, be)
+    for _ in range(2):
+        x = torch.randn(3, 5)
+        torch.testing.assert_close(cf(x), f(x))
+    assert be.calls == 1
+
+    def g(x):
+        return _OwnInit()(x) + 1
+
+    cg = capture(g, Counting())
+    before = _OwnInit.made
+    for _ in range(3):
+        x = torch.randn(4)
+        torch.testing.assert_close(cg(x), x * 3 + 1)
+    assert _OwnInit.made - before == 3

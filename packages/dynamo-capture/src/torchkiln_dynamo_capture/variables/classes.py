@@ -94,8 +94,11 @@ def construct(tx, cls: type, args, kwargs) -> VariableTracker:
 def _stateless_module(tx, cls: type, args, kwargs) -> VariableTracker:
     """``torch.nn.CrossEntropyLoss()``, ``nn.GELU()``, ... made inside a forward (transformers'
     heads build their loss this way): a torch.nn module with constant arguments and no parameters
-    or buffers is made at capture time and inlined; its calls are its forward, as in eager."""
-    if not (cls.__module__ or "").startswith("torch.nn.") or not all_constant(args, kwargs):
+    or buffers is made at capture time and inlined; its calls are its forward, as in eager. So is
+    a subclass whose ``__init__`` is a torch.nn class's (transformers' ``SiLUActivation``, which
+    its ``ACT2FN[...]`` makes in Mamba's forward): making it runs no code of the user's, so
+    making it once at capture time does what eager's making it on every call does."""
+    if not _made_by_torch_nn(cls) or not all_constant(args, kwargs):
         raise Unsupported(f"creating a {cls.__name__} module inside a captured function")
     a, k = constant_values(args, kwargs)
     try:
@@ -115,3 +118,14 @@ def _stateless_module(tx, cls: type, args, kwargs) -> VariableTracker:
         )
     tx.out.keepalive.append(module)
     return NewModuleVariable(module, a, k)
+
+
+def _made_by_torch_nn(cls: type) -> bool:
+    """Whether ``cls()`` runs only torch.nn's code: a torch.nn class, or a subclass none of whose
+    classes outside torch.nn defines ``__init__`` or ``__new__``."""
+    if (cls.__module__ or "").startswith("torch.nn."):
+        return True
+    for k in cls.__mro__:
+        if "__init__" in k.__dict__ or "__new__" in k.__dict__:
+            return (k.__module__ or "").startswith("torch.nn.")
+    return False
