@@ -121,7 +121,17 @@ def _check(cg, fn, inputs, dtype):
                 # sum as eager's (twice its error), give or take one ulp of the result's dtype
                 ours, eagers = (g.double() - r).abs(), (e.double() - r).abs()
                 ulp = torch.finfo(dtype).eps * r.abs()
-                assert (ours <= 2 * eagers + ulp).all(), (g, e, r)
+                bound = 2 * eagers + ulp
+                x = inputs[0]
+                if x.shape[:-1] == g.shape:
+                    # a reduction over the row, accumulated in float32 by both: rounding in any
+                    # summation order is bounded by float32's eps times the magnitudes summed,
+                    # plus the result's rounding (a row sum 1.8e-4 off where eager's was 0.8e-4
+                    # off, and that bound 2e-2; a dropped or doubled term is off by one of the
+                    # terms, about 1)
+                    summed = torch.finfo(torch.float32).eps * x.double().abs().sum(-1)
+                    bound = torch.maximum(bound, summed + ulp)
+                assert (ours <= bound).all(), (g, e, r)
             else:
                 torch.testing.assert_close(g, e, equal_nan=True, **TOL[dtype])
         return
