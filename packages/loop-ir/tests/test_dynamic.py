@@ -41,3 +41,24 @@ def test_extern_result_with_other_strides_at_symbolic_sizes():
     for t in (7, 12, 3):
         q, k, v = (torch.randn(2, 4, t, 8) for _ in range(3))
         torch.testing.assert_close(cg(q, k, v)[0], f(q, k, v)[0], atol=1e-5, rtol=1e-5)
+
+
+def test_slice_start_further_back_than_a_symbolic_dim_clamps_to_zero():
+    """``x[-5:]`` of a symbolic dim of 2-4 starts at Max(s0 - 5, 0) = 0, as eager: the start was
+    s0 - 5 unclamped, so the view returned came out at storage offset -9 and the call raised
+    "invalid storage offset" (fuzz seed 600161), and a value computed from it read before the
+    input."""
+
+    def f(x):
+        t = x[-5:1]
+        return t[0:5], t.mean(-1), (x[-5:] * 2).sum(0)
+
+    x = torch.randn(2, 3, 1)
+    gm = make_fx(f, decomposition_table=L.decompositions(), tracing_mode="symbolic")(x)
+    cg = L.compile_graph(gm, [x], L.ReferenceBackend())
+    assert cg.scheduled.size_symbols
+    for n in (2, 3, 4):
+        x = torch.randn(n, 3, 1)
+        for got, want in zip(cg(x), f(x)):
+            torch.testing.assert_close(got, want)
+            assert got.storage_offset() == want.storage_offset() or got.numel() == 0

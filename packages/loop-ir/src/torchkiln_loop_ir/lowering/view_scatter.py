@@ -19,25 +19,7 @@ from ..ir import Pointwise, compute_dtype
 from ..ops import ops
 from . import aten, register_lowering
 from .pointwise import operand_loader
-
-_MAX = 2**62  # an end past this means "to the end" (Python's slice of sys.maxsize)
-
-
-def _bound(value, size: sympy.Expr, default: sympy.Expr) -> sympy.Expr:
-    """A slice bound as a position in ``[0, size]``: None is ``default``, negatives count from the end."""
-    if value is None:
-        return default
-    value = sympy.sympify(value)
-    if value.is_number:
-        v = int(value)
-        if v >= _MAX:
-            return size
-        if v < 0:
-            value = size + v
-            return sympy.Max(value, 0) if not value.is_number else sympy.Integer(max(int(value), 0))
-        if size.is_number:
-            return sympy.Integer(min(v, int(size)))
-    return value
+from .views import slice_bound
 
 
 @register_lowering(aten.slice_scatter.default)
@@ -45,8 +27,8 @@ def slice_scatter(ctx, x, src, dim=0, start=None, end=None, step=1):
     size = tuple(ctx.out_size)
     n = len(size)
     dim = dim % n
-    start = _bound(start, size[dim], sympy.Integer(0))
-    end = _bound(end, size[dim], size[dim])
+    start = slice_bound(start, size[dim], sympy.Integer(0))
+    end = slice_bound(end, size[dim], size[dim])
     if not isinstance(step, int) or step < 1:
         raise Unlowerable(f"slice_scatter with step {step!r}")
     if start.is_number and end.is_number and int(end) < int(start):

@@ -150,18 +150,35 @@ def squeeze(ctx, x, dims=None):
     return view_of(x, ctx.out_size, reindex)
 
 
+_MAX = 2**62  # an end past this means "to the end" (Python's slice of sys.maxsize)
+
+
+def slice_bound(value, size: sympy.Expr, default: sympy.Expr) -> sympy.Expr:
+    """A slice bound as a position in ``[0, size]``: None is ``default``, negatives count from the end."""
+    if value is None:
+        return default
+    value = sympy.sympify(value)
+    if value.is_number:
+        v = int(value)
+        if v >= _MAX:
+            return size
+        if v < 0:
+            value = size + v
+            return sympy.Max(value, 0) if not value.is_number else sympy.Integer(max(int(value), 0))
+        if size.is_number:
+            return sympy.Integer(min(v, int(size)))
+    return value
+
+
 @register_lowering(aten.slice.Tensor)
 def slice_(ctx, x, dim=0, start=None, end=None, step=1):
     n = len(x.get_size())
     dim = dim % n
     size = x.get_size()[dim]
-    start = 0 if start is None else start
-    if isinstance(start, int) and isinstance(size, (int, sympy.Integer)):
-        # as eager: a negative start counts from the end, then clamps into [0, size] (Mistral's
-        # sliding-window cache keeps ``keys[:, :, -4095:]`` of 16 positions: from 0, not -4079)
-        start = max(0, min(start + int(size) if start < 0 else start, int(size)))
-    elif isinstance(start, int) and start < 0:
-        start = start + size
+    # as eager: a negative start counts from the end, then clamps into [0, size] (Mistral's
+    # sliding-window cache keeps ``keys[:, :, -4095:]`` of 16 positions: from 0, not -4079);
+    # with a symbolic size, Max(size - 5, 0) (``x[-5:]`` of a dim of 2 starts at 0, not -3)
+    start = slice_bound(start, sympy.sympify(size), sympy.Integer(0))
 
     def reindex(idx):
         idx = list(idx)
