@@ -139,7 +139,9 @@ def _check(cg, fn, inputs, dtype):
     for g, e, r in zip(got, expected, fn(*wide)):
         assert g.dtype == e.dtype and g.shape == e.shape
         ours, eagers = (g.double() - r).abs(), (e.double() - r).abs()
-        assert ours.max() <= 2 * eagers.max() + 1e-5 * (1 + r.abs().max()), (ours.max(), eagers)
+        # plus one rounding of the output's dtype at the result's scale (test_online_softmax.py)
+        step = max(1e-5, torch.finfo(g.dtype).eps) if g.is_floating_point() else 1e-5
+        assert ours.max() <= 2 * eagers.max() + step * (1 + r.abs().max()), (ours.max(), eagers)
 
 
 def _calls(width: int) -> int:
