@@ -4,7 +4,8 @@ host overhead, so this reports device-kernel time, which it does not distort).
 
 For each model and task (infer: bfloat16 weights, or --dtype's, no_grad; train: float32 weights, bf16 autocast,
 forward + loss + backward, no optimizer step), each variant is warmed up, then:
-  - wall ms per iteration (CUDA-synchronised, no profiler),
+  - wall ms per iteration (CUDA-synchronised, no profiler), and in 12 rounds after it,
+  - host ms per iteration: the time to enqueue one, with the GPU kept busy by a sleep kernel,
   - GPU kernel ms per iteration and kernel launches per iteration (torch.profiler, CUDA activity),
   - that kernel time split by kind (gemm, attention, convolution, triton, aten elementwise/reduce,
     copy, other), and the top kernels.
@@ -96,6 +97,25 @@ def measure(fn: Any, iters: int) -> dict[str, Any]:
         fn()
     torch.cuda.synchronize()
     wall = (time.perf_counter() - t0) * 1000 / iters
+    rounds = []  # wall ms per iteration in 12 short rounds: does the time move within a process?
+    for _ in range(12):
+        t0 = time.perf_counter()
+        for _ in range(iters):
+            fn()
+        torch.cuda.synchronize()
+        rounds.append(round((time.perf_counter() - t0) * 1000 / iters, 3))
+    # The host's own time per iteration: the GPU is kept busy by a sleep kernel queued first, so
+    # no call waits on it and what is timed is enqueueing alone. A variant whose host time is
+    # close to its kernel time is host bound, and the host's load moves its wall time.
+    # Five iterations: CUDA's launch queue (about 1000 kernels) must not fill behind the sleep.
+    host = []
+    for _ in range(3):
+        torch.cuda._sleep(int(400e6))  # about 0.2 s at the H200's clock: longer than the enqueues
+        t0 = time.perf_counter()
+        for _ in range(5):
+            fn()
+        host.append((time.perf_counter() - t0) * 1000 / 5)
+        torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
             fn()
@@ -107,6 +127,8 @@ def measure(fn: Any, iters: int) -> dict[str, Any]:
     top = sorted(table.items(), key=lambda kv: -kv[1][0])[:40]
     return {
         "wall_ms": wall,
+        "rounds_ms": rounds,
+        "host_ms": min(host),
         "kernel_ms": sum(ms for ms, _ in table.values()),
         "launches": sum(n for _, n in table.values()),
         "split_ms": dict(sorted(split.items(), key=lambda kv: -kv[1])),
@@ -237,11 +259,13 @@ def report(model: str, task: str, result: dict[str, Any]) -> str:
     for label, r in result.items():
         split = ", ".join(f"{k} {v:.2f}" for k, v in r["split_ms"].items())
         lines.append(
-            f"{label:10s} wall {r['wall_ms']:8.2f} ms  kernels {r['kernel_ms']:8.2f} ms "
+            f"{label:10s} wall {r['wall_ms']:8.2f} ms  host {r['host_ms']:8.2f} ms  "
+            f"kernels {r['kernel_ms']:8.2f} ms "
             f"({r['launches']:.0f} launches)  first call {r['first_call_s']:.1f} s  "
             f"peak {r['peak_mb']:.0f} MB"
         )
         lines.append(f"           split: {split}")
+        lines.append(f"           rounds: {' '.join(f'{ms:.2f}' for ms in r['rounds_ms'])}")
         calls = ", ".join(
             f"{k} {ms:.2f} ms/{n:.0f}" for k, (ms, n) in list(r["runtime"].items())[:8]
         )
