@@ -405,3 +405,22 @@ def test_outer_reductions_take_fewer_warps_per_input_read_in_full():
     assert cfg1.transposed and cfg1.looped and (cfg1.xblock, cfg1.rblock) == (64, 64)
     assert (cfg1.num_warps, cfg2.num_warps) == (16, 8)
     assert "2 input(s) read in full" in cfg2.reason
+
+
+@pytest.mark.parametrize("transposed", [False, True])
+@pytest.mark.parametrize("streams", [1, 2, 3, 4, 5, 7])
+@pytest.mark.parametrize("per_thread", [3, 6, 8, 12])
+def test_every_warp_count_is_a_power_of_two(transposed, streams, per_thread):
+    """Triton launches only power-of-two warp counts. Three inputs read in full (on the H200,
+    the second kernel of the split NHWC batch-norm statistics, which combines partial means,
+    sums of squares and counts) gave 8 x 3 = 24 values per thread, 4096 / (32 x 24) = 5
+    warps, and the kernel failed to launch: the graph ran eagerly."""
+    options = TritonOptions(
+        looped_values_per_thread=per_thread, transposed_values_per_thread=per_thread
+    )
+    for xnumel, rnumel in [(64, 200704), (256, 802816), (32768, 50257), (7, 3), (None, None)]:
+        for itemsize in (2, 4, 8):
+            cfg = reduction_config(
+                xnumel, rnumel, itemsize, options, transposed=transposed, streams=streams
+            )
+            assert cfg.num_warps in (1, 2, 4, 8, 16, 32), cfg

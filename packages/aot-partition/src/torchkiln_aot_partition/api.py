@@ -24,6 +24,7 @@ from .mutation import (
 )
 from .partition import min_cut_partition
 from .runtime import InferenceRuntime, TrainingPlan, TrainingRuntime, _BackwardState
+from .sdpa_masks import simplify_sdpa_masks
 from .trace import (
     Decompositions,
     FunctionalGraph,
@@ -80,6 +81,9 @@ def aot_compile(
     bw_compiler = bw_compiler or fw_compiler
     decomps = resolve_decompositions(decompositions)
     example_inputs = list(example_inputs)
+    # input-free attention masks that keep everything or the lower triangle: no mask, or
+    # is_causal (sdpa_masks.py), before both traces so a backward is the causal kernel's too
+    masks = simplify_sdpa_masks(gm) if sdpa_attention else []
     # views of an intermediate the graph does not return: it returns that too (view_bases.py)
     gm, hidden = expose_view_bases(gm, example_inputs)
     lifted = lift_parameters(gm)
@@ -135,6 +139,7 @@ def aot_compile(
         # contract C2: the user outputs of an inference graph reach the caller as they are, so
         # their strides are the compiler's to choose (a training forward's go through autograd)
         fg.gm.meta["free_output_strides"] = 0 if aliases or hidden else fg.num_user_outputs
+        fg.gm.meta["sdpa_masks"] = masks
         compiled = fw_compiler(fg.gm, [_detached(p) for p in graph_inputs] + extra)
         return InferenceRuntime(
             compiled,
@@ -171,6 +176,7 @@ def aot_compile(
     )
     fw_gm.meta["mutated_inputs"] = joint.mutated_inputs
     fw_gm.meta["num_user_outputs"] = joint.num_user_outputs
+    fw_gm.meta["sdpa_masks"] = masks
     fw_gm.meta["mutations_in_place"] = (
         in_place_mutations(
             fw_gm, graph_inputs, joint.mutated_inputs, joint.num_user_outputs, aliases

@@ -97,11 +97,16 @@ def _numel(ranges: Sequence[sympy.Expr]) -> int | None:
     return int(total) if total.is_Integer else None
 
 
+def _prev_pow2(n: int) -> int:
+    return 1 if n <= 1 else 1 << (n.bit_length() - 1)
+
+
 def _warps(tile: int, per_thread: int = ELEMENTS_PER_THREAD) -> int:
-    """``per_thread`` elements of a block of ``tile`` per thread, at most 16 warps; at least 4
-    for a tile of 1024 or more (a lone row of 1024 when the grid is short: 8 elements per
-    thread, so the row's loads spread over more lanes), else at least 2."""
-    return max(4 if tile >= 1024 else 2, min(16, tile // (32 * per_thread)))
+    """``per_thread`` elements of a block of ``tile`` per thread (rounded down to a power of
+    two: Triton takes no other warp count), at most 16 warps; at least 4 for a tile of 1024 or
+    more (a lone row of 1024 when the grid is short: 8 elements per thread, so the row's loads
+    spread over more lanes), else at least 2."""
+    return max(4 if tile >= 1024 else 2, _prev_pow2(min(16, tile // (32 * per_thread))))
 
 
 def value_itemsize(spec: KernelSpec) -> int:

@@ -130,6 +130,7 @@ def _summary(
     artifacts: dict[str, str] | None = None,
     hints: list[str] | None = None,
     saved_bytes: int | None = None,
+    attention: list[str] | None = None,
 ) -> GraphReport:
     phases = dict(timers or {})
     for g in graphs:
@@ -162,6 +163,7 @@ def _summary(
         part_kernels=part_kernels,
         part_fallbacks=part_fallbacks,
         saved_activation_bytes=saved_bytes,
+        attention=list(attention or []),
     )
 
 
@@ -362,6 +364,7 @@ def make_backend(
 
         logged_hints: set[str] = set()
         saved_bytes: list[int | None] = [None]  # the partition's figure, once it is known
+        attention_lines: list[str] = []  # hand-written attention routed or not (attention.py)
 
         def summarize(seconds: float, cudagraphs: str, verdict: str) -> GraphReport:
             hints = perf_hints(list(zip(PARTS, compiled_graphs)), cudagraphs)
@@ -377,6 +380,7 @@ def make_backend(
                 artifacts,
                 hints,
                 saved_bytes[0],
+                [*gm.meta.get("sdpa_masks", ()), *attention_lines],
             )
             # summarized again when the backward compiles: log only what that added
             log_perf_hints(index, [h for h in hints if h not in logged_hints])
@@ -401,6 +405,9 @@ def make_backend(
 
             def _fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
                 part = PARTS[min(len(compiled_graphs), 1)]
+                routed = aten_gm.meta.get("attention")
+                attention_lines.extend(getattr(routed, "fused", ()))
+                attention_lines.extend(getattr(routed, "refused", ()))
                 log_aot_graph(index, part, aten_gm)
                 if dump is not None:
                     dump.aten_graph(part, aten_gm)

@@ -43,6 +43,10 @@ class GraphReport:
     linears: one line per linear layer (``addmm``/``mm`` of a weight input) on the CPU: oneDNN
         with a prepacked weight and its epilogue fused, with the compile-time timings that chose
         it, or why it stays ``addmm`` (loop-ir's ``CompiledGraph.linear_log``).
+    attention: one line per attention decision of aot-partition: an input-free mask of a
+        ``scaled_dot_product_attention`` call dropped or made ``is_causal`` (or kept, and why;
+        ``sdpa_masks.py``), hand-written attention routed to SDPA or left, and why
+        (``attention.py``). Empty for a graph from the cache.
     part_kernels, part_fallbacks: ``kernels`` and ``fallbacks`` split by part, "forward" and
         "backward" (a training graph's backward, compiled at the first backward call; every
         backward variant added up). An inference graph has a forward only.
@@ -65,6 +69,7 @@ class GraphReport:
     cache: str = ""
     convolutions: list[str] = field(default_factory=list)
     linears: list[str] = field(default_factory=list)
+    attention: list[str] = field(default_factory=list)
     artifacts: dict[str, str] = field(default_factory=dict)
     perf_hints: list[str] = field(default_factory=list)
     distinct_kernels: int = 0

@@ -146,6 +146,9 @@ class Row:
     #: hooks over the model's forward (the loss, run eagerly by both, left out)
     saved_bytes: int | None = None
     eager_saved_bytes: int | None = None
+    #: aot-partition's attention decisions (``GraphReport.attention``), distinct lines with how
+    #: many calls each: a mask made ``is_causal`` or dropped, or kept and why
+    attention: dict[str, int] = field(default_factory=dict)
     accuracy: str = "error: not run"
     inductor_accuracy: str | None = None
     notes: list[str] = field(default_factory=list)
@@ -183,6 +186,11 @@ def record_report(row: Row, report: Any) -> None:
     for part, attr in (("forward", "op_fallbacks_fw"), ("backward", "op_fallbacks_bw")):
         ops = {op for g in report.graphs for op in getattr(g, "part_fallbacks", {}).get(part, ())}
         setattr(row, attr, sorted(ops))
+    row.attention = {}
+    for g in report.graphs:
+        for line in getattr(g, "attention", ()):
+            what = line.split(": ", 1)[-1]  # the decision, without the node's name
+            row.attention[what] = row.attention.get(what, 0) + 1
     saved = [g.saved_activation_bytes for g in report.graphs]
     known = [b for b in saved if b is not None]
     row.saved_bytes = sum(known) if known else None
