@@ -30,18 +30,16 @@ class MaskedSelfAttention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(b, s, w))
 
 
-def _mask(kind, batch, length):
+def _mask(kind, batch, length, dtype=torch.bfloat16):
     keep = torch.ones(batch, length, dtype=torch.bool, device="cuda")
     keep[0, length - 5 :] = False  # padding at the end of the first sequence
     mask = keep[:, None, None, :].expand(batch, 1, length, length)
     if kind == "bool":
         return mask
     if kind == "permuted_additive":  # T5's position bias: (L, S, H) permuted to (1, H, L, S)
-        return torch.randn(length, length, 4, device="cuda", dtype=torch.bfloat16).permute(2, 0, 1)[
-            None
-        ]
+        return torch.randn(length, length, 4, device="cuda", dtype=dtype).permute(2, 0, 1)[None]
     # an additive padding mask, broadcast along the queries as Hugging Face builds it
-    additive = torch.zeros(batch, 1, 1, length, device="cuda", dtype=torch.bfloat16)
+    additive = torch.zeros(batch, 1, 1, length, device="cuda", dtype=dtype)
     return additive.masked_fill(~keep[:, None, None, :], -1e4).expand(batch, 1, length, length)
 
 
@@ -56,12 +54,14 @@ def _fused(compiled) -> bool:
     return any("attention" in c for c in calls) and not any("bmm" in c for c in calls)
 
 
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float32], ids=["bf16", "f32"])
 @pytest.mark.parametrize("length", [64, 77])
 @pytest.mark.parametrize("kind", ["bool", "additive", "permuted_additive"])
-def test_inference_equals_eager(kind, length):
-    model = MaskedSelfAttention().cuda().bfloat16().eval()
-    x = torch.randn(3, length, 64, device="cuda", dtype=torch.bfloat16)
-    mask = _mask(kind, 3, length)
+def test_inference_equals_eager(kind, length, dtype):
+    """float32 too: T5's permuted position bias sends eager to the math path there as well."""
+    model = MaskedSelfAttention().cuda().to(dtype).eval()
+    x = torch.randn(3, length, 64, device="cuda", dtype=dtype)
+    mask = _mask(kind, 3, length, dtype)
     compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False})
     with torch.no_grad():
         got, expected = compiled(x, mask), model(x, mask)
