@@ -76,3 +76,18 @@ def test_a_training_step_through_is_causal_equals_eager():
         for (path, a), b in zip(model.named_parameters(), twin.parameters()):
             torch.testing.assert_close(b.grad, a.grad, rtol=1e-3, atol=1e-5, msg=path)
     assert any(line.endswith("is_causal=True") for line in _attention(compiled))
+
+
+def test_symbolic_lengths_keep_the_mask_and_equal_eager():
+    """Under dynamic shapes the mask's size is symbolic: its value now says nothing of another
+    length's, so it stays, and every length still equals eager."""
+    model = _model("llama")
+    compiled = torchkiln.compile(model, dynamic=True, options={"strict": True})
+    with torch.no_grad():
+        for length in (16, 24, 9):
+            ids = torch.randint(0, VOCAB, (2, length))
+            torch.testing.assert_close(
+                compiled(ids).logits, model(ids).logits, rtol=1e-4, atol=1e-4
+            )
+    lines = _attention(compiled)
+    assert lines and all("kept its mask (symbolic sequence lengths)" in line for line in lines)
