@@ -70,3 +70,52 @@ def test_training_step_gradients_equal_eager():
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
     assert _padded(compiled)
+
+
+def _compile_output_only(model):
+    options = {"pad_matmuls": "always", "pad_matmul_outputs_only": True}
+    return torchkiln.compile(
+        model, options={"strict": True, "graph_cache": False, "loop_ir": options}
+    )
+
+
+def _written_into_padded(compiled):
+    return [
+        line
+        for g in torchkiln.report(compiled).graphs
+        for line in g.linears
+        if "written into an output padded" in line
+    ]
+
+
+def test_output_only_padding_equals_eager_and_copies_no_weight():
+    """M (4 x 6) and K (24) aligned, N (101) not: the head's product is written into a (24, 104)
+    output through its (24, 101) view, and the tied weight is read as it is."""
+    model = TinyLM().eval()
+    compiled = _compile_output_only(model)
+    with torch.no_grad():
+        for _ in range(2):
+            ids = torch.randint(0, 101, (4, 6))
+            got, expected = compiled(ids), model(ids)
+            torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+    assert got.stride() == (6 * 104, 104, 1)
+    written = _written_into_padded(compiled)
+    assert written and set(_padded(compiled)) == set(written)  # no operand padded
+    (graph,) = torchkiln.report(compiled).graphs
+    assert "aten.constant_pad_nd" not in " ".join(graph.extern_calls + graph.fallbacks)
+
+
+def test_output_only_padding_in_a_training_step_equals_eager():
+    """The forward's head is written into a padded output; the backward's products (K = 101,
+    or an unaligned gradient) are padded as before. Gradients equal eager's."""
+    model = TinyLM()
+    twin = copy.deepcopy(model)
+    compiled = _compile_output_only(twin)
+    for _ in range(2):
+        ids = torch.randint(0, 101, (4, 6))
+        target = torch.randn(4, 6, 101)
+        (model(ids) - target).pow(2).mean().backward()
+        (compiled(ids) - target).pow(2).mean().backward()
+    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
+        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
+    assert _written_into_padded(compiled)

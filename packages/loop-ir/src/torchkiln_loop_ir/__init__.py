@@ -1,11 +1,12 @@
 """Decompositions, lowering to a define-by-run loop IR, the fusion scheduler and buffer planning (TorchInductor's core)."""
 
-__version__ = "0.8.4"
+__version__ = "0.8.5"
 
 from . import channels_last as _channels_last  # noqa: F401  (defines torchkiln::conv_channels_last, likewise)
 from . import linear_group as _linear_group  # noqa: F401  (defines torchkiln::linear_group, likewise)
 from . import mkldnn as _mkldnn  # noqa: F401  (defines torchkiln::mkldnn_convolution*, which cached graphs name)
 from . import mkldnn_linear as _mkldnn_linear  # noqa: F401  (defines torchkiln::mkldnn_linear*, likewise)
+from . import pad_mm as _pad_mm  # noqa: F401  (defines torchkiln::mm_padded_n, likewise)
 from .artifact import GraphArtifact, NotCacheable, export_graph, load_graph
 from .backend import (
     Backend,

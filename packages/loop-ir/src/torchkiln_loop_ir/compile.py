@@ -221,7 +221,7 @@ def compile_graph(
     if options.pad_matmuls == "always" or (options.pad_matmuls == "auto" and device_type == "cuda"):
         from .pad_mm import pad_matmuls
 
-        gm, more = pad_matmuls(gm, free_outputs)
+        gm, more = pad_matmuls(gm, free_outputs, options.pad_matmul_outputs_only)
         linear_log += more
     graph_ir = lower(gm, example_inputs, options, backend.capabilities)
     graph_ir.in_place = in_place

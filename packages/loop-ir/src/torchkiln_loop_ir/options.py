@@ -28,6 +28,13 @@ class LoopIROptions:
     pad_matmuls: pad matrix multiplies whose sizes are not a multiple of 16 bytes to aligned
         sizes (pad_mm.py): "auto" (default: on a CUDA backend, where cuBLAS's fast kernels need
         it), "always" (any backend; tests use it on the CPU), or "never".
+    pad_matmul_outputs_only: where padding a product needs only its N padded and its second
+        operand is aligned already (a transposed vocabulary weight), write the product into an
+        (M, N') output through its (M, N) view instead of copying the operand padded on every
+        call (pad_mm.py; GPT-2's bfloat16 peak memory is eager's plus that 77 MB copy). Off by
+        default until measured on the GPU: cuBLAS's kernel for an unaligned N with an aligned
+        leading dimension is not known (``python -m torchkiln bench --options '{"loop_ir":
+        {"pad_matmul_outputs_only": true}}'``).
     channels_last: run 2-D convolutions channels-last (channels_last.py; inference graphs with
         their weights converted once, training forward and backward graphs with their saved
         values channels-last): "auto" (default: inference and training graphs on a CUDA
@@ -66,6 +73,7 @@ class LoopIROptions:
     mkldnn_linear: str = "measure"
     group_linears: bool = True
     pad_matmuls: str = "auto"
+    pad_matmul_outputs_only: bool = False
     channels_last: str = "auto"
     coalesce_transposed_copies: bool = True
     addmm_bias_in_consumer: bool = False

@@ -153,8 +153,15 @@ def _make_extern(
     from .linear_group import DIRECT_CALLS as GROUP_CALLS
     from .mkldnn import DIRECT_CALLS
     from .mkldnn_linear import DIRECT_CALLS as LINEAR_CALLS
+    from .pad_mm import DIRECT_CALLS as PAD_CALLS
 
-    target = {**DIRECT_CALLS, **LINEAR_CALLS, **GROUP_CALLS, **CHANNELS_LAST_CALLS}.get(op, op)
+    target = {
+        **DIRECT_CALLS,
+        **LINEAR_CALLS,
+        **GROUP_CALLS,
+        **CHANNELS_LAST_CALLS,
+        **PAD_CALLS,
+    }.get(op, op)
     if isinstance(target, torch._ops.OpOverload) and callable(getattr(target, "_op", None)):
         target = target._op
     ns: dict[str, Any] = {"op": target, "_step": step}
