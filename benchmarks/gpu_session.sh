@@ -30,6 +30,11 @@
 #   bandwidth-sweep   gpu_bandwidth_sweep.py: the same cases' torchkiln kernels under a grid of
 #               launch configurations (the heuristic's figure, the best, the top six)
 #   hf-full-fp32-addmm   hf-full-fp32 with LoopIROptions.addmm_bias_in_consumer (bench --options)
+#   hf-full-padout, hf-full-fp32-padout   hf-full / hf-full-fp32 with
+#               LoopIROptions.pad_matmul_outputs_only (the vocabulary head written into a padded
+#               output, no per-call padded copy of its weight): peak memory and time against the default
+#   bert-train-host   where BERT's training step spends its host time (gpu_kernel_profile.py
+#               --host-profile, torchkiln only: cProfile of 5 steps and the host time of each ATen op)
 #   scale       BERT-base at full size (batch 16, seq 512, bf16 autocast): compile seconds and step
 #               time for inference and a training step, eager vs torchkiln vs torch.compile
 #               (benchmarks/gpu_scale.py; one subprocess per compiler and mode)
@@ -94,6 +99,14 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
     timm-train) bench timm-full-train-bf16 560 --suite timm --size full --train --repeat 5 --warmup 2 ;;
     hf-full-fp32-addmm) bench hf-full-fp32-addmm 560 --suite hf --size full --dtype float32 \
                           --repeat 6 --options '{"loop_ir": {"addmm_bias_in_consumer": true}}' ;;
+    hf-full-padout) bench hf-full-bf16-padout 560 --suite hf --size full --repeat 10 \
+                      --options '{"loop_ir": {"pad_matmul_outputs_only": true}}' ;;
+    hf-full-fp32-padout) bench hf-full-fp32-padout 560 --suite hf --size full --dtype float32 \
+                           --repeat 6 --options '{"loop_ir": {"pad_matmul_outputs_only": true}}' ;;
+    bert-train-host) TRITON_INTERPRET=0 timeout ${HOST_LIMIT:-120} python3 benchmarks/gpu_kernel_profile.py \
+                       --hang-s 115 --suite hf --models bert --tasks train --only torchkiln \
+                       --host-profile --out "$OUT/bert-train-host" 2>&1 | grep -v "^  " | tail -8
+                     head -90 "$OUT/bert-train-host/host-hf.txt" ;;
     bandwidth) TRITON_INTERPRET=0 timeout ${BANDWIDTH_LIMIT:-150} python3 benchmarks/gpu_bandwidth.py \
                  --hang-s 140 --dtypes bfloat16 --json "$OUT/bandwidth.json" 2>&1 \
                  | tee "$OUT/bandwidth.log" | tail -16 ;;
