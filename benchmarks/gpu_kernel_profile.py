@@ -5,7 +5,7 @@ host overhead, so this reports device-kernel time, which it does not distort).
 For each model and task (infer: bfloat16 weights, or --dtype's, no_grad; train: float32 weights, bf16 autocast,
 forward + loss + backward, no optimizer step), each variant is warmed up, then:
   - wall ms per iteration (CUDA-synchronised, no profiler), and in 12 rounds after it,
-  - host ms per iteration: the time to enqueue one, with the GPU kept busy by a sleep kernel,
+  - host ms per iteration: one call from an idle GPU, timed until it returns (no sync),
   - GPU kernel ms per iteration and kernel launches per iteration (torch.profiler, CUDA activity),
   - that kernel time split by kind (gemm, attention, convolution, triton, aten elementwise/reduce,
     copy, other), and the top kernels.
@@ -104,18 +104,19 @@ def measure(fn: Any, iters: int) -> dict[str, Any]:
             fn()
         torch.cuda.synchronize()
         rounds.append(round((time.perf_counter() - t0) * 1000 / iters, 3))
-    # The host's own time per iteration: the GPU is kept busy by a sleep kernel queued first, so
-    # no call waits on it and what is timed is enqueueing alone. A variant whose host time is
-    # close to its kernel time is host bound, and the host's load moves its wall time.
-    # Five iterations: CUDA's launch queue (about 1000 kernels) must not fill behind the sleep.
+    # The host's own time per iteration: one call from an idle, synchronised GPU, timed until it
+    # returns (no synchronisation): the GPU runs what is queued meanwhile, and one step's
+    # launches (a few hundred) do not fill CUDA's launch queue, so the call never waits on the
+    # GPU. (Queueing several steps behind a sleep kernel, as this did first, fills that queue
+    # in a training step: every variant read about 63 ms.) A variant whose host time is close to
+    # its kernel time is host bound, and the host's load moves its wall time.
     host = []
-    for _ in range(3):
-        torch.cuda._sleep(int(400e6))  # about 0.2 s at the H200's clock: longer than the enqueues
-        t0 = time.perf_counter()
-        for _ in range(5):
-            fn()
-        host.append((time.perf_counter() - t0) * 1000 / 5)
+    for _ in range(5):
         torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        fn()
+        host.append((time.perf_counter() - t0) * 1000)
+    torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         for _ in range(iters):
             fn()
