@@ -183,3 +183,14 @@ def test_a_mask_read_from_a_buffer_is_kept():
     (line,) = simplify_sdpa_masks(gm)
     assert "kept" in line
     assert _sdpa(gm).kwargs["attn_mask"] is not None
+
+
+def test_a_mask_too_large_to_compute_at_compile_time_is_kept(monkeypatch):
+    from torchkiln_aot_partition import sdpa_masks
+
+    monkeypatch.setattr(sdpa_masks, "MAX_ELEMENTS", 8)
+    gm = _graph("lower_bool")
+    (line,) = simplify_sdpa_masks(gm)
+    assert "kept" in line and "elements" in line
+    qkv = _qkv(torch.float32)
+    torch.testing.assert_close(gm(*qkv), _graph("lower_bool")(*qkv))

@@ -116,6 +116,12 @@ def _decide(graph: fx.Graph, mask: fx.Node, q: Any, k: Any) -> tuple[str, str]:
     lengths = (qv.shape[-2], kv.shape[-2]) if qv is not None and kv is not None else None
     if lengths is not None and not all(isinstance(n, int) for n in lengths):
         return "", "symbolic sequence lengths"
+    example = _example(mask)
+    numel = example.numel() if example is not None else None
+    if not isinstance(numel, (int, type(None))):
+        return "", "a mask of symbolic size"
+    if numel is not None and numel > 4 * MAX_ELEMENTS:
+        return "", f"a mask of {numel} elements"  # not computed at compile time
     value = input_free_value(graph, mask)
     if not isinstance(value, torch.Tensor):
         return "", "the mask depends on an input, a buffer or a random op"
