@@ -20,6 +20,7 @@ TOL = {
     torch.float32: {"atol": 1e-5, "rtol": 1e-4},
     torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
     torch.float16: {"atol": 2e-3, "rtol": 2e-3},
+    torch.float64: {"atol": 1e-12, "rtol": 1e-10},
 }
 ONLINE = "online softmax"
 
@@ -99,8 +100,9 @@ def _rows(width, dtype, scale=4.0):
         (30522, torch.bfloat16),
         (50257, torch.float16),
         (32000, torch.float32),
+        (10000, torch.float64),
     ],
-    ids=["10000-f32", "30522-bf16", "50257-f16", "32000-f32"],
+    ids=["10000-f32", "30522-bf16", "50257-f16", "32000-f32", "10000-f64"],
 )
 @pytest.mark.parametrize("fn", [_softmax, _log_softmax], ids=["softmax", "log_softmax"])
 def test_long_rows_match_eager_and_read_the_row_twice(fn, width, dtype):

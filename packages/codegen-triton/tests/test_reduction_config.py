@@ -283,12 +283,44 @@ def _sm90_resources(k, kspec) -> dict:
             text=True,
             check=True,
         ).stdout
+        sass = subprocess.run(
+            [str(tool), "-sass", str(Path(d) / "k.cubin")],
+            capture_output=True,
+            text=True,
+            check=True,
+        ).stdout
     return {
         "regs": int(re.search(r"REG:(\d+)", usage)[1]),
         "spilled": int(re.search(r"LOCAL:(\d+)", usage)[1]),
         "loads": sorted(set(re.findall(r"ld\.global[.a-z0-9]*", compiled.asm["ptx"]))),
         "config": [k.config.looped, k.config.rblock, k.config.num_warps],
+        "loops": _sass_loops(sass),
     }
+
+
+def _sass_loops(sass: str) -> list[dict]:
+    """Each loop of a SASS listing (a branch back to an earlier address, up to it), in order:
+    its instruction count and how many of those are MUFU (exp2, reciprocal), FMNMX and global
+    loads."""
+    import re
+
+    rows = [(int(m[1], 16), m[2]) for m in re.finditer(r"/\*([0-9a-f]{4})\*/\s*([^;]*);", sass)]
+    loops = []
+    for addr, text in rows:
+        target = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", text)
+        if target and int(target[1], 16) < addr:
+            ops = [
+                re.sub(r"^@!?U?P\w+\s+", "", t).split()[0]
+                for a, t in rows
+                if int(target[1], 16) <= a <= addr
+            ]
+            loops.append(
+                {
+                    "instructions": len(ops),
+                    **{k: sum(o.startswith(k) for o in ops) for k in ("MUFU", "FMNMX", "LDG")},
+                }
+            )
+    return loops
 
 
 def _sm90_main() -> None:
@@ -299,6 +331,7 @@ def _sm90_main() -> None:
         ("softmax_f32", _row_softmax(32768, 8192, F32)),
         ("softmax_bf16", _row_softmax(32768, 8192, BF16)),
         ("var_f32", _row_var(32768, 8192)),
+        ("softmax_bf16_looped", _row_softmax(4096, 50257, BF16)),
     ]:
         print(json.dumps({"name": name, **_sm90_resources(compile_one(kspec), kspec)}))
 
@@ -331,11 +364,23 @@ def test_widest_persistent_rows_compile_for_sm90_without_spills(tmp_path):
     )
     assert out.returncode == 0, out.stderr[-3000:]
     rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == 3, out.stdout
-    for row in rows:
+    assert len(rows) == 4, out.stdout
+    for row in rows[:3]:
         assert row["config"] == [False, 8192, 16], row
         assert row["regs"] <= 96 and row["spilled"] == 0, row
         assert "ld.global.v4.b32" in row["loads"], row
+    # the looped softmax over a vocabulary (online, _online.py): the max and sum of exp share
+    # one loop whose values (8 a thread) each take one exp (MUFU) and two FMNMX (the max with
+    # NaN, the exponent's floor), about 12 instructions (23 with two exps and a four-instruction
+    # max); then the output loop
+    looped = rows[3]
+    assert looped["config"][0] and looped["spilled"] == 0, looped
+    loads = [loop for loop in looped["loops"] if loop["LDG"]]
+    per_thread = looped["config"][1] // (32 * looped["config"][2])
+    # the online pass's loop over the row's interior (unmasked: the fewest instructions)
+    online = min(loads[: len(loads) // 2], key=lambda loop: loop["instructions"])
+    assert online["MUFU"] == per_thread and online["FMNMX"] == 2 * per_thread, looped
+    assert online["instructions"] <= 14 * per_thread, looped
 
 
 def _add(n, dtype, out_dtype=None):

@@ -15,12 +15,12 @@ def _tk_prod_combine(a, b):
 @triton.jit
 def _tk_max_combine(a, b):
     # max that propagates NaN (as eager): one tree over the lanes, not a max plus a NaN test
-    return tl.where((a > b) | (a != a), a, b)
+    return tl.maximum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
 def _tk_min_combine(a, b):
-    return tl.where((a < b) | (a != a), a, b)
+    return tl.minimum(a, b, propagate_nan=tl.PropagateNan.ALL)
 
 
 @triton.jit
