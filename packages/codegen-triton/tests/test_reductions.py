@@ -233,3 +233,46 @@ def test_full_reduction_to_scalar_with_odd_size():
     assert ck.config.looped is False and ck.config.rblock >= 257
     ck(a, out)
     torch.testing.assert_close(out, a[::2].sum())
+
+
+@pytest.mark.parametrize("m", [10000, 8193, 20480])
+def test_looped_welford_takes_one_reciprocal_per_iteration(m):
+    """A looped float32 Welford (rows past the persistent limit, with a partial last block or
+    none) divides by the iteration's count once per iteration, not per value: every lane it
+    updates has seen the same number of values. Rows of 8193 take the aligned walk, which
+    divides per value. Mean and variance of rows with a large mean
+    (where a plain sum of squares would cancel) as near float64 as eager's float32."""
+    n = 3
+
+    def body(x, r):
+        v = ops.load("a", x[0] * m + r[0])
+        mean, m2, w = ops.reduction(F32, F32, "welford_reduce", v)
+        ops.store_reduction("mean", x[0], mean)
+        ops.store_reduction("var", x[0], ops.truediv(m2, w))
+
+    k = compile_one(
+        spec(
+            "welford_long",
+            (n,),
+            (m,),
+            [("loop", [("mean", body, True)])],
+            [buf("a", F32, (n, m)), buf("mean", F32, (n,)), buf("var", F32, (n,))],
+            ["a"],
+            ["mean", "var"],
+        )
+    )
+    assert k.config.looped
+    if m % 8:  # rows off a 16-byte boundary: the aligned walk skips lanes of its first block
+        assert "aligned walk" in k.source and "_wrcp" not in k.source
+    else:
+        assert "_wrcp" in k.source and "tl.maximum(_wn" not in k.source
+    for _ in range(2):
+        a = torch.randn(n, m) * 3 + 1000
+        a[1] = torch.linspace(-5, 5, m)  # a trend along the row: the running mean moves
+        mean, var = torch.empty(n), torch.empty(n)
+        k(a, mean, var)
+        ref_var, ref_mean = torch.var_mean(a.double(), 1, correction=0)
+        eager_var, eager_mean = torch.var_mean(a, 1, correction=0)
+        for got, eager, ref in ((mean, eager_mean, ref_mean), (var, eager_var, ref_var)):
+            bound = 4 * (eager.double() - ref).abs().max() + 1e-6 * ref.abs().max()
+            assert (got.double() - ref).abs().max() <= bound, (got, ref)
