@@ -4,7 +4,8 @@ host overhead, so this reports device-kernel time, which it does not distort).
 
 For each model and task (infer: bfloat16 weights, or --dtype's, no_grad; train: float32 weights, bf16 autocast,
 forward + loss + backward, no optimizer step), each variant is warmed up, then:
-  - wall ms per iteration (CUDA-synchronised, no profiler), and in 12 rounds after it,
+  - wall ms per iteration (CUDA-synchronised, no profiler), and in 12 rounds after it, each
+    with its garbage collections (count, ms) and the allocator's cudaMalloc/cudaFree calls,
   - host ms per iteration: one call from an idle GPU, timed until it returns (no sync),
   - GPU kernel ms per iteration and kernel launches per iteration (torch.profiler, CUDA activity),
   - that kernel time split by kind (gemm, attention, convolution, triton, aten elementwise/reduce,
@@ -24,6 +25,7 @@ import contextlib
 import copy
 import cProfile
 import faulthandler
+import gc
 import io
 import json
 import os
@@ -97,13 +99,38 @@ def measure(fn: Any, iters: int) -> dict[str, Any]:
         fn()
     torch.cuda.synchronize()
     wall = (time.perf_counter() - t0) * 1000 / iters
-    rounds = []  # wall ms per iteration in 12 short rounds: does the time move within a process?
-    for _ in range(12):
-        t0 = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        torch.cuda.synchronize()
-        rounds.append(round((time.perf_counter() - t0) * 1000 / iters, 3))
+    rounds = []  # wall ms per iteration in 12 rounds: does the time move within a process?
+    # and per round what could move it from the host's side: Python's garbage collections
+    # (count, ms) and the caching allocator's cudaMalloc/cudaFree calls and OOM retries
+    rounds_gc: list[tuple[int, float]] = []
+    rounds_alloc: list[tuple[int, ...]] = []
+    gc_seen = {"n": 0, "s": 0.0, "t0": 0.0}
+
+    def on_gc(phase: str, info: dict[str, Any]) -> None:
+        if phase == "start":
+            gc_seen["t0"] = time.perf_counter()
+        else:
+            gc_seen["n"] += 1
+            gc_seen["s"] += time.perf_counter() - gc_seen["t0"]
+
+    def allocator() -> tuple[int, ...]:
+        stats = torch.cuda.memory_stats()
+        keys = ("num_device_alloc", "num_device_free", "num_alloc_retries")
+        return tuple(int(stats.get(k, 0)) for k in keys)
+
+    gc.callbacks.append(on_gc)
+    try:
+        for _ in range(12):
+            n0, s0, a0 = gc_seen["n"], gc_seen["s"], allocator()
+            t0 = time.perf_counter()
+            for _ in range(iters):
+                fn()
+            torch.cuda.synchronize()
+            rounds.append(round((time.perf_counter() - t0) * 1000 / iters, 3))
+            rounds_gc.append((int(gc_seen["n"] - n0), round((gc_seen["s"] - s0) * 1000, 2)))
+            rounds_alloc.append(tuple(b - a for a, b in zip(a0, allocator())))
+    finally:
+        gc.callbacks.remove(on_gc)
     # The host's own time per iteration: one call from an idle, synchronised GPU, timed until it
     # returns (no synchronisation): the GPU runs what is queued meanwhile, and one step's
     # launches (a few hundred) do not fill CUDA's launch queue, so the call never waits on the
@@ -129,6 +156,8 @@ def measure(fn: Any, iters: int) -> dict[str, Any]:
     return {
         "wall_ms": wall,
         "rounds_ms": rounds,
+        "rounds_gc": rounds_gc,  # per round: (collections, ms in them)
+        "rounds_alloc": rounds_alloc,  # per round: (cudaMalloc, cudaFree, OOM retries)
         "host_ms": min(host),
         "kernel_ms": sum(ms for ms, _ in table.values()),
         "launches": sum(n for _, n in table.values()),
@@ -267,6 +296,10 @@ def report(model: str, task: str, result: dict[str, Any]) -> str:
         )
         lines.append(f"           split: {split}")
         lines.append(f"           rounds: {' '.join(f'{ms:.2f}' for ms in r['rounds_ms'])}")
+        gcs = " ".join(f"{n}/{ms:.1f}" for n, ms in r.get("rounds_gc", []))
+        allocs = " ".join("/".join(map(str, a)) for a in r.get("rounds_alloc", []))
+        lines.append(f"           gc per round (collections/ms): {gcs}")
+        lines.append(f"           cudaMalloc/cudaFree/retries per round: {allocs}")
         calls = ", ".join(
             f"{k} {ms:.2f} ms/{n:.0f}" for k, (ms, n) in list(r["runtime"].items())[:8]
         )
