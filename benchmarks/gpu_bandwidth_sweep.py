@@ -14,7 +14,7 @@ which also counts the host's time to launch it. As a reference, the same for a d
 copy of the case's first input (``torch.Tensor.copy_``).
 
     python3 benchmarks/gpu_bandwidth_sweep.py [--cases "row sum"] [--dtypes bfloat16]
-        [--json out.json] [--sources out.py]
+        [--json out.json] [--sources out.py] [--options '{"persistent_rnumel": 32768}']
 """
 
 from __future__ import annotations
@@ -107,6 +107,7 @@ def sweep_case(
     fn: Callable[..., Any],
     inputs: tuple[torch.Tensor, ...],
     peak: float,
+    options: dict[str, Any] | None = None,
 ) -> tuple[dict[str, Any], list[str]]:
     """One case: its graph compiled as the pipeline would, then each kernel's configurations
     timed (the others at the heuristic's); the row for the JSON and the kernels' sources."""
@@ -120,7 +121,7 @@ def sweep_case(
     reference = fn(*inputs)
     moved = gpu_bandwidth._bytes(inputs) + gpu_bandwidth._bytes(reference)
     gm = make_fx(fn, decomposition_table=loop_ir.decompositions())(*inputs)
-    cg = loop_ir.compile_graph(gm, list(inputs), TritonBackend(TritonOptions()))
+    cg = loop_ir.compile_graph(gm, list(inputs), TritonBackend(TritonOptions(**(options or {}))))
     ok = gpu_bandwidth._close(cg(*inputs), reference)
     first, copy_to = inputs[0], torch.empty_like(inputs[0])
     copy_ms = gpu_bandwidth.queued_ms(lambda: copy_to.copy_(first))
@@ -191,7 +192,14 @@ def main() -> None:
     parser.add_argument("--sources", help="write the cases' kernel sources to this file")
     parser.add_argument("--hang-s", type=float, default=400)
     parser.add_argument("--device", default="cuda", help="cpu: a dry run of small cases")
+    parser.add_argument(
+        "--options",
+        default="{}",
+        help="TritonOptions fields as JSON, e.g. '{\"persistent_rnumel\": 32768}': rows up to "
+        "32768 persistent (one read), each kernel's other configurations swept as usual",
+    )
     args = parser.parse_args()
+    options = json.loads(args.options)
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
     results: list[dict[str, Any]] = []
@@ -201,7 +209,10 @@ def main() -> None:
         for name, fn, inputs in gpu_bandwidth.cases(dtype, args.rows, args.width, args.device):
             if name in wanted:
                 with torch.no_grad():
-                    row, text = sweep_case(name, dtype_name, fn, inputs, args.peak_tbs * 1e12)
+                    row, text = sweep_case(
+                        name, dtype_name, fn, inputs, args.peak_tbs * 1e12, options
+                    )
+                row["options"] = options
                 results.append(row)
                 sources += text
                 if torch.cuda.is_available():

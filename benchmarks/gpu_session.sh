@@ -29,6 +29,10 @@
 #               torch.compile, with the queue kept full and for one call alone
 #   bandwidth-sweep   gpu_bandwidth_sweep.py: the same cases' torchkiln kernels under a grid of
 #               launch configurations (the heuristic's figure, the best, the top six)
+#   bandwidth-persistent   the sweep of log_softmax over rows of 32768 generated persistent
+#               (TritonOptions.persistent_rnumel 32768: one read of the row, 64 values a thread at 16
+#               warps, 101 registers and no spill for sm_90 by benchmarks/sass_mix.py) against the
+#               looped default's 62%
 #   hf-full-fp32-addmm   hf-full-fp32 with LoopIROptions.addmm_bias_in_consumer (bench --options)
 #   hf-full-padout, hf-full-fp32-padout   hf-full / hf-full-fp32 with
 #               LoopIROptions.pad_matmul_outputs_only (the vocabulary head written into a padded
@@ -110,6 +114,10 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
     bandwidth) TRITON_INTERPRET=0 timeout ${BANDWIDTH_LIMIT:-150} python3 benchmarks/gpu_bandwidth.py \
                  --hang-s 140 --dtypes bfloat16 --json "$OUT/bandwidth.json" 2>&1 \
                  | tee "$OUT/bandwidth.log" | tail -16 ;;
+    bandwidth-persistent) TRITON_INTERPRET=0 timeout ${SWEEP_LIMIT:-120} python3 \
+                       benchmarks/gpu_bandwidth_sweep.py --hang-s 110 --cases "log_softmax (32768)" \
+                       --options '{"persistent_rnumel": 32768}' --json "$OUT/sweep-persistent.json" \
+                       2>&1 | tee "$OUT/sweep-persistent.log" | grep -v "^   X" ;;
     bandwidth-sweep) TRITON_INTERPRET=0 timeout ${SWEEP_LIMIT:-240} python3 \
                        benchmarks/gpu_bandwidth_sweep.py --hang-s 230 --json "$OUT/sweep.json" \
                        --sources "$OUT/sweep-sources.py" 2>&1 | tee "$OUT/sweep.log" | grep -v "^   X" ;;

@@ -12,7 +12,7 @@ read and written) before issue, not memory, is the limit; and its MUFU units (16
 give about 2 MUFU per value read. A loop above either cannot reach the bandwidth.
 
     python3 benchmarks/sass_mix.py [--cases "softmax (rows of 50257)"] [--dtype bfloat16]
-        [--sources DIR]
+        [--sources DIR] [--options '{"persistent_rnumel": 32768}']
 
 Runs on the CPU (TRITON_INTERPRET is set to 0 for it); nothing is launched.
 """
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -134,20 +135,22 @@ def main() -> None:
         "float32 Welford in float64 on the CPU) without allocating the full-size tensors",
     )
     parser.add_argument("--sources", type=Path, help="write each kernel's source here")
+    parser.add_argument("--options", default="{}", help="TritonOptions fields as JSON")
 
     args = parser.parse_args()
 
     import torchkiln_loop_ir as loop_ir
     from torch.fx.experimental.proxy_tensor import make_fx
-    from torchkiln_codegen_triton import TritonBackend
+    from torchkiln_codegen_triton import TritonBackend, TritonOptions
 
     dtype = getattr(torch, args.dtype)
+    options = json.loads(args.options)
     wanted = {c.strip() for c in args.cases.split(",") if c.strip()}
     for name, fn, inputs in gpu_bandwidth.cases(dtype, rows=args.rows, device=args.device):
         if wanted and name not in wanted:
             continue
         gm = make_fx(fn, decomposition_table=loop_ir.decompositions())(*inputs)
-        cg = loop_ir.compile_graph(gm, list(inputs), TritonBackend())
+        cg = loop_ir.compile_graph(gm, list(inputs), TritonBackend(TritonOptions(**options)))
         print(f"== {name} ({args.dtype})")
         for i, k in enumerate(cg.kernels):
             if args.sources:
