@@ -80,7 +80,9 @@ def _bn_backward_sums(
     g: torch.Tensor, x: torch.Tensor, mean: torch.Tensor
 ) -> tuple[torch.Tensor, torch.Tensor]:
     """Training batch norm's backward reductions: sum(g) and sum(g * (x - mean)) per channel."""
-    return g.sum((0, 2, 3)), (g * (x - mean[None, :, None, None])).sum((0, 2, 3))
+    # (a view, not mean[None, :, None, None]: indexing a CUDA tensor faked on a CPU-only torch
+    # raises, and triton_kernel_resources.py traces these cases that way)
+    return g.sum((0, 2, 3)), (g * (x - mean.view(1, -1, 1, 1))).sum((0, 2, 3))
 
 
 def cases(

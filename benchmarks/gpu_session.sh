@@ -31,7 +31,7 @@
 #               launch configurations (the heuristic's figure, the best, the top six)
 #   bandwidth-persistent   the sweep of log_softmax over rows of 32768 generated persistent
 #               (TritonOptions.persistent_rnumel 32768: one read of the row, 64 values a thread at 16
-#               warps, 101 registers and no spill for sm_90 by benchmarks/sass_mix.py) against the
+#               warps, 101 registers and no spill for sm_90 by triton_kernel_resources.py) against the
 #               looped default's 62%
 #   hf-full-fp32-addmm   hf-full-fp32 with LoopIROptions.addmm_bias_in_consumer (bench --options)
 #   hf-full-padout, hf-full-fp32-padout   hf-full / hf-full-fp32 with

@@ -1,18 +1,28 @@
-"""Registers, spills and load width of torchkiln's Triton kernels for the memory-bound cases of
-gpu_bandwidth.py, compiled for an H100/H200 (sm_90) on any machine: no GPU needed (Triton's
-own compiler and ptxas, CUDA tensors faked with FakeTensorMode).
+"""Registers, spills, load width and instructions per value of torchkiln's Triton kernels for
+the memory-bound cases of gpu_bandwidth.py, compiled for an H100/H200 (sm_90) on any machine: no
+GPU needed (Triton's own compiler and ptxas, CUDA tensors faked with FakeTensorMode).
 
 A persistent reduction holds its row in registers: this is the check that a heuristic change
 (``autotune.reduction_config``) does not make a kernel spill (LOCAL > 0) or lose its 16-byte
 vector loads (``ld.global.v4.b32``) before the GPU run measures it.
 
+The SASS (``cuobjdump -sass``) gives, per loop (a branch back to an earlier address), its
+instructions per value a thread handles in one iteration and its MUFU (exp2, reciprocal, ...)
+per value; a kernel without a loop, its whole count per value. The budget, for an H200 at 4.3
+TB/s streaming bfloat16 (2.15e12 values a second read once): it issues about 33e12 thread
+instructions a second (132 SMs x 4 schedulers x 32 lanes x 1.98 GHz), so about 15 instructions
+per value read once (30 per value read and written) before issue, not memory, is the limit, and
+its MUFU units (16 a clock per SM) give about 2 MUFU per value read. A loop above either cannot
+reach the bandwidth.
+
     python3 benchmarks/triton_kernel_resources.py [--widths 1000,4096,8192] [--dtypes bfloat16]
-        [--cases "softmax (rows"] [--no-online-softmax]
+        [--cases "softmax (rows"] [--options '{"persistent_rnumel": 32768}'] [--no-online-softmax]
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import subprocess
@@ -31,9 +41,8 @@ import triton  # noqa: E402
 from torch._subclasses.fake_tensor import FakeTensorMode  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
 from torchkiln_codegen_triton import TritonBackend, TritonOptions  # noqa: E402
+from torchkiln_codegen_triton._assemble import arg_names  # noqa: E402
 from torchkiln_codegen_triton._split import finish_blocks  # noqa: E402
-from torchkiln_codegen_triton.kernel import arg_names  # noqa: E402
-from torchkiln_codegen_triton.wrapper import kernel_name  # noqa: E402
 from triton.backends.compiler import GPUTarget  # noqa: E402
 from triton.compiler import ASTSource  # noqa: E402
 
@@ -81,7 +90,26 @@ def _signature(jit, spec, kernel, finish):
     return ASTSource(jit, sig, consts, attrs), warps
 
 
-def _resources(compiled) -> str:
+def _loops(sass: str) -> list[dict[str, int]]:
+    """Each loop of a SASS listing (a branch back to an earlier address, up to it), in order:
+    its instructions, and how many are MUFU, global loads and global stores."""
+    rows = [(int(m[1], 16), m[2]) for m in re.finditer(r"/\*([0-9a-f]{4})\*/\s*([^;]*);", sass)]
+    out = []
+    for addr, text in rows:
+        target = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", text)
+        if target and int(target[1], 16) < addr:
+            start = int(target[1], 16)
+            ops = [
+                re.sub(r"^@!?U?P\w+\s+", "", t).split()[0] for a, t in rows if start <= a <= addr
+            ]
+            out.append(
+                {"instructions": len(ops)}
+                | {k: sum(o.startswith(k) for o in ops) for k in ("MUFU", "LDG", "STG")}
+            )
+    return out
+
+
+def _resources(compiled, per_thread: int) -> str:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "k.cubin"
         path.write_bytes(compiled.asm["cubin"])
@@ -89,12 +117,24 @@ def _resources(compiled) -> str:
         out = subprocess.run(
             [str(tool), "-res-usage", str(path)], capture_output=True, text=True
         ).stdout
+        sass = subprocess.run(
+            [str(tool), "-sass", str(path)], capture_output=True, text=True
+        ).stdout
     regs = re.search(r"REG:(\d+)", out)
     local = re.search(r"LOCAL:(\d+)", out)
     loads = sorted(set(re.findall(r"ld\.global[.a-z0-9]*", compiled.asm["ptx"])))
+    loops = [lp for lp in _loops(sass) if lp["LDG"] or lp["STG"]]
+    if loops:
+        mix = "loops " + "; ".join(
+            f"{lp['instructions'] / per_thread:.1f}/value ({lp['MUFU'] / per_thread:.1f} MUFU)"
+            for lp in loops
+        )
+    else:
+        total = len(re.findall(r"/\*[0-9a-f]{4}\*/", sass))
+        mix = f"no loop, {total / per_thread:.1f}/value"
     return (
         f"regs {regs[1] if regs else '?'} spill bytes {local[1] if local else '?'} "
-        f"loads {' '.join(loads)}"
+        f"loads {' '.join(loads)}; {mix}"
     )
 
 
@@ -105,10 +145,10 @@ def main() -> None:
     parser.add_argument("--rows", type=int, default=32768)
     parser.add_argument("--cases", default="", help="only cases whose name contains this")
     parser.add_argument("--no-online-softmax", action="store_true")
+    parser.add_argument("--options", default="{}", help="more TritonOptions fields, as JSON")
     args = parser.parse_args()
-    backend = _RecordingBackend(
-        TritonOptions(compile_workers=0, online_softmax=not args.no_online_softmax)
-    )
+    options = {"compile_workers": 0, "online_softmax": not args.no_online_softmax}
+    backend = _RecordingBackend(TritonOptions(**(options | json.loads(args.options))))
     target = GPUTarget("cuda", 90, 32)
     for dtype_name in args.dtypes.split(","):
         for width in map(int, args.widths.split(",")):
@@ -133,16 +173,19 @@ def main() -> None:
                         if c.rblock > 1
                         else f"pointwise {c.xblock}"
                     )
-                    fns = [_function(spec, k, False)] + (
-                        [_function(spec, k, True)] if c.split else []
-                    )
+                    fns = [_function(k, False)] + ([_function(k, True)] if c.split else [])
                     for finish, jit in zip((False, True), fns):
                         src, warps = _signature(jit, spec, k, finish)
                         try:
                             compiled = triton.compile(
                                 src, target=target, options={"num_warps": warps}
                             )
-                            res = _resources(compiled)
+                            tile = (
+                                finish_blocks(c.split, int(sympy.prod(spec.xranges)))
+                                if finish
+                                else (c.xblock, c.rblock)
+                            )
+                            res = _resources(compiled, max(1, tile[0] * tile[1] // (32 * warps)))
                         except Exception as e:  # noqa: BLE001 - report and go on
                             res = f"COMPILE FAILED {type(e).__name__}: {str(e)[:200]}"
                         print(
@@ -152,7 +195,7 @@ def main() -> None:
                         )
 
 
-def _function(kspec, kernel, finish: bool):
+def _function(kernel, finish: bool):
     """The @triton.jit function of ``kernel`` (or its split reduction's finish)."""
     import importlib.util
 
@@ -160,7 +203,7 @@ def _function(kspec, kernel, finish: bool):
     module = importlib.util.module_from_spec(spec)
     sys.modules[spec.name] = module  # Triton looks the function's globals up through its module
     spec.loader.exec_module(module)
-    return getattr(module, kernel_name(kspec) + ("_finish" if finish else ""))
+    return getattr(module, kernel.function_name + ("_finish" if finish else ""))
 
 
 if __name__ == "__main__":
