@@ -277,18 +277,15 @@ def _sm90_resources(k, kspec) -> dict:
     )
     with tempfile.TemporaryDirectory() as d:
         (Path(d) / "k.cubin").write_bytes(compiled.asm["cubin"])
-        usage = subprocess.run(
-            [str(tool), "-res-usage", str(Path(d) / "k.cubin")],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
-        sass = subprocess.run(
-            [str(tool), "-sass", str(Path(d) / "k.cubin")],
-            capture_output=True,
-            text=True,
-            check=True,
-        ).stdout
+        usage, sass = (
+            subprocess.run(
+                [str(tool), flag, str(Path(d) / "k.cubin")],
+                capture_output=True,
+                text=True,
+                check=True,
+            ).stdout
+            for flag in ("-res-usage", "-sass")
+        )
     return {
         "regs": int(re.search(r"REG:(\d+)", usage)[1]),
         "spilled": int(re.search(r"LOCAL:(\d+)", usage)[1]),

@@ -109,17 +109,18 @@ def test_int_bool_reductions(options):
     torch.testing.assert_close(cout, ref)
 
 
-@pytest.mark.parametrize("options", MODES)
-def test_mean_and_welford_var(options):
-    n, m = 6, 57
+def _welford_spec(n, m, *, correction):
+    """mean[i] and var[i] (m2 / (weight - correction)) of the rows of a float32 a[n, m]."""
 
     def body(x, r):
         v = ops.load("a", x[0] * m + r[0])
         mean, m2, w = ops.reduction(F32, F32, "welford_reduce", v)
         ops.store_reduction("mean", x[0], mean)
-        ops.store_reduction("var", x[0], ops.truediv(m2, ops.sub(w, ops.constant(1.0, F32))))
+        ops.store_reduction(
+            "var", x[0], ops.truediv(m2, ops.sub(w, ops.constant(float(correction), F32)))
+        )
 
-    k = spec(
+    return spec(
         "welford",
         (n,),
         (m,),
@@ -128,6 +129,12 @@ def test_mean_and_welford_var(options):
         ["a"],
         ["mean", "var"],
     )
+
+
+@pytest.mark.parametrize("options", MODES)
+def test_mean_and_welford_var(options):
+    n, m = 6, 57
+    k = _welford_spec(n, m, correction=1)
     a = torch.randn(n, m) * 3 + 10
     mean, var = torch.empty(n), torch.empty(n)
     compile_one(k, options)(a, mean, var)
@@ -243,24 +250,7 @@ def test_looped_welford_takes_one_reciprocal_per_iteration(m):
     divides per value. Mean and variance of rows with a large mean
     (where a plain sum of squares would cancel) as near float64 as eager's float32."""
     n = 3
-
-    def body(x, r):
-        v = ops.load("a", x[0] * m + r[0])
-        mean, m2, w = ops.reduction(F32, F32, "welford_reduce", v)
-        ops.store_reduction("mean", x[0], mean)
-        ops.store_reduction("var", x[0], ops.truediv(m2, w))
-
-    k = compile_one(
-        spec(
-            "welford_long",
-            (n,),
-            (m,),
-            [("loop", [("mean", body, True)])],
-            [buf("a", F32, (n, m)), buf("mean", F32, (n,)), buf("var", F32, (n,))],
-            ["a"],
-            ["mean", "var"],
-        )
-    )
+    k = compile_one(_welford_spec(n, m, correction=0))
     assert k.config.looped
     if m % 8:  # rows off a 16-byte boundary: the aligned walk skips lanes of its first block
         assert "aligned walk" in k.source and "_wrcp" not in k.source
