@@ -21,7 +21,7 @@ from .breaks import break_point
 from .builder import wrap
 from .bytecode import decode, version_table
 from .exc import Unsupported
-from .variables.autograd_function import APPLY, apply_without_grad
+from .variables.autograd_function import APPLY, call_apply
 from .variables.base import (
     AttrMissing,
     ConstantVariable,
@@ -148,7 +148,7 @@ class InstructionTranslator(BuildingOpcodes, ControlFlowOpcodes):
     def inline_call(self, func: UserFunctionVariable, args: list, kwargs: dict) -> VariableTracker:
         code = func.code
         if code is APPLY.__code__ and args:  # a torch.autograd.Function's apply(cls, ...)
-            result = apply_without_grad(self, args[0], args[1:], kwargs)
+            result = call_apply(self, args[0], args[1:], kwargs)
             if result is not None:
                 return result
         if code.co_flags & (0x80 | 0x100 | 0x200):

@@ -1,4 +1,4 @@
-"""``MyFunction.apply(*args)`` of a ``torch.autograd.Function`` where no gradient is recorded.
+"""``MyFunction.apply(*args)`` of a ``torch.autograd.Function``, in the graph.
 
 When grad mode is off, or no tensor argument requires grad, eager's ``apply`` runs
 ``forward(ctx, *args)`` under ``no_grad`` (new-style Functions: ``forward(*args)`` then
@@ -7,18 +7,41 @@ backward, and ctx is dropped. Capture does the same: it inlines ``forward`` (and
 ``setup_context``) with grad mode off, on a ctx of its own (``InferenceCtx``) whose calls record
 nothing, so an inference model with a custom Function (BLOOM's GeLU) stays one graph.
 
-Where a gradient may flow, the user's ``backward`` decides it, which capture does not model:
-``apply`` is inlined as written and breaks at ``torch._C._FunctionBase.apply``, which then runs
-in Python between two graphs (the inputs' ``requires_grad`` is guarded, so the choice is made
-again when it changes).
+Where a gradient may flow, the user's ``backward`` decides it. ``apply`` then becomes one node
+of the graph (``apply_in_graph``), a function that calls ``cls.apply`` (``function_node``): run
+by the graph it records the user's backward as eager does, and aot-partition's joint trace runs
+``forward`` and, for the gradients, the user's ``backward`` on its tracing tensors, so both are
+compiled in the forward and backward graphs. It takes that form only when capture can vouch for
+both functions:
+
+- ``forward`` is traced first into a graph of its own (``higher_order._trace``, then dropped),
+  on a ctx that notes what it is asked (``SpeculationCtx``): it must trace with no effect
+  outside it and must not ``mark_dirty`` an input (an in-place Function) nor save for forward
+  mode. That trace also guards whatever ``forward`` reads, as inlining would;
+- ``backward`` is never traced by capture, so nothing guards what it reads: it (and a
+  ``once_differentiable`` wrapper's function) may read only globals and closure cells bound to
+  modules, functions, classes or immutable constants, never a value a later call could see
+  changed (a module-level ``float`` scale, a list, a tensor);
+- the arguments are tensors and plain constants, passed by position.
+
+Otherwise ``apply`` is inlined as written and breaks at ``torch._C._FunctionBase.apply``, which
+then runs in Python between two graphs, as before. The inputs' ``requires_grad`` is guarded, so
+the choice is made again when it changes. A graph holding such a node is not kept in the
+persistent graph cache: the node's target is not torch's, and its code is not in the graph's
+text (``torchkiln.graph_cache``).
 """
 
 from __future__ import annotations
 
+import dis
+import functools
+import types
 from typing import Any
 
 import torch
 
+from ..exc import Unsupported
+from . import higher_order
 from .base import ConstantVariable, VariableTracker
 from .containers import TupleVariable
 from .ctx import _set_grad
@@ -52,6 +75,128 @@ class InferenceCtx:
         pass
 
 
+class SpeculationCtx(InferenceCtx):
+    """The ctx of ``forward``'s trial trace in ``apply_in_graph``: it notes the calls that rule
+    the graph form out (capture inlines these methods, so the notes are attributes it sees)."""
+
+    dirty = False
+
+    def mark_dirty(self, *tensors: Any) -> None:
+        self.dirty = True
+
+    def save_for_forward(self, *tensors: Any) -> None:
+        self.dirty = True
+
+
+#: values a global or closure cell of ``backward`` may hold: nothing a later call sees changed
+_FIXED = (
+    types.ModuleType,
+    types.FunctionType,
+    types.BuiltinFunctionType,
+    type,
+    int,
+    float,
+    bool,
+    str,
+    type(None),
+)
+
+
+def _fixed_reads(fn: Any, seen: set[int] | None = None) -> bool:
+    """Whether nothing ``fn`` reads from outside could change between calls: each global it
+    loads is a module, function, class or builtin (a ``float`` global may be rebound), each
+    closure cell holds one of ``_FIXED`` (``once_differentiable``'s wrapped function), and the
+    functions found so are checked alike."""
+    seen = set() if seen is None else seen
+    fn = getattr(fn, "__func__", fn)
+    code = getattr(fn, "__code__", None)
+    if code is None or id(code) in seen:
+        return code is not None
+    seen.add(id(code))
+    for cell in fn.__closure__ or ():
+        value = cell.cell_contents
+        if isinstance(value, types.FunctionType):
+            if not _fixed_reads(value, seen):
+                return False
+        elif not isinstance(value, _FIXED):
+            return False
+    codes = [code]
+    while codes:
+        c = codes.pop()
+        codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
+        for ins in dis.get_instructions(c):
+            if ins.opname != "LOAD_GLOBAL":
+                continue
+            name = ins.argval
+            if name not in fn.__globals__:
+                continue  # a builtin
+            value = fn.__globals__[name]
+            if not isinstance(value, (types.ModuleType, types.FunctionType, type)) and not (
+                isinstance(value, types.BuiltinFunctionType)
+            ):
+                return False
+            if isinstance(value, types.FunctionType) and not _fixed_reads(value, seen):
+                return False
+    return True
+
+
+@functools.cache
+def function_node(cls: type) -> Any:
+    """The graph's target for ``cls.apply``: a function of its own per class, named after it
+    (FX binds it as a global of the graph's code)."""
+
+    def apply(*args: Any) -> Any:
+        return cls.apply(*args)
+
+    name = "".join(ch if ch.isalnum() else "_" for ch in f"{cls.__module__}_{cls.__qualname__}")
+    apply.__name__ = apply.__qualname__ = f"autograd_function_{name}"
+    apply.__module__ = __name__
+    return apply
+
+
+def apply_in_graph(
+    tx, cls_var: VariableTracker, args: list, kwargs: dict
+) -> VariableTracker | None:
+    """``cls.apply(*args)`` as one graph node where a gradient may flow (see the module
+    docstring for when); None when capture cannot vouch for it (the caller inlines ``apply``,
+    which breaks the graph)."""
+    cls = cls_var.real_value()
+    if kwargs or not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
+        return None
+    plain = (bool, int, float, type(None), str, torch.dtype, torch.device)
+    for a in args:
+        if isinstance(a, TensorVariable):
+            continue
+        if not (a.is_python_constant() and isinstance(a.as_python_constant(), plain)):
+            return None
+    if not _fixed_reads(cls.backward):
+        return None
+    new_style = _overrides_setup_context(cls)
+    ctx = NewObjectVariable(SpeculationCtx)
+    forward = tx.getattr(cls_var, "forward")
+    prev = torch.is_grad_enabled()
+    torch._C._set_grad_enabled(False)  # eager runs forward under no_grad
+    try:
+        higher_order._trace(
+            tx,
+            forward,
+            list(args),
+            "autograd_function_forward",
+            call_as=None if new_style else (lambda params, _: [ctx, *params]),
+        )
+    except Unsupported:
+        return None
+    finally:
+        torch._C._set_grad_enabled(prev)
+    dirty = ctx.attrs.get("dirty")
+    if dirty is not None and dirty.is_python_constant() and dirty.as_python_constant():
+        return None
+    try:
+        return tx.out.call_tensor_op(tx, "call_function", function_node(cls), list(args), {})
+    except Unsupported:
+        return None
+
+
 def _records_gradient(args: list, kwargs: dict) -> bool:
     """Whether eager's ``apply`` would record a backward: grad mode on and some tensor argument
     (autograd looks at the direct arguments only) requiring grad."""
@@ -68,17 +213,16 @@ def _overrides_setup_context(cls: type) -> bool:
     )
 
 
-def apply_without_grad(
-    tx, cls_var: VariableTracker, args: list, kwargs: dict
-) -> VariableTracker | None:
-    """``cls.apply(*args, **kwargs)`` inlined as eager runs it when nothing is recorded; None
-    when a gradient may flow, or the class is not a plain Function subclass (the caller then
-    inlines ``apply`` itself)."""
+def call_apply(tx, cls_var: VariableTracker, args: list, kwargs: dict) -> VariableTracker | None:
+    """``cls.apply(*args, **kwargs)``: inlined as eager runs it when nothing is recorded, one
+    graph node where a gradient may flow (``apply_in_graph``); None when the class is not a
+    plain Function subclass or capture cannot vouch for the node (the caller then inlines
+    ``apply`` itself, which breaks the graph)."""
     cls = cls_var.real_value()
     if not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
         return None
     if _records_gradient(args, kwargs):
-        return None
+        return apply_in_graph(tx, cls_var, args, kwargs)
     new_style = _overrides_setup_context(cls)
     if new_style and kwargs:
         return None  # apply binds them to forward's defaults first: not modelled

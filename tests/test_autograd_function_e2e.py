@@ -1,0 +1,81 @@
+"""A user's ``torch.autograd.Function`` in a training step through the whole pipeline: capture
+makes ``apply`` one graph node (``variables/autograd_function.py``), aot-partition's joint trace
+runs ``forward`` and the user's ``backward`` on its tracing tensors, loop-ir compiles both
+graphs. One graph, no fallback, and the parameters' gradients equal eager's on fresh inputs: the
+user's backward (a straight-through estimator, which differs from forward's derivative), not
+autograd's of forward."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import torch
+import torchkiln
+
+
+class RoundSTE(torch.autograd.Function):
+    """Rounding with a straight-through gradient, scaled: forward's derivative is 0."""
+
+    @staticmethod
+    def forward(ctx, x, scale):
+        ctx.scale = scale
+        return torch.round(x * scale) / scale
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 1.5, None
+
+
+class SiLUSaved(torch.autograd.Function):
+    """New style, saving its input: the backward is silu's derivative written by hand."""
+
+    @staticmethod
+    def forward(x):
+        return x * torch.sigmoid(x)
+
+    @staticmethod
+    def setup_context(ctx, inputs, output):
+        ctx.save_for_backward(inputs[0])
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        s = torch.sigmoid(x)
+        return grad * (s + x * s * (1 - s))
+
+
+class Net(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = torch.nn.Linear(16, 32)
+        self.b = torch.nn.Linear(32, 8)
+
+    def forward(self, x):
+        h = SiLUSaved.apply(self.a(x))
+        return self.b(RoundSTE.apply(h, 4.0)).relu().sum(-1)
+
+
+@pytest.mark.usefixtures("private_cache_dir")
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_a_custom_function_trains_in_one_graph(codegen):
+    if codegen == "triton" and os.environ.get("TRITON_INTERPRET") in (None, "", "0"):
+        pytest.skip("CPU tensors need Triton's interpreter (TRITON_INTERPRET=1, as CI sets)")
+    torch.manual_seed(0)
+    eager = Net()
+    ours = copy.deepcopy(eager)
+    compiled = torchkiln.compile(ours, options={"strict": True, "codegen": codegen})
+    for _ in range(2):
+        x = torch.randn(6, 16)
+        out, expected = compiled(x), eager(x)
+        torch.testing.assert_close(out, expected)
+        out.sum().backward()
+        expected.sum().backward()
+        for (name, p), q in zip(ours.named_parameters(), eager.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, msg=name)
+        ours.zero_grad()
+        eager.zero_grad()
+    report = torchkiln.report(compiled)
+    assert report.num_graphs == 1 and not report.graph_breaks, report
+    assert not report.eager_fallbacks, report
