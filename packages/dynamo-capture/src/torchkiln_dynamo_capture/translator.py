@@ -241,6 +241,10 @@ class InstructionTranslator(BuildingOpcodes, ControlFlowOpcodes):
                 )
             raise e.located(self.code.co_filename, self.lineno) from None
         except AttrMissing as e:
+            if not top and not self.code.co_exceptiontable:
+                # an inlined function with no try block raises AttributeError to its caller (a
+                # class's own __getattribute__ under hasattr or getattr with a default)
+                raise
             err = Unsupported(f"missing attribute {e}").located(self.code.co_filename, self.lineno)
             if top and inst is not None:
                 err.break_point = break_point(insts, inst.index, self.exec_counts, False)

@@ -74,6 +74,17 @@ def _setattr(tx, obj, name, value):
     return ConstantVariable(None)
 
 
+def _delattr(tx, obj, name):
+    deleter = getattr(obj, "delete_attr", None)
+    if deleter is None:
+        raise Unsupported(
+            f"delattr on a {obj.python_type().__name__}",
+            "it runs in Python between two graphs",
+        )
+    deleter(tx, name.as_python_constant())
+    return ConstantVariable(None)
+
+
 def _iter_builtin(fn):
     def handler(tx, *args, **kwargs):
         if fn is enumerate:
@@ -276,6 +287,7 @@ BUILTIN_HANDLERS = {
     getattr: _getattr,
     hasattr: _hasattr,
     setattr: _setattr,
+    delattr: _delattr,
     enumerate: _iter_builtin(enumerate),
     zip: _iter_builtin(zip),
     reversed: _iter_builtin(reversed),

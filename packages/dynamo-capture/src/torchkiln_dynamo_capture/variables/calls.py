@@ -39,6 +39,7 @@ from .base import (
 from .builtins import BUILTIN_HANDLERS
 from .classes import construct
 from .containers import IteratorVariable, TupleVariable
+from .copies import COPIERS, copied
 from .ctx import set_grad_enabled
 from .functions import (
     PartialVariable,
@@ -217,6 +218,10 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if trace_rules.is_stdlib(fn) and not has_tensor(args) and not has_tensor(kwargs.values()):
         # the standard library (inspect, typing, logging, ...) runs for real on known values
         real = _real_args(args, kwargs)
+        if real is not None and fn in COPIERS and len(args) == 1 and not kwargs:
+            made = copied(tx, fn, args[0], real[0][0])  # a copy's new objects: built in capture
+            if made is not None:
+                return made
         if real is not None:
             try:
                 return tx.wrap(fn(*real[0], **real[1]), None)

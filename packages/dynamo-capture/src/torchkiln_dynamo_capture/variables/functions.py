@@ -49,6 +49,9 @@ class UserFunctionVariable(VariableTracker):
         #: the function ``functools.wraps`` copied metadata from (a wrapper made in the frame)
         self.wrapped = None
 
+    def truth(self, tx) -> bool:
+        return True  # a function (or bound method) is always true: ``if validator:``
+
     @classmethod
     def from_function(cls, tx, fn: types.FunctionType, source=None, self_var=None, by_code=False):
         defaults = [

@@ -21,7 +21,7 @@ from .base import (
     DeletedVariable,
     VariableTracker,
 )
-from .containers import TupleVariable
+from .containers import DictVariable, TupleVariable
 from .functions import (
     class_attr,
     is_data_descriptor,
@@ -259,6 +259,12 @@ class NewObjectVariable(VariableTracker):
 
     def raw_getattr(self, tx, name):
         """``object.__getattribute__(obj, name)``: a data descriptor, ``attrs``, the class."""
+        if name == "__dict__" and "__dict__" not in self.attrs:
+            # a snapshot of the attributes, to read (a copy of a config's, ``to_dict``); a write
+            # through it would not reach the object, so it breaks the graph as an untracked dict
+            snapshot = DictVariable(dict(self.attrs))
+            snapshot.untracked_real = True
+            return snapshot
         attr = class_attr(self.cls, name)
         if is_data_descriptor(attr):  # a property wins over the instance dict, as in Python
             return wrap_descriptor(tx, self, attr, name, None)
@@ -277,6 +283,20 @@ class NewObjectVariable(VariableTracker):
         if store_through_descriptor(tx, self, self.cls, name, value):
             return
         self.attrs[name] = value
+
+    def delete_attr(self, tx, name):
+        """``delattr(obj, name)`` of an instance attribute; a class's own ``__delattr__`` or a
+        descriptor's deleter is not modelled, and a missing attribute raises in eager."""
+        if python_override(self.cls, "__delattr__") is not None or is_data_descriptor(
+            class_attr(self.cls, name)
+        ):
+            raise Unsupported(f"delattr of {name!r} on a {self.cls.__name__} (its own deleter)")
+        if name not in self.attrs:
+            raise Unsupported(
+                f"delattr of {name!r}, which a {self.cls.__name__} made during capture lacks",
+                "it runs in Python, which raises eager's AttributeError",
+            )
+        del self.attrs[name]
 
     def call(self, tx, args, kwargs):
         return self.var_getattr(tx, "__call__").call(tx, args, kwargs)
