@@ -85,6 +85,18 @@ def _delattr(tx, obj, name):
     return ConstantVariable(None)
 
 
+def _fromkeys(cls):
+    """``dict.fromkeys(keys, value=None)``: a new dict, built during capture (run at capture
+    time it would be a real dict no later mutation could reach); every key holds ``value``
+    itself, one object, as in eager."""
+
+    def handler(tx, keys, value=None):
+        value = ConstantVariable(None) if value is None else value
+        return DictVariable({k.as_python_constant(): value for k in tx.unpack(keys)}, cls=cls)
+
+    return handler
+
+
 def _iter_builtin(fn):
     def handler(tx, *args, **kwargs):
         if fn is enumerate:
@@ -334,3 +346,5 @@ for _name, _value in (
     if _f is not None:
         BUILTIN_HANDLERS[_f] = _answer(_value)
 BUILTIN_HANDLERS[collections.OrderedDict] = _dict_ctor(collections.OrderedDict)
+BUILTIN_HANDLERS[dict.fromkeys] = _fromkeys(dict)
+BUILTIN_HANDLERS[collections.OrderedDict.fromkeys] = _fromkeys(collections.OrderedDict)

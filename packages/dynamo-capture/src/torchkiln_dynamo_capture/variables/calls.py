@@ -60,6 +60,7 @@ from .numpy_calls import (
     to_tensor,
 )
 from .operators import OPERATOR_FNS, binary_op
+from .scan import ASSOCIATIVE_SCAN, call_associative_scan
 from .symbolic import CHECKS, call_check
 from .tensors import BACKWARD_HINT, BACKWARD_INSIDE, TensorVariable, has_tensor
 
@@ -137,6 +138,8 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return IteratorVariable([i for it in args for i in tx.unpack(it)])
     if fn is itertools.chain.from_iterable:
         return IteratorVariable([i for it in tx.unpack(args[0]) for i in tx.unpack(it)])
+    if fn is ASSOCIATIVE_SCAN and fn is not None:  # an elementwise combine: inlined as a scan
+        return call_associative_scan(tx, args, kwargs)
     hop = higher_order_kind(fn)
     if hop is not None:  # torch.cond, while_loop, map: one node with traced subgraphs
         return call_higher_order(tx, hop, args, kwargs)
