@@ -58,18 +58,24 @@ def test_inference_equals_eager():
     assert _padded(compiled)
 
 
-def test_training_step_gradients_equal_eager():
+def _train_against_eager(compile_fn, batch, length):
+    """Two training steps of a TinyLM and its compiled twin on fresh inputs (gradients
+    accumulate): every gradient equal to eager's. Returns the compiled twin."""
     model = TinyLM()
     twin = copy.deepcopy(model)
-    compiled = _compile(twin)
-    for _ in range(2):  # fresh inputs each step, gradients accumulate
-        ids = torch.randint(0, 101, (3, 7))
-        target = torch.randn(3, 7, 101)
+    compiled = compile_fn(twin)
+    for _ in range(2):
+        ids = torch.randint(0, 101, (batch, length))
+        target = torch.randn(batch, length, 101)
         (model(ids) - target).pow(2).mean().backward()
         (compiled(ids) - target).pow(2).mean().backward()
     for (name, p), q in zip(model.named_parameters(), twin.parameters()):
         torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
-    assert _padded(compiled)
+    return compiled
+
+
+def test_training_step_gradients_equal_eager():
+    assert _padded(_train_against_eager(_compile, 3, 7))
 
 
 def _compile_output_only(model):
@@ -108,14 +114,4 @@ def test_output_only_padding_equals_eager_and_copies_no_weight():
 def test_output_only_padding_in_a_training_step_equals_eager():
     """The forward's head is written into a padded output; the backward's products (K = 101,
     or an unaligned gradient) are padded as before. Gradients equal eager's."""
-    model = TinyLM()
-    twin = copy.deepcopy(model)
-    compiled = _compile_output_only(twin)
-    for _ in range(2):
-        ids = torch.randint(0, 101, (4, 6))
-        target = torch.randn(4, 6, 101)
-        (model(ids) - target).pow(2).mean().backward()
-        (compiled(ids) - target).pow(2).mean().backward()
-    for (name, p), q in zip(model.named_parameters(), twin.parameters()):
-        torch.testing.assert_close(q.grad, p.grad, rtol=1e-4, atol=1e-5, msg=name)
-    assert _written_into_padded(compiled)
+    assert _written_into_padded(_train_against_eager(_compile_output_only, 4, 6))

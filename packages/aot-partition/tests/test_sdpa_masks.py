@@ -56,7 +56,9 @@ MASKS = {
 }
 
 
-def _graph(kind: str, *, mask_input: bool = False) -> fx.GraphModule:
+def _graph(kind, *, mask_input: bool = False) -> fx.GraphModule:
+    """sdpa(q, k, v, attn_mask=mask): the mask made by ``MASKS[kind]``'s builder (or by
+    ``kind`` itself, a builder), or a placeholder."""
     graph = fx.Graph()
     q, k, v = (graph.placeholder(name) for name in "qkv")
 
@@ -65,7 +67,10 @@ def _graph(kind: str, *, mask_input: bool = False) -> fx.GraphModule:
             return graph.call_method(fn, args, kwargs)
         return graph.call_function(fn, args, kwargs)
 
-    mask = graph.placeholder("m") if mask_input else MASKS[kind][0](c)
+    if mask_input:
+        mask = graph.placeholder("m")
+    else:
+        mask = (MASKS[kind][0] if isinstance(kind, str) else kind)(c)
     out = graph.call_function(F.scaled_dot_product_attention, (q, k, v), {"attn_mask": mask})
     graph.output(out)
     return fx.GraphModule(torch.nn.Module(), graph)
@@ -149,19 +154,7 @@ def test_a_mask_from_an_input_is_kept(compiler):
 def test_a_causal_mask_of_unequal_lengths_is_kept():
     """is_causal aligns the triangle to the top left; a mask over more keys than queries is
     left to itself rather than argue which alignment it meant."""
-    graph = fx.Graph()
-    q, k, v = (graph.placeholder(name) for name in "qkv")
-
-    def c(fn, *args, **kwargs):
-        if isinstance(fn, str):
-            return graph.call_method(fn, args, kwargs)
-        return graph.call_function(fn, args, kwargs)
-
-    mask = _lower_bool(c, L, L + 4)
-    graph.output(
-        graph.call_function(F.scaled_dot_product_attention, (q, k, v), {"attn_mask": mask})
-    )
-    gm = fx.GraphModule(torch.nn.Module(), graph)
+    gm = _graph(lambda c: _lower_bool(c, L, L + 4))
     (line,) = simplify_sdpa_masks(gm)
     assert "kept" in line
     qkv = _qkv(torch.float32, source=L + 4)

@@ -140,3 +140,26 @@ def test_hasattr_through_a_classes_own_getattribute_and_a_functions_truth():
     _one_graph(fn, torch.randn(3))
     x = torch.randn(3)
     torch.testing.assert_close(capture(fn, Counting())(x), x * 4)
+
+
+def test_the_dict_of_an_object_built_during_capture_is_its_own():
+    """``vars(copy)`` reads the copy's attributes, follows later stores, and handed back to
+    Python (returned, or at a graph break for a write through it) is the copy's own
+    ``__dict__``, not a copy of it."""
+
+    def returned(x):
+        c = copy.deepcopy(CONFIG)
+        d = vars(c)
+        c.scale = 7  # a store after the read shows through the dict, as in eager
+        return x * d["scale"], d, c
+
+    out, d, c = capture(returned, Counting())(torch.ones(2))
+    torch.testing.assert_close(out, torch.full((2,), 7.0))
+    assert d is c.__dict__ and d["scale"] == 7
+
+    def written(x):
+        c = copy.deepcopy(CONFIG)
+        c.__dict__["extra"] = 2
+        return x + c.extra
+
+    torch.testing.assert_close(capture(written, Counting())(torch.ones(2)), torch.full((2,), 3.0))

@@ -195,7 +195,8 @@ def emit_online(h: Any, dtype: Any, value: TritonValue) -> tuple[TritonValue, Tr
     the rescale of ``s`` when ``v`` raises the max (``s * exp(m - v) + 1``) and the new term
     when it does not (``s + exp(v - m)``). A GPU's loop over 16-bit rows has little arithmetic
     to spare at full bandwidth: this loop was 23 instructions per value on sm_90 with two exps
-    (each with its denormal fix-up) and a four-instruction NaN-propagating max, 11 now.
+    (each with its denormal fix-up) and a four-instruction NaN-propagating max, 12 now
+    (``benchmarks/triton_kernel_resources.py``).
 
     Float32 lanes take ``tl.exp2`` (one ``ex2.approx.ftz``: a term below 2**-126 flushes to 0,
     which cannot move a sum of at least 1, the lane's max's own term). A lane of only -inf so

@@ -277,8 +277,9 @@ def _welford(
         # the chunk's end), so a lane updated in iteration k was updated in every earlier one:
         # its weight is k + 1, the same for every lane it updates. One reciprocal per iteration
         # then, not a divide per value (about ten sm_90 instructions with its range fix-ups:
-        # the loop of a batch norm's statistics was 18 instructions per value, 8 now). Not for
-        # the aligned walk, whose first block skips the lanes before the row's start.
+        # the loop of a batch norm's statistics was 17-18 instructions per value, 10.6-12.5
+        # now, by benchmarks/triton_kernel_resources.py). Not for the aligned walk, whose first
+        # block skips the lanes before the row's start.
         rcp = h.new_name("_wrcp")
         h.line(f"{rcp} = 1.0 / (roffset // RBLOCK + 1.0)", "body")
         h.line(f"{mn} = tl.where(rmask, {m} + {d} * {rcp}, {m})", "body")

@@ -128,6 +128,8 @@ class Reconstructor:
         if isinstance(v, (ListVariable, DictVariable, NewObjectVariable, DataclassVariable)):
             if getattr(v, "source", None) is not None:
                 return source_code(v.source, ns)
+            if getattr(v, "dict_of", None) is not None:
+                return f"{self.expr(v.dict_of)}.__dict__"  # an object's own, not a copy of it
             return self._memoised(v)
         if isinstance(v, NewModuleVariable):
             return self._memoised(v)  # a module of this call's own, as eager makes

@@ -20,8 +20,8 @@ both functions:
   mode. That trace also guards whatever ``forward`` reads, as inlining would;
 - ``backward`` is never traced by capture, so nothing guards what it reads: it (and a
   ``once_differentiable`` wrapper's function) may read only globals and closure cells bound to
-  modules, functions, classes or immutable constants, never a value a later call could see
-  changed (a module-level ``float`` scale, a list, a tensor);
+  modules, functions, builtins or classes, never a value a later call could see changed (a
+  module-level ``float`` scale, a list, a tensor);
 - the arguments are tensors and plain constants, passed by position.
 
 Otherwise ``apply`` is inlined as written and breaks at ``torch._C._FunctionBase.apply``, which
@@ -88,56 +88,35 @@ class SpeculationCtx(InferenceCtx):
         self.dirty = True
 
 
-#: values a global or closure cell of ``backward`` may hold: nothing a later call sees changed
-_FIXED = (
-    types.ModuleType,
-    types.FunctionType,
-    types.BuiltinFunctionType,
-    type,
-    int,
-    float,
-    bool,
-    str,
-    type(None),
-)
+#: what a global or closure cell of ``backward`` may hold: nothing a later call sees changed
+#: (a number may be rebound, so only modules, functions, builtins and classes)
+_FIXED = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
 
 
 def _fixed_reads(fn: Any, seen: set[int] | None = None) -> bool:
     """Whether nothing ``fn`` reads from outside could change between calls: each global it
-    loads is a module, function, class or builtin (a ``float`` global may be rebound), each
-    closure cell holds one of ``_FIXED`` (``once_differentiable``'s wrapped function), and the
-    functions found so are checked alike."""
+    loads and each closure cell it holds (``once_differentiable``'s wrapped function) is one of
+    ``_FIXED``, and the functions found so are checked alike."""
     seen = set() if seen is None else seen
     fn = getattr(fn, "__func__", fn)
     code = getattr(fn, "__code__", None)
     if code is None or id(code) in seen:
         return code is not None
     seen.add(id(code))
-    for cell in fn.__closure__ or ():
-        value = cell.cell_contents
-        if isinstance(value, types.FunctionType):
-            if not _fixed_reads(value, seen):
-                return False
-        elif not isinstance(value, _FIXED):
-            return False
+    values = [cell.cell_contents for cell in fn.__closure__ or ()]
     codes = [code]
     while codes:
         c = codes.pop()
         codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-        for ins in dis.get_instructions(c):
-            if ins.opname != "LOAD_GLOBAL":
-                continue
-            name = ins.argval
-            if name not in fn.__globals__:
-                continue  # a builtin
-            value = fn.__globals__[name]
-            if not isinstance(value, (types.ModuleType, types.FunctionType, type)) and not (
-                isinstance(value, types.BuiltinFunctionType)
-            ):
-                return False
-            if isinstance(value, types.FunctionType) and not _fixed_reads(value, seen):
-                return False
-    return True
+        values += [
+            fn.__globals__[ins.argval]
+            for ins in dis.get_instructions(c)
+            if ins.opname == "LOAD_GLOBAL" and ins.argval in fn.__globals__  # else a builtin
+        ]
+    return all(
+        isinstance(v, _FIXED) and (not isinstance(v, types.FunctionType) or _fixed_reads(v, seen))
+        for v in values
+    )
 
 
 @functools.cache

@@ -138,7 +138,7 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return IteratorVariable([i for it in args for i in tx.unpack(it)])
     if fn is itertools.chain.from_iterable:
         return IteratorVariable([i for it in tx.unpack(args[0]) for i in tx.unpack(it)])
-    if fn is ASSOCIATIVE_SCAN and fn is not None:  # an elementwise combine: inlined as a scan
+    if ASSOCIATIVE_SCAN is not None and fn is ASSOCIATIVE_SCAN:  # elementwise: inlined scan
         return call_associative_scan(tx, args, kwargs)
     hop = higher_order_kind(fn)
     if hop is not None:  # torch.cond, while_loop, map: one node with traced subgraphs

@@ -243,6 +243,8 @@ class NewObjectVariable(VariableTracker):
     def __init__(self, cls: type):
         self.cls = cls
         self.attrs: dict[str, VariableTracker] = {}
+        #: its ``__dict__``, once read: kept equal to ``attrs`` by the stores and deletes here
+        self.dict_view: DictVariable | None = None
 
     def python_type(self):
         return self.cls
@@ -260,11 +262,14 @@ class NewObjectVariable(VariableTracker):
     def raw_getattr(self, tx, name):
         """``object.__getattribute__(obj, name)``: a data descriptor, ``attrs``, the class."""
         if name == "__dict__" and "__dict__" not in self.attrs:
-            # a snapshot of the attributes, to read (a copy of a config's, ``to_dict``); a write
-            # through it would not reach the object, so it breaks the graph as an untracked dict
-            snapshot = DictVariable(dict(self.attrs))
-            snapshot.untracked_real = True
-            return snapshot
+            # the attributes as a dict, to read (a config's ``to_dict`` deep-copies it): attribute
+            # stores and deletes keep it current; a write through it breaks the graph (an
+            # untracked dict), and handed back to Python it is the object's own ``__dict__``
+            if self.dict_view is None:
+                self.dict_view = DictVariable(dict(self.attrs))
+                self.dict_view.untracked_real = True
+                self.dict_view.dict_of = self
+            return self.dict_view
         attr = class_attr(self.cls, name)
         if is_data_descriptor(attr):  # a property wins over the instance dict, as in Python
             return wrap_descriptor(tx, self, attr, name, None)
@@ -283,6 +288,8 @@ class NewObjectVariable(VariableTracker):
         if store_through_descriptor(tx, self, self.cls, name, value):
             return
         self.attrs[name] = value
+        if self.dict_view is not None:
+            self.dict_view.items[name] = value
 
     def delete_attr(self, tx, name):
         """``delattr(obj, name)`` of an instance attribute; a class's own ``__delattr__`` or a
@@ -297,6 +304,8 @@ class NewObjectVariable(VariableTracker):
                 "it runs in Python, which raises eager's AttributeError",
             )
         del self.attrs[name]
+        if self.dict_view is not None:
+            del self.dict_view.items[name]
 
     def call(self, tx, args, kwargs):
         return self.var_getattr(tx, "__call__").call(tx, args, kwargs)
