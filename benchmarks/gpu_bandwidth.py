@@ -183,6 +183,28 @@ def exact_of(fn: Callable[..., Any], inputs: tuple[torch.Tensor, ...]) -> Callab
     return lambda: fn(*(t.double() if t.is_floating_point() else t for t in inputs))
 
 
+def kernel_times(fn: Callable[[], Any], calls: int = 5) -> list[tuple[str, float]]:
+    """Device microseconds per call of each kernel ``fn`` launches (torch.profiler), slowest
+    first: which of a case's kernels is far from the bandwidth."""
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    activities = [ProfilerActivity.CPU] + (
+        [ProfilerActivity.CUDA] if torch.cuda.is_available() else []
+    )
+    with profile(activities=activities) as prof:
+        for _ in range(calls):
+            fn()
+        if torch.cuda.is_available():
+            torch.cuda.synchronize()
+    times = [
+        (e.key, e.device_time_total / calls)
+        for e in prof.key_averages()
+        if e.device_time_total > 0 and e.device_type.name == "CUDA"
+    ]
+    return sorted(times, key=lambda kv: -kv[1])
+
+
 def _flat(value: Any) -> tuple[torch.Tensor, ...]:
     return (value,) if isinstance(value, torch.Tensor) else tuple(value)
 
@@ -239,7 +261,9 @@ def main() -> None:
     parser.add_argument("--hang-s", type=float, default=280)
     parser.add_argument("--rows", type=int, default=32768)
     parser.add_argument("--device", default="cuda", help="cpu: a small dry run of the script")
-    parser.add_argument("--cases", default="", help="only cases whose name contains this")
+    parser.add_argument(
+        "--cases", default="", help="only cases whose name contains one of these (commas)"
+    )
     parser.add_argument(
         "--split-programs",
         type=int,
@@ -262,6 +286,11 @@ def main() -> None:
         type=int,
         default=None,
         help="TritonOptions.looped_rblock (default 4096): the block of a looped row",
+    )
+    parser.add_argument(
+        "--profile",
+        action="store_true",
+        help="also print each compiler's kernels with their device time per call (torch.profiler)",
     )
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
@@ -291,7 +320,7 @@ def main() -> None:
     for dtype_name in args.dtypes.split(","):
         dtype = getattr(torch, dtype_name)
         for name, fn, inputs in cases(dtype, args.rows, device=args.device):
-            if args.cases not in name:
+            if not any(c in name for c in args.cases.split(",")):
                 continue
             with torch.no_grad():
                 moved = _bytes(inputs) + _bytes(fn(*inputs))
@@ -309,6 +338,10 @@ def main() -> None:
                         ms = median_ms(lambda f=f, inputs=inputs: f(*inputs))
                         queued = queued_ms(lambda f=f, inputs=inputs: f(*inputs))
                         gbs, queued_gbs = moved / ms / 1e6, moved / queued / 1e6
+                        if args.profile and label != "eager":
+                            row.setdefault("kernels", {})[label] = kernel_times(
+                                lambda f=f, inputs=inputs: f(*inputs)
+                            )
                         row[label] = {
                             "ms": ms,
                             "gb_s": gbs,
@@ -336,6 +369,9 @@ def main() -> None:
                 + " | ".join(cell(row[k]) for k in ("eager", "torchkiln", "inductor")),
                 flush=True,
             )
+            for label, kernels in row.get("kernels", {}).items():
+                for kernel, us in kernels[:6]:
+                    print(f"    {label:9s} {us:8.1f} us  {kernel[:90]}")
             torch.cuda.empty_cache()
     if args.json:
         with open(args.json, "w") as f:

@@ -17,7 +17,7 @@ import sympy
 
 from ._simplify import simplify_index
 from .backend import BackendCapabilities
-from .indexing import FloorDiv, ModularIndexing, index_symbol
+from .indexing import FloorDiv, ModularIndexing, index_symbol, unit_step
 from .ir import contiguous_strides, product
 from .scheduler_nodes import MemoryDep, SchedulerNode
 
@@ -146,6 +146,13 @@ def plan_group(
             PlannedNode(n, kind, list(reads), list(writes), (tuple(xs), tuple(rs)), exprs)
         )
 
+    if kxs and krs and len(_reduction_directions(planned, kxs[-1], krs[-1])) > 1:
+        return FusionDecision(
+            False,
+            "a reduction reading memory contiguous along x (a column reduction) beside one "
+            "reading it contiguous along r: one kernel's block layout coalesces only one of them",
+        )
+
     # stages, in program order; a node goes to the first stage its inputs allow
     stages: list[tuple[str, list[PlannedNode]]] = []
     stage_of: dict[str, int] = {}
@@ -194,3 +201,32 @@ def plan_group(
                         False, f"{p.node.name} would run before its producer {dep.name}"
                     )
     return GroupPlan(tuple(xranges), tuple(rranges), stages)
+
+
+def _reduction_directions(
+    planned: Sequence[PlannedNode], xvar: sympy.Symbol, rvar: sympy.Symbol
+) -> set[str]:
+    """Along which of the kernel's innermost dims (``"x"``, ``"r"``) each reduction's reads
+    that vary along both are mostly contiguous. A row reduction and a column reduction over
+    the same numbers of elements (a layer norm backward's row sums and its weight gradient's
+    partial column sums, split into as many chunks as rows over width) would otherwise share
+    a kernel whose layout strides through one of them a cache line per value (9% of the
+    bandwidth where each kernel alone reaches 90%)."""
+    directions = set()
+    for p in planned:
+        if not p.node.is_reduction:
+            continue
+        along_x = along_r = 0
+        for dep in p.reads:
+            if not {xvar, rvar} <= dep.index.free_symbols:
+                continue
+            # a read that stays put along one dim (a row's mean: step 0 along x) is a
+            # broadcast, served from cache whichever way the block is laid out
+            step_x, step_r = unit_step(dep.index, xvar), unit_step(dep.index, rvar)
+            if step_x == 1 and step_r != 0:
+                along_x += 1
+            elif step_r == 1 and step_x != 0:
+                along_r += 1
+        if along_x != along_r:
+            directions.add("x" if along_x > along_r else "r")
+    return directions
