@@ -27,6 +27,9 @@
 #               backward, AdamW; gradients checked against eager)
 #   bandwidth   gpu_bandwidth.py in bfloat16: GB/s of the memory-bound cases, eager vs torchkiln vs
 #               torch.compile, with the queue kept full and for one call alone
+#   bandwidth-profile the cases furthest from the bandwidth (training, vocabulary rows, batch-norm
+#               statistics) with each compiler's kernels and their device time per call
+#               (gpu_bandwidth.py --profile): which kernel of a case is slow
 #   bandwidth-sweep   gpu_bandwidth_sweep.py: the same cases' torchkiln kernels under a grid of
 #               launch configurations (the heuristic's figure, the best, the top six)
 #   bandwidth-persistent   the sweep of log_softmax over rows of 32768 generated persistent
@@ -114,6 +117,10 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
     bandwidth) TRITON_INTERPRET=0 timeout ${BANDWIDTH_LIMIT:-150} python3 benchmarks/gpu_bandwidth.py \
                  --hang-s 140 --dtypes bfloat16 --json "$OUT/bandwidth.json" 2>&1 \
                  | tee "$OUT/bandwidth.log" | tail -16 ;;
+    bandwidth-profile) TRITON_INTERPRET=0 timeout ${BANDWIDTH_LIMIT:-150} python3 benchmarks/gpu_bandwidth.py \
+                 --hang-s 140 --dtypes bfloat16 --profile --json "$OUT/bandwidth-profile.json" \
+                 --cases "backward,rows of,32768,cross-entropy,bn " 2>&1 \
+                 | tee "$OUT/bandwidth-profile.log" | grep -v "Warn\|warn\|USDT\|^$" | tail -60 ;;
     bandwidth-persistent) TRITON_INTERPRET=0 timeout ${SWEEP_LIMIT:-120} python3 \
                        benchmarks/gpu_bandwidth_sweep.py --hang-s 110 --cases "log_softmax (32768)" \
                        --options '{"persistent_rnumel": 32768}' --json "$OUT/sweep-persistent.json" \
