@@ -123,3 +123,42 @@ def test_interpreter_asks_for_no_split_by_default():
     cg = _compile(_stats, x, options=loop_ir.LoopIROptions())
     _compare(cg, _stats, (x,), atol=1e-4, rtol=1e-5)
     assert "welford_combine" not in cg.schedule_text()
+
+
+def _layer_norm_backward(width):
+    def fn(g, x, mean, rstd, w):
+        return torch.ops.aten.native_layer_norm_backward(
+            g, x, [width], mean, rstd, w, w, [True, True, True]
+        )
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "width", [pytest.param(128, id="block-uniform"), pytest.param(96, id="not")]
+)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_layer_norm_backward_column_partials_read_each_rows_statistics_once(dtype, width):
+    """A layer norm backward's weight and bias gradients split into column partials over
+    (chunk, column) x rows: the chunk index is one value per block of columns when the block
+    divides the width (128 = twice the outer reduction's XBLOCK of 64), and the per-row mean
+    and 1/std are then read once per row ([RBLOCK, 1], masked by rows only), not once per
+    (row, column) of the tile. A width the block does not divide keeps per-column indices."""
+    rows = 1024
+    x, g = (torch.randn(rows, width) * 2 + 1).to(dtype), torch.randn(rows, width).to(dtype)
+    w = torch.randn(width).to(dtype)
+    _, mean, rstd = torch.native_layer_norm(x, [width], w, w, 1e-5)
+    fn = _layer_norm_backward(width)
+    inputs = (g, x, mean, rstd, w)
+    cg = _compile(fn, *inputs)
+    partials = [k for spec, k in zip(cg.kernel_specs, cg.kernels) if len(spec.xranges) == 2]
+    assert partials, [(s.xranges, s.rranges) for s in cg.kernel_specs]  # the sums were split
+    uniform = ["xoffset // " in k.source for k in partials]
+    assert all(uniform) if width == 128 else not any(uniform), [k.source for k in partials]
+    exact = [t.double() for t in fn(*(t.double() for t in inputs))]
+    expected = fn(*inputs)
+    for got, want, e in zip(cg(*inputs), expected, exact):
+        # no further from float64 than eager's own rounding (bfloat16 column sums of 1024 rows)
+        assert got.dtype == want.dtype
+        ours, eagers = (got.double() - e).abs().max(), (want.double() - e).abs().max()
+        assert ours <= 2 * eagers + 1e-5 * (1 + e.abs().max()), (ours, eagers)

@@ -43,11 +43,18 @@ def arg_names(spec: KernelSpec) -> dict[str, str]:
 
 
 def _range_vars(
-    ranges: Sequence[sympy.Expr], prefix: str, index: str
-) -> tuple[list[sympy.Expr], list[str]]:
-    """Symbols for each range (0 for ranges of size 1) and the lines recovering them."""
+    ranges: Sequence[sympy.Expr], prefix: str, index: str, uniform_block: int = 0
+) -> tuple[list[sympy.Expr], list[str], set[sympy.Symbol]]:
+    """Symbols for each range (0 for ranges of size 1), the lines recovering them, and the
+    symbols that are one value for the whole block: with ``uniform_block`` (the largest block
+    the kernel may launch with, along the index), a range whose inner ranges' product is a
+    multiple of it changes only between blocks, never inside one (each block starts at a
+    multiple of its size), so it is recovered once from ``{prefix}offset``. A load that depends
+    on x only through it is then one value per r (a layer norm backward's per-row mean in the
+    weight gradient's column partials, which otherwise loads a whole tile of copies)."""
     vars_: list[sympy.Expr] = []
     lines: list[str] = []
+    uniform: set[sympy.Symbol] = set()
     for i, size in enumerate(ranges):
         if sympy.sympify(size) == 1:
             vars_.append(sympy.Integer(0))
@@ -57,11 +64,19 @@ def _range_vars(
         inner = sympy.Integer(1)
         for s in ranges[i + 1 :]:
             inner = inner * s
-        expr = index if inner == 1 else f"({index} // {texpr(inner)})"
+        source = index
+        if uniform_block > 1 and inner.is_Integer and int(inner) % uniform_block == 0:
+            source = f"{prefix}offset"
+            uniform.add(sym)
+            lines.append(
+                f"tl.static_assert({texpr(inner)} % {prefix.upper()}BLOCK == 0, "
+                f"'{sym.name} is one value per block only when the block divides {texpr(inner)}')"
+            )
+        expr = source if inner == 1 else f"({source} // {texpr(inner)})"
         if i > 0:
             expr = f"({expr} % {texpr(size)})"
         lines.append(f"{sym.name} = {expr}")
-    return vars_, lines
+    return vars_, lines, uniform
 
 
 def generate(
@@ -75,13 +90,15 @@ def generate(
     split: bool = False,
     note: str = "",
     online: bool = True,
+    xblock: int = 0,
 ) -> GeneratedKernel:
     """The ``@triton.jit`` function(s) for ``spec`` (no module header). ``layout``: how a
     reduction's block is laid out (None: ``choose_layout`` decides from the accesses);
     ``split``: a split reduction (``_split.py``, looped only), two functions; ``note``: why
     the kernel is persistent or looped (``Config.reason``), a comment at its top; ``online``:
     whether a looped softmax's max and sum of exp may share one r-loop (``_online.py``, also
-    subject to ``options.online_softmax``)."""
+    subject to ``options.online_softmax``); ``xblock``: the XBLOCK the kernel launches with
+    (``Config.xblock``; autotuning may double it), 0 when not known."""
     interpret = interpreting() if interpret is None else interpret
     reduction = spec.is_reduction
     if layout is None:
@@ -96,10 +113,10 @@ def generate(
     args = (spec, looped, options, interpret, fn_name, layout, split, note)
     if plan is not None:
         try:
-            return _generate(*args, plan, walk)
+            return _generate(*args, plan, walk, xblock=xblock)
         except OnlineUnavailable:
             pass  # the plain three-pass kernel below
-    return _generate(*args, None, walk)
+    return _generate(*args, None, walk, xblock=xblock)
 
 
 def _generate(
@@ -113,6 +130,7 @@ def _generate(
     note: str,
     plan: OnlinePair | None,
     walk: AlignedWalk | None = None,
+    xblock: int = 0,
 ) -> GeneratedKernel:
     reduction = spec.is_reduction
     name = fn_name or spec.name
@@ -143,11 +161,14 @@ def _generate(
         ]
     else:
         head += ["    xindex = xoffset + tl.arange(0, XBLOCK)", "    xmask = xindex < xnumel"]
-    xvars, xlines = _range_vars(spec.xranges, "x", "xindex")
-    rvars, rlines = _range_vars(spec.rranges, "r", "rindex")
+    # an outer reduction's x block (32-128 columns) inside a longer x range: that range is one
+    # value per block (not for a split kernel, whose finish launches with other blocks)
+    uniform_block = 2 * xblock if reduction and layout.transposed and not split else 0
+    xvars, xlines, uniform = _range_vars(spec.xranges, "x", "xindex", uniform_block)
+    rvars, rlines, _ = _range_vars(spec.rranges, "r", "rindex")
     for v in xvars:
         if isinstance(v, sympy.Symbol):
-            handler.declare_symbol(v, frozenset({"x"}))
+            handler.declare_symbol(v, frozenset() if v in uniform else frozenset({"x"}))
     for v in rvars:
         if isinstance(v, sympy.Symbol):
             handler.declare_symbol(v, frozenset({"r"}))

@@ -47,6 +47,7 @@ def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, C
             layout=layout,
             split=split,
             note=cfg.reason,
+            xblock=cfg.xblock,
         )
         kind = kernel_kind(reduction=spec.is_reduction, looped=cfg.looped, split=split)
         name, source = shared_module(module_source(spec, gen.source, interpret=interpret), kind)
