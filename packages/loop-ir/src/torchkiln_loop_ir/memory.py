@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import torch.utils._pytree as pytree
+from torch._ops import OpOverload
 
 from .backend import BufferRef, BufferSpec, ExternCall, Free, KernelSpec, View
 from .ir import Buffer, ComputedBuffer, ExternKernel, NamedView
@@ -119,10 +120,33 @@ def plan_memory(
     mapping: dict[str, str] = {}
     # dead kernel outputs available for reuse, by layout: (name, the step it died at)
     pool: dict[tuple, list[tuple[str, int]]] = defaultdict(list)
+    viewed = set(base_of) | set(base_of.values())
+    # storage the graph owns alone: kernel outputs, and the results of named ATen kernels (mm,
+    # convolution, attention: fresh tensors; a fallback or a control-flow operator may return
+    # an alias of its input)
+    owned = kernel_made | {
+        o
+        for s in steps
+        if isinstance(s, ExternCall) and s.kind == "extern" and isinstance(s.op, OpOverload)
+        for o in s.outputs
+        if o
+    }
+    written_over: set[str] = set()  # buffers a kernel's output took in place
     for i, step in enumerate(steps):
         if reuse and isinstance(step, KernelSpec):
+            dying = [
+                n
+                for n in sorted(dies.get(i, ()))
+                if n in step.inputs and n in owned and n not in step.outputs and n not in viewed
+            ]
             for o in step.outputs:
                 if o in step.inputs or o in pinned or o not in kernel_made:
+                    continue
+                inp = _in_place_input(step, o, dying, buffers)
+                if inp is not None:
+                    mapping[o] = inp
+                    dying.remove(inp)
+                    written_over.add(inp)
                     continue
                 taken = _take_from_pool(
                     pool.get(_layout_key(buffers[o])), i, live, peak, _nbytes(buffers[o])
@@ -132,9 +156,30 @@ def plan_memory(
         out.append(step)
         for name in sorted(dies.get(i, ())):
             out.append(Free(name))
-            if name in kernel_made:
+            if name in kernel_made and name not in written_over:
                 pool[_layout_key(buffers[name])].append((name, i))
     return out, mapping
+
+
+def _in_place_input(
+    step: KernelSpec, output: str, dying: Sequence[str], buffers: dict[str, BufferSpec]
+) -> str | None:
+    """An input of ``step`` that dies there (a buffer this graph made: a kernel's output or an
+    extern's result, never a graph input or a view's storage) which ``output`` can be written
+    over, or None. Safe when the kernel reads each element of it before writing the same
+    element, in the same iteration: ``output`` stored once, plainly, outside a reduction loop,
+    every load of the input at the store's index before it (``in_place._reads_match_store``,
+    the rule for mutated graph inputs). A residual add after a convolution then writes into the
+    convolution's result instead of a third activation-sized buffer (ResNet-50's peak held
+    the block's input, the convolution's result and the sum at once)."""
+    from .in_place import _reads_match_store, _same_layout
+
+    for name in dying:
+        if _same_layout(buffers.get(output), buffers.get(name)) and _reads_match_store(
+            step, name, output
+        ):
+            return name
+    return None
 
 
 def _nbytes(spec: BufferSpec) -> int | None:

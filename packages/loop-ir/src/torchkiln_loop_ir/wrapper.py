@@ -340,6 +340,10 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
     bound = {sym.name for sym in graph.size_symbols}
     reused_by = {old: new for new, old in graph.reuse.items()}
     inputs = set(graph.inputs)
+    # reused buffers whose name is not deleted when the reuse binds it: mutated graph inputs
+    # (in_place.py), whose Free is not emitted, and inputs of the kernel that writes over them
+    # (memory.py), deleted at their Free after it
+    kept_names: set[str] = set()
     ext = 0
     for step in graph.steps:
         if isinstance(step, KernelSpec):
@@ -350,6 +354,10 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
                     old = graph.reuse[name]
                     if old in inputs:  # a mutated input written in place (in_place.py)
                         body.append(f"{name} = {old}")
+                        continue
+                    if old in step.inputs:  # written over its own input (memory.py)
+                        body.append(f"{name} = {old}")
+                        kept_names.add(old)
                         continue
                     body.append(f"{name} = {old}; del {old}")
                     continue
@@ -392,7 +400,9 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
             )
             if aligned is not None:
                 aligned.view(step)
-        elif isinstance(step, Free) and step.name not in reused_by:
+        elif isinstance(step, Free) and (
+            step.name not in reused_by or (step.name in kept_names and step.name not in inputs)
+        ):
             body.append(f"del {step.name}")
     body.append(
         "return [" + ", ".join(o if isinstance(o, str) else pyexpr(o) for o in graph.outputs) + "]"
