@@ -151,6 +151,8 @@ def main() -> None:
     options = {"compile_workers": 0, "online_softmax": not args.no_online_softmax}
     backend = _RecordingBackend(TritonOptions(**(options | json.loads(args.options))))
     target = GPUTarget("cuda", 90, 32)
+    # split long reductions as on an H200 (132 SMs), which this machine cannot ask
+    h200 = loop_ir.LoopIROptions(split_programs=PROGRAMS_PER_SM * 132)
     for dtype_name in args.dtypes.split(","):
         for width in map(int, args.widths.split(",")):
             with FakeTensorMode(allow_non_fake_inputs=True):
@@ -165,8 +167,6 @@ def main() -> None:
                     if any(c in name for c in args.cases.split(","))
                 ]
             for name, gm, inputs in graphs:
-                # split long reductions as on an H200 (132 SMs), which this machine cannot ask
-                h200 = loop_ir.LoopIROptions(split_programs=PROGRAMS_PER_SM * 132)
                 kernels = loop_ir.compile_graph(gm, list(inputs), backend, h200).kernels
                 for spec, k in zip(backend.specs, kernels):
                     c = k.config

@@ -146,7 +146,7 @@ def plan_group(
             PlannedNode(n, kind, list(reads), list(writes), (tuple(xs), tuple(rs)), exprs)
         )
 
-    if kxs and krs and len(_reduction_directions(planned, kxs[-1], krs[-1])) > 1:
+    if kxs and krs and len(reds) > 1 and len(_reduction_directions(planned, kxs[-1], krs[-1])) > 1:
         return FusionDecision(
             False,
             "a reduction reading memory contiguous along x (a column reduction) beside one "

@@ -170,8 +170,8 @@ def _in_place_input(
     element, in the same iteration: ``output`` stored once, plainly, outside a reduction loop,
     every load of the input at the store's index before it (``in_place._reads_match_store``,
     the rule for mutated graph inputs). A residual add after a convolution then writes into the
-    convolution's result instead of a third activation-sized buffer (ResNet-50's peak held
-    the block's input, the convolution's result and the sum at once)."""
+    convolution's result instead of a third activation-sized buffer, as torch.compile's
+    in-place reuse does."""
     from .in_place import _reads_match_store, _same_layout
 
     for name in dying:

@@ -340,9 +340,8 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
     bound = {sym.name for sym in graph.size_symbols}
     reused_by = {old: new for new, old in graph.reuse.items()}
     inputs = set(graph.inputs)
-    # reused buffers whose name is not deleted when the reuse binds it: mutated graph inputs
-    # (in_place.py), whose Free is not emitted, and inputs of the kernel that writes over them
-    # (memory.py), deleted at their Free after it
+    # buffers a kernel's output is written over (memory.py): the kernel still reads them by
+    # name, so their name is deleted at their Free after it, not where the reuse binds it
     kept_names: set[str] = set()
     ext = 0
     for step in graph.steps:
@@ -400,9 +399,7 @@ def wrapper_source(graph: ScheduledGraph, stream_launch: bool = False) -> str:
             )
             if aligned is not None:
                 aligned.view(step)
-        elif isinstance(step, Free) and (
-            step.name not in reused_by or (step.name in kept_names and step.name not in inputs)
-        ):
+        elif isinstance(step, Free) and (step.name not in reused_by or step.name in kept_names):
             body.append(f"del {step.name}")
     body.append(
         "return [" + ", ".join(o if isinstance(o, str) else pyexpr(o) for o in graph.outputs) + "]"
