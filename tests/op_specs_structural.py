@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import torch
 import torch.nn.functional as F
+import torchkiln_loop_ir  # noqa: F401  (defines torchkiln::conv_direct and conv_taps)
 from op_specs_base import (
     _SDPA_KERNELS,
     ALL,
@@ -561,6 +562,29 @@ spec(
     tol={F32: (1e-4, 1e-4)},
     # on the CPU through oneDNN with the relu fused (loop-ir's mkldnn.py), elsewhere ATen's
     extern=("aten.convolution", "torchkiln.mkldnn_convolution"),
+)
+spec(
+    "conv_direct",
+    # loop-ir's generated convolution (lowering/convolution.py): a depthwise one with a channel
+    # multiplier, stride and dilation; a grouped one (2 input channels a group), padded on one
+    # axis only; their taps laid out by the torchkiln::conv_taps extern
+    lambda x, w1, w2: (
+        torch.relu(
+            torch.ops.torchkiln.conv_direct(
+                x, torch.ops.torchkiln.conv_taps(w1), [2, 1], [1, 2], [1, 2], 6
+            )
+        ),
+        torch.ops.torchkiln.conv_direct(
+            x, torch.ops.torchkiln.conv_taps(w2), [1, 1], [0, 1], [1, 1], 3
+        )
+        * 2,
+    ),
+    lambda dt: [(make((2, 6, 9, 11), dt), make((12, 1, 3, 3), dt), make((3, 2, 5, 3), dt))],
+    (torch.ops.torchkiln.conv_direct.default,),
+    dtypes=(F32, BF16),
+    tol={F32: (1e-4, 1e-4)},
+    decompose=False,
+    extern=("torchkiln.conv_taps",),
 )
 spec(
     "sdpa",

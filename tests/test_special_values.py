@@ -146,7 +146,9 @@ def _rows(dtype) -> torch.Tensor:
 
 # Specs whose inputs are not data to fill with special values: indices, masks of a fixed count,
 # random ops, shape-only factories, views and layout (they move values, compute nothing), and
-# extern kernels (matmul, convolution, attention and their backwards: ATen's own kernels run them).
+# extern kernels (matmul, convolution, attention and their backwards: ATen's own kernels run them),
+# and loop-ir's direct convolution, whose reference is ATen's convolution: its summation order
+# (and whether a padded tap is multiplied at all) is each convolution kernel's own.
 # split_reductions
 # needs 2**17 elements per graph (too slow in the Triton interpreter); the reduction family covers
 # its lowerings on smaller rows.
@@ -165,6 +167,7 @@ NOT_DATA = {
     "slice_scatter",
     "matmuls",
     "convolution",
+    "conv_direct",
     "sdpa",
     "split_reductions",
     "convolution_backward",

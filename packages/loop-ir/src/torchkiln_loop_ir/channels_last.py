@@ -70,29 +70,46 @@ _LIB.define(
 _WEIGHTS: dict[int, tuple[weakref.ref, tuple[int, int], torch.Tensor]] = {}
 
 
-def _forget(key: int, ref: weakref.ref) -> None:
+def _forget(cache: dict[int, Any], key: int, ref: weakref.ref) -> None:
     """The weight behind ``ref`` died: drop its entry (unless a newer tensor reusing its id
     already replaced it)."""
-    hit = _WEIGHTS.get(key)
+    hit = cache.get(key)
     if hit is not None and hit[0] is ref:
-        del _WEIGHTS[key]
+        del cache[key]
 
 
-def _weight(weight: torch.Tensor) -> torch.Tensor:
-    """``weight`` in channels-last layout, converted once per change of the tensor."""
-    hit = _WEIGHTS.get(id(weight))
+def _cached(
+    cache: dict[int, tuple[weakref.ref, tuple[int, int], torch.Tensor]],
+    weight: torch.Tensor,
+    convert: Any,
+) -> torch.Tensor:
+    """``convert(weight)``, kept in ``cache`` while the tensor is unchanged (its version counter
+    and data pointer) and forgotten when it dies. ``convert`` may return ``weight`` itself
+    (already in the layout wanted): that is not kept, the cache must not hold the tensor."""
+    hit = cache.get(id(weight))
     if hit is not None and hit[0]() is weight and hit[1] == (weight._version, weight.data_ptr()):
         return hit[2]
-    if weight.is_contiguous(memory_format=torch.channels_last):
+    converted = convert(weight)
+    if converted is weight:
         return weight
-    converted = weight.contiguous(memory_format=torch.channels_last)
     key = id(weight)
-    _WEIGHTS[key] = (
-        weakref.ref(weight, lambda ref, key=key: _forget(key, ref)),
+    cache[key] = (
+        weakref.ref(weight, lambda ref, key=key: _forget(cache, key, ref)),
         (weight._version, weight.data_ptr()),
         converted,
     )
     return converted
+
+
+def _channels_last_copy(weight: torch.Tensor) -> torch.Tensor:
+    if weight.is_contiguous(memory_format=torch.channels_last):
+        return weight
+    return weight.contiguous(memory_format=torch.channels_last)
+
+
+def _weight(weight: torch.Tensor) -> torch.Tensor:
+    """``weight`` in channels-last layout, converted once per change of the tensor."""
+    return _cached(_WEIGHTS, weight, _channels_last_copy)
 
 
 def _conv_channels_last(x, weight, stride, padding, dilation, groups):
@@ -107,7 +124,16 @@ def _conv_channels_last_fake(x, weight, stride, padding, dilation, groups):
     for d in range(2):
         span = dilation[d] * (weight.shape[2 + d] - 1) + 1
         size.append((x.shape[2 + d] + 2 * padding[d] - span) // stride[d] + 1)
-    return x.new_empty(size).contiguous(memory_format=torch.channels_last)
+    return _channels_last_empty(x, size)
+
+
+def _channels_last_empty(x: torch.Tensor, size: list[Any]) -> torch.Tensor:
+    """An empty channels-last tensor as ATen allocates one, strides of size-1 dims included: a
+    (N, C, 1, 1) result has strides (C, 1, C, C). ``x.new_empty(size).contiguous(memory_format=
+    torch.channels_last)`` keeps (C, 1, 1, 1) (already channels-last contiguous), which the
+    wrapper then found different from the real result's and copied on every call (MobileNetV3's
+    squeeze-excitation 1x1 convolutions: 17 copy kernels a call)."""
+    return torch.empty(size, dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
 
 
 _LIB.impl("conv_channels_last", _conv_channels_last, "CompositeExplicitAutograd")
@@ -132,7 +158,7 @@ def _conv1x1_channels_last(x, weight):
 
 def _conv1x1_channels_last_fake(x, weight):
     n, _, h, w = x.shape
-    return x.new_empty((n, weight.shape[0], h, w)).contiguous(memory_format=torch.channels_last)
+    return _channels_last_empty(x, [n, weight.shape[0], h, w])
 
 
 _LIB.impl("conv1x1_channels_last", _conv1x1_channels_last, "CompositeExplicitAutograd")
@@ -140,12 +166,60 @@ torch.library.register_fake(
     "torchkiln::conv1x1_channels_last", _conv1x1_channels_last_fake, lib=_LIB
 )
 
+_LIB.define("conv_taps(Tensor weight) -> Tensor")
+_LIB.define(
+    "conv_direct(Tensor x, Tensor taps, int[] stride, int[] padding, int[] dilation, "
+    "int groups) -> Tensor"
+)
+
+#: id(weight) -> its taps' entry, as ``_WEIGHTS``
+_TAPS: dict[int, tuple[weakref.ref, tuple[int, int], torch.Tensor]] = {}
+
+
+def _taps_copy(weight: torch.Tensor) -> torch.Tensor:
+    return weight.permute(1, 2, 3, 0).clone(memory_format=torch.contiguous_format)
+
+
+def _conv_taps(weight):
+    """``weight`` (C_out, C_in per group, kh, kw) laid out (C_in per group, kh, kw, C_out), the
+    layout a direct convolution's kernel reads (lowering/convolution.py), converted once per
+    change of the tensor."""
+    return _cached(_TAPS, weight, _taps_copy)
+
+
+def _conv_taps_fake(weight):
+    return weight.new_empty((*weight.shape[1:], weight.shape[0]))
+
+
+def _conv_direct(x, taps, stride, padding, dilation, groups):
+    """A direct convolution run by ATen (the lowering's fallback): its weight read back from
+    ``taps``, its output channels-last, as the generated kernel writes it."""
+    weight = taps.permute(3, 0, 1, 2)
+    out = aten.convolution.default(
+        x, weight, None, stride, padding, dilation, False, [0, 0], groups
+    )
+    return out.contiguous(memory_format=torch.channels_last)
+
+
+def _conv_direct_fake(x, taps, stride, padding, dilation, groups):
+    return _conv_channels_last_fake(x, taps.permute(3, 0, 1, 2), stride, padding, dilation, groups)
+
+
+_LIB.impl("conv_taps", _conv_taps, "CompositeExplicitAutograd")
+torch.library.register_fake("torchkiln::conv_taps", _conv_taps_fake, lib=_LIB)
+_LIB.impl("conv_direct", _conv_direct, "CompositeExplicitAutograd")
+torch.library.register_fake("torchkiln::conv_direct", _conv_direct_fake, lib=_LIB)
+
 CONV_CHANNELS_LAST = torch.ops.torchkiln.conv_channels_last.default
 CONV1X1_CHANNELS_LAST = torch.ops.torchkiln.conv1x1_channels_last.default
+CONV_TAPS = torch.ops.torchkiln.conv_taps.default
+CONV_DIRECT = torch.ops.torchkiln.conv_direct.default
 #: the wrapper calls these operators' functions directly (no dispatcher round trip)
 DIRECT_CALLS = {
     CONV_CHANNELS_LAST: _conv_channels_last,
     CONV1X1_CHANNELS_LAST: _conv1x1_channels_last,
+    CONV_TAPS: _conv_taps,
+    CONV_DIRECT: _conv_direct,
 }
 
 #: 1x1 convolutions of these dtypes run as matrix multiplies; a float32 one stays cuDNN's,
@@ -182,8 +256,49 @@ def _why_not(conv: fx.Node) -> str | None:
     return None
 
 
-def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ...]]:
-    """A copy of ``gm`` whose 2-D convolutions run channels-last, and the log of decisions."""
+#: the most taps a depthwise convolution of each dtype is generated code for, by default (the
+#: H200 against cuDNN with the bias and activation after it, ``benchmarks/gpu_direct_conv.py``,
+#: session 16): in 16-bit, every 3x3 wins (1.0-2.4x), 5x5 mostly (0.8-2.5x: cuDNN is faster at
+#: 240-672 channels of 14x14 to 28x28 at stride 1, where the generated loop is bound by its
+#: instructions, about 10 a tap), 7x7 loses (0.5-0.65x: ConvNeXt); in float32 cuDNN is slower
+#: and every shape wins, 7x7 included (1.4-1.9x)
+_DIRECT_TAPS = {torch.float16: 25, torch.bfloat16: 25, torch.float32: 49}
+
+
+def _direct_taps(conv: fx.Node, limit: int | None) -> int | None:
+    """The taps (multiply-adds per output element) of ``conv`` (an ``aten.convolution`` that
+    runs channels-last) when it is to be a direct convolution: depthwise (one input channel per
+    group; a channel multiplier is fine), static sizes, no output padding, and at most ``limit``
+    taps (None: ``_DIRECT_TAPS`` of its dtype). A convolution that sums over input channels (a
+    stem's 3, a grouped one's) is a matrix multiply for cuDNN's tensor cores: generated, a
+    3-channel stem ran 0.7-1.1x cuDNN's speed."""
+    x, w = _val(conv.args[0]), _val(conv.args[1])
+    if x.dtype not in _DIRECT_TAPS or list(conv.args[7]) != [0, 0]:
+        return None
+    if not all(isinstance(s, int) for s in (*x.shape, *w.shape)) or w.shape[1] != 1:
+        return None
+    taps = int(w.shape[2] * w.shape[3])
+    return taps if taps <= (_DIRECT_TAPS[x.dtype] if limit is None else limit) else None
+
+
+def _direct(graph: fx.Graph, conv: fx.Node, taps: int) -> tuple[fx.Node, str]:
+    """``conv`` (no bias) as ``conv_direct`` of its input, in whatever layout it comes (a
+    stem's NCHW image is not copied first), and of its weight's taps; and the log's words."""
+    x, w, _b, stride, padding, dilation, _transposed, _output_padding, groups = conv.args
+    weight_taps = graph.call_function(CONV_TAPS, (w,))
+    _fake_meta(weight_taps)
+    args = (x, weight_taps, list(stride), list(padding), list(dilation), groups)
+    return graph.call_function(CONV_DIRECT, args), (
+        f"direct convolution ({taps} taps, generated code)"
+    )
+
+
+def use_channels_last(
+    gm: fx.GraphModule, direct_taps: int | None = 0
+) -> tuple[fx.GraphModule, tuple[str, ...]]:
+    """A copy of ``gm`` whose 2-D convolutions run channels-last, and the log of decisions; a
+    depthwise one of at most ``direct_taps`` taps (None: a default per dtype) becomes a direct
+    convolution (``torchkiln::conv_direct``, generated code: lowering/convolution.py)."""
     convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
     if not convs:
         return gm, ()
@@ -199,20 +314,23 @@ def use_channels_last(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
             log.append(f"{conv.name}: aten.convolution kept in NCHW ({reason})")
             continue
         x, w, b, stride, padding, dilation, _transposed, _output_padding, groups = conv.args
+        taps = _direct_taps(conv, direct_taps)
         with graph.inserting_before(conv):
-            if not _val(x).is_contiguous(memory_format=torch.channels_last):
-                x = graph.call_function(
-                    aten.clone.default, (x,), {"memory_format": torch.channels_last}
-                )
-                _fake_meta(x)
-            if _is_pointwise_conv(conv):
-                new = graph.call_function(CONV1X1_CHANNELS_LAST, (x, w))
-                how = "1x1 convolution as a matrix multiply of channels-last pixels"
+            if taps is not None:
+                new, how = _direct(graph, conv, taps)
             else:
-                new = graph.call_function(
-                    CONV_CHANNELS_LAST, (x, w, list(stride), list(padding), list(dilation), groups)
-                )
-                how = "convolution channels-last (weight converted once)"
+                if not _val(x).is_contiguous(memory_format=torch.channels_last):
+                    x = graph.call_function(
+                        aten.clone.default, (x,), {"memory_format": torch.channels_last}
+                    )
+                    _fake_meta(x)
+                if _is_pointwise_conv(conv):
+                    new = graph.call_function(CONV1X1_CHANNELS_LAST, (x, w))
+                    how = "1x1 convolution as a matrix multiply of channels-last pixels"
+                else:
+                    args = (x, w, list(stride), list(padding), list(dilation), groups)
+                    new = graph.call_function(CONV_CHANNELS_LAST, args)
+                    how = "convolution channels-last (weight converted once)"
             _fake_meta(new)
             out = new
             if b is not None:

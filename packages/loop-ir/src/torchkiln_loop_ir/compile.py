@@ -211,7 +211,7 @@ def compile_graph(
         if training_meta:
             gm, more = use_channels_last_training(gm, free_saved)
         else:
-            gm, more = use_channels_last(gm)
+            gm, more = use_channels_last(gm, options.direct_convolution_taps)
         convolution_log += more
     if options.coalesce_transposed_copies:
         from .transposed_copies import coalesce_transposed_copies

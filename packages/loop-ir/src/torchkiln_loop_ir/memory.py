@@ -10,7 +10,12 @@ import torch.utils._pytree as pytree
 from torch._ops import OpOverload
 
 from .backend import BufferRef, BufferSpec, ExternCall, Free, KernelSpec, View
+from .channels_last import CONV_TAPS
 from .ir import Buffer, ComputedBuffer, ExternKernel, NamedView
+
+#: operators whose result is a tensor they keep and return again on later calls (a weight
+#: converted once): never written over, whatever a kernel reads of it
+KEPT_RESULTS = frozenset({CONV_TAPS})
 
 
 def _reads_of(node: Any) -> set[str]:
@@ -123,11 +128,14 @@ def plan_memory(
     viewed = set(base_of) | set(base_of.values())
     # storage the graph owns alone: kernel outputs, and the results of named ATen kernels (mm,
     # convolution, attention: fresh tensors; a fallback or a control-flow operator may return
-    # an alias of its input)
+    # an alias of its input; a KEPT_RESULTS operator returns a tensor it keeps for later calls)
     owned = kernel_made | {
         o
         for s in steps
-        if isinstance(s, ExternCall) and s.kind == "extern" and isinstance(s.op, OpOverload)
+        if isinstance(s, ExternCall)
+        and s.kind == "extern"
+        and isinstance(s.op, OpOverload)
+        and s.op not in KEPT_RESULTS
         for o in s.outputs
         if o
     }

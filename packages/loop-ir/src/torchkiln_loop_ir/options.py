@@ -39,6 +39,12 @@ class LoopIROptions:
         their weights converted once, training forward and backward graphs with their saved
         values channels-last): "auto" (default: inference and training graphs on a CUDA
         backend), "always" (any graph and backend; tests use it on the CPU), or "never".
+    direct_convolution_taps: where ``channels_last`` runs an inference graph's convolutions, a
+        depthwise one (one input channel per group) of at most this many taps (kernel height x
+        width) is generated code summing its taps per output element (lowering/convolution.py),
+        its bias and activation fused, instead of a cuDNN call. None (default): the limit
+        measured per dtype against cuDNN (channels_last.py's ``_DIRECT_TAPS``: 25 in 16-bit,
+        49 in float32); 0: never.
     coalesce_transposed_copies: write a copy that ATen's matmul makes of a transposed operand
         (attention's ``k^T``) in the order it reads, the product then reading it transposed
         (transposed_copies.py; every backend).
@@ -75,6 +81,7 @@ class LoopIROptions:
     pad_matmuls: str = "auto"
     pad_matmul_outputs_only: bool = False
     channels_last: str = "auto"
+    direct_convolution_taps: int | None = None
     coalesce_transposed_copies: bool = True
     addmm_bias_in_consumer: bool = False
     fallback_random: bool = False
@@ -96,6 +103,11 @@ class LoopIROptions:
             raise ValueError(
                 "LoopIROptions.channels_last must be 'auto', 'always' or 'never', "
                 f"got {self.channels_last!r}"
+            )
+        if self.direct_convolution_taps is not None and self.direct_convolution_taps < 0:
+            raise ValueError(
+                "LoopIROptions.direct_convolution_taps must be >= 0, "
+                f"got {self.direct_convolution_taps!r}"
             )
         if self.split_programs is not None and self.split_programs < 0:
             raise ValueError(

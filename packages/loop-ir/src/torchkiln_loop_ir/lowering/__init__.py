@@ -31,6 +31,7 @@ def register_lowering(*targets: Any) -> Callable[[Callable[..., Any]], Callable[
 
 from . import (  # noqa: E402, F401  (fill LOWERINGS, after register_lowering exists)
     control_flow,
+    convolution,
     copies,
     extern,
     indexing,

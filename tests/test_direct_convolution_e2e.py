@@ -1,0 +1,143 @@
+"""Direct convolutions (loop-ir's lowering/convolution.py): a depthwise convolution of at most
+``LoopIROptions.direct_convolution_taps`` taps (by default 25 in 16-bit, 49 in float32) is
+generated code summing its taps, its batch norm, bias and activation fused with it, instead of
+a cuDNN call. Forced on the CPU with ``channels_last="always"`` (the pass
+runs by default for inference graphs on CUDA), on the C++ backend and, with TRITON_INTERPRET=1,
+Triton's interpreter: equal to eager on fresh random inputs for strides, paddings, dilations,
+groups and channel multipliers, after an in-place weight update (the taps are rebuilt), with
+the convolutions lowered (no fallback) and their results not written on their own."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torchkiln
+from torch import nn
+
+
+class Net(nn.Module):
+    """A MobileNet/ConvNeXt-like net of every kind of small convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Sequential(  # 3 input channels: cuDNN's (a matrix multiply)
+            nn.Conv2d(3, 8, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(8), nn.Hardswish()
+        )
+        self.dw = nn.Sequential(  # depthwise 5x5, stride 2, with batch norm and ReLU
+            nn.Conv2d(8, 8, 5, stride=2, padding=2, groups=8, bias=False),
+            nn.BatchNorm2d(8),
+            nn.ReLU(),
+        )
+        self.dilated = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=8)  # with a bias
+        self.multiplier = nn.Conv2d(8, 16, 3, padding=1, groups=8)  # two outputs per channel
+        self.grouped = nn.Conv2d(16, 16, 3, padding=1, groups=4)  # 4 channels a group: cuDNN's
+        self.dw7 = nn.Conv2d(16, 16, 7, padding=3, groups=16)  # ConvNeXt's: direct in float32
+        self.norm = nn.LayerNorm(16)
+        self.pw = nn.Conv2d(16, 24, 1)  # 16 taps: a matrix multiply, not direct, on CUDA
+        self.big = nn.Conv2d(24, 8, 3, padding=1)  # 216 taps: cuDNN's
+
+    def forward(self, x):
+        y = self.dw(self.stem(x))
+        y = torch.relu(self.dilated(y)) + y
+        y = self.grouped(self.multiplier(y))
+        z = self.dw7(y).permute(0, 2, 3, 1)
+        y = y + self.norm(z).permute(0, 3, 1, 2)
+        return self.big(torch.nn.functional.gelu(self.pw(y)))
+
+
+def _codegens():
+    out = [pytest.param("cpp", id="cpp")]
+    if os.environ.get("TRITON_INTERPRET") not in (None, "", "0"):
+        out.append(pytest.param("triton", id="triton"))
+    return out
+
+
+def _compile(model, codegen, taps=None):
+    loop_ir = {
+        "channels_last": "always",
+        "mkldnn_convolution": False,
+        "direct_convolution_taps": taps,
+    }
+    options = {"strict": True, "graph_cache": False, "codegen": codegen, "loop_ir": loop_ir}
+    return torchkiln.compile(model, options=options)
+
+
+def _convolution_log(compiled):
+    return [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
+
+
+@pytest.mark.parametrize("codegen", _codegens())
+def test_direct_convolutions_equal_eager(codegen):
+    torch.manual_seed(0)
+    model = Net().eval()
+    with torch.no_grad():  # batch-norm statistics of a trained net, not 0 and 1
+        for m in model.modules():
+            if isinstance(m, nn.BatchNorm2d):
+                m.running_mean.uniform_(-0.5, 0.5)
+                m.running_var.uniform_(0.5, 2.0)
+    compiled = _compile(model, codegen)
+    for step in range(3):
+        x = torch.randn(2, 3, 22, 18)
+        with torch.no_grad():
+            if step == 2:  # an in-place update: the taps must follow it
+                for p in model.parameters():
+                    p.mul_(0.9).add_(0.01)
+            got, expected = compiled(x), model(x)
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    log = _convolution_log(compiled)
+    direct = [line for line in log if "direct convolution" in line]
+    assert len(direct) == 4, log  # dw, dilated, multiplier, dw7
+    report = torchkiln.report(compiled)
+    assert sum(len(g.fallbacks) for g in report.graphs) == 0
+
+
+@pytest.mark.parametrize("codegen", _codegens())
+def test_bfloat16_as_near_float64_as_eager(codegen):
+    """In bfloat16 the taps are summed in float32 and the sum rounded once (with its batch norm
+    and activation): as near a float64 reference as eager's cuDNN/ATen result."""
+    torch.manual_seed(1)
+    model = Net().eval()
+    reference = Net().eval().double()
+    reference.load_state_dict(model.state_dict())
+    model = model.to(torch.bfloat16)
+    compiled = _compile(model, codegen)
+    x = torch.randn(2, 3, 16, 16, dtype=torch.bfloat16)
+    with torch.no_grad():
+        got, eager, exact = compiled(x), model(x), reference(x.double())
+    direct = [line for line in _convolution_log(compiled) if "direct convolution" in line]
+    assert len(direct) == 3, direct  # 7x7 stays cuDNN's in 16-bit
+    err_got = (got.double() - exact).abs().max().item()
+    err_eager = (eager.double() - exact).abs().max().item()
+    assert err_got <= 1.5 * err_eager + 1e-3, (err_got, err_eager)
+
+
+def test_direct_convolution_taps_zero_keeps_atens():
+    model = Net().eval()
+    compiled = _compile(model, "cpp", taps=0)
+    x = torch.randn(2, 3, 12, 12)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+    assert not [line for line in _convolution_log(compiled) if "direct" in line]
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the GPU session runs it)")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_cuda_default_options(dtype):
+    """On CUDA the pass runs by default: 4 direct convolutions in float32 (7x7 included), 3 in
+    bfloat16, each result as near a float64 reference as eager's."""
+    torch.manual_seed(2)
+    model = Net().eval().cuda()
+    reference = Net().eval().cuda().double()
+    reference.load_state_dict(model.state_dict())
+    model = model.to(dtype)
+    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False})
+    x = torch.randn(4, 3, 40, 36, device="cuda", dtype=dtype)
+    with torch.no_grad():
+        got, eager, exact = compiled(x), model(x), reference(x.double())
+    err_got = (got.double() - exact).abs().max().item()
+    err_eager = (eager.double() - exact).abs().max().item()
+    assert err_got <= 1.5 * err_eager + (1e-3 if dtype == torch.bfloat16 else 1e-5)
+    direct = [line for line in _convolution_log(compiled) if "direct convolution" in line]
+    assert len(direct) == (4 if dtype == torch.float32 else 3), direct
