@@ -1,5 +1,5 @@
 """Direct convolutions (loop-ir's lowering/convolution.py): a depthwise convolution of at most
-``LoopIROptions.direct_convolution_taps`` taps (by default 25 in 16-bit, 49 in float32) is
+``LoopIROptions.direct_convolution_taps`` taps (by default 25: up to 5x5) is
 generated code summing its taps, its batch norm, bias and activation fused with it, instead of
 a cuDNN call. Forced on the CPU with ``channels_last="always"`` (the pass
 runs by default for inference graphs on CUDA), on the C++ backend and, with TRITON_INTERPRET=1,
@@ -33,7 +33,7 @@ class Net(nn.Module):
         self.dilated = nn.Conv2d(8, 8, 3, padding=2, dilation=2, groups=8)  # with a bias
         self.multiplier = nn.Conv2d(8, 16, 3, padding=1, groups=8)  # two outputs per channel
         self.grouped = nn.Conv2d(16, 16, 3, padding=1, groups=4)  # 4 channels a group: cuDNN's
-        self.dw7 = nn.Conv2d(16, 16, 7, padding=3, groups=16)  # ConvNeXt's: direct in float32
+        self.dw7 = nn.Conv2d(16, 16, 7, padding=3, groups=16)  # ConvNeXt's: direct at 49 taps
         self.norm = nn.LayerNorm(16)
         self.pw = nn.Conv2d(16, 24, 1)  # 16 taps: a matrix multiply, not direct, on CUDA
         self.big = nn.Conv2d(24, 8, 3, padding=1)  # 216 taps: cuDNN's
@@ -77,7 +77,7 @@ def test_direct_convolutions_equal_eager(codegen):
             if isinstance(m, nn.BatchNorm2d):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
-    compiled = _compile(model, codegen)
+    compiled = _compile(model, codegen, taps=49)  # the 7x7 too
     for step in range(3):
         x = torch.randn(2, 3, 22, 18)
         with torch.no_grad():
@@ -107,7 +107,7 @@ def test_bfloat16_as_near_float64_as_eager(codegen):
     with torch.no_grad():
         got, eager, exact = compiled(x), model(x), reference(x.double())
     direct = [line for line in _convolution_log(compiled) if "direct convolution" in line]
-    assert len(direct) == 3, direct  # 7x7 stays cuDNN's in 16-bit
+    assert len(direct) == 3, direct  # by default the 7x7 stays cuDNN's
     err_got = (got.double() - exact).abs().max().item()
     err_eager = (eager.double() - exact).abs().max().item()
     assert err_got <= 1.5 * err_eager + 1e-3, (err_got, err_eager)
@@ -125,8 +125,8 @@ def test_direct_convolution_taps_zero_keeps_atens():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the GPU session runs it)")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_cuda_default_options(dtype):
-    """On CUDA the pass runs by default: 4 direct convolutions in float32 (7x7 included), 3 in
-    bfloat16, each result as near a float64 reference as eager's."""
+    """On CUDA the pass runs by default: 3 direct convolutions (the 7x7 stays cuDNN's), each
+    result as near a float64 reference as eager's."""
     torch.manual_seed(2)
     model = Net().eval().cuda()
     reference = Net().eval().cuda().double()
@@ -140,4 +140,4 @@ def test_cuda_default_options(dtype):
     err_eager = (eager.double() - exact).abs().max().item()
     assert err_got <= 1.5 * err_eager + (1e-3 if dtype == torch.bfloat16 else 1e-5)
     direct = [line for line in _convolution_log(compiled) if "direct convolution" in line]
-    assert len(direct) == (4 if dtype == torch.float32 else 3), direct
+    assert len(direct) == 3, direct

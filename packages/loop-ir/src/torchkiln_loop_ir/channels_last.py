@@ -256,29 +256,34 @@ def _why_not(conv: fx.Node) -> str | None:
     return None
 
 
-#: the most taps a depthwise convolution of each dtype is generated code for, by default (the
-#: H200 against cuDNN with the bias and activation after it, ``benchmarks/gpu_direct_conv.py``,
-#: session 16): in 16-bit, every 3x3 wins (1.0-2.4x), 5x5 mostly (0.8-2.5x: cuDNN is faster at
-#: 240-672 channels of 14x14 to 28x28 at stride 1, where the generated loop is bound by its
-#: instructions, about 10 a tap), 7x7 loses (0.5-0.65x: ConvNeXt); in float32 cuDNN is slower
-#: and every shape wins, 7x7 included (1.4-1.9x)
-_DIRECT_TAPS = {torch.float16: 25, torch.bfloat16: 25, torch.float32: 49}
+#: the most taps a depthwise convolution is generated code for, by default. The
+#: H200 against cuDNN with the bias and activation after it, shape by shape
+#: (``benchmarks/gpu_direct_conv.py``, session 16): in 16-bit every 3x3 wins (1.0-2.4x), 5x5
+#: mostly (0.8-2.5x: cuDNN is faster at 240-672 channels of 14x14 to 28x28 at stride 1, where
+#: the generated loop is bound by its instructions, about ten a tap), 7x7 loses (0.5-0.65x,
+#: ConvNeXt's). In float32 cuDNN is slower and every shape wins alone, 7x7 included (1.4-1.9x),
+#: but ConvNeXt-tiny's step with its 18 direct 7x7 convolutions fused into the layer norms after
+#: them did not move (18.83 ms in session 15, 18.85 in session 16) while its compile time went
+#: from 2.7 to 11.2 s: 5x5 is the limit for every dtype.
+_DIRECT_TAPS = 25
+#: the dtypes a direct convolution is generated for (it sums in float32)
+_DIRECT_DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def _direct_taps(conv: fx.Node, limit: int | None) -> int | None:
     """The taps (multiply-adds per output element) of ``conv`` (an ``aten.convolution`` that
     runs channels-last) when it is to be a direct convolution: depthwise (one input channel per
     group; a channel multiplier is fine), static sizes, no output padding, and at most ``limit``
-    taps (None: ``_DIRECT_TAPS`` of its dtype). A convolution that sums over input channels (a
+    taps (None: ``_DIRECT_TAPS``). A convolution that sums over input channels (a
     stem's 3, a grouped one's) is a matrix multiply for cuDNN's tensor cores: generated, a
     3-channel stem ran 0.7-1.1x cuDNN's speed."""
     x, w = _val(conv.args[0]), _val(conv.args[1])
-    if x.dtype not in _DIRECT_TAPS or list(conv.args[7]) != [0, 0]:
+    if x.dtype not in _DIRECT_DTYPES or list(conv.args[7]) != [0, 0]:
         return None
     if not all(isinstance(s, int) for s in (*x.shape, *w.shape)) or w.shape[1] != 1:
         return None
     taps = int(w.shape[2] * w.shape[3])
-    return taps if taps <= (_DIRECT_TAPS[x.dtype] if limit is None else limit) else None
+    return taps if taps <= (_DIRECT_TAPS if limit is None else limit) else None
 
 
 def _direct(graph: fx.Graph, conv: fx.Node, taps: int) -> tuple[fx.Node, str]:
@@ -297,7 +302,7 @@ def use_channels_last(
     gm: fx.GraphModule, direct_taps: int | None = 0
 ) -> tuple[fx.GraphModule, tuple[str, ...]]:
     """A copy of ``gm`` whose 2-D convolutions run channels-last, and the log of decisions; a
-    depthwise one of at most ``direct_taps`` taps (None: a default per dtype) becomes a direct
+    depthwise one of at most ``direct_taps`` taps (None: ``_DIRECT_TAPS``) becomes a direct
     convolution (``torchkiln::conv_direct``, generated code: lowering/convolution.py)."""
     convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
     if not convs:

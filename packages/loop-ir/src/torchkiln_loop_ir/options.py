@@ -43,8 +43,7 @@ class LoopIROptions:
         depthwise one (one input channel per group) of at most this many taps (kernel height x
         width) is generated code summing its taps per output element (lowering/convolution.py),
         its bias and activation fused, instead of a cuDNN call. None (default): the limit
-        measured per dtype against cuDNN (channels_last.py's ``_DIRECT_TAPS``: 25 in 16-bit,
-        49 in float32); 0: never.
+        measured against cuDNN (channels_last.py's ``_DIRECT_TAPS``: 25, up to 5x5); 0: never.
     coalesce_transposed_copies: write a copy that ATen's matmul makes of a transposed operand
         (attention's ``k^T``) in the order it reads, the product then reading it transposed
         (transposed_copies.py; every backend).
