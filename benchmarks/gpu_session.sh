@@ -32,6 +32,10 @@
 #               (gpu_bandwidth.py --profile): which kernel of a case is slow
 #   bandwidth-sweep   gpu_bandwidth_sweep.py: the same cases' torchkiln kernels under a grid of
 #               launch configurations (the heuristic's figure, the best, the top six)
+#   direct-conv gpu_direct_conv.py: each depthwise and stem convolution shape of MobileNetV3,
+#               EfficientNet-B0 and ConvNeXt-tiny at their batch sizes, cuDNN + activation against
+#               loop-ir's direct convolution (bf16 and fp32): where LoopIROptions.direct_convolution_taps
+#               should draw its line
 #   bandwidth-persistent   the sweep of log_softmax over rows of 32768 generated persistent
 #               (TritonOptions.persistent_rnumel 32768: one read of the row, 64 values a thread at 16
 #               warps, 101 registers and no spill for sm_90 by triton_kernel_resources.py) against the
@@ -121,6 +125,9 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                  --hang-s 140 --dtypes bfloat16 --profile --json "$OUT/bandwidth-profile.json" \
                  --cases "backward,rows of,32768,cross-entropy,bn " 2>&1 \
                  | tee "$OUT/bandwidth-profile.log" | grep -v "Warn\|warn\|USDT\|^$" | tail -60 ;;
+    direct-conv) TRITON_INTERPRET=0 timeout ${DIRECT_LIMIT:-210} python3 benchmarks/gpu_direct_conv.py \
+                   --hang-s 205 --json "$OUT/direct-conv.json" 2>&1 | tee "$OUT/direct-conv.log" \
+                   | grep -v "Warn\|warn\|^$" ;;
     bandwidth-persistent) TRITON_INTERPRET=0 timeout ${SWEEP_LIMIT:-120} python3 \
                        benchmarks/gpu_bandwidth_sweep.py --hang-s 110 --cases "log_softmax (32768)" \
                        --options '{"persistent_rnumel": 32768}' --json "$OUT/sweep-persistent.json" \
