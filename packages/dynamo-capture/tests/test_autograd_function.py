@@ -15,17 +15,7 @@ from __future__ import annotations
 
 import torch
 from torchkiln_dynamo_capture import capture
-
-
-class Counting:
-    def __init__(self):
-        self.graphs = 0
-        self.code: list[str] = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        self.code.append(gm.code)
-        return gm.forward
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 
 class TanhGate(torch.autograd.Function):
@@ -76,13 +66,13 @@ def test_forward_is_inlined_where_nothing_is_recorded():
         (_gate, (torch.randn(4, 5), torch.randn(5))),
         (_clamp, (torch.randn(3, 6),)),
     ):
-        backend = Counting()
+        backend = RecordingBackend()
         captured = capture(fn, backend)
         with torch.no_grad():
             for _ in range(2):
                 fresh = [torch.randn_like(t) for t in inputs]
                 torch.testing.assert_close(captured(*fresh), fn(*fresh))
-        assert backend.graphs == 1, fn.__name__
+        assert backend.calls == 1, fn.__name__
         # grad mode on, but nothing requires grad: still nothing recorded, still inlined
         fresh = [torch.randn_like(t) for t in inputs]
         out = captured(*fresh)
@@ -91,7 +81,7 @@ def test_forward_is_inlined_where_nothing_is_recorded():
 
 
 def test_where_a_gradient_flows_the_users_backward_runs():
-    backend = Counting()
+    backend = RecordingBackend()
     captured = capture(_gate, backend)
     x, y = torch.randn(4, 5), torch.randn(5)
     with torch.no_grad():
@@ -110,7 +100,7 @@ def test_where_a_gradient_flows_the_users_backward_runs():
 def _grads_equal_eager(fn, inputs, grad_at):
     """Two calls on fresh inputs: outputs and the gradients of the inputs at ``grad_at`` equal
     eager's; returns the capture backend."""
-    backend = Counting()
+    backend = RecordingBackend()
     captured = capture(fn, backend)
     for _ in range(2):
         fresh = [torch.randn_like(t) for t in inputs]
@@ -133,7 +123,7 @@ def test_where_a_gradient_flows_apply_is_one_node_of_the_graph():
         (_clamp, (torch.randn(3, 6),), (0,)),
     ):
         backend = _grads_equal_eager(fn, inputs, grad_at)
-        assert backend.graphs == 1, fn.__name__
+        assert backend.calls == 1, fn.__name__
         assert "autograd_function_" in backend.code[0], backend.code[0]
 
 
@@ -191,7 +181,7 @@ class Frozen(torch.autograd.Function):
 
 def test_a_backward_reading_a_changing_global_runs_in_python():
     global SCALE
-    backend = Counting()
+    backend = RecordingBackend()
     captured = capture(lambda x: GlobalScale.apply(x * 3) + 1, backend)
     for scale in (2.0, 5.0):
         SCALE = scale
@@ -203,7 +193,7 @@ def test_a_backward_reading_a_changing_global_runs_in_python():
 
 
 def test_forward_with_an_outside_effect_or_a_dirty_input_runs_in_python():
-    backend = Counting()
+    backend = RecordingBackend()
     captured = capture(lambda x: Logged.apply(x * 3) * 2, backend)
     x = torch.randn(4, requires_grad=True)
     SEEN.clear()
@@ -212,7 +202,7 @@ def test_forward_with_an_outside_effect_or_a_dirty_input_runs_in_python():
     assert SEEN == [1, 1] and not any("autograd_function_" in c for c in backend.code)
     torch.testing.assert_close(x.grad, torch.full((4,), 12.0))
 
-    backend = Counting()
+    backend = RecordingBackend()
     captured = capture(lambda x: Doubled.apply(x * 3) + 1, backend)
     x = torch.randn(4, requires_grad=True)
     out = captured(x)
@@ -224,4 +214,4 @@ def test_forward_with_an_outside_effect_or_a_dirty_input_runs_in_python():
 
 def test_a_once_differentiable_backward_is_one_graph():
     backend = _grads_equal_eager(lambda x: Frozen.apply(x.sin()) * 2, (torch.randn(5),), (0,))
-    assert backend.graphs == 1
+    assert backend.calls == 1

@@ -12,23 +12,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 from torchkiln_dynamo_capture import Unsupported, capture, explain
-
-
-class Counting:
-    """A backend that runs the graph as is and keeps every graph it was handed."""
-
-    def __init__(self):
-        self.graphs = []
-        self.example_inputs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        self.example_inputs.append(example_inputs)
-        return gm.forward
-
-    @property
-    def calls(self):
-        return len(self.graphs)
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 
 def _close(a, b):
@@ -42,7 +26,7 @@ def test_function_graph_and_cache_hit():
             z = torch.relu(z) - i
         return z.sum(-1), z.shape[0]
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(f, be, fullgraph=True)
     for _ in range(2):
         x, y = torch.randn(4, 5), torch.randn(4, 5)
@@ -59,7 +43,7 @@ def test_function_graph_and_cache_hit():
 
 
 def test_static_shape_guard_recompiles():
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(lambda x: x.sin() * x.shape[-1], be)
     for shape in [(2, 3), (2, 3), (4, 7), (2, 3)]:
         x = torch.randn(*shape)
@@ -85,7 +69,7 @@ class MLP(nn.Module):
 
 def test_module_wrapper_shares_parameters_and_guards_flags():
     m = MLP()
-    be = Counting()
+    be = RecordingBackend()
     cm = capture(m, be, fullgraph=True)
     assert cm.layers is m.layers and cm.layers[0].weight is m.layers[0].weight
     assert cm.state_dict().keys() == m.state_dict().keys()
@@ -114,7 +98,7 @@ def test_module_forward_hooks_are_inlined():
     m = nn.Linear(4, 4)
     m.register_forward_pre_hook(lambda mod, args: (args[0] * 2,))
     m.register_forward_hook(lambda mod, args, out: out + 1)
-    be = Counting()
+    be = RecordingBackend()
     cm = capture(m, be, fullgraph=True)
     x = torch.randn(3, 4)
     _close(cm(x), m(x))
@@ -139,7 +123,7 @@ def test_side_effects_replayed_after_graph():
         obj.last = y
         return y * 2
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(f, be, fullgraph=True)
     x = torch.randn(3)
     out = cf(x)
@@ -163,7 +147,7 @@ def _uses_global(x):
 
 def test_global_read_guard_and_store():
     global _GLOBAL_SCALE
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(_uses_global, be, fullgraph=True)
     x = torch.randn(5)
     _close(cf(x), x * 3.0)
@@ -182,7 +166,7 @@ def test_closure_cell_guard():
     def f(x):
         return x * k
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(f, be)
     x = torch.randn(3)
     _close(cf(x), x * 2.0)
@@ -197,7 +181,7 @@ def test_input_mutation_in_place():
         y[0] = 0.0
         return x * y
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(f, be, fullgraph=True)
     x, y = torch.randn(4), torch.randn(4)
     xe, ye = x.clone(), y.clone()
@@ -215,10 +199,10 @@ def test_unsupported_fullgraph_and_eager_fallback():
         return x - 1
 
     with pytest.raises(Unsupported) as info:
-        capture(f, Counting(), fullgraph=True)(torch.ones(3))
+        capture(f, RecordingBackend(), fullgraph=True)(torch.ones(3))
     err = info.value
     assert err.filename == __file__ and err.lineno is not None and err.hint
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(f, be)
     x = torch.randn(3)
     with warnings.catch_warnings():
@@ -238,7 +222,7 @@ def test_grad_mode_blocks_and_autograd():
             s = (x * 2).sum()
         return x @ w + s
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(f, be, fullgraph=True)
     x = torch.randn(3, 4)
     w = torch.randn(4, 2, requires_grad=True)
@@ -323,7 +307,7 @@ class Encoder(nn.Module):
 def test_transformer_like_encoder():
     cfg = Config()
     enc = Encoder(cfg).eval()
-    be = Counting()
+    be = RecordingBackend()
     cm = capture(enc, be, fullgraph=True)
     for _ in range(2):
         x = torch.randn(2, 5, 16)
@@ -351,7 +335,7 @@ def test_explain_counts_graphs_and_ops():
 
 
 def test_recompile_limit_warns_and_runs_eagerly():
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(lambda x, n: x + n, be, recompile_limit=2)
     x = torch.randn(2)
     with warnings.catch_warnings(record=True) as w:
@@ -378,7 +362,7 @@ def test_bound_method_and_user_object():
         return x.sum() + bias
 
     s = Scaler()
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(s.apply, be, fullgraph=True)
     x = torch.randn(4)
     _close(cf(x), s.apply(x))
@@ -398,7 +382,7 @@ def test_tensor_factories_from_constants_are_made_per_call():
         b.copy_(x)
         return b
 
-    cf = capture(written, Counting(), fullgraph=True)
+    cf = capture(written, RecordingBackend(), fullgraph=True)
     x1, x2 = torch.randn(3, 4), torch.randn(3, 4)
     first = cf(x1)
     second = cf(x2)
@@ -409,7 +393,7 @@ def test_tensor_factories_from_constants_are_made_per_call():
     def noisy(x):
         return x + torch.normal(0.0, 1.0, size=(3, 4))
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(noisy, be, fullgraph=True)
     x = torch.zeros(3, 4)
     torch.manual_seed(1)

@@ -12,15 +12,7 @@ import copy
 import pytest
 import torch
 from torchkiln_dynamo_capture import capture, explain
-
-
-class Counting:
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 
 class Config:
@@ -48,7 +40,7 @@ def test_a_deep_copy_of_an_outside_dict_is_mutated_in_the_graph():
         return x * d["scale"] + len(d) + len(d["layers"]), d
 
     _one_graph(fn, torch.randn(3))
-    captured = capture(fn, Counting())
+    captured = capture(fn, RecordingBackend())
     x = torch.randn(3)
     out, d = captured(x)
     out2, d2 = captured(x)
@@ -70,7 +62,7 @@ def test_a_deep_copy_of_an_object_is_edited_and_returned_as_eager():
         return x * c.num_layers + c.scale, c
 
     _one_graph(fn, torch.randn(3))
-    captured = capture(fn, Counting())
+    captured = capture(fn, RecordingBackend())
     x = torch.randn(3)
     (out, c), (out2, c2) = captured(x), captured(x)
     expected, ec = fn(x)
@@ -95,7 +87,7 @@ def test_a_shallow_copy_shares_its_items():
 
     _one_graph(fn, torch.ones(2))
     outer[:] = [[1], [2]]
-    captured = capture(fn, Counting())
+    captured = capture(fn, RecordingBackend())
     for calls in (1, 2):
         out = captured(torch.ones(2))
         torch.testing.assert_close(out, torch.full((2,), 3.0))
@@ -111,7 +103,7 @@ def test_deleting_a_missing_attribute_raises_as_eager():
         return x
 
     with pytest.raises(AttributeError, match="missing"):
-        capture(fn, Counting())(torch.ones(2))
+        capture(fn, RecordingBackend())(torch.ones(2))
 
 
 class Aliased:
@@ -139,7 +131,7 @@ def test_hasattr_through_a_classes_own_getattribute_and_a_functions_truth():
 
     _one_graph(fn, torch.randn(3))
     x = torch.randn(3)
-    torch.testing.assert_close(capture(fn, Counting())(x), x * 4)
+    torch.testing.assert_close(capture(fn, RecordingBackend())(x), x * 4)
 
 
 def test_the_dict_of_an_object_built_during_capture_is_its_own():
@@ -153,7 +145,7 @@ def test_the_dict_of_an_object_built_during_capture_is_its_own():
         c.scale = 7  # a store after the read shows through the dict, as in eager
         return x * d["scale"], d, c
 
-    out, d, c = capture(returned, Counting())(torch.ones(2))
+    out, d, c = capture(returned, RecordingBackend())(torch.ones(2))
     torch.testing.assert_close(out, torch.full((2,), 7.0))
     assert d is c.__dict__ and d["scale"] == 7
 
@@ -162,4 +154,6 @@ def test_the_dict_of_an_object_built_during_capture_is_its_own():
         c.__dict__["extra"] = 2
         return x + c.extra
 
-    torch.testing.assert_close(capture(written, Counting())(torch.ones(2)), torch.full((2,), 3.0))
+    torch.testing.assert_close(
+        capture(written, RecordingBackend())(torch.ones(2)), torch.full((2,), 3.0)
+    )

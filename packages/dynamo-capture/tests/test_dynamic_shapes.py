@@ -10,15 +10,7 @@ import logging
 import pytest
 import torch
 from torchkiln_dynamo_capture import capture
-
-
-class Counting:
-    def __init__(self) -> None:
-        self.graphs: list[torch.fx.GraphModule] = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 
 def _views(x, y):
@@ -28,7 +20,7 @@ def _views(x, y):
 
 
 def test_dynamic_true_one_graph_for_many_sizes():
-    backend = Counting()
+    backend = RecordingBackend()
     f = capture(_views, backend, dynamic=True)
     for b, t in [(3, 8), (5, 8), (7, 6), (2, 10)]:
         x, y = torch.randn(b, t), torch.randn(t)
@@ -41,7 +33,7 @@ def test_dynamic_true_one_graph_for_many_sizes():
 
 
 def test_sizes_0_and_1_specialize():
-    backend = Counting()
+    backend = RecordingBackend()
     f = capture(lambda x: x.sum(0) * x.shape[0], backend, dynamic=True)
     for b in (4, 1, 6, 1):
         x = torch.randn(b, 3)
@@ -51,7 +43,7 @@ def test_sizes_0_and_1_specialize():
 
 def test_broadcast_relation_is_guarded():
     """x * 2 + y assumed x.size(1) == y.size(0): other sizes must not reuse the entry."""
-    backend = Counting()
+    backend = RecordingBackend()
     f = capture(lambda x, y: x * 2 + y, backend, dynamic=True)
     x, y = torch.randn(3, 8), torch.randn(8)
     torch.testing.assert_close(f(x, y), x * 2 + y)
@@ -71,7 +63,7 @@ def test_a_size_used_as_a_python_int_specializes():
             out = out + 1
         return out
 
-    backend = Counting()
+    backend = RecordingBackend()
     f = capture(g, backend, dynamic=True)
     for b in (3, 3, 4):
         x = torch.randn(b, 2)
@@ -85,7 +77,7 @@ def test_branch_on_a_size_is_guarded():
             return x * 2
         return x - 1
 
-    backend = Counting()
+    backend = RecordingBackend()
     f = capture(g, backend, dynamic=True)
     for b in (5, 6, 3, 7, 2):
         x = torch.randn(b)
@@ -94,7 +86,7 @@ def test_branch_on_a_size_is_guarded():
 
 
 def test_automatic_dynamic_after_the_first_size_change(caplog):
-    backend = Counting()
+    backend = RecordingBackend()
     f = capture(_views, backend)  # dynamic=None
     with caplog.at_level(logging.INFO, logger="torchkiln.recompiles"):
         for b in (3, 5, 7, 9, 11):
@@ -108,7 +100,7 @@ def test_automatic_dynamic_after_the_first_size_change(caplog):
 
 
 def test_dynamic_false_specializes_every_size():
-    backend = Counting()
+    backend = RecordingBackend()
     f = capture(lambda x: x.relu() * x.shape[0], backend, dynamic=False)
     for b in (3, 4, 5):
         x = torch.randn(b)
@@ -123,7 +115,7 @@ def test_dynamic_sizes_across_a_graph_break(capsys):
         print("rows", n)  # n is computed from x's size at run time, not a constant
         return y.reshape(-1) * y.shape[1]
 
-    backend = Counting()
+    backend = RecordingBackend()
     f = capture(g, backend, dynamic=True)
     for b in (3, 5, 6):
         x = torch.randn(b, 4)
@@ -143,7 +135,7 @@ def test_dynamic_sizes_across_a_graph_break(capsys):
 def test_module_with_dynamic_batch():
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(6, 8), torch.nn.GELU(), torch.nn.LayerNorm(8))
-    backend = Counting()
+    backend = RecordingBackend()
     f = capture(model, backend, dynamic=True)
     for b in (2, 9, 17):
         x = torch.randn(b, 6)
@@ -166,7 +158,7 @@ def test_int_attribute_that_changed_is_symbolic_and_its_update_is_read_from_the_
     recompile (automatic dynamic); the int returned and written back is computed from the value
     the attribute had when the call started (the writeback replayed first used to change it:
     the returned count came out one too high)."""
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(_step, be)
     for start in (0, 5, 9, 20):
         x = torch.randn(3)
@@ -186,7 +178,7 @@ def test_dynamic_true_makes_a_changed_int_symbolic_at_the_recompile():
     def scaled(x, n, state):
         return x[:, :n] * state.count + n
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(scaled, be, dynamic=True)
     for n in (3, 4, 5, 6):
         x = torch.randn(4, 8)

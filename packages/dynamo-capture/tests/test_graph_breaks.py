@@ -19,15 +19,7 @@ from torchkiln_dynamo_capture import RecompileLimitExceeded, Unsupported, captur
 from torchkiln_dynamo_capture.bytecode import decode
 from torchkiln_dynamo_capture.bytecode.liveness import live_in
 from torchkiln_dynamo_capture.bytecode.resume import NULL, VALUE, resume_code
-
-
-class Counting:
-    def __init__(self):
-        self.graphs = []
-
-    def __call__(self, gm, example_inputs):
-        self.graphs.append(gm)
-        return gm.forward
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 
 def _run(fn, *args):
@@ -103,7 +95,7 @@ def test_print_splits_the_frame_and_keeps_output_order():
         print("between", y.shape)
         return y.cos()
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(f, be)
     x = torch.randn(3)
     expected, expected_out = _run(f, x)
@@ -123,7 +115,7 @@ def test_mutations_before_the_break_are_visible_to_the_code_run_in_python():
         log.append("second")
         return x + len(log)
 
-    cf = capture(f, Counting())
+    cf = capture(f, RecordingBackend())
     log_e, log_c = [], []
     expected, out_e = _run(f, torch.ones(2), log_e)
     actual, out_c = _run(cf, torch.ones(2), log_c)
@@ -140,7 +132,7 @@ def test_grad_mode_inside_with_block_across_the_break(requires_grad):
             z = y + 1
         return z, x * 3, torch.is_grad_enabled()
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(f, be)
     x = torch.randn(3, requires_grad=requires_grad)
     expected, out_e = _run(f, x)
@@ -164,7 +156,7 @@ def test_exception_after_a_break_is_caught_by_the_users_handler():
             return y * 2, str(e)
         return y, "ok"
 
-    cf = capture(f, Counting())
+    cf = capture(f, RecordingBackend())
     for n in (3, 4):
         x = torch.randn(n)
         expected, out_e = _run(f, x)
@@ -180,7 +172,7 @@ def test_uncaught_exception_is_the_users_and_code_before_it_ran_once():
             raise KeyError("mine")
         return x
 
-    cf = capture(f, Counting())
+    cf = capture(f, RecordingBackend())
     out = io.StringIO()
     with contextlib.redirect_stdout(out), pytest.raises(KeyError, match="mine"):
         cf(torch.randn(3))
@@ -198,7 +190,7 @@ def test_graph_break_log_names_the_users_line(monkeypatch, caplog):
         caplog.at_level(logging.INFO, logger="torchkiln.graph_breaks"),
         contextlib.redirect_stdout(io.StringIO()),
     ):
-        capture(f, Counting())(torch.randn(2))
+        capture(f, RecordingBackend())(torch.randn(2))
     line = f.__code__.co_firstlineno + 2
     assert any(
         f"{__file__}:{line}" in r.getMessage() and "print()" in r.getMessage()
@@ -212,7 +204,7 @@ def test_fullgraph_still_raises_at_the_break():
         return x
 
     with pytest.raises(Unsupported):
-        capture(f, Counting(), fullgraph=True)(torch.randn(2))
+        capture(f, RecordingBackend(), fullgraph=True)(torch.randn(2))
 
 
 def test_break_in_a_long_loop_is_correct_and_warns_once():
@@ -222,7 +214,7 @@ def test_break_in_a_long_loop_is_correct_and_warns_once():
             print(i)
         return x
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(f, be, recompile_limit=4)
     x = torch.randn(3)
     with warnings.catch_warnings(record=True) as w:
@@ -253,7 +245,7 @@ class _Net(torch.nn.Module):
 
 def test_module_whose_submodule_breaks():
     net = _Net()
-    be = Counting()
+    be = RecordingBackend()
     cm = capture(net, be)
     x = torch.randn(2, 4)
     expected, out_e = _run(net, x)

@@ -27,15 +27,7 @@ from collections import OrderedDict
 import pytest
 import torch
 from torchkiln_dynamo_capture import RecompileLimitExceeded, capture
-
-
-class Counting:
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 
 class ModelOutput(OrderedDict):
@@ -78,7 +70,7 @@ def _drop_hidden_states(out):
 
 
 def test_an_outside_model_output_is_read_through_its_items_in_one_graph():
-    backend = Counting()
+    backend = RecordingBackend()
     captured = capture(_drop_hidden_states, backend)
     for _ in range(2):
         out = EncoderOutput(last_hidden_state=torch.randn(3), hidden_states=(torch.randn(2),))
@@ -86,14 +78,14 @@ def test_an_outside_model_output_is_read_through_its_items_in_one_graph():
         torch.testing.assert_close(got[0].last_hidden_state, want[0].last_hidden_state)
         assert list(got[0].keys()) == list(want[0].keys()) == ["last_hidden_state"]
         assert got[1:] == want[1:]
-    assert backend.graphs == 1
+    assert backend.calls == 1
     # other keys: the guard on them recaptures, and the result follows the new keys
     out = EncoderOutput(last_hidden_state=torch.randn(3), attentions=(torch.randn(2),))
     got, want = captured(out), _drop_hidden_states(out)
     assert list(got[0].keys()) == list(want[0].keys()) == ["last_hidden_state", "attentions"]
     torch.testing.assert_close(got[0].attentions, want[0].attentions)
     assert got[1:] == want[1:]
-    assert backend.graphs == 2
+    assert backend.calls == 2
 
 
 def _collect(x):
@@ -109,7 +101,7 @@ def _collect(x):
 
 
 def test_a_model_output_built_inside_takes_stores_in_one_graph():
-    backend = Counting()
+    backend = RecordingBackend()
     captured = capture(_collect, backend)
     for _ in range(2):
         x = torch.randn(4)
@@ -118,7 +110,7 @@ def test_a_model_output_built_inside_takes_stores_in_one_graph():
         assert got[2] == want[2] == ["last_hidden_state", "hidden_states"]
         assert list(got[3].keys()) == list(want[3].keys())
         torch.testing.assert_close(got[3].hidden_states, want[3].hidden_states)
-    assert backend.graphs == 1
+    assert backend.calls == 1
 
 
 def _out_of_field_order(x):
@@ -135,7 +127,7 @@ def _key_set_to_none(x):
 
 @pytest.mark.parametrize("fn", [_out_of_field_order, _key_set_to_none])
 def test_stores_that_leave_field_order_break_the_graph_and_stay_right(fn):
-    captured = capture(fn, Counting())
+    captured = capture(fn, RecordingBackend())
     for _ in range(2):
         x = torch.randn(4)
         got, want = captured(x), fn(x)
@@ -152,7 +144,7 @@ def _install(module):
 
 def test_a_helper_with_no_operation_past_the_recompile_limit_runs_eagerly_quietly():
     net = torch.nn.Sequential(*[torch.nn.Sequential(torch.nn.ReLU()) for _ in range(6)])
-    captured = capture(_install, Counting(), recompile_limit=2)
+    captured = capture(_install, RecordingBackend(), recompile_limit=2)
     with warnings.catch_warnings():
         warnings.simplefilter("error", RecompileLimitExceeded)
         for m in net:

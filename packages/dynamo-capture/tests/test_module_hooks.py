@@ -9,17 +9,7 @@ import torch
 from torch import nn
 from torch.nn.modules import module as nn_module
 from torchkiln_dynamo_capture import capture, explain
-
-
-class Counting:
-    """A backend that runs the graph as is and counts the graphs it was handed."""
-
-    def __init__(self):
-        self.calls = 0
-
-    def __call__(self, gm, example_inputs):
-        self.calls += 1
-        return gm.forward
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 
 class Net(nn.Module):
@@ -68,7 +58,7 @@ def _logging_hooks(log):
 
 def _check(f, make_inputs, log, be=None, calls=3):
     """``f`` captured and eager agree (outputs, then the hook log) on ``calls`` fresh inputs."""
-    cf = capture(f, be or Counting())
+    cf = capture(f, be or RecordingBackend())
     for _ in range(calls):
         x = make_inputs()
         log.clear()
@@ -83,7 +73,7 @@ def _check(f, make_inputs, log, be=None, calls=3):
 
 
 def test_global_hooks_fire_for_every_submodule_in_order(handles):
-    net, log, be = _net(), [], Counting()
+    net, log, be = _net(), [], RecordingBackend()
     pre, post = _logging_hooks(log)
     handles += [
         nn_module.register_module_forward_pre_hook(pre),
@@ -116,7 +106,7 @@ def test_global_hooks_that_rewrite_inputs_and_outputs(handles):
         nn_module.register_module_forward_hook(post),
         nn_module.register_module_forward_hook(kw_post, with_kwargs=True),
     ]
-    be = Counting()
+    be = RecordingBackend()
     _check(lambda x: net(x), lambda: torch.randn(5, 4), log, be)
     assert be.calls == 1
 
@@ -141,7 +131,7 @@ def test_global_and_module_hooks_order(handles):
 
 
 def test_registering_and_removing_global_hooks_recompiles(handles):
-    net, log, be = _net(), [], Counting()
+    net, log, be = _net(), [], RecordingBackend()
     cf = capture(lambda x: net(x), be)
     x = torch.randn(3, 4)
     torch.testing.assert_close(cf(x), net(x))
@@ -175,7 +165,7 @@ def test_registering_and_removing_global_hooks_recompiles(handles):
 
 
 def test_submodule_hooks_added_and_removed_between_calls(handles):
-    net, log, be = _net(), [], Counting()
+    net, log, be = _net(), [], RecordingBackend()
     cf = capture(lambda x: net(x), be)
 
     def same(x):
@@ -214,7 +204,7 @@ def test_untraceable_global_hook_breaks_around_the_call(handles, capsys):
 
     handles.append(nn_module.register_module_forward_hook(noisy))
     f = lambda x: net(x)  # noqa: E731
-    cf = capture(f, Counting())
+    cf = capture(f, RecordingBackend())
     for _ in range(2):
         x = torch.randn(2, 4)
         log.clear()
@@ -232,7 +222,7 @@ def test_untraceable_submodule_hook_runs_with_the_submodule():
         lambda m, a: print("pre", tuple(a[0].shape)) or log.append(("pre", a[0].clone()))
     )
     net.b[1].register_forward_hook(lambda m, a, o: log.append(("post", o.clone())) or o + 1)
-    cf = capture(lambda x: net(x), Counting())
+    cf = capture(lambda x: net(x), RecordingBackend())
     for _ in range(2):
         x = torch.randn(2, 4)
         log.clear()
@@ -257,7 +247,7 @@ def _grads_and_log(f, net, x, log):
 def test_submodule_backward_hook_breaks_with_a_reason_and_fires():
     net, log = _net(), []
     f = lambda x: net(x)  # noqa: E731
-    cf = capture(f, Counting())
+    cf = capture(f, RecordingBackend())
     x = torch.randn(3, 4)
     cf(
         x.requires_grad_()
@@ -282,7 +272,7 @@ def test_submodule_backward_hook_breaks_with_a_reason_and_fires():
 def test_global_backward_hook_fires_for_submodules(handles):
     net, log = _net(), []
     f = lambda x: net(x)  # noqa: E731
-    cf = capture(f, Counting())
+    cf = capture(f, RecordingBackend())
     cf(
         torch.randn(3, 4, requires_grad=True)
     )  # captured first without the hook, for the same inputs
@@ -309,7 +299,7 @@ def test_global_hooks_through_the_module_proxy(handles):
         nn_module.register_module_forward_pre_hook(pre),
         nn_module.register_module_forward_hook(post),
     ]
-    cm = capture(net, Counting())
+    cm = capture(net, RecordingBackend())
     for _ in range(2):
         x = torch.randn(4, 4)
         log.clear()
@@ -336,7 +326,7 @@ def test_global_hooks_fire_for_a_module_made_inside_the_forward(handles):
             )
         )
     )
-    be = Counting()
+    be = RecordingBackend()
     _check(f, lambda: torch.randn(3, 4), log, be)
     assert be.calls == 1
 
@@ -365,7 +355,7 @@ def test_hook_on_a_module_made_inside_the_function_compiles_once():
         act.register_forward_hook(_made_inside_hook)
         return act(x) - 1
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(f, be)
     try:
         for _ in range(2):
@@ -397,7 +387,7 @@ def test_stateless_module_argument_guards_its_attributes():
     def f(act, x):
         return act(x) * 2
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(f, be)
     for slope in (0.1, 0.1, 0.3):
         act, x = nn.LeakyReLU(slope), torch.randn(4, 4)
@@ -427,7 +417,7 @@ def test_a_global_stateless_module_swapped_for_another_is_honoured():
     def f(x):
         return _global_act(x) * 2
 
-    cf = capture(f, Counting())
+    cf = capture(f, RecordingBackend())
     try:
         x = torch.randn(4, 4)
         torch.testing.assert_close(cf(x), f(x))
@@ -469,7 +459,7 @@ def test_a_subclass_with_torch_nns_init_made_inside_the_forward_is_inlined():
     def f(x):
         return _OwnSiLU()(x) * 2
 
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(f, be)
     for _ in range(2):
         x = torch.randn(3, 5)
@@ -479,7 +469,7 @@ def test_a_subclass_with_torch_nns_init_made_inside_the_forward_is_inlined():
     def g(x):
         return _OwnInit()(x) + 1
 
-    cg = capture(g, Counting())
+    cg = capture(g, RecordingBackend())
     before = _OwnInit.made
     for _ in range(3):
         x = torch.randn(4)

@@ -8,15 +8,7 @@ from __future__ import annotations
 import torch
 from torch import nn
 from torchkiln_dynamo_capture import capture
-
-
-class Counting:
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 
 class ChannelsFirstNorm(nn.LayerNorm):
@@ -38,7 +30,7 @@ class Block(nn.Module):
 def test_unbound_module_methods_are_inlined():
     torch.manual_seed(0)
     block = Block()
-    backend = Counting()
+    backend = RecordingBackend()
     captured = capture(block, backend)
     for _ in range(2):
         x = torch.randn(2, 8, 5, requires_grad=True)
@@ -48,7 +40,7 @@ def test_unbound_module_methods_are_inlined():
         out.sum().backward()
         expected.sum().backward()
         torch.testing.assert_close(x.grad, xe.grad)
-    assert backend.graphs == 1
+    assert backend.calls == 1
 
 
 def test_a_parametrized_weight_is_computed_in_the_graph():
@@ -59,7 +51,7 @@ def test_a_parametrized_weight_is_computed_in_the_graph():
     conv = nn.Sequential(
         nn.utils.parametrizations.weight_norm(nn.Conv1d(4, 4, 3, padding=1), dim=2), nn.GELU()
     )
-    backend = Counting()
+    backend = RecordingBackend()
     captured = capture(conv, backend)
     for _ in range(2):
         x = torch.randn(2, 4, 9)
@@ -72,4 +64,4 @@ def test_a_parametrized_weight_is_computed_in_the_graph():
         for g, p in zip(got, conv.parameters(), strict=True):
             torch.testing.assert_close(g, p.grad)
         conv.zero_grad()
-    assert backend.graphs == 1
+    assert backend.calls == 1

@@ -12,17 +12,9 @@ import pytest
 import torch
 from torch import nn
 from torchkiln_dynamo_capture import FailOnRecompileLimitHit, RecompileLimitExceeded, capture
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 SCALE = 2.0
-
-
-class Counting:
-    def __init__(self):
-        self.calls = 0
-
-    def __call__(self, gm, example_inputs):
-        self.calls += 1
-        return gm.forward
 
 
 def _uses_global(x):
@@ -82,7 +74,7 @@ def _check_one_recompile(caplog, cf, be, fn_for_line, before, after, eager, expe
 
 
 def test_global_change(caplog):
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(_uses_global, be, fullgraph=True)
     mod = sys.modules[__name__]
     try:
@@ -101,7 +93,7 @@ def test_global_change(caplog):
 
 
 def test_module_training_flag(caplog):
-    be = Counting()
+    be = RecordingBackend()
     m = _Flagged().train()
     cm = capture(m, be, fullgraph=True)
 
@@ -122,7 +114,7 @@ def test_module_training_flag(caplog):
 
 
 def test_closure_value(caplog):
-    be = Counting()
+    be = RecordingBackend()
     f, bump = _make_closure()
     cf = capture(f, be, fullgraph=True)
 
@@ -136,7 +128,7 @@ def test_closure_value(caplog):
 
 
 def test_dtype(caplog):
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(_tiny, be, fullgraph=True)
     _check_one_recompile(
         caplog,
@@ -151,7 +143,7 @@ def test_dtype(caplog):
 
 
 def test_shape(caplog):
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(_tiny, be, fullgraph=True)
     _check_one_recompile(
         caplog,
@@ -166,7 +158,7 @@ def test_shape(caplog):
 
 
 def test_aliasing_two_tensors_then_same_tensor(caplog):
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(_two, be, fullgraph=True)
 
     def same():
@@ -186,7 +178,7 @@ def test_aliasing_two_tensors_then_same_tensor(caplog):
 
 
 def test_aliasing_same_tensor_then_two_tensors(caplog):
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(_two, be, fullgraph=True)
 
     def same():
@@ -206,7 +198,7 @@ def test_aliasing_same_tensor_then_two_tensors(caplog):
 
 
 def test_grad_mode(caplog):
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(_tiny, be, fullgraph=True)
     w = torch.randn(4, requires_grad=True)
 
@@ -236,7 +228,7 @@ def test_grad_mode(caplog):
 
 def test_env_var_prints_recompiles_to_stderr(monkeypatch, capsys):
     monkeypatch.setenv("TORCHKILN_LOGS", "recompiles")
-    cf = capture(_tiny, Counting(), fullgraph=True)
+    cf = capture(_tiny, RecordingBackend(), fullgraph=True)
     x = torch.randn(3, 2)
     torch.testing.assert_close(cf(x), _tiny(x))
     y = torch.randn(3, 2).half()
@@ -248,7 +240,7 @@ def test_env_var_prints_recompiles_to_stderr(monkeypatch, capsys):
 
 def test_guards_log_shows_each_entry_source(monkeypatch, caplog):
     monkeypatch.setenv("TORCHKILN_LOGS", "guards")
-    cf = capture(_tiny, Counting(), fullgraph=True, dynamic=False)
+    cf = capture(_tiny, RecordingBackend(), fullgraph=True, dynamic=False)
     with caplog.at_level(logging.INFO, logger="torchkiln.guards"):
         for shape in ((2, 3), (4, 3)):
             x = torch.randn(*shape)
@@ -260,7 +252,7 @@ def test_guards_log_shows_each_entry_source(monkeypatch, caplog):
 
 
 def test_recompile_limit_under_fullgraph_raises_as_torch_compile_does():
-    cf = capture(_tiny, Counting(), fullgraph=True, recompile_limit=1)
+    cf = capture(_tiny, RecordingBackend(), fullgraph=True, recompile_limit=1)
     x = torch.randn(5)
     torch.testing.assert_close(cf(x), _tiny(x))
     with pytest.raises(
@@ -271,7 +263,7 @@ def test_recompile_limit_under_fullgraph_raises_as_torch_compile_does():
 
 
 def test_recompile_limit_warning_names_the_guard():
-    cf = capture(_tiny, Counting(), recompile_limit=1)
+    cf = capture(_tiny, RecordingBackend(), recompile_limit=1)
     x = torch.randn(5)
     torch.testing.assert_close(cf(x), _tiny(x))
     y = torch.randn(6)
@@ -285,7 +277,7 @@ def test_recompile_limit_warning_names_the_guard():
 def test_a_misspelt_log_name_fails_when_capturing_starts(monkeypatch):
     monkeypatch.setenv("TORCHKILN_LOGS", "recompile")
     with pytest.raises(ValueError, match="'recompile'.*valid names:.*recompiles"):
-        capture(_tiny, Counting())
+        capture(_tiny, RecordingBackend())
 
 
 def _divide(a, s):
@@ -295,7 +287,7 @@ def _divide(a, s):
 def test_signed_zero_and_nan_arguments():
     # a Python float is specialised into the graph: -0.0 after 0.0 recompiles (1 / -0.0 is -inf),
     # and NaN after NaN reuses the entry (every NaN divides the same)
-    backend = Counting()
+    backend = RecordingBackend()
     f = capture(_divide, backend)
     a = torch.randn(4)
     for s in (0.0, -0.0, 0.0, float("nan"), float("nan"), -0.0):
@@ -326,7 +318,7 @@ def test_values_read_from_tensors_recompile_once(fn):
     entry is static, the first recompile makes the ints symbolic (every int of the list, not only
     the ones seen changing), and then every new value reuses that entry, as TorchDynamo's
     automatic dynamic ints do."""
-    be = Counting()
+    be = RecordingBackend()
     cf = capture(fn, be)
     torch.manual_seed(0)
     values = set()

@@ -11,15 +11,7 @@ from __future__ import annotations
 
 import torch
 from torchkiln_dynamo_capture import capture
-
-
-class Counting:
-    def __init__(self):
-        self.graphs = 0
-
-    def __call__(self, gm, example_inputs):
-        self.graphs += 1
-        return gm.forward
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 
 class Aliased:
@@ -52,12 +44,12 @@ def _built_inside(x):
 
 
 def test_an_object_built_inside_stores_through_its_setattr():
-    backend = Counting()
+    backend = RecordingBackend()
     captured = capture(_built_inside, backend)
     for _ in range(2):
         x = torch.randn(4)
         torch.testing.assert_close(captured(x), _built_inside(x))
-    assert backend.graphs == 1
+    assert backend.calls == 1
 
 
 def test_an_outside_object_stores_through_its_setattr_once():
@@ -66,7 +58,7 @@ def test_an_outside_object_stores_through_its_setattr_once():
         obj.n_layer = 7
         return x * obj.scale + obj.num_layers
 
-    backend = Counting()
+    backend = RecordingBackend()
     captured = capture(fn, backend)
     for _ in range(2):
         x = torch.randn(4)
@@ -112,12 +104,12 @@ def test_a_classes_own_getattribute_runs_for_each_read():
 
     captured = {}
     for fn in (outside, inside):
-        backend = Counting()
+        backend = RecordingBackend()
         captured[fn] = capture(fn, backend)
         for _ in range(2):
             x = torch.randn(4)
             torch.testing.assert_close(captured[fn](x), fn(x))
-        assert backend.graphs == 1, fn.__name__
+        assert backend.calls == 1, fn.__name__
     OUTSIDE.real = 9  # the read is guarded: the new value is seen
     x = torch.randn(4)
     torch.testing.assert_close(captured[outside](x), x * 9)

@@ -28,10 +28,11 @@ import logging
 import math
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 
 def randn(*shape: int) -> torch.Tensor:
@@ -162,21 +163,6 @@ def ids(programs: list[BreakProgram]) -> list[str]:
     dupes = {n for n in names if names.count(n) > 1}
     assert not dupes, f"duplicate program names: {sorted(dupes)}"
     return names
-
-
-@dataclass
-class CountingBackend:
-    """Keeps every graph it is handed and runs it as is, so results depend only on capture."""
-
-    graphs: list = field(default_factory=list)
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        self.graphs.append(gm)
-        return gm.forward
-
-    @property
-    def calls(self) -> int:
-        return len(self.graphs)
 
 
 # ----------------------------------------------------------------------------- comparison
@@ -336,7 +322,7 @@ def run_break_program(p: BreakProgram) -> None:
     from torchkiln_dynamo_capture import capture
 
     fn = p.make_fn()
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = capture(fn, backend)
     first = compare_call(p, fn, compiled, "first call")
     notes = f"; capture warned: {first.warned}" if first.warned else ""

@@ -18,9 +18,10 @@ import breaks_stack  # noqa: F401
 import breaks_with_try  # noqa: F401
 import pytest
 import torch
-from _breaks_harness import REGISTRY, CountingBackend, ids, run_break_program
+from _breaks_harness import REGISTRY, ids, run_break_program
 from known_gaps import KNOWN_GAPS
 from torchkiln_dynamo_capture import capture
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 PROGRAMS = sorted((p for p in REGISTRY if p.id not in KNOWN_GAPS), key=lambda p: p.id)
 
@@ -57,7 +58,7 @@ def _branch(x):
 
 def test_branch_compiles_the_other_side_on_demand():
     """Only the taken side is compiled; the other side compiles when a later call takes it."""
-    be = CountingBackend()
+    be = RecordingBackend()
     cf = capture(_branch, be)
     for sign, total in [(1, 2), (1, 2), (-1, 3), (-1, 3), (1, 3)]:
         x = sign * (torch.rand(3, 4) + 0.1)
@@ -73,7 +74,7 @@ def _scaled_print(x, n):
 
 def test_python_value_and_shape_changes_recompile_both_sides_of_the_break():
     """A new int or a new shape compiles both pieces again; values seen before hit their entries."""
-    be = CountingBackend()
+    be = RecordingBackend()
     cf = capture(_scaled_print, be)
     steps = [((3, 4), 2, 2), ((3, 4), 2, 2), ((3, 4), 3, 4), ((5, 2), 3, 6), ((3, 4), 2, 6)]
     for shape, n, total in steps:

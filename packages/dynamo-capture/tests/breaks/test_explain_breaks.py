@@ -27,9 +27,10 @@ import breaks_stack  # noqa: F401
 import breaks_with_try  # noqa: F401
 import pytest
 import torch
-from _breaks_harness import REGISTRY, CountingBackend, ids
+from _breaks_harness import REGISTRY, ids
 from known_gaps import KNOWN_GAPS
 from torchkiln_dynamo_capture import capture, explain
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 
 def _quiet(call):
@@ -78,7 +79,7 @@ def test_explain_graph_count_equals_counting_backend(p):
     report = _explain(p.make_fn(), *args_x, **kw_x)
     if p.setup:
         p.setup()
-    be = CountingBackend()
+    be = RecordingBackend()
     _quiet(lambda: capture(p.make_fn(), be)(*inputs, **kwargs))
     assert report.graph_count == be.calls == p.graphs, (
         f"explain: {report.graph_count}, counting backend: {be.calls}, expected {p.graphs}"

@@ -11,8 +11,8 @@ import io
 import warnings
 
 import torch
-from _breaks_harness import CountingBackend
 from torchkiln_dynamo_capture import RecompileLimitExceeded, capture
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 
 def _scaled(x, n):
@@ -26,7 +26,7 @@ def _scaled_with_break(x, n):
 
 
 def _run_ten_values(fn):
-    be = CountingBackend()
+    be = RecordingBackend()
     cf = capture(fn, be)
     caught_all = []
     for n in (k + 0.5 for k in range(10)):
@@ -66,7 +66,7 @@ def test_recompile_limit_with_break():
 
 
 def test_values_seen_before_the_limit_still_hit_their_entries():
-    be = CountingBackend()
+    be = RecordingBackend()
     cf = capture(_scaled_with_break, be)
     with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
         warnings.simplefilter("ignore")
@@ -82,7 +82,7 @@ def test_values_seen_before_the_limit_still_hit_their_entries():
 def test_changing_int_argument_becomes_symbolic_after_one_recompile():
     """An int that changes is a symbolic graph input from the first recompile (automatic dynamic,
     any value, 0 and 1 included): two entries and four graphs for ten values, with a break."""
-    be = CountingBackend()
+    be = RecordingBackend()
     cf = capture(_scaled_with_break, be)
     with contextlib.redirect_stdout(io.StringIO()):
         for n in range(10):

@@ -25,10 +25,11 @@ import dataclasses
 import math
 import os
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 import torch
+from torchkiln_dynamo_capture.testing import RecordingBackend
 
 PEER = os.environ.get("TORCHKILN_CONFORMANCE_PEER", "torchkiln")
 
@@ -90,23 +91,6 @@ class GuardCase:
         return self.name or getattr(self.fn, "__name__", None) or type(self.fn).__name__
 
 
-@dataclass
-class CountingBackend:
-    """Records each graph and returns ``gm.forward``, so results depend only on capture."""
-
-    graphs: list = field(default_factory=list)
-    example_inputs: list = field(default_factory=list)
-
-    def __call__(self, gm: torch.fx.GraphModule, example_inputs: list) -> Callable:
-        self.graphs.append(gm)
-        self.example_inputs.append(list(example_inputs))
-        return gm.forward
-
-    @property
-    def calls(self) -> int:
-        return len(self.graphs)
-
-
 def ids(programs: list) -> list[str]:
     names = [p.id for p in programs]
     dupes = {n for n in names if names.count(n) > 1}
@@ -114,7 +98,7 @@ def ids(programs: list) -> list[str]:
     return names
 
 
-def compile_with(fn: Any, backend: CountingBackend) -> Callable:
+def compile_with(fn: Any, backend: RecordingBackend) -> Callable:
     if PEER == "dynamo":  # the reference peer, never used by default
         import torch._dynamo
 
@@ -229,7 +213,7 @@ def _check_params_are_get_attr(gm: torch.fx.GraphModule, ex: list, module: torch
             assert id(obj) in owned, f"get_attr {node.target} is a copy, not the module's Parameter"
 
 
-def _check_contract_c1(backend: CountingBackend, since: int, fn: Any = None) -> None:
+def _check_contract_c1(backend: RecordingBackend, since: int, fn: Any = None) -> None:
     """Contract C1 on each new graph: real example inputs, one per placeholder, example_value metas."""
     if PEER != "torchkiln":
         return
@@ -294,7 +278,7 @@ def _one_run(
 
 
 def run_program(program: Program) -> None:
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = compile_with(program.fn, backend)
     tol = {"rtol": program.rtol, "atol": program.atol}
     kwargs = program.kwargs or dict
@@ -311,7 +295,7 @@ def run_program(program: Program) -> None:
 
 
 def run_guard_case(case: GuardCase) -> None:
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = compile_with(case.fn, backend)
     tol = {"rtol": None, "atol": None}
     changed_inputs = case.changed_inputs or case.make_inputs

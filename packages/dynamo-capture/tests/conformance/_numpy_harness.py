@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import torch
-from _conformance_harness import CountingBackend
+from _conformance_harness import RecordingBackend
 from torchkiln_dynamo_capture import capture
 
 
@@ -66,7 +66,7 @@ def run_numpy_program(p: NumpyProgram) -> None:
     """``p`` eagerly and captured on three calls with fresh random inputs: eager's results
     (``assert_same_numpy``), ``p.graphs`` graphs on the first call and none after, at least
     ``p.numpy_nodes`` numpy nodes in them; with one graph, ``fullgraph=True`` too (no break)."""
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = capture(p.fn, backend)
     torch.manual_seed(0)
     np.random.seed(0)
@@ -82,4 +82,6 @@ def run_numpy_program(p: NumpyProgram) -> None:
     if p.graphs == 1:  # one graph and no break (a break before any op compiles no graph)
         args = p.inputs()
         expected = _eager(p, args)
-        assert_same_numpy(capture(p.fn, CountingBackend(), fullgraph=True)(*args), expected, "full")
+        assert_same_numpy(
+            capture(p.fn, RecordingBackend(), fullgraph=True)(*args), expected, "full"
+        )

@@ -23,8 +23,8 @@ from dataclasses import dataclass
 import pytest
 import torch
 from _conformance_harness import (
-    CountingBackend,
     Program,
+    RecordingBackend,
     assert_same,
     compile_with,
     ids,
@@ -201,7 +201,7 @@ def _decode(step, compiled, backend, caches, steps, graphs_after):
 def test_growing_cache_recompiles_once_then_stays_symbolic():
     """Step 0 is captured static, step 1 recompiles with the grown dim symbolic, later steps hit it."""
     torch.manual_seed(0)
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = compile_with(growing_decode_step, backend)
     start = randn(B, H, 3, D), randn(B, H, 3, D)
     caches = GrowingKV(*start), GrowingKV(*(t.clone() for t in start))
@@ -212,7 +212,7 @@ def test_growing_cache_recompiles_once_then_stays_symbolic():
 
 def test_static_cache_never_recompiles_per_position():
     torch.manual_seed(0)
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = compile_with(static_decode_step, backend)
     eager_cache = _static_initialized()[3]
     compiled_cache = StaticKV(eager_cache.keys.clone(), eager_cache.values.clone(), True)
@@ -267,7 +267,7 @@ def test_int_attribute_of_an_object_becomes_symbolic_once_it_changes():
     prompt length. An int attribute of a module stays a constant (TorchDynamo specializes module
     attributes): each value is its own graph."""
     torch.manual_seed(0)
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = compile_with(sized_prefill, backend)
     for i, (prompt, max_len) in enumerate([(3, 8), (5, 10), (6, 12), (4, 9)]):
         q, k, position = randn(B, H, prompt, D), randn(B, H, prompt, D), torch.arange(prompt)
@@ -284,7 +284,7 @@ def test_int_attribute_of_an_object_becomes_symbolic_once_it_changes():
         )
         assert backend.calls == min(i + 1, 2), f"prompt {prompt}: {backend.calls} graphs"
 
-    module_backend = CountingBackend()
+    module_backend = RecordingBackend()
     module = ScaledByLength()
     compiled = compile_with(module, module_backend)
     for i, length in enumerate((4, 6, 8)):

@@ -311,10 +311,10 @@ def test_guard(case: GuardCase) -> None:
 
 def test_guard_survives_param_update_without_recompile() -> None:
     """An in-place weight update is seen by the graph (get_attr binds the same Parameter)."""
-    from _conformance_harness import CountingBackend, assert_same, compile_with
+    from _conformance_harness import RecordingBackend, assert_same, compile_with
 
     model = Flagged()
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = compile_with(model, backend)
     x = randn(3, 4)
     assert_same(compiled(x), model(x), rtol=None, atol=None)

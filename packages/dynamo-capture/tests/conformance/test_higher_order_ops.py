@@ -11,8 +11,8 @@ from __future__ import annotations
 import pytest
 import torch
 from _conformance_harness import (
-    CountingBackend,
     Program,
+    RecordingBackend,
     compile_with,
     ids,
     randn,
@@ -375,7 +375,7 @@ def test_program(program: Program) -> None:
 @pytest.mark.parametrize("program", COND_PROGRAMS, ids=ids(COND_PROGRAMS))
 def test_both_branches(program: Program) -> None:
     """Inputs taking each branch hit the same entry: the predicate is data in the graph."""
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = compile_with(program.fn, backend)
     for sign in (1.0, -1.0, 1.0, -1.0):
         args = tuple(
@@ -397,7 +397,7 @@ def test_branch_that_mutates_outside_state_is_refused():
         return torch.cond(x.sum() > 0, t, _f_cos, (x,))
 
     with pytest.raises(Unsupported, match="mutates outside state"):
-        capture(f, CountingBackend(), fullgraph=True)(randn(3, 4))
+        capture(f, RecordingBackend(), fullgraph=True)(randn(3, 4))
     assert CALLS == []
 
 
@@ -408,11 +408,11 @@ def test_branches_with_different_outputs_are_refused():
         return torch.cond(x.sum() > 0, lambda a: (a, a), lambda a: a, (x,))
 
     with pytest.raises(Unsupported, match="different structures"):
-        capture(f, CountingBackend(), fullgraph=True)(randn(3, 4))
+        capture(f, RecordingBackend(), fullgraph=True)(randn(3, 4))
 
 
 def test_graph_holds_one_cond_node():
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compile_with(cond_before_and_after, backend)(*xy34())
     (gm,) = backend.graphs
     targets = [n.target for n in gm.graph.nodes if n.op == "call_function"]
@@ -446,7 +446,7 @@ def test_branch_outputs_aliasing_inputs_are_copies(fn, reference):
     """A branch returning its input, a view of it or a tensor from outside: the subgraph outputs
     a copy (the operator refuses aliasing outputs; eager torch.cond 2.13 raises on these, so the
     reference is written by hand). Results are fresh tensors with the branch's values."""
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = compile_with(fn, backend)
     for sign in (1.0, -1.0):
         x = torch.randn(4, 4) * sign
@@ -463,4 +463,4 @@ def test_non_tensor_operands_raise_like_eager():
         return torch.cond(x.sum() > 0, lambda a, k: a * k, lambda a, k: a + k, (x, 3))
 
     with pytest.raises(Unsupported, match="not tensors"):
-        capture(f, CountingBackend(), fullgraph=True)(randn(3, 4))
+        capture(f, RecordingBackend(), fullgraph=True)(randn(3, 4))

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from _conformance_harness import CountingBackend, x34
+from _conformance_harness import RecordingBackend, x34
 from _numpy_harness import NumpyProgram, assert_same_numpy, run_numpy_program
 from torchkiln_dynamo_capture import Unsupported, capture
 
@@ -223,9 +223,9 @@ def negative_step_slice(x):
 )
 def test_a_call_the_table_lacks_breaks_with_its_reason(fn, reason):
     with pytest.raises(Unsupported, match=reason):
-        capture(fn, CountingBackend(), fullgraph=True)(torch.randn(3, 4))
+        capture(fn, RecordingBackend(), fullgraph=True)(torch.randn(3, 4))
     # without fullgraph it runs in Python, with eager's result
-    compiled = capture(fn, CountingBackend())
+    compiled = capture(fn, RecordingBackend())
     for _ in range(2):
         x = torch.randn(3, 4)
         assert_same_numpy(compiled(x), fn(x.clone()))
@@ -247,9 +247,9 @@ def test_a_result_numpy_disagrees_with_breaks_the_graph(monkeypatch):
             return x.numpy().conj()
 
         with pytest.raises(Unsupported, match="gives torch.float64 .* where numpy gives float32"):
-            capture(f, CountingBackend(), fullgraph=True)(torch.randn(3, 4))
+            capture(f, RecordingBackend(), fullgraph=True)(torch.randn(3, 4))
         x = torch.randn(3, 4)
-        assert_same_numpy(capture(f, CountingBackend())(x), f(x.clone()))
+        assert_same_numpy(capture(f, RecordingBackend())(x), f(x.clone()))
     finally:
         numpy_nodes.method_node.cache_clear()
 
@@ -270,7 +270,7 @@ def sizes_kept_symbolic(x):
 def test_dynamic_sizes_are_not_specialized_by_numpy_calls():
     """numpy's check runs on the sizes' hints and compares shapes by them: no guard on a size,
     so one graph serves every length (int() of a size, or == on it, would specialize)."""
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = capture(sizes_kept_symbolic, backend, dynamic=True)
     for n in (4, 6, 8):
         x = torch.randn(n, 4)
@@ -284,7 +284,7 @@ def test_out_none_is_numpys_default_and_a_positional_out_array_breaks():
         return np.sum(a, axis=0, out=None), np.exp(a, out=None)
 
     x = torch.randn(3, 4)
-    assert_same_numpy(capture(f, CountingBackend(), fullgraph=True)(x), f(x.clone()))
+    assert_same_numpy(capture(f, RecordingBackend(), fullgraph=True)(x), f(x.clone()))
 
     def g(x):
         a = x.numpy()
@@ -293,8 +293,8 @@ def test_out_none_is_numpys_default_and_a_positional_out_array_breaks():
         return into
 
     with pytest.raises(Unsupported, match="with an out array"):
-        capture(g, CountingBackend(), fullgraph=True)(x)
-    assert_same_numpy(capture(g, CountingBackend())(x), g(x.clone()))
+        capture(g, RecordingBackend(), fullgraph=True)(x)
+    assert_same_numpy(capture(g, RecordingBackend())(x), g(x.clone()))
 
 
 def _positional(fn) -> list[str] | None:

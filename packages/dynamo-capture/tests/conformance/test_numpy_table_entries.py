@@ -12,7 +12,7 @@ import warnings
 import numpy as np
 import pytest
 import torch
-from _conformance_harness import CountingBackend
+from _conformance_harness import RecordingBackend
 from _numpy_harness import assert_same_numpy
 from torchkiln_dynamo_capture import capture
 
@@ -113,7 +113,7 @@ def test_numpy_table_entry(name):
     def f(x):
         return entry(x.numpy())
 
-    compiled = capture(f, CountingBackend(), fullgraph=True)
+    compiled = capture(f, RecordingBackend(), fullgraph=True)
     for call in ("first call", "second call"):
         x = torch.randn(3, 4)
         with warnings.catch_warnings():

@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 import torch
-from _conformance_harness import CountingBackend, x34
+from _conformance_harness import RecordingBackend, x34
 from _numpy_harness import NumpyProgram, assert_same_numpy, run_numpy_program
 from torchkiln_dynamo_capture import capture
 
@@ -259,9 +259,9 @@ def test_fullgraph_reports_what_is_not_traced():
     from torchkiln_dynamo_capture import Unsupported
 
     with pytest.raises(Unsupported, match="ndarray"):
-        capture(truth_of_an_array_breaks, CountingBackend(), fullgraph=True)(torch.randn(3, 4))
+        capture(truth_of_an_array_breaks, RecordingBackend(), fullgraph=True)(torch.randn(3, 4))
     with pytest.raises(Unsupported, match=r"numpy\.median \(not in capture's numpy table"):
-        capture(lambda x: np.median(x.numpy()), CountingBackend(), fullgraph=True)(
+        capture(lambda x: np.median(x.numpy()), RecordingBackend(), fullgraph=True)(
             torch.randn(3, 4)
         )
 
@@ -274,7 +274,7 @@ def test_array_of_a_tensor_that_requires_grad_raises_as_eager():
     with pytest.raises(RuntimeError) as eager:
         f(x)
     with pytest.raises(RuntimeError) as captured:
-        capture(f, CountingBackend())(x)
+        capture(f, RecordingBackend())(x)
     assert str(captured.value) == str(eager.value)
 
 
@@ -282,7 +282,7 @@ def test_an_array_argument_returned_is_the_callers_array():
     def f(a, x):
         return a, x * 2, a.T
 
-    compiled = capture(f, CountingBackend())
+    compiled = capture(f, RecordingBackend())
     a, x = np.random.randn(2, 3), torch.randn(3)
     out = compiled(a, x)
     assert out[0] is a  # as eager: the object itself, not a copy or a new view
@@ -295,7 +295,7 @@ def test_numpy_random_draws_on_every_call():
     def f(x):
         return x + torch.from_numpy(np.random.rand(3)).float(), np.random.default_rng(7).random(2)
 
-    compiled = capture(f, CountingBackend())
+    compiled = capture(f, RecordingBackend())
     x = torch.randn(3)
     seen = []
     for seed in (0, 1, 2):
@@ -315,7 +315,7 @@ def test_out_argument_runs_in_python():
         np.add(a, 1, out=b)
         return b, a
 
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = capture(f, backend)
     for _ in range(2):
         x = torch.randn(2, 3)
@@ -331,7 +331,7 @@ def test_an_array_made_from_constants_is_new_on_every_call():
         acc += 1  # in place: runs in Python, on this call's array
         return x + torch.from_numpy(acc), acc
 
-    compiled = capture(f, CountingBackend())
+    compiled = capture(f, RecordingBackend())
     x = torch.zeros(3, dtype=torch.float64)
     first, second = compiled(x), compiled(x)
     assert_same_numpy(second, f(x))

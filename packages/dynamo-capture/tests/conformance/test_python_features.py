@@ -698,10 +698,10 @@ def test_break_around_a_contextmanager_runs_it_in_python(fn, capsys):
     """A break while a traced contextmanager block is open cannot hand the block to CPython (its
     generator exists only symbolically): capture retries with the contextmanager run in Python,
     as before contextmanagers were traced: graphs around it, same output and side effects."""
-    from _conformance_harness import CountingBackend
+    from _conformance_harness import RecordingBackend
     from torchkiln_dynamo_capture import capture
 
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = capture(fn, backend)
     for _ in range(2):
         x = randn(3)

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _conformance_harness import PEER, CountingBackend, Program, _one_run, ids, randn
+from _conformance_harness import PEER, Program, RecordingBackend, _one_run, ids, randn
 
 ACC: list = []
 
@@ -154,7 +154,7 @@ def _compile(fn, backend, on: bool):
 
 @pytest.mark.parametrize("program", PROGRAMS, ids=ids(PROGRAMS))
 def test_program(program: Program) -> None:
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = _compile(program.fn, backend, True)
     torch.manual_seed(0)
     for tag in ("first call", "second call", "third call"):
@@ -167,7 +167,7 @@ def test_program(program: Program) -> None:
 def test_off_by_default_breaks_the_graph():
     from torchkiln_dynamo_capture import capture
 
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = capture(item_scale, backend)
     x, y = randn(3), randn(3)
     torch.testing.assert_close(compiled(x, y), item_scale(x, y))
@@ -183,15 +183,15 @@ def test_branch_on_item_breaks_with_a_reason():
         return x - 1
 
     with pytest.raises(Unsupported, match="read from a tensor"):
-        capture(f, CountingBackend(), fullgraph=True, capture_scalar_outputs=True)(randn(3))
-    compiled = capture(f, CountingBackend(), capture_scalar_outputs=True)
+        capture(f, RecordingBackend(), fullgraph=True, capture_scalar_outputs=True)(randn(3))
+    compiled = capture(f, RecordingBackend(), capture_scalar_outputs=True)
     for sign in (1.0, -1.0):
         x = randn(3).abs() * sign
         torch.testing.assert_close(compiled(x), f(x))
 
 
 def test_unbacked_values_are_graph_nodes():
-    backend = CountingBackend()
+    backend = RecordingBackend()
     _compile(item_int_full, backend, True)(*_idx())
     (gm,) = backend.graphs
     kinds = [(n.op, n.target) for n in gm.graph.nodes]

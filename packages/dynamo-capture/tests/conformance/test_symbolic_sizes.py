@@ -16,7 +16,7 @@ import math
 import pytest
 import torch
 import torch.nn.functional as F
-from _conformance_harness import PEER, CountingBackend, assert_same, randn
+from _conformance_harness import PEER, RecordingBackend, assert_same, randn
 
 LENGTHS = (8, 12, 16, 24)
 B, H, D = 2, 2, 5  # no input dim equals a length: TorchDynamo duck-sizes equal sizes together
@@ -249,7 +249,7 @@ def _compile_automatic(fn, backend):
 def _run_lengths(program, graphs_after, compile_fn=None):
     fn, make_inputs = program
     torch.manual_seed(0)
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = (compile_fn or _compile_dynamic)(fn, backend)
     for i, length in enumerate(LENGTHS):
         inputs = make_inputs(length)

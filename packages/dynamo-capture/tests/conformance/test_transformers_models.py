@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-from _conformance_harness import CountingBackend, assert_same, compile_with
+from _conformance_harness import RecordingBackend, assert_same, compile_with
 
 transformers = pytest.importorskip("transformers", reason="transformers is not installed")
 
@@ -99,7 +99,7 @@ MODELS = {
 def _check(model_name: str, with_mask: bool) -> None:
     torch.manual_seed(0)
     model = MODELS[model_name]().eval()
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = compile_with(model, backend)
     for call in ("first call", "second call"):
         if with_mask:

@@ -9,7 +9,7 @@ from __future__ import annotations
 import warnings
 
 import pytest
-from _conformance_harness import PEER, CountingBackend, assert_same, randn
+from _conformance_harness import PEER, RecordingBackend, assert_same, randn
 
 
 def data_dependent_branch(x):
@@ -60,7 +60,7 @@ def _capture(fn, backend, fullgraph):
 
 @pytest.mark.parametrize("fn", PROGRAMS, ids=[f.__name__ for f in PROGRAMS])
 def test_fullgraph_raises_located_unsupported(fn) -> None:
-    compiled = _capture(fn, CountingBackend(), fullgraph=True)
+    compiled = _capture(fn, RecordingBackend(), fullgraph=True)
     with pytest.raises(_unsupported_types()) as info:
         compiled(randn(3, 4))
     if PEER == "torchkiln":
@@ -73,7 +73,7 @@ def test_fullgraph_raises_located_unsupported(fn) -> None:
 @pytest.mark.parametrize("fn", PROGRAMS, ids=[f.__name__ for f in PROGRAMS])
 def test_without_fullgraph_result_is_still_correct(fn) -> None:
     # the frame is split at the construct (a graph break): no warning, eager's results
-    backend = CountingBackend()
+    backend = RecordingBackend()
     compiled = _capture(fn, backend, fullgraph=False)
     for _ in range(2):
         x = randn(3, 4)
