@@ -17,6 +17,10 @@ reach the bandwidth.
 
     python3 benchmarks/triton_kernel_resources.py [--widths 1000,4096,8192] [--dtypes bfloat16]
         [--cases "softmax (rows"] [--options '{"persistent_rnumel": 32768}'] [--no-online-softmax]
+
+``--depthwise`` reports loop-ir's direct depthwise convolutions instead (``hardswish(conv +
+bias)`` on a channels-last input, shapes of MobileNetV3 / EfficientNet-B0 / ConvNeXt at their
+benchmark batch sizes): a loop bound by its instructions, about ten a tap per output value.
 """
 
 from __future__ import annotations
@@ -147,10 +151,15 @@ def main() -> None:
     parser.add_argument("--cases", default="", help="only cases whose name contains this")
     parser.add_argument("--no-online-softmax", action="store_true")
     parser.add_argument("--options", default="{}", help="more TritonOptions fields, as JSON")
+    parser.add_argument("--depthwise", action="store_true", help="direct convolutions instead")
     args = parser.parse_args()
     options = {"compile_workers": 0, "online_softmax": not args.no_online_softmax}
     backend = _RecordingBackend(TritonOptions(**(options | json.loads(args.options))))
     target = GPUTarget("cuda", 90, 32)
+    if args.depthwise:
+        for dtype_name in args.dtypes.split(","):
+            _depthwise(getattr(torch, dtype_name), backend, target)
+        return
     # split long reductions as on an H200 (132 SMs), which this machine cannot ask
     h200 = loop_ir.LoopIROptions(split_programs=PROGRAMS_PER_SM * 132)
     for dtype_name in args.dtypes.split(","):
@@ -196,6 +205,59 @@ def main() -> None:
                             f"split {c.split} warps {warps}: {res}",
                             flush=True,
                         )
+
+
+#: (N, C, H, W, kernel, stride) of depthwise convolutions the timm models run
+DEPTHWISE = [
+    (128, 64, 112, 112, 3, 2),  # MobileNetV3
+    (128, 72, 56, 56, 3, 1),
+    (128, 120, 28, 28, 5, 1),
+    (128, 240, 28, 28, 5, 1),  # EfficientNet-B0: cuDNN was faster in session 16
+    (128, 672, 14, 14, 5, 1),
+    (64, 384, 14, 14, 7, 1),  # ConvNeXt-tiny: left to cuDNN by default
+]
+
+
+def _depthwise_fn(s: int, k: int, c: int):
+    """``hardswish(conv + bias)``: a direct depthwise convolution of stride ``s``, kernel ``k``."""
+    import torch.nn.functional as F
+
+    conv, taps = torch.ops.torchkiln.conv_direct.default, torch.ops.torchkiln.conv_taps.default
+
+    def fn(x, weight, bias):
+        y = conv(x, taps(weight), [s, s], [k // 2, k // 2], [1, 1], c)
+        return F.hardswish(y + bias.view(1, -1, 1, 1))
+
+    return fn
+
+
+def _depthwise(dtype, backend, target) -> None:
+    """The sm_90 resources of each ``DEPTHWISE`` shape's direct convolution kernel."""
+    for n, c, h, w, k, s in DEPTHWISE:
+        fn = _depthwise_fn(s, k, c)
+
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            x = torch.empty_strided(
+                (n, c, h, w), (h * w * c, 1, w * c, c), device="cuda", dtype=dtype
+            )  # channels-last (.contiguous(memory_format=...) needs a real CUDA here)
+            inputs = (
+                x,
+                torch.randn(c, 1, k, k, device="cuda", dtype=dtype),
+                torch.randn(c, device="cuda", dtype=dtype),
+            )
+            gm = make_fx(fn, decomposition_table=loop_ir.decompositions())(*inputs)
+        never = loop_ir.LoopIROptions(channels_last="never")
+        kernels = loop_ir.compile_graph(gm, list(inputs), backend, never).kernels
+        for spec, kern in zip(backend.specs, kernels):
+            src, warps = _signature(_function(kern, False), spec, kern, False)
+            compiled = triton.compile(src, target=target, options={"num_warps": warps})
+            per_thread = max(1, kern.config.xblock // (32 * warps))
+            print(
+                f"{str(dtype).split('.')[1]:9s} depthwise {k}x{k} stride {s} {c} channels "
+                f"{h}x{w} batch {n}: XBLOCK {kern.config.xblock} warps {warps}: "
+                + _resources(compiled, per_thread),
+                flush=True,
+            )
 
 
 def _function(kernel, finish: bool):

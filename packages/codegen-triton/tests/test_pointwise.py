@@ -309,3 +309,46 @@ def test_scalar_kernel_and_size_symbol_value():
         a, out = torch.randn(()), torch.empty(())
         ck(a, out, n)
         torch.testing.assert_close(out, (a + n) * 2)
+
+
+def _shifted(other):
+    """out[i] = x[i - 2] for i >= 2, else ``other``: a load under a mask (a padded read)."""
+
+    def body(x, r):
+        i = ops.index_expr(x[0] - 2, torch.int32)
+        inside = ops.ge(i, ops.constant(0, torch.int32))
+        v = ops.masked(inside, lambda: ops.load("a", x[0] - 2), other)
+        ops.store("out", x[0], ops.mul(v, ops.constant(2.0, F32)))
+
+    k = spec(
+        f"shift_{str(other).replace('-', 'm')}",
+        (37,),
+        (),
+        [("loop", [("out", body, False)])],
+        [buf("a", torch.bfloat16, (37,)), buf("out", F32, (37,))],
+        ["a"],
+        ["out"],
+    )
+    return compile_one(k)
+
+
+@pytest.mark.parametrize("other", [0.0, -0.0, float("-inf"), 1.5], ids=str)
+def test_a_masked_load_is_not_selected_again(other):
+    """A load under a mask gives 0 where the mask is off (``other=0``): ``masked`` with 0 as its
+    other value returns it as it is (a direct convolution's taps: one select fewer per tap and
+    element); any other value (-0.0 too) keeps the select. Values against eager either way."""
+    ck = _shifted(other)
+    a = torch.randn(37, dtype=torch.bfloat16)
+    out = torch.empty(37)
+    ck(a, out)
+    expected = torch.full((37,), other)
+    expected[2:] = a[:-2].float()
+    torch.testing.assert_close(out, expected * 2)
+    kernel = ck.source[ck.source.index("def tk_") :]  # not the prelude's helpers
+    if other == 0.0 and str(other) == "0.0":
+        assert "tl.where" not in kernel
+        assert torch.equal(out[:2].sign(), torch.zeros(2))  # +0.0, as the select gave
+    else:
+        assert "tl.where" in kernel
+        if other == 0.0:  # -0.0: the select keeps its sign
+            assert torch.equal(torch.signbit(out[:2]), torch.ones(2, dtype=torch.bool))

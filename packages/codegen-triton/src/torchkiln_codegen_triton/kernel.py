@@ -17,6 +17,7 @@ Each stage's code goes into three lists: ``prefix`` (loop-invariant, before the 
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -92,6 +93,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         self._stored: dict[tuple[str, sympy.Expr], tuple[TritonValue, str]] = {}
         self._sym: dict[sympy.Symbol, tuple[frozenset[str], int | None]] = {}
         self._masks: list[TritonValue] = []
+        #: a load's value -> the masks it was loaded under (it is 0 wherever one of them is off)
+        self._masked_loads: dict[str, tuple[str, ...]] = {}
         self._counter = 0
         self._indirect = 0
         self._busy: set[str] = set()
@@ -259,6 +262,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         value = self.emit(text, dtype, deps, post)
         if not mask_vals:
             self._loads[key] = value
+        else:
+            self._masked_loads[value.name] = tuple(m.name for m in mask_vals)
         return value
 
     def _store_common(self, name: str, index: sympy.Expr, value: Any, mode: str | None) -> None:
@@ -399,8 +404,20 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         if result is None:
             return None
         result = self.as_value(result, torch.float32)
+        if mask.name in self._masked_loads.get(result.name, ()) and _positive_zero(other):
+            # a load under this mask (other=0), widened or not: already 0 where the mask is off,
+            # so no select (one instruction per element saved: a direct convolution has a
+            # masked load per tap)
+            return result
         deps, post = self.join(mask, result)
         other_v = self.as_value(other, result.dtype)
         return self.emit(
             f"tl.where({mask.name}, {result.name}, {other_v.name})", result.dtype, deps, post
         )
+
+
+def _positive_zero(value: Any) -> bool:
+    """``value`` is a Python 0, 0.0 (not -0.0) or False: what a masked load gives (``other=0``)."""
+    if isinstance(value, int):  # bool too
+        return value == 0
+    return isinstance(value, float) and value == 0 and math.copysign(1.0, value) > 0

@@ -177,24 +177,32 @@ _TAPS: dict[int, tuple[weakref.ref, tuple[int, int], torch.Tensor]] = {}
 
 
 def _taps_copy(weight: torch.Tensor) -> torch.Tensor:
-    return weight.permute(1, 2, 3, 0).clone(memory_format=torch.contiguous_format)
+    # in float32 (16-bit weights widened exactly): the kernel multiplies in float32, and a
+    # 16-bit weight cost it an unpacking instruction per tap and output element
+    return weight.permute(1, 2, 3, 0).to(
+        _taps_dtype(weight.dtype), memory_format=torch.contiguous_format, copy=True
+    )
+
+
+def _taps_dtype(dtype: torch.dtype) -> torch.dtype:
+    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
 
 
 def _conv_taps(weight):
     """``weight`` (C_out, C_in per group, kh, kw) laid out (C_in per group, kh, kw, C_out), the
-    layout a direct convolution's kernel reads (lowering/convolution.py), converted once per
-    change of the tensor."""
+    layout a direct convolution's kernel reads (lowering/convolution.py), in float32 for a
+    16-bit weight, converted once per change of the tensor."""
     return _cached(_TAPS, weight, _taps_copy)
 
 
 def _conv_taps_fake(weight):
-    return weight.new_empty((*weight.shape[1:], weight.shape[0]))
+    return weight.new_empty((*weight.shape[1:], weight.shape[0]), dtype=_taps_dtype(weight.dtype))
 
 
 def _conv_direct(x, taps, stride, padding, dilation, groups):
     """A direct convolution run by ATen (the lowering's fallback): its weight read back from
     ``taps``, its output channels-last, as the generated kernel writes it."""
-    weight = taps.permute(3, 0, 1, 2)
+    weight = taps.permute(3, 0, 1, 2).to(x.dtype)
     out = aten.convolution.default(
         x, weight, None, stride, padding, dilation, False, [0, 0], groups
     )
