@@ -268,7 +268,8 @@ def _why_not(conv: fx.Node) -> str | None:
 #: H200 against cuDNN with the bias and activation after it, shape by shape
 #: (``benchmarks/gpu_direct_conv.py``, session 16): in 16-bit every 3x3 wins (1.0-2.4x), 5x5
 #: mostly (0.8-2.5x: cuDNN is faster at 240-672 channels of 14x14 to 28x28 at stride 1, where
-#: the generated loop is bound by its instructions, about ten a tap), 7x7 loses (0.5-0.65x,
+#: the generated loop is bound by its instructions: about seven a tap then, about five since
+#: float32 taps and codegen-triton 0.9.4, not yet timed), 7x7 loses (0.5-0.65x,
 #: ConvNeXt's). In float32 cuDNN is slower and every shape wins alone, 7x7 included (1.4-1.9x),
 #: but ConvNeXt-tiny's step with its 18 direct 7x7 convolutions fused into the layer norms after
 #: them did not move (18.83 ms in session 15, 18.85 in session 16) while its compile time went

@@ -13,10 +13,10 @@ Output element ``(n, co, oh, ow)`` of group ``g = co // (C_out / groups)`` is
     sum over ci < C_in/groups, i < kh, j < kw of
         x[n, g * C_in/groups + ci, oh * sh - ph + i * dh, ow * sw - pw + j * dw] * taps[ci, i, j, co]
 
-in float32 (float64 for float64), a tap outside the input reading 0 (its coordinate is checked,
-in 32-bit integers, only where some output element reaches past the edge). Being pointwise, the sum fuses with what
-follows it, as a bias, a batch norm folded into it and an activation: the convolution's result
-is never written on its own.
+in float32 (float64 for float64), a tap outside the input reading 0 (its coordinate is
+checked, in 32-bit integers, only where some output element reaches past the edge). Being
+pointwise, the sum fuses with what follows it, as a bias, a batch norm folded into it and an
+activation: the convolution's result is never written on its own.
 """
 
 from __future__ import annotations
