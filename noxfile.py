@@ -36,7 +36,12 @@ DIST_TO_FOLDER = {dist: folder for folder, dist in PACKAGES.items()}
 # `tests` session installs every package, codegen-triton and so triton included, for the
 # Triton-interpreter tests.
 TEST_EXTRAS = {"torchkiln": "[plot]", "dynamo-capture": "[numpy]"}
-TEST_REQUIREMENTS = {"dynamo-capture": ["transformers>=4.40"]}
+# transformers 5.25 (2026-12-03) runs layers through the `kernels` package's hub-kernel wrappers,
+# on which capture fails today: a bound method's `__func__` breaks the graph, and the wrapper's
+# frame, resumed after the break, loses its `*args` (an UnboundLocalError from the resumed code,
+# not a fallback). Until that is fixed, the tests run the last version capture handles.
+TRANSFORMERS = "transformers>=4.40,<5.25"
+TEST_REQUIREMENTS = {"dynamo-capture": [TRANSFORMERS]}
 
 nox.options.sessions = ["tests"]
 nox.options.default_venv_backend = "venv"
@@ -66,7 +71,7 @@ def _install_all_editable(session: nox.Session) -> None:
 def tests(session: nox.Session) -> None:
     """Every package's tests and the end-to-end tests, in one environment."""
     _install_all_editable(session)
-    session.install(*TEST_TOOLS, "transformers>=4.40", "matplotlib")
+    session.install(*TEST_TOOLS, TRANSFORMERS, "matplotlib")
     paths = [f"packages/{folder}/tests" for folder in PACKAGES] + ["tests"]
     session.run(
         "pytest",
