@@ -30,6 +30,7 @@ from ..ir import Pointwise, compute_dtype
 from ..ops import ops
 from . import register_lowering
 from .pointwise import operand_loader
+from .pooling import _tap
 
 
 def _reaches_past(out: int, size: int, stride: int, pad: int, dilation: int, tap: int):
@@ -38,24 +39,6 @@ def _reaches_past(out: int, size: int, stride: int, pad: int, dilation: int, tap
     first = -pad + tap * dilation
     last = (out - 1) * stride - pad + tap * dilation
     return first < 0, last >= size
-
-
-def _tap(load, lead, h, w, size_h: int, size_w: int, check_h: bool, check_w: bool):
-    """The input at (h, w), or 0 where a checked coordinate falls outside it. The checks are in
-    int32 (a plane's sizes are small), cheaper than pooling's int64 ones: the loop is bound by
-    its instructions, about ten a tap."""
-    if not (check_h or check_w):
-        return load([*lead, h, w])
-    i32 = torch.int32
-    mask = None
-    for v, size, check in ((h, size_h, check_h), (w, size_w, check_w)):
-        if check:
-            iv = ops.index_expr(v, i32)
-            inside = ops.logical_and(
-                ops.ge(iv, ops.constant(0, i32)), ops.lt(iv, ops.constant(size, i32))
-            )
-            mask = inside if mask is None else ops.logical_and(mask, inside)
-    return ops.masked(mask, lambda: load([*lead, h, w]), 0.0)
 
 
 def conv_direct(ctx, x, taps, stride, padding, dilation, groups):
@@ -92,7 +75,18 @@ def conv_direct(ctx, x, taps, stride, padding, dilation, groups):
             for i in range(kh):
                 for j in range(kw):
                     h, w = oh * sh - ph + i * dh, ow * sw - pw + j * dw
-                    v = _tap(load_x, [n, first + ci], h, w, h_in, w_in, check_h[i], check_w[j])
+                    v = _tap(
+                        load_x,
+                        [n, first + ci],
+                        h,
+                        w,
+                        h_in,
+                        w_in,
+                        check_h[i],
+                        check_w[j],
+                        0.0,
+                        torch.int32,  # cheaper than int64: the loop is bound by its instructions
+                    )
                     term = ops.mul(
                         v, load_w([sympy.Integer(ci), sympy.Integer(i), sympy.Integer(j), co])
                     )

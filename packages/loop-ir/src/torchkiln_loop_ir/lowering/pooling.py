@@ -36,16 +36,21 @@ def _window(name: str, x, kernel_size, stride, padding):
     return kh, kw, sh, sw, ph, pw, size[-2], size[-1]
 
 
-def _tap(load, lead, h, w, H, W, check_h: bool, check_w: bool, other: float):
-    """The input at (h, w), or ``other`` where a checked coordinate falls outside the input."""
+def _tap(
+    load, lead, h, w, H, W, check_h: bool, check_w: bool, other: float, index_dtype=torch.int64
+):
+    """The input at (h, w), or ``other`` where a checked coordinate falls outside the input
+    (checked in ``index_dtype``: a direct convolution, bound by its instructions, uses int32)."""
     if not (check_h or check_w):
         return load([*lead, h, w])
-    i64 = torch.int64
     conds = []
     for v, size, check in ((h, H, check_h), (w, W, check_w)):
         if check:
-            iv = ops.index_expr(v, i64)
-            conds += [ops.ge(iv, ops.constant(0, i64)), ops.lt(iv, ops.index_expr(size, i64))]
+            iv = ops.index_expr(v, index_dtype)
+            conds += [
+                ops.ge(iv, ops.constant(0, index_dtype)),
+                ops.lt(iv, ops.index_expr(size, index_dtype)),
+            ]
     mask = conds[0]
     for c in conds[1:]:
         mask = ops.logical_and(mask, c)
