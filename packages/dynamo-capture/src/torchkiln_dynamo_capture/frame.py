@@ -83,6 +83,22 @@ def _storage_sharing_arguments(args, kwargs) -> frozenset[int]:
     return frozenset(i for ids in by_storage.values() if len(ids) > 1 for i in ids)
 
 
+def code_signature(fn) -> inspect.Signature:
+    """The signature of ``fn``'s code: the parameters its frame really binds. Not
+    ``inspect.signature(fn)``, which follows ``__wrapped__`` (``functools.wraps``) and a
+    ``__signature__`` set on the function: the ``kernels`` package's ``Func.forward(self, *args,
+    **kwargs)`` shows its kernel's parameters (``q, k, cos, sin``), and binding those left its
+    frame without ``args``. A bound method's signature leaves ``self`` out, as Python binds it."""
+    func = fn.__func__ if isinstance(fn, types.MethodType) else fn
+    plain = types.FunctionType(
+        func.__code__, func.__globals__, func.__name__, func.__defaults__, func.__closure__
+    )
+    plain.__kwdefaults__ = func.__kwdefaults__
+    if isinstance(fn, types.MethodType):
+        return inspect.signature(types.MethodType(plain, fn.__self__))
+    return inspect.signature(plain)
+
+
 def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False, shape_env=False):
     """A fresh OutputGraph and top-frame translator with the call's arguments bound (``codes``: the
     capture context's ``CodeRegistry``, which says which arguments of generated code are cells)."""
@@ -98,9 +114,7 @@ def _start(fn, args, kwargs, codes, dynamic=False, scalar_outputs=False, shape_e
     code = func.__code__
     if code.co_flags & (0x20 | 0x80 | 0x100 | 0x200):
         raise Unsupported("capturing a generator or coroutine function")
-    sig = inspect.signature(
-        fn, follow_wrapped=False
-    )  # functools.wraps must not rename the parameters
+    sig = code_signature(fn)
     out = OutputGraph(
         func.__globals__,
         dynamic,

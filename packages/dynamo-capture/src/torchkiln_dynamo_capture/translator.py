@@ -451,7 +451,7 @@ class InstructionTranslator(BuildingOpcodes, ControlFlowOpcodes):
 
     def IS_OP(self, inst):  # a b -> bool
         b, a = self.pop(), self.pop()
-        r = identity(a, b)
+        r = identity(a, b, self)
         self.push(ConstantVariable(r != bool(inst.arg)))
 
     def CONTAINS_OP(self, inst):  # item container -> bool

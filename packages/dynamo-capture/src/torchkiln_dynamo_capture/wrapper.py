@@ -20,7 +20,7 @@ from .bytecode.closures import closure_as_arguments, comprehension_over_tuple
 from .bytecode.registry import CodeRegistry
 from .bytecode.resume import resume_code, step_code
 from .exc import BackendError, FailOnRecompileLimitHit, RecompileLimitExceeded, Unsupported
-from .frame import CacheEntry, capture_frame, make_function
+from .frame import CacheEntry, capture_frame, code_signature, make_function
 from .module_proxy import CapturedModule
 from .trace_rules import wrapped_module
 
@@ -507,9 +507,9 @@ def _marked_dims(fn, args, kwargs) -> dict[str, frozenset[int]]:
 def _tensor_args(fn, args, kwargs) -> dict[str, torch.Tensor]:
     """``{"L['x']": tensor}`` for the tensor arguments of a call of ``fn`` (top level only)."""
     try:
-        sig = inspect.signature(fn, follow_wrapped=False)
+        sig = code_signature(fn)
         bound = sig.bind(*args, **kwargs)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, AttributeError):  # (not a Python function)
         return {}
     sizes = {}
     for name, value in bound.arguments.items():

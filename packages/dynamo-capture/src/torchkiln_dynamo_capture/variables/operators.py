@@ -10,9 +10,12 @@ from __future__ import annotations
 
 import operator
 
+from torchkiln_guards import IdMatch
+
 from ..exc import Unsupported
 from .base import NO_REAL, ConstantVariable, VariableTracker, is_numpy_scalar
 from .containers import DictVariable, ListVariable, TupleVariable
+from .functions import UserFunctionVariable
 from .modules import NNModuleVariable
 from .numpy_arrays import NumpyNdarrayVariable
 from .numpy_calls import numpy_operator
@@ -179,13 +182,34 @@ def _user_dunder(tx, fn, a, b):
     return None
 
 
-def identity(a: VariableTracker, b: VariableTracker) -> bool:
+def identity(a: VariableTracker, b: VariableTracker, tx=None) -> bool:
     if a is b:
         return True
-    ra, rb = a.real_value(), b.real_value()
+    ra, rb = _identity_value(a, tx), _identity_value(b, tx)
     if ra is not NO_REAL and rb is not NO_REAL:
         return ra is rb
     return False
+
+
+def _identity_value(v: VariableTracker, tx) -> object:
+    """The real object behind ``v`` for an ``is`` test. A nested function read from a source is
+    guarded by its code, not its identity (it is a new object each time its frame runs), so it
+    has no real value; compared by identity, it is guarded by identity here and its object used.
+    Without that, ``f is not type(self).forward`` with ``f`` such a function read ``True`` where
+    eager read ``False`` (the ``kernels`` package's dispatch from ``Func.forward``)."""
+    real = v.real_value()
+    if real is not NO_REAL or tx is None:
+        return real
+    if (
+        isinstance(v, UserFunctionVariable)
+        and v.by_code
+        and v.fn is not None
+        and v.self_var is None
+        and v.source is not None
+    ):
+        tx.out.guards.append(IdMatch(v.source, v.fn))
+        return v.fn
+    return real
 
 
 def contains(tx, item: VariableTracker, container: VariableTracker) -> bool:
