@@ -21,7 +21,13 @@ from torch.fx.experimental.proxy_tensor import make_fx
 
 
 def fx_capture(
-    fn: Any, backend: Any, *, fullgraph: bool = False, dynamic: Any = None, recompile_limit: int = 8
+    fn: Any,
+    backend: Any,
+    *,
+    fullgraph: bool = False,
+    dynamic: Any = None,
+    recompile_limit: int = 8,
+    strict: bool = False,  # no eager fallback of its own: every error raises
 ) -> Any:
     compiled: list[Any] = []
 

@@ -62,6 +62,21 @@ def test_strict_mode_raises(standin_layers) -> None:
         compiled(torch.randn(2, 3), torch.randn(3))
 
 
+def test_strict_mode_raises_an_internal_error_of_capture(monkeypatch) -> None:
+    import torchkiln_dynamo_capture.wrapper as capture_wrapper
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("capture exploded")
+
+    monkeypatch.setattr(capture_wrapper, "capture_frame", broken)
+    x, y = torch.randn(2, 3), torch.randn(3)
+    with pytest.raises(RuntimeError, match="capture exploded"):
+        torchkiln.compile(f, options={"strict": True})(x, y)
+    compiled = torchkiln.compile(f)
+    with pytest.warns(UserWarning, match="internal error during capture"):
+        torch.testing.assert_close(compiled(x, y), f(x, y))
+
+
 def test_a_graph_failing_at_run_time_switches_to_eager(standin_layers) -> None:
     class Flaky:
         def __init__(self, gm):

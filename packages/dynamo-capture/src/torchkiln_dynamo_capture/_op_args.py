@@ -48,6 +48,22 @@ def _contains_tensor(x) -> bool:
     return False
 
 
+#: a Python scalar type where torch takes a dtype (``torch.tensor(0, dtype=int)``, ``x.to(float)``)
+#: is that dtype to torch's argument parser; the graph's code cannot spell the type itself
+_PYTHON_TYPE_DTYPES = {
+    bool: torch.bool,
+    int: torch.int64,
+    float: torch.float64,
+    complex: torch.complex128,
+}
+
+
+def _as_dtype(value):
+    if isinstance(value, type) and value in _PYTHON_TYPE_DTYPES:
+        return _PYTHON_TYPE_DTYPES[value]
+    return value
+
+
 def _map(v, what: str):
     if isinstance(v, TensorVariable):
         return v.node if what == "node" else v.fake
@@ -58,7 +74,7 @@ def _map(v, what: str):
     if isinstance(v, ConstantVariable):
         # a numpy scalar is a Python number to torch (np.float64(2) * a float32 tensor is
         # float32), and the graph's code spells Python numbers only
-        return v.value.item() if is_numpy_scalar(v.value) else v.value
+        return v.value.item() if is_numpy_scalar(v.value) else _as_dtype(v.value)
     if isinstance(v, TupleVariable):
         return tuple(_map(i, what) for i in v.items)
     if isinstance(v, ListVariable):
@@ -66,5 +82,5 @@ def _map(v, what: str):
     if isinstance(v, DictVariable):
         return {k: _map(i, what) for k, i in v.items.items()}
     if v.is_python_constant():
-        return v.as_python_constant()
+        return _as_dtype(v.as_python_constant())
     raise Unsupported(f"passing a {type(v).__name__} to a torch operation")

@@ -77,9 +77,13 @@ class CaptureContext:
         dynamic: bool | None,
         recompile_limit: int,
         capture_scalar_outputs: bool = False,
+        strict: bool = False,
     ) -> None:
         self.backend = backend
         self.fullgraph = fullgraph
+        #: an internal error of capture itself (not an ``Unsupported``) raises, where it would
+        #: run the function eagerly with a warning (torchkiln's strict mode)
+        self.strict = strict
         self.dynamic = dynamic
         #: ``.item()`` / ``.tolist()`` as unbacked symbolic values in the graph (else a break)
         self.capture_scalar_outputs = capture_scalar_outputs
@@ -330,6 +334,7 @@ class CapturedFunction:
         recompile_limit: int = 8,
         ctx: CaptureContext | None = None,
         capture_scalar_outputs: bool = False,
+        strict: bool = False,
     ) -> None:
         self._fn = fn
         self._backend = backend
@@ -339,6 +344,7 @@ class CapturedFunction:
             dynamic=dynamic,
             recompile_limit=recompile_limit,
             capture_scalar_outputs=capture_scalar_outputs,
+            strict=strict,
         )
         self.ctx.functions.append(self)
         self.fullgraph = fullgraph
@@ -442,7 +448,7 @@ class CapturedFunction:
             warnings.warn(f"torchkiln: running {self.__name__} eagerly: {e}", stacklevel=4)
             self._eager = True
         except Exception as e:  # an internal error must not break the user's program
-            if self.fullgraph or isinstance(e, BackendError):
+            if self.fullgraph or self.ctx.strict or isinstance(e, BackendError):
                 raise
             self.unsupported = Unsupported(
                 f"internal error during capture: {type(e).__name__}: {e}"
@@ -536,6 +542,7 @@ def capture(
     dynamic: bool | None = None,
     recompile_limit: int = 8,
     capture_scalar_outputs: bool = False,
+    strict: bool = False,
 ) -> CapturedFunction | CapturedModule:
     """Wrap ``fn`` (function, bound method or nn.Module) so its calls are captured into FX graphs.
 
@@ -547,6 +554,8 @@ def capture(
     static and makes the dims that changed size symbolic at the first recompile (automatic dynamic).
     ``capture_scalar_outputs``: ``.item()`` and ``.tolist()`` give unbacked symbolic values that
     stay in the graph (TorchDynamo's option of that name); False (the default) breaks the graph there.
+    ``strict``: an internal error of capture itself raises; by default the function runs eagerly
+    with a warning (code capture does not handle, ``Unsupported``, still breaks or runs eagerly).
     """
     check_log_names()  # a misspelt TORCHKILN_LOGS name fails here, not inside a capture
     if isinstance(fn, torch.nn.Module):
@@ -557,6 +566,7 @@ def capture(
             dynamic=dynamic,
             recompile_limit=recompile_limit,
             capture_scalar_outputs=capture_scalar_outputs,
+            strict=strict,
         )
         captured.__name__ = type(fn).__name__
         captured._module = fn
@@ -570,6 +580,7 @@ def capture(
         dynamic=dynamic,
         recompile_limit=recompile_limit,
         capture_scalar_outputs=capture_scalar_outputs,
+        strict=strict,
     )
     captured._eager = trace_rules.is_disabled(fn)  # marked disable: it always runs as it is
     return captured

@@ -86,7 +86,11 @@ def _capture(
     if capture is None:
         raise LayerUnavailable("torchkiln_dynamo_capture does not provide capture yet")
     # passed only when asked for: a capture layer without the option (or a stand-in) still works
-    extra = {"capture_scalar_outputs": True} if options.capture_scalar_outputs else {}
+    extra: dict[str, bool] = {}
+    if options.capture_scalar_outputs:
+        extra["capture_scalar_outputs"] = True
+    if options.strict:  # capture's own internal errors raise too (dynamo-capture 0.9.7)
+        extra["strict"] = True
     return capture(
         fn,
         backend,
