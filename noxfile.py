@@ -36,11 +36,9 @@ DIST_TO_FOLDER = {dist: folder for folder, dist in PACKAGES.items()}
 # `tests` session installs every package, codegen-triton and so triton included, for the
 # Triton-interpreter tests.
 TEST_EXTRAS = {"torchkiln": "[plot]", "dynamo-capture": "[numpy]"}
-# transformers 5.25 (2026-12-03) runs layers through the `kernels` package's hub-kernel wrappers,
-# on which capture fails today: a bound method's `__func__` breaks the graph, and the wrapper's
-# frame, resumed after the break, loses its `*args` (an UnboundLocalError from the resumed code,
-# not a fallback). Until that is fixed, the tests run the last version capture handles.
-TRANSFORMERS = "transformers>=4.40,<5.25"
+# transformers below the next minor release: each release is tried before the bound moves
+# (5.25, with the `kernels` package's hub-kernel wrappers, needed dynamo-capture 0.9.7).
+TRANSFORMERS = "transformers>=4.40,<5.26"
 TEST_REQUIREMENTS = {"dynamo-capture": [TRANSFORMERS]}
 
 nox.options.sessions = ["tests"]
