@@ -177,26 +177,21 @@ _TAPS: dict[int, tuple[weakref.ref, tuple[int, int], torch.Tensor]] = {}
 
 
 def _taps_copy(weight: torch.Tensor) -> torch.Tensor:
-    # in float32 (16-bit weights widened exactly): the kernel multiplies in float32, and a
-    # 16-bit weight cost it an unpacking instruction per tap and output element
-    return weight.permute(1, 2, 3, 0).to(
-        _taps_dtype(weight.dtype), memory_format=torch.contiguous_format, copy=True
-    )
-
-
-def _taps_dtype(dtype: torch.dtype) -> torch.dtype:
-    return torch.float32 if dtype in (torch.float16, torch.bfloat16) else dtype
+    # in the weight's own dtype: float32 taps for a 16-bit weight saved the kernel an unpacking
+    # instruction per tap and output, but doubled the bytes of its weight loads, and the bf16
+    # kernels ran 20-35% slower on the H200 (session 17's gpu_direct_conv.py against 16's)
+    return weight.permute(1, 2, 3, 0).to(memory_format=torch.contiguous_format, copy=True)
 
 
 def _conv_taps(weight):
     """``weight`` (C_out, C_in per group, kh, kw) laid out (C_in per group, kh, kw, C_out), the
-    layout a direct convolution's kernel reads (lowering/convolution.py), in float32 for a
-    16-bit weight, converted once per change of the tensor."""
+    layout a direct convolution's kernel reads (lowering/convolution.py), in its own dtype,
+    converted once per change of the tensor."""
     return _cached(_TAPS, weight, _taps_copy)
 
 
 def _conv_taps_fake(weight):
-    return weight.new_empty((*weight.shape[1:], weight.shape[0]), dtype=_taps_dtype(weight.dtype))
+    return weight.new_empty((*weight.shape[1:], weight.shape[0]))
 
 
 def _conv_direct(x, taps, stride, padding, dilation, groups):
@@ -268,8 +263,7 @@ def _why_not(conv: fx.Node) -> str | None:
 #: H200 against cuDNN with the bias and activation after it, shape by shape
 #: (``benchmarks/gpu_direct_conv.py``, session 16): in 16-bit every 3x3 wins (1.0-2.4x), 5x5
 #: mostly (0.8-2.5x: cuDNN is faster at 240-672 channels of 14x14 to 28x28 at stride 1, where
-#: the generated loop is bound by its instructions: about seven a tap then, about five since
-#: float32 taps and codegen-triton 0.9.4, not yet timed), 7x7 loses (0.5-0.65x,
+#: the generated loop is bound by its instructions), 7x7 loses (0.5-0.65x,
 #: ConvNeXt's). In float32 cuDNN is slower and every shape wins alone, 7x7 included (1.4-1.9x),
 #: but ConvNeXt-tiny's step with its 18 direct 7x7 convolutions fused into the layer norms after
 #: them did not move (18.83 ms in session 15, 18.85 in session 16) while its compile time went
