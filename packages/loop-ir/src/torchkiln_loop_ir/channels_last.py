@@ -45,6 +45,7 @@ from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
 
 from .errors import LoweringError
+from .memory import keep_result
 from .mkldnn import (
     _LIB,
     _fake_meta,
@@ -215,7 +216,8 @@ torch.library.register_fake("torchkiln::conv_direct", _conv_direct_fake, lib=_LI
 
 CONV_CHANNELS_LAST = torch.ops.torchkiln.conv_channels_last.default
 CONV1X1_CHANNELS_LAST = torch.ops.torchkiln.conv1x1_channels_last.default
-CONV_TAPS = torch.ops.torchkiln.conv_taps.default
+#: a weight's taps, kept for later calls: no kernel's output may be written over them
+CONV_TAPS = keep_result(torch.ops.torchkiln.conv_taps.default)
 CONV_DIRECT = torch.ops.torchkiln.conv_direct.default
 #: the wrapper calls these operators' functions directly (no dispatcher round trip)
 DIRECT_CALLS = {
@@ -302,7 +304,7 @@ def _direct(graph: fx.Graph, conv: fx.Node, taps: int) -> tuple[fx.Node, str]:
 
 
 def use_channels_last(
-    gm: fx.GraphModule, direct_taps: int | None = 0
+    gm: fx.GraphModule, direct_taps: int | None = None
 ) -> tuple[fx.GraphModule, tuple[str, ...]]:
     """A copy of ``gm`` whose 2-D convolutions run channels-last, and the log of decisions; a
     depthwise one of at most ``direct_taps`` taps (None: ``_DIRECT_TAPS``) becomes a direct

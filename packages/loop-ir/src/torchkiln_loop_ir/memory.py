@@ -10,12 +10,18 @@ import torch.utils._pytree as pytree
 from torch._ops import OpOverload
 
 from .backend import BufferRef, BufferSpec, ExternCall, Free, KernelSpec, View
-from .channels_last import CONV_TAPS
 from .ir import Buffer, ComputedBuffer, ExternKernel, NamedView
 
 #: operators whose result is a tensor they keep and return again on later calls (a weight
-#: converted once): never written over, whatever a kernel reads of it
-KEPT_RESULTS = frozenset({CONV_TAPS})
+#: converted once, such as channels_last.py's ``conv_taps``): never written over, whatever a
+#: kernel reads of it. The passes that make such operators register them (``keep_result``).
+KEPT_RESULTS: set[OpOverload] = set()
+
+
+def keep_result(op: OpOverload) -> OpOverload:
+    """Say that ``op`` returns a tensor it keeps for later calls (``KEPT_RESULTS``)."""
+    KEPT_RESULTS.add(op)
+    return op
 
 
 def _reads_of(node: Any) -> set[str]:
