@@ -153,3 +153,20 @@ def test_cross_entropy_backward_writes_no_one_hot(check):
 
     cg = check(f, logits, target)
     assert not any(type(n.data).__name__ == "Scatter" for n in cg.graph_ir.nodes)
+
+
+def test_contiguous_along_names_the_innermost_dim_an_access_walks():
+    """The one rule behind the Triton block layout, the column-reduction split and the fusion
+    planner's row/column check: along x or r, x first, a broadcast left out when asked."""
+    from torchkiln_loop_ir.indexing import FloorDiv, contiguous_along, index_symbol
+
+    x, r = index_symbol("x", 0), index_symbol("r", 0)
+    assert contiguous_along(x + 64 * r, x, r) == "x"  # a column of a [R, 64] tensor
+    assert contiguous_along(r + 4096 * x, x, r) == "r"  # a row of a [X, 4096] tensor
+    assert contiguous_along(x + r, x, r) == "x"  # both: x first
+    assert contiguous_along(3 * x + 5 * r, x, r) is None  # strided both ways
+    assert contiguous_along(x, x, r) is None  # does not vary along r
+    # a row's mean at every r (step 0 along r at the block's start): counted, or left out
+    mean = x + 0 * r + FloorDiv(r, 1 << 20)
+    assert contiguous_along(mean, x, r) == "x"
+    assert contiguous_along(mean, x, r, broadcasts=False) is None

@@ -7,7 +7,7 @@ from .kernel import TritonOpsHandler
 from .options import TritonOptions
 from .wrapper import TritonCompiledKernel
 
-__version__ = "0.9.4"
+__version__ = "0.9.5"
 
 __all__ = [
     "CodegenError",

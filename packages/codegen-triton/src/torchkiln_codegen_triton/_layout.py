@@ -23,7 +23,7 @@ from typing import Any
 import sympy
 from torchkiln_loop_ir.backend import KernelSpec
 from torchkiln_loop_ir.handlers import NoOpHandler
-from torchkiln_loop_ir.indexing import index_symbol, innermost_symbol, unit_step
+from torchkiln_loop_ir.indexing import contiguous_along, index_symbol, innermost_symbol
 from torchkiln_loop_ir.ops import set_ops_handler
 
 
@@ -128,14 +128,14 @@ def choose_layout(spec: KernelSpec) -> BlockLayout:
     for name, index in accesses:
         # equal expressions print equal: the expression is the key (printing it cost more than
         # the rest of the analysis)
-        if (name, index) in seen or not {xvar, rvar} <= index.free_symbols:
+        if (name, index) in seen:
             continue
         seen.add((name, index))
-        size = spec.buffers[name].dtype.itemsize
-        if unit_step(index, xvar) == 1:
-            along_x += size
-        elif unit_step(index, rvar) == 1:
-            along_r += size
+        along = contiguous_along(index, xvar, rvar)
+        if along == "x":
+            along_x += spec.buffers[name].dtype.itemsize
+        elif along == "r":
+            along_r += spec.buffers[name].dtype.itemsize
     if along_x > along_r:
         return BlockLayout(
             True,

@@ -17,7 +17,7 @@ import sympy
 
 from ._simplify import simplify_index
 from .backend import BackendCapabilities
-from .indexing import FloorDiv, ModularIndexing, index_symbol, unit_step
+from .indexing import FloorDiv, ModularIndexing, contiguous_along, index_symbol
 from .ir import contiguous_strides, product
 from .scheduler_nodes import MemoryDep, SchedulerNode
 
@@ -216,17 +216,10 @@ def _reduction_directions(
     for p in planned:
         if not p.node.is_reduction:
             continue
-        along_x = along_r = 0
-        for dep in p.reads:
-            if not {xvar, rvar} <= dep.index.free_symbols:
-                continue
-            # a read that stays put along one dim (a row's mean: step 0 along x) is a
-            # broadcast, served from cache whichever way the block is laid out
-            step_x, step_r = unit_step(dep.index, xvar), unit_step(dep.index, rvar)
-            if step_x == 1 and step_r != 0:
-                along_x += 1
-            elif step_r == 1 and step_x != 0:
-                along_r += 1
+        # a read that stays put along one dim (a row's mean: step 0 along x) is a broadcast,
+        # served from cache whichever way the block is laid out
+        along = [contiguous_along(dep.index, xvar, rvar, broadcasts=False) for dep in p.reads]
+        along_x, along_r = along.count("x"), along.count("r")
         if along_x != along_r:
             directions.add("x" if along_x > along_r else "r")
     return directions

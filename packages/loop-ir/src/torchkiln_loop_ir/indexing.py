@@ -69,6 +69,26 @@ def innermost_symbol(ranges: Sequence[Any], prefix: str) -> sympy.Symbol | None:
 
 
 @functools.lru_cache(maxsize=1 << 12)  # a pure function; kernels of a model share addresses
+def contiguous_along(
+    index: sympy.Expr, xvar: sympy.Symbol, rvar: sympy.Symbol, *, broadcasts: bool = True
+) -> str | None:
+    """``"x"`` or ``"r"``: along which of a reduction kernel's innermost dims ``index`` (an
+    access that varies along both) is contiguous, x first; None when neither (or when it does
+    not vary along both). ``broadcasts=False`` leaves out an access that stays put along the
+    other dim (a row's mean read at every r: served from cache whichever way the kernel's block
+    is laid out). The one rule behind a kernel's block layout (codegen-triton's ``_layout.py``),
+    a column reduction's split (``lowering/split_reductions.py``) and keeping a row and a column
+    reduction apart (``group_plan.py``)."""
+    if not {xvar, rvar} <= index.free_symbols:
+        return None
+    step_x, step_r = unit_step(index, xvar), unit_step(index, rvar)
+    if step_x == 1 and (broadcasts or step_r != 0):
+        return "x"
+    if step_r == 1 and (broadcasts or step_x != 0):
+        return "r"
+    return None
+
+
 def unit_step(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr:
     """How far ``index`` moves when ``var`` goes from 0 to 1 with every other index variable at
     0 (``x``/``r`` symbols, and a code generator's ``tmp`` indirect indices): the stride at the

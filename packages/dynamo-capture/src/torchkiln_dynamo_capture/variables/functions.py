@@ -114,21 +114,7 @@ class UserFunctionVariable(VariableTracker):
         if self.self_var is not None and name in ("__func__", "__self__"):
             # a bound method's function and object (the ``kernels`` package reads
             # ``module.forward.__func__``)
-            if name == "__self__":
-                return self.self_var
-            unbound = UserFunctionVariable(
-                self.code,
-                self.f_globals,
-                fn=self.fn,
-                defaults=self.defaults,
-                kwdefaults=self.kwdefaults,
-                closure=self.closure,
-                name=self.name,
-                by_code=self.by_code,
-                source=self.source if self.by_code else None,
-            )
-            unbound.wrapped = self.wrapped
-            return unbound
+            return self.self_var if name == "__self__" else self.bind(None)
         if self.wrapped is not None and name in WRAPPER_ASSIGNED:
             return self.wrapped if name == "__wrapped__" else tx.getattr(self.wrapped, name)
         if self.fn is not None and hasattr(self.fn, name):

@@ -36,7 +36,7 @@ from typing import Any
 import sympy
 
 from ..handlers import NoOpHandler
-from ..indexing import ModularIndexing, index_symbol, innermost_symbol, unit_step
+from ..indexing import ModularIndexing, contiguous_along, index_symbol, innermost_symbol
 from ..ir import ComputedBuffer, Reduction, compute_dtype, product
 from ..ops import set_ops_handler
 
@@ -115,15 +115,8 @@ def is_column_reduction(red: Reduction) -> bool:
             red.inner_fn(xs, rs)
     except Exception:  # noqa: BLE001 - an analysis only: lowering reports real errors
         return False
-    along_x = along_r = 0
-    for index in dict.fromkeys(recorder.indices):
-        if not {xvar, rvar} <= index.free_symbols:
-            continue
-        if unit_step(index, xvar) == 1:
-            along_x += 1
-        elif unit_step(index, rvar) == 1:
-            along_r += 1
-    return along_x > along_r
+    along = [contiguous_along(index, xvar, rvar) for index in dict.fromkeys(recorder.indices)]
+    return along.count("x") > along.count("r")
 
 
 def _unflatten(flat: sympy.Expr, sizes) -> list[sympy.Expr]:
