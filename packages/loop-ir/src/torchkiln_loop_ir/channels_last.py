@@ -266,8 +266,9 @@ def _why_not(conv: fx.Node) -> str | None:
 #: (``benchmarks/gpu_direct_conv.py``, session 16): in 16-bit every 3x3 wins (1.0-2.4x), 5x5
 #: mostly (0.8-2.5x: cuDNN is faster at 240-672 channels of 14x14 to 28x28 at stride 1), 7x7
 #: loses (0.5-0.65x, ConvNeXt's); summed over each model's shapes, session 17's direct kernels
-#: took MobileNetV3's 1.32 ms of cuDNN + activation to 1.15, EfficientNet-B0's 2.09 to 1.81. In float32 cuDNN is slower and every shape wins alone, 7x7 included (1.4-1.9x),
-#: but ConvNeXt-tiny's step with its 18 direct 7x7 convolutions fused into the layer norms after
+#: took MobileNetV3's 1.32 ms of cuDNN + activation to 1.15, EfficientNet-B0's 2.09 to 1.81.
+#: In float32 cuDNN is slower and every shape wins alone, 7x7 included (1.4-1.9x), but
+#: ConvNeXt-tiny's step with its 18 direct 7x7 convolutions fused into the layer norms after
 #: them did not move (18.83 ms in session 15, 18.85 in session 16) while its compile time went
 #: from 2.7 to 11.2 s: 5x5 is the limit for every dtype.
 _DIRECT_TAPS = 25

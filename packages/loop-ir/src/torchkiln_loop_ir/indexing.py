@@ -68,7 +68,6 @@ def innermost_symbol(ranges: Sequence[Any], prefix: str) -> sympy.Symbol | None:
     return None
 
 
-@functools.lru_cache(maxsize=1 << 12)  # a pure function; kernels of a model share addresses
 def contiguous_along(
     index: sympy.Expr, xvar: sympy.Symbol, rvar: sympy.Symbol, *, broadcasts: bool = True
 ) -> str | None:
@@ -89,6 +88,7 @@ def contiguous_along(
     return None
 
 
+@functools.lru_cache(maxsize=1 << 12)  # a pure function; kernels of a model share addresses
 def unit_step(index: sympy.Expr, var: sympy.Symbol) -> sympy.Expr:
     """How far ``index`` moves when ``var`` goes from 0 to 1 with every other index variable at
     0 (``x``/``r`` symbols, and a code generator's ``tmp`` indirect indices): the stride at the

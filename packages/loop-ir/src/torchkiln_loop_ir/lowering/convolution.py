@@ -85,7 +85,7 @@ def conv_direct(ctx, x, taps, stride, padding, dilation, groups):
                         check_h[i],
                         check_w[j],
                         0.0,
-                        torch.int32,  # cheaper than int64: the loop is bound by its instructions
+                        torch.int32,  # fewer instructions per check than int64
                     )
                     term = ops.mul(
                         v, load_w([sympy.Integer(ci), sympy.Integer(i), sympy.Integer(j), co])

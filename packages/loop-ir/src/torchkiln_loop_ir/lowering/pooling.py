@@ -40,7 +40,7 @@ def _tap(
     load, lead, h, w, H, W, check_h: bool, check_w: bool, other: float, index_dtype=torch.int64
 ):
     """The input at (h, w), or ``other`` where a checked coordinate falls outside the input
-    (checked in ``index_dtype``: a direct convolution, bound by its instructions, uses int32)."""
+    (checked in ``index_dtype``: a direct convolution uses int32, fewer instructions per check)."""
     if not (check_h or check_w):
         return load([*lead, h, w])
     conds = []
