@@ -288,6 +288,11 @@ def main() -> None:
         help="TritonOptions.looped_rblock (default 4096): the block of a looped row",
     )
     parser.add_argument(
+        "--triton-options",
+        default="{}",
+        help='more TritonOptions fields for torchkiln, as JSON (e.g. \'{"eviction_hints": false}\')',
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="also print each compiler's kernels with their device time per call (torch.profiler)",
@@ -297,13 +302,15 @@ def main() -> None:
     import torchkiln
 
     kiln_options: dict[str, Any] = {}
-    if args.no_online_softmax or args.no_aligned_rows or args.looped_rblock:
+    more = json.loads(args.triton_options)
+    if args.no_online_softmax or args.no_aligned_rows or args.looped_rblock or more:
         from torchkiln_codegen_triton import TritonOptions
 
         kiln_options["triton_options"] = TritonOptions(
             online_softmax=not args.no_online_softmax,
             aligned_rows=not args.no_aligned_rows,
             **({"looped_rblock": args.looped_rblock} if args.looped_rblock else {}),
+            **more,
         )
     if args.split_programs is not None:
         kiln_options["loop_ir"] = {"split_programs": args.split_programs}

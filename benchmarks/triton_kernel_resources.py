@@ -127,7 +127,7 @@ def _resources(compiled, per_thread: int) -> str:
         ).stdout
     regs = re.search(r"REG:(\d+)", out)
     local = re.search(r"LOCAL:(\d+)", out)
-    loads = sorted(set(re.findall(r"ld\.global[.a-z0-9]*", compiled.asm["ptx"])))
+    loads = sorted(set(re.findall(r"ld\.global[.a-zA-Z0-9_:]*", compiled.asm["ptx"])))
     loops = [lp for lp in _loops(sass) if lp["LDG"] or lp["STG"]]
     if loops:
         mix = "loops " + "; ".join(

@@ -16,7 +16,7 @@ from torchkiln_loop_ir.backend import KernelSpec
 from torchkiln_loop_ir.indexing import index_symbol
 from torchkiln_loop_ir.ops import set_ops_handler
 
-from . import _online
+from . import _eviction, _online
 from ._aligned import AlignedWalk, aligned_plan
 from ._compat import interpreting
 from ._layout import DEFAULT, BlockLayout, choose_layout
@@ -147,6 +147,13 @@ def _generate(
     handler.split = split
     handler.online = plan
     handler.aligned = walk
+    handler.rereads = _eviction.reread_plan(
+        spec,
+        looped=looped and reduction,
+        split=split,
+        absorbed=None if plan is None else plan.stage + 1,
+        enabled=options.eviction_hints,
+    )
     head = ["    xoffset = tl.program_id(0) * XBLOCK"]
     if reduction:
         head[0:0] = [f"    # block layout {layout.reason}"] + ([f"    # {note}"] if note else [])

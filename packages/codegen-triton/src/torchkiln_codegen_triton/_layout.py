@@ -72,9 +72,10 @@ DEFAULT = BlockLayout()
 class _AccessRecorder(NoOpHandler):
     """Records (buffer, index) of every load and store of memory a kernel body makes."""
 
-    def __init__(self, memory: frozenset[str]) -> None:
+    def __init__(self, memory: frozenset[str], loads_only: bool = False) -> None:
         super().__init__()
         self.memory = memory
+        self.loads_only = loads_only
         self.accesses: list[tuple[str, sympy.Expr]] = []
 
     def _note(self, name: str, index: Any) -> None:
@@ -85,26 +86,33 @@ class _AccessRecorder(NoOpHandler):
         self._note(name, index)
 
     def store(self, name: str, index: Any, value: Any, mode: Any = None) -> None:
-        self._note(name, index)
+        if not self.loads_only:
+            self._note(name, index)
 
     def store_reduction(self, name: str, index: Any, value: Any) -> None:
-        self._note(name, index)
+        if not self.loads_only:
+            self._note(name, index)
 
 
 def memory_accesses(
-    spec: KernelSpec, loop_only: bool = False
+    spec: KernelSpec,
+    loop_only: bool = False,
+    *,
+    stage_index: int | None = None,
+    loads_only: bool = False,
 ) -> list[tuple[str, sympy.Expr]] | None:
     """(buffer, index) of each load and store of global memory in ``spec``'s bodies (of its loop
-    stages only, with ``loop_only``), at the kernel's index symbols; None when a body cannot be
-    replayed here (an analysis only: the code generator reports real errors)."""
+    stages only, with ``loop_only``; of stage ``stage_index`` only, when given; loads only,
+    with ``loads_only``), at the kernel's index symbols; None when a body cannot be replayed
+    here (an analysis only: the code generator reports real errors)."""
     memory = frozenset(n for n in (*spec.inputs, *spec.outputs) if n not in spec.local_buffers)
-    recorder = _AccessRecorder(memory)
+    recorder = _AccessRecorder(memory, loads_only)
     xvars = [index_symbol("x", i) for i in range(len(spec.xranges))]
     rvars = [index_symbol("r", i) for i in range(len(spec.rranges))]
     try:
         with set_ops_handler(recorder):
-            for stage in spec.stages:
-                if loop_only and stage.kind != "loop":
+            for i, stage in enumerate(spec.stages):
+                if (loop_only and stage.kind != "loop") or stage_index not in (None, i):
                     continue
                 for node in stage.nodes:
                     node.body(list(xvars), list(rvars) if stage.kind == "loop" else [])

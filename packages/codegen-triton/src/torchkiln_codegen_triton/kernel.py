@@ -26,7 +26,7 @@ import torch
 from torchkiln_loop_ir.backend import KernelSpec
 from torchkiln_loop_ir.indexing import index_symbol
 
-from . import _online, _reductions
+from . import _eviction, _online, _reductions
 from ._aligned import AlignedWalk
 from ._compat import math_table
 from ._conversions import ConversionOps
@@ -110,6 +110,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         self._online_sum: TritonValue | None = None
         self._calls: dict[int, int] = {}  # ops.reduction calls per stage, as _online counts
         self.aligned: AlignedWalk | None = None  # rows walked from a 16-byte boundary (_aligned)
+        #: buffers read by more than one r-loop -> the last such loop's stage (_eviction.py)
+        self.rereads: dict[str, int] = {}
 
     # -- structure -----------------------------------------------------------------------
     def declare_symbol(self, sym: sympy.Symbol, deps: frozenset[str]) -> None:
@@ -253,6 +255,9 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
             # fails in Triton's interpreter (numpy cannot OR a 0-d and a 1-d int1)
             ptr = f"{ptr} + tl.zeros([1], tl.int32)"
         text = f"tl.load({ptr}, {mask}, other=0)" if mask else f"tl.load({ptr})"
+        evict = _eviction.policy(self.rereads, name, self.stage_index) if self._stage.looped else None
+        if evict is not None:
+            text = f'{text[:-1]}, eviction_policy="{evict}")'
         dtype = buf.dtype
         if dtype in _LOW_PRECISION:  # computed in float32, like eager's kernels do internally
             # the interpreter's bfloat16 -> float32 conversion flushes subnormals: widen the bits

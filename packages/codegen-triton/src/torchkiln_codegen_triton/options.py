@@ -37,6 +37,10 @@ class TritonOptions:
         start rounded down to a vector boundary, the blocks inside the row unmasked, so their
         loads and stores are 16-byte vector accesses (``_aligned.py`` says when it applies).
         Off gives the plain loop, for comparison.
+    eviction_hints: in a looped reduction kernel that reads a buffer in more than one r-loop (a
+        softmax's row: once for its max and sum, once to write it), load it ``evict_last`` in
+        the earlier loops and ``evict_first`` in the last, so the row's second read finds it in
+        the L2 cache rather than DRAM (``_eviction.py``). Off gives plain loads, for comparison.
     debug_asserts: emit ``tl.device_assert`` bounds checks for indirect indices.
     cache_dir: where kernel sources are written (plus ``/triton``); None means the shared cache
         root (``torchkiln_loop_ir.codecache.cache_root``).
@@ -62,6 +66,7 @@ class TritonOptions:
     autotune: bool = False
     online_softmax: bool = True
     aligned_rows: bool = True
+    eviction_hints: bool = True
     debug_asserts: bool = False
     cache_dir: str | None = None
     compile_workers: int | None = None
