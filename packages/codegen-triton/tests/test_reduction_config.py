@@ -192,6 +192,33 @@ def test_heuristic_reads_sizes_off_the_spec():
     assert not heuristic_config(_row_softmax(4, 8192, F32), OPTS).looped
 
 
+def test_looped_rows_on_a_vector_boundary_take_twice_the_block():
+    """Rows of 32768 bfloat16 (64 KB, every block a vector load): RBLOCK 4096 at 16 values per
+    thread, 8 warps; rows of 50257 (the aligned walk, scalar first and last blocks) keep 2048 at
+    8; ``looped_vector_scale=1`` turns the rule off."""
+    aligned = heuristic_config(_row_softmax(4096, 32768, BF16), OPTS)
+    assert aligned.looped and (aligned.rblock, aligned.num_warps) == (4096, 8)
+    assert "16-byte boundary" in aligned.reason and "16 values per thread" in aligned.reason
+    walked = heuristic_config(_row_softmax(4096, 50257, BF16), OPTS)
+    assert walked.looped and (walked.rblock, walked.num_warps) == (2048, 8)
+    assert "boundary" not in walked.reason
+    off = heuristic_config(_row_softmax(4096, 32768, BF16), TritonOptions(looped_vector_scale=1))
+    assert (off.rblock, off.num_warps) == (2048, 8)
+
+
+def test_a_row_read_by_two_loops_is_kept_in_l2_then_let_go():
+    """The looped softmax reads ``a`` in its online max/sum loop and again to write: the first
+    read is evict_last, the second evict_first; a persistent one (one read) has no hint, nor
+    does ``eviction_hints=False``."""
+    looped = compile_one(_row_softmax(64, 32768, BF16), OPTS).source
+    first, last = looped.index('eviction_policy="evict_last"'), looped.index('"evict_first"')
+    assert first < last and looped.count("eviction_policy") == 2
+    persistent = compile_one(_row_softmax(64, 4096, BF16), OPTS).source
+    assert "eviction_policy" not in persistent
+    plain = compile_one(_row_softmax(64, 32768, BF16), TritonOptions(eviction_hints=False))
+    assert "eviction_policy" not in plain.source
+
+
 def _row_max(n, m, rtype):
     def body(x, r):
         v = ops.load("a", x[0] * m + r[0])

@@ -178,7 +178,29 @@ def aligned_plan(
     enabled: bool,
 ) -> AlignedWalk | None:
     """The walk for ``spec`` (see the module docstring), or None for the plain r-loop."""
-    if not (enabled and looped and not split and spec.rranges and not layout.transposed):
+    if not (enabled and looped and not split):
+        return None
+    rows = _row_class(spec, layout)
+    if rows is None or rows[0] is None:
+        return None  # no row access to align, or rows already on a vector boundary
+    return rows[0]
+
+
+def on_vector_boundary(spec: KernelSpec, layout: BlockLayout) -> bool:
+    """Whether ``spec``'s rows (of a known length of at least ``MIN_RNUMEL``) start on a 16-byte
+    boundary and their length is a multiple of 16, so that a plain r-loop's loads and stores of
+    them are vector accesses without the walk (``autotune`` gives such rows wider blocks)."""
+    rows = _row_class(spec, layout)
+    return rows is not None and rows[0] is None
+
+
+def _row_class(
+    spec: KernelSpec, layout: BlockLayout
+) -> tuple[AlignedWalk | None] | None:
+    """None when ``spec`` has no row access to align (short, symbolic or transposed rows, no
+    access contiguous along r); else a 1-tuple of the walk, or of None when the rows need no
+    walk (already on a vector boundary, of a length a multiple of 16)."""
+    if not spec.rranges or layout.transposed:
         return None
     rnumel = sympy.Integer(1)
     for s in spec.rranges:
@@ -212,5 +234,5 @@ def aligned_plan(
         return None
     residue = max(weight, key=lambda k: weight[k])
     if not residue and int(rnumel) % VECTOR_BYTES == 0:
-        return None  # rows on a vector boundary, a mask bound Triton knows divisible by 16
-    return AlignedWalk(vec, first[residue], residue, rvar, sizes)
+        return (None,)  # rows on a vector boundary, a mask bound Triton knows divisible by 16
+    return (AlignedWalk(vec, first[residue], residue, rvar, sizes),)

@@ -25,7 +25,14 @@ memory-bound kernel on an H200 (132 SMs, about 4.3 TB/s):
   ``looped_values_per_thread`` (8) values per thread (8 warps). Measured on the H200
   (benchmarks/gpu_bandwidth_sweep.py, bfloat16): log_softmax over rows of 32768 at 62% of the
   bandwidth, cross-entropy over 50257 at 48%, softmax over 50257 at 43% (RBLOCK 4096 at 16
-  values per thread gave 62%, 45%, 35%; RBLOCK 1024 at 4 gave 53%, 45%, 48%).
+  values per thread gave 62%, 45%, 35%; RBLOCK 1024 at 4 gave 53%, 45%, 48%). Rows that
+  start on a 16-byte boundary with a length a multiple of 16 (``_aligned.on_vector_boundary``:
+  every block is vector loads, no aligned walk with its masked first and last blocks) take
+  ``looped_vector_scale`` (2) times both, RBLOCK 4096 at 16 values per thread: two 16-byte
+  loads of bfloat16 in flight per thread per iteration instead of one. Session 18's sweep,
+  with the online softmax, the aligned walk and the L2 eviction hints: log_softmax over rows
+  of 32768 at 79% with it (81% at 16 warps), 65% at RBLOCK 2048; the walked rows of 50257 were
+  no faster with wider blocks (47-50%: their edge blocks are scalar accesses).
   A row of unknown length (symbolic sizes) may be short, so it gets a small RBLOCK (at most
   128) and 16 rows per program.
 - *Outer* reductions (the transposed layout, ``_layout.py``): XBLOCK 64 along the contiguous
@@ -48,6 +55,7 @@ import sympy
 import torch
 from torchkiln_loop_ir.backend import KernelSpec
 
+from ._aligned import on_vector_boundary
 from ._layout import BlockLayout, choose_layout
 from ._split import splittable
 from .options import TritonOptions
@@ -141,6 +149,7 @@ def heuristic_config(
         options,
         transposed=layout.transposed,
         streams=full_size_inputs(spec),
+        vector_rows=not layout.transposed and on_vector_boundary(spec, layout),
     )
     if cfg.looped:
         cfg = replace(cfg, split=split_chunks(spec, options, cfg.xblock, cfg.rblock))
@@ -182,12 +191,14 @@ def reduction_config(
     *,
     transposed: bool = False,
     streams: int = 1,
+    vector_rows: bool = False,
 ) -> Config:
     """Blocks, warps and persistent-or-looped for a reduction of ``xnumel`` rows of ``rnumel``
     values (None: not known before the call) held as ``itemsize``-byte values in registers, in
     the default or the transposed (outer reduction) layout, reading ``streams`` inputs of that
-    size; the module docstring gives the rules, ``Config.reason`` the one that applied. No
-    split (``split_chunks`` decides that)."""
+    size, whose rows start on a 16-byte boundary with a length a multiple of 16 when
+    ``vector_rows``; the module docstring gives the rules, ``Config.reason`` the one that
+    applied. No split (``split_chunks`` decides that)."""
     xcap = _next_pow2(xnumel) if xnumel is not None else MAX_XBLOCK
     limit = options.persistent_rnumel * 4 // max(4, itemsize)
     if transposed:
@@ -208,14 +219,18 @@ def reduction_config(
             f"{xblock} rows per program)"
         )
         return Config(xblock, rblock, _warps(xblock * rblock), True, reason=why)
-    rblock = min(options.looped_rblock, _next_pow2(rnumel))
+    rblock, per_thread = options.looped_rblock, options.looped_values_per_thread
+    if vector_rows:
+        rblock, per_thread = rblock * options.looped_vector_scale, per_thread * options.looped_vector_scale
+    rblock = min(rblock, _next_pow2(rnumel))
     xblock = _fill(xnumel, min(max(1, LOOPED_TILE // rblock), MAX_XBLOCK, xcap))
     why = (
         f"looped: a row of {rnumel} is longer than the {limit} {itemsize}-byte values kept "
         f"in registers: RBLOCK {rblock} per iteration, {xblock} row(s) per program, "
-        f"{options.looped_values_per_thread} values per thread"
+        f"{per_thread} values per thread"
+        + (" (rows on a 16-byte boundary: every block's accesses are vectors)" if vector_rows else "")
     )
-    warps = _warps(xblock * rblock, options.looped_values_per_thread)
+    warps = _warps(xblock * rblock, per_thread)
     return Config(xblock, rblock, warps, True, reason=why)
 
 

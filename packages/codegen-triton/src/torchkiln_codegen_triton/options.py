@@ -17,6 +17,10 @@ class TritonOptions:
         2-byte values take twice as many, 8-byte half (each thread moves the same 32 bytes).
     looped_rblock: RBLOCK of a looped inner reduction of known row length (one row per
         program); a row of unknown length loops over at most 128.
+    looped_vector_scale: a looped row that starts on a 16-byte boundary with a length a
+        multiple of 16 (every block's accesses are vectors) takes this many times
+        ``looped_rblock`` and ``looped_values_per_thread`` (the same warps): each thread then
+        has two 16-byte loads of bfloat16 in flight per iteration, not one. 1 turns it off.
     looped_values_per_thread, transposed_values_per_thread: values of a looped (inner, or outer:
         transposed) reduction's block per thread, which set its ``num_warps`` (2 to 16).
     autotune: on CUDA, time a few block-size configurations on the first call of each kernel and
@@ -58,6 +62,7 @@ class TritonOptions:
     pointwise_xblock: int = 1024
     looped_rblock: int = 2048
     looped_values_per_thread: int = 8
+    looped_vector_scale: int = 2
     transposed_rblock: int = 64
     transposed_values_per_thread: int = 8
     split_programs: int = 1024
