@@ -293,6 +293,11 @@ def main() -> None:
         help='more TritonOptions fields for torchkiln, as JSON (e.g. \'{"eviction_hints": false}\')',
     )
     parser.add_argument(
+        "--compilers",
+        default="eager,torchkiln,inductor",
+        help="which of eager, torchkiln, inductor to run (a variant of torchkiln's options alone)",
+    )
+    parser.add_argument(
         "--profile",
         action="store_true",
         help="also print each compiler's kernels with their device time per call (torch.profiler)",
@@ -332,10 +337,15 @@ def main() -> None:
             with torch.no_grad():
                 moved = _bytes(inputs) + _bytes(fn(*inputs))
                 row: dict[str, Any] = {"case": name, "dtype": dtype_name, "bytes": moved}
+                wanted = args.compilers.split(",")
                 compiled = {
-                    "eager": fn,
-                    "torchkiln": torchkiln.compile(fn, options=kiln_options),
-                    "inductor": torch.compile(fn),
+                    label: make()
+                    for label, make in (
+                        ("eager", lambda: fn),
+                        ("torchkiln", lambda: torchkiln.compile(fn, options=kiln_options)),
+                        ("inductor", lambda: torch.compile(fn)),
+                    )
+                    if label in wanted
                 }
                 reference = fn(*inputs)
                 for label, f in compiled.items():
@@ -373,7 +383,7 @@ def main() -> None:
 
             print(
                 f"{name:24s} {dtype_name:9s} {moved / 2**20:6.0f} | "
-                + " | ".join(cell(row[k]) for k in ("eager", "torchkiln", "inductor")),
+                + " | ".join(cell(row[k]) for k in ("eager", "torchkiln", "inductor") if k in row),
                 flush=True,
             )
             for label, kernels in row.get("kernels", {}).items():
