@@ -193,12 +193,12 @@ def test_heuristic_reads_sizes_off_the_spec():
 
 
 def test_looped_rows_on_a_vector_boundary_take_twice_the_block():
-    """Rows of 32768 bfloat16 (64 KB, every block a vector load): RBLOCK 4096 at 16 values per
-    thread, 8 warps; rows of 50257 (the aligned walk, scalar first and last blocks) keep 2048 at
-    8; ``looped_vector_scale=1`` turns the rule off."""
+    """Rows of 32768 bfloat16 (64 KB, every block a vector load): RBLOCK 4096 at 8 values per
+    thread, 16 warps; rows of 50257 (the aligned walk, scalar first and last blocks) keep 2048 at
+    8 warps; ``looped_vector_scale=1`` turns the rule off."""
     aligned = heuristic_config(_row_softmax(4096, 32768, BF16), OPTS)
-    assert aligned.looped and (aligned.rblock, aligned.num_warps) == (4096, 8)
-    assert "16-byte boundary" in aligned.reason and "16 values per thread" in aligned.reason
+    assert aligned.looped and (aligned.rblock, aligned.num_warps) == (4096, 16)
+    assert "16-byte boundary" in aligned.reason and "8 values per thread" in aligned.reason
     walked = heuristic_config(_row_softmax(4096, 50257, BF16), OPTS)
     assert walked.looped and (walked.rblock, walked.num_warps) == (2048, 8)
     assert "boundary" not in walked.reason

@@ -28,11 +28,14 @@ memory-bound kernel on an H200 (132 SMs, about 4.3 TB/s):
   values per thread gave 62%, 45%, 35%; RBLOCK 1024 at 4 gave 53%, 45%, 48%). Rows that
   start on a 16-byte boundary with a length a multiple of 16 (``_aligned.on_vector_boundary``:
   every block is vector loads, no aligned walk with its masked first and last blocks) take
-  ``looped_vector_scale`` (2) times both, RBLOCK 4096 at 16 values per thread: two 16-byte
-  loads of bfloat16 in flight per thread per iteration instead of one. Session 18's sweep,
-  with the online softmax, the aligned walk and the L2 eviction hints: log_softmax over rows
-  of 32768 at 79% with it (81% at 16 warps), 65% at RBLOCK 2048; the walked rows of 50257 were
-  no faster with wider blocks (47-50%: their edge blocks are scalar accesses).
+  ``looped_vector_scale`` (2) times the block at the same values per thread: RBLOCK 4096, 16
+  warps. Session 18's sweeps on the H200, with the online softmax and the L2 eviction hints
+  (RBLOCK 2048 at 8 warps / 4096 at 8 / 4096 at 16): log_softmax over rows of 32768 (bf16)
+  65% / 79% / 81%; over rows of 16384, softmax bf16 78% / 77% / 75%, layer norm bf16 74% / 66%
+  / 70%, softmax fp32 - / 76% / 90%, layer norm fp32 - / 71% / 72% (- : below the sweep's top
+  six). The eviction hints pay only with the wider block (log_softmax: 66% without them).
+  The walked rows of 50257 were no faster with wider blocks (47-50%: their first and last
+  blocks are scalar accesses).
   A row of unknown length (symbolic sizes) may be short, so it gets a small RBLOCK (at most
   128) and 16 rows per program.
 - *Outer* reductions (the transposed layout, ``_layout.py``): XBLOCK 64 along the contiguous
@@ -221,7 +224,7 @@ def reduction_config(
         return Config(xblock, rblock, _warps(xblock * rblock), True, reason=why)
     rblock, per_thread = options.looped_rblock, options.looped_values_per_thread
     if vector_rows:
-        rblock, per_thread = rblock * options.looped_vector_scale, per_thread * options.looped_vector_scale
+        rblock *= options.looped_vector_scale  # the same values per thread: more warps
     rblock = min(rblock, _next_pow2(rnumel))
     xblock = _fill(xnumel, min(max(1, LOOPED_TILE // rblock), MAX_XBLOCK, xcap))
     why = (

@@ -19,8 +19,8 @@ class TritonOptions:
         program); a row of unknown length loops over at most 128.
     looped_vector_scale: a looped row that starts on a 16-byte boundary with a length a
         multiple of 16 (every block's accesses are vectors) takes this many times
-        ``looped_rblock`` and ``looped_values_per_thread`` (the same warps): each thread then
-        has two 16-byte loads of bfloat16 in flight per iteration, not one. 1 turns it off.
+        ``looped_rblock`` at the same ``looped_values_per_thread`` (so this many times the
+        warps): more of the row in flight per program. 1 turns it off.
     looped_values_per_thread, transposed_values_per_thread: values of a looped (inner, or outer:
         transposed) reduction's block per thread, which set its ``num_warps`` (2 to 16).
     autotune: on CUDA, time a few block-size configurations on the first call of each kernel and
