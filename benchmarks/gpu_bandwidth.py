@@ -290,7 +290,7 @@ def main() -> None:
     parser.add_argument(
         "--triton-options",
         default="{}",
-        help='more TritonOptions fields for torchkiln, as JSON (e.g. \'{"eviction_hints": false}\')',
+        help="more TritonOptions fields for torchkiln, as JSON (e.g. '{\"eviction_hints\": false}')",
     )
     parser.add_argument(
         "--compilers",
@@ -341,9 +341,9 @@ def main() -> None:
                 compiled = {
                     label: make()
                     for label, make in (
-                        ("eager", lambda: fn),
-                        ("torchkiln", lambda: torchkiln.compile(fn, options=kiln_options)),
-                        ("inductor", lambda: torch.compile(fn)),
+                        ("eager", lambda fn=fn: fn),
+                        ("torchkiln", lambda fn=fn: torchkiln.compile(fn, options=kiln_options)),
+                        ("inductor", lambda fn=fn: torch.compile(fn)),
                     )
                     if label in wanted
                 }

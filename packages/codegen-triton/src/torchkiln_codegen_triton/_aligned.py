@@ -194,9 +194,7 @@ def on_vector_boundary(spec: KernelSpec, layout: BlockLayout) -> bool:
     return rows is not None and rows[0] is None
 
 
-def _row_class(
-    spec: KernelSpec, layout: BlockLayout
-) -> tuple[AlignedWalk | None] | None:
+def _row_class(spec: KernelSpec, layout: BlockLayout) -> tuple[AlignedWalk | None] | None:
     """None when ``spec`` has no row access to align (short, symbolic or transposed rows, no
     access contiguous along r); else a 1-tuple of the walk, or of None when the rows need no
     walk (already on a vector boundary, of a length a multiple of 16)."""

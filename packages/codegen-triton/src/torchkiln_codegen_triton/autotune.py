@@ -32,8 +32,8 @@ memory-bound kernel on an H200 (132 SMs, about 4.3 TB/s):
   warps. Session 18's sweeps on the H200, with the online softmax and the L2 eviction hints
   (RBLOCK 2048 at 8 warps / 4096 at 8 / 4096 at 16): log_softmax over rows of 32768 (bf16)
   65% / 79% / 81%; over rows of 16384, softmax bf16 78% / 77% / 75%, layer norm bf16 74% / 66%
-  / 70%, softmax fp32 - / 76% / 90%, layer norm fp32 - / 71% / 72% (- : below the sweep's top
-  six). The eviction hints pay only with the wider block (log_softmax: 66% without them).
+  / 70%, softmax fp32 68% / 76% / 90%, layer norm fp32 69% / 71% / 72%; row sums 101-106%
+  in all. The eviction hints pay only with the wider block (log_softmax: 66% without them).
   The walked rows of 50257 were no faster with wider blocks (47-50%: their first and last
   blocks are scalar accesses).
   A row of unknown length (symbolic sizes) may be short, so it gets a small RBLOCK (at most
@@ -231,7 +231,11 @@ def reduction_config(
         f"looped: a row of {rnumel} is longer than the {limit} {itemsize}-byte values kept "
         f"in registers: RBLOCK {rblock} per iteration, {xblock} row(s) per program, "
         f"{per_thread} values per thread"
-        + (" (rows on a 16-byte boundary: every block's accesses are vectors)" if vector_rows else "")
+        + (
+            " (rows on a 16-byte boundary: every block's accesses are vectors)"
+            if vector_rows
+            else ""
+        )
     )
     warps = _warps(xblock * rblock, per_thread)
     return Config(xblock, rblock, warps, True, reason=why)

@@ -255,7 +255,9 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
             # fails in Triton's interpreter (numpy cannot OR a 0-d and a 1-d int1)
             ptr = f"{ptr} + tl.zeros([1], tl.int32)"
         text = f"tl.load({ptr}, {mask}, other=0)" if mask else f"tl.load({ptr})"
-        evict = _eviction.policy(self.rereads, name, self.stage_index) if self._stage.looped else None
+        evict = (
+            _eviction.policy(self.rereads, name, self.stage_index) if self._stage.looped else None
+        )
         if evict is not None:
             text = f'{text[:-1]}, eviction_policy="{evict}")'
         dtype = buf.dtype
