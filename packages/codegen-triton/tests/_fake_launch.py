@@ -35,8 +35,11 @@ class FakeFn:
 
 
 class Recorder:
-    """A JITFunction's ``warmup`` and ``fn[grid](...)``: records warmups (and on which thread) and
-    launches."""
+    """A JITFunction's ``warmup``, ``fn[grid](...)`` and ``fn.run(...)``: records warmups (and on
+    which thread) and launches. On CPU tensors the wrapper launches with ``fn[grid](...)``; on
+    CUDA tensors (the suite run on a GPU, ``benchmarks/gpu_triton_smoke.py``) its direct launch
+    path calls ``fn.run(..., grid=, warmup=False, ...)`` (``wrapper._run_fast``): both record the
+    same launch."""
 
     def __init__(self, barrier=None):
         self.warmups, self.launches, self.threads, self.modes = [], [], [], []
@@ -56,6 +59,13 @@ class Recorder:
             self.launches.append((args, {"grid": grid, **kwargs}))
 
         return launch
+
+    def run(self, *args, grid, warmup, **kwargs):
+        """The direct launch path's first launch of a specialization: recorded as ``fn[grid]``
+        records it. Returns no compiled kernel, so the wrapper keeps none to relaunch and every
+        launch comes back here."""
+        assert warmup is False
+        self.launches.append((args, {"grid": grid, **kwargs}))
 
 
 def swap_jit_functions(kernel: Any, make: Callable[[], Any]) -> list[Any]:

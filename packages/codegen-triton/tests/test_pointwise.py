@@ -352,3 +352,14 @@ def test_a_masked_load_is_not_selected_again(other):
         assert "tl.where" in kernel
         if other == 0.0:  # -0.0: the select keeps its sign
             assert torch.equal(torch.signbit(out[:2]), torch.ones(2, dtype=torch.bool))
+
+
+def test_negative_zero_constants_are_written_from_their_bits():
+    """Triton 3.6 folds any float constant equal to 0 into +0.0, so ``tl.full([1], -0.0, ...)``
+    lost its sign on the GPU machine (test_a_masked_load_is_not_selected_again[-0.0] failed there
+    against eager); -0.0 is its bits bitcast, +0.0 stays a plain literal."""
+    from torchkiln_codegen_triton._values import full
+
+    for dtype in (torch.float16, torch.bfloat16, torch.float32, torch.float64):
+        assert "bitcast=True" in full(-0.0, dtype), dtype
+        assert "bitcast" not in full(0.0, dtype) and "bitcast" not in full(-1.5, dtype)

@@ -14,6 +14,7 @@ from _fake_launch import Recorder, swap_jit_functions
 from _specs import buf, column_reduction, spec
 from torchkiln_codegen_triton import TritonBackend, TritonOptions
 from torchkiln_codegen_triton import precompile as P
+from torchkiln_codegen_triton._compat import interpreting
 from torchkiln_loop_ir.backend import BufferSpec
 from torchkiln_loop_ir.ops import ops
 
@@ -74,6 +75,11 @@ def _on(k, device):
     )
 
 
+@pytest.mark.skipif(
+    not interpreting(),
+    reason="about the interpreter: with real Triton on a GPU precompile compiles binaries "
+    "(the fake-GPU tests below cover that path)",
+)
 def test_precompile_is_a_no_op_under_the_interpreter_and_results_are_eager():
     kernels = TritonBackend().compile_kernels(
         [_scale_kernel("pc_scale", 37), _row_sum_kernel("pc_rows", 5, 19)]

@@ -49,8 +49,27 @@ def literal(value: object, dtype: torch.dtype) -> str:
     return str(int(value))  # type: ignore[arg-type]
 
 
+#: the bits of -0.0, as the signed integer of each float's width
+_NEGATIVE_ZERO_BITS = {
+    torch.float16: ("tl.int16", -(1 << 15)),
+    torch.bfloat16: ("tl.int16", -(1 << 15)),
+    torch.float32: ("tl.int32", -(1 << 31)),
+    torch.float64: ("tl.int64", -(1 << 63)),
+}
+
+
 def full(value: object, dtype: torch.dtype, shape: str = "[1]") -> str:
+    """``tl.full`` of ``value``. A -0.0 is made from its bits: Triton 3.6 turns any float
+    constant equal to 0 into +0.0 (``-0.0 == 0``), so ``tl.full([1], -0.0, tl.float32)`` lost
+    its sign there (eager's ``where(mask, x, -0.0)`` then gave +0.0)."""
+    if dtype in _NEGATIVE_ZERO_BITS and _is_negative_zero(value):
+        int_type, bits = _NEGATIVE_ZERO_BITS[dtype]
+        return f"tl.full({shape}, {bits}, {int_type}).to({tl_dtype(dtype)}, bitcast=True)"
     return f"tl.full({shape}, {literal(value, dtype)}, {tl_dtype(dtype)})"
+
+
+def _is_negative_zero(value: object) -> bool:
+    return isinstance(value, float) and value == 0 and math.copysign(1.0, value) < 0
 
 
 def lowest(dtype: torch.dtype) -> float | int:
