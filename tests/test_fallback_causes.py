@@ -150,3 +150,40 @@ def test_pow_half_builds(dtype):
     x = torch.rand(64, 33).to(dtype)
     for got, want in zip(compiled(x), f(x)):
         torch.testing.assert_close(got, want, equal_nan=True)
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_dynamic_tensor_indexing_is_lowered(codegen):
+    """``x[idx]`` and ``x[:, idx]`` with dynamic sizes ran ``aten.index.Tensor`` as a fallback
+    kernel (the lowering called int() on the indices' symbolic sizes; fuzz seeds 690014,
+    690231, 690253)."""
+
+    def f(x, idx, m):
+        return x[idx], m[:, idx] * 2, x[idx.view(-1, 1)].flatten()
+
+    compiled = _strict(f, codegen, dynamic=True)
+    for n, k in [(5, 4), (7, 3), (6, 9)]:
+        x, m = torch.randn(n) > 0, torch.randn(3, n)
+        idx = torch.randint(-n, n, (k,))
+        for got, want in zip(compiled(x, idx, m), f(x, idx, m)):
+            torch.testing.assert_close(got, want)
+    assert all(not g.fallbacks for g in torchkiln.report(compiled).graphs)
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+@pytest.mark.parametrize("dynamic", [None, True])
+def test_cat_of_empty_tensors_is_lowered(codegen, dynamic):
+    """``torch.cat`` of legacy empty (0,) tensors only ran as an ATen fallback (fuzz seeds
+    690065, 690167); the result is empty, with eager's dtype and shape."""
+
+    def f(x, y):
+        t = x != 0.5
+        return torch.cat([t, t], 0), torch.cat([x, x * 2], 0) + 1, torch.cat([x, y.flatten()])
+
+    compiled = _strict(f, codegen, dynamic)
+    for k in (3, 5):
+        x, y = torch.randn(0), torch.randn(k, 2)
+        for got, want in zip(compiled(x, y), f(x, y)):
+            assert got.dtype == want.dtype and got.shape == want.shape
+            torch.testing.assert_close(got, want)
+    assert all(not g.fallbacks for g in torchkiln.report(compiled).graphs)

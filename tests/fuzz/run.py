@@ -9,7 +9,8 @@ Program ``k`` of a run is ``generate(seed + k)``: a failing seed is reproduced a
 processes (``--chunk`` programs each, ``--jobs`` children at once over disjoint chunks of seeds),
 so a program that kills its process (a segfault in a kernel) is counted as a crash and the run
 goes on with the next seed. ``--json PATH`` writes the summary (counts, seeds of each kind,
-fallback reasons, versions, the command) for benchmarks/results/.
+fallback reasons, versions, the command) for benchmarks/results/. An *op-fallback* (an ATen op
+run as a fallback kernel inside a compiled graph) lists its seed and, among the reasons, the op.
 """
 
 from __future__ import annotations
@@ -54,6 +55,7 @@ SEED_KINDS = (
     "crash",
     "fallback",
     "error-replay",
+    "op-fallback",
     "unstable",
     "undefined",
     "harness",
@@ -309,6 +311,9 @@ def _count(args, seed: int, out: dict, counts, seeds, reasons) -> None:
             reasons[_short(r)] += 1
     if out.get("op_fallbacks"):
         counts["op-fallback"] += 1
+        seeds["op-fallback"].append(seed)
+        for op in set(out["op_fallbacks"]):
+            reasons[f"ATen op run as a fallback kernel: {op}"] += 1
     if out.get("error_replay"):
         counts["error-replay"] += 1
         seeds["error-replay"].append(seed)

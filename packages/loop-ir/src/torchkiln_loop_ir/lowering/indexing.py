@@ -72,8 +72,10 @@ def index(ctx, x, indices):
     if any(indices[d].get_dtype() in (torch.bool, torch.uint8) for d in present):
         raise Unlowerable("boolean mask indexing (data-dependent shape)")
     tensors = [indices[d] for d in present]
-    bshape = torch.broadcast_shapes(*[tuple(int(s) for s in t.get_size()) for t in tensors])
-    nb = len(bshape)
+    # the index tensors broadcast to a shape of the most dims among them (its sizes are the
+    # output's, already worked out; each tensor is read through broadcast_index): only the count
+    # matters here, so dynamic sizes need no int()
+    nb = max(len(t.get_size()) for t in tensors)
     consecutive = present == list(range(present[0], present[-1] + 1))
     load_x = x.make_loader()
 
