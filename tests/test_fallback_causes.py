@@ -187,3 +187,35 @@ def test_cat_of_empty_tensors_is_lowered(codegen, dynamic):
             assert got.dtype == want.dtype and got.shape == want.shape
             torch.testing.assert_close(got, want)
     assert all(not g.fallbacks for g in torchkiln.report(compiled).graphs)
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_empty_indices_give_an_empty_result_without_a_fallback(codegen):
+    """index_select, embedding and gather with no index (into a dim that may be empty too) ran
+    as ATen fallback kernels (fuzz seeds 700015, 700049, 700123); an empty result whose indices
+    eager still checks stays ATen's, and so does its error."""
+
+    def f(x, e, idx):
+        return (
+            torch.index_select(x, 1, idx),
+            torch.index_select(e, 0, idx),
+            torch.nn.functional.embedding(idx, x),
+            torch.gather(x, 1, idx.view(1, 0).expand(x.shape[0], 0)),
+        )
+
+    compiled = _strict(f, codegen)
+    for rows in (3, 5):
+        x, e, idx = torch.randn(rows, 4), torch.randn(0, 2), torch.zeros(0, dtype=torch.int64)
+        for got, want in zip(compiled(x, e, idx), f(x, e, idx)):
+            assert got.shape == want.shape and got.dtype == want.dtype
+            torch.testing.assert_close(got, want)
+    assert all(not g.fallbacks for g in torchkiln.report(compiled).graphs)
+
+    def g(e, idx):
+        return torch.index_select(e, 0, idx) + 1
+
+    e, bad = torch.randn(0, 2), torch.tensor([0, 1])
+    with pytest.raises(RuntimeError) as eager:
+        g(e, bad)
+    with pytest.raises(type(eager.value), match="index_select"):
+        torchkiln.compile(g, options={"codegen": codegen})(e, bad)

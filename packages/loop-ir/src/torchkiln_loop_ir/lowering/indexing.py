@@ -39,11 +39,18 @@ def indirect(value: Any, size: sympy.Expr, *, wrap: bool = True) -> sympy.Symbol
     return ops.indirect_indexing(wrapped, size)
 
 
-def _check_empty_result(out_size, indices: IRNode) -> None:
-    """index_select and embedding check every index even when their result has no element (a
-    dim of size 0 elsewhere); a kernel over no elements loads none: leave it to ATen."""
-    if any(s == 0 for s in out_size) and all(s != 0 for s in indices.get_size()):
+def _empty_result(ctx, indices: IRNode) -> Pointwise | None:
+    """For a result with no element: index_select, embedding and gather check every index even
+    then (a dim of size 0 elsewhere), which a kernel over no elements cannot (it loads none):
+    left to ATen. With no index at all there is nothing to check (nor to read, in a dim that
+    may be empty too): the empty result. None for a result with elements."""
+    if not any(s == 0 for s in ctx.out_size):
+        return None
+    if all(s != 0 for s in indices.get_size()):
         raise Unlowerable("an empty result whose indices eager still checks")
+    return Pointwise(
+        lambda index: ops.constant(0, ctx.out_dtype), ctx.out_size, ctx.out_dtype, ctx.device
+    )
 
 
 def _load_int(x: IRNode, index) -> Any:
@@ -53,7 +60,8 @@ def _load_int(x: IRNode, index) -> Any:
 
 @register_lowering(aten.embedding.default)
 def embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    _check_empty_result(ctx.out_size, indices)
+    if (empty := _empty_result(ctx, indices)) is not None:
+        return empty
     load_w = weight.make_loader()
     nidx = len(indices.get_size())
     rows = weight.get_size()[0]
@@ -104,6 +112,8 @@ def index(ctx, x, indices):
 
 @register_lowering(aten.gather.default)
 def gather(ctx, x, dim, idx, *, sparse_grad=False):
+    if (empty := _empty_result(ctx, idx)) is not None:  # the result is idx's shape
+        return empty
     n = len(x.get_size())
     dim = dim % n if n else 0
     load_x = x.make_loader()
@@ -118,7 +128,8 @@ def gather(ctx, x, dim, idx, *, sparse_grad=False):
 
 @register_lowering(aten.index_select.default)
 def index_select(ctx, x, dim, idx):
-    _check_empty_result(ctx.out_size, idx)
+    if (empty := _empty_result(ctx, idx)) is not None:
+        return empty
     n = len(x.get_size())
     dim = dim % n if n else 0
     load_x = x.make_loader()
