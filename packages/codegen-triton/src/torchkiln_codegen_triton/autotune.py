@@ -145,15 +145,12 @@ def heuristic_config(
             xblock = max(16, min(xblock, xcap))
         return Config(xblock, 1, 4 if xblock >= 512 else 2, False)
     layout = layout or choose_layout(spec)
-    cfg = reduction_config(
-        xnumel,
-        _numel(spec.rranges),
-        value_itemsize(spec),
-        options,
-        transposed=layout.transposed,
-        streams=full_size_inputs(spec),
-        vector_rows=not layout.transposed and on_vector_boundary(spec, layout),
-    )
+    sizes = (xnumel, _numel(spec.rranges), value_itemsize(spec), options)
+    streams = full_size_inputs(spec)
+    cfg = reduction_config(*sizes, transposed=layout.transposed, streams=streams)
+    if cfg.looped and not layout.transposed and on_vector_boundary(spec, layout):
+        # looped rows only: the check replays the kernel's bodies
+        cfg = reduction_config(*sizes, streams=streams, vector_rows=True)
     if cfg.looped:
         cfg = replace(cfg, split=split_chunks(spec, options, cfg.xblock, cfg.rblock))
     return cfg
