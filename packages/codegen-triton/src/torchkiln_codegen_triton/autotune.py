@@ -219,10 +219,9 @@ def reduction_config(
             f"{xblock} rows per program)"
         )
         return Config(xblock, rblock, _warps(xblock * rblock), True, reason=why)
-    rblock, per_thread = options.looped_rblock, options.looped_values_per_thread
-    if vector_rows:
-        rblock *= options.looped_vector_scale  # the same values per thread: more warps
-    rblock = min(rblock, _next_pow2(rnumel))
+    per_thread = options.looped_values_per_thread  # vector rows too: a wider block, more warps
+    scale = options.looped_vector_scale if vector_rows else 1
+    rblock = min(options.looped_rblock * scale, _next_pow2(rnumel))
     xblock = _fill(xnumel, min(max(1, LOOPED_TILE // rblock), MAX_XBLOCK, xcap))
     why = (
         f"looped: a row of {rnumel} is longer than the {limit} {itemsize}-byte values kept "

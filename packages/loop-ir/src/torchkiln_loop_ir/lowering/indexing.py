@@ -19,7 +19,7 @@ from ..errors import Unlowerable
 from ..ir import ComputedBuffer, IRNode, Pointwise, Scatter, compute_dtype
 from ..ops import ops
 from . import aten, register_lowering
-from .pointwise import broadcast_index
+from .pointwise import broadcast_index, filled
 
 
 def indirect(value: Any, size: sympy.Expr, *, wrap: bool = True) -> sympy.Symbol:
@@ -48,9 +48,7 @@ def _empty_result(ctx, indices: IRNode) -> Pointwise | None:
         return None
     if all(s != 0 for s in indices.get_size()):
         raise Unlowerable("an empty result whose indices eager still checks")
-    return Pointwise(
-        lambda index: ops.constant(0, ctx.out_dtype), ctx.out_size, ctx.out_dtype, ctx.device
-    )
+    return filled(0, ctx.out_size, ctx.out_dtype, ctx.device)
 
 
 def _load_int(x: IRNode, index) -> Any:

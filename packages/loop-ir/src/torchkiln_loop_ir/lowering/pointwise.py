@@ -51,6 +51,13 @@ def operand_loader(x: Any, dtype: torch.dtype) -> Callable[[Sequence[sympy.Expr]
     return lambda index: ops.constant(value, dtype)
 
 
+def filled(value: Any, ranges: Any, out_dtype: torch.dtype, device: Any) -> Pointwise:
+    """A tensor of ``ranges`` every element of which is ``value`` (also the result of an op whose
+    output has no element: nothing is read)."""
+    cdt = compute_dtype(out_dtype)
+    return Pointwise(lambda index: ops.constant(value, cdt), ranges, out_dtype, device)
+
+
 def lazy_op(name: str) -> Callable[..., Any]:
     """``ops.<name>`` looked up when called (the handler is only installed at that point)."""
     return lambda *args: getattr(ops, name)(*args)

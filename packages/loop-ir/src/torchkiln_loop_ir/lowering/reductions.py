@@ -19,6 +19,7 @@ from ..errors import Unlowerable
 from ..ir import ComputedBuffer, IRNode, Pointwise, Reduction, compute_dtype, product
 from ..ops import ops
 from . import aten, register_lowering
+from .pointwise import filled
 from .split_reductions import split_factor, split_reduction, split_welford, target_programs
 
 
@@ -67,7 +68,7 @@ def reduce(
     dims = _dims(x, dims)
     ranges, rranges, full_index = _split(x, dims, keepdim)
     if rranges and product(rranges) == 0 and reduction_type in _EMPTY_IDENTITY:
-        return _filled(_EMPTY_IDENTITY[reduction_type], ranges, out_dtype, x.get_device())
+        return filled(_EMPTY_IDENTITY[reduction_type], ranges, out_dtype, x.get_device())
     if not rranges or product(rranges) == 0:
         # max/min/argmax of nothing: eager raises, and the ATen kernel raises eager's error
         raise Unlowerable("empty reduction")
@@ -95,11 +96,6 @@ def reduce(
 # tensor is three zeros; ``all`` is ``not any(not x)``, so True); a constant Pointwise, no kernel
 # of its own. max/min/argmax have no identity: eager raises, and so does the ATen fallback.
 _EMPTY_IDENTITY = {"sum": 0, "xor_sum": 0, "prod": 1, "any": False}
-
-
-def _filled(value, ranges, out_dtype: torch.dtype, device) -> Pointwise:
-    cdt = compute_dtype(out_dtype)
-    return Pointwise(lambda index: ops.constant(value, cdt), ranges, out_dtype, device)
 
 
 # A reduction over one element is that element: a Pointwise the scheduler fuses with its

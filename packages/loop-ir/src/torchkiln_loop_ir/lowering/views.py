@@ -277,14 +277,13 @@ def clone(ctx, x, *, memory_format=None):
 @register_lowering(aten.cat.default)
 def cat(ctx, tensors, dim=0):
     tensors = [t for t in tensors if not (len(t.get_size()) == 1 and t.get_size()[0] == 0)]
+    from ..ir import compute_dtype
+    from .pointwise import filled, operand_loader
+
     if not tensors:  # every operand a legacy empty (0,): the result is empty too, nothing to read
-        return Pointwise(
-            lambda index: ops.constant(0, ctx.out_dtype), ctx.out_size, ctx.out_dtype, ctx.device
-        )
+        return filled(0, ctx.out_size, ctx.out_dtype, ctx.device)
     n = len(ctx.out_size)
     dim = dim % n
-    from ..ir import compute_dtype
-    from .pointwise import operand_loader
 
     cdt = compute_dtype(ctx.out_dtype)
     loaders = [operand_loader(t, cdt) for t in tensors]
