@@ -32,6 +32,8 @@
 #               (gpu_bandwidth.py --profile): which kernel of a case is slow
 #   bandwidth-sweep   gpu_bandwidth_sweep.py: the same cases' torchkiln kernels under a grid of
 #               launch configurations (the heuristic's figure, the best, the top six)
+#   softmax-probe  gpu_softmax_probe.py: hand-written kernels that split a long-row softmax's time
+#               into its online pass's instructions and its second read's L2 misses
 #   direct-conv gpu_direct_conv.py: each depthwise and stem convolution shape of MobileNetV3,
 #               EfficientNet-B0 and ConvNeXt-tiny at their batch sizes, cuDNN + activation against
 #               loop-ir's direct convolution (bf16 and fp32): where LoopIROptions.direct_convolution_taps
@@ -133,6 +135,8 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                  --hang-s 140 --dtypes bfloat16 --profile --json "$OUT/bandwidth-profile.json" \
                  --cases "backward,rows of,32768,cross-entropy,bn " 2>&1 \
                  | tee "$OUT/bandwidth-profile.log" | grep -v "Warn\|warn\|USDT\|^$" | tail -60 ;;
+    softmax-probe) TRITON_INTERPRET=0 timeout ${PROBE_LIMIT:-200} python3 benchmarks/gpu_softmax_probe.py \
+                     --hang-s 190 --json "$OUT/softmax-probe.json" 2>&1 | tee "$OUT/softmax-probe.log" ;;
     direct-conv) TRITON_INTERPRET=0 timeout ${DIRECT_LIMIT:-210} python3 benchmarks/gpu_direct_conv.py \
                    --hang-s 205 --json "$OUT/direct-conv.json" 2>&1 | tee "$OUT/direct-conv.log" \
                    | grep -v "Warn\|warn\|^$" ;;

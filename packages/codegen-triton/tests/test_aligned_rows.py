@@ -236,6 +236,9 @@ def test_several_rows_per_program(monkeypatch):
         make = lambda fn=fn: _inputs(fn, 7, 1025, torch.float32)  # noqa: E731
         cg = _compile(fn, make(), WIDTHS[1025])
         assert _walked(cg) and any(k.config.xblock == 4 for k in cg.kernels)
+        # the online softmax's groups keep the row order: a reordering reshape let Triton 3.6
+        # mix these 4 rows on the H200 (wrong sums), which the interpreter never does
+        assert all("can_reorder" not in k.source for k in cg.kernels)
         for _ in range(2):
             _check(cg, fn, make(), torch.float32)
 

@@ -190,38 +190,27 @@ def online_plan(spec: KernelSpec, *, looped: bool, split: bool, enabled: bool) -
 
 def emit_online(h: Any, dtype: Any, value: TritonValue) -> tuple[TritonValue, TritonValue]:
     """(max, sum of exp(value - max)) of the row, from one r-loop in handler ``h``'s current
-    stage (looped). Per lane: the running max ``m`` (NaN-propagating, as the max reduction) and
-    sum ``s`` of exp(value - m). One exp per value: with ``d = v - m``, ``exp(-|d|)`` is both
-    the rescale of ``s`` when ``v`` raises the max (``s * exp(m - v) + 1``) and the new term
-    when it does not (``s + exp(v - m)``). A GPU's loop over 16-bit rows has little arithmetic
-    to spare at full bandwidth: this loop was 23 instructions per value on sm_90 with two exps
-    (each with its denormal fix-up) and a four-instruction NaN-propagating max, 12 now
-    (``benchmarks/triton_kernel_resources.py``).
-
-    Float32 lanes take ``tl.exp2`` (one ``ex2.approx.ftz``: a term below 2**-126 flushes to 0,
-    which cannot move a sum of at least 1, the lane's max's own term). A lane of only -inf so
-    far has ``d = -inf - -inf``, NaN: the exponent ``max(NaN, -inf)`` (a max that drops NaN)
-    is -inf, so it adds 0 and its sum stays 0, whose weight ``exp(-inf - M)`` in the combine
-    is 0. A NaN value adds 0 too, but raises the lanes' max to NaN, so the row's sum is NaN,
-    as eager's (see the module docstring)."""
-    from ._reductions import _broadcast, _combine, _lanes  # the plain reductions' pieces
+    stage (looped): a running max and a running sum of exp(value - max) per group of
+    ``options.online_group`` values of the block (``_grouped``), or per value (``_per_lane``,
+    a group of 1 or the transposed layout); then the groups combine as ``M = max(m)``,
+    ``S = sum(s * exp(m - M))``."""
+    from ._reductions import _broadcast, _lanes  # the plain reductions' pieces
 
     lay, stage, x = h.layout, h.stage_index, frozenset({"x"})
     exp = h.math["exp"].format
     v = value.name if value.dtype == dtype else f"{value.name}.to({tl_dtype(dtype)})"
     vb = h.emit(_broadcast(v, value, lay), dtype, XR).name
-    m, s = h.new_name("_online_max"), h.new_name("_online_sum")
-    d, e = h.new_name("_online_d"), h.new_name("_online_e")
-    h.line(f"{m} = {full(float('-inf'), dtype, lay.block)}", "prefix")
-    h.line(f"{s} = {full(0.0, dtype, lay.block)}", "prefix")
-    h.line(f"{d} = {vb} - {m}", "body")
-    if dtype == torch.float32:
-        term = f'tl.exp2(tl.maximum(-tl.abs({d}) * {LOG2E!r}, float("-inf")))'
+    # at most one thread's 16-byte vector of the row's widest input (8 bfloat16, 4 float32
+    # values): a group wider than what a thread holds costs a layout conversion (float32
+    # log_softmax over rows of 32768: 75% of the bandwidth with groups of 8, 92% reordered)
+    widest = max(
+        [spec_b.dtype.itemsize for n, spec_b in h.spec.buffers.items() if n in h.spec.inputs] or [4]
+    )
+    group = min(h.options.online_group, max(1, 16 // widest))
+    if group > 1 and not lay.transposed:
+        m, s = _grouped(h, dtype, vb, group)
     else:
-        term = exp(f'tl.maximum(-tl.abs({d}), float("-inf"))')
-    h.line(f"{e} = {term}", "body")
-    h.line(f"{s} = tl.where(rmask, tl.where({d} > 0, {s} * {e} + 1.0, {s} + {e}), {s})", "body")
-    h.line(f"{m} = tl.where(rmask, {_combine('max', m, vb, dtype)}, {m})", "body")
+        m, s = _per_lane(h, dtype, vb)
     top = h.emit(_lanes("max", m, dtype, lay, not h.interpret), dtype, x, stage, cse=False)
     lanes = lay.over_r("tl.sum", f"{s} * {exp(f'{m} - {top.name}')}")
     # eager's sum of exp(x - max) is NaN where the max is not finite (-inf - -inf, inf - inf)
@@ -233,6 +222,84 @@ def emit_online(h: Any, dtype: Any, value: TritonValue) -> tuple[TritonValue, Tr
         cse=False,
     )
     return top, total
+
+
+def _exp_of(h: Any, dtype: Any, arg: str) -> str:
+    """exp(``arg``) for an ``arg`` of at most 0: float32 takes ``tl.exp2`` (one
+    ``ex2.approx.ftz``: a term below 2**-126 flushes to 0, which cannot move a sum of at least
+    1, the lane's max's own term)."""
+    if dtype == torch.float32:
+        return f"tl.exp2(({arg}) * {LOG2E!r})"
+    return h.math["exp"].format(arg)
+
+
+def _per_lane(h: Any, dtype: Any, vb: str) -> tuple[str, str]:
+    """Per lane: the running max ``m`` (NaN-propagating, as the max reduction) and sum ``s``
+    of exp(value - m). One exp per value: with ``d = v - m``, ``exp(-|d|)`` is both the rescale
+    of ``s`` when ``v`` raises the max (``s * exp(m - v) + 1``) and the new term when it does
+    not (``s + exp(v - m)``): 12 instructions per value on sm_90
+    (``benchmarks/triton_kernel_resources.py``), a loop bound by instructions, not memory
+    (``benchmarks/gpu_softmax_probe.py``: 76-80% of the bandwidth of a plain row sum's 93%).
+
+    A lane of only -inf so far has ``d = -inf - -inf``, NaN: the exponent ``max(NaN, -inf)``
+    (a max that drops NaN) is -inf, so it adds 0 and its sum stays 0, whose weight
+    ``exp(-inf - M)`` in the combine is 0. A NaN value adds 0 too, but raises the lanes' max to
+    NaN, so the row's sum is NaN, as eager's (see the module docstring)."""
+    from ._reductions import _combine
+
+    lay = h.layout
+    m, s = h.new_name("_online_max"), h.new_name("_online_sum")
+    d, e = h.new_name("_online_d"), h.new_name("_online_e")
+    h.line(f"{m} = {full(float('-inf'), dtype, lay.block)}", "prefix")
+    h.line(f"{s} = {full(0.0, dtype, lay.block)}", "prefix")
+    h.line(f"{d} = {vb} - {m}", "body")
+    exponent = f'tl.maximum(-tl.abs({d}), float("-inf"))'
+    h.line(f"{e} = {_exp_of(h, dtype, exponent)}", "body")
+    h.line(f"{s} = tl.where(rmask, tl.where({d} > 0, {s} * {e} + 1.0, {s} + {e}), {s})", "body")
+    h.line(f"{m} = tl.where(rmask, {_combine('max', m, vb, dtype)}, {m})", "body")
+    return m, s
+
+
+def _grouped(h: Any, dtype: Any, vb: str, group: int) -> tuple[str, str]:
+    """Per group of ``group`` consecutive values of a row in the block (``tl.reshape`` to
+    ``[XBLOCK, RBLOCK // group, group]``, order kept: with ``can_reorder=True`` Triton may
+    regroup values across the block's *rows*, and on the H200 a program of 4 rows of 1025 then
+    gave wrong sums, ``test_aligned_rows.py::test_several_rows_per_program``; the interpreter
+    never reorders): the running max ``m`` and sum ``s`` of exp(value - m). Each block first takes its group max ``g`` (NaN-propagating),
+    then ``m' = max(m, g)``, ``s' = s * exp(m - m') + sum(exp(v - m'))``: per value a
+    subtraction, an exp and an add, the rescale once per group. On an H200, a row pass of this
+    form reads at 88-91% of the bandwidth where the per-value form reads at 76-80% (a plain row
+    sum: 93%; ``benchmarks/gpu_softmax_probe.py``).
+
+    Masked lanes (the walk's first and last blocks) are -inf, which add exp(-inf) = 0 and
+    leave the max. Infinities: the exponent base ``b`` is ``m'`` with -inf replaced by 0, so a
+    group of only -inf so far adds 0 (no ``-inf - -inf``) and its rescale ``exp(-inf - b)`` is
+    0; a +inf makes ``inf - inf``, NaN, in its group's sum, and the row's max +inf, where
+    eager's sum is NaN as well. A NaN raises the group's max to NaN, so the row's max and sum
+    are NaN, as eager's."""
+    from ._reductions import _combine
+
+    m, s = h.new_name("_online_max"), h.new_name("_online_sum")
+    v, g, b = h.new_name("_online_v"), h.new_name("_online_g"), h.new_name("_online_b")
+    shape = f"[XBLOCK, RBLOCK // {group}]"
+    h.line(f"{m} = {full(float('-inf'), dtype, shape)}", "prefix")
+    h.line(f"{s} = {full(0.0, dtype, shape)}", "prefix")
+    masked = f'tl.where(rmask, {vb}, float("-inf"))'
+    h.line(
+        f"{v} = tl.reshape({masked}, [XBLOCK, RBLOCK // {group}, {group}])",
+        "body",
+    )
+    if h.interpret:  # the interpreter runs a combine of ours lane by lane (_reductions._lanes)
+        nan = f"tl.max(({v} != {v}).to(tl.int8), 2) != 0"
+        gmax = f'tl.where({nan}, float("nan"), tl.max({v}, 2))'
+    else:
+        gmax = f"tl.reduce({v}, 2, _tk_max_combine)"
+    h.line(f"{g} = {_combine('max', m, gmax, dtype)}", "body")
+    h.line(f'{b} = tl.where({g} == float("-inf"), 0.0, {g})', "body")
+    terms = f"tl.sum({_exp_of(h, dtype, f'{v} - {b}[:, :, None]')}, 2)"
+    h.line(f"{s} = {s} * {_exp_of(h, dtype, f'{m} - {b}')} + {terms}", "body")
+    h.line(f"{m} = {g}", "body")
+    return m, s
 
 
 def check_absorbed(stage: Any, stages: list[Any]) -> None:

@@ -36,6 +36,14 @@ memory-bound kernel on an H200 (132 SMs, about 4.3 TB/s):
   in all. The eviction hints pay only with the wider block (log_softmax: 66% without them).
   The walked rows of 50257 were no faster with wider blocks (47-50%: their first and last
   blocks are scalar accesses).
+  Such rows of at least ``reread_rnumel`` (32768) values that the kernel reads in two r-loops
+  (a softmax's max and sum, then its output) take 32 KB of the row per iteration at 32 warps
+  (``_reread_config``: RBLOCK ``reread_rblock`` (16384) for 2-byte inputs, 8192 for 4-byte):
+  about 260 rows resident instead of about 1000, so the rows walked between a row's two reads
+  fit in L2. Session 19, log_softmax over rows of 32768 with the grouped online softmax: bf16
+  84% at RBLOCK 4096 / 16 warps, 93% at 16384 / 16, 94% at 16384 / 32; float32 70% at 4096 /
+  16, 75% at 16384 / 32, 88% at 8192 / 32. Rows of 16384 (session 18's sweep) ran half as
+  fast at 16384 / 32, so they keep RBLOCK 4096.
   A row of unknown length (symbolic sizes) may be short, so it gets a small RBLOCK (at most
   128) and 16 rows per program.
 - *Outer* reductions (the transposed layout, ``_layout.py``): XBLOCK 64 along the contiguous
@@ -151,9 +159,36 @@ def heuristic_config(
     if cfg.looped and not layout.transposed and on_vector_boundary(spec, layout):
         # looped rows only: the check replays the kernel's bodies
         cfg = reduction_config(*sizes, streams=streams, vector_rows=True)
+        rnumel = sizes[1]
+        if options.reread_rnumel and rnumel and rnumel >= options.reread_rnumel:
+            cfg = _reread_config(spec, options, cfg, rnumel)
     if cfg.looped:
         cfg = replace(cfg, split=split_chunks(spec, options, cfg.xblock, cfg.rblock))
     return cfg
+
+
+def _reread_config(spec: KernelSpec, options: TritonOptions, cfg: Config, rnumel: int) -> Config:
+    """``cfg`` (looped vector rows of ``rnumel``), or RBLOCK ``options.reread_rblock`` at 32
+    warps, one row per program, when the kernel reads its rows in two r-loops
+    (``_eviction.reread_plan``, after the online softmax drops its sum's loop): see
+    ``TritonOptions.reread_rnumel``."""
+    from ._eviction import reread_plan
+    from ._online import online_plan
+
+    plan = online_plan(spec, looped=True, split=False, enabled=options.online_softmax)
+    absorbed = None if plan is None else plan.stage + 1
+    if not reread_plan(spec, looped=True, split=False, absorbed=absorbed, enabled=True):
+        return cfg
+    # the same 32 KB of the row per iteration whatever its dtype: float32 rows at 16384 values
+    # (16 a thread) ran at 75%, at 8192 at 88% (session 19)
+    widest = max([spec.buffers[n].dtype.itemsize for n in spec.inputs if n in spec.buffers] or [2])
+    rblock = min(options.reread_rblock * 2 // max(2, widest), _next_pow2(rnumel))
+    why = (
+        f"looped: a row of {rnumel} on a 16-byte boundary, read in two r-loops: RBLOCK "
+        f"{rblock} at 32 warps, 1 row per program (few rows resident: the row's second read "
+        "finds it in L2)"
+    )
+    return Config(1, rblock, 32, True, reason=why)
 
 
 def full_size_inputs(spec: KernelSpec) -> int:

@@ -21,6 +21,13 @@ class TritonOptions:
         multiple of 16 (every block's accesses are vectors) takes this many times
         ``looped_rblock`` at the same ``looped_values_per_thread`` (so this many times the
         warps): more of the row in flight per program. 1 turns it off.
+    reread_rnumel: a looped row of at least this many values, on a 16-byte boundary (as for
+        ``looped_vector_scale``), that the kernel reads in two r-loops (a softmax: its max and
+        sum of exp, then its output) takes RBLOCK ``reread_rblock`` at 32 warps: a quarter of
+        the programs resident that RBLOCK 4096 at 16 warps keeps, so the rows walked between a
+        row's two reads fit in L2 and the second read finds it there. 0 turns it off.
+    reread_rblock: that RBLOCK for 2-byte inputs (16384: 16 values per thread); 4-byte inputs
+        take half (the same 32 KB of the row per iteration).
     looped_values_per_thread, transposed_values_per_thread: values of a looped (inner, or outer:
         transposed) reduction's block per thread, which set its ``num_warps`` (2 to 16).
     autotune: on CUDA, time a few block-size configurations on the first call of each kernel and
@@ -36,6 +43,11 @@ class TritonOptions:
         exp(x - max) in one r-loop (a running max and a rescaled running sum per lane) instead
         of two, so the row is read twice, not three times (``_online.py`` says when it applies).
         Off gives the plain form, for comparing the two.
+    online_group: the online softmax's running max and sum are kept per group of this many
+        consecutive values of a row (a power of two; at most one 16-byte vector of the widest
+        input, so 8 for bfloat16 and 4 for float32: values one thread holds), not per value: a block's values are first reduced to their group's max, so a value
+        costs a subtraction, an exp and an add, not a dozen instructions (``_online.py``). 1
+        keeps them per value (the form before, for comparison).
     aligned_rows: in a looped reduction kernel whose rows start off a 16-byte boundary or
         whose length is not a multiple of 16 (a vocabulary of 50257), walk each row from its
         start rounded down to a vector boundary, the blocks inside the row unmasked, so their
@@ -63,6 +75,8 @@ class TritonOptions:
     looped_rblock: int = 2048
     looped_values_per_thread: int = 8
     looped_vector_scale: int = 2
+    reread_rnumel: int = 32768
+    reread_rblock: int = 16384
     transposed_rblock: int = 64
     transposed_values_per_thread: int = 8
     split_programs: int = 1024
@@ -70,6 +84,7 @@ class TritonOptions:
     split_min_rchunk: int = 128
     autotune: bool = False
     online_softmax: bool = True
+    online_group: int = 8
     aligned_rows: bool = True
     eviction_hints: bool = True
     debug_asserts: bool = False
