@@ -52,7 +52,15 @@ class ConversionOps:
         text = self._convert(x.name, x.dtype, dtype)
         if dtype == torch.bool:
             text = f"({x.name} != 0)"
-        return self.emit(text, dtype, x.deps, x.post)
+        rounded: set[str] = self.__dict__.setdefault("_rounded", set())
+        if x.name in rounded and dtype == torch.float32 and not self.interpret:
+            # a value this kernel rounded to 16 bits, widened for the next op: an opaque copy,
+            # else the GPU compiler fuses the rounding away (``_prelude._tk_rounded``)
+            text = f"_tk_rounded({text})"
+        out = self.emit(text, dtype, x.deps, x.post)
+        if dtype in _LOW_PRECISION and x.dtype.is_floating_point and x.dtype not in _LOW_PRECISION:
+            rounded.add(out.name)
+        return out
 
     def _convert(self, text: str, src: torch.dtype, dtype: torch.dtype) -> str:
         """``text`` (of ``src``) converted to ``dtype``, rounding to nearest even like eager."""

@@ -45,6 +45,17 @@ def _tk_bf16_to_f32(x):
 
 
 @triton.jit
+def _tk_rounded(x):
+    # GPU only: a value rounded to 16 bits, widened again, passed through an instruction the
+    # compiler cannot see through, so that it keeps the rounding: otherwise LLVM's NVPTX
+    # backend narrows the float32 product and sum around a bfloat16 round trip into one
+    # fma.rn.bf16 (bf16(x * s + b) with the product unrounded, where eager rounds it first)
+    return tl.inline_asm_elementwise(
+        "mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
+    )
+
+
+@triton.jit
 def _tk_ipow(a, b):
     # integer power by squaring: exact (wrapping on overflow, as torch), where exp2/log2 in
     # float loses the low digits of large results; b < 0 gives 0 unless |a| == 1, as torch

@@ -1,0 +1,123 @@
+"""16-bit intermediates keep their rounding on a GPU (``_prelude._tk_rounded``).
+
+Eager computes ``x * s + b`` in bfloat16 as two ops, rounding the product to bfloat16 before the
+add. The kernel's source does the same (``(x * s).to(tl.bfloat16).to(tl.float32) + b``), but
+LLVM's NVPTX backend narrowed that float32 product and sum into one ``fma.rn.bf16``: on the
+H200, 30% of the values of ``x * s + b`` were one bfloat16 step off eager's, and a softmax of it
+17 steps (session 19, ``benchmarks/results/gpu-2026-12-03-session19``). The widening of a value
+the kernel rounded now goes through an opaque copy. The GPU form is compiled here for sm_90 by
+Triton's own compiler (no GPU needed) and its PTX read; the interpreter's form is compared with
+eager bit for bit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+from _specs import buf, compile_one, spec
+from torchkiln_loop_ir.ops import ops
+
+F32 = torch.float32
+N = 4096
+
+
+def _affine(dtype: torch.dtype):
+    """out = dtype(dtype(a * s) + b), each operand widened to float32: what loop-ir lowers
+    eager's ``a * s + b`` of 16-bit tensors to."""
+
+    def body(x, r):
+        def wide(name):
+            return ops.to_dtype(ops.load(name, x[0]), F32, dtype)
+
+        product = ops.to_dtype(ops.to_dtype(ops.mul(wide("a"), wide("s")), dtype, F32), F32, dtype)
+        ops.store("out", x[0], ops.to_dtype(ops.add(product, wide("b")), dtype, F32))
+
+    names = ("a", "s", "b")
+    return spec(
+        f"affine_{str(dtype)[6:]}",
+        (N,),
+        (),
+        [("pointwise", [("out", body, False)])],
+        [buf(n, dtype, [N]) for n in names] + [buf("out", dtype, [N])],
+        list(names),
+        ["out"],
+    )
+
+
+def _ptx_main() -> None:
+    """Print, for bfloat16 and float16, the GPU form's source and its sm_90 PTX's float ops."""
+    import importlib.util
+    import re
+    from collections import Counter
+
+    import triton
+    from triton.backends.compiler import GPUTarget
+    from triton.compiler import ASTSource
+
+    for dtype, short in ((torch.bfloat16, "bf16"), (torch.float16, "fp16")):
+        k = compile_one(_affine(dtype))
+        mod_spec = importlib.util.spec_from_file_location(f"tk_round_{short}", k.path)
+        module = importlib.util.module_from_spec(mod_spec)
+        sys.modules[mod_spec.name] = module
+        mod_spec.loader.exec_module(module)
+        jit = getattr(module, k.function_name)
+        sig = {
+            p: "constexpr" if p == "XBLOCK" else "i32" if p == "xnumel" else f"*{short}"
+            for p in jit.arg_names
+        }
+        compiled = triton.compile(
+            ASTSource(jit, sig, {"XBLOCK": k.config.xblock}),
+            target=GPUTarget("cuda", 90, 32),
+            options={"num_warps": k.config.num_warps},
+        )
+        ops_ = Counter(re.findall(r"^\s*((?:fma|mul|add|cvt)\.[\w.]+)", compiled.asm["ptx"], re.M))
+        print(json.dumps({"dtype": short, "source": k.source, "ops": dict(ops_)}))
+
+
+def test_the_gpu_form_rounds_the_product_before_the_add(tmp_path):
+    pytest.importorskip("triton.backends.nvidia")
+    here = Path(__file__).parent
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TORCHKILN_CACHE_DIR": str(tmp_path)}
+    env["PYTHONPATH"] = os.pathsep.join([str(here), env.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, "-c", "import test_rounding_kept as t; t._ptx_main()"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=here,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
+    assert [r["dtype"] for r in rows] == ["bf16", "fp16"], out.stdout
+    for row in rows:
+        ptx_ops = row["ops"]
+        ptx_type = {"bf16": "bf16", "fp16": "f16"}[row["dtype"]]
+        body = row["source"][row["source"].index("def tk_") :]
+        # the rounded product is widened through the opaque copy; the loads' widenings (exact)
+        # are not
+        assert body.count("_tk_rounded(") == 1, body
+        assert all("_tk_rounded" not in ln for ln in body.splitlines() if "tl.load" in ln)
+        # no fused multiply-add of the unrounded product ...
+        assert not any(op.startswith("fma") for op in ptx_ops), ptx_ops
+        # ... but a multiply, a rounding of it, a float32 add and the output's rounding
+        assert any(op.startswith("mul") for op in ptx_ops), ptx_ops
+        assert ptx_ops.get("add.f32"), ptx_ops
+        assert ptx_ops.get(f"cvt.rn.{ptx_type}.f32"), ptx_ops
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_the_kernel_matches_eager_bit_for_bit(dtype):
+    """The kernel (the interpreter's form on a CPU, the GPU form on a GPU) against eager's two
+    ops, on fresh random inputs whose products need rounding."""
+    k = compile_one(_affine(dtype))
+    for _ in range(2):
+        a, s, b = (torch.randn(N, dtype=dtype) * 3 for _ in range(3))
+        out = torch.empty(N, dtype=dtype)
+        k(a, s, b, out)
+        assert torch.equal(out, a * s + b)
