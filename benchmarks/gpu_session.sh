@@ -32,6 +32,8 @@
 #               (gpu_bandwidth.py --profile): which kernel of a case is slow
 #   bandwidth-sweep   gpu_bandwidth_sweep.py: the same cases' torchkiln kernels under a grid of
 #               launch configurations (the heuristic's figure, the best, the top six)
+#   rounding    gpu_rounding_check.py: fused bfloat16/float16 chains against eager bit for bit
+#               (a GPU compiler must not fuse a rounding away)
 #   softmax-probe  gpu_softmax_probe.py: hand-written kernels that split a long-row softmax's time
 #               into its online pass's instructions and its second read's L2 misses
 #   direct-conv gpu_direct_conv.py: each depthwise and stem convolution shape of MobileNetV3,
@@ -135,6 +137,8 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                  --hang-s 140 --dtypes bfloat16 --profile --json "$OUT/bandwidth-profile.json" \
                  --cases "backward,rows of,32768,cross-entropy,bn " 2>&1 \
                  | tee "$OUT/bandwidth-profile.log" | grep -v "Warn\|warn\|USDT\|^$" | tail -60 ;;
+    rounding) TRITON_INTERPRET=0 timeout ${ROUNDING_LIMIT:-120} python3 benchmarks/gpu_rounding_check.py \
+                --hang-s 110 --json "$OUT/rounding.json" 2>&1 | tee "$OUT/rounding.log" | grep -v "Warn\|warn" ;;
     softmax-probe) TRITON_INTERPRET=0 timeout ${PROBE_LIMIT:-200} python3 benchmarks/gpu_softmax_probe.py \
                      --hang-s 190 --json "$OUT/softmax-probe.json" 2>&1 | tee "$OUT/softmax-probe.log" ;;
     direct-conv) TRITON_INTERPRET=0 timeout ${DIRECT_LIMIT:-210} python3 benchmarks/gpu_direct_conv.py \
