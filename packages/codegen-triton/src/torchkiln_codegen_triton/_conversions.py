@@ -17,10 +17,12 @@ from .printer import texpr, tl_dtype
 
 
 class ConversionOps:
-    """Mixin: needs ``emit``, ``join``, ``interpret`` and ``arg_names`` from the handler."""
+    """Mixin: needs ``emit``, ``join``, ``interpret``, ``arg_names`` and ``rounded`` (an empty
+    set to start) from the handler."""
 
     interpret: bool
     arg_names: dict[str, str]
+    rounded: set[str]  # values this kernel rounded from float32 (or wider) to 16 bits
 
     if TYPE_CHECKING:
 
@@ -52,14 +54,13 @@ class ConversionOps:
         text = self._convert(x.name, x.dtype, dtype)
         if dtype == torch.bool:
             text = f"({x.name} != 0)"
-        rounded: set[str] = self.__dict__.setdefault("_rounded", set())
-        if x.name in rounded and dtype == torch.float32 and not self.interpret:
+        if x.name in self.rounded and dtype == torch.float32 and not self.interpret:
             # a value this kernel rounded to 16 bits, widened for the next op: an opaque copy,
             # else the GPU compiler fuses the rounding away (``_prelude._tk_rounded``)
             text = f"_tk_rounded({text})"
         out = self.emit(text, dtype, x.deps, x.post)
         if dtype in _LOW_PRECISION and x.dtype.is_floating_point and x.dtype not in _LOW_PRECISION:
-            rounded.add(out.name)
+            self.rounded.add(out.name)
         return out
 
     def _convert(self, text: str, src: torch.dtype, dtype: torch.dtype) -> str:

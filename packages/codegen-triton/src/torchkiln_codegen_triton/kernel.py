@@ -95,6 +95,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         self._masks: list[TritonValue] = []
         #: a load's value -> the masks it was loaded under (it is 0 wherever one of them is off)
         self._masked_loads: dict[str, tuple[str, ...]] = {}
+        #: values rounded to 16 bits here: widened again through ``_tk_rounded`` on a GPU
+        self.rounded: set[str] = set()
         self._counter = 0
         self._indirect = 0
         self._busy: set[str] = set()
