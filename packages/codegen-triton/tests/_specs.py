@@ -75,3 +75,28 @@ def column_reduction(
         ["a"],
         ["out"],
     )
+
+
+def compiled_for_gpu(call: str, cache_dir: object) -> list[dict]:
+    """Run ``call`` (Python source, e.g. ``"import m; m._main()"``) in a process of its own with
+    TRITON_INTERPRET=0, so that @triton.jit compiles for real (for a GPU target Triton names,
+    no GPU needed), and return the JSON objects it prints, one a line."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    here = Path(__file__).parent
+    env = {**os.environ, "TRITON_INTERPRET": "0", "TORCHKILN_CACHE_DIR": str(cache_dir)}
+    env["PYTHONPATH"] = os.pathsep.join([str(here), env.get("PYTHONPATH", "")])
+    out = subprocess.run(
+        [sys.executable, "-c", call],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=here,
+    )
+    assert out.returncode == 0, out.stderr[-3000:]
+    return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]

@@ -5,7 +5,7 @@ The kernels run against eager in test_wide_rows.py."""
 
 import pytest
 import torch
-from _specs import buf, compile_one, spec
+from _specs import buf, compile_one, compiled_for_gpu, spec
 from torchkiln_codegen_triton import TritonOptions
 from torchkiln_codegen_triton.autotune import (
     MIN_PROGRAMS,
@@ -386,10 +386,6 @@ def test_widest_persistent_rows_compile_for_sm90_without_spills(tmp_path):
     """The heuristic's widest persistent rows (8192, 16 warps: softmax, Welford) as a GPU
     compiles them: registers well under the 255 limit, no spill to local memory, 16-byte vector
     loads. Compiled by Triton for sm_90 in a process of its own (no GPU needed)."""
-    import json
-    import os
-    import subprocess
-    import sys
     from pathlib import Path
 
     import triton
@@ -397,20 +393,8 @@ def test_widest_persistent_rows_compile_for_sm90_without_spills(tmp_path):
     pytest.importorskip("triton.backends.nvidia")
     if not (Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump").exists():
         pytest.skip("Triton's NVIDIA tools are not installed")
-    here = Path(__file__).parent
-    env = {**os.environ, "TRITON_INTERPRET": "0", "TORCHKILN_CACHE_DIR": str(tmp_path)}
-    env["PYTHONPATH"] = os.pathsep.join([str(here), env.get("PYTHONPATH", "")])
-    out = subprocess.run(
-        [sys.executable, "-c", "import test_reduction_config as t; t._sm90_main()"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=here,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert len(rows) == 5, out.stdout
+    rows = compiled_for_gpu("import test_reduction_config as t; t._sm90_main()", tmp_path)
+    assert len(rows) == 5, rows
     for row in rows[:3]:
         assert row["config"] == [False, 8192, 16], row
         assert row["regs"] <= 96 and row["spilled"] == 0, row

@@ -12,14 +12,11 @@ eager bit for bit."""
 from __future__ import annotations
 
 import json
-import os
-import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 import torch
-from _specs import buf, compile_one, spec
+from _specs import buf, compile_one, compiled_for_gpu, spec
 from torchkiln_loop_ir.ops import ops
 
 F32 = torch.float32
@@ -81,20 +78,8 @@ def _ptx_main() -> None:
 
 def test_the_gpu_form_rounds_the_product_before_the_add(tmp_path):
     pytest.importorskip("triton.backends.nvidia")
-    here = Path(__file__).parent
-    env = {**os.environ, "TRITON_INTERPRET": "0", "TORCHKILN_CACHE_DIR": str(tmp_path)}
-    env["PYTHONPATH"] = os.pathsep.join([str(here), env.get("PYTHONPATH", "")])
-    out = subprocess.run(
-        [sys.executable, "-c", "import test_rounding_kept as t; t._ptx_main()"],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=here,
-    )
-    assert out.returncode == 0, out.stderr[-3000:]
-    rows = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
-    assert [r["dtype"] for r in rows] == ["bf16", "fp16"], out.stdout
+    rows = compiled_for_gpu("import test_rounding_kept as t; t._ptx_main()", tmp_path)
+    assert [r["dtype"] for r in rows] == ["bf16", "fp16"], rows
     for row in rows:
         ptx_ops = row["ops"]
         ptx_type = {"bf16": "bf16", "fp16": "f16"}[row["dtype"]]
