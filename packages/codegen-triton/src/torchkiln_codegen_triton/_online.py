@@ -5,9 +5,10 @@ max, the sum of ``exp(x - max)`` over the row, then the outputs. Persistent (the
 registers) that reads the row from memory once; looped (rows longer than
 ``TritonOptions.persistent_rnumel``: a language model's vocabulary of 30522-50257) each stage
 is an r-loop that reads the row again, three reads. The *online* form (Milakov and
-Gimelshein, "Online normalizer calculation for softmax", 2018) keeps, per lane of the block, a
-running max ``m`` and a running sum ``s`` of ``exp(x - m)``, rescaling ``s`` by
-``exp(m_old - m_new)`` when a block raises the max; after the loop the lanes combine as
+Gimelshein, "Online normalizer calculation for softmax", 2018) keeps, per group of a few
+consecutive values of the block (``_grouped``; per lane with ``online_group=1``, ``_per_lane``),
+a running max ``m`` and a running sum ``s`` of ``exp(x - m)``, rescaling ``s`` by
+``exp(m_old - m_new)`` when a block raises the max; after the loop the groups combine as
 ``M = max(m)``, ``S = sum(s * exp(m - M))``. The sum's own loop is then dropped: two reads.
 
 The decision (``online_plan``), made per kernel from its stages:

@@ -40,7 +40,8 @@ class TritonOptions:
         that a second kernel combines (about 1024 programs fill an H200's 132 SMs several times
         over). ``split_max_chunks`` below 2 turns splitting off.
     online_softmax: in a looped reduction kernel, compute a softmax's row max and its sum of
-        exp(x - max) in one r-loop (a running max and a rescaled running sum per lane) instead
+        exp(x - max) in one r-loop (a running max and a rescaled running sum per group of
+        ``online_group`` values) instead
         of two, so the row is read twice, not three times (``_online.py`` says when it applies).
         Off gives the plain form, for comparing the two.
     online_group: the online softmax's running max and sum are kept per group of this many
