@@ -48,6 +48,7 @@ from torchkiln_loop_ir.indexing import index_symbol
 from torchkiln_loop_ir.ops import ALL_OPS, set_ops_handler
 
 from ._values import XR, TritonValue, full
+from .autotune import widest_input_itemsize
 from .printer import tl_dtype
 
 #: log2(e): exp(x) = exp2(x * LOG2E)
@@ -204,10 +205,7 @@ def emit_online(h: Any, dtype: Any, value: TritonValue) -> tuple[TritonValue, Tr
     # at most one thread's 16-byte vector of the row's widest input (8 bfloat16, 4 float32
     # values): a group wider than what a thread holds costs a layout conversion (float32
     # log_softmax over rows of 32768: 75% of the bandwidth with groups of 8, 92% reordered)
-    widest = max(
-        [spec_b.dtype.itemsize for n, spec_b in h.spec.buffers.items() if n in h.spec.inputs] or [4]
-    )
-    group = min(h.options.online_group, max(1, 16 // widest))
+    group = min(h.options.online_group, max(1, 16 // widest_input_itemsize(h.spec)))
     if group > 1 and not lay.transposed:
         m, s = _grouped(h, dtype, vb, group)
     else:
@@ -266,8 +264,9 @@ def _grouped(h: Any, dtype: Any, vb: str, group: int) -> tuple[str, str]:
     ``[XBLOCK, RBLOCK // group, group]``, order kept: with ``can_reorder=True`` Triton may
     regroup values across the block's *rows*, and on the H200 a program of 4 rows of 1025 then
     gave wrong sums, ``test_aligned_rows.py::test_several_rows_per_program``; the interpreter
-    never reorders): the running max ``m`` and sum ``s`` of exp(value - m). Each block first takes its group max ``g`` (NaN-propagating),
-    then ``m' = max(m, g)``, ``s' = s * exp(m - m') + sum(exp(v - m'))``: per value a
+    never reorders): the running max ``m`` and sum ``s`` of exp(value - m). Each block first
+    takes its group max ``g`` (NaN-propagating), then ``m' = max(m, g)``,
+    ``s' = s * exp(m - m') + sum(exp(v - m'))``: per value a
     subtraction, an exp and an add, the rescale once per group. On an H200, a row pass of this
     form reads at 88-91% of the bandwidth where the per-value form reads at 76-80% (a plain row
     sum: 93%; ``benchmarks/gpu_softmax_probe.py``).

@@ -139,6 +139,12 @@ def value_itemsize(spec: KernelSpec) -> int:
     return max([4, *sizes])
 
 
+def widest_input_itemsize(spec: KernelSpec) -> int:
+    """The bytes of the widest value ``spec`` reads from memory (4 when it reads none): a
+    thread's 16-byte vector of that input holds ``16 // widest_input_itemsize`` values."""
+    return max([spec.buffers[n].dtype.itemsize for n in spec.inputs if n in spec.buffers] or [4])
+
+
 def heuristic_config(
     spec: KernelSpec, options: TritonOptions, layout: BlockLayout | None = None
 ) -> Config:
@@ -181,8 +187,7 @@ def _reread_config(spec: KernelSpec, options: TritonOptions, cfg: Config, rnumel
         return cfg
     # the same 32 KB of the row per iteration whatever its dtype: float32 rows at 16384 values
     # (16 a thread) ran at 75%, at 8192 at 88% (session 19)
-    widest = max([spec.buffers[n].dtype.itemsize for n in spec.inputs if n in spec.buffers] or [2])
-    rblock = min(options.reread_rblock * 2 // max(2, widest), _next_pow2(rnumel))
+    rblock = min(options.reread_rblock * 2 // widest_input_itemsize(spec), _next_pow2(rnumel))
     why = (
         f"looped: a row of {rnumel} on a 16-byte boundary, read in two r-loops: RBLOCK "
         f"{rblock} at 32 warps, 1 row per program (few rows resident: the row's second read "

@@ -41,14 +41,15 @@ class TritonOptions:
         over). ``split_max_chunks`` below 2 turns splitting off.
     online_softmax: in a looped reduction kernel, compute a softmax's row max and its sum of
         exp(x - max) in one r-loop (a running max and a rescaled running sum per group of
-        ``online_group`` values) instead
-        of two, so the row is read twice, not three times (``_online.py`` says when it applies).
+        ``online_group`` values) instead of two, so the row is read twice, not three times
+        (``_online.py`` says when it applies).
         Off gives the plain form, for comparing the two.
     online_group: the online softmax's running max and sum are kept per group of this many
         consecutive values of a row (a power of two; at most one 16-byte vector of the widest
-        input, so 8 for bfloat16 and 4 for float32: values one thread holds), not per value: a block's values are first reduced to their group's max, so a value
-        costs a subtraction, an exp and an add, not a dozen instructions (``_online.py``). 1
-        keeps them per value (the form before, for comparison).
+        input, so 8 for bfloat16 and 4 for float32: values one thread holds), not per value:
+        a block's values are first reduced to their group's max, so a value costs a
+        subtraction, an exp and an add, not a dozen instructions (``_online.py``). 1 keeps them
+        per value (the form before, for comparison).
     aligned_rows: in a looped reduction kernel whose rows start off a 16-byte boundary or
         whose length is not a multiple of 16 (a vocabulary of 50257), walk each row from its
         start rounded down to a vector boundary, the blocks inside the row unmasked, so their
