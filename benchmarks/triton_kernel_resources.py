@@ -152,6 +152,7 @@ def main() -> None:
     parser.add_argument("--no-online-softmax", action="store_true")
     parser.add_argument("--options", default="{}", help="more TritonOptions fields, as JSON")
     parser.add_argument("--depthwise", action="store_true", help="direct convolutions instead")
+    parser.add_argument("--print-source", action="store_true", help="each kernel's source too")
     args = parser.parse_args()
     options = {"compile_workers": 0, "online_softmax": not args.no_online_softmax}
     backend = _RecordingBackend(TritonOptions(**(options | json.loads(args.options))))
@@ -179,6 +180,8 @@ def main() -> None:
                 kernels = loop_ir.compile_graph(gm, list(inputs), backend, h200).kernels
                 for spec, k in zip(backend.specs, kernels):
                     c = k.config
+                    if args.print_source:
+                        print(Path(k.path).read_text(), flush=True)
                     shape = (
                         f"{'[R,X]' if c.transposed else '[X,R]'} {c.xblock}x{c.rblock} "
                         f"{'looped' if c.looped else 'persistent'}"

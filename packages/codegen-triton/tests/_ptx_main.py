@@ -31,9 +31,9 @@ from torchkiln_codegen_triton.backend import render_kernel  # noqa: E402
 SIG = {torch.float32: "*fp32", torch.bfloat16: "*bf16", torch.float16: "*fp16"}
 PATTERNS = {
     "vector_loads": r"ld\.global[\.\w:]*\.v[248]\.",
-    "scalar_loads": r"ld\.global[\.\w:]*\.b(16|32) ",
+    "scalar_loads": r"ld\.global(?![\.\w:]*\.v[248]\.)[\.\w:]*\.b(16|32) ",
     "vector_stores": r"st\.global[\.\w:]*\.v[248]\.",
-    "scalar_stores": r"st\.global[\.\w:]*\.b(16|32) ",
+    "scalar_stores": r"st\.global(?![\.\w:]*\.v[248]\.)[\.\w:]*\.b(16|32) ",
 }
 
 

@@ -197,6 +197,35 @@ def test_sliced_inputs(fn, width, dtype):
             _check(cg, fn, _inputs(fn, rows, width, dtype, make), dtype)
 
 
+def _extremes(x):
+    return x.amax(-1), x.amin(-1), x.sum(-1)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+@pytest.mark.parametrize("width", [50257, 1025, 1023])
+def test_neighbouring_rows_stay_out(width, dtype):
+    """The first block loads from the vector boundary before the row's start (an earlier row's
+    last values) and the last block up to the one after its end (the next row's first values),
+    unmasked (``AlignedWalk.load_masks``): those lanes must stay out of every reduction. Row i
+    holds values near 100 * i, so a row that took in its neighbour's values would have a wrong
+    max (the next row's), min (the earlier row's) or sum."""
+    rows = 7
+
+    def make():
+        return (torch.randn(rows, width) + 100 * torch.arange(rows)[:, None]).to(dtype)
+
+    cg = _compile(_extremes, (make(),), WIDTHS[width])
+    assert _walked(cg)
+    for _ in range(_calls(width)):
+        x = make()
+        got, expected = cg(x), _extremes(x)
+        assert torch.equal(got[0], expected[0]) and torch.equal(got[1], expected[1])
+        # the sum within a rounding of its dtype (a neighbour's 8 values near 100 would move a
+        # float32 sum of rows 1-6 by 800, far past it)
+        eps = torch.finfo(dtype).eps
+        torch.testing.assert_close(got[2].double(), x.double().sum(-1), rtol=eps, atol=1.0)
+
+
 def _biased_softmax(x, bias, scale):
     """A [W] bias broadcast over the rows (row start 0: another residue class than x's) and a
     per-row scale [R, 1] (no r at all)."""
@@ -281,7 +310,10 @@ def test_where_the_walk_is_not_taken():
 def test_inside_blocks_load_and_store_16_bytes_per_thread():
     """Compiled for an H200 (sm_90) on the CPU (``_ptx_main.py``, a fresh process: the test
     process runs Triton's interpreter): the softmax over rows of 50257 has 16-byte vector loads
-    and stores with the walk (its inside loops) and only scalar ones without it."""
+    and stores with the walk and only scalar ones without it. Every load of the walk is a vector
+    load, the first and last blocks' too (their ``rload`` masks are constant over each vector);
+    only the stores of those two blocks stay scalar (a store must not touch the lanes outside
+    the row)."""
     here = os.path.dirname(__file__)
     env = dict(os.environ, TRITON_INTERPRET="0")
     out = subprocess.run(
@@ -299,3 +331,22 @@ def test_inside_blocks_load_and_store_16_bytes_per_thread():
         plain, walked = counts[dtype]["plain"], counts[dtype]["walk"]
         assert plain["vector_loads"] == 0 and plain["vector_stores"] == 0, counts
         assert walked["vector_loads"] > 0 and walked["vector_stores"] > 0, counts
+        assert walked["scalar_loads"] == 0, counts
+
+
+@pytest.mark.parametrize("rnumel", [513, 1023, 1025, 4097, 30522, 50257])
+@pytest.mark.parametrize("rblock", [4, 256, 1024, 8192, 16384])
+@pytest.mark.parametrize("vec", [4, 8])
+def test_walked_lanes_counts_the_walks_blocks(rnumel, rblock, vec):
+    """``_aligned.walked_lanes`` (which the few-rows rule compares block sizes by) is the
+    positions the three loops of ``AlignedWalk.loops`` visit, counted by running their ranges."""
+    from torchkiln_codegen_triton._aligned import walked_lanes
+
+    first = (rblock + vec - 1) // rblock * rblock
+    inner = rnumel // rblock * rblock
+    loops = (
+        range(0, first, rblock),
+        range(first, inner, rblock),
+        range(max(inner, first), rnumel + vec - 1, rblock),
+    )
+    assert walked_lanes(rnumel, rblock, vec) == sum(len(r) for r in loops) * rblock

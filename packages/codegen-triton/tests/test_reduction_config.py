@@ -194,12 +194,12 @@ def test_heuristic_reads_sizes_off_the_spec():
 
 def test_looped_rows_on_a_vector_boundary_take_twice_the_block():
     """Rows of 16384 bfloat16 (32 KB, every block a vector load): RBLOCK 4096 at 8 values per
-    thread, 16 warps; rows of 50257 (the aligned walk, scalar first and last blocks) keep 2048 at
+    thread, 16 warps; a row max over rows of 50257 (the aligned walk, read once) keeps 2048 at
     8 warps; ``looped_vector_scale=1`` turns the rule off."""
     aligned = heuristic_config(_row_softmax(4096, 16384, BF16), OPTS)
     assert aligned.looped and (aligned.rblock, aligned.num_warps) == (4096, 16)
     assert "16-byte boundary" in aligned.reason and "8 values per thread" in aligned.reason
-    walked = heuristic_config(_row_softmax(4096, 50257, BF16), OPTS)
+    walked = heuristic_config(_row_max(4096, 50257, "max"), OPTS)
     assert walked.looped and (walked.rblock, walked.num_warps) == (2048, 8)
     assert "boundary" not in walked.reason
     off = heuristic_config(_row_softmax(4096, 16384, BF16), TritonOptions(looped_vector_scale=1))
@@ -209,9 +209,11 @@ def test_looped_rows_on_a_vector_boundary_take_twice_the_block():
 def test_long_vector_rows_read_twice_take_few_programs():
     """Vector rows of 32768 and 65536 bfloat16 that a softmax reads twice (its online max and
     sum, then its output) take RBLOCK 16384 at 32 warps, one row per program (float32 rows
-    8192); a row max of 32768 (one
-    read), rows of 16384, the walked rows of 50257 and ``reread_rnumel=0`` keep the rule
-    above."""
+    8192); a row max of 32768 (one read), rows of 16384 and ``reread_rnumel=0`` keep the rule
+    above. Walked rows of 50257 (``_aligned.py``: every load a vector load, the first and last
+    blocks' too) take the rule at half the block where that covers fewer positions past the
+    row: 7 blocks of 8192 bfloat16 values (57344 positions) rather than 4 of 16384 (65536),
+    13 of 4096 float32 values rather than 7 of 8192; ``aligned_rows=False`` keeps 2048."""
     for width in (32768, 65536):
         cfg = heuristic_config(_row_softmax(4096, width, BF16), OPTS)
         assert (cfg.xblock, cfg.rblock, cfg.num_warps) == (1, 16384, 32), cfg
@@ -222,7 +224,13 @@ def test_long_vector_rows_read_twice_take_few_programs():
     once = heuristic_config(_row_max(4096, 32768, "max"), OPTS)
     assert (once.rblock, once.num_warps) == (4096, 16), once
     assert heuristic_config(_row_softmax(4096, 16384, BF16), OPTS).rblock == 4096
-    assert heuristic_config(_row_softmax(4096, 50257, BF16), OPTS).rblock == 2048
+    walked = heuristic_config(_row_softmax(4096, 50257, BF16), OPTS)
+    assert (walked.xblock, walked.rblock, walked.num_warps) == (1, 8192, 32), walked
+    assert "walked" in walked.reason and "two r-loops" in walked.reason
+    walked32 = heuristic_config(_row_softmax(4096, 50257, F32), OPTS)
+    assert (walked32.rblock, walked32.num_warps) == (4096, 32), walked32
+    plain = TritonOptions(aligned_rows=False)
+    assert heuristic_config(_row_softmax(4096, 50257, BF16), plain).rblock == 2048
     off = heuristic_config(_row_softmax(4096, 32768, BF16), TritonOptions(reread_rnumel=0))
     assert (off.rblock, off.num_warps) == (4096, 16)
 

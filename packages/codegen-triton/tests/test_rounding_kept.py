@@ -106,3 +106,42 @@ def test_the_kernel_matches_eager_bit_for_bit(dtype):
         out = torch.empty(N, dtype=dtype)
         k(a, s, b, out)
         assert torch.equal(out, a * s + b)
+
+
+def _rounded_store(dtype: torch.dtype):
+    """out = dtype(a * s), widened to float32 and stored to a ``dtype`` buffer: what loop-ir
+    lowers a 16-bit product that a kernel's last op writes (``(a * s).to(bf16).to(f32)``)."""
+
+    def body(x, r):
+        def wide(name):
+            return ops.to_dtype(ops.load(name, x[0]), F32, dtype)
+
+        product = ops.to_dtype(ops.to_dtype(ops.mul(wide("a"), wide("s")), dtype, F32), F32, dtype)
+        ops.store("out", x[0], product)
+
+    return spec(
+        f"rounded_store_{str(dtype)[6:]}",
+        (N,),
+        (),
+        [("pointwise", [("out", body, False)])],
+        [buf(n, dtype, [N]) for n in ("a", "s", "out")],
+        ["a", "s"],
+        ["out"],
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "fp16"])
+def test_a_widened_value_is_stored_as_the_rounded_value(dtype):
+    """Storing ``x.to(bf16).to(f32)`` to a bfloat16 buffer stores ``x.to(bf16)``: one rounding,
+    not a second narrowing of the widened value (which ``_tk_rounded``'s opaque copy keeps the
+    GPU compiler from folding: two instructions a value in every 16-bit kernel's last store).
+    The result is eager's bit for bit."""
+    k = compile_one(_rounded_store(dtype))
+    body = k.source[k.source.index("def tk_") :]
+    narrow = "_tk_f32_to_bf16(" if dtype == torch.bfloat16 else ".to(tl.float16)"
+    assert body.count(narrow) == 1, body
+    for _ in range(2):
+        a, s = (torch.randn(N, dtype=dtype) * 3 for _ in range(2))
+        out = torch.empty(N, dtype=dtype)
+        k(a, s, out)
+        assert torch.equal(out, a * s)

@@ -76,6 +76,7 @@ class AlignedWalk:
     base: sympy.Expr
     residue: _Residue
     rvar: sympy.Symbol | None  # the r variable that is the flat rindex (one r range), or None
+    rnumel: int  # the row's length
     sizes: frozenset[sympy.Symbol] = frozenset()  # the kernel's size arguments
 
     @property
@@ -103,30 +104,57 @@ class AlignedWalk:
         return f"{arg} + ({row} + rpos)"
 
     def loops(self, body: Sequence[str], rlines: Sequence[str], r_shape: str) -> list[str]:
-        """A looped stage's ``body`` as the three loops of the walk (indented for the kernel)."""
+        """A looped stage's ``body`` as the three loops of the walk (indented for the kernel).
+        Each loop defines ``rmask`` (the row's lanes: reductions and stores) and ``rload`` (the
+        mask of the walk's own loads, ``pointer``; see ``load_masks``)."""
         edge = "rmask = (rindex >= 0) & (rindex < rnumel)"
         # the first block past the shift: RBLOCK, unless a block is narrower than a vector
         first = f"(RBLOCK + {self.vec - 1}) // RBLOCK * RBLOCK"
         inner = "rnumel // RBLOCK * RBLOCK"
+        head_load, tail_load = self.load_masks(first, r_shape)
         parts = [
-            (f"range(0, {first}, RBLOCK)", "the row's first block, from its aligned start", edge),
+            (
+                f"range(0, {first}, RBLOCK)",
+                "the row's first block, from its aligned start",
+                [edge, head_load],
+            ),
             (
                 f"range({first}, {inner}, RBLOCK)",
                 "blocks inside the row: no mask, vector accesses",
-                f"rmask = tl.full({r_shape}, 1, tl.int1)",
+                [f"rmask = tl.full({r_shape}, 1, tl.int1)", "rload = rmask"],
             ),
             (
                 f"range(tl.maximum({inner}, {first}), rnumel + {self.vec - 1}, RBLOCK)",
                 "the row's last block(s)",
-                edge,
+                [edge, tail_load],
             ),
         ]
         out: list[str] = []
-        for bounds, why, mask in parts:
+        for bounds, why, masks in parts:
             out.append(f"    for roffset in {bounds}:  # {why}")
-            lines = ["rpos = roffset + rbase", "rindex = rpos - rshift", mask, *rlines, *body]
+            lines = ["rpos = roffset + rbase", "rindex = rpos - rshift", *masks, *rlines, *body]
             out += ["        " + ln for ln in lines]
         return out
+
+    def load_masks(self, first: str, r_shape: str) -> tuple[str, str]:
+        """``rload`` in the first and the last blocks: masks constant over each vector, so the
+        walk's loads there are vector loads too (Triton vectorises a masked load only then).
+
+        - First block(s), positions ``[0, first)``: every position lies between the vector
+          boundary at or before the row's start (``rrow``, at least 0) and the row's end
+          whenever ``first <= (rnumel - vec + 1) // vec * vec`` (a literal: true for every block
+          of at most about a row), so nothing is masked; a longer first block keeps ``rmask``.
+          The lanes before the row's start read the buffer's values there (an earlier row's
+          last values), which ``rmask`` keeps out of every reduction and store.
+        - Last block(s): positions up to the vector boundary at or after the row's end,
+          ``(rshift + rnumel + vec - 1) // vec * vec`` (divisible by ``vec`` in Triton's
+          analysis). The lanes past the row's end read at most ``vec - 1`` values of the next
+          row, or past the buffer's last value inside its last 16-byte vector (the same vector
+          as a value the row reads: no other memory), and ``rmask`` keeps them out too."""
+        fits = (self.rnumel - self.vec + 1) // self.vec * self.vec
+        head = f"rload = tl.full({r_shape}, 1, tl.int1) if {first} <= {fits} else rmask"
+        tail = f"rload = rpos < (rshift + {self.rnumel + self.vec - 1}) // {self.vec} * {self.vec}"
+        return head, tail
 
 
 def _rvar(spec: KernelSpec) -> sympy.Symbol | None:
@@ -194,6 +222,23 @@ def on_vector_boundary(spec: KernelSpec, layout: BlockLayout) -> bool:
     return rows is not None and rows[0] is None
 
 
+def walked_rows(spec: KernelSpec, layout: BlockLayout) -> AlignedWalk | None:
+    """The walk ``spec``'s rows would take when looped and unsplit (``aligned_plan``'s answer
+    with the option on), or None (rows on a vector boundary, or nothing to align)."""
+    rows = _row_class(spec, layout)
+    return None if rows is None else rows[0]
+
+
+def walked_lanes(rnumel: int, rblock: int, vec: int) -> int:
+    """Positions a walk over a row of ``rnumel`` visits in blocks of ``rblock`` (the loops of
+    ``AlignedWalk.loops``): its blocks times ``rblock``, the lanes past the row included."""
+    first = (rblock + vec - 1) // rblock * rblock  # where the first loop ends
+    inner = rnumel // rblock * rblock  # where the inside loop ends
+    blocks = first // rblock + max(0, inner - first) // rblock
+    blocks += max(0, -(-(rnumel + vec - 1 - max(inner, first)) // rblock))  # the last loop
+    return blocks * rblock
+
+
 def _row_class(spec: KernelSpec, layout: BlockLayout) -> tuple[AlignedWalk | None] | None:
     """None when ``spec`` has no row access to align (short, symbolic or transposed rows, no
     access contiguous along r); else a 1-tuple of the walk, or of None when the rows need no
@@ -233,4 +278,4 @@ def _row_class(spec: KernelSpec, layout: BlockLayout) -> tuple[AlignedWalk | Non
     residue = max(weight, key=lambda k: weight[k])
     if not residue and int(rnumel) % VECTOR_BYTES == 0:
         return (None,)  # rows on a vector boundary, a mask bound Triton knows divisible by 16
-    return (AlignedWalk(vec, first[residue], residue, rvar, sizes),)
+    return (AlignedWalk(vec, first[residue], residue, rvar, int(rnumel), sizes),)

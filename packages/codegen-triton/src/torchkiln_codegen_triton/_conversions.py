@@ -17,12 +17,13 @@ from .printer import texpr, tl_dtype
 
 
 class ConversionOps:
-    """Mixin: needs ``emit``, ``join``, ``interpret``, ``arg_names`` and ``rounded`` (an empty
-    set to start) from the handler."""
+    """Mixin: needs ``emit``, ``join``, ``interpret``, ``arg_names``, ``rounded`` (an empty
+    set to start) and ``widened`` (an empty dict to start) from the handler."""
 
     interpret: bool
     arg_names: dict[str, str]
     rounded: set[str]  # values this kernel rounded from float32 (or wider) to 16 bits
+    widened: dict[str, TritonValue]  # a float32 value -> the 16-bit value it widens exactly
 
     if TYPE_CHECKING:
 
@@ -51,6 +52,9 @@ class ConversionOps:
         x = self.as_value(x, src_dtype or dtype)
         if x.dtype == dtype:
             return x
+        narrow = self.widened.get(x.name)
+        if narrow is not None and narrow.dtype == dtype:
+            return narrow  # narrowing a widened 16-bit value back: the value itself, exactly
         text = self._convert(x.name, x.dtype, dtype)
         if dtype == torch.bool:
             text = f"({x.name} != 0)"
@@ -61,7 +65,21 @@ class ConversionOps:
         out = self.emit(text, dtype, x.deps, x.post)
         if dtype in _LOW_PRECISION and x.dtype.is_floating_point and x.dtype not in _LOW_PRECISION:
             self.rounded.add(out.name)
+        if x.dtype in _LOW_PRECISION and dtype == torch.float32:
+            self.widened[out.name] = x
         return out
+
+    def narrowed(self, value: TritonValue, dtype: torch.dtype) -> str:
+        """``value`` as ``dtype`` for a store: the 16-bit value it widens when it is one of
+        ``dtype`` (a store of ``x.to(bf16).to(f32)`` to a bfloat16 buffer stores ``x.to(bf16)``,
+        not a third conversion that ``_tk_rounded``'s opaque copy keeps the compiler from
+        folding), else a conversion."""
+        if value.dtype == dtype:
+            return value.name
+        narrow = self.widened.get(value.name)
+        if narrow is not None and narrow.dtype == dtype:
+            return narrow.name
+        return self._convert(value.name, value.dtype, dtype)
 
     def _convert(self, text: str, src: torch.dtype, dtype: torch.dtype) -> str:
         """``text`` (of ``src``) converted to ``dtype``, rounding to nearest even like eager."""

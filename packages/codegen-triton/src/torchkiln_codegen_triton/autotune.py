@@ -66,7 +66,7 @@ import sympy
 import torch
 from torchkiln_loop_ir.backend import KernelSpec
 
-from ._aligned import on_vector_boundary
+from ._aligned import AlignedWalk, on_vector_boundary, walked_lanes, walked_rows
 from ._layout import BlockLayout, choose_layout
 from ._split import splittable
 from .options import TritonOptions
@@ -162,22 +162,35 @@ def heuristic_config(
     sizes = (xnumel, _numel(spec.rranges), value_itemsize(spec), options)
     streams = full_size_inputs(spec)
     cfg = reduction_config(*sizes, transposed=layout.transposed, streams=streams)
+    rnumel = sizes[1]
+    long_rows = bool(options.reread_rnumel and rnumel and rnumel >= options.reread_rnumel)
     if cfg.looped and not layout.transposed and on_vector_boundary(spec, layout):
         # looped rows only: the check replays the kernel's bodies
         cfg = reduction_config(*sizes, streams=streams, vector_rows=True)
-        rnumel = sizes[1]
-        if options.reread_rnumel and rnumel and rnumel >= options.reread_rnumel:
+        if long_rows:
             cfg = _reread_config(spec, options, cfg, rnumel)
+    elif cfg.looped and not layout.transposed and long_rows and options.aligned_rows:
+        walk = walked_rows(spec, layout)  # rows off a vector boundary, walked: vector loads too
+        if walk is not None:
+            cfg = _reread_config(spec, options, cfg, rnumel, walk)
     if cfg.looped:
         cfg = replace(cfg, split=split_chunks(spec, options, cfg.xblock, cfg.rblock))
     return cfg
 
 
-def _reread_config(spec: KernelSpec, options: TritonOptions, cfg: Config, rnumel: int) -> Config:
+def _reread_config(
+    spec: KernelSpec,
+    options: TritonOptions,
+    cfg: Config,
+    rnumel: int,
+    walk: AlignedWalk | None = None,
+) -> Config:
     """``cfg`` (looped vector rows of ``rnumel``), or RBLOCK ``options.reread_rblock`` at 32
     warps, one row per program, when the kernel reads its rows in two r-loops
     (``_eviction.reread_plan``, after the online softmax drops its sum's loop): see
-    ``TritonOptions.reread_rnumel``."""
+    ``TritonOptions.reread_rnumel``. Rows that ``walk`` (``_aligned.py``) takes half that RBLOCK
+    when its blocks cover fewer positions past the row (rows of 50257 bfloat16: 7 blocks of
+    8192 cover 57344 positions, 4 of 16384 cover 65536, the last nearly all past the row)."""
     from ._eviction import reread_plan
     from ._online import online_plan
 
@@ -188,8 +201,14 @@ def _reread_config(spec: KernelSpec, options: TritonOptions, cfg: Config, rnumel
     # the same 32 KB of the row per iteration whatever its dtype: float32 rows at 16384 values
     # (16 a thread) ran at 75%, at 8192 at 88% (session 19)
     rblock = min(options.reread_rblock * 2 // widest_input_itemsize(spec), _next_pow2(rnumel))
+    where = "on a 16-byte boundary"
+    if walk is not None:
+        where = "walked from 16-byte boundaries"
+        half = rblock // 2
+        if walked_lanes(rnumel, half, walk.vec) < walked_lanes(rnumel, rblock, walk.vec):
+            rblock = half
     why = (
-        f"looped: a row of {rnumel} on a 16-byte boundary, read in two r-loops: RBLOCK "
+        f"looped: a row of {rnumel} {where}, read in two r-loops: RBLOCK "
         f"{rblock} at 32 warps, 1 row per program (few rows resident: the row's second read "
         "finds it in L2)"
     )

@@ -97,6 +97,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         self._masked_loads: dict[str, tuple[str, ...]] = {}
         #: values rounded to 16 bits here: widened again through ``_tk_rounded`` on a GPU
         self.rounded: set[str] = set()
+        #: widened 16-bit values: narrowing one back is the value itself (``narrowed``)
+        self.widened: dict[str, TritonValue] = {}
         self._counter = 0
         self._indirect = 0
         self._busy: set[str] = set()
@@ -202,21 +204,24 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
                 post = p
         return deps, post
 
-    def _mask_text(self, deps: frozenset[str]) -> str | None:
-        parts = [m for m, d in (("xmask", "x"), ("rmask", "r")) if d in deps]
+    def _mask_text(self, deps: frozenset[str], rmask: str = "rmask") -> str | None:
+        parts = [m for m, d in (("xmask", "x"), (rmask, "r")) if d in deps]
         parts += [m.name for m in self._masks]
         return " & ".join(parts) if parts else None
 
-    def _pointer(self, name: str, index: sympy.Expr, deps: frozenset[str]) -> str:
+    def _pointer(self, name: str, index: sympy.Expr, deps: frozenset[str]) -> tuple[str, bool]:
+        """The address of ``name[index]`` (broadcast to ``deps``' shape), and whether it is
+        the aligned walk's (``_aligned.AlignedWalk.pointer``: its loads take ``rload``)."""
         idx_deps, _ = self.index_info(index)
         ptr = None
         if self.aligned is not None and "r" in idx_deps and self._stage.looped:
             ptr = self.aligned.pointer(self.arg_names[name], index, self.flat_index)
+        walked = ptr is not None
         if ptr is None:
             ptr = f"{self.arg_names[name]} + ({texpr(self.flat_index.rewrite(index))})"
         if idx_deps != deps:  # broadcast the pointer to the shape of its mask/value
             ptr += f" + tl.zeros({self.shape(deps)}, tl.int32)"
-        return ptr
+        return ptr, walked
 
     def _recompute(self, name: str) -> bool:
         """Re-run the pointwise body that computes local buffer ``name`` in the current scope
@@ -250,8 +255,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         if key in self._loads and not mask_vals:
             return self._loads[key]
         buf = self.spec.buffers[name]
-        mask = self._mask_text(deps)
-        ptr = self._pointer(name, index, deps)
+        ptr, walked = self._pointer(name, index, deps)
+        mask = self._mask_text(deps, "rload" if walked else "rmask")
         if not deps:
             # a [1] block like every constant: a 0-d load mixed with [1] blocks in a bool op
             # fails in Triton's interpreter (numpy cannot OR a 0-d and a 1-d int1)
@@ -296,8 +301,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
                 "output nor a local buffer"
             )
         dtype = self.spec.buffers[name].dtype
-        val = value.name if value.dtype == dtype else self._convert(value.name, value.dtype, dtype)
-        ptr = self._pointer(name, index, deps)
+        val = self.narrowed(value, dtype)
+        ptr, _ = self._pointer(name, index, deps)  # stores keep rmask: only the row's lanes
         mask = self._mask_text(deps)
         if mode == "atomic_add":
             self.line(f"tl.atomic_add({ptr}, {val}, {mask or 'None'})", loc)
