@@ -79,6 +79,11 @@ def candidates(cfg: Any, rnumel: int) -> list[Any]:
                     if split == 1 or (split == 0 and cfg.split):
                         continue
                     out.append(replace(cfg, xblock=xb, rblock=rb, num_warps=nw, split=split))
+    # a register cap belongs to its warp count (two programs of 32 warps a SM): the others
+    # launch without it, and 32 warps with and without it
+    out = [c if c.num_warps == cfg.num_warps else replace(c, maxnreg=0) for c in out]
+    if cfg.maxnreg:
+        out += [replace(c, maxnreg=0) for c in out if c.maxnreg]
     return list(dict.fromkeys(out))
 
 
@@ -90,6 +95,28 @@ def _set(kernel: Any, cfg: Any) -> None:
     kernel.__dict__.pop("launch_in", None)
 
 
+def _binaries(kernel: Any) -> dict[int, Any]:
+    """The compiled binaries Triton keeps for ``kernel``'s functions, by id (empty where this
+    Triton keeps them elsewhere)."""
+    out = {}
+    for fn in (kernel._fn, kernel._finish):
+        for entry in getattr(fn, "device_caches", {}).values():
+            cache = entry[0] if isinstance(entry, tuple) else entry
+            for binary in getattr(cache, "values", dict)():
+                out[id(binary)] = binary
+    return out
+
+
+def _registers(binaries: list[Any]) -> str:
+    """`` r32`` (registers a thread) for the binaries one configuration compiled, spills too."""
+    regs = []
+    for b in binaries:
+        n, spills = getattr(b, "n_regs", None), getattr(b, "n_spills", 0)
+        if n is not None:
+            regs.append(f"r{n}" + (f"+{spills}spill" if spills else ""))
+    return f" {'/'.join(regs)}" if regs else ""
+
+
 def _shape(cfg: Any) -> str:
     if cfg.rblock <= 1 and not cfg.looped:
         return "pointwise"
@@ -98,7 +125,8 @@ def _shape(cfg: Any) -> str:
 
 def _describe(cfg: Any) -> str:
     split = f" split {cfg.split}" if cfg.split else ""
-    return f"X{cfg.xblock} R{cfg.rblock} w{cfg.num_warps}{split}"
+    cap = f" maxnreg {cfg.maxnreg}" if cfg.maxnreg else ""
+    return f"X{cfg.xblock} R{cfg.rblock} w{cfg.num_warps}{split}{cap}"
 
 
 def sweep_case(
@@ -147,8 +175,10 @@ def sweep_case(
         sources.append(f"# ==== {name} {dtype_name} kernel {i}: {kernel.config}\n{kernel.source}")
         base = kernel.config
         timed = []
+        regs: dict[str, str] = {}
         for cfg in candidates(base, kernel._numels()[1]):
             _set(kernel, cfg)
+            before = _binaries(kernel)
             try:
                 cg(*inputs)
                 if torch.cuda.is_available():
@@ -157,6 +187,8 @@ def sweep_case(
             except Exception as error:  # noqa: BLE001 - registers, shared memory
                 print(f"   {_describe(cfg)}: {type(error).__name__}", flush=True)
                 continue
+            new = [b for k, b in _binaries(kernel).items() if k not in before]
+            regs.setdefault(_describe(cfg), _registers(new))
             timed.append((ms, cfg))
         _set(kernel, base)
         timed.sort(key=lambda t: t[0])
@@ -164,18 +196,22 @@ def sweep_case(
         own = next(ms for ms, cfg in timed if cfg == base)
         layout = ", transposed" if base.transposed else ""
         print(
-            f"  kernel {i} ({_shape(base)}{layout}), heuristic {_describe(base)}: "
+            f"  kernel {i} ({_shape(base)}{layout}), heuristic {_describe(base)}"
+            f"{regs.get(_describe(base), '')}: "
             f"{own * 1000:.1f} us ({share(own)}); best {_describe(best)}: "
             f"{best_ms * 1000:.1f} us ({share(best_ms)}) of {len(timed)}",
             flush=True,
         )
-        top = "; ".join(f"{_describe(c)} {share(ms)}" for ms, c in timed[:6])
+        top = "; ".join(
+            f"{_describe(c)}{regs.get(_describe(c), '')} {share(ms)}" for ms, c in timed[:6]
+        )
         print(f"    top: {top}", flush=True)
         row["kernels"].append(
             {
                 "heuristic": _describe(base),
                 "heuristic_ms": own,
                 "timed": [(_describe(c), ms) for ms, c in timed],
+                "registers": regs,
             }
         )
     return row, sources

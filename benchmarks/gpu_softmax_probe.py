@@ -133,6 +133,99 @@ def _softmax(
             tl.store(y_ptr + base + off + rb, y.to(y_ptr.dtype.element_ty))
 
 
+@triton.jit
+def _two_pass(x_ptr, y_ptr, W, RBLOCK: tl.constexpr, WRITE: tl.constexpr, EXP2: tl.constexpr):
+    """The compiler's softmax shape (one row per program, grouped online statistics loaded
+    ``evict_last``, a second read ``evict_first``) with the second pass's arithmetic varied:
+    WRITE 0 ``exp(x - m) / s`` (the lowering's division), 1 ``exp(x - m) * (1 / s)``, 2
+    ``exp2(x * log2e - (m * log2e + log2 s))`` (one FMA and one exp2 a value), 3 ``x - m -
+    log s`` (log_softmax: no exp). EXP2 computes 0 and 1's exp as ``exp2((x - m) * log2e)``
+    (MUFU.EX2 without the subnormal fix-up ``tl.exp`` has)."""
+    row = tl.program_id(0).to(tl.int64)
+    base = row * W
+    rb = tl.arange(0, RBLOCK)[None, :]
+    mg = tl.full([1, RBLOCK // 8], float("-inf"), tl.float32)
+    sg = tl.zeros([1, RBLOCK // 8], tl.float32)
+    for off in range(0, W, RBLOCK):
+        x = tl.load(x_ptr + base + off + rb, eviction_policy="evict_last")
+        x3 = tl.reshape(x.to(tl.float32), [1, RBLOCK // 8, 8])
+        mn = tl.maximum(mg, tl.max(x3, 2), propagate_nan=tl.PropagateNan.ALL)
+        ms = tl.where(mn == float("-inf"), 0.0, mn)
+        e = tl.exp2((x3 - ms[:, :, None]) * 1.4426950408889634)
+        sg = sg * tl.exp2((mg - ms) * 1.4426950408889634) + tl.sum(e, 2)
+        mg = mn
+    mm = tl.max(mg, 1)[:, None]
+    ss = tl.sum(sg * tl.exp(mg - mm), 1)[:, None]
+    inv = 1.0 / ss
+    shift = mm * 1.4426950408889634 + tl.log2(ss)
+    lse = mm + tl.log(ss)
+    for off in range(0, W, RBLOCK):
+        x = tl.load(x_ptr + base + off + rb, eviction_policy="evict_first").to(tl.float32)
+        if WRITE == 3:
+            y = x - lse
+        elif WRITE == 2:
+            y = tl.exp2(x * 1.4426950408889634 - shift)
+        else:
+            if EXP2:
+                e = tl.exp2((x - mm) * 1.4426950408889634)
+            else:
+                e = tl.exp(x - mm)
+            if WRITE == 0:
+                y = e / ss
+            else:
+                y = e * inv
+        tl.store(y_ptr + base + off + rb, y.to(y_ptr.dtype.element_ty))
+
+
+def second_pass_study(rows: int, report) -> None:
+    """Which part of a two-read softmax misses the bandwidth: the same kernel over rows of 32768,
+    49152 and 65536 (the row size in L2 between its two reads) at the launch shapes the
+    heuristic picks from (RBLOCK 8192 and 16384 at 32 warps: two programs resident a SM at 32
+    registers; 4096 at 16), with the second pass's arithmetic varied (``_two_pass``)."""
+    writes = {
+        (0, False): "exp / s",
+        (0, True): "exp2 / s",
+        (1, False): "exp * (1/s)",
+        (1, True): "exp2 * (1/s)",
+        (2, False): "exp2(fma)",
+        (3, False): "log_softmax",
+    }
+    for width in (32768, 49152, 65536):
+        x = torch.randn(rows, width, device="cuda", dtype=torch.bfloat16) * 3
+        y = torch.empty_like(x)
+        ref = torch.softmax(x.float(), -1)
+        ref_log = torch.log_softmax(x.float(), -1)
+        nbytes = x.numel() * x.element_size()
+        for rblock, warps in ((8192, 32), (16384, 32), (4096, 16)):
+            for (write, exp2), what in writes.items():
+                fn = functools.partial(
+                    _two_pass[(rows,)],
+                    x,
+                    y,
+                    width,
+                    RBLOCK=rblock,
+                    WRITE=write,
+                    EXP2=exp2,
+                    num_warps=warps,
+                )
+                y.zero_()
+                fn()
+                want = ref_log if write == 3 else ref
+                err = ((y.float() - want).abs() / (1 + want.abs())).max().item()
+                assert err < 2e-2, (what, err)
+                report(
+                    f"two-pass W{width} R{rblock} w{warps} {what}",
+                    _time(fn),
+                    2 * nbytes,
+                    width=width,
+                    rblock=rblock,
+                    warps=warps,
+                    write=what,
+                )
+        eager = _time(functools.partial(torch.softmax, x, -1))
+        report(f"two-pass W{width} softmax eager", eager, 2 * nbytes, width=width)
+
+
 def _time(fn) -> float:
     """Median device microseconds of one call (triton.testing.do_bench, L2 cleared between)."""
     return triton.testing.do_bench(fn, warmup=10, rep=60, return_mode="median") * 1e3
@@ -144,6 +237,9 @@ def main() -> None:
     parser.add_argument("--width", type=int, default=49152)
     parser.add_argument("--json", default=None)
     parser.add_argument("--hang-s", type=float, default=170)
+    parser.add_argument(
+        "--second-pass", action="store_true", help="only the second-pass study (_two_pass)"
+    )
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     R, W = args.rows, args.width
@@ -159,6 +255,14 @@ def main() -> None:
         pct = 100 * moved / (us * 1e-6) / PEAK
         rows.append({"case": name, "us": round(us, 1), "pct": round(pct, 1), **cfg})
         print(f"{name:58s} {us:8.1f} us {pct:5.1f}%", flush=True)
+
+    if args.second_pass:
+        del x, out, y
+        second_pass_study(R, report)
+        if args.json:
+            with open(args.json, "w") as f:
+                json.dump({"rows": R, "results": rows}, f, indent=1)
+        return
 
     ref_lse = torch.logsumexp(x.float(), -1)
     for kind, name in ((0, "sum"), (1, "max"), (2, "online per lane"), (3, "online grouped")):

@@ -74,11 +74,13 @@ class _RecordingBackend(TritonBackend):
 
 def _signature(jit, spec, kernel, finish):
     """Triton's signature, constexprs and 16-divisibility attributes for one of ``kernel``'s
-    functions, as the launch would specialise them (aligned tensors, sizes divisible by 16)."""
+    functions, as the launch would specialise them (aligned tensors; ``xnumel`` and ``rnumel``
+    by their values, other sizes taken as divisible by 16)."""
     cfg = kernel.config
     dtypes = {ptr: spec.buffers[name].dtype for name, ptr in arg_names(spec).items()}
     dtypes |= {f"part_ptr{i}": dt for i, dt in enumerate(cfg.partials)}
     xnumel = int(sympy.prod(spec.xranges))
+    rnumel = int(sympy.prod(spec.rranges)) if spec.rranges else 0
     xblock, rblock = finish_blocks(cfg.split, xnumel) if finish else (cfg.xblock, cfg.rblock)
     sig, consts, attrs = {}, {}, {}
     for i, p in enumerate(jit.arg_names):
@@ -90,14 +92,18 @@ def _signature(jit, spec, kernel, finish):
             continue
         else:
             sig[p] = "*i32" if p == "tk_status" else "i32"
+            known = {"xnumel": xnumel, "rnumel": rnumel}.get(p)
+            if known is not None and known % 16:
+                continue  # an int Triton does not specialise (a row of 50257, say)
         attrs[(i,)] = [["tt.divisibility", 16]]
     warps = (4 if xblock * rblock >= 1024 else 2) if finish else cfg.num_warps
     return ASTSource(jit, sig, consts, attrs), warps
 
 
-def _loops(sass: str) -> list[dict[str, int]]:
+def _loops(sass: str, show: bool = False) -> list[dict[str, int]]:
     """Each loop of a SASS listing (a branch back to an earlier address, up to it), in order:
-    its instructions, and how many are MUFU, global loads and global stores."""
+    its instructions, and how many are MUFU, global loads and global stores (``show``: each
+    loop's instructions printed too)."""
     rows = [(int(m[1], 16), m[2]) for m in re.finditer(r"/\*([0-9a-f]{4})\*/\s*([^;]*);", sass)]
     out = []
     for addr, text in rows:
@@ -107,6 +113,9 @@ def _loops(sass: str) -> list[dict[str, int]]:
             ops = [
                 re.sub(r"^@!?U?P\w+\s+", "", t).split()[0] for a, t in rows if start <= a <= addr
             ]
+            if show:
+                print(f"--- loop {start:#06x}..{addr:#06x}")
+                print("\n".join(t for a, t in rows if start <= a <= addr))
             out.append(
                 {"instructions": len(ops)}
                 | {k: sum(o.startswith(k) for o in ops) for k in ("MUFU", "LDG", "STG")}
@@ -114,7 +123,7 @@ def _loops(sass: str) -> list[dict[str, int]]:
     return out
 
 
-def _resources(compiled, per_thread: int) -> str:
+def _resources(compiled, per_thread: int, show_sass: bool = False) -> str:
     with tempfile.TemporaryDirectory() as d:
         path = Path(d) / "k.cubin"
         path.write_bytes(compiled.asm["cubin"])
@@ -128,7 +137,9 @@ def _resources(compiled, per_thread: int) -> str:
     regs = re.search(r"REG:(\d+)", out)
     local = re.search(r"LOCAL:(\d+)", out)
     loads = sorted(set(re.findall(r"ld\.global[.a-zA-Z0-9_:]*", compiled.asm["ptx"])))
-    loops = [lp for lp in _loops(sass) if lp["LDG"] or lp["STG"]]
+    stores = re.findall(r"st\.global[.a-zA-Z0-9_:]*", compiled.asm["ptx"])
+    kinds = {k: stores.count(k) for k in sorted(set(stores))}
+    loops = [lp for lp in _loops(sass, show_sass) if lp["LDG"] or lp["STG"]]
     if loops:
         mix = "loops " + "; ".join(
             f"{lp['instructions'] / per_thread:.1f}/value ({lp['MUFU'] / per_thread:.1f} MUFU)"
@@ -139,7 +150,8 @@ def _resources(compiled, per_thread: int) -> str:
         mix = f"no loop, {total / per_thread:.1f}/value"
     return (
         f"regs {regs[1] if regs else '?'} spill bytes {local[1] if local else '?'} "
-        f"loads {' '.join(loads)}; {mix}"
+        f"loads {' '.join(loads)}; stores {' '.join(f'{k} x{n}' for k, n in kinds.items())}; "
+        f"{mix}"
     )
 
 
@@ -153,6 +165,7 @@ def main() -> None:
     parser.add_argument("--options", default="{}", help="more TritonOptions fields, as JSON")
     parser.add_argument("--depthwise", action="store_true", help="direct convolutions instead")
     parser.add_argument("--print-source", action="store_true", help="each kernel's source too")
+    parser.add_argument("--print-sass", action="store_true", help="each loop's SASS too")
     args = parser.parse_args()
     options = {"compile_workers": 0, "online_softmax": not args.no_online_softmax}
     backend = _RecordingBackend(TritonOptions(**(options | json.loads(args.options))))
@@ -192,15 +205,20 @@ def main() -> None:
                     for finish, jit in zip((False, True), fns):
                         src, warps = _signature(jit, spec, k, finish)
                         try:
+                            regs = {} if finish or not c.maxnreg else {"maxnreg": c.maxnreg}
                             compiled = triton.compile(
-                                src, target=target, options={"num_warps": warps}
+                                src, target=target, options={"num_warps": warps, **regs}
                             )
                             tile = (
                                 finish_blocks(c.split, int(sympy.prod(spec.xranges)))
                                 if finish
                                 else (c.xblock, c.rblock)
                             )
-                            res = _resources(compiled, max(1, tile[0] * tile[1] // (32 * warps)))
+                            res = _resources(
+                                compiled,
+                                max(1, tile[0] * tile[1] // (32 * warps)),
+                                args.print_sass,
+                            )
                         except Exception as e:  # noqa: BLE001 - report and go on
                             res = f"COMPILE FAILED {type(e).__name__}: {str(e)[:200]}"
                         print(

@@ -1,8 +1,10 @@
 """Compile the softmax over rows of 50257 for an H100/H200 (sm_90) on a machine without one and
-count its global memory instructions, with and without the aligned walk (``_aligned.py``); run
+count its global memory instructions and registers, with and without the aligned walk
+(``_aligned.py``); run
 as a script by test_aligned_rows.py (Triton must compile for real: a fresh process, not the test
 process's interpreter). Prints one JSON line: per dtype, per form, the vector (``.v2``/``.v4``)
-and scalar loads and stores in the PTX. Exit code 77 (a skip) when this Triton cannot compile
+and scalar loads and stores in the PTX, the binary's registers a thread and spill bytes (-1
+without cuobjdump), its warps and register cap. Exit code 77 (a skip) when this Triton cannot compile
 the plain kernel for sm_90 here; a walk that fails to compile where the plain kernel compiles is
 an error.
 
@@ -15,6 +17,7 @@ import importlib.util
 import json
 import os
 import re
+import subprocess
 import sys
 import tempfile
 
@@ -68,7 +71,21 @@ def _ptx(spec, name: str, source: str, cfg) -> str:
             signature[param] = "constexpr" if param in consts else "i32"
     source = triton.compiler.ASTSource(fn, signature, constexprs=consts, attrs=attrs)
     target = triton.backends.compiler.GPUTarget("cuda", 90, 32)
-    return triton.compile(source, target=target, options={"num_warps": cfg.num_warps}).asm["ptx"]
+    return triton.compile(source, target=target, options=cfg.compile_options).asm
+
+
+def _registers(cubin: bytes) -> tuple[int, int]:
+    """Registers a thread and local (spill) bytes of a cubin, by Triton's own cuobjdump; (-1,
+    -1) when this Triton has none."""
+    tool = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin", "cuobjdump")
+    if not os.path.exists(tool):
+        return -1, -1
+    path = os.path.join(tempfile.mkdtemp(), "kernel.cubin")
+    with open(path, "wb") as f:
+        f.write(cubin)
+    out = subprocess.run([tool, "-res-usage", path], capture_output=True, text=True).stdout
+    regs, local = re.search(r"REG:(\d+)", out), re.search(r"LOCAL:(\d+)", out)
+    return (int(regs[1]) if regs else -1), (int(local[1]) if local else -1)
 
 
 def main() -> None:
@@ -87,15 +104,16 @@ def main() -> None:
             ((spec, name, source, cfg),) = backend.rendered
             assert ("aligned walk" in source) == aligned, source
             try:
-                ptx = _ptx(spec, name, source, cfg)
+                asm = _ptx(spec, name, source, cfg)
             except Exception as e:  # noqa: BLE001
                 if aligned:  # the plain kernel compiled: the walk's kernel is at fault
                     raise
                 print(f"cannot compile for sm_90 here: {type(e).__name__}: {str(e)[:200]}")
                 sys.exit(77)  # no sm_90 compiler here: the test skips
-            counts.setdefault(str(dtype).split(".")[1], {})[form] = {
-                k: len(re.findall(p, ptx)) for k, p in PATTERNS.items()
-            }
+            row = {k: len(re.findall(p, asm["ptx"])) for k, p in PATTERNS.items()}
+            row["registers"], row["spill_bytes"] = _registers(asm["cubin"])
+            row["num_warps"], row["maxnreg"] = cfg.num_warps, cfg.maxnreg
+            counts.setdefault(str(dtype).split(".")[1], {})[form] = row
     print(json.dumps(counts))
 
 

@@ -212,8 +212,11 @@ def test_long_vector_rows_read_twice_take_few_programs():
     8192); a row max of 32768 (one read), rows of 16384 and ``reread_rnumel=0`` keep the rule
     above. Walked rows of 50257 (``_aligned.py``: every load a vector load, the first and last
     blocks' too) take the rule at half the block where that covers fewer positions past the
-    row: 7 blocks of 8192 bfloat16 values (57344 positions) rather than 4 of 16384 (65536),
-    13 of 4096 float32 values rather than 7 of 8192; ``aligned_rows=False`` keeps 2048."""
+    row: 7 blocks of 8192 bfloat16 values (57344 positions) rather than 4 of 16384 (65536);
+    ``aligned_rows=False`` keeps 2048. Each is capped at 32 registers a thread (two programs of
+    32 warps a SM), except rows of more than 128 KB (float32 rows of 50257): one program a SM,
+    uncapped, at twice the block up to 16 values a thread (RBLOCK 16384: 64 KB of float32 an
+    iteration)."""
     for width in (32768, 65536):
         cfg = heuristic_config(_row_softmax(4096, width, BF16), OPTS)
         assert (cfg.xblock, cfg.rblock, cfg.num_warps) == (1, 16384, 32), cfg
@@ -227,8 +230,12 @@ def test_long_vector_rows_read_twice_take_few_programs():
     walked = heuristic_config(_row_softmax(4096, 50257, BF16), OPTS)
     assert (walked.xblock, walked.rblock, walked.num_warps) == (1, 8192, 32), walked
     assert "walked" in walked.reason and "two r-loops" in walked.reason
+    assert cfg.maxnreg == wide.maxnreg == walked.maxnreg == 32
     walked32 = heuristic_config(_row_softmax(4096, 50257, F32), OPTS)
-    assert (walked32.rblock, walked32.num_warps) == (4096, 32), walked32
+    assert (walked32.rblock, walked32.num_warps, walked32.maxnreg) == (16384, 32, 0), walked32
+    assert "one program a SM" in walked32.reason
+    long16 = heuristic_config(_row_softmax(64, 131072, BF16), OPTS)  # 256 KB rows
+    assert (long16.rblock, long16.num_warps, long16.maxnreg) == (16384, 32, 0), long16
     plain = TritonOptions(aligned_rows=False)
     assert heuristic_config(_row_softmax(4096, 50257, BF16), plain).rblock == 2048
     off = heuristic_config(_row_softmax(4096, 32768, BF16), TritonOptions(reread_rnumel=0))

@@ -18,7 +18,10 @@ rshift``: the reductions, ``index_expr`` and every other address see the row's t
 Each stage's r-loop becomes three loops over the same body:
 
 - the first block ``[0, RBLOCK)``, masked (``0 <= rindex < rnumel``: the lanes before the row's
-  start are masked out, so a reduction takes its identity there and no store happens);
+  start are masked out, so a reduction takes its identity there and no store happens), its
+  bound ``tl.minimum(rnumel, RBLOCK)`` (the same one block) known only at run time, so that
+  Triton keeps it a loop rather than unroll it and share its row-invariant masks with the next
+  r-loop's first block (values held live in between: 42 registers a thread instead of 32);
 - the interior blocks ``[RBLOCK, rnumel // RBLOCK * RBLOCK)``, with ``rmask`` all true: they lie
   inside every row whatever its shift (``rshift < VEC <= RBLOCK``), so the only mask left is
   ``xmask``, constant along the row (a block narrower than a vector, RBLOCK < VEC, leaves the
@@ -32,7 +35,12 @@ first index) keep it. An access of the primary class at ``rindex + B_i(x)`` is a
 analysis, no hint that could be wrong), ``B_i - B`` has coefficients divisible by ``VEC`` and
 ``rpos`` is a multiple of RBLOCK plus an arange; with a 16-byte aligned pointer argument (Triton
 specialises those) the interior loads and stores become 16-byte vector accesses (checked on the
-PTX of an sm_90 compile: ``ld.global.v4.b32`` / ``st.global.v4.b32``). Every other access
+PTX of an sm_90 compile: ``ld.global.v4.b32`` / ``st.global.v4.b32``). The first and last
+blocks' are vectors too: their loads take ``rload`` (``load_masks``), and a store is split in
+two, ``rstore``'s lanes as vectors, then the at most ``VEC - 1`` lanes at each end of the row
+one at a time (``store_masks``: a store must not touch a neighbouring row's lanes; all of the
+first block's stores were scalar before, 63% of a float32 softmax's bandwidth over rows of
+50257 against 78% split, session 21). Every other access
 (a broadcast weight, another stride, a strided or indirect one) keeps its usual address in
 ``rindex``: right, and vectorised only where it was before. A tensor whose data pointer is not
 16-byte aligned (a slice at an odd offset) is not specialised, so its accesses stay scalar; the
@@ -105,28 +113,42 @@ class AlignedWalk:
 
     def loops(self, body: Sequence[str], rlines: Sequence[str], r_shape: str) -> list[str]:
         """A looped stage's ``body`` as the three loops of the walk (indented for the kernel).
-        Each loop defines ``rmask`` (the row's lanes: reductions and stores) and ``rload`` (the
-        mask of the walk's own loads, ``pointer``; see ``load_masks``)."""
+        Each loop defines ``rmask`` (the row's lanes: reductions and other stores), ``rload``
+        (the mask of the walk's own loads, ``pointer``; see ``load_masks``), and ``rstore`` and
+        ``redge`` (the walk's own stores, in two parts: ``store_masks``)."""
         edge = "rmask = (rindex >= 0) & (rindex < rnumel)"
         # the first block past the shift: RBLOCK, unless a block is narrower than a vector
         first = f"(RBLOCK + {self.vec - 1}) // RBLOCK * RBLOCK"
         inner = "rnumel // RBLOCK * RBLOCK"
         head_load, tail_load = self.load_masks(first, r_shape)
+        head_store, tail_store = self.store_masks(first)
+        edge_store = "redge = rmask & ~rstore"
         parts = [
             (
-                f"range(0, {first}, RBLOCK)",
+                # the same blocks as range(0, first) (a row is longer than the first block,
+                # or fits in one): a bound known only at run time keeps this a loop, where a
+                # literal one-trip loop is unrolled and its row-invariant masks and addresses
+                # shared with the next r-loop's first block, held live in between (42
+                # registers a thread at RBLOCK 8192 and 32 warps, not 32, on Triton 3.6: one
+                # program a SM instead of two, 53% of the bandwidth instead of 73%)
+                f"range(0, tl.minimum(rnumel, {first}), RBLOCK)",
                 "the row's first block, from its aligned start",
-                [edge, head_load],
+                [edge, head_load, head_store, edge_store],
             ),
             (
                 f"range({first}, {inner}, RBLOCK)",
                 "blocks inside the row: no mask, vector accesses",
-                [f"rmask = tl.full({r_shape}, 1, tl.int1)", "rload = rmask"],
+                [
+                    f"rmask = tl.full({r_shape}, 1, tl.int1)",
+                    "rload = rmask",
+                    "rstore = rmask",
+                    f"redge = tl.full({r_shape}, 0, tl.int1)",
+                ],
             ),
             (
                 f"range(tl.maximum({inner}, {first}), rnumel + {self.vec - 1}, RBLOCK)",
                 "the row's last block(s)",
-                [edge, tail_load],
+                [edge, tail_load, tail_store, edge_store],
             ),
         ]
         out: list[str] = []
@@ -151,9 +173,29 @@ class AlignedWalk:
           analysis). The lanes past the row's end read at most ``vec - 1`` values of the next
           row, or past the buffer's last value inside its last 16-byte vector (the same vector
           as a value the row reads: no other memory), and ``rmask`` keeps them out too."""
-        fits = (self.rnumel - self.vec + 1) // self.vec * self.vec
-        head = f"rload = tl.full({r_shape}, 1, tl.int1) if {first} <= {fits} else rmask"
+        head = f"rload = tl.full({r_shape}, 1, tl.int1) if {first} <= {self._fits} else rmask"
         tail = f"rload = rpos < (rshift + {self.rnumel + self.vec - 1}) // {self.vec} * {self.vec}"
+        return head, tail
+
+    @property
+    def _fits(self) -> int:
+        """The longest first block whose positions all lie inside the row, whatever its shift."""
+        return (self.rnumel - self.vec + 1) // self.vec * self.vec
+
+    def store_masks(self, first: str) -> tuple[str, str]:
+        """``rstore`` in the first and the last blocks: the lanes of ``rmask`` whose whole vector
+        lies inside the row, a mask constant over each vector, so a walked store of them is a
+        vector store (``kernel``'s store writes ``rstore``'s lanes, then ``redge = rmask &
+        ~rstore``'s one at a time: at most ``vec - 1`` lanes at each end of the row).
+
+        - First block: the positions from ``vec`` on (past the row's start, ``rshift < vec``)
+          up to ``first``, inside the row whenever ``first`` fits as for ``load_masks``; a longer
+          first block stores ``rmask``'s lanes one at a time.
+        - Last block(s): the positions below the vector boundary at or before the row's end,
+          ``(rshift + rnumel) // vec * vec``, all at least ``first >= vec`` (past the start)."""
+        inside = f"(rpos >= {self.vec}) & rmask"
+        head = f"rstore = (rpos >= {self.vec}) if {first} <= {self._fits} else {inside}"
+        tail = f"rstore = rpos < (rshift + {self.rnumel}) // {self.vec} * {self.vec}"
         return head, tail
 
 

@@ -82,6 +82,17 @@ MAX_XBLOCK = 256
 ELEMENTS_PER_THREAD = 16
 #: elements of a looped reduction's block per iteration (one row of RBLOCK 1024 by default)
 LOOPED_TILE = 1024
+#: registers a thread of a 32-warp kernel that reads its rows twice (``_reread_config``) may
+#: take: two programs a SM (65536 registers), as the rule counts its resident rows by. The
+#: aligned walk's edges took 42-64 on Triton 3.6 (one program a SM: 53% of the bandwidth over
+#: rows of 50257 bfloat16, 67% with the cap, where rows of 50256 ran at 73%); ptxas fits 32
+#: without spilling
+REREAD_REGISTERS = 32
+#: rows longer than this many bytes, read twice, keep one program a SM instead: two would hold
+#: 264 rows of more than 128 KB (34 MB+) between their two reads, past what the H200's L2
+#: keeps (float32 rows of 50257, 200 KB: 65% at two programs a SM, 80% at one with RBLOCK
+#: 16384, session 21; bfloat16 rows of 65536, 128 KB, 87% at two)
+REREAD_TWO_PROGRAMS_BYTES = 131072
 
 
 @dataclass(frozen=True)
@@ -91,7 +102,9 @@ class Config:
     most this many r chunks reduced by separate programs into partials, then finished by a
     second kernel, ``_split.py``; 0 means no split). ``split`` itself is a launch parameter
     (the chunk count is worked out per call); ``partials`` (the partial buffers' dtypes) come
-    from the generated source. ``reason``: why the heuristic chose this (not compared)."""
+    from the generated source. ``maxnreg``: the most registers a thread may take (Triton's
+    ``maxnreg``, passed to ptxas), 0 leaving it to ptxas. ``reason``: why the heuristic chose
+    this (not compared)."""
 
     xblock: int
     rblock: int
@@ -100,7 +113,15 @@ class Config:
     transposed: bool = False
     split: int = 0
     partials: tuple[torch.dtype, ...] = ()
+    maxnreg: int = 0
     reason: str = field(default="", compare=False)
+
+    @property
+    def compile_options(self) -> dict[str, int]:
+        """The options a launch compiles with: ``num_warps``, and ``maxnreg`` when set."""
+        if self.maxnreg:
+            return {"num_warps": self.num_warps, "maxnreg": self.maxnreg}
+        return {"num_warps": self.num_warps}
 
 
 def _next_pow2(n: int) -> int:
@@ -200,8 +221,19 @@ def _reread_config(
         return cfg
     # the same 32 KB of the row per iteration whatever its dtype: float32 rows at 16384 values
     # (16 a thread) ran at 75%, at 8192 at 88% (session 19)
-    rblock = min(options.reread_rblock * 2 // widest_input_itemsize(spec), _next_pow2(rnumel))
+    itemsize = widest_input_itemsize(spec)
+    rblock = min(options.reread_rblock * 2 // itemsize, _next_pow2(rnumel))
     where = "on a 16-byte boundary"
+    if rnumel * itemsize > REREAD_TWO_PROGRAMS_BYTES:
+        # one program a SM: twice the row an iteration keeps as many bytes in flight, up to
+        # 16 values a thread (float32 RBLOCK 16384: 62 registers, no spill)
+        rblock = min(2 * rblock, 16 * 32 * 32, _next_pow2(rnumel))
+        why = (
+            f"looped: a row of {rnumel} ({rnumel * itemsize // 1024} KB), read in two "
+            f"r-loops: RBLOCK {rblock} at 32 warps, 1 row per program and one program a SM "
+            "(two would keep more rows between their reads than L2 holds)"
+        )
+        return Config(1, rblock, 32, True, reason=why)
     if walk is not None:
         where = "walked from 16-byte boundaries"
         half = rblock // 2
@@ -210,9 +242,9 @@ def _reread_config(
     why = (
         f"looped: a row of {rnumel} {where}, read in two r-loops: RBLOCK "
         f"{rblock} at 32 warps, 1 row per program (few rows resident: the row's second read "
-        "finds it in L2)"
+        f"finds it in L2), at most {REREAD_REGISTERS} registers a thread (two programs a SM)"
     )
-    return Config(1, rblock, 32, True, reason=why)
+    return Config(1, rblock, 32, True, maxnreg=REREAD_REGISTERS, reason=why)
 
 
 def full_size_inputs(spec: KernelSpec) -> int:

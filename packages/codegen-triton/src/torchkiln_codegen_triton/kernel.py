@@ -302,10 +302,15 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
             )
         dtype = self.spec.buffers[name].dtype
         val = self.narrowed(value, dtype)
-        ptr, _ = self._pointer(name, index, deps)  # stores keep rmask: only the row's lanes
+        ptr, walked = self._pointer(name, index, deps)
         mask = self._mask_text(deps)
         if mode == "atomic_add":
             self.line(f"tl.atomic_add({ptr}, {val}, {mask or 'None'})", loc)
+        elif mode is None and walked and "r" in deps:
+            # the walk's store: the row's lanes (rmask) as whole vectors, then the few lanes at
+            # the row's ends one at a time (_aligned.AlignedWalk.store_masks)
+            for part in ("rstore", "redge"):
+                self.line(f"tl.store({ptr}, {val}, {self._mask_text(deps, part)})", loc)
         elif mode is None:
             self.line(f"tl.store({ptr}, {val}, {mask})" if mask else f"tl.store({ptr}, {val})", loc)
         else:

@@ -20,6 +20,9 @@ from .errors import CodegenError
 from .kernel import STATUS_INDEX_OUT_OF_BOUNDS, STATUS_PARAM
 from .printer import pyexpr
 
+#: a launch's keywords that are compile options (Config.compile_options), not constexprs
+_COMPILE_OPTIONS = ("num_warps", "maxnreg")
+
 
 def kernel_name(spec: KernelSpec) -> str:
     """``spec.name`` as a Python identifier: the @triton.jit function's name in sources saved
@@ -193,7 +196,7 @@ class TritonCompiledKernel:
             (
                 self._fn,
                 (*self._arg_dtypes, *numels),
-                {"grid": grid, **blocks, "num_warps": cfg.num_warps},
+                {"grid": grid, **blocks, **cfg.compile_options},
             )
         ]
 
@@ -231,10 +234,10 @@ class TritonCompiledKernel:
             self._launch_split(cfg, args, xnumel, rnumel)
         elif self._reduction:
             self._fn[grid](
-                *args, xnumel, rnumel, XBLOCK=cfg.xblock, RBLOCK=cfg.rblock, num_warps=cfg.num_warps
+                *args, xnumel, rnumel, XBLOCK=cfg.xblock, RBLOCK=cfg.rblock, **cfg.compile_options
             )
         else:
-            self._fn[grid](*args, xnumel, XBLOCK=cfg.xblock, num_warps=cfg.num_warps)
+            self._fn[grid](*args, xnumel, XBLOCK=cfg.xblock, **cfg.compile_options)
 
     @staticmethod
     def _split_plan(cfg: Config, xnumel: int, rnumel: int) -> tuple[int, list[tuple[Any, ...]]]:
@@ -245,7 +248,7 @@ class TritonCompiledKernel:
         first = (
             ((xnumel + cfg.xblock - 1) // cfg.xblock, chunks),
             (xnumel, rnumel, rchunk),
-            {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock, "num_warps": cfg.num_warps},
+            {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock, **cfg.compile_options},
         )
         finish = (
             ((xnumel + xblock - 1) // xblock,),
@@ -288,14 +291,14 @@ class TritonCompiledKernel:
             for which, (fn, (grid, numels, kw)) in enumerate(
                 zip((self._fn, self._finish), launches)
             ):
-                consts = {k: v for k, v in kw.items() if k != "num_warps"}
+                consts = {k: v for k, v in kw.items() if k not in _COMPILE_OPTIONS}
                 kernel = self._run_fast(
                     which,
                     fn,
                     (*tensors, *parts, *rest, *numels),
                     grid,
                     consts,
-                    kw["num_warps"],
+                    {k: v for k, v in kw.items() if k in _COMPILE_OPTIONS},
                     device,
                     get_stream,
                 )
@@ -319,7 +322,7 @@ class TritonCompiledKernel:
         consts = {"XBLOCK": cfg.xblock, **({"RBLOCK": cfg.rblock} if self._reduction else {})}
         grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
         kernel = self._run_fast(
-            0, self._fn, params, grid, consts, cfg.num_warps, device, get_stream
+            0, self._fn, params, grid, consts, cfg.compile_options, device, get_stream
         )
         if static and kernel is not None and self._ready is None and not _misaligned(args):
             self._set_ready(
@@ -363,7 +366,7 @@ class TritonCompiledKernel:
         params: tuple[Any, ...],
         grid: tuple[int, ...],
         consts: dict[str, int],
-        num_warps: int,
+        compile_options: dict[str, int],
         device: int,
         get_stream: Any,
     ) -> Any:
@@ -373,7 +376,7 @@ class TritonCompiledKernel:
         key = (which, device, *(_specialization(a) for a in params))
         kernel = self._launchers.get(key)
         if kernel is None:
-            kernel = fn.run(*params, grid=grid, warmup=False, num_warps=num_warps, **consts)
+            kernel = fn.run(*params, grid=grid, warmup=False, **compile_options, **consts)
             if kernel is not None and hasattr(kernel, "packed_metadata"):
                 self._launchers[key] = kernel
             return None
