@@ -112,7 +112,7 @@ def main() -> None:
                 sys.exit(77)  # no sm_90 compiler here: the test skips
             row = {k: len(re.findall(p, asm["ptx"])) for k, p in PATTERNS.items()}
             row["registers"], row["spill_bytes"] = _registers(asm["cubin"])
-            row["num_warps"], row["maxnreg"] = cfg.num_warps, cfg.maxnreg
+            row["num_warps"], row["maxnreg"], row["rblock"] = cfg.num_warps, cfg.maxnreg, cfg.rblock
             counts.setdefault(str(dtype).split(".")[1], {})[form] = row
     print(json.dumps(counts))
 

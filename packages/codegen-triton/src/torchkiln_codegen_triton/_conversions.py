@@ -59,9 +59,10 @@ class ConversionOps:
         if dtype == torch.bool:
             text = f"({x.name} != 0)"
         if x.name in self.rounded and dtype == torch.float32 and not self.interpret:
-            # a value this kernel rounded to 16 bits, widened for the next op: an opaque copy,
-            # else the GPU compiler fuses the rounding away (``_prelude._tk_rounded``)
-            text = f"_tk_rounded({text})"
+            # a value this kernel rounded to 16 bits, widened for the next op through an
+            # opaque copy of the 16-bit value, else the GPU compiler fuses the rounding away
+            # (``_prelude._tk_rounded``)
+            text = self._convert(f"_tk_rounded({x.name})", x.dtype, dtype)
         out = self.emit(text, dtype, x.deps, x.post)
         if dtype in _LOW_PRECISION and x.dtype.is_floating_point and x.dtype not in _LOW_PRECISION:
             self.rounded.add(out.name)

@@ -46,13 +46,22 @@ def _tk_bf16_to_f32(x):
 
 @triton.jit
 def _tk_rounded(x):
-    # GPU only: a value rounded to 16 bits, widened again, passed through an instruction the
-    # compiler cannot see through, so that it keeps the rounding: otherwise LLVM's NVPTX
-    # backend narrows the float32 product and sum around a bfloat16 round trip into one
-    # fma.rn.bf16 (bf16(x * s + b) with the product unrounded, where eager rounds it first)
-    return tl.inline_asm_elementwise(
-        "mov.b32 $0, $1;", "=r,r", [x], dtype=tl.float32, is_pure=True, pack=1
-    )
+    # GPU only: a value rounded to 16 bits (bfloat16, float16), passed through an instruction
+    # the compiler cannot see through before it is widened again, so that it keeps the
+    # rounding: otherwise LLVM's NVPTX backend narrows the float32 product and sum around a
+    # bfloat16 round trip into one fma.rn.bf16 (bf16(x * s + b) with the product unrounded,
+    # where eager rounds it first). Each op on its own may still become one 16-bit op
+    # (add.bf16x2, mul.bf16x2: rounded once, as eager's float32 op then its rounding, float32
+    # having more than twice the bits). Two values a 32-bit copy (the conversions stay packed,
+    # cvt.rn.bf16x2.f32); a block of an odd count one at a time
+    if x.numel % 2 == 0:
+        return tl.inline_asm_elementwise(
+            "mov.b32 $0, $1;", "=r,r", [x], dtype=x.dtype, is_pure=True, pack=2
+        )
+    else:
+        return tl.inline_asm_elementwise(
+            "mov.b16 $0, $1;", "=h,h", [x], dtype=x.dtype, is_pure=True, pack=1
+        )
 
 
 @triton.jit
