@@ -19,7 +19,8 @@ graph runs with the zeros replaced by ones and its values are compared.
 
 A (spec, dtype, code generator) that still differs from eager is listed in ``KNOWN`` with the
 reason; the test fails if it starts to pass (strict, like ``xfail(strict=True)``) as well as on
-any difference not listed.
+any difference not listed. ``MAY_DIFFER`` lists the few that depend on the machine (the host's
+vector width), checked on neither side.
 """
 
 from __future__ import annotations
@@ -242,6 +243,14 @@ _WELFORD_MEAN = (
     "eager's var_mean keeps a running (Welford) mean, which an infinity makes nan "
     "unless it comes last in its lane; ours is the sum's mean (inf), as x.mean() is"
 )
+# differences that depend on the machine (not strict: they may or may not show)
+_HOST_LANES = (
+    "codegen-cpp sums a reduction in the host's vector lanes (omp simd, -march=native: AVX2 and "
+    "AVX-512 group the values differently); eager's CPU cumsum adds a row in order, and a row "
+    "whose large values cancel (x - x + y) shows the order in float64 (float32 and 16-bit "
+    "floats accumulate in float64, as eager's do, which hides it)"
+)
+MAY_DIFFER: dict[tuple, str] = {("cumsum", F64, "cpp", 0): _HOST_LANES}
 # (spec, dtype, code generator) or (spec, dtype, code generator, output index) -> the reason
 KNOWN: dict[tuple, str] = {
     ("var_std_var_mean", F64, "triton", 5): _WELFORD_MEAN,
@@ -456,6 +465,8 @@ def test_special_values(key, codegen):
             whys = [d.get(i) for d in per_ref]
             why = None if None in whys else whys[-1]
             known = (spec.name, dtype, codegen) in KNOWN or (spec.name, dtype, codegen, i) in KNOWN
+            if (spec.name, dtype, codegen, i) in MAY_DIFFER:
+                continue
             if why is not None and not known:
                 problems.append(f"{spec.name} {str(dtype).replace('torch.', '')}: {why}")
             elif why is None and (spec.name, dtype, codegen, i) in KNOWN:

@@ -291,7 +291,12 @@ def cumsum(ctx, x, dim, *, dtype=None):
     if int(n) == 0:
         raise Unlowerable("empty cumsum")
     out = ctx.out_dtype
-    acc = compute_dtype(out)
+    acc = value = compute_dtype(out)  # each value as the output's dtype (``dtype=``) first
+    if acc == torch.float32 and x.get_device().type == "cpu":
+        # eager's CPU cumsum accumulates float32 (and 16-bit floats) in double: so do we, so
+        # that a row's cancellations (1e38 - 1e38) come out as eager's whatever order the
+        # backend sums the triangle in (codegen-cpp's vector lanes follow the host's ISA)
+        acc = torch.float64
     load = x.make_loader()
     src = compute_dtype(x.get_dtype())
 
@@ -299,7 +304,8 @@ def cumsum(ctx, x, dim, *, dtype=None):
         full = list(index)
         full[dim] = rindex[0]
         v = load(full)
-        v = v if src == acc else ops.to_dtype(v, acc, src)
+        v = v if src == value else ops.to_dtype(v, value, src)
+        v = v if value == acc else ops.to_dtype(v, acc, value)
         keep = ops.le(
             ops.index_expr(rindex[0], torch.int64), ops.index_expr(index[dim], torch.int64)
         )
