@@ -76,6 +76,16 @@ def _pass(x_ptr, out_ptr, W, RBLOCK: tl.constexpr, G: tl.constexpr, KIND: tl.con
 
 
 @triton.jit
+def _grouped_update(x3, mg, sg):
+    """One block of the grouped online statistics: ``x3`` is [1, groups, G]; the running max
+    ``mg`` and sum of exp(x - max) ``sg`` per group, updated (the new max, its rescaled sum)."""
+    mn = tl.maximum(mg, tl.max(x3, 2), propagate_nan=tl.PropagateNan.ALL)
+    ms = tl.where(mn == float("-inf"), 0.0, mn)
+    e = tl.exp2((x3 - ms[:, :, None]) * 1.4426950408889634)
+    return mn, sg * tl.exp2((mg - ms) * 1.4426950408889634) + tl.sum(e, 2)
+
+
+@triton.jit
 def _softmax(
     x_ptr,
     y_ptr,
@@ -100,12 +110,7 @@ def _softmax(
                     x = tl.load(x_ptr + base + off + rb, eviction_policy="evict_last")
                 else:
                     x = tl.load(x_ptr + base + off + rb)
-                x3 = tl.reshape(x.to(tl.float32), [1, RBLOCK // G, G])
-                mn = tl.maximum(mg, tl.max(x3, 2), propagate_nan=tl.PropagateNan.ALL)
-                ms = tl.where(mn == float("-inf"), 0.0, mn)
-                e = tl.exp2((x3 - ms[:, :, None]) * 1.4426950408889634)
-                sg = sg * tl.exp2((mg - ms) * 1.4426950408889634) + tl.sum(e, 2)
-                mg = mn
+                mg, sg = _grouped_update(tl.reshape(x.to(tl.float32), [1, RBLOCK // G, G]), mg, sg)
             mm = tl.max(mg, 1)[:, None]
             ss = tl.sum(sg * tl.exp(mg - mm), 1)[:, None]
         else:
@@ -148,12 +153,7 @@ def _two_pass(x_ptr, y_ptr, W, RBLOCK: tl.constexpr, WRITE: tl.constexpr, EXP2: 
     sg = tl.zeros([1, RBLOCK // 8], tl.float32)
     for off in range(0, W, RBLOCK):
         x = tl.load(x_ptr + base + off + rb, eviction_policy="evict_last")
-        x3 = tl.reshape(x.to(tl.float32), [1, RBLOCK // 8, 8])
-        mn = tl.maximum(mg, tl.max(x3, 2), propagate_nan=tl.PropagateNan.ALL)
-        ms = tl.where(mn == float("-inf"), 0.0, mn)
-        e = tl.exp2((x3 - ms[:, :, None]) * 1.4426950408889634)
-        sg = sg * tl.exp2((mg - ms) * 1.4426950408889634) + tl.sum(e, 2)
-        mg = mn
+        mg, sg = _grouped_update(tl.reshape(x.to(tl.float32), [1, RBLOCK // 8, 8]), mg, sg)
     mm = tl.max(mg, 1)[:, None]
     ss = tl.sum(sg * tl.exp(mg - mm), 1)[:, None]
     inv = 1.0 / ss
