@@ -247,8 +247,8 @@ _WELFORD_MEAN = (
 _HOST_LANES = (
     "codegen-cpp sums a reduction in the host's vector lanes (omp simd, -march=native: AVX2 and "
     "AVX-512 group the values differently); eager's CPU cumsum adds a row in order, and a row "
-    "whose large values cancel (x - x + y) shows the order in float64 (float32 and 16-bit "
-    "floats accumulate in float64, as eager's do, which hides it)"
+    "whose large values cancel (x - x + y) shows the order in float64 (float32 accumulates "
+    "in float64, as eager's does, which hides it)"
 )
 MAY_DIFFER: dict[tuple, str] = {("cumsum", F64, "cpp", 0): _HOST_LANES}
 # (spec, dtype, code generator) or (spec, dtype, code generator, output index) -> the reason

@@ -292,10 +292,10 @@ def cumsum(ctx, x, dim, *, dtype=None):
         raise Unlowerable("empty cumsum")
     out = ctx.out_dtype
     acc = value = compute_dtype(out)  # each value as the output's dtype (``dtype=``) first
-    if acc == torch.float32 and x.get_device().type == "cpu":
-        # eager's CPU cumsum accumulates float32 (and 16-bit floats) in double: so do we, so
-        # that a row's cancellations (1e38 - 1e38) come out as eager's whatever order the
-        # backend sums the triangle in (codegen-cpp's vector lanes follow the host's ISA)
+    if out == torch.float32 and x.get_device().type == "cpu":
+        # eager's CPU cumsum accumulates float32 in double (16-bit floats in float): so do we,
+        # so that a row's cancellations (1e38 - 1e38) do not hang on the order the backend
+        # sums the triangle in (codegen-cpp's vector lanes follow the host's ISA)
         acc = torch.float64
     load = x.make_loader()
     src = compute_dtype(x.get_dtype())
