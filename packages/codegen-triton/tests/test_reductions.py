@@ -243,19 +243,22 @@ def test_full_reduction_to_scalar_with_odd_size():
 
 
 @pytest.mark.parametrize("m", [10000, 8193, 20480])
-def test_looped_welford_takes_one_reciprocal_per_iteration(m):
+def test_looped_welford_sums_shifted_by_each_lanes_first_value(m):
     """A looped float32 Welford (rows past the persistent limit, with a partial last block or
-    none) divides by the iteration's count once per iteration, not per value: every lane it
-    updates has seen the same number of values. Rows of 8193 take the aligned walk, which
-    divides per value. Mean and variance of rows with a large mean
-    (where a plain sum of squares would cancel) as near float64 as eager's float32."""
+    none) sums each lane's values shifted by its first one, with no divide in the loop, and
+    turns the sums into (mean, m2) once after it. Rows of 8193 take the aligned walk, whose
+    first block skips lanes: Welford's update per value there. Mean and variance of rows with a
+    large mean (where a plain sum of squares would cancel) as near float64 as eager's float32."""
     n = 3
     k = compile_one(_welford_spec(n, m, correction=0))
     assert k.config.looped
+    loop = k.source[k.source.index("for roffset") :]
     if m % 8:  # rows off a 16-byte boundary: the aligned walk skips lanes of its first block
-        assert "aligned walk" in k.source and "_wrcp" not in k.source
+        assert "aligned walk" in k.source and "_wshift" not in k.source
     else:
-        assert "_wrcp" in k.source and "tl.maximum(_wn" not in k.source
+        assert "_wshift" in k.source and "_wn" not in k.source
+        body = loop[: loop.index("_wweight")]  # the loop, up to the lanes' (mean, m2, weight)
+        assert " / " not in body, body
     for _ in range(2):
         a = torch.randn(n, m) * 3 + 1000
         a[1] = torch.linspace(-5, 5, m)  # a trend along the row: the running mean moves

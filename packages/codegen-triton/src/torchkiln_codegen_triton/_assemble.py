@@ -21,7 +21,7 @@ from ._aligned import AlignedWalk, aligned_plan
 from ._compat import interpreting
 from ._layout import DEFAULT, BlockLayout, choose_layout
 from ._online import OnlinePair, OnlineUnavailable, online_plan
-from ._split import partial_name, split_functions
+from ._split import RCHUNK_PARAM, partial_name, split_functions
 from .kernel import STATUS_PARAM, TritonOpsHandler
 from .options import TritonOptions
 from .printer import texpr
@@ -197,7 +197,10 @@ def _generate(
     params = tensors + [str(s) for s in spec.size_args] + ["xnumel"]
     if split:
         return GeneratedKernel(
-            split_functions(name, params, head, rlines, handler.stages), tuple(handler.partials)
+            split_functions(
+                name, params, head, rlines, handler.stages, r_loop(options, RCHUNK_PARAM)
+            ),
+            tuple(handler.partials),
         )
     if reduction:
         params.append("rnumel")
@@ -215,7 +218,7 @@ def _generate(
         elif st.looped and walk is not None:
             out += walk.loops(st.body, rlines, layout.r_shape)
         elif st.looped:
-            out.append("    for roffset in range(0, rnumel, RBLOCK):")
+            out.append(f"    for roffset in {r_loop(options)}:")
             out += ["        " + ln for ln in ["rindex = roffset + rbase", *rhead[1:]]]
             out += ["        " + ln for ln in st.body]
         else:
@@ -224,6 +227,17 @@ def _generate(
     if len(out) == len(head) + 1:
         out.append("    pass")
     return GeneratedKernel("\n".join(out) + "\n")
+
+
+def r_loop(options: TritonOptions, end: str = "rnumel") -> str:
+    """The iterator of an r-loop from 0 to ``end``: ``tl.range`` with ``num_stages`` when
+    ``options.loop_stages`` asks for software pipelining (Triton then copies each iteration's
+    loads into shared memory ``loop_stages - 1`` iterations ahead, cp.async, so that many blocks
+    are in flight while a program computes on the current one, at no register cost), else a
+    plain range."""
+    if options.loop_stages > 1:
+        return f"tl.range(0, {end}, RBLOCK, num_stages={options.loop_stages})"
+    return f"range(0, {end}, RBLOCK)"
 
 
 def kernel_source(kernel: KernelSpec, options: TritonOptions | None = None) -> str:

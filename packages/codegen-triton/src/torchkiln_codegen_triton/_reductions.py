@@ -266,28 +266,10 @@ def _welford(
         h.line(f"{dev} = tl.where(rmask, {vb.name} - {mean.name}, 0.0)", "suffix")
         m2 = h.emit(h.layout.over_r("tl.sum", f"{dev} * {dev}"), wdt, x, stage, cse=False)
         return mean, m2, w
-    m, m2a, wa = h.new_name("_wmean"), h.new_name("_wm2"), h.new_name("_wweight")
-    for name in (m, m2a, wa):
-        h.line(f"{name} = tl.zeros({h.layout.block}, {tf})", "prefix")
-    wn, d, mn = h.new_name("_wn"), h.new_name("_wd"), h.new_name("_wmn")
-    h.line(f"{wn} = tl.where(rmask, {wa} + 1.0, {wa})", "body")
-    h.line(f"{d} = {vb.name} - {m}", "body")
-    if wdt == torch.float32 and h.aligned is None:
-        # Each r-loop starts at 0 and masks lanes only from some iteration on (past the row's or
-        # the chunk's end), so a lane updated in iteration k was updated in every earlier one:
-        # its weight is k + 1, the same for every lane it updates. One reciprocal per iteration
-        # then, not a divide per value (about ten sm_90 instructions with its range fix-ups:
-        # the loop of a batch norm's statistics was 17-18 instructions per value, 10.6-12.5
-        # now, by benchmarks/triton_kernel_resources.py). Not for the aligned walk, whose first
-        # block skips the lanes before the row's start.
-        rcp = h.new_name("_wrcp")
-        h.line(f"{rcp} = 1.0 / (roffset // RBLOCK + 1.0)", "body")
-        h.line(f"{mn} = tl.where(rmask, {m} + {d} * {rcp}, {m})", "body")
+    if wdt == torch.float32 and h.aligned is None and h.options.welford_shifted_sums:
+        m, m2a, wa = _shifted_sums(h, vb.name, tf)
     else:
-        h.line(f"{mn} = tl.where(rmask, {m} + {d} / tl.maximum({wn}, 1.0), {m})", "body")
-    h.line(f"{m2a} = tl.where(rmask, {m2a} + {d} * ({vb.name} - {mn}), {m2a})", "body")
-    h.line(f"{m} = {mn}", "body")
-    h.line(f"{wa} = {wn}", "body")
+        m, m2a, wa = _welford_lanes(h, vb.name, tf)
     # Chan et al.: combine lanes exactly from their (mean, m2, weight)
     w = h.emit(h.layout.over_r("tl.sum", wa), wdt, x, stage, cse=False)
     mean = h.emit(
@@ -301,6 +283,76 @@ def _welford(
         cse=False,
     )
     return mean, m2, w
+
+
+def _shifted_sums(h: Any, v: str, tf: str) -> tuple[str, str, str]:
+    """A looped float32 row's lanes as (mean, m2, weight) from sums shifted by each lane's first
+    value ``K``: ``s1 = sum(v - K)``, ``s2 = sum((v - K)^2)``, then mean ``K + s1 / n`` and m2
+    ``s2 - s1 * s1 / n`` once after the loop, combined across lanes with Chan's formula as
+    before.
+
+    Why: Welford's update (a running mean, a product with the new mean, three masked selects)
+    took 12.1 sm_90 instructions a value in a batch norm's statistics over channels-last images,
+    this 10.2 (benchmarks/triton_kernel_resources.py; the rest is the loads' conversion and the
+    index). A shift shared by the row (the first block's mean, a cross-warp sum in the loop's
+    first iteration) measured slower on the H200 (37% of the bandwidth against Welford's 44%).
+
+    As stable as Welford's: the sums cancel only as far as a lane's spread about ``K``
+    (``s2 = m2 + n (mean - K)^2``, the second term about m2 itself on average, ``K`` being a
+    sample of the lane); each lane sums rnumel / RBLOCK values at most. An r-loop starts at 0
+    and masks a lane only from some iteration on (past the row's or the chunk's end), so the
+    loop's first iteration gives each lane's shift; a lane no iteration updated (a row shorter
+    than RBLOCK) gets weight 0, mean and m2 0, whatever its masked "first value" was (``1 / 0``
+    of a masked load is inf, and 0 * inf is NaN in the lanes' combination). The count is kept
+    per lane of r (``rmask``'s shape), one register a thread. m2 is clamped at 0 (a rounding
+    below it); NaN stays NaN."""
+    lay = h.layout
+    shift, s1, s2, cnt = (h.new_name(n) for n in ("_wshift", "_ws1", "_ws2", "_wcnt"))
+    for name in (shift, s1, s2):
+        h.line(f"{name} = tl.zeros({lay.block}, {tf})", "prefix")
+    h.line(f"{cnt} = tl.zeros({lay.r_shape}, {tf})", "prefix")
+    d = h.new_name("_wd")
+    h.line(f"{shift} = tl.where(roffset == 0, {v}, {shift})", "body")
+    h.line(f"{d} = tl.where(rmask, {v} - {shift}, 0.0)", "body")
+    h.line(f"{s1} = {s1} + {d}", "body")
+    h.line(f"{s2} = {s2} + {d} * {d}", "body")
+    h.line(f"{cnt} = {cnt} + rmask.to({tf})", "body")
+    m, m2a, wa = h.new_name("_wmean"), h.new_name("_wm2"), h.new_name("_wweight")
+    h.line(f"{wa} = tl.broadcast_to({cnt}, {lay.block})", "suffix")
+    h.line(f"{m} = tl.where({wa} > 0, {shift} + {s1} / tl.maximum({wa}, 1.0), 0.0)", "suffix")
+    h.line(
+        f"{m2a} = tl.where({wa} > 0, tl.maximum({s2} - {s1} * ({s1} / tl.maximum({wa}, 1.0)), "
+        "0.0, propagate_nan=tl.PropagateNan.ALL), 0.0)",
+        "suffix",
+    )
+    return m, m2a, wa
+
+
+def _welford_lanes(h: Any, v: str, tf: str) -> tuple[str, str, str]:
+    """A looped row's lanes as (mean, m2, weight) by Welford's update, one value at a time: for
+    float64 rows, the aligned walk (whose first block skips the lanes before the row's start,
+    so a lane's first iteration is not the loop's) and ``welford_shifted_sums=False``."""
+    m, m2a, wa = h.new_name("_wmean"), h.new_name("_wm2"), h.new_name("_wweight")
+    for name in (m, m2a, wa):
+        h.line(f"{name} = tl.zeros({h.layout.block}, {tf})", "prefix")
+    wn, d, mn = h.new_name("_wn"), h.new_name("_wd"), h.new_name("_wmn")
+    h.line(f"{wn} = tl.where(rmask, {wa} + 1.0, {wa})", "body")
+    h.line(f"{d} = {v} - {m}", "body")
+    if tf == "tl.float32" and h.aligned is None:
+        # Each r-loop starts at 0 and masks lanes only from some iteration on, so a lane updated
+        # in iteration k was updated in every earlier one: its weight is k + 1, the same for
+        # every lane it updates. One reciprocal per iteration then, not a divide per value
+        # (about ten sm_90 instructions with its range fix-ups). Not for the aligned walk, whose
+        # first block skips the lanes before the row's start.
+        rcp = h.new_name("_wrcp")
+        h.line(f"{rcp} = 1.0 / (roffset // RBLOCK + 1.0)", "body")
+        h.line(f"{mn} = tl.where(rmask, {m} + {d} * {rcp}, {m})", "body")
+    else:
+        h.line(f"{mn} = tl.where(rmask, {m} + {d} / tl.maximum({wn}, 1.0), {m})", "body")
+    h.line(f"{m2a} = tl.where(rmask, {m2a} + {d} * ({v} - {mn}), {m2a})", "body")
+    h.line(f"{m} = {mn}", "body")
+    h.line(f"{wa} = {wn}", "body")
+    return m, m2a, wa
 
 
 def welford_combine(

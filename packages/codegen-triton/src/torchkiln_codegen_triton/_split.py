@@ -79,7 +79,12 @@ def finish_blocks(split: int, xnumel: int) -> tuple[int, int]:
 
 
 def split_functions(
-    name: str, params: list[str], head: list[str], rlines: list[str], stages: list[Any]
+    name: str,
+    params: list[str],
+    head: list[str],
+    rlines: list[str],
+    stages: list[Any],
+    r_loop: str | None = None,
 ) -> str:
     """The two functions of a split reduction from the generated stages (kernel.py's
     ``_Stage``s; the first is the looped reduction stage, the rest epilogues). ``params``: the
@@ -93,7 +98,7 @@ def split_functions(
         *head,
         f"    rstart = tl.program_id(1) * {RCHUNK_PARAM}",
         *("    " + ln for ln in first.init + first.prefix),
-        f"    for roffset in range(0, {RCHUNK_PARAM}, RBLOCK):",
+        f"    for roffset in {r_loop or f'range(0, {RCHUNK_PARAM}, RBLOCK)'}:",
         "        rindex = rstart + roffset + rbase",
         "        rmask = rindex < rnumel",
         *("        " + ln for ln in rlines + first.body),

@@ -59,6 +59,16 @@ class TritonOptions:
         softmax's row: once for its max and sum, once to write it), load it ``evict_last`` in
         the earlier loops and ``evict_first`` in the last, so the row's second read finds it in
         the L2 cache rather than DRAM (``_eviction.py``). Off gives plain loads, for comparison.
+    welford_shifted_sums: a looped float32 Welford reduction (a variance, a batch norm's
+        statistics) sums each lane's values shifted by its first one and makes (mean, m2) once
+        after the loop (``_reductions._shifted_sums``), where Welford's update per value costs
+        two more instructions and a running mean. Off gives the update, for comparison.
+    loop_stages: software pipelining of a looped reduction's r-loop (``tl.range(...,
+        num_stages=loop_stages)``; ``_assemble.r_loop``): Triton copies the loads of the
+        iterations ahead into shared memory (cp.async) while the program computes on the
+        current one, so a loop bound by its one load's latency per iteration (an outer
+        reduction, whose registers a thread hold few values) keeps more of memory in flight.
+        1 is the plain loop. Not the aligned walk's loops.
     debug_asserts: emit ``tl.device_assert`` bounds checks for indirect indices.
     cache_dir: where kernel sources are written (plus ``/triton``); None means the shared cache
         root (``torchkiln_loop_ir.codecache.cache_root``).
@@ -89,6 +99,8 @@ class TritonOptions:
     online_group: int = 8
     aligned_rows: bool = True
     eviction_hints: bool = True
+    welford_shifted_sums: bool = True
+    loop_stages: int = 1
     debug_asserts: bool = False
     cache_dir: str | None = None
     compile_workers: int | None = None
