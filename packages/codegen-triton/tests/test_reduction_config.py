@@ -493,16 +493,17 @@ def _column_dot(rows, cols, inputs):
 
 
 def test_outer_reductions_take_fewer_warps_per_input_read_in_full():
-    """8 values per thread for each input read in full: a column sum takes 16 warps (93% of the
-    H200's bandwidth, 74% with 8), the two-input sums of a batch norm's backward 8 (80%, 59%
-    with 16); a per-column statistic read again does not count."""
+    """8 values per thread for each input read in full, twice that again for two or more: a
+    column sum takes 16 warps (93% of the H200's bandwidth, 74% with 8), the two-input sums of a
+    batch norm's backward 4 (over channels-last images 84% against 79% with 8, and 59% with
+    16); a per-column statistic read again does not count."""
     from torchkiln_codegen_triton.autotune import full_size_inputs
 
     one, two = _column_dot(32768, 256, 1), _column_dot(32768, 256, 2)
     assert full_size_inputs(one) == 1 and full_size_inputs(two) == 2
     cfg1, cfg2 = heuristic_config(one, OPTS), heuristic_config(two, OPTS)
     assert cfg1.transposed and cfg1.looped and (cfg1.xblock, cfg1.rblock) == (64, 64)
-    assert (cfg1.num_warps, cfg2.num_warps) == (16, 8)
+    assert (cfg1.num_warps, cfg2.num_warps) == (16, 4)
     assert "2 input(s) read in full" in cfg2.reason
 
 

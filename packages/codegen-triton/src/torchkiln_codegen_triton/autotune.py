@@ -49,8 +49,10 @@ memory-bound kernel on an H200 (132 SMs, about 4.3 TB/s):
 - *Outer* reductions (the transposed layout, ``_layout.py``): XBLOCK 64 along the contiguous
   memory (full 128-byte lines), RBLOCK up to ``transposed_rblock`` (64) rows per iteration (a
   tile of 4096, ``transposed_values_per_thread`` (8) values per thread for each input read in
-  full: a column sum of 256 MB of bfloat16 ran at 93% with 16 warps, 74% with 8, where the
-  sums of a batch norm's backward (two inputs) ran at 80% with 8 warps and 59% with 16);
+  full, twice that again for two inputs or more: a column sum of 256 MB of bfloat16 ran at 93%
+  with 16 warps, 74% with 8, where the sums of a batch norm's backward (two inputs) ran at 80%
+  with 8 warps and 59% with 16, and over channels-last images 84% with 4 warps against 79%
+  with 8 (session 22));
   persistent only when the whole column fits beside at least 32 x in
   the same tile. Long, narrow ones are split over r (``split_chunks``).
 - *Pointwise*: 4 warps, each thread moving 32 bytes of its narrowest value (XBLOCK 1024 for
@@ -362,7 +364,12 @@ def _transposed_config(
         )
         return Config(xblock, rblock, _warps(xblock * rblock), False, transposed=True, reason=why)
     rblock = max(1, min(options.transposed_rblock, TILE // xblock))
-    per_thread = options.transposed_values_per_thread * min(streams, 4)
+    # two inputs or more read in full: twice that again. Session 22 on the H200: a batch norm's
+    # backward sums over channels-last images (two inputs) went from 79% to 84% of the bandwidth
+    # in bfloat16 and from 90% to 95% in float32 at 32 values a thread (4 warps) against 16 (8
+    # warps), a layer norm's weight and bias gradients 58% to 59%; a column sum of one input
+    # fell from 92% to 74% at 16 (so one input keeps 8)
+    per_thread = options.transposed_values_per_thread * min(streams, 4) * (2 if streams > 1 else 1)
     why = (
         f"looped outer reduction: XBLOCK {xblock} along contiguous memory, RBLOCK {rblock} "
         f"rows per iteration, {per_thread} values per thread ({streams} input(s) read in full)"
