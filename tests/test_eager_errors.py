@@ -125,6 +125,21 @@ def test_unused_index_into_an_empty_dim_raises(codegen):
     )
 
 
+@pytest.mark.parametrize("codegen", CODEGENS)
+def test_index_read_only_through_an_empty_view_raises(codegen):
+    """Seed 780090: index_select into a dim of size 0 whose result is used, but only through an
+    empty slice (``t[-1:-1]``), which reads none of it: the fallback kernel still runs (eager
+    raises)."""
+
+    def f(x, i, j):
+        t = torch.index_select(x, 0, i)
+        return torch.gather(t[-1:-1:1], 1, j)
+
+    x, j = torch.zeros(0, 1, dtype=torch.int64), torch.zeros(0, 4, dtype=torch.int64)
+    good = torch.zeros(0, dtype=torch.int64)
+    _same_as_eager(f, [x, torch.zeros(1, dtype=torch.int64), j], [x, good, j], codegen)
+
+
 def test_data_error_comes_before_a_later_shape_error():
     """Seeds 20092 and 21846: eager's first error is a dead index_select's; a later op that fails
     at trace time (argmax over an empty dim: IndexError) must not pre-empt it."""
