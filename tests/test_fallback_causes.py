@@ -192,8 +192,10 @@ def test_cat_of_empty_tensors_is_lowered(codegen, dynamic):
 @pytest.mark.parametrize("codegen", ["cpp", "triton"])
 def test_empty_indices_give_an_empty_result_without_a_fallback(codegen):
     """index_select, embedding and gather with no index (into a dim that may be empty too) ran
-    as ATen fallback kernels (fuzz seeds 700015, 700049, 700123); an empty result whose indices
-    eager still checks stays ATen's, and so does its error."""
+    as ATen fallback kernels (fuzz seeds 700015, 700049, 700123); so did an empty result whose
+    indices eager still checks and an index into a dim of size 0 (fuzz seeds 780004, 780087,
+    780090, ...): a kernel over the indices checks them now, and a bad one raises eager's
+    error, with no fallback kernel."""
 
     def f(x, e, idx):
         return (
@@ -217,5 +219,24 @@ def test_empty_indices_give_an_empty_result_without_a_fallback(codegen):
     e, bad = torch.randn(0, 2), torch.tensor([0, 1])
     with pytest.raises(RuntimeError) as eager:
         g(e, bad)
+    compiled_g = torchkiln.compile(g, options={"codegen": codegen})
     with pytest.raises(type(eager.value), match="index_select"):
-        torchkiln.compile(g, options={"codegen": codegen})(e, bad)
+        compiled_g(e, bad)
+
+    def h(x, idx):  # an empty result (x has no row) whose indices eager checks
+        return torch.index_select(x, 1, idx) * 2
+
+    compiled_h = torchkiln.compile(h, options={"codegen": codegen})
+    x = torch.randn(0, 4)
+    for idx in (torch.tensor([3, 0]), torch.tensor([1, 2, 3])):  # in range: an empty result
+        got, want = compiled_h(x, idx), h(x, idx)
+        assert got.shape == want.shape and got.dtype == want.dtype
+    with pytest.raises(RuntimeError) as eager:
+        h(x, torch.tensor([4]))
+    with pytest.raises(type(eager.value)) as got:
+        compiled_h(x, torch.tensor([4]))
+    assert str(got.value) == str(eager.value)
+    for fn in (compiled_g, compiled_h):
+        report = torchkiln.report(fn)
+        assert all(not gr.fallbacks for gr in report.graphs), report.graphs
+        assert not report.eager_fallbacks

@@ -39,16 +39,39 @@ def indirect(value: Any, size: sympy.Expr, *, wrap: bool = True) -> sympy.Symbol
     return ops.indirect_indexing(wrapped, size)
 
 
-def _empty_result(ctx, indices: IRNode) -> Pointwise | None:
-    """For a result with no element: index_select, embedding and gather check every index even
-    then (a dim of size 0 elsewhere), which a kernel over no elements cannot (it loads none):
-    left to ATen. With no index at all there is nothing to check (nor to read, in a dim that
-    may be empty too): the empty result. None for a result with elements."""
-    if not any(s == 0 for s in ctx.out_size):
+def _checked_result(ctx, indices: IRNode, bound: sympy.Expr) -> Pointwise | None:
+    """The result of index_select, embedding or gather when no kernel over it can check the
+    indices: a result with no element (a dim of size 0 elsewhere: a kernel over no elements
+    loads no index), or ``bound`` 0 (the indexed dim is empty: every index is out of range and
+    there is no element a clamped index could read). Eager checks every index even then. A
+    kernel over the indices checks each against ``bound`` and is kept though nobody reads its
+    output (``GraphLowering.kept``); the result is zeros, which a failed check (always, for
+    ``bound`` 0) never lets out: the graph raises and is replayed eagerly, with eager's error.
+    With no index at all there is nothing to check: the result is empty then. None when a
+    kernel over the result checks its indices itself."""
+    if not any(s == 0 for s in ctx.out_size) and bound != 0:
         return None
     if all(s != 0 for s in indices.get_size()):
-        raise Unlowerable("an empty result whose indices eager still checks")
+
+        def check(index):
+            # ops.indirect_indexing itself, not ``indirect``: a dim of size 0 is checked too,
+            # the symbol indexing no memory
+            i = ops.indirect_indexing(_load_int(indices, index), bound)
+            return ops.index_expr(i, torch.int64)
+
+        checked = ctx.graph.realize(
+            Pointwise(check, indices.get_size(), torch.int64, ctx.device),
+            "indices no kernel over the result checks, computed for their checks",
+            ctx.node,
+        )
+        ctx.graph.kept.append(checked.name)
     return filled(0, ctx.out_size, ctx.out_dtype, ctx.device)
+
+
+def _dim_size(x: IRNode, dim: int) -> sympy.Expr:
+    """The size of ``x``'s dim ``dim`` (1 for a 0-d tensor, whose one valid index is 0)."""
+    size = x.get_size()
+    return size[dim] if size else sympy.Integer(1)
 
 
 def _load_int(x: IRNode, index) -> Any:
@@ -58,7 +81,7 @@ def _load_int(x: IRNode, index) -> Any:
 
 @register_lowering(aten.embedding.default)
 def embedding(ctx, weight, indices, padding_idx=-1, scale_grad_by_freq=False, sparse=False):
-    if (empty := _empty_result(ctx, indices)) is not None:
+    if (empty := _checked_result(ctx, indices, weight.get_size()[0])) is not None:
         return empty
     load_w = weight.make_loader()
     nidx = len(indices.get_size())
@@ -110,10 +133,11 @@ def index(ctx, x, indices):
 
 @register_lowering(aten.gather.default)
 def gather(ctx, x, dim, idx, *, sparse_grad=False):
-    if (empty := _empty_result(ctx, idx)) is not None:  # the result is idx's shape
-        return empty
     n = len(x.get_size())
     dim = dim % n if n else 0
+    # the result is idx's shape: an empty one has no index to check
+    if (empty := _checked_result(ctx, idx, _dim_size(x, dim))) is not None:
+        return empty
     load_x = x.make_loader()
 
     def inner_fn(index):
@@ -126,10 +150,10 @@ def gather(ctx, x, dim, idx, *, sparse_grad=False):
 
 @register_lowering(aten.index_select.default)
 def index_select(ctx, x, dim, idx):
-    if (empty := _empty_result(ctx, idx)) is not None:
-        return empty
     n = len(x.get_size())
     dim = dim % n if n else 0
+    if (empty := _checked_result(ctx, idx, _dim_size(x, dim))) is not None:
+        return empty
     load_x = x.make_loader()
 
     def inner_fn(index):
