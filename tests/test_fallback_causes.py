@@ -4,6 +4,7 @@ raises), each against eager on fresh inputs."""
 from __future__ import annotations
 
 import os
+import warnings
 
 import pytest
 import torch
@@ -240,3 +241,31 @@ def test_empty_indices_give_an_empty_result_without_a_fallback(codegen):
         report = torchkiln.report(fn)
         assert all(not gr.fallbacks for gr in report.graphs), report.graphs
         assert not report.eager_fallbacks
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_statistics_of_nothing_are_nan_without_a_fallback(codegen):
+    """var, var_mean, std and a layer norm over an empty dim ran as ATen fallback kernels (13 of
+    1500 fuzzed programs from seed 783000): the mean of nothing is 0 / 0, and so is its
+    variance, NaN as eager's (eager warns about the degrees of freedom)."""
+
+    def f(x):
+        v, m = torch.var_mean(x, -1, correction=0)
+        return (
+            v,
+            m,
+            x.var(-1),
+            x.std(-1, keepdim=True),
+            torch.nn.functional.layer_norm(x, x.shape[-1:]),
+        )
+
+    compiled = _strict(f, codegen)
+    for rows in (1, 3):
+        x = torch.randn(rows, 0)
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # eager's degrees-of-freedom warning
+            want = f(x)
+        for got, w in zip(compiled(x), want):
+            assert got.shape == w.shape and got.dtype == w.dtype
+            torch.testing.assert_close(got, w, equal_nan=True)
+    assert all(not g.fallbacks for g in torchkiln.report(compiled).graphs)

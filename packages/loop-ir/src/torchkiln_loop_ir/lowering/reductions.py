@@ -195,7 +195,13 @@ def _welford(ctx, x, dims, keepdim, cdt) -> tuple[ComputedBuffer, ComputedBuffer
     in float64 are loaded as float32 (the code generator widens them as it accumulates)."""
     dims = _dims(x, dims)
     ranges, rranges, full_index = _split(x, dims, keepdim)
-    if not rranges or product(rranges) == 0:
+    if rranges and product(rranges) == 0:
+        # nothing to reduce (a layer norm over an empty last dim): the mean is 0 / 0 and m2 0,
+        # so the variance is 0 / 0 too, NaN both, as eager's; these ran as ATen fallbacks (13
+        # of the CPU fuzzer's 1500 programs from seed 783000)
+        device = x.get_device()
+        return filled(float("nan"), ranges, cdt, device), filled(0.0, ranges, cdt, device)
+    if not rranges:
         raise Unlowerable("empty reduction")
     load = x.make_loader()
     src = compute_dtype(x.get_dtype())
