@@ -76,6 +76,21 @@ template <typename To, typename From> inline To tk_bitcast(From v) {
   To out; std::memcpy(&out, &v, sizeof(To)); return out;
 }
 
+// ---- a float to an integer type as x86's conversion does (eager's CPU kernels): NaN and values
+// outside int32's (int64's) range give the "integer indefinite" INT32_MIN (INT64_MIN), and
+// narrower integers take the int32 value's low bits. A plain static_cast is undefined there,
+// and GCC folded (int64_t)(0.0 / 0.0) to 0 in a fused kernel where eager reads INT64_MIN (the
+// variance of one value, cast: CPU fuzz seed 785281).
+template <typename T, typename F> inline T tk_float_to_int(F v) {
+  if constexpr (sizeof(T) == 8) {
+    bool in = v >= static_cast<F>(-9223372036854775808.0) && v < static_cast<F>(9223372036854775808.0);
+    return in ? static_cast<T>(v) : static_cast<T>(INT64_MIN);
+  } else {
+    bool in = v >= static_cast<F>(-2147483648.0) && v < static_cast<F>(2147483648.0);
+    return static_cast<T>(in ? static_cast<int32_t>(v) : INT32_MIN);
+  }
+}
+
 // ---- where(c, a, b) on floats as a bit blend, not `c ? a : b`: GCC keeps the ternary as a
 // branch when a libmvec call (exp, log, ...) follows it, and then does not vectorize the loop at
 // all (a masked softmax ran scalar). The blend is exact: the chosen operand's bits, NaN and -0.

@@ -320,6 +320,8 @@ class CppOpsHandler(DefaultHandler):
             expr = f"tk_round_{_HALF_LIKE[dtype]}(static_cast<float>({x}))"
         elif dtype == torch.bool:
             expr = f"static_cast<bool>({x})"
+        elif not dtype.is_floating_point and x.dtype.is_floating_point:
+            expr = f"tk_float_to_int<{compute_type(dtype)}>({x})"  # NaN: x86's INT_MIN, as eager
         else:
             expr = f"static_cast<{compute_type(dtype)}>({x})"
         value = self._emit(expr, dtype, [x])
