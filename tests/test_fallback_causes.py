@@ -269,3 +269,23 @@ def test_statistics_of_nothing_are_nan_without_a_fallback(codegen):
             assert got.shape == w.shape and got.dtype == w.dtype
             torch.testing.assert_close(got, w, equal_nan=True)
     assert all(not g.fallbacks for g in torchkiln.report(compiled).graphs)
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_size_expressions_as_scalar_operands_without_a_fallback(codegen):
+    """With dynamic shapes a size expression (``s0 - 4``) is a scalar operand of a comparison or
+    arithmetic op; its dtype promotion took ``int()`` of it, which raises, and the op ran as an
+    ATen fallback (``aten.eq.Scalar``, fuzz seed 783089). Against eager at two sizes."""
+
+    def f(x):
+        n = x.shape[0]
+        i = torch.arange(n)
+        return i == (n - 4), i < (n - 1), x * (n - 1), i + (n - 2)
+
+    compiled = _strict(f, codegen, dynamic=True)
+    for n in (8, 11):
+        x = torch.randn(n)
+        for got, want in zip(compiled(x), f(x)):
+            assert got.dtype == want.dtype
+            torch.testing.assert_close(got, want)
+    assert all(not g.fallbacks for g in torchkiln.report(compiled).graphs)

@@ -69,8 +69,12 @@ def promoted_dtype(*xs: Any) -> torch.dtype:
     for x in xs:
         if isinstance(x, IRNode):
             dummies.append(torch.empty((0,) * len(x.get_size()), dtype=x.get_dtype()))
+        elif isinstance(x, sympy.Expr) and not x.is_number:
+            # a size expression (``s0 - 4``): eager sees a SymInt, promoted as a Python int
+            # (int() of it raises: ``x == s0 - 4`` ran as an ATen fallback, fuzz seed 783089)
+            dummies.append(1)
         elif isinstance(x, sympy.Expr):
-            dummies.append(int(x) if x.is_integer or not x.is_number else float(x))
+            dummies.append(int(x) if x.is_integer else float(x))
         elif isinstance(x, FloatSizeExpr):
             dummies.append(1.0)  # a Python float, as eager sees the SymFloat
         else:
@@ -126,8 +130,10 @@ def refuse_like_eager(ctx: Any, operands: Sequence[Any]) -> None:
 def _plain(x: Any) -> Any:
     if isinstance(x, FloatSizeExpr):
         return 1.0
+    if isinstance(x, sympy.Expr) and not x.is_number:
+        return x  # a size expression: ``_eager_refuses`` has nothing to probe with
     if isinstance(x, sympy.Expr):
-        return int(x) if x.is_integer or not x.is_number else float(x)
+        return int(x) if x.is_integer else float(x)
     return x
 
 
