@@ -140,6 +140,28 @@ def test_index_read_only_through_an_empty_view_raises(codegen):
     _same_as_eager(f, [x, torch.zeros(1, dtype=torch.int64), j], [x, good, j], codegen)
 
 
+@pytest.mark.parametrize("codegen", CODEGENS)
+@pytest.mark.parametrize("op", ["take", "getitem", "index_select", "scatter"])
+def test_bad_index_read_only_through_an_empty_view_raises(op, codegen):
+    """An indexing op whose result is read only through an empty slice: the slice reads none of
+    it, and the op's index check ran nowhere (the compiled program returned where eager raises).
+    The inputs of a result with no element are computed anyway, as eager computes them."""
+
+    def f(x, i):
+        if op == "take":
+            t = torch.take(x, i)
+        elif op == "getitem":
+            t = x[i]
+        elif op == "index_select":
+            t = torch.index_select(x, 0, i)
+        else:
+            t = x.scatter(0, i.view(1, 1).expand(1, 3).contiguous(), torch.ones(1, 3))
+        return t[-1:-1] * 2
+
+    x = torch.randn(2, 3)
+    _same_as_eager(f, [x, torch.tensor([9])], [x, torch.tensor([1])], codegen)
+
+
 def test_data_error_comes_before_a_later_shape_error():
     """Seeds 20092 and 21846: eager's first error is a dead index_select's; a later op that fails
     at trace time (argmax over an empty dim: IndexError) must not pre-empt it."""

@@ -84,7 +84,7 @@ def split_functions(
     head: list[str],
     rlines: list[str],
     stages: list[Any],
-    r_loop: str | None = None,
+    r_loop: str,
 ) -> str:
     """The two functions of a split reduction from the generated stages (kernel.py's
     ``_Stage``s; the first is the looped reduction stage, the rest epilogues). ``params``: the
@@ -98,7 +98,7 @@ def split_functions(
         *head,
         f"    rstart = tl.program_id(1) * {RCHUNK_PARAM}",
         *("    " + ln for ln in first.init + first.prefix),
-        f"    for roffset in {r_loop or f'range(0, {RCHUNK_PARAM}, RBLOCK)'}:",
+        f"    for roffset in {r_loop}:",
         "        rindex = rstart + roffset + rbase",
         "        rmask = rindex < rnumel",
         *("        " + ln for ln in rlines + first.body),

@@ -86,6 +86,12 @@ class LoweringContext:
         )
 
 
+def _no_element(val: Any) -> bool:
+    """Whether a node's value is a tensor of a known size 0 in some dim (sizes 0 are never
+    symbolic: dynamic shapes specialise them)."""
+    return isinstance(val, torch.Tensor) and any(isinstance(s, int) and s == 0 for s in val.shape)
+
+
 class GraphLowering:
     """Walks an ATen graph and builds its ``GraphIR``."""
 
@@ -366,6 +372,14 @@ class GraphLowering:
             env[n] = self._maybe_realize(n, value)
             if not n.users:
                 self._keep_unused(n, env[n])
+            elif _no_element(val):
+                # a result with no element reads nothing of its inputs, so an input's own
+                # checks (an out-of-range index: ``x[i][-1:-1]``, eager raises) would never run
+                # where it has no other reader: computed anyway, as eager computes it (fuzz seed
+                # 780090)
+                for a in n.all_input_nodes:
+                    if a.op != "placeholder" and a in env:
+                        self._keep_unused(a, env[a])
         if self._seeds is not None:
             self._seed_step()
         return GraphIR(

@@ -42,37 +42,12 @@ def _writes_of(node: Any) -> set[str]:
     return {node.name}
 
 
-#: ATen ops run as fallbacks that check their indices and raise on a bad one (eager does)
-_CHECKS_INDICES = frozenset(
-    {
-        "index_select",
-        "gather",
-        "index",
-        "take",
-        "embedding",
-        "scatter",
-        "scatter_add",
-        "scatter_reduce",
-        "index_put",
-        "index_add",
-        "index_copy",
-        "index_fill",
-    }
-)
-
-
 def _has_effect(node: Any) -> bool:
     """An extern call kept though no buffer of it is read: one that binds a size symbol
-    (``.item()``'s u0, read by the sizes after it), returns nothing (a run-time check) or is a
-    fallback that checks its indices. Such a fallback's result can go unread though its node
-    was used: ``index_select(x, 0, i)[-1:-1]`` is an empty view that reads nothing of it, and
-    eager raises on an ``i`` out of range (a fuzzed program, seed 780090)."""
-    if not isinstance(node, ExternKernel):
-        return False
-    if node.scalars or all(o is None for o in node.outputs):
-        return True
-    packet = getattr(getattr(node.op, "overloadpacket", None), "__name__", "")
-    return node.kind == "fallback" and packet in _CHECKS_INDICES
+    (``.item()``'s u0, read by the sizes after it) or returns nothing (a run-time check)."""
+    return isinstance(node, ExternKernel) and (
+        bool(node.scalars) or all(o is None for o in node.outputs)
+    )
 
 
 def eliminate_dead_code(nodes: Sequence[Any], outputs: set[str]) -> list[Any]:
