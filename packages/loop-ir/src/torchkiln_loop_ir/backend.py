@@ -56,6 +56,10 @@ class KernelNode:
     body: Body
     is_reduction: bool = False
     origin: str = ""  # the ATen node(s) it came from, for printing and reports
+    # a reduction over the rows of one program of a kernel with ``row_programs`` (its r index
+    # is the row within the program's chunk, its x the program and the kernel's r): see
+    # ``mixed_order.py``
+    across_rows: bool = False
 
 
 @dataclass(frozen=True)
@@ -77,6 +81,11 @@ class KernelSpec:
     outputs: tuple[str, ...]  # written to memory
     local_buffers: frozenset[str] = frozenset()
     size_args: tuple[sympy.Symbol, ...] = ()  # symbols the kernel needs at run time, in order
+    # a mixed-order kernel (``mixed_order.py``): its x range (rows) is cut into this many
+    # chunks of equal length, one a program (index ``ROW_PROGRAM``), each program looping over
+    # its chunk's rows; its ``across_rows`` nodes reduce over the rows of the chunk, one partial
+    # a program. 0: an ordinary kernel
+    row_programs: int = 0
 
     @property
     def args(self) -> tuple[str, ...]:
@@ -187,6 +196,10 @@ class BackendCapabilities:
     # outputs give fewer programs than this (lowering/split_reductions.py); None: loop-ir decides
     # from the tensors' device (``default_parallel_programs``).
     parallel_programs: int | None = None
+    # the longest row (r values) of a mixed-order kernel the code generator can emit: a
+    # persistent row reduction that also reduces its columns across each program's rows
+    # (``KernelSpec.row_programs``, ``mixed_order.py``); 0: none
+    mixed_order_rnumel: int = 0
     # deprecated: declared but never read (every backend must implement atomic-add stores, the
     # ops contract's ``store(..., mode="atomic_add")``); still accepted so code generators built
     # against an older loop-ir keep working, with a DeprecationWarning

@@ -16,18 +16,22 @@ from .backend import (
     ExternCall,
     KernelSpec,
     ScheduledGraph,
+    default_parallel_programs,
 )
 from .graph import lower
 from .in_place import in_place_writes, requested_in_place
 from .ir import Buffer, ComputedBuffer, ExternKernel, GraphIR, NamedView
 from .kernels import steps_for
 from .memory import eliminate_dead_code, plan_memory
+from .mixed_order import mix_orders
 from .options import LoopIROptions
 from .printing import format_scheduled_graph
 from .scheduler import Scheduler
 
 
-def _buffer_specs(graph: GraphIR) -> dict[str, BufferSpec]:
+def _buffer_specs(graph: GraphIR, nodes: Sequence[Any] = ()) -> dict[str, BufferSpec]:
+    """Every buffer's spec; ``nodes`` (the scheduled ones) override the graph's nodes of the
+    same name (a partial ``mix_orders`` laid out anew)."""
     specs: dict[str, BufferSpec] = {}
 
     def add(name, lay, offset=0):
@@ -37,7 +41,7 @@ def _buffer_specs(graph: GraphIR) -> dict[str, BufferSpec]:
 
     for b in graph.inputs:
         add(b.name, b.layout)
-    for n in graph.nodes:
+    for n in (*graph.nodes, *nodes):
         if isinstance(n, ComputedBuffer):
             add(n.name, n.layout)
         elif isinstance(n, ExternKernel):
@@ -49,6 +53,17 @@ def _buffer_specs(graph: GraphIR) -> dict[str, BufferSpec]:
     return specs
 
 
+def _programs(nodes, capabilities: BackendCapabilities, options: LoopIROptions) -> int:
+    """Programs that fill the device the graph's kernels run on (as lowering's split
+    reductions count them, ``GraphLowering.parallel_programs``)."""
+    if options.split_programs is not None:
+        return options.split_programs
+    if capabilities.parallel_programs is not None:
+        return capabilities.parallel_programs
+    device = next((n.layout.device for n in nodes if isinstance(n, ComputedBuffer)), None)
+    return default_parallel_programs(device) if device is not None else 0
+
+
 def schedule(
     graph: GraphIR, capabilities: BackendCapabilities, options: LoopIROptions | None = None
 ) -> ScheduledGraph:
@@ -57,6 +72,9 @@ def schedule(
     outputs = {o.name for o in graph.outputs if isinstance(o, (Buffer, NamedView))}
     outputs |= set(graph.kept)  # computed for their checks, never returned
     nodes = eliminate_dead_code(graph.nodes, outputs)
+    if options.mixed_order_reductions:
+        programs = _programs(nodes, capabilities, options)
+        nodes = mix_orders(nodes, capabilities.mixed_order_rnumel, programs)
     sched = Scheduler(nodes, capabilities, outputs)
     sched.fuse(options.max_fusions)
     plans = {}
@@ -65,7 +83,7 @@ def schedule(
             plan = sched.plan(g.nodes)
             assert plan is not None and not hasattr(plan, "ok"), plan
             plans[id(g)] = plan
-    buffers = _buffer_specs(graph)
+    buffers = _buffer_specs(graph, nodes)
     steps = steps_for(sched.groups, plans, buffers, outputs)
     input_names = graph.input_names or [b.name for b in graph.inputs]
     steps, reuse = plan_memory(steps, buffers, input_names, outputs, options.reuse_buffers)

@@ -17,8 +17,8 @@ import sympy
 
 from ._simplify import simplify_index
 from .backend import BackendCapabilities
-from .indexing import FloorDiv, ModularIndexing, contiguous_along, index_symbol
-from .ir import contiguous_strides, product
+from .indexing import ROW_PROGRAM, FloorDiv, ModularIndexing, contiguous_along, index_symbol
+from .ir import Reduction, contiguous_strides, product
 from .scheduler_nodes import MemoryDep, SchedulerNode
 
 
@@ -41,6 +41,7 @@ class PlannedNode:
     writes: list[MemoryDep]
     xs_map: Any  # callable (kxs, krs) -> (node xs, node rs)
     exprs: tuple[sympy.Expr, ...] = ()  # what the body computes with beyond its indices
+    across_rows: bool = False  # a partial over the rows of a mixed-order kernel's program
 
 
 @dataclass
@@ -50,6 +51,7 @@ class GroupPlan:
     xranges: tuple[sympy.Expr, ...]
     rranges: tuple[sympy.Expr, ...]
     stages: list[tuple[str, list[PlannedNode]]]
+    row_programs: int = 0  # a mixed-order kernel's programs (``KernelSpec.row_programs``)
 
 
 def _unflatten(flat: sympy.Expr, sizes: Sequence[sympy.Expr], ranges) -> list[sympy.Expr]:
@@ -87,6 +89,8 @@ def plan_group(
 ) -> GroupPlan | FusionDecision:
     """Lay ``nodes`` out as one kernel, or say why they cannot share one."""
     reds = [n for n in nodes if n.is_reduction]
+    across, programs = _across_rows(reds, caps)
+    reds = [n for n in reds if n not in across]
     if reds:
         shapes = {(n.xr, n.rr) for n in reds}
         numels = {(n.xnumel, n.rnumel) for n in reds}
@@ -105,8 +109,24 @@ def plan_group(
     var_ranges = dict(zip(kxs + krs, tuple(xranges) + tuple(rranges)))
     X, R = product(xranges), product(rranges)
 
+    if across:
+        # a mixed-order kernel (mixed_order.py): program ROW_PROGRAM loops over rows
+        # [p * J, (p + 1) * J); the partials' x is (p, the kernel's r), their r the row in it
+        var_ranges[ROW_PROGRAM] = sympy.Integer(programs)
+        row_in_chunk = _flatten(kxs, xranges) - ROW_PROGRAM * (X // programs)
     planned: list[PlannedNode] = []
     for n in nodes:
+        if n in across:
+            xs, rs = [ROW_PROGRAM, *krs], [row_in_chunk]
+            reads, writes, exprs = n.accesses(
+                tuple(xs), tuple(rs), var_ranges, tuple(xranges) + tuple(rranges)
+            )
+            planned.append(
+                PlannedNode(
+                    n, "loop", list(reads), list(writes), (tuple(xs), tuple(rs)), exprs, True
+                )
+            )
+            continue
         if n.is_reduction:
             kind = "loop"
             xs = (
@@ -200,7 +220,40 @@ def plan_group(
                     return FusionDecision(
                         False, f"{p.node.name} would run before its producer {dep.name}"
                     )
-    return GroupPlan(tuple(xranges), tuple(rranges), stages)
+    return GroupPlan(tuple(xranges), tuple(rranges), stages, programs if across else 0)
+
+
+def _row_chunks(n: SchedulerNode) -> int:
+    data = n.buf.data
+    return data.row_chunks if isinstance(data, Reduction) else 0
+
+
+def _across_rows(
+    reds: Sequence[SchedulerNode], caps: BackendCapabilities
+) -> tuple[list[SchedulerNode], int]:
+    """The partials (``Reduction.row_chunks``) among ``reds`` that reduce chunks of the rows of
+    its other reductions, and how many chunks, for a mixed-order kernel (``mixed_order.py``);
+    ([], 0) when the group is no such kernel: no partials, no row reduction beside them, or
+    one that does not match (another number of chunks, rows or columns, or rows longer than
+    the backend's ``mixed_order_rnumel``)."""
+    partials = [n for n in reds if _row_chunks(n)]
+    rows = [n for n in reds if not _row_chunks(n)]
+    if not partials or not rows or caps.mixed_order_rnumel <= 0:
+        return [], 0
+    xr, rr = rows[0].xr, rows[0].rr
+    X, R = product(xr), product(rr)
+    programs = _row_chunks(partials[0])
+    if not (R.is_Integer and X.is_Integer) or int(R) > caps.mixed_order_rnumel:
+        return [], 0
+    for n in partials:
+        if (
+            _row_chunks(n) != programs
+            or n.xr != (sympy.Integer(programs), *rr)
+            or len(n.rr) != 1
+            or n.rr[0] * programs != X
+        ):
+            return [], 0
+    return partials, programs
 
 
 def _reduction_directions(

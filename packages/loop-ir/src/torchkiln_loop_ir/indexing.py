@@ -59,6 +59,11 @@ def index_symbol(prefix: str, n: int) -> sympy.Symbol:
     return sympy.Symbol(f"{prefix}{n}", integer=True, nonnegative=True)
 
 
+#: the program of a mixed-order kernel (``KernelSpec.row_programs``): which chunk of rows it loops
+#: over, the first index of its ``across_rows`` partials
+ROW_PROGRAM = index_symbol("p", 0)
+
+
 def innermost_symbol(ranges: Sequence[Any], prefix: str) -> sympy.Symbol | None:
     """The index symbol of the last range of size other than 1 (the fastest-varying one of the
     flattened index), or None when every range has size 1."""

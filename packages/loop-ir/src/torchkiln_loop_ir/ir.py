@@ -201,6 +201,13 @@ class Reduction(IRNode):
     # which part of a multi-output reduction this buffer holds: welford_reduce yields
     # (mean, m2, weight); sibling buffers with the same inner_fn share one pass once fused
     output_index: int | None = None
+    # the second reduction of a split (``split_reductions.py``): the reduction it splits and the
+    # name of the partials' buffer, which ``mixed_order.py`` may split again another way
+    split_from: Reduction | None = None
+    split_partial: str = ""
+    # partials over ``row_chunks`` chunks of the rows of a row reduction over the same rows
+    # (``mixed_order.py``): the scheduler may compute them inside that row reduction's kernel
+    row_chunks: int = 0
 
     def get_size(self):
         return self.ranges

@@ -11,14 +11,14 @@ import torch.utils._pytree as pytree
 from ._simplify import simplify_index
 from .backend import BufferRef, BufferSpec, ExternCall, KernelNode, KernelSpec, KernelStage, View
 from .handlers import WrapperHandler
-from .indexing import index_symbol
+from .indexing import ROW_PROGRAM, index_symbol
 from .ir import Buffer, ExternKernel, NamedView
 from .ops import current_ops_handler, set_ops_handler
 from .scheduler import ExternNode, FusedGroup, GroupPlan, PlannedNode
 
 
 def _is_index_var(sym: sympy.Symbol) -> bool:
-    return sym.name[:1] in ("x", "r") or sym.name.startswith("tmp_ind")
+    return sym.name[:1] in ("x", "r") or sym.name.startswith("tmp_ind") or sym == ROW_PROGRAM
 
 
 class _SimplifyingHandler(WrapperHandler):
@@ -90,6 +90,7 @@ def kernel_spec(
                     _node_body(p, plan.xranges, plan.rranges),
                     p.node.is_reduction,
                     p.node.buf.origin,
+                    p.across_rows,
                 )
             )
             for d in p.reads:
@@ -123,6 +124,7 @@ def kernel_spec(
         outputs,
         local,
         size_args,
+        plan.row_programs,
     )
 
 

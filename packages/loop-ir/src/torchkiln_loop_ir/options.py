@@ -68,6 +68,11 @@ class LoopIROptions:
         ``BackendCapabilities.parallel_programs`` (a few per SM on a GPU, 0 on a CPU), 0 splits
         only reductions into fewer than 64 outputs (as on every backend), another number
         overrides the backend's (tests use it to split small reductions on the CPU).
+    mixed_order_reductions: let a row reduction's kernel also reduce the columns of the same
+        rows (a layer norm backward's weight and bias gradients beside its input gradient): the
+        column reduction is split into chunks of rows, one a program of the row kernel, and the
+        scheduler may fuse them (``mixed_order.py``), where the backend can emit such a kernel
+        (``BackendCapabilities.mixed_order_rnumel``). On by default; off keeps two kernels.
     autotune: deprecated, not a field: loop-ir never autotuned (block-size search is the Triton
         code generator's ``TritonOptions.autotune``); still accepted, with a DeprecationWarning.
     """
@@ -87,6 +92,7 @@ class LoopIROptions:
     addmm_bias_in_consumer: bool = False
     fallback_random: bool = False
     split_programs: int | None = None
+    mixed_order_reductions: bool = True
     autotune: InitVar[bool | None] = None
 
     def __post_init__(self, autotune: bool | None) -> None:

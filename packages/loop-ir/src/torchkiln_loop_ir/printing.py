@@ -139,11 +139,14 @@ def format_kernel(step: Any, indent: str = "") -> str:
         f"{indent}{step.name}: xranges=[{xr}] rranges=[{rr}] inputs={list(step.inputs)} "
         f"outputs={list(step.outputs)} local={sorted(step.local_buffers)} size_args={list(step.size_args)}"
     )
+    if getattr(step, "row_programs", 0):
+        head += f" row_programs={step.row_programs}"
     out = [head]
     for stage in step.stages:
         out.append(f"{indent}  stage {stage.kind}:")
         for node in stage.nodes:
-            out.append(f"{indent}    # {node.buffer} ({node.origin})")
+            across = ", across the rows of a program" if getattr(node, "across_rows", False) else ""
+            out.append(f"{indent}    # {node.buffer} ({node.origin}){across}")
             nr = len(step.rranges) if stage.kind == "loop" else 0
             out.append(format_body(node.body, len(step.xranges), nr, indent + "    "))
     return "\n".join(out)

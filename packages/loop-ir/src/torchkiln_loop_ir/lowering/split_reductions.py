@@ -175,6 +175,8 @@ def split_reduction(ctx, red: Reduction, split: int) -> ComputedBuffer:
             red.dtype,
             acc,
             red.device,
+            split_from=red,
+            split_partial=partial.name,
         )
     )
 

@@ -1,0 +1,215 @@
+"""Mixed-order reductions: a row reduction and a column reduction of the same rows in one pass.
+
+A layer norm's backward reduces ``g * w`` and ``g * w * xhat`` along each row (for the input's
+gradient) and ``g * xhat`` and ``g`` down each column (the weight's and bias's gradients). As two
+kernels, ``g`` and ``x`` are read twice: five passes over the rows where three are needed (the
+row kernel reads ``g``, ``x`` and writes the gradient), which caps the pair at 60% of the
+memory bandwidth however fast each kernel is.
+
+The column reduction of ``R`` rows is a split reduction (``split_reductions.py``): partials over
+chunks of rows, then a short reduction of the partials. This pass splits it again so that it
+can share the row kernel: into ``P`` chunks of ``J = R / P`` consecutive rows, ``P`` about the
+programs that fill the device (``GraphLowering.parallel_programs``). The partial of chunk ``p``
+reads row ``p * J + j`` at column ``c``; the scheduler (``group_plan.py``) may then lay it out
+inside the row reduction's kernel, a *mixed-order* kernel (``KernelSpec.row_programs``): program
+``p`` loops over its ``J`` rows, computes each row's reductions with the row held in registers,
+and adds each row's values into per-column accumulators, stored once as partial row ``p``. The
+second reduction then sums ``P`` partials per column.
+
+The pass runs on the lowered graph before scheduling, where:
+
+- the column reduction was split and sums (``Reduction.split_from``);
+- a row reduction exists over the same rows (its x ranges' product is the column reduction's
+  r ranges' product) whose r ranges are the column reduction's x ranges, short enough for the
+  backend's mixed-order kernel (``BackendCapabilities.mixed_order_rnumel``);
+- both read one buffer at the same element (``g`` and ``x`` above): else sharing a kernel saves
+  nothing;
+- the rows divide into at least ``_MIN_PROGRAMS_SHARE`` of the target programs, static sizes.
+
+It only changes how the column reduction is split (the values are the same sums, added in
+another order); whether the row kernel takes the partials is the scheduler's decision, as for
+any fusion. A partial left alone is an ordinary reduction of ``J`` rows per output.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import sympy
+
+from ._simplify import simplify_index
+from .handlers import NoOpHandler
+from .indexing import ModularIndexing, index_symbol
+from .ir import ComputedBuffer, FixedLayout, Reduction, contiguous_strides, product
+from .ops import set_ops_handler
+
+#: the fewest programs, as a share of the target, a mixed-order kernel may run as: rows that
+#: divide only into fewer chunks (a prime count) keep the column reduction's own split
+_MIN_PROGRAMS_SHARE = 4
+
+
+class _Loads(NoOpHandler):
+    def __init__(self) -> None:
+        super().__init__()
+        self.loads: list[tuple[str, sympy.Expr]] = []
+
+    def load(self, name: str, index: Any) -> None:
+        self.loads.append((name, sympy.sympify(index)))
+
+
+def _loads(fn: Any, *args: Any) -> set[tuple[str, sympy.Expr]] | None:
+    recorder = _Loads()
+    try:
+        with set_ops_handler(recorder):
+            fn(*args)
+    except Exception:  # noqa: BLE001 - an analysis only: lowering reports real errors
+        return None
+    return set(recorder.loads)
+
+
+def _symbols(ranges: Sequence[sympy.Expr], prefix: str) -> list[sympy.Expr]:
+    """An index symbol per dim, 0 for dims of size 1."""
+    return [
+        sympy.Integer(0) if sympy.sympify(s) == 1 else index_symbol(prefix, i)
+        for i, s in enumerate(ranges)
+    ]
+
+
+def unflatten(flat: sympy.Expr, sizes: Sequence[sympy.Expr]) -> list[sympy.Expr]:
+    """The index into dims of ``sizes`` (row-major) of element number ``flat``."""
+    out, stride = [], sympy.Integer(1)
+    for s in reversed(sizes):
+        out.append(ModularIndexing(flat, stride, s) if s != 1 else sympy.Integer(0))
+        stride = stride * s
+    return list(reversed(out))
+
+
+def _flat(vars_: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> sympy.Expr:
+    return sum((v * s for v, s in zip(vars_, contiguous_strides(sizes))), sympy.Integer(0))
+
+
+def shares_rows(row: Reduction, column: Reduction) -> bool:
+    """Whether ``row`` (a reduction along rows) and ``column`` (down the same rows' columns)
+    read one buffer at the same element, varying along both rows and columns."""
+    xs, rs = _symbols(row.ranges, "x"), _symbols(row.reduction_ranges, "r")
+    ranges = {v: s for v, s in zip(xs + rs, (*row.ranges, *row.reduction_ranges)) if v != 0}
+    rows = unflatten(_flat(xs, row.ranges), column.reduction_ranges)
+    columns = iter(v for v in rs if v != 0)
+    cs = [sympy.Integer(0) if sympy.sympify(s) == 1 else next(columns) for s in column.ranges]
+    a = _loads(row.inner_fn, xs, rs)
+    b = _loads(column.inner_fn, cs, rows)
+    if not a or not b:
+        return False
+    x_syms, r_syms = {v for v in xs if v != 0}, {v for v in rs if v != 0}
+
+    def simplified(loads):
+        return {(n, simplify_index(i, ranges)) for n, i in loads}
+
+    for _, index in simplified(a) & simplified(b):
+        free = index.free_symbols
+        if free & x_syms and free & r_syms:
+            return True
+    return False
+
+
+def _row_programs(rows: int, target: int) -> int:
+    """The most chunks, at most ``target``, that ``rows`` divides into evenly, or 0 when that
+    is fewer than ``target / _MIN_PROGRAMS_SHARE`` (or fewer than two rows a chunk)."""
+    best = 0
+    for p in range(min(target, rows // 2), 0, -1):
+        if rows % p == 0:
+            best = p
+            break
+    return best if best * _MIN_PROGRAMS_SHARE >= target else 0
+
+
+def _dims(ranges: Sequence[sympy.Expr]) -> tuple[sympy.Expr, ...]:
+    """``ranges`` without its dims of size 1 (a keepdim reduction's)."""
+    return tuple(s for s in ranges if sympy.sympify(s) != 1)
+
+
+def _static(ranges: Sequence[sympy.Expr]) -> int | None:
+    n = sympy.sympify(product(ranges))
+    return int(n) if n.is_Integer else None
+
+
+def mix_orders(nodes: list[Any], max_rnumel: int, programs: int) -> list[Any]:
+    """``nodes`` with each split column reduction that a row reduction over the same rows could
+    share a kernel with split again into chunks of rows for it (module docstring); the others
+    as they are. ``max_rnumel``: the backend's ``mixed_order_rnumel``; ``programs``: how many
+    programs fill the device."""
+    if max_rnumel <= 0 or programs <= 0:
+        return nodes
+    row_reductions: dict[tuple[int, tuple], list[Reduction]] = {}
+    for n in nodes:
+        if isinstance(n, ComputedBuffer) and n.is_reduction and n.data.split_from is None:
+            rows, width = _static(n.data.ranges), _static(n.data.reduction_ranges)
+            if rows and width and width <= max_rnumel and not n.data.row_chunks:
+                key = (rows, _dims(n.data.reduction_ranges))
+                row_reductions.setdefault(key, []).append(n.data)
+    if not row_reductions:
+        return nodes
+    replaced: dict[str, ComputedBuffer] = {}
+    by_name = {n.name: n for n in nodes if isinstance(n, ComputedBuffer)}
+    for n in nodes:
+        if not (isinstance(n, ComputedBuffer) and n.is_reduction):
+            continue
+        column = n.data.split_from
+        partial = by_name.get(n.data.split_partial)
+        if column is None or partial is None or column.reduction_type != "sum":
+            continue
+        rows = _static(column.reduction_ranges)
+        candidates = row_reductions.get((rows, _dims(column.ranges)), [])
+        if not rows or not any(shares_rows(r, column) for r in candidates):
+            continue
+        chunks = _row_programs(rows, programs)
+        if not chunks:
+            continue
+        new_partial, final = _resplit(n, partial, column, chunks, rows // chunks)
+        replaced[partial.name] = new_partial
+        replaced[n.name] = final
+    return [replaced.get(getattr(n, "name", None), n) for n in nodes]
+
+
+def _resplit(
+    final: ComputedBuffer, partial: ComputedBuffer, column: Reduction, chunks: int, rows: int
+) -> tuple[ComputedBuffer, ComputedBuffer]:
+    """(partials over ``chunks`` chunks of ``rows`` rows, their sum): ``final``'s value, the same
+    buffers' names."""
+    rsizes = column.reduction_ranges
+    length = sympy.Integer(rows)
+
+    def partial_fn(index, rindex):
+        return column.inner_fn(list(index[1:]), unflatten(index[0] * length + rindex[0], rsizes))
+
+    acc = partial.data.dtype
+    ranges = (sympy.Integer(chunks), *column.ranges)
+    data = Reduction(
+        partial_fn,
+        ranges,
+        (length,),
+        "sum",
+        acc,
+        column.src_dtype,
+        column.device,
+        row_chunks=chunks,
+    )
+    layout = FixedLayout(column.device, acc, ranges, contiguous_strides(ranges))
+    new_partial = ComputedBuffer(
+        partial.name, layout, data=data, reason=partial.reason, origin=partial.origin
+    )
+    load = new_partial.make_loader()
+    total = Reduction(
+        lambda index, rindex: load([rindex[0], *index]),
+        column.ranges,
+        (sympy.Integer(chunks),),
+        "sum",
+        final.data.dtype,
+        acc,
+        column.device,
+    )
+    new_final = ComputedBuffer(
+        final.name, final.layout, data=total, reason=final.reason, origin=final.origin
+    )
+    return new_partial, new_final
