@@ -13,7 +13,7 @@ from typing import NamedTuple
 import sympy
 import torch
 from torchkiln_loop_ir.backend import KernelSpec
-from torchkiln_loop_ir.indexing import index_symbol
+from torchkiln_loop_ir.indexing import ROW_PROGRAM, index_symbol
 from torchkiln_loop_ir.ops import set_ops_handler
 
 from . import _eviction, _online
@@ -22,6 +22,7 @@ from ._compat import interpreting
 from ._layout import DEFAULT, BlockLayout, choose_layout
 from ._online import OnlinePair, OnlineUnavailable, online_plan
 from ._split import RCHUNK_PARAM, partial_name, split_functions
+from .errors import CodegenError
 from .kernel import STATUS_PARAM, TritonOpsHandler
 from .options import TritonOptions
 from .printer import texpr
@@ -154,6 +155,7 @@ def _generate(
         absorbed=None if plan is None else plan.stage + 1,
         enabled=options.eviction_hints,
     )
+    handler.row_loop = bool(spec.row_programs)
     head = ["    xoffset = tl.program_id(0) * XBLOCK"]
     if reduction:
         head[0:0] = [f"    # block layout {layout.reason}"] + ([f"    # {note}"] if note else [])
@@ -179,6 +181,8 @@ def _generate(
     for v in rvars:
         if isinstance(v, sympy.Symbol):
             handler.declare_symbol(v, frozenset({"r"}))
+    if spec.row_programs:
+        handler.declare_symbol(ROW_PROGRAM, frozenset())
     head += ["    " + ln for ln in xlines]
     if walk is not None:
         head += ["    " + ln for ln in walk.head()]
@@ -189,7 +193,9 @@ def _generate(
             handler.xvars = list(xvars)
             handler.rvars = list(rvars) if stage.kind == "loop" else []
             for node in stage.nodes:
+                handler.across = node.across_rows
                 node.body(list(xvars), list(rvars) if stage.kind == "loop" else [])
+            handler.across = False
             handler.end_stage()
     tensors = list(names.values()) + [partial_name(i) for i in range(len(handler.partials))]
     if handler.reports_status:  # the status word follows the tensors (TritonCompiledKernel)
@@ -208,6 +214,12 @@ def _generate(
     if reduction:
         params.append("RBLOCK: tl.constexpr")
     rhead = ["rindex = rbase", "rmask = rindex < rnumel", *rlines]
+    if spec.row_programs:
+        if looped:
+            raise CodegenError(f"kernel {spec.name}: a mixed-order kernel holds its rows whole")
+        stages = mixed_stages(spec, options) if xblock == 1 else 1  # one row an iteration
+        source = _row_loop(spec, head, xlines, rhead, handler, stages)
+        return GeneratedKernel(f"def {name}({', '.join(params)}):\n{source}")
     if reduction and not looped:
         head += ["    " + ln for ln in rhead]
     out = [f"def {name}({', '.join(params)}):", *head]
@@ -227,6 +239,62 @@ def _generate(
     if len(out) == len(head) + 1:
         out.append("    pass")
     return GeneratedKernel("\n".join(out) + "\n")
+
+
+def _row_loop(
+    spec: KernelSpec,
+    head: list[str],
+    xlines: list[str],
+    rhead: list[str],
+    handler: TritonOpsHandler,
+    stages: int = 1,
+) -> str:
+    """A mixed-order kernel's body (``KernelSpec.row_programs``): program ``p0`` takes rows
+    ``[p0 * J, (p0 + 1) * J)``, XBLOCK of them an iteration, each row whole (a persistent
+    reduction); what depends on no row comes before the loop, the partials across its rows
+    (``TritonOpsHandler.after_rows``) after it. The launch's grid is ``row_programs``
+    (``Config.rows``)."""
+    rows = rows_per_program(spec)
+    bounds = f"p0 * {rows}, (p0 + 1) * {rows}, XBLOCK"
+    row_range = f"tl.range({bounds}, num_stages={stages})" if stages > 1 else f"range({bounds})"
+    comments = [ln for ln in head if ln.lstrip().startswith("#")]
+    out = [
+        *comments,
+        f"    # mixed order: {spec.row_programs} programs of {rows} rows, each row whole, "
+        "the columns summed across a program's rows",
+        "    p0 = tl.program_id(0)",
+        f"    rbase = tl.arange(0, RBLOCK){DEFAULT.r_arange}",
+        *("    " + ln for ln in rhead),
+        *("    " + ln for ln in handler.before_rows),
+        f"    for xoffset in {row_range}:",
+        f"        xindex = xoffset + tl.arange(0, XBLOCK){DEFAULT.x_arange}",
+        "        xmask = xindex < xnumel",
+        *("        " + ln for ln in xlines),
+    ]
+    for st in handler.stages:
+        out += ["        " + ln for ln in st.init + st.prefix + st.body + st.suffix]
+    out += ["    " + ln for ln in handler.after_rows]
+    return "\n".join(out) + "\n"
+
+
+def mixed_stages(spec: KernelSpec, options: TritonOptions) -> int:
+    """How deep a mixed-order loop of one row an iteration is pipelined
+    (``TritonOptions.mixed_stages``; 0: 4 for rows of at most 2048 2-byte values, else 3)."""
+    if options.mixed_stages:
+        return options.mixed_stages
+    from .autotune import _numel, full_size_itemsize
+
+    rnumel = _numel(spec.rranges)
+    short = rnumel is not None and rnumel <= 2048
+    return 4 if short and full_size_itemsize(spec) <= 2 else 3
+
+
+def rows_per_program(spec: KernelSpec) -> int:
+    """The rows each program of a mixed-order kernel loops over."""
+    total = sympy.Integer(1)
+    for r in spec.xranges:
+        total = total * r
+    return int(total) // spec.row_programs
 
 
 def r_loop(options: TritonOptions, end: str = "rnumel") -> str:

@@ -123,6 +123,8 @@ def memory_accesses(
 
 def choose_layout(spec: KernelSpec) -> BlockLayout:
     """The block layout for reduction kernel ``spec`` (see the module docstring)."""
+    if spec.row_programs:
+        return BlockLayout(False, "default: a mixed-order kernel's rows on axis 0, each whole")
     if not spec.rranges:
         return DEFAULT
     xvar, rvar = innermost_symbol(spec.xranges, "x"), innermost_symbol(spec.rranges, "r")

@@ -196,12 +196,12 @@ def emit_online(h: Any, dtype: Any, value: TritonValue) -> tuple[TritonValue, Tr
     ``options.online_group`` values of the block (``_grouped``), or per value (``_per_lane``,
     a group of 1 or the transposed layout); then the groups combine as ``M = max(m)``,
     ``S = sum(s * exp(m - M))``."""
-    from ._reductions import _broadcast, _lanes  # the plain reductions' pieces
+    from ._reductions import _lanes, broadcast  # the plain reductions' pieces
 
     lay, stage, x = h.layout, h.stage_index, frozenset({"x"})
     exp = h.math["exp"].format
     v = value.name if value.dtype == dtype else f"{value.name}.to({tl_dtype(dtype)})"
-    vb = h.emit(_broadcast(v, value, lay), dtype, XR).name
+    vb = h.emit(broadcast(v, value, lay), dtype, XR).name
     # at most one thread's 16-byte vector of the row's widest input (8 bfloat16, 4 float32
     # values): a group wider than what a thread holds costs a layout conversion (float32
     # log_softmax over rows of 32768: 75% of the bandwidth with groups of 8, 92% reordered)

@@ -80,7 +80,7 @@ def _lanes(rtype: str, acc: str, dtype: torch.dtype, lay: BlockLayout, combine: 
     return out
 
 
-def _broadcast(text: str, value: TritonValue, lay: BlockLayout) -> str:
+def broadcast(text: str, value: TritonValue, lay: BlockLayout) -> str:
     """``text`` (the expression of ``value``) as a full 2-D block. A value with no block dims is
     0-d or [1] (a constant, a scalar load): tl.broadcast_to wants the same rank."""
     if not value.deps:
@@ -110,7 +110,7 @@ def emit_reduction(
             else f"{value.name}.to({tl_dtype(acc_dtype)})"
         )
     )
-    vb = h.emit(_broadcast(v, value, h.layout), acc_dtype, XR)
+    vb = h.emit(broadcast(v, value, h.layout), acc_dtype, XR)
     ident = _identity(rtype, acc_dtype)
     acc = h.new_name("_acc")
     if looped and h.split:
@@ -168,7 +168,7 @@ def _split_partial(
 def _arg(h: Any, rtype: str, value: TritonValue, looped: bool) -> TritonValue:
     """Index of the first extreme element along the flattened r range (NaN counts as extreme)."""
     dt = value.dtype
-    vb = h.emit(_broadcast(value.name, value, h.layout), dt, XR)
+    vb = h.emit(broadcast(value.name, value, h.layout), dt, XR)
     ident = _identity(rtype, dt)
     accv, acci = h.new_name("_accv"), h.new_name("_acci")
     idx = f"tl.broadcast_to(rindex.to(tl.int64), {h.layout.block})"
@@ -214,7 +214,7 @@ def _welford(
     wdt = torch.float64 if dtype == torch.float64 else torch.float32
     tf = tl_dtype(wdt)
     v = value.name if value.dtype == wdt else f"{value.name}.to({tf})"
-    vb = h.emit(_broadcast(v, value, h.layout), wdt, XR)
+    vb = h.emit(broadcast(v, value, h.layout), wdt, XR)
     stage = h.stage_index
     x = frozenset({"x"})
     if not looped:
@@ -363,7 +363,7 @@ def welford_combine(
     wdt = torch.float64 if any(p.dtype == torch.float64 for p in parts) else torch.float32
     x, stage, tf = frozenset({"x"}), h.stage_index, tl_dtype(wdt)
     mb, m2b, wb = (
-        h.emit(_broadcast(p.name if p.dtype == wdt else f"{p.name}.to({tf})", p, h.layout), wdt, XR)
+        h.emit(broadcast(p.name if p.dtype == wdt else f"{p.name}.to({tf})", p, h.layout), wdt, XR)
         for p in parts
     )
     if looped:

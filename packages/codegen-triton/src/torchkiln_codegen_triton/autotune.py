@@ -71,6 +71,7 @@ from torchkiln_loop_ir.backend import KernelSpec
 from ._aligned import AlignedWalk, on_vector_boundary, walked_lanes, walked_rows
 from ._layout import BlockLayout, choose_layout
 from ._split import splittable
+from .errors import CodegenError
 from .options import TritonOptions
 
 #: elements of a reduction program's block [XBLOCK, RBLOCK] (or [RBLOCK, XBLOCK]) per pass
@@ -116,7 +117,14 @@ class Config:
     split: int = 0
     partials: tuple[torch.dtype, ...] = ()
     maxnreg: int = 0
+    rows: int = 0  # a mixed-order kernel's rows per program (its grid: xnumel / rows)
     reason: str = field(default="", compare=False)
+
+    def programs(self, xnumel: int) -> int:
+        """The grid of a launch over ``xnumel`` (not split): a program per XBLOCK of x, or per
+        ``rows`` for a mixed-order kernel."""
+        step = self.rows or self.xblock
+        return (xnumel + step - 1) // step
 
     @property
     def compile_options(self) -> dict[str, int]:
@@ -181,6 +189,8 @@ def heuristic_config(
         if xcap is not None:
             xblock = max(16, min(xblock, xcap))
         return Config(xblock, 1, 4 if xblock >= 512 else 2, False)
+    if spec.row_programs:
+        return mixed_order_config(spec, options)
     layout = layout or choose_layout(spec)
     sizes = (xnumel, _numel(spec.rranges), value_itemsize(spec), options)
     streams = full_size_inputs(spec)
@@ -199,6 +209,35 @@ def heuristic_config(
     if cfg.looped:
         cfg = replace(cfg, split=split_chunks(spec, options, cfg.xblock, cfg.rblock))
     return cfg
+
+
+def mixed_order_config(spec: KernelSpec, options: TritonOptions) -> Config:
+    """A mixed-order kernel (``KernelSpec.row_programs``): each row whole (RBLOCK its length
+    rounded up to a power of two), XBLOCK rows an iteration (``options.mixed_rows``, a power
+    of two dividing the program's rows), ``options.mixed_values_per_thread`` values of the
+    tile a thread."""
+    from ._assemble import rows_per_program
+
+    rows = rows_per_program(spec)
+    rnumel = _numel(spec.rranges)
+    if rnumel is None:
+        raise CodegenError(f"kernel {spec.name}: a mixed-order kernel's rows have a static length")
+    rblock = _next_pow2(rnumel)
+    xblock = min(max(1, options.mixed_rows), rows & -rows, MAX_XBLOCK)
+    why = (
+        f"persistent, mixed order: rows of {rnumel} (RBLOCK {rblock}) whole, {xblock} an "
+        f"iteration, {rows} a program, {spec.row_programs} programs"
+    )
+    per_thread = options.mixed_values_per_thread
+    if xblock == 1 and full_size_itemsize(spec) >= 4:
+        # a row of 4-byte values an iteration: at 8 warps a float32 row of 4096 took 136
+        # registers a thread, one program a SM, 59% of the bandwidth; 16 warps, 80% (session
+        # 23, before pipelining). Two-byte rows (128 registers, two programs a SM) lost at
+        # half the values a thread (69 -> 67%)
+        per_thread = max(1, per_thread // 2)
+        why += ", half the values a thread (one row of 4-byte values an iteration)"
+    warps = _warps(xblock * rblock, per_thread)
+    return Config(xblock, rblock, warps, False, rows=rows, reason=why)
 
 
 def _reread_config(
@@ -261,6 +300,18 @@ def full_size_inputs(spec: KernelSpec) -> int:
         n = _numel(b.size)
         count += total is None or n is None or n >= total
     return max(1, count)
+
+
+def full_size_itemsize(spec: KernelSpec) -> int:
+    """The bytes of the widest value ``spec`` reads one of per (x, r) point (not its per-row
+    statistics), 4 when it reads none."""
+    total = _numel((*spec.xranges, *spec.rranges))
+    sizes = [
+        b.dtype.itemsize
+        for b in (spec.buffers.get(n) for n in spec.inputs if n not in spec.local_buffers)
+        if b is not None and (total is None or (_numel(b.size) or total) >= total)
+    ]
+    return max(sizes or [4])
 
 
 def pointwise_xblock(spec: KernelSpec, options: TritonOptions) -> int:
@@ -409,6 +460,8 @@ def candidate_configs(base: Config) -> list[Config]:
     launch parameter: the same source)."""
     out = [base]
     for xb in (base.xblock // 2, base.xblock * 2):
+        if base.rows and (xb < 1 or base.rows % xb):
+            continue  # a mixed-order kernel's program takes whole iterations of rows
         if 1 <= xb <= 4096 and xb * base.rblock <= 16384:
             out.append(replace(base, xblock=xb))
     for nw in (base.num_warps // 2, base.num_warps * 2):

@@ -63,7 +63,9 @@ class TritonBackend:
 
     name = "triton"
     device_type = "cuda"
-    capabilities = BackendCapabilities(reduction_broadcast_reduction=True, max_reduction_stages=8)
+    capabilities = BackendCapabilities(
+        reduction_broadcast_reduction=True, max_reduction_stages=8, mixed_order_rnumel=8192
+    )
     #: loop-ir may hand a kernel one memory as an input and an output (a mutated graph input
     #: written in place, loop-ir's in_place.py): each element is read before it is
     #: written; autotuning never reruns such a launch (wrapper.py)
@@ -73,9 +75,7 @@ class TritonBackend:
         self.options = options or TritonOptions()
         # per instance: how many programs fill the GPU (loop-ir splits long reductions with
         # fewer outputs than that, lowering/split_reductions.py)
-        self.capabilities = replace(
-            TritonBackend.capabilities, parallel_programs=parallel_programs()
-        )
+        self.capabilities = replace(type(self).capabilities, parallel_programs=parallel_programs())
 
     def compile_kernel(self, spec: KernelSpec) -> TritonCompiledKernel:
         name, source, cfg = render_kernel(spec, self.options)

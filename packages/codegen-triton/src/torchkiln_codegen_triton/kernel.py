@@ -116,6 +116,14 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         self.aligned: AlignedWalk | None = None  # rows walked from a 16-byte boundary (_aligned)
         #: buffers read by more than one r-loop -> the last such loop's stage (_eviction.py)
         self.rereads: dict[str, int] = {}
+        # a mixed-order kernel (``KernelSpec.row_programs``): the stages run inside a loop over
+        # the program's rows; what depends on no row is computed once before it
+        # (``before_rows``), the partials of its ``across_rows`` nodes after it (``after_rows``)
+        self.row_loop = False
+        self.across = False  # the node being emitted reduces across the program's rows
+        self.before_rows: list[str] = []
+        self.after_rows: list[str] = []
+        self._across_results: set[str] = set()
 
     # -- structure -----------------------------------------------------------------------
     def declare_symbol(self, sym: sympy.Symbol, deps: frozenset[str]) -> None:
@@ -145,10 +153,15 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
             return "suffix"
         if "r" in deps and self._stage.looped:
             return "body"
+        if self.row_loop and "x" not in deps and post is None:
+            return "before_rows"  # the same for every row of a mixed-order kernel's program
         return "prefix"
 
     def line(self, text: str, loc: str) -> None:
-        getattr(self._stage, loc).append(text)
+        if loc == "before_rows":
+            self.before_rows.append(text)
+        else:
+            getattr(self._stage, loc).append(text)
 
     def emit(
         self,
@@ -322,7 +335,39 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
     def store_reduction(self, name: str, index: sympy.Expr, value: Any) -> None:
         if isinstance(value, tuple):
             raise CodegenError("store_reduction got a tuple (a welford result): store its parts")
+        if isinstance(value, TritonValue) and value.name in self._across_results:
+            # a partial of the program's rows, one value a column: stored after the row loop
+            if self.spec.buffers[name].dtype != value.dtype:
+                raise CodegenError(
+                    f"kernel {self.spec.name}: a partial across rows stored as another dtype"
+                )
+            ptr = f"{self.arg_names[name]} + ({texpr(self.flat_index.rewrite(index))})"
+            self.after_rows.append(f"tl.store({ptr}, {value.name}, rmask)")
+            return
         self._store_common(name, index, value, None)
+
+    def _across_rows(self, dtype: torch.dtype, reduction_type: str, value: Any) -> TritonValue:
+        """The sum of ``value`` over the rows of a mixed-order kernel's program, one value a
+        column: a ``[XBLOCK, RBLOCK]`` accumulator added to in each iteration of the row loop,
+        its lanes summed after it (a ``[1, RBLOCK]`` value only ``store_reduction`` may use)."""
+        if reduction_type != "sum" or not self.row_loop:
+            raise CodegenError(
+                f"kernel {self.spec.name}: {reduction_type} across rows (only sums, in a "
+                "mixed-order kernel)"
+            )
+        v = self.as_value(value, dtype)
+        key = (self.stage_index, "across", v.name)
+        if key not in self._reductions:
+            acc, out = self.new_name("_acc"), self.new_name()
+            text = v.name if v.dtype == dtype else f"{v.name}.to({tl_dtype(dtype)})"
+            block = _reductions.broadcast(text, v, self.layout)
+            mask = self._mask_text(frozenset({"x", "r"}))
+            self.before_rows.append(f"{acc} = tl.zeros({self.layout.block}, {tl_dtype(dtype)})")
+            self.line(f"{acc} = {acc} + tl.where({mask}, {block}, 0)", "prefix")
+            self.after_rows.append(f"{out} = tl.sum({acc}, 0)[None, :]")
+            self._across_results.add(out)
+            self._reductions[key] = TritonValue(out, dtype, frozenset({"r"}), None)
+        return self._reductions[key]
 
     def reduction(
         self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: Any
@@ -331,6 +376,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
             raise CodegenError(
                 f"kernel {self.spec.name}: ops.reduction in a kernel without rranges"
             )
+        if self.across:
+            return self._across_rows(dtype, reduction_type, value)
         call = self._calls.get(self.stage_index, 0)
         self._calls[self.stage_index] = call + 1
         if self._stage.absorbed:  # its sum of exp(x - max) came from the online loop

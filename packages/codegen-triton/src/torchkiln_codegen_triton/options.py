@@ -30,6 +30,17 @@ class TritonOptions:
         take half (the same 32 KB of the row per iteration).
     looped_values_per_thread, transposed_values_per_thread: values of a looped (inner, or outer:
         transposed) reduction's block per thread, which set its ``num_warps`` (2 to 16).
+    mixed_values_per_thread: values of a mixed-order kernel's block (``[XBLOCK, RBLOCK]``, the
+        rows of an iteration, loop-ir's ``KernelSpec.row_programs``) per thread, which set its
+        ``num_warps`` (2 to 16); ``mixed_rows``: the rows an iteration of its loop takes (a power
+        of two; 1 by default); ``mixed_stages``: how deep a loop of one row an iteration is
+        software-pipelined (``tl.range(num_stages=...)``: the next rows' loads in flight while a
+        row is reduced), 0 choosing 4 for rows of at most 2048 2-byte values and 3 for the
+        others, 1 none. Measured on the H200 (session 23, bfloat16 / float32, % of the
+        bandwidth): rows of 4096 69 / 80 at 1 stage, 84-85 / 90 at 3, bfloat16 82 at 4 (134
+        registers a thread); rows of 768 (four an iteration before) 58 / 83, one an iteration
+        at 3 stages 63 / 91, at 4 67 / 88; rows of 1024 63 / 88, 72 / 87, 81 / 84. 2 stages
+        lost everywhere.
     autotune: on CUDA, time a few block-size configurations on the first call of each kernel and
         keep the fastest (ignored under TRITON_INTERPRET=1, where the heuristic is used).
     transposed_rblock: RBLOCK (at most) of a looped outer reduction (the transposed block
@@ -91,6 +102,9 @@ class TritonOptions:
     reread_rblock: int = 16384
     transposed_rblock: int = 64
     transposed_values_per_thread: int = 8
+    mixed_values_per_thread: int = 16
+    mixed_rows: int = 1
+    mixed_stages: int = 0
     split_programs: int = 1024
     split_max_chunks: int = 64
     split_min_rchunk: int = 128

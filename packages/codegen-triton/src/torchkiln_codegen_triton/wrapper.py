@@ -191,7 +191,7 @@ class TritonCompiledKernel:
             if self._reduction
             else {"XBLOCK": cfg.xblock}
         )
-        grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
+        grid = (cfg.programs(xnumel),)
         return [
             (
                 self._fn,
@@ -229,7 +229,7 @@ class TritonCompiledKernel:
         return self._warmup_calls()
 
     def _launch(self, cfg: Config, args: tuple[Any, ...], xnumel: int, rnumel: int) -> None:
-        grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
+        grid = (cfg.programs(xnumel),)
         if self._finish is not None:
             self._launch_split(cfg, args, xnumel, rnumel)
         elif self._reduction:
@@ -320,7 +320,7 @@ class TritonCompiledKernel:
         static = not self._nsizes and not self._status
         params = (*args, xnumel, rnumel) if self._reduction else (*args, xnumel)
         consts = {"XBLOCK": cfg.xblock, **({"RBLOCK": cfg.rblock} if self._reduction else {})}
-        grid = ((xnumel + cfg.xblock - 1) // cfg.xblock,)
+        grid = (cfg.programs(xnumel),)
         kernel = self._run_fast(
             0, self._fn, params, grid, consts, cfg.compile_options, device, get_stream
         )
