@@ -260,6 +260,7 @@ def main() -> None:
     parser.add_argument("--dtypes", default="bfloat16,float32")
     parser.add_argument("--hang-s", type=float, default=280)
     parser.add_argument("--rows", type=int, default=32768)
+    parser.add_argument("--width", type=int, default=4096, help="the rows' length (4096)")
     parser.add_argument("--device", default="cuda", help="cpu: a small dry run of the script")
     parser.add_argument(
         "--cases", default="", help="only cases whose name contains one of these (commas)"
@@ -293,6 +294,12 @@ def main() -> None:
         help="more TritonOptions fields for torchkiln, as JSON (e.g. '{\"eviction_hints\": false}')",
     )
     parser.add_argument(
+        "--loop-ir",
+        default="{}",
+        help="LoopIROptions fields for torchkiln, as JSON (e.g. "
+        "'{\"mixed_order_reductions\": false}')",
+    )
+    parser.add_argument(
         "--compilers",
         default="eager,torchkiln,inductor",
         help="which of eager, torchkiln, inductor to run (a variant of torchkiln's options alone)",
@@ -319,6 +326,8 @@ def main() -> None:
         )
     if args.split_programs is not None:
         kiln_options["loop_ir"] = {"split_programs": args.split_programs}
+    if json.loads(args.loop_ir):
+        kiln_options["loop_ir"] = kiln_options.get("loop_ir", {}) | json.loads(args.loop_ir)
 
     rows = []
     print(
@@ -331,7 +340,7 @@ def main() -> None:
     )
     for dtype_name in args.dtypes.split(","):
         dtype = getattr(torch, dtype_name)
-        for name, fn, inputs in cases(dtype, args.rows, device=args.device):
+        for name, fn, inputs in cases(dtype, args.rows, args.width, device=args.device):
             if not any(c in name for c in args.cases.split(",")):
                 continue
             with torch.no_grad():
