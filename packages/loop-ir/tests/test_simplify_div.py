@@ -148,3 +148,38 @@ def test_a_remembered_simplification_is_keyed_by_its_ranges():
                 for y in (0, 255, size - 1):
                     assert _value(got, {x0: x, x1: y}) == (256 * x + y) // 256
     assert _simplify_remembered.cache_info().hits > 0
+
+
+def test_remainders_split_at_a_factor_of_the_modulus_match_brute_force():
+    """``(lo + hi) % mod`` with ``hi`` a multiple of a factor of ``mod`` and ``lo`` below it
+    (``(r0 + 28*x0) % 56``), and remainders that never wrap, against every point."""
+    rng = random.Random(23)
+    x0, x1, x2 = syms = sympy.symbols("x0 x1 x2", integer=True, nonnegative=True)
+    split = 0
+    for _ in range(300):
+        m = rng.choice([2, 4, 7, 28])
+        ranges = {
+            x0: rng.choice([1, 2, 3, 8, 9]),
+            x1: rng.choice([1, 2, 5]),
+            x2: rng.choice([1, m - 1, m, m + 1]),
+        }
+        mod = m * rng.choice([1, 2, 3, 4])
+        base = x2 + m * rng.choice([1, 2, 3]) * x0 + m * rng.choice([1, 5]) * x1
+        div = rng.choice([1, 1, 2])
+        expr = ModularIndexing(base, div, mod)
+        out = simplify_index(expr, ranges)
+        split += not out.has(ModularIndexing) or out.args != expr.args
+        for point in itertools.product(*(range(ranges[s]) for s in syms)):
+            at = dict(zip(syms, point))
+            assert _value(out, at) == _value(expr, at), (expr, out, ranges, at)
+    assert split > 100
+
+
+def test_channels_last_half_image_chunks_index_linearly():
+    """Batch-norm statistics over channels-last images split in chunks of half an image: the
+    load's index is linear (no division a value) once simplified over the kernel's ranges."""
+    r0, r1, x0, x1 = sympy.symbols("r0 r1 x0 x1", integer=True, nonnegative=True)
+    expr = x1 + 256 * r1 + 14336 * ModularIndexing(r0 + 28 * x0, 1, 56)
+    expr += 802816 * ModularIndexing(x0, 2, 64)
+    out = simplify_index(expr, {r0: 28, r1: 56, x0: 128, x1: 256})
+    assert out == 14336 * r0 + 256 * r1 + 401408 * x0 + x1

@@ -121,6 +121,27 @@ def _reduce_div(base, divisor, ranges):
     return None
 
 
+def _split_mod(terms, mod: sympy.Expr, ranges) -> sympy.Expr | None:
+    """``(lo + hi) % mod`` as ``lo + m * ((hi / m) % (mod / m))`` for a factor ``m`` of ``mod``
+    that divides every coefficient of ``hi``, where ``lo`` (the other terms) stays in
+    ``[0, m)``: ``hi % mod`` is then a multiple of ``m`` below ``mod``, and adding ``lo`` never
+    wraps. A channels-last image's rows in chunks of half an image read
+    ``(r0 + 28*x0) % 56``, which is ``r0 + 28*(x0 % 2)`` for ``r0 < 28``: one division a value
+    fewer, and the code generator sees the row's stride. None: no such factor."""
+    if not mod.is_Integer or mod <= 1:
+        return None
+    m_all = int(mod)
+    for m in sorted({sympy.igcd(m_all, int(c)) for c, _ in terms} - {1, m_all}, reverse=True):
+        hi = [(c, t) for c, t in terms if c % m == 0]
+        lo = [(c, t) for c, t in terms if c % m != 0]
+        mx = _max_value(lo, ranges)
+        if hi and lo and mx is not None and mx < m:
+            inner = sum((c // m * t for c, t in hi), sympy.Integer(0))
+            wrapped = simplify_index(ModularIndexing(inner, 1, m_all // m), ranges)
+            return sum((c * t for c, t in lo), sympy.Integer(0)) + m * wrapped
+    return None
+
+
 def simplify_index(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> sympy.Expr:
     """An equivalent, simpler expression, given ``0 <= v < ranges[v]`` for each variable."""
     if not isinstance(expr, sympy.Basic) or expr.is_Atom:
@@ -157,6 +178,11 @@ def _simplify(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> sy
                 reduced := _reduce_div(base, div, ranges)
             ):
                 base, div = reduced
+            if div.is_Integer and mod.is_Integer:
+                terms = _linear_terms(base)
+                mx = None if terms is None else _max_value(terms, ranges)
+                if mx is not None and mx < div * mod:
+                    return simplify_index(FloorDiv(base, div), ranges)  # never wraps
             q = _split_div(base, div, ranges)
             if q is not None and mod.is_Integer:
                 terms = _linear_terms(q)
@@ -165,6 +191,9 @@ def _simplify(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> sy
                     mx = _max_value(kept, ranges)
                     if mx is not None and mx < mod:
                         return sum((c * t for c, t in kept), sympy.Integer(0))
+                    split = _split_mod(kept, mod, ranges)
+                    if split is not None:
+                        return split
                     return ModularIndexing(sum((c * t for c, t in kept), sympy.Integer(0)), 1, mod)
             return ModularIndexing(base, div, mod)
         return None
