@@ -27,11 +27,14 @@ PLACEHOLDER = "tk_unnamed_kernel"
 HASH_DIGITS = 12
 
 
-def kernel_kind(*, reduction: bool, looped: bool, split: bool) -> str:
+def kernel_kind(*, reduction: bool, looped: bool, split: bool, mixed: bool = False) -> str:
     """A short word for the kernel's shape, the readable part of its name (profilers show it):
-    ``poi`` pointwise, ``per`` persistent reduction, ``red`` looped, ``split`` split reduction."""
+    ``poi`` pointwise, ``per`` persistent reduction, ``red`` looped, ``split`` split reduction,
+    ``mix`` mixed order (rows reduced whole, columns across each program's rows)."""
     if not reduction:
         return "poi"
+    if mixed:
+        return "mix"
     if split:
         return "split"
     return "red" if looped else "per"

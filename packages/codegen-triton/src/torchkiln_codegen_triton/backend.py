@@ -49,7 +49,12 @@ def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, C
             note=cfg.reason,
             xblock=cfg.xblock,
         )
-        kind = kernel_kind(reduction=spec.is_reduction, looped=cfg.looped, split=split)
+        kind = kernel_kind(
+            reduction=spec.is_reduction,
+            looped=cfg.looped,
+            split=split,
+            mixed=bool(spec.row_programs),
+        )
         name, source = shared_module(module_source(spec, gen.source, interpret=interpret), kind)
     except CodegenError:
         raise
