@@ -22,6 +22,7 @@ from ._compat import interpreting
 from ._layout import DEFAULT, BlockLayout, choose_layout
 from ._online import OnlinePair, OnlineUnavailable, online_plan
 from ._split import RCHUNK_PARAM, partial_name, split_functions
+from .autotune import mixed_stages, rows_per_program
 from .errors import CodegenError
 from .kernel import STATUS_PARAM, TritonOpsHandler
 from .options import TritonOptions
@@ -275,26 +276,6 @@ def _row_loop(
         out += ["        " + ln for ln in st.init + st.prefix + st.body + st.suffix]
     out += ["    " + ln for ln in handler.after_rows]
     return "\n".join(out) + "\n"
-
-
-def mixed_stages(spec: KernelSpec, options: TritonOptions) -> int:
-    """How deep a mixed-order loop of one row an iteration is pipelined
-    (``TritonOptions.mixed_stages``; 0: 4 for rows of at most 2048 2-byte values, else 3)."""
-    if options.mixed_stages:
-        return options.mixed_stages
-    from .autotune import _numel, full_size_itemsize
-
-    rnumel = _numel(spec.rranges)
-    short = rnumel is not None and rnumel <= 2048
-    return 4 if short and full_size_itemsize(spec) <= 2 else 3
-
-
-def rows_per_program(spec: KernelSpec) -> int:
-    """The rows each program of a mixed-order kernel loops over."""
-    total = sympy.Integer(1)
-    for r in spec.xranges:
-        total = total * r
-    return int(total) // spec.row_programs
 
 
 def r_loop(options: TritonOptions, end: str = "rnumel") -> str:

@@ -66,7 +66,7 @@ from dataclasses import dataclass, field, replace
 
 import sympy
 import torch
-from torchkiln_loop_ir.backend import KernelSpec
+from torchkiln_loop_ir.backend import BufferSpec, KernelSpec
 
 from ._aligned import AlignedWalk, on_vector_boundary, walked_lanes, walked_rows
 from ._layout import BlockLayout, choose_layout
@@ -216,8 +216,6 @@ def mixed_order_config(spec: KernelSpec, options: TritonOptions) -> Config:
     rounded up to a power of two), XBLOCK rows an iteration (``options.mixed_rows``, a power
     of two dividing the program's rows), ``options.mixed_values_per_thread`` values of the
     tile a thread."""
-    from ._assemble import rows_per_program
-
     rows = rows_per_program(spec)
     rnumel = _numel(spec.rranges)
     if rnumel is None:
@@ -231,7 +229,8 @@ def mixed_order_config(spec: KernelSpec, options: TritonOptions) -> Config:
     per_thread = options.mixed_values_per_thread
     if xblock == 1 and full_size_itemsize(spec) >= 4:
         # a row of 4-byte values an iteration: at 8 warps a float32 row of 4096 took 136
-        # registers a thread, one program a SM, 59% of the bandwidth; 16 warps, 80% (session
+        # registers a thread (Triton 3.9's count, offline), one program a SM, 59% of the
+        # bandwidth; 16 warps, 80% (session
         # 23, before pipelining). Two-byte rows (128 registers, two programs a SM) lost at
         # half the values a thread (69 -> 67%)
         per_thread = max(1, per_thread // 2)
@@ -288,30 +287,48 @@ def _reread_config(
     return Config(1, rblock, 32, True, maxnreg=REREAD_REGISTERS, reason=why)
 
 
-def full_size_inputs(spec: KernelSpec) -> int:
-    """How many inputs a reduction reads one value of per (x, r) point (not the per-row
-    statistics it reads again), at least 1; unknown sizes count as full size."""
+def _full_size_inputs(spec: KernelSpec) -> list[BufferSpec]:
+    """The inputs ``spec`` reads one value of per (x, r) point (not the per-row statistics it
+    reads again); unknown sizes count as full size."""
     total = _numel((*spec.xranges, *spec.rranges))
-    count = 0
+    out = []
     for name in spec.inputs:
         b = spec.buffers.get(name)
         if b is None or name in spec.local_buffers:
             continue
         n = _numel(b.size)
-        count += total is None or n is None or n >= total
-    return max(1, count)
+        if total is None or n is None or n >= total:
+            out.append(b)
+    return out
+
+
+def full_size_inputs(spec: KernelSpec) -> int:
+    """How many inputs a reduction reads in full (``_full_size_inputs``), at least 1."""
+    return max(1, len(_full_size_inputs(spec)))
 
 
 def full_size_itemsize(spec: KernelSpec) -> int:
-    """The bytes of the widest value ``spec`` reads one of per (x, r) point (not its per-row
-    statistics), 4 when it reads none."""
-    total = _numel((*spec.xranges, *spec.rranges))
-    sizes = [
-        b.dtype.itemsize
-        for b in (spec.buffers.get(n) for n in spec.inputs if n not in spec.local_buffers)
-        if b is not None and (total is None or (_numel(b.size) or total) >= total)
-    ]
-    return max(sizes or [4])
+    """The bytes of the widest value ``spec`` reads in full (``_full_size_inputs``), 4 when
+    it reads none."""
+    return max([b.dtype.itemsize for b in _full_size_inputs(spec)] or [4])
+
+
+def rows_per_program(spec: KernelSpec) -> int:
+    """The rows each program of a mixed-order kernel (``KernelSpec.row_programs``) loops over."""
+    rows = _numel(spec.xranges)
+    if rows is None:
+        raise CodegenError(f"kernel {spec.name}: a mixed-order kernel's rows have a static count")
+    return rows // spec.row_programs
+
+
+def mixed_stages(spec: KernelSpec, options: TritonOptions) -> int:
+    """How deep a mixed-order loop of one row an iteration is pipelined
+    (``TritonOptions.mixed_stages``; 0: 4 for rows of at most 2048 2-byte values, else 3)."""
+    if options.mixed_stages:
+        return options.mixed_stages
+    rnumel = _numel(spec.rranges)
+    short = rnumel is not None and rnumel <= 2048
+    return 4 if short and full_size_itemsize(spec) <= 2 else 3
 
 
 def pointwise_xblock(spec: KernelSpec, options: TritonOptions) -> int:

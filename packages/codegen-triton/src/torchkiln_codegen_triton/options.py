@@ -38,9 +38,9 @@ class TritonOptions:
         row is reduced), 0 choosing 4 for rows of at most 2048 2-byte values and 3 for the
         others, 1 none. Measured on the H200 (session 23, bfloat16 / float32, % of the
         bandwidth): rows of 4096 69 / 80 at 1 stage, 84-85 / 90 at 3, bfloat16 82 at 4 (134
-        registers a thread); rows of 768 (four an iteration before) 58 / 83, one an iteration
-        at 3 stages 63 / 91, at 4 67 / 88; rows of 1024 63 / 88, 72 / 87, 81 / 84. 2 stages
-        lost everywhere.
+        registers a thread by Triton 3.9's count offline); rows of 768 (four an iteration
+        before) 58 / 83, one an iteration at 3 stages 63 / 91, at 4 67 / 88; rows of 1024
+        63 / 88, 72 / 87, 81 / 84. 2 stages lost everywhere.
     autotune: on CUDA, time a few block-size configurations on the first call of each kernel and
         keep the fastest (ignored under TRITON_INTERPRET=1, where the heuristic is used).
     transposed_rblock: RBLOCK (at most) of a looped outer reduction (the transposed block

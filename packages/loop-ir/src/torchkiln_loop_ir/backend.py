@@ -219,6 +219,20 @@ class BackendCapabilities:
 PROGRAMS_PER_SM = 4
 
 
+def target_programs(
+    options_programs: int | None, caps: BackendCapabilities | None, device: Any
+) -> int:
+    """Programs a kernel on ``device`` should launch to fill it (the target of split and
+    mixed-order reductions): ``options_programs`` (``LoopIROptions.split_programs``) when set,
+    else the backend's ``BackendCapabilities.parallel_programs``, else
+    ``default_parallel_programs``."""
+    if options_programs is not None:
+        return options_programs
+    if caps is not None and caps.parallel_programs is not None:
+        return caps.parallel_programs
+    return default_parallel_programs(device)
+
+
 def default_parallel_programs(device: torch.device | str | None) -> int:
     """Programs that keep ``device`` busy when the backend does not say
     (``BackendCapabilities.parallel_programs`` of None): ``PROGRAMS_PER_SM`` per SM of a CUDA

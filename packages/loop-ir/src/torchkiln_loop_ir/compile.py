@@ -16,7 +16,7 @@ from .backend import (
     ExternCall,
     KernelSpec,
     ScheduledGraph,
-    default_parallel_programs,
+    target_programs,
 )
 from .graph import lower
 from .in_place import in_place_writes, requested_in_place
@@ -53,17 +53,6 @@ def _buffer_specs(graph: GraphIR, nodes: Sequence[Any] = ()) -> dict[str, Buffer
     return specs
 
 
-def _programs(nodes, capabilities: BackendCapabilities, options: LoopIROptions) -> int:
-    """Programs that fill the device the graph's kernels run on (as lowering's split
-    reductions count them, ``GraphLowering.parallel_programs``)."""
-    if options.split_programs is not None:
-        return options.split_programs
-    if capabilities.parallel_programs is not None:
-        return capabilities.parallel_programs
-    device = next((n.layout.device for n in nodes if isinstance(n, ComputedBuffer)), None)
-    return default_parallel_programs(device) if device is not None else 0
-
-
 def schedule(
     graph: GraphIR, capabilities: BackendCapabilities, options: LoopIROptions | None = None
 ) -> ScheduledGraph:
@@ -73,7 +62,8 @@ def schedule(
     outputs |= set(graph.kept)  # computed for their checks, never returned
     nodes = eliminate_dead_code(graph.nodes, outputs)
     if options.mixed_order_reductions:
-        programs = _programs(nodes, capabilities, options)
+        device = next((n.layout.device for n in nodes if isinstance(n, ComputedBuffer)), None)
+        programs = target_programs(options.split_programs, capabilities, device)
         nodes = mix_orders(nodes, capabilities.mixed_order_rnumel, programs)
     sched = Scheduler(nodes, capabilities, outputs)
     sched.fuse(options.max_fusions)

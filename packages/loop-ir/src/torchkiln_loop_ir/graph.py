@@ -18,7 +18,7 @@ import torch
 import torch.fx
 import torch.utils._pytree as pytree
 
-from .backend import BackendCapabilities, SymbolSource, default_parallel_programs
+from .backend import BackendCapabilities, SymbolSource, target_programs
 from .errors import Unlowerable
 from .float_sizes import FloatSizeExpr
 from .fx_sizes import from_torch_sympy, layout_of, to_expr
@@ -136,12 +136,7 @@ class GraphLowering:
         """Programs a kernel on ``device`` should launch to fill it (the target of split
         reductions): ``LoopIROptions.split_programs``, else the backend's
         ``BackendCapabilities.parallel_programs``, else ``default_parallel_programs``."""
-        if self.options.split_programs is not None:
-            return self.options.split_programs
-        caps = self.capabilities
-        if caps is not None and caps.parallel_programs is not None:
-            return caps.parallel_programs
-        return default_parallel_programs(device)
+        return target_programs(self.options.split_programs, self.capabilities, device)
 
     def next_seed(self, device: torch.device) -> tuple[str, int]:
         """(seed buffer, position) of a fresh per-call seed for one random op."""

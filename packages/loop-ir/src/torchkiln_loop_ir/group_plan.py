@@ -63,7 +63,7 @@ def _unflatten(flat: sympy.Expr, sizes: Sequence[sympy.Expr], ranges) -> list[sy
     return out
 
 
-def _flatten(vars_: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> sympy.Expr:
+def flatten(vars_: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> sympy.Expr:
     return sum((v * s for v, s in zip(vars_, contiguous_strides(sizes))), sympy.Integer(0))
 
 
@@ -113,7 +113,7 @@ def plan_group(
         # a mixed-order kernel (mixed_order.py): program ROW_PROGRAM loops over rows
         # [p * J, (p + 1) * J); the partials' x is (p, the kernel's r), their r the row in it
         var_ranges[ROW_PROGRAM] = sympy.Integer(programs)
-        row_in_chunk = _flatten(kxs, xranges) - ROW_PROGRAM * (X // programs)
+        row_in_chunk = flatten(kxs, xranges) - ROW_PROGRAM * (X // programs)
     planned: list[PlannedNode] = []
     for n in nodes:
         if n in across:
@@ -132,19 +132,19 @@ def plan_group(
             xs = (
                 kxs
                 if n.xr == tuple(xranges)
-                else _unflatten(_flatten(kxs, xranges), n.xr, var_ranges)
+                else _unflatten(flatten(kxs, xranges), n.xr, var_ranges)
             )
             rs = (
                 krs
                 if n.rr == tuple(rranges)
-                else _unflatten(_flatten(krs, rranges), n.rr, var_ranges)
+                else _unflatten(flatten(krs, rranges), n.rr, var_ranges)
             )
         elif not rranges or (n.xnumel == X and R != 1):
             kind = "epilogue" if rranges else "loop"
             xs = (
                 kxs
                 if n.xr == tuple(xranges)
-                else _unflatten(_flatten(kxs, xranges), n.xr, var_ranges)
+                else _unflatten(flatten(kxs, xranges), n.xr, var_ranges)
             )
             rs = []
         elif n.xnumel == X * R and R != 1:
@@ -154,7 +154,7 @@ def plan_group(
             if perm is not None:  # e.g. a reduction over dim 0 feeding a pointwise over (r, x)
                 xs = [(kxs + krs)[perm.index(d)] for d in range(len(both))]
             else:
-                xs = _unflatten(_flatten(kxs + krs, both), n.xr, var_ranges)
+                xs = _unflatten(flatten(kxs + krs, both), n.xr, var_ranges)
             rs = []
         else:
             return FusionDecision(

@@ -39,9 +39,11 @@ from typing import Any
 import sympy
 
 from ._simplify import simplify_index
+from .group_plan import flatten
 from .handlers import NoOpHandler
-from .indexing import ModularIndexing, index_symbol
+from .indexing import index_symbol
 from .ir import ComputedBuffer, FixedLayout, Reduction, contiguous_strides, product
+from .lowering.split_reductions import unflatten
 from .ops import set_ops_handler
 
 #: the fewest programs, as a share of the target, a mixed-order kernel may run as: rows that
@@ -76,25 +78,12 @@ def _symbols(ranges: Sequence[sympy.Expr], prefix: str) -> list[sympy.Expr]:
     ]
 
 
-def unflatten(flat: sympy.Expr, sizes: Sequence[sympy.Expr]) -> list[sympy.Expr]:
-    """The index into dims of ``sizes`` (row-major) of element number ``flat``."""
-    out, stride = [], sympy.Integer(1)
-    for s in reversed(sizes):
-        out.append(ModularIndexing(flat, stride, s) if s != 1 else sympy.Integer(0))
-        stride = stride * s
-    return list(reversed(out))
-
-
-def _flat(vars_: Sequence[sympy.Expr], sizes: Sequence[sympy.Expr]) -> sympy.Expr:
-    return sum((v * s for v, s in zip(vars_, contiguous_strides(sizes))), sympy.Integer(0))
-
-
 def shares_rows(row: Reduction, column: Reduction) -> bool:
     """Whether ``row`` (a reduction along rows) and ``column`` (down the same rows' columns)
     read one buffer at the same element, varying along both rows and columns."""
     xs, rs = _symbols(row.ranges, "x"), _symbols(row.reduction_ranges, "r")
     ranges = {v: s for v, s in zip(xs + rs, (*row.ranges, *row.reduction_ranges)) if v != 0}
-    rows = unflatten(_flat(xs, row.ranges), column.reduction_ranges)
+    rows = unflatten(flatten(xs, row.ranges), column.reduction_ranges)
     columns = iter(v for v in rs if v != 0)
     cs = [sympy.Integer(0) if sympy.sympify(s) == 1 else next(columns) for s in column.ranges]
     a = _loads(row.inner_fn, xs, rs)

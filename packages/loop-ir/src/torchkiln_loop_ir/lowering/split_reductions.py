@@ -119,7 +119,8 @@ def is_column_reduction(red: Reduction) -> bool:
     return along.count("x") > along.count("r")
 
 
-def _unflatten(flat: sympy.Expr, sizes) -> list[sympy.Expr]:
+def unflatten(flat: sympy.Expr, sizes) -> list[sympy.Expr]:
+    """The index into dims of ``sizes`` (row-major) of element number ``flat``."""
     out, stride = [], sympy.Integer(1)
     for s in reversed(sizes):
         out.append(ModularIndexing(flat, stride, s) if s != 1 else sympy.Integer(0))
@@ -144,7 +145,7 @@ def _chunked(red: Reduction, split: int):
 
     def partial_fn(index, rindex):
         flat = index[0] * outer_chunk + rindex[0]
-        return red.inner_fn(list(index[1:]), [*_unflatten(flat, lead), *rindex[1:]])
+        return red.inner_fn(list(index[1:]), [*unflatten(flat, lead), *rindex[1:]])
 
     return partial_fn, (outer_chunk, *inner)
 
