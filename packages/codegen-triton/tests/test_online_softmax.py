@@ -5,6 +5,7 @@ form chosen for long rows and not for persistent ones. Under Triton's interprete
 
 from __future__ import annotations
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -142,6 +143,35 @@ def test_cross_entropy_loss_and_gradient(width, dtype):
     assert any(ONLINE in k.source and _loops(k.source) == 2 for k in cg.kernels)
     for _ in range(2):
         _check_fp64(cg, _cross_entropy, make())
+
+
+@pytest.mark.parametrize(
+    "dtype",
+    [torch.float32, torch.bfloat16, torch.float64],
+    ids=["f32", "bf16", "f64"],
+)
+def test_softmax_multiplies_by_the_reciprocal_of_its_sum(dtype):
+    """The output loop multiplies each exp(x - max) by 1 / sum, computed once a row after the
+    online loop (the sum is at least 1: its reciprocal is finite), instead of dividing each:
+    as close to float64 as eager's division, rows of large and of tiny spread alike."""
+    width = 20001
+
+    def make():
+        x = torch.randn(4, width, dtype=dtype) * 3
+        x[1] = x[1] * 1e-3 + 50.0  # nearly equal values: a sum near the width
+        x[2] = x[2] * 30.0  # one value dominates: a sum near 1
+        return (x,)
+
+    cg = _compile(_softmax, make())
+    (kernel,) = cg.kernels
+    src = kernel.source
+    assert ONLINE in src
+    inv = re.search(r"(tmp\d+) = 1\.0 / (tmp\d+)\n", src)
+    assert inv is not None, src
+    out_loop = src[src.rindex("for roffset in range(0, ") :]
+    assert f"* {inv.group(1)}" in out_loop and " / " not in out_loop.split("\n", 1)[1]
+    for _ in range(2):
+        _check_fp64(cg, _softmax, make())
 
 
 @pytest.mark.parametrize(

@@ -369,6 +369,11 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
             self._reductions[key] = TritonValue(out, dtype, frozenset({"r"}), None)
         return self._reductions[key]
 
+    def is_sum_of_exp(self, v: TritonValue) -> bool:
+        """Whether ``v`` is the online softmax's sum of exp(x - max) (``_online.emit_online``):
+        at least 1, or NaN (``PointwiseOps.truediv`` multiplies by its reciprocal)."""
+        return self._online_sum is not None and v.name == self._online_sum.name
+
     def reduction(
         self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: Any
     ) -> Any:
