@@ -48,9 +48,13 @@ DEFAULT_CASES = (
 )
 
 
-def candidates(cfg: Any, rnumel: int) -> list[Any]:
+def candidates(
+    cfg: Any, rnumel: int, caps: tuple[int, ...] = (), narrow: bool = False
+) -> list[Any]:
     """Configurations of one kernel's shape (the source fixes persistent vs looped, the layout
-    and whether it is split)."""
+    and whether it is split); ``caps``: each of them again at these register caps (maxnreg);
+    ``narrow``: only ``cfg``'s tile and twice it, at its warps and twice them, XBLOCK within a
+    factor of two."""
     out = [cfg]
     warps = (1, 2, 4, 8, 16, 32)
     if cfg.rblock <= 1 and not cfg.looped:  # pointwise
@@ -84,6 +88,18 @@ def candidates(cfg: Any, rnumel: int) -> list[Any]:
     out = [c if c.num_warps == cfg.num_warps else replace(c, maxnreg=0) for c in out]
     if cfg.maxnreg:
         out += [replace(c, maxnreg=0) for c in out if c.maxnreg]
+    if narrow:
+        tile = cfg.xblock * cfg.rblock
+
+        def near(c: Any) -> bool:
+            return (
+                c.xblock * c.rblock in (tile, 2 * tile)
+                and c.num_warps in (cfg.num_warps, 2 * cfg.num_warps)
+                and c.xblock in (cfg.xblock // 2, cfg.xblock, 2 * cfg.xblock)
+            )
+
+        out = [c for c in out if c == cfg or near(c)]
+    out += [replace(c, maxnreg=cap) for cap in caps for c in out if not c.maxnreg]
     return list(dict.fromkeys(out))
 
 
@@ -136,6 +152,8 @@ def sweep_case(
     inputs: tuple[torch.Tensor, ...],
     peak: float,
     options: dict[str, Any] | None = None,
+    caps: tuple[int, ...] = (),
+    narrow: bool = False,
 ) -> tuple[dict[str, Any], list[str]]:
     """One case: its graph compiled as the pipeline would, then each kernel's configurations
     timed (the others at the heuristic's); the row for the JSON and the kernels' sources."""
@@ -176,7 +194,7 @@ def sweep_case(
         base = kernel.config
         timed = []
         regs: dict[str, str] = {}
-        for cfg in candidates(base, kernel._numels()[1]):
+        for cfg in candidates(base, kernel._numels()[1], caps, narrow):
             _set(kernel, cfg)
             before = _binaries(kernel)
             try:
@@ -229,6 +247,16 @@ def main() -> None:
     parser.add_argument("--hang-s", type=float, default=400)
     parser.add_argument("--device", default="cuda", help="cpu: a dry run of small cases")
     parser.add_argument(
+        "--narrow",
+        action="store_true",
+        help="only the heuristic's tile and twice it, its warps and twice them",
+    )
+    parser.add_argument(
+        "--maxnreg",
+        default="",
+        help="register caps to try every configuration at too, e.g. 32,40 (programs a SM)",
+    )
+    parser.add_argument(
         "--options",
         default="{}",
         help="TritonOptions fields as JSON, e.g. '{\"persistent_rnumel\": 32768}': rows up to "
@@ -236,6 +264,7 @@ def main() -> None:
     )
     args = parser.parse_args()
     options = json.loads(args.options)
+    caps = tuple(int(c) for c in args.maxnreg.split(",") if c.strip())
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     wanted = [c.strip() for c in args.cases.split(",") if c.strip()]
     results: list[dict[str, Any]] = []
@@ -246,7 +275,14 @@ def main() -> None:
             if name in wanted:
                 with torch.no_grad():
                     row, text = sweep_case(
-                        name, dtype_name, fn, inputs, args.peak_tbs * 1e12, options
+                        name,
+                        dtype_name,
+                        fn,
+                        inputs,
+                        args.peak_tbs * 1e12,
+                        options,
+                        caps,
+                        args.narrow,
                     )
                 row["options"] = options
                 results.append(row)
