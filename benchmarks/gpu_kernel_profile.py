@@ -9,7 +9,11 @@ forward + loss + backward, no optimizer step), each variant is warmed up, then:
   - host ms per iteration: one call from an idle GPU, timed until it returns (no sync),
   - GPU kernel ms per iteration and kernel launches per iteration (torch.profiler, CUDA activity),
   - that kernel time split by kind (gemm, attention, convolution, triton, aten elementwise/reduce,
-    copy, other), and the top kernels.
+    copy, other), and the top kernels;
+  - torchkiln's kernels against the H200's limits: each generated kernel's achieved bandwidth,
+    from the bytes it must move (the debug dump's ``costs_<part>.json``, loop-ir's ``costs.py``)
+    over its time, the kernels furthest from 4.3 TB/s first (ms above their floor), and the
+    matmuls' and convolutions' TFLOP/s against the dense peak (790 bf16, 67 fp32).
 If wall is well above kernel time, the variant is launch/host bound; otherwise the kernel split
 says where a compiler loses. torchkiln's artifacts (wrapper, kernels, schedule) are dumped with
 TORCHKILN_DEBUG_DIR and packed into one tar.gz per model and task.
@@ -163,8 +167,76 @@ def measure(fn: Any, iters: int) -> dict[str, Any]:
         "launches": sum(n for _, n in table.values()),
         "split_ms": dict(sorted(split.items(), key=lambda kv: -kv[1])),
         "top": [[name[:140], round(ms, 4), round(n, 2), kind_of(name)] for name, (ms, n) in top],
+        "table": table,  # every kernel: [ms, launches] per iteration (dropped after the join)
         "runtime": {
             k: [round(ms, 3), round(n, 1)] for k, (ms, n) in runtime_calls(prof, iters).items()
+        },
+    }
+
+
+#: the H200's limits the issue measures against: copy bandwidth, dense matmul FLOP/s
+PEAK_BYTES_S = 4.3e12
+PEAK_FLOPS = {"bf16": 790e12, "fp32": 67e12}
+
+
+def load_costs(debug: Path) -> list[dict[str, Any]]:
+    """Every step's floor from the debug dump's ``costs_<part>.json`` files (loop-ir's
+    ``costs.py``: a kernel's bytes, an extern matmul's or convolution's FLOPs)."""
+    out: list[dict[str, Any]] = []
+    for path in sorted(debug.rglob("costs_*.json")):
+        out += json.loads(path.read_text())
+    return out
+
+
+def limits(
+    table: dict[str, list[float]], costs: list[dict[str, Any]], peak_flops: float
+) -> dict[str, Any]:
+    """torchkiln's kernels against the device's limits: each generated kernel's achieved
+    bandwidth (the bytes it must move, from ``costs``, per its measured ms) and the ms it spends
+    above that floor, the furthest first; the matmuls' and convolutions' FLOPs per the gemm and
+    convolution kernels' ms. Each graph of the dump is taken to run once an iteration (a
+    training step's forward and backward)."""
+    per_launch: dict[str, list[int]] = defaultdict(list)
+    flops = 0
+    for c in costs:
+        if c["kind"] == "kernel" and c.get("function") and c.get("bytes") is not None:
+            per_launch[c["function"]].append(c["bytes"])
+        elif c["kind"] == "extern" and c.get("flops"):
+            flops += c["flops"]
+    rows, unmatched = [], 0.0
+    for name, (ms, n) in table.items():
+        if name not in per_launch:
+            if kind_of(name) == "triton":
+                unmatched += ms
+            continue
+        sites = per_launch[name]
+        moved = sum(sites) / len(sites) * n  # bytes an iteration (sites of one function alike)
+        floor = moved / PEAK_BYTES_S * 1e3
+        rows.append(
+            {
+                "kernel": name,
+                "ms": round(ms, 4),
+                "launches": round(n, 2),
+                "gb_s": round(moved / (ms * 1e-3) / 1e9, 1) if ms else None,
+                "of_peak": round(moved / (ms * 1e-3) / PEAK_BYTES_S, 3) if ms else None,
+                "ms_above_floor": round(ms - floor, 4),
+            }
+        )
+    rows.sort(key=lambda r: -r["ms_above_floor"])
+    dense_ms = sum(
+        ms for name, (ms, _) in table.items() if kind_of(name) in ("gemm", "convolution")
+    )
+    generated_ms = sum(r["ms"] for r in rows)
+    return {
+        "generated_ms": round(generated_ms, 3),
+        "generated_floor_ms": round(generated_ms - sum(r["ms_above_floor"] for r in rows), 3),
+        "generated_without_costs_ms": round(unmatched, 3),
+        "furthest": rows[:15],
+        "dense": {
+            "ms": round(dense_ms, 3),
+            "tflops": round(flops / (dense_ms * 1e-3) / 1e12, 1) if dense_ms else None,
+            "of_peak": round(flops / (dense_ms * 1e-3) / peak_flops, 3) if dense_ms else None,
+            "gflop_per_iter": round(flops / 1e9, 1),
         },
     }
 
@@ -247,6 +319,10 @@ def variants(
         torch.cuda.reset_peak_memory_stats()
         result[label].update(measure(call(label), iters=10 if task == "infer" else 5))
         result[label]["peak_mb"] = torch.cuda.max_memory_allocated() / 2**20
+        table = result[label].pop("table")
+        if label == "torchkiln":
+            peak = PEAK_FLOPS["fp32" if task == "infer" and dtype == torch.float32 else "bf16"]
+            result[label]["limits"] = limits(table, load_costs(debug), peak)
     if host_profile is not None:
         # Where torchkiln's host time goes (Python wrapper, guards, autograd glue): a step that is
         # slower in wall time than in kernel time is launch/host bound, and this says on what.
@@ -308,6 +384,24 @@ def report(model: str, task: str, result: dict[str, Any]) -> str:
         lines.append(f"--- top kernels, {label} (ms/iter, launches/iter, kind)")
         for name, ms, n, kind in r["top"][:18]:
             lines.append(f"  {ms:8.3f} {n:6.1f} {kind:12s} {name}")
+    lim = result.get("torchkiln", {}).get("limits")
+    if lim:
+        dense = lim["dense"]
+        lines.append(
+            f"--- torchkiln against the H200's limits: generated kernels {lim['generated_ms']:.3f}"
+            f" ms/iter, {lim['generated_floor_ms']:.3f} at 4.3 TB/s"
+            f" ({lim['generated_without_costs_ms']:.3f} ms without a cost record); matmuls and"
+            f" convolutions {dense['gflop_per_iter']} GFLOP in {dense['ms']:.3f} ms:"
+            f" {dense['tflops']} TFLOP/s ({dense['of_peak']} of the peak)"
+        )
+        lines.append(
+            "  furthest from the bandwidth (ms/iter, launches, GB/s, of 4.3 TB/s, ms above)"
+        )
+        for row in lim["furthest"]:
+            lines.append(
+                f"  {row['ms']:8.3f} {row['launches']:6.1f} {row['gb_s']!s:>8} "
+                f"{row['of_peak']!s:>6} {row['ms_above_floor']:8.3f}  {row['kernel']}"
+            )
     return "\n".join(lines)
 
 

@@ -12,6 +12,10 @@ folder already there gets a ``.1``, ``.2`` ... suffix, so runs never overwrite e
     fusion_<part>.txt        every fusion decision: accepted, and rejected with the reason
     wrapper_<part>.py        the generated wrapper (C++ or Triton code generator alike)
     kernels_<part>/          each generated kernel's source, named after the kernel
+    costs_<part>.json        each step's floor: the bytes a kernel must move, the FLOPs of an
+                             extern matmul or convolution (loop-ir's ``costs.py``), with the
+                             function each launch site launches: a profile's times divided by
+                             them are achieved bandwidth and FLOP/s
     guards.py                the capture entry's generated guard check (torchkiln.compile only)
     timing.json              seconds per phase (summed, and per part), compile seconds, graph
                              cache verdict
@@ -158,6 +162,11 @@ class GraphDump:
         paths[f"{part}.fusion"] = self.write(f"fusion_{part}.txt", compiled.fusion_text())
         paths[f"{part}.wrapper"] = self.write(f"wrapper_{part}.py", compiled.wrapper_source or "")
         kernels = list(getattr(compiled, "kernels", ()) or ())
+        scheduled = getattr(compiled, "scheduled", None)
+        if scheduled is not None:
+            paths[f"{part}.costs"] = self.write(
+                f"costs_{part}.json", json.dumps(_costs(scheduled, kernels), indent=1)
+            )
         for number, kernel in enumerate(kernels):
             name = _safe(str(getattr(kernel, "name", "") or f"kernel{number}"))
             suffix = Path(getattr(kernel, "path", "") or "").suffix or ".txt"
@@ -196,6 +205,20 @@ class GraphDump:
 
     def failure(self, reason: str) -> str:
         return self.write("failure.txt", reason)
+
+
+def _costs(scheduled: Any, kernels: list[Any]) -> list[dict[str, Any]]:
+    """loop-ir's ``step_costs`` of a schedule, each kernel's record with the function its
+    launch site launches (codegen-triton names functions from their text: a profiler shows
+    that name), where the backend names one."""
+    from torchkiln_loop_ir.costs import step_costs
+
+    functions = {str(getattr(k, "name", "")): getattr(k, "function_name", None) for k in kernels}
+    records = step_costs(scheduled)
+    for record in records:
+        if record["kind"] == "kernel" and functions.get(record["name"]):
+            record["function"] = functions[record["name"]]
+    return records
 
 
 def _launch_site_note(kernel: Any, kernels: list[Any]) -> str:
