@@ -48,6 +48,10 @@
 #   hf-full-padout, hf-full-fp32-padout   hf-full / hf-full-fp32 with
 #               LoopIROptions.pad_matmul_outputs_only (the vocabulary head written into a padded
 #               output, no per-call padded copy of its weight): peak memory and time against the default
+#   kernel-limits  torchkiln's kernels against the H200's limits, per model (gpu_kernel_profile.py
+#               --only torchkiln, hf then timm, MODELS / TASKS to narrow): each generated kernel's
+#               achieved bandwidth from the debug dump's costs_<part>.json, the kernels furthest
+#               from 4.3 TB/s first (ms above their floor), matmul and convolution TFLOP/s
 #   bert-train-host   where BERT's training step spends its host time (gpu_kernel_profile.py
 #               --host-profile, torchkiln only: cProfile of 5 steps and the host time of each ATen op)
 #   scale       BERT-base at full size (batch 16, seq 512, bf16 autocast): compile seconds and step
@@ -126,6 +130,13 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                       --options '{"loop_ir": {"pad_matmul_outputs_only": true}}' ;;
     hf-full-fp32-padout) bench hf-full-fp32-padout 560 --suite hf --size full --dtype float32 \
                            --repeat 6 --options '{"loop_ir": {"pad_matmul_outputs_only": true}}' ;;
+    kernel-limits) for suite_models in "hf:${MODELS:-bert,distilbert,gpt2,t5_encoder,llama}" \
+                       "timm:${TIMM_MODELS:-resnet50,mobilenetv3_large_100,vit_base_patch16_224,convnext_tiny,efficientnet_b0}"; do
+                     TRITON_INTERPRET=0 timeout ${LIMITS_LIMIT:-280} python3 benchmarks/gpu_kernel_profile.py \
+                       --hang-s $(( ${LIMITS_LIMIT:-280} - 5 )) --suite "${suite_models%%:*}" --models "${suite_models#*:}" \
+                       --tasks "${TASKS:-train}" --only torchkiln --out "$OUT/limits" 2>&1 \
+                       | tee -a "$OUT/limits.log" | awk '/^=====/ {print} /against the H200/ {n = 17} n && n--'
+                   done ;;
     bert-train-host) TRITON_INTERPRET=0 timeout ${HOST_LIMIT:-120} python3 benchmarks/gpu_kernel_profile.py \
                        --hang-s 115 --suite hf --models bert --tasks train --only torchkiln \
                        --host-profile --out "$OUT/bert-train-host" 2>&1 | grep -v "^  " | tail -8
