@@ -429,6 +429,12 @@ def main() -> None:
         action="store_true",
         help="also cProfile 5 torchkiln steps of each model and task into host-<suite>.txt",
     )
+    parser.add_argument(
+        "--no-tar",
+        action="store_true",
+        help="do not pack torchkiln's debug dump of each model and task (the device tool brings "
+        "back 8 files a call)",
+    )
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     out = Path(args.out)
@@ -460,6 +466,8 @@ def main() -> None:
             all_results[f"{name}/{task}"] = result
             print(report(name, task, result), flush=True)
             json_path.write_text(json.dumps(all_results, indent=1))
+            if args.no_tar:
+                continue
             tar = out / f"debug-{name}-{task}.tar.gz"
             with tarfile.open(tar, "w:gz") as t:
                 t.add(debug, arcname=f"{name}-{task}")

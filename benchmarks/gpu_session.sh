@@ -134,7 +134,7 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                        "timm:${TIMM_MODELS:-resnet50,mobilenetv3_large_100,vit_base_patch16_224,convnext_tiny,efficientnet_b0}"; do
                      TRITON_INTERPRET=0 timeout ${LIMITS_LIMIT:-280} python3 benchmarks/gpu_kernel_profile.py \
                        --hang-s $(( ${LIMITS_LIMIT:-280} - 5 )) --suite "${suite_models%%:*}" --models "${suite_models#*:}" \
-                       --tasks "${TASKS:-train}" --only torchkiln --out "$OUT/limits" 2>&1 \
+                       --tasks "${TASKS:-train}" --only torchkiln --no-tar --out "$OUT/limits" 2>&1 \
                        | tee -a "$OUT/limits.log" | awk '/^=====/ {print} /against the H200/ {n = 17} n && n--'
                    done ;;
     bert-train-host) TRITON_INTERPRET=0 timeout ${HOST_LIMIT:-120} python3 benchmarks/gpu_kernel_profile.py \
