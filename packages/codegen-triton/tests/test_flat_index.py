@@ -25,9 +25,23 @@ def test_layer_norm_grad_rows_become_linear():
     assert flat.rewrite(permuted) == permuted
 
 
+def test_channels_last_rows_merge_while_the_x_variables_stay():
+    # batch-norm statistics over a channels-last [64, 256, 56, 56] image, split in 128 chunks:
+    # x = [128 chunks, 256 channels], r = [28, 56] rows of a chunk. The x side alone keeps a
+    # division (x0 is xindex // 256), so the whole rewrite is refused; the r side merges
+    flat = FlatIndex([128, 256], [28, 56])
+    index = X[1] + 256 * R[1] + 14336 * R[0] + 401408 * X[0]
+    assert flat.rewrite(index) == X[1] + 256 * RFLAT + 401408 * X[0]
+    # and the other way: x merges while a transposed r stays
+    flat = FlatIndex([4, 8], [3, 5])
+    index = 8 * X[0] + X[1] + 32 * R[1] + 160 * R[0] + 7 * R[0]
+    out = flat.rewrite(index)
+    assert XFLAT in out.free_symbols and not out.has(FloorDiv, ModularIndexing)
+
+
 def test_rewrite_matches_the_original_everywhere():
     rng = random.Random(7)
-    kept = linear = 0
+    kept = linear = mixed = 0
     for _ in range(60):
         xr = [rng.choice([1, 2, 3, 4]) for _ in range(rng.choice([1, 2]))]
         rr = [rng.choice([1, 2, 3, 5]) for _ in range(rng.choice([1, 2, 3]))]
@@ -43,6 +57,7 @@ def test_rewrite_matches_the_original_everywhere():
         out = FlatIndex(xr, rr).rewrite(index)
         kept += out == index
         linear += not out.has(FloorDiv, ModularIndexing)
+        mixed += bool(out.free_symbols & set(xs + rs)) and bool(out.free_symbols & {XFLAT, RFLAT})
         for xp in itertools.product(*(range(n) for n in xr)):
             for rp in itertools.product(*(range(n) for n in rr)):
                 at = dict(zip(xs + rs, xp + rp))
@@ -60,4 +75,4 @@ def test_rewrite_matches_the_original_everywhere():
                     xr,
                     rr,
                 )
-    assert kept > 5 and linear > 20
+    assert kept > 5 and linear > 20 and mixed > 0

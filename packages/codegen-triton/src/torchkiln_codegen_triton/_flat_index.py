@@ -6,7 +6,9 @@ and a remainder per element, and an address whose contiguity Triton's analysis c
 through them. For data laid out in the order of the ranges that is just ``768*rindex``.
 ``FlatIndex.rewrite`` substitutes each variable by its quotient/remainder of the flat index and
 lets loop-ir's ``simplify_index`` merge quotient and remainder pairs back; the result is used
-only when no division of a flat index is left (otherwise the address stays as it was).
+only when no division of a flat index is left. Where one is, each side is tried alone: the r
+variables merged into ``rindex`` while the x variables stay as they were, or the other way
+(otherwise the address stays as it was).
 """
 
 from __future__ import annotations
@@ -69,8 +71,29 @@ class FlatIndex:
 @functools.lru_cache(maxsize=1 << 14)
 def _rewritten(key: tuple[tuple, tuple], index: sympy.Expr) -> sympy.Expr:
     subs, ranges = dict(key[0]), dict(key[1])
+    whole = _merged(index, subs, ranges)
+    if whole is not None:
+        return whole
+    # one side at a time, where the other keeps a division: a channels-last reduction's
+    # ``x1 + 256*r1 + 14336*r0 + 401408*x0`` is ``x1 + 256*rindex + 401408*x0`` (its x
+    # variables, ``xindex % 256`` and ``xindex // 256``, stay as they were)
+    out = index
+    for flat in (RFLAT, XFLAT):
+        side = {v: e for v, e in subs.items() if flat in e.free_symbols}
+        divides = any(not isinstance(e, sympy.Symbol) for e in side.values())  # else a rename
+        merged = _merged(out, side, ranges) if divides and out.free_symbols & side.keys() else None
+        if merged is not None:
+            out = merged
+    return out
+
+
+def _merged(
+    index: sympy.Expr, subs: dict[sympy.Symbol, sympy.Expr], ranges: dict[sympy.Symbol, sympy.Expr]
+) -> sympy.Expr | None:
+    """``index`` with ``subs`` substituted and simplified, or None when a division of a flat
+    index is left."""
     flat = simplify_index(index.subs(subs, simultaneous=True), ranges)
     divided = any(
         f.args[0].free_symbols & {XFLAT, RFLAT} for f in flat.atoms(FloorDiv, ModularIndexing)
     )
-    return index if divided else flat
+    return None if divided else flat
