@@ -157,17 +157,18 @@ class Scheduler:
         out.discard(g)
         return out
 
-    def _creates_cycle(self, a: FusedGroup, b: FusedGroup) -> bool:
-        """Is there a path a -> X -> ... -> b (or b -> ... -> a) through another group X?
+    def _cycle_through(self, a: FusedGroup, b: FusedGroup) -> FusedGroup | None:
+        """A group X on a path a -> X -> ... -> b (or b -> ... -> a), or None.
 
         Such an X would have to run both after and before the fused kernel. X exists iff a
-        direct predecessor of the later end, other than the earlier end, descends from it.
+        direct predecessor of the later end, other than the earlier end, descends from it
+        (that predecessor is returned: the last group on the path before the later end).
         """
         for src, dst in ((a, b), (b, a)):
-            for p in self.group_preds(dst):
+            for p in sorted(self.group_preds(dst), key=lambda g: g.order):
                 if p is not src and p.ancestors & src.mask:
-                    return True
-        return False
+                    return p
+        return None
 
     # -- legality -----------------------------------------------------------------------------
     def plan(self, nodes: Sequence[SchedulerNode]) -> GroupPlan | FusionDecision:
@@ -191,8 +192,12 @@ class Scheduler:
             return FusionDecision(False, "extern kernels are not fused")
         if any(getattr(n, "is_scatter", False) for n in a.nodes + b.nodes):
             return FusionDecision(False, "scatter nodes update a buffer in place and are not fused")
-        if self._creates_cycle(a, b):
-            return FusionDecision(False, "fusing would create a cycle through another node")
+        between = self._cycle_through(a, b)
+        if between is not None:
+            what = "an extern call" if between.is_extern else "a kernel"
+            return FusionDecision(
+                False, f"fusing would create a cycle through {what} between them ({between.names})"
+            )
         if not _share_a_buffer(a, b) and not (_launch_bound(a) and _launch_bound(b)):
             return FusionDecision(
                 False,

@@ -14,6 +14,9 @@ from typing import Any
 
 #: at most this many unfused producer/consumer pairs are listed per graph part (largest first)
 MAX_VERTICAL_HINTS = 5
+#: how loop-ir's scheduler begins the reason of a pair with a path between them through another
+#: group (``Scheduler.can_fuse``): counted in one line, not listed
+CYCLE = "fusing would create a cycle through"
 
 
 def graph_hints(part: str, compiled: Any) -> list[str]:
@@ -26,6 +29,7 @@ def graph_hints(part: str, compiled: Any) -> list[str]:
         )
     records = getattr(getattr(compiled, "scheduled", None), "fusion_log", ()) or ()
     vertical = []
+    apart = 0  # pairs with another kernel or extern call between them: no fusion can join them
     for record in records:
         if not getattr(record, "first", ""):
             hints.append(f"{part}: fusion stopped early: {record.reason}")
@@ -33,6 +37,9 @@ def graph_hints(part: str, compiled: Any) -> list[str]:
         if record.accepted:
             continue
         category, saved = record.score[0], record.score[1]
+        if category in (2, 3) and record.reason.startswith(CYCLE):
+            apart += 1
+            continue
         if category == 3:
             hints.append(
                 f"{part}: unfused reduction {record.first} -> {record.second} ({saved} bytes "
@@ -50,6 +57,13 @@ def graph_hints(part: str, compiled: Any) -> list[str]:
         hints.append(
             f"{part}: {len(vertical) - MAX_VERTICAL_HINTS} more unfused producer/consumer pairs "
             "(see the fusion log)"
+        )
+    if apart:
+        hints.append(
+            f"{part}: {apart} unfused producer/consumer pair(s) with another kernel or extern call "
+            "between them (a matmul between a residual add and the next one, say): one kernel "
+            "would have to run before and after it, so no fusion can join them (see the fusion "
+            "log)"
         )
     return hints
 

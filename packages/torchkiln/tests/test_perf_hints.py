@@ -1,0 +1,30 @@
+"""Perf hints of a compiled graph: a producer/consumer pair that another node separates (a
+matmul between a layer norm's output and the residual add reading it again) is counted in one
+line that says no fusion can join it, naming nothing to do; the fusion log keeps each pair with
+the group between."""
+
+from __future__ import annotations
+
+import torch
+import torchkiln
+from torchkiln.perf_hints import CYCLE
+
+
+def _f(x, w):
+    h = torch.nn.functional.layer_norm(x, (64,)) + 1.0
+    y = h @ w
+    return (y + h).relu().sum(-1)
+
+
+def test_pairs_separated_by_a_matmul_are_one_line_not_a_list(tmp_path):
+    compiled = torchkiln.compile(_f, options={"strict": True, "debug_dir": str(tmp_path)})
+    for _ in range(2):  # fresh inputs each call
+        x, w = torch.randn(32, 64), torch.randn(64, 64)
+        torch.testing.assert_close(compiled(x, w), _f(x, w))
+    (graph,) = torchkiln.report(compiled).graphs
+    apart = [h for h in graph.perf_hints if "no fusion can join them" in h]
+    assert len(apart) == 1 and apart[0].startswith("forward: ")
+    assert not any(CYCLE in h for h in graph.perf_hints)  # none listed one by one
+    log = (tmp_path / "_f_0" / "fusion_forward.txt").read_text()
+    # the log names what lies between: the matmul, an extern call
+    assert f"{CYCLE} an extern call between them" in log
