@@ -72,6 +72,30 @@ def test_a_convolutions_flops():
     assert flops == [2 * (2 * 6 * 10 * 10) * (4 * 3 * 3)]
 
 
+def test_a_padded_output_matmul_counts_its_unpadded_columns():
+    # pad_mm's extern (a vocabulary head written into a wider output): a [M, K] @ [K, N]
+    import sympy
+    from torchkiln_loop_ir import pad_mm  # noqa: F401  (defines torchkiln::mm_padded_n)
+    from torchkiln_loop_ir.backend import BufferRef, BufferSpec, ExternCall
+    from torchkiln_loop_ir.costs import extern_flops
+
+    def spec(name, *size):
+        stride = [sympy.Integer(1)]
+        for s in reversed(size[1:]):
+            stride.insert(0, stride[0] * s)
+        return BufferSpec(name, torch.bfloat16, torch.device("cpu"), size, tuple(stride))
+
+    m, k, n = 64, 96, 50257
+    buffers = {b.name: b for b in (spec("a", m, k), spec("b", k, n), spec("out", m, n + 7))}
+    call = ExternCall(
+        torch.ops.torchkiln.mm_padded_n.default,
+        (None, BufferRef("a"), BufferRef("b"), n + 7),
+        {},
+        ("out",),
+    )
+    assert extern_flops(call, buffers) == 2 * m * k * n
+
+
 def test_symbolic_sizes_give_no_figure():
     def f(x):
         return (x.sin() + 1,)

@@ -46,8 +46,9 @@ def kernel_bytes(spec: KernelSpec) -> int | None:
     return total
 
 
-#: matmul-like ATen ops: the positions of their two operands among the call's arguments
-_MATMULS = {"mm": (0, 1), "addmm": (1, 2), "bmm": (0, 1), "baddbmm": (1, 2)}
+#: matmul-like ATen ops (and ``pad_mm``'s padded-output one): the positions of their two
+#: operands among the call's arguments
+_MATMULS = {"mm": (0, 1), "addmm": (1, 2), "bmm": (0, 1), "baddbmm": (1, 2), "mm_padded_n": (1, 2)}
 #: forward convolutions (ATen's and loop-ir's own extern ops): the position of the weight
 _CONVOLUTIONS = {
     "convolution": 1,
@@ -66,7 +67,7 @@ def _sizes(arg: Any, buffers: Mapping[str, BufferSpec]) -> tuple[Any, ...] | Non
 
 def extern_flops(call: ExternCall, buffers: Mapping[str, BufferSpec]) -> int | None:
     """Multiply-add FLOPs (2 a product) of ``call`` when it is a matmul (``mm``, ``addmm``,
-    ``bmm``, ``baddbmm``) or a forward convolution (ATen's, or loop-ir's channels-last and oneDNN
+    ``bmm``, ``baddbmm``, ``pad_mm``'s ``mm_padded_n``: its N unpadded) or a forward convolution (ATen's, or loop-ir's channels-last and oneDNN
     extern ops) of static sizes; None for anything else (attention, a convolution's backward)."""
     packet = getattr(call.op, "overloadpacket", call.op)
     name = str(getattr(packet, "__name__", call.op)).split(".")[-1]
