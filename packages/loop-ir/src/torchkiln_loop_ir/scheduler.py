@@ -165,9 +165,9 @@ class Scheduler:
         (that predecessor is returned: the last group on the path before the later end).
         """
         for src, dst in ((a, b), (b, a)):
-            for p in sorted(self.group_preds(dst), key=lambda g: g.order):
-                if p is not src and p.ancestors & src.mask:
-                    return p
+            hits = [p for p in self.group_preds(dst) if p is not src and p.ancestors & src.mask]
+            if hits:  # the earliest in program order: the same name in every run's log
+                return min(hits, key=lambda g: g.order)
         return None
 
     # -- legality -----------------------------------------------------------------------------
