@@ -477,3 +477,25 @@ def test_the_dtype_probe_leaves_integer_reshapes_and_indexing_in_the_graph():
     torch.testing.assert_close(compiled(ids, table), f(ids, table))
     report = torchkiln.report(compiled)
     assert report.num_graphs == 1 and not report.graph_breaks, report.graph_breaks
+
+
+@pytest.mark.parametrize("codegen", CODEGENS)
+@pytest.mark.parametrize("train", [False, True], ids=["infer", "train"])
+def test_an_unused_op_eager_refuses_for_its_dtype_raises(codegen, train):
+    """Seed 789177: ``bitwise_not`` of a float whose result nobody reads. Eager raises
+    NotImplementedError before looking at any element (an empty tensor too); the compiled graph
+    had dropped the dead node and returned. An integer input is valid, with eager's values."""
+
+    def f(x):
+        t = torch.bitwise_not(x + 1)  # noqa: F841 - unused: eager still refuses a float
+        return x.float().cos() * 2
+
+    compiled = torchkiln.compile(f, options={"codegen": codegen})
+    for x in (torch.randn(4, requires_grad=train), torch.zeros(0)):
+        _, want = _outcome(f, x)
+        assert isinstance(want, NotImplementedError)
+        _, got = _outcome(compiled, x)
+        assert type(got) is type(want) and str(got) == str(want), (want, got)
+    for i in (torch.arange(5), torch.randint(-9, 9, (7,))):
+        torch.testing.assert_close(compiled(i), f(i))
+    assert not torchkiln.report(compiled).eager_fallbacks

@@ -23,7 +23,7 @@ import torch
 from torch import fx
 
 from ._compat import tensor_nbytes
-from .checks import checks_its_data, keep_impure_or_checking
+from .checks import checks_its_inputs, keep_impure_or_checking
 from .errors import AOTError
 from .recompute_policy import banned_from_recompute
 
@@ -229,12 +229,13 @@ def _split(joint_gm, num_fwd_outputs: int, num_primals: int, saved: list[fx.Node
     primals, tangents = placeholders[:num_primals], placeholders[num_primals:]
     outs = _output_args(joint_gm)
     fw_outs, bw_outs = outs[:num_fwd_outputs], outs[num_fwd_outputs:]
-    # unused index ops of the forward still raise for a bad index in eager: the forward runs them
+    # unused index ops of the forward still raise for a bad index in eager (and ops for dtypes
+    # their kernels refuse): the forward runs them
     stop = set(primals)
     checks = [
         n
         for n in joint_gm.graph.nodes
-        if not n.users and checks_its_data(n) and not _ancestors([n], stop) & set(tangents)
+        if not n.users and checks_its_inputs(n) and not _ancestors([n], stop) & set(tangents)
     ]
     fw_gm = extract_graph(joint_gm, primals, fw_outs + saved, checks)
     driven = _backward_nodes(joint_gm, len(primals))
