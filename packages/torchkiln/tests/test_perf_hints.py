@@ -28,3 +28,29 @@ def test_pairs_separated_by_a_matmul_are_one_line_not_a_list(tmp_path):
     log = (tmp_path / "_f_0" / "fusion_forward.txt").read_text()
     # the log names what lies between: the matmul, an extern call
     assert f"{CYCLE} an extern call between them" in log
+
+
+def test_a_refused_reduction_is_one_hint_whatever_its_consumers_grow_into():
+    """The scheduler retries a refused reduction -> consumer pair as the consumer's group grows;
+    the hints name each reduction once."""
+    from types import SimpleNamespace
+
+    from torchkiln.perf_hints import graph_hints
+
+    def record(first, second, score=(3, 4096, -1), reason="scatter nodes are not fused"):
+        return SimpleNamespace(
+            first=first, second=second, accepted=False, score=score, reason=reason
+        )
+
+    log = [
+        record("buf7", "buf2"),
+        record("buf7", "buf2+buf3"),
+        record("buf7", "buf1+buf2+buf3"),
+        record("buf9", "buf4"),
+    ]
+    compiled = SimpleNamespace(fallbacks=(), scheduled=SimpleNamespace(fusion_log=log))
+    hints = graph_hints("backward", compiled)
+    assert [h.split(" (")[0] for h in hints] == [
+        "backward: unfused reduction buf7 -> buf2",
+        "backward: unfused reduction buf9 -> buf4",
+    ]

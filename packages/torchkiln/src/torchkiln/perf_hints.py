@@ -30,6 +30,7 @@ def graph_hints(part: str, compiled: Any) -> list[str]:
     records = getattr(getattr(compiled, "scheduled", None), "fusion_log", ()) or ()
     vertical = []
     apart = 0  # pairs with another kernel or extern call between them: no fusion can join them
+    reduced: set[str] = set()  # reductions already hinted: one line each, not one a consumer group
     for record in records:
         if not getattr(record, "first", ""):
             hints.append(f"{part}: fusion stopped early: {record.reason}")
@@ -41,6 +42,11 @@ def graph_hints(part: str, compiled: Any) -> list[str]:
             apart += 1
             continue
         if category == 3:
+            # the scheduler retries a refused reduction with each group its consumer grows
+            # into (buf1 -> buf2, then -> buf2+buf3): the first, largest-scored, says it
+            if record.first in reduced:
+                continue
+            reduced.add(record.first)
             hints.append(
                 f"{part}: unfused reduction {record.first} -> {record.second} ({saved} bytes "
                 f"written and read back): {record.reason}"
