@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import torch
 import torchkiln
-from torchkiln.perf_hints import CYCLE
+from torchkiln_loop_ir.scheduler import CYCLE_REASON as CYCLE
 
 
 def _f(x, w):

@@ -19,12 +19,11 @@ from typing import Any
 import sympy
 
 from .backend import BufferRef, BufferSpec, ExternCall, KernelSpec, ScheduledGraph
+from .ir import product
 
 
 def _numel(sizes: Sequence[Any]) -> int | None:
-    n = sympy.Integer(1)
-    for s in sizes:
-        n = n * sympy.sympify(s)
+    n = sympy.sympify(product(sizes))
     return int(n) if n.is_Integer else None
 
 

@@ -32,6 +32,9 @@ __all__ = [
 ]
 
 
+#: how ``Scheduler.can_fuse`` begins the reason of a pair with another group on a path between
+#: them (no fusion can ever join them: the meta-package's perf hints count these apart)
+CYCLE_REASON = "fusing would create a cycle through"
 #: score category -> its name in the fusion log
 FUSION_KINDS = {3: "reduction-epilogue", 2: "vertical", 1: "horizontal"}
 
@@ -195,9 +198,7 @@ class Scheduler:
         between = self._cycle_through(a, b)
         if between is not None:
             what = "an extern call" if between.is_extern else "a kernel"
-            return FusionDecision(
-                False, f"fusing would create a cycle through {what} between them ({between.names})"
-            )
+            return FusionDecision(False, f"{CYCLE_REASON} {what} between them ({between.names})")
         if not _share_a_buffer(a, b) and not (_launch_bound(a) and _launch_bound(b)):
             return FusionDecision(
                 False,

@@ -12,11 +12,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from torchkiln_loop_ir.scheduler import CYCLE_REASON
+
 #: at most this many unfused producer/consumer pairs are listed per graph part (largest first)
 MAX_VERTICAL_HINTS = 5
-#: how loop-ir's scheduler begins the reason of a pair with a path between them through another
-#: group (``Scheduler.can_fuse``): counted in one line, not listed
-CYCLE = "fusing would create a cycle through"
 
 
 def graph_hints(part: str, compiled: Any) -> list[str]:
@@ -38,7 +37,7 @@ def graph_hints(part: str, compiled: Any) -> list[str]:
         if record.accepted:
             continue
         category, saved = record.score[0], record.score[1]
-        if category in (2, 3) and record.reason.startswith(CYCLE):
+        if category in (2, 3) and record.reason.startswith(CYCLE_REASON):
             apart += 1
             continue
         if category == 3:
