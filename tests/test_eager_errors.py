@@ -273,6 +273,30 @@ def test_inplace_add_of_a_reshaped_view_with_a_size_one_dim_is_eagers(layout):
     assert not torchkiln.report(compiled).eager_fallbacks
 
 
+@pytest.mark.parametrize("codegen", CODEGENS)
+@pytest.mark.parametrize("rows", [3, 6], ids=["one-row-view", "two-row-view"])
+def test_inplace_add_of_a_reshaped_view_of_an_intermediate_is_eagers(rows, codegen):
+    """Fuzz seed 791219: ``t3 = (x - 2)[1:-1:3]; t4 = t3.reshape(t3.shape[0], -1);
+    t4.add_(t3)``. For 3 rows, t3 is [1, 5] with strides (15, 1) and eager's reshape gives t4
+    (5, 1): eager raises. Fake tensors keep (15, 1); the views a graph break hands on are
+    rebuilt from the intermediate with eager's strides on their size-1 dims, so Python's check
+    raises as eager's. For 6 rows, t3 is [2, 5] (no size-1 dim): the add computes."""
+
+    def f(x):
+        t0 = x - 2.0
+        t2 = torch.cat([t0, x], 0)
+        t3 = t0[1:-1:3]
+        t4 = t3.reshape(t3.shape[0], -1)
+        t4.add_(t3)
+        return t2.amin(dim=1), t4 * 3
+
+    compiled = torchkiln.compile(f, options={"codegen": codegen})
+    for _ in range(2):
+        want_err = _call_matches_eager(f, compiled, torch.randn(rows, 5))
+    assert (want_err is not None) == (rows == 3)  # both eager outcomes were checked
+    assert not torchkiln.report(compiled).eager_fallbacks
+
+
 def test_inplace_full_overlap_is_compiled():
     """The same view on both sides is allowed by eager (``x.add_(x)``) and stays in the graph."""
 

@@ -298,15 +298,17 @@ def _viewed_placeholder(node: Any, values: dict, placeholders: list) -> int | No
 def with_eager_size_one_strides(
     fn, args: Sequence[Any], aliases: tuple[OutputAlias, ...]
 ) -> tuple[OutputAlias, ...]:
-    """``aliases`` with eager's strides on the dims of size 1 of each view of an input.
+    """``aliases`` with eager's strides on the dims of size 1 of each view of an input or of
+    another output.
 
     A fake tensor's ``view`` computes those strides in Python, not always as eager's C++ does
     (a [1, 5] tensor with strides (1, 1) viewed as [1, 5]: (1, 1) on fakes, (5, 1) in eager).
     They address no memory, but eager's in-place ops compare them (its overlap check raised for
     ``t = x.reshape(1, -1); t.add_(x)`` after a graph break handed ``t`` on, and the rebuilt
-    view let it pass). Meta tensors run eager's C++ view code: one run on meta copies of the
-    inputs gives the strides; any failure (data-dependent ops) keeps the fake ones."""
-    wanted = [a for a in aliases if not a.is_input and not a.of_output and 1 in a.size]
+    view let it pass; the same for views of an intermediate, ``t = (x - 2)[1:2]``). Meta
+    tensors run eager's C++ view code: one run on meta copies of the inputs gives the strides;
+    any failure (data-dependent ops) keeps the fake ones."""
+    wanted = [a for a in aliases if not a.is_input and 1 in a.size]
     if not wanted:
         return aliases
     try:
