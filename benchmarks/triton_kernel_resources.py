@@ -108,7 +108,7 @@ def _loops(sass: str, show: bool = False) -> list[dict[str, int]]:
     """Each loop of a SASS listing (a branch back to an earlier address, up to it), in order:
     its instructions, and how many are MUFU, global loads and global stores (``show``: each
     loop's instructions printed too)."""
-    rows = [(int(m[1], 16), m[2]) for m in re.finditer(r"/\*([0-9a-f]{4})\*/\s*([^;]*);", sass)]
+    rows = [(int(m[1], 16), m[2]) for m in re.finditer(r"/\*([0-9a-f]{4,6})\*/\s*([^;]*);", sass)]
     out = []
     for addr, text in rows:
         target = re.search(r"\bBRA\b.*?0x([0-9a-f]+)", text)
@@ -160,7 +160,7 @@ def _resources(compiled, per_thread: int, show_sass: bool = False) -> str:
             for lp in loops
         )
     else:
-        total = len(re.findall(r"/\*[0-9a-f]{4}\*/", sass))
+        total = len(re.findall(r"/\*[0-9a-f]{4,6}\*/", sass))
         mix = f"no loop, {total / per_thread:.1f}/value"
     return (
         f"regs {regs[1] if regs else '?'} spill bytes {local[1] if local else '?'} "

@@ -366,3 +366,85 @@ def test_walked_lanes_counts_the_walks_blocks(rnumel, rblock, vec):
         range(max(inner, first), rnumel + vec - 1, rblock),
     )
     assert walked_lanes(rnumel, rblock, vec) == sum(len(r) for r in loops) * rblock
+
+
+def _whole(rblock: int, **kw) -> TritonOptions:
+    """Rows that would loop (``_looped``) held whole from their aligned start instead."""
+    return TritonOptions(
+        persistent_rnumel=256,
+        looped_rblock=256,
+        split_max_chunks=1,
+        walked_rows_whole=rblock,
+        **kw,
+    )
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+@pytest.mark.parametrize(
+    "fn", [_softmax, _log_softmax, _layer_norm, _cross_entropy], ids=FN_IDS[:2] + FN_IDS[4:5] + ["xent"]
+)
+def test_whole_rows_walked(fn, dtype):
+    """``TritonOptions.walked_rows_whole``: a 2-byte row a looped kernel would read twice is
+    one persistent block from its aligned start (rows of 1025 in a block of 2048; 1, 3 and 7
+    rows; a slice at an odd offset and stride), and matches eager."""
+    options = _whole(2048)
+    makes = [None, _sliced(3, 11, dtype)]
+    for rows, make in zip((1, 3, 7), makes + [None]):
+        cg = _compile(fn, _inputs(fn, rows, 1025, dtype, make), options)
+        walked = [k for k in cg.kernels if k.config.walked]
+        if fn in (_layer_norm, _cross_entropy) and not walked:
+            # a kernel that reads its rows once (layer norm's statistics are Welford's, one
+            # r-loop; cross-entropy's loss sums its log-probabilities in one pass) keeps the
+            # looped walk
+            assert _walked(cg) and all(k.config.looped for k in cg.kernels if WALK in k.source)
+        else:
+            assert walked and all(not k.config.looped and WALK in k.source for k in walked)
+        for _ in range(2):
+            _check(cg, fn, _inputs(fn, rows, 1025, dtype, make), dtype)
+
+
+@pytest.mark.parametrize("width", [1025, 1023])
+def test_whole_rows_keep_neighbours_out(width):
+    """The whole-row block loads from the vector boundary before the row's start and up to the
+    one after its end: the neighbours' values stay out of the row's max and sum (row i near
+    100 * i, as ``test_neighbouring_rows_stay_out``), and its stores leave them unchanged
+    (``torch.equal`` of the softmax of rows whose neighbours would dominate it)."""
+    rows = 7
+
+    def make():
+        return (torch.randn(rows, width) + 100 * torch.arange(rows)[:, None]).to(torch.bfloat16)
+
+    cg = _compile(_softmax, (make(),), _whole(2048))
+    assert [k for k in cg.kernels if k.config.walked]
+    for _ in range(2):
+        x = make()
+        _check(cg, _softmax, (x,), torch.bfloat16)
+        assert ((cg(x)[0].float().sum(-1) - 1).abs() < 0.05).all()
+
+
+def test_whole_rows_need_the_block_to_cover_the_shift():
+    """A row of 2045 bfloat16 values needs 2052 positions from its aligned start: a block of
+    2048 cannot hold it, so ``walked_rows_whole=2048`` keeps the loop, and 4096 holds it; a
+    float32 row, and the option at 0, keep the loop too."""
+    x = torch.randn(3, 2045, dtype=torch.bfloat16)
+    cases = [
+        (x, _whole(2048), False),
+        (x, _whole(4096), True),
+        (x.float(), _whole(4096), False),
+        (x, _whole(0), False),
+    ]
+    for inp, options, walked in cases:
+        cg = _compile(_softmax, (inp,), options)
+        assert any(k.config.walked for k in cg.kernels) == walked, options
+        _check(cg, _softmax, (torch.randn_like(inp),), inp.dtype)
+
+
+def test_whole_rows_of_gpt2s_vocabulary():
+    """Rows of 50257 bfloat16 in one block of 65536 (``walked_rows_whole=65536``, the size the
+    option is for), against eager."""
+    options = TritonOptions(split_max_chunks=1, walked_rows_whole=65536)
+    make = lambda: (torch.randn(2, 50257, dtype=torch.bfloat16) * 3,)  # noqa: E731
+    cg = _compile(_softmax, make(), options)
+    (kernel,) = [k for k in cg.kernels if k.config.walked]
+    assert kernel.config.rblock == 65536 and kernel.config.num_warps == 16
+    _check(cg, _softmax, make(), torch.bfloat16)

@@ -174,6 +174,47 @@ def test_softmax_multiplies_by_the_reciprocal_of_its_sum(dtype):
         _check_fp64(cg, _softmax, make())
 
 
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=["f32", "bf16"])
+def test_persistent_softmax_multiplies_by_the_reciprocal_of_its_sum(dtype):
+    """A persistent softmax (rows of 1000 in one block) multiplies by 1 / sum too: the handler
+    follows max(x), x - max, exp and its sum by name. Rows of -inf, +inf and NaN (the sum is
+    NaN, so are the outputs, as eager's) and rows of large and tiny spread, against eager
+    and float64. A sum of exp(x - 1) (not the row's max) keeps its division."""
+    width = 1000
+    inf = float("inf")
+
+    def make():
+        x = torch.randn(6, width, dtype=dtype) * 3
+        x[1] = x[1] * 1e-3 + 50.0
+        x[2] = x[2] * 30.0
+        x[3] = -inf
+        x[4, 7] = inf
+        x[5, 11] = float("nan")
+        return (x,)
+
+    cg = _compile(_softmax, make())
+    (kernel,) = cg.kernels
+    src = kernel.source
+    assert not kernel.config.looped
+    inv = re.search(r"(tmp\d+) = 1\.0 / (tmp\d+)\n", src)
+    assert inv is not None and f"* {inv.group(1)}" in src, src
+    for _ in range(2):
+        x = make()
+        torch.testing.assert_close(cg(*x)[0], _softmax(*x)[0], equal_nan=True)
+    finite = _compile(_softmax, (make()[0][:3].clone(),))
+    for _ in range(2):
+        _check_fp64(finite, _softmax, (make()[0][:3].clone(),))
+
+    def shifted(x):
+        e = torch.exp(x - 1.0)
+        return (e / e.sum(-1, keepdim=True),)
+
+    cg = _compile(shifted, (torch.randn(4, width, dtype=dtype),))
+    assert not re.search(r"= 1\.0 / tmp", cg.kernels[0].source)
+    x = (torch.randn(4, width, dtype=dtype),)
+    torch.testing.assert_close(cg(*x)[0], shifted(*x)[0])
+
+
 @pytest.mark.parametrize(
     "dtype", [torch.float32, torch.bfloat16, torch.float16], ids=["f32", "bf16", "f16"]
 )

@@ -51,6 +51,11 @@ layout whose row length is a known integer of at least ``MIN_RNUMEL`` and which 
 access contiguous along the row, unless the rows already start on a vector boundary and their
 length is a multiple of 16 (then the plain loop vectorises). Persistent kernels keep one
 masked block per row. ``TritonOptions.aligned_rows`` turns it off, for comparison.
+
+Whole rows (``AlignedWalk.whole_row``, ``TritonOptions.walked_rows_whole``): a persistent kernel
+of one row a program whose RBLOCK covers the row and its shift (``rnumel + vec - 1``
+positions) takes the same aligned start and the last block's masks over its one block: the
+row is loaded as vectors, held in registers, and stored as vectors plus its edge lanes.
 """
 
 from __future__ import annotations
@@ -110,6 +115,26 @@ class AlignedWalk:
         off = sympy.expand(start - self.base)
         row = "rrow" if off == 0 else f"(rrow + ({texpr(off)}))"
         return f"{arg} + ({row} + rpos)"
+
+    def whole_row(self, r_shape: str) -> list[str]:
+        """The lines that define a persistent kernel's row masks when its one block covers the
+        whole row from the aligned start (positions ``[0, RBLOCK)``, at least ``rnumel + vec -
+        1`` of them, asserted at compile time): ``rmask`` the row's lanes, ``rload`` whole
+        vectors from the aligned start to the vector boundary at or after the row's end (as the
+        last block's, ``load_masks``), ``rstore`` the whole vectors inside the row and
+        ``redge`` the rest of ``rmask`` (``store_masks``)."""
+        span, vec = self.rnumel + self.vec - 1, self.vec
+        _, tail_load = self.load_masks("RBLOCK", r_shape)
+        return [
+            f"tl.static_assert(RBLOCK >= {span}, 'a walked row needs RBLOCK >= {span}')",
+            "rpos = rbase",
+            "rindex = rpos - rshift",
+            # the row's lanes from per-row bounds: no subtraction a lane
+            f"rmask = (rpos >= rshift) & (rpos < rshift + {self.rnumel})",
+            tail_load,
+            f"rstore = (rpos >= {vec}) & (rpos < (rshift + {self.rnumel}) // {vec} * {vec})",
+            "redge = rmask & ~rstore",
+        ]
 
     def loops(self, body: Sequence[str], rlines: Sequence[str], r_shape: str) -> list[str]:
         """A looped stage's ``body`` as the three loops of the walk (indented for the kernel).
@@ -246,9 +271,11 @@ def aligned_plan(
     split: bool,
     layout: BlockLayout,
     enabled: bool,
+    whole: bool = False,
 ) -> AlignedWalk | None:
-    """The walk for ``spec`` (see the module docstring), or None for the plain r-loop."""
-    if not (enabled and looped and not split):
+    """The walk for ``spec`` (see the module docstring), or None for the plain r-loop;
+    ``whole``: a persistent kernel's one block per row (``AlignedWalk.whole_row``)."""
+    if not (enabled and (looped or whole) and not split):
         return None
     rows = _row_class(spec, layout)
     if rows is None or rows[0] is None:

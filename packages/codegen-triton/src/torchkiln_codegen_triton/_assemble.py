@@ -93,6 +93,7 @@ def generate(
     note: str = "",
     online: bool = True,
     xblock: int = 0,
+    walked: bool = False,
 ) -> GeneratedKernel:
     """The ``@triton.jit`` function(s) for ``spec`` (no module header). ``layout``: how a
     reduction's block is laid out (None: ``choose_layout`` decides from the accesses);
@@ -100,7 +101,9 @@ def generate(
     the kernel is persistent or looped (``Config.reason``), a comment at its top; ``online``:
     whether a looped softmax's max and sum of exp may share one r-loop (``_online.py``, also
     subject to ``options.online_softmax``); ``xblock``: the XBLOCK the kernel launches with
-    (``Config.xblock``; autotuning may double it), 0 when not known."""
+    (``Config.xblock``; autotuning may double it), 0 when not known; ``walked``: a persistent
+    kernel's rows are walked whole from their aligned starts (``Config.walked``: its RBLOCK
+    covers a row and its shift)."""
     interpret = interpreting() if interpret is None else interpret
     reduction = spec.is_reduction
     if layout is None:
@@ -110,7 +113,12 @@ def generate(
         spec, looped=looped and reduction, split=split, enabled=online and options.online_softmax
     )
     walk = aligned_plan(
-        spec, looped=looped and reduction, split=split, layout=layout, enabled=options.aligned_rows
+        spec,
+        looped=looped and reduction,
+        split=split,
+        layout=layout,
+        enabled=options.aligned_rows,
+        whole=walked and reduction and not looped,
     )
     args = (spec, looped, options, interpret, fn_name, layout, split, note)
     if plan is not None:
@@ -221,7 +229,9 @@ def _generate(
         stages = mixed_stages(spec, options) if xblock == 1 else 1  # one row an iteration
         source = _row_loop(spec, head, xlines, rhead, handler, stages)
         return GeneratedKernel(f"def {name}({', '.join(params)}):\n{source}")
-    if reduction and not looped:
+    if reduction and not looped and walk is not None:
+        head += ["    " + ln for ln in [*walk.whole_row(layout.r_shape), *rlines]]
+    elif reduction and not looped:
         head += ["    " + ln for ln in rhead]
     out = [f"def {name}({', '.join(params)}):", *head]
     for st in handler.stages:

@@ -118,6 +118,7 @@ class Config:
     partials: tuple[torch.dtype, ...] = ()
     maxnreg: int = 0
     rows: int = 0  # a mixed-order kernel's rows per program (its grid: xnumel / rows)
+    walked: bool = False  # persistent, each row walked whole from its aligned start (_aligned)
     reason: str = field(default="", compare=False)
 
     def programs(self, xnumel: int) -> int:
@@ -197,7 +198,13 @@ def heuristic_config(
     cfg = reduction_config(*sizes, transposed=layout.transposed, streams=streams)
     rnumel = sizes[1]
     long_rows = bool(options.reread_rnumel and rnumel and rnumel >= options.reread_rnumel)
-    if cfg.looped and not layout.transposed and on_vector_boundary(spec, layout):
+    whole = None
+    if cfg.looped and not layout.transposed and options.aligned_rows and rnumel:
+        walk = walked_rows(spec, layout) if options.walked_rows_whole else None
+        whole = walk and _walked_whole_config(spec, options, rnumel, walk)
+    if whole:
+        cfg = whole
+    elif cfg.looped and not layout.transposed and on_vector_boundary(spec, layout):
         # looped rows only: the check replays the kernel's bodies
         cfg = reduction_config(*sizes, streams=streams, vector_rows=True)
         if long_rows:
@@ -252,12 +259,7 @@ def _reread_config(
     ``TritonOptions.reread_rnumel``. Rows that ``walk`` (``_aligned.py``) takes half that RBLOCK
     when its blocks cover fewer positions past the row (rows of 50257 bfloat16: 7 blocks of
     8192 cover 57344 positions, 4 of 16384 cover 65536, the last nearly all past the row)."""
-    from ._eviction import reread_plan
-    from ._online import online_plan
-
-    plan = online_plan(spec, looped=True, split=False, enabled=options.online_softmax)
-    absorbed = None if plan is None else plan.stage + 1
-    if not reread_plan(spec, looped=True, split=False, absorbed=absorbed, enabled=True):
+    if not _reads_rows_twice(spec, options):
         return cfg
     # the same 32 KB of the row per iteration whatever its dtype: float32 rows at 16384 values
     # (16 a thread) ran at 75%, at 8192 at 88% (session 19)
@@ -285,6 +287,42 @@ def _reread_config(
         f"finds it in L2), at most {REREAD_REGISTERS} registers a thread (two programs a SM)"
     )
     return Config(1, rblock, 32, True, maxnreg=REREAD_REGISTERS, reason=why)
+
+
+def _walked_whole_config(
+    spec: KernelSpec, options: TritonOptions, rnumel: int, walk: AlignedWalk
+) -> Config | None:
+    """One persistent block per row, walked from its aligned start (``_aligned.AlignedWalk``'s
+    ``whole_row``), for rows of 2-byte values that a looped kernel would read in two r-loops,
+    when their walked positions (``rnumel + vec - 1`` rounded up to a power of two) are at most
+    ``options.walked_rows_whole``, at ``options.walked_rows_whole_warps`` (fewer for a short
+    row: at least 8 values a thread); None otherwise (the looped walk)."""
+    if not options.walked_rows_whole or widest_input_itemsize(spec) > 2:
+        return None
+    if not _reads_rows_twice(spec, options):
+        return None
+    rblock = _next_pow2(rnumel + walk.vec - 1)
+    if rblock > options.walked_rows_whole:
+        return None
+    # at most walked_rows_whole_warps, at least 8 values a thread (a short row, fewer warps)
+    warps = min(options.walked_rows_whole_warps, max(4, rblock // (32 * 8)))
+    why = (
+        f"persistent, walked: a row of {rnumel} 2-byte values (RBLOCK {rblock} from its aligned "
+        f"start) held whole at {warps} warps, one row a program: read from memory once, where "
+        "a loop reads it twice"
+    )
+    return Config(1, rblock, warps, False, walked=True, reason=why)
+
+
+def _reads_rows_twice(spec: KernelSpec, options: TritonOptions) -> bool:
+    """Whether ``spec``, looped, reads its rows in two r-loops (``_eviction.reread_plan``, after
+    the online softmax drops its sum's loop)."""
+    from ._eviction import reread_plan
+    from ._online import online_plan
+
+    plan = online_plan(spec, looped=True, split=False, enabled=options.online_softmax)
+    absorbed = None if plan is None else plan.stage + 1
+    return bool(reread_plan(spec, looped=True, split=False, absorbed=absorbed, enabled=True))
 
 
 def _full_size_inputs(spec: KernelSpec) -> list[BufferSpec]:

@@ -48,6 +48,7 @@ def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, C
             split=split,
             note=cfg.reason,
             xblock=cfg.xblock,
+            walked=cfg.walked,
         )
         kind = kernel_kind(
             reduction=spec.is_reduction,

@@ -112,6 +112,13 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         self.partials: list[torch.dtype] = []  # their dtypes, in parameter order
         self.online: OnlinePair | None = None  # a max and sum of exp to compute in one loop
         self._online_sum: TritonValue | None = None
+        # a persistent softmax's sum of exp(x - max(x)), traced by name through its ops
+        # (``is_sum_of_exp``): row max -> the value it is the max of, then x - max, its exp
+        # and that exp's row sum
+        self._max_of: dict[str, str] = {}
+        self._shifted: set[str] = set()
+        self._exp_shifted: set[str] = set()
+        self._sums_of_exp: set[str] = set()
         self._calls: dict[int, int] = {}  # ops.reduction calls per stage, as _online counts
         self.aligned: AlignedWalk | None = None  # rows walked from a 16-byte boundary (_aligned)
         #: buffers read by more than one r-loop -> the last such loop's stage (_eviction.py)
@@ -227,7 +234,7 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         the aligned walk's (``_aligned.AlignedWalk.pointer``: its loads take ``rload``)."""
         idx_deps, _ = self.index_info(index)
         ptr = None
-        if self.aligned is not None and "r" in idx_deps and self._stage.looped:
+        if self.aligned is not None and "r" in idx_deps and (self._stage.looped or not self.looped):
             ptr = self.aligned.pointer(self.arg_names[name], index, self.flat_index)
         walked = ptr is not None
         if ptr is None:
@@ -370,9 +377,26 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         return self._reductions[key]
 
     def is_sum_of_exp(self, v: TritonValue) -> bool:
-        """Whether ``v`` is the online softmax's sum of exp(x - max) (``_online.emit_online``):
-        at least 1, or NaN (``PointwiseOps.truediv`` multiplies by its reciprocal)."""
-        return self._online_sum is not None and v.name == self._online_sum.name
+        """Whether ``v`` is a softmax's sum of exp(x - max) over its row, at least 1 (the max's
+        own term) or NaN (``PointwiseOps.truediv`` multiplies by its reciprocal): the online
+        softmax's (``_online.emit_online``), or a sum a kernel computes from the same value
+        ``x`` as its max (a persistent kernel holds both in one block: one name)."""
+        if self._online_sum is not None and v.name == self._online_sum.name:
+            return True
+        return v.name in self._sums_of_exp
+
+    def sub(self, a: Any, b: Any) -> TritonValue:
+        out = PointwiseOps.sub(self, a, b)
+        if isinstance(a, TritonValue) and isinstance(b, TritonValue):
+            if self._max_of.get(b.name) == a.name:
+                self._shifted.add(out.name)
+        return out
+
+    def exp(self, a: Any) -> TritonValue:
+        out = PointwiseOps.exp(self, a)  # type: ignore[attr-defined]
+        if isinstance(a, TritonValue) and a.name in self._shifted:
+            self._exp_shifted.add(out.name)
+        return out
 
     def reduction(
         self, dtype: torch.dtype, src_dtype: torch.dtype, reduction_type: str, value: Any
@@ -407,7 +431,13 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
             self._reductions[key] = _reductions.emit_reduction(
                 self, dtype, src_dtype, reduction_type, value
             )
-        return self._reductions[key]
+        out = self._reductions[key]
+        if isinstance(out, TritonValue) and not self.split and not self.row_loop:
+            if reduction_type == "max" and value.dtype == out.dtype:
+                self._max_of[out.name] = value.name
+            elif reduction_type == "sum" and value.name in self._exp_shifted:
+                self._sums_of_exp.add(out.name)
+        return out
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TritonValue:
         expr = sympy.sympify(expr)

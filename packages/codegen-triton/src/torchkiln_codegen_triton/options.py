@@ -66,6 +66,17 @@ class TritonOptions:
         start rounded down to a vector boundary, the blocks inside the row unmasked, so their
         loads and stores are 16-byte vector accesses (``_aligned.py`` says when it applies).
         Off gives the plain loop, for comparison.
+    walked_rows_whole: a row that the aligned walk would loop over (``aligned_rows``), of
+        2-byte values, that a looped kernel would read in two r-loops (a softmax over rows of
+        GPT-2's vocabulary, 50257), and whose walked positions (``rnumel + vec - 1``, rounded up
+        to a power of two) number at most this, is held whole in registers instead: one
+        persistent block from the row's aligned start (``AlignedWalk.whole_row``), one row a
+        program at ``walked_rows_whole_warps`` warps (fewer for a short row), the row read from
+        memory once where the loop reads it twice. 0 (the default) keeps the loop: not yet
+        timed on a GPU. Offline (Triton 3.6, sm_90), rows of 50257 bfloat16 in a block of
+        65536: 16-byte vector loads, 128 registers a thread at 16 warps, about 35 instructions
+        a value (the looped walk: about 26 over its two r-loops); the row's edge lanes, stored
+        one at a time, and register pressure take most of the difference.
     eviction_hints: in a looped reduction kernel that reads a buffer in more than one r-loop (a
         softmax's row: once for its max and sum, once to write it), load it ``evict_last`` in
         the earlier loops and ``evict_first`` in the last, so the row's second read finds it in
@@ -112,6 +123,8 @@ class TritonOptions:
     online_softmax: bool = True
     online_group: int = 8
     aligned_rows: bool = True
+    walked_rows_whole: int = 0
+    walked_rows_whole_warps: int = 16
     eviction_hints: bool = True
     welford_shifted_sums: bool = True
     loop_stages: int = 1
