@@ -34,3 +34,27 @@ def test_variance_of_one_value_cast_to_int64():
     x = torch.randn(1, 2, 3)
     got = torchkiln.compile(f, options={"codegen": "cpp"})(x)
     assert torch.equal(got, f(x)), (got, f(x))
+
+
+@pytest.mark.parametrize("n", [5, 30, 67], ids=lambda n: f"n{n}")
+@pytest.mark.parametrize("dtype", [torch.int64, torch.int32], ids=str)
+@pytest.mark.parametrize("src", [torch.float32, torch.float64, torch.bfloat16], ids=str)
+def test_a_round_trip_through_an_integer_gives_positive_zero(src, dtype, n):
+    """CPU fuzz seed 793588: ``x / x.to(int64)``. A negative fraction converts to the integer
+    0 and back to +0.0, so eager's quotient is -inf; GCC (-fno-trapping-math) folded the round
+    trip into truncf in a vector loop's scalar tail, -0.0 there, +inf. Rows of 5 (a tail of 1
+    after a vector of 4), 30 and 67, every value a fresh negative or positive fraction or a
+    larger value; the zeros' signs must be eager's too."""
+
+    def f(x):
+        t = x.to(dtype)
+        return x / t, t.to(x.dtype), (t.to(x.dtype) * -1.0).to(torch.float32)
+
+    compiled = torchkiln.compile(f, options={"codegen": "cpp"})
+    for _ in range(2):
+        x = (torch.rand(3, n) - 0.5).to(src)  # fractions: the integer 0
+        x[0] = (torch.randn(n) * 4).to(src)  # some whole parts
+        got, want = compiled(x), f(x)
+        for g, w in zip(got, want):
+            assert torch.equal(g, w), (g, w)
+            assert torch.equal(torch.signbit(g), torch.signbit(w)), (g, w)

@@ -91,6 +91,20 @@ template <typename T, typename F> inline T tk_float_to_int(F v) {
   }
 }
 
+// ---- an integer to a float type, +0.0 for 0. Under -fno-trapping-math GCC 12 folds a round
+// trip (float)(int64_t)x into truncf(x) (vrndscaless in a vector loop's scalar tail), which
+// keeps the sign of a negative fraction's zero: x / (float)(int64_t)x was +inf for x = -0.15
+// where eager divides by +0.0 (-inf; CPU fuzz seed 793588). An added +0.0 did not help (GCC
+// drops it first: an integer's conversion is never -0.0). __builtin_assoc_barrier on the
+// integer hides the round trip from the fold; the vector loop's conversions are unchanged.
+template <typename F, typename T> inline F tk_int_to_float(T v) {
+#if defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 12
+  return static_cast<F>(__builtin_assoc_barrier(v));
+#else
+  return static_cast<F>(v);
+#endif
+}
+
 // ---- where(c, a, b) on floats as a bit blend, not `c ? a : b`: GCC keeps the ternary as a
 // branch when a libmvec call (exp, log, ...) follows it, and then does not vectorize the loop at
 // all (a masked softmax ran scalar). The blend is exact: the chosen operand's bits, NaN and -0.

@@ -316,12 +316,17 @@ class CppOpsHandler(DefaultHandler):
         self, x: Any, dtype: torch.dtype, src_dtype: torch.dtype | None = None, **_: Any
     ) -> CppValue:
         x = self._value(x, src_dtype)
+        # an integer becomes a float as +0.0 for 0, whatever GCC folds a round trip into
+        from_int = not x.dtype.is_floating_point and x.dtype != torch.bool
+        to_float = "tk_int_to_float<float>({})" if from_int else "static_cast<float>({})"
         if dtype in _HALF_LIKE:
-            expr = f"tk_round_{_HALF_LIKE[dtype]}(static_cast<float>({x}))"
+            expr = f"tk_round_{_HALF_LIKE[dtype]}({to_float.format(x)})"
         elif dtype == torch.bool:
             expr = f"static_cast<bool>({x})"
         elif not dtype.is_floating_point and x.dtype.is_floating_point:
             expr = f"tk_float_to_int<{compute_type(dtype)}>({x})"  # NaN: x86's INT_MIN, as eager
+        elif dtype.is_floating_point and from_int:
+            expr = f"tk_int_to_float<{compute_type(dtype)}>({x})"
         else:
             expr = f"static_cast<{compute_type(dtype)}>({x})"
         value = self._emit(expr, dtype, [x])
