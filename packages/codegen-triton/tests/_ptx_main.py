@@ -1,6 +1,6 @@
 """Compile the softmax over rows of 50257 for an H100/H200 (sm_90) on a machine without one and
 count its global memory instructions and registers, with and without the aligned walk
-(``_aligned.py``); run
+(``_aligned.py``), and in bfloat16 held whole (``TritonOptions.walked_rows_whole``); run
 as a script by test_aligned_rows.py (Triton must compile for real: a fresh process, not the test
 process's interpreter). Prints one JSON line: per dtype, per form, the vector (``.v2``/``.v4``)
 and scalar loads and stores in the PTX, the binary's registers a thread and spill bytes (-1
@@ -95,8 +95,13 @@ def main() -> None:
         gm = make_fx(
             lambda x: (torch.softmax(x, -1),), decomposition_table=loop_ir.decompositions()
         )(x)
-        for form, aligned in (("plain", False), ("walk", True)):
-            backend = _Capture(TritonOptions(aligned_rows=aligned, compile_workers=0))
+        forms = [("plain", False, 0), ("walk", True, 0)]
+        if dtype == torch.bfloat16:
+            forms.append(("whole", True, 65536))  # TritonOptions.walked_rows_whole
+        for form, aligned, whole in forms:
+            backend = _Capture(
+                TritonOptions(aligned_rows=aligned, compile_workers=0, walked_rows_whole=whole)
+            )
             try:
                 loop_ir.compile_graph(gm, [x], backend)
             except _Captured:

@@ -24,6 +24,7 @@ from torchkiln_codegen_triton import TritonBackend, TritonOptions, autotune
 loop_ir = pytest.importorskip("torchkiln_loop_ir")
 
 WALK = "aligned walk"
+EDGES = "rbase = tl.arange(0, 16)"  # a whole walked row's edge block, 2-byte values
 TOL = {
     torch.float32: {"atol": 1e-5, "rtol": 1e-4},
     torch.bfloat16: {"atol": 2e-2, "rtol": 2e-2},
@@ -348,6 +349,15 @@ def test_inside_blocks_load_and_store_16_bytes_per_thread():
         assert (walked["num_warps"], walked["maxnreg"]) == (32, cap), counts
         if walked["registers"] >= 0:
             assert walked["registers"] <= (cap or 64) and walked["spill_bytes"] == 0, counts
+    # bfloat16 rows held whole (walked_rows_whole): one block of 65536 at 16 warps, 128 values
+    # a thread: 16 vector loads and 16 vector stores a thread, no scalar load of the row, and
+    # the edge lanes stored from their own block of 16 (one scalar store: a lane each)
+    whole = counts["bfloat16"]["whole"]
+    assert (whole["rblock"], whole["num_warps"]) == (65536, 16), counts
+    assert whole["vector_loads"] == whole["vector_stores"] == 16, counts
+    assert whole["scalar_stores"] == 1, counts
+    if whole["registers"] >= 0:
+        assert whole["registers"] <= 128 and whole["spill_bytes"] == 0, counts
 
 
 @pytest.mark.parametrize("rnumel", [513, 1023, 1025, 4097, 30522, 50257])
@@ -381,7 +391,9 @@ def _whole(rblock: int, **kw) -> TritonOptions:
 
 @pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
 @pytest.mark.parametrize(
-    "fn", [_softmax, _log_softmax, _layer_norm, _cross_entropy], ids=FN_IDS[:2] + FN_IDS[4:5] + ["xent"]
+    "fn",
+    [_softmax, _log_softmax, _layer_norm, _cross_entropy],
+    ids=FN_IDS[:2] + FN_IDS[4:5] + ["xent"],
 )
 def test_whole_rows_walked(fn, dtype):
     """``TritonOptions.walked_rows_whole``: a 2-byte row a looped kernel would read twice is
@@ -399,8 +411,37 @@ def test_whole_rows_walked(fn, dtype):
             assert _walked(cg) and all(k.config.looped for k in cg.kernels if WALK in k.source)
         else:
             assert walked and all(not k.config.looped and WALK in k.source for k in walked)
+            # the edge lanes from a block of their own (AlignedWalk.edge_lines), where the
+            # output is walked too (a sliced input's output is another residue class: its
+            # stores keep their own addresses and masks, no edge lanes)
+            assert all((EDGES in k.source) == (make is None) for k in walked)
         for _ in range(2):
             _check(cg, fn, _inputs(fn, rows, 1025, dtype, make), dtype)
+
+
+@pytest.mark.parametrize("dtype", [torch.bfloat16, torch.float16], ids=["bf16", "f16"])
+def test_whole_rows_with_broadcast_operands_and_3d_rows(dtype):
+    """A whole walked row's edge block reads a broadcast [W] bias by its own ``rindex`` and a
+    per-row scale (no r), and rows of a [2, 3, W] tensor and of a slice along its middle dim."""
+    options = _whole(2048)
+    make = lambda: (  # noqa: E731
+        torch.randn(5, 1025, dtype=dtype) * 3,
+        torch.randn(1025, dtype=dtype),
+        torch.rand(5, 1, dtype=dtype) + 0.5,
+    )
+    cg = _compile(_biased_softmax, make(), options)
+    (kernel,) = [k for k in cg.kernels if k.config.walked]
+    assert EDGES in kernel.source and "(r0)" in kernel.source
+    for _ in range(2):
+        _check(cg, _biased_softmax, make(), dtype)
+    for make3 in (
+        lambda: (torch.randn(2, 3, 1025, dtype=dtype) * 3,),
+        lambda: ((torch.randn(2, 5, 1025, dtype=dtype) * 3)[:, 1:4],),
+    ):
+        cg = _compile(_log_softmax, make3(), options)
+        assert any(k.config.walked for k in cg.kernels)
+        for _ in range(2):
+            _check(cg, _log_softmax, make3(), dtype)
 
 
 @pytest.mark.parametrize("width", [1025, 1023])

@@ -55,7 +55,13 @@ masked block per row. ``TritonOptions.aligned_rows`` turns it off, for compariso
 Whole rows (``AlignedWalk.whole_row``, ``TritonOptions.walked_rows_whole``): a persistent kernel
 of one row a program whose RBLOCK covers the row and its shift (``rnumel + vec - 1``
 positions) takes the same aligned start and the last block's masks over its one block: the
-row is loaded as vectors, held in registers, and stored as vectors plus its edge lanes.
+row is loaded as vectors, held in registers, and stored as whole vectors (``rstore``). Its
+edge lanes (at most ``vec - 1`` at each end, the vectors it shares with its neighbours) are
+not stored from that block: a predicated scalar store over every lane a thread holds cost
+about 11 of 35 sm_90 instructions a value (rows of 50257 bfloat16). The nodes that store the
+walked outputs run again after it over a block of ``2 * vec`` lanes, the row's first vector
+and the one holding its end (``edge_lines``), reading the reductions' results already made,
+and store those lanes one at a time.
 """
 
 from __future__ import annotations
@@ -70,6 +76,12 @@ from torchkiln_loop_ir.indexing import index_symbol
 from ._flat_index import RFLAT, XFLAT, FlatIndex
 from ._layout import BlockLayout, memory_accesses
 from .printer import texpr
+
+
+class EdgeUnavailable(Exception):
+    """A whole walked row's edge lanes cannot be stored from a block of their own (a node to run
+    again reduces, or stores atomically): the kernel stores them from the row's block."""
+
 
 #: rows shorter than this keep the plain loop (one or two blocks per row: little to gain)
 MIN_RNUMEL = 512
@@ -134,6 +146,29 @@ class AlignedWalk:
             tail_load,
             f"rstore = (rpos >= {vec}) & (rpos < (rshift + {self.rnumel}) // {vec} * {vec})",
             "redge = rmask & ~rstore",
+        ]
+
+    @property
+    def edge_lanes(self) -> int:
+        """The lanes of ``edge_lines``' block: the row's first vector and its last."""
+        return 2 * self.vec
+
+    def edge_lines(self) -> list[str]:
+        """The lines that rebind the whole-row block's names (after its stages, default layout)
+        to a block of ``edge_lanes`` positions: ``[0, vec)`` from the aligned start and the
+        vector at the vector boundary at or before the row's end, the lanes ``whole_row``'s
+        ``rstore`` leaves out. ``rmask`` (the row's lanes among them) is each mask there: the
+        loads read only the row's values, the stores write only its lanes."""
+        vec, n = self.vec, self.edge_lanes
+        tail = f"(rshift + {self.rnumel}) // {vec} * {vec}"
+        return [
+            f"rbase = tl.arange(0, {n})[None, :]",
+            f"rpos = tl.where(rbase < {vec}, rbase, {tail} + (rbase - {vec}))",
+            "rindex = rpos - rshift",
+            f"rmask = (rpos >= rshift) & (rpos < rshift + {self.rnumel})",
+            "rload = rmask",
+            f"rstore = tl.full([1, {n}], 0, tl.int1)",
+            "redge = rmask",
         ]
 
     def loops(self, body: Sequence[str], rlines: Sequence[str], r_shape: str) -> list[str]:

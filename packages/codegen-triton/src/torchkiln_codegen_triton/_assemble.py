@@ -17,7 +17,7 @@ from torchkiln_loop_ir.indexing import ROW_PROGRAM, index_symbol
 from torchkiln_loop_ir.ops import set_ops_handler
 
 from . import _eviction, _online
-from ._aligned import AlignedWalk, aligned_plan
+from ._aligned import AlignedWalk, EdgeUnavailable, aligned_plan
 from ._compat import interpreting
 from ._layout import DEFAULT, BlockLayout, choose_layout
 from ._online import OnlinePair, OnlineUnavailable, online_plan
@@ -126,6 +126,11 @@ def generate(
             return _generate(*args, plan, walk, xblock=xblock)
         except OnlineUnavailable:
             pass  # the plain three-pass kernel below
+    if walk is not None and not looped:
+        try:
+            return _generate(*args, None, walk, xblock=xblock, edges=True)
+        except EdgeUnavailable:
+            pass  # the edge lanes stored from the row's block
     return _generate(*args, None, walk, xblock=xblock)
 
 
@@ -141,6 +146,7 @@ def _generate(
     plan: OnlinePair | None,
     walk: AlignedWalk | None = None,
     xblock: int = 0,
+    edges: bool = False,
 ) -> GeneratedKernel:
     reduction = spec.is_reduction
     name = fn_name or spec.name
@@ -157,6 +163,7 @@ def _generate(
     handler.split = split
     handler.online = plan
     handler.aligned = walk
+    handler.edges = edges  # a whole walked row: its edge lanes from a block of their own
     handler.rereads = _eviction.reread_plan(
         spec,
         looped=looped and reduction,
@@ -203,8 +210,14 @@ def _generate(
             handler.rvars = list(rvars) if stage.kind == "loop" else []
             for node in stage.nodes:
                 handler.across = node.across_rows
+                handler.current_node = node
                 node.body(list(xvars), list(rvars) if stage.kind == "loop" else [])
             handler.across = False
+            handler.end_stage()
+        if edges and walk is not None and handler.edge_nodes:
+            handler.begin_edges(walk, rlines)
+            for node in handler.edge_nodes:
+                node.body(list(xvars), list(rvars))
             handler.end_stage()
     tensors = list(names.values()) + [partial_name(i) for i in range(len(handler.partials))]
     if handler.reports_status:  # the status word follows the tensors (TritonCompiledKernel)

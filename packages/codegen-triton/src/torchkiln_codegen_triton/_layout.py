@@ -33,10 +33,13 @@ class BlockLayout:
 
     transposed: bool = False
     reason: str = "default: x on axis 0, r on axis 1"
+    #: the r block's width in the kernel's text (a whole walked row's edges take a literal one)
+    rblock: str = "RBLOCK"
 
     @property
     def block(self) -> str:
-        return "[RBLOCK, XBLOCK]" if self.transposed else "[XBLOCK, RBLOCK]"
+        r = self.rblock
+        return f"[{r}, XBLOCK]" if self.transposed else f"[XBLOCK, {r}]"
 
     @property
     def x_shape(self) -> str:
@@ -44,7 +47,7 @@ class BlockLayout:
 
     @property
     def r_shape(self) -> str:
-        return "[RBLOCK, 1]" if self.transposed else "[1, RBLOCK]"
+        return f"[{self.rblock}, 1]" if self.transposed else f"[1, {self.rblock}]"
 
     @property
     def x_arange(self) -> str:

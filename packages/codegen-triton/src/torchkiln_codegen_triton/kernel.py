@@ -18,7 +18,8 @@ Each stage's code goes into three lists: ``prefix`` (loop-invariant, before the 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import sympy
@@ -27,7 +28,7 @@ from torchkiln_loop_ir.backend import KernelSpec
 from torchkiln_loop_ir.indexing import index_symbol
 
 from . import _eviction, _online, _reductions
-from ._aligned import AlignedWalk
+from ._aligned import AlignedWalk, EdgeUnavailable
 from ._compat import math_table
 from ._conversions import ConversionOps
 from ._flat_index import FlatIndex
@@ -121,6 +122,13 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         self._sums_of_exp: set[str] = set()
         self._calls: dict[int, int] = {}  # ops.reduction calls per stage, as _online counts
         self.aligned: AlignedWalk | None = None  # rows walked from a 16-byte boundary (_aligned)
+        # a whole walked row whose edge lanes are stored from a block of their own after its
+        # stages (_aligned.AlignedWalk.edge_lines): the nodes that stored walked outputs, run
+        # again there (``begin_edges``); ``edge_mode`` while they run
+        self.edges = False
+        self.edge_mode = False
+        self.current_node: Any = None
+        self.edge_nodes: list[Any] = []
         #: buffers read by more than one r-loop -> the last such loop's stage (_eviction.py)
         self.rereads: dict[str, int] = {}
         # a mixed-order kernel (``KernelSpec.row_programs``): the stages run inside a loop over
@@ -146,6 +154,24 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         self._cse = {k: v for k, v in self._cse.items() if v[1] != "body"}
         self._loads = {k: v for k, v in self._loads.items() if self._cse.get(v.name)}
         self._stored = {k: v for k, v in self._stored.items() if v[1] != "body"}
+
+    def begin_edges(self, walk: AlignedWalk, rlines: Sequence[str]) -> None:
+        """A last stage over a whole walked row's edge lanes: the block names rebound to
+        ``walk.edge_lines()`` and the r variables to its ``rindex``; values that vary along r
+        forgotten (the nodes run again recompute them there), those of x only kept (the
+        reductions' results)."""
+        self.begin_stage(False)
+        self.edge_mode = True
+        self._cse = {k: v for k, v in self._cse.items() if "r" not in v[0].deps}
+        self._loads = {k: v for k, v in self._loads.items() if "r" not in v.deps}
+        self._stored = {
+            k: v
+            for k, v in self._stored.items()
+            if not (isinstance(v[0], TritonValue) and "r" in v[0].deps)
+        }
+        self.layout = replace(self.layout, rblock=str(walk.edge_lanes))
+        for ln in [*walk.edge_lines(), *rlines]:
+            self.line(ln, "prefix")
 
     @property
     def _stage(self) -> _Stage:
@@ -326,11 +352,20 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         mask = self._mask_text(deps)
         if mode == "atomic_add":
             self.line(f"tl.atomic_add({ptr}, {val}, {mask or 'None'})", loc)
+        elif self.edge_mode:
+            if mode is not None:
+                raise EdgeUnavailable(f"a {mode} store")
+            if walked and "r" in deps:  # the edge lanes (everything else was stored before)
+                self.line(f"tl.store({ptr}, {val}, {self._mask_text(deps, 'redge')})", loc)
         elif mode is None and walked and "r" in deps:
             # the walk's store: the row's lanes (rmask) as whole vectors, then the few lanes at
-            # the row's ends one at a time (_aligned.AlignedWalk.store_masks)
-            for part in ("rstore", "redge"):
+            # the row's ends one at a time (_aligned.AlignedWalk.store_masks), from a block of
+            # their own for a whole row with edges (begin_edges)
+            parts = ("rstore",) if self.edges else ("rstore", "redge")
+            for part in parts:
                 self.line(f"tl.store({ptr}, {val}, {self._mask_text(deps, part)})", loc)
+            if self.edges and not any(n is self.current_node for n in self.edge_nodes):
+                self.edge_nodes.append(self.current_node)
         elif mode is None:
             self.line(f"tl.store({ptr}, {val}, {mask})" if mask else f"tl.store({ptr}, {val})", loc)
         else:
@@ -340,6 +375,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         self._store_common(name, index, value, mode)
 
     def store_reduction(self, name: str, index: sympy.Expr, value: Any) -> None:
+        if self.edge_mode:
+            raise EdgeUnavailable("a node run again over the edge lanes stores a reduction")
         if isinstance(value, tuple):
             raise CodegenError("store_reduction got a tuple (a welford result): store its parts")
         if isinstance(value, TritonValue) and value.name in self._across_results:
@@ -405,6 +442,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
             raise CodegenError(
                 f"kernel {self.spec.name}: ops.reduction in a kernel without rranges"
             )
+        if self.edge_mode:
+            raise EdgeUnavailable("a node run again over the edge lanes reduces")
         if self.across:
             return self._across_rows(dtype, reduction_type, value)
         call = self._calls.get(self.stage_index, 0)

@@ -74,9 +74,10 @@ class TritonOptions:
         program at ``walked_rows_whole_warps`` warps (fewer for a short row), the row read from
         memory once where the loop reads it twice. 0 (the default) keeps the loop: not yet
         timed on a GPU. Offline (Triton 3.6, sm_90), rows of 50257 bfloat16 in a block of
-        65536: 16-byte vector loads, 128 registers a thread at 16 warps, about 35 instructions
-        a value (the looped walk: about 26 over its two r-loops); the row's edge lanes, stored
-        one at a time, and register pressure take most of the difference.
+        65536: 16-byte vector loads and stores, 128 registers a thread at 16 warps, 24.2
+        instructions a value (26.6 at 32 warps; the looped walk: about 26 over its two
+        r-loops, reading the row twice). The row's edge lanes are stored from a block of their
+        own (``_aligned.AlignedWalk.edge_lines``): from the row's block, 34.9.
     eviction_hints: in a looped reduction kernel that reads a buffer in more than one r-loop (a
         softmax's row: once for its max and sum, once to write it), load it ``evict_last`` in
         the earlier loops and ``evict_first`` in the last, so the row's second read finds it in
