@@ -44,6 +44,9 @@
 #               (TritonOptions.persistent_rnumel 32768: one read of the row, 64 values a thread at 16
 #               warps, 101 registers and no spill for sm_90 by triton_kernel_resources.py) against the
 #               looped default's 62%
+#   walked-whole   the softmax over rows of 50257 (bf16, fp16) in the default looped walk (the row
+#               read twice) against TritonOptions.walked_rows_whole (one block a row, read once,
+#               edges from their own block) at 16 and 32 warps, torchkiln alone, queue kept full
 #   hf-full-fp32-addmm   hf-full-fp32 with LoopIROptions.addmm_bias_in_consumer (bench --options)
 #   hf-full-padout, hf-full-fp32-padout   hf-full / hf-full-fp32 with
 #               LoopIROptions.pad_matmul_outputs_only (the vocabulary head written into a padded
@@ -159,6 +162,13 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                        benchmarks/gpu_bandwidth_sweep.py --hang-s 110 --cases "log_softmax (32768)" \
                        --options '{"persistent_rnumel": 32768}' --json "$OUT/sweep-persistent.json" \
                        2>&1 | tee "$OUT/sweep-persistent.log" | grep -v "^   X" ;;
+    walked-whole) for opts in '{}' '{"walked_rows_whole": 65536}' \
+                         '{"walked_rows_whole": 65536, "walked_rows_whole_warps": 32}'; do
+                       echo "== TritonOptions $opts"
+                       TRITON_INTERPRET=0 timeout 150 python3 benchmarks/gpu_bandwidth.py --hang-s 140 \
+                         --dtypes bfloat16,float16 --cases "rows of 50257" --compilers torchkiln \
+                         --triton-options "$opts" 2>&1 | grep -v "Warn\|warn" | tail -8
+                     done ;;
     bandwidth-sweep) TRITON_INTERPRET=0 timeout ${SWEEP_LIMIT:-240} python3 \
                        benchmarks/gpu_bandwidth_sweep.py --hang-s 230 --json "$OUT/sweep.json" \
                        --sources "$OUT/sweep-sources.py" 2>&1 | tee "$OUT/sweep.log" | grep -v "^   X" ;;
