@@ -47,6 +47,10 @@
 #   walked-whole   the softmax over rows of 50257 (bf16, fp16) in the default looped walk (the row
 #               read twice) against TritonOptions.walked_rows_whole (one block a row, read once,
 #               edges from their own block) at 16 and 32 warps, torchkiln alone, queue kept full
+#   bn-stats    the channels-last batch-norm statistics (bf16): the default against
+#               TritonOptions.transposed_min_programs 16 (the combine of 128 partial rows in 16
+#               programs, not 4), each kernel's time (--profile), then the full launch sweep of
+#               its kernels (XBLOCK up to 256: whole 512-byte rows of channels)
 #   hf-full-fp32-addmm   hf-full-fp32 with LoopIROptions.addmm_bias_in_consumer (bench --options)
 #   hf-full-padout, hf-full-fp32-padout   hf-full / hf-full-fp32 with
 #               LoopIROptions.pad_matmul_outputs_only (the vocabulary head written into a padded
@@ -169,6 +173,15 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                          --dtypes bfloat16,float16 --cases "rows of 50257" --compilers torchkiln \
                          --triton-options "$opts" 2>&1 | grep -v "Warn\|warn" | tail -8
                      done ;;
+    bn-stats) for opts in '{}' '{"transposed_min_programs": 16}'; do
+                 echo "== TritonOptions $opts"
+                 TRITON_INTERPRET=0 timeout 120 python3 benchmarks/gpu_bandwidth.py --hang-s 110 \
+                   --dtypes bfloat16 --cases "bn stats nhwc,bn bwd sums nhwc" --profile \
+                   --triton-options "$opts" 2>&1 | grep -v "Warn\|warn" | tail -16
+               done
+               TRITON_INTERPRET=0 timeout ${SWEEP_LIMIT:-150} python3 benchmarks/gpu_bandwidth_sweep.py \
+                 --hang-s 140 --dtypes bfloat16 --cases "bn stats nhwc" --json "$OUT/sweep-bn.json" \
+                 2>&1 | tee "$OUT/sweep-bn.log" | grep -v "^   X" | tail -20 ;;
     bandwidth-sweep) TRITON_INTERPRET=0 timeout ${SWEEP_LIMIT:-240} python3 \
                        benchmarks/gpu_bandwidth_sweep.py --hang-s 230 --json "$OUT/sweep.json" \
                        --sources "$OUT/sweep-sources.py" 2>&1 | tee "$OUT/sweep.log" | grep -v "^   X" ;;

@@ -237,6 +237,40 @@ def test_argmax_and_welford_are_transposed_but_not_split(rtype):
         torch.testing.assert_close(res[1], a.var(0, unbiased=False))
 
 
+@pytest.mark.parametrize("rows", [128, 300], ids=["persistent", "looped"])
+def test_few_columns_in_narrow_blocks(rows):
+    """``transposed_min_programs``: 256 columns in blocks of 16 (16 programs, not 4), a Welford
+    mean and variance and a sum over 128 rows (persistent) and 300 (looped), against eager."""
+    cols = 256
+
+    def body(x, r):
+        v = ops.load("a", r[0] * cols + x[0])
+        mean, m2, _ = ops.reduction(F32, F32, "welford_reduce", v)
+        ops.store_reduction("out", x[0], mean)
+        ops.store_reduction("out2", x[0], ops.truediv(m2, ops.constant(float(rows), F32)))
+
+    options = TritonOptions(transposed_min_programs=16, split_max_chunks=0)
+    k = compile_one(
+        spec(
+            "welford_narrow",
+            (cols,),
+            (rows,),
+            [("loop", [("out", body, True)])],
+            [buf("a", F32, (rows, cols)), buf("out", F32, (cols,)), buf("out2", F32, (cols,))],
+            ["a"],
+            ["out", "out2"],
+        ),
+        options,
+    )
+    assert k.config.transposed and k.config.xblock == 16 and k.config.looped == (rows > 128)
+    for _ in range(2):
+        a = torch.randn(rows, cols) * 3 + 1
+        mean, var = torch.empty(cols), torch.empty(cols)
+        k(a, mean, var)
+        torch.testing.assert_close(mean, a.mean(0))
+        torch.testing.assert_close(var, a.var(0, unbiased=False))
+
+
 def test_two_reduction_stages_transposed():
     """A column softmax denominator: max over r, then sum of exp(a - max) over r (two loop
     stages: not split, transposed)."""

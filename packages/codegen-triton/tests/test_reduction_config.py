@@ -88,6 +88,23 @@ def test_outer_reductions_keep_x_along_contiguous_memory():
     assert reduction_config(3, 1000, 4, OPTS, transposed=True).xblock == 4
 
 
+def test_few_columns_take_a_narrower_block_when_asked():
+    """``transposed_min_programs``: 256 columns (a batch norm's channels) of 128 partial rows
+    give 4 programs at XBLOCK 64; asking for 16 halves XBLOCK to 16 (not below), and the
+    column of 128 then fits persistent. Off (0) by default; many columns keep 64."""
+    assert reduction_config(256, 128, 4, OPTS, transposed=True).xblock == 64
+    few = TritonOptions(transposed_min_programs=16)
+    cfg = reduction_config(256, 128, 4, few, transposed=True)
+    assert (cfg.xblock, cfg.rblock, cfg.looped) == (16, 128, False) and "16 programs" in cfg.reason
+    assert (
+        reduction_config(
+            256, 128, 4, TritonOptions(transposed_min_programs=1024), transposed=True
+        ).xblock
+        == 16
+    )
+    assert reduction_config(4096, 32768, 2, few, transposed=True).xblock == 64
+
+
 def _row_softmax(n, m, dtype):
     """out[i, :] = softmax(a[i, :]) as loop-ir schedules it: max, sum of exp, normalize."""
 

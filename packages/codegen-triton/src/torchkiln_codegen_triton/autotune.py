@@ -456,8 +456,20 @@ def _transposed_config(
     """Blocks of an outer reduction (r on axis 0, x on axis 1, memory contiguous along x): a
     wide XBLOCK (64 contiguous elements is a 128-byte line of bfloat16, two of float32) and
     RBLOCK rows so that the tile is about ``TILE``; persistent only when the whole column fits
-    in that tile beside at least 32 x (64-128 contiguous bytes per row of the block)."""
+    in that tile beside at least 32 x (64-128 contiguous bytes per row of the block). Few
+    columns take a narrower XBLOCK when ``options.transposed_min_programs`` asks for more
+    programs than 64 would give (down to 16)."""
     xblock = max(1, min(64, xcap))
+    narrowed = ""
+    if options.transposed_min_programs and xnumel is not None:
+        wide = xblock
+        while xblock > 16 and -(-xnumel // xblock) < options.transposed_min_programs:
+            xblock //= 2
+        if xblock < wide:
+            narrowed = (
+                f"; XBLOCK {xblock}, not {wide}: {-(-xnumel // xblock)} programs over "
+                f"{xnumel} columns"
+            )
     if (
         rnumel is not None
         and _next_pow2(rnumel) <= limit
@@ -466,7 +478,7 @@ def _transposed_config(
         rblock = _next_pow2(rnumel)
         why = (
             f"persistent outer reduction: a column of {rnumel} (RBLOCK {rblock}) beside "
-            f"XBLOCK {xblock} fits in a tile of {TILE}"
+            f"XBLOCK {xblock} fits in a tile of {TILE}{narrowed}"
         )
         return Config(xblock, rblock, _warps(xblock * rblock), False, transposed=True, reason=why)
     rblock = max(1, min(options.transposed_rblock, TILE // xblock))
@@ -479,6 +491,7 @@ def _transposed_config(
     why = (
         f"looped outer reduction: XBLOCK {xblock} along contiguous memory, RBLOCK {rblock} "
         f"rows per iteration, {per_thread} values per thread ({streams} input(s) read in full)"
+        f"{narrowed}"
     )
     warps = _warps(xblock * rblock, per_thread)
     return Config(xblock, rblock, warps, True, transposed=True, reason=why)

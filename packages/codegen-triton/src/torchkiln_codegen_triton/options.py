@@ -45,6 +45,11 @@ class TritonOptions:
         keep the fastest (ignored under TRITON_INTERPRET=1, where the heuristic is used).
     transposed_rblock: RBLOCK (at most) of a looped outer reduction (the transposed block
         layout, whose XBLOCK is 64 wide along contiguous memory).
+    transposed_min_programs: an outer reduction over so few columns that XBLOCK 64 gives fewer
+        programs than this takes a narrower XBLOCK (halved, down to 16: 32 bytes of 2-byte
+        values, a memory sector) until it gives that many: a batch norm's statistics combined
+        from 128 partial rows of 256 channels ran as 4 programs of 255 registers a thread (5 of
+        52 us on the H200). 0 (the default) keeps 64: not yet timed on a GPU.
     split_programs, split_max_chunks, split_min_rchunk: a looped reduction whose x blocks give
         fewer than a quarter of ``split_programs`` programs is split over r into at most
         ``split_max_chunks`` chunks of at least ``split_min_rchunk`` rows, reduced into partials
@@ -113,6 +118,7 @@ class TritonOptions:
     reread_rnumel: int = 32768
     reread_rblock: int = 16384
     transposed_rblock: int = 64
+    transposed_min_programs: int = 0
     transposed_values_per_thread: int = 8
     mixed_values_per_thread: int = 16
     mixed_rows: int = 1
