@@ -157,8 +157,8 @@ class AlignedWalk:
         """The lines that rebind the whole-row block's names (after its stages, default layout)
         to a block of ``edge_lanes`` positions: ``[0, vec)`` from the aligned start and the
         vector at the vector boundary at or before the row's end, the lanes ``whole_row``'s
-        ``rstore`` leaves out. ``rmask`` (the row's lanes among them) is each mask there: the
-        loads read only the row's values, the stores write only its lanes."""
+        ``rstore`` leaves out. ``rmask`` (the row's lanes among them) is the loads' mask there
+        (``rload``: only the row's values are read) and the stores' (``redge``)."""
         vec, n = self.vec, self.edge_lanes
         tail = f"(rshift + {self.rnumel}) // {vec} * {vec}"
         return [
@@ -167,7 +167,6 @@ class AlignedWalk:
             "rindex = rpos - rshift",
             f"rmask = (rpos >= rshift) & (rpos < rshift + {self.rnumel})",
             "rload = rmask",
-            f"rstore = tl.full([1, {n}], 0, tl.int1)",
             "redge = rmask",
         ]
 

@@ -198,11 +198,12 @@ def heuristic_config(
     cfg = reduction_config(*sizes, transposed=layout.transposed, streams=streams)
     rnumel = sizes[1]
     long_rows = bool(options.reread_rnumel and rnumel and rnumel >= options.reread_rnumel)
-    whole = None
-    if cfg.looped and not layout.transposed and options.aligned_rows and rnumel:
-        walk = walked_rows(spec, layout) if options.walked_rows_whole else None
-        whole = walk and _walked_whole_config(spec, options, rnumel, walk)
-    if whole:
+    whole: Config | None = None
+    if cfg.looped and not layout.transposed and options.aligned_rows and options.walked_rows_whole:
+        walk = walked_rows(spec, layout) if rnumel else None
+        if walk is not None and rnumel:
+            whole = _walked_whole_config(spec, options, rnumel, walk)
+    if whole is not None:
         cfg = whole
     elif cfg.looped and not layout.transposed and on_vector_boundary(spec, layout):
         # looped rows only: the check replays the kernel's bodies
