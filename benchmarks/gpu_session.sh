@@ -45,8 +45,9 @@
 #               warps, 101 registers and no spill for sm_90 by triton_kernel_resources.py) against the
 #               looped default's 62%
 #   walked-whole   the softmax over rows of 50257 (bf16, fp16) in the default looped walk (the row
-#               read twice) against TritonOptions.walked_rows_whole (one block a row, read once,
-#               edges from their own block) at 16 and 32 warps, torchkiln alone, queue kept full
+#               read twice), with its output stores evict_first (reread_stores_evict_first), and
+#               TritonOptions.walked_rows_whole (one block a row, read once, edges from their own
+#               block) at 16 and 32 warps, torchkiln alone, queue kept full
 #   bn-stats    the channels-last batch-norm statistics (bf16): the default against
 #               TritonOptions.transposed_min_programs 16 (the combine of 128 partial rows in 16
 #               programs, not 4), each kernel's time (--profile), then the full launch sweep of
@@ -166,11 +167,12 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                        benchmarks/gpu_bandwidth_sweep.py --hang-s 110 --cases "log_softmax (32768)" \
                        --options '{"persistent_rnumel": 32768}' --json "$OUT/sweep-persistent.json" \
                        2>&1 | tee "$OUT/sweep-persistent.log" | grep -v "^   X" ;;
-    walked-whole) for opts in '{}' '{"walked_rows_whole": 65536}' \
+    walked-whole) for opts in '{}' '{"reread_stores_evict_first": true}' \
+                         '{"walked_rows_whole": 65536}' \
                          '{"walked_rows_whole": 65536, "walked_rows_whole_warps": 32}'; do
                        echo "== TritonOptions $opts"
                        TRITON_INTERPRET=0 timeout 150 python3 benchmarks/gpu_bandwidth.py --hang-s 140 \
-                         --dtypes bfloat16,float16 --cases "rows of 50257" --compilers torchkiln \
+                         --dtypes bfloat16,float16,float32 --cases "rows of 50257" --compilers torchkiln \
                          --triton-options "$opts" 2>&1 | grep -v "Warn\|warn" | tail -8
                      done ;;
     bn-stats) for opts in '{}' '{"transposed_min_programs": 16}'; do

@@ -3,6 +3,8 @@ value size, rows per program, warps, outer-reduction tiles; and what the choice 
 generated kernel (a persistent softmax reads x once, a persistent Welford divides once per row).
 The kernels run against eager in test_wide_rows.py."""
 
+import re
+
 import pytest
 import torch
 from _specs import buf, compile_one, compiled_for_gpu, spec
@@ -270,6 +272,34 @@ def test_a_row_read_by_two_loops_is_kept_in_l2_then_let_go():
     assert "eviction_policy" not in persistent
     plain = compile_one(_row_softmax(64, 32768, BF16), TritonOptions(eviction_hints=False))
     assert "eviction_policy" not in plain.source
+
+
+def test_the_output_of_a_row_read_twice_can_leave_l2_first():
+    """``reread_stores_evict_first``: the output loop's store is evict_first too (the first
+    loop stores nothing); off by default, and without the eviction hints. The kernel still
+    computes eager's softmax (rows of 1025 looped in blocks of 256, 3 rows)."""
+    src = compile_one(
+        _row_softmax(64, 32768, BF16), TritonOptions(reread_stores_evict_first=True)
+    ).source
+    stores = re.findall(r"tl\.store\(.*", src)
+    hinted = [ln for ln in stores if ln.endswith('eviction_policy="evict_first")')]
+    assert stores and hinted == stores, stores
+    default = compile_one(_row_softmax(64, 32768, BF16), OPTS).source
+    assert not any("eviction_policy" in ln for ln in re.findall(r"tl\.store\(.*", default))
+    off = TritonOptions(reread_stores_evict_first=True, eviction_hints=False)
+    assert "eviction_policy" not in compile_one(_row_softmax(64, 32768, BF16), off).source
+    small = TritonOptions(
+        reread_stores_evict_first=True,
+        persistent_rnumel=256,
+        looped_rblock=256,
+        aligned_rows=False,
+    )
+    k = compile_one(_row_softmax(3, 1025, F32), small)
+    assert k.config.looped and re.search(r"tl\.store\(.*evict_first", k.source)
+    for _ in range(2):
+        a, out = torch.randn(3, 1025), torch.empty(3, 1025)
+        k(a, out)
+        torch.testing.assert_close(out, torch.softmax(a, -1))
 
 
 def _row_max(n, m, rtype):

@@ -14,7 +14,10 @@ load of it, its last read, is ``evict_first`` (its line is the first to go once 
 of buffers read in one r-loop only, persistent kernels (one read of the row) and split
 reductions keep the default policy. The hints never change a result.
 
-``TritonOptions.eviction_hints`` turns them off, for comparison.
+``TritonOptions.eviction_hints`` turns them off, for comparison. With
+``TritonOptions.reread_stores_evict_first`` the stores of the last r-loop that reads a row
+again are ``evict_first`` as well (``store_policy``): the output written through L2 leaves it
+before the rows still waiting for their second read.
 """
 
 from __future__ import annotations
@@ -53,3 +56,11 @@ def policy(plan: dict[str, int], name: str, stage_index: int) -> str | None:
     if last is None:
         return None
     return LAST_READ if stage_index >= last else KEEP
+
+
+def store_policy(plan: dict[str, int], stage_index: int, enabled: bool) -> str | None:
+    """The eviction policy of a store in the r-loop of stage ``stage_index``: ``evict_first``
+    in the last r-loop that reads a buffer again when ``enabled``, else None."""
+    if not (enabled and plan) or stage_index < max(plan.values()):
+        return None
+    return LAST_READ

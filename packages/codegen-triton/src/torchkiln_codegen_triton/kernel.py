@@ -350,6 +350,12 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         val = self.narrowed(value, dtype)
         ptr, walked = self._pointer(name, index, deps)
         mask = self._mask_text(deps)
+        evict = _eviction.store_policy(
+            self.rereads,
+            self.stage_index,
+            self._stage.looped and "r" in deps and self.options.reread_stores_evict_first,
+        )
+        hint = f', eviction_policy="{evict}"' if evict else ""
         if mode == "atomic_add":
             self.line(f"tl.atomic_add({ptr}, {val}, {mask or 'None'})", loc)
         elif self.edge_mode:
@@ -363,11 +369,12 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
             # their own for a whole row with edges (begin_edges)
             parts = ("rstore",) if self.edges else ("rstore", "redge")
             for part in parts:
-                self.line(f"tl.store({ptr}, {val}, {self._mask_text(deps, part)})", loc)
+                self.line(f"tl.store({ptr}, {val}, {self._mask_text(deps, part)}{hint})", loc)
             if self.edges and not any(n is self.current_node for n in self.edge_nodes):
                 self.edge_nodes.append(self.current_node)
         elif mode is None:
-            self.line(f"tl.store({ptr}, {val}, {mask})" if mask else f"tl.store({ptr}, {val})", loc)
+            masked = f", {mask}" if mask else ""
+            self.line(f"tl.store({ptr}, {val}{masked}{hint})", loc)
         else:
             raise CodegenError(f"store mode {mode!r} is not supported by the Triton backend")
 

@@ -87,6 +87,11 @@ class TritonOptions:
         softmax's row: once for its max and sum, once to write it), load it ``evict_last`` in
         the earlier loops and ``evict_first`` in the last, so the row's second read finds it in
         the L2 cache rather than DRAM (``_eviction.py``). Off gives plain loads, for comparison.
+    reread_stores_evict_first: with the eviction hints, the stores of the last r-loop that
+        reads a row again (a softmax's output) are ``eviction_policy="evict_first"`` too, so
+        the output's lines leave L2 before the rows still to be read a second time (a 100 MB
+        output written through L2 competes with them). False (the default) keeps plain
+        stores: not yet timed on a GPU.
     welford_shifted_sums: a looped float32 Welford reduction (a variance, a batch norm's
         statistics) sums each lane's values shifted by its first one and makes (mean, m2) once
         after the loop (``_reductions._shifted_sums``), where Welford's update per value costs
@@ -133,6 +138,7 @@ class TritonOptions:
     walked_rows_whole: int = 0
     walked_rows_whole_warps: int = 16
     eviction_hints: bool = True
+    reread_stores_evict_first: bool = False
     welford_shifted_sums: bool = True
     loop_stages: int = 1
     debug_asserts: bool = False
