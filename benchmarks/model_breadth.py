@@ -358,7 +358,22 @@ def main() -> None:
     as_eager = sum(r["verdict"] == "as eager" for r in rows)
     print(f"{passed} of {len(rows)} models pass; {as_eager} raise as eager does")
     if args.json:
-        meta = {"torch": torch.__version__, "command": "python benchmarks/model_breadth.py"}
+        import importlib.metadata
+        import sys
+
+        try:
+            transformers = importlib.metadata.version("transformers")
+        except importlib.metadata.PackageNotFoundError:
+            transformers = None
+        meta = {
+            "torch": torch.__version__,
+            "transformers": transformers,
+            # the flags as given, --json and its path left out
+            "command": " ".join(
+                ["python benchmarks/model_breadth.py"]
+                + [a for a in sys.argv[1:] if a not in ("--json", args.json)]
+            ),
+        }
         with open(args.json, "w") as f:
             json.dump({"meta": meta, "rows": rows}, f, indent=1)
 
