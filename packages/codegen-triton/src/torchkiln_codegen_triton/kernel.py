@@ -114,12 +114,10 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         self.online: OnlinePair | None = None  # a max and sum of exp to compute in one loop
         self._online_sum: TritonValue | None = None
         # a persistent softmax's sum of exp(x - max(x)), traced by name through its ops
-        # (``is_sum_of_exp``): row max -> the value it is the max of, then x - max, its exp
-        # and that exp's row sum
+        # (``is_sum_of_exp``): row max -> the value it is the max of; then each value that is
+        # a step of the chain -> the step ("shifted": x - max, "exp", "sum": its row sum)
         self._max_of: dict[str, str] = {}
-        self._shifted: set[str] = set()
-        self._exp_shifted: set[str] = set()
-        self._sums_of_exp: set[str] = set()
+        self._softmax_step: dict[str, str] = {}
         self._calls: dict[int, int] = {}  # ops.reduction calls per stage, as _online counts
         self.aligned: AlignedWalk | None = None  # rows walked from a 16-byte boundary (_aligned)
         # a whole walked row whose edge lanes are stored from a block of their own after its
@@ -427,19 +425,19 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         ``x`` as its max (a persistent kernel holds both in one block: one name)."""
         if self._online_sum is not None and v.name == self._online_sum.name:
             return True
-        return v.name in self._sums_of_exp
+        return self._softmax_step.get(v.name) == "sum"
 
     def sub(self, a: Any, b: Any) -> TritonValue:
         out = PointwiseOps.sub(self, a, b)
         if isinstance(a, TritonValue) and isinstance(b, TritonValue):
             if self._max_of.get(b.name) == a.name:
-                self._shifted.add(out.name)
+                self._softmax_step[out.name] = "shifted"
         return out
 
     def exp(self, a: Any) -> TritonValue:
         out = PointwiseOps.exp(self, a)  # type: ignore[attr-defined]
-        if isinstance(a, TritonValue) and a.name in self._shifted:
-            self._exp_shifted.add(out.name)
+        if isinstance(a, TritonValue) and self._softmax_step.get(a.name) == "shifted":
+            self._softmax_step[out.name] = "exp"
         return out
 
     def reduction(
@@ -481,8 +479,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         if isinstance(out, TritonValue) and not self.split and not self.row_loop:
             if reduction_type == "max" and value.dtype == out.dtype:
                 self._max_of[out.name] = value.name
-            elif reduction_type == "sum" and value.name in self._exp_shifted:
-                self._sums_of_exp.add(out.name)
+            elif reduction_type == "sum" and self._softmax_step.get(value.name) == "exp":
+                self._softmax_step[out.name] = "sum"
         return out
 
     def index_expr(self, expr: sympy.Expr, dtype: torch.dtype) -> TritonValue:
