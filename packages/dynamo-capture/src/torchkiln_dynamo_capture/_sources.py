@@ -32,6 +32,7 @@ __all__ = [
     "Source",
     "TensorOfArraySource",
     "ViewDictSource",
+    "WeakRefSource",
     "closure_cell_source",
     "default_source",
     "source_code",
@@ -118,6 +119,27 @@ class TensorOfArraySource(Source):
         return _tensor_of_array(base_value)
 
 
+@dataclass(frozen=True)
+class WeakRefSource(Source):
+    """The object the weak reference at ``source`` refers to (None once it is gone):
+    ``<source>()``. How an LSTM's forward reaches its weights (``_flat_weight_refs``)."""
+
+    source: Source
+
+    @property
+    def base(self) -> Source:
+        return self.source
+
+    def expr(self) -> str:
+        return f"{self.source.expr()}()"
+
+    def _code(self, base_ref, ctx):
+        return f"{base_ref}()"
+
+    def _fetch(self, base_value, frame):
+        return base_value()
+
+
 def closure_cell_source(fn_source: Source, index: int) -> Source:
     """The contents of cell ``index`` of the function at ``fn_source``."""
     return AttrSource(ItemSource(AttrSource(fn_source, "__closure__"), index), "cell_contents")
@@ -148,6 +170,8 @@ def source_code(src: Source, ns: Namespace) -> str:
         return f"{ns.ref(view_dict, 'view_dict')}({source_code(src.source, ns)})"
     if isinstance(src, TensorOfArraySource):
         return f"{ns.ref(_tensor_of_array, 'from_numpy')}({source_code(src.source, ns)})"
+    if isinstance(src, WeakRefSource):
+        return f"{source_code(src.source, ns)}()"
     if isinstance(src, ItemSource):
         key = repr(src.key) if type(src.key) in _LITERAL_KEYS else ns.ref(src.key, "key")
         return f"{source_code(src.source, ns)}[{key}]"

@@ -130,6 +130,9 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         return contextmanager_call(
             tx, UserFunctionVariable.from_function(tx, fn, None), args, kwargs
         )
+    if fn is torch.jit.annotate and len(args) == 2 and not kwargs:
+        # a TorchScript type hint: eager hands its value back unchanged (CrossViT's lists)
+        return args[1]
     if fn is contextlib.nullcontext:
         return NullContextVariable(
             args[0] if args else kwargs.get("enter_result", ConstantVariable(None))

@@ -7,12 +7,13 @@ from __future__ import annotations
 import collections.abc
 import dataclasses
 import inspect
+import weakref
 from typing import Any
 
 import torch
-from torchkiln_guards import DictKeysMatch
+from torchkiln_guards import DictKeysMatch, IdMatch
 
-from .._sources import AttrSource, ItemSource
+from .._sources import AttrSource, ItemSource, WeakRefSource
 from ..exc import Unsupported
 from .base import (
     AttrMissing,
@@ -142,6 +143,15 @@ class UserObjectVariable(VariableTracker):
         tx.out.side_effects.store_attr(self, name, value)
 
     def call(self, tx, args, kwargs):
+        if type(self.value) is weakref.ref and self.source is not None and not args and not kwargs:
+            referent = self.value()
+            if referent is None or isinstance(referent, torch.Tensor):
+                # a weak reference to a tensor (an LSTM's weights): the tensor, read through
+                # the reference and identity-guarded there. Other referents (a hook dict behind
+                # a RemovableHandle) are still called in Python (variables/calls.py)
+                source = WeakRefSource(self.source)
+                tx.out.guards.append(IdMatch(source, referent))
+                return ConstantVariable(None) if referent is None else tx.wrap(referent, source)
         if not callable(self.value):
             raise Unsupported(f"calling a {type(self.value).__name__} object")
         call = type(self.value).__call__
