@@ -145,6 +145,10 @@ class TrainingPlan:
         )
 
 
+#: in ``ctx.nontensor_saved``, the position of a value saved with ``ctx.save_for_backward``
+_SAVED_TENSOR = object()
+
+
 class CompiledFunction(torch.autograd.Function):
     """forward runs the compiled forward graph and saves its extra outputs; backward runs the
     compiled backward graph on them and the incoming gradients."""
@@ -164,11 +168,13 @@ class CompiledFunction(torch.autograd.Function):
         tensors = [s for s in saved if isinstance(s, torch.Tensor)]
         ctx.save_for_backward(*tensors)
         # None: every saved value is a tensor (the usual case: no second pass over them, here
-        # or in backward); else the non-tensors in their positions, None where a tensor goes
+        # or in backward); else the non-tensors in their positions, _SAVED_TENSOR where a tensor
+        # goes (not None: an op may return None for a tensor it did not compute, as an LSTM's
+        # workspace out of training)
         ctx.nontensor_saved = (
             None
             if len(tensors) == len(saved)
-            else [None if isinstance(s, torch.Tensor) else s for s in saved]
+            else [_SAVED_TENSOR if isinstance(s, torch.Tensor) else s for s in saved]
         )
         non_diff = [
             o
@@ -196,7 +202,7 @@ class CompiledFunction(torch.autograd.Function):
             args = list(ctx.saved_tensors)
         else:
             tensors = iter(ctx.saved_tensors)
-            args = [next(tensors) if s is None else s for s in ctx.nontensor_saved]
+            args = [next(tensors) if s is _SAVED_TENSOR else s for s in ctx.nontensor_saved]
             del tensors
         tangents = [grad_outputs[i] for i in plan.diff_outputs]
         absent = tuple(i for i, g in enumerate(tangents) if g is None)
