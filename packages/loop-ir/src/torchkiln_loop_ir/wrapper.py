@@ -52,11 +52,20 @@ def make_extern(step: ExternCall, out_specs: Sequence[Any] = ()) -> Callable[...
     other strides than at trace time, e.g. attention) has its result copied into that layout.
     A fallback's output of static size is checked against it too (an op whose output size
     depends on the data, such as nonzero or x[mask], raises OutputShapeChanged).
+
+    An output traced empty, of an op whose output sizes do not depend on the data, is passed on
+    as the op returns it, unchecked: a workspace whose size only the kernel knows, which its
+    meta function gives as empty (``mkldnn_rnn_layer``'s fourth output: 28672 values for a small
+    LSTM, or None under no_grad). No kernel reads elements of an empty buffer; the backward
+    op it is saved for takes it as the forward returned it.
     """
+    sized_by_inputs = _sizes_from_inputs(step.op)
     fixed = [
         (i, tuple(int(v) for v in sp.size), tuple(int(v) for v in sp.stride))
         for i, sp in enumerate(out_specs)
-        if sp is not None and all(isinstance(v, sympy.Integer) for v in (*sp.size, *sp.stride))
+        if sp is not None
+        and all(isinstance(v, sympy.Integer) for v in (*sp.size, *sp.stride))
+        and not (sized_by_inputs and 0 in sp.size)
     ]
     call = _make_extern(step, fixed)
     symbolic = [
@@ -123,6 +132,22 @@ def _changed_shape(step: ExternCall, r: Any, size: tuple[int, ...]) -> OutputSha
     )
 
 
+def _makes_workspace_under_grad(step: ExternCall) -> bool:
+    """A CPU LSTM layer (oneDNN) whose workspace, its fourth output, is used (saved for the
+    backward): the kernel returns None for it unless grad mode is on."""
+    return (
+        step.op is torch.ops.aten.mkldnn_rnn_layer.default
+        and len(step.outputs) == 4
+        and bool(step.outputs[3])
+    )
+
+
+def _sizes_from_inputs(op: Any) -> bool:
+    """Whether ``op`` is an ATen operator whose output sizes follow from its inputs' (not tagged
+    ``dynamic_output_shape``, as nonzero and masked_select are)."""
+    return isinstance(op, torch._ops.OpOverload) and torch.Tag.dynamic_output_shape not in op.tags
+
+
 def _returns_tensors(op: Any, n_out: int) -> bool:
     """Whether ``op`` returns exactly ``n_out`` plain tensors (one, or a tuple of them) by its
     schema: its result then needs no flattening."""
@@ -172,8 +197,12 @@ def _make_extern(
         ns[name] = value
         return name
 
+    buffer_leaves: list[int] = []  # the dynamic leaves that are tensors
+
     def expr(x: Any) -> str:
         if _is_dynamic(x):
+            if isinstance(x, BufferRef):
+                buffer_leaves.append(n_dyn[0])
             n_dyn[0] += 1
             return f"v{n_dyn[0] - 1}"
         if isinstance(x, (list, tuple)):
@@ -215,6 +244,16 @@ def _make_extern(
         return lines
 
     body = [f"def call({params}):", f"    result = op({', '.join(parts)})"]
+    if _makes_workspace_under_grad(step):
+        # the kernel makes the workspace its backward reads only when grad mode is on, and a
+        # training forward runs with it off (inside autograd.Function.forward): on here, for
+        # detached inputs, so that no autograd history is recorded
+        ns["_enable_grad"] = torch.enable_grad
+        body[1:] = [
+            *(f"    v{i} = v{i}.detach()" for i in buffer_leaves),
+            "    with _enable_grad():",
+            f"        result = op({', '.join(parts)})",
+        ]
     known = _returns_tensors(step.op, n_out)
     if known and n_out == 1:
         # by its schema the result is one tensor: nothing to flatten or test
