@@ -52,6 +52,10 @@
 #               TritonOptions.transposed_min_programs 16 (the combine of 128 partial rows in 16
 #               programs, not 4), each kernel's time (--profile), then the full launch sweep of
 #               its kernels (XBLOCK up to 256: whole 512-byte rows of channels)
+#   bn-probe    hand-written kernels for the same statistics (gpu_bn_stats_probe.py, bf16 then
+#               fp32): chunks 64 / 128 / 512, six tile shapes, the next tile prefetched or not,
+#               the shift per lane or per column; eager and torchkiln alongside. Which of a
+#               program's fixed cost and its one-latency-an-iteration loop is the 47 us
 #   hf-full-fp32-addmm   hf-full-fp32 with LoopIROptions.addmm_bias_in_consumer (bench --options)
 #   hf-full-padout, hf-full-fp32-padout   hf-full / hf-full-fp32 with
 #               LoopIROptions.pad_matmul_outputs_only (the vocabulary head written into a padded
@@ -184,6 +188,11 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                TRITON_INTERPRET=0 timeout ${SWEEP_LIMIT:-150} python3 benchmarks/gpu_bandwidth_sweep.py \
                  --hang-s 140 --dtypes bfloat16 --cases "bn stats nhwc" --json "$OUT/sweep-bn.json" \
                  2>&1 | tee "$OUT/sweep-bn.log" | grep -v "^   X" | tail -20 ;;
+    bn-probe) for dt in bfloat16 float32; do
+                TRITON_INTERPRET=0 timeout ${PROBE_LIMIT:-100} python3 benchmarks/gpu_bn_stats_probe.py \
+                  --hang-s 95 --dtype $dt --json "$OUT/bn-probe-$dt.json" 2>&1 \
+                  | grep -v "Warn\|warn" | tee "$OUT/bn-probe-$dt.log"
+              done ;;
     bandwidth-sweep) TRITON_INTERPRET=0 timeout ${SWEEP_LIMIT:-240} python3 \
                        benchmarks/gpu_bandwidth_sweep.py --hang-s 230 --json "$OUT/sweep.json" \
                        --sources "$OUT/sweep-sources.py" 2>&1 | tee "$OUT/sweep.log" | grep -v "^   X" ;;
