@@ -3,11 +3,12 @@ each compiled by ``torchkiln.compile`` (default options) and called on fresh inp
 its output compared to eager's. A row gives the graphs, graph breaks, graphs that fell back to
 eager, the largest difference from eager against the output's scale, and the first call's
 seconds (capture and compile). A correctness and coverage check, not a speed figure: timm
-models at batch 1, 224x224 (their default configs); transformers models in small configs (two
-layers of width 64) built from their config classes, so no download is needed.
+models at batch 1, in their default configs and input sizes (mostly 224x224); transformers
+models in small configs (two layers of width 64) built from their config classes, so no
+download is needed.
 
-    python benchmarks/model_breadth.py --suite timm,hf [--models swin_tiny_patch4_window7_224]
-        [--train] [--json out.json]
+    python benchmarks/model_breadth.py --suite timm,timm-more,hf
+        [--models swin_tiny_patch4_window7_224] [--train] [--json out.json]
 
 The transformers set also has XLM-R, MobileBERT, SqueezeBERT, ConvBERT, Marian, Mixtral and
 Qwen2-MoE (mixture of experts), Mamba, GPT-J, CodeGen, GPTBigCode, StarCoder2, StableLM, MPT, the
@@ -59,6 +60,74 @@ TIMM = (
     "twins_svt_small",
     "swin_tiny_patch4_window7_224",
     "hrnet_w18_small",
+)
+#: ``--suite timm-more``: 61 more architectures (session 26): attention variants (EVA-02, CaiT,
+#: XCiT, TNT, CrossViT, NesT, VOLO, Hiera, MViTv2, RoPE ViTs), LSTMs (Sequencer), convolution
+#: nets old and new (Inception-v3, Xception, DPN, ResNeSt, SKNet, NFNet, TResNet, RepGhost),
+#: hybrids (CoAtNet, Next-ViT, EfficientFormer, TinyViT) and self-attention ResNets (BoTNet,
+#: HaloNet, LambdaNet)
+TIMM_MORE = (
+    "eva02_tiny_patch14_224",
+    "cait_xxs24_224",
+    "xcit_nano_12_p16_224",
+    "nfnet_l0",
+    "cspresnet50",
+    "mixer_s16_224",
+    "tnt_s_patch16_224",
+    "crossvit_tiny_240",
+    "sequencer2d_s",
+    "nest_tiny",
+    "ese_vovnet19b_dw",
+    "rexnet_100",
+    "hardcorenas_a",
+    "tinynet_e",
+    "lcnet_050",
+    "mnasnet_100",
+    "res2net50_26w_4s",
+    "resnest14d",
+    "skresnet18",
+    "selecsls42b",
+    "tresnet_m",
+    "inception_v3",
+    "legacy_xception",
+    "dpn68",
+    "efficientformer_l1",
+    "mobileone_s0",
+    "vit_relpos_small_patch16_224",
+    "deit3_small_patch16_224",
+    "hiera_tiny_224",
+    "hgnetv2_b0",
+    "rdnet_tiny",
+    "starnet_s1",
+    "tiny_vit_5m_224",
+    "mambaout_femto",
+    "focalnet_tiny_srf",
+    "gcvit_xxtiny",
+    "davit_tiny",
+    "pvt_v2_b0",
+    "volo_d1_224",
+    "visformer_tiny",
+    "vgg11",
+    "botnet26t_256",
+    "halonet26t",
+    "lambda_resnet26t",
+    "coatnet_0_rw_224",
+    "cs3darknet_focus_s",
+    "ghostnetv2_100",
+    "inception_next_tiny",
+    "nextvit_small",
+    "fastvit_mci0",
+    "resnetv2_50x1_bit",
+    "regnetz_b16",
+    "gernet_s",
+    "swinv2_cr_tiny_224",
+    "mvitv2_tiny",
+    "efficientvit_m0",
+    "repghostnet_050",
+    "convmixer_768_32",
+    "efficientformerv2_s0",
+    "vit_small_patch16_rope_224",
+    "resnet18d",
 )
 
 #: the encoder-decoder models' sizes (BART, Marian), in their own field names
@@ -194,7 +263,9 @@ def timm_case(name: str) -> tuple[torch.nn.Module, Callable[[], dict[str, Any]]]
     import timm
 
     model = _nonzero(timm.create_model(name, pretrained=False).eval())
-    return model, lambda: {"x": torch.randn(1, 3, 224, 224)}
+    # the model's own input size (224 x 224 for most; BoTNet and HaloNet take 256 x 256)
+    size = tuple(model.pretrained_cfg.get("input_size", (3, 224, 224)))
+    return model, lambda: {"x": torch.randn(1, *size)}
 
 
 def _nonzero(model: torch.nn.Module) -> torch.nn.Module:
@@ -266,7 +337,7 @@ def check(suite: str, name: str, train: bool = False) -> dict[str, Any]:
     torch.manual_seed(0)
     row: dict[str, Any] = {"suite": suite, "model": name, "train": train}
     try:
-        model, inputs = (timm_case if suite == "timm" else hf_case)(name)
+        model, inputs = (timm_case if suite.startswith("timm") else hf_case)(name)
         twin = copy.deepcopy(model)
         calls = [inputs(), inputs()]
         got_error = expected_error = None
@@ -333,10 +404,13 @@ def main() -> None:
     parser.add_argument("--hang-s", type=float, default=3000)
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
-    wanted = set(filter(None, args.models.split(",")))
+    asked = [name for name in args.models.split(",") if name]
+    wanted = set(asked)
     rows = []
     for suite in args.suite.split(","):
-        names = TIMM if suite == "timm" else tuple(HF)
+        names = {"timm": TIMM, "timm-more": TIMM_MORE}.get(suite, tuple(HF))
+        if suite == "timm":  # any timm architecture by name, not only the lists'
+            names += tuple(name for name in asked if name not in TIMM + TIMM_MORE)
         for name in names:
             if wanted and name not in wanted:
                 continue
