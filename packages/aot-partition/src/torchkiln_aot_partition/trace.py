@@ -193,6 +193,16 @@ def trace_functional(
                 tracing_mode="fake" if fake else "real",
                 _allow_non_fake_inputs=False,
             )(*args)
+            if _writes_in_place(traced):
+                # decompositions run below functionalization: the in-place ops one writes (the
+                # core table's GRU and RNN cells: add_, mul_, sigmoid_, tanh_) reach the graph as
+                # they are, each an ATen call loop-ir cannot fuse. One more functionalizing trace
+                # of the graph itself rewrites them
+                traced = make_fx(
+                    torch.func.functionalize(traced, remove="mutations"),
+                    tracing_mode="fake" if fake else "real",
+                    _allow_non_fake_inputs=False,
+                )(*args)
     except AOTError:
         raise
     except Exception as exc:
@@ -242,6 +252,21 @@ def _refuse_metadata_mutations(inputs) -> None:
                 f"graph input {i} has its sizes or strides changed in place (x.t_(), "
                 "x.transpose_(), x.as_strided_()); only value mutations are compiled"
             )
+
+
+def _writes_in_place(gm: fx.GraphModule) -> bool:
+    """Whether ``gm`` mutates anything but its inputs' final values (functionalization's trailing
+    ``copy_`` into an input)."""
+    inputs = {n for n in gm.graph.nodes if n.op == "placeholder"}
+    for node in gm.graph.nodes:
+        target = node.target
+        if node.op != "call_function" or not isinstance(target, torch._ops.OpOverload):
+            continue
+        if target is aten.copy_.default and node.args[0] in inputs:
+            continue
+        if target._schema.is_mutable:
+            return True
+    return False
 
 
 def finish_functional_graph(traced: fx.GraphModule) -> FunctionalGraph:
