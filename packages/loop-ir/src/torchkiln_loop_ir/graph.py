@@ -406,6 +406,12 @@ class GraphLowering:
         fn = lowerings.get(n.target)
         if fn is None and hasattr(n.target, "overloadpacket"):
             fn = lowerings.get(n.target.overloadpacket)
+        if fn is not None and _touches_complex(n):
+            # no kernel computes with complex values: ATen's kernel does (an FFT's input cast,
+            # view_as_real of its result), and kernels take over from the real values
+            return ctx.extern(
+                n.target, args, kwargs, kind="fallback", reason="complex values (ATen's kernel)"
+            )
         if fn is not None and self.options.fallback_random and _draws_random(n.target):
             # eager's kernel on eager's generator, in graph order: eager's numbers and state
             return ctx.extern(
@@ -565,6 +571,14 @@ def _read_as_memory(n: torch.fx.Node) -> bool:
             if target.is_view and user.args and user.args[0] is node:
                 stack.append(user)  # a view of it (not an op reading its size)
     return False
+
+
+def _touches_complex(n: torch.fx.Node) -> bool:
+    """Whether ``n`` reads or makes a complex tensor."""
+    values = [n.meta.get("val")] + [a.meta.get("val") for a in n.all_input_nodes]
+    return any(
+        isinstance(v, torch.Tensor) and v.dtype.is_complex for v in pytree.tree_leaves(values)
+    )
 
 
 def _draws_random(op: Any) -> bool:
