@@ -322,3 +322,43 @@ def test_eager_fallback_does_not_leak_the_capture_error_into_the_users_handler()
     ):
         capture(g, lambda gm, ex: gm.forward)(x)
     assert info.value.__context__ is None
+
+
+@pytest.mark.parametrize("grad", [False, True])
+def test_requires_grad_in_place_breaks_and_keeps_eagers_flags(grad):
+    """``t.requires_grad_()`` is no value a graph computes: it breaks the graph and runs in
+    Python. As a node, the ATen trace refused it (transformers' MRA ran wholly eagerly)."""
+
+    def f(x):
+        z = torch.zeros_like(x).requires_grad_()
+        return z, (z[:, :2] * x[:, :2]).sum(-1), x + 1
+
+    be = RecordingBackend()
+    cf = capture(f, be)
+    with torch.set_grad_enabled(grad):
+        x = torch.randn(3, 4)
+        got, want = cf(x), f(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+        assert g.requires_grad == w.requires_grad
+    assert explain(f)(x).graph_break_count == 1
+    with pytest.raises(Unsupported, match="requires_grad_"):
+        capture(f, RecordingBackend(), fullgraph=True)(x)
+
+
+def test_the_steps_of_a_break_are_the_programs_code():
+    """A break's step and its continuation are registered as the program's own code
+    (``CodeRegistry.runs_the_program``): an error raised there is the program's, not capture's,
+    even when the function broken is a library's."""
+
+    def f(x):
+        y = x * 2
+        print(end="")
+        return y + 1
+
+    cf = capture(f, RecordingBackend())
+    cf(torch.randn(3))
+    codes = cf.ctx.codes
+    made = [fn.__code__ for fn in cf.ctx._steps.values()]
+    assert made and all(codes.runs_the_program(c) for c in made)
+    assert not codes.runs_the_program(f.__code__)

@@ -151,6 +151,7 @@ class CaptureContext:
             code = step_code(
                 orig, first, last, layout, live, successors, f"step_at_{first}", reader
             )
+            self.codes.add_step(code)
             fn = make_function(code, func)
             self._steps[key] = fn
         return fn

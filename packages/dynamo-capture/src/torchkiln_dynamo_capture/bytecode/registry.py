@@ -51,12 +51,21 @@ class CodeRegistry:
         self._cell_args: weakref.WeakKeyDictionary[types.CodeType, tuple[str, ...]] = (
             weakref.WeakKeyDictionary()
         )
+        self._steps: weakref.WeakSet[types.CodeType] = weakref.WeakSet()
 
     def add_shifted(self, code: types.CodeType, info: ResumeInfo) -> None:
         self._shifted[code] = info
 
     def add_cell_args(self, code: types.CodeType, names: tuple[str, ...]) -> None:
         self._cell_args[code] = names
+
+    def add_step(self, code: types.CodeType) -> None:
+        self._steps.add(code)
+
+    def runs_the_program(self, code: types.CodeType) -> bool:
+        """Whether ``code`` is a continuation or a break's step: the captured program's own
+        instructions, run as eager runs them (an error raised in it is the program's)."""
+        return code in self._shifted or code in self._steps
 
     def info(self, code: types.CodeType) -> ResumeInfo | None:
         """Where ``code`` came from (None: not a shifted copy this context made)."""

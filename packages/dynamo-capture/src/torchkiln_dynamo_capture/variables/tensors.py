@@ -114,6 +114,10 @@ class TensorVariable(VariableTracker):
     def call_method(self, tx, name, args, kwargs):
         if name == "backward":
             raise Unsupported(BACKWARD_INSIDE, BACKWARD_HINT)
+        if name == "requires_grad_":
+            # which tensors autograd tracks is no value a graph computes: as a node it made the
+            # ATen trace fail, and the whole graph ran eagerly (MRA's zeros_like(q).requires_grad_())
+            raise Unsupported("Tensor.requires_grad_() inside a captured function", BACKWARD_HINT)
         if name in ("item", "tolist") and tx.out.scalar_outputs and not args and not kwargs:
             return self._scalar_outputs(tx, name)
         if name == "numpy" and np is not None and not args and set(kwargs) <= {"force"}:
