@@ -523,3 +523,35 @@ def test_an_unused_op_eager_refuses_for_its_dtype_raises(codegen, train):
     for i in (torch.arange(5), torch.randint(-9, 9, (7,))):
         torch.testing.assert_close(compiled(i), f(i))
     assert not torchkiln.report(compiled).eager_fallbacks
+
+
+class _Mixer(torch.nn.Module):
+    """A module whose forward breaks the graph (print) before a linear layer the input does not
+    fit: the error is raised by ``nn.Linear.forward``'s code, which capture runs as a step of the
+    break (a code object in torch's own file)."""
+
+    def __init__(self):
+        super().__init__()
+        self.inner = torch.nn.Linear(8, 4)
+
+    def forward(self, x):
+        y = x * 2
+        print(end="")
+        return self.inner(y)
+
+
+def test_the_programs_own_error_inside_a_librarys_function_is_eagers():
+    """transformers' LiLT (a config whose widths do not fit) raised FailedAfterEffects, not
+    eager's RuntimeError: the error came from code capture ran for the program (a step or
+    continuation), but its frame is in torch's file, so it read as torchkiln's own failure."""
+    model = _Mixer()
+    compiled = torchkiln.compile(model)
+    for _ in range(2):
+        x = torch.randn(3, 5)  # 5 features, the layer takes 8
+        with pytest.raises(RuntimeError) as eager:
+            model(x)
+        with pytest.raises(RuntimeError) as got:
+            compiled(x)
+        assert str(got.value) == str(eager.value)
+    x = torch.randn(3, 8)  # a call that fits still computes
+    torch.testing.assert_close(compiled(x), model(x))

@@ -151,7 +151,7 @@ class _Runner:
             # The user's own code raised (after a graph break code runs in CPython; a graph's
             # ops raise only as eager would, the pipeline sees to it): that is the program's
             # behaviour, re-raised unchanged.
-            if _raised_by_user_code(error):
+            if _raised_by_user_code(error, self._continuation_codes()):
                 raise
             # An internal error after the function may have had effects (a graph wrote its
             # inputs, Python code of the function ran): re-running it eagerly would repeat them.
@@ -192,6 +192,15 @@ class _Runner:
             )
         except Exception as error:  # noqa: BLE001
             self._fail("capture could not wrap the function", error)
+
+    def _continuation_codes(self) -> Callable[[Any], bool]:
+        """Whether a code object is one of capture's continuations or a break's step: the
+        program's own code around a graph break, run as eager runs it, whatever file it is in."""
+        inner = getattr(self.captured, "_captured", self.captured)
+        codes = getattr(getattr(inner, "ctx", None), "codes", None)
+        if codes is None:
+            return lambda code: False
+        return codes.runs_the_program
 
     def _functions(self) -> list[Any]:
         """The captured function and every continuation or callee its graph breaks created."""
@@ -255,11 +264,17 @@ def _frame_kind(frame: Any) -> str:
 _LIBRARIES = frozenset({"torch", "triton", "sympy", "bytecode", "networkx", "numpy"})
 
 
-def _raised_by_user_code(error: BaseException) -> bool:
+def _raised_by_user_code(
+    error: BaseException, continuation: Callable[[Any], bool] = lambda code: False
+) -> bool:
     """Whether ``error`` came from the user's program: the innermost frame of its traceback that
-    is not a library's (torch, triton, ...) is the user's code, or a graph of the user's ops
-    that raised as eager does."""
+    is not a library's (torch, triton, ...) is the user's code, a graph of the user's ops that
+    raised as eager does, or the program's own code around a graph break (``continuation(code)``:
+    a break inside a library's function, transformers' or ``nn.Linear.forward``, runs the rest
+    of it as a step or continuation whose file is the library's)."""
     for frame in _frames(error):
+        if continuation(frame.f_code):
+            return True
         kind = _frame_kind(frame)
         if kind != "library":
             return kind in ("user", "graph")
