@@ -111,7 +111,7 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
            | tee "$OUT/ops-triton-cuda.log" | tail -15 ;;
     cuda-tests) { TRITON_INTERPRET=0 timeout ${CUDA_TESTS_LIMIT:-100} $PYTEST -n 4 --timeout 90 \
                     tests/test_masked_attention_cuda.py tests/test_channels_last_e2e.py \
-                    tests/test_pad_mm_e2e.py 2>&1
+                    tests/test_pad_mm_e2e.py tests/test_recurrent_e2e.py 2>&1
                   TRITON_INTERPRET=0 timeout 100 $PYTEST -n 4 --timeout 90 \
                     tests/test_direct_convolution_e2e.py -k cuda 2>&1
                   TRITON_INTERPRET=0 PYTHONPATH="$PYTHONPATH:$PWD/benchmarks" timeout 100 $PYTEST \

@@ -1,0 +1,71 @@
+"""Batch norm's gradients where eager's own CPU kernel is wrong: a batch of one whose incoming
+gradient has channels-last strides, as ``bn(x).flatten(2).transpose(1, 2)`` (XCiT's patch
+embedding) hands back. torch 2.13's ``native_batch_norm_backward`` on the CPU then sums the
+gradient in the wrong order (``torch.autograd.gradcheck`` fails in float64; a batch of two is
+right). torchkiln decomposes batch norm, so its gradients are the true ones: this compares them
+with float64 references that avoid the kernel (the eval-mode affine formula, and the training
+formula written out), so a change that followed eager's kernel here would be seen.
+
+timm's xcit_nano_12_p16_224 and rexnet_100 were "FAIL" in ``model_breadth.py --train`` (batch 1)
+for this reason: their gradients agree with such a float64 reference to 2e-6 and 6e-7.
+"""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import pytest
+import torch
+import torch.nn.functional as F
+import torchkiln
+
+pytestmark = pytest.mark.usefixtures("private_cache_dir")
+
+
+def _model(training: bool):
+    def f(x, w, b, rm, rv):
+        y = F.batch_norm(x, rm, rv, w, b, training=training, eps=1e-5)
+        return y.flatten(2).transpose(1, 2)
+
+    return f
+
+
+def _reference(training: bool):
+    """The same in float64, batch norm written out (no ATen batch-norm kernel)."""
+
+    def f(x, w, b, rm, rv):
+        if training:
+            mean = x.mean((0, 2, 3), keepdim=True)
+            var = x.var((0, 2, 3), keepdim=True, correction=0)
+        else:
+            mean, var = rm.view(1, -1, 1, 1), rv.view(1, -1, 1, 1)
+        y = (x - mean) * (var + 1e-5).rsqrt() * w.view(1, -1, 1, 1) + b.view(1, -1, 1, 1)
+        return y.flatten(2).transpose(1, 2)
+
+    return f
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+@pytest.mark.parametrize("training", [True, False])
+def test_gradients_follow_the_math_not_eagers_kernel(training, codegen):
+    torch.manual_seed(0)
+    compiled = torchkiln.compile(_model(training), options={"strict": True, "codegen": codegen})
+    for _ in range(2):
+        x = torch.randn(1, 3, 4, 4)
+        w, b = torch.randn(3), torch.randn(3)
+        rm, rv = torch.randn(3), torch.rand(3) + 0.5
+        t = torch.randn(1, 16, 3)
+        leaves = [
+            x.clone().requires_grad_(),
+            w.clone().requires_grad_(),
+            b.clone().requires_grad_(),
+        ]
+        got = torch.autograd.grad(compiled(*leaves, rm.clone(), rv.clone()), leaves, t)
+        ref_leaves = [v.double().requires_grad_() for v in (x, w, b)]
+        want = torch.autograd.grad(
+            _reference(training)(*ref_leaves, rm.double(), rv.double()), ref_leaves, t.double()
+        )
+        for g, r in zip(got, want):
+            torch.testing.assert_close(g.double(), r, rtol=1e-5, atol=1e-5)
