@@ -197,4 +197,15 @@ def _fake_outputs(fn, examples, primals, mode):
         for e, p in zip(examples, primals)
     ]
     outs = fn(*fakes)
+    for i, (fake, p) in enumerate(zip(fakes, primals)):
+        if isinstance(p, torch.Tensor) and not p.requires_grad and fake.requires_grad:
+            # an input written with a value that carries a gradient (``z[:, 1:] = s``: eager's z
+            # then requires grad, through CopySlices). The write-back of a mutated input keeps
+            # no autograd history, so the gradient through z would be lost: refuse (the graph
+            # runs eagerly) rather than compute a wrong gradient. (Longformer's attention
+            # scores, made by a break's step and filled in the next graph.)
+            raise AOTError(
+                f"graph input {i}, which does not require grad, is written with a value that "
+                "does: its gradient would not flow through the write-back"
+            )
     return tuple(fakes), (tuple(outs) if isinstance(outs, (tuple, list)) else (outs,))
