@@ -561,13 +561,16 @@ def main() -> None:
         import importlib.metadata
         import sys
 
-        try:
-            transformers = importlib.metadata.version("transformers")
-        except importlib.metadata.PackageNotFoundError:
-            transformers = None
+        def installed(name: str) -> str | None:
+            try:
+                return importlib.metadata.version(name)
+            except importlib.metadata.PackageNotFoundError:
+                return None
+
         meta = {
             "torch": torch.__version__,
-            "transformers": transformers,
+            "transformers": installed("transformers"),
+            "timm": installed("timm"),
             # the flags as given, --json and its path left out
             "command": " ".join(
                 ["python benchmarks/model_breadth.py"]
