@@ -402,3 +402,21 @@ def test_tensor_factories_from_constants_are_made_per_call():
     actual = [cf(x), cf(x)]
     _close(actual, expected)  # the graph draws the numbers eager draws, in the same order
     assert not torch.equal(actual[0], actual[1]) and be.calls == 1
+
+
+def test_lists_and_tuples_compare_item_by_item():
+    """``list(x.size()) == [b, s, h]`` (Longformer's asserts) compares in capture, as Python
+    does: lengths, then each item; it broke the graph ("operator eq on ListVariable")."""
+
+    def f(x, n):
+        assert list(x.size()) == [2, n, 4], "size"
+        same = [1, 2] == [1, 2] and (1, 3) != (1, 2) and [x.shape[0]] != [3] and [1] != [1, 2]
+        return x * 2 if same else x - 1
+
+    be = RecordingBackend()
+    cf = capture(f, be, fullgraph=True)
+    x = torch.randn(2, 3, 4)
+    torch.testing.assert_close(cf(x, 3), f(x, 3))
+    assert be.calls == 1
+    with pytest.raises(AssertionError, match="size"):
+        capture(f, RecordingBackend())(torch.randn(2, 5, 4), 3)

@@ -150,6 +150,14 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
         equal = a.equals(b)
         if equal is not None:
             return ConstantVariable(equal if fn is operator.eq else not equal)
+    if (
+        fn in (operator.eq, operator.ne)
+        and isinstance(a, (ListVariable, TupleVariable))
+        and type(a) is type(b)
+    ):
+        equal = _sequences_equal(tx, a, b)
+        if equal is not None:
+            return ConstantVariable(equal if fn is operator.eq else not equal)
     if fn in (operator.eq, operator.ne):
         ra, rb = a.real_value(), b.real_value()
         if ra is not NO_REAL and rb is not NO_REAL:
@@ -162,6 +170,21 @@ def binary_op(tx, fn, a: VariableTracker, b: VariableTracker) -> VariableTracker
     if r is not None:
         return r
     raise Unsupported(f"operator {fn.__name__} on {type(a).__name__} and {type(b).__name__}")
+
+
+def _sequences_equal(tx, a: VariableTracker, b: VariableTracker) -> bool | None:
+    """``a == b`` for two lists (or two tuples) item by item, as Python compares them
+    (Longformer's ``list(scores.size()) == [batch, seq, heads, window]``); None when an item's
+    comparison is not a known constant."""
+    if len(a.items) != len(b.items):
+        return False
+    for x, y in zip(a.items, b.items):
+        same = binary_op(tx, operator.eq, x, y)
+        if not same.is_python_constant():
+            return None
+        if not same.as_python_constant():
+            return False
+    return True
 
 
 def _holds_symbolic(v: VariableTracker) -> bool:
