@@ -1,6 +1,5 @@
 """Recurrent modules (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``) through torchkiln.compile, against
-eager on fresh inputs (CPU; CUDA too where there is one, where ATen runs an LSTM through
-cuDNN): in one graph, in inference under no_grad and with grad on, and in
+eager on fresh inputs (CPU; CUDA too where there is one): in one graph, in inference under no_grad and with grad on, and in
 training (every parameter's gradient).
 
 On the CPU an LSTM runs oneDNN's ``mkldnn_rnn_layer`` in eager and in the compiled graph. Three

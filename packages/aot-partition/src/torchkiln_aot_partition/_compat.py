@@ -23,14 +23,6 @@ def default_decompositions() -> dict:
     ):
         if op in decomposition_table:
             table.setdefault(op, decomposition_table[op])
-    # LSTMs are left to ATen's own composite, as eager runs them: one cuDNN call a layer on
-    # CUDA, oneDNN's mkldnn_rnn_layer on the CPU, each an extern call. The core table's
-    # decomposition unrolls the sequence into per-step matmuls and gates on CUDA (a graph that
-    # grows with the sequence's length), and calls oneDNN with train=False on the CPU. GRU and
-    # plain RNN decompositions stay: on the CPU, ATen's composites for them run per-step cells
-    # with in-place ops.
-    for overload in aten.lstm.overloads():
-        table.pop(getattr(aten.lstm, overload), None)
     return table
 
 
