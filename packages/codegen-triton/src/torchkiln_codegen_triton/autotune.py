@@ -199,10 +199,15 @@ def heuristic_config(
     rnumel = sizes[1]
     long_rows = bool(options.reread_rnumel and rnumel and rnumel >= options.reread_rnumel)
     whole: Config | None = None
-    if cfg.looped and not layout.transposed and options.aligned_rows and options.walked_rows_whole:
-        walk = walked_rows(spec, layout) if rnumel else None
-        if walk is not None and rnumel:
-            whole = _walked_whole_config(spec, options, rnumel, walk)
+    if (
+        cfg.looped
+        and not layout.transposed
+        and options.aligned_rows
+        and options.walked_rows_whole
+        and rnumel
+        and (walk := walked_rows(spec, layout)) is not None
+    ):
+        whole = _walked_whole_config(spec, options, rnumel, walk)
     if whole is not None:
         cfg = whole
     elif cfg.looped and not layout.transposed and on_vector_boundary(spec, layout):

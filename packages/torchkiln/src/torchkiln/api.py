@@ -193,18 +193,21 @@ class _Runner:
         except Exception as error:  # noqa: BLE001
             self._fail("capture could not wrap the function", error)
 
+    def _inner(self) -> Any:
+        """Capture's own captured function (behind a module proxy), None when there is none."""
+        return getattr(self.captured, "_captured", self.captured)
+
     def _continuation_codes(self) -> Callable[[Any], bool]:
         """Whether a code object is one of capture's continuations or a break's step: the
         program's own code around a graph break, run as eager runs it, whatever file it is in."""
-        inner = getattr(self.captured, "_captured", self.captured)
-        codes = getattr(getattr(inner, "ctx", None), "codes", None)
+        codes = getattr(getattr(self._inner(), "ctx", None), "codes", None)
         if codes is None:
             return lambda code: False
         return codes.runs_the_program
 
     def _functions(self) -> list[Any]:
         """The captured function and every continuation or callee its graph breaks created."""
-        inner = getattr(self.captured, "_captured", self.captured)
+        inner = self._inner()
         ctx = getattr(inner, "ctx", None)
         return list(ctx.functions) if ctx is not None else [inner] if inner is not None else []
 
@@ -222,8 +225,7 @@ class _Runner:
         return out
 
     def graph_breaks(self) -> list[str]:
-        inner = getattr(self.captured, "_captured", self.captured)
-        breaks = getattr(inner, "graph_breaks", None)
+        breaks = getattr(self._inner(), "graph_breaks", None)
         if callable(breaks):
             breaks = breaks()
         return [str(b).splitlines()[0] for b in breaks] if breaks else []
