@@ -1,11 +1,20 @@
-"""A graph input that does not require grad, written with a value that does (``z[:, 1:5] = s``):
-in eager, ``z`` then requires grad (its ``grad_fn`` is the copy) and the gradient flows through
-it to ``s``. Longformer's attention scores are made so: a graph break's step allocates them
-(``new_zeros`` with a tensor in its size) and the next graph fills them from the scores that
-require grad. The write-back of a mutated input keeps no autograd history, so the compiled
-output did not require grad and the query and key weights got no gradient at all, silently.
-Such a graph is refused now and runs eagerly (counted as a fallback), so gradients are
-eager's."""
+"""Graph inputs written in grad mode with a value that requires grad, compiled with eager's
+gradients.
+
+Two forms reach a graph after a break:
+- an input that does not require grad, filled from one that does (``z[:, 1:5] = s``): in eager,
+  ``z`` then requires grad (its ``grad_fn`` is the copy) and the gradient flows through it to
+  ``s``. Longformer's attention scores are made so: a break's step allocates them (``new_zeros``
+  with a tensor in its size) and the next graph fills them;
+- an input that requires grad (made by the graph before the break, so no leaf) written in place
+  (``h.mul_(2)``, ``h[:, 0] = v``).
+
+The write-back of a mutated input kept no autograd history: the first form silently lost the
+gradient through ``z`` (the query and key weights of Longformer got none), and was then refused
+(the graph ran eagerly); the second failed the joint trace (there, the input is a leaf) and ran
+eagerly too. Now the new value of such an input is a differentiable output of the compiled
+graph, copied back into the input with autograd recording, as eager's write is. Each test
+compares values and gradients with eager on fresh inputs and counts no fallback."""
 
 from __future__ import annotations
 
@@ -16,24 +25,111 @@ import torchkiln
 pytestmark = pytest.mark.usefixtures("private_cache_dir")
 
 
+def _break() -> None:
+    print(end="")  # a graph break: what follows is a graph whose inputs the first made
+
+
 def _fill(s, n):
     z = s.new_zeros((4, n + 0))  # a 0-d tensor in the size: the break's step makes z eagerly
     z[:, 1:5] = s
     return z
 
 
-def _model(x, w, n):
+def _filled(x, w, n):
     return _fill(x @ w, n).relu()
 
 
-def test_the_gradient_through_a_filled_input_is_eagers():
-    compiled = torchkiln.compile(_model)
+def _scaled_in_place(x, w):
+    h = x @ w
+    _break()
+    h.mul_(2).add_(1)
+    return h.tanh()
+
+
+def _column_written(x, w):
+    h = x @ w
+    _break()
+    h[:, 0] = h[:, 1].exp()  # exp saves its result, not h
+    return h.sin()
+
+
+def _returns_the_written_input(x, w):
+    h = x @ w
+    _break()
+    h.add_(x)
+    return h, h[1:]
+
+
+def _written_under_no_grad_and_grad(x, w):
+    h = x @ w
+    _break()
+    with torch.no_grad():
+        h.mul_(3)
+    h.add_(x.square())
+    return h.exp()
+
+
+CASES = {
+    "filled-from-grad": (_filled, lambda: (torch.randn(4, 4), torch.randn(4, 4), torch.tensor(6))),
+    "scaled-in-place": (_scaled_in_place, lambda: (torch.randn(4, 4), torch.randn(4, 4))),
+    "column-written": (_column_written, lambda: (torch.randn(4, 4), torch.randn(4, 4))),
+    "returns-written-input": (
+        _returns_the_written_input,
+        lambda: (torch.randn(4, 4), torch.randn(4, 4)),
+    ),
+    "no-grad-then-grad": (
+        _written_under_no_grad_and_grad,
+        lambda: (torch.randn(4, 4), torch.randn(4, 4)),
+    ),
+}
+
+
+def _outputs(out) -> list[torch.Tensor]:
+    return list(out) if isinstance(out, tuple) else [out]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_values_and_gradients_are_eagers(name):
+    fn, make = CASES[name]
+    compiled = torchkiln.compile(fn)
     for _ in range(2):
-        x, w, n = torch.randn(4, 4), torch.randn(4, 4), torch.tensor(6)
+        x, w, *rest = make()
         w1, w2 = w.clone().requires_grad_(), w.clone().requires_grad_()
-        got, want = compiled(x, w1, n), _model(x, w2, n)
-        assert got.requires_grad and want.requires_grad
+        got, want = _outputs(compiled(x, w1, *rest)), _outputs(fn(x, w2, *rest))
+        assert [g.requires_grad for g in got] == [t.requires_grad for t in want]
         torch.testing.assert_close(got, want)
-        (g1,) = torch.autograd.grad(got.square().sum(), [w1])
-        (g2,) = torch.autograd.grad(want.square().sum(), [w2])
+        seeds = [torch.randn_like(t) for t in want]
+        (g1,) = torch.autograd.grad(sum((o * s).sum() for o, s in zip(got, seeds)), [w1])
+        (g2,) = torch.autograd.grad(sum((o * s).sum() for o, s in zip(want, seeds)), [w2])
         torch.testing.assert_close(g1, g2)
+    report = torchkiln.report(compiled)
+    assert report.eager_fallbacks == [], [f.reason for f in report.eager_fallbacks]
+
+
+def _writes_its_input(h, x):
+    h.add_(x)
+    return h * 2
+
+
+def test_a_leaf_that_requires_grad_written_in_grad_mode_raises_eagers_error():
+    compiled = torchkiln.compile(_writes_its_input)
+    x = torch.randn(3)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        _writes_its_input(torch.randn(3, requires_grad=True), x)
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        compiled(torch.randn(3, requires_grad=True), x)
+
+
+def test_a_leaf_passed_where_the_graph_was_compiled_for_a_non_leaf_raises_eagers_error():
+    compiled = torchkiln.compile(_writes_its_input)
+    x, base = torch.randn(3), torch.randn(3, requires_grad=True)
+    got, want = compiled(base * 1, x), _writes_its_input(base * 1, x)  # non-leaves: compiled
+    torch.testing.assert_close(got, want)
+    (g1,) = torch.autograd.grad(got.sum(), [base])
+    (g2,) = torch.autograd.grad(want.sum(), [base])
+    torch.testing.assert_close(g1, g2)
+    assert torchkiln.report(compiled).eager_fallbacks == []
+    leaf = torch.randn(3, requires_grad=True)  # leafness is not guarded: the runtime checks it
+    with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
+        compiled(leaf, x)
+    assert leaf.grad_fn is None and leaf._version == 0  # nothing was written

@@ -2,6 +2,9 @@
 eager on fresh inputs (CPU; CUDA too where there is one): in one graph, in inference under no_grad and with grad on, and in
 training (every parameter's gradient).
 
+On CUDA the graph holds cuDNN's ``_cudnn_rnn`` and its backward, given copies of the weights
+(aot-partition's ``_recurrent.py``: the flattened weights' shared storage failed the trace).
+
 On the CPU an LSTM runs oneDNN's ``mkldnn_rnn_layer`` in eager and in the compiled graph. Three
 things made that fail before (timm's sequencer2d_s fell back on 8 graphs):
 - its forward reaches its weights through weak references (``_flat_weight_refs``), which broke
@@ -23,6 +26,7 @@ from torch import nn
 pytestmark = pytest.mark.usefixtures("private_cache_dir")
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
+_OLD_TORCH = torch.torch_version.TorchVersion(torch.__version__) < "2.13"
 
 MODULES = {
     "lstm": lambda: nn.LSTM(8, 16),
@@ -53,8 +57,11 @@ def test_inference_is_one_graph_and_matches(name, device):
     torch.manual_seed(0)
     m = MODULES[name]().to(device).eval()
     assert torchkiln.explain(m)(_input(m)).graph_break_count == 0
-    compiled = torchkiln.compile(m, options={"strict": True})
     for grad in (False, True):  # under no_grad the workspace is None; with grad on, a tensor
+        # with grad on, the graph is traced with its backward, which cuDNN refuses in eval
+        # mode: on CUDA that graph runs eagerly (not strict), as test_training_gradients_match
+        strict = not (grad and device == "cuda")
+        compiled = torchkiln.compile(m, options={"strict": strict})
         with torch.set_grad_enabled(grad):
             for _ in range(2):
                 x = _input(m)
@@ -68,10 +75,19 @@ def test_inference_is_one_graph_and_matches(name, device):
 @pytest.mark.parametrize("mode", ["train", "eval"])
 @pytest.mark.parametrize("name", sorted(MODULES))
 def test_training_gradients_match(name, mode, device):
+    if name == "lstm-no-bias" and device == "cpu" and _OLD_TORCH:
+        pytest.xfail(
+            "torch before 2.13: the meta function of mkldnn_rnn_layer_backward gives a bias "
+            "gradient of the wrong shape, which the compiled graph's check of its extern "
+            "outputs refuses (OutputShapeChanged)"
+        )
     torch.manual_seed(0)
     m = MODULES[name]().to(device).train(mode == "train")
     ref = copy.deepcopy(m)
-    compiled = torchkiln.compile(m, options={"strict": True})
+    # cuDNN's RNN backward refuses eval mode, and the joint trace runs it: that graph runs
+    # eagerly (a fallback, not strict), so its backward raises as eager's does
+    eval_on_cuda = device == "cuda" and mode == "eval"
+    compiled = torchkiln.compile(m, options={"strict": not eval_on_cuda})
     for _ in range(2):
         x = _input(m, requires_grad=True)
         x_ref = x.detach().clone().requires_grad_()

@@ -178,8 +178,12 @@ def aot_compile(
     fw_gm.meta["num_user_outputs"] = joint.num_user_outputs
     fw_gm.meta["sdpa_masks"] = masks
     fw_gm.meta["mutations_in_place"] = (
-        in_place_mutations(
-            fw_gm, graph_inputs, joint.mutated_inputs, joint.num_user_outputs, aliases
+        tuple(
+            (k, i)
+            for k, i in in_place_mutations(
+                fw_gm, graph_inputs, joint.mutated_inputs, joint.num_user_outputs, aliases
+            )
+            if i not in joint.grad_mutations  # copied back with autograd recording
         )
         if bases is None
         else ()
@@ -203,6 +207,7 @@ def aot_compile(
         num_primals=joint.num_primals,
         partition=fw_gm.meta.get("partition"),
         entry_grad=entry_grad,
+        grad_mutations=joint.grad_mutations,
     )
     return TrainingRuntime(plan, lifted.params, lifted.constant_outputs, aliases, bases, hidden)
 

@@ -21,6 +21,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from ._batch_norm import BatchNormAsLegit
 from ._compat import is_fake
 from ._masked_attention import MaskedAttention
+from ._recurrent import RecurrentWeightsApart
 from .errors import AOTError
 from .trace import (
     MAKE_FX_LOCK,
@@ -41,6 +42,10 @@ class JointGraph:
     require grad (in order, `grad_inputs`)...]; a grad that autograd returned as None is absent
     and its primal index is not in `grad_inputs`.
     num_fwd_outputs = user outputs + mutated-input values, the outputs the forward graph returns.
+    `grad_mutations`: the mutated inputs written in grad mode with a value that requires grad
+    (a subset of `mutated_inputs`): their new values are differentiable outputs (in
+    `diff_outputs`), which the runtime copies back with autograd recording, as eager's in-place
+    op does.
     """
 
     gm: fx.GraphModule
@@ -54,6 +59,7 @@ class JointGraph:
     fake_run: tuple[tuple[Any, ...], tuple[Any, ...]] | None = field(
         default=None, compare=False, repr=False
     )
+    grad_mutations: tuple[int, ...] = ()
 
     @property
     def num_fwd_outputs(self) -> int:
@@ -89,10 +95,12 @@ def joint_graph(
     # One run on fake copies (no side effects on the user's tensors) gives the outputs' shapes
     # and which of them require grad.
     with mode, torch.set_grad_enabled(entry_grad):
-        fake_ins, fake_outs = _fake_outputs(fn, examples, primals, mode)
+        fake_ins, fake_outs, grad_written = _fake_outputs(fn, examples, primals, mode)
+    _refuse_grad_writes_eager_refuses(grad_written, primals)
     diff_idx = [
         i for i, o in enumerate(fake_outs) if isinstance(o, torch.Tensor) and o.requires_grad
     ]
+    user_diff = tuple(diff_idx)
     num_primals = len(primals)
     n_user = [0]
     none_grads: list[int] = []
@@ -100,11 +108,19 @@ def joint_graph(
     def joint(*args):
         ps, tangents = args[:num_primals], args[num_primals:]
         with torch.set_grad_enabled(entry_grad):
-            outs = fn(*ps)
+            # an input written in grad mode is written in a copy (a leaf that requires grad
+            # refuses an in-place op; one that does not would become a mutated input whose
+            # new value carries no gradient): the copy's new value is an output of its own
+            work = list(ps)
+            for i in grad_written:
+                work[i] = ps[i].clone()
+            outs = fn(*work)
         with torch.enable_grad():
             outs = tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)
             n_user[0] = len(outs)
-            diff_outs = [outs[i] for i in diff_idx]
+            written = [work[i] for i in grad_written]
+            outs = outs + tuple(written)
+            diff_outs = [outs[i] for i in user_diff] + written
             inputs = [ps[i] for i in grad_idx]
             grads = (
                 torch.autograd.grad(diff_outs, inputs, list(tangents), allow_unused=True)
@@ -118,8 +134,8 @@ def joint_graph(
     # incoming grads contiguous to match.
     with mode if symbolic else contextlib.nullcontext():
         tangents = [
-            torch.zeros(fake_outs[i].shape, dtype=fake_outs[i].dtype, device=fake_outs[i].device)
-            for i in diff_idx
+            torch.zeros(o.shape, dtype=o.dtype, device=o.device)
+            for o in [fake_outs[i] for i in user_diff] + [fake_ins[i] for i in grad_written]
         ]
         leaves = [
             e.detach().requires_grad_(p.requires_grad) if isinstance(p, torch.Tensor) else e
@@ -133,6 +149,7 @@ def joint_graph(
             MAKE_FX_LOCK,
             BatchNormAsLegit(),
             MaskedAttention(),
+            RecurrentWeightsApart(),
             mode if symbolic else contextlib.nullcontext(),
         ):
             stage1 = make_fx(
@@ -161,9 +178,17 @@ def joint_graph(
     output = next(n for n in gm.graph.nodes if n.op == "output")
     flat = list(output.args[0])
     n_traced_user = fg.num_user_outputs
-    user, grads, mutations = flat[:n_out], flat[n_out:n_traced_user], flat[n_traced_user:]
+    n_written = len(grad_written)
+    user, written_values = flat[:n_out], flat[n_out : n_out + n_written]
+    grads, mutations = flat[n_out + n_written : n_traced_user], flat[n_traced_user:]
     if any(m >= num_primals for m in fg.mutated_inputs):
         raise AOTError("the backward pass mutated a tangent; this is not supported")
+    # the inputs written in grad mode join the other mutated inputs, in input order; their new
+    # values are differentiable outputs (after the user outputs' own, as the tangents are)
+    by_input = dict(zip(fg.mutated_inputs, mutations)) | dict(zip(grad_written, written_values))
+    mutated_inputs = tuple(sorted(by_input))
+    mutations = [by_input[i] for i in mutated_inputs]
+    diff_idx += [n_out + mutated_inputs.index(i) for i in grad_written]
     # An input that requires grad and is mutated was written under no_grad (nn.init.*_ on a
     # parameter, an optimizer-like update): autograd allows that on a leaf, and stage 1 traced it
     # with the real autograd on leaves, so the gradient flows to the input through its new value
@@ -175,10 +200,11 @@ def joint_graph(
         gm,
         num_primals,
         n_out,
-        fg.mutated_inputs,
+        mutated_inputs,
         tuple(diff_idx),
         grad_inputs,
         None if symbolic else (fake_ins, fake_outs),
+        grad_written,
     )
 
 
@@ -190,22 +216,59 @@ def _mode_of(fakes) -> FakeTensorMode:
 
 
 def _fake_outputs(fn, examples, primals, mode):
+    """One run of ``fn`` on fake copies of the inputs: (the fake inputs, the outputs, the inputs
+    written in grad mode with a value that requires grad, in order).
+
+    An input that requires grad is passed as a non-leaf over the same memory (a leaf refuses an
+    in-place op in grad mode, where eager's input, made by an earlier graph or a break's step, is
+    no leaf); one that does not is passed as the leaf it is. Written in grad mode, the first gets
+    a new ``grad_fn``, the second starts requiring grad (``z[:, 1:] = s``)."""
     fakes = [
         (e if is_fake(e) else mode.from_tensor(e)).detach().requires_grad_(p.requires_grad)
         if isinstance(p, torch.Tensor)
         else e
         for e, p in zip(examples, primals)
     ]
-    outs = fn(*fakes)
-    for i, (fake, p) in enumerate(zip(fakes, primals)):
-        if isinstance(p, torch.Tensor) and not p.requires_grad and fake.requires_grad:
-            # an input written with a value that carries a gradient (``z[:, 1:] = s``: eager's z
-            # then requires grad, through CopySlices). The write-back of a mutated input keeps
-            # no autograd history, so the gradient through z would be lost: refuse (the graph
-            # runs eagerly) rather than compute a wrong gradient. (Longformer's attention
-            # scores, made by a break's step and filled in the next graph.)
+    passed: list[Any] = list(fakes)
+    history: dict[int, Any] = {}
+    with torch.enable_grad():
+        for i, fake in enumerate(fakes):
+            if (
+                isinstance(fake, torch.Tensor)
+                and fake.requires_grad
+                and torch._debug_has_internal_overlap(fake) != 1
+            ):
+                stand_in = fake.detach()
+                stand_in.copy_(fake)  # a non-leaf: its grad_fn is this copy until a write
+                passed[i], history[i] = stand_in, stand_in.grad_fn
+    outs = fn(*passed)
+    written = tuple(
+        i
+        for i, (arg, p) in enumerate(zip(passed, primals))
+        if isinstance(p, torch.Tensor)
+        and (arg.grad_fn is not history[i] if i in history else arg.requires_grad)
+    )
+    # the stand-ins are the inputs the output-alias analysis compares with (``out is input``)
+    return tuple(passed), (tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)), written
+
+
+def _refuse_grad_writes_eager_refuses(written: tuple[int, ...], primals) -> None:
+    """Inputs written in grad mode are compiled when eager allows the write: not a leaf that
+    requires grad (a parameter: eager raises, and so does the graph run eagerly), nor a tensor
+    that shares its memory with another input (the write goes to a copy of the input, which the
+    other would not see)."""
+    tensors = [p for p in primals if isinstance(p, torch.Tensor) and not is_fake(p)]
+    for i in written:
+        p = primals[i]
+        if p.requires_grad and p.is_leaf:
             raise AOTError(
-                f"graph input {i}, which does not require grad, is written with a value that "
-                "does: its gradient would not flow through the write-back"
+                f"graph input {i} is a leaf that requires grad, written in place in grad mode "
+                "(eager raises)"
             )
-    return tuple(fakes), (tuple(outs) if isinstance(outs, (tuple, list)) else (outs,))
+        if is_fake(p):
+            continue
+        storage = p.untyped_storage()._cdata
+        if any(t is not p and t.untyped_storage()._cdata == storage for t in tensors):
+            raise AOTError(
+                f"graph input {i}, written in grad mode, shares its memory with another input"
+            )

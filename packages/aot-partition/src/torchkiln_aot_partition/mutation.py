@@ -46,9 +46,14 @@ WRITE_BACK = WriteBackCounts()
 
 
 def apply_mutations(
-    args: Sequence[torch.Tensor], mutated_inputs: Sequence[int], new_values: Sequence[torch.Tensor]
+    args: Sequence[torch.Tensor],
+    mutated_inputs: Sequence[int],
+    new_values: Sequence[torch.Tensor],
+    with_grad: Sequence[int] = (),
 ) -> None:
-    """args[i].copy_(value) for each mutated input i, without recording autograd history.
+    """args[i].copy_(value) for each mutated input i, without recording autograd history but for
+    the inputs in ``with_grad`` (written in grad mode, their new values carry a gradient: the copy
+    is recorded, so the input's ``grad_fn`` leads to the value's, as after eager's write).
 
     A new value that is the input itself (the compiled graph wrote it in place, see
     ``in_place_mutations``) needs no copy: the input's version counter is bumped instead, as the
@@ -80,8 +85,10 @@ def apply_mutations(
                         "(an expanded tensor); eager refuses to write it too"
                     )
                 if any(_shares_memory(value, args[j]) for j in mutated_inputs):
-                    value = value.clone()  # writing one input must not change another's new value
-                pairs.append((dst, value))
+                    # writing one input must not change another's new value
+                    with torch.set_grad_enabled(i in with_grad):
+                        value = value.clone()
+                pairs.append((dst, value, i in with_grad))
         except AOTError as exc:
             if not written:
                 raise
@@ -92,8 +99,12 @@ def apply_mutations(
             torch._C._increment_version(written)  # as copy_ would: autograd's saved-tensor checks
             WRITE_BACK.in_place += len(written)
         try:
-            for dst, value in pairs:
-                dst.copy_(value)
+            for dst, value, grad in pairs:
+                if grad:
+                    with torch.enable_grad():
+                        dst.copy_(value)
+                else:
+                    dst.copy_(value)
         except Exception as exc:
             raise MutationAppliedError(
                 f"writing the mutated graph inputs back failed part way "

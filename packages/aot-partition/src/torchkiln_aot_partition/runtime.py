@@ -133,6 +133,9 @@ class TrainingPlan:
     #: the grad mode the graph was compiled for; False: called under no_grad, the graph enables
     #: grad in a region, so the Function is applied with grad on (else autograd records nothing)
     entry_grad: bool = True
+    #: mutated inputs written in grad mode with a value that requires grad (joint.py): their new
+    #: values are differentiable outputs, copied back with autograd recording (as eager's write)
+    grad_mutations: tuple[int, ...] = ()
     #: derived once, not per call: diff_outputs as a set; whether the gradients come in the order
     #: of the primals (grad_inputs is 0, 1, 2, ...: the result is the list itself, padded)
     diff_set: frozenset = field(init=False, repr=False, compare=False)
@@ -177,9 +180,7 @@ class CompiledFunction(torch.autograd.Function):
             else [_SAVED_TENSOR if isinstance(s, torch.Tensor) else s for s in saved]
         )
         non_diff = [
-            o
-            for i, o in enumerate(fw_outs)
-            if isinstance(o, torch.Tensor) and (i not in diff or i >= plan.num_user_outputs)
+            o for i, o in enumerate(fw_outs) if isinstance(o, torch.Tensor) and i not in diff
         ]
         ctx.mark_non_differentiable(*non_diff)
         # an output the loss does not use comes to backward as None, not zeros (see _BackwardState)
@@ -277,6 +278,8 @@ class TrainingRuntime:
     def __call__(self, *inputs: torch.Tensor) -> list[torch.Tensor]:
         args = [*self.params, *inputs]
         graph_args = self.bases.graph_args(args) if self.bases is not None else args
+        if self.plan.grad_mutations:
+            _refuse_leaf_writes(graph_args, self.plan.grad_mutations)
         try:
             if self.plan.entry_grad:
                 outs = list(_apply(self.plan, graph_args))
@@ -287,13 +290,25 @@ class TrainingRuntime:
             _raise_if_written(exc)
             raise
         n = self.plan.num_user_outputs
-        apply_mutations(graph_args, self.plan.mutated_inputs, outs[n:])
+        apply_mutations(
+            graph_args, self.plan.mutated_inputs, outs[n:], with_grad=self.plan.grad_mutations
+        )
         with _after_write_back(self.plan.mutated_inputs):
             # An aliased output is rebuilt as a view outside the Function: its gradient then flows
             # through eager's view backward (the Function's copy of it gets a zero tangent).
             outs = restore_aliases(outs[:n], args, self.aliases)
             outs = outs[: len(outs) - self.hidden_outputs]
             return merge_constant_outputs(outs, self.constant_outputs)
+
+
+def _refuse_leaf_writes(args: list[Any], grad_mutations: tuple[int, ...]) -> None:
+    """Eager's error, before anything ran, for a leaf that requires grad where the graph writes
+    an input in grad mode (it was compiled for a non-leaf; leafness is not guarded)."""
+    for i in grad_mutations:
+        if args[i].is_leaf and args[i].requires_grad:
+            raise RuntimeError(
+                "a leaf Variable that requires grad is being used in an in-place operation."
+            )
 
 
 def _raise_if_written(exc: Exception) -> None:

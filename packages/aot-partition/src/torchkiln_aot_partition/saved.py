@@ -51,6 +51,7 @@ class RuntimeMetadata:
     #: from a cache still reports them
     partition: PartitionStats | None = None
     entry_grad: bool = True  # see TrainingPlan.entry_grad
+    grad_mutations: tuple[int, ...] = ()  # see TrainingPlan.grad_mutations
 
 
 def runtime_metadata(runtime: Any) -> RuntimeMetadata:
@@ -86,6 +87,7 @@ def runtime_metadata(runtime: Any) -> RuntimeMetadata:
             hidden_outputs=runtime.hidden_outputs,
             partition=plan.partition,
             entry_grad=plan.entry_grad,
+            grad_mutations=plan.grad_mutations,
         )
     raise AOTError(f"not a runtime made by aot_compile: {type(runtime).__name__}")
 
@@ -133,6 +135,7 @@ def rebuild_runtime(
         num_primals=meta.num_primals,
         partition=meta.partition,
         entry_grad=meta.entry_grad,
+        grad_mutations=meta.grad_mutations,
     )
     return TrainingRuntime(
         plan, lifted.params, meta.constant_outputs, meta.aliases, meta.bases, meta.hidden_outputs

@@ -465,7 +465,7 @@ def _transposed_config(
     in that tile beside at least 32 x (64-128 contiguous bytes per row of the block). Few
     columns take a narrower XBLOCK when ``options.transposed_min_programs`` asks for more
     programs than 64 would give (down to 16)."""
-    xblock = max(1, min(64, xcap))
+    xblock = max(1, min(options.transposed_xblock, xcap))
     narrowed = ""
     if options.transposed_min_programs and xnumel is not None:
         wide = xblock
@@ -487,7 +487,7 @@ def _transposed_config(
             f"XBLOCK {xblock} fits in a tile of {TILE}{narrowed}"
         )
         return Config(xblock, rblock, _warps(xblock * rblock), False, transposed=True, reason=why)
-    rblock = max(1, min(options.transposed_rblock, TILE // xblock))
+    rblock = max(1, min(options.transposed_rblock, options.transposed_tile // xblock))
     # two inputs or more read in full: twice that again. Session 22 on the H200: a batch norm's
     # backward sums over channels-last images (two inputs) went from 79% to 84% of the bandwidth
     # in bfloat16 and from 90% to 95% in float32 at 32 values a thread (4 warps) against 16 (8

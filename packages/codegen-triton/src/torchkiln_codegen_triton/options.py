@@ -44,7 +44,9 @@ class TritonOptions:
     autotune: on CUDA, time a few block-size configurations on the first call of each kernel and
         keep the fastest (ignored under TRITON_INTERPRET=1, where the heuristic is used).
     transposed_rblock: RBLOCK (at most) of a looped outer reduction (the transposed block
-        layout, whose XBLOCK is 64 wide along contiguous memory).
+        layout, whose XBLOCK is ``transposed_xblock`` (64) wide along contiguous memory);
+        ``transposed_tile``: the elements of its block an iteration (RBLOCK is at most the tile
+        over XBLOCK; 4096).
     transposed_min_programs: an outer reduction over so few columns that XBLOCK 64 gives fewer
         programs than this takes a narrower XBLOCK (halved, down to 16: 32 bytes of 2-byte
         values, a memory sector) until it gives that many: a batch norm's statistics combined
@@ -123,6 +125,8 @@ class TritonOptions:
     reread_rnumel: int = 32768
     reread_rblock: int = 16384
     transposed_rblock: int = 64
+    transposed_xblock: int = 64
+    transposed_tile: int = 4096
     transposed_min_programs: int = 0
     transposed_values_per_thread: int = 8
     mixed_values_per_thread: int = 16
