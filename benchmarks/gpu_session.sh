@@ -48,10 +48,15 @@
 #               read twice), with its output stores evict_first (reread_stores_evict_first), and
 #               TritonOptions.walked_rows_whole (one block a row, read once, edges from their own
 #               block) at 16 and 32 warps, torchkiln alone, queue kept full
-#   bn-stats    the channels-last batch-norm statistics (bf16): the default against
-#               TritonOptions.transposed_min_programs 16 (the combine of 128 partial rows in 16
-#               programs, not 4), each kernel's time (--profile), then the full launch sweep of
+#   bn-stats    the channels-last batch-norm statistics (bf16): the default
+#               (TritonOptions.transposed_min_programs 16: the combine of 128 partial rows in 16
+#               programs) against 0 (4 programs), each kernel's time (--profile), then the full launch sweep of
 #               its kernels (XBLOCK up to 256: whole 512-byte rows of channels)
+#   outer-tiles the outer (transposed) reductions of gpu_bandwidth.py (column sum, channels-last
+#               batch-norm statistics and backward sums, layer norm backward; bf16, torchkiln
+#               alone) under four block shapes: transposed_min_programs 0, the default, XBLOCK 128
+#               with a tile of 8192 at 32 values a thread, RBLOCK 16 at 4 (session 27: 46/62/60%
+#               for the statistics, 88/62/49 for the backward sums)
 #   bn-probe    hand-written kernels for the same statistics (gpu_bn_stats_probe.py, bf16 then
 #               fp32): chunks 64 / 128 / 512, six tile shapes, the next tile prefetched or not,
 #               the shift per lane or per column; eager and torchkiln alongside. Which of a
@@ -179,7 +184,7 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                          --dtypes bfloat16,float16,float32 --cases "rows of 50257" --compilers torchkiln \
                          --triton-options "$opts" 2>&1 | grep -v "Warn\|warn" | tail -8
                      done ;;
-    bn-stats) for opts in '{}' '{"transposed_min_programs": 16}'; do
+    bn-stats) for opts in '{"transposed_min_programs": 0}' '{}'; do
                  echo "== TritonOptions $opts"
                  TRITON_INTERPRET=0 timeout 120 python3 benchmarks/gpu_bandwidth.py --hang-s 110 \
                    --dtypes bfloat16 --cases "bn stats nhwc,bn bwd sums nhwc" --profile \
@@ -188,6 +193,14 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                TRITON_INTERPRET=0 timeout ${SWEEP_LIMIT:-150} python3 benchmarks/gpu_bandwidth_sweep.py \
                  --hang-s 140 --dtypes bfloat16 --cases "bn stats nhwc" --json "$OUT/sweep-bn.json" \
                  2>&1 | tee "$OUT/sweep-bn.log" | grep -v "^   X" | tail -20 ;;
+    outer-tiles) for opts in '{"transposed_min_programs": 0}' '{}' \
+                   '{"transposed_xblock": 128, "transposed_tile": 8192, "transposed_values_per_thread": 32}' \
+                   '{"transposed_rblock": 16, "transposed_values_per_thread": 4}'; do
+                   echo "== TritonOptions $opts"
+                   TRITON_INTERPRET=0 timeout 60 python3 benchmarks/gpu_bandwidth.py --hang-s 55 \
+                     --dtypes bfloat16 --cases "column sum,bn stats nhwc,bn bwd sums nhwc,layer norm backward" \
+                     --compilers torchkiln --triton-options "$opts" 2>&1 | grep -v "Warn\|warn\|each cell" | tail -6
+                 done ;;
     bn-probe) for dt in bfloat16 float32; do
                 TRITON_INTERPRET=0 timeout ${PROBE_LIMIT:-100} python3 benchmarks/gpu_bn_stats_probe.py \
                   --hang-s 95 --dtype $dt --json "$OUT/bn-probe-$dt.json" 2>&1 \

@@ -1,18 +1,22 @@
 """Recurrent modules (``nn.LSTM``, ``nn.GRU``, ``nn.RNN``) through torchkiln.compile, against
-eager on fresh inputs (CPU; CUDA too where there is one): in one graph, in inference under no_grad and with grad on, and in
-training (every parameter's gradient).
+eager on fresh inputs, in inference under no_grad and with grad on, and in training (every
+parameter's gradient).
 
-On CUDA the graph holds cuDNN's ``_cudnn_rnn`` and its backward, given copies of the weights
-(aot-partition's ``_recurrent.py``: the flattened weights' shared storage failed the trace).
-
-On the CPU an LSTM runs oneDNN's ``mkldnn_rnn_layer`` in eager and in the compiled graph. Three
-things made that fail before (timm's sequencer2d_s fell back on 8 graphs):
+On the CPU a recurrent module is in the graph: an LSTM runs oneDNN's ``mkldnn_rnn_layer`` in
+eager and in the compiled graph. Three things made that fail before (timm's sequencer2d_s fell
+back on 8 graphs):
 - its forward reaches its weights through weak references (``_flat_weight_refs``), which broke
   the graph;
 - its fourth output, a workspace, is traced empty but is 28672 values (or None under no_grad)
   when it runs;
 - the kernel makes that workspace only when grad mode is on, and a training forward runs with
-  it off."""
+  it off.
+
+On CUDA the recurrent op breaks the graph (capture's ``trace_rules.runs_recurrent_eagerly``):
+ATen's cuDNN path views the weights' storage with ``set_(storage)``, which no FX graph holds,
+and every graph holding one ran eagerly. The module runs eagerly with cuDNN and the layers
+around it compile. The break is tested on the CPU too, with the CPU added to
+``RECURRENT_EAGER_DEVICES``, so CI runs the path the GPU takes."""
 
 from __future__ import annotations
 
@@ -22,11 +26,26 @@ import pytest
 import torch
 import torchkiln
 from torch import nn
+from torchkiln_dynamo_capture import trace_rules
 
 pytestmark = pytest.mark.usefixtures("private_cache_dir")
 
 DEVICES = ["cpu"] + (["cuda"] if torch.cuda.is_available() else [])
 _OLD_TORCH = torch.torch_version.TorchVersion(torch.__version__) < "2.13"
+
+
+@pytest.fixture(params=["graph", "break"])
+def recurrent_path(request, monkeypatch):
+    """ "graph": each device as it is (the CPU in the graph, CUDA breaking); "break": the CPU
+    breaks too, as CUDA does."""
+    if request.param == "break":
+        monkeypatch.setattr(trace_rules, "RECURRENT_EAGER_DEVICES", ("cuda", "cpu"))
+    return request.param
+
+
+def _breaks(device: str, path: str) -> bool:
+    return device == "cuda" or path == "break"
+
 
 MODULES = {
     "lstm": lambda: nn.LSTM(8, 16),
@@ -53,15 +72,17 @@ def _flat(out) -> list[torch.Tensor]:
 
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_inference_is_one_graph_and_matches(name, device):
+def test_inference_matches(name, device, recurrent_path):
     torch.manual_seed(0)
     m = MODULES[name]().to(device).eval()
-    assert torchkiln.explain(m)(_input(m)).graph_break_count == 0
+    explained = torchkiln.explain(m)(_input(m))
+    if _breaks(device, recurrent_path):
+        assert explained.graph_break_count > 0
+        assert all("torch._VF." in str(b) for b in explained.break_reasons), explained
+    else:
+        assert explained.graph_break_count == 0
+    compiled = torchkiln.compile(m, options={"strict": True})
     for grad in (False, True):  # under no_grad the workspace is None; with grad on, a tensor
-        # with grad on, the graph is traced with its backward, which cuDNN refuses in eval
-        # mode: on CUDA that graph runs eagerly (not strict), as test_training_gradients_match
-        strict = not (grad and device == "cuda")
-        compiled = torchkiln.compile(m, options={"strict": strict})
         with torch.set_grad_enabled(grad):
             for _ in range(2):
                 x = _input(m)
@@ -74,8 +95,8 @@ def test_inference_is_one_graph_and_matches(name, device):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize("mode", ["train", "eval"])
 @pytest.mark.parametrize("name", sorted(MODULES))
-def test_training_gradients_match(name, mode, device):
-    if name == "lstm-no-bias" and device == "cpu" and _OLD_TORCH:
+def test_training_gradients_match(name, mode, device, recurrent_path):
+    if name == "lstm-no-bias" and device == "cpu" and recurrent_path == "graph" and _OLD_TORCH:
         pytest.xfail(
             "torch before 2.13: the meta function of mkldnn_rnn_layer_backward gives a bias "
             "gradient of the wrong shape, which the compiled graph's check of its extern "
@@ -84,10 +105,7 @@ def test_training_gradients_match(name, mode, device):
     torch.manual_seed(0)
     m = MODULES[name]().to(device).train(mode == "train")
     ref = copy.deepcopy(m)
-    # cuDNN's RNN backward refuses eval mode, and the joint trace runs it: that graph runs
-    # eagerly (a fallback, not strict), so its backward raises as eager's does
-    eval_on_cuda = device == "cuda" and mode == "eval"
-    compiled = torchkiln.compile(m, options={"strict": not eval_on_cuda})
+    compiled = torchkiln.compile(m, options={"strict": True})
     for _ in range(2):
         x = _input(m, requires_grad=True)
         x_ref = x.detach().clone().requires_grad_()

@@ -92,10 +92,12 @@ def test_outer_reductions_keep_x_along_contiguous_memory():
 
 def test_few_columns_take_a_narrower_block_when_asked():
     """``transposed_min_programs``: 256 columns (a batch norm's channels) of 128 partial rows
-    give 4 programs at XBLOCK 64; asking for 16 halves XBLOCK to 16 (not below), and the
-    column of 128 then fits persistent. Off (0) by default; many columns keep 64."""
-    assert reduction_config(256, 128, 4, OPTS, transposed=True).xblock == 64
-    few = TritonOptions(transposed_min_programs=16)
+    give 4 programs at XBLOCK 64 (0: off); asking for 16 (the default) halves XBLOCK to 16
+    (not below), and the column of 128 then fits persistent. Many columns keep 64."""
+    off = TritonOptions(transposed_min_programs=0)
+    assert reduction_config(256, 128, 4, off, transposed=True).xblock == 64
+    few = TritonOptions()
+    assert few.transposed_min_programs == 16
     cfg = reduction_config(256, 128, 4, few, transposed=True)
     assert (cfg.xblock, cfg.rblock, cfg.looped) == (16, 128, False) and "16 programs" in cfg.reason
     assert (
@@ -548,7 +550,8 @@ def test_outer_reductions_take_fewer_warps_per_input_read_in_full():
 
     one, two = _column_dot(32768, 256, 1), _column_dot(32768, 256, 2)
     assert full_size_inputs(one) == 1 and full_size_inputs(two) == 2
-    cfg1, cfg2 = heuristic_config(one, OPTS), heuristic_config(two, OPTS)
+    wide = TritonOptions(transposed_min_programs=0)  # 256 columns: XBLOCK 64 kept, not narrowed
+    cfg1, cfg2 = heuristic_config(one, wide), heuristic_config(two, wide)
     assert cfg1.transposed and cfg1.looped and (cfg1.xblock, cfg1.rblock) == (64, 64)
     assert (cfg1.num_warps, cfg2.num_warps) == (16, 4)
     assert "2 input(s) read in full" in cfg2.reason

@@ -50,9 +50,12 @@ def test_a_callers_own_freeze_is_kept():
     assert any(o is kept for o in gc.get_objects())
 
 
-def test_a_training_step_compiles_under_the_freeze_and_matches_eager(monkeypatch):
+def test_a_training_step_compiles_under_the_freeze_and_matches_eager(monkeypatch, tmp_path):
     """The backend and the backward's later compile run with the heap frozen; gradients equal
     eager's."""
+    # a code cache of its own: a graph another test compiled into a shared cache (the GPU
+    # machine's run sets one for the whole suite) would be loaded, not compiled, under the freeze
+    monkeypatch.setenv("TORCHKILN_CACHE_DIR", str(tmp_path))
     seen = []
     real = torchkiln.pipeline.frozen_heap
 

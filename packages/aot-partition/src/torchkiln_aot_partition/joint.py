@@ -21,7 +21,6 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from ._batch_norm import BatchNormAsLegit
 from ._compat import is_fake
 from ._masked_attention import MaskedAttention
-from ._recurrent import RecurrentWeightsApart
 from .errors import AOTError
 from .trace import (
     MAKE_FX_LOCK,
@@ -149,7 +148,6 @@ def joint_graph(
             MAKE_FX_LOCK,
             BatchNormAsLegit(),
             MaskedAttention(),
-            RecurrentWeightsApart(),
             mode if symbolic else contextlib.nullcontext(),
         ):
             stage1 = make_fx(

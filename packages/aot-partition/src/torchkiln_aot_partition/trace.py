@@ -26,7 +26,6 @@ from ._batch_norm import BatchNormAsLegit
 from ._compat import as_decomposition_dict, default_decompositions, has_metadata_mutation, is_fake
 from ._linear import SymbolicLinear
 from ._masked_attention import MaskedAttention
-from ._recurrent import RecurrentWeightsApart
 from .checks import keep_impure_or_checking
 from .cse import eliminate_common_subexpressions
 from .errors import AOTError
@@ -177,7 +176,7 @@ def trace_functional(
     """
 
     def flat_fn(*a):
-        with BatchNormAsLegit(), SymbolicLinear(), MaskedAttention(), RecurrentWeightsApart():
+        with BatchNormAsLegit(), SymbolicLinear(), MaskedAttention():
             outs = _as_output_tuple(fn(*a))
         _refuse_metadata_mutations(a)
         return outs

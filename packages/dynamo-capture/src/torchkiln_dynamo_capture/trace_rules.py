@@ -289,6 +289,21 @@ INLINE_TORCH_MODULES = (
 )
 
 
+#: recurrent ops whose CUDA kernel (cuDNN's) cannot be traced: ATen's composite views the
+#: weights' storage as cuDNN's weight buffer with ``set_(storage)``, a value no FX graph holds
+#: (every graph holding one failed its ATen trace and ran eagerly). On CUDA the call breaks the
+#: graph, so the module runs eagerly with cuDNN and the rest compiles, as torch.compile breaks
+#: at recurrent modules by default; on the CPU it stays in the graph (oneDNN's layer)
+_RECURRENT_OPS = tuple(getattr(torch._VF, n) for n in ("lstm", "gru", "rnn_tanh", "rnn_relu"))
+#: the devices on which ``_RECURRENT_OPS`` break the graph (a tuple a test may extend)
+RECURRENT_EAGER_DEVICES: tuple[str, ...] = ("cuda",)
+
+
+def runs_recurrent_eagerly(fn: Any, device: torch.device) -> bool:
+    """Whether a call of ``fn`` on an input on ``device`` breaks the graph (``_RECURRENT_OPS``)."""
+    return device.type in RECURRENT_EAGER_DEVICES and any(fn is op for op in _RECURRENT_OPS)
+
+
 def is_torch_callable(fn: Any) -> bool:
     """Whether ``fn`` is torch's own (a Tensor method, a ``torch._C`` function, a ``torch.*``
     function): called on tensors, it goes into the graph."""

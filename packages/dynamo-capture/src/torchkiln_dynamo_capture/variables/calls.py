@@ -266,6 +266,17 @@ def call_value(tx, fn, args: list, kwargs: dict) -> VariableTracker:
         if has_tensor(args) or has_tensor(kwargs.values()) or trace_rules.makes_tensor(fn):
             if not trace_rules.is_torch_callable(fn) and fn not in (math.sqrt,):
                 raise Unsupported(f"calling {getattr(fn, '__qualname__', fn)!r} on tensors")
+            if (
+                args
+                and isinstance(args[0], TensorVariable)
+                and trace_rules.runs_recurrent_eagerly(fn, args[0].fake.device)
+            ):
+                raise Unsupported(
+                    f"torch._VF.{fn.__name__} on {args[0].fake.device.type} (an LSTM, GRU or RNN "
+                    "module): ATen views the weights' storage as cuDNN's weight buffer, which no "
+                    "graph can hold",
+                    "the recurrent module runs eagerly, with cuDNN, between two graphs",
+                )
             return tx.out.call_tensor_op(tx, "call_function", fn, args, kwargs)
     if all_constant(args, kwargs):
         a, k = constant_values(args, kwargs)
