@@ -57,6 +57,10 @@
 #               alone) under four block shapes: transposed_min_programs 0, the default, XBLOCK 128
 #               with a tile of 8192 at 32 values a thread, RBLOCK 16 at 4 (session 27: 46/62/60%
 #               for the statistics, 88/62/49 for the backward sums)
+#   erf-probe   gpu_erf_probe.py: GELU's backward (bf16, fp32, 128M values) with libdevice's erf,
+#               an erf of two ranges with its coefficients inline, and that erf with ftz exps
+#               (offline: 48.0 / 45.0 / 39.0 sm_90 instructions a value in bf16); each erf's
+#               largest error in ulp
 #   bn-probe    hand-written kernels for the same statistics (gpu_bn_stats_probe.py, bf16 then
 #               fp32): chunks 64 / 128 / 512, six tile shapes, the next tile prefetched or not,
 #               the shift per lane or per column; eager and torchkiln alongside. Which of a
@@ -201,6 +205,9 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                      --dtypes bfloat16 --cases "column sum,bn stats nhwc,bn bwd sums nhwc,layer norm backward" \
                      --compilers torchkiln --triton-options "$opts" 2>&1 | grep -v "Warn\|warn\|each cell" | tail -6
                  done ;;
+    erf-probe) TRITON_INTERPRET=0 PYTHONPATH="$PYTHONPATH:$PWD/benchmarks" timeout ${PROBE_LIMIT:-100} \
+                 python3 benchmarks/gpu_erf_probe.py --hang-s 95 --json "$OUT/erf-probe.json" 2>&1 \
+                 | grep -v "Warn\|warn" | tee "$OUT/erf-probe.log" ;;
     bn-probe) for dt in bfloat16 float32; do
                 TRITON_INTERPRET=0 timeout ${PROBE_LIMIT:-100} python3 benchmarks/gpu_bn_stats_probe.py \
                   --hang-s 95 --dtype $dt --json "$OUT/bn-probe-$dt.json" 2>&1 \
