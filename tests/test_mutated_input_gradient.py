@@ -49,7 +49,7 @@ def _scaled_in_place(x, w):
 def _column_written(x, w):
     h = x @ w
     _break()
-    h[:, 0] = h[:, 1].exp()  # exp saves its result, not h
+    h[:, 0] = h[:, 1].tanh()  # tanh saves its result, not h (bounded: sin stays well-conditioned)
     return h.sin()
 
 
@@ -64,9 +64,9 @@ def _written_under_no_grad_and_grad(x, w):
     h = x @ w
     _break()
     with torch.no_grad():
-        h.mul_(3)
+        h.mul_(0.5)
     h.add_(x.square())
-    return h.exp()
+    return h.sigmoid()  # bounded: the comparison stays well-conditioned (exp was not)
 
 
 CASES = {
@@ -88,12 +88,27 @@ def _outputs(out) -> list[torch.Tensor]:
     return list(out) if isinstance(out, tuple) else [out]
 
 
+def _sized(make, rows: int):
+    """``make``'s inputs with ``rows`` rows in the first (a new size for each call)."""
+    x, *rest = make()
+    return (torch.randn(rows, *x.shape[1:]), *rest)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_values_and_gradients_are_eagers(name):
+def test_values_and_gradients_are_eagers(name, dynamic):
+    """dynamic: symbolic sizes, a new batch each call. The backward reads the written input's
+    sizes and strides (its gradient's shape), which the min-cut could not save: they are read
+    from the graph's clone of it (``joint._geometry_from_clones``)."""
+    if dynamic and name == "filled-from-grad":
+        pytest.xfail(
+            "dynamic=True: new_zeros with a size read from a tensor fails the joint trace "
+            "(make_fx: 'Expected Proxy'), before and apart from the write"
+        )
     fn, make = CASES[name]
-    compiled = torchkiln.compile(fn)
-    for _ in range(2):
-        x, w, *rest = make()
+    compiled = torchkiln.compile(fn, dynamic=dynamic)
+    for rows in (4, 6, 5):
+        x, w, *rest = _sized(make, rows) if dynamic else make()
         w1, w2 = w.clone().requires_grad_(), w.clone().requires_grad_()
         got, want = _outputs(compiled(x, w1, *rest)), _outputs(fn(x, w2, *rest))
         assert [g.requires_grad for g in got] == [t.requires_grad for t in want]

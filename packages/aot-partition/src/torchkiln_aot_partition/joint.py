@@ -192,6 +192,7 @@ def joint_graph(
     # with the real autograd on leaves, so the gradient flows to the input through its new value
     # as in eager. A write in grad mode raised in stage 1 already, as eager raises.
     output.args = (tuple(user + mutations + grads),)
+    _geometry_from_clones(gm, grad_written, primals)
     gm.recompile()
     grad_inputs = tuple(i for i in grad_idx if i not in none_grads)
     return JointGraph(
@@ -204,6 +205,45 @@ def joint_graph(
         None if symbolic else (fake_ins, fake_outs),
         grad_written,
     )
+
+
+_SIZES = (torch.ops.aten.sym_size.int, torch.ops.aten.sym_numel.default)
+
+
+def _geometry_from_clones(gm: fx.GraphModule, written: tuple[int, ...], primals) -> None:
+    """A symbolic size or stride of an input written in grad mode, read by the backward (the
+    shape of its gradient), is read from the clone the graph writes instead: the partitioner
+    never saves the input itself (its old value is gone once the new one is written back), and
+    a size is recomputed from what is saved, so the min-cut had no finite cut and the graph ran
+    eagerly under dynamic shapes. The clone has the input's sizes, and its strides when the
+    input is dense (``clone`` preserves them then)."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    for i in written:
+        primal = placeholders[i]
+        clone = next((u for u in primal.users if u.target is torch.ops.aten.clone.default), None)
+        if clone is None:
+            continue
+        dense = not is_fake(primals[i]) and _dense(primals[i])
+        readers = _SIZES + ((torch.ops.aten.sym_stride.int,) if dense else ())
+        for user in list(primal.users):
+            if user.target in readers and user.args[0] is primal:
+                user.args = (clone, *user.args[1:])
+        # the clone must come before its new readers (the trace put them after the primal)
+        order = {n: k for k, n in enumerate(gm.graph.nodes)}
+        first = min(clone.users, key=order.__getitem__, default=None)
+        if first is not None and order[first] < order[clone]:
+            first.prepend(clone)
+
+
+def _dense(t: torch.Tensor) -> bool:
+    """Whether ``t``'s elements fill its memory without gaps or overlaps, in some order of its
+    dims (``clone`` keeps such strides)."""
+    expected = 1
+    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
+        if stride != expected:
+            return False
+        expected *= size
+    return True
 
 
 def _mode_of(fakes) -> FakeTensorMode:
