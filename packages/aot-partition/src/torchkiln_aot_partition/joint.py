@@ -22,6 +22,7 @@ from ._batch_norm import BatchNormAsLegit
 from ._compat import is_fake
 from ._masked_attention import MaskedAttention
 from .errors import AOTError
+from .mutation import _dense
 from .trace import (
     MAKE_FX_LOCK,
     FunctionalGraph,
@@ -233,17 +234,6 @@ def _geometry_from_clones(gm: fx.GraphModule, written: tuple[int, ...], primals)
         first = min(clone.users, key=order.__getitem__, default=None)
         if first is not None and order[first] < order[clone]:
             first.prepend(clone)
-
-
-def _dense(t: torch.Tensor) -> bool:
-    """Whether ``t``'s elements fill its memory without gaps or overlaps, in some order of its
-    dims (``clone`` keeps such strides)."""
-    expected = 1
-    for stride, size in sorted((st, sz) for sz, st in zip(t.shape, t.stride()) if sz != 1):
-        if stride != expected:
-            return False
-        expected *= size
-    return True
 
 
 def _mode_of(fakes) -> FakeTensorMode:
