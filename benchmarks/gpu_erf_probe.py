@@ -58,27 +58,35 @@ PEAK = 4.3e12
 T = 0.921875
 #: the kernels' FAST: which erf (and exp) each variant computes with
 _VARIANTS = {0: "libdevice", 1: "two ranges", 2: "two ranges, exp ftz"}
-#: the fitted coefficients, rounded to float32 (``fit``): P's (lowest degree first, P(0) = 2 /
-#: sqrt(pi) - 1) and Q's
-P_COEFFS = (
-    0.12837915122509003,
-    -0.37612494826316833,
-    0.1128181740641594,
-    -0.026766641065478325,
-    0.004993210081011057,
-    -0.0005990979261696339,
+#: the fitted coefficients, rounded to float32 (``fit``), which the kernel reads: P's (lowest
+#: degree first, P(0) = 2 / sqrt(pi) - 1) and Q's
+P0, P1, P2, P3, P4, P5 = (
+    tl.constexpr(c)
+    for c in (
+        0.12837915122509003,
+        -0.37612494826316833,
+        0.1128181740641594,
+        -0.026766641065478325,
+        0.004993210081011057,
+        -0.0005990979261696339,
+    )
 )
-Q_COEFFS = (
-    0.00029427994741126895,
-    -1.130131483078003,
-    -0.6319953203201294,
-    -0.10992520302534103,
-    0.02633555233478546,
-    -0.004730285611003637,
-    0.0005907160229980946,
-    -4.5354670874075964e-05,
-    1.6024941942305304e-06,
+Q0, Q1, Q2, Q3, Q4, Q5, Q6, Q7, Q8 = (
+    tl.constexpr(c)
+    for c in (
+        0.00029427994741126895,
+        -1.130131483078003,
+        -0.6319953203201294,
+        -0.10992520302534103,
+        0.02633555233478546,
+        -0.004730285611003637,
+        0.0005907160229980946,
+        -4.5354670874075964e-05,
+        1.6024941942305304e-06,
+    )
 )
+P_COEFFS = tuple(c.value for c in (P0, P1, P2, P3, P4, P5))
+Q_COEFFS = tuple(c.value for c in (Q0, Q1, Q2, Q3, Q4, Q5, Q6, Q7, Q8))
 
 
 def _lawson(f, points, degree, variable, relative, iterations=60):
@@ -134,23 +142,21 @@ def _exp_of(x, FTZ: tl.constexpr):
 def _erf_two_ranges(x, FTZ: tl.constexpr = False):
     t = tl.abs(x)
     s = x * x
-    p = -0.0005990979261696339
-    p = p * s + 0.004993210081011057
-    p = p * s + -0.026766641065478325
-    p = p * s + 0.1128181740641594
-    p = p * s + -0.37612494826316833
-    p = p * s + 0.12837915122509003
+    p = P5 * s + P4
+    p = p * s + P3
+    p = p * s + P2
+    p = p * s + P1
+    p = p * s + P0
     low = x * p + x
     u = tl.minimum(t, 4.0)
-    q = 1.6024941942305304e-06
-    q = q * u + -4.5354670874075964e-05
-    q = q * u + 0.0005907160229980946
-    q = q * u + -0.004730285611003637
-    q = q * u + 0.02633555233478546
-    q = q * u + -0.10992520302534103
-    q = q * u + -0.6319953203201294
-    q = q * u + -1.130131483078003
-    q = q * u + 0.00029427994741126895
+    q = Q8 * u + Q7
+    q = q * u + Q6
+    q = q * u + Q5
+    q = q * u + Q4
+    q = q * u + Q3
+    q = q * u + Q2
+    q = q * u + Q1
+    q = q * u + Q0
     high = 1.0 - _exp_of(q, FTZ)
     high = tl.where(x < 0, -high, high)
     return tl.where(t > 0.921875, high, low)

@@ -21,6 +21,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from ._batch_norm import BatchNormAsLegit
 from ._compat import is_fake
 from ._masked_attention import MaskedAttention
+from .aliasing import shared_storage_groups
 from .errors import AOTError
 from .mutation import _dense
 from .trace import (
@@ -285,7 +286,7 @@ def _refuse_grad_writes_eager_refuses(written: tuple[int, ...], primals) -> None
     requires grad (a parameter: eager raises, and so does the graph run eagerly), nor a tensor
     that shares its memory with another input (the write goes to a copy of the input, which the
     other would not see)."""
-    tensors = [p for p in primals if isinstance(p, torch.Tensor) and not is_fake(p)]
+    shared = {i for group in shared_storage_groups(primals) for i in group}
     for i in written:
         p = primals[i]
         if p.requires_grad and p.is_leaf:
@@ -293,10 +294,7 @@ def _refuse_grad_writes_eager_refuses(written: tuple[int, ...], primals) -> None
                 f"graph input {i} is a leaf that requires grad, written in place in grad mode "
                 "(eager raises)"
             )
-        if is_fake(p):
-            continue
-        storage = p.untyped_storage()._cdata
-        if any(t is not p and t.untyped_storage()._cdata == storage for t in tensors):
+        if i in shared:
             raise AOTError(
                 f"graph input {i}, written in grad mode, shares its memory with another input"
             )
