@@ -101,8 +101,14 @@ class OutputGraph:
         self.scalar_outputs = scalar_outputs
         #: ``shape_env``: one even with static sizes, for operators whose result sizes are
         #: unbacked symbols (see frame.capture_frame)
+        #: without capture_scalar_outputs, a tensor read as a number inside an op (a 0-d tensor
+        #: in ``new_zeros``'s size) raises DataDependentOutputException on the fakes, so capture
+        #: breaks there, as with static sizes: an unbacked symbol would leave a tensor among the
+        #: op's int arguments, which no ATen trace accepts
         self.shape_env = (
-            ShapeEnv(duck_shape=False) if dynamic or scalar_outputs or shape_env else None
+            ShapeEnv(duck_shape=False, allow_scalar_outputs=scalar_outputs)
+            if dynamic or scalar_outputs or shape_env
+            else None
         )
         self.fake_mode = FakeTensorMode(shape_env=self.shape_env)
         self.symbols: dict[sympy.Symbol, tuple] = {}  # symbol -> (input source, dim[, "value"])

@@ -174,6 +174,38 @@ def test_off_by_default_breaks_the_graph():
     assert backend.calls == 2 and len(compiled.graph_breaks) == 1  # sum | y * s + s * 2
 
 
+def test_off_by_default_a_tensor_in_a_size_breaks_under_symbolic_sizes():
+    """With symbolic sizes the fakes have a ShapeEnv; without the option it must still refuse
+    to read a tensor as a number (``new_zeros((rows, n))`` with ``n`` a 0-d tensor): an
+    unbacked symbol there left the tensor among the op's int arguments, and the ATen trace of
+    the graph failed (it then ran eagerly)."""
+    from torchkiln_dynamo_capture import capture
+
+    def f(x, n):
+        z = x.new_zeros((x.shape[0], n + 0))
+        z[:, : x.shape[1]] = x
+        return z.relu()
+
+    backend = RecordingBackend()
+    compiled = capture(f, backend, dynamic=True)
+    for rows in (3, 5, 4):
+        x, n = randn(rows, 2), torch.tensor(rows + 1)
+        torch.testing.assert_close(compiled(x, n), f(x, n))
+    assert compiled.graph_breaks and "DataDependentOutputException" in str(
+        compiled.graph_breaks[0]
+    )
+    for gm in backend.graphs:
+        for node in gm.graph.nodes:
+            assert not any(isinstance(a, torch.fx.Node) for a in _flat_sizes(node))
+
+
+def _flat_sizes(node):
+    """The entries of a factory node's size argument (tensors there are what broke)."""
+    if node.op == "call_method" and node.target == "new_zeros":
+        return list(node.args[1])
+    return []
+
+
 def test_branch_on_item_breaks_with_a_reason():
     from torchkiln_dynamo_capture import Unsupported, capture
 
