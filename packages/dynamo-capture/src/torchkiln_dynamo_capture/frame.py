@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import os
 import types
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -59,6 +60,16 @@ class CacheEntry:
     run_source: str
     op_count: int
 
+
+def _own_code(code: types.CodeType) -> bool:
+    """Whether ``code`` is capture's own (the module wrapper's ``_call_module``, whose one line
+    calls the module): a break there is in the user's callee, which is then captured as its own
+    frame and records the break where it is. The wrapper's frame holds nothing before or after
+    the call, so it splits no graph and its record would only name capture's file."""
+    return code.co_filename.startswith(_PACKAGE_DIR)
+
+
+_PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
 def _storage_sharing_arguments(args, kwargs) -> frozenset[int]:
     """ids of the tensor arguments that share a storage with another, distinct tensor argument
@@ -317,12 +328,13 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
     else:
         reason, hint = err.construct, err.hint
     record = graph_break(reason, code.co_filename, where_line, hint)
-    ctx.record_break(record, err)
-    log_graph_break(
-        f"Graph break in {code.co_qualname} ({record.filename}:{record.lineno}): {reason}"
-        + (f" (hint: {hint})" if hint else "")
-        + (f"\n    {record.source_line}" if record.source_line else "")
-    )
+    if not (err.in_callee and _own_code(code)):
+        ctx.record_break(record, err)
+        log_graph_break(
+            f"Graph break in {code.co_qualname} ({record.filename}:{record.lineno}): {reason}"
+            + (f" (hint: {hint})" if hint else "")
+            + (f"\n    {record.source_line}" if record.source_line else "")
+        )
 
     callee_slot = _callee_slot(insts[bp.last], layout) if err.in_callee else None
 

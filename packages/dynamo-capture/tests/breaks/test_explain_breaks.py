@@ -166,6 +166,10 @@ def test_explain_module_with_printing_child():
     assert report.graph_count == 4
     line = _line_of(breaks_modules.PrintLinear.forward, 'print("lin out"')
     assert line in {b.lineno for b in report.breaks}
+    # two splits, each where the user's code is: the parent's call of the child, the child's
+    # print (the module wrapper's own frame, which calls the parent, splits nothing)
+    assert report.graph_break_count == 2
+    assert {Path(b.filename).name for b in report.breaks} == {"breaks_modules.py"}
 
 
 def test_explain_guards_are_reported():
