@@ -7,7 +7,9 @@ Two forms reach a graph after a break:
   ``s``. Longformer's attention scores are made so: a break's step allocates them (``new_zeros``
   with a tensor in its size) and the next graph fills them;
 - an input that requires grad (made by the graph before the break, so no leaf) written in place
-  (``h.mul_(2)``, ``h[:, 0] = v``).
+  (``h.mul_(2)``, ``h[:, 0] = v``), also where it shares its memory with another input (``h``
+  and its view ``h[:, 0]`` both reach the graph): the graph is traced over one synthetic base
+  of the two, whose new value is copied back into a view of ``h`` with autograd recording.
 
 The write-back of a mutated input kept no autograd history: the first form silently lost the
 gradient through ``z`` (the query and key weights of Longformer got none), and was then refused
@@ -69,12 +71,72 @@ def _written_under_no_grad_and_grad(x, w):
     return h.sigmoid()  # bounded: the comparison stays well-conditioned (exp was not)
 
 
+def _view_written(x, w):
+    h = x @ w
+    v = h[:, 0]  # h and v reach the next graph as two inputs over one memory
+    _break()
+    v.mul_(2)
+    return h.tanh(), v.sin()
+
+
+def _base_written_view_read(x, w):
+    h = x @ w
+    v = h[1:]
+    _break()
+    h.add_(1)
+    return v.sigmoid()
+
+
+def _view_written_from_another(x, w):
+    h = x @ w
+    u, v = h[0], h[1]
+    _break()
+    u.add_(v.tanh())
+    return h.cos()
+
+
+def _view_written_under_no_grad(x, w):
+    h = x @ w
+    v = h[:, 1:]
+    _break()
+    with torch.no_grad():
+        v.mul_(0.5)
+    return (h * 2).sin()
+
+
+def _transposed_row_written(x, w):
+    h = x @ w
+    t = h.t()
+    _break()
+    t[0].mul_(3)
+    return h.sigmoid().sum(0), t
+
+
 CASES = {
     "filled-from-grad": (_filled, lambda: (torch.randn(4, 4), torch.randn(4, 4), torch.tensor(6))),
     "scaled-in-place": (_scaled_in_place, lambda: (torch.randn(4, 4), torch.randn(4, 4))),
     "column-written": (_column_written, lambda: (torch.randn(4, 4), torch.randn(4, 4))),
     "returns-written-input": (
         _returns_the_written_input,
+        lambda: (torch.randn(4, 4), torch.randn(4, 4)),
+    ),
+    # inputs over one memory (views of one result), one written: traced through a synthetic
+    # base (aliasing.py) whose new value is copied back with autograd recording
+    "view-written": (_view_written, lambda: (torch.randn(4, 4), torch.randn(4, 4))),
+    "base-written-view-read": (
+        _base_written_view_read,
+        lambda: (torch.randn(4, 4), torch.randn(4, 4)),
+    ),
+    "view-written-from-another": (
+        _view_written_from_another,
+        lambda: (torch.randn(4, 4), torch.randn(4, 4)),
+    ),
+    "view-written-under-no-grad": (
+        _view_written_under_no_grad,
+        lambda: (torch.randn(4, 4), torch.randn(4, 4)),
+    ),
+    "transposed-row-written": (
+        _transposed_row_written,
         lambda: (torch.randn(4, 4), torch.randn(4, 4)),
     ),
     "no-grad-then-grad": (
@@ -143,3 +205,18 @@ def test_a_leaf_passed_where_the_graph_was_compiled_for_a_non_leaf_raises_eagers
     with pytest.raises(RuntimeError, match="leaf Variable that requires grad"):
         compiled(leaf, x)
     assert leaf.grad_fn is None and leaf._version == 0  # nothing was written
+
+
+def test_a_view_of_a_leaf_that_requires_grad_written_in_grad_mode_raises_eagers_error():
+    """Compiled for a view of a non-leaf, then called with a view of a leaf (a parameter's
+    slice): the runtime raises eager's error before anything runs, as it does for a leaf."""
+    compiled = torchkiln.compile(_writes_its_input)
+    x, base = torch.randn(3), torch.randn(4, requires_grad=True)
+    got, want = compiled((base * 1)[1:], x), _writes_its_input((base * 1)[1:], x)
+    torch.testing.assert_close(got, want)
+    leaf = torch.randn(4, requires_grad=True)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        _writes_its_input(leaf[1:], x)
+    with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
+        compiled(leaf[1:], x)
+    assert leaf._version == 0  # nothing was written

@@ -362,3 +362,28 @@ def test_gradients_of_inputs_out_of_order_and_a_functorch_transform_refused(comp
     # autograd.Function.apply refuses it: no gradient computed around the transform
     with pytest.raises(RuntimeError, match="setup_context"):
         torch.func.grad(lambda t: compiled(t, b1, c1)[0].sum())(a1.detach())
+
+
+def _zero_size_maximum(x):
+    return (torch.cat([torch.maximum(x, x.reshape(-1)), x], 0),)
+
+
+@pytest.mark.parametrize("partition", [min_cut_partition, default_partition])
+def test_a_gradient_that_reads_no_tangent_is_computed(capture, partition):
+    """Fuzz seed 180 (training): over zero elements the backward of ``maximum`` is constants
+    and masks of the input, and reads no tangent. No node then drained into the min-cut's sink,
+    nothing was saved, and the backward's split failed for want of the input (the graph ran
+    eagerly). A gradient is the backward's output whatever it reads."""
+    x = torch.randn(0, requires_grad=True)
+    lifted = lift_parameters(capture(_zero_size_maximum))
+    joint = joint_graph(lifted.gm, [x], resolve_decompositions(None))
+    kw = {"num_fwd_outputs": joint.num_fwd_outputs, "num_primals": joint.num_primals}
+    fw, bw = partition(joint.gm, **kw)
+    x1 = torch.randn(0)
+    outs = fw(x1)
+    (grad,) = bw(*outs[1:], torch.randn(0))
+    xr = x1.clone().requires_grad_()
+    (yr,) = _zero_size_maximum(xr)
+    torch.testing.assert_close(outs[0], yr)
+    (want,) = torch.autograd.grad(yr, [xr], torch.randn(0))
+    torch.testing.assert_close(grad, want)

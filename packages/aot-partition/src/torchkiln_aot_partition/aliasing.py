@@ -103,6 +103,33 @@ def shared_storage_groups(primals: Sequence) -> list[list[int]]:
     return [g for g in by_storage.values() if len(g) > 1]
 
 
+def autograd_root(t: torch.Tensor) -> torch.Tensor:
+    """The tensor autograd sees ``t`` as a view of (``t._base``), or ``t`` itself."""
+    return t._base if t._base is not None else t
+
+
+def _refuse_unlike_eagers_views(members: Sequence[torch.Tensor]) -> None:
+    """Aliases that require grad are traced as views of one base when they are autograd views
+    of one tensor (``h`` and ``h[:, 0]``, made by an earlier graph): a write through one, in
+    grad mode or not, is then a write into that tensor, which autograd records on it and on
+    every view of it, as eager does; the runtime copies the base's new value back with autograd
+    recording, into a view of that tensor. Refused (the graph runs eagerly): an alias that does
+    not require grad (``h.detach()``: its writes bypass autograd), aliases of two tensors over
+    one memory, and views of a leaf that requires grad (a parameter)."""
+    roots = {id(autograd_root(m)) for m in members}
+    root = autograd_root(members[0])
+    if not all(m.requires_grad for m in members) or len(roots) > 1:
+        raise AOTError(
+            "graph inputs that share a storage are mutated, and not all of them are views "
+            "that require grad of one tensor: autograd's rules for them are left to eager"
+        )
+    if root.is_leaf:
+        raise AOTError(
+            "graph inputs that share a storage are mutated and are views of a leaf that "
+            "requires grad: left to eager"
+        )
+
+
 def has_static_geometry(t) -> bool:
     """Whether tensor ``t`` (a fake under symbolic shapes) has plain-int sizes, strides and
     storage offset."""
@@ -143,10 +170,7 @@ def synthetic_bases(
                 "reproduce the writes"
             )
         if grad and any(m.requires_grad for m in members):
-            raise AOTError(
-                "graph inputs that share a storage are mutated and require grad: "
-                "autograd's rules for views written in place are left to eager"
-            )
+            _refuse_unlike_eagers_views(members)
         # The base starts at the storage's first element: as_strided offsets (and the
         # as_strided_scatter functionalization writes back with) are then the same whether read
         # as absolute or relative to the base.

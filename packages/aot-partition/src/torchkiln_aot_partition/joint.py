@@ -12,6 +12,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+import sympy
 import torch
 from torch import fx
 from torch._subclasses.fake_tensor import FakeTensorMode
@@ -21,7 +22,7 @@ from torch.fx.experimental.symbolic_shapes import ShapeEnv
 from ._batch_norm import BatchNormAsLegit
 from ._compat import is_fake
 from ._masked_attention import MaskedAttention
-from .aliasing import shared_storage_groups
+from .aliasing import autograd_root
 from .errors import AOTError
 from .mutation import _dense
 from .trace import (
@@ -195,6 +196,8 @@ def joint_graph(
     # as in eager. A write in grad mode raised in stage 1 already, as eager raises.
     output.args = (tuple(user + mutations + grads),)
     _geometry_from_clones(gm, grad_written, primals)
+    if symbolic:
+        _sizes_from_primals(gm, num_primals, set(mutated_inputs))
     gm.recompile()
     grad_inputs = tuple(i for i in grad_idx if i not in none_grads)
     return JointGraph(
@@ -235,6 +238,30 @@ def _geometry_from_clones(gm: fx.GraphModule, written: tuple[int, ...], primals)
         first = min(clone.users, key=order.__getitem__, default=None)
         if first is not None and order[first] < order[clone]:
             first.prepend(clone)
+
+
+def _sizes_from_primals(gm: fx.GraphModule, num_primals: int, mutated: set[int]) -> None:
+    """A symbolic size read from an intermediate (``sym_size(mm, 0)``) whose value is a size
+    symbol of an input (``s0``, the input's dim 0) is read from that input instead: the backward
+    recomputes sizes from what the forward saves, so the min-cut saved the intermediate (a
+    matmul's result, which it may not recompute) only for its size. Eager's matmul backward
+    keeps its operands, not its result: a later in-place write of the result (``h[:, 0] *= 2``
+    after a break) then failed the compiled backward ("modified by an inplace operation")
+    where eager's ran. A written input is not read (its old value is gone once written back)."""
+    sources: dict[sympy.Symbol, tuple[fx.Node, int]] = {}
+    for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+        val = node.meta.get("val")
+        if i >= num_primals or i in mutated or not isinstance(val, torch.Tensor):
+            continue
+        for dim, size in enumerate(val.shape):
+            if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
+                sources.setdefault(size.node.expr, (node, dim))
+    for node in gm.graph.nodes:
+        if node.target is not torch.ops.aten.sym_size.int or node.args[0].op == "placeholder":
+            continue
+        val = node.meta.get("val")
+        if isinstance(val, torch.SymInt) and val.node.expr in sources:
+            node.args = sources[val.node.expr]
 
 
 def _mode_of(fakes) -> FakeTensorMode:
@@ -283,18 +310,13 @@ def _fake_outputs(fn, examples, primals, mode):
 
 def _refuse_grad_writes_eager_refuses(written: tuple[int, ...], primals) -> None:
     """Inputs written in grad mode are compiled when eager allows the write: not a leaf that
-    requires grad (a parameter: eager raises, and so does the graph run eagerly), nor a tensor
-    that shares its memory with another input (the write goes to a copy of the input, which the
-    other would not see)."""
-    shared = {i for group in shared_storage_groups(primals) for i in group}
+    requires grad, nor a view of one (a parameter: eager raises, and so does the graph run
+    eagerly). One that shares its memory with another input is traced through a synthetic base
+    (aliasing.py), whose write reaches every alias."""
     for i in written:
-        p = primals[i]
-        if p.requires_grad and p.is_leaf:
+        root = autograd_root(primals[i])
+        if root.requires_grad and root.is_leaf:
             raise AOTError(
-                f"graph input {i} is a leaf that requires grad, written in place in grad mode "
-                "(eager raises)"
-            )
-        if i in shared:
-            raise AOTError(
-                f"graph input {i}, written in grad mode, shares its memory with another input"
+                f"graph input {i} is a leaf that requires grad, or a view of one, written in "
+                "place in grad mode (eager raises)"
             )

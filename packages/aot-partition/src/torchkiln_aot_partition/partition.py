@@ -307,7 +307,8 @@ def default_partition(
     for node in joint_gm.graph.nodes:
         if node in bw_nodes or node not in bw_needed or node.op == "output":
             continue
-        if any(u in bw_nodes for u in node.users) and isinstance(
+        # a gradient that reads no tangent is computed in the forward and saved
+        if (any(u in bw_nodes for u in node.users) or node in bw_outs) and isinstance(
             node.meta.get("val"), torch.Tensor
         ):
             saved.append(node)
@@ -378,6 +379,12 @@ def min_cut_partition(
         for user in node.users:
             if user in bw_required:
                 g.add_edge(node.name + "_out", user.name + "_in", capacity=math.inf)
+    for grad in outs[num_fwd_outputs:]:
+        if isinstance(grad, fx.Node) and grad not in bw_nodes:
+            # a gradient that reads no tangent (one of zero elements: its backward ops are
+            # constants and masks of the input) is still the backward's output: it is saved or
+            # recomputed from what is saved, as any value the backward reads
+            g.add_edge(grad.name + "_out", "sink", capacity=math.inf)
     if "source" not in g or "sink" not in g:
         return _finish(joint_gm, num_fwd_outputs, num_primals, [])
     try:

@@ -10,7 +10,7 @@ from typing import Any
 
 import torch
 
-from .aliasing import SyntheticBases
+from .aliasing import SyntheticBases, autograd_root
 from .errors import DoubleBackwardUnsupported, MutationAppliedError
 from .freezing import FoldedConstants
 from .mutation import OutputAlias, ShapeDependentAliases, apply_mutations, restore_aliases
@@ -305,9 +305,13 @@ def _refuse_leaf_writes(args: list[Any], grad_mutations: tuple[int, ...]) -> Non
     """Eager's error, before anything ran, for a leaf that requires grad where the graph writes
     an input in grad mode (it was compiled for a non-leaf; leafness is not guarded)."""
     for i in grad_mutations:
-        if args[i].is_leaf and args[i].requires_grad:
+        root = autograd_root(args[i])
+        if root.is_leaf and root.requires_grad:
             raise RuntimeError(
                 "a leaf Variable that requires grad is being used in an in-place operation."
+                if root is args[i]
+                else "a view of a leaf Variable that requires grad is being used in an in-place "
+                "operation."
             )
 
 
