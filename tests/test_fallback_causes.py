@@ -289,3 +289,43 @@ def test_size_expressions_as_scalar_operands_without_a_fallback(codegen):
             assert got.dtype == want.dtype
             torch.testing.assert_close(got, want)
     assert all(not g.fallbacks for g in torchkiln.report(compiled).graphs)
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_scatters_and_indexing_over_no_element_compile(codegen):
+    """Training fuzz seed 751: the backward of ``index_select`` over a dim of size 0 is an
+    ``index_put`` over no element, and the lowering accepted it, then raised ``Unlowerable``
+    when the scheduler recorded its body (``indirect`` into a dim of size 0): the compiled
+    backward failed. Over no element a scatter writes nothing (the copy of its target), and
+    the size-0 checks happen at lowering time."""
+
+    def f(x, idx, e, v):
+        return (
+            x[:, idx],  # an empty result: idx has no element
+            e.index_put((idx,), v, accumulate=True),  # no element written
+            e.t().scatter_add(1, idx.view(1, 0).expand(3, 0), e.t()),
+        )
+
+    compiled = _strict(f, codegen)
+    x, idx, e, v = (
+        torch.randn(2, 3),
+        torch.zeros(0, dtype=torch.int64),
+        torch.randn(0, 3),
+        torch.randn(0, 3),
+    )
+    for got, want in zip(compiled(x, idx, e, v), f(x, idx, e, v)):
+        assert got.shape == want.shape and got.dtype == want.dtype
+        torch.testing.assert_close(got, want)
+
+    def g(w, idx):
+        return torch.index_select(w, 1, idx).sum() + w.sum()
+
+    compiled_g = _strict(g, codegen)
+    w = torch.randn(3, 0, dtype=torch.float64, requires_grad=True)
+    w2 = w.detach().clone().requires_grad_()
+    got, want = compiled_g(w * 1, idx), g(w2 * 1, idx)
+    torch.testing.assert_close(got, want)
+    (g1,) = torch.autograd.grad(got, [w])
+    (g2,) = torch.autograd.grad(want, [w2])
+    torch.testing.assert_close(g1, g2)
+    assert all(not gr.fallbacks for gr in torchkiln.report(compiled).graphs)

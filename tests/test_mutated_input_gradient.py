@@ -220,3 +220,26 @@ def test_a_view_of_a_leaf_that_requires_grad_written_in_grad_mode_raises_eagers_
     with pytest.raises(RuntimeError, match="a view of a leaf Variable that requires grad"):
         compiled(leaf[1:], x)
     assert leaf._version == 0  # nothing was written
+
+
+def _reads_an_expanded_input(x0):
+    t1 = x0.expand(2, 7)
+    t2 = t1 @ t1.transpose(-1, -2)
+    _break()  # t1, expanded (elements sharing memory), reaches the next graph unwritten
+    return t2 * t2, t1.var(dim=0)
+
+
+def test_an_expanded_input_that_requires_grad_is_not_taken_for_written():
+    """Training fuzz seed 658: an input whose elements share memory gets no stand-in (it could
+    not be written anyway), and since it required grad it was counted as written; the copy
+    back then refused to write an expanded tensor and the graph ran eagerly."""
+    compiled = torchkiln.compile(_reads_an_expanded_input)
+    for _ in range(2):
+        leaf = torch.randn(1, 7, requires_grad=True)
+        other = leaf.detach().clone().requires_grad_()
+        got, want = compiled(leaf * 1), _reads_an_expanded_input(other * 1)
+        torch.testing.assert_close(got, want)
+        (g1,) = torch.autograd.grad(sum(t.sum() for t in got), [leaf])
+        (g2,) = torch.autograd.grad(sum(t.sum() for t in want), [other])
+        torch.testing.assert_close(g1, g2)
+    assert torchkiln.report(compiled).eager_fallbacks == []

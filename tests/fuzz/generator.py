@@ -15,6 +15,7 @@ Float dtypes are spelled ``D.float32`` etc. so that the oracle can run the same 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import random
 from dataclasses import dataclass, field
@@ -23,13 +24,17 @@ from types import SimpleNamespace
 import torch
 
 #: bumped when the same seed draws another program (results files record it): 2 added negative
-#: and out-of-range slice bounds
-GENERATOR_VERSION = 2
+#: and out-of-range slice bounds; 3 added training (gradients) and graph breaks, drawn from a
+#: second random stream after the program: with both shares 0 a seed draws version 2's program
+GENERATOR_VERSION = 3
 SIZES = (0, 1, 1, 2, 3, 3, 4, 5, 7)  # 0, 1 and odd sizes are the interesting ones
 FLOATS = ("float32", "float32", "float32", "float64")
 LOW_FLOATS = ("float16", "bfloat16")  # CPU kernels exist for both in eager; rarer
 DTYPES = FLOATS + ("int64", "bool")
 DTYPE_NAMES = {"float32", "float64", "float16", "bfloat16", "int64", "bool"}
+#: a graph break between two statements: eager runs it as nothing; capture splits the function
+#: there and continues in a resume_at_N function, with every live value handed over
+BREAK_LINE = 'print(end="")  # graph break'
 
 
 def dtype_namespace(reference: bool = False) -> SimpleNamespace:
@@ -48,6 +53,7 @@ class InputSpec:
     dtype: str
     layout: str = "contiguous"  # "contiguous" | "transposed" | "strided" (every 2nd element)
     index_high: int | None = None  # int64 indices in [0, index_high)
+    requires_grad: bool = False  # training programs: the gradient of the loss reaches it
 
 
 @dataclass
@@ -58,6 +64,11 @@ class Program:
     dynamic: bool = False
     codegen: str = "cpp"  # "cpp" or "triton" (Triton's interpreter on CPU)
     mutated_inputs: set[int] = field(default_factory=set)
+    #: a training program: the oracle also compares the gradients of a loss over its float
+    #: results with respect to the inputs that require grad
+    train: bool = False
+    #: indexes into ``lines`` before which the source has a graph break (``print(end="")``)
+    breaks: tuple[int, ...] = ()
 
     @property
     def name(self) -> str:
@@ -66,17 +77,24 @@ class Program:
     @property
     def source(self) -> str:
         params = ", ".join(f"x{i}" for i in range(len(self.inputs)))
-        body = "\n".join(f"    {line}" for line in self.lines)
+        lines = [
+            text
+            for k, line in enumerate(self.lines)
+            for text in ([BREAK_LINE] if k in self.breaks else []) + [line]
+        ]
+        body = "\n".join(f"    {line}" for line in lines)
         return f"def {self.name}({params}):\n{body}\n"
 
     def describe(self) -> str:
         ins = ", ".join(
             f"x{i}: {s.dtype}{list(s.shape)} {s.layout}"
             + (f" idx<{s.index_high}" if s.index_high is not None else "")
+            + (" grad" if s.requires_grad else "")
             for i, s in enumerate(self.inputs)
         )
         return (
-            f"# seed {self.seed} dynamic={self.dynamic} codegen={self.codegen}\n"
+            f"# seed {self.seed} dynamic={self.dynamic} codegen={self.codegen} "
+            f"train={self.train}\n"
             f"# inputs: {ins}\n{self.source}"
         )
 
@@ -609,8 +627,20 @@ STATEMENTS = [
 ]
 
 
-def generate(seed: int, *, triton_share: float = 0.1, dynamic_share: float = 0.3) -> Program:
-    """The program of ``seed`` (the same program for the same seed, on any machine)."""
+def generate(
+    seed: int,
+    *,
+    triton_share: float = 0.1,
+    dynamic_share: float = 0.3,
+    train_share: float = 0.0,
+    break_share: float = 0.0,
+) -> Program:
+    """The program of ``seed`` (the same program for the same seed and shares, on any machine).
+
+    ``train_share``: the share of training programs (float inputs require grad, each with
+    probability 0.8; the oracle compares gradients too); ``break_share``: the share of programs
+    with one or two graph breaks between statements. Both are drawn from a second random stream
+    after the program itself, so they do not change which program a seed draws."""
     rng = random.Random(seed)
     b = _Builder(rng, seed)
     for _ in range(rng.choice([1, 1, 2, 2, 3])):
@@ -631,7 +661,7 @@ def generate(seed: int, *, triton_share: float = 0.1, dynamic_share: float = 0.3
     if not outs:
         outs = [f"{b.values[0].name} + 0"]
     b.lines.append(f"return {', '.join(outs)}" if len(outs) > 1 else f"return {outs[0]}")
-    return Program(
+    program = Program(
         seed,
         b.inputs,
         b.lines,
@@ -639,3 +669,16 @@ def generate(seed: int, *, triton_share: float = 0.1, dynamic_share: float = 0.3
         codegen="triton" if rng.random() < triton_share else "cpp",
         mutated_inputs=b.mutated,
     )
+    extra = random.Random(seed * 7919 + 3)
+    if extra.random() < train_share:
+        program.inputs = [
+            dataclasses.replace(s, requires_grad=extra.random() < 0.8)
+            if s.dtype in LOW_FLOATS + FLOATS and s.index_high is None
+            else s
+            for s in program.inputs
+        ]
+        program.train = any(s.requires_grad for s in program.inputs)
+    if extra.random() < break_share and len(b.lines) >= 2:
+        k = extra.choice([1, 1, 2])
+        program.breaks = tuple(sorted({extra.randint(1, len(b.lines) - 1) for _ in range(k)}))
+    return program

@@ -13,13 +13,25 @@ Verdicts (``Outcome.kind``):
 - "undefined": eager ran an in-place op whose other operand overlaps the written tensor without
   being it (``t.add_(t[1])`` where ``t`` is the input): eager's result then depends on the order
   its loop visits memory (PyTorch leaves it undefined; compilers read the operand before the
-  write), so results are not compared; listed;
+  write), so results are not compared; listed. For a training program also: eager's backward
+  refused (a value it saved was written in place since: the compiled graphs are functional), or
+  the compiled backward refused because a graph input an earlier graph saved was written by a
+  later graph of the program (after a break), where eager's formula saved something derived
+  from it (docs/aot-partition.md's known limits);
 ``Outcome.fallback`` says whether any graph ran eagerly because the pipeline failed on it (its
 reasons in ``Outcome.fallback_reasons``); ``Outcome.error_replay``: the only "fallback" was the
 program's own error (raised eagerly too) coming out of a compiled graph, which the pipeline then
 replays eagerly (counted apart: the graph compiled; the replay is the pipeline's error policy);
 ``op_fallbacks`` are ATen ops run as fallback kernels
 inside compiled graphs (not eager fallbacks: listed for information).
+
+Training programs (``Program.train``): each input that requires grad is a leaf copied into a
+tensor of the input's layout, which the program receives (no leaf: it may write it in place);
+after the results compare, the gradients of ``sum(out * w)`` over the float results (random
+``w``, the same for the three runs) with respect to those leaves are compared by the same
+rule, eager's and compiled's against the float64 run's, and which results require grad must
+match eager's. A graph that ran eagerly because eager's backward raises the same error (the
+joint trace runs eager's autograd) is the program's own error (``error_replay``).
 
 The tolerance rule for floats: compiled passes if it is close to eager at torch.testing's default
 tolerance for the dtype; otherwise, when a float64 run of the same program exists, compiled must be
@@ -82,6 +94,42 @@ class Outcome:
 
 def _inputs(program: Program, seed: int, reference: bool = False) -> list[torch.Tensor]:
     return [make_input(spec, seed * 1000 + i, reference) for i, spec in enumerate(program.inputs)]
+
+
+def _with_grad(program: Program, args: list[torch.Tensor]) -> tuple[list, list]:
+    """(arguments, leaves) of a training program: each input that requires grad is a leaf of its
+    own, copied into a tensor of the input's layout (the same sizes, strides and offset in a
+    buffer of the same extent). The argument is then no leaf, as a model's activation is: the
+    program may write it in place, and the gradient reaches the leaf through the copy."""
+    out, leaves = [], []
+    for spec, t in zip(program.inputs, args):
+        if not spec.requires_grad:
+            out.append(t)
+            continue
+        leaf = t.detach().clone().requires_grad_()
+        buffer = torch.zeros_like(t._base if t._base is not None else t)
+        arg = buffer.as_strided(t.shape, t.stride(), t.storage_offset())
+        arg.copy_(leaf)
+        out.append(arg)
+        leaves.append(leaf)
+    return out, leaves
+
+
+def _gradients(result: Any, leaves: list, seed: int) -> tuple[list | None, BaseException | None]:
+    """The gradients of ``sum(out * w)`` over the float results that require grad, with
+    respect to ``leaves`` (None for a leaf the loss does not reach); the weights ``w`` are
+    random, the same for the same seed and shapes. (None, None) when no result requires grad."""
+    outs = [t for t in _flat(result) if isinstance(t, torch.Tensor) and t.requires_grad]
+    if not outs or not leaves:
+        return None, None
+    g = torch.Generator().manual_seed(seed)
+    loss = sum(
+        (o.double() * torch.randn(o.shape, generator=g, dtype=torch.float64)).sum() for o in outs
+    )
+    try:
+        return list(torch.autograd.grad(loss, leaves, allow_unused=True)), None
+    except Exception as e:  # noqa: BLE001 - eager's own refusal is part of its behaviour
+        return None, e
 
 
 def _run(fn, args) -> tuple[Any, BaseException | None]:
@@ -263,11 +311,9 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
 
     seed = program.seed if seed is None else seed
     out = Outcome(program.seed)
-    eager_in, comp_in, ref_in = (
-        _inputs(program, seed),
-        _inputs(program, seed),
-        _inputs(program, seed, True),
-    )
+    eager_in, eager_wrt = _with_grad(program, _inputs(program, seed))
+    comp_in, comp_wrt = _with_grad(program, _inputs(program, seed))
+    ref_in, ref_wrt = _with_grad(program, _inputs(program, seed, True))
     overlap = _PartialOverlap()
     with overlap:
         eager_res, eager_err = _run(program.function(), eager_in)
@@ -342,6 +388,24 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
         out.kind, out.detail = "undefined", f"eager's {overlap.found[0]} reads memory it writes"
         return out
     computed_in = program_precision(program)
+    if program.train:
+        flags = [t.requires_grad for t in c_leaves if isinstance(t, torch.Tensor)]
+        if flags != [t.requires_grad for t in e_leaves if isinstance(t, torch.Tensor)]:
+            out.kind, out.detail = "wrong", f"results' requires_grad {flags} differ from eager's"
+            return out
+        grads = _judge_gradients(
+            out,
+            seed,
+            (
+                (comp_res, comp_wrt),
+                (eager_res, eager_wrt),
+                (ref_res if ref_err is None else None, ref_wrt),
+            ),
+            bool(program.breaks),
+        )
+        if grads is None:
+            return out
+        checks += grads
     for what, c, e, r in checks:
         kind, why = compare(c, e, r, computed_in)
         if kind == "wrong" or (kind == "unstable" and out.kind == "ok"):
@@ -349,3 +413,52 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
             if kind == "wrong":
                 break
     return out
+
+
+def _judge_gradients(out: Outcome, seed: int, runs, breaks: bool) -> list | None:
+    """The gradient checks of a training program, ``(what, compiled, eager, reference)`` for
+    each input that requires grad; None when ``out`` is decided already. ``runs``: (result,
+    leaves) of the compiled, eager and float64 runs (the reference's result None when it
+    raised). Eager's backward may refuse (a value it saved was written in place since): the
+    compiled graph is functional and has no such hazard, so gradients are not compared then
+    ("undefined", listed). ``breaks``: the program has graph breaks, so a graph may write in
+    place an input that an earlier graph saved."""
+    (comp_res, comp_leaves), (eager_res, eager_leaves), (ref_res, ref_leaves) = runs
+    e_grads, e_err = _gradients(eager_res, eager_leaves, seed)
+    c_grads, c_err = _gradients(comp_res, comp_leaves, seed)
+    if e_err is not None:
+        out.kind = "undefined"
+        out.detail = f"eager's backward raised {type(e_err).__name__}: {str(e_err)[:160]}"
+        if out.fallback and all(str(e_err)[:60] in r for r in out.fallback_reasons):
+            # the joint trace runs eager's autograd, which raised the same error: the graph ran
+            # eagerly so that its backward raises as eager's does (the program's own error)
+            out.fallback, out.error_replay = False, True
+        return None
+    if c_err is not None and breaks and "modified by an inplace operation" in str(c_err):
+        # a graph saved one of its inputs for its backward (a primal costs no memory), where
+        # eager's formula saved something derived from it (``where``'s mask), and a later
+        # graph wrote that input in place: a limit shared with torch.compile's partitioner
+        # (docs/aot-partition.md), not a wrong result: listed, not compared
+        out.kind = "undefined"
+        out.detail = f"compiled backward: a saved graph input was written later: {c_err}"[:300]
+        return None
+    if c_err is not None:
+        out.kind = "crash"
+        tb = "".join(traceback.format_exception(c_err)[-3:])
+        out.detail = f"compiled backward raised {type(c_err).__name__}: {str(c_err)[:300]}\n{tb}"
+        return None
+    if e_grads is None:
+        return []
+    r_grads = None
+    if ref_res is not None:
+        r_grads, _ = _gradients(ref_res, ref_leaves, seed)
+    checks = []
+    for k, (c, e) in enumerate(zip(c_grads, e_grads)):
+        r = r_grads[k] if r_grads is not None else None
+        if (c is None) != (e is None):
+            out.kind = "wrong"
+            out.detail = f"gradient of leaf {k}: {'None' if c is None else 'a tensor'}, eager's is {'None' if e is None else 'a tensor'}"
+            return None
+        if c is not None:
+            checks.append((f"gradient of leaf {k}", c, e, r))
+    return checks

@@ -3,6 +3,7 @@
     python tests/fuzz/run.py --programs 2000 --seed 0
     python tests/fuzz/run.py --programs 10000 --seed 70000 --jobs 16 --json benchmarks/results/fuzz.json
     python -m tests.fuzz --programs 200 --seed 1000 --verbose
+    python tests/fuzz/run.py --programs 500 --seed 0 --train-share 0.5 --break-share 0.3
 
 Program ``k`` of a run is ``generate(seed + k)``: a failing seed is reproduced alone with
 ``--programs 1 --seed <that seed> --verbose``, which prints its source. Programs run in child
@@ -75,6 +76,15 @@ def main(argv: list[str] | None = None) -> int:
         help="share of programs compiled with codegen=triton (Triton's interpreter)",
     )
     p.add_argument("--dynamic-share", type=float, default=0.3)
+    p.add_argument(
+        "--train-share",
+        type=float,
+        default=0.0,
+        help="share of training programs (gradients compared too)",
+    )
+    p.add_argument(
+        "--break-share", type=float, default=0.0, help="share of programs with graph breaks"
+    )
     p.add_argument("--verbose", action="store_true", help="print each failing program's source")
     p.add_argument("--chunk", type=int, default=50, help="programs per child process")
     p.add_argument(
@@ -200,6 +210,8 @@ def _write_json(args, argv, n, seconds, interrupted, counts, seeds, reasons) -> 
         "jobs": args.jobs,
         "triton_share": args.triton_share,
         "dynamic_share": args.dynamic_share,
+        "train_share": args.train_share,
+        "break_share": args.break_share,
         "counts": {kind: counts[kind] for kind in KINDS},
         "seeds_by_kind": {kind: seeds[kind] for kind in SEED_KINDS},
         "fallback_reasons": dict(reasons.most_common()),
@@ -211,6 +223,16 @@ def _write_json(args, argv, n, seconds, interrupted, counts, seeds, reasons) -> 
     Path(args.json).parent.mkdir(parents=True, exist_ok=True)
     Path(args.json).write_text(json.dumps(summary, indent=1) + "\n")
     print(f"  summary written to {args.json}")
+
+
+def _shares(args) -> dict[str, float]:
+    """``generate``'s keyword arguments from the command line's shares."""
+    return {
+        "triton_share": args.triton_share,
+        "dynamic_share": args.dynamic_share,
+        "train_share": args.train_share,
+        "break_share": args.break_share,
+    }
 
 
 def _interrupt(signum, frame):
@@ -225,7 +247,7 @@ def _child(args) -> int:
     warnings.filterwarnings("ignore")
     for seed in range(args.seed, args.seed + args.programs):
         print(f"START {seed}", flush=True)
-        program = generate(seed, triton_share=args.triton_share, dynamic_share=args.dynamic_share)
+        program = generate(seed, **_shares(args))
         try:
             out = dataclasses.asdict(judge(program))
         except Exception as e:  # noqa: BLE001 - a bug of the harness itself: count, go on
@@ -257,6 +279,10 @@ def _in_child(args, first: int, n: int, stop: threading.Event):
             str(args.triton_share),
             "--dynamic-share",
             str(args.dynamic_share),
+            "--train-share",
+            str(args.train_share),
+            "--break-share",
+            str(args.break_share),
         ]
         root = Path(__file__).resolve().parents[2]
         proc = subprocess.Popen(
@@ -286,9 +312,7 @@ def _in_child(args, first: int, n: int, stop: threading.Event):
                 {
                     "kind": "crash",
                     "detail": f"the process died (exit code {rc}) running it",
-                    "source": generate(
-                        running, triton_share=args.triton_share, dynamic_share=args.dynamic_share
-                    ).describe(),
+                    "source": generate(running, **_shares(args)).describe(),
                 },
             )
             seed = running + 1

@@ -1,6 +1,6 @@
 """A bounded fuzz run for CI: fixed seeds, each program judged eagerly vs compiled (C++, and
 Triton's interpreter for the programs the generator gives it), with input state and exception
-types compared. More programs: `nox -s fuzz` or `python -m tests.fuzz.run --programs N --seed S`.
+types compared; training programs (with graph breaks in half of them) compare gradients too. More programs: `nox -s fuzz` or `python -m tests.fuzz.run --programs N --seed S`.
 
 A seed that fails here is a bug: reproduce it with
 `python tests/fuzz/run.py --programs 1 --seed <seed> --verbose` (prints the program).
@@ -30,6 +30,26 @@ FOUND: dict[int, str] = {
     206815: "eager fallback: outputs were views of an unreturned intermediate",
 }
 
+#: training programs (``generate(seed, train_share=1, break_share=0.5)``): gradients compared
+#: too, half of the programs with graph breaks
+TRAIN_SEEDS = range(30)
+
+# Training seeds of longer runs that failed once (seed: what it found).
+FOUND_TRAIN: dict[int, str] = {
+    176: "eager fallback: views of one tensor, one written in grad mode after a break",
+    180: "eager fallback: a gradient over zero elements reads no tangent; nothing was saved",
+    200: "eager fallback: a gradient over zero elements reads no tangent; nothing was saved",
+    210: "eager fallback: a gradient over zero elements reads no tangent; nothing was saved",
+    617: "wrong: an input written by a clamp_ the loss does not read got a zeros gradient",
+    656: "wrong: an input written by a clamp_ the loss does not read got a zeros gradient",
+    658: "eager fallback: an expanded input that requires grad was taken for written",
+    751: "crash: index_select's backward over a dim of size 0 failed to compile",
+}
+
+#: training seeds whose eager backward refuses (a value it saved was written in place since):
+#: gradients are not compared there ("undefined", oracle.py), and must not be elsewhere
+UNDEFINED_TRAIN = {11}
+
 # Seeds whose failure is a known, reported bug owned elsewhere; each must still fail (strict
 # xfail), so a fix shows up here and the seed returns to the plain list.
 KNOWN: dict[int, str] = {}
@@ -51,6 +71,29 @@ def test_fuzzed_program(seed):
     out = judge(program)
     assert out.kind in ("ok", "unstable"), f"{out.kind}: {out.detail}\n{program.describe()}"
     assert not out.fallback, f"eager fallback: {out.fallback_reasons}\n{program.describe()}"
+
+
+@pytest.mark.parametrize("seed", [*TRAIN_SEEDS, *FOUND_TRAIN])
+def test_fuzzed_training_program(seed):
+    """Values, inputs after the call and gradients against eager's (and float64's). A seed in
+    ``UNDEFINED_TRAIN`` must stay "undefined" (eager's backward refuses), every other one must
+    compare."""
+    program = generate(seed, train_share=1.0, break_share=0.5)
+    if program.codegen == "triton" and os.environ.get("TRITON_INTERPRET") != "1":
+        program = dataclasses.replace(program, codegen="cpp")
+    out = judge(program)
+    expected = ("undefined",) if seed in UNDEFINED_TRAIN else ("ok", "unstable")
+    assert out.kind in expected, f"{out.kind}: {out.detail}\n{program.describe()}"
+    assert not out.fallback, f"eager fallback: {out.fallback_reasons}\n{program.describe()}"
+
+
+def test_training_seeds_compare_gradients():
+    """The CI's training seeds are training programs (some input requires grad) and a share of
+    them break the graph: the gradient checks are not vacuous."""
+    programs = [generate(s, train_share=1.0, break_share=0.5) for s in TRAIN_SEEDS]
+    assert sum(p.train for p in programs) >= 20
+    assert sum(bool(p.breaks) for p in programs if p.train) >= 8
+    assert all(generate(s).source == generate(s, train_share=0.0).source for s in TRAIN_SEEDS)
 
 
 def test_generator_is_deterministic_and_varied():

@@ -227,3 +227,37 @@ def test_a_rebuilt_runtime_passes_zeros_to_its_one_backward(compiler, capture):
     _losses()["main+pooled"](*ref(xr)).backward()
     _assert_same_grads(_grads(mod, x), _grads(ref, xr))
     assert len(compiler.graphs) == 2
+
+
+class ClampedHead(torch.nn.Module):
+    """A head whose last op is a clamp or a relu: its backward is ``where(mask, grad, 0)`` with
+    the zero a ``scalar_tensor(0.0)``, which left the head's weights a zeros gradient (eager's
+    is None) when the loss did not use the head (training fuzz seed 617, ``x.clamp_(max=1)``
+    of an input the loss does not read)."""
+
+    def __init__(self, act):
+        super().__init__()
+        self.trunk = torch.nn.Linear(8, 16)
+        self.head = torch.nn.Linear(16, 16)
+        self.act = act
+
+    def forward(self, x):
+        h = self.trunk(x)
+        return h.sum(-1), self.act(self.head(h))
+
+
+@pytest.mark.parametrize(
+    "act", [torch.relu, lambda t: t.clamp(max=0.5), lambda t: t.clamp(-0.5, 0.5)]
+)
+def test_an_unused_head_ending_in_a_mask_gets_no_gradient(act, compiler, capture):
+    mod = ClampedHead(act)
+    ref = copy.deepcopy(mod)
+    compiled = aot_compile(
+        capture(mod), [torch.randn(3, 8, requires_grad=True)], fw_compiler=compiler
+    )
+    x = torch.randn(3, 8, requires_grad=True)
+    xr = x.detach().clone().requires_grad_(True)
+    compiled(x)[0].sum().backward()
+    ref(xr)[0].sum().backward()
+    _assert_same_grads(_grads(mod, x), _grads(ref, xr))
+    assert mod.head.weight.grad is None and mod.head.bias.grad is None

@@ -302,7 +302,13 @@ def _fake_outputs(fn, examples, primals, mode):
         i
         for i, (arg, p) in enumerate(zip(passed, primals))
         if isinstance(p, torch.Tensor)
-        and (arg.grad_fn is not history[i] if i in history else arg.requires_grad)
+        and (
+            arg.grad_fn is not history[i]
+            if i in history
+            # passed as it is: written when it starts requiring grad (``z[:, 1:] = s``); one
+            # that required grad already (an expanded input: no stand-in) was not written
+            else arg.requires_grad and not p.requires_grad
+        )
     )
     # the stand-ins are the inputs the output-alias analysis compares with (``out is input``)
     return tuple(passed), (tuple(outs) if isinstance(outs, (tuple, list)) else (outs,)), written

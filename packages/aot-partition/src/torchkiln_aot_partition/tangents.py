@@ -242,7 +242,8 @@ def _grad_first(target) -> bool:
 
 
 def _is_zero_fill(node) -> bool:
-    """A zeros tensor the graph makes itself (a select/slice backward's base)."""
+    """A zeros tensor the graph makes itself (a select/slice backward's base, the zero that
+    ``clamp``'s and ``relu``'s backward ``where`` picks outside the mask)."""
     if not isinstance(node, fx.Node) or node.op != "call_function":
         return False
     target = node.target
@@ -250,6 +251,8 @@ def _is_zero_fill(node) -> bool:
         return False
     if target.overloadpacket in _ZERO_FILLS:
         return True
+    if target.overloadpacket is aten.scalar_tensor:  # where(mask, grad, 0)'s other branch
+        return len(node.args) > 0 and node.args[0] == 0
     fills = (aten.full, aten.new_full, aten.full_like)
     return target.overloadpacket in fills and len(node.args) > 1 and node.args[1] == 0
 

@@ -101,6 +101,11 @@ def index(ctx, x, indices):
     if any(indices[d].get_dtype() in (torch.bool, torch.uint8) for d in present):
         raise Unlowerable("boolean mask indexing (data-dependent shape)")
     tensors = [indices[d] for d in present]
+    if any(size[d] == 0 for d in present) or any(s == 0 for s in ctx.out_size):
+        # decided here, not when a kernel's body is recorded (``indirect`` raises there)
+        if len(tensors) != 1:
+            raise Unlowerable("advanced indexing with an empty result or into a dim of size 0")
+        return _checked_result(ctx, tensors[0], size[present[0]])
     # the index tensors broadcast to a shape of the most dims among them (its sizes are the
     # output's, already worked out; each tensor is read through broadcast_index): only the count
     # matters here, so dynamic sizes need no int()
@@ -165,13 +170,18 @@ def index_select(ctx, x, dim, idx):
 
 
 def _scatter(ctx, x, ranges, scatter_fn, mode):
-    """A fresh copy of ``x`` updated by a ``Scatter`` over ``ranges``; returns the copy."""
+    """A fresh copy of ``x`` updated by a ``Scatter`` over ``ranges``; returns the copy. Over no
+    element the scatter writes nothing and loads no index (eager's kernel does not run either):
+    the copy alone. The callers refuse, here and not when the body is recorded, a non-empty
+    scatter into a dim of size 0 (every index out of range: ATen raises)."""
     load = x.make_loader()
     target = ctx.graph.realize(
         Pointwise(load, x.get_size(), x.get_dtype(), x.get_device()),
         "target of a scatter",
         ctx.node,
     )
+    if any(r == 0 for r in ranges):
+        return target
     node = ComputedBuffer(
         ctx.graph.new_name(),
         target.layout,
@@ -217,6 +227,10 @@ def scatter(ctx, x, dim, index, src, reduce=None, *, include_self=True):
         mode = "atomic_add" if target_op is aten.scatter_add.default else None
     if mode == "atomic_add":
         _check_atomic_dtype(x.get_dtype())
+    if n and x.get_size()[dim] == 0:
+        if all(s != 0 for s in index.get_size()):
+            raise Unlowerable("scatter into a dim of size 0")
+        return _scatter(ctx, x, index.get_size(), None, mode)  # over no element: the copy
     load_src = _value_loader(src, x.get_dtype())
     if mode is None and target_op is not aten.scatter_reduce.two and _one_per_row(x, index, dim):
         return _scatter_as_select(x, dim, index, load_src)
@@ -293,6 +307,8 @@ def index_put(ctx, x, indices, values, accumulate=False):
     first = present[0] if consecutive else 0
     rest_sizes = [size[d] for d in rest]
     ranges = rest_sizes[:first] + bshape + rest_sizes[first:]
+    if all(r != 0 for r in ranges) and any(size[d] == 0 for d in present):
+        raise Unlowerable("index_put into a dim of size 0")
     load_v = _value_loader(values, x.get_dtype())
     layout_index = None
 
