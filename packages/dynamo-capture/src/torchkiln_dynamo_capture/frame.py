@@ -71,6 +71,7 @@ def _own_code(code: types.CodeType) -> bool:
 
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__)) + os.sep
 
+
 def _storage_sharing_arguments(args, kwargs) -> frozenset[int]:
     """ids of the tensor arguments that share a storage with another, distinct tensor argument
     (``f(x, x[0])``, two slices of one buffer, the views a graph break hands to its continuation).

@@ -191,9 +191,7 @@ def test_off_by_default_a_tensor_in_a_size_breaks_under_symbolic_sizes():
     for rows in (3, 5, 4):
         x, n = randn(rows, 2), torch.tensor(rows + 1)
         torch.testing.assert_close(compiled(x, n), f(x, n))
-    assert compiled.graph_breaks and "DataDependentOutputException" in str(
-        compiled.graph_breaks[0]
-    )
+    assert compiled.graph_breaks and "DataDependentOutputException" in str(compiled.graph_breaks[0])
     for gm in backend.graphs:
         for node in gm.graph.nodes:
             assert not any(isinstance(a, torch.fx.Node) for a in _flat_sizes(node))
