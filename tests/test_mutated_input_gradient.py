@@ -243,3 +243,31 @@ def test_an_expanded_input_that_requires_grad_is_not_taken_for_written():
         (g2,) = torch.autograd.grad(sum(t.sum() for t in want), [other])
         torch.testing.assert_close(g1, g2)
     assert torchkiln.report(compiled).eager_fallbacks == []
+
+
+def _empty_written_through_a_view(x0, idx):
+    t0 = x0.transpose(1, 0)
+    t0.clamp_(min=0)
+    return t0.var(dim=0)[idx]
+
+
+def test_an_empty_input_written_in_grad_mode_under_dynamic_shapes():
+    """Training fuzz seed 4414: under symbolic sizes the gradient of an input of no element,
+    written through a view, is allocated with the input's strides, which were read from the
+    input itself (``clone`` of an empty tensor need not keep strides, so they were not read
+    from the clone): the cut could not save the written input and found no finite cut (the
+    graph ran eagerly). Its strides are products of its sizes, read from the clone's."""
+    compiled = torchkiln.compile(_empty_written_through_a_view, dynamic=True)
+    for rows in (7, 5, 6):
+        leaf = torch.randn(rows, 0, 3, dtype=torch.float64, requires_grad=True)
+        other = leaf.detach().clone().requires_grad_()
+        idx = torch.randint(0, rows, (4,))
+        got = compiled(leaf * 1, idx)
+        want = _empty_written_through_a_view(other * 1, idx)
+        torch.testing.assert_close(got, want, equal_nan=True)
+        (g1,) = torch.autograd.grad(got.nansum(), [leaf], allow_unused=True)
+        (g2,) = torch.autograd.grad(want.nansum(), [other], allow_unused=True)
+        assert (g1 is None) == (g2 is None)
+        if g2 is not None:
+            torch.testing.assert_close(g1, g2)
+    assert torchkiln.report(compiled).eager_fallbacks == []

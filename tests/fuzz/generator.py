@@ -54,6 +54,7 @@ class InputSpec:
     layout: str = "contiguous"  # "contiguous" | "transposed" | "strided" (every 2nd element)
     index_high: int | None = None  # int64 indices in [0, index_high)
     requires_grad: bool = False  # training programs: the gradient of the loss reaches it
+    buffer: bool = False  # a batch norm's running statistics: never requires grad
 
 
 @dataclass
@@ -183,7 +184,14 @@ class _Builder:
             return self.rng.choice(LOW_FLOATS)
         return self.rng.choice(DTYPES)
 
-    def add_input(self, shape: tuple[int, ...], dtype: str, index_high: int | None = None) -> Value:
+    def add_input(
+        self,
+        shape: tuple[int, ...],
+        dtype: str,
+        index_high: int | None = None,
+        *,
+        buffer: bool = False,
+    ) -> Value:
         layouts = ["contiguous"] * 3
         if len(shape) >= 1:
             layouts.append("strided")
@@ -194,7 +202,7 @@ class _Builder:
             if index_high is not None and self.rng.random() < 0.7
             else self.rng.choice(layouts)
         )
-        self.inputs.append(InputSpec(shape, dtype, layout, index_high))
+        self.inputs.append(InputSpec(shape, dtype, layout, index_high, buffer=buffer))
         v = Value(f"x{len(self.inputs) - 1}", shape, dtype, is_input=True, view_of_input=True)
         self.values.append(v)
         return v
@@ -608,6 +616,83 @@ def st_inplace_input(b: _Builder) -> bool:
     return True
 
 
+def _conv_input(b: _Builder) -> Value | None:
+    """A float32/float64 value of rank 3 or 4 (N, C, L[, W]) with channels, or a new input."""
+    a = b.pick(lambda v: v.dtype in ("float32", "float64") and v.rank in (3, 4) and v.shape[1])
+    if a is None or b.rng.random() < 0.4:
+        r = b.rng
+        shape = (
+            r.choice([0, 1, 2, 3]),
+            r.choice([1, 2, 3, 4]),
+            *[r.choice([1, 3, 5, 8])] * r.choice([1, 2]),
+        )
+        a = b.add_input(shape, r.choice(["float32", "float32", "float64"]))
+    return a
+
+
+def st_conv(b: _Builder) -> bool:
+    """``conv1d``/``conv2d`` (groups, stride, padding, dilation, with or without a bias), its
+    weight and bias new inputs (parameters: they require grad in training programs)."""
+    a = _conv_input(b)
+    r = b.rng
+    n, cin, *spatial = a.shape
+    nd = len(spatial)
+    groups = r.choice([1, 1, cin])
+    cout = r.choice([1, 2, 3]) * groups
+    k, stride, padding, dilation = (
+        r.choice([1, 2, 3]),
+        r.choice([1, 1, 2]),
+        r.choice([0, 0, 1]),
+        r.choice([1, 1, 2]),
+    )
+    out = [(s + 2 * padding - dilation * (k - 1) - 1) // stride + 1 for s in spatial]
+    if any(o <= 0 for o in out):
+        return False  # eager raises for a kernel larger than the padded input: not drawn
+    w = b.add_input((cout, cin // groups, *[k] * nd), a.dtype)
+    bias = b.add_input((cout,), a.dtype).name if r.random() < 0.5 else "None"
+    b.new(
+        f"torch.nn.functional.conv{nd}d({a.name}, {w.name}, {bias}, stride={stride}, "
+        f"padding={padding}, dilation={dilation}, groups={groups})",
+        (n, cout, *out),
+        a.dtype,
+    )
+    return True
+
+
+def st_batch_norm(b: _Builder) -> bool:
+    """``batch_norm`` in training mode (running statistics: new inputs the call writes; one
+    value per channel raises as eager does) or eval mode, with or without an affine weight."""
+    a = (
+        _conv_input(b)
+        if b.rng.random() < 0.5
+        else b.pick(lambda v: v.dtype in ("float32", "float64") and v.rank >= 2 and v.shape[1])
+    )
+    if a is None:
+        return False
+    r = b.rng
+    c = a.shape[1]
+    training = r.random() < 0.7
+    first = len(b.inputs)  # the running mean's index, the running variance's next
+    mean = b.add_input((c,), a.dtype, buffer=True)
+    var = b.add_input((c,), a.dtype, buffer=True)
+    weight, bias = ("None", "None")
+    if r.random() < 0.7:
+        weight, bias = b.add_input((c,), a.dtype).name, b.add_input((c,), a.dtype).name
+    var_src = var.name if training else f"{var.name}.abs() + 0.5"
+    b.new(
+        f"torch.nn.functional.batch_norm({a.name}, {mean.name}, {var_src}, {weight}, {bias}, "
+        f"training={training}, momentum=0.1, eps=1e-5)",
+        a.shape,
+        a.dtype,
+    )
+    if training:  # the call writes its running statistics
+        b.mutated.update({first, first + 1})
+    return True
+
+
+#: drawn besides STATEMENTS in the programs ``nn_share`` selects (a third random stream)
+NN_STATEMENTS = [(st_conv, 3), (st_batch_norm, 2)]
+
 STATEMENTS = [
     (st_unary, 5),
     (st_binary, 6),
@@ -634,19 +719,25 @@ def generate(
     dynamic_share: float = 0.3,
     train_share: float = 0.0,
     break_share: float = 0.0,
+    nn_share: float = 0.0,
 ) -> Program:
     """The program of ``seed`` (the same program for the same seed and shares, on any machine).
 
     ``train_share``: the share of training programs (float inputs require grad, each with
     probability 0.8; the oracle compares gradients too); ``break_share``: the share of programs
     with one or two graph breaks between statements. Both are drawn from a second random stream
-    after the program itself, so they do not change which program a seed draws."""
+    after the program itself, so they do not change which program a seed draws. ``nn_share``:
+    the share of programs that may also draw convolutions and batch norms (``NN_STATEMENTS``),
+    decided by a third stream: the others are the programs of ``nn_share=0``."""
     rng = random.Random(seed)
     b = _Builder(rng, seed)
+    table = STATEMENTS
+    if random.Random(seed * 7919 + 5).random() < nn_share:
+        table = STATEMENTS + NN_STATEMENTS
     for _ in range(rng.choice([1, 1, 2, 2, 3])):
         b.add_input(b.shape(), b.dtype())
     for _ in range(rng.randint(2, 8)):
-        fns, weights = zip(*STATEMENTS)
+        fns, weights = zip(*table)
         for _attempt in range(5):
             if rng.choices(fns, weights)[0](b):
                 break
@@ -673,7 +764,7 @@ def generate(
     if extra.random() < train_share:
         program.inputs = [
             dataclasses.replace(s, requires_grad=extra.random() < 0.8)
-            if s.dtype in LOW_FLOATS + FLOATS and s.index_high is None
+            if s.dtype in LOW_FLOATS + FLOATS and s.index_high is None and not s.buffer
             else s
             for s in program.inputs
         ]

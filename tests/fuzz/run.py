@@ -85,6 +85,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument(
         "--break-share", type=float, default=0.0, help="share of programs with graph breaks"
     )
+    p.add_argument(
+        "--nn-share",
+        type=float,
+        default=0.0,
+        help="share of programs that may draw convolutions and batch norms too",
+    )
     p.add_argument("--verbose", action="store_true", help="print each failing program's source")
     p.add_argument("--chunk", type=int, default=50, help="programs per child process")
     p.add_argument(
@@ -212,6 +218,7 @@ def _write_json(args, argv, n, seconds, interrupted, counts, seeds, reasons) -> 
         "dynamic_share": args.dynamic_share,
         "train_share": args.train_share,
         "break_share": args.break_share,
+        "nn_share": args.nn_share,
         "counts": {kind: counts[kind] for kind in KINDS},
         "seeds_by_kind": {kind: seeds[kind] for kind in SEED_KINDS},
         "fallback_reasons": dict(reasons.most_common()),
@@ -232,6 +239,7 @@ def _shares(args) -> dict[str, float]:
         "dynamic_share": args.dynamic_share,
         "train_share": args.train_share,
         "break_share": args.break_share,
+        "nn_share": args.nn_share,
     }
 
 
@@ -283,6 +291,8 @@ def _in_child(args, first: int, n: int, stop: threading.Event):
             str(args.train_share),
             "--break-share",
             str(args.break_share),
+            "--nn-share",
+            str(args.nn_share),
         ]
         root = Path(__file__).resolve().parents[2]
         proc = subprocess.Popen(

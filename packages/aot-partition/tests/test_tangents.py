@@ -233,7 +233,8 @@ class ClampedHead(torch.nn.Module):
     """A head whose last op is a clamp or a relu: its backward is ``where(mask, grad, 0)`` with
     the zero a ``scalar_tensor(0.0)``, which left the head's weights a zeros gradient (eager's
     is None) when the loss did not use the head (training fuzz seed 617, ``x.clamp_(max=1)``
-    of an input the loss does not read)."""
+    of an input the loss does not read); ``maximum``'s backward ends in ``copy(where, where)``,
+    a copy of a zero (seed 4215)."""
 
     def __init__(self, act):
         super().__init__()
@@ -247,7 +248,13 @@ class ClampedHead(torch.nn.Module):
 
 
 @pytest.mark.parametrize(
-    "act", [torch.relu, lambda t: t.clamp(max=0.5), lambda t: t.clamp(-0.5, 0.5)]
+    "act",
+    [
+        torch.relu,
+        lambda t: t.clamp(max=0.5),
+        lambda t: t.clamp(-0.5, 0.5),
+        lambda t: torch.maximum(t / 2.0, t),  # its backward copies a where into a where
+    ],
 )
 def test_an_unused_head_ending_in_a_mask_gets_no_gradient(act, compiler, capture):
     mod = ClampedHead(act)

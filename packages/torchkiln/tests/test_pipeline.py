@@ -1,6 +1,7 @@
 """torchkiln.compile through the real layers (capture -> aot -> loop-ir -> codegen-cpp), strict mode
 so an internal failure fails the test instead of quietly running eagerly."""
 
+import pytest
 import torch
 import torchkiln
 
@@ -82,3 +83,43 @@ def test_explain_delegates_to_capture() -> None:
     assert torchkiln.explain(pointwise)(x, y).graph_count == 1
     compiled = torchkiln.compile(pointwise)
     assert torchkiln.explain(compiled)(x, y).graph_count == 1  # explains the original function
+
+
+def test_a_backward_that_fails_to_compile_runs_as_its_aten_graph(monkeypatch) -> None:
+    """The backward compiles at the first backward, after the forward ran: a failure there
+    raised out of ``backward()`` (training fuzz seed 751, before loop-ir 0.8.16 lowered its
+    scatter). Now its ATen graph runs op by op: eager's gradients, one warning, one counted
+    fallback; strict mode raises."""
+    import torchkiln_loop_ir
+
+    real = torchkiln_loop_ir.compile_graph
+    calls = []
+
+    def failing_backward(gm, inputs, **kwargs):
+        calls.append(gm)
+        if len(calls) > 1:
+            raise RuntimeError("an internal failure compiling the backward")
+        return real(gm, inputs, **kwargs)
+
+    monkeypatch.setattr(torchkiln_loop_ir, "compile_graph", failing_backward)
+
+    def f(x, w):
+        return (x @ w).tanh().sum(0)
+
+    x = torch.randn(4, 3)
+    w = torch.randn(3, 5, requires_grad=True)
+    w2 = w.detach().clone().requires_grad_()
+    compiled = torchkiln.compile(f, options={"graph_cache": False})
+    got = compiled(x, w)
+    with pytest.warns(UserWarning, match="compiling the backward failed"):
+        (g1,) = torch.autograd.grad(got.sum(), [w])
+    (g2,) = torch.autograd.grad(f(x, w2).sum(), [w2])
+    torch.testing.assert_close(g1, g2)
+    (fallback,) = torchkiln.report(compiled).eager_fallbacks
+    assert "compiling the backward failed" in fallback.reason
+
+    calls.clear()
+    strict = torchkiln.compile(f, options={"graph_cache": False, "strict": True})
+    out = strict(x, w)
+    with pytest.raises(torchkiln.BackendCompilerFailed, match="compiling the backward"):
+        torch.autograd.grad(out.sum(), [w])

@@ -9,6 +9,7 @@ Tensor(a!)) instead, which functionalizes into a functional op plus copies we tu
 from __future__ import annotations
 
 import torch
+from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.overrides import TorchFunctionMode
 
 aten = torch.ops.aten
@@ -62,6 +63,8 @@ class BatchNormAsLegit(TorchFunctionMode):
             rm, rv = bound["running_mean"], bound["running_var"]
             training, momentum, eps = bool(bound["training"]), bound["momentum"], bound["eps"]
             momentum = 0.0 if momentum is None else momentum
+            if statically_known_true(x.numel() == 0):
+                return _empty_batch_norm(x, w, b)
             if rm is None or rv is None:
                 return aten._native_batch_norm_legit.no_stats(x, w, b, training, momentum, eps)[0]
             if training:
@@ -70,6 +73,18 @@ class BatchNormAsLegit(TorchFunctionMode):
                 ]
             return _eval_batch_norm(x, w, b, rm, rv, eps)
         return func(*args, **kwargs)
+
+
+def _empty_batch_norm(x, w, b):
+    """Batch norm of no element, as ATen's ``_batch_norm_impl_index`` computes it: the input
+    scaled by the first weight and shifted by the first bias, and the running statistics left
+    as they are (the statistics of nothing are NaN: the decomposition wrote NaN into them)."""
+    out = x.clone()
+    if w is not None:
+        out = out * w[0]
+    if b is not None:
+        out = out + b[0]
+    return out
 
 
 def _eval_batch_norm(x, w, b, running_mean, running_var, eps):

@@ -241,27 +241,60 @@ def _geometry_from_clones(gm: fx.GraphModule, written: tuple[int, ...], primals)
 
 
 def _sizes_from_primals(gm: fx.GraphModule, num_primals: int, mutated: set[int]) -> None:
-    """A symbolic size read from an intermediate (``sym_size(mm, 0)``) whose value is a size
-    symbol of an input (``s0``, the input's dim 0) is read from that input instead: the backward
-    recomputes sizes from what the forward saves, so the min-cut saved the intermediate (a
-    matmul's result, which it may not recompute) only for its size. Eager's matmul backward
-    keeps its operands, not its result: a later in-place write of the result (``h[:, 0] *= 2``
-    after a break) then failed the compiled backward ("modified by an inplace operation")
-    where eager's ran. A written input is not read (its old value is gone once written back)."""
+    """A symbolic size or stride whose value is a size symbol of an input (``s0``, the input's
+    dim 0) is read as that input's size, and one whose value is a number is that number:
+
+    - read from an intermediate (``sym_size(mm, 0)``), the min-cut saved the intermediate (a
+      matmul's result, which it may not recompute) only for its size. Eager's matmul backward
+      keeps its operands, not its result: a later in-place write of the result (``h[:, 0] *= 2``
+      after a break) then failed the compiled backward ("modified by an inplace operation")
+      where eager's ran;
+    - read from an input written in place, it had no finite cut (its old value is gone once the
+      new one is written back, so the cut may not save it): the strides of an input written in
+      grad mode that ``_geometry_from_clones`` leaves (of no element: ``clone`` need not keep
+      them) are its sizes' products, read from the clone's sizes (training fuzz seed 4414).
+
+    A written input's sizes are read from the clone the graph writes (same sizes), never from
+    the input itself."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    order = {n: k for k, n in enumerate(gm.graph.nodes)}
     sources: dict[sympy.Symbol, tuple[fx.Node, int]] = {}
-    for i, node in enumerate(n for n in gm.graph.nodes if n.op == "placeholder"):
+    for i, node in enumerate(placeholders[:num_primals]):
+        holder: fx.Node | None = node
+        if i in mutated:
+            holder = next((u for u in node.users if u.target is torch.ops.aten.clone.default), None)
         val = node.meta.get("val")
-        if i >= num_primals or i in mutated or not isinstance(val, torch.Tensor):
+        if holder is None or not isinstance(val, torch.Tensor):
             continue
         for dim, size in enumerate(val.shape):
             if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
-                sources.setdefault(size.node.expr, (node, dim))
-    for node in gm.graph.nodes:
-        if node.target is not torch.ops.aten.sym_size.int or node.args[0].op == "placeholder":
+                sources.setdefault(size.node.expr, (holder, dim))
+    readers = (torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int)
+    for node in list(gm.graph.nodes):
+        if node.target not in readers:
             continue
-        val = node.meta.get("val")
-        if isinstance(val, torch.SymInt) and val.node.expr in sources:
-            node.args = sources[val.node.expr]
+        read, val = node.args[0], node.meta.get("val")
+        expr = val.node.expr if isinstance(val, torch.SymInt) else val
+        if isinstance(expr, (int, sympy.Integer)) and read in placeholders:
+            if placeholders.index(read) in mutated:  # a number: no tensor to read it from
+                _replace_with_number(node, int(expr))
+            continue
+        source = sources.get(expr)
+        if source is None or (read, node.args[1]) == source and node.target is readers[0]:
+            continue
+        if read.op == "placeholder" and placeholders.index(read) not in mutated:
+            if node.target is readers[0]:
+                continue  # an unwritten input's own size: already where it should be
+        if order[source[0]] < order[node]:
+            node.target, node.args = readers[0], source
+
+
+def _replace_with_number(node: fx.Node, value: int) -> None:
+    """Every use of ``node`` (a size or stride read) takes ``value`` instead; ``node`` goes."""
+    for user in list(node.users):
+        user.args = fx.node.map_arg(user.args, lambda a: value if a is node else a)
+        user.kwargs = fx.node.map_arg(user.kwargs, lambda a: value if a is node else a)
+    node.graph.erase_node(node)
 
 
 def _mode_of(fakes) -> FakeTensorMode:

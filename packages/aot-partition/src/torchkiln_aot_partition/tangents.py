@@ -198,6 +198,8 @@ def _propagate(node: fx.Node, zeros: set[fx.Node], env: dict, graph: fx.Graph):
         )
     ):
         return _ZERO
+    if packet is aten.copy and isinstance(node.args[1], fx.Node) and node.args[1] in zeros:
+        return _ZERO  # copy(dst, src) is src's values in dst's shape (maximum's backward)
     if _grad_first(target) and isinstance(node.args[0], fx.Node) and node.args[0] in zeros:
         return _ZERO  # an op's backward is linear in the gradient it is given
     if packet in (aten.add, aten.sub) and len(tensors) == 2 and node.args[0] is not node.args[1]:

@@ -65,7 +65,8 @@ def _own_code(code: types.CodeType) -> bool:
     """Whether ``code`` is capture's own (the module wrapper's ``_call_module``, whose one line
     calls the module): a break there is in the user's callee, which is then captured as its own
     frame and records the break where it is. The wrapper's frame holds nothing before or after
-    the call, so it splits no graph and its record would only name capture's file."""
+    the call, so it splits no graph: its record names capture's file and is dropped once the
+    callee records the same cause (``record_break``)."""
     return code.co_filename.startswith(_PACKAGE_DIR)
 
 
@@ -329,13 +330,12 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
     else:
         reason, hint = err.construct, err.hint
     record = graph_break(reason, code.co_filename, where_line, hint)
-    if not (err.in_callee and _own_code(code)):
-        ctx.record_break(record, err)
-        log_graph_break(
-            f"Graph break in {code.co_qualname} ({record.filename}:{record.lineno}): {reason}"
-            + (f" (hint: {hint})" if hint else "")
-            + (f"\n    {record.source_line}" if record.source_line else "")
-        )
+    ctx.record_break(record, err, own=err.in_callee and _own_code(code))
+    log_graph_break(
+        f"Graph break in {code.co_qualname} ({record.filename}:{record.lineno}): {reason}"
+        + (f" (hint: {hint})" if hint else "")
+        + (f"\n    {record.source_line}" if record.source_line else "")
+    )
 
     callee_slot = _callee_slot(insts[bp.last], layout) if err.in_callee else None
 

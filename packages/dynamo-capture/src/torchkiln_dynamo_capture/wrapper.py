@@ -91,6 +91,9 @@ class CaptureContext:
         self.graphs: list[torch.fx.GraphModule] = []
         self.breaks: list[GraphBreak] = []
         self.break_errors: list[Unsupported] = []
+        #: breaks recorded in capture's own frame (the module wrapper's call of the module), each
+        #: with its cause: dropped once the callee's frame records the same cause where it is
+        self._own_breaks: list[tuple[GraphBreak, str]] = []
         self.functions: list[CapturedFunction] = []
         self._resumes: dict = {}
         self._steps: dict = {}
@@ -103,7 +106,18 @@ class CaptureContext:
         self.graphs.append(gm)
         return self.backend(gm, example_inputs)
 
-    def record_break(self, record: GraphBreak, err: Unsupported) -> None:
+    def record_break(self, record: GraphBreak, err: Unsupported, own: bool = False) -> None:
+        """Keep ``record``. ``own``: it is in capture's own frame (``_call_module``), which
+        splits no graph: the callee's frame, captured next, records the cause where the user's
+        code is, and then this one goes. It stays when the callee records nothing (a
+        DistributedDataParallel, whose forward runs in Python): the only record of the cause."""
+        if own:
+            self._own_breaks.append((record, err.construct))
+        else:
+            for pending in [p for p in self._own_breaks if p[1] == err.construct]:
+                k = next(k for k, b in enumerate(self.breaks) if b is pending[0])
+                del self.breaks[k], self.break_errors[k]
+                self._own_breaks.remove(pending)
         self.breaks.append(record)
         self.break_errors.append(err)
 

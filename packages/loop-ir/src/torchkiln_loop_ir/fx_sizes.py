@@ -70,17 +70,28 @@ def to_expr(value: Any) -> sympy.Expr:
 
 
 def _is_dense(size: Sequence[sympy.Expr], stride: Sequence[sympy.Expr]) -> bool:
-    """True if the strides are a permutation of contiguous strides (no gaps, no overlap)."""
-    try:
-        dims = sorted((d for d in range(len(size)) if size[d] != 1), key=lambda d: int(stride[d]))
-    except TypeError:
-        return False
+    """True if the strides are a permutation of contiguous strides (no gaps, no overlap).
+
+    The innermost dim has stride 1, the next one the size of the first, and so on: each step
+    looks for the dim whose stride is the product so far, so symbolic strides (``(1, s0)``, a
+    transposed value under dynamic shapes) are decided exactly, with no order of symbols to
+    guess. (Sorting by ``int(stride)`` refused them, and such a value was realized contiguous:
+    a forward wrote a saved value contiguous that its backward, compiled from the traced
+    strides, read transposed.)"""
+    remaining = [d for d in range(len(size)) if size[d] != 1]
     expected: sympy.Expr = sympy.Integer(1)
-    for d in dims:
-        if stride[d] != expected:
+    while remaining:
+        d = next((d for d in remaining if _equal(stride[d], expected)), None)
+        if d is None:
             return False
+        remaining.remove(d)
         expected = expected * size[d]
     return True
+
+
+def _equal(a: sympy.Expr, b: sympy.Expr) -> bool:
+    """``a == b`` for sizes: structurally (integers, the same product), else expanded."""
+    return a == b or (not (a.is_Integer and b.is_Integer) and sympy.expand(a - b) == 0)
 
 
 def layout_of(val: Any, *, dense_only: bool = True) -> FixedLayout:

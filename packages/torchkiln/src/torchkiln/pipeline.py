@@ -401,7 +401,26 @@ def make_backend(
 
             def fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
                 with frozen_heap():  # the backward compiles later, at the first backward
-                    return _fw_compiler(aten_gm, aten_inputs)
+                    if not compiled_graphs:  # the forward: a failure falls back below
+                        return _fw_compiler(aten_gm, aten_inputs)
+                    try:
+                        return _fw_compiler(aten_gm, aten_inputs)
+                    except Exception as error:  # noqa: BLE001 - the backward falls back (C5)
+                        return _backward_as_aten(aten_gm, error)
+
+            def _backward_as_aten(aten_gm: torch.fx.GraphModule, error: Exception) -> Any:
+                """A backward graph that failed to compile, at the first backward (the forward
+                ran already, so the graph cannot run eagerly as a whole any more): its ATen
+                graph runs op by op, a counted fallback with a one-line warning."""
+                reason = (
+                    f"compiling the backward failed on graph {index} ({fx_nodes} FX nodes): "
+                    f"{one_line(error)}"
+                )
+                if options.strict:
+                    raise BackendCompilerFailed(f"torchkiln: {reason} (strict mode)") from error
+                warnings.warn(f"torchkiln: {reason}; running its ATen graph", stacklevel=3)
+                recorder.add_fallback(EagerFallback(index, fx_nodes, reason))
+                return aten_gm
 
             def _fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
                 part = PARTS[min(len(compiled_graphs), 1)]

@@ -1,0 +1,57 @@
+"""Batch norm over no element (an empty batch, or an empty spatial dim) in training mode.
+
+ATen's ``_batch_norm_impl_index`` returns the input scaled by the first weight and shifted by the
+first bias, and leaves the running statistics as they are. The decomposition torchkiln traced
+computed the statistics of nothing (NaN) and wrote them into the running mean and variance, so a
+module that saw one empty batch (a detection head with no proposal) held NaN statistics from
+then on (found by the fuzzer's convolution and batch norm programs, seeds 23 and 59 of
+``--nn-share 1``). Each case compares the output, the running statistics after the call and
+the gradients with eager's."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+import torchkiln
+
+pytestmark = pytest.mark.usefixtures("private_cache_dir")
+
+
+def _bn(x, rm, rv, w, b):
+    return F.batch_norm(x, rm, rv, w, b, training=True, momentum=0.1, eps=1e-5) * 2
+
+
+def _bn_then_stats(x, rm, rv, w, b):
+    y = _bn(x, rm, rv, w, b)
+    return y, rm.sigmoid() + rv  # what a later layer reads of the statistics
+
+
+@pytest.mark.parametrize("fn", [_bn, _bn_then_stats])
+@pytest.mark.parametrize("shape", [(0, 4, 5), (3, 2, 0), (0, 3, 2, 2)])
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_empty_batch_norm_keeps_the_running_statistics(fn, shape, dynamic):
+    compiled = torchkiln.compile(fn, dynamic=dynamic)
+    c = shape[1]
+    for _ in range(2):
+        x = torch.randn(shape)
+        stats = [torch.randn(c), torch.rand(c) + 0.5]
+        affine = [torch.randn(c, requires_grad=True), torch.randn(c, requires_grad=True)]
+        mine = [t.clone() for t in stats]
+        other = [t.detach().clone().requires_grad_() for t in affine]
+        got = compiled(x, *mine, *affine)
+        want = fn(x, *stats, *other)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(mine, stats)  # unchanged, as eager leaves them
+        assert all(torch.isfinite(t).all() for t in mine)
+        outs = got if isinstance(got, tuple) else (got,)
+        refs = want if isinstance(want, tuple) else (want,)
+        loss_got = sum((o * 1.5).sum() for o in outs if o.requires_grad)
+        loss_want = sum((o * 1.5).sum() for o in refs if o.requires_grad)
+        grads = torch.autograd.grad(loss_got, affine, allow_unused=True)
+        expected = torch.autograd.grad(loss_want, other, allow_unused=True)
+        for g, e in zip(grads, expected):
+            assert (g is None) == (e is None)
+            if e is not None:
+                torch.testing.assert_close(g, e)
+    assert torchkiln.report(compiled).eager_fallbacks == []
