@@ -112,36 +112,40 @@ def _transposed_row_written(x, w):
     return h.sigmoid().sum(0), t
 
 
+def _two_squares():
+    return torch.randn(4, 4), torch.randn(4, 4)
+
+
 CASES = {
     "filled-from-grad": (_filled, lambda: (torch.randn(4, 4), torch.randn(4, 4), torch.tensor(6))),
-    "scaled-in-place": (_scaled_in_place, lambda: (torch.randn(4, 4), torch.randn(4, 4))),
-    "column-written": (_column_written, lambda: (torch.randn(4, 4), torch.randn(4, 4))),
+    "scaled-in-place": (_scaled_in_place, _two_squares),
+    "column-written": (_column_written, _two_squares),
     "returns-written-input": (
         _returns_the_written_input,
-        lambda: (torch.randn(4, 4), torch.randn(4, 4)),
+        _two_squares,
     ),
     # inputs over one memory (views of one result), one written: traced through a synthetic
     # base (aliasing.py) whose new value is copied back with autograd recording
-    "view-written": (_view_written, lambda: (torch.randn(4, 4), torch.randn(4, 4))),
+    "view-written": (_view_written, _two_squares),
     "base-written-view-read": (
         _base_written_view_read,
-        lambda: (torch.randn(4, 4), torch.randn(4, 4)),
+        _two_squares,
     ),
     "view-written-from-another": (
         _view_written_from_another,
-        lambda: (torch.randn(4, 4), torch.randn(4, 4)),
+        _two_squares,
     ),
     "view-written-under-no-grad": (
         _view_written_under_no_grad,
-        lambda: (torch.randn(4, 4), torch.randn(4, 4)),
+        _two_squares,
     ),
     "transposed-row-written": (
         _transposed_row_written,
-        lambda: (torch.randn(4, 4), torch.randn(4, 4)),
+        _two_squares,
     ),
     "no-grad-then-grad": (
         _written_under_no_grad_and_grad,
-        lambda: (torch.randn(4, 4), torch.randn(4, 4)),
+        _two_squares,
     ),
 }
 

@@ -362,9 +362,7 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
             )
         return out
     if comp_err is not None:
-        out.kind = "crash"
-        tb = "".join(traceback.format_exception(comp_err)[-3:])
-        out.detail = f"compiled raised {type(comp_err).__name__}: {str(comp_err)[:300]}\n{tb}"
+        _crash(out, "compiled", comp_err)
         return out
     ref_leaves = _flat(ref_res) if ref_err is None else None
     e_leaves, c_leaves = _flat(eager_res), _flat(comp_res)
@@ -443,9 +441,7 @@ def _judge_gradients(out: Outcome, seed: int, runs, breaks: bool) -> list | None
         out.detail = f"compiled backward: a saved graph input was written later: {c_err}"[:300]
         return None
     if c_err is not None:
-        out.kind = "crash"
-        tb = "".join(traceback.format_exception(c_err)[-3:])
-        out.detail = f"compiled backward raised {type(c_err).__name__}: {str(c_err)[:300]}\n{tb}"
+        _crash(out, "compiled backward", c_err)
         return None
     if e_grads is None:
         return []
@@ -462,3 +458,10 @@ def _judge_gradients(out: Outcome, seed: int, runs, breaks: bool) -> list | None
         if c is not None:
             checks.append((f"gradient of leaf {k}", c, e, r))
     return checks
+
+
+def _crash(out: Outcome, what: str, err: BaseException) -> None:
+    """``out`` is a crash: ``what`` raised ``err`` where eager did not (its last frames kept)."""
+    out.kind = "crash"
+    tb = "".join(traceback.format_exception(err)[-3:])
+    out.detail = f"{what} raised {type(err).__name__}: {str(err)[:300]}\n{tb}"
