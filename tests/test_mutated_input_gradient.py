@@ -275,3 +275,32 @@ def test_an_empty_input_written_in_grad_mode_under_dynamic_shapes():
         if g2 is not None:
             torch.testing.assert_close(g1, g2)
     assert torchkiln.report(compiled).eager_fallbacks == []
+
+
+def _writes_an_unused_input(x0, x1):
+    t0 = x1.select(0, 0)
+    t0.sigmoid_()  # x1 is written in grad mode; the loss below reads only x0's sigmoid
+    return torch.sigmoid(x0)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_input_the_loss_does_not_reach_keeps_no_gradient(dynamic):
+    """Training fuzz seed 6273: the gradient of x1 reaches the backward only through x1's new
+    value, whose tangent is absent. Under symbolic sizes the backward could not be specialised
+    on the absent tangent (a zeros tensor of symbolic size), so the full graph ran with zeros
+    and x1's leaf got a zeros gradient where eager's is None. The analysis of which gradients
+    are exactly zero holds whatever the sizes: those are None now."""
+    compiled = torchkiln.compile(_writes_an_unused_input, dynamic=dynamic)
+    for rows in (3, 5, 4):
+        l0 = torch.randn(rows, 1, dtype=torch.float64, requires_grad=True)
+        l1 = torch.randn(rows - 1, requires_grad=True)
+        got = compiled(l0 * 1, l1 * 1)
+        g0, g1 = torch.autograd.grad(got.sum(), [l0, l1], allow_unused=True)
+        r0 = l0.detach().clone().requires_grad_()
+        r1 = l1.detach().clone().requires_grad_()
+        want = _writes_an_unused_input(r0 * 1, r1 * 1)
+        e0, e1 = torch.autograd.grad(want.sum(), [r0, r1], allow_unused=True)
+        torch.testing.assert_close(got, want)
+        torch.testing.assert_close(g0, e0)
+        assert g1 is None and e1 is None
+    assert torchkiln.report(compiled).eager_fallbacks == []

@@ -191,17 +191,19 @@ class _Builder:
         index_high: int | None = None,
         *,
         buffer: bool = False,
+        layout: str | None = None,
     ) -> Value:
         layouts = ["contiguous"] * 3
         if len(shape) >= 1:
             layouts.append("strided")
         if len(shape) >= 2:
             layouts.append("transposed")
-        layout = (
+        drawn = (
             "contiguous"
             if index_high is not None and self.rng.random() < 0.7
             else self.rng.choice(layouts)
         )
+        layout = layout or drawn
         self.inputs.append(InputSpec(shape, dtype, layout, index_high, buffer=buffer))
         v = Value(f"x{len(self.inputs) - 1}", shape, dtype, is_input=True, view_of_input=True)
         self.values.append(v)
@@ -677,7 +679,10 @@ def st_batch_norm(b: _Builder) -> bool:
     var = b.add_input((c,), a.dtype, buffer=True)
     weight, bias = ("None", "None")
     if r.random() < 0.7:
-        weight, bias = b.add_input((c,), a.dtype).name, b.add_input((c,), a.dtype).name
+        # contiguous: torch 2.13's CPU batch-norm backward is wrong for a weight of stride 2
+        # (tests/test_batch_norm_gradient_reference.py), and the float64 run shares the kernel
+        weight = b.add_input((c,), a.dtype, layout="contiguous").name
+        bias = b.add_input((c,), a.dtype).name
     var_src = var.name if training else f"{var.name}.abs() + 0.5"
     b.new(
         f"torch.nn.functional.batch_norm({a.name}, {mean.name}, {var_src}, {weight}, {bias}, "

@@ -38,6 +38,13 @@ TRAIN_SEEDS = range(30)
 TRAIN = {"train_share": 1.0, "break_share": 0.5}
 TRAIN_DYNAMIC = {**TRAIN, "triton_share": 0.5, "dynamic_share": 0.6}
 NN = {"nn_share": 1.0, "train_share": 0.7, "break_share": 0.3, "triton_share": 0.2}
+MIXED = {
+    "train_share": 0.8,
+    "break_share": 0.4,
+    "nn_share": 0.5,
+    "dynamic_share": 0.5,
+    "triton_share": 0.3,
+}
 
 # Training seeds of longer runs that failed once: seed -> (shares, what it found).
 FOUND_TRAIN: dict[int, tuple[dict, str]] = {
@@ -57,6 +64,8 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     23: (NN, "wrong: batch norm over no element wrote NaN into its running statistics"),
     37: (NN, "eager fallback: batch norm over no element"),
     59: (NN, "wrong: batch norm over no element wrote NaN into its running statistics"),
+    6273: (MIXED, "wrong: an unused written input's zeros gradient under dynamic shapes"),
+    6296: (MIXED, "wrong: an unused written input's zeros gradient under dynamic shapes"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

@@ -83,8 +83,10 @@ class _BackwardState:
     compiled: Callable | None = None
     num_saved: int = 0
     _lock: threading.Lock = field(default_factory=threading.Lock, repr=False, compare=False)
-    #: absent tangents (positions) -> (compiled graph, kept output positions), or None when the
-    #: pattern cannot be specialised (zeros tensors are passed to the full graph instead)
+    #: absent tangents (positions) -> (compiled graph, kept output positions); (None, kept)
+    #: when the pattern cannot be specialised (zeros tensors are passed to the full graph, and
+    #: only its ``kept`` gradients are returned: the others are exactly zero, None in eager);
+    #: None when there is no graph to analyse (rebuilt from a cache)
     variants: dict = field(default_factory=dict, repr=False, compare=False)
 
     def get(self, args) -> Callable:
@@ -96,10 +98,13 @@ class _BackwardState:
                 compiled = self.compiled
         return compiled
 
-    def specialised(self, absent: tuple[int, ...], args) -> tuple[Callable, tuple[int, ...]] | None:
+    def specialised(
+        self, absent: tuple[int, ...], args
+    ) -> tuple[Callable | None, tuple[int, ...]] | None:
         """The compiled backward for the tangents at ``absent`` being None, and which of the full
-        graph's outputs it returns; None when there is no graph to specialise (rebuilt from a
-        cache) or it needs zeros of symbolic size."""
+        graph's outputs it returns; (None, kept) when it needs zeros of symbolic size (the full
+        graph runs with zeros tensors, and only the gradients at ``kept`` are not exactly zero);
+        None when there is no graph to specialise (rebuilt from a cache)."""
         if absent in self.variants:
             return self.variants[absent]
         with self._lock:
@@ -108,10 +113,12 @@ class _BackwardState:
                 if self.bw_gm is not None:
                     try:
                         spec = without_tangents(self.bw_gm, self.num_saved, absent)
-                    except CannotSpecialise:
-                        spec = None
-                    if spec is not None:
                         variant = (self.bw_compiler(spec.gm, list(args)), spec.kept)
+                    except CannotSpecialise:
+                        kept = without_tangents(
+                            self.bw_gm, self.num_saved, absent, analysis=True
+                        ).kept
+                        variant = (None, kept)
                 self.variants[absent] = variant
             return self.variants[absent]
 
@@ -211,11 +218,14 @@ class CompiledFunction(torch.autograd.Function):
             return (None,) * (1 + plan.num_primals)  # nothing flows back: no gradient, as in eager
         present = [g.contiguous() for g in tangents if g is not None]
         kept = None  # None: every gradient the full graph returns
+        nonzero = None  # the full graph's gradients that are not exactly zero, when some are
         variant = plan.backward.specialised(absent, args + present) if absent else None
-        if variant is not None:
+        if variant is not None and variant[0] is not None:
             compiled, kept = variant
             args += present
         else:
+            if variant is not None:
+                nonzero = variant[1]
             args += [
                 _zeros_for(ctx, i) if g is None else g.contiguous()
                 for i, g in zip(plan.diff_outputs, tangents)
@@ -229,6 +239,8 @@ class CompiledFunction(torch.autograd.Function):
             clear()
         boxed = getattr(compiled, "call_boxed", None)
         grads = list(boxed(args) if boxed is not None else compiled(*args))
+        if nonzero is not None:  # the zeros the full graph computed are None, as in eager
+            grads, kept = [grads[k] for k in nonzero], nonzero
         if kept is None and plan.grads_in_order and len(grads) == len(plan.grad_inputs):
             # the gradients of the first primals, in order: no scatter into a list of Nones
             return (None, *grads, *(None,) * (plan.num_primals - len(grads)))

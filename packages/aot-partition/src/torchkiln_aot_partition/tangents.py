@@ -107,11 +107,13 @@ class SpecialisedBackward:
 
 
 def without_tangents(
-    bw_gm: fx.GraphModule, num_saved: int, absent: Sequence[int]
+    bw_gm: fx.GraphModule, num_saved: int, absent: Sequence[int], *, analysis: bool = False
 ) -> SpecialisedBackward:
     """``bw_gm`` (placeholders: saved values, then tangents) specialised on the tangents at
     positions ``absent`` (counted among the tangents) being None. Raises CannotSpecialise when a
-    zeros tensor of symbolic size would be needed."""
+    zeros tensor of symbolic size would be needed, unless ``analysis``: then only ``kept`` is
+    meant (which gradients are not exactly zero; such a zero stands in as a placeholder, and
+    the graph is not to be run)."""
     graph = fx.Graph()
     env: dict[fx.Node, fx.Node] = {}
     zeros: set[fx.Node] = set()  # old nodes whose value is exactly zero, with no new node
@@ -126,7 +128,11 @@ def without_tangents(
             return old
         if old in zeros:
             if old not in made:
-                made[old] = _zeros_like_node(graph, old)
+                made[old] = (
+                    graph.placeholder(f"_zero_{len(made)}")
+                    if analysis
+                    else _zeros_like_node(graph, old)
+                )
             return made[old]
         return env[old]
 
