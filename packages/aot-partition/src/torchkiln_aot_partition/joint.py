@@ -269,24 +269,25 @@ def _sizes_from_primals(gm: fx.GraphModule, num_primals: int, mutated: set[int])
         for dim, size in enumerate(val.shape):
             if isinstance(size, torch.SymInt) and isinstance(size.node.expr, sympy.Symbol):
                 sources.setdefault(size.node.expr, (holder, dim))
-    readers = (torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int)
+    size_of, stride_of = torch.ops.aten.sym_size.int, torch.ops.aten.sym_stride.int
+    index = {n: i for i, n in enumerate(placeholders)}
     for node in list(gm.graph.nodes):
-        if node.target not in readers:
+        if node.target not in (size_of, stride_of):
             continue
         read, val = node.args[0], node.meta.get("val")
+        written = index.get(read) in mutated
         expr = val.node.expr if isinstance(val, torch.SymInt) else val
-        if isinstance(expr, (int, sympy.Integer)) and read in placeholders:
-            if placeholders.index(read) in mutated:  # a number: no tensor to read it from
+        if isinstance(expr, (int, sympy.Integer)):
+            if written:  # a number: no tensor to read it from
                 _replace_with_number(node, int(expr))
             continue
         source = sources.get(expr)
-        if source is None or (read, node.args[1]) == source and node.target is readers[0]:
-            continue
-        if read.op == "placeholder" and placeholders.index(read) not in mutated:
-            if node.target is readers[0]:
-                continue  # an unwritten input's own size: already where it should be
-        if order[source[0]] < order[node]:
-            node.target, node.args = readers[0], source
+        # an unwritten input's own size, or the source itself, is where it should be
+        in_place = node.target is size_of and (
+            (read in index and not written) or (read, node.args[1]) == source
+        )
+        if source is not None and not in_place and order[source[0]] < order[node]:
+            node.target, node.args = size_of, source
 
 
 def _replace_with_number(node: fx.Node, value: int) -> None:
