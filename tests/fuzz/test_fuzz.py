@@ -66,6 +66,7 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     59: (NN, "wrong: batch norm over no element wrote NaN into its running statistics"),
     6273: (MIXED, "wrong: an unused written input's zeros gradient under dynamic shapes"),
     6296: (MIXED, "wrong: an unused written input's zeros gradient under dynamic shapes"),
+    6849: (MIXED, "wrong result: oneDNN's convolution read a bias of stride 2 as contiguous"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

@@ -75,7 +75,14 @@ def _packed_weight(
     return packed
 
 
+def _contiguous_bias(bias):
+    """oneDNN reads a bias as contiguous: one of stride 2 (a step slice) gave wrong results
+    (fuzz seed 6849); a contiguous one passes as it is."""
+    return bias.contiguous() if bias is not None else None
+
+
 def _mkldnn_convolution(x, weight, bias, padding, stride, dilation, groups, attr, pack_weight):
+    bias = _contiguous_bias(bias)
     if pack_weight:
         weight = _packed_weight(weight, padding, stride, dilation, groups, x.shape)
     return torch.ops.mkldnn._convolution_pointwise(
@@ -95,6 +102,7 @@ def _mkldnn_convolution_add(
     x, other, weight, bias, padding, stride, dilation, groups, attr, pack_weight
 ):
     """``attr(convolution(x) + other)``: the residual add as oneDNN's binary post-op."""
+    bias = _contiguous_bias(bias)
     if pack_weight:
         weight = _packed_weight(weight, padding, stride, dilation, groups, x.shape)
     return torch.ops.mkldnn._convolution_pointwise.binary(
