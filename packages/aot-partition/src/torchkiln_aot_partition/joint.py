@@ -225,7 +225,7 @@ def _geometry_from_clones(gm: fx.GraphModule, written: tuple[int, ...], primals)
     placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
     for i in written:
         primal = placeholders[i]
-        clone = next((u for u in primal.users if u.target is torch.ops.aten.clone.default), None)
+        clone = _clone_of(primal)
         if clone is None:
             continue
         dense = not is_fake(primals[i]) and _dense(primals[i])
@@ -238,6 +238,12 @@ def _geometry_from_clones(gm: fx.GraphModule, written: tuple[int, ...], primals)
         first = min(clone.users, key=order.__getitem__, default=None)
         if first is not None and order[first] < order[clone]:
             first.prepend(clone)
+
+
+def _clone_of(primal: fx.Node) -> fx.Node | None:
+    """The clone ``joint`` writes in place of an input written in grad mode (same sizes), or
+    None when the graph has none."""
+    return next((u for u in primal.users if u.target is torch.ops.aten.clone.default), None)
 
 
 def _sizes_from_primals(gm: fx.GraphModule, num_primals: int, mutated: set[int]) -> None:
@@ -262,7 +268,7 @@ def _sizes_from_primals(gm: fx.GraphModule, num_primals: int, mutated: set[int])
     for i, node in enumerate(placeholders[:num_primals]):
         holder: fx.Node | None = node
         if i in mutated:
-            holder = next((u for u in node.users if u.target is torch.ops.aten.clone.default), None)
+            holder = _clone_of(node)
         val = node.meta.get("val")
         if holder is None or not isinstance(val, torch.Tensor):
             continue
