@@ -269,3 +269,28 @@ def test_looped_welford_sums_shifted_by_each_lanes_first_value(m):
         for got, eager, ref in ((mean, eager_mean, ref_mean), (var, eager_var, ref_var)):
             bound = 4 * (eager.double() - ref).abs().max() + 1e-6 * ref.abs().max()
             assert (got.double() - ref).abs().max() <= bound, (got, ref)
+
+
+@pytest.mark.parametrize("m", [10000, 20480])
+def test_looped_welford_counts_each_lane_after_the_loop(m):
+    """The shifted sums' lane counts are worked out once after the loop (``ceil((rnumel - rbase)
+    / RBLOCK)``), not counted per value in it, and stay counts whatever the sums hold: rows
+    with a NaN, an inf, both infinities and a partial last block give eager's mean and
+    variance (NaN and inf where eager's are), a finite row beside them its own."""
+    n = 5
+    k = compile_one(_welford_spec(n, m, correction=0))
+    assert k.config.looped and "_wshift" in k.source
+    loop = k.source[k.source.index("for roffset") :]
+    body = loop[: loop.index("_wcnt")]
+    assert "rmask.to" not in body, body
+    for _ in range(2):
+        a = torch.randn(n, m)
+        a[0, m // 3] = float("nan")
+        a[1, m - 1] = float("inf")  # in the partial last block when there is one
+        a[2, 7], a[2, m // 2] = float("inf"), -float("inf")
+        a[3, 0] = -float("inf")  # the lane's shift itself
+        mean, var = torch.empty(n), torch.empty(n)
+        k(a, mean, var)
+        eager_var, eager_mean = torch.var_mean(a, 1, correction=0)
+        torch.testing.assert_close(mean, eager_mean, equal_nan=True)
+        torch.testing.assert_close(var, eager_var, equal_nan=True)

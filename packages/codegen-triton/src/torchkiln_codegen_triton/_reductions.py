@@ -303,22 +303,31 @@ def _shifted_sums(h: Any, v: str, tf: str) -> tuple[str, str, str]:
     and masks a lane only from some iteration on (past the row's or the chunk's end), so the
     loop's first iteration gives each lane's shift; a lane no iteration updated (a row shorter
     than RBLOCK) gets weight 0, mean and m2 0, whatever its masked "first value" was (``1 / 0``
-    of a masked load is inf, and 0 * inf is NaN in the lanes' combination). The count is kept
-    per lane of r (``rmask``'s shape), one register a thread. m2 is clamped at 0 (a rounding
-    below it); NaN stays NaN."""
+    of a masked load is inf, and 0 * inf is NaN in the lanes' combination). A lane's count is
+    the number of iterations that reached it, ``ceil((rnumel - rbase) / RBLOCK)``, computed once
+    after the loop (rmask is ``rindex < rnumel`` with ``rindex = roffset + rbase``: a Welford
+    reduction is never a split kernel's, ``SPLITTABLE``); counted in the loop it cost about four
+    sm_90 instructions a value (a compare, a select and an add per value, and the positions),
+    a third of a bfloat16 batch norm's statistics over NCHW images. m2 is clamped at 0 (a
+    rounding below it); NaN stays NaN."""
+    if h.split:
+        raise CodegenError("a Welford reduction cannot be split (no combine of partials)")
     lay = h.layout
     shift, s1, s2, cnt = (h.new_name(n) for n in ("_wshift", "_ws1", "_ws2", "_wcnt"))
     for name in (shift, s1, s2):
         h.line(f"{name} = tl.zeros({lay.block}, {tf})", "prefix")
-    h.line(f"{cnt} = tl.zeros({lay.r_shape}, {tf})", "prefix")
     d = h.new_name("_wd")
     h.line(f"{shift} = tl.where(roffset == 0, {v}, {shift})", "body")
     h.line(f"{d} = tl.where(rmask, {v} - {shift}, 0.0)", "body")
     h.line(f"{s1} = {s1} + {d}", "body")
     h.line(f"{s2} = {s2} + {d} * {d}", "body")
-    h.line(f"{cnt} = {cnt} + rmask.to({tf})", "body")
     m, m2a, wa = h.new_name("_wmean"), h.new_name("_wm2"), h.new_name("_wweight")
-    h.line(f"{wa} = tl.broadcast_to({cnt}, {lay.block})", "suffix")
+    # rbase < RBLOCK, so the dividend is never negative (floor and truncation agree)
+    h.line(f"{cnt} = ((rnumel - rbase + (RBLOCK - 1)) // RBLOCK).to({tf})", "suffix")
+    # The count tied to the sums by a term that is always 0 (NaN and inf included): a count
+    # of r alone gets its own layouts in Triton's layout pass, one of them the whole row in
+    # each thread (254 registers a thread for the NCHW batch-norm statistics, against 40)
+    h.line(f"{wa} = ({s1} != {s1}).to({tf}) * 0.0 + {cnt}", "suffix")
     h.line(f"{m} = tl.where({wa} > 0, {shift} + {s1} / tl.maximum({wa}, 1.0), 0.0)", "suffix")
     h.line(
         f"{m2a} = tl.where({wa} > 0, tl.maximum({s2} - {s1} * ({s1} / tl.maximum({wa}, 1.0)), "
