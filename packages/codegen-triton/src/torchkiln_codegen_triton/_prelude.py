@@ -213,6 +213,35 @@ def _tk_erfc(x):
 
 
 @triton.jit
+def _tk_erf_two_ranges(x):
+    # TritonOptions.erf_two_ranges: erf(x) = x + x * P(x^2) up to |x| = 0.921875, and
+    # sign(x) * (1 - exp(Q(min(|x|, 4)))) above (Q fits log(erfc); erfc(4) is below half an
+    # ulp of 1), both evaluated with their coefficients inline (fitted by
+    # benchmarks/gpu_erf_probe.py, rounded to float32); Q(4) is above -19, so the exp as
+    # ex2.approx.ftz flushes nothing. NaN takes the lower range and stays NaN; erf(-0.) is -0.
+    t = tl.abs(x)
+    s = x * x
+    p = -0.0005990979261696339 * s + 0.004993210081011057
+    p = p * s - 0.026766641065478325
+    p = p * s + 0.1128181740641594
+    p = p * s - 0.37612494826316833
+    p = p * s + 0.12837915122509003
+    low = x * p + x
+    u = tl.minimum(t, 4.0)
+    q = 1.6024941942305304e-06 * u - 4.5354670874075964e-05
+    q = q * u + 0.0005907160229980946
+    q = q * u - 0.004730285611003637
+    q = q * u + 0.02633555233478546
+    q = q * u - 0.10992520302534103
+    q = q * u - 0.6319953203201294
+    q = q * u - 1.130131483078003
+    q = q * u + 0.00029427994741126895
+    high = 1.0 - tl.exp2(q * 1.4426950408889634)
+    high = tl.where(x < 0, -high, high)
+    return tl.where(t > 0.921875, high, low)
+
+
+@triton.jit
 def _tk_erfinv(x):
     # M. Giles, "Approximating the erfinv function" (single precision).
     w = -tl.log((1.0 - x) * (1.0 + x))

@@ -434,6 +434,13 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
                 self._softmax_step[out.name] = "shifted"
         return out
 
+    def erf(self, a: Any) -> TritonValue:
+        if self.options.erf_two_ranges:
+            (v,) = self._args((a,))
+            if v.dtype == torch.float32:
+                return self._op("_tk_erf_two_ranges({0})", v)
+        return PointwiseOps.erf(self, a)  # type: ignore[attr-defined]
+
     def exp(self, a: Any) -> TritonValue:
         out = PointwiseOps.exp(self, a)  # type: ignore[attr-defined]
         if isinstance(a, TritonValue) and self._softmax_step.get(a.name) == "shifted":

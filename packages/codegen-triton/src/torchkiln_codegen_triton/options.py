@@ -113,6 +113,14 @@ class TritonOptions:
         current one, so a loop bound by its one load's latency per iteration (an outer
         reduction, whose registers a thread hold few values) keeps more of memory in flight.
         1 is the plain loop. Not the aligned walk's loops.
+    erf_two_ranges: a float32 erf as ``_tk_erf_two_ranges`` (the kernel prelude) rather than
+        libdevice's ``erff``: ``x + x * P(x^2)`` up to |x| = 0.921875, ``sign(x) * (1 -
+        exp(Q(min(|x|, 4))))`` above, each polynomial's coefficients inline (libdevice selects
+        one set per value by range, 13 moves a value), the exp one ``ex2.approx.ftz`` (its
+        argument is above -19). Within 1.5 ulp of float64's erf over [-5, 5] and at tiny
+        values (``benchmarks/gpu_erf_probe.py``). GELU's backward in bf16 (47.5 sm_90
+        instructions a value, against about 46 that 4.3 TB/s leaves for two reads and a write)
+        is the case.
     debug_asserts: emit ``tl.device_assert`` bounds checks for indirect indices.
     cache_dir: where kernel sources are written (plus ``/triton``); None means the shared cache
         root (``torchkiln_loop_ir.codecache.cache_root``).
@@ -154,6 +162,7 @@ class TritonOptions:
     reread_stores_evict_first: bool = False
     welford_shifted_sums: bool = True
     loop_stages: int = 1
+    erf_two_ranges: bool = False
     debug_asserts: bool = False
     cache_dir: str | None = None
     compile_workers: int | None = None
