@@ -67,6 +67,11 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     6273: (MIXED, "wrong: an unused written input's zeros gradient under dynamic shapes"),
     6296: (MIXED, "wrong: an unused written input's zeros gradient under dynamic shapes"),
     6849: (MIXED, "wrong result: oneDNN's convolution read a bias of stride 2 as contiguous"),
+    961: (TRAIN, "eager fallback: an input's new value whose backward eager refuses"),
+    1329: (TRAIN, "eager fallback: an output whose backward eager refuses"),
+    3396: (TRAIN_DYNAMIC, "eager fallback: an output whose backward eager refuses"),
+    5132: (MIXED, "eager fallback: an output whose backward eager refuses"),
+    8547: (MIXED, "eager fallback: an output whose backward eager refuses"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

@@ -208,6 +208,7 @@ def aot_compile(
         partition=fw_gm.meta.get("partition"),
         entry_grad=entry_grad,
         grad_mutations=joint.grad_mutations,
+        poisoned=joint.poisoned,
     )
     return TrainingRuntime(plan, lifted.params, lifted.constant_outputs, aliases, bases, hidden)
 

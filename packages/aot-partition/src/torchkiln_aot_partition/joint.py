@@ -62,6 +62,10 @@ class JointGraph:
         default=None, compare=False, repr=False
     )
     grad_mutations: tuple[int, ...] = ()
+    #: user outputs that require grad but whose backward eager refuses (a value their op saved
+    #: was written in place later in the graph), with eager's error: not among `diff_outputs`
+    #: (no tangent, nothing traced), they raise it when a gradient reaches them (`poisoned_outputs`)
+    poisoned: tuple[tuple[int, str], ...] = ()
 
     @property
     def num_fwd_outputs(self) -> int:
@@ -103,6 +107,9 @@ def joint_graph(
         i for i, o in enumerate(fake_outs) if isinstance(o, torch.Tensor) and o.requires_grad
     ]
     user_diff = tuple(diff_idx)
+    # inputs written in grad mode whose new value's backward eager refuses (poisoned_outputs):
+    # still written in a copy and copied back with autograd recording, but given no tangent
+    written_diff = grad_written
     num_primals = len(primals)
     n_user = [0]
     none_grads: list[int] = []
@@ -122,7 +129,7 @@ def joint_graph(
             n_user[0] = len(outs)
             written = [work[i] for i in grad_written]
             outs = outs + tuple(written)
-            diff_outs = [outs[i] for i in user_diff] + written
+            diff_outs = [outs[i] for i in user_diff] + [work[i] for i in written_diff]
             inputs = [ps[i] for i in grad_idx]
             grads = (
                 torch.autograd.grad(diff_outs, inputs, list(tangents), allow_unused=True)
@@ -132,37 +139,55 @@ def joint_graph(
         none_grads[:] = [grad_idx[k] for k, g in enumerate(grads) if g is None]
         return tuple(outs) + tuple(g for g in grads if g is not None)
 
-    # Tangents are contiguous tensors shaped like the differentiable outputs; the runtime makes the
-    # incoming grads contiguous to match.
-    with mode if symbolic else contextlib.nullcontext():
-        tangents = [
-            torch.zeros(o.shape, dtype=o.dtype, device=o.device)
-            for o in [fake_outs[i] for i in user_diff] + [fake_ins[i] for i in grad_written]
-        ]
-        leaves = [
-            e.detach().requires_grad_(p.requires_grad) if isinstance(p, torch.Tensor) else e
-            for e, p in zip(examples, primals)
-        ]
-    # Two stages: functionalize's wrappers drop requires_grad, so autograd cannot run under it.
-    # Stage 1 traces forward + autograd.grad to ATen (mutations still in place); stage 2 replays
-    # that graph, which no longer needs autograd, under functionalization.
+    def trace() -> tuple[fx.GraphModule, list[torch.Tensor]]:
+        # Tangents are contiguous tensors shaped like the differentiable outputs; the runtime
+        # makes the incoming grads contiguous to match.
+        with mode if symbolic else contextlib.nullcontext():
+            tangents = [
+                torch.zeros(o.shape, dtype=o.dtype, device=o.device)
+                for o in [fake_outs[i] for i in user_diff] + [fake_ins[i] for i in written_diff]
+            ]
+            leaves = [
+                e.detach().requires_grad_(p.requires_grad) if isinstance(p, torch.Tensor) else e
+                for e, p in zip(examples, primals)
+            ]
+        # Two stages: functionalize's wrappers drop requires_grad, so autograd cannot run under
+        # it. Stage 1 traces forward + autograd.grad to ATen (mutations still in place); stage 2
+        # replays that graph, which no longer needs autograd, under functionalization.
+        try:
+            with (
+                MAKE_FX_LOCK,
+                BatchNormAsLegit(),
+                MaskedAttention(),
+                mode if symbolic else contextlib.nullcontext(),
+            ):
+                traced = make_fx(
+                    joint,
+                    decomposition_table=decompositions,
+                    tracing_mode="real" if symbolic else "fake",
+                )(*leaves, *tangents)
+        except Exception as exc:
+            raise AOTError(
+                f"tracing the joint forward+backward graph failed: {type(exc).__name__}: {exc}. "
+                "An op in the graph has no fake-tensor or autograd support."
+            ) from exc
+        return traced, tangents
+
+    # (user output index, or -1 - input index for an input's new value; eager's error)
+    refused: tuple[tuple[int, str], ...] = ()
     try:
-        with (
-            MAKE_FX_LOCK,
-            BatchNormAsLegit(),
-            MaskedAttention(),
-            mode if symbolic else contextlib.nullcontext(),
-        ):
-            stage1 = make_fx(
-                joint,
-                decomposition_table=decompositions,
-                tracing_mode="real" if symbolic else "fake",
-            )(*leaves, *tangents)
-    except Exception as exc:
-        raise AOTError(
-            f"tracing the joint forward+backward graph failed: {type(exc).__name__}: {exc}. "
-            "An op in the graph has no fake-tensor or autograd support."
-        ) from exc
+        stage1, tangents = trace()
+    except AOTError as exc:
+        values = [(i, fake_outs[i]) for i in user_diff]
+        values += [(-1 - i, fake_ins[i]) for i in grad_written]
+        refused = poisoned_outputs(exc.__cause__, mode, values)
+        if not refused:
+            raise
+        left_out = {i for i, _ in refused}
+        user_diff = tuple(i for i in user_diff if i not in left_out)
+        written_diff = tuple(i for i in grad_written if -1 - i not in left_out)
+        diff_idx = list(user_diff)
+        stage1, tangents = trace()
     with mode if symbolic else contextlib.nullcontext():
         plain = [p.detach() if isinstance(p, torch.Tensor) else p for p in examples]
     fg: FunctionalGraph
@@ -189,7 +214,11 @@ def joint_graph(
     by_input = dict(zip(fg.mutated_inputs, mutations)) | dict(zip(grad_written, written_values))
     mutated_inputs = tuple(sorted(by_input))
     mutations = [by_input[i] for i in mutated_inputs]
-    diff_idx += [n_out + mutated_inputs.index(i) for i in grad_written]
+    diff_idx += [n_out + mutated_inputs.index(i) for i in written_diff]
+    # the refused values as forward outputs: user outputs, then the mutated inputs' new values
+    poisoned = tuple(
+        (i if i >= 0 else n_out + mutated_inputs.index(-1 - i), message) for i, message in refused
+    )
     # An input that requires grad and is mutated was written under no_grad (nn.init.*_ on a
     # parameter, an optimizer-like update): autograd allows that on a leaf, and stage 1 traced it
     # with the real autograd on leaves, so the gradient flows to the input through its new value
@@ -209,7 +238,42 @@ def joint_graph(
         grad_inputs,
         None if symbolic else (fake_ins, fake_outs),
         grad_written,
+        poisoned,
     )
+
+
+#: the start of autograd's error for a saved tensor written in place after it was saved
+_WRITTEN_AFTER_SAVE = "one of the variables needed for gradient computation has been modified"
+
+
+def poisoned_outputs(
+    exc: BaseException | None, mode, values: list[tuple[int, torch.Tensor]]
+) -> tuple[tuple[int, str], ...]:
+    """Of ``values`` (key, a differentiable value of the fake run: a user output, an input's
+    new value), those whose backward raises autograd's error for a saved value written in place
+    after it was saved, with that error, when ``exc`` (the joint trace's failure) is that error;
+    else ().
+
+    Eager raises it only when a backward reaches such a value's node (``b = a.sin();
+    a.mul_(3)``, then a loss over ``b``), so a graph returning ``b`` and ``a`` trains as long as
+    the loss does not use ``b``; the joint trace asks for every output's gradient at once, so it
+    raised at compile time and the graph ran eagerly. Each value's backward runs alone, as
+    ``loss.backward()`` would (every node it reaches), on the fake run's own autograd graph
+    (kept: ``retain_graph``; the fake leaves' ``.grad`` is all it writes). A value that raises
+    gets no tangent in the traced backward, and the runtime raises eager's error when a
+    gradient reaches it."""
+    if not isinstance(exc, RuntimeError) or _WRITTEN_AFTER_SAVE not in str(exc):
+        return ()
+    found = []
+    with mode, torch.enable_grad():
+        for key, value in values:
+            try:
+                torch.autograd.backward([value], [torch.zeros_like(value)], retain_graph=True)
+            except RuntimeError as err:
+                if _WRITTEN_AFTER_SAVE not in str(err):
+                    return ()
+                found.append((key, str(err)))
+    return tuple(found)
 
 
 _SIZES = (torch.ops.aten.sym_size.int, torch.ops.aten.sym_numel.default)

@@ -143,6 +143,10 @@ class TrainingPlan:
     #: mutated inputs written in grad mode with a value that requires grad (joint.py): their new
     #: values are differentiable outputs, copied back with autograd recording (as eager's write)
     grad_mutations: tuple[int, ...] = ()
+    #: user outputs that require grad but whose backward eager refuses, with eager's error
+    #: (``joint.poisoned_outputs``): not differentiable outputs of the traced graphs, they still
+    #: require grad, and a gradient reaching one raises that error, as in eager
+    poisoned: tuple[tuple[int, str], ...] = ()
     #: derived once, not per call: diff_outputs as a set; whether the gradients come in the order
     #: of the primals (grad_inputs is 0, 1, 2, ...: the result is the list itself, padded)
     diff_set: frozenset = field(init=False, repr=False, compare=False)
@@ -186,8 +190,11 @@ class CompiledFunction(torch.autograd.Function):
             if len(tensors) == len(saved)
             else [_SAVED_TENSOR if isinstance(s, torch.Tensor) else s for s in saved]
         )
+        refused = {i for i, _ in plan.poisoned}
         non_diff = [
-            o for i, o in enumerate(fw_outs) if isinstance(o, torch.Tensor) and i not in diff
+            o
+            for i, o in enumerate(fw_outs)
+            if isinstance(o, torch.Tensor) and i not in diff and i not in refused
         ]
         ctx.mark_non_differentiable(*non_diff)
         # an output the loss does not use comes to backward as None, not zeros (see _BackwardState)
@@ -206,6 +213,9 @@ class CompiledFunction(torch.autograd.Function):
                 "the function) or take first-order gradients only"
             )
         plan: TrainingPlan = ctx.plan
+        for i, message in plan.poisoned:
+            if grad_outputs[i] is not None:
+                raise RuntimeError(message)
         if ctx.nontensor_saved is None:
             args = list(ctx.saved_tensors)
         else:

@@ -52,6 +52,7 @@ class RuntimeMetadata:
     partition: PartitionStats | None = None
     entry_grad: bool = True  # see TrainingPlan.entry_grad
     grad_mutations: tuple[int, ...] = ()  # see TrainingPlan.grad_mutations
+    poisoned: tuple[tuple[int, str], ...] = ()  # see TrainingPlan.poisoned
 
 
 def runtime_metadata(runtime: Any) -> RuntimeMetadata:
@@ -88,6 +89,7 @@ def runtime_metadata(runtime: Any) -> RuntimeMetadata:
             partition=plan.partition,
             entry_grad=plan.entry_grad,
             grad_mutations=plan.grad_mutations,
+            poisoned=plan.poisoned,
         )
     raise AOTError(f"not a runtime made by aot_compile: {type(runtime).__name__}")
 
@@ -136,6 +138,7 @@ def rebuild_runtime(
         partition=meta.partition,
         entry_grad=meta.entry_grad,
         grad_mutations=meta.grad_mutations,
+        poisoned=meta.poisoned,
     )
     return TrainingRuntime(
         plan, lifted.params, meta.constant_outputs, meta.aliases, meta.bases, meta.hidden_outputs
