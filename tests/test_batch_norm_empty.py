@@ -55,3 +55,33 @@ def test_empty_batch_norm_keeps_the_running_statistics(fn, shape, dynamic):
             if e is not None:
                 torch.testing.assert_close(g, e)
     assert torchkiln.report(compiled).eager_fallbacks == []
+
+
+def _empty_head(x, rm, rv, w, b, idx, s):
+    y = F.batch_norm(x, rm, rv.abs() + 0.5, w, b, training=False, eps=1e-5)
+    return torch.index_select(y, 0, idx), torch.softmax(s, -1)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_an_unused_empty_output_leaves_its_gradients_none(dynamic):
+    """An output of no element the loss does not use (an eval batch norm of an empty batch,
+    then an index_select: training fuzz seed 9245): the weight and the input reach it alone, so
+    their gradients are None, as eager's. The cut saved the backward's zero fill of no element
+    (an edge of capacity 0), which hid from the specialisation on absent tangents that the
+    gradients were zero: an empty tensor and a zeros one came back."""
+    compiled = torchkiln.compile(_empty_head, dynamic=dynamic, options={"strict": True})
+    for c in (4, 3):
+        values = [torch.randn(0, c, 5, 5), *(torch.randn(c) for _ in range(5))]
+        g = torch.randn(c)
+        per = []
+        for fn in (_empty_head, compiled):
+            x, w, s, rm, rv, b = (v.clone() for v in values)
+            for leaf in (x, w, s):
+                leaf.requires_grad_()
+            idx = torch.zeros(0, dtype=torch.long)
+            _, p = fn(x * 1, rm, rv, w * 1, b, idx, s * 1)
+            (p * g).sum().backward()
+            per.append((x.grad, w.grad, s.grad))
+        assert per[1][0] is None and per[1][1] is None
+        assert per[0][0] is None and per[0][1] is None
+        torch.testing.assert_close(per[1][2], per[0][2])

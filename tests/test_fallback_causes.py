@@ -329,3 +329,30 @@ def test_scatters_and_indexing_over_no_element_compile(codegen):
     (g2,) = torch.autograd.grad(want, [w2])
     torch.testing.assert_close(g1, g2)
     assert all(not gr.fallbacks for gr in torchkiln.report(compiled).graphs)
+
+
+def _flatten_written(x):
+    t = x.flatten()
+    t.add_(1)  # x written in grad mode, through a view of it
+    return t[-38:39:3]
+
+
+def test_a_size_product_the_forward_and_backward_share_is_recomputed():
+    """Under dynamic shapes, ``s0 * s1`` (the flatten's size) was one node for the forward's view
+    and the backward's write-back view (CSE): an ``operator.mul`` the cut took for an op it may
+    not recompute, and may not save (a size, not a tensor), so no finite cut existed and the
+    graph ran eagerly (training fuzz seed 9647). Size arithmetic is now recomputed."""
+    compiled = _strict(_flatten_written, dynamic=True)
+    for shape in ((5, 7), (4, 9), (6, 3)):
+        x0, g = torch.randn(shape), torch.randn(shape[0] * shape[1])
+        per = []
+        for fn in (_flatten_written, compiled):
+            leaf = x0.clone().requires_grad_()
+            x = leaf * 1
+            out = fn(x)
+            (out * g[: out.numel()]).sum().backward(retain_graph=True)
+            (x * 3).sum().backward()
+            per.append((out.detach(), x.detach(), leaf.grad))
+        for got, want in zip(per[1], per[0]):
+            torch.testing.assert_close(got, want)
+    assert not torchkiln.report(compiled).eager_fallbacks

@@ -72,6 +72,8 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     3396: (TRAIN_DYNAMIC, "eager fallback: an output whose backward eager refuses"),
     5132: (MIXED, "eager fallback: an output whose backward eager refuses"),
     8547: (MIXED, "eager fallback: an output whose backward eager refuses"),
+    9245: (MIXED, "wrong: an empty gradient where eager's is None (the cut saved a zero fill)"),
+    9647: (MIXED, "eager fallback: a size product shared by forward and backward, no finite cut"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

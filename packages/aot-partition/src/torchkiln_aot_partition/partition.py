@@ -111,7 +111,14 @@ def is_recomputable(node: fx.Node) -> bool:
         source = node.args[0]  # the multi-output node indexed (always a Node in an FX graph)
         return isinstance(source, fx.Node) and is_recomputable(source)
     if not isinstance(target, torch._ops.OpOverload):
-        return False
+        # arithmetic on sizes (``s0 * s1`` for a flatten's view): host-side, free to redo, and
+        # never saved (the forward returns only tensors). Not recomputable, a size product the
+        # forward and the backward share (one node after CSE) was a source the cut could not
+        # separate from the backward (training fuzz seed 9647: a written input's write-back)
+        return isinstance(node.meta.get("val"), (torch.SymInt, torch.SymBool, int, bool)) and (
+            getattr(target, "__module__", None) in ("_operator", "operator")
+            or target in (torch.sym_max, torch.sym_min, torch.sym_not)
+        )
     tags = set(target.tags)
     if torch.Tag.nondeterministic_seeded in tags:
         return False
@@ -375,6 +382,12 @@ def min_cut_partition(
         elif node not in fw_required:
             # On a tie, do backward-only work in the backward: the forward stays as short as eager's.
             cost *= 1.01
+        # A value of no element costs a hair, not nothing: networkx's cut is the one nearest the
+        # sink, so a free edge no flow crosses was cut, and a zero fill the backward makes (an
+        # index_put's base) was saved, where the backward recomputes it. As a saved value, the
+        # specialisation on absent tangents could not see it was zero: an empty gradient where
+        # eager's is None (training fuzz seed 9245)
+        cost = max(cost, 1e-3)
         g.add_edge(node.name + "_in", node.name + "_out", capacity=cost)
         for user in node.users:
             if user in bw_required:
