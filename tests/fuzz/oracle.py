@@ -14,8 +14,8 @@ Verdicts (``Outcome.kind``):
   being it (``t.add_(t[1])`` where ``t`` is the input): eager's result then depends on the order
   its loop visits memory (PyTorch leaves it undefined; compilers read the operand before the
   write), so results are not compared; listed. For a training program also: eager's backward
-  refused (a value it saved was written in place since: the compiled graphs are functional), or
-  the compiled backward refused because a graph input an earlier graph saved was written by a
+  refused (a value it saved was written in place since) and the compiled one did not (when
+  both raise that error the verdict is "ok": the same behaviour), or the compiled backward refused because a graph input an earlier graph saved was written by a
   later graph of the program (after a break), where eager's formula saved something derived
   from it (docs/aot-partition.md's known limits);
 ``Outcome.fallback`` says whether any graph ran eagerly because the pipeline failed on it (its
@@ -417,14 +417,27 @@ def _judge_gradients(out: Outcome, seed: int, runs, breaks: bool) -> list | None
     """The gradient checks of a training program, ``(what, compiled, eager, reference)`` for
     each input that requires grad; None when ``out`` is decided already. ``runs``: (result,
     leaves) of the compiled, eager and float64 runs (the reference's result None when it
-    raised). Eager's backward may refuse (a value it saved was written in place since): the
-    compiled graph is functional and has no such hazard, so gradients are not compared then
-    ("undefined", listed). ``breaks``: the program has graph breaks, so a graph may write in
+    raised). Eager's backward may refuse (a value it saved was written in place since): when
+    the compiled backward raises the same error, the program behaved as eager's (no gradient
+    to compare); when it does not (the write came after a break, and the graph before it saved
+    what it needs in a form the write does not touch), gradients are not compared ("undefined",
+    listed). ``breaks``: the program has graph breaks, so a graph may write in
     place an input that an earlier graph saved."""
     (comp_res, comp_leaves), (eager_res, eager_leaves), (ref_res, ref_leaves) = runs
     e_grads, e_err = _gradients(eager_res, eager_leaves, seed)
     c_grads, c_err = _gradients(comp_res, comp_leaves, seed)
     if e_err is not None:
+        if (
+            c_err is not None
+            and type(c_err) is type(e_err)
+            and str(c_err)[:60] == str(e_err)[:60]
+            and not out.fallback
+        ):
+            # the compiled backward raised eager's error (an output whose backward eager
+            # refuses keeps refusing: aot-partition's ``poisoned_outputs``): the same behaviour,
+            # no gradient to compare
+            out.detail = f"both backwards raised {type(e_err).__name__}: {str(e_err)[:120]}"
+            return []
         out.kind = "undefined"
         out.detail = f"eager's backward raised {type(e_err).__name__}: {str(e_err)[:160]}"
         if out.fallback and all(str(e_err)[:60] in r for r in out.fallback_reasons):
