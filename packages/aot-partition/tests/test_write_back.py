@@ -164,6 +164,7 @@ def test_batch_norm_statistics_are_written_in_place_for_several_steps(grad, capt
 
     model = _bn_net().train()
     ref = copy.deepcopy(model)
+    ref64 = copy.deepcopy(model).double()
     compiler = InPlaceCompiler(compiler)
     x0 = torch.randn(8, 5)
     with torch.set_grad_enabled(grad):
@@ -176,15 +177,25 @@ def test_batch_norm_statistics_are_written_in_place_for_several_steps(grad, capt
         with torch.set_grad_enabled(grad):
             (out,) = compiled(x)
             expected = ref(x)
+            exact = ref64(x.double())
         assert (WRITE_BACK.copies - before[0], WRITE_BACK.in_place - before[1]) == (0, 6)
         torch.testing.assert_close(out, expected)
         if grad:
-            out.square().sum().backward()
-            expected.square().sum().backward()
+            for y in (out, expected, exact):
+                y.square().sum().backward()
     for (name, b), (_, c) in zip(model.named_buffers(), ref.named_buffers()):
         torch.testing.assert_close(b, c, msg=name)
-    for (name, p), (_, q) in zip(model.named_parameters(), ref.named_parameters()):
-        torch.testing.assert_close(p.grad, q.grad, msg=name) if grad else None
+    if grad:
+        # The first norm's gradients are sums that cancel to about 1e-3 of the last norm's
+        # weight gradient (about 48): float32's rounding then reads 0.5% of them, so each is
+        # checked against float64 eager, to within twice float32 eager's own distance from it
+        # and a few roundings of the model's largest gradient
+        params = list(zip(model.parameters(), ref.parameters(), ref64.parameters()))
+        scale = max(float(d.grad.abs().max()) for _, _, d in params)
+        for name, (p, q, d) in zip(dict(model.named_parameters()), params):
+            ours = float((p.grad.double() - d.grad).abs().max())
+            eager = float((q.grad.double() - d.grad).abs().max())
+            assert ours <= 2 * eager + 1e-6 * scale, (name, ours, eager, scale)
 
 
 def test_a_compiler_ignoring_the_meta_still_gets_every_mutation_copied(compiler, capture):
