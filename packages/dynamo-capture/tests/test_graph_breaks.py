@@ -362,3 +362,34 @@ def test_the_steps_of_a_break_are_the_programs_code():
     made = [fn.__code__ for fn in cf.ctx._steps.values()]
     assert made and all(codes.runs_the_program(c) for c in made)
     assert not codes.runs_the_program(f.__code__)
+
+
+def test_a_local_python_cannot_name_as_a_parameter_is_live_across_a_break():
+    """pytest's rewritten asserts keep ``@py_assert1`` among a test function's locals: live at a
+    break, it is a parameter of the continuation and the step, which rename it (the
+    continuation's capture failed, ``'@py_assert1' is not a valid parameter name``, and it ran
+    eagerly with a warning). Twice: the continuation breaks again with the local still live."""
+
+    def f(x):
+        tmp = x + 1
+        print("first")
+        y = tmp.sin()
+        print("second")
+        return (y + tmp).cos()
+
+    code = f.__code__
+    f.__code__ = code.replace(
+        co_varnames=tuple("@py_assert1" if n == "tmp" else n for n in code.co_varnames)
+    )
+    be = RecordingBackend()
+    cf = capture(f, be)
+    x = torch.randn(3)
+    expected, expected_out = _run(f, x)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no "running ... eagerly"
+        actual, actual_out = _run(cf, x)
+        _same(actual, expected)
+        assert actual_out == expected_out == "first\nsecond\n" and len(be.graphs) == 3
+        y = torch.randn(3)
+        _same(_run(cf, y)[0], f(y))
+    assert len(be.graphs) == 3

@@ -29,7 +29,14 @@ from .bytecode import decode
 from .bytecode.closures import is_comprehension
 from .bytecode.except_flow import handled_slot
 from .bytecode.liveness import live_in
-from .bytecode.resume import Successor, resume_code, set_handled, stack_args, step_code
+from .bytecode.resume import (
+    Successor,
+    parameter_name,
+    resume_code,
+    set_handled,
+    stack_args,
+    step_code,
+)
 from .exc import Unsupported
 from .output import OutputGraph
 from .translator import InstructionTranslator, StopCapture, grad_mode_guard
@@ -301,7 +308,10 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
     if first is None or last is None:
         raise Unsupported("internal: a graph break inside a continuation's prologue") from err
     layout = _layout(tx.stack)
-    bound = set(tx.locals) - set(code.co_freevars)
+    # names are the original frame's (liveness is its): a continuation holds a local Python
+    # refuses as a parameter's under its parameter_name
+    renamed = {parameter_name(n): n for n in orig.co_varnames}
+    bound = {renamed.get(n, n) for n in tx.locals} - set(code.co_freevars)
     successors = []
     for jump, index, succ_layout in successor_layouts(insts, bp, layout):
         _, orig_index = ctx.codes.original(code, index)
@@ -342,7 +352,11 @@ def _split(func, sig, out, tx, err: Unsupported, ctx, real_cells):
     def finish(rec):
         ns = rec.ns
         args = [
-            rec.expr(tx.cells[name] if name in code.co_cellvars else tx.locals[name])
+            rec.expr(
+                tx.cells[name]
+                if name in code.co_cellvars
+                else tx.locals[name if name in tx.locals else parameter_name(name)]
+            )
             for name in live_first
         ]
         for i, (kind, v) in enumerate(zip(layout, tx.stack)):

@@ -21,6 +21,7 @@ object came from is recorded in the capture context's ``CodeRegistry`` (``regist
 from __future__ import annotations
 
 import inspect
+import keyword
 import types
 import weakref
 from dataclasses import dataclass
@@ -38,6 +39,24 @@ VALUE, NULL, ITER = "value", "null", "iter"
 
 _VT = version_table()
 _FORWARD = dict(_VT.forward_jumps)  # a step's tail is after everything: its jumps go forward
+
+
+#: instructions whose argument names a local variable (not a cell): bytecode's abstract forms
+_LOCAL_OPS = frozenset(
+    {"LOAD_FAST", "STORE_FAST", "DELETE_FAST", "LOAD_FAST_CHECK", "LOAD_FAST_AND_CLEAR"}
+)
+
+
+def parameter_name(name: str) -> str:
+    """The name a local of the original frame has in a continuation or step, whose live locals
+    are parameters: itself, unless Python refuses it as a parameter's (pytest's rewritten
+    asserts keep ``@py_assert2`` among a test's locals; a break while one was live failed the
+    continuation's capture, ``inspect.Signature`` raising "not a valid parameter name"); then
+    ``__tk_local_`` and the name with each other character spelled as its code point."""
+    if name.isidentifier() and not keyword.iskeyword(name):
+        return name
+    spelled = "".join(c if c.isalnum() or c == "_" else f"_{ord(c):x}_" for c in name)
+    return f"__tk_local_{spelled}"
 
 
 def _call(argc: int) -> list[Instr]:
@@ -81,9 +100,15 @@ def _copy(code: types.CodeType, index: int, layout, live, name: str):
     for item in bc[:resume_pos]:
         if isinstance(item, Instr) and item.name == "MAKE_CELL" and item.arg.name in passed:
             item.set("NOP")
+    # a local Python refuses as a parameter's name is renamed throughout the copy (cells keep
+    # theirs: MAKE_CELL and the closures made before the break name them)
+    cells = set(code.co_cellvars) | set(code.co_freevars)
+    for item in bc:
+        if isinstance(item, Instr) and item.name in _LOCAL_OPS and item.arg not in cells:
+            item.arg = parameter_name(item.arg)
     # live locals first: they are in the original's variable order, so when the first argument
     # (``self``) is live it stays local 0, where 3.11's zero-argument super() looks for it
-    args = list(live) + stack_args(layout)
+    args = [n if n in cells else parameter_name(n) for n in live] + stack_args(layout)
     bc.argnames = args
     bc.argcount = len(args)
     bc.posonlyargcount = 0
@@ -246,7 +271,9 @@ def _tail(succ: Successor, cellvars: set) -> list[Instr]:
     argc = 0
     for name in succ.live:
         out.append(
-            Instr("LOAD_CLOSURE", CellVar(name)) if name in cellvars else Instr("LOAD_FAST", name)
+            Instr("LOAD_CLOSURE", CellVar(name))
+            if name in cellvars
+            else Instr("LOAD_FAST", parameter_name(name))
         )
         argc += 1
     for i, kind in enumerate(succ.layout):
