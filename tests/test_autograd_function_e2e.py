@@ -79,3 +79,50 @@ def test_a_custom_function_trains_in_one_graph(codegen):
     report = torchkiln.report(compiled)
     assert report.num_graphs == 1 and not report.graph_breaks, report
     assert not report.eager_fallbacks, report
+
+
+#: rebound by the test below: a backward reading it has its value baked into the compiled
+#: backward graph, so capture guards it
+CLIP = 0.25
+
+
+class SqrtClipped(torch.autograd.Function):
+    """Recurrent Gemma's ``SqrtBoundDerivative``: the gradient of a square root, its input
+    clipped below at a module-level number the backward reads."""
+
+    @staticmethod
+    def forward(ctx, x):
+        ctx.save_for_backward(x)
+        return torch.sqrt(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        (x,) = ctx.saved_tensors
+        return grad / torch.sqrt(torch.clip(4.0 * x, min=CLIP))
+
+
+@pytest.mark.usefixtures("private_cache_dir")
+def test_a_backward_reading_a_global_number_compiles_with_a_guard_on_it():
+    global CLIP
+    model = torch.nn.Linear(8, 8)
+
+    def step(x):
+        return SqrtClipped.apply(model(x).square()).sum()
+
+    compiled = torchkiln.compile(step, options={"strict": True})
+    try:
+        for clip in (0.25, 9.0, 0.25):
+            CLIP = clip
+            x = torch.randn(5, 8)
+            compiled(x).backward()
+            ours = model.weight.grad.clone()
+            model.zero_grad()
+            step(x).backward()
+            torch.testing.assert_close(ours, model.weight.grad, msg=f"CLIP {clip}")
+            model.zero_grad()
+    finally:
+        CLIP = 0.25
+    report = torchkiln.report(compiled)
+    # one graph per value of CLIP, each with the Function's node; none fell back
+    assert report.num_graphs == 2 and not report.graph_breaks, report
+    assert not report.eager_fallbacks, report

@@ -3,9 +3,9 @@
 Where no gradient is recorded (grad mode off, or no tensor argument requiring grad), forward is
 inlined: one graph, eager's values, ctx calls doing nothing. Where a gradient may flow, apply is
 one node of the graph, whose run records the user's backward: values and gradients (the user's
-backward, not autograd's of forward) equal eager's. Where capture cannot vouch for the node (a
-backward reading a global that may change, a forward with outside effects or marking an input
-dirty), apply runs in Python between two graphs, as eager. The choice is guarded: the same compiled function switches when an
+backward, not autograd's of forward) equal eager's; a global number the backward reads is guarded.
+Where capture cannot vouch for the node (a backward reading a mutable global, a forward with
+outside effects or marking an input dirty), apply runs in Python between two graphs, as eager. The choice is guarded: the same compiled function switches when an
 input starts to require grad. Before, the second case raised a TypeError from the step that ran
 ``super().apply``: capture had left ``_FunctionBase.apply``, a C-level classmethod reached
 through super(), unbound.
@@ -127,7 +127,7 @@ def test_where_a_gradient_flows_apply_is_one_node_of_the_graph():
         assert "autograd_function_" in backend.code[0], backend.code[0]
 
 
-SCALE = 2.0  # rebound by a test: a backward reading it cannot be baked into a graph
+SCALE = 2.0  # rebound by a test: a backward reading it is guarded on its value
 SEEN: list = []
 
 
@@ -139,6 +139,19 @@ class GlobalScale(torch.autograd.Function):
     @staticmethod
     def backward(ctx, grad):
         return grad * SCALE
+
+
+FACTORS = [4.0]
+
+
+class GlobalList(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2.0
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * FACTORS[0]
 
 
 class Logged(torch.autograd.Function):
@@ -179,16 +192,31 @@ class Frozen(torch.autograd.Function):
         return grad * x.exp() + torch.ones_like(x)
 
 
-def test_a_backward_reading_a_changing_global_runs_in_python():
+def test_a_backward_reading_a_global_number_is_one_node_guarded_on_it():
+    """The joint trace bakes the number into the backward graph: capture guards its value, so
+    rebinding it compiles again (a graph each, both with the node)."""
     global SCALE
     backend = RecordingBackend()
     captured = capture(lambda x: GlobalScale.apply(x * 3) + 1, backend)
-    for scale in (2.0, 5.0):
-        SCALE = scale
-        x = torch.randn(4, requires_grad=True)
-        captured(x).sum().backward()
-        torch.testing.assert_close(x.grad, torch.full((4,), 3 * scale))
-    SCALE = 2.0
+    try:
+        for scale in (2.0, 5.0, 2.0):
+            SCALE = scale
+            x = torch.randn(4, requires_grad=True)
+            captured(x).sum().backward()
+            torch.testing.assert_close(x.grad, torch.full((4,), 3 * scale))
+    finally:
+        SCALE = 2.0
+    assert backend.calls == 2 and all("autograd_function_" in code for code in backend.code)
+
+
+def test_a_backward_reading_a_global_list_runs_in_python():
+    """A mutable global (a list, read by the backward) could change unseen by a guard on its
+    identity: apply runs in Python between two graphs."""
+    backend = RecordingBackend()
+    captured = capture(lambda x: GlobalList.apply(x * 3) + 1, backend)
+    x = torch.randn(4, requires_grad=True)
+    captured(x).sum().backward()
+    torch.testing.assert_close(x.grad, torch.full((4,), 3.0 * FACTORS[0]))
     assert not any("autograd_function_" in code for code in backend.code)
 
 

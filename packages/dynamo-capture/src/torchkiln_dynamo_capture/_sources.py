@@ -34,6 +34,7 @@ __all__ = [
     "ViewDictSource",
     "WeakRefSource",
     "closure_cell_source",
+    "module_global_source",
     "default_source",
     "source_code",
     "view_dict",
@@ -148,6 +149,14 @@ def closure_cell_source(fn_source: Source, index: int) -> Source:
 def default_source(fn_source: Source, index: int) -> Source:
     """Positional default ``index`` of the function at ``fn_source``."""
     return ItemSource(AttrSource(fn_source, "__defaults__"), index)
+
+
+def module_global_source(f_globals: dict, name: str) -> Source:
+    """The global ``name`` of a module other than the captured frame's (an inlined function's,
+    a custom Function's backward's): an item of its ``__dict__``, held by reference."""
+    return ItemSource(
+        HeldObjectSource(f_globals, f"{f_globals.get('__name__', '?')}.__dict__"), name
+    )
 
 
 def source_code(src: Source, ns: Namespace) -> str:

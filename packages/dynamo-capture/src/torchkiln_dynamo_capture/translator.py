@@ -16,7 +16,7 @@ from . import trace_rules
 from ._binding import _as_dict, bind_arguments
 from ._opcodes_build import BuildingOpcodes
 from ._opcodes_flow import ControlFlowOpcodes
-from ._sources import GlobalSource, HeldObjectSource, ItemSource
+from ._sources import GlobalSource, ItemSource, module_global_source
 from .breaks import break_point
 from .builder import wrap
 from .bytecode import decode, version_table
@@ -332,10 +332,7 @@ class InstructionTranslator(BuildingOpcodes, ControlFlowOpcodes):
     def _global_source(self, name):
         if self.f_globals is self.out.f_globals:
             return GlobalSource(name)
-        return ItemSource(
-            HeldObjectSource(self.f_globals, f"{self.f_globals.get('__name__', '?')}.__dict__"),
-            name,
-        )
+        return module_global_source(self.f_globals, name)
 
     def load_global(self, name):
         pending = self.out.side_effects.global_value(self.f_globals, name)

@@ -18,10 +18,13 @@ both functions:
   on a ctx that notes what it is asked (``SpeculationCtx``): it must trace with no effect
   outside it and must not ``mark_dirty`` an input (an in-place Function) nor save for forward
   mode. That trace also guards whatever ``forward`` reads, as inlining would;
-- ``backward`` is never traced by capture, so nothing guards what it reads: it (and a
-  ``once_differentiable`` wrapper's function) may read only globals and closure cells bound to
-  modules, functions, builtins or classes, never a value a later call could see changed (a
-  module-level ``float`` scale, a list, a tensor);
+- ``backward`` is never traced by capture: it (and a ``once_differentiable`` wrapper's
+  function, and the functions they read) may read only globals and closure cells bound to
+  modules, functions, builtins or classes, and globals bound to numbers, strings or None (a
+  module-level ``float`` clip: recurrent Gemma's ``_MAX_SQRT_GRADIENT``), whose values capture
+  guards since the joint trace bakes them into the backward graph; never a value that could
+  change unseen (a list, a tensor). Rebinding such a number between a forward and its backward
+  (eager's backward reads the new one) is not followed;
 - the arguments are tensors and plain constants, passed by position.
 
 Otherwise ``apply`` is inlined as written and breaks at ``torch._C._FunctionBase.apply``, which
@@ -40,6 +43,7 @@ from typing import Any
 
 import torch
 
+from .._sources import module_global_source
 from ..exc import Unsupported
 from . import higher_order
 from .base import ConstantVariable, VariableTracker
@@ -89,14 +93,19 @@ class SpeculationCtx(InferenceCtx):
 
 
 #: what a global or closure cell of ``backward`` may hold: nothing a later call sees changed
-#: (a number may be rebound, so only modules, functions, builtins and classes)
+#: (modules, functions, builtins and classes)
 _FIXED = (types.ModuleType, types.FunctionType, types.BuiltinFunctionType, type)
+#: a global ``backward`` may read as a number or other constant: the joint trace bakes its value
+#: into the backward graph, so capture guards it (rebinding it compiles again)
+_CONSTANT = (bool, int, float, complex, str, bytes, type(None))
 
 
-def _fixed_reads(fn: Any, seen: set[int] | None = None) -> bool:
-    """Whether nothing ``fn`` reads from outside could change between calls: each global it
-    loads and each closure cell it holds (``once_differentiable``'s wrapped function) is one of
-    ``_FIXED``, and the functions found so are checked alike."""
+def _fixed_reads(fn: Any, seen: set[int] | None = None, constants: list | None = None) -> bool:
+    """Whether nothing ``fn`` reads from outside could change between calls unseen: each global
+    it loads and each closure cell it holds (``once_differentiable``'s wrapped function) is one
+    of ``_FIXED``, and the functions found so are checked alike; a global holding a constant
+    (``_CONSTANT``: recurrent Gemma's ``_MAX_SQRT_GRADIENT``) is appended to ``constants`` as
+    ``(globals, name)``, for the caller to guard (None: not allowed)."""
     seen = set() if seen is None else seen
     fn = getattr(fn, "__func__", fn)
     code = getattr(fn, "__code__", None)
@@ -108,13 +117,17 @@ def _fixed_reads(fn: Any, seen: set[int] | None = None) -> bool:
     while codes:
         c = codes.pop()
         codes.extend(k for k in c.co_consts if isinstance(k, types.CodeType))
-        values += [
-            fn.__globals__[ins.argval]
-            for ins in dis.get_instructions(c)
-            if ins.opname == "LOAD_GLOBAL" and ins.argval in fn.__globals__  # else a builtin
-        ]
+        for ins in dis.get_instructions(c):
+            if ins.opname != "LOAD_GLOBAL" or ins.argval not in fn.__globals__:
+                continue  # else a builtin
+            value = fn.__globals__[ins.argval]
+            if constants is not None and type(value) in _CONSTANT:
+                constants.append((fn.__globals__, ins.argval))
+            else:
+                values.append(value)
     return all(
-        isinstance(v, _FIXED) and (not isinstance(v, types.FunctionType) or _fixed_reads(v, seen))
+        isinstance(v, _FIXED)
+        and (not isinstance(v, types.FunctionType) or _fixed_reads(v, seen, constants))
         for v in values
     )
 
@@ -148,7 +161,8 @@ def apply_in_graph(
             continue
         if not (a.is_python_constant() and isinstance(a.as_python_constant(), plain)):
             return None
-    if not _fixed_reads(cls.backward):
+    constants: list = []
+    if not _fixed_reads(cls.backward, constants=constants):
         return None
     new_style = _overrides_setup_context(cls)
     ctx = NewObjectVariable(SpeculationCtx)
@@ -171,9 +185,13 @@ def apply_in_graph(
     if dirty is not None and dirty.is_python_constant() and dirty.as_python_constant():
         return None
     try:
-        return tx.out.call_tensor_op(tx, "call_function", function_node(cls), list(args), {})
+        node = tx.out.call_tensor_op(tx, "call_function", function_node(cls), list(args), {})
     except Unsupported:
         return None
+    for f_globals, name in {(id(g), n): (g, n) for g, n in constants}.values():
+        # wrapping the global with its source guards its value (builder.wrap: ConstantMatch)
+        tx.wrap(f_globals[name], module_global_source(f_globals, name))
+    return node
 
 
 def _records_gradient(args: list, kwargs: dict) -> bool:
