@@ -126,3 +126,54 @@ def test_a_backward_reading_a_global_number_compiles_with_a_guard_on_it():
     # one graph per value of CLIP, each with the Function's node; none fell back
     assert report.num_graphs == 2 and not report.graph_breaks, report
     assert not report.eager_fallbacks, report
+
+
+class Cumulation(torch.autograd.Function):
+    """YOSO's ``YosoCumulation``: a dict of numbers passed to ``apply``, kept on ctx and read
+    again by the backward (here a key forward never reads, too)."""
+
+    @staticmethod
+    def forward(ctx, q, k, config):
+        cos = torch.matmul(q, k.transpose(-1, -2)).clamp(-0.99, 0.99)
+        e = (1 - torch.acos(cos) / 3.141592653589793) ** config["hash_code_len"]
+        ctx.save_for_backward(e, q, k)
+        ctx.config = config
+        return e.sum(-1)
+
+    @staticmethod
+    def backward(ctx, grad):
+        e, q, k = ctx.saved_tensors
+        n = ctx.config["hash_code_len"] * ctx.config["scale"]
+        g = grad[..., None] * e
+        return torch.matmul(g, k) * (n / 2), torch.matmul(g.transpose(-1, -2), q) * (n / 2), None
+
+
+CONFIG = {"hash_code_len": 3, "scale": 2.0}
+
+
+@pytest.mark.usefixtures("private_cache_dir")
+def test_a_dict_of_numbers_passed_to_apply_is_an_argument_of_its_node():
+    def attend(q, k):
+        return Cumulation.apply(q * 1, k * 1, CONFIG)
+
+    compiled = torchkiln.compile(attend, options={"strict": True})
+    try:
+        # "scale" only the backward reads: changing it compiles again all the same
+        for key, value in ((None, None), ("scale", 5.0), ("hash_code_len", 2)):
+            if key is not None:
+                CONFIG[key] = value
+            q = torch.randn(2, 4, 8, requires_grad=True)
+            k = torch.randn(2, 4, 8, requires_grad=True)
+            out = compiled(q, k)
+            out.sum().backward()
+            ours = (q.grad, k.grad)
+            q.grad = k.grad = None
+            expected = attend(q, k)
+            expected.sum().backward()
+            torch.testing.assert_close(out, expected)
+            torch.testing.assert_close(ours, (q.grad, k.grad), msg=f"after {key} = {value}")
+    finally:
+        CONFIG.update({"hash_code_len": 3, "scale": 2.0})
+    report = torchkiln.report(compiled)
+    assert report.num_graphs == 3 and not report.graph_breaks, report
+    assert not report.eager_fallbacks, report

@@ -25,7 +25,8 @@ both functions:
   guards since the joint trace bakes them into the backward graph; never a value that could
   change unseen (a list, a tensor). Rebinding such a number between a forward and its backward
   (eager's backward reads the new one) is not followed;
-- the arguments are tensors and plain constants, passed by position.
+- the arguments are tensors and plain constants, or tuples and dicts of constants (YOSO's
+  ``config``, guarded item by item as any constant capture reads), passed by position.
 
 Otherwise ``apply`` is inlined as written and breaks at ``torch._C._FunctionBase.apply``, which
 then runs in Python between two graphs, as before. The inputs' ``requires_grad`` is guarded, so
@@ -146,6 +147,20 @@ def function_node(cls: type) -> Any:
     return apply
 
 
+_PLAIN = (bool, int, float, type(None), str, torch.dtype, torch.device)
+
+
+def _plain(value: Any) -> bool:
+    """Whether ``value`` may be an argument of the graph's ``apply`` node: a plain constant, or a
+    tuple or dict of them (YOSO's ``config``, a dict of numbers, which its backward reads off
+    ctx)."""
+    if type(value) is tuple:
+        return all(_plain(v) for v in value)
+    if type(value) is dict:
+        return all(type(k) in (str, int) and _plain(v) for k, v in value.items())
+    return isinstance(value, _PLAIN)
+
+
 def apply_in_graph(
     tx, cls_var: VariableTracker, args: list, kwargs: dict
 ) -> VariableTracker | None:
@@ -155,11 +170,10 @@ def apply_in_graph(
     cls = cls_var.real_value()
     if kwargs or not (isinstance(cls, type) and issubclass(cls, torch.autograd.Function)):
         return None
-    plain = (bool, int, float, type(None), str, torch.dtype, torch.device)
     for a in args:
         if isinstance(a, TensorVariable):
             continue
-        if not (a.is_python_constant() and isinstance(a.as_python_constant(), plain)):
+        if not (a.is_python_constant() and _plain(a.as_python_constant())):
             return None
     constants: list = []
     if not _fixed_reads(cls.backward, constants=constants):
