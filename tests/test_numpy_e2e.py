@@ -79,3 +79,30 @@ def test_numpy_table_promotion_compiles_in_one_graph():
         _same(compiled(x), promotion_and_axes(x))
     report = torchkiln.report(compiled)
     assert report.num_graphs == 1 and not report.graph_breaks and not report.eager_fallbacks
+
+
+class ScaledEmbeddings(torch.nn.Module):
+    """CTRL's ``inputs_embeds *= np.sqrt(self.d_model_size)``: a numpy function of a module's
+    number is a numpy scalar capture knows, a constant of the graph (it broke the graph: an
+    object passed to a torch operation)."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed = torch.nn.Embedding(10, 8)
+        self.d_model_size = 64
+
+    def forward(self, ids):
+        h = self.embed(ids)
+        h *= np.sqrt(self.d_model_size)
+        return h.relu() + np.float32(0.5)
+
+
+def test_a_numpy_scalar_of_a_module_attribute_is_a_constant_of_the_graph():
+    model = ScaledEmbeddings()
+    compiled = torchkiln.compile(model, options={"strict": True})
+    for size in (64, 64, 100):  # the attribute is guarded: a new value compiles again
+        model.d_model_size = size
+        ids = torch.randint(0, 10, (3, 5))
+        torch.testing.assert_close(compiled(ids), model(ids))
+    report = torchkiln.report(compiled)
+    assert report.num_graphs == 2 and not report.graph_breaks, report

@@ -19,7 +19,7 @@ except ImportError:  # numpy is optional (the "numpy" extra): without it no ndar
 from torchkiln_guards import TypeMatch
 
 from .._overlap import INPLACE_OPERATORS
-from .._sources import TensorOfArraySource
+from .._sources import LocalSource, TensorOfArraySource
 from ..exc import Unsupported
 from .base import ConstantVariable, VariableTracker, all_constant, hashable
 from .numpy_arrays import NumpyNdarrayVariable, has_array, numpy_op, numpy_oracle
@@ -117,7 +117,10 @@ def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
     if not (has_array(args) or has_array(kwargs.values())):
         made = numpy_oracle(fn, args, kwargs)[0]  # all constant: numpy's own result
         if isinstance(made, np.generic) and not _read_from_frame(args, kwargs):
-            return ConstantVariable(made)  # made from literals, immutable: its methods run now
+            # immutable: its methods run now. Made from a module's attribute or a global (CTRL's
+            # np.sqrt(self.d_model_size)), it specializes the graph no further than they do:
+            # capture guards each constant it reads on its value
+            return ConstantVariable(made)
         if not isinstance(made, np.ndarray):
             return tx.wrap(made, None)  # a dtype, shape...: an immutable constant
     if hashable(fn) and fn in METADATA_FUNCTIONS and len(args) == 1 and not kwargs:
@@ -136,11 +139,12 @@ def call_numpy(tx, fn, args: list, kwargs: dict) -> VariableTracker:
 
 
 def _read_from_frame(args: list, kwargs: dict) -> bool:
-    """Whether a constant argument was read from the frame (a float read out of a tensor and
-    handed over a break is one): a numpy scalar made from it stays an object whose use breaks the
-    graph, instead of a constant that would specialize the graph on that value (a recompile
-    on every call)."""
-    return any(v.source is not None for v in [*args, *kwargs.values()])
+    """Whether a constant argument is a local of the frame (a float read out of a tensor and
+    handed over a break is one, an int argument another): a numpy scalar made from it stays an
+    object whose use breaks the graph, instead of a constant that would specialize the graph on
+    a value that may change on every call. An attribute (``self.d_model_size``) or a global, a
+    model's configuration, is no such value."""
+    return any(isinstance(v.source, LocalSource) for v in [*args, *kwargs.values()])
 
 
 def to_tensor(tx, fn, args: list, kwargs: dict) -> VariableTracker:
