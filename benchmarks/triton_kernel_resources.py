@@ -159,6 +159,13 @@ def _resources(compiled, per_thread: int, show_sass: bool = False) -> str:
             + (f" x{unrolled(lp)} unrolled" if unrolled(lp) > 1 else "")
             for lp in loops
         )
+        # what runs once a program (the setup and the epilogue: a looped reduction's combine of
+        # its lanes), in iterations of its longest loop: a program of few iterations pays it
+        # in full (static counts; the epilogue's own branches are counted once)
+        total = len(re.findall(r"/\*[0-9a-f]{4,6}\*/\s*[A-Z@]", sass))
+        inside = sum(lp["instructions"] for lp in _loops(sass))
+        longest = max(lp["instructions"] / unrolled(lp) for lp in loops)
+        mix += f"; outside loops {total - inside} ({(total - inside) / longest:.1f} iterations)"
     else:
         total = len(re.findall(r"/\*[0-9a-f]{4,6}\*/", sass))
         mix = f"no loop, {total / per_thread:.1f}/value"

@@ -345,3 +345,51 @@ def test_whole_tensor_reduction_splits_in_the_default_layout(rtype):
     a, out = torch.randn(n).to(BF16), torch.empty(())
     k(a, out)
     torch.testing.assert_close(out, REF[rtype](a.float(), 0))
+
+
+@pytest.mark.parametrize("dtype", [F32, BF16], ids=["float32", "bfloat16"])
+def test_a_looped_welford_takes_its_own_blocks(dtype):
+    """``autotune._welford_outer_config``: a looped outer Welford (a batch norm's statistics over
+    channels-last images) in blocks of 128 columns, a tile of 8192 (RBLOCK 64), 32 values a
+    thread (8 warps) once they give ``transposed_welford_min_programs`` programs (here 2, of
+    256 columns; by default 128), else the outer reductions' common blocks; mean and variance
+    of 300 rows (the last iteration part masked) against float64 eager."""
+    rows, cols = 300, 256
+
+    def body(x, r):
+        v = ops.to_dtype(ops.load("a", r[0] * cols + x[0]), F32, dtype)
+        mean, m2, _ = ops.reduction(F32, F32, "welford_reduce", v)
+        ops.store_reduction("out", x[0], mean)
+        ops.store_reduction("out2", x[0], ops.truediv(m2, ops.constant(float(rows), F32)))
+
+    def welford(options):
+        return compile_one(
+            spec(
+                f"welford_blocks_{options.transposed_welford_min_programs}",
+                (cols,),
+                (rows,),
+                [("loop", [("out", body, True)])],
+                [
+                    buf("a", dtype, (rows, cols)),
+                    buf("out", F32, (cols,)),
+                    buf("out2", F32, (cols,)),
+                ],
+                ["a"],
+                ["out", "out2"],
+            ),
+            options,
+        )
+
+    common = welford(TritonOptions(split_max_chunks=0))  # 2 programs of 128 are too few
+    assert common.config.xblock == 16 and "Welford" not in common.config.reason, common.config
+    k = welford(TritonOptions(split_max_chunks=0, transposed_welford_min_programs=2))
+    cfg = k.config
+    assert (cfg.xblock, cfg.rblock, cfg.num_warps, cfg.looped) == (128, 64, 8, True), cfg
+    assert "Welford" in cfg.reason
+    for _ in range(2):
+        a = (torch.randn(rows, cols) * 3 + 50).to(dtype)  # a mean far from 0: the shift matters
+        mean, var = torch.empty(cols), torch.empty(cols)
+        k(a, mean, var)
+        exact = a.double()
+        torch.testing.assert_close(mean, exact.mean(0).float())
+        torch.testing.assert_close(var, exact.var(0, unbiased=False).float(), rtol=1e-4, atol=1e-4)

@@ -46,11 +46,10 @@ class _ReductionRecorder(NoOpHandler):
         return super().reduction(dtype, src_dtype, reduction_type, value)
 
 
-def splittable(spec: KernelSpec) -> bool:
-    """Whether ``spec`` can run as a split reduction (see the module docstring)."""
-    kinds = [s.kind for s in spec.stages]
-    if not kinds or kinds[0] != "loop" or any(k != "epilogue" for k in kinds[1:]):
-        return False
+def reduction_types(spec: KernelSpec) -> frozenset[str] | None:
+    """The reduction types of ``spec``'s first stage (None: its bodies could not be replayed)."""
+    if not spec.stages:
+        return frozenset()
     recorder = _ReductionRecorder()
     xvars = [index_symbol("x", i) for i in range(len(spec.xranges))]
     rvars = [index_symbol("r", i) for i in range(len(spec.rranges))]
@@ -59,8 +58,17 @@ def splittable(spec: KernelSpec) -> bool:
             for node in spec.stages[0].nodes:
                 node.body(list(xvars), list(rvars))
     except Exception:  # noqa: BLE001 - an analysis only: the code generator reports real errors
+        return None
+    return frozenset(recorder.types)
+
+
+def splittable(spec: KernelSpec) -> bool:
+    """Whether ``spec`` can run as a split reduction (see the module docstring)."""
+    kinds = [s.kind for s in spec.stages]
+    if not kinds or kinds[0] != "loop" or any(k != "epilogue" for k in kinds[1:]):
         return False
-    return bool(recorder.types) and all(t in SPLITTABLE for t in recorder.types)
+    types = reduction_types(spec)
+    return bool(types) and all(t in SPLITTABLE for t in types)
 
 
 def chunking(rnumel: int, split: int, rblock: int) -> tuple[int, int]:
