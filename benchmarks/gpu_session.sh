@@ -57,6 +57,12 @@
 #               alone) under four block shapes: transposed_min_programs 0, the default, XBLOCK 128
 #               with a tile of 8192 at 32 values a thread, RBLOCK 16 at 4 (session 27: 46/62/60%
 #               for the statistics, 88/62/49 for the backward sums)
+#   kernel-ab   the kernel choices awaiting their H200 measurement, each against its off
+#               switch (torchkiln alone, bf16 and fp32, queue kept full): the channels-last
+#               batch-norm statistics in the Welford blocks (codegen-triton 0.9.16, predicted
+#               bf16 46% -> about 60%) and in the common ones (transposed_welford_xblock 0);
+#               GELU's backward and GELU + residual with libdevice's erf and with
+#               erf_two_ranges (predicted bf16 81% -> 85-90%: then it becomes the default)
 #   erf-probe   gpu_erf_probe.py: GELU's backward (bf16, fp32, 128M values) with libdevice's erf,
 #               an erf of two ranges with its coefficients inline, and that erf with ftz exps
 #               (offline: 48.0 / 45.0 / 39.0 sm_90 instructions a value in bf16); each erf's
@@ -205,6 +211,14 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                      --dtypes bfloat16 --cases "column sum,bn stats nhwc,bn bwd sums nhwc,layer norm backward" \
                      --compilers torchkiln --triton-options "$opts" 2>&1 | grep -v "Warn\|warn\|each cell" | tail -6
                  done ;;
+    kernel-ab) for case_opts in 'bn stats|{}' 'bn stats|{"transposed_welford_xblock": 0}' \
+                   'gelu|{}' 'gelu|{"erf_two_ranges": true}'; do
+                 echo "== ${case_opts%%|*}: TritonOptions ${case_opts#*|}"
+                 TRITON_INTERPRET=0 timeout ${AB_LIMIT:-45} python3 benchmarks/gpu_bandwidth.py \
+                   --hang-s $(( ${AB_LIMIT:-45} - 3 )) --dtypes bfloat16,float32 --cases "${case_opts%%|*}" \
+                   --compilers torchkiln --triton-options "${case_opts#*|}" 2>&1 \
+                   | tee -a "$OUT/kernel-ab.log" | grep -v "Warn\|warn\|each cell" | tail -6
+               done ;;
     erf-probe) TRITON_INTERPRET=0 PYTHONPATH="$PYTHONPATH:$PWD/benchmarks" timeout ${PROBE_LIMIT:-100} \
                  python3 benchmarks/gpu_erf_probe.py --hang-s 95 --json "$OUT/erf-probe.json" 2>&1 \
                  | grep -v "Warn\|warn" | tee "$OUT/erf-probe.log" ;;
