@@ -62,7 +62,10 @@
 #               batch-norm statistics in the Welford blocks (codegen-triton 0.9.16, predicted
 #               bf16 46% -> about 60%) and in the common ones (transposed_welford_xblock 0);
 #               GELU's backward and GELU + residual with libdevice's erf and with
-#               erf_two_ranges (predicted bf16 81% -> 85-90%: then it becomes the default)
+#               erf_two_ranges (predicted bf16 81% -> 85-90%: then it becomes the default);
+#               the NCHW statistics (a looped inner Welford, 8 values a thread: 16 bytes in flight
+#               a thread in bf16, 32 in fp32, which runs at 88% against bf16's 57%) at 16 values
+#               a thread, RBLOCK 2048 (4 warps) and 4096 (8 warps)
 #   erf-probe   gpu_erf_probe.py: GELU's backward (bf16, fp32, 128M values) with libdevice's erf,
 #               an erf of two ranges with its coefficients inline, and that erf with ftz exps
 #               (offline: 48.0 / 45.0 / 39.0 sm_90 instructions a value in bf16); each erf's
@@ -212,6 +215,8 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                      --compilers torchkiln --triton-options "$opts" 2>&1 | grep -v "Warn\|warn\|each cell" | tail -6
                  done ;;
     kernel-ab) for case_opts in 'bn stats|{}' 'bn stats|{"transposed_welford_xblock": 0}' \
+                   'bn stats nchw|{"looped_values_per_thread": 16}' \
+                   'bn stats nchw|{"looped_rblock": 4096, "looped_values_per_thread": 16}' \
                    'gelu|{}' 'gelu|{"erf_two_ranges": true}'; do
                  echo "== ${case_opts%%|*}: TritonOptions ${case_opts#*|}"
                  TRITON_INTERPRET=0 timeout ${AB_LIMIT:-45} python3 benchmarks/gpu_bandwidth.py \
