@@ -65,6 +65,15 @@ _CHEAP_OPS = frozenset(
 
 #: what saving a primal costs, per byte, next to an intermediate's 1.0 (see min_cut_partition)
 _PRIMAL_COST = 0.01
+#: what saving a size costs (see min_cut_partition: only sizes of a mutated input are saved)
+_SIZE_COST = 8.0
+
+
+def _is_size(node: fx.Node) -> bool:
+    """Whether node's value is a size (a SymInt or int), which the forward can hand over."""
+    return isinstance(node.meta.get("val"), (torch.SymInt, int)) and not isinstance(
+        node.meta.get("val"), bool
+    )
 
 
 @dataclass(frozen=True)
@@ -347,6 +356,12 @@ def min_cut_partition(
         lambda n: not is_recomputable(n) or _narrowing_cast_of(n, primals),
     )
 
+    # what the forward derives from an input it mutates (whose old value the backward cannot read)
+    from_mutated: set[fx.Node] = set()
+    for node in joint_gm.graph.nodes:
+        if node in mutated or any(a in from_mutated for a in node.all_input_nodes):
+            from_mutated.add(node)
+
     g = nx.DiGraph()
     for node in joint_gm.graph.nodes:
         if node.op == "output" or node not in bw_required:
@@ -370,7 +385,13 @@ def min_cut_partition(
             # backward matmul, or at the end of a long recompute chain).
             g.add_edge("source", node.name + "_in", capacity=math.inf)
         cost = _save_cost(node)
-        if node in primals:
+        if math.isinf(cost) and (node in primals or node in from_mutated) and _is_size(node):
+            # a size argument of the graph (Longformer's num_heads, once automatic dynamic made
+            # it a symbol, read by the backward of a view as [2, num_heads, 16, 9]), or a size
+            # read off a mutated input (whose old value cannot cross the cut): saved as it is,
+            # an int. Other sizes are recomputed from saved tensors. There was no finite cut
+            cost = _SIZE_COST
+        elif node in primals:
             # A parameter or input is alive anyway: saving it only keeps a reference. Priced at
             # 1% of its bytes (a tie-breaker).
             cost *= _PRIMAL_COST
@@ -437,7 +458,7 @@ def _finish(joint_gm, num_fwd_outputs, num_primals, saved):
     symbolic = not isinstance(formula, int) and not formula.is_number
     stats = PartitionStats(
         tuple(n.name for n in saved),
-        int(sum(_node_bytes(n) for n in saved)),
+        int(sum(_SIZE_COST if _is_size(n) else _node_bytes(n) for n in saved)),
         recomputed,
         int(sum(b for b in roots.values() if math.isfinite(b))),
         str(formula) if symbolic else "",

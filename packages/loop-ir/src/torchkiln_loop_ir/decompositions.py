@@ -99,6 +99,34 @@ _KEEP = [
 ]
 
 
+def _crop_then_pad(x: torch.Tensor, pad: list[Any], value: Any = 0) -> Any:
+    """``constant_pad_nd`` with a negative pad (a crop: the backward of a pad is one) as
+    ``narrow``s, then the positive rest as a ``constant_pad_nd`` loop-ir lowers (NotImplemented,
+    so kept whole, when no pad is negative). ATen's own kernel asks its input for a
+    ``storage_offset()``, which a tensor of symbolic strides refuses: Longformer's training
+    step under dynamic shapes failed its joint trace there ("Cannot call storage_offset() on
+    tensor with symbolic sizes/strides")."""
+    if not any(p < 0 for p in pad):
+        return NotImplemented
+    out, rest = x, list(pad)
+    for k in range(len(pad) // 2):
+        dim = x.dim() - 1 - k
+        before, after = pad[2 * k], pad[2 * k + 1]
+        if before < 0:
+            out = out.narrow(dim, -before, out.shape[dim] + before)
+            rest[2 * k] = 0
+        if after < 0:
+            out = out.narrow(dim, 0, out.shape[dim] + after)
+            rest[2 * k + 1] = 0
+    if any(p > 0 for p in rest):
+        return aten.constant_pad_nd.default(out, rest, value)
+    return out.clone()
+
+
+#: decompositions of our own, applied after torch's (``decompositions``)
+_OWN = {aten.constant_pad_nd.default: _crop_then_pad}
+
+
 def _packets(names: Iterable[str]) -> list[Any]:
     out = []
     for name in names:
@@ -121,6 +149,9 @@ def decompositions(
     for op in list(table):
         if op in kept or getattr(op, "overloadpacket", None) in kept:
             del table[op]
+    for op, fn in _OWN.items():
+        if op not in kept and op.overloadpacket not in kept:
+            table.setdefault(op, fn)
     return table
 
 
