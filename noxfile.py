@@ -75,8 +75,14 @@ def tests(session: nox.Session) -> None:
 
 
 def _pytest(session: nox.Session, paths: list[str]) -> None:
-    """pytest over ``paths`` on two workers, Triton kernels in its interpreter (no GPU)."""
+    """pytest over ``paths`` on two workers, Triton kernels in its interpreter (no GPU). Run as
+    ``python -m pytest``, which puts the working directory on ``sys.path``: the distributed
+    test's spawned workers import its module by the name pytest gave it
+    (``packages.torchkiln.tests.test_distributed``), which the ``pytest`` script's path lacks
+    (Python 3.12: ten errors)."""
     session.run(
+        "python",
+        "-m",
         "pytest",
         "-n",
         "2",
