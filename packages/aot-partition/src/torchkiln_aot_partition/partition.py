@@ -65,7 +65,8 @@ _CHEAP_OPS = frozenset(
 
 #: what saving a primal costs, per byte, next to an intermediate's 1.0 (see min_cut_partition)
 _PRIMAL_COST = 0.01
-#: what saving a size costs (see min_cut_partition: only sizes of a mutated input are saved)
+#: what saving a size costs (min_cut_partition saves only the sizes no saved tensor gives:
+#: a size argument of the graph, a size read off a mutated input)
 _SIZE_COST = 8.0
 
 
@@ -121,7 +122,7 @@ def is_recomputable(node: fx.Node) -> bool:
         return isinstance(source, fx.Node) and is_recomputable(source)
     if not isinstance(target, torch._ops.OpOverload):
         # arithmetic on sizes (``s0 * s1`` for a flatten's view): host-side, free to redo, and
-        # never saved (the forward returns only tensors). Not recomputable, a size product the
+        # saved only where nothing else gives it (``_SIZE_COST``). Not recomputable, a size product the
         # forward and the backward share (one node after CSE) was a source the cut could not
         # separate from the backward (training fuzz seed 9647: a written input's write-back)
         return isinstance(node.meta.get("val"), (torch.SymInt, torch.SymBool, int, bool)) and (
@@ -190,8 +191,8 @@ def _node_bytes(node: fx.Node) -> float:
     val = node.meta.get("val")
     if isinstance(val, torch.Tensor):
         return float(tensor_nbytes(val))
-    # Sizes (SymInts) are recomputed from saved tensors so the forward returns only tensors;
-    # tuples cannot be saved as such (their getitems are).
+    # Sizes (SymInts) are recomputed from saved tensors (min_cut_partition saves one as an int
+    # only where nothing else gives it); tuples cannot be saved as such (their getitems are).
     return math.inf
 
 

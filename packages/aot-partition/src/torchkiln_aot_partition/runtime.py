@@ -147,13 +147,16 @@ class TrainingPlan:
     #: (``joint.poisoned_outputs``): not differentiable outputs of the traced graphs, they still
     #: require grad, and a gradient reaching one raises that error, as in eager
     poisoned: tuple[tuple[int, str], ...] = ()
-    #: derived once, not per call: diff_outputs as a set; whether the gradients come in the order
-    #: of the primals (grad_inputs is 0, 1, 2, ...: the result is the list itself, padded)
+    #: derived once, not per call: diff_outputs as a set; the outputs left differentiable (those
+    #: and the poisoned); whether the gradients come in the order of the primals (grad_inputs is
+    #: 0, 1, 2, ...: the result is the list itself, padded)
     diff_set: frozenset = field(init=False, repr=False, compare=False)
+    requires_grad_set: frozenset = field(init=False, repr=False, compare=False)
     grads_in_order: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "diff_set", frozenset(self.diff_outputs))
+        object.__setattr__(self, "requires_grad_set", self.diff_set | {i for i, _ in self.poisoned})
         object.__setattr__(
             self, "grads_in_order", tuple(self.grad_inputs) == tuple(range(len(self.grad_inputs)))
         )
@@ -190,11 +193,9 @@ class CompiledFunction(torch.autograd.Function):
             if len(tensors) == len(saved)
             else [_SAVED_TENSOR if isinstance(s, torch.Tensor) else s for s in saved]
         )
-        refused = {i for i, _ in plan.poisoned}
+        kept = plan.requires_grad_set
         non_diff = [
-            o
-            for i, o in enumerate(fw_outs)
-            if isinstance(o, torch.Tensor) and i not in diff and i not in refused
+            o for i, o in enumerate(fw_outs) if isinstance(o, torch.Tensor) and i not in kept
         ]
         ctx.mark_non_differentiable(*non_diff)
         # an output the loss does not use comes to backward as None, not zeros (see _BackwardState)
