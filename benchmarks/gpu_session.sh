@@ -58,14 +58,15 @@
 #               with a tile of 8192 at 32 values a thread, RBLOCK 16 at 4 (session 27: 46/62/60%
 #               for the statistics, 88/62/49 for the backward sums)
 #   kernel-ab   the kernel choices awaiting their H200 measurement, each against its off
-#               switch (torchkiln alone, bf16 and fp32, queue kept full): the channels-last
-#               batch-norm statistics in the Welford blocks (codegen-triton 0.9.16, predicted
-#               bf16 46% -> about 60%) and in the common ones (transposed_welford_xblock 0);
-#               GELU's backward and GELU + residual with libdevice's erf and with
-#               erf_two_ranges (predicted bf16 81% -> 85-90%: then it becomes the default);
-#               the NCHW statistics (a looped inner Welford, 8 values a thread: 16 bytes in flight
-#               a thread in bf16, 32 in fp32, which runs at 88% against bf16's 57%) at 16 values
-#               a thread, RBLOCK 2048 (4 warps) and 4096 (8 warps)
+#               switch (torchkiln alone, queue kept full): the channels-last batch-norm
+#               statistics in the Welford blocks (codegen-triton 0.9.16, predicted bf16 46% ->
+#               about 60%) and in the common ones (transposed_welford_xblock 0); the NCHW
+#               statistics in bf16 (57%; fp32 88%: 512 programs of 8 warps hold about 16 KB of
+#               loads in flight a SM, half of fp32's) with the next iteration's loads in flight
+#               (loop_stages 2), split 4 ways (1024 programs, 6 resident a SM) and RBLOCK 4096 at
+#               16 values a thread (2 resident a SM: predicted no gain); GELU's backward and
+#               GELU + residual with libdevice's erf and with erf_two_ranges (predicted bf16 81%
+#               -> 85-90%: then it becomes the default)
 #   erf-probe   gpu_erf_probe.py: GELU's backward (bf16, fp32, 128M values) with libdevice's erf,
 #               an erf of two ranges with its coefficients inline, and that erf with ftz exps
 #               (offline: 48.0 / 45.0 / 39.0 sm_90 instructions a value in bf16); each erf's
@@ -214,14 +215,17 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                      --dtypes bfloat16 --cases "column sum,bn stats nhwc,bn bwd sums nhwc,layer norm backward" \
                      --compilers torchkiln --triton-options "$opts" 2>&1 | grep -v "Warn\|warn\|each cell" | tail -6
                  done ;;
-    kernel-ab) for case_opts in 'bn stats|{}' 'bn stats|{"transposed_welford_xblock": 0}' \
-                   'bn stats nchw|{"looped_values_per_thread": 16}' \
-                   'bn stats nchw|{"looped_rblock": 4096, "looped_values_per_thread": 16}' \
-                   'gelu|{}' 'gelu|{"erf_two_ranges": true}'; do
-                 echo "== ${case_opts%%|*}: TritonOptions ${case_opts#*|}"
+    kernel-ab) for case_opts in 'bn stats|{}|bfloat16,float32' \
+                   'bn stats nhwc|{"transposed_welford_xblock": 0}|bfloat16,float32' \
+                   'bn stats nchw|{"loop_stages": 2}|bfloat16' \
+                   'bn stats nchw|{}|bfloat16|--split-programs 1056' \
+                   'bn stats nchw|{"looped_rblock": 4096, "looped_values_per_thread": 16}|bfloat16' \
+                   'gelu|{}|bfloat16,float32' 'gelu|{"erf_two_ranges": true}|bfloat16,float32'; do
+                 IFS='|' read -r ab_case ab_opts ab_dtypes ab_more <<< "$case_opts"
+                 echo "== $ab_case ($ab_dtypes): TritonOptions $ab_opts $ab_more"
                  TRITON_INTERPRET=0 timeout ${AB_LIMIT:-45} python3 benchmarks/gpu_bandwidth.py \
-                   --hang-s $(( ${AB_LIMIT:-45} - 3 )) --dtypes bfloat16,float32 --cases "${case_opts%%|*}" \
-                   --compilers torchkiln --triton-options "${case_opts#*|}" 2>&1 \
+                   --hang-s $(( ${AB_LIMIT:-45} - 3 )) --dtypes "$ab_dtypes" --cases "$ab_case" \
+                   --compilers torchkiln --triton-options "$ab_opts" $ab_more 2>&1 \
                    | tee -a "$OUT/kernel-ab.log" | grep -v "Warn\|warn\|each cell" | tail -6
                done ;;
     erf-probe) TRITON_INTERPRET=0 PYTHONPATH="$PYTHONPATH:$PWD/benchmarks" timeout ${PROBE_LIMIT:-100} \

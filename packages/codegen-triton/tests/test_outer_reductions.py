@@ -349,8 +349,9 @@ def test_whole_tensor_reduction_splits_in_the_default_layout(rtype):
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=["float32", "bfloat16"])
 def test_a_looped_welford_takes_its_own_blocks(dtype):
-    """``autotune._welford_outer_config``: a looped outer Welford (a batch norm's statistics over
-    channels-last images) in blocks of 128 columns, a tile of 8192 (RBLOCK 64), 32 values a
+    """``autotune._welford_outer_config``, when asked for (``transposed_welford_xblock``; off by
+    default): a looped outer Welford (a batch norm's statistics over channels-last images) in
+    blocks of 128 columns, a tile of 8192 (RBLOCK 64), 32 values a
     thread (8 warps) once they give ``transposed_welford_min_programs`` programs (here 2, of
     256 columns; by default 128), else the outer reductions' common blocks; mean and variance
     of 300 rows (the last iteration part masked) against float64 eager."""
@@ -380,9 +381,12 @@ def test_a_looped_welford_takes_its_own_blocks(dtype):
             options,
         )
 
-    common = welford(TritonOptions(split_max_chunks=0))  # 2 programs of 128 are too few
+    default = welford(TritonOptions(split_max_chunks=0))  # off by default (0.9.17)
+    assert "Welford" not in default.config.reason, default.config
+    on = {"transposed_welford_xblock": 128}
+    common = welford(TritonOptions(split_max_chunks=0, **on))  # 2 programs of 128: too few
     assert common.config.xblock == 16 and "Welford" not in common.config.reason, common.config
-    k = welford(TritonOptions(split_max_chunks=0, transposed_welford_min_programs=2))
+    k = welford(TritonOptions(split_max_chunks=0, transposed_welford_min_programs=2, **on))
     cfg = k.config
     assert (cfg.xblock, cfg.rblock, cfg.num_warps, cfg.looped) == (128, 64, 8, True), cfg
     assert "Welford" in cfg.reason

@@ -52,10 +52,14 @@ class TritonOptions:
         91 to 82; RBLOCK 16 at 4 values a thread gave 60 / 49 / 92: neither is a default.
     transposed_welford_xblock, transposed_welford_tile, transposed_welford_values_per_thread:
         the blocks of a looped outer reduction holding a Welford (a batch norm's statistics
-        over channels-last images), when its XBLOCK gives at least
-        ``transposed_welford_min_programs`` programs (``autotune._welford_outer_config``): 128
-        columns, a tile of 8192, 32 values a thread (8 warps). The H200 measurement above (46%
-        -> 62%) is theirs; 0 for the xblock keeps the outer reductions' common blocks.
+        over channels-last images), when ``transposed_welford_xblock`` is set and its XBLOCK
+        gives at least ``transposed_welford_min_programs`` programs
+        (``autotune._welford_outer_config``): 128 columns, a tile of 8192, 32 values a thread (8
+        warps). Off (xblock 0: the outer reductions' common blocks) since 0.9.17. On the H200
+        (session 27, as the rule for every outer reduction) these blocks took the bf16
+        statistics from 46% to 62% of 4.3 TB/s; on an H100 (session 31, this kernel, torchkiln
+        alone) they lost: bf16 1583 GB/s against the common blocks' 1736, fp32 1970 against
+        2369. Waiting for an H200 measurement of this code (``gpu_session.sh kernel-ab``).
     transposed_min_programs: an outer reduction over so few columns that XBLOCK 64 gives fewer
         programs than this takes a narrower XBLOCK (halved, down to 16: 32 bytes of 2-byte
         values, a memory sector) until it gives that many: a batch norm's statistics combined
@@ -152,7 +156,7 @@ class TritonOptions:
     transposed_tile: int = 4096
     transposed_min_programs: int = 16
     transposed_values_per_thread: int = 8
-    transposed_welford_xblock: int = 128
+    transposed_welford_xblock: int = 0
     transposed_welford_tile: int = 8192
     transposed_welford_values_per_thread: int = 32
     transposed_welford_min_programs: int = 128
