@@ -118,7 +118,9 @@ class CppBackend:
     name = "cpp"
     device_type = "cpu"
     # Several reduction stages per kernel: each "loop" stage is its own r-loop inside the x-loop.
-    capabilities = BackendCapabilities(reduction_broadcast_reduction=True, max_reduction_stages=8)
+    capabilities = BackendCapabilities(
+        reduction_broadcast_reduction=True, max_reduction_stages=8, merge_dims=True
+    )
     #: loop-ir may hand a kernel one memory as an input and an output (a mutated graph input
     #: written in place, loop-ir's in_place.py): each element is read before it is written
     supports_in_place_inputs = True

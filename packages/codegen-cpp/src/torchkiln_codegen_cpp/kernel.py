@@ -63,7 +63,16 @@ class CppOpsHandler(DefaultHandler):
         self.kernel = kernel
         self.options = options or CppOptions()
         self.state = _State()
-        self.x_scope = Scope(None)
+        # a pointwise kernel's values that do not change along its innermost x-loop (a batch
+        # norm's per-channel scale over the channel's pixels) are computed once per run of that
+        # loop, just outside it (``x_outer``), not once per element: g++ hoists no load past the
+        # kernel's stores, which may alias (-fno-strict-aliasing, no restrict)
+        self.x_outer: Scope | None = (
+            Scope(None)
+            if not kernel.rranges and len(kernel.xranges) >= 2 and self.options.simd
+            else None
+        )
+        self.x_scope = Scope(self.x_outer)
         self._stack: list[Scope] = [self.x_scope]
         self._store_cache: dict[tuple[str, str], CppValue] = {}
         self._reduction_cache: dict[tuple[Any, ...], Any] = {}
@@ -126,18 +135,50 @@ class CppOpsHandler(DefaultHandler):
                     return None
         return loop.invariant
 
+    def _outer_scope(
+        self, operands: Sequence[Any], index: sympy.Expr | None, reports: bool
+    ) -> Scope | None:
+        """``x_outer`` when a value computed directly in the x body (not under a ``masked``
+        branch) depends on no variable of the innermost x-loop: its operands are literals or
+        values of ``x_outer``, its memory ``index`` (if any) reads no innermost, r or indirect
+        variable; else None. A value that may report an error (an integer division by zero)
+        moves out only where the innermost loop runs at least once, as it does in eager."""
+        outer = self.x_outer
+        if outer is None or self._stack[-1] is not self.x_scope:
+            return None
+        if reports:
+            size = sympy.sympify(self.kernel.xranges[-1])
+            if not (size.is_Integer and int(size) > 0):
+                return None
+        for o in operands:
+            if isinstance(o, CppValue) and o.scope is not None and o.scope is not outer:
+                return None
+        if index is not None:
+            for sym in index.free_symbols:
+                if sym == self.xvars[-1] or sym in self.rvars or sym in self._indirect_scope:
+                    return None
+        return outer
+
     def _emit(
         self,
         expr: str,
         dtype: torch.dtype,
         operands: Sequence[Any] = (),
         scope: Scope | None = None,
+        index: sympy.Expr | None = None,
+        outer: bool = True,
+        reports: bool = False,
     ) -> CppValue:
+        """A CSE'd statement computing ``expr``: in ``scope`` if given, else where its
+        ``operands`` (and memory ``index``) let it live: before the r-loop, outside the
+        innermost x-loop (``outer``: allowed), else the current scope."""
         post = None
         if scope is None and operands:
             # an op of values computed before the loop or of literals (an index clamped or
             # wrapped before its gather) is computed there too; its text holds only its operands
             scope = self._invariant_scope(operands)
+        if scope is None and outer:
+            scope = self._outer_scope(operands, index, reports)
         if scope is None:
             scope, post = self._target(operands)
         for s in scope.chain():
@@ -197,8 +238,9 @@ class CppOpsHandler(DefaultHandler):
         if dtype in _HALF_LIKE:
             expr = f"tk_{_HALF_LIKE[dtype]}_to_float({expr})"
         # a buffer this kernel also writes may change along the loop: read it where it is used
-        hoist = None if name in self.kernel.outputs else self._invariant_scope((), index)
-        return self._emit(expr, dtype, scope=hoist)
+        written = name in self.kernel.outputs
+        hoist = None if written else self._invariant_scope((), index)
+        return self._emit(expr, dtype, scope=hoist, index=index, outer=not written)
 
     def _recompute(self, name: str, key: tuple[str, str]) -> CppValue | None:
         """Re-run the pointwise node that computes local buffer ``name`` here (its value from an
@@ -260,6 +302,7 @@ class CppOpsHandler(DefaultHandler):
             f"static_cast<{compute_type(dtype)}>({print_index(expr)})",
             dtype,
             scope=self._invariant_scope((), sympy.sympify(expr)),
+            index=sympy.sympify(expr),
         )
         self.splits.note_index(value.expr, expr)
         return value
@@ -348,7 +391,9 @@ class CppOpsHandler(DefaultHandler):
     # ---- random --------------------------------------------------------------------------------
     def load_seed(self, name: str, offset: Any) -> CppValue:
         return self._emit(
-            f"static_cast<int64_t>({self._param(name)}[{print_index(offset)}])", torch.int64
+            f"static_cast<int64_t>({self._param(name)}[{print_index(offset)}])",
+            torch.int64,
+            index=sympy.sympify(offset),
         )
 
     def rand(self, seed: Any, offset: Any) -> CppValue:
@@ -439,7 +484,8 @@ class CppOpsHandler(DefaultHandler):
         expr = template.format(*vals, T=compute_type(src))
         if len(vals) == 2:
             self.splits.note_compare(name, *vals)
-        return self._emit(expr, dtype, vals)
+        reports = name in _INT_DIVISIONS and not src.is_floating_point
+        return self._emit(expr, dtype, vals, reports=reports)
 
 
 # Integer ops that raise ZeroDivisionError in eager on a zero divisor (see _status.py).

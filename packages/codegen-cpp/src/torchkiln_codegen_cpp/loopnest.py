@@ -40,7 +40,10 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
     lines: list[str] = []
     outer = options.simd and _vectorize_across_x(kernel, h)
     inner_simd = (pointwise_only or outer) and options.simd
-    ncollapse = nx - 1 if inner_simd else nx
+    # values invariant along the innermost x-loop sit just outside it (kernel.py's x_outer), so
+    # only the loops around them are collapsed
+    hoisted = h.x_outer.lines if h.x_outer is not None else []
+    ncollapse = nx - 1 if inner_simd or hoisted else nx
     # cat's masks on the innermost index: one loop per piece between their constants (_splits.py);
     # not for a lone parallel loop (its pragma covers exactly one loop)
     pieces = None
@@ -64,6 +67,8 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
             lines.append(f"{indent}#pragma omp simd")
         lines.append(f"{indent}for (int64_t {var.name} = 0; {var.name} < {size}; {var.name}++) {{")
         indent += "  "
+        if i == nx - 2:
+            lines.extend(indent + ln for ln in hoisted)
     else:
         lines.extend(indent + ln for ln in body)
     for _ in range(nx if not pieces else nx - 1):

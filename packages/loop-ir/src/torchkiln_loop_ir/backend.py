@@ -200,6 +200,10 @@ class BackendCapabilities:
     # persistent row reduction that also reduces its columns across each program's rows
     # (``KernelSpec.row_programs``, ``mixed_order.py``); 0: none
     mixed_order_rnumel: int = 0
+    # merge a kernel's adjacent x dims (and r dims) that every access walks as one
+    # (``merge_dims.py``: NCHW's ``W*h + w`` becomes one dim of ``H*W``) before the code
+    # generator sees it: fewer, longer loops and one index term fewer
+    merge_dims: bool = False
     # deprecated: declared but never read (every backend must implement atomic-add stores, the
     # ops contract's ``store(..., mode="atomic_add")``); still accepted so code generators built
     # against an older loop-ir keep working, with a DeprecationWarning
