@@ -61,3 +61,31 @@ def test_random_ops_from_per_call_seeds():
     torch.manual_seed(3)
     for a, c in zip(first, cg(x)):  # the seeds come from torch's generator
         assert torch.equal(a, c)
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpp"])
+@pytest.mark.parametrize("args", [(2,), (3, 2, 1), ((2, 3), (1, 2), (1, 0)), (3, 1, 1, 1, True)])
+def test_max_pool2d_indices_of_ties_nans_and_signed_zeros(check, backend, args):
+    """The index is where eager's walk (``v > best or isnan(v)``) ends, worked out from the
+    maximum (``lowering/pooling.py``): the first tap equal to it, or the last NaN. Windows full
+    of ties (values from a few integers), several NaNs, -0.0 beside 0.0, -inf, padding."""
+    from torchkiln_codegen_cpp import CppBackend
+
+    def f(x):
+        return torch.nn.functional.max_pool2d(x, *args, return_indices=True)
+
+    for seed in range(3):
+        g = torch.Generator().manual_seed(seed)
+        x = torch.randint(-2, 2, (2, 3, 9, 8), generator=g).float()
+        x[x == 0] = torch.where(torch.rand(int((x == 0).sum()), generator=g) < 0.5, -0.0, 0.0)
+        x.view(-1)[torch.randperm(x.numel(), generator=g)[:20]] = float("nan")
+        x.view(-1)[torch.randperm(x.numel(), generator=g)[:10]] = float("-inf")
+        cg = check(
+            f,
+            x,
+            atol=0,
+            rtol=0,
+            equal_nan=True,
+            backend=CppBackend() if backend == "cpp" else None,
+        )
+        assert cg.fallbacks == []

@@ -69,10 +69,10 @@ def max_pool2d_with_indices(
     )
     load = x.make_loader()
 
-    def window(index):
-        """(best value, flat index of it) over the window of output element ``index``."""
+    def taps(index):
+        """(value, flat index) of each tap of output element ``index``'s window, in order."""
         *lead, oh, ow = index
-        best, best_i = None, None
+        out = []
         for i in range(kh):
             for j in range(kw):
                 h = oh * sh - ph + i * dh
@@ -88,16 +88,45 @@ def max_pool2d_with_indices(
                     bool(pw or ceil_mode),
                     float("-inf"),
                 )
-                flat = ops.index_expr(h * W + w, torch.int64)
-                if best is None:
-                    best, best_i = v, flat
-                else:
-                    take = ops.logical_or(ops.gt(v, best), ops.isnan(v))
-                    best, best_i = ops.where(take, v, best), ops.where(take, flat, best_i)
-        return best, best_i
+                out.append((v, ops.index_expr(h * W + w, torch.int64)))
+        return out
 
-    values = Pointwise(lambda idx: window(idx)[0], out_size, x.get_dtype(), x.get_device())
-    indices = Pointwise(lambda idx: window(idx)[1], out_size, torch.int64, x.get_device())
+    def best(index):
+        """The window's maximum: a NaN wins, as in eager (``v > best or isnan(v)``)."""
+        window = taps(index)
+        m = window[0][0]
+        for v, _ in window[1:]:
+            m = ops.where(ops.logical_or(ops.gt(v, m), ops.isnan(v)), v, m)
+        return m
+
+    def walked_index(index):
+        """The index of eager's walk, ``take = v > best or isnan(v)``, one select per tap."""
+        window = taps(index)
+        m, at = window[0]
+        for v, flat in window[1:]:
+            take = ops.logical_or(ops.gt(v, m), ops.isnan(v))
+            m, at = ops.where(take, v, m), ops.where(take, flat, at)
+        return at
+
+    def best_index(index):
+        """Where eager's walk ends, worked out from the maximum: the first tap equal to it,
+        or, when it is NaN, the last NaN. One compare per select, not the walk's two: g++
+        vectorizes no loop that selects an int64 index under an OR of two float compares
+        (CPU, session 31: 13.6 -> 1.7 ms). GPUs keep the walk (fewer instructions a tap;
+        this form is not measured there)."""
+        window = taps(index)
+        m = best(index)
+        first_equal = window[-1][1]
+        for v, flat in reversed(window[:-1]):
+            first_equal = ops.where(ops.eq(v, m), flat, first_equal)
+        last_nan = window[0][1]
+        for v, flat in window[1:]:
+            last_nan = ops.where(ops.isnan(v), flat, last_nan)
+        return ops.where(ops.isnan(m), last_nan, first_equal)
+
+    values = Pointwise(best, out_size, x.get_dtype(), x.get_device())
+    index_fn = best_index if x.get_device().type == "cpu" else walked_index
+    indices = Pointwise(index_fn, out_size, torch.int64, x.get_device())
     return (ctx.realize(values, "max_pool2d values"), ctx.realize(indices, "max_pool2d indices"))
 
 
