@@ -91,13 +91,15 @@ def max_pool2d_with_indices(
                 out.append((v, ops.index_expr(h * W + w, torch.int64)))
         return out
 
-    def best(index):
-        """The window's maximum: a NaN wins, as in eager (``v > best or isnan(v)``)."""
-        window = taps(index)
+    def maximum(window):
+        """The maximum of a window's taps: a NaN wins, as in eager (``v > best or isnan(v)``)."""
         m = window[0][0]
         for v, _ in window[1:]:
             m = ops.where(ops.logical_or(ops.gt(v, m), ops.isnan(v)), v, m)
         return m
+
+    def best(index):
+        return maximum(taps(index))
 
     def walked_index(index):
         """The index of eager's walk, ``take = v > best or isnan(v)``, one select per tap."""
@@ -112,10 +114,10 @@ def max_pool2d_with_indices(
         """Where eager's walk ends, worked out from the maximum: the first tap equal to it,
         or, when it is NaN, the last NaN. One compare per select, not the walk's two: g++
         vectorizes no loop that selects an int64 index under an OR of two float compares
-        (CPU, session 31: 13.6 -> 1.7 ms). GPUs keep the walk (fewer instructions a tap;
-        this form is not measured there)."""
+        (CPU, session 31, ``benchmarks/cpu_microbench.py``: 13.6 -> 1.7 ms). GPUs keep the
+        walk (fewer instructions a tap; this form is not measured there)."""
         window = taps(index)
-        m = best(index)
+        m = maximum(window)
         first_equal = window[-1][1]
         for v, flat in reversed(window[:-1]):
             first_equal = ops.where(ops.eq(v, m), flat, first_equal)
