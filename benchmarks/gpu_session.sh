@@ -57,16 +57,15 @@
 #               alone) under four block shapes: transposed_min_programs 0, the default, XBLOCK 128
 #               with a tile of 8192 at 32 values a thread, RBLOCK 16 at 4 (session 27: 46/62/60%
 #               for the statistics, 88/62/49 for the backward sums)
-#   kernel-ab   the kernel choices awaiting their H200 measurement, each against its off
-#               switch (torchkiln alone, queue kept full): the channels-last batch-norm
-#               statistics in the Welford blocks (codegen-triton 0.9.16, predicted bf16 46% ->
-#               about 60%) and in the common ones (transposed_welford_xblock 0); the NCHW
-#               statistics in bf16 (57%; fp32 88%: 512 programs of 8 warps hold about 16 KB of
-#               loads in flight a SM, half of fp32's) with the next iteration's loads in flight
-#               (loop_stages 2), split 4 ways (1024 programs, 6 resident a SM) and RBLOCK 4096 at
-#               16 values a thread (2 resident a SM: predicted no gain); GELU's backward and
-#               GELU + residual with libdevice's erf and with erf_two_ranges (predicted bf16 81%
-#               -> 85-90%: then it becomes the default)
+#   kernel-ab   kernel choices, each against its off switch (torchkiln alone, queue kept full;
+#               AB_CASES='case|TritonOptions|dtypes[|more args];...' replaces the list): the
+#               channels-last batch-norm statistics in the Welford blocks (codegen-triton
+#               0.9.18: 128 columns, 64 values a thread, 4 warps) and in the common ones
+#               (transposed_welford_xblock 0); the NCHW statistics in bf16 with the next
+#               iteration's loads in flight (loop_stages 2), split 4 ways (1024 programs) and
+#               RBLOCK 4096 at 16 values a thread; GELU's backward and GELU + residual with
+#               libdevice's erf and with erf_two_ranges (at the H100's bandwidth ceiling either
+#               way in sessions 31-32; the H200 decides: 85% or more makes it the default)
 #   erf-probe   gpu_erf_probe.py: GELU's backward (bf16, fp32, 128M values) with libdevice's erf,
 #               an erf of two ranges with its coefficients inline, and that erf with ftz exps
 #               (offline: 48.0 / 45.0 / 39.0 sm_90 instructions a value in bf16); each erf's
@@ -215,12 +214,15 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                      --dtypes bfloat16 --cases "column sum,bn stats nhwc,bn bwd sums nhwc,layer norm backward" \
                      --compilers torchkiln --triton-options "$opts" 2>&1 | grep -v "Warn\|warn\|each cell" | tail -6
                  done ;;
-    kernel-ab) for case_opts in 'bn stats|{}|bfloat16,float32' \
-                   'bn stats nhwc|{"transposed_welford_xblock": 0}|bfloat16,float32' \
-                   'bn stats nchw|{"loop_stages": 2}|bfloat16' \
-                   'bn stats nchw|{}|bfloat16|--split-programs 1056' \
-                   'bn stats nchw|{"looped_rblock": 4096, "looped_values_per_thread": 16}|bfloat16' \
-                   'gelu|{}|bfloat16,float32' 'gelu|{"erf_two_ranges": true}|bfloat16,float32'; do
+    kernel-ab) ab_list=('bn stats|{}|bfloat16,float32'
+                   'bn stats nhwc|{"transposed_welford_xblock": 0}|bfloat16,float32'
+                   'bn stats nchw|{"loop_stages": 2}|bfloat16'
+                   'bn stats nchw|{}|bfloat16|--split-programs 1056'
+                   'bn stats nchw|{"looped_rblock": 4096, "looped_values_per_thread": 16}|bfloat16'
+                   'gelu|{}|bfloat16,float32' 'gelu|{"erf_two_ranges": true}|bfloat16,float32')
+               # AB_CASES='case|opts|dtypes[|args];...' replaces the list
+               [[ -n "${AB_CASES:-}" ]] && IFS=';' read -r -a ab_list <<< "$AB_CASES"
+               for case_opts in "${ab_list[@]}"; do
                  IFS='|' read -r ab_case ab_opts ab_dtypes ab_more <<< "$case_opts"
                  echo "== $ab_case ($ab_dtypes): TritonOptions $ab_opts $ab_more"
                  TRITON_INTERPRET=0 timeout ${AB_LIMIT:-45} python3 benchmarks/gpu_bandwidth.py \

@@ -349,51 +349,78 @@ def test_whole_tensor_reduction_splits_in_the_default_layout(rtype):
 
 @pytest.mark.parametrize("dtype", [F32, BF16], ids=["float32", "bfloat16"])
 def test_a_looped_welford_takes_its_own_blocks(dtype):
-    """``autotune._welford_outer_config``, when asked for (``transposed_welford_xblock``; off by
-    default): a looped outer Welford (a batch norm's statistics over channels-last images) in
-    blocks of 128 columns, a tile of 8192 (RBLOCK 64), 32 values a
-    thread (8 warps) once they give ``transposed_welford_min_programs`` programs (here 2, of
-    256 columns; by default 128), else the outer reductions' common blocks; mean and variance
-    of 300 rows (the last iteration part masked) against float64 eager."""
+    """``autotune._welford_outer_config``: a looped outer reduction whose one reduction is a
+    Welford over one input (a batch norm's statistics over channels-last images) runs in blocks
+    of 128 columns, a tile of 8192 (RBLOCK 64) and 64 values a thread (4 warps) once they give
+    ``transposed_welford_min_programs`` programs (here 2, of 256 columns; by default 128), else
+    in the outer reductions' common blocks, as it does with ``transposed_welford_xblock`` 0, with
+    a second input read in full, or with a sum beside it; mean and variance of 300 rows (the
+    last iteration part masked) against float64 eager, and the sum of the second input."""
     rows, cols = 300, 256
 
-    def body(x, r):
-        v = ops.to_dtype(ops.load("a", r[0] * cols + x[0]), F32, dtype)
+    def load(name, x, r):
+        return ops.to_dtype(ops.load(name, r[0] * cols + x[0]), F32, dtype)
+
+    def statistics(x, r, v):
         mean, m2, _ = ops.reduction(F32, F32, "welford_reduce", v)
         ops.store_reduction("out", x[0], mean)
         ops.store_reduction("out2", x[0], ops.truediv(m2, ops.constant(float(rows), F32)))
 
-    def welford(options):
+    def alone(x, r):
+        statistics(x, r, load("a", x, r))
+
+    def with_sum(x, r):  # a sum of the same input beside it
+        statistics(x, r, load("a", x, r))
+        ops.store_reduction("out3", x[0], ops.reduction(F32, F32, "sum", load("a", x, r)))
+
+    def of_two(x, r):  # the statistics of a + b: two inputs read in full
+        statistics(x, r, ops.add(load("a", x, r), load("b", x, r)))
+
+    def welford(options, fn=alone):
+        inputs = ["a", "b"] if fn is of_two else ["a"]
+        outputs = ["out", "out2", "out3"] if fn is with_sum else ["out", "out2"]
         return compile_one(
             spec(
-                f"welford_blocks_{options.transposed_welford_min_programs}",
+                f"welford_blocks_{options.transposed_welford_min_programs}_{fn.__name__}",
                 (cols,),
                 (rows,),
-                [("loop", [("out", body, True)])],
-                [
-                    buf("a", dtype, (rows, cols)),
-                    buf("out", F32, (cols,)),
-                    buf("out2", F32, (cols,)),
-                ],
-                ["a"],
-                ["out", "out2"],
+                [("loop", [("out", fn, True)])],
+                [buf(n, dtype, (rows, cols)) for n in inputs]
+                + [buf(n, F32, (cols,)) for n in outputs],
+                inputs,
+                outputs,
             ),
             options,
         )
 
-    default = welford(TritonOptions(split_max_chunks=0))  # off by default (0.9.17)
-    assert "Welford" not in default.config.reason, default.config
-    on = {"transposed_welford_xblock": 128}
-    common = welford(TritonOptions(split_max_chunks=0, **on))  # 2 programs of 128: too few
-    assert common.config.xblock == 16 and "Welford" not in common.config.reason, common.config
-    k = welford(TritonOptions(split_max_chunks=0, transposed_welford_min_programs=2, **on))
+    few = welford(TritonOptions(split_max_chunks=0))  # 2 programs of 128: too few
+    assert few.config.xblock == 16 and "Welford" not in few.config.reason, few.config
+    two = {"split_max_chunks": 0, "transposed_welford_min_programs": 2}
+    common = {
+        "off": welford(TritonOptions(transposed_welford_xblock=0, **two)),
+        "with_sum": welford(TritonOptions(**two), with_sum),
+        "of_two": welford(TritonOptions(**two), of_two),
+    }
+    for name, kernel in common.items():
+        assert "Welford" not in kernel.config.reason, (name, kernel.config)
+    k = welford(TritonOptions(**two))
     cfg = k.config
-    assert (cfg.xblock, cfg.rblock, cfg.num_warps, cfg.looped) == (128, 64, 8, True), cfg
+    assert (cfg.xblock, cfg.rblock, cfg.num_warps, cfg.looped) == (128, 64, 4, True), cfg
     assert "Welford" in cfg.reason
     for _ in range(2):
         a = (torch.randn(rows, cols) * 3 + 50).to(dtype)  # a mean far from 0: the shift matters
-        mean, var = torch.empty(cols), torch.empty(cols)
-        k(a, mean, var)
-        exact = a.double()
-        torch.testing.assert_close(mean, exact.mean(0).float())
-        torch.testing.assert_close(var, exact.var(0, unbiased=False).float(), rtol=1e-4, atol=1e-4)
+        b = torch.randn(rows, cols).to(dtype)
+        for name, kernel in [("welford", k), *common.items()]:
+            mean, var, total = torch.empty(cols), torch.empty(cols), torch.empty(cols)
+            if name == "with_sum":
+                kernel(a, mean, var, total)
+                torch.testing.assert_close(total, a.double().sum(0).float())
+            elif name == "of_two":
+                kernel(a, b, mean, var)
+            else:
+                kernel(a, mean, var)
+            exact = a.double() + b.double() if name == "of_two" else a.double()
+            torch.testing.assert_close(mean, exact.mean(0).float())
+            torch.testing.assert_close(
+                var, exact.var(0, unbiased=False).float(), rtol=1e-4, atol=1e-4
+            )

@@ -54,8 +54,9 @@ memory-bound kernel on an H200 (132 SMs, about 4.3 TB/s):
   with 8 warps and 59% with 16, and over channels-last images 84% with 4 warps against 79%
   with 8 (session 22));
   persistent only when the whole column fits beside at least 32 x in
-  the same tile. Long, narrow ones are split over r (``split_chunks``). A looped one holding
-  a Welford takes blocks of its own (``_welford_outer_config``: XBLOCK 128, RBLOCK 64, 8 warps).
+  the same tile. Long, narrow ones are split over r (``split_chunks``). A looped one whose one
+  reduction is a Welford over one input takes blocks of its own (``_welford_outer_config``:
+  XBLOCK 128, RBLOCK 64, 64 values a thread, 4 warps).
 - *Pointwise*: 4 warps, each thread moving 32 bytes of its narrowest value (XBLOCK 1024 for
   float32, 2048 for bfloat16; ``pointwise_xblock``).
 """
@@ -198,7 +199,7 @@ def heuristic_config(
     streams = full_size_inputs(spec)
     cfg = reduction_config(*sizes, transposed=layout.transposed, streams=streams)
     if layout.transposed and cfg.looped:
-        cfg = _welford_outer_config(spec, options, cfg, xnumel)
+        cfg = _welford_outer_config(spec, options, cfg, xnumel, streams)
     rnumel = sizes[1]
     long_rows = bool(options.reread_rnumel and rnumel and rnumel >= options.reread_rnumel)
     whole: Config | None = None
@@ -507,35 +508,39 @@ def _transposed_config(
 
 
 def _welford_outer_config(
-    spec: KernelSpec, options: TritonOptions, cfg: Config, xnumel: int | None
+    spec: KernelSpec, options: TritonOptions, cfg: Config, xnumel: int | None, streams: int
 ) -> Config:
-    """When ``options.transposed_welford_xblock`` is set (off by default since 0.9.17: on an
-    H100 these blocks lost, bf16 1583 GB/s against 1736, fp32 1970 against 2369, session 31),
-    a looped outer reduction holding a Welford (a batch norm's statistics over channels-last
-    images: three accumulators a value, their lanes combined twice after the loop) takes
-    ``options.transposed_welford_xblock`` columns, a tile of ``transposed_welford_tile`` and
-    ``transposed_welford_values_per_thread`` values a thread when that still gives
-    ``transposed_welford_min_programs`` programs; else ``cfg``. Fewer warps share the lanes'
-    combination and each thread has four 16-byte loads in flight an iteration, not one. On the
-    H200 (session 27, bfloat16, ResNet-50's layer1 at batch 64: 16384 columns of 3136 rows) the
-    batch-norm statistics went from 46% of 4.3 TB/s to 62% under these blocks as the rule for
-    every outer reduction, where sums of one or two inputs lost (a column sum 91 -> 82, the
-    batch-norm backward's sums 88 -> 62): so Welford's alone."""
+    """A looped outer reduction whose one reduction is a Welford (a batch norm's statistics over
+    channels-last images: three accumulators a value, their lanes combined twice after the
+    loop; its three outputs replay it three times) over one input read in full takes
+    ``options.transposed_welford_xblock`` (128) columns, a tile of
+    ``transposed_welford_tile`` (8192: RBLOCK 64) and
+    ``transposed_welford_values_per_thread`` (64: 4 warps) where that still gives
+    ``transposed_welford_min_programs`` (128) programs; else ``cfg`` (xblock 0 turns the rule
+    off). The common blocks (XBLOCK 64, RBLOCK 64, 16 warps) ranked 29th to 36th of the 95
+    launch configurations in all four sweeps of ResNet-50's layer1 statistics at batch 64
+    (``gpu_bandwidth_sweep.py``: the H200 in sessions 18 and 27 in bf16, an H100 in session 32
+    in bf16 and fp32), about 55 us in bf16 where these blocks took 46.0, 45.5 and 49.0 (1st to
+    5th each time; fp32 78.6 against 86.2). Then timed against the common blocks on the H100:
+    bf16 1742 -> 2084 GB/s, fp32 2371 -> 2602. Offline (sm_90, Triton 3.6): 255 registers, no
+    spill, 6.9 instructions a value in the loop. Those registers leave no room for another
+    reduction's accumulators or a second input's loads, so such kernels keep ``cfg``. Session
+    27's 32 values a thread (8 warps) won once on the H200 and lost on the H100 (sessions 31
+    and 32: 1575 GB/s against 1747)."""
     xblock = options.transposed_welford_xblock
     if (
         not xblock
         or xnumel is None
+        or streams > 1
         or -(-xnumel // xblock) < options.transposed_welford_min_programs
+        or reduction_types(spec) != {"welford_reduce"}
     ):
-        return cfg
-    types = reduction_types(spec)
-    if not types or "welford_reduce" not in types:
         return cfg
     rblock = max(1, min(cfg.rblock, options.transposed_welford_tile // xblock))
     per_thread = options.transposed_welford_values_per_thread
     why = (
         f"looped outer Welford reduction: XBLOCK {xblock} along contiguous memory, RBLOCK "
-        f"{rblock} rows per iteration, {per_thread} values per thread (fewer warps combine the "
+        f"{rblock} rows per iteration, {per_thread} values per thread (few warps combine the "
         "lanes)"
     )
     warps = _warps(xblock * rblock, per_thread)

@@ -51,15 +51,15 @@ class TritonOptions:
         from 46% to 62% of 4.3 TB/s but its backward's sums from 88 to 62 and a column sum from
         91 to 82; RBLOCK 16 at 4 values a thread gave 60 / 49 / 92: neither is a default.
     transposed_welford_xblock, transposed_welford_tile, transposed_welford_values_per_thread:
-        the blocks of a looped outer reduction holding a Welford (a batch norm's statistics
-        over channels-last images), when ``transposed_welford_xblock`` is set and its XBLOCK
-        gives at least ``transposed_welford_min_programs`` programs
-        (``autotune._welford_outer_config``): 128 columns, a tile of 8192, 32 values a thread (8
-        warps). Off (xblock 0: the outer reductions' common blocks) since 0.9.17. On the H200
-        (session 27, as the rule for every outer reduction) these blocks took the bf16
-        statistics from 46% to 62% of 4.3 TB/s; on an H100 (session 31, this kernel, torchkiln
-        alone) they lost: bf16 1583 GB/s against the common blocks' 1736, fp32 1970 against
-        2369. Waiting for an H200 measurement of this code (``gpu_session.sh kernel-ab``).
+        the blocks of a looped outer reduction whose one reduction is a Welford over one input
+        (a batch norm's statistics over channels-last images), where its XBLOCK gives at least
+        ``transposed_welford_min_programs`` programs (``autotune._welford_outer_config``): 128
+        columns, a tile of 8192, 64 values a thread (4 warps); xblock 0 turns them off. Chosen
+        from four launch sweeps of ResNet-50's layer1 statistics (the H200 in sessions 18 and
+        27, an H100 in session 32): these blocks ranked 1st to 5th of 95 each time (bf16 about
+        46 us on the H200, 49 on the H100), the common ones 29th to 36th (about 55). 0.9.16's
+        32 values a thread (8 warps; off in 0.9.17) lost on the H100: 1575 GB/s against 1747.
+        Timed on the H100 (session 32): bf16 1742 -> 2084 GB/s, fp32 2371 -> 2602.
     transposed_min_programs: an outer reduction over so few columns that XBLOCK 64 gives fewer
         programs than this takes a narrower XBLOCK (halved, down to 16: 32 bytes of 2-byte
         values, a memory sector) until it gives that many: a batch norm's statistics combined
@@ -156,9 +156,9 @@ class TritonOptions:
     transposed_tile: int = 4096
     transposed_min_programs: int = 16
     transposed_values_per_thread: int = 8
-    transposed_welford_xblock: int = 0
+    transposed_welford_xblock: int = 128
     transposed_welford_tile: int = 8192
-    transposed_welford_values_per_thread: int = 32
+    transposed_welford_values_per_thread: int = 64
     transposed_welford_min_programs: int = 128
     mixed_values_per_thread: int = 16
     mixed_rows: int = 1
