@@ -8,6 +8,9 @@ Session 31 (2 cores): a batch norm's training forward with ReLU over 32x256x14x1
 4.87 to 0.69 ms with the invariant values outside the innermost loop and the merged dims
 (codegen-cpp 0.5.3, loop-ir 0.8.18); the batch norm's apply + ReLU + 2x2 max pool with indices
 over 32x32x64x64 from 13.6 to 1.7 ms (the index from the maximum, loop-ir 0.8.18).
+Session 32: GELU's backward with its bias gradient (``sum(0)``) over 1024x256, the backward of
+BERT's feed-forward layer, as blocks of lanes (codegen-cpp 0.5.4's ``x_lanes``; 0 gives the
+single x-loop): see the CHANGELOG for the figures.
 """
 
 from __future__ import annotations
@@ -43,6 +46,11 @@ def bn_relu_pool_indices(x, m, s):
     return torch.ops.aten.max_pool2d_with_indices(y, [2, 2], [2, 2])
 
 
+def gelu_backward_bias_grad(g, x):
+    d = torch.ops.aten.gelu_backward(g, x)
+    return d, d.sum(0)
+
+
 CASES: list[tuple[str, Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]]]] = [
     ("relu_add 64x512x7x7", relu_add, lambda: (torch.randn(64, 512, 7, 7),) * 2),
     ("spatial_sum 64x512x7x7", spatial_sum, lambda: (torch.randn(64, 512, 7, 7),)),
@@ -56,6 +64,11 @@ CASES: list[tuple[str, Callable[..., Any], Callable[[], tuple[torch.Tensor, ...]
         "bn_relu_pool_indices 32x32x64x64",
         bn_relu_pool_indices,
         lambda: (torch.randn(32, 32, 64, 64), torch.randn(32), torch.rand(32)),
+    ),
+    (
+        "gelu_backward_bias_grad 1024x256",
+        gelu_backward_bias_grad,
+        lambda: (torch.randn(1024, 256), torch.randn(1024, 256)),
     ),
 ]
 

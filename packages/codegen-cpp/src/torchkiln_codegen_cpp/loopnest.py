@@ -3,12 +3,13 @@ threshold), ``omp simd`` where it is legal, one r-loop per "loop" stage."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import sympy
 from torchkiln_loop_ir.backend import KernelSpec
 from torchkiln_loop_ir.indexing import FloorDiv, ModularIndexing
 
+from ._lanes import lane_blocks
 from ._status import STATUS_PARAM
 from .options import CppOptions
 from .printer import print_index, storage_type
@@ -49,9 +50,25 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
     pieces = None
     if nx and pointwise_only and inner_simd and not (nx == 1 and parallel is not None):
         pieces = h.splits.pieces(kernel.xranges[-1])
+    blocked = None
+    if outer and options.x_lanes > 1:
+        blocked = lane_blocks(
+            h.x_scope.lines,
+            h.xvars[-1].name,
+            xsizes[-1],
+            options.x_lanes,
+            lambda item: _rloop_parts(item, kernel, h),
+        )
     for i, (var, size) in enumerate(zip(h.xvars, xsizes)):
         if i == nx - 1 and pieces:
             lines.extend(_split_loops(var.name, pieces, body, indent))
+            break
+        if i == nx - 1 and blocked is not None:
+            # the innermost x-loop as blocks of lanes (_lanes.py): the block loop takes the
+            # parallel pragma of a lone x-loop; no simd on it, its lane loops carry their own
+            if i == 0 and parallel is not None:
+                lines.append(f"{indent}#pragma omp parallel for{parallel}")
+            lines.extend(indent + ln for ln in blocked)
             break
         if i == 0 and parallel is not None:
             collapse = f" collapse({ncollapse})" if ncollapse > 1 else ""
@@ -71,7 +88,7 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
             lines.extend(indent + ln for ln in hoisted)
     else:
         lines.extend(indent + ln for ln in body)
-    for _ in range(nx if not pieces else nx - 1):
+    for _ in range(nx if not (pieces or blocked is not None) else nx - 1):
         indent = indent[:-2]
         lines.append(f"{indent}}}")
     out.extend(lines)
@@ -116,6 +133,21 @@ def _vectorize_across_x(kernel: KernelSpec, h: CppOpsHandler) -> bool:
             return False  # a contiguous r-access: the r-loop's own simd is the better one
         unit_x = unit_x or sympy.diff(index, xlast) == 1
     return unit_x
+
+
+def _rloop_parts(
+    item: Any, kernel: KernelSpec, h: CppOpsHandler
+) -> tuple[list[str], list[str], list[str], list[str]]:
+    """An r-loop of the x body as (the lines before it, its loop headers, its body, its
+    closing braces), for ``_lanes.lane_blocks``: no simd pragma (the lane loop inside is the
+    vectorized one)."""
+    header = [
+        f"{'  ' * depth}for (int64_t {var.name} = 0; {var.name} < {print_index(size)}; "
+        f"{var.name}++) {{"
+        for depth, (var, size) in enumerate(zip(h.rvars, kernel.rranges))
+    ]
+    closing = [f"{'  ' * depth}}}" for depth in reversed(range(len(header)))]
+    return [*item.pre, *item.invariant.lines], header, list(item.body.lines), closing
 
 
 def _render_scope(

@@ -19,6 +19,11 @@ class CppOptions:
     vectorize (unet's cat + upsample kernel: 90 -> 29 us, after _splits.py's 242 -> 90 us).
     ``parallel_threshold``: loop nests with fewer elements (x-numel * r-numel) run serially, since
     waking the OpenMP team costs more than it saves on tiny kernels.
+    ``x_lanes``: a reduction vectorized across x (its r-loops strided, neighbouring x adjacent)
+    runs its innermost x-loop as blocks of this many x, with each r-loop iteration's lane loop
+    innermost (``_lanes.py``): g++ vectorized the single x-loop around whole r-loops only when
+    they neither stored nor called libmvec (GELU's backward with its bias gradient, 1024 x 256:
+    4.5 -> 0.37 ms). 0 or 1 keeps the single loop.
     ``vector_math``: let ``omp simd`` loops call glibc libmvec's SIMD variants of float32 ``exp``,
     ``log``, ``tanh``, ``erf``, ... (a few ULP from scalar libm, same NaN/inf/overflow behaviour;
     x86-64 glibc >= 2.35 only, ignored elsewhere). False: scalar libm calls, as in 0.1.1.
@@ -40,6 +45,7 @@ class CppOptions:
         "-w",
     )
     parallel_threshold: int = 16384
+    x_lanes: int = 16
     simd: bool = True
     bounds_check: bool = True
     vector_math: bool = True
