@@ -96,3 +96,29 @@ def test_x_lanes_zero_keeps_the_single_loop():
     for out, ref in zip(compiled(g, x), gelu_backward_and_bias_grad(g, x)):
         torch.testing.assert_close(out, ref, **TOL)
     assert "x0_lane" not in _sources(compiled)
+
+
+def test_lane_blocks_rewrites_the_x_body_or_declines():
+    """The x body's declarations become arrays read per lane; a statement it cannot classify
+    (another type's declaration, a call) or a branch makes it decline (None: the one x-loop)."""
+    from torchkiln_codegen_cpp._lanes import lane_blocks
+
+    def rloop(body):
+        return lambda item: (
+            ["float acc1 = 0;"],
+            ["for (int64_t r0 = 0; r0 < 8LL; r0++) {"],
+            body,
+            ["}"],
+        )
+
+    body = ["float tmp2 = in_ptr0[x0 + 4LL * r0];", "acc1 = acc1 + tmp2 * tmp0;"]
+    x_lines = ["float tmp0 = in_ptr1[x0];", object(), "out_ptr2[x0] = acc1;"]
+    out = lane_blocks(x_lines, "x0", "4LL", 16, rloop(body))
+    text = "\n".join(out)
+    assert "float acc1[16];" in text and "float tmp0[16];" in text, text
+    assert "acc1[x0_lane] = acc1[x0_lane] + tmp2 * tmp0[x0_lane];" in text, text
+    assert "out_ptr2[x0] = acc1[x0_lane];" in text, text
+    assert lane_blocks(["foo(x0);", object()], "x0", "4LL", 16, rloop(body)) is None
+    assert lane_blocks(["tk_pair<float> p = x0;", object()], "x0", "4LL", 16, rloop(body)) is None
+    branchy = ["if (tmp0) {", "acc1 = acc1 + 1;", "}"]
+    assert lane_blocks(["float tmp0 = 1;", object()], "x0", "4LL", 16, rloop(branchy)) is None

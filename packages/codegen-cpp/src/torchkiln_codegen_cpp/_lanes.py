@@ -33,6 +33,10 @@ _DECLARATION = re.compile(
 )
 
 
+#: any other statement the x body may hold: an assignment to a name or an element
+_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*(?:\[[^\]]*\])?\s*[-+*/|&^]?=(?!=)\s*\S")
+
+
 def _statements(line: str) -> list[str] | None:
     """The statements of one line of the x body, or None when it holds a block."""
     if "{" in line or "}" in line or line.lstrip().startswith("#"):
@@ -89,6 +93,8 @@ def lane_blocks(
             m = _DECLARATION.match(st)
             if m is not None:
                 declared[m.group("name")] = m.group("type").replace("const ", "")
+            elif not _ASSIGNMENT.match(st):
+                return None  # a declaration of another type, a call: not rewritten safely
         parsed.append((kind, statements))
     if not declared:
         return None
