@@ -5,20 +5,23 @@ A kernel whose r-loops walk memory with a non-unit stride while neighbouring x a
 vectorized across x (``loopnest._vectorize_across_x``). Written as one x-loop holding whole
 r-loops under ``omp simd``, that asks g++ for outer-loop vectorization, which it gives up on as
 soon as the r-loop stores or calls a libmvec function: GELU's backward fused with its bias
-gradient over a 1024 x 256 matrix ran scalar, 4.5 ms (CPU, session 32).
+gradient over a 1024 x 256 matrix ran scalar (CPU, session 32; figures below).
 
 ``lane_blocks`` writes the same x body as blocks of ``lanes`` consecutive x: every statement of
 the x body outside the r-loops runs in a lane loop of its own, and each r-loop iteration runs a
 lane loop over the block, so the loop g++ vectorizes is always the innermost one, over adjacent
-memory (0.37 ms for that kernel). A value declared in the x body outside the r-loops (an
-accumulator, a value the r-loop reads, a result) becomes an array of one element a lane; values
-declared inside an r-loop body stay lane-local scalars.
+memory: 4.4-5.5 -> 0.41-0.45 ms for that kernel (``benchmarks/cpu_microbench.py``), and
+BERT's two such kernels in its small config's backward at batch 32 about 2.9 -> 0.6 ms each
+(``benchmarks/cpu_kernel_times.py --model bert [--x-lanes 0]``). A value declared in the x
+body outside the r-loops (an accumulator, a value the r-loop reads, a result) becomes an array
+of one element a lane; values declared inside an r-loop body stay lane-local scalars.
 
 Only x bodies and r-loop bodies made of plain statements are blocked: ``lane_blocks`` returns
 None for anything else. A branch in an r-loop body (a masked load: the pieces of a ``cat``'s
 gradient, constant along r for each x) is predicted perfectly in the single loop and becomes a
-masked lane loop here: GPT-2's backward of its fused query-key-value split took 1.07 ms blocked,
-0.79 ms not.
+masked lane loop here: GPT-2's backward of its fused query-key-value split took 1.07 ms blocked
+against 0.79 ms not (an earlier build that blocked it; ``cpu_kernel_times.py --model gpt2``
+shows the one loop kept).
 """
 
 from __future__ import annotations
@@ -34,17 +37,35 @@ _DECLARATION = re.compile(
 
 
 #: any other statement the x body may hold: an assignment to a name or an element
-_ASSIGNMENT = re.compile(r"^[A-Za-z_]\w*(?:\[[^\]]*\])?\s*[-+*/|&^]?=(?!=)\s*\S")
+_ASSIGNMENT = re.compile(
+    r"^(?P<target>[A-Za-z_]\w*(?:\[[^\]]*\])?)\s*(?P<op>[-+*/|&^]?=)(?!=)\s*(?P<value>\S.*)$"
+)
 
 
-def _statements(line: str) -> list[str] | None:
-    """The statements of one line of the x body, or None when it holds a block."""
-    if "{" in line or "}" in line or line.lstrip().startswith("#"):
-        return None
-    parts = [p.strip() for p in line.split(";")]
-    if parts[-1]:
-        return None  # a statement not ended by ';'
-    return [p for p in parts[:-1] if p]
+def _assignments(lines: list[str], declared: dict[str, str]) -> list[tuple[str, str]] | None:
+    """The x body's plain ``lines`` as (target, value) assignments, each declaration's type
+    recorded in ``declared`` (a declaration without a value assigns nothing); None when a line
+    holds a block, a pragma, an unended statement, or a statement that is neither a declaration
+    of a known type nor an assignment (a call: not rewritten per lane safely)."""
+    out: list[tuple[str, str]] = []
+    for line in lines:
+        if "{" in line or "}" in line or line.lstrip().startswith("#"):
+            return None
+        parts = [p.strip() for p in line.split(";")]
+        if parts[-1]:
+            return None  # a statement not ended by ';'
+        for st in filter(None, parts[:-1]):
+            m = _DECLARATION.match(st)
+            if m is not None:
+                declared[m.group("name")] = m.group("type").replace("const ", "")
+                if m.group("init") is not None:
+                    out.append((m.group("name"), "= " + m.group("init")))
+                continue
+            m = _ASSIGNMENT.match(st)
+            if m is None:
+                return None
+            out.append((m.group("target"), m.group("op") + " " + m.group("value")))
+    return out
 
 
 def lane_blocks(
@@ -58,45 +79,27 @@ def lane_blocks(
     docstring), or None. ``x_lines`` is the x scope's lines (strings and r-loops);
     ``render_rloop(item)`` gives an r-loop's ``(pre lines, loop header lines, body lines,
     closing lines)``."""
-    lane = f"{var}_lane"
-    block = f"{var}_block"
-    count = f"{var}_lanes"
-    phases: list[tuple[str, list[str]] | tuple[str, Any]] = []
+    lane, block, count = f"{var}_lane", f"{var}_block", f"{var}_lanes"
+    declared: dict[str, str] = {}  # every value of the x body outside the r-loops, its type
+    # the x body in order: ("plain", assignments) and ("rloop", (header, body, closing))
+    phases: list[tuple[str, Any]] = []
     plain: list[str] = []
-    for item in x_lines:
+    for item in [*x_lines, None]:
         if isinstance(item, str):
             plain.append(item)
             continue
-        pre, header, body, closing = render_rloop(item)
+        parts = render_rloop(item) if item is not None else ([], None, [], [])
+        pre, header, body, closing = parts
         if any("{" in ln or "}" in ln for ln in body):
             return None  # a branch per lane: the single loop predicts it, a lane loop masks it
-        plain.extend(pre)
-        phases.append(("plain", plain))
-        phases.append(("rloop", (header, body, closing)))
+        assignments = _assignments([*plain, *pre], declared)
+        if assignments is None:
+            return None
+        phases.append(("plain", assignments))
+        if header is not None:
+            phases.append(("rloop", (header, body, closing)))
         plain = []
-    phases.append(("plain", plain))
-    if not any(kind == "rloop" for kind, _ in phases):
-        return None
-    declared: dict[str, str] = {}
-    parsed: list[tuple[str, Any]] = []
-    for kind, content in phases:
-        if kind == "rloop":
-            parsed.append((kind, content))
-            continue
-        statements: list[str] = []
-        for line in content:
-            found = _statements(line)
-            if found is None:
-                return None
-            statements.extend(found)
-        for st in statements:
-            m = _DECLARATION.match(st)
-            if m is not None:
-                declared[m.group("name")] = m.group("type").replace("const ", "")
-            elif not _ASSIGNMENT.match(st):
-                return None  # a declaration of another type, a call: not rewritten safely
-        parsed.append((kind, statements))
-    if not declared:
+    if not declared or not any(kind == "rloop" for kind, _ in phases):
         return None
     names = re.compile(r"\b(" + "|".join(map(re.escape, sorted(declared))) + r")\b(?!\s*\[)")
 
@@ -115,27 +118,17 @@ def lane_blocks(
     out = [
         f"for (int64_t {block} = 0; {block} < {size}; {block} += {lanes}) {{",
         f"  const int64_t {count} = std::min<int64_t>({lanes}, ({size}) - {block});",
+        *(f"  {t} {n}[{lanes}];" for n, t in declared.items()),
     ]
-    out.extend(f"  {t} {n}[{lanes}];" for n, t in declared.items())
-    for kind, content in parsed:
+    for kind, content in phases:
         if kind == "plain":
-            if not content:
-                continue
-            lines = []
-            for st in content:
-                m = _DECLARATION.match(st)
-                if m is not None and m.group("init") is None:
-                    continue  # declared above; nothing to run
-                if m is not None:
-                    lines.append(f"{m.group('name')}[{lane}] = {per_lane(m.group('init'))};")
-                else:
-                    lines.append(per_lane(st) + ";")
-            out.extend(lane_loop(lines, "  "))
-        else:
-            header, body, closing = content
-            depth = "  " * (len(header) + 1)
-            out.extend("  " + ln for ln in header)
-            out.extend(lane_loop([per_lane(ln) for ln in body], depth))
-            out.extend("  " + ln for ln in closing)
+            if content:
+                lines = [f"{per_lane(target)} {per_lane(value)};" for target, value in content]
+                out.extend(lane_loop(lines, "  "))
+            continue
+        header, body, closing = content
+        out.extend("  " + ln for ln in header)
+        out.extend(lane_loop([per_lane(ln) for ln in body], "  " * (len(header) + 1)))
+        out.extend("  " + ln for ln in closing)
     out.append("}")
     return out

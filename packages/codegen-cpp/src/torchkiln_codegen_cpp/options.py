@@ -23,7 +23,7 @@ class CppOptions:
     runs its innermost x-loop as blocks of this many x, with each r-loop iteration's lane loop
     innermost (``_lanes.py``): g++ vectorized the single x-loop around whole r-loops only when
     they neither stored nor called libmvec (GELU's backward with its bias gradient, 1024 x 256:
-    4.5 -> 0.37 ms). 0 or 1 keeps the single loop.
+    4.4-5.5 -> 0.41-0.45 ms, ``benchmarks/cpu_microbench.py``). 0 or 1 keeps the single loop.
     ``vector_math``: let ``omp simd`` loops call glibc libmvec's SIMD variants of float32 ``exp``,
     ``log``, ``tanh``, ``erf``, ... (a few ULP from scalar libm, same NaN/inf/overflow behaviour;
     x86-64 glibc >= 2.35 only, ignored elsewhere). False: scalar libm calls, as in 0.1.1.
