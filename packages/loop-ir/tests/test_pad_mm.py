@@ -91,6 +91,31 @@ def test_aligned_small_and_off(check, monkeypatch):
     assert not _padded(cg)
 
 
+def test_float32_products_are_left_alone_without_tf32(trace):
+    """Without TF32 a float32 product runs on the SIMT cores, which alignment does not speed up
+    (gpu_mm_layouts.py --dtype float32): ``float32=False`` leaves it as traced, with its reason
+    in the log, and still pads a bfloat16 product of the same graph."""
+    a, b = torch.randn(64, 96), torch.randn(96, 101)
+    c, d = torch.randn(64, 96).bfloat16(), torch.randn(96, 100).bfloat16()
+
+    def f(a, b, c, d):
+        return a @ b, c @ d
+
+    new, log = pad_mm.pad_matmuls(trace(f, a, b, c, d), float32=False)
+    assert any("float32 without TF32" in line for line in log), log
+    assert [line for line in log if "64x96x100 padded to 64x96x104" in line], log
+    pads = [n for n in new.graph.nodes if n.target is torch.ops.aten.constant_pad_nd.default]
+    assert len(pads) == 1, new.graph  # the bfloat16 product's B; the float32 one reads its own
+    a, b = torch.randn(64, 96), torch.randn(96, 101)
+    c, d = torch.randn(64, 96).bfloat16(), torch.randn(96, 100).bfloat16()
+    first, second = new(a, b, c, d)
+    torch.testing.assert_close(first, a @ b)
+    torch.testing.assert_close(second, c @ d, atol=1e-2, rtol=1e-2)
+    # with it (TF32's setting), the float32 product is padded as well
+    _new, log = pad_mm.pad_matmuls(trace(f, a, b, c, d))
+    assert sum("padded to" in line for line in log) == 2, log
+
+
 def test_bad_option_is_a_clear_error():
     with pytest.raises(ValueError, match="pad_matmuls"):
         L.LoopIROptions(pad_matmuls="sometimes")

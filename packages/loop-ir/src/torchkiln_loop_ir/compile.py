@@ -249,7 +249,9 @@ def compile_graph(
     if options.pad_matmuls == "always" or (options.pad_matmuls == "auto" and device_type == "cuda"):
         from .pad_mm import pad_matmuls
 
-        gm, more = pad_matmuls(gm, free_outputs, options.pad_matmul_outputs_only)
+        # float32 products gain from alignment only on TF32 tensor cores (pad_mm.py)
+        float32 = options.pad_matmuls == "always" or torch.backends.cuda.matmul.allow_tf32
+        gm, more = pad_matmuls(gm, free_outputs, options.pad_matmul_outputs_only, float32)
         linear_log += more
     graph_ir = lower(gm, example_inputs, options, backend.capabilities)
     graph_ir.in_place = in_place

@@ -27,7 +27,9 @@ class LoopIROptions:
         (linear_group.py).
     pad_matmuls: pad matrix multiplies whose sizes are not a multiple of 16 bytes to aligned
         sizes (pad_mm.py): "auto" (default: on a CUDA backend, where cuBLAS's fast kernels need
-        it), "always" (any backend; tests use it on the CPU), or "never".
+        it; float32 products only under torch.backends.cuda.matmul.allow_tf32, since without
+        TF32 they gain nothing from it), "always" (any backend and dtype; tests use it on the
+        CPU), or "never".
     pad_matmul_outputs_only: where padding a product needs only its N padded and its second
         operand is aligned already (a transposed vocabulary weight), write the product into an
         (M, N') output through its (M, N) view instead of copying the operand padded on every

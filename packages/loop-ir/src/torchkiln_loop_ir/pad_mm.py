@@ -28,6 +28,15 @@ so only the output's leading dimension is aligned, the thing cuBLAS needs of it.
 padded copy of the weight made on every call (GPT-2: 77 MB in bfloat16, the whole of its peak
 memory above eager's). cuBLAS does not then pick the same fast kernel for N = 50257 in
 bfloat16 (session 18: GPT-2 4.6 -> 10.3 ms).
+
+Float32 products are padded only where they run on tensor cores
+(``torch.backends.cuda.matmul.allow_tf32`` when the graph is compiled). Without TF32 cuBLAS runs
+them on the SIMT cores, which do not care for the alignment: BERT's head (8192 x 768 @ 768 x
+30522) took 7.53 ms unpadded and 7.53 padded on an H100, GPT-2's 12.37 and 12.36, and the padded
+copy of the weight on every call only costs its time and memory (``benchmarks/gpu_mm_layouts.py
+--dtype float32``; with ``--tf32`` the padding takes GPT-2's from 4.84 to 1.80 ms). The flag is
+read at compile time and not guarded: a graph compiled under one setting computes correctly
+under the other (aten reads the flag when it runs), only its padding may no longer pay.
 """
 
 from __future__ import annotations
@@ -90,14 +99,19 @@ def _up(n: int, align: int) -> int:
     return -(-n // align) * align
 
 
-def _plan(node: fx.Node) -> tuple[tuple[int, int, int], tuple[int, int, int]] | str:
-    """((M, K, N), (M', K', N')) padded sizes for ``node``, or why it is left alone."""
+def _plan(
+    node: fx.Node, float32: bool = True
+) -> tuple[tuple[int, int, int], tuple[int, int, int]] | str:
+    """((M, K, N), (M', K', N')) padded sizes for ``node``, or why it is left alone. ``float32``:
+    whether float32 products are padded (they run on tensor cores)."""
     a, b = (node.args[1], node.args[2]) if node.target is aten.addmm.default else node.args[:2]
     va, vb = _val(a), _val(b)
     if not isinstance(va, torch.Tensor) or not isinstance(vb, torch.Tensor):
         return "operands without a tensor value"
     if va.dtype not in (torch.float16, torch.bfloat16, torch.float32) or vb.dtype != va.dtype:
         return f"dtype {va.dtype}"
+    if va.dtype == torch.float32 and not float32:
+        return "float32 without TF32: the SIMT product gains nothing from alignment"
     if not all(isinstance(s, int) for s in (*va.shape, *vb.shape)):
         return "symbolic sizes"
     m, k = va.shape[-2:]
@@ -253,17 +267,18 @@ def _rewrite_output_only(graph: fx.Graph, node: fx.Node, n: int, pn: int) -> Non
 
 
 def pad_matmuls(
-    gm: fx.GraphModule, free_outputs: int = 0, output_only: bool = False
+    gm: fx.GraphModule, free_outputs: int = 0, output_only: bool = False, float32: bool = True
 ) -> tuple[fx.GraphModule, tuple[str, ...]]:
     """A copy of ``gm`` whose unaligned matrix multiplies run on padded operands, and the log of
     decisions (one line per product that was considered). The first ``free_outputs`` outputs
     may come back in the padded layout (a view of the padded product: no copy); the others keep
     their traced strides. ``output_only``: products that need only N padded and whose second
-    operand is aligned already are written into a padded output instead (module docstring)."""
+    operand is aligned already are written into a padded output instead (module docstring).
+    ``float32``: pad float32 products too (they run on TF32 tensor cores)."""
     products = [n for n in gm.graph.nodes if n.target in _MATMULS]
     if not products:
         return gm, ()
-    plans = {p: _plan(p) for p in products}
+    plans = {p: _plan(p, float32) for p in products}
     wanted = [p for p, plan in plans.items() if not isinstance(plan, str)]
     log = [
         f"{p.name}: {p.target} kept ({plan})"
