@@ -3,6 +3,7 @@
 
     python benchmarks/cpu_kernel_times.py --model mobilenet [--batch 32] [--top 8] [--source]
     python benchmarks/cpu_kernel_times.py --model bert [--x-lanes 0]   # the small hf models
+    python benchmarks/cpu_kernel_times.py --model bert --size full --batch 1 --steps 2
 
 Each kernel's launcher is wrapped with a timer before compiling (``_make_launcher``), so the
 figures include the ctypes call. Session 31: mobilenet at batch 32 spent 67 of its forward's
@@ -36,6 +37,9 @@ def main() -> None:
     )
     parser.add_argument("--batch", type=int, default=32)
     parser.add_argument("--steps", type=int, default=5)
+    parser.add_argument(
+        "--size", default="small", choices=("small", "full"), help="the hf models' configs"
+    )
     parser.add_argument("--top", type=int, default=8)
     parser.add_argument("--source", action="store_true", help="print each listed kernel's C++")
     parser.add_argument(
@@ -61,7 +65,7 @@ def main() -> None:
 
     cpp_backend._make_launcher = timed
     if args.model in HF_MODELS:
-        spec = next(m for m in suites.hf_suite("small") if m.name == args.model)
+        spec = next(m for m in suites.hf_suite(args.size) if m.name == args.model)
         model, inputs = spec.build(args.batch)
         model = train._no_dropout(model)
     else:

@@ -183,3 +183,32 @@ def test_channels_last_half_image_chunks_index_linearly():
     expr += 802816 * ModularIndexing(x0, 2, 64)
     out = simplify_index(expr, {r0: 28, r1: 56, x0: 128, x1: 256})
     assert out == 14336 * r0 + 256 * r1 + 401408 * x0 + x1
+
+
+def test_whole_turns_of_a_remainder_drop_match_brute_force():
+    """Terms of a multiple of ``div * mod`` leave ``(base // div) % mod`` unchanged: they are
+    dropped (the other terms free to carry), on every point of random ranges."""
+    rng = random.Random(7)
+    x0, x1, x2 = syms = sympy.symbols("x0 x1 x2", integer=True, nonnegative=True)
+    dropped = 0
+    for _ in range(300):
+        div, mod = rng.choice([1, 2, 4, 32]), rng.choice([2, 3, 4])
+        ranges = {x0: rng.choice([1, 3, 5]), x1: rng.choice([1, 7, 2 * div * mod + 1]), x2: 3}
+        base = x1 + rng.choice([1, 2, 3]) * div * mod * x0 + rng.choice([0, 1, 5]) * x2
+        expr = ModularIndexing(base, div, mod)
+        out = simplify_index(expr, ranges)
+        dropped += not out.has(x0)
+        for point in itertools.product(*(range(ranges[s]) for s in syms)):
+            at = dict(zip(syms, point))
+            assert _value(out, at) == _value(expr, at), (expr, out, ranges, at)
+    assert dropped > 250
+
+
+def test_rotary_halves_index_linearly():
+    """Llama's rotary embedding (rotate_half's cat read back through a view of [.., 4, 32]):
+    ``32*(((x1 + 128*x0) // 32) % 4) + 128*x0 + x1 % 32`` is ``x1 + 128*x0`` for ``x1 < 128``:
+    a contiguous load with no division a value."""
+    x0, x1 = sympy.symbols("x0 x1", integer=True, nonnegative=True)
+    expr = 32 * ModularIndexing(x1 + 128 * x0, 32, 4) + 128 * x0 + ModularIndexing(x1, 1, 32)
+    assert simplify_index(expr, {x0: 1024, x1: 128}) == x1 + 128 * x0
+    assert simplify_index(expr - 16, {x0: 1024, x1: 128}) == x1 + 128 * x0 - 16

@@ -121,6 +121,25 @@ def _reduce_div(base, divisor, ranges):
     return None
 
 
+def _drop_whole_turns(base: sympy.Expr, div: sympy.Expr, mod: sympy.Expr) -> sympy.Expr:
+    """``base`` without its terms whose coefficient is a multiple of ``div * mod``: such a term
+    ``c*t`` adds ``(c/div)*t`` to ``base // div``, a multiple of ``mod``, so
+    ``(base // div) % mod`` does not see it, whatever the other terms carry. Llama's rotary
+    embedding reads its halves at ``32*(((x1 + 128*x0) // 32) % 4) + 128*x0 + x1 % 32``: the
+    ``128*x0`` goes, ``(x1 // 32) % 4`` is ``x1 // 32`` for ``x1 < 128``, and the whole index
+    is ``x1 + 128*x0``."""
+    if not (div.is_Integer and mod.is_Integer) or div <= 0 or mod <= 0:
+        return base
+    terms = _linear_terms(base)
+    if terms is None:
+        return base
+    turn = int(div * mod)
+    kept = [(c, t) for c, t in terms if c % turn != 0]
+    if len(kept) == len(terms):
+        return base
+    return sum((c * t for c, t in kept), sympy.Integer(0))
+
+
 def _split_mod(terms, mod: sympy.Expr, ranges) -> sympy.Expr | None:
     """``(lo + hi) % mod`` as ``lo + m * ((hi / m) % (mod / m))`` for a factor ``m`` of ``mod``
     that divides every coefficient of ``hi``, where ``lo`` (the other terms) stays in
@@ -174,6 +193,7 @@ def _simplify(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> sy
             return out if out is not None else FloorDiv(base, div)
         if isinstance(e, ModularIndexing):
             base, div, mod = (simplify_index(a, ranges) for a in e.args)
+            base = _drop_whole_turns(base, div, mod)
             if _split_div(base, div, ranges) is None and (
                 reduced := _reduce_div(base, div, ranges)
             ):
