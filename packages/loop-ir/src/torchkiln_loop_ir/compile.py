@@ -246,6 +246,11 @@ def compile_graph(
 
         gm, more = coalesce_transposed_copies(gm)
         linear_log += more
+    if options.fold_scatter_adds:
+        from .scatter_add_fold import fold_scatter_adds
+
+        gm, more = fold_scatter_adds(gm)
+        linear_log += more
     if options.pad_matmuls == "always" or (options.pad_matmuls == "auto" and device_type == "cuda"):
         from .pad_mm import pad_matmuls
 

@@ -51,6 +51,10 @@ class LoopIROptions:
     coalesce_transposed_copies: write a copy that ATen's matmul makes of a transposed operand
         (attention's ``k^T``) in the order it reads, the product then reading it transposed
         (transposed_copies.py; every backend).
+    fold_scatter_adds: write ``add(x, index_put(zeros, idx, v, accumulate=True))`` (a tied
+        embedding's two weight gradients summed) as ``index_put(x, idx, v, accumulate=True)``:
+        no zero-filled buffer of the vocabulary's size, no pass to sum it
+        (scatter_add_fold.py; every backend). On by default.
     addmm_bias_in_consumer: lower ``addmm(bias, a, b)`` whose result (through views) only
         pointwise and reduction code reads (nothing that reads memory, not a graph output) as
         ``mm(a, b)`` with the bias added in that generated code (as the convolution
@@ -91,6 +95,7 @@ class LoopIROptions:
     channels_last: str = "auto"
     direct_convolution_taps: int | None = None
     coalesce_transposed_copies: bool = True
+    fold_scatter_adds: bool = True
     addmm_bias_in_consumer: bool = False
     fallback_random: bool = False
     split_programs: int | None = None
