@@ -22,7 +22,7 @@ from .backend import BackendCapabilities, SymbolSource, target_programs
 from .errors import Unlowerable
 from .float_sizes import FloatSizeExpr
 from .fx_sizes import from_torch_sympy, layout_of, to_expr
-from .inline_cost import count_reads_and_ops, recompute_is_cheaper
+from .inline_cost import BROADCAST_RATIO, count_reads_and_ops, recompute_is_cheaper
 from .ir import (
     Buffer,
     ComputedBuffer,
@@ -498,6 +498,14 @@ class GraphLowering:
             return self.realize(value, "graph output", n)
         if reads > self.options.inline_max_reads:
             return self.realize(value, f"too many reads to inline ({reads})", n)
+        if ops > BROADCAST_MAX_OPS and (factor := _broadcast_factor(n)) >= BROADCAST_RATIO:
+            # inlined, a consumer over a larger space recomputes it at each of its elements:
+            # T5's relative position bias (bucket arithmetic, a log and a gather over (1, heads,
+            # S, S)) ran once per batch row inside each layer's softmax, in all three of its
+            # passes (CPU, small T5 at batch 32: 2.8 ms a layer, session 33)
+            return self.realize(
+                value, f"read broadcast over {factor}x its size ({ops} ops an element)", n
+            )
         # recomputed in each consumer, a value of one full read (plus broadcast reads: a row's
         # max, a bias) re-reads no more than its buffer would be read, and writes nothing: a
         # softmax's x - max stays inline into its sum of exp and into a cross-entropy's
@@ -547,6 +555,48 @@ class GraphLowering:
                 v = self.named(v, "graph output", a if isinstance(a, torch.fx.Node) else None)
             outs.append(v)
         return outs
+
+
+#: a pointwise value of more ops an element than this, read by a consumer over at least
+#: ``BROADCAST_RATIO`` times as many elements, is realized (computed once, read from cache)
+BROADCAST_MAX_OPS = 8
+
+
+def _broadcast_factor(n: torch.fx.Node) -> int:
+    """How many times more elements than ``n`` its largest consumer computes (through views:
+    ``unsqueeze``, ``expand``, ``permute``, ...), 1 when a size is symbolic or unknown."""
+
+    def numel(node: Any) -> int | None:
+        val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
+        if not isinstance(val, torch.Tensor):
+            return None
+        count = 1
+        for size in val.shape:
+            if not isinstance(size, int):
+                return None
+            count *= size
+        return count
+
+    own = numel(n)
+    if not own:
+        return 1
+    largest = own
+    stack, seen = [n], {n}
+    while stack:
+        node = stack.pop()
+        for user in node.users:
+            if user in seen or user.op != "call_function":
+                continue
+            seen.add(user)
+            target = user.target
+            if isinstance(target, torch._ops.OpOverload) and target.is_view:
+                stack.append(user)
+                continue
+            size = numel(user)
+            if size is None:
+                return 1
+            largest = max(largest, size)
+    return largest // own
 
 
 def _read_as_memory(n: torch.fx.Node) -> bool:
