@@ -5,7 +5,7 @@ from .errors import CodegenError
 from .kernel import CppOpsHandler, kernel_source
 from .options import CppOptions
 
-__version__ = "0.5.4"
+__version__ = "0.5.5"
 
 __all__ = [
     "CodegenError",

@@ -14,6 +14,9 @@ PRELUDE = (
 #include <limits>
 #include <algorithm>
 #include <type_traits>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
 
 namespace {
 

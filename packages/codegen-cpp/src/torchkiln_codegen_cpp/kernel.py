@@ -47,6 +47,11 @@ class _State:
     counter: int = 0
     reports_status: bool = False  # the kernel takes a status word (see _status.py)
     has_atomic: bool = False
+    # (buffer, index) of each atomic-add store, the memory stores made otherwise, the buffers
+    # loaded: what _owned.py needs to run a scatter without atomics
+    atomic_stores: list[tuple[str, sympy.Expr]] = field(default_factory=list)
+    plain_stores: int = 0
+    loaded: set[str] = field(default_factory=set)
 
 
 class CppOpsHandler(DefaultHandler):
@@ -219,6 +224,7 @@ class CppOpsHandler(DefaultHandler):
             ) from None
 
     def load(self, name: str, index: sympy.Expr) -> CppValue:
+        self.state.loaded.add(name)
         key = (name, str(index))
         cached = self._store_cache.get(key)
         if cached is not None and self._visible(cached.scope):
@@ -284,11 +290,13 @@ class CppOpsHandler(DefaultHandler):
                         "atomic_add stores to half/bfloat16 buffers are not supported on CPU yet"
                     )
                 self.state.has_atomic = True
+                self.state.atomic_stores.append((name, index))
                 if self._rloop is not None:
                     self._rloop.refuse_simd()
                 scope.lines.append("#pragma omp atomic")
                 scope.lines.append(f"{target} += {self._to_storage(name, value)};")
             else:
+                self.state.plain_stores += 1
                 scope.lines.append(f"{target} = {self._to_storage(name, value)};")
         if mode is None:
             self._store_cache[(name, str(index))] = value

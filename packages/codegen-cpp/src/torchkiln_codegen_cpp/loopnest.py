@@ -10,6 +10,7 @@ from torchkiln_loop_ir.backend import KernelSpec
 from torchkiln_loop_ir.indexing import FloorDiv, ModularIndexing
 
 from ._lanes import lane_blocks
+from ._owned import owned_scatter
 from ._status import STATUS_PARAM
 from .options import CppOptions
 from .printer import print_index, storage_type
@@ -44,6 +45,12 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
     # values invariant along the innermost x-loop sit just outside it (kernel.py's x_outer), so
     # only the loops around them are collapsed
     hoisted = h.x_outer.lines if h.x_outer is not None else []
+    owned = owned_scatter(kernel, h, options, body, hoisted, parallel)
+    if owned is not None:
+        # an accumulating scatter whose threads each own a range of the innermost variable
+        out.extend(owned)
+        out.append("}")
+        return "\n".join(out) + "\n"
     ncollapse = nx - 1 if inner_simd or hoisted else nx
     # cat's masks on the innermost index: one loop per piece between their constants (_splits.py);
     # not for a lone parallel loop (its pragma covers exactly one loop)
