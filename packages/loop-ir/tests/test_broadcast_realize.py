@@ -17,18 +17,17 @@ def _bucket_bias(table, s):
     bucket = (rel > 0).long() * half
     n = rel.abs()
     exact = half // 2
-    large = exact + (
-        torch.log(n.float().clamp(min=1) / exact) / 2.772588722239781 * (half - exact)
-    ).long()
+    large = (
+        exact
+        + (torch.log(n.float().clamp(min=1) / exact) / 2.772588722239781 * (half - exact)).long()
+    )
     bucket = bucket + torch.where(n < exact, n, large.clamp(max=half - 1))
     return table[bucket].permute(2, 0, 1).unsqueeze(0)  # (1, heads, s, s)
 
 
 def _realized_for_broadcast(cg) -> list[str]:
     return [
-        n.reason
-        for n in cg.graph_ir.nodes
-        if "read broadcast" in (getattr(n, "reason", "") or "")
+        n.reason for n in cg.graph_ir.nodes if "read broadcast" in (getattr(n, "reason", "") or "")
     ]
 
 
