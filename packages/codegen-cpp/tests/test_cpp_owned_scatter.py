@@ -95,3 +95,19 @@ def test_an_out_of_range_index_still_raises_eagers_error():
         f(base, i, v)
     with pytest.raises(type(eager.value)):
         compiled(base, i, v)
+
+
+def test_the_index_rule_keeps_every_store_on_its_own_column():
+    """``_coefficient``: one store form per kernel, any offset a multiple of the block (a store
+    shifted by one column would land on another thread's range)."""
+    import sympy
+    from torchkiln_codegen_cpp._owned import _coefficient
+    from torchkiln_loop_ir.indexing import index_symbol
+
+    c, r, i = index_symbol("x", 1), index_symbol("x", 0), sympy.Symbol("i8", integer=True)
+    assert _coefficient(c + 128 * i, c, 128) == 1
+    assert _coefficient(2 * c + 256 * i + 512 * r + 1024, c, 128) == 2
+    assert _coefficient(c + 128 * i + 1, c, 128) is None  # shifted onto the next column
+    assert _coefficient(c + 64 * i, c, 128) is None  # rows closer than the columns' span
+    assert _coefficient(c + i, c, 128) is None  # the scattered index on the column itself
+    assert _coefficient(c * i + 128 * r, c, 128) is None

@@ -7,9 +7,10 @@ time. BERT's token-type embedding (2 rows) took 2.45 ms of a 15 ms training step
 (small config at batch 32, 2 cores, ``benchmarks/cpu_kernel_times.py --model bert``).
 
 When every such store's index is ``k*c + rest`` with ``c`` the innermost x-variable (size
-``n``, coefficient ``k``) and each term of ``rest`` a multiple of ``k*n`` (the ids' rows, the
-other x-variables' strides, any constant aside), two iterations with different ``c`` never
-write the same element: the index modulo ``k*n`` is ``k*c`` plus a fixed shift. Then each
+``n``), one coefficient ``k`` for all of them, and each term of ``rest`` a multiple of ``k*n``
+(the ids' rows, the other x-variables' strides, a constant too), an element's index modulo
+``k*n`` is ``k*c``: two iterations with different ``c`` never write the same element (a
+constant that is not such a multiple would shift one store onto another's ``c``). Then each
 thread takes a contiguous range of ``c`` and runs every other iteration itself, in order:
 plain ``+=`` stores, no two threads on one element, and the range's loop is contiguous and
 vectorizable. The kernel must make no other store and not load what it scatters into (it would
@@ -33,24 +34,24 @@ if TYPE_CHECKING:
 MIN_COLUMNS = 32
 
 
-def _keeps_apart(index: sympy.Expr, var: sympy.Symbol, size: int) -> bool:
-    """Whether ``index`` is ``k*var + rest`` with ``k > 0`` an integer and every term of ``rest``
-    (a constant aside) a multiple of ``k*size``, ``var`` nowhere else."""
+def _coefficient(index: sympy.Expr, var: sympy.Symbol, size: int) -> int | None:
+    """``k`` when ``index`` is ``k*var + rest`` with ``k > 0`` an integer and every term of
+    ``rest``, constants included, a multiple of ``k*size``, ``var`` nowhere else; else None."""
     terms = sympy.Add.make_args(sympy.expand(index))
     linear = [t for t in terms if t.has(var)]
     if len(linear) != 1:
-        return False
+        return None
     k, rest = linear[0].as_coeff_Mul()
     if rest != var or not k.is_Integer or k <= 0:
-        return False
+        return None
     block = int(k) * size
     for term in terms:
-        if term is linear[0] or term.is_number:
+        if term is linear[0]:
             continue
         coeff, _ = term.as_coeff_Mul()
         if not coeff.is_Integer or int(coeff) % block != 0:
-            return False
-    return True
+            return None
+    return int(k)
 
 
 def owned_scatter(
@@ -73,7 +74,8 @@ def owned_scatter(
     if not size.is_Integer or int(size) < MIN_COLUMNS:
         return None
     var = h.xvars[-1]
-    if not all(_keeps_apart(index, var, int(size)) for _, index in state.atomic_stores):
+    coefficients = {_coefficient(index, var, int(size)) for _, index in state.atomic_stores}
+    if len(coefficients) != 1 or None in coefficients:
         return None
     n = int(size)
     lines = [f"  #pragma omp parallel{parallel}" if parallel is not None else "  // serial", "  {"]
