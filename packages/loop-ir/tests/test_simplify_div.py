@@ -35,6 +35,13 @@ def _value(expr, point):
     return ev(sympy.sympify(expr))
 
 
+def _check_everywhere(expr, out, ranges, syms):
+    """``out`` equals ``expr`` at every point of ``ranges``."""
+    for point in itertools.product(*(range(ranges[s]) for s in syms)):
+        at = dict(zip(syms, point))
+        assert _value(out, at) == _value(expr, at), (expr, out, ranges, at)
+
+
 def test_division_simplification_matches_brute_force():
     rng = random.Random(1234)
     x0, x1, x2 = syms = sympy.symbols("x0 x1 x2", integer=True, nonnegative=True)
@@ -86,9 +93,7 @@ def test_quotient_and_remainder_merge_back():
         expr = x0 + c * ModularIndexing(base, d, m) + other * FloorDiv(base, d * m)
         out = simplify_index(expr, ranges)
         merged += not out.has(ModularIndexing)
-        for point in itertools.product(*(range(ranges[s]) for s in syms)):
-            at = dict(zip(syms, point))
-            assert _value(out, at) == _value(expr, at), (expr, out, ranges, at)
+        _check_everywhere(expr, out, ranges, syms)
     assert merged > 40
 
 
@@ -169,9 +174,7 @@ def test_remainders_split_at_a_factor_of_the_modulus_match_brute_force():
         expr = ModularIndexing(base, div, mod)
         out = simplify_index(expr, ranges)
         split += not out.has(ModularIndexing) or out.args != expr.args
-        for point in itertools.product(*(range(ranges[s]) for s in syms)):
-            at = dict(zip(syms, point))
-            assert _value(out, at) == _value(expr, at), (expr, out, ranges, at)
+        _check_everywhere(expr, out, ranges, syms)
     assert split > 100
 
 
@@ -198,9 +201,7 @@ def test_whole_turns_of_a_remainder_drop_match_brute_force():
         expr = ModularIndexing(base, div, mod)
         out = simplify_index(expr, ranges)
         dropped += not out.has(x0)
-        for point in itertools.product(*(range(ranges[s]) for s in syms)):
-            at = dict(zip(syms, point))
-            assert _value(out, at) == _value(expr, at), (expr, out, ranges, at)
+        _check_everywhere(expr, out, ranges, syms)
     assert dropped > 250
 
 
