@@ -54,9 +54,11 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
     ncollapse = nx - 1 if inner_simd or hoisted else nx
     # cat's masks on the innermost index: one loop per piece between their constants (_splits.py);
     # not for a lone parallel loop (its pragma covers exactly one loop)
-    pieces = None
+    pieces = periods = None
     if nx and pointwise_only and inner_simd and not (nx == 1 and parallel is not None):
         pieces = h.splits.pieces(kernel.xranges[-1])
+        if pieces is None:
+            periods = h.splits.period_pieces(kernel.xranges[-1])
     blocked = None
     if outer and options.x_lanes > 1:
         blocked = lane_blocks(
@@ -69,6 +71,9 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
     for i, (var, size) in enumerate(zip(h.xvars, xsizes)):
         if i == nx - 1 and pieces:
             lines.extend(_split_loops(var.name, pieces, body, indent))
+            break
+        if i == nx - 1 and periods is not None:
+            lines.extend(_period_loops(var.name, xsizes[-1], *periods, body, indent))
             break
         if i == nx - 1 and blocked is not None:
             # the innermost x-loop as blocks of lanes (_lanes.py): the block loop takes the
@@ -95,7 +100,7 @@ def render_loop_nest(kernel: KernelSpec, h: CppOpsHandler, symbol: str, options:
             lines.extend(indent + ln for ln in hoisted)
     else:
         lines.extend(indent + ln for ln in body)
-    for _ in range(nx if not (pieces or blocked is not None) else nx - 1):
+    for _ in range(nx if not (pieces or periods or blocked is not None) else nx - 1):
         indent = indent[:-2]
         lines.append(f"{indent}}}")
     out.extend(lines)
@@ -113,6 +118,27 @@ def _split_loops(
         lines.append(f"{indent}for (int64_t {var} = {start}LL; {var} < {end}LL; {var}++) {{")
         lines.extend(indent + "  " + ln for ln in body)
         lines.append(f"{indent}}}")
+    return lines
+
+
+def _period_loops(
+    var: str, size: str, period: int, pieces: list[tuple[int, int]], body: list[str], indent: str
+) -> list[str]:
+    """The innermost loop as periods of ``period``, each one ``omp simd`` loop per ``[start,
+    end)`` piece of ``var % period``, with ``var % period`` in the body spelled as the piece's
+    own counter: g++ then knows its range and folds the masks that compare it."""
+    rem = f"({var} % {period}LL)"
+    inner = [ln.replace(rem, f"{var}_r") for ln in body]
+    lines = [f"{indent}for (int64_t {var}_p = 0; {var}_p < {size}; {var}_p += {period}LL) {{"]
+    for start, end in pieces:
+        lines.append(f"{indent}  #pragma omp simd")
+        lines.append(
+            f"{indent}  for (int64_t {var}_r = {start}LL; {var}_r < {end}LL; {var}_r++) {{"
+        )
+        lines.append(f"{indent}    const int64_t {var} = {var}_p + {var}_r;")
+        lines.extend(indent + "    " + ln for ln in inner)
+        lines.append(f"{indent}  }}")
+    lines.append(f"{indent}}}")
     return lines
 
 
