@@ -68,3 +68,31 @@ def compile_one(kernel, options=None):
 @pytest.fixture(scope="session")
 def kit():
     return SimpleNamespace(buf=buf, spec=spec, compile_one=compile_one, backend=CppBackend)
+
+
+def compile_model(fn, **options):
+    """``fn`` through the whole stack on this backend: strict, no graph cache."""
+    import torchkiln
+
+    return torchkiln.compile(
+        fn, options={"strict": True, "graph_cache": False, "codegen": "cpp", **options}
+    )
+
+
+def kernel_sources(compiled) -> str:
+    """The C++ source of every kernel library of ``compiled``'s graphs so far."""
+    import torchkiln
+
+    paths = [
+        p
+        for g in torchkiln.report(compiled).graphs
+        for k, p in g.artifacts.items()
+        if ".kernel." in k
+    ]
+    return "\n".join(open(p).read() for p in paths)
+
+
+@pytest.fixture(scope="session")
+def e2e():
+    """Whole-model compiles whose generated C++ a test reads (``.compile``, ``.sources``)."""
+    return SimpleNamespace(compile=compile_model, sources=kernel_sources)

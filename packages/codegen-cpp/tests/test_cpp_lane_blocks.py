@@ -8,23 +8,9 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torchkiln
 from torchkiln_codegen_cpp import CppOptions
 
 TOL = {"rtol": 1e-4, "atol": 1e-4}
-
-
-def _compile(fn, **options):
-    return torchkiln.compile(
-        fn,
-        options={"strict": True, "graph_cache": False, "codegen": "cpp", **options},
-    )
-
-
-def _sources(compiled) -> str:
-    graph = torchkiln.report(compiled).graphs[0]
-    paths = [p for k, p in graph.artifacts.items() if ".kernel." in k]
-    return "\n".join(open(p).read() for p in paths)
 
 
 def gelu_backward_and_bias_grad(g, x):
@@ -42,13 +28,13 @@ def argmax_over_rows(x):
 
 
 @pytest.mark.parametrize("cols", [256, 19, 1], ids=["256", "19", "1"])
-def test_gelu_backward_with_its_bias_gradient(cols):
-    compiled = _compile(gelu_backward_and_bias_grad)
+def test_gelu_backward_with_its_bias_gradient(e2e, cols):
+    compiled = e2e.compile(gelu_backward_and_bias_grad)
     for _ in range(2):
         g, x = torch.randn(300, cols), torch.randn(300, cols) * 3
         for out, ref in zip(compiled(g, x), gelu_backward_and_bias_grad(g, x)):
             torch.testing.assert_close(out, ref, **TOL)
-    source = _sources(compiled)
+    source = e2e.sources(compiled)
     if cols > 1:
         assert "x0_lane" in source and "erf" in source, source
 
@@ -56,26 +42,26 @@ def test_gelu_backward_with_its_bias_gradient(cols):
 @pytest.mark.parametrize(
     "fn", [statistics_over_rows, argmax_over_rows], ids=["statistics", "argmax"]
 )
-def test_other_reductions_over_rows(fn):
-    compiled = _compile(fn)
+def test_other_reductions_over_rows(e2e, fn):
+    compiled = e2e.compile(fn)
     for rows, cols in ((200, 40), (33, 17)):
         x = torch.randn(rows, cols)
         x[3, 2] = float("nan")  # a NaN in one column: max, argmax and the sums see it
         for out, ref in zip(compiled(x), fn(x)):
             torch.testing.assert_close(out, ref, **TOL, equal_nan=True)
     # argmax keeps its value and index under a branch: the single loop
-    assert ("x0_lane" in _sources(compiled)) == (fn is statistics_over_rows)
+    assert ("x0_lane" in e2e.sources(compiled)) == (fn is statistics_over_rows)
 
 
-def test_symbolic_sizes_and_a_column_count_under_one_block():
-    compiled = _compile(gelu_backward_and_bias_grad, dynamic=True)
+def test_symbolic_sizes_and_a_column_count_under_one_block(e2e):
+    compiled = e2e.compile(gelu_backward_and_bias_grad, dynamic=True)
     for rows, cols in ((64, 48), (7, 5), (129, 33)):
         g, x = torch.randn(rows, cols), torch.randn(rows, cols)
         for out, ref in zip(compiled(g, x), gelu_backward_and_bias_grad(g, x)):
             torch.testing.assert_close(out, ref, **TOL)
 
 
-def test_masked_loads_keep_the_single_loop():
+def test_masked_loads_keep_the_single_loop(e2e):
     """A ``cat``'s pieces are masked loads, constant along r for each x: the single x-loop
     predicts that branch, so such kernels are not blocked."""
 
@@ -83,19 +69,19 @@ def test_masked_loads_keep_the_single_loop():
         c = torch.cat([a.exp(), b * 2], dim=1)
         return c, c.sum(0)
 
-    compiled = _compile(fn)
+    compiled = e2e.compile(fn)
     a, b = torch.randn(100, 24), torch.randn(100, 40)
     for out, ref in zip(compiled(a, b), fn(a, b)):
         torch.testing.assert_close(out, ref, **TOL)
-    assert "x0_lane" not in _sources(compiled)
+    assert "x0_lane" not in e2e.sources(compiled)
 
 
-def test_x_lanes_zero_keeps_the_single_loop():
-    compiled = _compile(gelu_backward_and_bias_grad, cpp_options=CppOptions(x_lanes=0))
+def test_x_lanes_zero_keeps_the_single_loop(e2e):
+    compiled = e2e.compile(gelu_backward_and_bias_grad, cpp_options=CppOptions(x_lanes=0))
     g, x = torch.randn(100, 64), torch.randn(100, 64)
     for out, ref in zip(compiled(g, x), gelu_backward_and_bias_grad(g, x)):
         torch.testing.assert_close(out, ref, **TOL)
-    assert "x0_lane" not in _sources(compiled)
+    assert "x0_lane" not in e2e.sources(compiled)
 
 
 def test_lane_blocks_rewrites_the_x_body_or_declines():

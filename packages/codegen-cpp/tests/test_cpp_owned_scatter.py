@@ -8,24 +8,7 @@ from __future__ import annotations
 
 import pytest
 import torch
-import torchkiln
 from torchkiln_codegen_cpp import CppOptions
-
-
-def _compile(fn, **options):
-    return torchkiln.compile(
-        fn, options={"strict": True, "graph_cache": False, "codegen": "cpp", **options}
-    )
-
-
-def _sources(compiled) -> str:
-    paths = [
-        p
-        for g in torchkiln.report(compiled).graphs
-        for k, p in g.artifacts.items()
-        if ".kernel." in k
-    ]
-    return "\n".join(open(p).read() for p in paths)
 
 
 def embedding_grad(grad, ids, rows):
@@ -33,19 +16,19 @@ def embedding_grad(grad, ids, rows):
 
 
 @pytest.mark.parametrize("rows,cols", [(2, 128), (50, 96), (7, 33)])
-def test_embedding_gradient_runs_without_atomics(rows, cols):
+def test_embedding_gradient_runs_without_atomics(e2e, rows, cols):
     ids = torch.randint(0, rows, (16, 24))
     ids[0, :10] = rows - 1  # one row receives many tokens
     grad = torch.randn(16, 24, cols)
-    compiled = _compile(lambda g, i: embedding_grad(g, i, rows))
+    compiled = e2e.compile(lambda g, i: embedding_grad(g, i, rows))
     torch.testing.assert_close(
         compiled(grad, ids), embedding_grad(grad, ids, rows), rtol=1e-5, atol=1e-5
     )
-    source = _sources(compiled)
+    source = e2e.sources(compiled)
     assert "tk_lo" in source and "omp atomic" not in source, source
 
 
-def test_index_put_into_a_computed_base_and_two_index_dims():
+def test_index_put_into_a_computed_base_and_two_index_dims(e2e):
     def f(base, i, j, v):
         out = torch.index_put(base * 2, (i, j), v, accumulate=True)  # out[i, j, :] += v
         return out
@@ -53,43 +36,43 @@ def test_index_put_into_a_computed_base_and_two_index_dims():
     base = torch.randn(4, 5, 64)
     i, j = torch.randint(0, 4, (300,)), torch.randint(0, 5, (300,))
     v = torch.randn(300, 64)
-    compiled = _compile(f)
+    compiled = e2e.compile(f)
     torch.testing.assert_close(compiled(base, i, j, v), f(base, i, j, v), rtol=1e-5, atol=1e-5)
-    assert "omp atomic" not in _sources(compiled)
+    assert "omp atomic" not in e2e.sources(compiled)
 
 
-def test_atomics_stay_where_threads_could_meet_or_when_off():
+def test_atomics_stay_where_threads_could_meet_or_when_off(e2e):
     def along_last(x, idx, src):  # out[r, idx[r, c]] += src[r, c]: c's values may meet
         return torch.scatter_add(x, 1, idx, src)
 
     x, src = torch.randn(64, 40), torch.randn(64, 40)
     idx = torch.randint(0, 40, (64, 40))
-    compiled = _compile(along_last)
+    compiled = e2e.compile(along_last)
     torch.testing.assert_close(compiled(x, idx, src), along_last(x, idx, src), rtol=1e-5, atol=1e-5)
-    assert "omp atomic" in _sources(compiled)
+    assert "omp atomic" in e2e.sources(compiled)
 
-    narrow = _compile(lambda g, i: embedding_grad(g, i, 3))  # 8 columns: below MIN_COLUMNS
+    narrow = e2e.compile(lambda g, i: embedding_grad(g, i, 3))  # 8 columns: below MIN_COLUMNS
     g, i = torch.randn(16, 24, 8), torch.randint(0, 3, (16, 24))
     torch.testing.assert_close(narrow(g, i), embedding_grad(g, i, 3), rtol=1e-5, atol=1e-5)
-    assert "omp atomic" in _sources(narrow)
+    assert "omp atomic" in e2e.sources(narrow)
 
-    off = _compile(
+    off = e2e.compile(
         lambda g, i: embedding_grad(g, i, 2), cpp_options=CppOptions(owned_scatter=False)
     )
     g, i = torch.randn(16, 24, 128), torch.randint(0, 2, (16, 24))
     torch.testing.assert_close(off(g, i), embedding_grad(g, i, 2), rtol=1e-5, atol=1e-5)
-    assert "omp atomic" in _sources(off)
+    assert "omp atomic" in e2e.sources(off)
 
 
-def test_an_out_of_range_index_still_raises_eagers_error():
+def test_an_out_of_range_index_still_raises_eagers_error(e2e):
     def f(base, i, v):
         return torch.index_put(base, (i,), v, accumulate=True)
 
     base, v = torch.randn(2, 64), torch.randn(24, 64)
     i = torch.randint(0, 2, (24,))
-    compiled = _compile(f)
+    compiled = e2e.compile(f)
     torch.testing.assert_close(compiled(base, i, v), f(base, i, v), rtol=1e-5, atol=1e-5)
-    assert "omp atomic" not in _sources(compiled)
+    assert "omp atomic" not in e2e.sources(compiled)
     i[5] = 7
     with pytest.raises(IndexError) as eager:
         f(base, i, v)

@@ -124,22 +124,20 @@ def _split_loops(
 def _period_loops(
     var: str, size: str, period: int, pieces: list[tuple[int, int]], body: list[str], indent: str
 ) -> list[str]:
-    """The innermost loop as periods of ``period``, each one ``omp simd`` loop per ``[start,
-    end)`` piece of ``var % period``, with ``var % period`` in the body spelled as the piece's
-    own counter: g++ then knows its range and folds the masks that compare it."""
+    """The innermost loop as periods of ``period``, each split into the ``[start, end)`` pieces
+    of ``var % period`` (``_split_loops`` over the piece's own counter ``var_r``), with
+    ``var % period`` in the body spelled as that counter: g++ then knows its range and folds
+    the masks that compare it."""
     rem = f"({var} % {period}LL)"
-    inner = [ln.replace(rem, f"{var}_r") for ln in body]
-    lines = [f"{indent}for (int64_t {var}_p = 0; {var}_p < {size}; {var}_p += {period}LL) {{"]
-    for start, end in pieces:
-        lines.append(f"{indent}  #pragma omp simd")
-        lines.append(
-            f"{indent}  for (int64_t {var}_r = {start}LL; {var}_r < {end}LL; {var}_r++) {{"
-        )
-        lines.append(f"{indent}    const int64_t {var} = {var}_p + {var}_r;")
-        lines.extend(indent + "    " + ln for ln in inner)
-        lines.append(f"{indent}  }}")
-    lines.append(f"{indent}}}")
-    return lines
+    inner = [
+        f"const int64_t {var} = {var}_p + {var}_r;",
+        *(ln.replace(rem, f"{var}_r") for ln in body),
+    ]
+    return [
+        f"{indent}for (int64_t {var}_p = 0; {var}_p < {size}; {var}_p += {period}LL) {{",
+        *_split_loops(f"{var}_r", pieces, inner, indent + "  "),
+        f"{indent}}}",
+    ]
 
 
 def _parallel_clause(numel: sympy.Expr, threshold: int) -> str | None:

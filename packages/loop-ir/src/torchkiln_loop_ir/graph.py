@@ -568,14 +568,8 @@ def _broadcast_factor(n: torch.fx.Node) -> int:
 
     def numel(node: Any) -> int | None:
         val = node.meta.get("val") if isinstance(node, torch.fx.Node) else None
-        if not isinstance(val, torch.Tensor):
-            return None
-        count = 1
-        for size in val.shape:
-            if not isinstance(size, int):
-                return None
-            count *= size
-        return count
+        count = val.numel() if isinstance(val, torch.Tensor) else None
+        return count if isinstance(count, int) else None  # a SymInt: symbolic sizes
 
     own = numel(n)
     if not own:
