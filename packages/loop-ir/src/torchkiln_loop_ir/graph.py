@@ -22,7 +22,12 @@ from .backend import BackendCapabilities, SymbolSource, target_programs
 from .errors import Unlowerable
 from .float_sizes import FloatSizeExpr
 from .fx_sizes import from_torch_sympy, layout_of, to_expr
-from .inline_cost import BROADCAST_RATIO, count_reads_and_ops, recompute_is_cheaper
+from .inline_cost import (
+    BROADCAST_RATIO,
+    MAX_RECOMPUTE_OPS,
+    count_reads_and_ops,
+    recompute_is_cheaper,
+)
 from .ir import (
     Buffer,
     ComputedBuffer,
@@ -518,7 +523,13 @@ class GraphLowering:
             # 4 full passes where 3 do)
             return self.realize(value, f"input of extern, read by {users - 1} more consumer(s)", n)
         if users > 1 and (full_reads > 1 or ops > 4):
-            if recompute_is_cheaper(value, users, ops, self._buffer_named):
+            max_ops = self.options.recompute_max_ops
+            if max_ops is None and _consumers_meet(n):
+                # every consumer flows into one expression, which computes the value once
+                # (a hard-swish of an upsampled input reads it twice): no device's limit on
+                # recomputed ops applies
+                max_ops = MAX_RECOMPUTE_OPS
+            if recompute_is_cheaper(value, users, ops, self._buffer_named, max_ops):
                 return value  # each consumer reads the inputs instead (inline_cost.py)
             return self.realize(
                 value,
@@ -591,6 +602,28 @@ def _broadcast_factor(n: torch.fx.Node) -> int:
                 return 1
             largest = max(largest, size)
     return largest // own
+
+
+def _consumers_meet(n: torch.fx.Node) -> bool:
+    """Whether every consumer of ``n`` flows into one node through elementwise ops of one
+    consumer each (``torch.Tag.pointwise``), so a kernel computing that node computes ``n`` once
+    per element: the paths of ``x * relu6(x + 3)`` meet at the product. A path stops at the
+    first node that is not such an op (a reduction: its result is read in a later pass, where
+    the value is computed again), which it still reaches."""
+
+    def path(node: torch.fx.Node) -> set[torch.fx.Node]:
+        seen = {node}
+        while (
+            isinstance(node.target, torch._ops.OpOverload)
+            and torch.Tag.pointwise in node.target.tags
+            and len(node.users) == 1
+        ):
+            (node,) = node.users
+            seen.add(node)
+        return seen
+
+    paths = [path(user) for user in n.users]
+    return bool(set.intersection(*paths)) if paths else False
 
 
 def _read_as_memory(n: torch.fx.Node) -> bool:

@@ -15,8 +15,15 @@ gradient. Realized, it cost 4 (write) + 3 x 4 (reads) bytes per element where in
 per-channel reduction over (n, h, w).
 
 Reads of small buffers broadcast over the value (per-channel mean, rstd, weight) stay in cache
-and are not counted. A value of unknown input sizes, or of more than ``MAX_RECOMPUTE_OPS`` ops,
-is not judged here (the caller's rule stands).
+and are not counted. A value of unknown input sizes, or of more ops than its device hides
+behind its loads (``max_recompute_ops``), is stored.
+
+A CPU hides few: its two cores compute T5's relative position bias (24 ops an element: bucket
+arithmetic in int64, a log, a gather from a 32 x 12 table) at about 12 ns an element, where
+reading it back costs well under 1 ns. Its only load is the small table, so the byte rule alone
+called recomputing it free; at t5-base's full size and batch 1 it was inlined into every
+layer's softmax (12 consumers, each of three passes) and its twelve softmax kernels took 110 ms
+each (session 33).
 """
 
 from __future__ import annotations
@@ -24,6 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import sympy
+import torch
 
 from .handlers import DefaultHandler
 from .indexing import index_symbol
@@ -33,6 +41,21 @@ from .ops import ALL_OPS, set_ops_handler
 #: more ops per element than this are recomputed only where memory is the bottleneck for sure;
 #: the lowering realizes them (the ops of every inlined producer are counted, so nesting is bounded)
 MAX_RECOMPUTE_OPS = 32
+
+#: the same on a CPU, whose ops do not hide behind its loads (the module docstring)
+MAX_RECOMPUTE_OPS_CPU = 16
+
+
+def max_recompute_ops(device: torch.device | None, limit: int | None = None) -> int:
+    """The most ops an element that a value read by several consumers may have and still be
+    recomputed in each of them on ``device`` (``limit``, when given: the option
+    ``LoopIROptions.recompute_max_ops``)."""
+    if limit is not None:
+        return limit
+    return (
+        MAX_RECOMPUTE_OPS_CPU if device is not None and device.type == "cpu" else MAX_RECOMPUTE_OPS
+    )
+
 
 #: a read of a buffer this many times smaller than the value is a broadcast (per channel, per
 #: row): it is served from cache, and costs nothing per element of the value
@@ -82,11 +105,16 @@ def _read_bytes_per_element(
 
 
 def recompute_is_cheaper(
-    value: Pointwise, users: int, ops: int, buffer_of: Callable[[str], Buffer | None]
+    value: Pointwise,
+    users: int,
+    ops: int,
+    buffer_of: Callable[[str], Buffer | None],
+    max_ops: int | None = None,
 ) -> bool:
     """Whether inlining ``value`` into its ``users`` consumers moves no more bytes than
-    realizing it (see the module docstring)."""
-    if ops > MAX_RECOMPUTE_OPS:
+    realizing it, and its ops hide behind them (``max_recompute_ops``; ``max_ops`` overrides it;
+    see the module docstring)."""
+    if ops > max_recompute_ops(value.get_device(), max_ops):
         return False
     read = _read_bytes_per_element(value, buffer_of)
     if read is None:

@@ -15,6 +15,10 @@ class LoopIROptions:
     cache_dir: where wrappers are written (default: ``codecache.cache_root``, i.e.
         ``$TORCHKILN_CACHE_DIR``, else ``$XDG_CACHE_HOME/torchkiln``, else ``~/.cache/torchkiln``).
     inline_max_reads: a pointwise value reading more buffers than this is realized.
+    recompute_max_ops: a pointwise value read by several consumers is recomputed in each of them
+        (when that moves no more bytes than storing it) only if it has at most this many ops an
+        element (inline_cost.py). None (default): 32 on a GPU, whose ops hide behind its loads,
+        16 on a CPU, whose ops do not.
     reuse_buffers: let a new buffer take the storage of a dead one of the same size and dtype.
     mkldnn_convolution: on a CPU backend, run 2-D float32 convolutions through oneDNN with
         channels-last activations, prepacked weights and a fused activation (mkldnn.py).
@@ -86,6 +90,7 @@ class LoopIROptions:
     max_fusions: int | None = None
     cache_dir: str | None = None
     inline_max_reads: int = 8
+    recompute_max_ops: int | None = None
     reuse_buffers: bool = True
     mkldnn_convolution: bool = True
     mkldnn_linear: str = "measure"
