@@ -226,7 +226,7 @@ def compile_graph(
     if options.mkldnn_linear != "never" and getattr(backend, "device_type", None) == "cpu":
         from .mkldnn_linear import use_mkldnn_linears
 
-        gm, more = use_mkldnn_linears(gm, options.mkldnn_linear)
+        gm, more = use_mkldnn_linears(gm, options.mkldnn_linear, pack=not training_meta)
         linear_log += more
     device_type = getattr(backend, "device_type", None)
     if options.channels_last == "always" or (

@@ -72,14 +72,16 @@ _ALGORITHM = {"none": "", "relu": "", "gelu": "none", "swish": ""}
 #: 2-core CPU) is more than anything it saves there (a GEMM this size takes ~100 us with addmm);
 #: it also keeps small graphs' calls the same from run to run
 _MEASURE_MIN_FLOPS = 8e6
-#: 2*M*K*N above which a GEMM is not timed at compile time (oneDNN is taken)
+#: 2*M*K*N above which a GEMM is not timed at compile time (oneDNN with a packed weight is
+#: taken; without one, in a training graph, ``addmm`` is kept)
 _MEASURE_MAX_FLOPS = 4e9
 _GELU_HALF, _GELU_SQRT1_2 = 0.5, 1.0 / math.sqrt(2.0)
 
 #: weight tensor -> {(weight_in_out, rows): ((version, data_ptr), prepacked weight)}; entries die
 #: with their tensor
 _PACKED: WeakIdKeyDictionary = WeakIdKeyDictionary()
-#: (M, K, N, bias, epilogue) -> (use oneDNN, addmm seconds, oneDNN seconds); measured once per process
+#: (M, K, N, bias, epilogue, threads, packed) -> (use oneDNN, addmm seconds, oneDNN seconds);
+#: measured once per process
 _DECISIONS: dict[tuple[Any, ...], tuple[bool, float, float]] = {}
 
 
@@ -303,20 +305,24 @@ _EAGER_EPILOGUE = {
 }
 
 
-def _measured(m: int, k: int, n: int, bias: bool, epilogue: str) -> tuple[bool, float, float]:
-    """(oneDNN is faster, addmm seconds, oneDNN seconds) for this GEMM and epilogue, measured
-    once per process on real tensors (outside any fake or dispatch mode the caller compiles
-    under); a oneDNN call that fails here is never chosen."""
-    key = (m, k, n, bias, epilogue, torch.get_num_threads())
+def _measured(
+    m: int, k: int, n: int, bias: bool, epilogue: str, pack: bool = True
+) -> tuple[bool, float, float]:
+    """(oneDNN is faster, addmm seconds, oneDNN seconds) for this GEMM and epilogue, oneDNN's
+    weight packed or not, measured once per process on real tensors (outside any fake or
+    dispatch mode the caller compiles under); a oneDNN call that fails here is never chosen."""
+    key = (m, k, n, bias, epilogue, torch.get_num_threads(), pack)
     if key not in _DECISIONS:
         try:
-            _DECISIONS[key] = _measure(m, k, n, bias, epilogue)
+            _DECISIONS[key] = _measure(m, k, n, bias, epilogue, pack)
         except RuntimeError:
             _DECISIONS[key] = (False, math.nan, math.nan)
     return _DECISIONS[key]
 
 
-def _measure(m: int, k: int, n: int, bias: bool, epilogue: str) -> tuple[bool, float, float]:
+def _measure(
+    m: int, k: int, n: int, bias: bool, epilogue: str, pack: bool = True
+) -> tuple[bool, float, float]:
     with torch.no_grad(), _disable_current_modes():
         x, w = torch.randn(m, k), torch.randn(n, k)
         b = torch.randn(n) if bias else None
@@ -327,26 +333,30 @@ def _measure(m: int, k: int, n: int, bias: bool, epilogue: str) -> tuple[bool, f
             y = torch.addmm(b, x, wt) if bias else torch.mm(x, wt)
             return act(y) if act is not None else y
 
-        _weight(w, m, True, False)  # seen once: the calls below use it packed
+        _weight(w, m, pack, False)  # seen once: the calls below use it packed
         if epilogue == "add":
 
             def fused():
-                return _mkldnn_linear_add(x, other, w, b, True, False)
+                return _mkldnn_linear_add(x, other, w, b, pack, False)
         else:
 
             def fused():
-                return _mkldnn_linear(x, w, b, epilogue, True, False)
+                return _mkldnn_linear(x, w, b, epilogue, pack, False)
 
         times = _time_min({"addmm": base, "onednn": fused})
     return times["onednn"] < 0.95 * times["addmm"], times["addmm"], times["onednn"]
 
 
 def use_mkldnn_linears(
-    gm: fx.GraphModule, mode: str = "measure"
+    gm: fx.GraphModule, mode: str = "measure", pack: bool = True
 ) -> tuple[fx.GraphModule, tuple[str, ...]]:
     """A copy of ``gm`` whose linear layers of graph-input weights go through oneDNN where
     ``mode`` says so ("measure": where timing says it is faster, "always", "never"), and the
-    log of decisions (one line per linear layer)."""
+    log of decisions (one line per linear layer). ``pack``: oneDNN reads each weight in its
+    blocked layout, reordered when the weight changes; a training graph passes False, since
+    its optimizer changes every weight every step (the reorder then ran on every call: GPT-2's
+    154 MB vocabulary weight and twelve 9 MB MLP weights each step, the forward at full size
+    on the CPU 11% slower than eager's, session 34)."""
     if mode not in MODES:
         raise ValueError(f"mkldnn_linear must be one of {MODES}, got {mode!r}")
     gemms = [n for n in gm.graph.nodes if n.target in (aten.addmm.default, aten.mm.default)]
@@ -395,8 +405,15 @@ def use_mkldnn_linears(
                 f"{_MEASURE_MIN_FLOPS / 1e6:.0f} MFLOP: oneDNN's fixed cost outweighs what it saves)"
             )
             continue
+        if mode == "measure" and flops > _MEASURE_MAX_FLOPS and not pack:
+            log.append(
+                f"{gemm.name}: {gemm.target} kept ({what}: {flops / 1e9:.1f} GFLOP, not timed; "
+                "oneDNN's lead there is its packed weight, which a training step would reorder "
+                "on every call)"
+            )
+            continue
         if mode == "measure" and flops <= _MEASURE_MAX_FLOPS:
-            faster, t_base, t_dnn = _measured(m, k, n, b is not None, attr)
+            faster, t_base, t_dnn = _measured(m, k, n, b is not None, attr, pack)
             timing = (
                 f"addmm {t_base * 1e6:.0f} us, oneDNN {t_dnn * 1e6:.0f} us"
                 if not math.isnan(t_dnn)
@@ -411,9 +428,9 @@ def use_mkldnn_linears(
             timing = "not measured" if mode == "measure" else f"mode {mode!r}"
         with graph.inserting_before(replaced[0] if replaced else gemm):
             if other is not None:
-                new = graph.call_function(MKLDNN_LINEAR_ADD, (x, other, w, b, True, in_out))
+                new = graph.call_function(MKLDNN_LINEAR_ADD, (x, other, w, b, pack, in_out))
             else:
-                new = graph.call_function(MKLDNN_LINEAR, (x, w, b, attr, True, in_out))
+                new = graph.call_function(MKLDNN_LINEAR, (x, w, b, attr, pack, in_out))
             _fake_meta(new)
             last = replaced[-1] if replaced else y
             result = new
@@ -427,7 +444,8 @@ def use_mkldnn_linears(
                 graph.erase_node(node)
         changed = True
         fused, why = (" fused", "") if attr != "none" else ("", f"; epilogue not fused: {why}")
-        log.append(f"{gemm.name}: oneDNN linear {what}{fused}, prepacked weight ({timing}){why}")
+        packed = "prepacked weight" if pack else "weight not packed"
+        log.append(f"{gemm.name}: oneDNN linear {what}{fused}, {packed} ({timing}){why}")
     if not changed:
         return gm, tuple(log)
     # the module is made once the graph is final: making it writes its Python code, as
