@@ -333,7 +333,7 @@ def _measure(
             y = torch.addmm(b, x, wt) if bias else torch.mm(x, wt)
             return act(y) if act is not None else y
 
-        _weight(w, m, pack, False)  # seen once: the calls below use it packed
+        _weight(w, m, pack, False)  # seen once: with pack, the calls below use it packed
         if epilogue == "add":
 
             def fused():
