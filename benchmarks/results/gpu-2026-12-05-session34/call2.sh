@@ -9,7 +9,7 @@ export OUT=${OUT:-/tmp/out}
 git log --oneline -1 > "$OUT/commit.txt"; nvidia-smi --query-gpu=name --format=csv,noheader >> "$OUT/commit.txt"
 cat "$OUT/commit.txt"
 if nvidia-smi --query-gpu=name --format=csv,noheader | grep -q H200; then
-  BENCH_LIMIT=380 bash benchmarks/gpu_session.sh hf-full 2>&1 | tail -30
+  BENCH_LIMIT=290 bash benchmarks/gpu_session.sh hf-full 2>&1 | tail -30
 else
-  MODELS=bert,gpt2 TASKS=train TIMM_MODELS=resnet50 LIMITS_LIMIT=185 bash benchmarks/gpu_session.sh kernel-limits 2>&1 | tail -80
+  MODELS=bert TASKS=train TIMM_MODELS=resnet50 LIMITS_LIMIT=140 bash benchmarks/gpu_session.sh kernel-limits 2>&1 | tail -80
 fi
