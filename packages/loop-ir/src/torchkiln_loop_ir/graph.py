@@ -26,6 +26,7 @@ from .inline_cost import (
     BROADCAST_RATIO,
     MAX_RECOMPUTE_OPS,
     count_reads_and_ops,
+    max_recompute_ops,
     recompute_is_cheaper,
 )
 from .ir import (
@@ -524,11 +525,13 @@ class GraphLowering:
             return self.realize(value, f"input of extern, read by {users - 1} more consumer(s)", n)
         if users > 1 and (full_reads > 1 or ops > 4):
             max_ops = self.options.recompute_max_ops
-            if max_ops is None and _consumers_meet(n):
-                # every consumer flows into one expression, which computes the value once
-                # (a hard-swish of an upsampled input reads it twice): no device's limit on
-                # recomputed ops applies
-                max_ops = MAX_RECOMPUTE_OPS
+            if max_ops is None:
+                max_ops = max_recompute_ops(value.get_device())
+                if max_ops < MAX_RECOMPUTE_OPS and _consumers_meet(n):
+                    # every consumer flows into one expression, which computes the value once
+                    # (a hard-swish of an upsampled input reads it twice): nothing is
+                    # recomputed, so the device's lower limit does not apply
+                    max_ops = MAX_RECOMPUTE_OPS
             if recompute_is_cheaper(value, users, ops, self._buffer_named, max_ops):
                 return value  # each consumer reads the inputs instead (inline_cost.py)
             return self.realize(

@@ -46,12 +46,10 @@ MAX_RECOMPUTE_OPS = 32
 MAX_RECOMPUTE_OPS_CPU = 16
 
 
-def max_recompute_ops(device: torch.device | None, limit: int | None = None) -> int:
+def max_recompute_ops(device: torch.device | None) -> int:
     """The most ops an element that a value read by several consumers may have and still be
-    recomputed in each of them on ``device`` (``limit``, when given: the option
-    ``LoopIROptions.recompute_max_ops``)."""
-    if limit is not None:
-        return limit
+    recomputed in each of them on ``device`` (``LoopIROptions.recompute_max_ops`` overrides
+    it)."""
     return (
         MAX_RECOMPUTE_OPS_CPU if device is not None and device.type == "cpu" else MAX_RECOMPUTE_OPS
     )
@@ -109,12 +107,12 @@ def recompute_is_cheaper(
     users: int,
     ops: int,
     buffer_of: Callable[[str], Buffer | None],
-    max_ops: int | None = None,
+    max_ops: int,
 ) -> bool:
     """Whether inlining ``value`` into its ``users`` consumers moves no more bytes than
-    realizing it, and its ops hide behind them (``max_recompute_ops``; ``max_ops`` overrides it;
-    see the module docstring)."""
-    if ops > max_recompute_ops(value.get_device(), max_ops):
+    realizing it, and its ``ops`` are at most the ``max_ops`` its device hides behind them
+    (``max_recompute_ops``; see the module docstring)."""
+    if ops > max_ops:
         return False
     read = _read_bytes_per_element(value, buffer_of)
     if read is None:
