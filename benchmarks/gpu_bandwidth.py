@@ -107,6 +107,26 @@ def _softmax_backward(g: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
     return torch.ops.aten._softmax_backward_data(g, y, -1, y.dtype)
 
 
+def _max_pool_backward(x: torch.Tensor) -> Callable[..., torch.Tensor]:
+    """ResNet's stem max-pool (3x3, stride 2, padding 1) backward over ``x``'s shape and layout:
+    it reads the gradient and the indices, and writes the input's gradient (``x`` itself is
+    not read, so it is not an input of the case)."""
+
+    def fn(g: torch.Tensor, indices: torch.Tensor) -> torch.Tensor:
+        return torch.ops.aten.max_pool2d_with_indices_backward(
+            g, x, [3, 3], [2, 2], [1, 1], [1, 1], False, indices
+        )
+
+    return fn
+
+
+def _stem_pool_case(
+    name: str, x: torch.Tensor
+) -> tuple[str, Callable[..., Any], tuple[torch.Tensor, ...]]:
+    values, indices = torch.ops.aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1])
+    return (name, _max_pool_backward(x), (torch.randn_like(values), indices))
+
+
 def cases(
     dtype: torch.dtype, rows: int = 32768, width: int = 4096, device: str = "cuda"
 ) -> list[tuple[str, Callable[..., Any], tuple[torch.Tensor, ...]]]:
@@ -114,13 +134,14 @@ def cases(
     vocabulary-wide rows (32768, 50257: looped reductions, the online softmax) take an eighth
     of the rows: 4096 x 50257 is 206M elements. The batch-norm cases are ResNet-50's layer1 at
     batch 64 (``rows`` / 512 images of 256 x 56 x 56: 51M elements), contiguous (NCHW) and
-    channels-last (NHWC): 256 outputs, each reducing 200704 values."""
+    channels-last (NHWC): 256 outputs, each reducing 200704 values. The max-pool backward is
+    ResNet-50's stem at the same batch (64 x 64 x 112 x 112 gradients written)."""
 
     def rand(*shape: int) -> torch.Tensor:
         return torch.randn(*shape, device=device, dtype=dtype)
 
-    def image(channels_last: bool) -> torch.Tensor:
-        x = rand(max(1, rows // 512), 256, 56, 56)
+    def image(channels_last: bool, channels: int = 256, side: int = 56) -> torch.Tensor:
+        x = rand(max(1, rows // 512), channels, side, side)
         return x.to(memory_format=torch.channels_last) if channels_last else x
 
     vocab_rows = max(1, rows // 8)
@@ -153,6 +174,8 @@ def cases(
         ("layer norm backward", _layer_norm_backward, (rand(rows, width), *ln_saved)),
         ("gelu backward", _gelu_backward, (rand(rows, width), rand(rows, width))),
         ("softmax backward", _softmax_backward, (rand(rows, width), rand(rows, width).softmax(-1))),
+        _stem_pool_case("max-pool bwd nchw", image(False, 64, 112)),
+        _stem_pool_case("max-pool bwd nhwc", image(True, 64, 112)),
     ]
 
 

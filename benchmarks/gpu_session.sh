@@ -30,6 +30,9 @@
 #   bandwidth-profile the cases furthest from the bandwidth (training, vocabulary rows, batch-norm
 #               statistics) with each compiler's kernels and their device time per call
 #               (gpu_bandwidth.py --profile): which kernel of a case is slow
+#   pool-bwd    ResNet-50's stem max-pool backward (gpu_bandwidth.py's max-pool cases, bf16 and fp32,
+#               NCHW and NHWC, each compiler's kernels with --profile): ATen's kernel in eager
+#               against loop-ir's gather; then the op table's pooling rows on CUDA
 #   bandwidth-sweep   gpu_bandwidth_sweep.py: the same cases' torchkiln kernels under a grid of
 #               launch configurations (the heuristic's figure, the best, the top six)
 #   rounding    gpu_rounding_check.py: fused bfloat16/float16 chains against eager bit for bit
@@ -176,6 +179,12 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
     bandwidth) TRITON_INTERPRET=0 timeout ${BANDWIDTH_LIMIT:-150} python3 benchmarks/gpu_bandwidth.py \
                  --hang-s 140 --dtypes bfloat16 --json "$OUT/bandwidth.json" 2>&1 \
                  | tee "$OUT/bandwidth.log" | tail -16 ;;
+    pool-bwd) TRITON_INTERPRET=0 timeout ${BANDWIDTH_LIMIT:-150} python3 benchmarks/gpu_bandwidth.py \
+                --hang-s 140 --dtypes bfloat16,float32 --profile --cases max-pool \
+                --json "$OUT/pool-bwd.json" 2>&1 | tee "$OUT/pool-bwd.log" | grep -v "Warn\|warn\|USDT\|^$" | tail -40
+              TRITON_INTERPRET=0 PYTHONPATH="$PYTHONPATH:$PWD/benchmarks" timeout 150 $PYTEST -n 4 \
+                --timeout 120 -p cuda_default_plugin tests/test_ops_codegen.py -k "triton and pool" 2>&1 \
+                | tee "$OUT/pool-bwd-tests.log" | tail -3 ;;
     bandwidth-profile) TRITON_INTERPRET=0 timeout ${BANDWIDTH_LIMIT:-150} python3 benchmarks/gpu_bandwidth.py \
                  --hang-s 140 --dtypes bfloat16 --profile --json "$OUT/bandwidth-profile.json" \
                  --cases "backward,rows of,32768,cross-entropy,bn " 2>&1 \

@@ -76,6 +76,8 @@ class OpSpec:
         make_fx, for lowerings of ops make_fx never records (CompositeImplicit ops such as
         ``aten.square``, the Scalar overloads of ``where``): they still reach loop-ir from graphs
         built by other front ends.
+    options: ``LoopIROptions`` fields the graph is compiled with (a lowering that a default
+        chooses by device, forced on so the table covers it on the CPU).
     """
 
     name: str
@@ -90,6 +92,7 @@ class OpSpec:
     fx: bool = False
     extern: tuple[str, ...] = ()  # extern kernels the graph may call
     fallbacks: tuple[str, ...] = ()  # named ATen fallbacks the graph is expected to keep
+    options: dict[str, Any] = field(default_factory=dict)
 
 
 # ---- input makers -----------------------------------------------------------------------------

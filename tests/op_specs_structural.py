@@ -472,7 +472,7 @@ spec(
     decompose=False,
 )
 
-# backward kernels run as named externs
+# backward kernels: convolution and average pooling run as named externs, max pooling is a gather
 spec(
     "convolution_backward",
     lambda g, x, w: aten.convolution_backward(
@@ -486,25 +486,26 @@ spec(
     extern=("aten.convolution_backward",),
 )
 spec(
-    "pooling_backward",
-    lambda g, x: (
+    "max_pool2d_backward",
+    lambda g, x: tuple(
         aten.max_pool2d_with_indices_backward(
-            g,
-            x,
-            [3, 3],
-            [2, 2],
-            [1, 1],
-            [1, 1],
-            False,
-            aten.max_pool2d_with_indices(x, [3, 3], [2, 2], [1, 1])[1],
-        ),
-        aten.avg_pool2d_backward(g, x, [3, 3], [2, 2], [1, 1], False, True, None),
+            g, x, k, s, p, [1, 1], ceil, aten.max_pool2d_with_indices(x, k, s, p, [1, 1], ceil)[1]
+        )
+        for k, s, p, ceil in (([3, 3], [2, 2], [1, 1], False), ([2, 2], [2, 2], [0, 0], True))
     ),
     lambda dt: [(make((2, 3, 5, 6), dt), make((2, 3, 9, 11), dt))],
-    (aten.max_pool2d_with_indices_backward.default, aten.avg_pool2d_backward.default),
+    (aten.max_pool2d_with_indices_backward.default,),
+    decompose=False,
+    options={"max_pool_backward": "generated"},  # the CPU's default is ATen's kernel
+)
+spec(
+    "avg_pool2d_backward",
+    lambda g, x: aten.avg_pool2d_backward(g, x, [3, 3], [2, 2], [1, 1], False, True, None),
+    lambda dt: [(make((2, 3, 5, 6), dt), make((2, 3, 9, 11), dt))],
+    (aten.avg_pool2d_backward.default,),
     dtypes=(F32,),
     decompose=False,
-    extern=("aten.max_pool2d_with_indices_backward", "aten.avg_pool2d_backward"),
+    extern=("aten.avg_pool2d_backward",),
 )
 spec(
     "sdpa_backward",

@@ -153,7 +153,7 @@ def _compare(spec, dtype, label, got, expected, reference):
 @pytest.mark.parametrize("name", [s.name for s in S.SPECS])
 def test_op(name, codegen):
     spec, cases, _, gm, inputs = _traced(name)
-    cg = L.compile_graph(gm, inputs, _backend(codegen))
+    cg = L.compile_graph(gm, inputs, _backend(codegen), L.LoopIROptions(**spec.options))
     assert sorted(set(cg.fallbacks)) == sorted(set(spec.fallbacks)), cg.fallbacks
     assert set(cg.extern_calls) <= set(spec.extern) | {"aten.randint.low"}, cg.extern_calls
     fresh = [[m() for m in case] for _, case in cases]

@@ -435,7 +435,8 @@ def _backend(codegen):
 @pytest.mark.parametrize("key", list(GROUPS), ids=_group_id)
 def test_special_values(key, codegen):
     entries, fn, gm, randoms = _built(key)
-    cg = L.compile_graph(gm, randoms, _backend(codegen))
+    options = {k: v for spec in GROUPS[key] for k, v in spec.options.items()}
+    cg = L.compile_graph(gm, randoms, _backend(codegen), L.LoopIROptions(**options))
     assert not cg.fallbacks, cg.fallbacks
     problems = []
     if key[0] == "int_division":

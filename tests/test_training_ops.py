@@ -1,5 +1,6 @@
 """A training step through every backward op of the conv and transformer bench models: convolution
-and pooling backward as named extern calls, batch-norm running statistics (aten.copy), group and
+and pooling backward as named extern calls on the CPU (max pooling's is generated on GPUs, and
+here when asked), batch-norm running statistics (aten.copy), group and
 layer norm, embedding, attention; no ATen fallback, gradients and buffers equal eager's."""
 
 from __future__ import annotations
@@ -55,6 +56,72 @@ def test_training_steps_match_eager_with_no_aten_fallback():
         "aten.max_pool2d_with_indices_backward",
         "aten.avg_pool2d_backward",
     } <= externs
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+@pytest.mark.parametrize("channels_last", [False, True], ids=["nchw", "nhwc"])
+@pytest.mark.parametrize(
+    "args",
+    [(3, 2, 1), (3, 1, 1), (2, 2, 0, 1, True), ((2, 3), (1, 2), (1, 0), 1, True), (3, 2, 1, 2)],
+    ids=["resnet", "stride1", "ceil", "uneven-ceil", "dilated"],
+)
+def test_max_pool2d_backward_is_generated(codegen, channels_last, args):
+    """Asked for (the CPU's default is ATen's kernel), the gradient of max_pool2d is a generated
+    gather (lowering/pooling.py) on both code generators, in both layouts, with ties in the windows (values from a few integers) so that
+    an input element takes the gradients of several windows; dilated windows run ATen's kernel.
+    Against eager, and for bfloat16 against a float64 reference: it sums in float32."""
+    dilated = len(args) > 3 and args[3] != 1
+
+    def f(t):
+        return F.max_pool2d(t, *args)
+
+    for dtype in (torch.float32, torch.bfloat16):
+        x = torch.randint(-3, 3, (2, 4, 11, 9)).to(dtype)
+        if channels_last:
+            x = x.to(memory_format=torch.channels_last)
+        x1, x2 = x.clone().requires_grad_(), x.double().requires_grad_()
+        x3 = x.clone().requires_grad_()
+        options = {"loop_ir": {"max_pool_backward": "generated"}}
+        compiled = torchkiln.compile(f, options={"strict": True, "codegen": codegen, **options})
+        out = compiled(x1)
+        g = torch.randn_like(out)
+        out.backward(g)
+        ref = f(x2)
+        ref.backward(g.double())
+        f(x3).backward(g)
+        torch.testing.assert_close(out.double(), ref)
+        if dilated:  # ATen's kernel, as in eager
+            torch.testing.assert_close(x1.grad, x3.grad, rtol=0, atol=0)
+        else:  # a few gradients summed in float32 and rounded once
+            tol = 1e-6 if dtype == torch.float32 else 4e-3
+            torch.testing.assert_close(x1.grad.double(), x2.grad, rtol=tol, atol=tol)
+        report = torchkiln.report(compiled)
+        assert not [f for gr in report.graphs for f in gr.fallbacks]
+        externs = {c for gr in report.graphs for c in gr.extern_calls}
+        assert ("aten.max_pool2d_with_indices_backward" in externs) == dilated
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_max_pool2d_backward_with_dynamic_sizes(codegen):
+    """The gather's window arithmetic (``(h + pad) // stride`` and the masks) over symbolic
+    heights and widths: one graph serves every size, odd and even."""
+
+    def f(t):
+        return F.max_pool2d(t.relu(), 3, 2, 1)
+
+    options = {"codegen": codegen, "strict": True, "loop_ir": {"max_pool_backward": "generated"}}
+    compiled = torchkiln.compile(f, dynamic=True, options=options)
+    for shape in [(2, 4, 11, 9), (3, 4, 14, 17), (1, 4, 8, 8)]:
+        x1 = torch.randn(shape, requires_grad=True)
+        x2 = x1.detach().clone().requires_grad_()
+        out = compiled(x1)
+        g = torch.randn_like(out)
+        out.backward(g)
+        f(x2).backward(g)
+        torch.testing.assert_close(x1.grad, x2.grad)
+    report = torchkiln.report(compiled)
+    assert len(report.graphs) == 2  # one forward, one backward, for all three sizes
+    assert not [c for gr in report.graphs for c in gr.extern_calls + gr.fallbacks]
 
 
 @pytest.mark.parametrize("codegen", ["cpp", "triton"])

@@ -52,6 +52,10 @@ class LoopIROptions:
         width) is generated code summing its taps per output element (lowering/convolution.py),
         its bias and activation fused, instead of a cuDNN call. None (default): the limit
         measured against cuDNN (channels_last.py's ``_DIRECT_TAPS``: 25, up to 5x5); 0: never.
+    max_pool_backward: how ``max_pool2d``'s gradient is computed: "auto" (default: generated
+        code on a GPU, a gather pointwise over the input that its consumers may fuse; ATen's
+        scatter on a CPU, 3-5x faster there, lowering/pooling.py), "generated" (any backend;
+        tests use it on the CPU), or "aten". Dilated windows always run ATen's kernel.
     coalesce_transposed_copies: write a copy that ATen's matmul makes of a transposed operand
         (attention's ``k^T``) in the order it reads, the product then reading it transposed
         (transposed_copies.py; every backend).
@@ -99,6 +103,7 @@ class LoopIROptions:
     pad_matmul_outputs_only: bool = False
     channels_last: str = "auto"
     direct_convolution_taps: int | None = None
+    max_pool_backward: str = "auto"
     coalesce_transposed_copies: bool = True
     fold_scatter_adds: bool = True
     addmm_bias_in_consumer: bool = False
@@ -122,6 +127,11 @@ class LoopIROptions:
             raise ValueError(
                 "LoopIROptions.channels_last must be 'auto', 'always' or 'never', "
                 f"got {self.channels_last!r}"
+            )
+        if self.max_pool_backward not in ("auto", "generated", "aten"):
+            raise ValueError(
+                "LoopIROptions.max_pool_backward must be 'auto', 'generated' or 'aten', "
+                f"got {self.max_pool_backward!r}"
             )
         if self.direct_convolution_taps is not None and self.direct_convolution_taps < 0:
             raise ValueError(

@@ -24,7 +24,6 @@ _EXTERN = [
     aten._scaled_dot_product_cudnn_attention.default,
     # backward of the ops above, and of pooling: library kernels, as in eager
     aten.convolution_backward.default,
-    aten.max_pool2d_with_indices_backward.default,
     aten.avg_pool2d_backward.default,
 ]
 # attention backwards exist in some torch builds only
