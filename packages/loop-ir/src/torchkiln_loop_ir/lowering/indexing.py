@@ -3,7 +3,8 @@
 A loaded index becomes an index symbol through ``ops.indirect_indexing`` after wrapping negative
 values; the symbol is then used in the load of the indexed tensor. Scatter-style writes
 (scatter, scatter_add, scatter_reduce(sum), index_put) copy their input into a fresh buffer and then
-run a ``Scatter`` node that stores into it (overwrite, or atomic_add when accumulating).
+run a ``Scatter`` node that stores into it (overwrite, or atomic_add when accumulating); into an
+extern kernel's result that nothing else reads, they store in place.
 Boolean-mask *reads* (``x[mask]``, ``nonzero``) have a data-dependent output size and stay ATen
 fallbacks, listed in ``fallbacks``.
 """
@@ -16,7 +17,16 @@ import sympy
 import torch
 
 from ..errors import Unlowerable
-from ..ir import ComputedBuffer, IRNode, Pointwise, Scatter, compute_dtype
+from ..ir import (
+    Buffer,
+    ComputedBuffer,
+    ExternKernel,
+    IRNode,
+    Pointwise,
+    ReinterpretView,
+    Scatter,
+    compute_dtype,
+)
 from ..ops import ops
 from . import aten, register_lowering
 from .pointwise import broadcast_index, filled
@@ -169,17 +179,47 @@ def index_select(ctx, x, dim, idx):
     return Pointwise(inner_fn, ctx.out_size, ctx.out_dtype, ctx.device)
 
 
+#: extern kernels whose result is a new tensor (never a view of an argument)
+_FRESH_RESULT = (aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default)
+_VIEWS = (aten.permute.default, aten.view.default, aten._unsafe_view.default, aten.t.default)
+
+
+def _dead_extern_result(ctx, x) -> Buffer | None:
+    """The buffer the scatter may store into in place of a copy of ``x``: the one result of an
+    extern kernel (a matrix multiply) that ``x`` is, or views with the result's own layout,
+    where nothing else reads it (each FX node on the way has one user). GPT-2's tied vocabulary
+    weight gradient is such a product, seen through two transposes, with the token gradients
+    scattered into it (``scatter_add_fold.py``); its copy moved 2 x 154 MB a training step."""
+    base = x.base if isinstance(x, ReinterpretView) else x
+    if type(base) is not Buffer or (x is not base and x.layout != base.layout):
+        return None
+    node = ctx.node.args[0] if ctx.node.args else None
+    while isinstance(node, torch.fx.Node) and len(node.users) == 1 and node.target in _VIEWS:
+        node = node.args[0]
+    if not isinstance(node, torch.fx.Node) or len(node.users) != 1:
+        return None
+    for made in reversed(ctx.graph.nodes):
+        if isinstance(made, ExternKernel) and base in made.outputs:
+            fresh = made.op in _FRESH_RESULT and made.origin == node.name
+            return base if fresh and made.outputs == (base,) else None
+    return None
+
+
 def _scatter(ctx, x, ranges, scatter_fn, mode):
     """A fresh copy of ``x`` updated by a ``Scatter`` over ``ranges``; returns the copy. Over no
     element the scatter writes nothing and loads no index (eager's kernel does not run either):
     the copy alone. The callers refuse, here and not when the body is recorded, a non-empty
     scatter into a dim of size 0 (every index out of range: ATen raises)."""
-    load = x.make_loader()
-    target = ctx.graph.realize(
-        Pointwise(load, x.get_size(), x.get_dtype(), x.get_device()),
-        "target of a scatter",
-        ctx.node,
-    )
+    if (dead := _dead_extern_result(ctx, x)) is not None:
+        target = (
+            dead  # nothing reads it after the scatter: no copy (a tied embedding's weight grad)
+        )
+    else:
+        target = ctx.graph.realize(
+            Pointwise(x.make_loader(), x.get_size(), x.get_dtype(), x.get_device()),
+            "target of a scatter",
+            ctx.node,
+        )
     if any(r == 0 for r in ranges):
         return target
     node = ComputedBuffer(
