@@ -135,12 +135,26 @@ def max_pool2d_with_indices(
     return (ctx.realize(values, "max_pool2d values"), ctx.realize(indices, "max_pool2d indices"))
 
 
-def _covering(i, pad: int, kernel: int, stride: int):
-    """The output positions whose windows may hold input position ``i`` along one dim, lowest
-    first: the last is ``(i + pad) // stride`` (a non-negative numerator), and a window spans
-    ``ceil(kernel / stride)`` of them; the caller masks those out of range or not covering."""
+def _covering(i, pad: int, kernel: int, stride: int, size) -> list[tuple[sympy.Expr, list]]:
+    """The output positions along one dim whose windows may hold input position ``i``, lowest
+    first, each with the int32 checks it needs: the last is ``(i + pad) // stride`` (a
+    non-negative numerator), and a window spans ``ceil(kernel / stride)`` of them. The last is
+    never below 0 and, where ``kernel >= stride``, always reaches ``i``; the others may fall
+    below 0 or short of ``i``; any may be past the end (``size``)."""
+    i32 = torch.int32
+    zero = ops.constant(0, i32)
     last = FloorDiv(i + pad, stride)
-    return [last - k for k in reversed(range(-(-kernel // stride)))]
+    out = []
+    for k in reversed(range(-(-kernel // stride))):
+        o = last - k
+        ov = ops.index_expr(o, i32)
+        conds = [ops.lt(ov, ops.index_expr(size, i32))]
+        if k:
+            conds.append(ops.ge(ov, zero))
+        if k or kernel < stride:  # the window starting at o * stride - pad reaches i
+            conds.append(ops.ge(ops.index_expr(o * stride - pad + kernel - 1 - i, i32), zero))
+        out.append((o, conds))
+    return out
 
 
 @register_lowering(aten.max_pool2d_with_indices_backward.default)
@@ -173,23 +187,19 @@ def max_pool2d_with_indices_backward(
     load_grad, load_index = grad.make_loader(), indices.make_loader()
     dtype = ctx.out_dtype
     acc = torch.float64 if dtype == torch.float64 else torch.float32
-    i64 = torch.int64
+    # coordinates and the plane offset in int32, fewer instructions than int64 (ATen's indices
+    # are int64, compared after a cast), where the plane's offsets fit
+    plane = H * W
+    narrow = plane.is_number and int(plane) < 2**31
+    offset_dtype = torch.int32 if narrow else torch.int64
 
     def inner(index):
         *lead, h, w = index
-        own = ops.index_expr(h * W + w, i64)
+        own = ops.index_expr(h * W + w, offset_dtype)
         total = ops.constant(0.0, acc)
-        for oh in _covering(h, ph, kh, sh):
-            for ow in _covering(w, pw, kw, sw):
-                conds = []
-                for o, i, size, s, p, k in ((oh, h, OH, sh, ph, kh), (ow, w, OW, sw, pw, kw)):
-                    # in range, and the window starting at o * s - p reaches i
-                    ov = ops.index_expr(o, i64)
-                    conds += [
-                        ops.ge(ov, ops.constant(0, i64)),
-                        ops.lt(ov, ops.index_expr(size, i64)),
-                        ops.ge(ops.index_expr(o * s - p + k - 1 - i, i64), ops.constant(0, i64)),
-                    ]
+        for oh, h_conds in _covering(h, ph, kh, sh, OH):
+            for ow, w_conds in _covering(w, pw, kw, sw, OW):
+                conds = h_conds + w_conds
                 mask = conds[0]
                 for c in conds[1:]:
                     mask = ops.logical_and(mask, c)
@@ -197,8 +207,9 @@ def max_pool2d_with_indices_backward(
                 def tap(oh=oh, ow=ow):
                     g = load_grad([*lead, oh, ow])
                     g = ops.to_dtype(g, acc, dtype) if dtype != acc else g
-                    hit = ops.eq(load_index([*lead, oh, ow]), own)
-                    return ops.where(hit, g, ops.constant(0.0, acc))
+                    at = load_index([*lead, oh, ow])
+                    at = ops.to_dtype(at, offset_dtype, torch.int64) if narrow else at
+                    return ops.where(ops.eq(at, own), g, ops.constant(0.0, acc))
 
                 total = ops.add(total, ops.masked(mask, tap, 0.0))
         return total if acc == dtype else ops.to_dtype(total, dtype, acc)
