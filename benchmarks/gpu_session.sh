@@ -86,7 +86,8 @@
 #               achieved bandwidth from the debug dump's costs_<part>.json, the kernels furthest
 #               from 4.3 TB/s first (ms above their floor), matmul and convolution TFLOP/s
 #   bert-train-host   where BERT's training step spends its host time (gpu_kernel_profile.py
-#               --host-profile, torchkiln only: cProfile of 5 steps and the host time of each ATen op)
+#               --host-profile, torchkiln only: cProfile of 5 steps and the host time of each ATen op);
+#               train-host the same for HOST_SUITE (hf) / HOST_MODELS (bert), e.g. timm / resnet50
 #   scale       BERT-base at full size (batch 16, seq 512, bf16 autocast): compile seconds and step
 #               time for inference and a training step, eager vs torchkiln vs torch.compile
 #               (benchmarks/gpu_scale.py; one subprocess per compiler and mode)
@@ -172,10 +173,11 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                        --tasks "${TASKS:-train}" --only torchkiln --no-tar --out "$OUT/limits" 2>&1 \
                        | tee -a "$OUT/limits.log" | awk '/^=====/ {print} /against the H200/ {n = 17} n && n--'
                    done ;;
-    bert-train-host) TRITON_INTERPRET=0 timeout ${HOST_LIMIT:-120} python3 benchmarks/gpu_kernel_profile.py \
-                       --hang-s 115 --suite hf --models bert --tasks train --only torchkiln \
-                       --host-profile --out "$OUT/bert-train-host" 2>&1 | grep -v "^  " | tail -8
-                     head -90 "$OUT/bert-train-host/host-hf.txt" ;;
+    bert-train-host|train-host) suite=${HOST_SUITE:-hf} model=${HOST_MODELS:-bert}
+                     TRITON_INTERPRET=0 timeout ${HOST_LIMIT:-120} python3 benchmarks/gpu_kernel_profile.py \
+                       --hang-s $(( ${HOST_LIMIT:-120} - 5 )) --suite "$suite" --models "$model" --tasks train --only torchkiln \
+                       --host-profile --out "$OUT/$model-train-host" 2>&1 | grep -v "^  " | tail -8
+                     head -${HOST_LINES:-90} "$OUT/$model-train-host/host-$suite.txt" ;;
     bandwidth) TRITON_INTERPRET=0 timeout ${BANDWIDTH_LIMIT:-150} python3 benchmarks/gpu_bandwidth.py \
                  --hang-s 140 --dtypes bfloat16 --json "$OUT/bandwidth.json" 2>&1 \
                  | tee "$OUT/bandwidth.log" | tail -16 ;;
