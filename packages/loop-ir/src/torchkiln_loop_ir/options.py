@@ -54,7 +54,7 @@ class LoopIROptions:
         measured against cuDNN (channels_last.py's ``_DIRECT_TAPS``: 25, up to 5x5); 0: never.
     max_pool_backward: how ``max_pool2d``'s gradient is computed: "auto" (default: generated
         code on a GPU, a gather pointwise over the input that its consumers may fuse; ATen's
-        scatter on a CPU, 3-5x faster there, lowering/pooling.py), "generated" (any backend;
+        scatter on a CPU, 3-7x faster there, lowering/pooling.py), "generated" (any backend;
         tests use it on the CPU), or "aten". Dilated windows always run ATen's kernel.
     coalesce_transposed_copies: write a copy that ATen's matmul makes of a transposed operand
         (attention's ``k^T``) in the order it reads, the product then reading it transposed
