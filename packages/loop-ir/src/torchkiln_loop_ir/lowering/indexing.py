@@ -206,14 +206,13 @@ def _dead_extern_result(ctx, x) -> Buffer | None:
 
 
 def _scatter(ctx, x, ranges, scatter_fn, mode):
-    """A fresh copy of ``x`` updated by a ``Scatter`` over ``ranges``; returns the copy. Over no
-    element the scatter writes nothing and loads no index (eager's kernel does not run either):
-    the copy alone. The callers refuse, here and not when the body is recorded, a non-empty
+    """A fresh copy of ``x`` (or ``x`` itself, ``_dead_extern_result``) updated by a ``Scatter``
+    over ``ranges``; returns what it updated. Over no element the scatter writes nothing and
+    loads no index (eager's kernel does not run either): the copy alone. The callers refuse, here and not when the body is recorded, a non-empty
     scatter into a dim of size 0 (every index out of range: ATen raises)."""
     if (dead := _dead_extern_result(ctx, x)) is not None:
-        target = (
-            dead  # nothing reads it after the scatter: no copy (a tied embedding's weight grad)
-        )
+        # nothing reads it after the scatter: no copy (a tied embedding's weight gradient)
+        target = dead
     else:
         target = ctx.graph.realize(
             Pointwise(x.make_loader(), x.get_size(), x.get_dtype(), x.get_device()),

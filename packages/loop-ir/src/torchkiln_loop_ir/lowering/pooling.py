@@ -172,17 +172,18 @@ def max_pool2d_with_indices_backward(
     H100 the gather is 2.6-3.4x faster than ATen's kernel (bf16 and float32, both layouts)."""
     kh, kw, sh, sw, ph, pw, H, W = _window("max_pool2d_backward", x, kernel_size, stride, padding)
     choice = ctx.graph.options.max_pool_backward
+    why = "LoopIROptions.max_pool_backward"
     if choice == "auto":
-        choice = "aten" if x.get_device().type == "cpu" else "generated"
+        choice, why = ("aten", "on a CPU") if x.get_device().type == "cpu" else ("generated", "")
     if _pair(dilation, 1) != [1, 1]:
-        choice = "aten"
+        choice, why = "aten", "a dilated window"
     if choice == "aten" or not isinstance(indices, IRNode):
         return ctx.extern(
             aten.max_pool2d_with_indices_backward.default,
             (grad, x, kernel_size, stride, padding, dilation, ceil_mode, indices),
             {},
             kind="extern",
-            reason="max-pool backward: ATen's kernel (dilated, or on a CPU)",
+            reason=f"max-pool backward as ATen's kernel ({why or 'indices not a tensor'})",
         )
     OH, OW = grad.get_size()[-2:]
     load_grad, load_index = grad.make_loader(), indices.make_loader()
