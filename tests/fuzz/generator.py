@@ -70,6 +70,9 @@ class Program:
     train: bool = False
     #: indexes into ``lines`` before which the source has a graph break (``print(end="")``)
     breaks: tuple[int, ...] = ()
+    #: ``LoopIROptions`` fields the program is compiled with (``pool_share`` programs: half ask
+    #: for max pooling's generated backward, which the CPU's default leaves to ATen)
+    loop_ir: dict = field(default_factory=dict)
 
     @property
     def name(self) -> str:
@@ -95,7 +98,7 @@ class Program:
         )
         return (
             f"# seed {self.seed} dynamic={self.dynamic} codegen={self.codegen} "
-            f"train={self.train}\n"
+            f"train={self.train}" + (f" loop_ir={self.loop_ir}" if self.loop_ir else "") + "\n"
             f"# inputs: {ins}\n{self.source}"
         )
 
@@ -698,8 +701,53 @@ def st_batch_norm(b: _Builder) -> bool:
     return True
 
 
+def _pooled_size(size: int, k: int, stride: int, padding: int, dilation: int, ceil: bool) -> int:
+    """The output length of a pooling window along one dim, as ATen computes it (with ceil
+    mode, a last window that would start in the right padding is dropped)."""
+    span = size + 2 * padding - dilation * (k - 1) - 1
+    out = (-(-span // stride) if ceil else span // stride) + 1
+    if ceil and (out - 1) * stride >= size + padding:
+        out -= 1
+    return out
+
+
+def st_pool(b: _Builder) -> bool:
+    """``max_pool2d`` (stride, padding, dilation, ceil mode; ties from its input's repeated
+    values are eager's first maximum) or ``avg_pool2d`` (ceil mode, with or without the padding
+    counted) over the last two dims of a rank-3 or rank-4 float value."""
+    a = _conv_input(b)
+    r = b.rng
+    *lead, h, w = a.shape
+    if not all(lead[-1:]) or h == 0 or w == 0:
+        return False  # eager refuses empty channels (a rank-3 value's first dim) or planes
+    k = r.choice([1, 2, 3])
+    stride = r.choice([k, 1, 2])
+    padding = r.choice([0, k // 2])
+    ceil = r.random() < 0.3
+    if r.random() < 0.7:
+        dilation = r.choice([1, 1, 1, 2])
+        out = [_pooled_size(s, k, stride, padding, dilation, ceil) for s in (h, w)]
+        call = (
+            f"torch.nn.functional.max_pool2d({a.name}, {k}, {stride}, {padding}, {dilation}, "
+            f"ceil_mode={ceil})"
+        )
+    else:
+        out = [_pooled_size(s, k, stride, padding, 1, ceil) for s in (h, w)]
+        call = (
+            f"torch.nn.functional.avg_pool2d({a.name}, {k}, {stride}, {padding}, "
+            f"ceil_mode={ceil}, count_include_pad={r.random() < 0.5})"
+        )
+    if any(o <= 0 for o in out):
+        return False  # eager raises for a window larger than the padded input: not drawn
+    b.new(call, (*lead, *out), a.dtype)
+    return True
+
+
 #: drawn besides STATEMENTS in the programs ``nn_share`` selects (a third random stream)
 NN_STATEMENTS = [(st_conv, 3), (st_batch_norm, 2)]
+#: drawn besides those in the programs ``pool_share`` selects (a fourth random stream, so that
+#: programs of ``pool_share=0`` are those of earlier generator versions)
+POOL_STATEMENTS = [(st_pool, 3)]
 
 STATEMENTS = [
     (st_unary, 5),
@@ -728,6 +776,7 @@ def generate(
     train_share: float = 0.0,
     break_share: float = 0.0,
     nn_share: float = 0.0,
+    pool_share: float = 0.0,
 ) -> Program:
     """The program of ``seed`` (the same program for the same seed and shares, on any machine).
 
@@ -736,12 +785,18 @@ def generate(
     with one or two graph breaks between statements. Both are drawn from a second random stream
     after the program itself, so they do not change which program a seed draws. ``nn_share``:
     the share of programs that may also draw convolutions and batch norms (``NN_STATEMENTS``),
-    decided by a third stream: the others are the programs of ``nn_share=0``."""
+    decided by a third stream: the others are the programs of ``nn_share=0``. ``pool_share``:
+    the share of programs that may also draw pooling (``POOL_STATEMENTS``), half of them
+    compiled with max pooling's generated backward, decided by a fourth stream."""
     rng = random.Random(seed)
     b = _Builder(rng, seed)
     table = STATEMENTS
     if random.Random(seed * 7919 + 5).random() < nn_share:
         table = STATEMENTS + NN_STATEMENTS
+    pools = random.Random(seed * 7919 + 7)
+    pooling = pools.random() < pool_share
+    if pooling:
+        table = table + POOL_STATEMENTS
     for _ in range(rng.choice([1, 1, 2, 2, 3])):
         b.add_input(b.shape(), b.dtype())
     for _ in range(rng.randint(2, 8)):
@@ -767,6 +822,7 @@ def generate(
         dynamic=rng.random() < dynamic_share,
         codegen="triton" if rng.random() < triton_share else "cpp",
         mutated_inputs=b.mutated,
+        loop_ir={"max_pool_backward": "generated"} if pooling and pools.random() < 0.5 else {},
     )
     extra = random.Random(seed * 7919 + 3)
     if extra.random() < train_share:

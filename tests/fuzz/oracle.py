@@ -318,7 +318,9 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
     with overlap:
         eager_res, eager_err = _run(program.function(), eager_in)
     ref_res, ref_err = _run(program.function(reference=True), ref_in)
-    opts = {"codegen": "triton"} if program.codegen == "triton" else {}
+    opts: dict = {"codegen": "triton"} if program.codegen == "triton" else {}
+    if program.loop_ir:
+        opts["loop_ir"] = dict(program.loop_ir)
     opts.update(options or {})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

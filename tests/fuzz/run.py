@@ -91,6 +91,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help="share of programs that may draw convolutions and batch norms too",
     )
+    p.add_argument(
+        "--pool-share",
+        type=float,
+        default=0.0,
+        help="share of programs that may draw pooling too (half with max pooling's generated "
+        "backward)",
+    )
     p.add_argument("--verbose", action="store_true", help="print each failing program's source")
     p.add_argument("--chunk", type=int, default=50, help="programs per child process")
     p.add_argument(
@@ -219,6 +226,7 @@ def _write_json(args, argv, n, seconds, interrupted, counts, seeds, reasons) -> 
         "train_share": args.train_share,
         "break_share": args.break_share,
         "nn_share": args.nn_share,
+        "pool_share": args.pool_share,
         "counts": {kind: counts[kind] for kind in KINDS},
         "seeds_by_kind": {kind: seeds[kind] for kind in SEED_KINDS},
         "fallback_reasons": dict(reasons.most_common()),
@@ -240,6 +248,7 @@ def _shares(args) -> dict[str, float]:
         "train_share": args.train_share,
         "break_share": args.break_share,
         "nn_share": args.nn_share,
+        "pool_share": args.pool_share,
     }
 
 
@@ -293,6 +302,8 @@ def _in_child(args, first: int, n: int, stop: threading.Event):
             str(args.break_share),
             "--nn-share",
             str(args.nn_share),
+            "--pool-share",
+            str(args.pool_share),
         ]
         root = Path(__file__).resolve().parents[2]
         proc = subprocess.Popen(

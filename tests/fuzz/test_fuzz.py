@@ -45,6 +45,13 @@ MIXED = {
     "dynamic_share": 0.5,
     "triton_share": 0.3,
 }
+POOL = {
+    "pool_share": 1.0,
+    "nn_share": 0.5,
+    "train_share": 0.8,
+    "triton_share": 0.3,
+    "dynamic_share": 0.4,
+}
 
 # Training seeds of longer runs that failed once: seed -> (shares, what it found).
 FOUND_TRAIN: dict[int, tuple[dict, str]] = {
@@ -74,6 +81,7 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     8547: (MIXED, "eager fallback: an output whose backward eager refuses"),
     9245: (MIXED, "wrong: an empty gradient where eager's is None (the cut saved a zero fill)"),
     9647: (MIXED, "eager fallback: a size product shared by forward and backward, no finite cut"),
+    99: (POOL, "wrong gradient: max_pool2d's index of a window starting in padding, negative"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

@@ -89,3 +89,37 @@ def test_max_pool2d_indices_of_ties_nans_and_signed_zeros(check, backend, args):
             backend=CppBackend() if backend == "cpp" else None,
         )
         assert cg.fallbacks == []
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpp", "triton"])
+@pytest.mark.parametrize(
+    "args, shapes",
+    [
+        ((3, 2, 1), [(2, 3, 9, 8)]),
+        (((2, 3), 1, (1, 1), 1, True), [(2, 3, 9, 8)]),
+        ((2, 1, 1, 2, True), [(2, 3, 9, 8), (7, 7, 1)]),
+        ((3, 2, 1, 2), [(2, 3, 9, 8)]),
+    ],
+    ids=["pad", "uneven-ceil", "dilated-empty-windows", "dilated"],
+)
+def test_max_pool2d_index_where_the_window_starts_in_padding(check, backend, args, shapes):
+    """Eager's walk starts at the window's first tap inside the input (its start stepped by the
+    dilation until it is not negative) from -inf, and moves only for a value above the best or
+    a NaN: where every value inside is -inf, or (dilated, over a plane one wide) no tap is
+    inside at all, the index is that start, never a padding tap's (fuzz seed 99 of
+    ``pool_share``: a negative index, then a wrong gradient)."""
+    from torchkiln_codegen_cpp import CppBackend
+    from torchkiln_codegen_triton import TritonBackend
+
+    made = {"reference": L.ReferenceBackend, "cpp": CppBackend, "triton": TritonBackend}[backend]
+
+    def f(x):
+        return torch.nn.functional.max_pool2d(x, *args, return_indices=True)
+
+    for shape in shapes:
+        g = torch.Generator().manual_seed(len(shape))
+        x = torch.randn(shape, generator=g)
+        x[..., :4, :3] = float("-inf")  # windows whose inside values are all -inf
+        x.view(-1)[torch.randperm(x.numel(), generator=g)[:4]] = float("nan")
+        cg = check(f, x, atol=0, rtol=0, equal_nan=True, backend=made())
+        assert cg.fallbacks == []

@@ -104,11 +104,42 @@ def max_pool2d_with_indices(
     def best(index):
         return maximum(taps(index))
 
+    def first_inside(o, stride: int, pad: int, dil: int, k: int):
+        """The window's first tap at or after 0 along one dim (eager steps its start by the
+        dilation until it is): a window over padding starts its walk there."""
+        start = o * stride - pad
+        i64 = torch.int64
+        at = ops.index_expr(start + (k - 1) * dil, i64)
+        for t in reversed(range(k - 1)):
+            if t * dil >= pad:  # never negative: the later taps are never the first inside
+                at = ops.index_expr(start + t * dil, i64)
+                continue
+            tap = ops.index_expr(start + t * dil, i64)
+            at = ops.where(ops.ge(tap, ops.constant(0, i64)), tap, at)
+        return at
+
+    def walk_start(index):
+        """The index eager's walk starts from (its first tap inside the input on each dim,
+        found before it reads any value), or None where the first tap is inside anyway. It
+        stays the index where no value inside is above -inf: a window whose inside values are
+        all -inf, or (with dilation) a window with no tap inside at all."""
+        if not (ph or pw):
+            return None
+        *lead, oh, ow = index
+        h0, w0 = first_inside(oh, sh, ph, dh, kh), first_inside(ow, sw, pw, dw, kw)
+        return ops.add(ops.mul(h0, ops.index_expr(W, torch.int64)), w0)
+
     def walked_index(index):
-        """The index of eager's walk, ``take = v > best or isnan(v)``, one select per tap."""
+        """The index of eager's walk, ``take = v > best or isnan(v)``, one select per tap,
+        from -inf at ``walk_start`` where the window has padding."""
         window = taps(index)
-        m, at = window[0]
-        for v, flat in window[1:]:
+        start = walk_start(index)
+        if start is None:
+            m, at = window[0]
+            rest = window[1:]
+        else:
+            m, at, rest = ops.constant(float("-inf"), x.get_dtype()), start, window
+        for v, flat in rest:
             take = ops.logical_or(ops.gt(v, m), ops.isnan(v))
             m, at = ops.where(take, v, m), ops.where(take, flat, at)
         return at
@@ -127,6 +158,10 @@ def max_pool2d_with_indices(
         last_nan = window[0][1]
         for v, flat in window[1:]:
             last_nan = ops.where(ops.isnan(v), flat, last_nan)
+        start = walk_start(index)
+        if start is not None:  # a padding tap (-inf) may equal the maximum only when it is -inf
+            inf = ops.constant(float("-inf"), x.get_dtype())
+            first_equal = ops.where(ops.eq(m, inf), start, first_equal)
         return ops.where(ops.isnan(m), last_nan, first_equal)
 
     values = Pointwise(best, out_size, x.get_dtype(), x.get_device())
