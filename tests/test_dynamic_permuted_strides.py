@@ -49,3 +49,35 @@ def test_transposed_values_keep_eagers_strides_and_gradients(fn, codegen):
         assert outs[0].stride() == outs[1].stride()
         torch.testing.assert_close(grads[0], grads[1])
     assert torchkiln.report(compiled).eager_fallbacks == []
+
+
+def _minimum_of_permuted_convolution(x, w, b):
+    # minimum's backward reads masks saved by the forward in the permuted output's layout
+    y = torch.nn.functional.conv1d(x, w, None, padding=1, dilation=2).permute(2, 0, 1)
+    return torch.minimum(b, y)
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_permuted_convolution_output_strides_with_a_clamped_size(codegen):
+    """A convolution's output under dynamic shapes has strides ``Max(1, L)`` (torch clamps a
+    size that could be 0), ``(1, s53*Max(1, L), Max(1, L))`` once permuted: the density check
+    compared ``Max(1, L)`` with ``L`` and called it not dense, so the forward wrote minimum's
+    saved masks contiguous and the backward read them permuted (fuzz seed 30815 of
+    ``--pool-share``: a wrong input gradient). Values, strides and gradients against eager's,
+    for several lengths."""
+    fn = _minimum_of_permuted_convolution
+    compiled = torchkiln.compile(fn, dynamic=True, options={"codegen": codegen})
+    for batch, length in ((5, 7), (3, 9), (4, 12)):
+        w, b = torch.randn(2, 1, 3), torch.randn(2)
+        leaf = torch.randn(batch, 1, length, requires_grad=True)
+        outs, grads = [], []
+        for f in (compiled, fn):
+            out = f(leaf, w, b)
+            weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(length))
+            (g,) = torch.autograd.grad((out * weight).sum(), [leaf])
+            outs.append(out)
+            grads.append(g)
+        torch.testing.assert_close(outs[0], outs[1])
+        assert outs[0].stride() == outs[1].stride()
+        torch.testing.assert_close(grads[0], grads[1])
+    assert torchkiln.report(compiled).eager_fallbacks == []

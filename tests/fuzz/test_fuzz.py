@@ -82,6 +82,7 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     9245: (MIXED, "wrong: an empty gradient where eager's is None (the cut saved a zero fill)"),
     9647: (MIXED, "eager fallback: a size product shared by forward and backward, no finite cut"),
     99: (POOL, "wrong gradient: max_pool2d's index of a window starting in padding, negative"),
+    30815: (POOL, "wrong gradient: masks saved in a permuted layout of Max(1, L) strides"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

@@ -80,6 +80,7 @@ def _is_dense(size: Sequence[sympy.Expr], stride: Sequence[sympy.Expr]) -> bool:
     strides, read transposed.)"""
     remaining = [d for d in range(len(size)) if size[d] != 1]
     expected: sympy.Expr = sympy.Integer(1)
+    stride = [_at_least_one_dropped(s) for s in stride]
     while remaining:
         d = next((d for d in remaining if _equal(stride[d], expected)), None)
         if d is None:
@@ -87,6 +88,22 @@ def _is_dense(size: Sequence[sympy.Expr], stride: Sequence[sympy.Expr]) -> bool:
         remaining.remove(d)
         expected = expected * size[d]
     return True
+
+
+def _at_least_one_dropped(stride: sympy.Expr) -> sympy.Expr:
+    """``stride`` with each ``Max(1, e)`` written ``e``. Torch's contiguous strides clamp a size
+    at 1 (a dim of size 0); a stride is only ever compared with a product of the other dims'
+    sizes, each at least 1 here (size-1 dims are skipped; a symbolic size is at least 2), where
+    the clamp changes nothing. (A permuted convolution output under dynamic shapes has strides
+    ``(1, s53*Max(1, L), Max(1, L))``: read as not dense, a forward wrote its saved masks
+    contiguous that the backward, compiled from the traced strides, read permuted.)"""
+    if stride.is_number:
+        return stride
+
+    def clamp_at_one(e) -> bool:
+        return type(e).__name__ == "Max" and len(e.args) == 2 and sympy.Integer(1) in e.args
+
+    return stride.replace(clamp_at_one, lambda e: next(a for a in e.args if a != 1))
 
 
 def _equal(a: sympy.Expr, b: sympy.Expr) -> bool:
