@@ -36,19 +36,29 @@ def test_transposed_values_keep_eagers_strides_and_gradients(fn, codegen):
     compiled = torchkiln.compile(fn, dynamic=True, options={"codegen": codegen})
     for rows, cols in ((2, 7), (3, 5), (4, 6)):
         leaf = torch.randn(rows, cols, dtype=torch.float64, requires_grad=True)
-        outs, grads = [], []
-        for f in (compiled, fn):
+
+        def call(f, leaf=leaf, rows=rows, cols=cols):
             x = torch.zeros(cols, rows, dtype=torch.float64).t()  # transposed, no leaf
             x.copy_(leaf)
-            out = f(x)
-            weight = torch.arange(out.numel(), dtype=torch.float64).view(out.shape)
-            (g,) = torch.autograd.grad((out * weight).sum(), [leaf])
-            outs.append(out)
-            grads.append(g)
-        torch.testing.assert_close(outs[0], outs[1])
-        assert outs[0].stride() == outs[1].stride()
-        torch.testing.assert_close(grads[0], grads[1])
+            return f(x)
+
+        _assert_agrees_with_eager(compiled, fn, leaf, call)
     assert torchkiln.report(compiled).eager_fallbacks == []
+
+
+def _assert_agrees_with_eager(compiled, fn, leaf, call) -> None:
+    """``call(compiled)`` and ``call(fn)`` give equal values of equal strides, and equal
+    gradients of a weighted sum of them with respect to ``leaf``."""
+    outs, grads = [], []
+    for f in (compiled, fn):
+        out = call(f)
+        weight = torch.arange(out.numel(), dtype=out.dtype).view(out.shape)
+        (g,) = torch.autograd.grad((out * weight).sum(), [leaf])
+        outs.append(out)
+        grads.append(g)
+    torch.testing.assert_close(outs[0], outs[1])
+    assert outs[0].stride() == outs[1].stride()
+    torch.testing.assert_close(grads[0], grads[1])
 
 
 def _minimum_of_permuted_convolution(x, w, b):
@@ -70,14 +80,5 @@ def test_permuted_convolution_output_strides_with_a_clamped_size(codegen):
     for batch, length in ((5, 7), (3, 9), (4, 12)):
         w, b = torch.randn(2, 1, 3), torch.randn(2)
         leaf = torch.randn(batch, 1, length, requires_grad=True)
-        outs, grads = [], []
-        for f in (compiled, fn):
-            out = f(leaf, w, b)
-            weight = torch.randn(out.shape, generator=torch.Generator().manual_seed(length))
-            (g,) = torch.autograd.grad((out * weight).sum(), [leaf])
-            outs.append(out)
-            grads.append(g)
-        torch.testing.assert_close(outs[0], outs[1])
-        assert outs[0].stride() == outs[1].stride()
-        torch.testing.assert_close(grads[0], grads[1])
+        _assert_agrees_with_eager(compiled, fn, leaf, lambda f, x=leaf, w=w, b=b: f(x, w, b))
     assert torchkiln.report(compiled).eager_fallbacks == []
