@@ -61,7 +61,7 @@ import torch
 import torch.utils._pytree as pytree
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from .generator import Program, make_input
+from .program import Program, make_input
 
 # torch's accuracy harness (``same(..., fp64_ref, tol=...)`` in its benchmark runners)
 FP64_RULE_TOL = {
