@@ -201,11 +201,11 @@ def max_pool2d_with_indices_backward(
     ``h * W + w``. Accumulates in float32 for 16-bit grads.
 
     ATen's kernel runs instead for dilated windows, and by default on CPUs
-    (``LoopIROptions.max_pool_backward``): there its scatter took 2.2-3.1 ms where this gather
+    (``LoopIROptions.max_pool_backward``): there its scatter took 2.2-4.0 ms where this gather
     took 7-13 (channels-last) and 11-22 ms (contiguous: a strided gather along the vector loop),
-    for ResNet's stem (8 x 64 x 112 x 112 float32, 2 threads, session 35;
-    ``benchmarks/cpu_pool_backward.py``). On an
-    H100 the gather is 2.2-3.6x faster than ATen's kernel (bf16 and float32, both layouts)."""
+    for ResNet's stem (8 x 64 x 112 x 112 float32, 2 threads, three runs of session 35,
+    ``benchmarks/cpu_pool_backward.py``). On an H100 the gather is 2.2-3.6x faster than ATen's
+    kernel (bf16 and float32, both layouts)."""
     kh, kw, sh, sw, ph, pw, H, W = _window("max_pool2d_backward", x, kernel_size, stride, padding)
     choice = ctx.graph.options.max_pool_backward
     why = "LoopIROptions.max_pool_backward"
