@@ -148,6 +148,15 @@ def test_training_channels_last_equals_eager(autocast):
     assert sum("convolution.default reads channels-last" in line for line in log) == 3
     assert sum("convolution_backward.default reads channels-last" in line for line in log) == 3
     assert any("compiled for the saved value's strides" in line for line in log)
+    saved = [line for line in log if "saved for the backward channels-last" in line]
+    if autocast:
+        # the bfloat16 casts of the input and of two weights (the 5x5 stem's, the 3x3's; the
+        # depthwise one is channels-last already) are saved as the channels-last copies the
+        # convolutions read: each cast writes channels-last at once, and the backward's
+        # convolutions get them as they are
+        assert sum(line.startswith("_to_copy") for line in saved) == 3, saved
+    else:
+        assert not any(line.startswith("_to_copy") for line in saved), saved
 
 
 class InvertedResidual(nn.Module):

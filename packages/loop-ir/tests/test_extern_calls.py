@@ -135,3 +135,54 @@ def test_scalar_result_comes_back_as_one_value():
     )
     (value,) = make_extern(step, [None])(x)
     assert value == 3.5 and isinstance(value, float)
+
+
+def test_python_binding_only_where_it_means_the_one_overload():
+    from torchkiln_loop_ir.wrapper import python_binding
+
+    assert python_binding(aten.convolution.default) is torch._C._VariableFunctions.convolution
+    # other overloads besides out=: the binding might resolve elsewhere
+    assert python_binding(aten.mm.default) is None  # mm.dtype
+    assert python_binding(aten.add.Tensor) is None
+    assert python_binding(aten.convolution.out) is None
+    assert python_binding(aten.convolution_backward.default) is None  # no binding at all
+
+
+def test_a_convolution_extern_through_its_binding_equals_eager():
+    """The extern call of ``aten.convolution`` through ``torch.convolution``, keyword
+    arguments and a tensor bias included, equals the operator's own result; a graph's
+    convolution backward (no binding) still goes through the operator."""
+    x, w, b = torch.randn(2, 4, 9, 9), torch.randn(6, 4, 3, 3), torch.randn(6)
+    args = (BufferRef("x"), BufferRef("w"), BufferRef("b"), [2, 2], [1, 1], [1, 1], False)
+    step = ExternCall(
+        aten.convolution.default, args, {"output_padding": [0, 0], "groups": 1}, ("y",)
+    )
+    (y,) = make_extern(step)(x, w, b)
+    torch.testing.assert_close(
+        y, aten.convolution.default(x, w, b, [2, 2], [1, 1], [1, 1], False, [0, 0], 1)
+    )
+    g = torch.randn_like(y)
+    back = ExternCall(
+        aten.convolution_backward.default,
+        (
+            BufferRef("g"),
+            BufferRef("x"),
+            BufferRef("w"),
+            [6],
+            [2, 2],
+            [1, 1],
+            [1, 1],
+            False,
+            [0, 0],
+            1,
+            [True, True, True],
+        ),
+        {},
+        ("gx", "gw", "gb"),
+    )
+    got = make_extern(back)(g, x, w)
+    expected = aten.convolution_backward.default(
+        g, x, w, [6], [2, 2], [1, 1], [1, 1], False, [0, 0], 1, [True, True, True]
+    )
+    for a, e in zip(got, expected):
+        torch.testing.assert_close(a, e)

@@ -115,7 +115,8 @@ def _weight(weight: torch.Tensor) -> torch.Tensor:
 
 def _conv_channels_last(x, weight, stride, padding, dilation, groups):
     x = x.contiguous(memory_format=torch.channels_last)
-    return aten.convolution.default(
+    # the Python binding, not the operator object: half the host time (wrapper.python_binding)
+    return torch.convolution(
         x, _weight(weight), None, stride, padding, dilation, False, [0, 0], groups
     )
 
@@ -419,17 +420,47 @@ def _layout_args(node: fx.Node) -> tuple[int, ...]:
     return (0,) if node.target is aten.convolution.default else (0, 1)
 
 
-def _to_channels_last(graph: fx.Graph, node: fx.Node, arg: Any) -> Any:
+def _to_channels_last(
+    graph: fx.Graph, node: fx.Node, arg: Any, made: dict[fx.Node, fx.Node] | None = None
+) -> Any:
     """``arg`` as a channels-last value before ``node``: a clone, which loop-ir fuses into the
-    kernel that produces ``arg`` (a cast weight, a pointwise gradient)."""
+    kernel that produces ``arg`` (a cast weight, a pointwise gradient). ``made`` (arg -> its
+    clone): one clone per value, however many convolutions read it (a block's input read by
+    its body and its shortcut)."""
     if not isinstance(arg, fx.Node) or _val(arg).is_contiguous(memory_format=torch.channels_last):
         return arg
+    if made is not None and arg in made:
+        return made[arg]
     with graph.inserting_before(node):
         clone = graph.call_function(
             aten.clone.default, (arg,), {"memory_format": torch.channels_last}
         )
         _fake_meta(clone)
+    if made is not None:
+        made[arg] = clone
     return clone
+
+
+def _save_the_clones(output: fx.Node, free_tail: int, made: dict[fx.Node, fx.Node]) -> list[str]:
+    """Each of the forward's saved values (its last ``free_tail`` outputs) that a convolution
+    reads through a channels-last clone is saved as that clone: the backward's
+    ``convolution_backward`` reads the same operand, and now gets it channels-last (it was
+    given the traced NCHW value, and converted it again: ATen's own copy of each cast weight,
+    loop-ir's of the input). The value itself is then read by the clone alone, whose copy
+    fuses into the kernel making it (autocast's cast of a weight or of the input writes
+    channels-last at once). Graph inputs stay saved as they are: saving a clone of one would
+    keep a second copy alive until the backward. Returns the log lines."""
+    if not free_tail or isinstance(output.args[0], fx.Node):
+        return []
+    outs = list(output.args[0])
+    log = []
+    for i in range(len(outs) - free_tail, len(outs)):
+        node = outs[i]
+        if isinstance(node, fx.Node) and node.op != "placeholder" and node in made:
+            outs[i] = made[node]
+            log.append(f"{node.name}: saved for the backward channels-last")
+    output.args = (tuple(outs),)
+    return log
 
 
 def use_channels_last_training(
@@ -456,6 +487,7 @@ def use_channels_last_training(
     graph, copies = copy.graph, copy.copies
     log: list[str] = []
     changed = False
+    made: dict[fx.Node, fx.Node] = {}
     for conv in [copies[c] for c in convs]:
         reason = _why_not(conv)
         if reason is not None:
@@ -463,13 +495,14 @@ def use_channels_last_training(
             continue
         args = list(conv.args)
         for i in _layout_args(conv):
-            args[i] = _to_channels_last(graph, conv, args[i])
+            args[i] = _to_channels_last(graph, conv, args[i], made)
         weight = 1 if conv.target is aten.convolution.default else 2
         if isinstance(args[weight], fx.Node) and args[weight].op != "placeholder":
-            args[weight] = _to_channels_last(graph, conv, args[weight])
+            args[weight] = _to_channels_last(graph, conv, args[weight], made)
         conv.args = tuple(args)
         changed = True
         log.append(f"{conv.name}: {conv.target.__name__} reads channels-last")
     if not changed:
         return gm, tuple(log)
+    log += _save_the_clones(copy.output, free_tail, made)
     return finish_layout(gm, copy, convs, log, free_tail=free_tail)
