@@ -26,8 +26,10 @@ from .program import InputSpec, Program
 
 #: bumped when the same seed draws another program (results files record it): 2 added negative
 #: and out-of-range slice bounds; 3 added training (gradients) and graph breaks, drawn from a
-#: second random stream after the program: with both shares 0 a seed draws version 2's program
-GENERATOR_VERSION = 3
+#: second random stream after the program: with both shares 0 a seed draws version 2's program;
+#: 4 trains no program whose max pool has a window without a tap inside (eager's backward writes
+#: out of bounds there: ``_window_without_taps``), a change only where ``pool_share`` is not 0
+GENERATOR_VERSION = 4
 SIZES = (0, 1, 1, 2, 3, 3, 4, 5, 7)  # 0, 1 and odd sizes are the interesting ones
 FLOATS = ("float32", "float32", "float32", "float64")
 LOW_FLOATS = ("float16", "bfloat16")  # CPU kernels exist for both in eager; rarer
@@ -73,6 +75,8 @@ class _Builder:
         self.values: list[Value] = []
         self.lines: list[str] = []
         self.mutated: set[int] = set()
+        #: a max pool drawn with a window that has no tap inside its input (see ``st_pool``)
+        self.pool_without_taps = False
         self._n = 0
 
     # -- inputs -------------------------------------------------------------------------------
@@ -609,6 +613,18 @@ def _pooled_size(size: int, k: int, stride: int, padding: int, dilation: int, ce
     return out
 
 
+def _window_without_taps(size: int, k: int, stride: int, padding: int, dilation: int) -> bool:
+    """Some window along a dim of ``size`` has all its taps in the padding (a dilated window over
+    a plane one wide). Eager's ``max_pool2d`` index of such a window lies past the plane, and
+    its backward on a CPU writes the gradient there: out of bounds (heap corruption; seed 51455
+    of ``--layout-share 1`` aborted the process in eager's own backward)."""
+    out = _pooled_size(size, k, stride, padding, dilation, False)
+    return any(
+        not any(0 <= o * stride - padding + j * dilation < size for j in range(k))
+        for o in range(max(out, 0))
+    )
+
+
 def st_pool(b: _Builder) -> bool:
     """``max_pool2d`` (stride, padding, dilation, ceil mode; ties from its input's repeated
     values are eager's first maximum) or ``avg_pool2d`` (ceil mode, with or without the padding
@@ -625,6 +641,8 @@ def st_pool(b: _Builder) -> bool:
     if r.random() < 0.7:
         dilation = r.choice([1, 1, 1, 2])
         out = [_pooled_size(s, k, stride, padding, dilation, ceil) for s in (h, w)]
+        if any(_window_without_taps(s, k, stride, padding, dilation) for s in (h, w)):
+            b.pool_without_taps = True
         call = (
             f"torch.nn.functional.max_pool2d({a.name}, {k}, {stride}, {padding}, {dilation}, "
             f"ceil_mode={ceil})"
@@ -675,6 +693,7 @@ def generate(
     break_share: float = 0.0,
     nn_share: float = 0.0,
     pool_share: float = 0.0,
+    layout_share: float = 0.0,
 ) -> Program:
     """The program of ``seed`` (the same program for the same seed and shares, on any machine).
 
@@ -685,7 +704,11 @@ def generate(
     the share of programs that may also draw convolutions and batch norms (``NN_STATEMENTS``),
     decided by a third stream: the others are the programs of ``nn_share=0``. ``pool_share``:
     the share of programs that may also draw pooling (``POOL_STATEMENTS``), half of them
-    compiled with max pooling's generated backward, decided by a fourth stream."""
+    compiled with max pooling's generated backward, decided by a fourth stream.
+    ``layout_share``: the share of programs compiled with ``channels_last="always"`` (the
+    layout pass CUDA runs by default: its convolutions read channels-last operands, a training
+    forward saves them so and its backward is compiled for their strides), decided by a fifth
+    stream: programs of ``layout_share=0`` are those of earlier versions."""
     rng = random.Random(seed)
     b = _Builder(rng, seed)
     table = STATEMENTS
@@ -722,6 +745,8 @@ def generate(
         mutated_inputs=b.mutated,
         loop_ir={"max_pool_backward": "generated"} if pooling and pools.random() < 0.5 else {},
     )
+    if random.Random(seed * 7919 + 11).random() < layout_share:
+        program.loop_ir = {**program.loop_ir, "channels_last": "always"}
     extra = random.Random(seed * 7919 + 3)
     if extra.random() < train_share:
         program.inputs = [
@@ -734,4 +759,9 @@ def generate(
     if extra.random() < break_share and len(b.lines) >= 2:
         k = extra.choice([1, 1, 2])
         program.breaks = tuple(sorted({extra.randint(1, len(b.lines) - 1) for _ in range(k)}))
+    if b.pool_without_taps and program.train:
+        # eager's own backward writes out of bounds (``_window_without_taps``): no gradients.
+        # Decided after every draw, so the seed's other choices stay as they were
+        program.inputs = [dataclasses.replace(s, requires_grad=False) for s in program.inputs]
+        program.train = False
     return program

@@ -50,7 +50,8 @@ class Program:
     #: indexes into ``lines`` before which the source has a graph break (``print(end="")``)
     breaks: tuple[int, ...] = ()
     #: ``LoopIROptions`` fields the program is compiled with (``pool_share`` programs: half ask
-    #: for max pooling's generated backward, which the CPU's default leaves to ATen)
+    #: for max pooling's generated backward, which the CPU's default leaves to ATen;
+    #: ``layout_share`` programs ``channels_last="always"``)
     loop_ir: dict = field(default_factory=dict)
 
     @property

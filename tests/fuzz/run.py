@@ -98,6 +98,12 @@ def main(argv: list[str] | None = None) -> int:
         help="share of programs that may draw pooling too (half with max pooling's generated "
         "backward)",
     )
+    p.add_argument(
+        "--layout-share",
+        type=float,
+        default=0.0,
+        help='share of programs compiled with channels_last="always" (the layout pass CUDA runs)',
+    )
     p.add_argument("--verbose", action="store_true", help="print each failing program's source")
     p.add_argument("--chunk", type=int, default=50, help="programs per child process")
     p.add_argument(
@@ -227,6 +233,7 @@ def _write_json(args, argv, n, seconds, interrupted, counts, seeds, reasons) -> 
         "break_share": args.break_share,
         "nn_share": args.nn_share,
         "pool_share": args.pool_share,
+        "layout_share": args.layout_share,
         "counts": {kind: counts[kind] for kind in KINDS},
         "seeds_by_kind": {kind: seeds[kind] for kind in SEED_KINDS},
         "fallback_reasons": dict(reasons.most_common()),
@@ -249,6 +256,7 @@ def _shares(args) -> dict[str, float]:
         "break_share": args.break_share,
         "nn_share": args.nn_share,
         "pool_share": args.pool_share,
+        "layout_share": args.layout_share,
     }
 
 
@@ -304,6 +312,8 @@ def _in_child(args, first: int, n: int, stop: threading.Event):
             str(args.nn_share),
             "--pool-share",
             str(args.pool_share),
+            "--layout-share",
+            str(args.layout_share),
         ]
         root = Path(__file__).resolve().parents[2]
         proc = subprocess.Popen(
