@@ -123,3 +123,33 @@ def test_max_pool2d_index_where_the_window_starts_in_padding(check, backend, arg
         x.view(-1)[torch.randperm(x.numel(), generator=g)[:4]] = float("nan")
         cg = check(f, x, atol=0, rtol=0, equal_nan=True, backend=made())
         assert cg.fallbacks == []
+
+
+@pytest.mark.parametrize("backend", ["reference", "cpp", "triton"])
+@pytest.mark.parametrize(
+    "args",
+    [(3, 2, 1), (2, 1, 1, 2, True), (3, 2, 1, 2), (2, 2, 0)],
+    ids=["pad", "uneven-ceil", "dilated", "no-pad"],
+)
+def test_max_pool2d_walked_index_on_the_cpu(check, backend, args, monkeypatch):
+    """The GPU's form of max pooling's index (eager's walk, one select per tap), run on the
+    CPU, where CI runs: the values and the indices (int64, what the backward reads) equal
+    eager's, NaNs and all -inf windows included."""
+    from torchkiln_codegen_cpp import CppBackend
+    from torchkiln_codegen_triton import TritonBackend
+    from torchkiln_loop_ir.lowering import pooling
+
+    monkeypatch.setattr(pooling, "walks_the_window", lambda device: True)
+    made = {"reference": L.ReferenceBackend, "cpp": CppBackend, "triton": TritonBackend}[backend]
+
+    def f(x):
+        return torch.nn.functional.max_pool2d(x, *args, return_indices=True)
+
+    for shape in [(2, 3, 9, 8), (3, 7, 6)]:
+        g = torch.Generator().manual_seed(len(shape))
+        x = torch.randn(shape, generator=g)
+        x[..., :4, :3] = float("-inf")
+        x.view(-1)[torch.randperm(x.numel(), generator=g)[:4]] = float("nan")
+        cg = check(f, x, atol=0, rtol=0, equal_nan=True, backend=made())
+        assert cg.fallbacks == []
+        assert cg(x)[1].dtype == torch.int64
