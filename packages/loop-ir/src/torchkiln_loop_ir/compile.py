@@ -229,6 +229,11 @@ def compile_graph(
         gm, more = use_mkldnn_linears(gm, options.mkldnn_linear, pack=not training_meta)
         linear_log += more
     device_type = getattr(backend, "device_type", None)
+    if options.generated_conv_bias_grads:
+        from .conv_bias_grads import split_bias_grads
+
+        gm, more = split_bias_grads(gm)
+        convolution_log += more
     if options.channels_last == "always" or (
         options.channels_last == "auto"
         and device_type == "cuda"

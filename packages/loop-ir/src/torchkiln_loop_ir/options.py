@@ -63,6 +63,13 @@ class LoopIROptions:
         embedding's two weight gradients summed) as ``index_put(x, idx, v, accumulate=True)``:
         no zero-filled buffer of the vocabulary's size, no pass to sum it
         (scatter_add_fold.py; every backend). On by default.
+    generated_conv_bias_grads: a convolution backward's bias gradient is a sum loop-ir
+        generates over the output gradient, not ATen's reduction inside
+        ``convolution_backward`` (conv_bias_grads.py; every backend). Off by default: on
+        ConvNeXt-tiny's training step (H100, session 36) each sum stayed a kernel of its own
+        (21 launches more; the gradient is realized for the convolution backward and the
+        scheduler did not give the sum to the kernel making it), and the step did not get
+        faster within that machine's noise.
     addmm_bias_in_consumer: lower ``addmm(bias, a, b)`` whose result (through views) only
         pointwise and reduction code reads (nothing that reads memory, not a graph output) as
         ``mm(a, b)`` with the bias added in that generated code (as the convolution
@@ -106,6 +113,7 @@ class LoopIROptions:
     max_pool_backward: str = "auto"
     coalesce_transposed_copies: bool = True
     fold_scatter_adds: bool = True
+    generated_conv_bias_grads: bool = False
     addmm_bias_in_consumer: bool = False
     fallback_random: bool = False
     split_programs: int | None = None
