@@ -29,27 +29,35 @@ class Net(nn.Module):
         return self.pw(y.flatten(2)).sum() + self.up(y).square().mean()
 
 
+def _compiled(seed: int, **options):
+    """A fresh model, its eager twin and the model compiled with ``options``."""
+    torch.manual_seed(seed)
+    model = Net()
+    reference = copy.deepcopy(model)
+    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False, **options})
+    return model, reference, compiled
+
+
+def _bias_log(compiled) -> list[str]:
+    return [
+        line
+        for g in torchkiln.report(compiled).graphs
+        for line in g.convolutions
+        if "bias gradient" in line
+    ]
+
+
 @pytest.mark.parametrize("codegen", ["cpp", "triton"])
 @pytest.mark.parametrize("layout", ["never", "always"], ids=["nchw", "channels_last"])
 @pytest.mark.parametrize("autocast", [False, True], ids=["float32", "autocast_bf16"])
 def test_bias_gradients_equal_eager(codegen, layout, autocast):
-    torch.manual_seed(0)
-    model = Net()
-    reference = copy.deepcopy(model)
-    compiled = torchkiln.compile(
-        model,
-        options={
-            "strict": True,
-            "graph_cache": False,
-            "codegen": codegen,
-            "loop_ir": {
-                "generated_conv_bias_grads": True,
-                "channels_last": layout,
-                "mkldnn_convolution": False,
-                "direct_convolution_taps": 0,
-            },
-        },
-    )
+    loop_ir = {
+        "generated_conv_bias_grads": True,
+        "channels_last": layout,
+        "mkldnn_convolution": False,
+        "direct_convolution_taps": 0,
+    }
+    model, reference, compiled = _compiled(0, codegen=codegen, loop_ir=loop_ir)
     tol = {"rtol": 3e-2, "atol": 3e-2} if autocast else {"rtol": 1e-4, "atol": 1e-5}
     for _ in range(2):
         x = torch.randn(2, 3, 32, 32)
@@ -62,27 +70,16 @@ def test_bias_gradients_equal_eager(codegen, layout, autocast):
             torch.testing.assert_close(p.grad, q.grad, **tol, msg=name)
         model.zero_grad(set_to_none=True)
         reference.zero_grad(set_to_none=True)
-    log = [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
     # four convolutions with a bias (the stem's input needs no gradient: still a backward)
-    assert sum("bias gradient is a generated sum" in line for line in log) == 4, log
+    log = _bias_log(compiled)
+    assert sum("is a generated sum" in line for line in log) == 4, log
 
 
 def test_default_keeps_atens_reduction():
-    torch.manual_seed(1)
-    model = Net()
-    reference = copy.deepcopy(model)
-    compiled = torchkiln.compile(
-        model,
-        options={
-            "strict": True,
-            "graph_cache": False,
-            "loop_ir": {"generated_conv_bias_grads": False},
-        },
-    )
+    model, reference, compiled = _compiled(1)
     x = torch.randn(2, 3, 32, 32)
     compiled(x).backward()
     reference(x).backward()
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
-    log = [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
-    assert not any("bias gradient" in line for line in log)
+    assert _bias_log(compiled) == []

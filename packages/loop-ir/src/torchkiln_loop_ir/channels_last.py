@@ -54,6 +54,7 @@ from .mkldnn import (
     _propagate_meta,
     _static_inputs,
     _val,
+    copied_graph,
     finish_layout,
     layout_copy,
 )
@@ -386,9 +387,7 @@ def adopt_input_strides(
     ]
     if not differ:
         return gm, ()
-    graph = fx.Graph()
-    copies: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, copies))
+    graph, copies = copied_graph(gm)
     output = next(n for n in graph.nodes if n.op == "output")
     before = _output_values(output)
     mode = FakeTensorMode()

@@ -305,9 +305,9 @@ def lift_constants(
     ]
     if not attrs:
         return gm, list(example_inputs), []
-    graph = torch.fx.Graph()
-    copies: dict[torch.fx.Node, torch.fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, copies))
+    from .mkldnn import copied_graph  # (imported lazily, as the passes are)
+
+    graph, copies = copied_graph(gm)
     last = [copies[n] for n in gm.graph.nodes if n.op == "placeholder"]
     constants = []
     for node in attrs:

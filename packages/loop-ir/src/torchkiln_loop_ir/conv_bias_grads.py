@@ -28,6 +28,8 @@ import operator
 import torch
 from torch import fx
 
+from .mkldnn import copied_graph
+
 aten = torch.ops.aten
 
 _MASK = 10  # convolution_backward's output_mask argument
@@ -55,9 +57,7 @@ def split_bias_grads(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ...
     found = [(n, dims) for n in gm.graph.nodes if (dims := _splittable(n)) is not None]
     if not found:
         return gm, ()
-    graph = fx.Graph()
-    copies: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, copies))
+    graph, copies = copied_graph(gm)
     log = []
     for old, dims in found:
         node = copies[old]

@@ -41,6 +41,7 @@ from .mkldnn import (
     _propagate_meta,
     _static_inputs,
     _val,
+    copied_graph,
     mkldnn_available,
 )
 from .mkldnn_linear import _MEASURE_MAX_FLOPS, _MEASURE_MIN_FLOPS, _linear_parts, _measured, _weight
@@ -119,8 +120,7 @@ def group_linears(
     gemms = [n for n in gm.graph.nodes if n.target in (aten.addmm.default, aten.mm.default)]
     if len(gemms) < 2 or not _static_inputs(gm.graph):
         return gm, ()
-    graph = fx.Graph()
-    graph.output(graph.graph_copy(gm.graph, {}))
+    graph, _ = copied_graph(gm)
     mode_fake = FakeTensorMode()
     _propagate_meta(graph, mode_fake)
     propagated = _args_of(graph)

@@ -159,6 +159,15 @@ def mkldnn_available() -> bool:
     return bool(torch.backends.mkldnn.is_available())
 
 
+def copied_graph(gm: fx.GraphModule) -> tuple[fx.Graph, dict[fx.Node, fx.Node]]:
+    """A copy of ``gm``'s graph for a pass to change (its output node included), and the map
+    from ``gm``'s nodes to their copies."""
+    graph = fx.Graph()
+    copies: dict[fx.Node, fx.Node] = {}
+    graph.output(graph.graph_copy(gm.graph, copies))
+    return graph, copies
+
+
 def _val(node: Any) -> Any:
     return node.meta.get("val") if isinstance(node, fx.Node) else None
 
@@ -385,9 +394,7 @@ def layout_copy(
 
     if any(n.target in _STORAGE_OPS for n in gm.graph.nodes):
         return refused("the graph has an as_strided view, whose values depend on the memory layout")
-    graph = fx.Graph()
-    copies: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, copies))
+    graph, copies = copied_graph(gm)
     if not _static_inputs(graph):
         return refused("graph inputs of symbolic size")
     mode = FakeTensorMode()

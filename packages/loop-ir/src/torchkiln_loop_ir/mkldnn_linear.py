@@ -52,7 +52,15 @@ from torch._subclasses.fake_tensor import FakeTensorMode
 from torch.utils._python_dispatch import _disable_current_modes
 from torch.utils.weak import WeakIdKeyDictionary
 
-from .mkldnn import _LIB, _fake_meta, _propagate_meta, _static_inputs, _val, mkldnn_available
+from .mkldnn import (
+    _LIB,
+    _fake_meta,
+    _propagate_meta,
+    _static_inputs,
+    _val,
+    copied_graph,
+    mkldnn_available,
+)
 
 aten = torch.ops.aten
 
@@ -370,9 +378,7 @@ def use_mkldnn_linears(
         return gm, tuple(
             f"{g.name}: {g.target} kept (graph inputs of symbolic size)" for g in gemms
         )
-    graph = fx.Graph()
-    copies: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, copies))
+    graph, copies = copied_graph(gm)
     _propagate_meta(graph, FakeTensorMode())
     placeholders = {n for n in graph.nodes if n.op == "placeholder"}
     log: list[str] = []

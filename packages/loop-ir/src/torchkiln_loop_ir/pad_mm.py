@@ -56,6 +56,7 @@ from .mkldnn import (
     _propagate_meta,
     _static_inputs,
     _val,
+    copied_graph,
 )
 
 aten = torch.ops.aten
@@ -293,9 +294,7 @@ def pad_matmuls(
             *log,
             *(f"{p.name}: {p.target} kept (the graph has an as_strided view)" for p in wanted),
         )
-    graph = fx.Graph()
-    copies: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, copies))
+    graph, copies = copied_graph(gm)
     if not _static_inputs(graph):
         return gm, (
             *log,

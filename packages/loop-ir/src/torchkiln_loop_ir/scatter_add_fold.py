@@ -25,7 +25,7 @@ from __future__ import annotations
 import torch
 from torch import fx
 
-from .mkldnn import _val
+from .mkldnn import _val, copied_graph
 
 aten = torch.ops.aten
 
@@ -75,9 +75,7 @@ def fold_scatter_adds(gm: fx.GraphModule) -> tuple[fx.GraphModule, tuple[str, ..
                 break
     if not found:
         return gm, ()
-    graph = fx.Graph()
-    copies: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, copies))
+    graph, copies = copied_graph(gm)
     log = []
     for add, scatter, other in found:
         new_add, new_scatter = copies[add], copies[scatter]

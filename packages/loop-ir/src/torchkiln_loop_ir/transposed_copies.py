@@ -22,7 +22,7 @@ from __future__ import annotations
 import torch
 from torch import fx
 
-from .mkldnn import _fake_meta, _meta_mode, _propagate_meta, _static_inputs, _val
+from .mkldnn import _fake_meta, _meta_mode, _propagate_meta, _static_inputs, _val, copied_graph
 
 aten = torch.ops.aten
 
@@ -87,9 +87,7 @@ def coalesce_transposed_copies(gm: fx.GraphModule) -> tuple[fx.GraphModule, tupl
     wanted = [n for n, why in reasons.items() if why is None]
     if not wanted:
         return gm, tuple(log)
-    graph = fx.Graph()
-    copies: dict[fx.Node, fx.Node] = {}
-    graph.output(graph.graph_copy(gm.graph, copies))
+    graph, copies = copied_graph(gm)
     if not _static_inputs(graph):
         return gm, (*log, *(f"{n.name}: transposing copy kept (symbolic sizes)" for n in wanted))
     mode, propagated = _meta_mode(graph)  # one fake mode for every value the pass makes or reads
