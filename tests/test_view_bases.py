@@ -146,3 +146,35 @@ def test_gradients_through_rebuilt_views(fn, write_first, private_cache_dir):
         torch.testing.assert_close(g, w)
     torch.testing.assert_close(grads[1], grads[0])
     assert not torchkiln.report(compiled).eager_fallbacks
+
+
+def _lone_view_written_after_a_break(x, mean, var):
+    """Fuzz seed 21089: an output that is a view of an intermediate no other output shares,
+    written in place in the next graph. The compiled graph handed it out as a view of its own
+    buffer, and autograd refuses in-place writes to the views a Function of several outputs
+    returns; eager's tensor is a view of an intermediate nothing else holds."""
+    t0 = torch.nn.functional.batch_norm(x, mean, var.abs() + 0.5, training=False)
+    t1 = torch.where(t0 > 0, t0, x)
+    t2 = t0.unsqueeze(1)
+    print(end="")  # graph break
+    t2.neg_()
+    return t2, t1
+
+
+@pytest.mark.parametrize("dynamic", [False, True], ids=["static", "dynamic"])
+def test_a_lone_view_output_written_in_place_after_a_break(dynamic, private_cache_dir):
+    compiled = torchkiln.compile(
+        _lone_view_written_after_a_break, dynamic=dynamic, options={"strict": True}
+    )
+    for shape in [(3, 3, 5), (2, 3, 4)]:
+        x = torch.randn(shape, dtype=torch.float64, requires_grad=True)
+        mean, var = torch.randn(3, dtype=torch.float64), torch.randn(3, dtype=torch.float64)
+        x_ref = x.detach().clone().requires_grad_()
+        with contextlib.redirect_stdout(io.StringIO()):
+            got = compiled(x, mean, var)
+            expected = _lone_view_written_after_a_break(x_ref, mean, var)
+        for g, e in zip(got, expected):
+            torch.testing.assert_close(g, e)
+        sum(t.square().sum() for t in got).backward()
+        sum(t.square().sum() for t in expected).backward()
+        torch.testing.assert_close(x.grad, x_ref.grad)

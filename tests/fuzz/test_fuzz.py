@@ -87,6 +87,7 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     # loop-ir's test_max_pool2d_index_where_the_window_starts_in_padding
     99: (POOL, "wrong gradient: max_pool2d's index of a window starting in padding, negative"),
     30815: (POOL, "wrong gradient: masks saved in a permuted layout of Max(1, L) strides"),
+    21089: (MIXED, "crash: a lone view output written in place after a break (autograd)"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

@@ -175,6 +175,16 @@ class CompiledFunction(torch.autograd.Function):
         outs = list(plan.compiled_fw(*args))
         n_fw = plan.num_user_outputs + len(plan.mutated_inputs)
         fw_outs, saved = outs[:n_fw], outs[n_fw:]
+        # a result that is a view of memory the compiled graph made (the wrapper's as_strided
+        # of an intermediate) goes out as a plain tensor on that memory (detach: no copy).
+        # Autograd refuses in-place writes to views that a Function of several outputs returns
+        # (fuzz seed 21089: ``t2 = t0.unsqueeze(1)``, then ``t2.neg_()`` after a graph break),
+        # and nothing the caller holds shares the intermediate: outputs that are views of one
+        # another or of an input are rebuilt outside (view_bases.py, restore_aliases)
+        for i in range(plan.num_user_outputs):
+            o = fw_outs[i]
+            if isinstance(o, torch.Tensor) and o._is_view():
+                fw_outs[i] = o.detach()
         ctx.plan = plan
         diff = plan.diff_set
         ctx.output_meta = {
