@@ -1,6 +1,7 @@
 """Per-call host cost of the glue around a compiled graph's kernels, on the CPU, against the bare
 operation it wraps: an extern call (loop-ir's generated function with its layout check) against
-the ATen kernel alone, channels_last's weight lookup, the folded constants' key, the training
+the ATen kernel alone (and a convolution through its Python binding against the operator's C++
+function, wrapper.python_binding), channels_last's weight lookup, the folded constants' key, the training
 Function's glue per step. Run it on two trees back to back to compare (the machine is shared:
 each figure is the best of many interleaved blocks).
 
@@ -48,11 +49,24 @@ def externs() -> dict:
         [spec((4, 4), (4, 1)), spec((4, 4), (4, 1))],
     )
     mm_op, sort_op = aten.mm.default, aten.sort.default
+    # a convolution: the extern goes through torch.convolution (wrapper.python_binding), where
+    # the operator's C++ function converts the four list arguments by its schema
+    img, w = torch.randn(1, 8, 4, 4), torch.randn(8, 8, 1, 1)
+    conv_args = (None, [1, 1], [0, 0], [1, 1], False, [0, 0], 1)
+    conv = make_extern(
+        ExternCall(
+            aten.convolution.default, (BufferRef("x"), BufferRef("w"), *conv_args), {}, ("o",)
+        )
+    )
+    conv_op = aten.convolution.default._op
     return {
         "extern mm (layout checked)": lambda: mm(a, b),
         "bare aten.mm": lambda: mm_op(a, b),
         "extern sort, 2 outputs (layouts checked)": lambda: sort(x),
         "bare aten.sort": lambda: sort_op(x),
+        "extern convolution (through torch.convolution)": lambda: conv(img, w),
+        "aten.convolution.default's C++ function": lambda: conv_op(img, w, *conv_args),
+        "torch.convolution": lambda: torch.convolution(img, w, *conv_args),
     }
 
 

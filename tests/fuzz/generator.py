@@ -613,12 +613,15 @@ def _pooled_size(size: int, k: int, stride: int, padding: int, dilation: int, ce
     return out
 
 
-def _window_without_taps(size: int, k: int, stride: int, padding: int, dilation: int) -> bool:
+def _window_without_taps(
+    size: int, k: int, stride: int, padding: int, dilation: int, ceil: bool
+) -> bool:
     """Some window along a dim of ``size`` has all its taps in the padding (a dilated window over
     a plane one wide). Eager's ``max_pool2d`` index of such a window lies past the plane, and
     its backward on a CPU writes the gradient there: out of bounds (heap corruption; seed 51455
-    of ``--layout-share 1`` aborted the process in eager's own backward)."""
-    out = _pooled_size(size, k, stride, padding, dilation, False)
+    of ``--layout-share 1`` aborted the process in eager's own backward). Every window counts,
+    ceil mode's last one too."""
+    out = _pooled_size(size, k, stride, padding, dilation, ceil)
     return any(
         not any(0 <= o * stride - padding + j * dilation < size for j in range(k))
         for o in range(max(out, 0))
@@ -641,7 +644,7 @@ def st_pool(b: _Builder) -> bool:
     if r.random() < 0.7:
         dilation = r.choice([1, 1, 1, 2])
         out = [_pooled_size(s, k, stride, padding, dilation, ceil) for s in (h, w)]
-        if any(_window_without_taps(s, k, stride, padding, dilation) for s in (h, w)):
+        if any(_window_without_taps(s, k, stride, padding, dilation, ceil) for s in (h, w)):
             b.pool_without_taps = True
         call = (
             f"torch.nn.functional.max_pool2d({a.name}, {k}, {stride}, {padding}, {dilation}, "

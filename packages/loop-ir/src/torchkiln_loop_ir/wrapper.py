@@ -171,9 +171,9 @@ def python_binding(op: Any) -> Callable[..., Any] | None:
     ``convolution_backward``, is called through its operator object).
 
     The binding parses its arguments in generated C++; the operator object converts them by its
-    schema, list by list: a small convolution's call took 4.0 us through ``torch.convolution``
-    and 8.6 us through ``aten.convolution.default``'s C++ function on the CPU (session 36,
-    2 cores), and a ResNet-50 training step makes 53 such calls. Both honour torch function
+    schema, list by list: a small convolution's extern call took 3.7 us through
+    ``torch.convolution`` and 8.2 us through ``aten.convolution.default``'s C++ function on the
+    CPU (session 36, 2 cores, ``python benchmarks/host_glue_micro.py``), and a ResNet-50 training step makes 53 such calls. Both honour torch function
     modes and subclasses the same way (the mode sees the binding instead of the operator)."""
     if (
         not isinstance(op, torch._ops.OpOverload)
