@@ -1,4 +1,5 @@
-"""Batch norm over no element (an empty batch, or an empty spatial dim) in training mode.
+"""Batch norm over no element (an empty batch, or an empty spatial dim) in training mode, and
+the gradients of inputs of no element.
 
 ATen's ``_batch_norm_impl_index`` returns the input scaled by the first weight and shifted by the
 first bias, and leaves the running statistics as they are. The decomposition torchkiln traced
@@ -85,3 +86,39 @@ def test_an_unused_empty_output_leaves_its_gradients_none(dynamic):
         assert per[1][0] is None and per[1][1] is None
         assert per[0][0] is None and per[0][1] is None
         torch.testing.assert_close(per[1][2], per[0][2])
+
+
+def _two_heads(e, x, w):
+    a = F.layer_norm(e, e.shape[-1:]).abs()  # e has no element
+    b = torch.conv1d(x, w, padding=1)
+    print(end="")  # graph break: a and b are outputs of one compiled graph
+    return a + 1, b.squeeze(0)
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+@pytest.mark.parametrize("use_empty", [False, True])
+def test_an_empty_input_reaching_only_an_unused_output_has_no_gradient(dynamic, use_empty):
+    """An input of no element whose only output the loss does not use (fuzz seed 52301, layout
+    shares): eager's autograd never reaches it and leaves its gradient None. Its gradient in the
+    backward graph reads no tangent (the ops over no element fold to empty tensors), so the
+    specialisation on absent tangents kept it: an empty gradient came back. When the loss does
+    use that output, eager's gradient is an empty tensor, and so is ours."""
+    compiled = torchkiln.compile(_two_heads, dynamic=dynamic, options={"strict": True})
+    for rows in (7, 4):
+        values = (torch.randn(rows, 3, 0), torch.randn(1, 2, 3), torch.randn(3, 2, 3))
+        g = torch.randn(3, 3)
+        grads = []
+        for fn in (_two_heads, compiled):
+            leaves = [v.clone().requires_grad_() for v in values]
+            a, b = fn(*leaves)
+            loss = (b * g).sum() + (a.sum() if use_empty else 0)
+            loss.backward()
+            grads.append([leaf.grad for leaf in leaves])
+        want, got = grads
+        assert (want[0] is None) == (not use_empty)
+        assert (got[0] is None) == (want[0] is None)
+        if use_empty:
+            assert got[0].shape == want[0].shape
+        for a, b in zip(got[1:], want[1:]):
+            torch.testing.assert_close(a, b)
+    assert torchkiln.report(compiled).eager_fallbacks == []

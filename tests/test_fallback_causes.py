@@ -356,3 +356,31 @@ def test_a_size_product_the_forward_and_backward_share_is_recomputed():
         for got, want in zip(per[1], per[0]):
             torch.testing.assert_close(got, want)
     assert not torchkiln.report(compiled).eager_fallbacks
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_gradient_of_an_index_of_dynamic_length(codegen):
+    """The backward of ``x[idx]`` is ``index_put(zeros, [idx], grad, accumulate=True)``: with a
+    dynamic number of indices its lowering called ``int()`` on the symbolic size and ran ATen's
+    op as a fallback kernel (fuzz seed 52973, layout shares)."""
+
+    def f(x, idx, w):
+        return torch.nn.functional.layer_norm(x[idx] * w, (x.shape[-1],))
+
+    compiled = _strict(f, codegen, dynamic=True)
+    for n in (4, 7):
+        x = torch.randn(5, 6, requires_grad=True)
+        w = torch.randn(6, requires_grad=True)
+        idx = torch.randint(0, 5, (n,))
+        idx[0] = idx[1]  # a repeated index: its gradients add up
+        grad = torch.randn(n, 6)
+        got = compiled(x, idx, w)
+        want = f(x, idx, w)
+        torch.testing.assert_close(got, want)
+        got_grads = torch.autograd.grad(got, (x, w), grad)
+        want_grads = torch.autograd.grad(want, (x, w), grad)
+        for a, b in zip(got_grads, want_grads):
+            torch.testing.assert_close(a, b)
+    report = torchkiln.report(compiled)
+    assert not report.eager_fallbacks
+    assert all(not g.fallbacks for g in report.graphs)

@@ -52,6 +52,15 @@ POOL = {
     "triton_share": 0.3,
     "dynamic_share": 0.4,
 }
+LAYOUT = {
+    "layout_share": 1.0,
+    "nn_share": 1.0,
+    "pool_share": 0.5,
+    "train_share": 0.8,
+    "break_share": 0.3,
+    "triton_share": 0.3,
+    "dynamic_share": 0.2,
+}
 
 # Training seeds of longer runs that failed once: seed -> (shares, what it found).
 FOUND_TRAIN: dict[int, tuple[dict, str]] = {
@@ -88,6 +97,8 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     99: (POOL, "wrong gradient: max_pool2d's index of a window starting in padding, negative"),
     30815: (POOL, "wrong gradient: masks saved in a permuted layout of Max(1, L) strides"),
     21089: (MIXED, "crash: a lone view output written in place after a break (autograd)"),
+    52301: (LAYOUT, "wrong: an empty input reaching only an unused output: a gradient, not None"),
+    52973: (LAYOUT, "op fallback: index_put of a dynamic number of indices (x[idx]'s backward)"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):
@@ -134,6 +145,8 @@ def test_fuzzed_training_program(seed, shares):
     if seed in REFUSED_TRAIN and shares is TRAIN:
         assert out.detail.startswith("both backwards raised"), out.detail
     assert not out.fallback, f"eager fallback: {out.fallback_reasons}\n{program.describe()}"
+    if FOUND_TRAIN.get(seed, ({}, ""))[1].startswith("op fallback"):
+        assert not out.op_fallbacks, f"ATen ops run as fallback kernels: {out.op_fallbacks}"
 
 
 def test_training_seeds_compare_gradients():

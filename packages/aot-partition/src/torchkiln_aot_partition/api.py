@@ -209,6 +209,7 @@ def aot_compile(
         entry_grad=entry_grad,
         grad_mutations=joint.grad_mutations,
         poisoned=joint.poisoned,
+        reaches=joint.reaches,
     )
     return TrainingRuntime(plan, lifted.params, lifted.constant_outputs, aliases, bases, hidden)
 

@@ -66,6 +66,11 @@ class JointGraph:
     #: was written in place later in the graph), with eager's error: not among `diff_outputs`
     #: (no tangent, nothing traced), they raise it when a gradient reaches them (`poisoned_outputs`)
     poisoned: tuple[tuple[int, str], ...] = ()
+    #: per entry of `grad_inputs`, the positions among `diff_outputs` whose value the primal
+    #: reaches in the graph: when the tangents of all of them are None (outputs the loss does not
+    #: use) the gradient is None, as eager's autograd never reaches the input
+    #: (`forward_reach`)
+    reaches: tuple[frozenset[int], ...] | None = None
 
     @property
     def num_fwd_outputs(self) -> int:
@@ -229,6 +234,8 @@ def joint_graph(
         _sizes_from_primals(gm, num_primals, set(mutated_inputs))
     gm.recompile()
     grad_inputs = tuple(i for i in grad_idx if i not in none_grads)
+    forward_outs = user + mutations
+    reaches = forward_reach(gm, grad_inputs, [forward_outs[i] for i in diff_idx])
     return JointGraph(
         gm,
         num_primals,
@@ -239,6 +246,31 @@ def joint_graph(
         None if symbolic else (fake_ins, fake_outs),
         grad_written,
         poisoned,
+        reaches,
+    )
+
+
+def forward_reach(
+    gm: fx.GraphModule, primals: Sequence[int], outputs: Sequence[Any]
+) -> tuple[frozenset[int], ...]:
+    """For each primal position in ``primals`` (placeholders of ``gm``), the positions among
+    ``outputs`` (nodes of ``gm``) whose value it reaches through the graph's data flow.
+
+    A zero-element input's gradient is computed from no tangent at all (its ops are folded to
+    empty tensors), so which tangents it depends on does not say whether autograd reaches it:
+    the forward's data flow does (fuzz seed 52301). One pass over the graph, each node's set of
+    primals as a bitset."""
+    placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
+    bit = {placeholders[p]: 1 << k for k, p in enumerate(primals)}
+    seen: dict[fx.Node, int] = {}
+    for node in gm.graph.nodes:
+        bits = bit.get(node, 0)
+        for a in node.all_input_nodes:
+            bits |= seen.get(a, 0)
+        seen[node] = bits
+    return tuple(
+        frozenset(j for j, o in enumerate(outputs) if isinstance(o, fx.Node) and seen[o] >> k & 1)
+        for k in range(len(primals))
     )
 
 

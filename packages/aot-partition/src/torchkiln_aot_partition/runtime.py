@@ -147,14 +147,33 @@ class TrainingPlan:
     #: (``joint.poisoned_outputs``): not differentiable outputs of the traced graphs, they still
     #: require grad, and a gradient reaching one raises that error, as in eager
     poisoned: tuple[tuple[int, str], ...] = ()
+    #: per entry of ``grad_inputs``, the differentiable outputs (positions among
+    #: ``diff_outputs``) the primal reaches (``joint.forward_reach``); None: unknown
+    reaches: tuple[frozenset[int], ...] | None = None
     #: derived once, not per call: diff_outputs as a set; the outputs left differentiable (those
     #: and the poisoned); whether the gradients come in the order of the primals (grad_inputs is
     #: 0, 1, 2, ...: the result is the list itself, padded)
     diff_set: frozenset = field(init=False, repr=False, compare=False)
     requires_grad_set: frozenset = field(init=False, repr=False, compare=False)
     grads_in_order: bool = field(init=False, repr=False, compare=False)
+    #: absent tangents -> the primals whose gradient is None, as no output they reach is used
+    unreached: dict = field(init=False, repr=False, compare=False)
+
+    def unreached_by(self, absent: tuple[int, ...]) -> frozenset[int]:
+        """The primals (positions) no tangent but those at ``absent`` (None) would reach."""
+        found = self.unreached.get(absent)
+        if found is None:
+            gone = set(absent)
+            found = frozenset(
+                i
+                for i, reach in zip(self.grad_inputs, self.reaches or ())
+                if reach and reach <= gone
+            )
+            self.unreached[absent] = found
+        return found
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "unreached", {})
         object.__setattr__(self, "diff_set", frozenset(self.diff_outputs))
         object.__setattr__(self, "requires_grad_set", self.diff_set | {i for i, _ in self.poisoned})
         object.__setattr__(
@@ -262,6 +281,13 @@ class CompiledFunction(torch.autograd.Function):
         grads = list(boxed(args) if boxed is not None else compiled(*args))
         if nonzero is not None:  # the zeros the full graph computed are None, as in eager
             grads, kept = [grads[k] for k in nonzero], nonzero
+        if absent and plan.reaches is not None and (unreached := plan.unreached_by(absent)):
+            # a primal that reaches only outputs the loss does not use: None, as in eager, though
+            # its gradient is no zero the analysis found (an empty tensor's, seed 52301)
+            order = plan.grad_inputs if kept is None else [plan.grad_inputs[k] for k in kept]
+            pairs = [(i, g) for i, g in zip(order, grads) if i not in unreached]
+            kept = tuple(plan.grad_inputs.index(i) for i, _ in pairs)
+            grads = [g for _, g in pairs]
         if kept is None and plan.grads_in_order and len(grads) == len(plan.grad_inputs):
             # the gradients of the first primals, in order: no scatter into a list of Nones
             return (None, *grads, *(None,) * (plan.num_primals - len(grads)))

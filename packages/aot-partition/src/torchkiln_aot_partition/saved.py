@@ -53,6 +53,7 @@ class RuntimeMetadata:
     entry_grad: bool = True  # see TrainingPlan.entry_grad
     grad_mutations: tuple[int, ...] = ()  # see TrainingPlan.grad_mutations
     poisoned: tuple[tuple[int, str], ...] = ()  # see TrainingPlan.poisoned
+    reaches: tuple[frozenset[int], ...] | None = None  # see TrainingPlan.reaches
 
 
 def runtime_metadata(runtime: Any) -> RuntimeMetadata:
@@ -90,6 +91,7 @@ def runtime_metadata(runtime: Any) -> RuntimeMetadata:
             entry_grad=plan.entry_grad,
             grad_mutations=plan.grad_mutations,
             poisoned=plan.poisoned,
+            reaches=plan.reaches,
         )
     raise AOTError(f"not a runtime made by aot_compile: {type(runtime).__name__}")
 
@@ -139,6 +141,7 @@ def rebuild_runtime(
         entry_grad=meta.entry_grad,
         grad_mutations=meta.grad_mutations,
         poisoned=meta.poisoned,
+        reaches=meta.reaches,
     )
     return TrainingRuntime(
         plan, lifted.params, meta.constant_outputs, meta.aliases, meta.bases, meta.hidden_outputs

@@ -11,6 +11,7 @@ fallbacks, listed in ``fallbacks``.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import sympy
@@ -336,10 +337,7 @@ def index_put(ctx, x, indices, values, accumulate=False):
             raise Unlowerable("index_put mixing boolean masks with other indices")
         return _masked_put(ctx, x, indices, values, accumulate)
     tensors = [indices[d] for d in present]
-    bshape = [
-        sympy.Integer(s)
-        for s in torch.broadcast_shapes(*[tuple(int(s) for s in t.get_size()) for t in tensors])
-    ]
+    bshape = _broadcast_sizes([t.get_size() for t in tensors])
     nb = len(bshape)
     consecutive = present == list(range(present[0], present[-1] + 1))
     rest = [d for d in range(len(size)) if d not in present]
@@ -365,6 +363,22 @@ def index_put(ctx, x, indices, values, accumulate=False):
     target = _scatter(ctx, x, ranges, scatter_fn, mode)
     layout_index = target.layout.index
     return target
+
+
+def _broadcast_sizes(sizes: list[Sequence[sympy.Expr]]) -> list[sympy.Expr]:
+    """The broadcast of index tensors' ``sizes``, sizes symbolic or not (a dynamic batch's
+    ``s0``): per dim, counted from the right, the one size other than 1 (1 where all are 1).
+    Two different sizes other than 1 would broadcast only under a guard that they are equal:
+    refused."""
+    rank = max(len(s) for s in sizes)
+    out: list[sympy.Expr] = []
+    for d in range(rank):
+        seen = {sympy.sympify(s[len(s) - rank + d]) for s in sizes if len(s) - rank + d >= 0}
+        seen.discard(sympy.Integer(1))
+        if len(seen) > 1:
+            raise Unlowerable(f"index tensors of sizes {sorted(map(str, seen))} in one dim")
+        out.append(seen.pop() if seen else sympy.Integer(1))
+    return out
 
 
 def _masked_put(ctx, x, indices, values, accumulate):
