@@ -77,6 +77,8 @@
 #               fp32): chunks 64 / 128 / 512, six tile shapes, the next tile prefetched or not,
 #               the shift per lane or per column; eager and torchkiln alongside. Which of a
 #               program's fixed cost and its one-latency-an-iteration loop is the 47 us
+#   timm-train-never, hf-train-never   timm-train, hf-train without combo kernels (LoopIROptions.combo_kernels "never",
+#               torch.compile not run): the other half of an A/B of combos on one machine
 #   hf-full-fp32-addmm   hf-full-fp32 with LoopIROptions.addmm_bias_in_consumer (bench --options)
 #   hf-full-padout, hf-full-fp32-padout   hf-full / hf-full-fp32 with
 #               LoopIROptions.pad_matmul_outputs_only (the vocabulary head written into a padded
@@ -103,14 +105,15 @@ mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
 SRC=$(ls -d "$PWD"/packages/*/src | paste -sd:)
 export PYTHONPATH="/tmp/site:$SRC"
-export TORCHKILN_CACHE_DIR=/tmp/tk-cache PYTHONUNBUFFERED=1
+# a bench cut by its limit gets SIGABRT (timeout -s ABRT): faulthandler prints where it hung
+export TORCHKILN_CACHE_DIR=/tmp/tk-cache PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
 python3 -c 'import sys, torch, triton; print(sys.version); print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
 PYTEST="python3 -m pytest -q -p no:cacheprovider --import-mode=importlib"
 
 bench() {  # bench <name> <timeout> <args...>
   local name=$1 limit=${BENCH_LIMIT:-$2}
   shift 2
-  timeout "$limit" python3 -m torchkiln bench --device cuda --dtype bfloat16 --no-progress \
+  timeout -s ABRT -k 10 "$limit" python3 -m torchkiln bench --device cuda --dtype bfloat16 --no-progress \
     ${MODELS:+--models "$MODELS"} --json "$OUT/gpu-$name.json" "$@" 2>&1 | tee "$OUT/gpu-$name.log" | tail -16
 }
 
@@ -126,8 +129,11 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
     # ran six of them through the interpreter: they failed there, and passed with real kernels).
     # Session 32: four tests ran Triton interpreted under names without "triton" (the mixed-order
     # layer norm, three fuzz seeds that draw the Triton backend) and failed for the interpreter
+    # Session 37: the combo kernels' CPU cases (Triton 3.6's interpreter refuses a @triton.jit
+    # function calling another: "Cannot call @triton.jit'd outside of the scope of a kernel";
+    # CI's Triton 3.9 runs them, and `cuda-tests` runs them with real kernels)
     py312) timeout ${PY312_LIMIT:-300} $PYTEST -v -n 14 --timeout 120 \
-             -k "not triton and not cuda and not split_statistics and not mixed_order and not found-180 and not found-4215 and not found-4414" \
+             -k "not triton and not cuda and not split_statistics and not mixed_order and not found-180 and not found-4215 and not found-4414 and not combo" \
              $(ls -d packages/*/tests | grep -v codegen-triton) tests 2>&1 \
              | tee "$OUT/tests-py312.log" | grep -E "passed|failed|FAILED|Error" | tail -40 ;;
     ops) TRITON_INTERPRET=0 PYTHONPATH="$PYTHONPATH:$PWD/benchmarks" timeout 200 $PYTEST -n 12 \
@@ -135,7 +141,8 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
            | tee "$OUT/ops-triton-cuda.log" | tail -15 ;;
     cuda-tests) { TRITON_INTERPRET=0 timeout ${CUDA_TESTS_LIMIT:-100} $PYTEST -n 4 --timeout 90 \
                     tests/test_masked_attention_cuda.py tests/test_channels_last_e2e.py \
-                    tests/test_pad_mm_e2e.py tests/test_recurrent_e2e.py 2>&1
+                    tests/test_pad_mm_e2e.py tests/test_recurrent_e2e.py \
+                    tests/test_combo_kernels_e2e.py 2>&1
                   TRITON_INTERPRET=0 timeout 100 $PYTEST -n 4 --timeout 90 \
                     tests/test_direct_convolution_e2e.py -k cuda 2>&1
                   TRITON_INTERPRET=0 PYTHONPATH="$PYTHONPATH:$PWD/benchmarks" timeout 100 $PYTEST \
@@ -160,6 +167,10 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                           --mode reduce-overhead --repeat 10 ;;
     hf-train) bench hf-full-train-bf16 560 --suite hf --size full --train --repeat 5 --warmup 2 ;;
     timm-train) bench timm-full-train-bf16 560 --suite timm --size full --train --repeat 5 --warmup 2 ;;
+    hf-train-never) bench hf-full-train-bf16-never 560 --suite hf --size full --train \
+                      --repeat 5 --warmup 2 --no-peer --options '{"loop_ir": {"combo_kernels": "never"}}' ;;
+    timm-train-never) bench timm-full-train-bf16-never 560 --suite timm --size full --train \
+                        --repeat 5 --warmup 2 --no-peer --options '{"loop_ir": {"combo_kernels": "never"}}' ;;
     hf-full-fp32-addmm) bench hf-full-fp32-addmm 560 --suite hf --size full --dtype float32 \
                           --repeat 6 --options '{"loop_ir": {"addmm_bias_in_consumer": true}}' ;;
     hf-full-padout) bench hf-full-bf16-padout 560 --suite hf --size full --repeat 10 \

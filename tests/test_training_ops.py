@@ -120,7 +120,12 @@ def test_max_pool2d_backward_with_dynamic_sizes(codegen):
         f(x2).backward(g)
         torch.testing.assert_close(x1.grad, x2.grad)
     report = torchkiln.report(compiled)
-    assert len(report.graphs) == 2  # one forward, one backward, for all three sizes
+    # one graph for the batches of 2 and 3, odd and even planes, and one more for the batch of
+    # 1 (sizes 0 and 1 are specialised). torch 2.11's max_pool2d meta function also guards the
+    # parity of ``H - 1`` (``Eq(Mod(s2 - 1, 2), 0)``, seen on the GPU machine in session 37):
+    # one graph more there
+    old_meta = tuple(int(v) for v in torch.__version__.split(".")[:2]) < (2, 13)
+    assert len(report.graphs) in ((2, 3) if old_meta else (2,))
     assert not [c for gr in report.graphs for c in gr.extern_calls + gr.fallbacks]
 
 

@@ -11,6 +11,7 @@ from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec, default_p
 from torchkiln_loop_ir.codecache import CodeCache, source_module
 
 from ._assemble import generate
+from ._combo import COMBO_CONFIG, combo_source, launch_spec
 from ._compat import interpreting
 from ._layout import choose_layout
 from ._naming import PLACEHOLDER, kernel_kind, shared_module
@@ -34,6 +35,15 @@ def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, C
     """The kernel of ``spec``: its function's name (from its text, ``_naming.py``), its module
     source and its launch configuration (heuristic block sizes)."""
     interpret = interpreting()
+    if spec.combo:  # independent pointwise kernels launched as one (_combo.py)
+        try:
+            body = combo_source(spec, options, interpret=interpret, name=PLACEHOLDER)
+            name, source = shared_module(module_source(spec, body, interpret=interpret), "combo")
+        except CodegenError:
+            raise
+        except Exception as e:
+            raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}") from e
+        return name, source, COMBO_CONFIG
     layout = choose_layout(spec)
     cfg = heuristic_config(spec, options, layout)
     split = cfg.split > 0
@@ -64,13 +74,21 @@ def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, C
     return name, source, replace(cfg, partials=gen.partials)
 
 
+#: the most kernels one combo kernel launches (``_combo.py``): ConvNeXt-tiny's forward has 108
+#: parameter casts; more members make one longer dispatch and one larger kernel to compile
+COMBO_MEMBERS = 64
+
+
 class TritonBackend:
     """Code generator for CUDA tensors (or CPU tensors under TRITON_INTERPRET=1)."""
 
     name = "triton"
     device_type = "cuda"
     capabilities = BackendCapabilities(
-        reduction_broadcast_reduction=True, max_reduction_stages=8, mixed_order_rnumel=8192
+        reduction_broadcast_reduction=True,
+        max_reduction_stages=8,
+        mixed_order_rnumel=8192,
+        combo_kernels=COMBO_MEMBERS,
     )
     #: loop-ir may hand a kernel one memory as an input and an output (a mutated graph input
     #: written in place, loop-ir's in_place.py): each element is read before it is
@@ -116,12 +134,12 @@ class TritonBackend:
         except Exception as e:
             raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}", path) from e
         return TritonCompiledKernel(
-            spec,
+            launch_spec(spec) if spec.combo else spec,
             source,
             path,
             fn,
             cfg,
-            autotune=self.options.autotune and not interpreting(),
+            autotune=self.options.autotune and not interpreting() and not spec.combo,
             function_name=function,
         )
 

@@ -134,7 +134,12 @@ class TritonCompiledKernel:
         #: the @triton.jit function launched: launch sites with the same text share it
         self.function_name = function_name or kernel_name(spec)
         #: the graph nodes (buffers) this launch site computes, for the debug dump
-        self.nodes = tuple(node.buffer for stage in spec.stages for node in stage.nodes)
+        self.nodes = tuple(
+            node.buffer
+            for kernel in spec.combo or (spec,)
+            for stage in kernel.stages
+            for node in stage.nodes
+        )
         # a split reduction (_split.py) is two kernels: the chunks' partials, then the finish
         self._fn, self._finish = fn if isinstance(fn, tuple) else (fn, None)
         self._nargs = len(spec.args)

@@ -16,10 +16,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from .backend import KernelSpec, ScheduledGraph
+from .backend import BufferSpec, KernelSpec, ScheduledGraph
 from .compile import CompiledGraph
 from .options import LoopIROptions
 
@@ -41,7 +42,17 @@ class GraphArtifact:
 
 
 def _without_bodies(spec: KernelSpec) -> KernelSpec:
-    return dataclasses.replace(spec, stages=(), buffers={})
+    members = tuple(_without_bodies(m) for m in spec.combo)
+    return dataclasses.replace(spec, stages=(), buffers={}, combo=members)
+
+
+def _with_buffers(spec: KernelSpec, buffers: Mapping[str, BufferSpec]) -> KernelSpec:
+    """A saved kernel step with the specs of the buffers it passes, from the graph's (a
+    code generator reads their dtypes: codegen-triton's loaded kernels raised KeyError, so
+    every cache entry of a Triton graph was found corrupt and compiled again)."""
+    members = tuple(_with_buffers(m, buffers) for m in spec.combo)
+    used = {name: buffers[name] for name in spec.args if name in buffers}
+    return dataclasses.replace(spec, buffers=used, combo=members)
 
 
 def export_graph(compiled: CompiledGraph, backend: Any) -> GraphArtifact:
@@ -80,7 +91,10 @@ def load_graph(
         )
     options = options or LoopIROptions()
     start = time.perf_counter()
-    specs = [s for s in artifact.scheduled.steps if isinstance(s, KernelSpec)]
+    buffers = artifact.scheduled.buffers
+    specs = [
+        _with_buffers(s, buffers) for s in artifact.scheduled.steps if isinstance(s, KernelSpec)
+    ]
     kernels = list(backend.load_kernels(artifact.kernels, specs)) if specs else []
     if len(kernels) != len(specs):
         raise NotCacheable(f"the backend loaded {len(kernels)} kernels for {len(specs)} steps")

@@ -86,6 +86,12 @@ class KernelSpec:
     # its chunk's rows; its ``across_rows`` nodes reduce over the rows of the chunk, one partial
     # a program. 0: an ordinary kernel
     row_programs: int = 0
+    # a combo kernel (``combos.py``): these kernels, independent pointwise kernels of static
+    # sizes, launched as one, each member over its own x range in programs of its own (the
+    # combo's ``stages`` are empty; its inputs, outputs, buffers and size args are the members'
+    # together, and its xranges their element counts summed). Only a backend whose
+    # ``BackendCapabilities.combo_kernels`` allows it is handed one. (): an ordinary kernel
+    combo: tuple[KernelSpec, ...] = ()
 
     @property
     def args(self) -> tuple[str, ...]:
@@ -204,6 +210,9 @@ class BackendCapabilities:
     # (``merge_dims.py``: NCHW's ``W*h + w`` becomes one dim of ``H*W``) before the code
     # generator sees it: fewer, longer loops and one index term fewer
     merge_dims: bool = False
+    # the most kernels the backend launches as one combo kernel (``KernelSpec.combo``,
+    # ``combos.py``): independent pointwise kernels, each over its own range; 0: none
+    combo_kernels: int = 0
     # deprecated: declared but never read (every backend must implement atomic-add stores, the
     # ops contract's ``store(..., mode="atomic_add")``); still accepted so code generators built
     # against an older loop-ir keep working, with a DeprecationWarning

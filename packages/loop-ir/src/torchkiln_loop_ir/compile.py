@@ -18,6 +18,7 @@ from .backend import (
     ScheduledGraph,
     target_programs,
 )
+from .combos import combine_kernels
 from .graph import lower
 from .in_place import in_place_writes, requested_in_place
 from .ir import Buffer, ComputedBuffer, ExternKernel, GraphIR, NamedView
@@ -76,6 +77,14 @@ def schedule(
             plans[id(g)] = merge_dims(plan) if capabilities.merge_dims else plan
     buffers = _buffer_specs(graph, nodes)
     steps = steps_for(sched.groups, plans, buffers, outputs)
+    if capabilities.combo_kernels > 1 and (
+        options.combo_kernels == "always"
+        or (
+            options.combo_kernels == "auto"
+            and any(b.device.type == "cuda" for b in buffers.values())
+        )
+    ):
+        steps = combine_kernels(steps, buffers, capabilities.combo_kernels)
     input_names = graph.input_names or [b.name for b in graph.inputs]
     steps, reuse = plan_memory(steps, buffers, input_names, outputs, options.reuse_buffers)
     reuse.update(in_place_writes(steps, buffers, graph))  # mutated inputs written in place

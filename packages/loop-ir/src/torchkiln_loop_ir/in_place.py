@@ -145,6 +145,8 @@ def _may_raise(step: Any) -> bool:
     ``x[idx]``), which raises the user's IndexError for an index out of range."""
     if not isinstance(step, KernelSpec):
         return False
+    if step.combo:
+        return any(_may_raise(m) for m in step.combo)
     rec = _replay(step)
     return rec is None or rec.checked_index  # a body we cannot replay here: assume it may
 
@@ -191,7 +193,14 @@ class _Accesses(NoOpHandler):
 
 def _reads_match_store(step: KernelSpec, inp: str, name: str) -> bool:
     """Inside ``step``: ``name`` stored once, plainly, in an epilogue (or a kernel without a
-    reduction loop), and every load of ``inp`` in that stage at that index."""
+    reduction loop), and every load of ``inp`` in that stage at that index. In a combo kernel
+    (``combos.py``), of the member storing ``name``, no other member reading ``inp`` (members
+    run at the same time)."""
+    if step.combo:
+        member = next((m for m in step.combo if name in m.outputs), None)
+        if member is None or any(inp in m.inputs for m in step.combo if m is not member):
+            return False
+        step = member
     rec = _replay(step)
     if rec is None:  # a body we cannot replay here: no in-place write
         return False

@@ -94,6 +94,12 @@ class LoopIROptions:
         column reduction is split into chunks of rows, one a program of the row kernel, and the
         scheduler may fuse them (``mixed_order.py``), where the backend can emit such a kernel
         (``BackendCapabilities.mixed_order_rnumel``). On by default; off keeps two kernels.
+    combo_kernels: launch independent small pointwise kernels (autocast's casts of the
+        parameters in a training forward, of the gradients at the end of its backward, batch
+        norms' ``num_batches_tracked += 1``) as one kernel, each over its own range
+        (``combos.py``), where the backend can (``BackendCapabilities.combo_kernels``):
+        "auto" (default: graphs on a CUDA device, where each launch costs host time), "always"
+        (any device; tests use it on the CPU under Triton's interpreter), or "never".
     autotune: deprecated, not a field: loop-ir never autotuned (block-size search is the Triton
         code generator's ``TritonOptions.autotune``); still accepted, with a DeprecationWarning.
     """
@@ -118,6 +124,7 @@ class LoopIROptions:
     fallback_random: bool = False
     split_programs: int | None = None
     mixed_order_reductions: bool = True
+    combo_kernels: str = "auto"
     autotune: InitVar[bool | None] = None
 
     def __post_init__(self, autotune: bool | None) -> None:
@@ -135,6 +142,11 @@ class LoopIROptions:
             raise ValueError(
                 "LoopIROptions.channels_last must be 'auto', 'always' or 'never', "
                 f"got {self.channels_last!r}"
+            )
+        if self.combo_kernels not in ("auto", "always", "never"):
+            raise ValueError(
+                "LoopIROptions.combo_kernels must be 'auto', 'always' or 'never', "
+                f"got {self.combo_kernels!r}"
             )
         if self.max_pool_backward not in ("auto", "generated", "aten"):
             raise ValueError(

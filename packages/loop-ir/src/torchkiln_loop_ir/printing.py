@@ -141,7 +141,11 @@ def format_kernel(step: Any, indent: str = "") -> str:
     )
     if getattr(step, "row_programs", 0):
         head += f" row_programs={step.row_programs}"
+    members = getattr(step, "combo", ())
+    if members:
+        head += f" combo of {len(members)} kernels (combos.py)"
     out = [head]
+    out += [format_kernel(m, indent + "  ") for m in members]
     for stage in step.stages:
         out.append(f"{indent}  stage {stage.kind}:")
         for node in stage.nodes:

@@ -1,0 +1,108 @@
+"""A combo kernel (loop-ir's ``KernelSpec.combo``, ``combos.py``): independent pointwise kernels
+launched as one.
+
+Each member is generated as its own pointwise function (``generate``), taking its program id as
+a parameter ``pid`` instead of reading ``tl.program_id(0)``. The combo's function reads the
+program id once and calls the member whose programs it falls in, members one after another::
+
+    pid = tl.program_id(0)
+    if pid < 3:
+        _tk_member0(in_ptr0, out_ptr2, 2500, pid, XBLOCK)
+    elif pid < 4:
+        _tk_member1(in_ptr1, out_ptr3, 96, pid - 3, XBLOCK)
+
+Triton inlines the members. All members run with one XBLOCK (``COMBO_XBLOCK``) and number of
+warps; the launch's grid is the members' blocks summed (``launch_spec``), so every member keeps
+its own parallelism. Member sizes are static (loop-ir only combines such kernels), so each
+member's element count and first program are constants in the text.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+
+import sympy
+from torchkiln_loop_ir.backend import KernelSpec
+
+from ._assemble import arg_names, generate
+from .autotune import Config
+from .errors import CodegenError
+from .kernel import STATUS_PARAM
+from .options import TritonOptions
+
+#: the XBLOCK every member of a combo kernel runs with: the pointwise heuristic's largest
+#: (members are small; a larger block only leaves the last program of each emptier)
+COMBO_XBLOCK = 1024
+
+#: the combo's launch configuration: fixed, never autotuned (a combo kernel's members are
+#: launch-bound; timing configs would rerun the members)
+COMBO_CONFIG = Config(COMBO_XBLOCK, 1, 4, False, reason="combo kernel")
+
+
+def member_numel(spec: KernelSpec) -> int:
+    total = sympy.Integer(1)
+    for r in spec.xranges:
+        total = total * r
+    return int(total)
+
+
+def launch_spec(spec: KernelSpec) -> KernelSpec:
+    """``spec`` (a combo) with the x range its launch covers: each member's elements rounded up
+    to whole blocks of ``COMBO_XBLOCK``, summed (``Config.programs`` of it is the grid)."""
+    blocks = sum(-(-member_numel(m) // COMBO_XBLOCK) for m in spec.combo)
+    return dataclasses.replace(spec, xranges=(sympy.Integer(blocks * COMBO_XBLOCK),))
+
+
+def combo_source(spec: KernelSpec, options: TritonOptions, *, interpret: bool, name: str) -> str:
+    """The ``@triton.jit`` functions of combo kernel ``spec``: its own, named ``name``, then
+    each member's (no module header; ``module_source`` adds the first decorator)."""
+    names = arg_names(spec)
+    members: list[str] = []
+    dispatch: list[str] = []
+    start = 0
+    for i, member in enumerate(spec.combo):
+        if member.is_reduction or member.size_args or member.row_programs or member.combo:
+            raise CodegenError(f"combo kernel {spec.name}: member {member.name} is not pointwise")
+        fn = f"_tk_member{i}"
+        text = generate(
+            member,
+            looped=False,
+            options=options,
+            interpret=interpret,
+            fn_name=fn,
+            xblock=COMBO_XBLOCK,
+        ).source
+        head = "xnumel, XBLOCK: tl.constexpr):"
+        if (
+            text.count("tl.program_id(0)") != 1
+            or "tl.program_id(1)" in text
+            or STATUS_PARAM in text
+            or head not in text
+        ):
+            raise CodegenError(
+                f"combo kernel {spec.name}: member {member.name} is not a plain pointwise kernel"
+            )
+        members.append(
+            text.replace("tl.program_id(0)", "pid").replace(
+                head, "xnumel, pid, XBLOCK: tl.constexpr):"
+            )
+        )
+        numel = member_numel(member)
+        blocks = -(-numel // COMBO_XBLOCK)
+        args = ", ".join(names[a] for a in member.args)
+        keyword = "if" if i == 0 else "elif"
+        dispatch.append(f"    {keyword} pid < {start + blocks}:")
+        offset = f"pid - {start}" if start else "pid"
+        dispatch.append(f"        {fn}({args}, {numel}, {offset}, XBLOCK)")
+        start += blocks
+    params = [*names.values(), "xnumel", "XBLOCK: tl.constexpr"]
+    own = "\n".join(
+        [
+            f"def {name}({', '.join(params)}):",
+            f"    # combo kernel: {len(spec.combo)} independent pointwise kernels, "
+            f"{start} programs of {COMBO_XBLOCK}",
+            "    pid = tl.program_id(0)",
+            *dispatch,
+        ]
+    )
+    return "\n\n\n@triton.jit\n".join([own + "\n", *members])

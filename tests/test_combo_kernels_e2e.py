@@ -1,0 +1,122 @@
+"""Combo kernels end to end (loop-ir's ``combos.py``, codegen-triton's ``_combo.py``): a training
+step whose small independent pointwise kernels (autocast's casts of the parameters, the
+gradients' casts back, batch norms' ``num_batches_tracked += 1``) launch as one kernel. Triton's
+interpreter runs them on the CPU, with ``combo_kernels="always"`` (the default combines kernels
+on CUDA devices only). Each case compares with eager on fresh inputs and, bit for bit, with the
+same graphs compiled without combo kernels."""
+
+from __future__ import annotations
+
+import copy
+import os
+
+import pytest
+import torch
+from torch import nn
+
+os.environ.setdefault("TRITON_INTERPRET", "1")
+
+import torchkiln
+
+pytestmark = pytest.mark.usefixtures("private_cache_dir")
+
+
+class _Net(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 8, 3, padding=1)
+        self.bn1 = nn.BatchNorm2d(8)
+        self.bn2 = nn.BatchNorm2d(8)
+        self.fc1 = nn.Linear(8, 16)
+        self.fc2 = nn.Linear(16, 16)
+        self.head = nn.Linear(16, 5)
+
+    def forward(self, x):
+        y = self.bn2(self.bn1(self.conv(x)).relu())
+        y = y.mean((2, 3))
+        return self.head(self.fc2(self.fc1(y).relu()).relu())
+
+
+def _step(model, x, target, autocast):
+    with torch.autocast(x.device.type, dtype=torch.bfloat16, enabled=autocast):
+        out = model(x)
+    loss = torch.nn.functional.cross_entropy(out.float(), target)
+    loss.backward()
+    return out
+
+
+def _compile(model, mode):
+    options = {"codegen": "triton", "strict": True, "loop_ir": {"combo_kernels": mode}}
+    return torchkiln.compile(model, options=options)
+
+
+_INTERPRET = os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@pytest.mark.parametrize(
+    "device",
+    [
+        pytest.param(
+            "cpu", marks=pytest.mark.skipif(not _INTERPRET, reason="Triton interpreted only")
+        ),
+        pytest.param(
+            "cuda",
+            marks=pytest.mark.skipif(
+                _INTERPRET or not torch.cuda.is_available(), reason="a GPU, real kernels"
+            ),
+        ),
+    ],
+)
+@pytest.mark.parametrize("autocast", [False, True], ids=["float32", "bf16-autocast"])
+def test_training_step_with_combo_kernels(autocast, device):
+    torch.manual_seed(0)
+    base = _Net().to(device)
+    models = {name: copy.deepcopy(base) for name in ("eager", "always", "never")}
+    compiled = {name: _compile(models[name], name) for name in ("always", "never")}
+    for _ in range(2):  # the second step reads running statistics the first one wrote
+        x = torch.randn(4, 3, 6, 6, device=device)
+        target = torch.randint(0, 5, (4,), device=device)
+        outs = {"eager": _step(models["eager"], x, target, autocast)}
+        for name, fn in compiled.items():
+            outs[name] = _step(fn, x, target, autocast)
+        assert torch.equal(outs["always"], outs["never"])
+        tol = {"atol": 2e-2, "rtol": 2e-2} if autocast else {}
+        torch.testing.assert_close(outs["always"], outs["eager"], **tol)
+        named = {k: dict(m.named_parameters()) for k, m in models.items()}
+        for pname, p in named["eager"].items():
+            assert torch.equal(named["always"][pname].grad, named["never"][pname].grad), pname
+            torch.testing.assert_close(named["always"][pname].grad, p.grad, **tol)
+        buffers = {k: dict(m.named_buffers()) for k, m in models.items()}
+        for bname, b in buffers["eager"].items():
+            assert torch.equal(buffers["always"][bname], buffers["never"][bname]), bname
+            torch.testing.assert_close(buffers["always"][bname], b, **tol)
+        for m in models.values():
+            m.zero_grad()
+    with_combos = torchkiln.report(compiled["always"]).graphs
+    without = torchkiln.report(compiled["never"]).graphs
+    assert all(not g.fallbacks for g in with_combos)
+    # each batch norm's num_batches_tracked += 1 (two), and under autocast the casts of the
+    # convolution's and linear layers' weights and biases, run as combo kernels: fewer launches
+    assert sum(g.kernels for g in with_combos) < sum(g.kernels for g in without)
+    sources = [open(p).read() for g in with_combos for p in g.artifacts.values() if p]
+    assert any("combo kernel" in s for s in sources)
+
+
+@pytest.mark.skipif(not _INTERPRET, reason="Triton interpreted only")
+def test_graphs_with_combo_kernels_load_from_the_cache():
+    """A Triton graph saved to the graph cache loads again, combo kernels included. Before
+    loop-ir 0.8.24 every such entry was found corrupt (a loaded kernel step had no buffer
+    specs, and codegen-triton reads their dtypes: KeyError) and compiled again."""
+    x, target = torch.randn(4, 3, 6, 6), torch.randint(0, 5, (4,))
+    results = []
+    for _ in range(2):
+        torch.manual_seed(0)
+        model = _Net()
+        compiled = _compile(model, "always")
+        out = _step(compiled, x, target, True)
+        results.append((out, [p.grad for p in model.parameters()]))
+        verdicts = [g.cache for g in torchkiln.report(compiled).graphs]
+    assert verdicts == ["hit"]
+    assert torch.equal(results[0][0], results[1][0])
+    for a, b in zip(results[0][1], results[1][1]):
+        assert torch.equal(a, b)
