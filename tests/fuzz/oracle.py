@@ -319,8 +319,12 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
         eager_res, eager_err = _run(program.function(), eager_in)
     ref_res, ref_err = _run(program.function(reference=True), ref_in)
     opts: dict = {"codegen": "triton"} if program.codegen == "triton" else {}
+    if program.codegen == "triton":
+        # Triton graphs on a GPU launch their small independent kernels as combo kernels (the
+        # default there, loop-ir's combos.py); judged here as they would run there
+        opts["loop_ir"] = {"combo_kernels": "always"}
     if program.loop_ir:
-        opts["loop_ir"] = dict(program.loop_ir)
+        opts["loop_ir"] = {**opts.get("loop_ir", {}), **program.loop_ir}
     opts.update(options or {})
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")

@@ -104,6 +104,13 @@ def main(argv: list[str] | None = None) -> int:
         default=0.0,
         help='share of programs compiled with channels_last="always" (the layout pass CUDA runs)',
     )
+    p.add_argument(
+        "--loop-ir",
+        default="",
+        metavar="JSON",
+        help="LoopIROptions for every program, over its own (e.g. '{\"max_fusions\": 0}': "
+        "each node its own kernel, which Triton programs then launch as combo kernels)",
+    )
     p.add_argument("--verbose", action="store_true", help="print each failing program's source")
     p.add_argument("--chunk", type=int, default=50, help="programs per child process")
     p.add_argument(
@@ -234,6 +241,7 @@ def _write_json(args, argv, n, seconds, interrupted, counts, seeds, reasons) -> 
         "nn_share": args.nn_share,
         "pool_share": args.pool_share,
         "layout_share": args.layout_share,
+        "loop_ir": args.loop_ir,
         "counts": {kind: counts[kind] for kind in KINDS},
         "seeds_by_kind": {kind: seeds[kind] for kind in SEED_KINDS},
         "fallback_reasons": dict(reasons.most_common()),
@@ -274,6 +282,8 @@ def _child(args) -> int:
         print(f"START {seed}", flush=True)
         program = generate(seed, **_shares(args))
         try:
+            if args.loop_ir:
+                program.loop_ir = {**program.loop_ir, **json.loads(args.loop_ir)}
             out = dataclasses.asdict(judge(program))
         except Exception as e:  # noqa: BLE001 - a bug of the harness itself: count, go on
             out = {"kind": "harness", "detail": f"{type(e).__name__}: {e}"}
@@ -314,6 +324,7 @@ def _in_child(args, first: int, n: int, stop: threading.Event):
             str(args.pool_share),
             "--layout-share",
             str(args.layout_share),
+            *(["--loop-ir", args.loop_ir] if args.loop_ir else []),
         ]
         root = Path(__file__).resolve().parents[2]
         proc = subprocess.Popen(
