@@ -167,3 +167,27 @@ def test_schedule_forms_combos_by_option(mode, formed):
         assert sched.steps.index(combos[0]) < min(
             i for i, s in enumerate(sched.steps) if isinstance(s, ExternCall)
         )
+
+
+def test_moved_kernels_keep_at_most_max_bytes_more_alive():
+    # each cast writes 64 bytes; hoisting k1 above mm0 holds its output one step longer, k2
+    # three steps: with 100 bytes allowed, k0 takes k1 only, and k2 takes k3
+    steps = []
+    for i in range(4):
+        steps += [_copy(f"k{i}", f"w{i}", f"c{i}"), _mm("x", f"c{i}", f"y{i}")]
+    buffers = {s.outputs[0]: _buffer(s.outputs[0]) for s in steps}
+    tight = combine_kernels(steps, buffers, 8, max_bytes=100)
+    assert _names(tight) == [
+        ("combo0", ["k0", "k1"]),
+        "y0",
+        "y1",
+        ("combo1", ["k2", "k3"]),
+        "y2",
+        "y3",
+    ]
+    loose = combine_kernels(steps, buffers, 8)
+    assert _names(loose) == [("combo0", ["k0", "k1", "k2", "k3"]), "y0", "y1", "y2", "y3"]
+    # outputs the graph returns (a training forward's saved casts) are alive to the end anyway:
+    # hoisting them costs nothing
+    kept = combine_kernels(steps, buffers, 8, max_bytes=100, alive={"c1", "c2", "c3"})
+    assert _names(kept) == _names(loose)

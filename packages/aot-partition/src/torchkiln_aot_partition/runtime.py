@@ -246,16 +246,20 @@ class CompiledFunction(torch.autograd.Function):
         for i, message in plan.poisoned:
             if grad_outputs[i] is not None:
                 raise RuntimeError(message)
+        tangents = [grad_outputs[i] for i in plan.diff_outputs]
+        absent = tuple(i for i, g in enumerate(tangents) if g is None)
+        if tangents and len(absent) == len(tangents):
+            # nothing flows back: no gradient, as in eager. Autograd's engine calls every node
+            # it can reach, with no gradient where none came: the saved values are not
+            # unpacked then (one written in place since, its version bumped, would raise where
+            # eager's own node raises nothing; fuzz seed 22526)
+            return (None,) * (1 + plan.num_primals)
         if ctx.nontensor_saved is None:
             args = list(ctx.saved_tensors)
         else:
             tensors = iter(ctx.saved_tensors)
             args = [next(tensors) if s is _SAVED_TENSOR else s for s in ctx.nontensor_saved]
             del tensors
-        tangents = [grad_outputs[i] for i in plan.diff_outputs]
-        absent = tuple(i for i, g in enumerate(tangents) if g is None)
-        if tangents and len(absent) == len(tangents):
-            return (None,) * (1 + plan.num_primals)  # nothing flows back: no gradient, as in eager
         present = [g.contiguous() for g in tangents if g is not None]
         kept = None  # None: every gradient the full graph returns
         nonzero = None  # the full graph's gradients that are not exactly zero, when some are

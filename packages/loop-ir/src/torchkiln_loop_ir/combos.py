@@ -21,9 +21,13 @@ before buffers are planned:
   member writes is not one (its window would be measured from a step that moves);
 - windows are stabbed greedily, in order of their latest slot: each group runs at the latest
   slot of its first member, with every other member whose window holds that slot, up to
-  ``max_members`` and ``MAX_BYTES`` of inputs and outputs (moving a kernel earlier keeps its
-  output alive longer, moving it later its inputs: the bytes bound what a group can add to the
-  peak). A group of one stays where it was.
+  ``max_members``. Moving a kernel earlier keeps its outputs alive from its new slot to its old
+  place, moving it later its inputs: a kernel joins a group only while what moved kernels hold
+  beyond the original schedule stays within ``MAX_BYTES`` at every step, so the peak grows by
+  at most that (autocast's bfloat16 copies of all of GPT-2's weights, hoisted to the start of
+  an inference graph, would be 248 MB). Buffers alive through the whole graph anyway (its
+  inputs, its outputs: the casts a training forward saves for the backward) cost nothing.
+  A group of one stays where it was.
 
 The rest of the steps keep their order. Memory planning then sees a combo as one kernel reading
 all its members' inputs and writing all their outputs, so no member's output is written over
@@ -34,10 +38,11 @@ from __future__ import annotations
 
 import bisect
 from collections import defaultdict
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from typing import Any
 
 import sympy
+import torch
 
 from .backend import BufferSpec, ExternCall, KernelSpec, View
 from .memory import _nbytes, step_uses
@@ -47,7 +52,8 @@ from .memory import _nbytes, step_uses
 #: 2.4M)
 MAX_NUMEL = 1 << 22
 
-#: the most bytes a group's members read and write together (see the module's docstring)
+#: the most bytes that moving kernels may add to what is alive at any step (see the module's
+#: docstring)
 MAX_BYTES = 64 << 20
 
 
@@ -56,11 +62,14 @@ def combine_kernels(
     buffers: Mapping[str, BufferSpec],
     max_members: int,
     *,
+    alive: Collection[str] = (),
     max_numel: int = MAX_NUMEL,
     max_bytes: int = MAX_BYTES,
 ) -> list[Any]:
     """``steps`` with groups of independent small pointwise kernels replaced by combo kernels
-    (``KernelSpec.combo``) of at most ``max_members`` each (see the module's docstring)."""
+    (``KernelSpec.combo``) of at most ``max_members`` each (see the module's docstring).
+    ``alive``: buffers alive through the whole graph anyway (its inputs and outputs: a
+    training forward's saved values), which moving a kernel never keeps alive longer."""
     if max_members < 2:
         return list(steps)
     root: dict[str, str] = {}
@@ -81,9 +90,10 @@ def combine_kernels(
         for n in reads[i] | writes[i]:
             users[n].append(i)
     member_writes: set[str] = set()
-    windows: list[tuple[int, int, int, int]] = []  # (latest, position, earliest, bytes)
+    # (latest, position, earliest, bytes read, bytes written)
+    windows: list[tuple[int, int, int, int, int]] = []
     for p, step in enumerate(steps):
-        size = _member_bytes(step, buffers, max_numel)
+        size = _member_bytes(step, buffers, max_numel, set(alive))
         if size is None or reads[p] & member_writes:
             continue
         member_writes |= writes[p]
@@ -92,23 +102,39 @@ def combine_kernels(
             [_after(users[n], p, len(steps)) for n in writes[p]]
             + [_after(writers[n], p, len(steps)) for n in reads[p]]
         )
-        windows.append((latest, p, earliest, size))
+        windows.append((latest, p, earliest, *size))
     windows.sort()
+    # bytes that moved kernels keep alive beyond the original schedule, at each step: a kernel
+    # run earlier holds its outputs from its slot to where it was, one run later its inputs
+    extra = torch.zeros(len(steps) + 1, dtype=torch.int64)
+
+    def moved(p: int, slot: int, read: int, written: int) -> tuple[slice, int]:
+        return (slice(slot, p), written) if slot <= p else (slice(p + 1, slot), read)
+
     groups: dict[int, list[list[int]]] = defaultdict(list)  # slot -> groups of positions
     placed: set[int] = set()
-    for k, (slot, p, _, size) in enumerate(windows):
+    for k, (slot, p, *_) in enumerate(windows):
         if p in placed:
             continue
-        group, total = [p], size
-        for _, q, earliest, more in windows[k + 1 :]:
+        group: list[int] = []
+        held: list[tuple[slice, int]] = []
+        for _, q, earliest, read, written in windows[k:]:
             if len(group) == max_members:
                 break
-            if q not in placed and earliest <= slot and total + more <= max_bytes:
-                group.append(q)
-                total += more
-        if len(group) > 1:
+            if q in placed or earliest > slot:
+                continue
+            span, size = moved(q, slot, read, written)
+            if span.stop > span.start and size + int(extra[span].max()) > max_bytes:
+                continue
+            group.append(q)
+            held.append((span, size))
+            extra[span] += size
+        if len(group) > 1 and group[0] == p:
             placed.update(group)
             groups[slot].append(sorted(group))
+        else:  # no group: nothing moves
+            for span, size in held:
+                extra[span] -= size
     if not groups:
         return list(steps)
     out: list[Any] = []
@@ -177,8 +203,11 @@ def _numel(spec: KernelSpec) -> int:
     return int(total)
 
 
-def _member_bytes(step: Any, buffers: Mapping[str, BufferSpec], max_numel: int) -> int | None:
-    """Bytes ``step`` reads and writes if it may be a member of a combo kernel, else None."""
+def _member_bytes(
+    step: Any, buffers: Mapping[str, BufferSpec], max_numel: int, alive: set[str]
+) -> tuple[int, int] | None:
+    """(bytes read, bytes written) by ``step``, not counting buffers in ``alive``, if it may be
+    a member of a combo kernel, else None."""
     if not isinstance(step, KernelSpec) or step.rranges or step.row_programs or step.combo:
         return None
     if step.size_args or set(step.inputs) & set(step.outputs):
@@ -187,16 +216,17 @@ def _member_bytes(step: Any, buffers: Mapping[str, BufferSpec], max_numel: int) 
         return None
     if not 0 < _numel(step) <= max_numel:
         return None
-    total = 0
+    total = [0, 0]
     for name in step.args:
         spec = buffers.get(name) or step.buffers.get(name)
         size = _nbytes(spec) if spec is not None else None
         if size is None:
             return None
-        total += size
+        if name not in alive:
+            total[name in step.outputs] += size
     from .in_place import _replay
 
     rec = _replay(step)
     if rec is None or rec.checked_index or any(a[4] for a in rec.seen if a[0] == "store"):
         return None  # a body we cannot replay, a checked index, an atomic store
-    return total
+    return total[0], total[1]

@@ -84,7 +84,8 @@ def schedule(
             and any(b.device.type == "cuda" for b in buffers.values())
         )
     ):
-        steps = combine_kernels(steps, buffers, capabilities.combo_kernels)
+        alive = outputs | {b.name for b in graph.inputs} | set(graph.input_names or ())
+        steps = combine_kernels(steps, buffers, capabilities.combo_kernels, alive=alive)
     input_names = graph.input_names or [b.name for b in graph.inputs]
     steps, reuse = plan_memory(steps, buffers, input_names, outputs, options.reuse_buffers)
     reuse.update(in_place_writes(steps, buffers, graph))  # mutated inputs written in place
