@@ -74,9 +74,12 @@ def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, C
     return name, source, replace(cfg, partials=gen.partials)
 
 
-#: the most kernels one combo kernel launches (``_combo.py``): ConvNeXt-tiny's forward has 108
-#: parameter casts; more members make one longer dispatch and one larger kernel to compile
-COMBO_MEMBERS = 64
+#: the most kernels one combo kernel launches (``_combo.py``). Triton's compile time of a combo
+#: grows faster than its members' (sm_90 on the CPU, casts: 1.1 s for 16 members, 2.8 s for
+#: 64, where 64 kernels apart take 0.9 s together), and one combo compiles on one worker: 16
+#: keeps each combo short to compile and lets the precompile pool take several at once, for a
+#: handful of launches more (ConvNeXt-tiny has about 170 members: 11 launches, not 3)
+COMBO_MEMBERS = 16
 
 
 class TritonBackend:
