@@ -174,3 +174,31 @@ def test_random_independent_kernels(seed):
             torch.testing.assert_close(a, b)
         for a, b in zip(written, args):
             assert torch.equal(a, b), mode  # the inputs bumped in place, exactly as eager
+
+
+@pytest.mark.skipif(not _INTERPRET, reason="Triton interpreted only")
+def test_a_member_checking_its_divisor():
+    """A member that checks its integer divisor (under the interpreter, as eager's CPU kernels
+    raise "ZeroDivisionError") reports into the combo's status word (fuzz seed 31332 of the
+    pooling shares: the combo refused such a member and the graph ran eagerly)."""
+
+    def f(a, b, c):
+        return a // b, c.to(torch.bfloat16), torch.cos(c[:3]) + 1
+
+    # not strict: a kernel's error is replayed eagerly, which raises eager's own exception
+    options = {"codegen": "triton", "loop_ir": {"combo_kernels": "always"}}
+    compiled = torchkiln.compile(f, options=options)
+    a, c = torch.randint(-50, 50, (40,)), torch.randn(300)
+    b = torch.randint(1, 7, (40,))
+    for got, want in zip(compiled(a, b, c), f(a, b, c)):
+        torch.testing.assert_close(got, want)
+    b[5] = 0
+    with pytest.raises(RuntimeError, match="ZeroDivisionError") as want:
+        f(a, b, c)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError") as got:
+        compiled(a, b, c)
+    assert str(got.value) == str(want.value)
+    report = torchkiln.report(compiled)
+    assert report.eager_fallbacks == [] and all(not g.fallbacks for g in report.graphs)
+    sources = [open(p).read() for g in report.graphs for p in g.artifacts.values() if p]
+    assert any("combo kernel" in s and "tk_status" in s for s in sources)

@@ -97,6 +97,7 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     99: (POOL, "wrong gradient: max_pool2d's index of a window starting in padding, negative"),
     30815: (POOL, "wrong gradient: masks saved in a permuted layout of Max(1, L) strides"),
     21089: (MIXED, "crash: a lone view output written in place after a break (autograd)"),
+    31332: (POOL, "fallback: a combo kernel's member checking an integer divisor (status)"),
     22526: (MIXED, "crash: a saved output written after a break, its backward given no grad"),
     52301: (LAYOUT, "wrong: an empty input reaching only an unused output: a gradient, not None"),
     52973: (LAYOUT, "op fallback: index_put of a dynamic number of indices (x[idx]'s backward)"),

@@ -16,7 +16,8 @@ the one before, which Triton compiled more slowly (64 casts for sm_90: 4.7 s nes
 flat). All members run with one XBLOCK (``COMBO_XBLOCK``) and number of
 warps; the launch's grid is the members' blocks summed (``launch_spec``), so every member keeps
 its own parallelism. Member sizes are static (loop-ir only combines such kernels), so each
-member's element count and first program are constants in the text.
+member's element count and first program are constants in the text. Members that check their
+data (an integer division's divisor, under the interpreter) share the combo's status word.
 """
 
 from __future__ import annotations
@@ -59,6 +60,7 @@ def combo_source(spec: KernelSpec, options: TritonOptions, *, interpret: bool, n
     """The ``@triton.jit`` functions of combo kernel ``spec``: its own, named ``name``, then
     each member's (no module header; ``module_source`` adds the first decorator)."""
     names = arg_names(spec)
+    status = False  # a member checks its data (an integer divisor under the interpreter)
     members: list[str] = []
     dispatch: list[str] = []
     start = 0
@@ -75,12 +77,8 @@ def combo_source(spec: KernelSpec, options: TritonOptions, *, interpret: bool, n
             xblock=COMBO_XBLOCK,
         ).source
         head = "xnumel, XBLOCK: tl.constexpr):"
-        if (
-            text.count("tl.program_id(0)") != 1
-            or "tl.program_id(1)" in text
-            or STATUS_PARAM in text
-            or head not in text
-        ):
+        checks = f"{STATUS_PARAM}, {head}" in text  # it reports into the call's status word
+        if text.count("tl.program_id(0)") != 1 or "tl.program_id(1)" in text or head not in text:
             raise CodegenError(
                 f"combo kernel {spec.name}: member {member.name} is not a plain pointwise kernel"
             )
@@ -91,7 +89,8 @@ def combo_source(spec: KernelSpec, options: TritonOptions, *, interpret: bool, n
         )
         numel = member_numel(member)
         blocks = -(-numel // COMBO_XBLOCK)
-        args = ", ".join(names[a] for a in member.args)
+        args = ", ".join([*(names[a] for a in member.args), *([STATUS_PARAM] if checks else [])])
+        status = status or checks
         # flat ifs, not an elif chain: Triton nests each elif in the one before, and the
         # compile time grew faster than the members (sm_90, 64 casts: 4.7 s nested)
         bounds = (
@@ -103,7 +102,14 @@ def combo_source(spec: KernelSpec, options: TritonOptions, *, interpret: bool, n
         offset = f"pid - {start}" if start else "pid"
         dispatch.append(f"        {fn}({args}, {numel}, {offset}, XBLOCK)")
         start += blocks
-    params = [*names.values(), "xnumel", "XBLOCK: tl.constexpr"]
+    # the status word follows the tensors (TritonCompiledKernel passes it there), shared by
+    # the members that check
+    params = [
+        *names.values(),
+        *([STATUS_PARAM] if status else []),
+        "xnumel",
+        "XBLOCK: tl.constexpr",
+    ]
     own = "\n".join(
         [
             f"def {name}({', '.join(params)}):",
