@@ -8,59 +8,26 @@ dispatch from it (the machine's two cores busy with a fuzz run)::
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
-import tempfile
 import time
+from pathlib import Path
 
 os.environ["TRITON_INTERPRET"] = "0"  # before triton is imported: @triton.jit compiles
-os.environ["TRITON_CACHE_DIR"] = tempfile.mkdtemp()  # every compile cold
-
+# the capture and the sm_90 compile of codegen-triton's PTX test (which also sets a throwaway
+# Triton cache when imported)
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "packages/codegen-triton/tests"))
 import torch  # noqa: E402
 import torchkiln_loop_ir as loop_ir  # noqa: E402
-import triton  # noqa: E402
+from _ptx_main import _Capture, _Captured, _ptx  # noqa: E402
 from torch.fx.experimental.proxy_tensor import make_fx  # noqa: E402
-from torchkiln_codegen_triton import TritonBackend, TritonOptions  # noqa: E402
-from torchkiln_codegen_triton.backend import render_kernel  # noqa: E402
-
-SIG = {torch.float32: "*fp32", torch.bfloat16: "*bf16"}
-
-
-class _Captured(Exception):
-    pass
-
-
-class _Capture(TritonBackend):
-    """Renders the graph's kernels and stops."""
-
-    def compile_kernels(self, specs):
-        self.rendered = [(spec, *render_kernel(spec, self.options)) for spec in specs]
-        raise _Captured
+from torchkiln_codegen_triton import TritonOptions  # noqa: E402
 
 
 def compile_seconds(spec, name: str, source: str, cfg) -> float:
-    """Seconds ``triton.compile`` takes for the kernel for sm_90."""
-    path = os.path.join(tempfile.mkdtemp(), "kernel.py")
-    with open(path, "w") as f:
-        f.write(source)
-    module_spec = importlib.util.spec_from_file_location(f"tk_compile_{name}", path)
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_spec.name] = module
-    module_spec.loader.exec_module(module)
-    fn = getattr(module, name)
-    consts = {"XBLOCK": cfg.xblock}
-    signature, attrs = {}, {}
-    for i, param in enumerate(fn.arg_names):
-        if i < len(spec.args):
-            signature[param] = SIG[spec.buffers[spec.args[i]].dtype]
-            attrs[(i,)] = [["tt.divisibility", 16]]
-        else:
-            signature[param] = "constexpr" if param in consts else "i32"
-    source_ = triton.compiler.ASTSource(fn, signature, constexprs=consts, attrs=attrs)
-    target = triton.backends.compiler.GPUTarget("cuda", 90, 32)
+    """Seconds the kernel takes to compile for sm_90."""
     start = time.perf_counter()
-    triton.compile(source_, target=target, options=cfg.compile_options)
+    _ptx(spec, name, source, cfg)
     return time.perf_counter() - start
 
 

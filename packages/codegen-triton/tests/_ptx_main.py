@@ -61,7 +61,8 @@ def _ptx(spec, name: str, source: str, cfg) -> str:
     sys.modules[module_spec.name] = module
     module_spec.loader.exec_module(module)
     fn = getattr(module, name)
-    consts = {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock}
+    blocks = {"XBLOCK": cfg.xblock, "RBLOCK": cfg.rblock}
+    consts = {k: v for k, v in blocks.items() if k in fn.arg_names}  # a pointwise kernel: XBLOCK
     signature, attrs = {}, {}
     for i, param in enumerate(fn.arg_names):
         if i < len(spec.args):  # tensors: 16-byte aligned, as allocations are

@@ -47,6 +47,11 @@ def _mm(a, b, out):
     return ExternCall(torch.ops.aten.mm.default, (BufferRef(a), BufferRef(b)), {}, (out,))
 
 
+def _buffers(steps, **sizes):
+    """The specs of the steps' outputs (16 elements, or ``sizes[name]``)."""
+    return {s.outputs[0]: _buffer(s.outputs[0], sizes.get(s.outputs[0], 16)) for s in steps}
+
+
 def _valid(steps, inputs):
     """Every name a step reads was written before it (or is a graph input)."""
     made = set(inputs)
@@ -82,8 +87,7 @@ def test_casts_run_before_the_first_product_that_reads_one():
         _copy("k2", "w2", "c2"),
         _mm("y1", "c2", "y2"),
     ]
-    buffers = {s.outputs[0]: _buffer(s.outputs[0]) for s in steps}
-    out = combine_kernels(steps, buffers, 8)
+    out = combine_kernels(steps, _buffers(steps), 8)
     assert _names(out) == [("combo0", ["k0", "k1", "k2"]), "y0", "y1", "y2"]
     assert _valid(out, {"x", "w0", "w1", "w2"})
 
@@ -99,8 +103,7 @@ def test_what_a_kernel_reads_must_be_written_first():
         _copy("k2", "w2", "c2"),
         _mm("c1", "c2", "y1"),
     ]
-    buffers = {s.outputs[0]: _buffer(s.outputs[0]) for s in steps}
-    out = combine_kernels(steps, buffers, 8)
+    out = combine_kernels(steps, _buffers(steps), 8)
     assert _names(out) == [("combo0", ["k0", "k2"]), "y0", "k1", "y1"]
     assert _valid(out, {"x", "w0", "w2"})
 
@@ -115,8 +118,7 @@ def test_a_member_never_reads_another_members_output():
         _copy("k3", "e", "f"),
         _mm("d", "f", "y"),
     ]
-    buffers = {s.outputs[0]: _buffer(s.outputs[0]) for s in steps}
-    out = combine_kernels(steps, buffers, 8)
+    out = combine_kernels(steps, _buffers(steps), 8)
     assert _valid(out, {"a", "e"})
     for s in out:
         if isinstance(s, KernelSpec) and s.combo:
@@ -132,9 +134,7 @@ def test_limits_atomics_and_large_kernels():
         _copy("k3", "w3", "c3"),
         _copy("k4", "w4", "c4"),
     ]
-    buffers = {s.outputs[0]: _buffer(s.outputs[0]) for s in steps}
-    buffers["c2"] = _buffer("c2", 1 << 23)
-    out = combine_kernels(steps, buffers, 2)
+    out = combine_kernels(steps, _buffers(steps, c2=1 << 23), 2)
     combos = [s for s in out if isinstance(s, KernelSpec) and s.combo]
     members = [m.name for c in combos for m in c.combo]
     assert "k1" not in members and "k2" not in members
