@@ -11,10 +11,10 @@ program id once and calls the member whose programs it falls in, members one aft
     if (pid >= 3) & (pid < 4):
         _tk_member1(in_ptr1, out_ptr3, 96, pid - 3, XBLOCK)
 
-Triton inlines the members. The tests are flat ``if``s: an ``elif`` chain nests each member in
-the one before, which Triton compiled more slowly (64 casts for sm_90: 4.7 s nested, 2.8 s
-flat). All members run with one XBLOCK (``COMBO_XBLOCK``) and number of
-warps; the launch's grid is the members' blocks summed (``launch_spec``), so every member keeps
+Triton inlines the members. The dispatch is flat ``if``s: an ``elif`` chain nests each member
+in the one before, which Triton compiled more slowly (64 casts for sm_90: 4.7 s nested, 2.8 s
+flat). All members run with one XBLOCK (``COMBO_XBLOCK``) and number of warps; the launch's
+grid is the members' blocks summed (``launch_spec``), so every member keeps
 its own parallelism. Member sizes are static (loop-ir only combines such kernels), so each
 member's element count and first program are constants in the text. Members that check their
 data (an integer division's divisor, under the interpreter) share the combo's status word.
@@ -28,7 +28,7 @@ import sympy
 from torchkiln_loop_ir.backend import KernelSpec
 
 from ._assemble import arg_names, generate
-from .autotune import Config
+from .autotune import Config, _numel
 from .errors import CodegenError
 from .kernel import STATUS_PARAM
 from .options import TritonOptions
@@ -43,10 +43,11 @@ COMBO_CONFIG = Config(COMBO_XBLOCK, 1, 4, False, reason="combo kernel")
 
 
 def member_numel(spec: KernelSpec) -> int:
-    total = sympy.Integer(1)
-    for r in spec.xranges:
-        total = total * r
-    return int(total)
+    """A member's element count (static: loop-ir combines only kernels of static sizes)."""
+    numel = _numel(spec.xranges)
+    if numel is None:
+        raise CodegenError(f"combo kernel member {spec.name} of symbolic size")
+    return numel
 
 
 def launch_spec(spec: KernelSpec) -> KernelSpec:

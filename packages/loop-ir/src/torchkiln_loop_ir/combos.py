@@ -45,6 +45,7 @@ import sympy
 import torch
 
 from .backend import BufferSpec, ExternCall, KernelSpec, View
+from .costs import _numel
 from .memory import _nbytes, step_uses
 
 #: the most elements a member computes: beyond, a kernel fills the GPU alone and its launch is
@@ -89,11 +90,12 @@ def combine_kernels(
             writers[n].append(i)
         for n in reads[i] | writes[i]:
             users[n].append(i)
+    alive_names = set(alive)
     member_writes: set[str] = set()
     # (latest, position, earliest, bytes read, bytes written)
     windows: list[tuple[int, int, int, int, int]] = []
     for p, step in enumerate(steps):
-        size = _member_bytes(step, buffers, max_numel, set(alive))
+        size = _member_bytes(step, buffers, max_numel, alive_names)
         if size is None or reads[p] & member_writes:
             continue
         member_writes |= writes[p]
@@ -158,7 +160,7 @@ def combo_spec(name: str, members: Sequence[KernelSpec]) -> KernelSpec:
         inputs.update(dict.fromkeys(m.inputs))
         outputs.update(dict.fromkeys(m.outputs))
         used.update(m.buffers)
-        total += _numel(m)
+        total += _numel(m.xranges) or 0
     return KernelSpec(
         name,
         (sympy.Integer(total),),
@@ -196,13 +198,6 @@ def _after(positions: list[int], p: int, end: int) -> int:
     return positions[k] if k < len(positions) else end
 
 
-def _numel(spec: KernelSpec) -> int:
-    total = sympy.Integer(1)
-    for r in spec.xranges:
-        total = total * r
-    return int(total)
-
-
 def _member_bytes(
     step: Any, buffers: Mapping[str, BufferSpec], max_numel: int, alive: set[str]
 ) -> tuple[int, int] | None:
@@ -212,9 +207,7 @@ def _member_bytes(
         return None
     if step.size_args or set(step.inputs) & set(step.outputs):
         return None
-    if not all(sympy.sympify(r).is_Integer for r in step.xranges):
-        return None
-    if not 0 < _numel(step) <= max_numel:
+    if not 0 < (_numel(step.xranges) or 0) <= max_numel:  # static sizes only
         return None
     total = [0, 0]
     for name in step.args:
