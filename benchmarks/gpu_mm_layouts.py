@@ -45,6 +45,8 @@ def main() -> None:
 
 def compare(rows: int, width: int, vocab: int, dt: torch.dtype) -> None:
     """Time each layout of the head's three products at one size and print the table."""
+    from torchkiln_loop_ir.pad_mm import _mm_padded_n
+
     vp = pad_to(vocab, 16 // torch.empty((), dtype=dt).element_size())
     h = torch.randn(rows, width, device="cuda", dtype=dt)
     w = torch.randn(vocab, width, device="cuda", dtype=dt)
@@ -62,6 +64,12 @@ def compare(rows: int, width: int, vocab: int, dt: torch.dtype) -> None:
             h @ torch.nn.functional.pad(w, (0, 0, 0, vp - vocab)).t()
         )[:, :vocab].contiguous(),
         "fwd mm(out=padded[:, :V])": lambda: torch.mm(h, w.t(), out=out[:, :vocab]),
+        "fwd pad per call + mm (pad_mm's default)": lambda: (
+            h @ torch.nn.functional.pad(w, (0, 0, 0, vp - vocab)).t()
+        ),
+        "fwd mm_padded_n: the aligned columns, then the rest": lambda: _mm_padded_n(
+            None, h, w.t(), vp
+        ),
         "dgrad g @ w (as traced)": lambda: g @ w,
         "dgrad pad(g) @ pad(w)": lambda: gp @ wp,
         "dgrad pad(g) @ pad(w), pads per call": lambda: (

@@ -22,6 +22,14 @@ def _mb(value: float | None) -> str:
     return "" if value is None else f"{value:.0f}"
 
 
+def _x(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}x"
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}"
+
+
 def _versus(row: dict[str, Any]) -> str:
     paired = row.get("paired", {}).get("vs_inductor") or {}
     ratio = paired.get("median", row.get("vs_inductor"))
@@ -54,8 +62,8 @@ def table(path: Path) -> str:
         lines.append(
             f"| {r['model']} ({r['batch']}) | {_ms(r.get('eager_ms'))} "
             f"| {_ms(r.get('torchkiln_ms'))} | {_ms(r.get('inductor_ms'))} "
-            f"| {r.get('speedup', 0):.2f}x | {r.get('inductor_speedup', 0):.2f}x | {_versus(r)} "
-            f"| {r.get('compile_s', 0):.1f} / {r.get('inductor_compile_s', 0):.1f} "
+            f"| {_x(r.get('speedup'))} | {_x(r.get('inductor_speedup'))} | {_versus(r)} "
+            f"| {_s(r.get('compile_s'))} / {_s(r.get('inductor_compile_s'))} "
             f"| {_mb(r.get('eager_peak_mem_mb'))} / {_mb(r.get('peak_mem_mb'))} "
             f"/ {_mb(r.get('inductor_peak_mem_mb'))} |"
         )

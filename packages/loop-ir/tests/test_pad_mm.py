@@ -191,3 +191,44 @@ def test_one_fake_mode_graph_skips_the_full_propagation(monkeypatch):
         got = L.compile_graph(padded, [g, h, w], L.ReferenceBackend())(g, h, w)
         for x, e in zip(got, expected):
             torch.testing.assert_close(x, e, atol=1e-4, rtol=1e-4)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+@pytest.mark.parametrize("n", [101, 3, 104, 9])
+@pytest.mark.parametrize("bias", [None, "row", "matrix", "column", "one row", "scalar"])
+def test_padded_output_product_splits_at_the_aligned_columns(dtype, n, bias):
+    """``torchkiln::mm_padded_n`` runs the aligned columns (N rounded down to 16 bytes' worth)
+    and the rest as two products into one padded output: equal to ``addmm`` for every bias
+    shape, with no aligned part (N = 3), no remainder (N = 104) and one column over (N = 9)."""
+    m, k = 24, 16
+    a, w = torch.randn(m, k, dtype=dtype), torch.randn(n, k, dtype=dtype)
+    shapes = {"row": (n,), "matrix": (m, n), "column": (m, 1), "one row": (1, n), "scalar": ()}
+    c = None if bias is None else torch.randn(shapes[bias], dtype=dtype)
+    padded_n = n + 8 - n % 8
+    out = pad_mm._mm_padded_n(c, a, w.t(), padded_n)
+    assert out.shape == (m, padded_n)
+    expected = a @ w.t() if c is None else torch.addmm(c, a, w.t())
+    torch.testing.assert_close(out[:, :n], expected)
+
+
+def test_outputs_only_by_default_for_products_without_a_bias(check):
+    """The default ("auto") writes a bias-free product whose weight rows are aligned into a
+    padded output (no padded copy of the weight) and pads an ``addmm``'s operands (ATen would
+    copy its bias into the strided output first); True writes both; False neither. Each way
+    equal to eager."""
+    h, w, bias = torch.randn(64, 96), torch.randn(101, 96), torch.randn(101)
+
+    def f(h, w, bias):
+        return h @ w.t(), torch.addmm(bias, h, w.t()).relu()
+
+    for mode, written in (("auto", 1), (True, 2), (False, 0)):
+        options = L.LoopIROptions(pad_matmuls="always", pad_matmul_outputs_only=mode)
+        cg = check(f, h, w, bias, atol=1e-4, rtol=1e-4, options=options)
+        log = cg.linear_log
+        assert sum("written into an output padded" in line for line in log) == written, log
+        assert sum("padded to" in line for line in log) == 2, log
+
+
+def test_bad_outputs_only_option_is_a_clear_error():
+    with pytest.raises(ValueError, match="pad_matmul_outputs_only"):
+        L.LoopIROptions(pad_matmul_outputs_only="sometimes")

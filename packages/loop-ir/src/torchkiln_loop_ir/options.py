@@ -37,12 +37,12 @@ class LoopIROptions:
     pad_matmul_outputs_only: where padding a product needs only its N padded and its second
         operand is aligned already (a transposed vocabulary weight), write the product into an
         (M, N') output through its (M, N) view instead of copying the operand padded on every
-        call (pad_mm.py; GPT-2's bfloat16 peak memory is eager's plus that 77 MB copy). Off by
-        default, as measured on the H200 (session 18, ``gpu_session.sh hf-full-padout
-        hf-full-fp32-padout``): in bfloat16 the products slow down (GPT-2 4.6 -> 10.3 ms,
-        DistilBERT 4.8 -> 8.2, BERT 5.3 -> 6.2); in float32 the peak memory falls to
-        torch.compile's (BERT 1068 -> 978 MB, DistilBERT 2046 -> 1956, GPT-2 1742 -> 1595) for
-        1.7-2.8% more time on BERT and DistilBERT, none on GPT-2.
+        call (pad_mm.py: the aligned columns and the few left over run as two products).
+        "auto" (default): products without a bias (``mm``: GPT-2's head, whose bfloat16
+        inference then peaks at eager's 797 MB instead of 871, and runs 4.80 -> 4.68 ms on an
+        H100); True: ``addmm`` too, where ATen first copies the bias into the strided output
+        (BERT 4.58 -> 5.00 ms, DistilBERT 4.80 -> 5.71, for 45 MB less peak memory); False:
+        never (session 38, ``gpu_session.sh hf-full-padout`` against ``hf-full``).
     channels_last: run 2-D convolutions channels-last (channels_last.py; inference graphs with
         their weights converted once, training forward and backward graphs with their saved
         values channels-last): "auto" (default: inference and training graphs on a CUDA
@@ -113,7 +113,7 @@ class LoopIROptions:
     mkldnn_linear: str = "measure"
     group_linears: bool = True
     pad_matmuls: str = "auto"
-    pad_matmul_outputs_only: bool = False
+    pad_matmul_outputs_only: bool | str = "auto"
     channels_last: str = "auto"
     direct_convolution_taps: int | None = None
     max_pool_backward: str = "auto"
@@ -137,6 +137,11 @@ class LoopIROptions:
             raise ValueError(
                 "LoopIROptions.pad_matmuls must be 'auto', 'always' or 'never', "
                 f"got {self.pad_matmuls!r}"
+            )
+        if self.pad_matmul_outputs_only not in (True, False, "auto"):
+            raise ValueError(
+                "LoopIROptions.pad_matmul_outputs_only must be True, False or 'auto', "
+                f"got {self.pad_matmul_outputs_only!r}"
             )
         if self.channels_last not in ("auto", "always", "never"):
             raise ValueError(

@@ -19,15 +19,19 @@ those), except the results an inference graph hands the user as they are (contra
 torch.compile's do (the copy back cost 1 ms of the 2 ms product, and doubled the peak memory of
 inference). The pads are pointwise code that fuses with the producer of a padded operand.
 
-With ``output_only`` (``LoopIROptions.pad_matmul_outputs_only``, off: the H200 ran bfloat16
-products with it up to twice as slow, float32 ones 0-3% slower for their lower peak memory),
-a product whose M and K are aligned and whose second operand's rows are already 16-byte apart
-(a transposed weight: GPT-2's and BERT's vocabulary heads) pads nothing: it is
-``torchkiln::mm_padded_n``, the product written into an (M, N') buffer through its (M, N) view,
-so only the output's leading dimension is aligned, the thing cuBLAS needs of it. That saves the
-padded copy of the weight made on every call (GPT-2: 77 MB in bfloat16, the whole of its peak
-memory above eager's). cuBLAS does not then pick the same fast kernel for N = 50257 in
-bfloat16 (session 18: GPT-2 4.6 -> 10.3 ms).
+With ``output_only`` (``LoopIROptions.pad_matmul_outputs_only``), a product whose M and K are
+aligned and whose second operand's rows are already 16-byte apart (a transposed weight: GPT-2's
+and BERT's vocabulary heads) pads nothing: it is ``torchkiln::mm_padded_n``, the product written
+into an (M, N') buffer through its (M, N) view, so only the output's leading dimension is
+aligned, the thing cuBLAS needs of it. That saves the padded copy of the weight made on every
+call (GPT-2: 77 MB in bfloat16, the whole of its peak memory above eager's). One product over
+N = 50257 does not get cuBLAS's fast kernel (session 18: GPT-2 4.6 -> 10.3 ms on the H200), so
+it runs as two: the aligned columns (50256), and the rest written into its view (session 38,
+H100, ``benchmarks/gpu_mm_layouts.py``: GPT-2's head 0.99 ms against 1.00 with the padded
+weight, BERT's 0.61 against 0.63, DistilBERT's 1.22 against 1.16; the rest as a padded
+product copied into place was slower each time, 1.00, 0.62 and 1.26, and was dropped). The
+default ("auto") does so for ``mm`` only: for an ``addmm`` ATen first copies the bias into the
+strided output, which made BERT's and DistilBERT's inference 9% and 19% slower.
 
 Float32 products are padded only where they run on tensor cores
 (``torch.backends.cuda.matmul.allow_tf32`` when the graph is compiled). Without TF32 cuBLAS runs
@@ -75,13 +79,24 @@ _LIB.define("mm_padded_n(Tensor? bias, Tensor a, Tensor b, int padded_n) -> Tens
 
 def _mm_padded_n(bias, a, b, padded_n):
     """``a @ b`` (plus ``bias``, as ``addmm``) in the first N columns of a new (M, padded_n)
-    tensor, which it returns; the other columns are not written (the graph slices them away)."""
+    tensor, which it returns; the other columns are not written (the graph slices them away).
+
+    The product runs as two: the columns up to the last multiple of 16 bytes' worth (50256 of
+    GPT-2's 50257), whose sizes and leading dimensions are all aligned, so cuBLAS picks its
+    fast kernels for them, and the few columns left (at most 7 in 16 bits). Each writes its
+    part of the output in place (``out=`` a view whose leading dimension is padded_n: cuBLAS
+    takes the stride as it is)."""
     out = torch.empty((a.shape[0], padded_n), dtype=a.dtype, device=a.device)
-    view = out[:, : b.shape[1]]
-    if bias is None:
-        torch.mm(a, b, out=view)
-    else:
-        torch.addmm(bias, a, b, out=view)
+    n = b.shape[1]
+    head = n - n % (ALIGN_BYTES // a.element_size())
+    bounds = (0, head, n) if 0 < head < n else (0, n)
+    for lo, hi in zip(bounds, bounds[1:]):
+        view, part = out[:, lo:hi], b[:, lo:hi]
+        if bias is None:
+            torch.mm(a, part, out=view)
+        else:
+            own = bias[..., lo:hi] if bias.dim() and bias.shape[-1] == n and n > 1 else bias
+            torch.addmm(own, a, part, out=view)
     return out
 
 
@@ -234,13 +249,16 @@ def _rewrite(
     graph.erase_node(node)
 
 
-def _output_only(node: fx.Node, sizes, padded) -> bool:
+def _output_only(node: fx.Node, sizes, padded, mode: bool | str = True) -> bool:
     """Whether ``node`` can be written into an output padded along N alone: a 2-D ``mm`` or
-    plain ``addmm`` (no beta/alpha) with M and K aligned, whose second operand (K, N) has
-    16-byte-aligned rows or columns already (a transposed weight's stride is K)."""
+    plain ``addmm`` (no beta/alpha; not with ``mode`` "auto") with M and K aligned, whose second
+    operand (K, N) has 16-byte-aligned rows or columns already (a transposed weight's stride is
+    K)."""
     (m, k, n), (pm, pk, pn) = sizes, padded
     if (pm, pk) != (m, k) or pn == n or node.target is aten.bmm.default:
         return False
+    if mode == "auto" and node.target is not aten.mm.default:
+        return False  # ATen copies an addmm's bias into a strided output before the product
     if node.target is aten.addmm.default and (len(node.args) > 3 or node.kwargs):
         return False
     b = node.args[2] if node.target is aten.addmm.default else node.args[1]
@@ -268,13 +286,17 @@ def _rewrite_output_only(graph: fx.Graph, node: fx.Node, n: int, pn: int) -> Non
 
 
 def pad_matmuls(
-    gm: fx.GraphModule, free_outputs: int = 0, output_only: bool = False, float32: bool = True
+    gm: fx.GraphModule,
+    free_outputs: int = 0,
+    output_only: bool | str = False,
+    float32: bool = True,
 ) -> tuple[fx.GraphModule, tuple[str, ...]]:
     """A copy of ``gm`` whose unaligned matrix multiplies run on padded operands, and the log of
     decisions (one line per product that was considered). The first ``free_outputs`` outputs
     may come back in the padded layout (a view of the padded product: no copy); the others keep
     their traced strides. ``output_only``: products that need only N padded and whose second
-    operand is aligned already are written into a padded output instead (module docstring).
+    operand is aligned already are written into a padded output instead (module docstring;
+    "auto": those without a bias).
     ``float32``: pad float32 products too (they run on TF32 tensor cores)."""
     products = [n for n in gm.graph.nodes if n.target in _MATMULS]
     if not products:
@@ -306,7 +328,7 @@ def pad_matmuls(
     memo: dict = {}
     for p in wanted:
         sizes, padded = plans[p]  # type: ignore[misc]
-        if output_only and _output_only(copies[p], sizes, padded):
+        if output_only and _output_only(copies[p], sizes, padded, output_only):
             _rewrite_output_only(graph, copies[p], sizes[2], padded[2])
             log.append(
                 f"{p.name}: {p.target} {'x'.join(map(str, sizes))} written into an output "

@@ -1,0 +1,7 @@
+#!/usr/bin/env bash
+# session 38, call 1: the full-size timm suite, inference in bf16 (combo kernels on, the default
+# since loop-ir 0.8.24; eager and torch.compile beside)
+export OUT=${OUT:-/tmp/out}
+git log --oneline -1 > "$OUT/commit.txt"; nvidia-smi --query-gpu=name --format=csv,noheader >> "$OUT/commit.txt"
+cat "$OUT/commit.txt"; uptime
+BENCH_LIMIT=560 bash benchmarks/gpu_session.sh timm-full 2>&1 | grep -v Warning | tail -20
