@@ -555,3 +555,38 @@ def test_the_programs_own_error_inside_a_librarys_function_is_eagers():
         assert str(got.value) == str(eager.value)
     x = torch.randn(3, 8)  # a call that fits still computes
     torch.testing.assert_close(compiled(x), model(x))
+
+
+@pytest.mark.parametrize("train", [False, True], ids=["infer", "train"])
+def test_batch_norm_of_mixed_float_dtypes_raises_as_eagers(train):
+    """Fuzz seed 52731: a float32 input normalized with float64 statistics and affine
+    parameters. Eager's CPU kernel refuses it (RuntimeError "mixed dtype (CPU): expect parameter
+    to have scalar type of Float"); batch norm's meta function does not, and the compiled graph
+    computed an answer. Capture now probes eager on tiny real tensors when a call mixes floating
+    dtypes. With float32 statistics the same function compiles and gives eager's values (and
+    running statistics)."""
+    import torch.nn.functional as F
+
+    def f(x, mean, var, weight, bias):
+        y = F.batch_norm(x * 2, mean, var, weight, bias, training=train, momentum=0.1)
+        return y.relu() + 1
+
+    compiled = torchkiln.compile(f)
+    x = torch.randn(4, 3, 5)
+    for dtype in (torch.float64, torch.float32):
+        stats = [torch.rand(3, dtype=dtype) + 0.5 for _ in range(4)]
+        want_stats, got_stats = [s.clone() for s in stats], [s.clone() for s in stats]
+        want, want_err = _outcome(f, x, *want_stats)
+        got, got_err = _outcome(compiled, x, *got_stats)
+        assert type(got_err) is type(want_err) and str(got_err) == str(want_err), (
+            want_err,
+            got_err,
+        )
+        if dtype == torch.float64:
+            assert isinstance(want_err, RuntimeError) and "mixed dtype" in str(want_err)
+        else:
+            assert want_err is None
+            torch.testing.assert_close(got, want)
+        for g, w in zip(got_stats, want_stats):
+            torch.testing.assert_close(g, w)
+    assert not torchkiln.report(compiled).eager_fallbacks

@@ -6,7 +6,7 @@ from .module_proxy import CapturedModule, ModuleProxy
 from .trace_rules import allow_in_graph, disable, mark_dynamic, mark_static
 from .wrapper import CacheEntry, CapturedFunction, capture
 
-__version__ = "0.9.12"
+__version__ = "0.9.13"
 
 __all__ = [
     "BackendError",

@@ -3,13 +3,15 @@
 Meta functions (what fake tensors run) check shapes, not whether a kernel is compiled for a
 dtype: ``long_tensor.softmax(0)`` raises NotImplementedError ("softmax_lastdim_kernel_impl" not
 implemented for 'Long') in eager, and traced on fakes it gives a graph that computes an answer.
-So, for a call with an integer, bool or half-precision tensor, capture runs the op once on real
-tensors of the same dtypes and device, each dim cut to at most 2 elements (an empty dim stays
-empty, as eager skips empty work). When that raises NotImplementedError (the dispatch macros'
-"not implemented for <dtype>"), or a RuntimeError/TypeError about dtypes ("std and var only
-support floating point and complex dtypes"), the op is left to Python, which raises eager's own
-error. Any other exception from the probe says nothing (an index valid for the real sizes may be out of
-range for the cut ones) and is ignored.
+So, for a call with an integer, bool or half-precision tensor, or with tensors of two floating
+dtypes (eager's CPU batch norm refuses float64 statistics for a float32 input; its meta function
+does not), capture runs the op once on real tensors of the same dtypes and device, each dim cut
+to at most 2 elements (an empty dim stays empty, as eager skips empty work). When that raises
+NotImplementedError (the dispatch macros' "not implemented for <dtype>"), or a
+RuntimeError/TypeError about dtypes ("std and var only support floating point and complex
+dtypes"), the op is left to Python, which raises eager's own error. Any other exception from the
+probe says nothing (an index valid for the real sizes may be out of range for the cut ones) and
+is ignored.
 
 The probe must have no effect a user could see. Its tensors are its own zeros, and every ATen op
 it reaches runs under ``_EffectFree``, which stops the probe (no verdict) before an op that draws
@@ -132,7 +134,7 @@ def kernel_missing(kind: str, target: Any, args: list, kwargs: dict) -> str | No
     kernel for their dtypes, else None."""
     leaves = pytree.tree_leaves((args, kwargs))
     tensors = [x for x in leaves if isinstance(x, torch.Tensor)]
-    if not any(t.dtype in _PROBED_DTYPES for t in tensors):
+    if not any(t.dtype in _PROBED_DTYPES for t in tensors) and not _mixed_floats(tensors):
         return None
     if not _torchs_own(target):
         return None  # a user's function allowed in the graph: running it could have effects
@@ -148,6 +150,13 @@ def kernel_missing(kind: str, target: Any, args: list, kwargs: dict) -> str | No
     if key is not None:
         _VERDICTS[key] = verdict
     return verdict
+
+
+def _mixed_floats(tensors: list[torch.Tensor]) -> bool:
+    """Two floating dtypes among a call's tensors: where a kernel checks that its parameters
+    match its input (batch norm on the CPU: "mixed dtype (CPU): expect parameter to have scalar
+    type of Float" for a float32 input with float64 statistics), which meta functions do not."""
+    return len({t.dtype for t in tensors if t.is_floating_point()}) > 1
 
 
 #: (kind, target, the tensors' dtype/device/rank and the other arguments) -> verdict: one probe per
