@@ -44,7 +44,9 @@ floor covers results that cancel to about zero, where eager is exact by consiste
 two kernels, with a vector and a scalar libm, is a rounding away (1 ulp of ``erf`` over
 ``sqrt(eps)`` in a one-element layer norm). NaN and infinity patterns must match eager's exactly. A float32/float64
 result of a program with bfloat16/float16 inputs gets the low dtype's tolerance
-(``program_precision``).
+(``program_precision``), and so does a float64 result (or gradient) that eager computed through
+a float32 value (``_Precision``: ``x64 + x32.sum()`` carries the float32 sum's rounding, which
+another order of the same sum changes by an ulp of float32, far above float64's tolerance).
 """
 
 from __future__ import annotations
@@ -167,6 +169,58 @@ class _PartialOverlap(TorchDispatchMode):
                 if any(r is not w and _overlaps(w, r) for r in read):
                     self.found.append(str(func))
         return func(*args, **kwargs)
+
+
+#: float dtypes from the least precise: a value computed through one carries its rounding
+_PRECISION_ORDER = (torch.bfloat16, torch.float16, torch.float32, torch.float64)
+
+
+def _lowest(a: torch.dtype | None, b: torch.dtype | None) -> torch.dtype | None:
+    """The less precise of two float dtypes (None: no float)."""
+    if a is None or b is None:
+        return a if b is None else b
+    return min(a, b, key=_PRECISION_ORDER.index)
+
+
+def _float_dtype(t: torch.Tensor) -> torch.dtype | None:
+    return t.dtype if t.dtype in _PRECISION_ORDER else None
+
+
+class _Precision(TorchDispatchMode):
+    """The least precise float dtype each tensor of a run was computed through (``through``):
+    each op's outputs carry the lowest of their inputs' and their own. ``x64 + x32.sum()`` is
+    float64 computed through float32; ``(x32 < 0) * x64`` too (the comparison's bool carries
+    the float32 values it compared)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        from torch.utils.weak import WeakTensorKeyDictionary
+
+        self.low: Any = WeakTensorKeyDictionary()
+
+    def through(self, t: Any) -> torch.dtype | None:
+        if not isinstance(t, torch.Tensor):
+            return None
+        return _lowest(self.low.get(t), _float_dtype(t))
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        low = None
+        for t in pytree.tree_leaves((args, kwargs)):
+            low = _lowest(low, self.through(t))
+        if low is not None:
+            for t in pytree.tree_leaves(out):
+                if isinstance(t, torch.Tensor):
+                    self.low[t] = _lowest(low, _float_dtype(t))
+        return out
+
+    def computed_in(self, t: Any) -> torch.dtype | None:
+        """The dtype ``t`` was computed through when it is less precise than ``t``'s own."""
+        low = self.through(t)
+        if low is None or not isinstance(t, torch.Tensor) or _lowest(low, t.dtype) == t.dtype:
+            return None
+        return low
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:
@@ -314,8 +368,8 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
     eager_in, eager_wrt = _with_grad(program, _inputs(program, seed))
     comp_in, comp_wrt = _with_grad(program, _inputs(program, seed))
     ref_in, ref_wrt = _with_grad(program, _inputs(program, seed, True))
-    overlap = _PartialOverlap()
-    with overlap:
+    overlap, precision = _PartialOverlap(), _Precision()
+    with overlap, precision:
         eager_res, eager_err = _run(program.function(), eager_in)
     ref_res, ref_err = _run(program.function(reference=True), ref_in)
     opts: dict = {"codegen": "triton"} if program.codegen == "triton" else {}
@@ -406,12 +460,13 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
                 (ref_res if ref_err is None else None, ref_wrt),
             ),
             bool(program.breaks),
+            precision,
         )
         if grads is None:
             return out
         checks += grads
     for what, c, e, r in checks:
-        kind, why = compare(c, e, r, computed_in)
+        kind, why = compare(c, e, r, _lowest(computed_in, precision.computed_in(e)))
         if kind == "wrong" or (kind == "unstable" and out.kind == "ok"):
             out.kind, out.detail = kind, f"{what}: {why}"
             if kind == "wrong":
@@ -419,7 +474,9 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
     return out
 
 
-def _judge_gradients(out: Outcome, seed: int, runs, breaks: bool) -> list | None:
+def _judge_gradients(
+    out: Outcome, seed: int, runs, breaks: bool, precision: _Precision | None = None
+) -> list | None:
     """The gradient checks of a training program, ``(what, compiled, eager, reference)`` for
     each input that requires grad; None when ``out`` is decided already. ``runs``: (result,
     leaves) of the compiled, eager and float64 runs (the reference's result None when it
@@ -428,9 +485,11 @@ def _judge_gradients(out: Outcome, seed: int, runs, breaks: bool) -> list | None
     to compare); when it does not (the write came after a break, and the graph before it saved
     what it needs in a form the write does not touch), gradients are not compared ("undefined",
     listed). ``breaks``: the program has graph breaks, so a graph may write in
-    place an input that an earlier graph saved."""
+    place an input that an earlier graph saved. ``precision``: eager's backward runs under it,
+    so that a gradient computed through a less precise value is judged at its tolerance."""
     (comp_res, comp_leaves), (eager_res, eager_leaves), (ref_res, ref_leaves) = runs
-    e_grads, e_err = _gradients(eager_res, eager_leaves, seed)
+    with precision if precision is not None else contextlib.nullcontext():
+        e_grads, e_err = _gradients(eager_res, eager_leaves, seed)
     c_grads, c_err = _gradients(comp_res, comp_leaves, seed)
     if e_err is not None:
         if (

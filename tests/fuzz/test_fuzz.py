@@ -101,6 +101,9 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     22526: (MIXED, "crash: a saved output written after a break, its backward given no grad"),
     52301: (LAYOUT, "wrong: an empty input reaching only an unused output: a gradient, not None"),
     52973: (LAYOUT, "op fallback: index_put of a dynamic number of indices (x[idx]'s backward)"),
+    52731: (LAYOUT, "no-error: a CPU batch norm of float32 with float64 statistics computed"),
+    23498: (MIXED, "oracle: a float64 result of a float32 sum judged at float64's tolerance"),
+    31292: (POOL, "oracle: a float64 result through a float32 batch norm at float64's tolerance"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):
@@ -240,6 +243,41 @@ def test_oracle_grades_results_of_bfloat16_programs_at_bfloat16_tolerance():
     assert compare(one_ulp, eager, ref)[0] == "wrong"
     assert compare(one_ulp, eager, ref, torch.bfloat16)[0] == ""
     assert compare(ref + 0.1, eager, ref, torch.bfloat16)[0] == "wrong"
+
+
+def test_oracle_knows_what_precision_eager_computed_each_result_through():
+    """Seed 23498: ``x64 + x32.sum()`` is a float64 result carrying the float32 sum's rounding;
+    another order of the same 25 values moved it by one float32 ulp (2.4e-7), far above
+    float64's tolerance. ``_Precision`` follows each value's least precise dtype through eager's
+    ops (and its backward): the sum's path is float32, a float64-only path is not, and a bool
+    compared from float32 values carries them. A real error still fails at float32's
+    tolerance."""
+    import torch
+
+    from tests.fuzz.oracle import _Precision, compare
+
+    x32 = torch.randn(5, 5, dtype=torch.float32)
+    x64 = torch.randn(3, dtype=torch.float64, requires_grad=True)
+    precision = _Precision()
+    with precision:
+        through32 = x64 + x32.sum()
+        plain = x64 * 2
+        masked = (x32[0, :3] < 0) * x64
+        soft = torch.softmax(through32, 0)
+        (grad,) = torch.autograd.grad((soft * torch.randn(3, dtype=torch.float64)).sum(), x64)
+        (plain_grad,) = torch.autograd.grad(plain.sum(), x64)
+    assert precision.computed_in(through32) is torch.float32
+    assert precision.computed_in(masked) is torch.float32
+    assert precision.computed_in(grad) is torch.float32
+    assert precision.computed_in(plain) is None and precision.computed_in(plain_grad) is None
+    assert precision.computed_in(x32.sum()) is None  # float32 computed in float32: its own
+    # the seed's figures: eager 1.8e-7 from float64's value, compiled 4.2e-7 (2.4e-7 apart)
+    ref = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
+    eager = ref + 1.8e-7
+    one_ulp = ref + 4.2e-7
+    assert compare(one_ulp, eager, ref)[0] == "wrong"
+    assert compare(one_ulp, eager, ref, precision.computed_in(through32))[0] == ""
+    assert compare(ref + 1e-3, eager, ref, torch.float32)[0] == "wrong"
 
 
 def test_parallel_run_merges_counts_and_writes_json(tmp_path, capsys):
