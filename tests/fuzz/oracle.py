@@ -217,10 +217,10 @@ class _Precision(TorchDispatchMode):
 
     def computed_in(self, t: Any) -> torch.dtype | None:
         """The dtype ``t`` was computed through when it is less precise than ``t``'s own."""
+        if not isinstance(t, torch.Tensor) or t.dtype not in _PRECISION_ORDER:
+            return None  # an integer or bool result is compared exactly (or found unstable)
         low = self.through(t)
-        if low is None or not isinstance(t, torch.Tensor) or _lowest(low, t.dtype) == t.dtype:
-            return None
-        return low
+        return None if low is None or low == t.dtype else low
 
 
 def _span(t: torch.Tensor) -> tuple[int, int]:

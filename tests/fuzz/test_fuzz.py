@@ -271,6 +271,9 @@ def test_oracle_knows_what_precision_eager_computed_each_result_through():
     assert precision.computed_in(grad) is torch.float32
     assert precision.computed_in(plain) is None and precision.computed_in(plain_grad) is None
     assert precision.computed_in(x32.sum()) is None  # float32 computed in float32: its own
+    with precision:
+        counted = (x32 < 0).sum()
+    assert precision.computed_in(counted) is None  # an integer result is compared exactly
     # the seed's figures: eager 1.8e-7 from float64's value, compiled 4.2e-7 (2.4e-7 apart)
     ref = torch.tensor([0.1, 0.2, 0.3], dtype=torch.float64)
     eager = ref + 1.8e-7
