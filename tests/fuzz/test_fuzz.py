@@ -104,6 +104,8 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     52731: (LAYOUT, "no-error: a CPU batch norm of float32 with float64 statistics computed"),
     23498: (MIXED, "oracle: a float64 result of a float32 sum judged at float64's tolerance"),
     31292: (POOL, "oracle: a float64 result through a float32 batch norm at float64's tolerance"),
+    54522: (LAYOUT, "crash: a divisor's check hoisted before the r-loop read a mask it defines"),
+    54222: (LAYOUT, "eager fallback: torch's FloorDiv beside loop-ir's kept simplify recursing"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

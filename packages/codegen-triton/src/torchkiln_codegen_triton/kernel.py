@@ -532,9 +532,17 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
 
     def _report(self, bad: str, value: TritonValue, bit: int) -> None:
         """Set ``bit`` of the call's status word in the lanes (of ``value``'s shape, under the
-        current masks) where ``bad`` holds."""
-        loc = self.location(value.deps, value.post)
-        mask = self._mask_text(value.deps)
+        current masks) where ``bad`` holds. The report goes where the masks are known too: a
+        divisor the same for a whole row (hoisted before the r-loop) checked under a mask that
+        varies along r (a ``where`` reading a padded window) is reported inside the loop (fuzz
+        seed 54522 read the mask before the loop defined it)."""
+        deps, post = value.deps, value.post
+        for m in self._masks:
+            deps = deps | m.deps
+            if m.post is not None and m.post == self.stage_index:
+                post = m.post
+        loc = self.location(deps, post)
+        mask = self._mask_text(deps)
         name = self.new_name("bad")
         self.line(f"{name} = ({bad})" + (f" & ({mask})" if mask else ""), loc)
         self.line(f"tl.atomic_or({STATUS_PARAM} + {name}.to(tl.int32) * 0, {bit}, {name})", loc)
