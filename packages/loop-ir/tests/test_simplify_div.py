@@ -213,3 +213,21 @@ def test_rotary_halves_index_linearly():
     expr = 32 * ModularIndexing(x1 + 128 * x0, 32, 4) + 128 * x0 + ModularIndexing(x1, 1, 32)
     assert simplify_index(expr, {x0: 1024, x1: 128}) == x1 + 128 * x0
     assert simplify_index(expr - 16, {x0: 1024, x1: 128}) == x1 + 128 * x0 - 16
+
+
+def test_torchs_floordiv_beside_this_modules_terminates_with_the_same_value():
+    """Fuzz seed 54222 (a max pool's output size ``(s - 1) // 2 + 1`` under dynamic shapes): an
+    index summing torch's ``FloorDiv`` (from a ShapeEnv size) and this module's of the same
+    arguments sorted the two either way after each pass, and the fixpoint never came (a
+    RecursionError, and the graph ran eagerly). It now stops, and the value is the same at
+    every size."""
+    from torch.utils._sympy.functions import FloorDiv as TorchFloorDiv
+
+    s = sympy.Symbol("s49", integer=True, positive=True)
+    x = sympy.Symbol("x1", integer=True, nonnegative=True)
+    expr = x + FloorDiv(s - 1, 2) + TorchFloorDiv(s - 1, 2) + 2
+    out = simplify_index(expr, {x: 2 * FloorDiv(s - 1, 2) + 2})
+    for size in range(1, 12):
+        for xv in range(2 * ((size - 1) // 2) + 2):
+            values = {s: size, x: xv}
+            assert int(out.subs(values)) == int(expr.subs(values)) == xv + 2 * ((size - 1) // 2) + 2

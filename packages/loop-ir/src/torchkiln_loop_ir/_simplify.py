@@ -222,8 +222,14 @@ def _simplify(expr: sympy.Expr, ranges: Mapping[sympy.Symbol, sympy.Expr]) -> sy
         expr.replace(lambda e: isinstance(e, (FloorDiv, ModularIndexing)), _keep(rewrite))
     )
     merged = _recombine(_merge_quotient_remainder(out))
-    # the merged FloorDiv(e, d) may simplify further (d == 1: e itself; a split of e by d)
-    return out if merged == out else simplify_index(merged, ranges)
+    # the merged FloorDiv(e, d) may simplify further (d == 1: e itself; a split of e by d).
+    # The same terms in another order are no change: a sum holding torch's FloorDiv (from a
+    # ShapeEnv size) beside this module's FloorDiv of the same arguments sorts the two either
+    # way, and compared unequal it went back and forth until the recursion limit (fuzz seed
+    # 54222: a max pool's output size (s - 1) // 2 + 1 under dynamic shapes)
+    if merged == out or set(sympy.Add.make_args(merged)) == set(sympy.Add.make_args(out)):
+        return out
+    return simplify_index(merged, ranges)
 
 
 def _merge_quotient_remainder(expr: sympy.Expr) -> sympy.Expr:
