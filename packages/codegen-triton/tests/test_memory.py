@@ -139,3 +139,45 @@ def test_rand_randn_deterministic_and_distributed():
     assert abs(g1.std().item() - 1.0) < 0.08
     ck(torch.tensor([99]), u2, g2)
     assert not torch.equal(u1, u2)
+
+
+def test_a_divisor_checked_under_a_mask_along_r_is_checked_in_the_loop():
+    """Fuzz seed 54522: a looped row sum of ``where(r < 3, (x + 7) // (x + s), 0)`` whose
+    divisor is the same for a whole row. The division is hoisted before the r-loop; its zero
+    check, under the mask ``r < 3`` that the loop defines, was hoisted with it and read the mask
+    before it existed (the kernel failed to launch). The check now goes into the loop: the sums
+    are eager's, and a zero divisor (s = -2 at row 2) raises eager's error."""
+    import pytest
+
+    n, m = 4, 300  # rows longer than persistent_rnumel below: an r-loop
+    i64 = torch.int64
+
+    def kernel(shift):
+        def body(x, r):
+            keep = ops.lt(ops.index_expr(r[0], i64), ops.constant(3, i64))
+
+            def quotient():
+                divisor = ops.index_expr(x[0] + shift, i64)
+                return ops.to_dtype(ops.floordiv(ops.index_expr(x[0] + 7, i64), divisor), F32)
+
+            value = ops.add(ops.masked(keep, quotient, 0.0), ops.load("a", x[0] * m + r[0]))
+            ops.store_reduction("out", x[0], ops.reduction(F32, F32, "sum", value))
+
+        k = spec(
+            f"masked_div_{shift + 2}",
+            (n,),
+            (m,),
+            [("loop", [("out", body, True)])],
+            [buf("a", F32, (n, m)), buf("out", F32, (n,))],
+            ["a"],
+            ["out"],
+        )
+        return compile_one(k, TritonOptions(persistent_rnumel=128, looped_rblock=64))
+
+    a, out = torch.randn(n, m), torch.empty(n)
+    kernel(1)(a, out)
+    rows = torch.arange(n)
+    expected = a.sum(1) + 3 * torch.div(rows + 7, rows + 1, rounding_mode="floor").float()
+    torch.testing.assert_close(out, expected)
+    with pytest.raises(RuntimeError, match="ZeroDivisionError"):
+        kernel(-2)(a, out)

@@ -521,28 +521,33 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
             self._report(f"~({ok})", value, STATUS_INDEX_OUT_OF_BOUNDS)
             self.line(f"{sym.name} = tl.where({ok}, {value.name}, 0)", loc)
         elif check and self.options.debug_asserts:
-            mask = self._mask_text(value.deps)
+            at, mask = self._checked_under(value)
             ok = f"(0 <= {sym.name}) & ({sym.name} < {texpr(size)})"
             cond = f"({ok}) | ~({mask})" if mask else ok
             self.line(
                 f'tl.device_assert({cond}, "index out of bounds: 0 <= {sym.name} < {texpr(size)}")',
-                loc,
+                at,
             )
         return sym
 
-    def _report(self, bad: str, value: TritonValue, bit: int) -> None:
-        """Set ``bit`` of the call's status word in the lanes (of ``value``'s shape, under the
-        current masks) where ``bad`` holds. The report goes where the masks are known too: a
-        divisor the same for a whole row (hoisted before the r-loop) checked under a mask that
-        varies along r (a ``where`` reading a padded window) is reported inside the loop (fuzz
-        seed 54522 read the mask before the loop defined it)."""
+    def _checked_under(self, value: TritonValue) -> tuple[str, str | None]:
+        """Where a check of ``value`` goes, and the mask it is checked under (the lanes of
+        ``value``'s shape and the current ``masked`` conditions): where both the value and the
+        masks are defined. A divisor the same for a whole row (hoisted before the r-loop)
+        checked under a mask that varies along r (a ``where`` over a slice's backward) is
+        checked inside the loop: fuzz seed 54522's check read the mask before the loop defined
+        it."""
         deps, post = value.deps, value.post
         for m in self._masks:
             deps = deps | m.deps
             if m.post is not None and m.post == self.stage_index:
                 post = m.post
-        loc = self.location(deps, post)
-        mask = self._mask_text(deps)
+        return self.location(deps, post), self._mask_text(deps)
+
+    def _report(self, bad: str, value: TritonValue, bit: int) -> None:
+        """Set ``bit`` of the call's status word in the lanes (of ``value``'s shape, under the
+        current masks) where ``bad`` holds (``_checked_under``)."""
+        loc, mask = self._checked_under(value)
         name = self.new_name("bad")
         self.line(f"{name} = ({bad})" + (f" & ({mask})" if mask else ""), loc)
         self.line(f"tl.atomic_or({STATUS_PARAM} + {name}.to(tl.int32) * 0, {bit}, {name})", loc)
