@@ -349,6 +349,21 @@ def unbind(ctx, x, dim=0):
     ]
 
 
+@register_lowering(aten.flip.default)
+def flip(ctx, x, dims):
+    """``torch.flip(x, dims)``: element ``i`` along each flipped dim is ``x``'s ``n - 1 - i``.
+    A new tensor in eager (not a view), so a Pointwise its consumers read through (``prod``'s
+    backward flips its cumulative products)."""
+    size = x.get_size()
+    flipped = {d % len(size) for d in dims} if size else set()
+    load = x.make_loader()
+
+    def inner_fn(index):
+        return load([n - 1 - i if d in flipped else i for d, (i, n) in enumerate(zip(index, size))])
+
+    return Pointwise(inner_fn, tuple(size), x.get_dtype(), x.get_device())
+
+
 @register_lowering(aten.constant_pad_nd.default)
 def constant_pad_nd(ctx, x, pad, value=0):
     """``F.pad(x, pad, value=v)``: ``x`` shifted by the low pads, ``v`` outside it (a negative pad
