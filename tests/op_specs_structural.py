@@ -86,19 +86,6 @@ spec(
     decompose=False,
 )
 spec(
-    "cumprod",
-    lambda x: (x.cumprod(-1), x.cumprod(0), torch.cumprod(x, -1, dtype=F32) * 2),
-    lambda dt: [
-        (make((7, 65), dt, lambda t: 1 + 0.05 * t),),
-        (make((33, 7), dt, lambda t: 1 + 0.2 * t, transposed=True),),
-        (make((1, 1), dt),),
-        (make((3, 5, 7), dt, lambda t: t.round(), step=2),),  # zeros among the factors
-    ],
-    (aten.cumprod.default,),
-    tol={F32: (1e-5, 2e-5), BF16: (1.6e-2, 0.05), F16: (2e-3, 0.01)},
-    decompose=False,
-)
-spec(
     "flip",
     lambda x: (torch.flip(x, (-1,)), torch.flip(x, (0, -1)) * 2, x.flip(0).sum(0)),
     lambda dt: [

@@ -279,23 +279,12 @@ def var_mean(ctx, x, dims=None, *, correction=None, keepdim=False):
 # n^2/2 useless-looking work, but runs as an ordinary (fusable, parallel) reduction in both code
 # generators without a scan IR; past _CUMSUM_MAX_N elements along the dim the quadratic cost is not
 # worth it and the op runs as its ATen kernel. Position ids from an attention mask (HF models) are
-# the case this is for. cumprod is the same triangle multiplied (``prod``'s backward uses it).
+# the case this is for.
 _CUMSUM_MAX_N = 2048
 
 
 @register_lowering(aten.cumsum.default)
 def cumsum(ctx, x, dim, *, dtype=None):
-    return _cumulative(ctx, x, dim, "sum")
-
-
-@register_lowering(aten.cumprod.default)
-def cumprod(ctx, x, dim, *, dtype=None):
-    return _cumulative(ctx, x, dim, "prod")
-
-
-def _cumulative(ctx, x, dim, kind: str):
-    """cumsum (``kind`` "sum") or cumprod ("prod") along ``dim`` as a triangular reduction."""
-    name = {"sum": "cumsum", "prod": "cumprod"}[kind]
     size = x.get_size()
     if not size:
         return _pointwise_on(
@@ -304,15 +293,15 @@ def _cumulative(ctx, x, dim, kind: str):
     dim = dim % len(size)
     n = size[dim]
     if not n.is_Integer or int(n) > _CUMSUM_MAX_N:
-        raise Unlowerable(f"{name} over {n} elements (triangular form up to {_CUMSUM_MAX_N})")
+        raise Unlowerable(f"cumsum over {n} elements (triangular form up to {_CUMSUM_MAX_N})")
     if int(n) == 0:
-        raise Unlowerable(f"empty {name}")
+        raise Unlowerable("empty cumsum")
     out = ctx.out_dtype
     acc = value = compute_dtype(out)  # each value as the output's dtype (``dtype=``) first
     if out == torch.float32 and x.get_device().type == "cpu":
-        # eager's CPU cumsum and cumprod accumulate float32 in double (16-bit floats in
-        # float): so do we, so that a row's cancellations (1e38 - 1e38) do not hang on the
-        # order the backend sums the triangle in (codegen-cpp's vector lanes follow the ISA)
+        # eager's CPU cumsum accumulates float32 in double (16-bit floats in float): so do we,
+        # so that a row's cancellations (1e38 - 1e38) do not hang on the order the backend
+        # sums the triangle in (codegen-cpp's vector lanes follow the host's ISA)
         acc = torch.float64
     load = x.make_loader()
     src = compute_dtype(x.get_dtype())
@@ -326,7 +315,7 @@ def _cumulative(ctx, x, dim, kind: str):
         keep = ops.le(
             ops.index_expr(rindex[0], torch.int64), ops.index_expr(index[dim], torch.int64)
         )
-        return ops.where(keep, v, ops.constant(_EMPTY_IDENTITY[kind], acc))
+        return ops.where(keep, v, ops.constant(0, acc))
 
-    buf = ctx.reduction(Reduction(inner_fn, tuple(size), (n,), kind, acc, acc, x.get_device()))
+    buf = ctx.reduction(Reduction(inner_fn, tuple(size), (n,), "sum", acc, acc, x.get_device()))
     return buf if acc == out else _pointwise_on(ctx, buf, lambda v: ops.to_dtype(v, out, acc), out)
