@@ -29,7 +29,8 @@ N = 50257 does not get cuBLAS's fast kernel (session 18: GPT-2 4.6 -> 10.3 ms on
 it runs as two: the aligned columns (50256), and the rest written into its view (session 38,
 H100, ``benchmarks/gpu_mm_layouts.py``: GPT-2's head 0.99 ms against 1.00 with the padded
 weight, BERT's 0.61 against 0.63, DistilBERT's 1.22 against 1.16; the rest as a padded
-product copied into place was slower each time, 1.00, 0.62 and 1.26, and was dropped). The
+product copied into place was slower each time in that call, 1.00, 0.62 and 1.26, and was
+dropped, so no command here reproduces those three). The
 default ("auto") does so for ``mm`` only: for an ``addmm`` ATen first copies the bias into the
 strided output, which made BERT's and DistilBERT's inference 9% and 19% slower.
 

@@ -174,7 +174,8 @@ def python_binding(op: Any) -> Callable[..., Any] | None:
     schema, list by list: a small convolution's extern call took 3.7 us through
     ``torch.convolution`` and 8.2 us through ``aten.convolution.default``'s C++ function on the
     CPU (session 36, 2 cores, ``python benchmarks/host_glue_micro.py``), and a ResNet-50
-    training step makes 53 such calls. Both honour torch function modes and subclasses the same way (the mode sees the binding instead of the operator)."""
+    training step makes 53 such calls. Both honour torch function modes and subclasses the
+    same way (the mode sees the binding instead of the operator)."""
     if (
         not isinstance(op, torch._ops.OpOverload)
         or op.namespace != "aten"
