@@ -104,6 +104,46 @@ def test_layer_norm_backward_is_one_pass(dtype, shape):
     _check(cg, fn, inputs)
 
 
+def _layer_norm_backward_and_bias_grad(width):
+    """A layer norm backward and the column sums of its input's gradient: the bias gradient of
+    the linear or convolution that made the layer norm's input (BERT's output dense,
+    ConvNeXt's depthwise convolution)."""
+
+    def fn(g, x, mean, rstd, w):
+        dx, dw, db = _layer_norm_backward(width)(g, x, mean, rstd, w)
+        return dx, dw, db, dx.sum(tuple(range(dx.dim() - 1)))
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    "shape", [pytest.param((512, 128), id="512x128"), pytest.param((4, 96, 200), id="4x96x200")]
+)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_column_sums_of_the_input_gradient_share_the_row_kernel(dtype, shape):
+    """The input gradient's column sums are taken from the values the row kernel computes
+    (each as it is stored, in the output's dtype), not read again by a kernel of their own;
+    with ``mixed_order_reductions="loaded"`` they keep that kernel."""
+    inputs = _layer_norm_inputs(shape, dtype)
+    fn = _layer_norm_backward_and_bias_grad(shape[-1])
+    cg = _compile(fn, inputs)
+    mixed = _mixed(cg)
+    assert len(mixed) == 1, cg.schedule_text()
+    spec, _ = mixed[0]
+    across = [n for st in spec.stages for n in st.nodes if n.across_rows]
+    assert len(across) == 3, cg.schedule_text()
+    full = [n for n, b in spec.buffers.items() if tuple(b.size) == tuple(shape)]
+    readers = [s.name for s in cg.kernel_specs if set(s.inputs) & set(full)]
+    assert readers == [spec.name], cg.schedule_text()
+    _check(cg, fn, inputs)
+
+    loaded = _compile(fn, inputs, mixed_order_reductions="loaded")
+    ((spec, _),) = _mixed(loaded)
+    assert len([n for st in spec.stages for n in st.nodes if n.across_rows]) == 2
+    assert len(loaded.kernel_specs) > len(cg.kernel_specs)
+    _check(loaded, fn, inputs)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_rms_norm_backward_is_one_pass(dtype):
     x, g, w = (torch.randn(256, 160) * 2).to(dtype), torch.randn(256, 160).to(dtype), None

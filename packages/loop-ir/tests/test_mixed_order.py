@@ -60,6 +60,34 @@ def test_column_partials_share_the_row_kernel(shape):
     assert len(finals) == 1
 
 
+def _with_bias_grad(g, x, mean, rstd, w):
+    dx, dw, db = _layer_norm_backward(g, x, mean, rstd, w)
+    return dx, dw, db, dx.sum(0)
+
+
+@pytest.mark.parametrize(("option", "across"), [(True, 3), ("loaded", 2)])
+def test_column_sums_of_the_computed_gradient_join_by_default(option, across):
+    """The column sums of the layer norm's input gradient (a value the row kernel computes
+    from its row sums, not one it loads) are a third partial of the row kernel by default,
+    and keep a split of their own under ``mixed_order_reductions="loaded"``."""
+    x, g, w = torch.randn(512, 128), torch.randn(512, 128), torch.randn(128)
+    _, mean, rstd = torch.native_layer_norm(x, [128], w, w, 1e-5)
+    inputs = (g, x, mean, rstd, w)
+    gm = make_fx(_with_bias_grad, decomposition_table=L.decompositions())(*inputs)
+    opts = L.LoopIROptions(split_programs=64, mixed_order_reductions=option)
+    kernels = _kernels(schedule(lower(gm, list(inputs), opts, MIXED), MIXED, opts))
+    (spec,) = [k for k in kernels if k.row_programs]
+    assert len([n for st in spec.stages for n in st.nodes if n.across_rows]) == across
+    dx = [n for n, b in spec.buffers.items() if tuple(b.size) == (512, 128) and n in spec.outputs]
+    readers = [k.name for k in kernels if set(k.inputs) & set(dx)]
+    assert bool(readers) == (across == 2)  # no kernel reads the gradient again
+
+
+def test_mixed_order_option_rejects_other_values():
+    with pytest.raises(ValueError, match="mixed_order_reductions"):
+        L.LoopIROptions(mixed_order_reductions="always")
+
+
 def test_backend_without_mixed_order_keeps_the_column_kernel():
     caps = BackendCapabilities(reduction_broadcast_reduction=True, max_reduction_stages=8)
     kernels = _kernels(_scheduled((512, 128), caps))

@@ -66,7 +66,8 @@ def schedule(
     if options.mixed_order_reductions:
         device = next((n.layout.device for n in nodes if isinstance(n, ComputedBuffer)), None)
         programs = target_programs(options.split_programs, capabilities, device)
-        nodes = mix_orders(nodes, capabilities.mixed_order_rnumel, programs)
+        computed = options.mixed_order_reductions != "loaded"
+        nodes = mix_orders(nodes, capabilities.mixed_order_rnumel, programs, computed)
     sched = Scheduler(nodes, capabilities, outputs)
     sched.fuse(options.max_fusions)
     plans = {}

@@ -22,7 +22,10 @@ The pass runs on the lowered graph before scheduling, where:
 - a row reduction exists over the same rows (its x ranges' product is the column reduction's
   r ranges' product) whose r ranges are the column reduction's x ranges, short enough for the
   backend's mixed-order kernel (``BackendCapabilities.mixed_order_rnumel``);
-- both read one buffer at the same element (``g`` and ``x`` above): else sharing a kernel saves
+- both read one buffer at the same element (``g`` and ``x`` above), or the column reduction sums
+  a value the row kernel computes from the row reduction (``_sums_rows_output``: the input's
+  gradient, whose column sums are the bias gradient of the linear or convolution before the
+  layer norm; the row kernel adds each row of it as it stores it): else sharing a kernel saves
   nothing;
 - the rows divide into at least ``_MIN_PROGRAMS_SHARE`` of the target programs, static sizes.
 
@@ -102,6 +105,42 @@ def shares_rows(row: Reduction, column: Reduction) -> bool:
     return False
 
 
+#: how many pointwise buffers deep ``_sums_rows_output`` looks from a column sum for a row
+#: reduction (the gradient, its cast to bfloat16, a view of that: each realized for a reader of
+#: its own)
+_COMPUTED_DEPTH = 3
+
+
+def _sums_rows_output(
+    column: Reduction, row_names: set[str], by_name: dict[str, ComputedBuffer]
+) -> bool:
+    """Whether ``column`` sums a pointwise buffer over all its rows and columns that is computed
+    from one of the row reductions ``row_names``, directly or through at most
+    ``_COMPUTED_DEPTH`` such buffers (a layer norm backward's input gradient, whose column sums
+    are the bias gradient of the linear or convolution before it): the row kernel makes each
+    row of it, and the column sums can take it from there instead of reading it again."""
+    numel = _static(column.ranges + column.reduction_ranges)
+    if not numel or not row_names:
+        return False
+    found = _loads(
+        column.inner_fn, _symbols(column.ranges, "x"), _symbols(column.reduction_ranges, "r")
+    )
+    names, seen = {n for n, _ in found or ()}, set()
+    for _ in range(_COMPUTED_DEPTH):
+        nxt: set[str] = set()
+        for name in names - seen:
+            seen.add(name)
+            buf = by_name.get(name)
+            if buf is None or buf.is_reduction or _static(buf.ranges) != numel:
+                continue
+            loads = {n for n, _ in _loads(buf.data.inner_fn, _symbols(buf.ranges, "x")) or ()}
+            if loads & row_names:
+                return True
+            nxt |= loads
+        names = nxt
+    return False
+
+
 def _row_programs(rows: int, target: int) -> int:
     """The most chunks, at most ``target``, that ``rows`` divides into evenly, or 0 when that
     is fewer than ``target / _MIN_PROGRAMS_SHARE`` (or fewer than two rows a chunk)."""
@@ -123,20 +162,23 @@ def _static(ranges: Sequence[sympy.Expr]) -> int | None:
     return int(n) if n.is_Integer else None
 
 
-def mix_orders(nodes: list[Any], max_rnumel: int, programs: int) -> list[Any]:
+def mix_orders(
+    nodes: list[Any], max_rnumel: int, programs: int, computed: bool = True
+) -> list[Any]:
     """``nodes`` with each split column reduction that a row reduction over the same rows could
     share a kernel with split again into chunks of rows for it (module docstring); the others
     as they are. ``max_rnumel``: the backend's ``mixed_order_rnumel``; ``programs``: how many
-    programs fill the device."""
+    programs fill the device; ``computed``: also the column sums of a value computed from
+    the row reductions (``_sums_rows_output``), not only of values the row kernel loads."""
     if max_rnumel <= 0 or programs <= 0:
         return nodes
-    row_reductions: dict[tuple[int, tuple], list[Reduction]] = {}
+    row_reductions: dict[tuple[int, tuple], list[ComputedBuffer]] = {}
     for n in nodes:
         if isinstance(n, ComputedBuffer) and n.is_reduction and n.data.split_from is None:
             rows, width = _static(n.data.ranges), _static(n.data.reduction_ranges)
             if rows and width and width <= max_rnumel and not n.data.row_chunks:
                 key = (rows, _dims(n.data.reduction_ranges))
-                row_reductions.setdefault(key, []).append(n.data)
+                row_reductions.setdefault(key, []).append(n)
     if not row_reductions:
         return nodes
     replaced: dict[str, ComputedBuffer] = {}
@@ -150,7 +192,11 @@ def mix_orders(nodes: list[Any], max_rnumel: int, programs: int) -> list[Any]:
             continue
         rows = _static(column.reduction_ranges)
         candidates = row_reductions.get((rows, _dims(column.ranges)), [])
-        if not rows or not any(shares_rows(r, column) for r in candidates):
+        if not rows or not (
+            any(shares_rows(r.data, column) for r in candidates)
+            or computed
+            and _sums_rows_output(column, {r.name for r in candidates}, by_name)
+        ):
             continue
         chunks = _row_programs(rows, programs)
         if not chunks:

@@ -93,7 +93,11 @@ class LoopIROptions:
         rows (a layer norm backward's weight and bias gradients beside its input gradient): the
         column reduction is split into chunks of rows, one a program of the row kernel, and the
         scheduler may fuse them (``mixed_order.py``), where the backend can emit such a kernel
-        (``BackendCapabilities.mixed_order_rnumel``). On by default; off keeps two kernels.
+        (``BackendCapabilities.mixed_order_rnumel``). True (default): the columns of values
+        the row kernel loads, and of a value it computes from its row reductions (a layer
+        norm backward's input gradient, whose column sums are the bias gradient of the
+        linear or convolution before it); ``"loaded"``: only the former (loop-ir 0.8.25's
+        rule, kept for A/B runs); False keeps two kernels.
     combo_kernels: launch independent small pointwise kernels (autocast's casts of the
         parameters in a training forward, of the gradients at the end of its backward, batch
         norms' ``num_batches_tracked += 1``) as one kernel, each over its own range
@@ -123,7 +127,7 @@ class LoopIROptions:
     addmm_bias_in_consumer: bool = False
     fallback_random: bool = False
     split_programs: int | None = None
-    mixed_order_reductions: bool = True
+    mixed_order_reductions: bool | str = True
     combo_kernels: str = "auto"
     autotune: InitVar[bool | None] = None
 
@@ -147,6 +151,11 @@ class LoopIROptions:
             raise ValueError(
                 "LoopIROptions.channels_last must be 'auto', 'always' or 'never', "
                 f"got {self.channels_last!r}"
+            )
+        if self.mixed_order_reductions not in (True, False, "loaded"):
+            raise ValueError(
+                "LoopIROptions.mixed_order_reductions must be True, False or 'loaded', "
+                f"got {self.mixed_order_reductions!r}"
             )
         if self.combo_kernels not in ("auto", "always", "never"):
             raise ValueError(
