@@ -2,7 +2,8 @@
 conv_bias_grads.py), not by ATen's reduction inside ``convolution_backward``: 2-D, 1-D and
 transposed convolutions with biases, float32 and bfloat16 autocast, NCHW and channels-last,
 both code generators; every gradient equals eager's on fresh random inputs, step after step
-(``LoopIROptions.generated_conv_bias_grads``, off by default)."""
+(``LoopIROptions.generated_conv_bias_grads``; its default ``"auto"`` generates them for the
+Triton backend only)."""
 
 from __future__ import annotations
 
@@ -75,11 +76,21 @@ def test_bias_gradients_equal_eager(codegen, layout, autocast):
     assert sum("is a generated sum" in line for line in log) == 4, log
 
 
-def test_default_keeps_atens_reduction():
-    model, reference, compiled = _compiled(1)
+@pytest.mark.parametrize(("codegen", "generated"), [("cpp", 0), ("triton", 4)])
+def test_default_generates_the_sums_for_the_gpu_backend_only(codegen, generated):
+    """``"auto"``: the Triton backend (CUDA; here CPU tensors under its interpreter) generates
+    the sums, where a layer norm's mixed-order kernel can take them; C++ keeps ATen's."""
+    model, reference, compiled = _compiled(1, codegen=codegen)
     x = torch.randn(2, 3, 32, 32)
     compiled(x).backward()
     reference(x).backward()
     for p, q in zip(model.parameters(), reference.parameters()):
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5)
-    assert _bias_log(compiled) == []
+    assert sum("is a generated sum" in line for line in _bias_log(compiled)) == generated
+
+
+def test_other_values_are_refused():
+    from torchkiln_loop_ir import LoopIROptions
+
+    with pytest.raises(ValueError, match="generated_conv_bias_grads"):
+        LoopIROptions(generated_conv_bias_grads="always")

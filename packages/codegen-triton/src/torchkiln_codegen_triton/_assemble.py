@@ -239,7 +239,8 @@ def _generate(
     if spec.row_programs:
         if looped:
             raise CodegenError(f"kernel {spec.name}: a mixed-order kernel holds its rows whole")
-        stages = mixed_stages(spec, options) if xblock == 1 else 1  # one row an iteration
+        # one row an iteration pipelined by default; several only when asked (mixed_stages)
+        stages = mixed_stages(spec, options) if xblock == 1 or options.mixed_stages else 1
         source = _row_loop(spec, head, xlines, rhead, handler, stages)
         return GeneratedKernel(f"def {name}({', '.join(params)}):\n{source}")
     if reduction and not looped and walk is not None:

@@ -240,7 +240,8 @@ def compile_graph(
         gm, more = use_mkldnn_linears(gm, options.mkldnn_linear, pack=not training_meta)
         linear_log += more
     device_type = getattr(backend, "device_type", None)
-    if options.generated_conv_bias_grads:
+    generated = options.generated_conv_bias_grads
+    if generated is True or (generated == "auto" and device_type == "cuda"):
         from .conv_bias_grads import split_bias_grads
 
         gm, more = split_bias_grads(gm)

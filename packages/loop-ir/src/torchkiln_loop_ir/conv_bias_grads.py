@@ -12,13 +12,15 @@ the gradient reads nothing more.
 only and computes the bias gradient as ``aten.sum.dim_IntList(grad_output, dims)``: in the
 gradient's dtype, accumulated in float32 by loop-ir's lowering as by ATen's reduction (in
 another order). Each change is a line of ``CompiledGraph.convolution_log``
-(``LoopIROptions.generated_conv_bias_grads``, off by default).
+(``LoopIROptions.generated_conv_bias_grads``: ``"auto"`` by default, on for graphs for a CUDA
+device).
 
-Measured (H100, session 36, ``benchmarks/results/gpu-2026-12-06-session36/call4``): each sum
-stayed a kernel of its own (412 -> 433 launches a step; the gradient is realized anyway, for
-the convolution backward that reads it, and the scheduler did not put the sum into the kernel
-that makes it), and the step was no faster within the machine's noise (best rounds 22.83 ms
-against 22.60 with ATen's reductions). The pass pays once that fusion happens.
+Measured (H100): alone, each sum is a kernel of its own (the gradient is realized anyway, for
+the convolution backward that reads it), and session 36 saw no faster step (412 -> 433
+launches). In ConvNeXt a layer norm follows each depthwise convolution: the sum is then a
+column sum of the layer norm backward's input gradient, which ``mixed_order.py`` gives to that
+kernel as a third partial (loop-ir 0.8.26), and the step got 5.3% faster (session 39,
+``benchmarks/gpu_options_ab.py``, 18.87 -> 17.93 ms).
 """
 
 from __future__ import annotations
