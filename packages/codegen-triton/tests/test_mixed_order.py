@@ -144,6 +144,24 @@ def test_column_sums_of_the_input_gradient_share_the_row_kernel(dtype, shape):
     _check(loaded, fn, inputs)
 
 
+@pytest.mark.parametrize(("rows_option", "xblock"), [(0, 8), (1, 1)])
+def test_narrow_rows_take_a_tile_of_rows_an_iteration(rows_option, xblock):
+    """Rows of 96 values (ConvNeXt-tiny's first stage): eight an iteration by default (a tile
+    of 1024 values, not pipelined), one when ``TritonOptions.mixed_rows`` asks for it; the
+    same numbers either way."""
+    from torchkiln_codegen_triton import TritonOptions
+
+    inputs = _layer_norm_inputs((1024, 96), torch.bfloat16)
+    fn = _layer_norm_backward_and_bias_grad(96)
+    gm = make_fx(fn, decomposition_table=loop_ir.decompositions())(*inputs)
+    backend = TritonBackend(options=TritonOptions(mixed_rows=rows_option))
+    cg = loop_ir.compile_graph(gm, list(inputs), backend, loop_ir.LoopIROptions(split_programs=64))
+    ((_, kernel),) = _mixed(cg)
+    assert kernel.config.xblock == xblock and kernel.config.rblock == 128
+    assert ("tl.range(" in kernel.source) == (xblock == 1)  # one row: pipelined
+    _check(cg, fn, inputs)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 def test_rms_norm_backward_is_one_pass(dtype):
     x, g, w = (torch.randn(256, 160) * 2).to(dtype), torch.randn(256, 160).to(dtype), None

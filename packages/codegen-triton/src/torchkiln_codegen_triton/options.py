@@ -33,10 +33,15 @@ class TritonOptions:
     mixed_values_per_thread: values of a mixed-order kernel's block (``[XBLOCK, RBLOCK]``, the
         rows of an iteration, loop-ir's ``KernelSpec.row_programs``) per thread, which set its
         ``num_warps`` (2 to 16); ``mixed_rows``: the rows an iteration of its loop takes (a power
-        of two; 1 by default); ``mixed_stages``: how deep a loop of one row an iteration is
-        software-pipelined (``tl.range(num_stages=...)``: the next rows' loads in flight while a
-        row is reduced), 0 choosing 4 for rows of at most 2048 2-byte values and 3 for the
-        others, 1 none. Measured on the H200 (session 23, bfloat16 / float32, % of the
+        of two; 0, the default, takes ``1024 / RBLOCK`` for rows of at most 128 values and 1
+        for longer ones); ``mixed_stages``: how deep the loop is software-pipelined
+        (``tl.range(num_stages=...)``: the next rows' loads in flight while a row is reduced),
+        0 choosing 4 for one row an iteration of at most 2048 2-byte values, 3 for the other
+        single rows and none for several rows an iteration, 1 none. Session 39 (H100, bf16, a
+        layer norm backward over ConvNeXt-tiny's first-stage rows, 200704 of 96, GB/s): one
+        row pipelined 781, 4 rows 1206, 8 / 16 / 32 rows 1721 / 1720 / 1729, 8 and 16 rows
+        pipelined 1138 / 1132 (torch.compile 1320); rows of 192 and 384 (50176 and 12544 of
+        them) moved within 10% between 1, 2, 4 and 8 rows. Measured on the H200 (session 23, bfloat16 / float32, % of the
         bandwidth): rows of 4096 69 / 80 at 1 stage, 84-85 / 90 at 3, bfloat16 82 at 4 (134
         registers a thread by Triton 3.9's count offline); rows of 768 (four an iteration
         before) 58 / 83, one an iteration at 3 stages 63 / 91, at 4 67 / 88; rows of 1024
@@ -161,7 +166,7 @@ class TritonOptions:
     transposed_welford_values_per_thread: int = 64
     transposed_welford_min_programs: int = 128
     mixed_values_per_thread: int = 16
-    mixed_rows: int = 1
+    mixed_rows: int = 0
     mixed_stages: int = 0
     split_programs: int = 1024
     split_max_chunks: int = 64
