@@ -231,3 +231,21 @@ def test_torchs_floordiv_beside_this_modules_terminates_with_the_same_value():
         for xv in range(2 * ((size - 1) // 2) + 2):
             values = {s: size, x: xv}
             assert int(out.subs(values)) == int(expr.subs(values)) == xv + 2 * ((size - 1) // 2) + 2
+
+
+def test_a_modulus_of_a_floordiv_is_one_form_and_recombines():
+    """``(x // 16) % 4`` (``ModularIndexing(FloorDiv(x, 16), 1, 4)``, what merge_dims composed
+    for a permuted node of XGLM's attention backward) is ``ModularIndexing(x, 16, 4)``, and the
+    unflattened index of 128 merged rows folds back to ``16*x0``, as its writer's does: the C++
+    code generator matched the read to the write by its text, and the kernel failed."""
+    x0 = sympy.Symbol("x0", integer=True, nonnegative=True)
+    assert ModularIndexing(FloorDiv(x0, 16), 1, 4) == ModularIndexing(x0, 16, 4)
+    assert ModularIndexing(FloorDiv(x0, 16), 2, 4) == ModularIndexing(x0, 32, 4)
+    expr = (
+        1024 * FloorDiv(x0, 64)
+        + 16 * ModularIndexing(x0, 1, 16)
+        + 256 * ModularIndexing(FloorDiv(x0, 16), 1, 4)
+    )
+    assert simplify_index(expr, {x0: 128}) == 16 * x0
+    for xv in range(128):
+        assert _value(expr, {x0: xv}) == 16 * xv

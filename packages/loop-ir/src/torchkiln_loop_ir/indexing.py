@@ -51,6 +51,11 @@ class ModularIndexing(sympy.Function):
             and isinstance(modulus, sympy.Integer)
         ):
             return sympy.Integer((int(base) // int(divisor)) % int(modulus))
+        if isinstance(base, FloorDiv):
+            # (x // a // b) % m is (x // (a * b)) % m: one form, which the simplifier's
+            # recombination of FloorDiv and ModularIndexing terms recognises (merge_dims
+            # composing a permuted node's unflattened index gave the nested one)
+            return ModularIndexing(base.args[0], base.args[1] * divisor, modulus)
         return None
 
 
