@@ -192,11 +192,10 @@ def mix_orders(
             continue
         rows = _static(column.reduction_ranges)
         candidates = row_reductions.get((rows, _dims(column.ranges)), [])
-        if not rows or not (
-            any(shares_rows(r.data, column) for r in candidates)
-            or computed
-            and _sums_rows_output(column, {r.name for r in candidates}, by_name)
-        ):
+        shares = any(shares_rows(r.data, column) for r in candidates)
+        if computed and not shares:
+            shares = _sums_rows_output(column, {r.name for r in candidates}, by_name)
+        if not rows or not shares:
             continue
         chunks = _row_programs(rows, programs)
         if not chunks:
