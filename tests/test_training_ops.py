@@ -130,6 +130,25 @@ def test_max_pool2d_backward_with_dynamic_sizes(codegen):
 
 
 @pytest.mark.parametrize("codegen", ["cpp", "triton"])
+def test_max_pool2d_output_of_one_column_broadcasts_under_dynamic_sizes(codegen):
+    """Fuzz seed 33361: a 3x3 window of stride 3 and padding 1 over a width of 2 gives one
+    column, a size the ShapeEnv proved 1 (``(W - 1) // 3 + 1``) under dynamic shapes. The pool
+    kept it symbolic, so ``pool(x) > x`` read the pool at the comparison's column, the next
+    channel's maximum: a silently wrong mask, whenever the random values told the two apart."""
+
+    def f(x):
+        return F.max_pool2d(x, 3, 3, 1, 1) > x
+
+    compiled = torchkiln.compile(f, dynamic=True, options={"codegen": codegen, "strict": True})
+    for _ in range(8):
+        x = torch.randn(2, 1, 6).transpose(0, 2)  # (6 channels, 1, 2), transposed as the seed's
+        torch.testing.assert_close(compiled(x), f(x))
+    x = torch.tensor([[[0.0, 5.0]], [[9.0, 1.0]]])  # channel 1's maximum beats channel 0's x[1]
+    assert compiled(x).tolist() == f(x).tolist() == [[[True, False]], [[False, True]]]
+    assert not [c for g in torchkiln.report(compiled).graphs for c in g.extern_calls + g.fallbacks]
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
 @pytest.mark.parametrize(
     "kwargs",
     [

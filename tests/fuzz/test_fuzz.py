@@ -106,6 +106,7 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     31292: (POOL, "oracle: a float64 result through a float32 batch norm at float64's tolerance"),
     54522: (LAYOUT, "crash: a divisor's check hoisted before the r-loop read a mask it defines"),
     54222: (LAYOUT, "eager fallback: torch's FloorDiv beside loop-ir's kept simplify recursing"),
+    33361: (POOL, "wrong: a max pool's width the ShapeEnv proved 1 kept symbolic (broadcast)"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

@@ -12,6 +12,7 @@ import sympy
 import torch
 
 from ..errors import Unlowerable
+from ..fx_sizes import to_expr
 from ..indexing import FloorDiv
 from ..ir import IRNode, Pointwise
 from ..ops import ops
@@ -73,10 +74,11 @@ def max_pool2d_with_indices(
 ):
     kh, kw, sh, sw, ph, pw, H, W = _window("max_pool2d", x, kernel_size, stride, padding)
     dh, dw = _pair(dilation, 1)
-    out_size = tuple(
-        sympy.sympify(int(s)) if not isinstance(s, torch.SymInt) else sympy.sympify(s.node.expr)
-        for s in ctx.meta[0].shape
-    )
+    # through to_expr, as every other output size: a size the ShapeEnv proved to be 1 (a window
+    # over a short dim under dynamic shapes) is 1, so a broadcasting reader reads it at index 0
+    # (fuzz seed 33361: read at the output's index, ``pool(x) > x`` compared with the next
+    # channel's maximum), and torch's FloorDiv is loop-ir's
+    out_size = tuple(to_expr(s) for s in ctx.meta[0].shape)
     load = x.make_loader()
     walks = walks_the_window(x.get_device())
     # int64 checks and flat indices: with them in int32 ResNet-50's fused batch-norm + ReLU +
