@@ -247,7 +247,7 @@ def mixed_order_config(spec: KernelSpec, options: TritonOptions) -> Config:
         raise CodegenError(f"kernel {spec.name}: a mixed-order kernel's rows have a static length")
     rblock = _next_pow2(rnumel)
     wanted = options.mixed_rows or (
-        max(1, MIXED_NARROW_TILE // rblock) if rblock <= MIXED_NARROW_RBLOCK else 1
+        MIXED_NARROW_TILE // rblock if rblock <= MIXED_NARROW_RBLOCK else 1
     )
     xblock = min(wanted, rows & -rows, MAX_XBLOCK)
     why = (

@@ -41,8 +41,8 @@ class TritonOptions:
         layer norm backward over ConvNeXt-tiny's first-stage rows, 200704 of 96, GB/s): one
         row pipelined 781, 4 rows 1206, 8 / 16 / 32 rows 1721 / 1720 / 1729, 8 and 16 rows
         pipelined 1138 / 1132 (torch.compile 1320); rows of 192 and 384 (50176 and 12544 of
-        them) moved within 10% between 1, 2, 4 and 8 rows. Measured on the H200 (session 23, bfloat16 / float32, % of the
-        bandwidth): rows of 4096 69 / 80 at 1 stage, 84-85 / 90 at 3, bfloat16 82 at 4 (134
+        them) moved within 10% between 1, 2, 4 and 8 rows. Measured on the H200 (session 23,
+        bfloat16 / float32, % of the bandwidth): rows of 4096 69 / 80 at 1 stage, 84-85 / 90 at 3, bfloat16 82 at 4 (134
         registers a thread by Triton 3.9's count offline); rows of 768 (four an iteration
         before) 58 / 83, one an iteration at 3 stages 63 / 91, at 4 67 / 88; rows of 1024
         63 / 88, 72 / 87, 81 / 84. 2 stages lost everywhere.
