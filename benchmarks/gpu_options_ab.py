@@ -23,6 +23,7 @@ import time
 
 import torch
 import torchkiln
+from torchkiln.bench.record import codegen_option_objects
 from torchkiln.bench.suites import load_suite
 from torchkiln.bench.train import Variant, _no_dropout
 
@@ -32,7 +33,11 @@ def main() -> None:
     parser.add_argument("--suite", default="timm")
     parser.add_argument("--model", default="resnet50")
     parser.add_argument("--batch", type=int, default=0, help="0: the suite's full-size batch")
-    parser.add_argument("--a", default="{}", help="option set A, JSON")
+    parser.add_argument(
+        "--a",
+        default="{}",
+        help="option set A, JSON; triton_options / cpp_options as dicts of their fields",
+    )
     parser.add_argument("--b", default='{"loop_ir": {"combo_kernels": "never"}}')
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--steps", type=int, default=10)
@@ -50,7 +55,7 @@ def main() -> None:
     variants = {}
     for name, options in (("A", args.a), ("B", args.b)):
         model = copy.deepcopy(base)
-        compiled = torchkiln.compile(model, options=json.loads(options))
+        compiled = torchkiln.compile(model, options=codegen_option_objects(json.loads(options)))
         variants[name] = Variant(model, compiled, autocast)
         start = time.perf_counter()
         variants[name].step(inputs)

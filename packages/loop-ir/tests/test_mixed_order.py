@@ -14,7 +14,7 @@ from torchkiln_loop_ir.backend import BackendCapabilities
 from torchkiln_loop_ir.compile import schedule
 from torchkiln_loop_ir.graph import lower
 from torchkiln_loop_ir.indexing import ROW_PROGRAM
-from torchkiln_loop_ir.mixed_order import _row_programs
+from torchkiln_loop_ir.mixed_order import _row_programs, narrow_programs
 
 MIXED = BackendCapabilities(
     reduction_broadcast_reduction=True, max_reduction_stages=8, mixed_order_rnumel=4096
@@ -106,3 +106,34 @@ def test_option_off_keeps_the_column_kernel():
 )
 def test_row_programs_divide_the_rows(rows, target, expected):
     assert _row_programs(rows, target) == expected
+
+
+@pytest.mark.parametrize(
+    ("width", "expected"), [(96, 2112), (192, 2112), (384, 2112), (768, 1056), (1024, 528)]
+)
+def test_narrow_rows_aim_for_more_programs(width, expected):
+    assert narrow_programs(width, 528, 4) == expected
+    assert narrow_programs(width, 528, 1) == 528
+
+
+@pytest.mark.parametrize(("scale", "programs"), [(1, 64), (4, 256)])
+def test_narrow_rows_kernel_runs_the_scaled_programs(scale, programs):
+    """Rows of 128 take four times the 64 target programs by default; a scale of 1 keeps the
+    target (the column partials then have one row a program either way)."""
+    kernels = _kernels(_scheduled((1024, 128), mixed_order_narrow_programs=scale))
+    (spec,) = [k for k in kernels if k.row_programs]
+    assert spec.row_programs == programs
+    partials = [spec.buffers[n.buffer] for st in spec.stages for n in st.nodes if n.across_rows]
+    assert all(tuple(b.size) == (programs, 128) for b in partials)
+
+
+def test_rows_dividing_only_into_the_target_keep_it():
+    """Rows that the scaled target's chunks do not divide into enough of (509 * 2 rows: 509
+    chunks are fewer than a quarter of 4 * 528) fall back to the target's own chunks."""
+    assert _row_programs(1018, narrow_programs(128, 528, 4)) == 0
+    assert _row_programs(1018, 528) == 509
+
+
+def test_narrow_programs_option_rejects_zero():
+    with pytest.raises(ValueError, match="mixed_order_narrow_programs"):
+        L.LoopIROptions(mixed_order_narrow_programs=0)

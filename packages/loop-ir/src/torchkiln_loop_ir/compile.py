@@ -67,7 +67,13 @@ def schedule(
         device = next((n.layout.device for n in nodes if isinstance(n, ComputedBuffer)), None)
         programs = target_programs(options.split_programs, capabilities, device)
         computed = options.mixed_order_reductions != "loaded"
-        nodes = mix_orders(nodes, capabilities.mixed_order_rnumel, programs, computed)
+        nodes = mix_orders(
+            nodes,
+            capabilities.mixed_order_rnumel,
+            programs,
+            computed,
+            options.mixed_order_narrow_programs,
+        )
     sched = Scheduler(nodes, capabilities, outputs)
     sched.fuse(options.max_fusions)
     plans = {}
