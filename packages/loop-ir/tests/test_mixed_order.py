@@ -109,7 +109,8 @@ def test_row_programs_divide_the_rows(rows, target, expected):
 
 
 @pytest.mark.parametrize(
-    ("width", "expected"), [(96, 2112), (192, 2112), (384, 2112), (768, 1056), (1024, 528)]
+    ("width", "expected"),
+    [(96, 2112), (192, 2112), (256, 2112), (384, 1056), (512, 1056), (768, 528), (1024, 528)],
 )
 def test_narrow_rows_aim_for_more_programs(width, expected):
     assert narrow_programs(width, 528, 4) == expected
