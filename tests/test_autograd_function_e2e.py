@@ -8,11 +8,11 @@ autograd's of forward."""
 from __future__ import annotations
 
 import copy
-import os
 
 import pytest
 import torch
 import torchkiln
+from codegens import CODEGENS
 
 
 class RoundSTE(torch.autograd.Function):
@@ -58,10 +58,8 @@ class Net(torch.nn.Module):
 
 
 @pytest.mark.usefixtures("private_cache_dir")
-@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+@pytest.mark.parametrize("codegen", CODEGENS)
 def test_a_custom_function_trains_in_one_graph(codegen):
-    if codegen == "triton" and os.environ.get("TRITON_INTERPRET") in (None, "", "0"):
-        pytest.skip("CPU tensors need Triton's interpreter (TRITON_INTERPRET=1, as CI sets)")
     torch.manual_seed(0)
     eager = Net()
     ours = copy.deepcopy(eager)

@@ -7,11 +7,10 @@ breadth run of session 39). Every code generator, gradients against eager on fre
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 import torchkiln
+from codegens import CODEGENS
 
 B, H, T, D = 2, 4, 16, 8
 
@@ -21,18 +20,6 @@ def attention(q, k, v, mask):
     w = torch.max(w, torch.tensor(torch.finfo(w.dtype).min))
     w = torch.softmax(w.view(B * H, T, T), dim=-1)
     return torch.bmm(w, v).view(B, H, T, D).transpose(1, 2).reshape(B, T, H * D)
-
-
-CODEGENS = [
-    "cpp",
-    pytest.param(
-        "triton",
-        marks=pytest.mark.skipif(
-            os.environ.get("TRITON_INTERPRET") in (None, "", "0"),
-            reason="CPU tensors need Triton's interpreter (TRITON_INTERPRET=1, as CI sets)",
-        ),
-    ),
-]
 
 
 @pytest.mark.parametrize("codegen", CODEGENS)

@@ -9,12 +9,11 @@ bfloat16 and float16, on fresh inputs with no zeros (so a zero output is a dropp
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 import torch.nn.functional as F
 import torchkiln
+from codegens import CODEGENS
 
 pytestmark = pytest.mark.usefixtures("private_cache_dir")
 
@@ -28,16 +27,6 @@ FORMS = {
     "rand_like<p": lambda x: x * 2 * (torch.rand_like(x) < KEEP) / KEEP,
 }
 DTYPES = [torch.float32, torch.bfloat16, torch.float16]
-CODEGENS = [
-    "cpp",
-    pytest.param(
-        "triton",
-        marks=pytest.mark.skipif(
-            os.environ.get("TRITON_INTERPRET") in (None, "", "0"),
-            reason="Triton on CPU tensors needs its interpreter",
-        ),
-    ),
-]
 
 
 def _nonzero_randn(*size, dtype):
