@@ -100,13 +100,8 @@
 #               still prints what it saw)
 # Everything lands in $OUT.
 set -uo pipefail
-OUT=${OUT:-/tmp/out}
-mkdir -p "$OUT"
-python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl || exit 1
-SRC=$(ls -d "$PWD"/packages/*/src | paste -sd:)
-export PYTHONPATH="/tmp/site:$SRC"
-# a bench cut by its limit gets SIGABRT (timeout -s ABRT): faulthandler prints where it hung
-export TORCHKILN_CACHE_DIR=/tmp/tk-cache PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1
+# shellcheck source=benchmarks/gpu_env.sh
+source "$(dirname "$0")/gpu_env.sh"
 python3 -c 'import sys, torch, triton; print(sys.version); print(torch.__version__, triton.__version__, torch.cuda.get_device_name())'
 PYTEST="python3 -m pytest -q -p no:cacheprovider --import-mode=importlib"
 

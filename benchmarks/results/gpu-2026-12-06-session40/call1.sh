@@ -3,11 +3,7 @@
 # time (mixed_rows 0, the default since codegen-triton 0.9.21) against one pipelined row (1);
 # (b) the layer norm backward over rows of 192 and 384 (ConvNeXt-tiny's stages 2 and 3) with more
 # programs (LoopIROptions.split_programs: the mixed-order kernel's programs)
-export OUT=${OUT:-/tmp/out}
-git log --oneline -1 > "$OUT/commit.txt"; nvidia-smi --query-gpu=name --format=csv,noheader >> "$OUT/commit.txt"
-cat "$OUT/commit.txt"
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site:$(ls -d $PWD/packages/*/src | paste -sd:) TORCHKILN_CACHE_DIR=/tmp/tk-cache PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1
+source benchmarks/gpu_env.sh  # (these calls ran its lines inline)
 uptime
 timeout -s ABRT 200 python3 benchmarks/gpu_options_ab.py --suite timm --model convnext_tiny --batch 64 \
   --rounds 10 --steps 10 --hang-s 190 --a '{}' --b '{"triton_options": {"mixed_rows": 1}}' \

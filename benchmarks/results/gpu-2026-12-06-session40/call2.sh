@@ -3,11 +3,7 @@
 # at up to 4x the target programs): the layer norm backward over rows of 768 at 1x, 2x, 4x the
 # programs; ConvNeXt-tiny's and BERT's training steps, default against a scale of 1; then the
 # test suites on Python 3.12 (codegen-triton 0.9.21's configs, the pool size fix untested there)
-export OUT=${OUT:-/tmp/out}
-git log --oneline -1 > "$OUT/commit.txt"; nvidia-smi --query-gpu=name --format=csv,noheader >> "$OUT/commit.txt"
-cat "$OUT/commit.txt"
-python3 -m pip install -q --no-index --no-deps --no-compile --upgrade --target /tmp/site .whl/*.whl 2>/dev/null
-export PYTHONPATH=/tmp/site:$(ls -d $PWD/packages/*/src | paste -sd:) TORCHKILN_CACHE_DIR=/tmp/tk-cache PYTHONFAULTHANDLER=1 PYTHONUNBUFFERED=1
+source benchmarks/gpu_env.sh  # (these calls ran its lines inline)
 uptime
 for rw in "3136 768" "8192 768"; do
   set -- $rw
