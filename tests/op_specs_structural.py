@@ -567,6 +567,21 @@ spec(
     extern=("aten.mm", "aten.addmm", "aten.bmm", "aten.baddbmm"),
 )
 spec(
+    "addmm_activation",
+    lambda c, a, b: (
+        torch._addmm_activation(c, a, b) + 1,
+        torch._addmm_activation(c, a, b, use_gelu=True) * 2,
+    ),
+    lambda dt: [(make((3,), dt), make((7, 9), dt), make((9, 3), dt))],
+    (aten._addmm_activation.default,),
+    dtypes=(F32, BF16),
+    tol={F32: (1e-4, 1e-4)},
+    decompose=False,
+    # what loop-ir's cublas_epilogues.py makes on CUDA; the GELU is the tanh form there and
+    # the exact one on the CPU, each compared with eager's own call
+    extern=("aten._addmm_activation",),
+)
+spec(
     "convolution",
     lambda x, w, b: (torch.relu(F.conv2d(x, w, b, padding=1)),),
     lambda dt: [(make((2, 3, 7, 9), dt), make((4, 3, 3, 3), dt), make((4,), dt))],

@@ -274,6 +274,12 @@ def compile_graph(
 
         gm, more = fold_scatter_adds(gm)
         linear_log += more
+    epilogues = options.cublas_epilogues
+    if epilogues == "always" or (epilogues == "measure" and device_type == "cuda"):
+        from .cublas_epilogues import use_cublas_epilogues
+
+        gm, more = use_cublas_epilogues(gm, epilogues)
+        linear_log += more
     if options.pad_matmuls == "always" or (options.pad_matmuls == "auto" and device_type == "cuda"):
         from .pad_mm import pad_matmuls
 

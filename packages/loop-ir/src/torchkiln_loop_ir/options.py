@@ -26,6 +26,11 @@ class LoopIROptions:
         transposed weight input) run through oneDNN with a prepacked weight and their activation
         or residual add fused (mkldnn_linear.py): "measure" (default: where timing the shape at
         compile time says it is faster than ``addmm``), "always", or "never".
+    cublas_epilogues: on a CUDA backend, which products followed by ReLU or the tanh GELU
+        (GPT-2's and T5's MLPs) run as ``_addmm_activation``, the activation in cuBLASLt's
+        epilogue instead of a kernel of its own (cublas_epilogues.py): "measure" (default:
+        where timing the shape at compile time says the fused call is 3% faster), "always"
+        (any backend: tests use it on the CPU), or "never".
     group_linears: on a CPU backend, run linear layers that read the same input (attention's
         query, key and value projections) as one GEMM of their concatenated weights
         (linear_group.py).
@@ -124,6 +129,7 @@ class LoopIROptions:
     reuse_buffers: bool = True
     mkldnn_convolution: bool = True
     mkldnn_linear: str = "measure"
+    cublas_epilogues: str = "measure"
     group_linears: bool = True
     pad_matmuls: str = "auto"
     pad_matmul_outputs_only: bool | str = "auto"
@@ -146,6 +152,11 @@ class LoopIROptions:
             raise ValueError(
                 "LoopIROptions.mkldnn_linear must be 'measure', 'always' or 'never', "
                 f"got {self.mkldnn_linear!r}"
+            )
+        if self.cublas_epilogues not in ("measure", "always", "never"):
+            raise ValueError(
+                "LoopIROptions.cublas_epilogues must be 'measure', 'always' or 'never', "
+                f"got {self.cublas_epilogues!r}"
             )
         if self.pad_matmuls not in ("auto", "always", "never"):
             raise ValueError(

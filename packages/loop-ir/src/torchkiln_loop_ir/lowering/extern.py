@@ -17,6 +17,7 @@ _EXTERN = [
     aten.mm.default,
     aten.bmm.default,
     aten.addmm.default,
+    aten._addmm_activation.default,  # a product and its activation (cublas_epilogues.py)
     aten.baddbmm.default,
     aten._scaled_dot_product_flash_attention.default,
     aten._scaled_dot_product_efficient_attention.default,

@@ -181,7 +181,13 @@ def index_select(ctx, x, dim, idx):
 
 
 #: extern kernels whose result is a new tensor (never a view of an argument)
-_FRESH_RESULT = (aten.mm.default, aten.addmm.default, aten.bmm.default, aten.baddbmm.default)
+_FRESH_RESULT = (
+    aten.mm.default,
+    aten.addmm.default,
+    aten._addmm_activation.default,
+    aten.bmm.default,
+    aten.baddbmm.default,
+)
 _VIEWS = (aten.permute.default, aten.view.default, aten._unsafe_view.default, aten.t.default)
 
 
