@@ -42,7 +42,9 @@ class GraphReport:
         fused (loop-ir's ``CompiledGraph.convolution_log``; empty for a graph from the cache).
     linears: one line per linear layer (``addmm``/``mm`` of a weight input) on the CPU: oneDNN
         with a prepacked weight and its epilogue fused, with the compile-time timings that chose
-        it, or why it stays ``addmm`` (loop-ir's ``CompiledGraph.linear_log``).
+        it, or why it stays ``addmm``; on CUDA, each product followed by ReLU or the tanh GELU:
+        ``_addmm_activation`` (the activation in cuBLASLt's epilogue) with its timings, or why
+        not; and the padded products (loop-ir's ``CompiledGraph.linear_log``).
     attention: one line per attention decision of aot-partition: an input-free mask of a
         ``scaled_dot_product_attention`` call dropped or made ``is_causal`` (or kept, and why;
         ``sdpa_masks.py``), hand-written attention routed to SDPA or left, and why
