@@ -1,4 +1,5 @@
-"""An A/B of two torchkiln option sets on one model's training step, in one process.
+"""An A/B of two torchkiln option sets on one model's training step (or, with ``--infer``, its
+inference in ``--dtype``, under ``torch.no_grad``), in one process.
 
 Separate bench runs of the two options on a noisy GPU machine disagreed by more than the change
 being measured (session 37: eager itself moved 16.7 -> 15.4 ms between two runs). Here both
@@ -42,12 +43,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=8)
     parser.add_argument("--steps", type=int, default=10)
     parser.add_argument("--hang-s", type=float, default=400)
+    parser.add_argument("--infer", action="store_true", help="time inference, not training")
+    parser.add_argument("--dtype", default="bfloat16", help="the model's dtype with --infer")
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     spec = next(s for s in load_suite(args.suite, "full") if s.name == args.model)
     base, inputs = spec.build(args.batch or spec.batch or 64)
     base = _no_dropout(base).train().cuda()
     inputs = tuple(v.cuda() if isinstance(v, torch.Tensor) else v for v in inputs)
+    if args.infer:
+        dtype = getattr(torch, args.dtype)
+        base = base.eval().to(dtype)
+        inputs = tuple(
+            v.to(dtype) if isinstance(v, torch.Tensor) and v.is_floating_point() else v
+            for v in inputs
+        )
 
     def autocast():
         return torch.autocast("cuda", dtype=torch.bfloat16)
@@ -56,7 +66,7 @@ def main() -> None:
     for name, options in (("A", args.a), ("B", args.b)):
         model = copy.deepcopy(base)
         compiled = torchkiln.compile(model, options=codegen_option_objects(json.loads(options)))
-        variants[name] = Variant(model, compiled, autocast)
+        variants[name] = _Inference(compiled) if args.infer else Variant(model, compiled, autocast)
         start = time.perf_counter()
         variants[name].step(inputs)
         torch.cuda.synchronize()
@@ -84,6 +94,17 @@ def main() -> None:
         f"{args.model} batch {args.batch or spec.batch}: B / A median {statistics.median(ratios):.4f}"
         f" (rounds {ratios[0]:.4f}-{ratios[-1]:.4f})"
     )
+
+
+class _Inference:
+    """A compiled model's inference call, as a variant's ``step``."""
+
+    def __init__(self, compiled) -> None:
+        self.compiled = compiled
+
+    def step(self, inputs) -> None:
+        with torch.no_grad():
+            self.compiled(*inputs)
 
 
 if __name__ == "__main__":
