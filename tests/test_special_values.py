@@ -167,6 +167,7 @@ NOT_DATA = {
     "cat_split_unbind",
     "slice_scatter",
     "matmuls",
+    "addmm_activation",
     "convolution",
     "conv_direct",
     "sdpa",

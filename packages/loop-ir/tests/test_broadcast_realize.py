@@ -52,3 +52,51 @@ def test_cheap_or_unbroadcast_values_stay_inline(check):
 
     cg = check(same_size, torch.randn(1, 4, 16, 16), torch.randn(32, 4), atol=1e-5, rtol=1e-5)
     assert not _realized_for_broadcast(cg)
+
+
+def _expanded_views(cg) -> list[str]:
+    return [
+        n.reason
+        for n in cg.graph_ir.nodes
+        if "read expanded by an extern" in (getattr(n, "reason", "") or "")
+    ]
+
+
+def test_value_expanded_into_an_extern_is_stored_at_its_own_size(check):
+    """The bias passed expanded to the memory-efficient attention on CUDA (aot-partition's
+    masked attention): stored once at (1, heads, S, S), the extern reads a stride-0 view of it,
+    where it was computed and written once per batch row."""
+
+    def f(x, table):
+        bias = _bucket_bias(table, x.shape[-1]).contiguous().expand(x.shape[0], -1, -1, -1)
+        return torch.nn.functional.scaled_dot_product_attention(x, x * 2, x + 1, attn_mask=bias)
+
+    for _ in range(2):  # fresh inputs, each compiled anew
+        x, table = torch.randn(8, 4, 16, 16), torch.randn(32, 4)
+        cg = check(f, x, table, atol=1e-5, rtol=1e-5)
+    assert _expanded_views(cg), [getattr(n, "reason", "") for n in cg.graph_ir.nodes]
+    stored = [n for n in cg.graph_ir.nodes if getattr(n, "reason", None) in _expanded_views(cg)]
+    assert [int(s) for s in stored[0].get_size()] == [1, 4, 16, 16]
+
+
+def test_cheap_mask_expanded_into_an_extern_is_a_view_too(check):
+    """A padding mask's additive bias, (B, 1, 1, S) expanded over heads and queries (BERT's):
+    the extern reads the small buffer, not a (B, heads, S, S) copy."""
+
+    def f(x, keep):
+        bias = torch.where(keep, 0.0, -1e4)[:, None, None, :].expand(-1, 4, 16, -1)
+        return torch.nn.functional.scaled_dot_product_attention(x, x, x, attn_mask=bias)
+
+    x, keep = torch.randn(8, 4, 16, 16), torch.rand(8, 16) > 0.3
+    cg = check(f, x, keep, atol=1e-4, rtol=1e-5)
+    sizes = [
+        [int(s) for s in n.get_size()]
+        for n in cg.graph_ir.nodes
+        if "read expanded by an extern" in (getattr(n, "reason", "") or "")
+    ]
+    assert sizes and all(sz[1:3] == [1, 1] or len(sz) == 2 for sz in sizes), sizes
+    assert not any(
+        [int(s) for s in getattr(n, "get_size", list)()] == [8, 4, 16, 16]
+        and "input of extern" in (getattr(n, "reason", "") or "")
+        for n in cg.graph_ir.nodes
+    )

@@ -504,6 +504,13 @@ class GraphLowering:
             return self.realize(value, "graph output", n)
         if reads > self.options.inline_max_reads:
             return self.realize(value, f"too many reads to inline ({reads})", n)
+        if _expanded_for_memory_reader(n):
+            # an extern kernel reads it expanded (a bias broadcast over the batch into the
+            # memory-efficient attention): stored at its own size, the kernel reads a view of it
+            # with stride 0 along the broadcast dims, as eager passes it. Realized expanded, it was
+            # computed and written once per batch row (T5's position bias: 16 x 12 x 512 x 512
+            # with its bucket arithmetic, 0.29 ms on an H100, session 41)
+            return self.realize(value, "read expanded by an extern kernel (passed as a view)", n)
         if ops > BROADCAST_MAX_OPS and (factor := _broadcast_factor(n)) >= BROADCAST_RATIO:
             # inlined, a consumer over a larger space recomputes it at each of its elements:
             # T5's relative position bias (bucket arithmetic, a log and a gather over (1, heads,
@@ -650,6 +657,37 @@ def _read_as_memory(n: torch.fx.Node) -> bool:
                 return True
             if target.is_view and user.args and user.args[0] is node:
                 stack.append(user)  # a view of it (not an op reading its size)
+    return False
+
+
+def _expanded_for_memory_reader(n: torch.fx.Node) -> bool:
+    """Whether an op that reads memory (``_read_as_memory``'s) reads ``n`` through views one of
+    which expands it (more elements than ``n``: ``expand``, or a broadcasting view)."""
+    from .lowering import LOWERINGS
+    from .lowering.extern import READS_MEMORY
+
+    val = n.meta.get("val")
+    own = val.numel() if isinstance(val, torch.Tensor) else None
+    if not isinstance(own, int):
+        return False
+    stack, seen = [(n, False)], {n}
+    while stack:
+        node, expanded = stack.pop()
+        for user in node.users:
+            target = user.target
+            if user in seen or user.op != "call_function":
+                continue
+            if not isinstance(target, torch._ops.OpOverload):
+                continue
+            lowered = target in LOWERINGS or target.overloadpacket in LOWERINGS
+            if expanded and (target in READS_MEMORY or not lowered):
+                return True
+            if target.is_view and user.args and user.args[0] is node:
+                seen.add(user)
+                uval = user.meta.get("val")
+                count = uval.numel() if isinstance(uval, torch.Tensor) else None
+                grows = isinstance(count, int) and count > own
+                stack.append((user, expanded or grows))
     return False
 
 
