@@ -42,7 +42,15 @@ import torch
 from torch import fx
 from torch.utils._python_dispatch import _disable_current_modes
 
-from .mkldnn import _meta_mode, _propagate_meta, _static_inputs, _val, copied_graph
+from .mkldnn import (
+    _meta_mode,
+    _propagate_meta,
+    _static_inputs,
+    _val,
+    bias_vector,
+    copied_graph,
+    gemm_operands,
+)
 
 aten = torch.ops.aten
 
@@ -200,12 +208,10 @@ def _aligned(v: torch.Tensor) -> bool:
 
 def _product(node: fx.Node) -> tuple[Any, fx.Node, fx.Node] | str:
     """(bias or None, x, w) of an ``addmm``/``mm`` cuBLASLt can apply an epilogue to, or why not."""
-    if node.target is aten.addmm.default:
-        if any(node.kwargs.get(k, 1) != 1 for k in ("beta", "alpha")) or len(node.args) != 3:
-            return "addmm with alpha/beta"
-        bias, x, w = node.args
-    else:
-        bias, (x, w) = None, node.args
+    operands = gemm_operands(node)
+    if isinstance(operands, str):
+        return operands
+    bias, x, w = operands
     xv, wv, yv = _val(x), _val(w), _val(node)
     if not all(isinstance(v, torch.Tensor) for v in (xv, wv, yv)):
         return "no tensor meta value"
@@ -217,16 +223,10 @@ def _product(node: fx.Node) -> tuple[Any, fx.Node, fx.Node] | str:
         return "symbolic sizes"
     if not (_aligned(xv) and _aligned(wv)):
         return "unaligned sizes (padded by pad_mm, if at all)"
-    if bias is not None:
-        bv = _val(bias)
-        if not (
-            isinstance(bv, torch.Tensor)
-            and bv.dim() == 1
-            and bv.dtype == yv.dtype
-            and bv.shape[0] == yv.shape[1]
-            and bv.stride() == (1,)
-        ):
-            return "its bias is not a contiguous vector of the output width"
+    if bias is not None and not (
+        bias_vector(bias, yv.shape[1], yv.dtype) and _val(bias).stride() == (1,)
+    ):
+        return "its bias is not a contiguous vector of the output width"
     return bias, x, w
 
 

@@ -172,6 +172,30 @@ def _val(node: Any) -> Any:
     return node.meta.get("val") if isinstance(node, fx.Node) else None
 
 
+def gemm_operands(node: fx.Node) -> tuple[Any, Any, Any] | str:
+    """(bias or None, x, w) of an ``addmm(bias, x, w)`` or ``mm(x, w)``, or why not (an
+    ``addmm`` that scales: alpha or beta other than 1). The linear-layer passes share it
+    (``mkldnn_linear.py``, ``cublas_epilogues.py``)."""
+    if node.target is aten.addmm.default:
+        if len(node.args) != 3 or any(node.kwargs.get(k, 1) != 1 for k in ("beta", "alpha")):
+            return "addmm with alpha/beta"
+        bias, x, w = node.args
+        return bias, x, w
+    x, w = node.args[:2]
+    return None, x, w
+
+
+def bias_vector(bias: Any, width: int, dtype: torch.dtype) -> bool:
+    """Whether ``bias`` is a 1-D tensor of ``width`` values of ``dtype`` (meta value)."""
+    bv = _val(bias)
+    return (
+        isinstance(bv, torch.Tensor)
+        and bv.dim() == 1
+        and bv.dtype == dtype
+        and bv.shape[0] == width
+    )
+
+
 def _why_not(node: fx.Node) -> str | None:
     """Why this convolution stays ``aten.convolution``, or None when oneDNN takes it."""
     x, w, _b, _stride, _padding, _dilation, transposed, _op, _groups = node.args

@@ -58,7 +58,9 @@ from .mkldnn import (
     _propagate_meta,
     _static_inputs,
     _val,
+    bias_vector,
     copied_graph,
+    gemm_operands,
     mkldnn_available,
 )
 
@@ -253,12 +255,10 @@ def _epilogue(y: fx.Node) -> tuple[str, fx.Node | None, list[fx.Node], str]:
 def _linear_parts(node: fx.Node, placeholders: set[fx.Node]) -> tuple[Any, ...] | str:
     """(x, weight, bias, weight stored (in, out)) of an ``addmm``/``mm`` that is a linear layer
     of a weight graph input, or the reason it is not one oneDNN takes."""
-    if node.target is aten.addmm.default:
-        if node.kwargs:
-            return "addmm with alpha/beta"
-        bias, x, wt = node.args
-    else:
-        bias, (x, wt) = None, node.args
+    operands = gemm_operands(node)
+    if isinstance(operands, str):
+        return operands
+    bias, x, wt = operands
     in_out = bias is not None and wt in placeholders  # GPT-2's Conv1D: addmm(b, x, w), w (in, out)
     if not in_out and not (
         isinstance(wt, fx.Node)
@@ -276,15 +276,8 @@ def _linear_parts(node: fx.Node, placeholders: set[fx.Node]) -> tuple[Any, ...] 
         return f"{yv.dtype} on {yv.device.type} (float32 on the CPU only)"
     if not wv.is_contiguous():
         return "its weight is not contiguous"
-    if bias is not None:
-        bv = _val(bias)
-        if not (
-            isinstance(bv, torch.Tensor)
-            and bv.dim() == 1
-            and bv.dtype == torch.float32
-            and bv.shape[0] == wv.shape[1 if in_out else 0]
-        ):
-            return "its bias is not a vector of the output width"
+    if bias is not None and not bias_vector(bias, wv.shape[1 if in_out else 0], torch.float32):
+        return "its bias is not a vector of the output width"
     return x, w, bias, in_out
 
 
