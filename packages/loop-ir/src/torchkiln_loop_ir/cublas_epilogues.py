@@ -154,6 +154,8 @@ def activation(y: fx.Node) -> tuple[str, list[fx.Node]] | str:
     """(the activation's name, its ops in graph order, the last one's value the activation's)
     applied to ``y``, the product's value, or why none is: the largest closed region of
     pointwise ops over ``y`` alone that computes ``relu`` or the tanh GELU (module docstring)."""
+    if not isinstance(_val(y), torch.Tensor):
+        return "no tensor meta value"
     region = _region(y)
     if not region:
         users = ", ".join(str(u.target) for u in y.users) or "nothing"
@@ -309,10 +311,6 @@ def use_cublas_epilogues(
     log: list[str] = []
     plans: dict[fx.Node, tuple[Any, ...]] = {}
     for p in products:
-        parts = _product(p)
-        if isinstance(parts, str):
-            log.append(f"{p.name}: {p.target} kept, no epilogue ({parts})")
-            continue
         view = next(iter(p.users)) if len(p.users) == 1 else None
         y = (
             view
@@ -323,6 +321,10 @@ def use_cublas_epilogues(
         if isinstance(found, str):
             continue  # no activation: nothing to say of a plain product
         act, cone = found
+        parts = _product(p)
+        if isinstance(parts, str):
+            log.append(f"{p.name}: {p.target} kept, its {act} not in the epilogue ({parts})")
+            continue
         bias, x, w = parts
         yv = _val(p)
         if act == "gelu_tanh" and not gelu_is_tanh(yv.device, yv.dtype):
