@@ -34,7 +34,6 @@ compile's linear log (``CompiledGraph.linear_log``).
 from __future__ import annotations
 
 import math
-import time
 from collections.abc import Callable
 from typing import Any
 
@@ -50,7 +49,9 @@ from .mkldnn import (
     bias_vector,
     copied_graph,
     gemm_operands,
+    time_min,
 )
+from .pad_mm import ALIGN_BYTES
 
 aten = torch.ops.aten
 
@@ -60,9 +61,6 @@ ADDMM_ACTIVATION = aten._addmm_activation.default
 MIN_FLOPS = 1e8
 #: the fused call is taken when it takes at most this share of the product and activation's time
 FASTER = 0.97
-#: bytes a matrix's sizes must be multiples of (pad_mm.py pads the others; this pass leaves
-#: those to it)
-_ALIGN_BYTES = 16
 #: pointwise ops an activation's region may hold (each reads the product's value, its own
 #: region's values and Python scalars, or None for a clamp's missing bound, only)
 _POINTWISE = frozenset(
@@ -93,9 +91,14 @@ _DECISIONS: dict[tuple[Any, ...], tuple[bool, float, float]] = {}
 _GELU_FORMS: dict[tuple[str, torch.dtype], bool] = {}
 
 
-def _probe() -> torch.Tensor:
-    dense = torch.linspace(-8.0, 8.0, 1601, dtype=torch.float64)
-    return torch.cat([dense, torch.tensor([-30.0, -1e-3, 0.0, 1e-3, 30.0], dtype=torch.float64)])
+#: float64 values an activation's region is evaluated on, and each activation's values there
+_PROBE = torch.cat(
+    [
+        torch.linspace(-8.0, 8.0, 1601, dtype=torch.float64),
+        torch.tensor([-30.0, -1e-3, 0.0, 1e-3, 30.0], dtype=torch.float64),
+    ]
+)
+_EXPECTED = {name: ref(_PROBE) for name, (_, ref) in _ACTIVATIONS.items()}
 
 
 def _region(y: fx.Node) -> list[fx.Node]:
@@ -161,7 +164,6 @@ def activation(y: fx.Node) -> tuple[str, list[fx.Node]] | str:
         users = ", ".join(str(u.target) for u in y.users) or "nothing"
         return f"no pointwise activation reads it ({users} does)"
     members = {n: i for i, n in enumerate(region)}
-    probe = _probe()
     for out in reversed(region):
         cone = _cone(out, y, members)
         if cone is None:
@@ -170,11 +172,11 @@ def activation(y: fx.Node) -> tuple[str, list[fx.Node]] | str:
         if not (isinstance(ov, torch.Tensor) and ov.shape == yv.shape and ov.dtype == yv.dtype):
             continue
         try:
-            got = _evaluate(cone, y, probe)
+            got = _evaluate(cone, y, _PROBE)
         except (RuntimeError, TypeError):
             continue
-        for name, (_, ref) in _ACTIVATIONS.items():
-            if torch.allclose(got, ref(probe), rtol=1e-9, atol=1e-12):
+        for name, expected in _EXPECTED.items():
+            if torch.allclose(got, expected, rtol=1e-9, atol=1e-12):
                 return name, cone
     return "no closed region of its pointwise readers computes relu or the tanh GELU"
 
@@ -204,7 +206,7 @@ def gelu_is_tanh(device: torch.device, dtype: torch.dtype) -> bool:
 
 
 def _aligned(v: torch.Tensor) -> bool:
-    per = _ALIGN_BYTES // v.element_size()
+    per = ALIGN_BYTES // v.element_size()  # pad_mm.py pads the others: this pass leaves them
     return all(s % per == 0 for s in v.shape)
 
 
@@ -234,23 +236,6 @@ def _product(node: fx.Node) -> tuple[Any, fx.Node, fx.Node] | str:
 
 def _strided(v: torch.Tensor) -> torch.Tensor:
     return torch.empty_strided(v.shape, v.stride(), dtype=v.dtype, device=v.device).normal_()
-
-
-def _time_min(fns: dict[str, Callable[[], Any]], device: torch.device) -> dict[str, float]:
-    """The best of several interleaved batches of each candidate, seconds a call."""
-    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    for f in fns.values():
-        f()
-    sync()
-    best = dict.fromkeys(fns, math.inf)
-    for _ in range(5):
-        for name, f in fns.items():
-            t0 = time.perf_counter()
-            for _ in range(4):
-                f()
-            sync()
-            best[name] = min(best[name], (time.perf_counter() - t0) / 4)
-    return best
 
 
 def _measured(
@@ -292,7 +277,8 @@ def _measure(xv: torch.Tensor, wv: torch.Tensor, bias: bool, act: str) -> tuple[
         def fused():
             return torch._addmm_activation(b if bias else zero, x, w, use_gelu=use_gelu)
 
-        times = _time_min({"unfused": unfused, "fused": fused}, x.device)
+        sync = torch.cuda.synchronize if x.device.type == "cuda" else None
+        times = time_min({"unfused": unfused, "fused": fused}, min_reps=5, calls=4, sync=sync)
     return times["fused"] < FASTER * times["unfused"], times["unfused"], times["fused"]
 
 

@@ -504,7 +504,7 @@ class GraphLowering:
             return self.realize(value, "graph output", n)
         if reads > self.options.inline_max_reads:
             return self.realize(value, f"too many reads to inline ({reads})", n)
-        if _expanded_for_memory_reader(n):
+        if _read_as_memory(n, expanded=True):
             # an extern kernel reads it expanded (a bias broadcast over the batch into the
             # memory-efficient attention): stored at its own size, the kernel reads a view of it
             # with stride 0 along the broadcast dims, as eager passes it. Realized expanded, it was
@@ -636,43 +636,24 @@ def _consumers_meet(n: torch.fx.Node) -> bool:
     return bool(set.intersection(*paths)) if paths else False
 
 
-def _read_as_memory(n: torch.fx.Node) -> bool:
+def _read_as_memory(n: torch.fx.Node, expanded: bool = False) -> bool:
     """Whether an op that reads memory (an extern kernel: ``READS_MEMORY``, or an op with no
-    lowering, run as a fallback) reads ``n`` or a view of it."""
+    lowering, run as a fallback) reads ``n`` or a view of it; with ``expanded``, only through a
+    view that expands it (more elements than ``n``: ``expand``, or a broadcasting view)."""
     from .lowering import LOWERINGS
     from .lowering.extern import READS_MEMORY
 
-    stack, seen = [n], {n}
-    while stack:
-        node = stack.pop()
-        for user in node.users:
-            target = user.target
-            if user in seen or user.op != "call_function":
-                continue
-            seen.add(user)
-            if not isinstance(target, torch._ops.OpOverload):
-                continue
-            lowered = target in LOWERINGS or target.overloadpacket in LOWERINGS
-            if target in READS_MEMORY or not lowered:
-                return True
-            if target.is_view and user.args and user.args[0] is node:
-                stack.append(user)  # a view of it (not an op reading its size)
-    return False
+    def numel(node: torch.fx.Node) -> int | None:
+        val = node.meta.get("val")
+        count = val.numel() if isinstance(val, torch.Tensor) else None
+        return count if isinstance(count, int) else None  # a SymInt: symbolic sizes
 
-
-def _expanded_for_memory_reader(n: torch.fx.Node) -> bool:
-    """Whether an op that reads memory (``_read_as_memory``'s) reads ``n`` through views one of
-    which expands it (more elements than ``n``: ``expand``, or a broadcasting view)."""
-    from .lowering import LOWERINGS
-    from .lowering.extern import READS_MEMORY
-
-    val = n.meta.get("val")
-    own = val.numel() if isinstance(val, torch.Tensor) else None
-    if not isinstance(own, int):
+    own = numel(n)
+    if expanded and own is None:
         return False
-    stack, seen = [(n, False)], {n}
+    stack, seen = [(n, not expanded)], {n}
     while stack:
-        node, expanded = stack.pop()
+        node, counts = stack.pop()
         for user in node.users:
             target = user.target
             if user in seen or user.op != "call_function":
@@ -680,14 +661,13 @@ def _expanded_for_memory_reader(n: torch.fx.Node) -> bool:
             if not isinstance(target, torch._ops.OpOverload):
                 continue
             lowered = target in LOWERINGS or target.overloadpacket in LOWERINGS
-            if expanded and (target in READS_MEMORY or not lowered):
+            if counts and (target in READS_MEMORY or not lowered):
                 return True
             if target.is_view and user.args and user.args[0] is node:
+                # a view of it (not an op reading its size)
                 seen.add(user)
-                uval = user.meta.get("val")
-                count = uval.numel() if isinstance(uval, torch.Tensor) else None
-                grows = isinstance(count, int) and count > own
-                stack.append((user, expanded or grows))
+                grows = own is not None and (numel(user) or 0) > own
+                stack.append((user, counts or grows))
     return False
 
 

@@ -26,7 +26,10 @@ with the reason in the log.
 
 from __future__ import annotations
 
+import math
 import operator
+import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -170,6 +173,35 @@ def copied_graph(gm: fx.GraphModule) -> tuple[fx.Graph, dict[fx.Node, fx.Node]]:
 
 def _val(node: Any) -> Any:
     return node.meta.get("val") if isinstance(node, fx.Node) else None
+
+
+def time_min(
+    fns: dict[str, Callable[[], Any]],
+    budget_s: float = 0.03,
+    min_reps: int = 3,
+    calls: int = 1,
+    sync: Callable[[], Any] | None = None,
+) -> dict[str, float]:
+    """The fastest of several interleaved runs of each candidate, in seconds a call
+    (interleaving and the minimum keep other processes' load on the shared machine out of the
+    comparison). A run is ``calls`` calls, then ``sync()`` (a GPU's queue drained: its calls
+    return before their kernels end); the linear-layer passes time their choices with it
+    (``mkldnn_linear.py``, ``cublas_epilogues.py``)."""
+    sync = sync or (lambda: None)
+    for f in fns.values():
+        f()
+    sync()
+    best = dict.fromkeys(fns, math.inf)
+    start, reps = time.perf_counter(), 0
+    while reps < min_reps or (time.perf_counter() - start < budget_s and reps < 50):
+        for name, f in fns.items():
+            t0 = time.perf_counter()
+            for _ in range(calls):
+                f()
+            sync()
+            best[name] = min(best[name], (time.perf_counter() - t0) / calls)
+        reps += 1
+    return best
 
 
 def gemm_operands(node: fx.Node) -> tuple[Any, Any, Any] | str:

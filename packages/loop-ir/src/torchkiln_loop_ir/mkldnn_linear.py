@@ -43,7 +43,6 @@ sizes, weights computed in the graph, the pass changes nothing.
 from __future__ import annotations
 
 import math
-import time
 from typing import Any
 
 import torch
@@ -62,6 +61,7 @@ from .mkldnn import (
     copied_graph,
     gemm_operands,
     mkldnn_available,
+    time_min,
 )
 
 aten = torch.ops.aten
@@ -281,22 +281,6 @@ def _linear_parts(node: fx.Node, placeholders: set[fx.Node]) -> tuple[Any, ...] 
     return x, w, bias, in_out
 
 
-def _time_min(fns: dict[str, Any], budget_s: float = 0.03, min_reps: int = 3) -> dict[str, float]:
-    """The fastest of several interleaved runs of each candidate, in seconds (interleaving and
-    the minimum keep other processes' load on the shared machine out of the comparison)."""
-    for f in fns.values():
-        f()
-    best = dict.fromkeys(fns, math.inf)
-    start, reps = time.perf_counter(), 0
-    while reps < min_reps or (time.perf_counter() - start < budget_s and reps < 50):
-        for name, f in fns.items():
-            t0 = time.perf_counter()
-            f()
-            best[name] = min(best[name], time.perf_counter() - t0)
-        reps += 1
-    return best
-
-
 _EAGER_EPILOGUE = {
     "none": None,
     "add": None,
@@ -344,7 +328,7 @@ def _measure(
             def fused():
                 return _mkldnn_linear(x, w, b, epilogue, pack, False)
 
-        times = _time_min({"addmm": base, "onednn": fused})
+        times = time_min({"addmm": base, "onednn": fused})
     return times["onednn"] < 0.95 * times["addmm"], times["addmm"], times["onednn"]
 
 
