@@ -7,7 +7,7 @@ from .kernel import TritonOpsHandler
 from .options import TritonOptions
 from .wrapper import TritonCompiledKernel
 
-__version__ = "0.9.22"
+__version__ = "0.9.23"
 
 __all__ = [
     "CodegenError",

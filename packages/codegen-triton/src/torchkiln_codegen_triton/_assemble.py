@@ -22,6 +22,9 @@ from ._compat import interpreting
 from ._layout import DEFAULT, BlockLayout, choose_layout
 from ._online import OnlinePair, OnlineUnavailable, online_plan
 from ._split import RCHUNK_PARAM, partial_name, split_functions
+from ._template import Tile, template_shape
+from ._template import head as template_head
+from ._values import TritonValue
 from .autotune import mixed_stages, rows_per_program
 from .errors import CodegenError
 from .kernel import STATUS_PARAM, TritonOpsHandler
@@ -173,7 +176,15 @@ def _generate(
     )
     handler.row_loop = bool(spec.row_programs)
     head = ["    xoffset = tl.program_id(0) * XBLOCK"]
-    if reduction:
+    if spec.template is not None:  # the product's tile, then its epilogue on that 2-D block
+        if reduction or spec.row_programs:
+            raise CodegenError(f"kernel {spec.name}: a matmul template's epilogue is pointwise")
+        tile = Tile.of(spec.template, spec.buffers[spec.template.product].dtype, interpret)
+        head, product = template_head(spec, names, tile, interpret)
+        handler.product_names = spec.template.names
+        handler.product = TritonValue(product, torch.float32, frozenset({"x"}))
+        handler.block_shape = template_shape(tile)
+    elif reduction:
         head[0:0] = [f"    # block layout {layout.reason}"] + ([f"    # {note}"] if note else [])
         if plan is not None:
             head.insert(2, f"    # {plan.note}")

@@ -121,20 +121,30 @@ class Config:
     maxnreg: int = 0
     rows: int = 0  # a mixed-order kernel's rows per program (its grid: xnumel / rows)
     walked: bool = False  # persistent, each row walked whole from its aligned start (_aligned)
+    # a matmul template (``_template.py``): its programs, one a tile of the product, and its
+    # software-pipelining stages (Triton's ``num_stages``); 0: not a template
+    grid: int = 0
+    num_stages: int = 0
     reason: str = field(default="", compare=False)
 
     def programs(self, xnumel: int) -> int:
         """The grid of a launch over ``xnumel`` (not split): a program per XBLOCK of x, or per
-        ``rows`` for a mixed-order kernel."""
+        ``rows`` for a mixed-order kernel, or ``grid`` for a matmul template."""
+        if self.grid:
+            return self.grid
         step = self.rows or self.xblock
         return (xnumel + step - 1) // step
 
     @property
     def compile_options(self) -> dict[str, int]:
-        """The options a launch compiles with: ``num_warps``, and ``maxnreg`` when set."""
+        """The options a launch compiles with: ``num_warps``, and ``maxnreg`` and
+        ``num_stages`` when set."""
+        out = {"num_warps": self.num_warps}
         if self.maxnreg:
-            return {"num_warps": self.num_warps, "maxnreg": self.maxnreg}
-        return {"num_warps": self.num_warps}
+            out["maxnreg"] = self.maxnreg
+        if self.num_stages:
+            out["num_stages"] = self.num_stages
+        return out
 
 
 def _next_pow2(n: int) -> int:

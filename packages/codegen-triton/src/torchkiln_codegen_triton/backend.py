@@ -2,12 +2,18 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import replace
 from typing import Any
 
 import torch
-from torchkiln_loop_ir.backend import BackendCapabilities, KernelSpec, default_parallel_programs
+from torchkiln_loop_ir.backend import (
+    BackendCapabilities,
+    BufferSpec,
+    ExternCall,
+    KernelSpec,
+    default_parallel_programs,
+)
 from torchkiln_loop_ir.codecache import CodeCache, source_module
 
 from ._assemble import generate
@@ -15,6 +21,8 @@ from ._combo import COMBO_CONFIG, combo_source, launch_spec
 from ._compat import interpreting
 from ._layout import choose_layout
 from ._naming import PLACEHOLDER, kernel_kind, shared_module
+from ._template import Tile
+from ._template import choose as choose_template
 from .autotune import Config, heuristic_config
 from .errors import CodegenError
 from .options import TritonOptions
@@ -44,6 +52,8 @@ def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, C
         except Exception as e:
             raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}") from e
         return name, source, COMBO_CONFIG
+    if spec.template is not None:  # a matrix product and its epilogue (_template.py)
+        return _render_template(spec, options, interpret)
     layout = choose_layout(spec)
     cfg = heuristic_config(spec, options, layout)
     split = cfg.split > 0
@@ -74,6 +84,33 @@ def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, C
     return name, source, replace(cfg, partials=gen.partials)
 
 
+def _render_template(
+    spec: KernelSpec, options: TritonOptions, interpret: bool
+) -> tuple[str, str, Config]:
+    template = spec.template
+    assert template is not None
+    tile = Tile.of(template, spec.buffers[template.product].dtype, interpret)
+    try:
+        gen = generate(
+            spec, looped=False, options=options, interpret=interpret, fn_name=PLACEHOLDER
+        )
+        name, source = shared_module(module_source(spec, gen.source, interpret=interpret), "mm")
+    except CodegenError:
+        raise
+    except Exception as e:
+        raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}") from e
+    cfg = Config(
+        tile.block_m * tile.block_n,
+        1,
+        tile.num_warps,
+        False,
+        grid=tile.programs(template),
+        num_stages=tile.num_stages,
+        reason="matmul template",
+    )
+    return name, source, cfg
+
+
 #: the most kernels one combo kernel launches (``_combo.py``). Triton's compile time of a combo
 #: grows faster than its members' (sm_90 on the CPU, casts: 1.1 s for 16 members, 2.8 s for
 #: 64, where 64 kernels apart take 0.9 s together), and one combo compiles on one worker: 16
@@ -92,6 +129,7 @@ class TritonBackend:
         max_reduction_stages=8,
         mixed_order_rnumel=8192,
         combo_kernels=COMBO_MEMBERS,
+        matmul_templates=True,
     )
     #: loop-ir may hand a kernel one memory as an input and an output (a mutated graph input
     #: written in place, loop-ir's in_place.py): each element is read before it is
@@ -103,6 +141,18 @@ class TritonBackend:
         # per instance: how many programs fill the GPU (loop-ir splits long reductions with
         # fewer outputs than that, lowering/split_reductions.py)
         self.capabilities = replace(type(self).capabilities, parallel_programs=parallel_programs())
+
+    def choose_matmul_template(
+        self,
+        fused: KernelSpec,
+        extern: ExternCall,
+        kernel: KernelSpec,
+        buffers: Mapping[str, BufferSpec],
+    ) -> tuple[tuple[tuple[str, int], ...] | None, str]:
+        """loop-ir's ``matmul_templates`` "measure" mode: the tile ``fused`` (a matrix product
+        and ``kernel``'s bodies as its epilogue) runs fastest with, when that beats ``extern``
+        then ``kernel``; else None. And why (``_template.choose``)."""
+        return choose_template(self, fused, extern, kernel, buffers)
 
     def compile_kernel(self, spec: KernelSpec) -> TritonCompiledKernel:
         name, source, cfg = render_kernel(spec, self.options)
@@ -142,7 +192,10 @@ class TritonBackend:
             path,
             fn,
             cfg,
-            autotune=self.options.autotune and not interpreting() and not spec.combo,
+            autotune=self.options.autotune
+            and not interpreting()
+            and not spec.combo
+            and spec.template is None,
             function_name=function,
         )
 

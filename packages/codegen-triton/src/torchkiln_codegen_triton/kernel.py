@@ -137,6 +137,11 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         self.before_rows: list[str] = []
         self.after_rows: list[str] = []
         self._across_results: set[str] = set()
+        # a matmul template's epilogue (``_template.py``): loads of the product's names are
+        # its tile (``product``), x-dependent values are 2-D blocks of ``block_shape``
+        self.product_names: frozenset[str] = frozenset()
+        self.product: TritonValue | None = None
+        self.block_shape = ""
 
     # -- structure -----------------------------------------------------------------------
     def declare_symbol(self, sym: sympy.Symbol, deps: frozenset[str]) -> None:
@@ -228,6 +233,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
         return deps, post
 
     def shape(self, deps: frozenset[str]) -> str:
+        if self.block_shape:
+            return self.block_shape if deps else "[1]"
         if not self.reduction_kernel:
             return "[XBLOCK]" if deps else "[1]"
         lay = self.layout
@@ -283,6 +290,8 @@ class TritonOpsHandler(PointwiseOps, ConversionOps):
 
     # -- memory ----------------------------------------------------------------------------
     def load(self, name: str, index: sympy.Expr) -> TritonValue:
+        if name in self.product_names and self.product is not None:
+            return self.product  # loop-ir loads it at the flat index only (matmul_templates.py)
         key = (name, sympy.sympify(index))  # the expression, not its text: printing cost more
         if key in self._stored:
             return self._stored[key][0]

@@ -21,7 +21,7 @@ from .kernel import STATUS_INDEX_OUT_OF_BOUNDS, STATUS_PARAM
 from .printer import pyexpr
 
 #: a launch's keywords that are compile options (Config.compile_options), not constexprs
-_COMPILE_OPTIONS = ("num_warps", "maxnreg")
+_COMPILE_OPTIONS = ("num_warps", "maxnreg", "num_stages")
 
 
 def kernel_name(spec: KernelSpec) -> str:

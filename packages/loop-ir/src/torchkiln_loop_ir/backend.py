@@ -69,6 +69,37 @@ class KernelStage:
 
 
 @dataclass(frozen=True)
+class MatmulTemplate:
+    """A kernel whose x range is a matrix product's result, computed in the kernel itself
+    (``matmul_templates.py``): ``a`` (M x K) times ``b`` (K x N), plus ``bias`` (broadcast to
+    M x N) when there is one, rounded to ``product``'s dtype. The kernel's stages are the
+    product's pointwise consumers (its epilogue): a load of ``product`` (or of a name in
+    ``aliases``, views of it at the same elements) at the kernel's row-major flat index reads
+    the product's value, which is never written to memory. ``tile``: the code generator's
+    launch choice (block sizes, warps, stages), named by it; empty: its heuristic."""
+
+    product: str
+    a: str
+    b: str
+    bias: str | None
+    m: int
+    n: int
+    k: int
+    aliases: tuple[str, ...] = ()
+    tile: tuple[tuple[str, int], ...] = ()
+
+    @property
+    def operands(self) -> tuple[str, ...]:
+        """The buffers the product reads, in the kernel's argument order."""
+        return (self.a, self.b) + ((self.bias,) if self.bias is not None else ())
+
+    @property
+    def names(self) -> frozenset[str]:
+        """The product's names (itself and its aliases): loads of them read the product."""
+        return frozenset((self.product, *self.aliases))
+
+
+@dataclass(frozen=True)
 class KernelSpec:
     """A fused loop nest: what one generated kernel computes."""
 
@@ -92,6 +123,10 @@ class KernelSpec:
     # together, and its xranges their element counts summed). Only a backend whose
     # ``BackendCapabilities.combo_kernels`` allows it is handed one. (): an ordinary kernel
     combo: tuple[KernelSpec, ...] = ()
+    # a matrix product computed in the kernel, its stages the product's epilogue
+    # (``MatmulTemplate``); only a backend whose ``BackendCapabilities.matmul_templates``
+    # allows it is handed one. None: an ordinary kernel
+    template: MatmulTemplate | None = None
 
     @property
     def args(self) -> tuple[str, ...]:
@@ -188,6 +223,8 @@ class ScheduledGraph:
     # the scheduler's decisions (scheduler.FusionRecord: accepted and rejected, with reasons), in
     # order; kept with the schedule so a graph loaded from a cache entry still shows them
     fusion_log: tuple[Any, ...] = ()
+    # one line per matrix product considered for a template kernel (``matmul_templates.py``)
+    template_log: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -213,6 +250,9 @@ class BackendCapabilities:
     # the most kernels the backend launches as one combo kernel (``KernelSpec.combo``,
     # ``combos.py``): independent pointwise kernels, each over its own range; 0: none
     combo_kernels: int = 0
+    # the backend computes a matrix product in a kernel whose stages are its pointwise
+    # consumers (``KernelSpec.template``, ``matmul_templates.py``)
+    matmul_templates: bool = False
     # deprecated: declared but never read (every backend must implement atomic-add stores, the
     # ops contract's ``store(..., mode="atomic_add")``); still accepted so code generators built
     # against an older loop-ir keep working, with a DeprecationWarning

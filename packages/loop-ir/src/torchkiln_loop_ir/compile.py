@@ -23,6 +23,7 @@ from .graph import lower
 from .in_place import in_place_writes, requested_in_place
 from .ir import Buffer, ComputedBuffer, ExternKernel, GraphIR, NamedView
 from .kernels import steps_for
+from .matmul_templates import Chooser, fuse_matmul_epilogues
 from .memory import eliminate_dead_code, plan_memory
 from .merge_dims import merge_dims
 from .mixed_order import mix_orders
@@ -56,9 +57,13 @@ def _buffer_specs(graph: GraphIR, nodes: Sequence[Any] = ()) -> dict[str, Buffer
 
 
 def schedule(
-    graph: GraphIR, capabilities: BackendCapabilities, options: LoopIROptions | None = None
+    graph: GraphIR,
+    capabilities: BackendCapabilities,
+    options: LoopIROptions | None = None,
+    choose_template: Chooser | None = None,
 ) -> ScheduledGraph:
-    """Fuse the realized nodes of ``graph`` into kernels and plan its buffers."""
+    """Fuse the realized nodes of ``graph`` into kernels and plan its buffers;
+    ``choose_template``: the backend's timing of matmul templates (``matmul_templates.py``)."""
     options = options or LoopIROptions()
     outputs = {o.name for o in graph.outputs if isinstance(o, (Buffer, NamedView))}
     outputs |= set(graph.kept)  # computed for their checks, never returned
@@ -84,6 +89,12 @@ def schedule(
             plans[id(g)] = merge_dims(plan) if capabilities.merge_dims else plan
     buffers = _buffer_specs(graph, nodes)
     steps = steps_for(sched.groups, plans, buffers, outputs)
+    template_log: tuple[str, ...] = ()
+    if capabilities.matmul_templates and options.matmul_templates != "never":
+        mutated = {name for _, name in graph.in_place}
+        steps, template_log = fuse_matmul_epilogues(
+            steps, buffers, outputs, options.matmul_templates, choose_template, mutated
+        )
     if capabilities.combo_kernels > 1 and (
         options.combo_kernels == "always"
         or (
@@ -105,6 +116,7 @@ def schedule(
         out_names,
         reuse,
         tuple(sched.decisions),
+        template_log,
     )
 
 
@@ -290,7 +302,9 @@ def compile_graph(
     graph_ir = lower(gm, example_inputs, options, backend.capabilities)
     graph_ir.in_place = in_place
     lap("lowering")
-    scheduled = schedule(graph_ir, backend.capabilities, options)
+    choose = getattr(backend, "choose_matmul_template", None)
+    scheduled = schedule(graph_ir, backend.capabilities, options, choose)
+    linear_log += scheduled.template_log
     lap("scheduling")
     specs = [s for s in scheduled.steps if isinstance(s, KernelSpec)]
     kernels = list(backend.compile_kernels(specs)) if specs else []

@@ -201,6 +201,8 @@ def _reads_match_store(step: KernelSpec, inp: str, name: str) -> bool:
         if member is None or any(inp in m.inputs for m in step.combo if m is not member):
             return False
         step = member
+    if step.template is not None and inp in step.template.operands:
+        return False  # the product reads its operands whole, not element by element
     rec = _replay(step)
     if rec is None:  # a body we cannot replay here: no in-place write
         return False

@@ -31,6 +31,13 @@ class LoopIROptions:
         epilogue instead of a kernel of its own (cublas_epilogues.py): "measure" (default:
         where timing the shape at compile time says the fused call is 3% faster), "always"
         (any backend: tests use it on the CPU), or "never".
+    matmul_templates: where the code generator can compute a matrix product inside the kernel
+        of its pointwise consumers (codegen-triton), which ``mm``/``addmm`` results read only by
+        one pointwise kernel (an exact GELU, a SiLU, a residual add) are computed there, never
+        written to memory (matmul_templates.py): "measure" (default: where the code
+        generator's timing at compile time says the fused kernel is faster than the extern
+        and the kernel apart), "always" (with the code generator's default tile; tests use it
+        under Triton's interpreter), or "never".
     group_linears: on a CPU backend, run linear layers that read the same input (attention's
         query, key and value projections) as one GEMM of their concatenated weights
         (linear_group.py).
@@ -130,6 +137,7 @@ class LoopIROptions:
     mkldnn_convolution: bool = True
     mkldnn_linear: str = "measure"
     cublas_epilogues: str = "measure"
+    matmul_templates: str = "measure"
     group_linears: bool = True
     pad_matmuls: str = "auto"
     pad_matmul_outputs_only: bool | str = "auto"
@@ -152,6 +160,11 @@ class LoopIROptions:
             raise ValueError(
                 "LoopIROptions.mkldnn_linear must be 'measure', 'always' or 'never', "
                 f"got {self.mkldnn_linear!r}"
+            )
+        if self.matmul_templates not in ("measure", "always", "never"):
+            raise ValueError(
+                "LoopIROptions.matmul_templates must be 'measure', 'always' or 'never', "
+                f"got {self.matmul_templates!r}"
             )
         if self.cublas_epilogues not in ("measure", "always", "never"):
             raise ValueError(

@@ -40,10 +40,12 @@ INDUCTOR_OPTIONS: dict[str, str] = {
 
 #: Common Inductor options torchkiln accepts but ignores, with the reason the warning gives.
 IGNORED_INDUCTOR_OPTIONS: dict[str, str] = {
-    "epilogue_fusion": "matmuls run as extern calls, so there is no template to fuse into",
-    "max_autotune_gemm": "matmuls run as extern ATen calls, so there is no GEMM template to tune",
+    "epilogue_fusion": "a product's pointwise consumers go into its matmul template wherever "
+    "timing says that is faster, in every mode (loop_ir.matmul_templates)",
+    "max_autotune_gemm": "every mode times matmul templates against cuBLAS per product "
+    "(loop_ir.matmul_templates)",
     "triton.cudagraph_trees": "torchkiln records one CUDA graph per compiled graph, not trees",
-    "shape_padding": "torchkiln does not pad matmul shapes",
+    "shape_padding": "unaligned matmuls are padded on CUDA in every mode (loop_ir.pad_matmuls)",
 }
 CODEGENS: tuple[str, ...] = ("auto", "cpp", "triton")
 

@@ -1,0 +1,101 @@
+"""Matmul templates on the GPU (loop-ir's matmul_templates.py, codegen-triton's _template.py):
+for the linear layers of the full-size suites whose activation cuBLASLt has no epilogue for,
+each compiled alone through ``torchkiln.compile`` in the default mode ("measure") and with
+templates off ("never"): the decision and its timings (the compile's linear log), the error of
+each against a float64 reference (in the output's magnitude), and CUDA-event times.
+
+    python3 benchmarks/gpu_template_check.py [--dtypes bfloat16]
+"""
+
+from __future__ import annotations
+
+import argparse
+import faulthandler
+
+import torch
+import torchkiln
+
+#: (name, M, K, N, activation)
+CASES = [
+    ("bert intermediate (16x512)", 8192, 768, 3072, "gelu"),
+    ("vit-base mlp fc1 (64x197)", 12608, 768, 3072, "gelu"),
+    ("distilbert ffn lin1 (32x512)", 16384, 768, 3072, "gelu"),
+    ("llama gate silu*up (8x1024)", 8192, 1024, 2816, "silu_mul"),
+    ("bert output + residual", 8192, 3072, 768, "residual"),
+    ("bert intermediate (batch 1)", 512, 768, 3072, "gelu"),
+]
+
+
+class Block(torch.nn.Module):
+    def __init__(self, k: int, n: int, act: str) -> None:
+        super().__init__()
+        self.fc = torch.nn.Linear(k, n)
+        self.up = torch.nn.Linear(k, n, bias=False) if act == "silu_mul" else None
+        self.act = act
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.fc(x)
+        if self.act == "gelu":
+            return torch.nn.functional.gelu(h)
+        if self.act == "silu_mul":
+            return torch.nn.functional.silu(h) * self.up(x)
+        return h + x[..., : h.shape[-1]]
+
+
+def _events(fn, calls: int = 50) -> float:
+    fn()
+    torch.cuda.synchronize()
+    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    start.record()
+    for _ in range(calls):
+        fn()
+    end.record()
+    torch.cuda.synchronize()
+    return start.elapsed_time(end) * 1e3 / calls
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--dtypes", default="bfloat16")
+    parser.add_argument("--hang-s", type=float, default=200)
+    args = parser.parse_args()
+    faulthandler.dump_traceback_later(args.hang_s, exit=True)
+    print(torch.cuda.get_device_name(), "torch", torch.__version__)
+    for dtype in [getattr(torch, d) for d in args.dtypes.split(",")]:
+        for name, m, k, n, act in CASES:
+            _row(dtype, name, m, k, n, act)
+
+
+def _row(dtype, name, m, k, n, act) -> None:
+    torch.manual_seed(0)
+    dev = torch.device("cuda")
+    block = Block(k, n, act).to(dev).eval()
+    x = torch.randn(m, k, device=dev)
+    with torch.no_grad():
+        ref = block.double()(x.double())
+        block = block.to(dtype)
+        x = x.to(dtype)
+        scale = ref.abs().max().item()
+        line = [f"{name:30s} {m}x{k}x{n} {act:9s}"]
+        eager_us = _events(lambda: block(x))
+        line.append(f"eager {eager_us:.1f} us")
+        for mode in ("measure", "never"):
+            torchkiln.reset()
+            compiled = torchkiln.compile(
+                block, options={"loop_ir": {"matmul_templates": mode}, "strict": True}
+            )
+            out = compiled(x)
+            err = (out.double() - ref).abs().max().item() / scale
+            us = _events(lambda c=compiled: c(x))
+            logs = [
+                ln
+                for g in torchkiln.report(compiled).graphs
+                for ln in g.linears
+                if "kernel" in ln or "extern" in ln
+            ]
+            line.append(f"{mode}: {us:.1f} us err {err:.2e} [{'; '.join(logs)}]")
+        print(" | ".join(line), flush=True)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,342 @@
+"""A matrix product computed in the kernel of its epilogue (loop-ir's ``KernelSpec.template``).
+
+The kernel's program ``pid`` computes one BLOCK_M x BLOCK_N tile of the product: the tiles are
+walked in groups of ``group_m`` tile rows (the programs running at once share their rows of
+``a`` and columns of ``b`` in L2), and the K dimension in steps of BLOCK_K, each a ``tl.dot``
+accumulated in float32. The bias, when there is one, is added to the float32 sum and the result
+rounded once to the product's dtype, as cuBLAS's bias epilogue does (eager's ``addmm``); the
+epilogue's bodies then read that value where they would have loaded the product.
+
+The tile's elements are the epilogue's x block: ``xindex`` is the 2-D [BLOCK_M, BLOCK_N] block
+``row * N + column`` and ``xmask`` the rows and columns inside the product, so the pointwise
+bodies (their x variables recovered from ``xindex`` by ``//`` and ``%``, their loads and stores
+masked by ``xmask``) run as they do in a 1-D kernel, on a 2-D block.
+
+The tile (``Tile``) is a launch choice made per product: ``default_tile`` is the heuristic,
+``tile_candidates`` what ``TritonBackend.choose_matmul_template`` times.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+import torch.utils._pytree as pytree
+from torchkiln_loop_ir.backend import BufferRef, BufferSpec, ExternCall, KernelSpec, MatmulTemplate
+from torchkiln_loop_ir.mkldnn import time_min
+
+from ._compat import interpreting
+from .errors import CodegenError
+from .printer import tl_dtype
+
+
+@dataclass(frozen=True)
+class Tile:
+    """A launch choice of the template: the block sizes, the programs sharing tile rows, warps
+    and software-pipelining stages."""
+
+    block_m: int
+    block_n: int
+    block_k: int
+    group_m: int = 8
+    num_warps: int = 4
+    num_stages: int = 3
+
+    def items(self) -> tuple[tuple[str, int], ...]:
+        """As loop-ir keeps it (``MatmulTemplate.tile``)."""
+        return tuple(vars(self).items())
+
+    @classmethod
+    def of(cls, template: MatmulTemplate, dtype: torch.dtype, interpret: bool) -> Tile:
+        """The template's tile, or the default when it names none."""
+        if not template.tile:
+            return default_tile(template, dtype, interpret)
+        return cls(**dict(template.tile))
+
+    def programs(self, template: MatmulTemplate) -> int:
+        return _cdiv(template.m, self.block_m) * _cdiv(template.n, self.block_n)
+
+
+def _cdiv(a: int, b: int) -> int:
+    return (a + b - 1) // b
+
+
+def _fit(size: int, block: int) -> int:
+    """``block`` halved while it is more than twice ``size`` (at least 16, ``tl.dot``'s least)."""
+    while block > 16 and block >= 2 * size:
+        block //= 2
+    return block
+
+
+def default_tile(template: MatmulTemplate, dtype: torch.dtype, interpret: bool = False) -> Tile:
+    """The heuristic tile: 128 x 128 x 64 with 8 warps for large 16-bit products, narrower where
+    the product is; float32 (no tensor-core 16-bit inputs) halves BLOCK_K. Under the interpreter
+    small blocks (each program is numpy on the CPU)."""
+    if interpret:
+        return Tile(_fit(template.m, 32), _fit(template.n, 32), _fit(template.k, 32), 4, 1, 1)
+    block_k = 32 if dtype == torch.float32 else 64
+    block_m, block_n = _fit(template.m, 128), _fit(template.n, 128)
+    warps = 8 if block_m * block_n >= 128 * 128 else 4
+    return Tile(block_m, block_n, _fit(template.k, block_k), 8, warps, 3)
+
+
+def tile_candidates(template: MatmulTemplate, dtype: torch.dtype) -> list[Tile]:
+    """The tiles ``choose_matmul_template`` times: the default, then shapes that win on other
+    products (narrow N, long K, fewer warps), each fitted to the product's sizes."""
+    shapes = [
+        (128, 128, 64, 8, 3),
+        (128, 128, 32, 4, 4),
+        (128, 256, 64, 8, 3),
+        (256, 128, 64, 8, 3),
+        (128, 64, 64, 4, 4),
+        (64, 128, 64, 4, 4),
+        (64, 64, 64, 4, 5),
+    ]
+    if dtype == torch.float32:
+        shapes = [(bm, bn, 32, w, s) for bm, bn, _, w, s in shapes]
+    seen: list[Tile] = [default_tile(template, dtype)]
+    for bm, bn, bk, warps, stages in shapes:
+        tile = Tile(
+            _fit(template.m, bm), _fit(template.n, bn), _fit(template.k, bk), 8, warps, stages
+        )
+        if tile not in seen:
+            seen.append(tile)
+    return seen
+
+
+def input_precision(dtype: torch.dtype, interpret: bool) -> str:
+    """``tl.dot``'s precision for float32 operands: TF32 only where torch allows it (eager's
+    float32 product is IEEE unless ``torch.backends.cuda.matmul.allow_tf32``)."""
+    if dtype != torch.float32 or interpret:
+        return "ieee" if dtype == torch.float32 else "tf32"
+    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+
+
+def head(
+    spec: KernelSpec, names: Mapping[str, str], tile: Tile, interpret: bool
+) -> tuple[list[str], str]:
+    """The kernel's lines up to its epilogue (the product's tile in ``tk_acc``, float32, rounded
+    to the product's dtype; ``xindex`` and ``xmask`` its elements), and ``tk_acc``."""
+    t = spec.template
+    if t is None:
+        raise CodegenError(f"kernel {spec.name}: not a template")
+    bufs = spec.buffers
+    out = bufs[t.product]
+    a, b = bufs[t.a], bufs[t.b]
+    sam, sak = (int(s) for s in a.stride)
+    sbk, sbn = (int(s) for s in b.stride)
+    bm, bn, bk, gm = tile.block_m, tile.block_n, tile.block_k, tile.group_m
+    tiles_m, tiles_n = _cdiv(t.m, bm), _cdiv(t.n, bn)
+    even_k = t.k % bk == 0
+    pa, pb = names[t.a], names[t.b]
+    off_a = f" + {int(a.offset)}" if int(a.offset) else ""
+    off_b = f" + {int(b.offset)}" if int(b.offset) else ""
+    precision = input_precision(out.dtype, interpret)
+    lines = [
+        f"# matmul template: {t.m}x{t.k}x{t.n}{' + bias' if t.bias else ''}, tile {bm}x{bn}x{bk}, "
+        f"{gm} tile rows a group, {tile.num_warps} warps, {tile.num_stages} stages",
+        "pid = tl.program_id(0)",
+        f"group = pid // {gm * tiles_n}",
+        f"first_m = group * {gm}",
+        f"rows = tl.minimum({tiles_m} - first_m, {gm})",
+        "pid_m = first_m + (pid % rows)",
+        f"pid_n = (pid % {gm * tiles_n}) // rows",
+        f"rm = pid_m * {bm} + tl.arange(0, {bm})",
+        f"rn = pid_n * {bn} + tl.arange(0, {bn})",
+        f"rk = tl.arange(0, {bk})",
+        # rows and columns past the product wrap to valid ones: loaded unmasked, never stored
+        _wrapped("am", "rm", t.m, bm),
+        _wrapped("bn", "rn", t.n, bn),
+        f"a_ptrs = {pa}{off_a} + am[:, None] * {sam} + rk[None, :] * {sak}",
+        f"b_ptrs = {pb}{off_b} + rk[:, None] * {sbk} + bn[None, :] * {sbn}",
+        f"tk_acc = tl.zeros([{bm}, {bn}], dtype=tl.float32)",
+        f"for k in range(0, {t.k}, {bk}):",
+    ]
+    if even_k:
+        lines += ["    a_blk = tl.load(a_ptrs)", "    b_blk = tl.load(b_ptrs)"]
+    else:
+        lines += [
+            f"    a_blk = tl.load(a_ptrs, mask=rk[None, :] < {t.k} - k, other=0)",
+            f"    b_blk = tl.load(b_ptrs, mask=rk[:, None] < {t.k} - k, other=0)",
+        ]
+    lines += [
+        f'    tk_acc += tl.dot(a_blk, b_blk, input_precision="{precision}")',
+        f"    a_ptrs += {bk * sak}",
+        f"    b_ptrs += {bk * sbk}",
+    ]
+    if t.bias is not None:
+        bias = bufs[t.bias]
+        strides = [int(s) for s in bias.stride]
+        sizes = [int(s) for s in bias.size]
+        s0, s1 = ([0, *strides] if len(strides) == 1 else strides) if strides else (0, 0)
+        z0, z1 = ([1, *sizes] if len(sizes) == 1 else sizes) if sizes else (1, 1)
+        terms = [f"{names[t.bias]}" + (f" + {int(bias.offset)}" if int(bias.offset) else "")]
+        if z0 != 1 and s0:
+            terms.append(f"am[:, None] * {s0}")
+        if z1 != 1 and s1:
+            terms.append(f"bn[None, :] * {s1}")
+        ptr = " + ".join(terms)
+        if len(terms) < 3:
+            ptr += f" + tl.zeros([{bm}, {bn}], tl.int32)"
+        value = f"tl.load({ptr})"
+        if bias.dtype == torch.bfloat16 and interpret:
+            value = f"_tk_bf16_to_f32({value})"
+        else:
+            value += ".to(tl.float32)"
+        lines.append(f"tk_acc += {value}")
+    if out.dtype == torch.bfloat16:
+        if interpret:
+            lines.append("tk_acc = _tk_round_bf16(tk_acc)")
+        else:
+            lines.append("tk_acc = _tk_rounded(tk_acc.to(tl.bfloat16)).to(tl.float32)")
+    elif out.dtype == torch.float16:
+        lines.append(f"tk_acc = _tk_rounded(tk_acc.to({tl_dtype(out.dtype)})).to(tl.float32)")
+    elif out.dtype != torch.float32:
+        raise CodegenError(f"kernel {spec.name}: a template of dtype {out.dtype}")
+    lines += [
+        f"xindex = rm[:, None] * {t.n} + rn[None, :]",
+        f"xmask = (rm[:, None] < {t.m}) & (rn[None, :] < {t.n})",
+    ]
+    return ["    " + ln for ln in lines], "tk_acc"
+
+
+def _wrapped(name: str, index: str, size: int, block: int) -> str:
+    """``index % size``; said to be runs of ``block`` contiguous values (vector loads along
+    it) only when ``block`` divides ``size``: otherwise the last block wraps to the start."""
+    if size % block:
+        return f"{name} = {index} % {size}"
+    return f"{name} = tl.max_contiguous(tl.multiple_of({index} % {size}, {block}), {block})"
+
+
+def template_shape(tile: Tile) -> str:
+    """The shape of an x-dependent value in the template's epilogue."""
+    return f"[{tile.block_m}, {tile.block_n}]"
+
+
+#: 2*M*K*N below which a product is left to the extern untimed (a launch is the whole cost
+#: there, and the decision would differ from run to run)
+MIN_FLOPS = 1e8
+#: the fused kernel is taken when it takes at most this share of the extern and kernel's time
+FASTER = 0.97
+#: decisions by (the fused kernel's text at the default tile, its operands' layouts): the
+#: layers of a model repeat one product and epilogue, timed once a process
+_DECISIONS: dict[tuple[Any, ...], tuple[tuple[tuple[str, int], ...] | None, str]] = {}
+
+
+def _tensor(spec: BufferSpec) -> torch.Tensor:
+    """A tensor of ``spec``'s layout holding random values (zeros for integers and booleans:
+    indices stay in range)."""
+    size = [int(s) for s in spec.size]
+    stride = [int(s) for s in spec.stride]
+    extent = int(spec.offset) + sum((s - 1) * st for s, st in zip(size, stride) if s > 0) + 1
+    if spec.dtype.is_floating_point:
+        storage = torch.randn(extent, dtype=spec.dtype, device=spec.device)
+    else:
+        storage = torch.zeros(extent, dtype=spec.dtype, device=spec.device)
+    return storage.as_strided(size, stride, int(spec.offset))
+
+
+def choose(
+    backend: Any,
+    fused: KernelSpec,
+    extern: ExternCall,
+    kernel: KernelSpec,
+    buffers: Mapping[str, BufferSpec],
+) -> tuple[tuple[tuple[str, int], ...] | None, str]:
+    """``TritonBackend.choose_matmul_template``: the fastest tile of ``fused`` when it beats the
+    extern product followed by ``kernel`` by ``FASTER``, else None; and why, for the log. Each
+    tile's outputs are checked against the unfused pair's on the same inputs first."""
+    t = fused.template
+    assert t is not None
+    dtype = buffers[t.product].dtype
+    device = buffers[t.product].device
+    if interpreting() or device.type != "cuda":
+        return None, "templates are timed on a GPU only"
+    if dtype not in (torch.bfloat16, torch.float16):
+        return None, f"{dtype}: cuBLAS's product without tensor-core 16-bit inputs"
+    if 2 * t.m * t.n * t.k < MIN_FLOPS:
+        return None, f"below {MIN_FLOPS:.0e} FLOP, untimed"
+    try:
+        return _choose(backend, fused, extern, kernel, buffers)
+    except Exception as e:  # noqa: BLE001 - the template is an option: the pair still works
+        return None, f"the template failed ({type(e).__name__}: {e}): kept"
+
+
+def _choose(
+    backend: Any,
+    fused: KernelSpec,
+    extern: ExternCall,
+    kernel: KernelSpec,
+    buffers: Mapping[str, BufferSpec],
+) -> tuple[tuple[tuple[str, int], ...] | None, str]:
+    t = fused.template
+    assert t is not None
+    dtype = buffers[t.product].dtype
+    from ._assemble import generate  # _assemble imports this module
+
+    text = generate(fused, looped=False, options=backend.options, interpret=False).source
+    key = (text, tuple((n, buffers[n].stride, buffers[n].offset) for n in fused.args))
+    if key in _DECISIONS:
+        return _DECISIONS[key]
+    tiles = tile_candidates(t, dtype)
+    specs = [replace(fused, template=replace(t, tile=tile.items())) for tile in tiles]
+    compiled = backend.compile_kernels([kernel, *specs])
+    tensors = {n: _tensor(buffers[n]) for n in {*fused.args, *kernel.args}}
+    refs = {n: tensors[n] for n in fused.inputs}
+
+    def arg(x: Any) -> Any:
+        return refs[x.name] if isinstance(x, BufferRef) else x
+
+    args = pytree.tree_map(arg, extern.args)
+    kwargs = pytree.tree_map(arg, dict(extern.kwargs))
+    views = [
+        (n, [int(s) for s in buffers[n].size], [int(s) for s in buffers[n].stride]) for n in t.names
+    ]
+    unfused_kernel, candidates = compiled[0], compiled[1:]
+
+    def unfused() -> None:
+        product = extern.op(*args, **kwargs)
+        for name, size, stride in views:
+            tensors[name] = product.as_strided(size, stride)
+        unfused_kernel(*(tensors[n] for n in kernel.args))
+
+    unfused()
+    expected = [tensors[n].clone() for n in kernel.outputs]
+    fns: dict[str, Callable[[], Any]] = {"extern": unfused}
+    for i, k in enumerate(candidates):
+        run = functools.partial(k, *(tensors[n] for n in fused.args))
+        run()
+        got = [tensors[n] for n in fused.outputs]
+        if not all(_close(g, e) for g, e in zip(got, expected)):
+            return None, f"tile {tiles[i]} disagreed with the extern product (not taken)"
+        fns[str(i)] = run
+    times = time_min(fns, budget_s=0.05, calls=10, sync=torch.cuda.synchronize)
+    best = min((k for k in times if k != "extern"), key=times.__getitem__)
+    tile = tiles[int(best)]
+    us = f"{times[best] * 1e6:.1f} us against {times['extern'] * 1e6:.1f} us"
+    if times[best] <= FASTER * times["extern"]:
+        decision: tuple[Any, str] = (tile.items(), f"tile {_tile_text(tile)}, {us}")
+    else:
+        decision = (None, f"the extern and kernel apart are faster: {us} at {_tile_text(tile)}")
+    _DECISIONS[key] = decision
+    return decision
+
+
+def _tile_text(tile: Tile) -> str:
+    return (
+        f"{tile.block_m}x{tile.block_n}x{tile.block_k} ({tile.num_warps} warps, "
+        f"{tile.num_stages} stages)"
+    )
+
+
+def _close(got: torch.Tensor, expected: torch.Tensor) -> bool:
+    """The fused kernel's output against the unfused pair's: their products differ only in the
+    order of the float32 sums, which rounding to 16 bits may show as one unit in the last place."""
+    if not got.dtype.is_floating_point:
+        return bool(torch.equal(got, expected))
+    g, e = got.float(), expected.float()
+    scale = float(e.abs().max()) if e.numel() else 0.0
+    return bool(torch.allclose(g, e, rtol=2e-2, atol=2e-2 * scale + 1e-6, equal_nan=True))
