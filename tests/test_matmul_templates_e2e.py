@@ -162,7 +162,10 @@ def test_measure_mode_takes_the_code_generators_choice(codegen, monkeypatch):
     tile += (("num_warps", 1), ("num_stages", 1))
     answers = iter([(tile, "fake timing: the template"), (None, "fake timing: the extern")])
     monkeypatch.setattr(
-        TritonBackend, "choose_matmul_template", lambda self, *a: next(answers), raising=True
+        TritonBackend,
+        "choose_matmul_template",
+        lambda self, requests, buffers: [next(answers) for _ in requests],
+        raising=True,
     )
     w1, w2 = torch.randn(24, 40), torch.randn(40, 24)
     options = {"codegen": "triton", "strict": True}

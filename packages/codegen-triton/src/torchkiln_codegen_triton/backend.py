@@ -144,15 +144,14 @@ class TritonBackend:
 
     def choose_matmul_template(
         self,
-        fused: KernelSpec,
-        extern: ExternCall,
-        kernel: KernelSpec,
+        requests: Sequence[tuple[KernelSpec, ExternCall, KernelSpec]],
         buffers: Mapping[str, BufferSpec],
-    ) -> tuple[tuple[tuple[str, int], ...] | None, str]:
-        """loop-ir's ``matmul_templates`` "measure" mode: the tile ``fused`` (a matrix product
-        and ``kernel``'s bodies as its epilogue) runs fastest with, when that beats ``extern``
-        then ``kernel``; else None. And why (``_template.choose``)."""
-        return choose_template(self, fused, extern, kernel, buffers)
+    ) -> list[tuple[tuple[tuple[str, int], ...] | None, str]]:
+        """loop-ir's ``matmul_templates`` "measure" mode: for each (fused, extern, kernel) (a
+        matrix product with ``kernel``'s bodies as its epilogue), the tile the fused kernel
+        runs fastest with when that beats ``extern`` then ``kernel``, else None; and why
+        (``_template.choose``)."""
+        return choose_template(self, requests, buffers)
 
     def compile_kernel(self, spec: KernelSpec) -> TritonCompiledKernel:
         name, source, cfg = render_kernel(spec, self.options)

@@ -47,11 +47,11 @@ MODES = ("measure", "always", "never")
 #: the products a template computes
 PRODUCTS = (aten.mm.default, aten.addmm.default)
 
-#: ``choose(template kernel, extern, consumer kernel, buffers) -> (tile or None, why)``: the
-#: fused kernel with the chosen tile, or None to keep the pair, and a line for the log
+#: ``choose([(template kernel, extern, consumer kernel), ...], buffers)``: for each pair, the
+#: tile of its fused kernel, or None to keep the pair apart, and a line for the log
 Chooser = Callable[
-    [KernelSpec, ExternCall, KernelSpec, Mapping[str, BufferSpec]],
-    tuple[tuple[tuple[str, int], ...] | None, str],
+    [Sequence[tuple[KernelSpec, ExternCall, KernelSpec]], Mapping[str, BufferSpec]],
+    Sequence[tuple[tuple[tuple[str, int], ...] | None, str]],
 ]
 
 
@@ -194,13 +194,51 @@ def fuse_matmul_epilogues(
 ) -> tuple[list[Any], tuple[str, ...]]:
     """``steps`` with each fusable (product, pointwise consumer) pair made one template kernel
     (see the module docstring), and a log line per candidate. ``protected``: buffers written in
-    place later (mutated graph inputs), which no template reads."""
+    place later (mutated graph inputs), which no template reads. The pairs are found first and
+    ``choose`` gets them all in one call (a code generator compiles every candidate together)."""
     if mode not in MODES:
         raise ValueError(f"matmul_templates must be one of {MODES}, got {mode!r}")
     steps = list(steps)
-    log: list[str] = []
     if mode == "never":
         return steps, ()
+    log: list[str] = []
+    pairs = _pairs(steps, buffers, outputs, protected, log)
+    if mode == "measure" and choose is None:
+        log += [
+            f"{label} kept as an extern: the code generator does not time templates"
+            for *_, label in pairs
+        ]
+        return steps, tuple(log)
+    if mode == "measure":
+        answers = choose([(fused, extern, kernel) for fused, extern, kernel, _ in pairs], buffers)
+    else:
+        answers = [((), "always")] * len(pairs)
+    fused_at: dict[int, KernelSpec] = {}
+    dropped: set[int] = set()
+    for (fused, extern, kernel, label), (tile, why) in zip(pairs, answers):
+        if tile is None:
+            log.append(f"{label} kept as an extern: {why}")
+            continue
+        template = fused.template
+        assert template is not None
+        fused_at[id(kernel)] = replace(fused, template=replace(template, tile=tile))
+        dropped.add(id(extern))
+        dropped |= {id(s) for s in steps if isinstance(s, View) and s.name in template.aliases}
+        log.append(f"{label} computed in kernel {kernel.name} with its epilogue: {why}")
+    steps = [fused_at.get(id(s), s) for s in steps if id(s) not in dropped]
+    return steps, tuple(log)
+
+
+def _pairs(
+    steps: Sequence[Any],
+    buffers: Mapping[str, BufferSpec],
+    outputs: Collection[str],
+    protected: Collection[str],
+    log: list[str],
+) -> list[tuple[KernelSpec, ExternCall, KernelSpec, str]]:
+    """Each fusable (fused kernel, extern, consumer kernel, label), a consumer taken by its
+    first product only (Llama's SiLU times the other product reads two); a log line for each
+    product that is not."""
     base_of = {s.name: s.base for s in steps if isinstance(s, View)}
 
     def root(name: str) -> str:
@@ -208,10 +246,9 @@ def fuse_matmul_epilogues(
             name = base_of[name]
         return name
 
-    i = 0
-    while i < len(steps):
-        step = steps[i]
-        i += 1
+    pairs = []
+    taken: set[int] = set()
+    for i, step in enumerate(steps):
         if not isinstance(step, ExternCall) or step.op not in PRODUCTS:
             continue
         found, why = _operands(step, buffers)
@@ -225,7 +262,9 @@ def fuse_matmul_epilogues(
             continue
         product = step.outputs[0]
         names = _aliases(steps, product, buffers)
-        at, why = _consumer(steps, i - 1, names, outputs)
+        at, why = _consumer(steps, i, names, outputs)
+        if at >= 0 and id(steps[at]) in taken:
+            at, why = -1, "its kernel computes another product already"
         if at < 0:
             log.append(f"{label} kept as an extern: {why}")
             continue
@@ -235,26 +274,9 @@ def fuse_matmul_epilogues(
             log.append(f"{label} kept as an extern: {why}")
             continue
         template = MatmulTemplate(product, a, b, bias, m, n, k, tuple(sorted(names - {product})))
-        fused = _fused(kernel, template, buffers)
-        if mode == "measure":
-            if choose is None:
-                log.append(f"{label} kept as an extern: the code generator does not time templates")
-                continue
-            tile, why = choose(fused, step, kernel, buffers)
-            if tile is None:
-                log.append(f"{label} kept as an extern: {why}")
-                continue
-            fused = replace(fused, template=replace(template, tile=tile))
-            log.append(f"{label} computed in kernel {kernel.name} with its epilogue: {why}")
-        else:
-            log.append(f"{label} computed in kernel {kernel.name} with its epilogue (always)")
-        steps[at] = fused
-        dropped = {id(step)} | {
-            id(s) for s in steps if isinstance(s, View) and s.name in names and s.name != product
-        }
-        steps = [s for s in steps if id(s) not in dropped]
-        i -= 1  # the extern at i - 1 is gone (its views all came after it)
-    return steps, tuple(log)
+        taken.add(id(kernel))
+        pairs.append((_fused(kernel, template, buffers), step, kernel, label))
+    return pairs
 
 
 def _fused(kernel: KernelSpec, template: MatmulTemplate, buffers: Mapping[str, BufferSpec]):
