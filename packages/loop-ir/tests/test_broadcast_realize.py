@@ -100,3 +100,16 @@ def test_cheap_mask_expanded_into_an_extern_is_a_view_too(check):
         and "input of extern" in (getattr(n, "reason", "") or "")
         for n in cg.graph_ir.nodes
     )
+
+
+def test_position_bias_is_stored_in_the_order_its_permute_reads_it(check):
+    """The bias's embedding, (S, S, heads), is read by the scores' add through a permute to
+    (heads, S, S): stored with the heads outermost, so that add reads it contiguously."""
+
+    def f(scores, table):
+        return torch.softmax(scores + _bucket_bias(table, scores.shape[-1]), dim=-1)
+
+    cg = check(f, torch.randn(32, 4, 16, 16), torch.randn(32, 4), atol=1e-5, rtol=1e-5)
+    (bias,) = [n for n in cg.graph_ir.nodes if "read broadcast" in (getattr(n, "reason", "") or "")]
+    assert tuple(bias.layout.size) == (16, 16, 4)
+    assert tuple(int(s) for s in bias.layout.stride) == (16, 1, 256)
