@@ -18,14 +18,19 @@ The tile (``Tile``) is a launch choice made per product: ``default_tile`` is the
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import hashlib
+import json
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
+import sympy
 import torch
 import torch.utils._pytree as pytree
 from torchkiln_loop_ir.backend import BufferRef, BufferSpec, ExternCall, KernelSpec, MatmulTemplate
+from torchkiln_loop_ir.codecache import CodeCache
 from torchkiln_loop_ir.mkldnn import time_min
 
 from ._compat import interpreting
@@ -77,32 +82,27 @@ def default_tile(template: MatmulTemplate, dtype: torch.dtype, interpret: bool =
     small blocks (each program is numpy on the CPU)."""
     if interpret:
         return Tile(_fit(template.m, 32), _fit(template.n, 32), _fit(template.k, 32), 4, 1, 1)
+    return _fitted(template, dtype, 128, 128)
+
+
+def _fitted(template: MatmulTemplate, dtype: torch.dtype, block_m: int, block_n: int) -> Tile:
+    """A tile of at most ``block_m`` x ``block_n`` x 64 (32 for float32) fitted to the product,
+    8 warps from 128 x 128 up (4 below), 3 stages."""
     block_k = 32 if dtype == torch.float32 else 64
-    block_m, block_n = _fit(template.m, 128), _fit(template.n, 128)
+    block_m, block_n = _fit(template.m, block_m), _fit(template.n, block_n)
     warps = 8 if block_m * block_n >= 128 * 128 else 4
     return Tile(block_m, block_n, _fit(template.k, block_k), 8, warps, 3)
 
 
 def tile_candidates(template: MatmulTemplate, dtype: torch.dtype) -> list[Tile]:
     """The tiles ``choose_matmul_template`` times, each fitted to the product's sizes: the
-    default (128 x 128 x 64, 8 warps, 3 stages), 128 x 256 x 64 and 64 x 128 x 64 at 4 warps
-    and 4 stages. Three only: each is a Triton compile at the graph's compile time. Of seven
-    tried on an H100 (session 42: BERT's, ViT's, DistilBERT's, Llama's and BERT's batch-1
-    products), the first two were the fastest on every product."""
-    shapes = [
-        (128, 256, 64, 8, 3),
-        (64, 128, 64, 4, 4),
-    ]
-    if dtype == torch.float32:
-        shapes = [(bm, bn, 32, w, s) for bm, bn, _, w, s in shapes]
-    seen: list[Tile] = [default_tile(template, dtype)]
-    for bm, bn, bk, warps, stages in shapes:
-        tile = Tile(
-            _fit(template.m, bm), _fit(template.n, bn), _fit(template.k, bk), 8, warps, stages
-        )
-        if tile not in seen:
-            seen.append(tile)
-    return seen
+    default (128 x 128 x 64) and 128 x 256 x 64, 8 warps and 3 stages (BLOCK_K 32 for float32).
+    Two only: each is a Triton compile at the graph's compile time. Of seven tried on an H100
+    (session 42: BERT's, ViT's, DistilBERT's and Llama's products at full size and BERT's at
+    batch 1), these two were the fastest on every product."""
+    wide = _fitted(template, dtype, 128, 256)
+    tiles = [default_tile(template, dtype)]
+    return tiles if wide in tiles else [*tiles, wide]
 
 
 def input_precision(dtype: torch.dtype, interpret: bool) -> str:
@@ -262,18 +262,93 @@ def choose(
             answers[i] = (None, f"{dtype}: cuBLAS's product without tensor-core 16-bit inputs")
         elif 2 * t.m * t.n * t.k < MIN_FLOPS:
             answers[i] = (None, f"below {MIN_FLOPS:.0e} FLOP, untimed")
+        elif (share := epilogue_share(t, requests[i][2], buffers)) < MIN_EPILOGUE_SHARE:
+            answers[i] = (
+                None,
+                f"the epilogue's traffic is {share:.2f} of the product's time, untimed",
+            )
         else:
             key = _key(backend, fused, buffers)
-            if key in _DECISIONS:
-                answers[i] = _DECISIONS[key]
+            known = _DECISIONS.get(key) or _kept(backend, key)
+            if known is not None:
+                answers[i] = _DECISIONS[key] = known
             else:
                 todo.setdefault(key, []).append(i)
     if todo:
         for key, answer in _measure(backend, requests, buffers, todo).items():
             _DECISIONS[key] = answer
+            _keep(backend, key, answer)
             for i in todo[key]:
                 answers[i] = answer
     return [a if a is not None else (None, "not timed") for a in answers]
+
+
+#: FLOP a byte of memory traffic takes as long as, for a 16-bit tensor-core product (an H100:
+#: about 600 TFLOP/s reached by cuBLAS against about 3 TB/s; an H200's balance is close)
+MACHINE_BALANCE = 200.0
+#: pairs whose epilogue moves less than this share of the product's estimated time are kept
+#: untimed: the template's product runs at about two thirds of cuBLAS's speed at these sizes, so
+#: the epilogue's pass must save at least half the product's time to tie (session 42, an H100:
+#: BERT's GELU at 0.52 tied, Llama's SiLU times the other product at 0.58 won; BERT's output
+#: product and residual add, at 0.19, lost 82.6 us against 68.8)
+MIN_EPILOGUE_SHARE = 0.3
+
+
+def epilogue_share(
+    t: MatmulTemplate, kernel: KernelSpec, buffers: Mapping[str, BufferSpec]
+) -> float:
+    """The epilogue kernel's memory traffic (what it reads and writes, the product included),
+    over the product's estimated time (its FLOP or its operands' and result's bytes, whichever
+    takes longer), both in bytes at ``MACHINE_BALANCE``."""
+
+    def nbytes(name: str) -> int:
+        spec = buffers[name]
+        return int(sympy.Mul(*spec.size)) * spec.dtype.itemsize
+
+    epilogue = sum(nbytes(n) for n in kernel.args)
+    product = max(
+        2 * t.m * t.n * t.k / MACHINE_BALANCE,
+        sum(nbytes(n) for n in (*t.operands, t.product)),
+    )
+    return epilogue / product
+
+
+def _disk_key(key: tuple[Any, ...]) -> str:
+    """A decision's entry name: the key with the GPU's name and the versions that time it."""
+    import triton
+
+    from . import __version__  # the package imports this module
+
+    device = torch.cuda.get_device_name() if torch.cuda.is_available() else "cpu"
+    text = repr((key, device, torch.__version__, triton.__version__, __version__))
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def _kept(backend: Any, key: tuple[Any, ...]) -> Answer | None:
+    """A decision an earlier process timed on this kind of GPU (the code cache's
+    ``templates`` entries), or None."""
+    cache = CodeCache.at("templates", backend.options.cache_dir)
+    name = _disk_key(key)
+    if cache.verified(name) is None:
+        return None
+    try:
+        saved = json.loads((cache.entry_dir(name) / "decision.json").read_text())
+        tile = tuple((str(k), int(v)) for k, v in saved["tile"]) if saved["tile"] else None
+        return tile, f"{saved['why']} (timed by an earlier process)"
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def _keep(backend: Any, key: tuple[Any, ...], answer: Answer) -> None:
+    """Save a timed decision for later processes (a failure to write only costs the timing)."""
+    tile, why = answer
+    if why.startswith("the template"):  # a failure, not a timing: tried again next time
+        return
+    text = json.dumps({"tile": [list(kv) for kv in tile] if tile else None, "why": why})
+    with contextlib.suppress(OSError):
+        CodeCache.at("templates", backend.options.cache_dir).get_or_build(
+            _disk_key(key), lambda d: (d / "decision.json").write_text(text)
+        )
 
 
 def _key(backend: Any, fused: KernelSpec, buffers: Mapping[str, BufferSpec]) -> tuple[Any, ...]:
