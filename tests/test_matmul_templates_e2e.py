@@ -174,3 +174,11 @@ def test_measure_mode_takes_the_code_generators_choice(codegen, monkeypatch):
     assert "fake timing: the template" in log and "fake timing: the extern" in log, log
     sources = [open(p).read() for k, p in torchkiln.report(compiled).graphs[0].artifacts.items()]
     assert any("tile 16x16x16" in s for s in sources)
+
+
+@pytest.mark.parametrize("codegen", [TRITON])
+def test_one_buffer_as_both_operands(codegen):
+    """``t @ t``: the kernel takes the buffer once (fuzz seed 901858 launched it with one
+    argument too many)."""
+    _check(lambda x: torch.exp(x @ x) - x, (24, 24), fused=1)
+    _check(lambda x: (x + 1) @ (x + 1) * 2, (1, 1), fused=1)

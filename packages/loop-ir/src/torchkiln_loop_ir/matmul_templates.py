@@ -283,7 +283,8 @@ def _fused(kernel: KernelSpec, template: MatmulTemplate, buffers: Mapping[str, B
     """``kernel`` computing ``template``'s product itself: its operands first among its inputs,
     the product's names no longer read from memory."""
     rest = tuple(x for x in kernel.inputs if x not in template.names)
-    operands = tuple(x for x in template.operands if x not in rest)
+    # one argument a buffer: ``x @ x`` reads one buffer as both operands
+    operands = tuple(dict.fromkeys(x for x in template.operands if x not in rest))
     merged = dict(kernel.buffers)
     for name in (*template.operands, *template.names):
         merged[name] = buffers[name]
