@@ -27,7 +27,8 @@ CASES = [
 ]
 
 
-def _events(fn, calls: int = 50) -> float:
+def events_us(fn, calls: int = 50) -> float:
+    """Microseconds a call of ``fn``: CUDA events around ``calls`` calls after one warm-up."""
     fn()
     torch.cuda.synchronize()
     start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
@@ -77,7 +78,7 @@ def _row(dev, dtype, name, m, k, n, bias, act, out_in) -> None:
     err_u = (unfused().double() - ref).abs().max().item() / scale
     err_f = (fused().double() - ref).abs().max().item() / scale
     faster, t_u, t_f = ce._measure(x, w, bias, act)
-    e_u, e_f = _events(unfused), _events(fused)
+    e_u, e_f = events_us(unfused), events_us(fused)
     print(
         f"{name:24s} {m}x{k}x{n} {'bias ' if bias else ''}{act:9s} "
         f"err unfused {err_u:.2e} fused {err_f:.2e} | pass's timing unfused "

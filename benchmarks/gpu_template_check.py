@@ -14,6 +14,7 @@ import faulthandler
 
 import torch
 import torchkiln
+from gpu_epilogue_check import events_us
 
 #: (name, M, K, N, activation)
 CASES = [
@@ -42,18 +43,6 @@ class Block(torch.nn.Module):
         return h + x[..., : h.shape[-1]]
 
 
-def _events(fn, calls: int = 50) -> float:
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1e3 / calls
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dtypes", default="bfloat16")
@@ -77,7 +66,7 @@ def _row(dtype, name, m, k, n, act) -> None:
         x = x.to(dtype)
         scale = ref.abs().max().item()
         line = [f"{name:30s} {m}x{k}x{n} {act:9s}"]
-        eager_us = _events(lambda: block(x))
+        eager_us = events_us(lambda: block(x))
         line.append(f"eager {eager_us:.1f} us")
         for mode in ("measure", "never"):
             torchkiln.reset()
@@ -86,7 +75,7 @@ def _row(dtype, name, m, k, n, act) -> None:
             )
             out = compiled(x)
             err = (out.double() - ref).abs().max().item() / scale
-            us = _events(lambda c=compiled: c(x))
+            us = events_us(lambda c=compiled: c(x))
             logs = [
                 ln
                 for g in torchkiln.report(compiled).graphs

@@ -190,20 +190,8 @@ class GraphLowering:
         ``strides``: its layout's, where not the node's traced ones."""
         if isinstance(value, (Buffer, ReinterpretView)):
             return value
-        if isinstance(value, Pointwise) and strides is not None:
-            layout = FixedLayout(value.device, value.dtype, value.ranges, tuple(strides))
-            buf = ComputedBuffer(
-                self.new_name(),
-                layout,
-                data=value,
-                reason=reason,
-                origin=node.name if node is not None else "",
-            )
-            self.nodes.append(buf)
-            self._realized[id(value)] = (value, buf)
-            return buf
         if isinstance(value, Pointwise):
-            val = node.meta.get("val") if node is not None else None
+            val = node.meta.get("val") if node is not None and strides is None else None
             if isinstance(val, (tuple, list)):
                 # one result of a multi-output op (max-pool's values): the meta value of the
                 # same size and dtype gives its strides (channels-last stays channels-last)
@@ -224,9 +212,8 @@ class GraphLowering:
             ):
                 layout = layout_of(val)
             else:
-                layout = FixedLayout(
-                    value.device, value.dtype, value.ranges, contiguous_strides(value.ranges)
-                )
+                strides = strides if strides is not None else contiguous_strides(value.ranges)
+                layout = FixedLayout(value.device, value.dtype, value.ranges, tuple(strides))
             # one buffer per value: a ReLU recomputed in the backward feeds two convolution
             # backwards (a block's conv and its shortcut's); each realizing it would hold two
             # copies from where the scheduler computes them to their extern calls
