@@ -636,7 +636,8 @@ def _permuted_strides(n: torch.fx.Node, ranges: Sequence[Any]) -> tuple[Any, ...
     (user,) = n.users
     if user.target is not torch.ops.aten.permute.default or len(ranges) < 2:
         return None
-    dims = [d % len(ranges) for d in user.args[1]]
+    order: Any = user.args[1]  # the permute's dims, ints
+    dims = [int(d) % len(ranges) for d in order]
     if dims == sorted(dims):
         return None
     strides: list[Any] = [None] * len(ranges)
