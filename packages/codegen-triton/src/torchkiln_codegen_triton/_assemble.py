@@ -179,7 +179,7 @@ def _generate(
     if spec.template is not None:  # the product's tile, then its epilogue on that 2-D block
         if reduction or spec.row_programs:
             raise CodegenError(f"kernel {spec.name}: a matmul template's epilogue is pointwise")
-        tile = Tile.of(spec.template, spec.buffers[spec.template.product].dtype, interpret)
+        tile = Tile.of(spec, interpret)
         head, product = template_head(spec, names, tile, interpret)
         handler.product_names = spec.template.names
         handler.product = TritonValue(product, torch.float32, frozenset({"x"}))

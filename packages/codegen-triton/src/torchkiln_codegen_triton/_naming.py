@@ -27,10 +27,15 @@ PLACEHOLDER = "tk_unnamed_kernel"
 HASH_DIGITS = 12
 
 
-def kernel_kind(*, reduction: bool, looped: bool, split: bool, mixed: bool = False) -> str:
+def kernel_kind(
+    *, reduction: bool, looped: bool, split: bool, mixed: bool = False, template: bool = False
+) -> str:
     """A short word for the kernel's shape, the readable part of its name (profilers show it):
     ``poi`` pointwise, ``per`` persistent reduction, ``red`` looped, ``split`` split reduction,
-    ``mix`` mixed order (rows reduced whole, columns across each program's rows)."""
+    ``mix`` mixed order (rows reduced whole, columns across each program's rows), ``mm`` a
+    matrix product and its epilogue (``_template.py``)."""
+    if template:
+        return "mm"
     if not reduction:
         return "poi"
     if mixed:

@@ -34,6 +34,7 @@ from torchkiln_loop_ir.codecache import CodeCache
 from torchkiln_loop_ir.mkldnn import time_min
 
 from ._compat import interpreting
+from .autotune import Config
 from .errors import CodegenError
 from .printer import tl_dtype
 
@@ -55,10 +56,12 @@ class Tile:
         return tuple(vars(self).items())
 
     @classmethod
-    def of(cls, template: MatmulTemplate, dtype: torch.dtype, interpret: bool) -> Tile:
-        """The template's tile, or the default when it names none."""
+    def of(cls, spec: KernelSpec, interpret: bool) -> Tile:
+        """The tile of ``spec``'s template, or the default when it names none."""
+        template = spec.template
+        assert template is not None
         if not template.tile:
-            return default_tile(template, dtype, interpret)
+            return default_tile(template, spec.buffers[template.product].dtype, interpret)
         return cls(**dict(template.tile))
 
     def programs(self, template: MatmulTemplate) -> int:
@@ -105,12 +108,28 @@ def tile_candidates(template: MatmulTemplate, dtype: torch.dtype) -> list[Tile]:
     return tiles if wide in tiles else [*tiles, wide]
 
 
+def template_config(spec: KernelSpec, interpret: bool) -> Config:
+    """The launch of ``spec``'s template: a program a tile, the tile's warps and stages
+    (never autotuned: the tile is the choice)."""
+    assert spec.template is not None
+    tile = Tile.of(spec, interpret)
+    return Config(
+        tile.block_m * tile.block_n,
+        1,
+        tile.num_warps,
+        False,
+        grid=tile.programs(spec.template),
+        num_stages=tile.num_stages,
+        reason="matmul template",
+    )
+
+
 def input_precision(dtype: torch.dtype, interpret: bool) -> str:
     """``tl.dot``'s precision for float32 operands: TF32 only where torch allows it (eager's
-    float32 product is IEEE unless ``torch.backends.cuda.matmul.allow_tf32``)."""
-    if dtype != torch.float32 or interpret:
-        return "ieee" if dtype == torch.float32 else "tf32"
-    return "tf32" if torch.backends.cuda.matmul.allow_tf32 else "ieee"
+    float32 product is IEEE unless ``torch.backends.cuda.matmul.allow_tf32``); 16-bit operands
+    ignore it."""
+    tf32 = torch.backends.cuda.matmul.allow_tf32 and not interpret
+    return "tf32" if dtype != torch.float32 or tf32 else "ieee"
 
 
 def head(
@@ -252,7 +271,7 @@ def choose(
     are checked against the unfused pair's on the same inputs before it is timed."""
     answers: list[Answer | None] = [None] * len(requests)
     todo: dict[tuple[Any, ...], list[int]] = {}
-    for i, (fused, _, _) in enumerate(requests):
+    for i, (fused, _, kernel) in enumerate(requests):
         t = fused.template
         assert t is not None
         dtype, device = buffers[t.product].dtype, buffers[t.product].device
@@ -262,7 +281,7 @@ def choose(
             answers[i] = (None, f"{dtype}: cuBLAS's product without tensor-core 16-bit inputs")
         elif 2 * t.m * t.n * t.k < MIN_FLOPS:
             answers[i] = (None, f"below {MIN_FLOPS:.0e} FLOP, untimed")
-        elif (share := epilogue_share(t, requests[i][2], buffers)) < MIN_EPILOGUE_SHARE:
+        elif (share := epilogue_share(t, kernel, buffers)) < MIN_EPILOGUE_SHARE:
             answers[i] = (
                 None,
                 f"the epilogue's traffic is {share:.2f} of the product's time, untimed",

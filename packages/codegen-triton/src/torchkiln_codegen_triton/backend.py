@@ -19,10 +19,10 @@ from torchkiln_loop_ir.codecache import CodeCache, source_module
 from ._assemble import generate
 from ._combo import COMBO_CONFIG, combo_source, launch_spec
 from ._compat import interpreting
-from ._layout import choose_layout
+from ._layout import DEFAULT, choose_layout
 from ._naming import PLACEHOLDER, kernel_kind, shared_module
-from ._template import Tile
 from ._template import choose as choose_template
+from ._template import template_config
 from .autotune import Config, heuristic_config
 from .errors import CodegenError
 from .options import TritonOptions
@@ -53,9 +53,10 @@ def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, C
             raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}") from e
         return name, source, COMBO_CONFIG
     if spec.template is not None:  # a matrix product and its epilogue (_template.py)
-        return _render_template(spec, options, interpret)
-    layout = choose_layout(spec)
-    cfg = heuristic_config(spec, options, layout)
+        layout, cfg = DEFAULT, template_config(spec, interpret)
+    else:
+        layout = choose_layout(spec)
+        cfg = heuristic_config(spec, options, layout)
     split = cfg.split > 0
     try:
         gen = generate(
@@ -75,6 +76,7 @@ def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, C
             looped=cfg.looped,
             split=split,
             mixed=bool(spec.row_programs),
+            template=spec.template is not None,
         )
         name, source = shared_module(module_source(spec, gen.source, interpret=interpret), kind)
     except CodegenError:
@@ -82,33 +84,6 @@ def render_kernel(spec: KernelSpec, options: TritonOptions) -> tuple[str, str, C
     except Exception as e:
         raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}") from e
     return name, source, replace(cfg, partials=gen.partials)
-
-
-def _render_template(
-    spec: KernelSpec, options: TritonOptions, interpret: bool
-) -> tuple[str, str, Config]:
-    template = spec.template
-    assert template is not None
-    tile = Tile.of(template, spec.buffers[template.product].dtype, interpret)
-    try:
-        gen = generate(
-            spec, looped=False, options=options, interpret=interpret, fn_name=PLACEHOLDER
-        )
-        name, source = shared_module(module_source(spec, gen.source, interpret=interpret), "mm")
-    except CodegenError:
-        raise
-    except Exception as e:
-        raise CodegenError(f"kernel {spec.name}: {type(e).__name__}: {e}") from e
-    cfg = Config(
-        tile.block_m * tile.block_n,
-        1,
-        tile.num_warps,
-        False,
-        grid=tile.programs(template),
-        num_stages=tile.num_stages,
-        reason="matmul template",
-    )
-    return name, source, cfg
 
 
 #: the most kernels one combo kernel launches (``_combo.py``). Triton's compile time of a combo

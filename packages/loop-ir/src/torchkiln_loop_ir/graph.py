@@ -641,10 +641,8 @@ def _permuted_strides(n: torch.fx.Node, ranges: Sequence[Any]) -> tuple[Any, ...
     if dims == sorted(dims):
         return None
     strides: list[Any] = [None] * len(ranges)
-    stride: Any = sympy.Integer(1)
-    for d in reversed(dims):
+    for d, stride in zip(dims, contiguous_strides([ranges[d] for d in dims])):
         strides[d] = stride
-        stride = stride * ranges[d]
     return tuple(strides)
 
 

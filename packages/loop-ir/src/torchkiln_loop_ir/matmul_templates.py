@@ -39,7 +39,8 @@ import torch
 
 from .backend import BufferRef, BufferSpec, ExternCall, KernelSpec, MatmulTemplate, View
 from .in_place import _replay, _same_index
-from .ir import contiguous_strides
+from .indexing import index_symbol
+from .ir import contiguous_strides, product
 from .memory import step_uses
 
 aten = torch.ops.aten
@@ -115,28 +116,25 @@ _DTYPES = (torch.float16, torch.bfloat16, torch.float32)
 
 
 def _flat_index(ranges: Sequence[sympy.Expr]) -> sympy.Expr:
-    """The row-major flat index of a kernel's x variables (0 for ranges of size 1)."""
-    from .indexing import index_symbol
-
-    flat: sympy.Expr = sympy.Integer(0)
-    stride: sympy.Expr = sympy.Integer(1)
-    for i in reversed(range(len(ranges))):
-        if sympy.sympify(ranges[i]) != 1:
-            flat = flat + index_symbol("x", i) * stride
-        stride = stride * ranges[i]
-    return flat
+    """The row-major flat index of a kernel's x variables (ranges of size 1 have none)."""
+    strides = contiguous_strides(ranges)
+    return sum(
+        (index_symbol("x", i) * st for i, (r, st) in enumerate(zip(ranges, strides)) if r != 1),
+        sympy.Integer(0),
+    )
 
 
-def _aliases(steps: Sequence[Any], product: str, buffers: Mapping[str, BufferSpec]) -> set[str]:
-    """Views of ``product`` at its own elements: contiguous, offset 0, the same element count
-    (a ``view`` back to the input's leading dims); other views are readers, not aliases."""
-    spec = buffers[product]
-    numel = sympy.Mul(*spec.size)
-    names = {product}
+def _aliases(steps: Sequence[Any], name: str, buffers: Mapping[str, BufferSpec]) -> set[str]:
+    """Views of ``name`` (a product) at its own elements: contiguous, offset 0, the same
+    element count (a ``view`` back to the input's leading dims); other views are readers, not
+    aliases."""
+    spec = buffers[name]
+    numel = product(spec.size)
+    names = {name}
     for step in steps:
         if isinstance(step, View) and step.base in names:
             contiguous = tuple(step.stride) == tuple(contiguous_strides(tuple(step.size)))
-            if contiguous and step.offset == 0 and sympy.Mul(*step.size) == numel:
+            if contiguous and step.offset == 0 and product(step.size) == numel:
                 names.add(step.name)
     return names
 
@@ -170,7 +168,7 @@ def _consumer(
 
 def _reads_at_flat_index(kernel: KernelSpec, names: set[str], m: int, n: int) -> str:
     """'' when every load of the product in ``kernel`` is at its flat index, else why not."""
-    if _static(kernel.xranges) is None or int(sympy.Mul(*kernel.xranges)) != m * n:
+    if _static(kernel.xranges) is None or int(product(kernel.xranges)) != m * n:
         return f"the kernel's {len(kernel.xranges)} ranges are not the product's elements"
     rec = _replay(kernel)
     if rec is None:
