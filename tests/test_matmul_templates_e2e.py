@@ -145,8 +145,8 @@ def test_cuda_bert_intermediate_in_the_default_mode():
 
 
 @pytest.mark.parametrize("codegen", [TRITON])
-def test_measure_mode_takes_the_code_generators_choice(codegen, monkeypatch):
-    """The default mode asks the code generator (its timing, here replaced): a tile it names is
+def test_auto_mode_takes_the_code_generators_choice(codegen, monkeypatch):
+    """The default mode asks the code generator (its choice, here replaced): a tile it names is
     the kernel's, a None keeps the extern; both with its reason in the log."""
     from torchkiln_codegen_triton.backend import TritonBackend
 

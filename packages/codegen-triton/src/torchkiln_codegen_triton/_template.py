@@ -13,7 +13,10 @@ bodies (their x variables recovered from ``xindex`` by ``//`` and ``%``, their l
 masked by ``xmask``) run as they do in a 1-D kernel, on a 2-D block.
 
 The tile (``Tile``) is a launch choice made per product: ``default_tile`` is the heuristic,
-``tile_candidates`` what ``TritonBackend.choose_matmul_template`` times.
+``tile_candidates`` what ``TritonBackend.choose_matmul_template`` times under ``autotune``.
+Whether a product is computed in its epilogue's kernel at all is ``choose``'s decision: timed
+under ``autotune`` (the max-autotune modes), predicted from the sizes otherwise (``predict``),
+so that a default compile builds no kernel it does not run.
 """
 
 from __future__ import annotations
@@ -26,11 +29,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any
 
-import sympy
 import torch
 import torch.utils._pytree as pytree
 from torchkiln_loop_ir.backend import BufferRef, BufferSpec, ExternCall, KernelSpec, MatmulTemplate
 from torchkiln_loop_ir.codecache import CodeCache
+from torchkiln_loop_ir.ir import product
 from torchkiln_loop_ir.mkldnn import time_min
 
 from ._compat import interpreting
@@ -264,11 +267,18 @@ def choose(
     requests: Sequence[tuple[KernelSpec, ExternCall, KernelSpec]],
     buffers: Mapping[str, BufferSpec],
 ) -> list[Answer]:
-    """``TritonBackend.choose_matmul_template``: for each (fused kernel, extern, kernel), the
-    fastest tile of the fused kernel when it beats the extern product followed by the kernel by
-    ``FASTER``, else None; and why, for the log. Every candidate of every pair is compiled in
-    one ``compile_kernels`` call (the precompile pool builds them at once); each tile's outputs
-    are checked against the unfused pair's on the same inputs before it is timed."""
+    """``TritonBackend.choose_matmul_template``: for each (fused kernel, extern, kernel), a tile
+    of the fused kernel when it beats the extern product followed by the kernel, else None; and
+    why, for the log.
+
+    A decision timed before (in this process, or by an earlier one on this kind of GPU: the
+    code cache's ``templates`` entries) is reused. Otherwise, under ``TritonOptions.autotune``
+    (the max-autotune modes), the fastest tile is taken when it is ``FASTER`` than the pair:
+    every candidate of every pair is compiled in one ``compile_kernels`` call (the precompile
+    pool builds them at once), and each tile's outputs are checked against the unfused pair's
+    on the same inputs before it is timed. Without it nothing is compiled or timed: the
+    default tile is taken where ``predict`` says the fused kernel takes at most
+    ``PREDICTED_FASTER`` of the pair's time."""
     answers: list[Answer | None] = [None] * len(requests)
     todo: dict[tuple[Any, ...], list[int]] = {}
     for i, (fused, _, kernel) in enumerate(requests):
@@ -276,7 +286,7 @@ def choose(
         assert t is not None
         dtype, device = buffers[t.product].dtype, buffers[t.product].device
         if interpreting() or device.type != "cuda":
-            answers[i] = (None, "templates are timed on a GPU only")
+            answers[i] = (None, "templates are chosen on a GPU only")
         elif dtype not in (torch.bfloat16, torch.float16):
             answers[i] = (None, f"{dtype}: cuBLAS's product without tensor-core 16-bit inputs")
         elif 2 * t.m * t.n * t.k < MIN_FLOPS:
@@ -291,8 +301,10 @@ def choose(
             known = _DECISIONS.get(key) or _kept(backend, key)
             if known is not None:
                 answers[i] = _DECISIONS[key] = known
-            else:
+            elif backend.options.autotune:
                 todo.setdefault(key, []).append(i)
+            else:
+                answers[i] = predicted(t, kernel, buffers, device_bandwidth())
     if todo:
         for key, answer in _measure(backend, requests, buffers, todo).items():
             _DECISIONS[key] = answer
@@ -320,16 +332,81 @@ def epilogue_share(
     over the product's estimated time (its FLOP or its operands' and result's bytes, whichever
     takes longer), both in bytes at ``MACHINE_BALANCE``."""
 
-    def nbytes(name: str) -> int:
-        spec = buffers[name]
-        return int(sympy.Mul(*spec.size)) * spec.dtype.itemsize
-
-    epilogue = sum(nbytes(n) for n in kernel.args)
-    product = max(
+    epilogue = sum(_nbytes(buffers[n]) for n in kernel.args)
+    extern = max(
         2 * t.m * t.n * t.k / MACHINE_BALANCE,
-        sum(nbytes(n) for n in (*t.operands, t.product)),
+        sum(_nbytes(buffers[n]) for n in (*t.operands, t.product)),
     )
-    return epilogue / product
+    return epilogue / extern
+
+
+#: an H100's reach at the full-size suites' products (session 42: cuBLAS's 16-bit product at
+#: about 600 TFLOP/s, the template's tile loop at about two thirds of that, copies at about
+#: 3 TB/s) and what a kernel costs beyond its traffic (its launch, its first and last waves)
+PRODUCT_FLOPS = 600e12
+TEMPLATE_SPEED = 2 / 3
+BANDWIDTH = 3e12
+KERNEL_US = 5.0
+#: copy bandwidth of GPUs other than the H100 (the H200's HBM3e: the same tensor cores, so the
+#: pair's epilogue pass is cheaper there and fewer templates pay)
+BANDWIDTHS = {"H200": 4.3e12}
+#: a template is taken untimed when predicted to take at most this share of the pair's time.
+#: Session 42's and 43's timings on an H100 (predicted / timed share): BERT's, ViT's and
+#: DistilBERT's GELU 0.94-0.96 / 1.00-1.02 (ties), Llama's SiLU times the other product 0.91 /
+#: 0.90, ConvNeXt-tiny's last stage 0.88 / 0.78, BERT's GELU at batch 1 0.69 / 0.31
+PREDICTED_FASTER = 0.92
+#: products of a shorter K are never taken untimed: with a few K steps a tile the kernel's
+#: cost is its epilogue's, which the model does not see (session 43, an H100: ConvNeXt-tiny's
+#: fc1s of K 96, 192 and 384, predicted at 0.39-0.70 of the pair, took about 1.05 of it at the
+#: best tile timed, and the model 6.9% longer with them)
+MIN_PREDICTED_K = 512
+
+
+def device_bandwidth() -> float:
+    """The current GPU's copy bandwidth for ``predict`` (``BANDWIDTHS``, else ``BANDWIDTH``)."""
+    name = torch.cuda.get_device_name() if torch.cuda.is_available() else ""
+    return next((bw for key, bw in BANDWIDTHS.items() if key in name), BANDWIDTH)
+
+
+def predict(
+    t: MatmulTemplate,
+    kernel: KernelSpec,
+    buffers: Mapping[str, BufferSpec],
+    bandwidth: float = BANDWIDTH,
+) -> tuple[float, float]:
+    """(the fused kernel's, the extern and kernel's) estimated time in microseconds. The
+    extern runs at ``PRODUCT_FLOPS`` or moves its operands and result at ``bandwidth``,
+    whichever takes longer; the kernel then moves its reads and writes. The fused kernel's
+    product runs at ``TEMPLATE_SPEED`` of that, and the epilogue's other traffic (all but the
+    product) overlaps it; each kernel costs ``KERNEL_US`` more."""
+    flop = 2 * t.m * t.n * t.k
+    operands = sum(_nbytes(buffers[n]) for n in t.operands)
+    result = _nbytes(buffers[t.product])
+    epilogue = sum(_nbytes(buffers[n]) for n in kernel.args)
+    extern = max(flop / PRODUCT_FLOPS, (operands + result) / bandwidth) * 1e6
+    pair = extern + KERNEL_US + epilogue / bandwidth * 1e6 + KERNEL_US
+    fused = max(flop / (PRODUCT_FLOPS * TEMPLATE_SPEED), (operands + epilogue - result) / bandwidth)
+    return fused * 1e6 + KERNEL_US, pair
+
+
+def predicted(
+    t: MatmulTemplate,
+    kernel: KernelSpec,
+    buffers: Mapping[str, BufferSpec],
+    bandwidth: float = BANDWIDTH,
+) -> Answer:
+    """The untimed decision (``predict`` at ``bandwidth``): the default tile, or None."""
+    if t.k < MIN_PREDICTED_K:
+        return None, f"K {t.k} below {MIN_PREDICTED_K}: not predicted (untimed)"
+    fused, pair = predict(t, kernel, buffers, bandwidth)
+    text = f"predicted template {fused:.1f} us, extern and kernel {pair:.1f} us (untimed)"
+    if fused <= PREDICTED_FASTER * pair:
+        return default_tile(t, buffers[t.product].dtype).items(), text
+    return None, f"not predicted faster: {text}"
+
+
+def _nbytes(spec: BufferSpec) -> int:
+    return int(product(spec.size)) * spec.dtype.itemsize
 
 
 def _disk_key(key: tuple[Any, ...]) -> str:

@@ -122,10 +122,10 @@ class TritonBackend:
         requests: Sequence[tuple[KernelSpec, ExternCall, KernelSpec]],
         buffers: Mapping[str, BufferSpec],
     ) -> list[tuple[tuple[tuple[str, int], ...] | None, str]]:
-        """loop-ir's ``matmul_templates`` "measure" mode: for each (fused, extern, kernel) (a
+        """loop-ir's ``matmul_templates`` "auto" mode: for each (fused, extern, kernel) (a
         matrix product with ``kernel``'s bodies as its epilogue), the tile the fused kernel
-        runs fastest with when that beats ``extern`` then ``kernel``, else None; and why
-        (``_template.choose``)."""
+        runs with when that beats ``extern`` then ``kernel`` (timed under ``autotune``,
+        predicted otherwise), else None; and why (``_template.choose``)."""
         return choose_template(self, requests, buffers)
 
     def compile_kernel(self, spec: KernelSpec) -> TritonCompiledKernel:

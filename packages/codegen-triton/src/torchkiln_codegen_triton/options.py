@@ -47,7 +47,9 @@ class TritonOptions:
         before) 58 / 83, one an iteration at 3 stages 63 / 91, at 4 67 / 88; rows of 1024
         63 / 88, 72 / 87, 81 / 84. 2 stages lost everywhere.
     autotune: on CUDA, time a few block-size configurations on the first call of each kernel and
-        keep the fastest (ignored under TRITON_INTERPRET=1, where the heuristic is used).
+        keep the fastest, and time matmul templates against cuBLAS at compile time
+        (``_template.choose``; without it the template is predicted from the sizes); ignored
+        under TRITON_INTERPRET=1, where the heuristic is used.
     transposed_rblock: RBLOCK (at most) of a looped outer reduction (the transposed block
         layout, whose XBLOCK is ``transposed_xblock`` (64) wide along contiguous memory);
         ``transposed_tile``: the elements of its block an iteration (RBLOCK is at most the tile

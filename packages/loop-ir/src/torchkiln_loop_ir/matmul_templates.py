@@ -21,9 +21,10 @@ A pair is fused when all of these hold (else the reason is logged):
 - the operands are not graph inputs written in place (the fused kernel reads them later than
   the extern did).
 
-Which pairs are fused is the ``mode`` (``LoopIROptions.matmul_templates``): ``"measure"`` (the
+Which pairs are fused is the ``mode`` (``LoopIROptions.matmul_templates``): ``"auto"`` (the
 default) asks the backend's ``choose_matmul_template`` (a code generator's timing of its tiles
-against the extern and the unfused kernel; without one nothing is fused), ``"always"`` fuses
+against the extern and the unfused kernel, or its prediction of both; without one nothing is
+fused), ``"always"`` fuses
 every pair with the code generator's default tile (tests run it under Triton's interpreter),
 ``"never"`` none. Every candidate's decision is a line of the log (``CompiledGraph.linear_log``).
 """
@@ -44,7 +45,7 @@ from .ir import contiguous_strides, product
 from .memory import step_uses
 
 aten = torch.ops.aten
-MODES = ("measure", "always", "never")
+MODES = ("auto", "always", "never")
 #: the products a template computes
 PRODUCTS = (aten.mm.default, aten.addmm.default)
 
@@ -201,13 +202,13 @@ def fuse_matmul_epilogues(
         return steps, ()
     log: list[str] = []
     pairs = _pairs(steps, buffers, outputs, protected, log)
-    if mode == "measure" and choose is None:
+    if mode == "auto" and choose is None:
         log += [
-            f"{label} kept as an extern: the code generator does not time templates"
+            f"{label} kept as an extern: the code generator does not choose templates"
             for *_, label in pairs
         ]
         return steps, tuple(log)
-    if mode == "measure":
+    if mode == "auto":
         answers = choose([(fused, extern, kernel) for fused, extern, kernel, _ in pairs], buffers)
     else:
         answers = [((), "always")] * len(pairs)

@@ -34,10 +34,11 @@ class LoopIROptions:
     matmul_templates: where the code generator can compute a matrix product inside the kernel
         of its pointwise consumers (codegen-triton), which ``mm``/``addmm`` results read only by
         one pointwise kernel (an exact GELU, a SiLU, a residual add) are computed there, never
-        written to memory (matmul_templates.py): "measure" (default: where the code
-        generator's timing at compile time says the fused kernel is faster than the extern
-        and the kernel apart), "always" (with the code generator's default tile; tests use it
-        under Triton's interpreter), or "never".
+        written to memory (matmul_templates.py): "auto" (default: where the code generator
+        says the fused kernel is faster than the extern and the kernel apart; codegen-triton
+        times it at compile time under its ``autotune`` option (the max-autotune modes) and
+        predicts it from the sizes otherwise), "always" (with the code generator's default
+        tile; tests use it under Triton's interpreter), or "never".
     group_linears: on a CPU backend, run linear layers that read the same input (attention's
         query, key and value projections) as one GEMM of their concatenated weights
         (linear_group.py).
@@ -137,7 +138,7 @@ class LoopIROptions:
     mkldnn_convolution: bool = True
     mkldnn_linear: str = "measure"
     cublas_epilogues: str = "measure"
-    matmul_templates: str = "measure"
+    matmul_templates: str = "auto"
     group_linears: bool = True
     pad_matmuls: str = "auto"
     pad_matmul_outputs_only: bool | str = "auto"
@@ -161,9 +162,9 @@ class LoopIROptions:
                 "LoopIROptions.mkldnn_linear must be 'measure', 'always' or 'never', "
                 f"got {self.mkldnn_linear!r}"
             )
-        if self.matmul_templates not in ("measure", "always", "never"):
+        if self.matmul_templates not in ("auto", "always", "never"):
             raise ValueError(
-                "LoopIROptions.matmul_templates must be 'measure', 'always' or 'never', "
+                "LoopIROptions.matmul_templates must be 'auto', 'always' or 'never', "
                 f"got {self.matmul_templates!r}"
             )
         if self.cublas_epilogues not in ("measure", "always", "never"):

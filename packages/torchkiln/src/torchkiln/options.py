@@ -27,11 +27,13 @@ MODE_SETTINGS: dict[str, dict[str, Any]] = {
 }
 
 #: Inductor option names (torch.compile's ``options=``) that have a torchkiln meaning, and the
-#: CompileOptions field each sets. ``autotune`` is our block-size search for generated kernels,
-#: which is what Inductor's max_autotune(_pointwise) and coordinate-descent tuning do for its own.
+#: CompileOptions field each sets. ``autotune`` is our block-size search for generated kernels
+#: and our timing of matmul templates against cuBLAS, which is what Inductor's
+#: max_autotune(_pointwise, _gemm) and coordinate-descent tuning do for its own.
 INDUCTOR_OPTIONS: dict[str, str] = {
     "max_autotune": "autotune",
     "max_autotune_pointwise": "autotune",
+    "max_autotune_gemm": "autotune",
     "coordinate_descent_tuning": "autotune",
     "triton.cudagraphs": "cudagraphs",
     "freezing": "freeze_parameters",
@@ -41,8 +43,7 @@ INDUCTOR_OPTIONS: dict[str, str] = {
 #: Common Inductor options torchkiln accepts but ignores, with the reason the warning gives.
 IGNORED_INDUCTOR_OPTIONS: dict[str, str] = {
     "epilogue_fusion": "a product's pointwise consumers go into its matmul template wherever "
-    "timing says that is faster, in every mode (loop_ir.matmul_templates)",
-    "max_autotune_gemm": "every mode times matmul templates against cuBLAS per product "
+    "that is predicted (timed, under max-autotune) to be faster, in every mode "
     "(loop_ir.matmul_templates)",
     "triton.cudagraph_trees": "torchkiln records one CUDA graph per compiled graph, not trees",
     "shape_padding": "unaligned matmuls are padded on CUDA in every mode (loop_ir.pad_matmuls)",
@@ -63,8 +64,8 @@ class CompileOptions:
     cache_dir: where code generators cache their builds (None = ``$TORCHKILN_CACHE_DIR``, else
         ``$XDG_CACHE_HOME/torchkiln``, else ``~/.cache/torchkiln``); handed to the code
         generator options that know the field.
-    autotune: ask the Triton code generator to time block-size choices (set by the max-autotune
-        modes, or Inductor's ``max_autotune`` option).
+    autotune: ask the Triton code generator to time block-size choices and matmul templates
+        against cuBLAS (set by the max-autotune modes, or Inductor's ``max_autotune`` options).
     cudagraphs: wrap CUDA graphs in ``torch.cuda.CUDAGraph`` (set by reduce-overhead and
         max-autotune, or Inductor's ``triton.cudagraphs`` option).
     cpp_options / triton_options: option objects handed unchanged to ``CppBackend(options=...)``
