@@ -75,6 +75,8 @@ def main() -> None:
         print(
             f"{name} {options}: compiled in {time.perf_counter() - start:.1f} s, {kernels} kernels"
         )
+        for line in sorted({ln for g in report.graphs for ln in g.linears}):
+            print(f"  {name} linear: {line}")
         for _ in range(3):
             variants[name].step(inputs)
     times: dict[str, list[float]] = {"A": [], "B": []}

@@ -1,8 +1,10 @@
 """Matmul templates on the GPU (loop-ir's matmul_templates.py, codegen-triton's _template.py):
 for the linear layers of the full-size suites whose activation cuBLASLt has no epilogue for,
-each compiled alone through ``torchkiln.compile`` in the default mode ("measure") and with
-templates off ("never"): the decision and its timings (the compile's linear log), the error of
-each against a float64 reference (in the output's magnitude), and CUDA-event times.
+each compiled alone through ``torchkiln.compile`` in the default mode (the template predicted
+from the sizes), with ``autotune`` (timed at compile time, as the max-autotune modes do) and
+with templates off ("never"): the decision and its reason (the compile's linear log), the
+compile time, the error of each against a float64 reference (in the output's magnitude), and
+CUDA-event times.
 
     python3 benchmarks/gpu_template_check.py [--dtypes bfloat16]
 """
@@ -10,7 +12,9 @@ each against a float64 reference (in the output's magnitude), and CUDA-event tim
 from __future__ import annotations
 
 import argparse
+import contextlib
 import faulthandler
+import time
 
 import torch
 import torchkiln
@@ -24,7 +28,18 @@ CASES = [
     ("llama gate silu*up (8x1024)", 8192, 1024, 2816, "silu_mul"),
     ("bert output + residual", 8192, 3072, 768, "residual"),
     ("bert intermediate (batch 1)", 512, 768, 3072, "gelu"),
+    ("convnext-tiny stage 1 fc1 (64)", 200704, 96, 384, "gelu"),
+    ("convnext-tiny stage 2 fc1 (64)", 50176, 192, 768, "gelu"),
+    ("convnext-tiny stage 3 fc1 (64)", 12544, 384, 1536, "gelu"),
+    ("convnext-tiny stage 4 fc1 (64)", 3136, 768, 3072, "gelu"),
 ]
+
+#: the compiles compared: the default (predicted), timed, templates off
+MODES = {
+    "default": {},
+    "autotune": {"autotune": True},
+    "never": {"loop_ir": {"matmul_templates": "never"}},
+}
 
 
 class Block(torch.nn.Module):
@@ -47,15 +62,52 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dtypes", default="bfloat16")
     parser.add_argument("--hang-s", type=float, default=200)
+    parser.add_argument(
+        "--tiles",
+        default="",
+        help="instead of the modes, compile each case with the template forced at these tiles "
+        "(comma-separated BMxBNxBK:warps:stages), and with templates off",
+    )
+    parser.add_argument("--cases", default="", help="the cases whose names start with these")
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     print(torch.cuda.get_device_name(), "torch", torch.__version__)
+    modes = {t: {"tile": t} for t in args.tiles.split(",")} if args.tiles else dict(MODES)
+    if args.tiles:
+        modes["never"] = MODES["never"]
+    prefixes = tuple(args.cases.split(",")) if args.cases else ("",)
     for dtype in [getattr(torch, d) for d in args.dtypes.split(",")]:
         for name, m, k, n, act in CASES:
-            _row(dtype, name, m, k, n, act)
+            if name.startswith(prefixes):
+                _row(dtype, name, m, k, n, act, modes)
 
 
-def _row(dtype, name, m, k, n, act) -> None:
+@contextlib.contextmanager
+def _forcing(options: dict):
+    """``TritonBackend.choose_matmul_template`` answering the forced tile (``BMxBNxBK:warps:
+    stages``), while compiling."""
+    from torchkiln_codegen_triton import _template
+    from torchkiln_codegen_triton.backend import TritonBackend
+
+    if "tile" not in options:
+        yield options
+        return
+    blocks, warps, stages = options["tile"].split(":")
+    bm, bn, bk = (int(b) for b in blocks.split("x"))
+    tile = _template.Tile(bm, bn, bk, 8, int(warps), int(stages)).items()
+
+    def choose(self, requests, buffers):
+        return [(tile, f"forced {options['tile']}") for _ in requests]
+
+    saved = TritonBackend.choose_matmul_template
+    TritonBackend.choose_matmul_template = choose
+    try:
+        yield {"graph_cache": False}
+    finally:
+        TritonBackend.choose_matmul_template = saved
+
+
+def _row(dtype, name, m, k, n, act, modes) -> None:
     torch.manual_seed(0)
     dev = torch.device("cuda")
     block = Block(k, n, act).to(dev).eval()
@@ -68,12 +120,13 @@ def _row(dtype, name, m, k, n, act) -> None:
         line = [f"{name:30s} {m}x{k}x{n} {act:9s}"]
         eager_us = events_us(lambda: block(x))
         line.append(f"eager {eager_us:.1f} us")
-        for mode in ("measure", "never"):
+        for mode, options in modes.items():
             torchkiln.reset()
-            compiled = torchkiln.compile(
-                block, options={"loop_ir": {"matmul_templates": mode}, "strict": True}
-            )
-            out = compiled(x)
+            with _forcing(options) as opts:
+                compiled = torchkiln.compile(block, options={**opts, "strict": True})
+                start = time.perf_counter()
+                out = compiled(x)
+                compile_s = time.perf_counter() - start
             err = (out.double() - ref).abs().max().item() / scale
             us = events_us(lambda c=compiled: c(x))
             logs = [
@@ -82,7 +135,10 @@ def _row(dtype, name, m, k, n, act) -> None:
                 for ln in g.linears
                 if "kernel" in ln or "extern" in ln
             ]
-            line.append(f"{mode}: {us:.1f} us err {err:.2e} [{'; '.join(logs)}]")
+            line.append(
+                f"{mode}: {us:.1f} us err {err:.2e} compiled in {compile_s:.1f} s "
+                f"[{'; '.join(logs)}]"
+            )
         print(" | ".join(line), flush=True)
 
 
