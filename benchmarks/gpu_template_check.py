@@ -94,7 +94,7 @@ def _forcing(options: dict):
         return
     blocks, warps, stages = options["tile"].split(":")
     bm, bn, bk = (int(b) for b in blocks.split("x"))
-    tile = _template.Tile(bm, bn, bk, 8, int(warps), int(stages)).items()
+    tile = _template.Tile(bm, bn, bk, num_warps=int(warps), num_stages=int(stages)).items()
 
     def choose(self, requests, buffers):
         return [(tile, f"forced {options['tile']}") for _ in requests]

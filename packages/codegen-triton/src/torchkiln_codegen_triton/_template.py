@@ -271,16 +271,17 @@ def choose(
     of the fused kernel when it beats the extern product followed by the kernel, else None; and
     why, for the log.
 
-    A decision timed before (in this process, or by an earlier one on this kind of GPU: the
-    code cache's ``templates`` entries) is reused. Otherwise, under ``TritonOptions.autotune``
-    (the max-autotune modes), the fastest tile is taken when it is ``FASTER`` than the pair:
-    every candidate of every pair is compiled in one ``compile_kernels`` call (the precompile
-    pool builds them at once), and each tile's outputs are checked against the unfused pair's
-    on the same inputs before it is timed. Without it nothing is compiled or timed: the
-    default tile is taken where ``predict`` says the fused kernel takes at most
-    ``PREDICTED_FASTER`` of the pair's time."""
+    Pairs whose epilogue moves less than ``MIN_EPILOGUE_SHARE`` of the product's time are kept
+    apart in every mode. A decision timed before (in this process, or by an earlier one on this
+    kind of GPU: the code cache's ``templates`` entries) is reused. Otherwise, under
+    ``TritonOptions.autotune`` (the max-autotune modes), the fastest tile is taken when it is
+    ``FASTER`` than the pair: every candidate of every pair is compiled in one
+    ``compile_kernels`` call (the precompile pool builds them at once), and each tile's outputs
+    are checked against the unfused pair's on the same inputs before it is timed. Without it
+    nothing is compiled or timed: the default tile is taken where ``predicted`` says so."""
     answers: list[Answer | None] = [None] * len(requests)
     todo: dict[tuple[Any, ...], list[int]] = {}
+    bandwidth = device_bandwidth()
     for i, (fused, _, kernel) in enumerate(requests):
         t = fused.template
         assert t is not None
@@ -304,7 +305,7 @@ def choose(
             elif backend.options.autotune:
                 todo.setdefault(key, []).append(i)
             else:
-                answers[i] = predicted(t, kernel, buffers, device_bandwidth())
+                answers[i] = predicted(t, kernel, buffers, bandwidth)
     if todo:
         for key, answer in _measure(backend, requests, buffers, todo).items():
             _DECISIONS[key] = answer
