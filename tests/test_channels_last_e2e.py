@@ -200,3 +200,75 @@ def test_pointwise_convolutions_run_as_matmuls_bf16():
     # expansion, the two squeeze-and-excitation convolutions and the projection
     assert sum("1x1 convolution as a matrix multiply" in line for line in log) == 4, log
     assert sum("convolution channels-last" in line for line in log) == 2, log  # dw, down
+
+
+class ConvNeXtLike(nn.Module):
+    """ConvNeXt's shape of block: a depthwise 7x7 whose output is permuted to channels-last
+    rows for a layer norm and an MLP and permuted back, so the activation that reaches the head
+    is channels-last, and the head's ``adaptive_avg_pool2d`` to one pixel gives its mean those
+    strides with an ``as_strided`` (ATen's composite): a restride, not a view of other elements,
+    which must not keep the graph in NCHW."""
+
+    def __init__(self, c=16):
+        super().__init__()
+        self.stem = nn.Conv2d(3, c, 4, stride=4)
+        self.dw = nn.Conv2d(c, c, 7, padding=3, groups=c)
+        self.norm = nn.LayerNorm(c)
+        self.fc1, self.fc2 = nn.Linear(c, 4 * c), nn.Linear(4 * c, c)
+        self.head = nn.Linear(c, 5)
+
+    def forward(self, x):
+        x = self.stem(x)
+        y = self.dw(x).permute(0, 2, 3, 1)
+        y = self.fc2(nn.functional.gelu(self.fc1(self.norm(y))))
+        x = y.permute(0, 3, 1, 2) + x  # channels-last, as the first operand is
+        return self.head(nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
+
+
+def test_global_pooling_restride_keeps_channels_last():
+    """Inference and a training step of ``ConvNeXtLike`` equal eager, with both convolutions
+    channels-last (before, the pooling's ``as_strided`` left the whole graph in NCHW)."""
+    torch.manual_seed(0)
+    model = ConvNeXtLike().eval()
+    compiled = _compile(model)
+    x = torch.randn(2, 3, 32, 32)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    log = [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
+    assert sum("convolution channels-last" in line for line in log) == 2, log
+
+    model = ConvNeXtLike().train()
+    reference = copy.deepcopy(model)
+    compiled = _compile(model)
+    x = torch.randn(2, 3, 32, 32)
+    got, expected = compiled(x), reference(x)
+    got.square().mean().backward()
+    expected.square().mean().backward()
+    torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-5)
+    for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+        torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
+    log = [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
+    assert sum("convolution.default reads channels-last" in line for line in log) == 2, log
+
+
+def test_an_as_strided_of_other_elements_still_keeps_nchw():
+    """An ``as_strided`` that reads other elements than its input's (here a transpose of the
+    spatial dims written as strides) depends on the memory order: the pass leaves the graph."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.conv = nn.Conv2d(4, 4, 3, padding=1)
+
+        def forward(self, x):
+            y = self.conv(x) + 1
+            n, c, h, w = y.shape
+            return y.as_strided((n, c, w, h), (c * h * w, h * w, 1, w)) * 2
+
+    model = Net().eval()
+    compiled = _compile(model)
+    x = torch.randn(2, 4, 6, 6)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    log = [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
+    assert any("as_strided view" in line for line in log), log

@@ -32,7 +32,9 @@ graphs go through ``use_channels_last_training`` (below): convolutions and their
 ATen calls reading channels-last activations, the forward's saved values stay channels-last, and
 the backward graph is compiled for the strides they come with (``adopt_input_strides``). Without
 a convolution, with symbolic sizes, or with an ``as_strided`` view in the graph (it reads memory
-order), a graph is left as it is, with the reason in the log.
+order; one that only restrides its input, as ``adaptive_avg_pool2d`` to one pixel makes, is
+dropped first: mkldnn.py's ``_drop_restrides``), a graph is left as it is, with the reason in
+the log.
 """
 
 from __future__ import annotations

@@ -441,16 +441,18 @@ def layout_copy(
 ) -> LayoutCopy | tuple[str, ...]:
     """``gm``'s graph copied, for a pass that changes the layout of ``convs``, or the log lines
     of why not: an ``as_strided`` view (it reads memory order, which the pass would change under
-    it) or inputs of symbolic size (the pass fakes them again)."""
+    it; one that only restrides its input is dropped first, ``_drop_restrides``) or inputs of
+    symbolic size (the pass fakes them again)."""
 
     def refused(why: str) -> tuple[str, ...]:
         return tuple(
             f"{c.name}: aten.{c.target.__name__.split('.')[0]} {kept} ({why})" for c in convs
         )
 
-    if any(n.target in _STORAGE_OPS for n in gm.graph.nodes):
-        return refused("the graph has an as_strided view, whose values depend on the memory layout")
     graph, copies = copied_graph(gm)
+    _drop_restrides(graph)
+    if any(n.target in _STORAGE_OPS for n in graph.nodes):
+        return refused("the graph has an as_strided view, whose values depend on the memory layout")
     if not _static_inputs(graph):
         return refused("graph inputs of symbolic size")
     mode = FakeTensorMode()
@@ -458,6 +460,31 @@ def layout_copy(
     propagated = _args_of(graph)
     output = next(n for n in graph.nodes if n.op == "output")
     return LayoutCopy(graph, copies, mode, output, propagated, _output_values(output))
+
+
+def _drop_restrides(graph: fx.Graph) -> None:
+    """Drop each ``as_strided`` that only restrides its input: the same sizes and storage
+    offset, and the same strides wherever a size is above one, so each element is read where
+    the input has it. ATen's ``adaptive_avg_pool2d`` to one pixel gives its ``(N, C, 1, 1)``
+    mean the strides of a channels-last input so (every timm head's global pooling after
+    ConvNeXt's last block). Its values are its input's, whatever layout a pass then gives that
+    input, so its uses read the input. One that is a graph output stays (its strides are the
+    caller's), and so does one of symbolic sizes."""
+    for node in list(graph.nodes):
+        if node.target not in _STORAGE_OPS or any(u.op == "output" for u in node.users):
+            continue
+        x, size, stride = node.args[:3]
+        offset = node.args[3] if len(node.args) > 3 else node.kwargs.get("storage_offset")
+        val = _val(x)
+        if not isinstance(val, torch.Tensor) or not all(
+            isinstance(v, int) for v in (*size, *stride, *val.shape, *val.stride())
+        ):
+            continue
+        if list(size) != list(val.shape) or offset not in (None, val.storage_offset()):
+            continue
+        if all(n == 1 or s == t for n, s, t in zip(size, stride, val.stride())):
+            node.replace_all_uses_with(x)
+            graph.erase_node(node)
 
 
 def finish_layout(
