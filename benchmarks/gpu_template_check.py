@@ -4,9 +4,11 @@ each compiled alone through ``torchkiln.compile`` in the default mode (the templ
 from the sizes), with ``autotune`` (timed at compile time, as the max-autotune modes do) and
 with templates off ("never"): the decision and its reason (the compile's linear log), the
 compile time, the error of each against a float64 reference (in the output's magnitude), and
-CUDA-event times.
+CUDA-event times. With ``--profile``, each compile's host time a call (the enqueue of 50
+calls, unsynchronised) and its kernels with their device time a call (torch.profiler): whether a
+case slower than eager is bound by the host or by a kernel.
 
-    python3 benchmarks/gpu_template_check.py [--dtypes bfloat16]
+    python3 benchmarks/gpu_template_check.py [--dtypes bfloat16] [--profile]
 """
 
 from __future__ import annotations
@@ -69,6 +71,9 @@ def main() -> None:
         "(comma-separated BMxBNxBK:warps:stages), and with templates off",
     )
     parser.add_argument("--cases", default="", help="the cases whose names start with these")
+    parser.add_argument(
+        "--profile", action="store_true", help="host time a call and each kernel's device time"
+    )
     args = parser.parse_args()
     faulthandler.dump_traceback_later(args.hang_s, exit=True)
     print(torch.cuda.get_device_name(), "torch", torch.__version__)
@@ -79,7 +84,7 @@ def main() -> None:
     for dtype in [getattr(torch, d) for d in args.dtypes.split(",")]:
         for name, m, k, n, act in CASES:
             if name.startswith(prefixes):
-                _row(dtype, name, m, k, n, act, modes)
+                _row(dtype, name, m, k, n, act, modes, args.profile)
 
 
 @contextlib.contextmanager
@@ -107,7 +112,29 @@ def _forcing(options: dict):
         TritonBackend.choose_matmul_template = saved
 
 
-def _row(dtype, name, m, k, n, act, modes) -> None:
+def _host_and_kernels(fn, calls: int = 50) -> str:
+    """Host microseconds a call (enqueueing ``calls`` calls without a synchronize) and each
+    kernel's device microseconds a call."""
+    from gpu_kernel_profile import kernels
+    from torch.profiler import ProfilerActivity, profile
+
+    fn()
+    torch.cuda.synchronize()
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    host_us = (time.perf_counter() - start) * 1e6 / calls
+    torch.cuda.synchronize()
+    with profile(activities=[ProfilerActivity.CUDA]) as prof:
+        for _ in range(calls):
+            fn()
+        torch.cuda.synchronize()
+    named = sorted(kernels(prof, calls).items(), key=lambda kv: -kv[1][0])
+    listed = ", ".join(f"{n[:60]} {ms * 1e3:.1f}" for n, (ms, _) in named)
+    return f"host {host_us:.1f} us; kernels us: {listed}"
+
+
+def _row(dtype, name, m, k, n, act, modes, profile_calls: bool = False) -> None:
     torch.manual_seed(0)
     dev = torch.device("cuda")
     block = Block(k, n, act).to(dev).eval()
@@ -120,6 +147,8 @@ def _row(dtype, name, m, k, n, act, modes) -> None:
         line = [f"{name:30s} {m}x{k}x{n} {act:9s}"]
         eager_us = events_us(lambda: block(x))
         line.append(f"eager {eager_us:.1f} us")
+        if profile_calls:
+            line.append(f"eager {_host_and_kernels(lambda: block(x))}")
         for mode, options in modes.items():
             torchkiln.reset()
             with _forcing(options) as opts:
@@ -139,6 +168,8 @@ def _row(dtype, name, m, k, n, act, modes) -> None:
                 f"{mode}: {us:.1f} us err {err:.2e} compiled in {compile_s:.1f} s "
                 f"[{'; '.join(logs)}]"
             )
+            if profile_calls:
+                line.append(f"{mode} {_host_and_kernels(lambda c=compiled: c(x))}")
         print(" | ".join(line), flush=True)
 
 
