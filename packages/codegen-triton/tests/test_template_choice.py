@@ -58,15 +58,17 @@ def test_the_screen_on_the_products_timed(case, m, k, n, extra, share, timed):
     ("case", "m", "k", "n", "extra", "taken"),
     [
         # H100 timings (template / pair, us), sessions 42 and 43: 102.4 / 102.5, 153.7 / 154.2,
-        # 196.9 / 192.7, 108.9 / 121.1, 82.6 / 68.8, 11.7 / 25.6, 50.8 / 65.0; ConvNeXt-tiny's
-        # first three stages at their best tile 225.0 / 214.7, 110.3 / 105.0, 69.5 / 66.1
+        # 196.9 / 192.7, 108.9 / 121.1, 82.6 / 68.8, 11.7 / 25.6; ConvNeXt-tiny's last stage
+        # 46.7 / 41.5 of device time (session 44: 50.8 / 65.0 in session 43 was the host's, and
+        # the model was 0.5% slower with it); its first three stages at their best tile 225.0 /
+        # 214.7, 110.3 / 105.0, 69.5 / 66.1
         ("BERT's intermediate and GELU", 8192, 768, 3072, 0, False),
         ("ViT-base's fc1 and GELU", 12608, 768, 3072, 0, False),
         ("DistilBERT's lin1 and GELU", 16384, 768, 3072, 0, False),
         ("Llama's gate, SiLU times up", 8192, 1024, 2816, 1, True),
         ("BERT's output and residual", 8192, 3072, 768, 1, False),
         ("BERT's intermediate at batch 1", 512, 768, 3072, 0, True),
-        ("ConvNeXt-tiny's last stage fc1", 3136, 768, 3072, 0, True),
+        ("ConvNeXt-tiny's last stage fc1", 3136, 768, 3072, 0, False),
         ("ConvNeXt-tiny's first stage fc1", 200704, 96, 384, 0, False),
         ("ConvNeXt-tiny's second stage fc1", 50176, 192, 768, 0, False),
         ("ConvNeXt-tiny's third stage fc1", 12544, 384, 1536, 0, False),
@@ -91,16 +93,35 @@ def test_the_prediction_on_an_h200():
 
 
 def test_the_prediction_against_the_timed_templates():
-    """Where session 42 timed the template's kernel, the prediction is within 15% of it (the
-    epilogue's traffic overlapping the product's tiles)."""
-    for m, k, n, extra, us in [
-        (8192, 768, 3072, 0, 102.4),
-        (12608, 768, 3072, 0, 153.7),
-        (16384, 768, 3072, 0, 196.9),
-        (8192, 1024, 2816, 1, 108.9),
+    """Where sessions 42 and 44 timed the template's kernel, the prediction is within 5% of it
+    (the epilogue's traffic overlapping the product's tiles, the last wave's idle
+    multiprocessors), and 17% above it at Llama's (whose tile loop runs faster than two thirds
+    of cuBLAS's)."""
+    for m, k, n, extra, us, rel in [
+        (8192, 768, 3072, 0, 102.4, 0.05),
+        (12608, 768, 3072, 0, 153.7, 0.05),
+        (16384, 768, 3072, 0, 196.9, 0.05),
+        (3136, 768, 3072, 0, 46.7, 0.05),
+        (8192, 1024, 2816, 1, 108.9, 0.17),
     ]:
         fused, _ = _template.predict(*_pair(m, k, n, extra))
-        assert fused == pytest.approx(us, rel=0.15), (m, k, n)
+        assert fused == pytest.approx(us, rel=rel), (m, k, n)
+
+
+def test_whole_waves_of_tiles():
+    """The template's default tile (128 x 128 here) runs in whole waves over the
+    multiprocessors: ConvNeXt-tiny's last-stage fc1 (600 tiles, 4.55 waves on 132) takes the
+    time of 5; ViT's fc1 (2376 tiles) is 18 waves exactly; BERT's at batch 1 (96 tiles) one
+    wave, with 36 multiprocessors idle. A GPU of more multiprocessors fills them otherwise."""
+    bf16 = torch.bfloat16
+    assert _template.waves(_pair(3136, 768, 3072)[0], bf16) == pytest.approx(660 / 600)
+    assert _template.waves(_pair(12608, 768, 3072)[0], bf16) == 1.0
+    assert _template.waves(_pair(512, 768, 3072)[0], bf16) == pytest.approx(132 / 96)
+    assert _template.waves(_pair(3136, 768, 3072)[0], bf16, sms=150) == 1.0  # 600 = 4 x 150
+    convnext = _pair(3136, 768, 3072)
+    fewer, _ = _template.predict(*convnext, sms=150)
+    more, _ = _template.predict(*convnext)
+    assert more > fewer
 
 
 @pytest.mark.parametrize("autotune", [False, True])
