@@ -225,16 +225,19 @@ class ConvNeXtLike(nn.Module):
         return self.head(nn.functional.adaptive_avg_pool2d(x, 1).flatten(1))
 
 
+def _inference_log(model, x):
+    """``model`` compiled, equal to eager on ``x`` without grad; its convolution log."""
+    compiled = _compile(model)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
+    return [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
+
+
 def test_global_pooling_restride_keeps_channels_last():
     """Inference and a training step of ``ConvNeXtLike`` equal eager, with both convolutions
     channels-last (before, the pooling's ``as_strided`` left the whole graph in NCHW)."""
     torch.manual_seed(0)
-    model = ConvNeXtLike().eval()
-    compiled = _compile(model)
-    x = torch.randn(2, 3, 32, 32)
-    with torch.no_grad():
-        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
-    log = [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
+    log = _inference_log(ConvNeXtLike().eval(), torch.randn(2, 3, 32, 32))
     assert sum("convolution channels-last" in line for line in log) == 2, log
 
     model = ConvNeXtLike().train()
@@ -265,10 +268,5 @@ def test_an_as_strided_of_other_elements_still_keeps_nchw():
             n, c, h, w = y.shape
             return y.as_strided((n, c, w, h), (c * h * w, h * w, 1, w)) * 2
 
-    model = Net().eval()
-    compiled = _compile(model)
-    x = torch.randn(2, 4, 6, 6)
-    with torch.no_grad():
-        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-5)
-    log = [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
+    log = _inference_log(Net().eval(), torch.randn(2, 4, 6, 6))
     assert any("as_strided view" in line for line in log), log
