@@ -123,3 +123,22 @@ def test_a_backward_that_fails_to_compile_runs_as_its_aten_graph(monkeypatch) ->
     out = strict(x, w)
     with pytest.raises(torchkiln.BackendCompilerFailed, match="compiling the backward"):
         torch.autograd.grad(out.sum(), [w])
+
+
+def test_a_backward_run_as_aten_gets_its_traced_strides():
+    """``at_traced_strides``: the ATen graph of a backward whose compile failed runs with each
+    input copied to the strides it was traced with, where they differ (a channels-last saved
+    value an ``as_strided`` reads in NCHW order); inputs already so pass through uncopied."""
+    from torch.fx.experimental.proxy_tensor import make_fx
+    from torchkiln.pipeline import at_traced_strides
+
+    def fn(x, y):
+        n, c, h, w = x.shape
+        return torch.ops.aten.as_strided(x, [n, c, w, h], [c * h * w, h * w, 1, w]) + y.sum()
+
+    x, y = torch.randn(2, 4, 3, 5), torch.randn(3)
+    run = at_traced_strides(make_fx(fn, tracing_mode="fake")(x, y))
+    cl = x.contiguous(memory_format=torch.channels_last)
+    assert not torch.equal(fn(cl, y), fn(x, y))  # what the ATen graph alone would compute
+    torch.testing.assert_close(run(cl, y), fn(x, y))
+    torch.testing.assert_close(run(x, y), fn(x, y))

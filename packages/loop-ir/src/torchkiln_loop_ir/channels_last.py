@@ -50,6 +50,8 @@ from .errors import LoweringError
 from .memory import keep_result
 from .mkldnn import (
     _LIB,
+    _STORAGE_OPS,
+    _drop_restrides,
     _fake_meta,
     _keep_output_layouts,
     _output_values,
@@ -392,6 +394,11 @@ def adopt_input_strides(
     graph, copies = copied_graph(gm)
     output = next(n for n in graph.nodes if n.op == "output")
     before = _output_values(output)
+    # an as_strided reads memory order: one that only restrides its input reads the input
+    # (a forward's restride the partitioner recomputes here), any other must read what it was
+    # traced with
+    _drop_restrides(graph)
+    strided = {n: _val(n.args[0]) for n in graph.nodes if n.target in _STORAGE_OPS}
     mode = FakeTensorMode()
     for n, real in differ:
         with mode:
@@ -399,6 +406,12 @@ def adopt_input_strides(
                 tuple(real.shape), tuple(real.stride()), dtype=real.dtype, device=real.device
             )
     _propagate_meta(graph, mode)
+    for n, traced in strided.items():
+        if not _same_strides(traced, _val(n.args[0])):
+            raise LoweringError(
+                f"{n.name}: an as_strided view of a value whose strides changed with the "
+                "saved inputs' (it would read other elements)"
+            )
     if not _keep_output_layouts(graph, output, before):
         raise LoweringError("a non-contiguous output would change strides with its saved inputs")
     graph.lint()

@@ -301,6 +301,30 @@ class _CacheSlot:
         self.timers["cache_store"] = time.perf_counter() - start
 
 
+def at_traced_strides(gm: torch.fx.GraphModule) -> Callable[..., Any]:
+    """``gm`` called with each input tensor at the strides it was traced with (its placeholder's
+    meta value), copied where they differ on a dim of size above one. A backward graph that
+    runs op by op after its compile failed gets the forward's saved values as the compiled
+    forward returned them (channels-last, where loop-ir laid them out so), and its ATen ops
+    (an ``as_strided`` above all) were traced for the other strides."""
+    traced = [n.meta.get("val") for n in gm.graph.nodes if n.op == "placeholder"]
+
+    def restrided(arg: Any, val: Any) -> Any:
+        if not (isinstance(arg, torch.Tensor) and isinstance(val, torch.Tensor)):
+            return arg
+        shape, stride = tuple(val.shape), tuple(val.stride())
+        if not all(isinstance(v, int) for v in (*shape, *stride)) or tuple(arg.shape) != shape:
+            return arg
+        if all(n == 1 or a == b for n, a, b in zip(shape, arg.stride(), stride)):
+            return arg
+        return torch.empty_strided(shape, stride, dtype=arg.dtype, device=arg.device).copy_(arg)
+
+    def run(*args: Any) -> Any:
+        return gm(*[restrided(a, v) for a, v in zip(args, traced)], *args[len(traced) :])
+
+    return run
+
+
 def make_backend(
     options: CompileOptions, recorder: ReportRecorder | None = None, function: str = "graph"
 ) -> Backend:
@@ -420,7 +444,7 @@ def make_backend(
                     raise BackendCompilerFailed(f"torchkiln: {reason} (strict mode)") from error
                 warnings.warn(f"torchkiln: {reason}; running its ATen graph", stacklevel=3)
                 recorder.add_fallback(EagerFallback(index, fx_nodes, reason))
-                return aten_gm
+                return at_traced_strides(aten_gm)
 
             def _fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
                 part = PARTS[min(len(compiled_graphs), 1)]
