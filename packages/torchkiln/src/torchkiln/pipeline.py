@@ -320,7 +320,7 @@ def at_traced_strides(gm: torch.fx.GraphModule) -> Callable[..., Any]:
         return torch.empty_strided(shape, stride, dtype=arg.dtype, device=arg.device).copy_(arg)
 
     def run(*args: Any) -> Any:
-        return gm(*[restrided(a, v) for a, v in zip(args, traced)], *args[len(traced) :])
+        return gm(*[restrided(a, v) for a, v in zip(args, traced)])
 
     return run
 
