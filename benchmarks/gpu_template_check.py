@@ -72,6 +72,12 @@ def main() -> None:
     )
     parser.add_argument("--cases", default="", help="the cases whose names start with these")
     parser.add_argument(
+        "--cprofile",
+        action="store_true",
+        help="with --profile, where a compiled call's host time goes: cProfile of 2000 calls, "
+        "the functions by their own time",
+    )
+    parser.add_argument(
         "--profile", action="store_true", help="host time a call and each kernel's device time"
     )
     args = parser.parse_args()
@@ -84,7 +90,7 @@ def main() -> None:
     for dtype in [getattr(torch, d) for d in args.dtypes.split(",")]:
         for name, m, k, n, act in CASES:
             if name.startswith(prefixes):
-                _row(dtype, name, m, k, n, act, modes, args.profile)
+                _row(dtype, name, m, k, n, act, modes, args.profile, args.cprofile)
 
 
 @contextlib.contextmanager
@@ -134,7 +140,31 @@ def _host_and_kernels(fn, calls: int = 50) -> str:
     return f"host {host_us:.1f} us; kernels us: {listed}"
 
 
-def _row(dtype, name, m, k, n, act, modes, profile_calls: bool = False) -> None:
+def _host_functions(fn, calls: int = 2000, top: int = 25) -> str:
+    """cProfile of ``calls`` calls (unsynchronised; the queue drained every 100): the functions
+    with the most own time, in microseconds a call."""
+    import cProfile
+    import io
+    import pstats
+
+    fn()
+    torch.cuda.synchronize()
+    prof = cProfile.Profile()
+    prof.enable()
+    for i in range(calls):
+        fn()
+        if i % 100 == 99:
+            torch.cuda.synchronize()
+    prof.disable()
+    text = io.StringIO()
+    stats = pstats.Stats(prof, stream=text)
+    stats.sort_stats("tottime").print_stats(top)
+    return f"cProfile of {calls} calls (seconds in total; / {calls} for a call):\n{text.getvalue()}"
+
+
+def _row(
+    dtype, name, m, k, n, act, modes, profile_calls: bool = False, cprofile: bool = False
+) -> None:
     torch.manual_seed(0)
     dev = torch.device("cuda")
     block = Block(k, n, act).to(dev).eval()
@@ -170,6 +200,8 @@ def _row(dtype, name, m, k, n, act, modes, profile_calls: bool = False) -> None:
             )
             if profile_calls:
                 line.append(f"{mode} {_host_and_kernels(lambda c=compiled: c(x))}")
+            if cprofile:
+                print(f"--- {name} {mode}", _host_functions(lambda c=compiled: c(x)), flush=True)
         print(" | ".join(line), flush=True)
 
 
