@@ -6,7 +6,9 @@ being measured (session 37: eager itself moved 16.7 -> 15.4 ms between two runs)
 compiled copies of the model live in one process and their rounds alternate (A, B, B, A, ...),
 each round the median of ``--steps`` steps (forward, backward, AdamW) timed by the wall clock
 after a device synchronization. Prints per-round times and the median of the per-round ratios
-B / A with its spread.
+B / A with its spread. Each compile's seconds by phase (``torchkiln.report``) are printed after
+it; the first compile also warms caches the second reuses, so compare compile times with the
+order swapped too.
 
     python3 benchmarks/gpu_options_ab.py --suite timm --model resnet50 --batch 64 \\
         --a '{}' --b '{"loop_ir": {"combo_kernels": "never"}}'
@@ -75,6 +77,11 @@ def main() -> None:
         print(
             f"{name} {options}: compiled in {time.perf_counter() - start:.1f} s, {kernels} kernels"
         )
+        phases: dict[str, float] = {}
+        for g in report.graphs:
+            for phase, seconds in g.phases.items():
+                phases[phase] = round(phases.get(phase, 0.0) + seconds, 2)
+        print(f"  {name} compile phases (s): {phases}")
         for line in sorted({ln for g in report.graphs for ln in g.linears}):
             print(f"  {name} linear: {line}")
         for _ in range(3):

@@ -5,7 +5,8 @@ aligned (the kept binary, no specialization key) with one through the keyed path
 
     TRITON_INTERPRET=1 python benchmarks/triton_launch_overhead.py
 
-On a GPU, ``--cuda`` times real launches instead: host microseconds per call of a small compiled
+On a GPU, ``--cuda`` times a wrapper call's ``stream_for`` (against its earlier form), then real
+launches instead of the no-op: host microseconds per call of a small compiled
 kernel (4 and 12 tensor arguments) through torchkiln's kernel object (a call, and ``launch_in``
 with a stream as a generated wrapper launches it), through Triton's launcher
 directly, and of an eager ``torch.add(out=)``, with the GPU's own time per kernel beside them (a
@@ -128,7 +129,29 @@ def cuda_case(nargs: int) -> None:
     )
 
 
+def stream_for_case() -> None:
+    """A wrapper call's ``stream_for`` (once a call), against its form before session 45
+    (``fast_launcher`` then Triton's driver getters, ``torch.cuda.current_device`` among them)."""
+    from torchkiln_codegen_triton._compat import fast_launcher
+
+    def earlier(device):
+        if device.type != "cuda" or device.index is None:
+            return None
+        fast = fast_launcher()
+        if fast is None:
+            return None
+        index = fast[0]()
+        return fast[1](index) if index == device.index else None
+
+    device = torch.device("cuda", torch.cuda.current_device())
+    assert W.stream_for(device) == earlier(device) == torch.cuda.current_stream().cuda_stream
+    now = per_launch_us(W.stream_for, (device,), calls=100000)
+    before = per_launch_us(earlier, (device,), calls=100000)
+    print(f"stream_for: {now:.2f} us a wrapper call (the earlier form {before:.2f} us)")
+
+
 def cuda_main() -> None:
+    stream_for_case()
     for nargs in (4, 12):
         cuda_case(nargs)
 

@@ -2,6 +2,8 @@
 ``fn.run`` and keeps the compiled kernel; later calls hand ``kernel.run`` the same grid,
 parameters and constexprs. A split reduction relaunches both of its kernels that way."""
 
+import types
+
 import pytest
 import torch
 from _fake_launch import FakeFn, described, swap_jit_functions
@@ -111,17 +113,47 @@ def test_ready_kernel_matches_eager_under_the_interpreter():
 
 def test_stream_for_only_the_current_device_with_no_hook(monkeypatch):
     """The stream a wrapper hands its kernels for one call: the current one of the graph's
-    device; None on another current device, for a CPU device, or when kernels may not be
-    relaunched directly (``fast_launcher`` None: a launch hook installed, another Triton)."""
+    device; None on another current device, for a CPU device, while a launch hook is installed
+    (a HookChain with calls, or an older Triton's hook function), or with another Triton
+    (``stream_api`` None)."""
     current = [0]
-    monkeypatch.setattr(W, "fast_launcher", lambda: (lambda: current[0], lambda d: f"stream{d}"))
+
+    class Chain:  # Triton >= 3.5's HookChain: empty ``calls`` when no hook is installed
+        def __init__(self):
+            self.calls = []
+
+    runtime = types.SimpleNamespace(launch_enter_hook=Chain(), launch_exit_hook=Chain())
+    monkeypatch.setattr(W, "stream_api", lambda: (runtime, lambda: current[0], "stream{}".format))
     assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 0)) == "stream0"
     current[0] = 1
     assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 0)) is None
     assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 1)) == "stream1"
     assert W.TritonCompiledKernel.stream_for(torch.device("cpu")) is None
-    monkeypatch.setattr(W, "fast_launcher", lambda: None)
+    runtime.launch_exit_hook.calls.append(print)
     assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 1)) is None
+    runtime.launch_exit_hook, runtime.launch_enter_hook = None, print  # Triton 3.4's form
+    assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 1)) is None
+    runtime.launch_enter_hook = None
+    assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 1)) == "stream1"
+    monkeypatch.setattr(W, "stream_api", lambda: None)
+    assert W.TritonCompiledKernel.stream_for(torch.device("cuda", 1)) is None
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="torch's CUDA getters need a GPU")
+def test_stream_api_getters_are_torchs_current_device_and_stream():
+    """``stream_api``'s getters, torch's C functions called directly, answer what
+    ``torch.cuda.current_device`` and the current stream do (Triton's driver's own getters)."""
+    from torchkiln_codegen_triton import _compat
+
+    api = _compat.stream_api()
+    assert api is not None
+    _, get_device, get_stream = api
+    assert get_device() == torch.cuda.current_device()
+    assert get_stream(get_device()) == torch.cuda.current_stream().cuda_stream
+    with torch.cuda.stream(torch.cuda.Stream()):
+        assert get_stream(get_device()) == torch.cuda.current_stream().cuda_stream
+    device = torch.device("cuda", torch.cuda.current_device())
+    assert W.stream_for(device) == torch.cuda.current_stream().cuda_stream
 
 
 @pytest.mark.parametrize("split", [False, True])

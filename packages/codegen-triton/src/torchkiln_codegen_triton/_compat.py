@@ -109,6 +109,27 @@ def fast_launcher() -> tuple[Any, Any] | None:
     return get_device, get_stream
 
 
+@functools.lru_cache(maxsize=1)
+def stream_api() -> tuple[Any, Any, Any] | None:
+    """(Triton's runtime knobs, the current CUDA device, the current raw stream of a device) for
+    a wrapper's ``stream_for``; None where ``fast_launcher`` is always None (another Triton).
+
+    The two getters are torch's C functions themselves, the ones Triton's driver reaches
+    through ``torch.cuda.current_device`` and its lazy-init check: three Python frames less a
+    wrapper call. CUDA is initialised here, once, so calling them later needs no check (only
+    a CUDA device's wrapper asks)."""
+    api = _launch_api()
+    if api is None:
+        return None
+    import torch
+
+    torch.cuda.init()
+    c = torch._C
+    get_device = getattr(c, "_cuda_getDevice", api[1])
+    get_stream = getattr(c, "_cuda_getCurrentRawStream", api[2])
+    return api[0], get_device, get_stream
+
+
 def _has_hooks(hook: Any) -> bool:
     # Triton >= 3.5 keeps an (empty by default) HookChain here; earlier versions None
     return hook is not None and bool(getattr(hook, "calls", True))
