@@ -35,6 +35,7 @@ import torch
 import torch.nn.functional as F
 import triton
 import triton.language as tl
+from gpu_epilogue_check import events_us
 
 #: ConvNeXt-tiny's depthwise 7x7s: (channels, height = width), 3, 3, 9 and 3 blocks
 CONVNEXT_TINY = ((96, 56), (192, 28), (384, 14), (768, 7))
@@ -102,18 +103,6 @@ def tiled(
         KH=k, KW=k, PAD=pad, BLOCK_P=block_p, BLOCK_C=block_c, num_warps=warps,
     )  # fmt: skip
     return y
-
-
-def events_us(fn, calls: int = 20) -> float:
-    fn()
-    torch.cuda.synchronize()
-    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    start.record()
-    for _ in range(calls):
-        fn()
-    end.record()
-    torch.cuda.synchronize()
-    return start.elapsed_time(end) * 1e3 / calls
 
 
 def case(batch: int, channels: int, size: int, dtype: torch.dtype, device, timed: bool, configs):
