@@ -74,8 +74,8 @@ def main() -> None:
     parser.add_argument(
         "--cprofile",
         action="store_true",
-        help="with --profile, where a compiled call's host time goes: cProfile of 2000 calls, "
-        "the functions by their own time",
+        help="where each compiled call's host time goes: cProfile of 2000 calls, the functions "
+        "by their own time",
     )
     parser.add_argument(
         "--profile", action="store_true", help="host time a call and each kernel's device time"

@@ -5,6 +5,9 @@ aligned (the kept binary, no specialization key) with one through the keyed path
 
     TRITON_INTERPRET=1 python benchmarks/triton_launch_overhead.py
 
+It also times a wrapper call's ``stream_for`` against its form before session 45, the CUDA
+getters replaced by stand-ins (the Python around them, no GPU figure).
+
 On a GPU, ``--cuda`` times a wrapper call's ``stream_for`` (against its earlier form), then real
 launches instead of the no-op: host microseconds per call of a small compiled
 kernel (4 and 12 tensor arguments) through torchkiln's kernel object (a call, and ``launch_in``
@@ -58,6 +61,7 @@ def main() -> None:
         f"ready launch: {ready:.1f} us, keyed path: {keyed:.1f} us, launch_in with the "
         f"wrapper's stream: {stream_launch:.1f} us per launch"
     )
+    stream_for_stand_ins()
 
 
 class _Keyed:
@@ -129,25 +133,69 @@ def cuda_case(nargs: int) -> None:
     )
 
 
+def _earlier_fast_launcher():
+    from torchkiln_codegen_triton._compat import _launch_api, has_hooks
+
+    api = _launch_api()
+    if api is None:
+        return None
+    runtime, get_device, get_stream = api
+    if has_hooks(runtime.launch_enter_hook) or has_hooks(runtime.launch_exit_hook):
+        return None
+    return get_device, get_stream
+
+
+def earlier_stream_for(device):
+    """``stream_for`` before session 45: ``device.type`` read each call, then ``fast_launcher``
+    with Triton's driver getters (``torch.cuda.current_device`` among them)."""
+    if device.type != "cuda" or device.index is None:
+        return None
+    fast = _earlier_fast_launcher()
+    if fast is None:
+        return None
+    index = fast[0]()
+    return fast[1](index) if index == device.index else None
+
+
 def stream_for_case() -> None:
-    """A wrapper call's ``stream_for`` (once a call), against its form before session 45
-    (``fast_launcher`` then Triton's driver getters, ``torch.cuda.current_device`` among them)."""
-    from torchkiln_codegen_triton._compat import fast_launcher
-
-    def earlier(device):
-        if device.type != "cuda" or device.index is None:
-            return None
-        fast = fast_launcher()
-        if fast is None:
-            return None
-        index = fast[0]()
-        return fast[1](index) if index == device.index else None
-
+    """A wrapper call's ``stream_for`` (once a call) against its earlier form, on the GPU."""
     device = torch.device("cuda", torch.cuda.current_device())
-    assert W.stream_for(device) == earlier(device) == torch.cuda.current_stream().cuda_stream
+    expected = torch.cuda.current_stream().cuda_stream
+    assert W.stream_for(device) == earlier_stream_for(device) == expected
     now = per_launch_us(W.stream_for, (device,), calls=100000)
-    before = per_launch_us(earlier, (device,), calls=100000)
+    before = per_launch_us(earlier_stream_for, (device,), calls=100000)
     print(f"stream_for: {now:.2f} us a wrapper call (the earlier form {before:.2f} us)")
+
+
+def stream_for_stand_ins() -> None:
+    """The same two forms on a CPU, the CUDA getters replaced by stand-ins: C builtins for
+    torch's (``stream_for``), and for Triton's driver ``torch.cuda.current_device``'s shape (a
+    Python function calling a lazy-init check, then a builtin). What the Python
+    around the getters costs; no GPU figure."""
+    from torchkiln_codegen_triton import _compat
+    from triton import knobs
+
+    def lazy_init() -> None:  # torch.cuda._lazy_init once CUDA is up
+        if torch.cuda.is_initialized() or hasattr(lazy_init, "initializing"):
+            return
+
+    def current_device() -> int:  # torch.cuda.current_device: the check, then the C getter
+        lazy_init()
+        return abs(0)
+
+    saved = W.stream_api, _compat._launch_api
+    W.stream_api = lambda: (knobs.runtime, int, abs)
+    _compat._launch_api = lambda: (knobs.runtime, current_device, abs)
+    try:
+        device = torch.device("cuda", 0)
+        assert W.stream_for(device) == earlier_stream_for(device) == 0
+        now = per_launch_us(W.stream_for, (device,), calls=100000)
+        before = per_launch_us(earlier_stream_for, (device,), calls=100000)
+    finally:
+        W.stream_api, _compat._launch_api = saved
+    print(
+        f"stream_for with stand-ins for the CUDA getters: {now:.2f} us (earlier form {before:.2f})"
+    )
 
 
 def cuda_main() -> None:

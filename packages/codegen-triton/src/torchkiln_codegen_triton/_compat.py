@@ -99,12 +99,13 @@ def fast_launcher() -> tuple[Any, Any] | None:
     kernel.packed_metadata, launch_metadata, enter_hook, exit_hook, *all_params)``; calling it
     ourselves skips JITFunction.run's argument binding and cache-key work on every call. None
     (use ``fn[grid](...)``) on other versions or while a launch hook (a profiler) is installed.
+    The getters are ``stream_api``'s. Asked on CUDA only (a CPU-only host has no driver).
     """
-    api = _launch_api()
+    api = stream_api()
     if api is None:
         return None
     runtime, get_device, get_stream = api
-    if _has_hooks(runtime.launch_enter_hook) or _has_hooks(runtime.launch_exit_hook):
+    if has_hooks(runtime.launch_enter_hook) or has_hooks(runtime.launch_exit_hook):
         return None
     return get_device, get_stream
 
@@ -112,12 +113,13 @@ def fast_launcher() -> tuple[Any, Any] | None:
 @functools.lru_cache(maxsize=1)
 def stream_api() -> tuple[Any, Any, Any] | None:
     """(Triton's runtime knobs, the current CUDA device, the current raw stream of a device) for
-    a wrapper's ``stream_for``; None where ``fast_launcher`` is always None (another Triton).
+    direct relaunches (``fast_launcher``, a wrapper's ``stream_for``); None on a Triton whose
+    launcher we do not know.
 
     The two getters are torch's C functions themselves, the ones Triton's driver reaches
     through ``torch.cuda.current_device`` and its lazy-init check: three Python frames less a
-    wrapper call. CUDA is initialised here, once, so calling them later needs no check (only
-    a CUDA device's wrapper asks)."""
+    call. CUDA is initialised here, once, so calling them later needs no check (only CUDA
+    kernels and wrappers ask)."""
     api = _launch_api()
     if api is None:
         return None
@@ -130,9 +132,11 @@ def stream_api() -> tuple[Any, Any, Any] | None:
     return api[0], get_device, get_stream
 
 
-def _has_hooks(hook: Any) -> bool:
-    # Triton >= 3.5 keeps an (empty by default) HookChain here; earlier versions None
-    return hook is not None and bool(getattr(hook, "calls", True))
+def has_hooks(hook: Any) -> bool:
+    """Whether a Triton launch hook is installed: Triton >= 3.5 keeps a HookChain, empty (its
+    ``calls``) when there is none; earlier versions None or the hook function.
+    ``wrapper.stream_for`` inlines this test (it runs once a compiled call)."""
+    return bool(getattr(hook, "calls", hook))
 
 
 def direct_launch(run: Any) -> tuple[Any, tuple[Any, ...]]:

@@ -85,8 +85,7 @@ def _relaunch(
 
 
 #: ``stream_for``'s memo: a device's CUDA index, None when it is not a CUDA device with one
-#: (``device.type`` builds a new string on every read: 0.33 us on the CI's CPU, against 0.4 us
-#: for the whole function with this memo)
+#: (``device.type`` builds a new string on every read)
 _CUDA_INDEX: dict[torch.device, int | None] = {}
 _UNSEEN = object()
 
@@ -94,7 +93,7 @@ _UNSEEN = object()
 def stream_for(device: torch.device) -> Any:
     """The stream a wrapper passes to its kernels' ``launch_in`` for one call on ``device``: the
     current stream when that device is the current one and kernels may be relaunched directly
-    (no launch hook, a known Triton: ``stream_api``, as ``fast_launcher``); None otherwise (each
+    (no launch hook, a known Triton: ``stream_api``, as for ``fast_launcher``); None otherwise (each
     kernel then takes its general path). Fetched once per wrapper call, not once per launch:
     a dictionary lookup, two attribute reads for the hooks and two C calls. (Session 45's
     cProfile of a one-kernel call at batch 1 on an H100 put the earlier form, through
@@ -108,8 +107,8 @@ def stream_for(device: torch.device) -> Any:
     if api is None:
         return None
     runtime, get_device, get_stream = api
-    # a launch hook (a profiler's) sees launches only through Triton's own path: Triton >= 3.5
-    # keeps an empty HookChain (its ``calls``) when there is none, earlier versions None
+    # a launch hook (a profiler's) sees launches only through Triton's own path:
+    # ``_compat.has_hooks`` of each, inlined
     enter, leave = runtime.launch_enter_hook, runtime.launch_exit_hook
     if getattr(enter, "calls", enter) or getattr(leave, "calls", leave):
         return None
