@@ -36,6 +36,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 from gpu_epilogue_check import events_us
+from torchkiln_codegen_triton._depthwise import conv_depthwise
 
 #: ConvNeXt-tiny's depthwise 7x7s: (channels, height = width), 3, 3, 9 and 3 blocks
 CONVNEXT_TINY = ((96, 56), (192, 28), (384, 14), (768, 7))
@@ -105,7 +106,39 @@ def tiled(
     return y
 
 
-def case(batch: int, channels: int, size: int, dtype: torch.dtype, device, timed: bool, configs):
+#: (BLOCK_R strips, BLOCK_C channels, num_warps, WS output pixels a strip) for codegen-triton's
+#: strip kernel (``_depthwise.py``), beside the configuration it picks (``launch_config``)
+STRIP_CONFIGS = (
+    (32, 32, 4, 7),
+    (16, 64, 4, 7),
+    (64, 32, 4, 7),
+    (16, 32, 4, 7),
+    (32, 16, 2, 7),
+    (32, 32, 4, 4),
+)
+
+
+def strip(x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor, pad: int, config):
+    """``tiled``'s convolution by codegen-triton's strip kernel; ``config`` is (BLOCK_R,
+    BLOCK_C, warps, WS), or None for the one it picks."""
+    k = int(round(taps.shape[0] ** 0.5))
+    return conv_depthwise(x, taps.reshape(1, k, k, -1), bias, (pad, pad), config)
+
+#: the generated kernels timed against cuDNN: name -> (function, its configurations)
+VARIANTS = {
+    "tiled": (tiled, CONFIGS),
+    "strip": (strip, STRIP_CONFIGS),
+    "shipped": (strip, (None,)),
+}
+#: small configurations for ``--check``
+CHECK_VARIANTS = {
+    "tiled": (tiled, ((16, 32, 4), (32, 64, 4))),
+    "strip": (strip, ((16, 32, 4, 7), (16, 32, 4, 4))),
+    "shipped": (strip, (None,)),
+}
+
+
+def case(batch: int, channels: int, size: int, dtype: torch.dtype, device, timed: bool, variants):
     torch.manual_seed(0)
     k, pad = 7, 3
     x = torch.randn(batch, channels, size, size, device=device).to(
@@ -118,34 +151,38 @@ def case(batch: int, channels: int, size: int, dtype: torch.dtype, device, timed
     scale = ref.abs().max().item()
     row = {"batch": batch, "channels": channels, "size": size, "dtype": str(dtype)[6:]}
     nbytes = 2 * x.numel() * x.element_size() + taps.numel() * taps.element_size()
-    results = {}
-    for config in configs:
-        y = tiled(x, taps, bias, pad, config)
-        err = (y.double() - ref).abs().max().item() / scale
-        us = events_us(lambda cf=config: tiled(x, taps, bias, pad, cf)) if timed else 0.0
-        results[config] = (us, err)
-    if not timed:
-        row["errors"] = {str(cf): err for cf, (_, err) in results.items()}
-        return row
-    cudnn_us = events_us(lambda: F.conv2d(x, weight, bias, padding=pad, groups=channels))
-    cudnn = F.conv2d(x, weight, bias, padding=pad, groups=channels)
-    best = min(results, key=lambda cf: results[cf][0])
-    times = sorted(us for us, _ in results.values())
-    row.update(
-        cudnn_us=cudnn_us,
-        cudnn_err=(cudnn.double() - ref).abs().max().item() / scale,
-        best=list(best),
-        best_us=results[best][0],
-        best_err=results[best][1],
-        spread_us=[times[0], times[len(times) // 2], times[-1]],
-        bytes=nbytes,
-    )
+    row["bytes"] = nbytes
+    if timed:
+        row["cudnn_us"] = events_us(lambda: F.conv2d(x, weight, bias, padding=pad, groups=channels))
+        cudnn = F.conv2d(x, weight, bias, padding=pad, groups=channels)
+        row["cudnn_err"] = (cudnn.double() - ref).abs().max().item() / scale
+    for name, (fn, configs) in variants.items():
+        results = {}
+        for config in configs:
+            y = fn(x, taps, bias, pad, config)
+            err = (y.double() - ref).abs().max().item() / scale
+            us = events_us(lambda f=fn, cf=config: f(x, taps, bias, pad, cf)) if timed else 0.0
+            results[config] = (us, err)
+        if not timed:
+            row[f"{name}_errors"] = {str(cf): err for cf, (_, err) in results.items()}
+            continue
+        best = min(results, key=lambda cf: results[cf][0])
+        times = sorted(us for us, _ in results.values())
+        row[name] = {
+            "best": list(best),
+            "us": results[best][0],
+            "err": max(err for _, err in results.values()),
+            "spread_us": [times[0], times[len(times) // 2], times[-1]],
+        }
     return row
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--dtypes", default="bfloat16,float32")
+    parser.add_argument(
+        "--variants", default="tiled,strip,shipped", help="which of VARIANTS to time"
+    )
     parser.add_argument("--batch", type=int, default=64)
     parser.add_argument("--peak-gbs", type=float, default=3350.0, help="the card's bandwidth")
     parser.add_argument("--check", action="store_true", help="small shapes, correctness only")
@@ -156,38 +193,44 @@ def main() -> None:
     rows = []
     if args.check:
         for dtype in [getattr(torch, d) for d in args.dtypes.split(",")]:
-            for channels, size in ((40, 9), (24, 5)):
-                row = case(2, channels, size, dtype, "cpu", False, ((16, 32, 4), (32, 64, 4)))
+            for channels, size in ((40, 9), (24, 5), (8, 7)):
+                row = case(2, channels, size, dtype, "cpu", False, CHECK_VARIANTS)
                 print(row, flush=True)
                 # one rounding of the output: half a bf16 ulp on a GPU, a whole one under the
                 # interpreter (it truncates float32 to bfloat16)
                 bound = 2.0**-7 if dtype == torch.bfloat16 else 1e-5
-                assert max(row["errors"].values()) <= bound, row
+                for name in CHECK_VARIANTS:
+                    assert max(row[f"{name}_errors"].values()) <= bound, (name, row)
                 rows.append(row)
     else:
         print(
             torch.cuda.get_device_name(), "torch", torch.__version__, "triton", triton.__version__
         )
+        variants = {name: VARIANTS[name] for name in args.variants.split(",")}
         for dtype in [getattr(torch, d) for d in args.dtypes.split(",")]:
-            total = {"cudnn": 0.0, "tiled": 0.0}
+            total = {"cudnn": 0.0} | {name: 0.0 for name in variants}
             for channels, size in CONVNEXT_TINY:
-                r = case(args.batch, channels, size, dtype, "cuda", True, CONFIGS)
+                r = case(args.batch, channels, size, dtype, "cuda", True, variants)
                 rows.append(r)
                 floor = r["bytes"] / (args.peak_gbs * 1e3)
                 total["cudnn"] += r["cudnn_us"]
-                total["tiled"] += r["best_us"]
-                print(
-                    f"{r['dtype']:8s} C {channels:3d} {size:2d}x{size:<2d}: cuDNN {r['cudnn_us']:7.1f} us "
-                    f"({floor / r['cudnn_us']:4.0%}), tiled {r['best_us']:7.1f} us "
-                    f"({floor / r['best_us']:4.0%}) at {r['best']} "
-                    f"[configs {r['spread_us'][0]:.1f} / {r['spread_us'][1]:.1f} / "
-                    f"{r['spread_us'][2]:.1f}], err cuDNN {r['cudnn_err']:.1e} tiled "
-                    f"{r['best_err']:.1e}",
-                    flush=True,
+                text = (
+                    f"{r['dtype']:8s} C {channels:3d} {size:2d}x{size:<2d}: cuDNN "
+                    f"{r['cudnn_us']:7.1f} us ({floor / r['cudnn_us']:4.0%}, err {r['cudnn_err']:.1e})"
                 )
+                for name in variants:
+                    v = r[name]
+                    total[name] += v["us"]
+                    text += (
+                        f"; {name} {v['us']:7.1f} us ({floor / v['us']:4.0%}) at {v['best']} "
+                        f"[configs {v['spread_us'][0]:.1f} / {v['spread_us'][1]:.1f} / "
+                        f"{v['spread_us'][2]:.1f}, err {v['err']:.1e}]"
+                    )
+                print(text, flush=True)
             print(
-                f"{str(dtype)[6:]}: one conv of each shape, cuDNN {total['cudnn']:.1f} us, tiled "
-                f"{total['tiled']:.1f} us (ConvNeXt-tiny runs 3, 3, 9, 3 of them)"
+                f"{str(dtype)[6:]}: one conv of each shape, "
+                + ", ".join(f"{name} {us:.1f} us" for name, us in total.items())
+                + " (ConvNeXt-tiny runs 3, 3, 9, 3 of them)"
             )
     if args.json:
         with open(args.json, "w") as f:

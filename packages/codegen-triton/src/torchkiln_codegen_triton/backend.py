@@ -14,11 +14,13 @@ from torchkiln_loop_ir.backend import (
     KernelSpec,
     default_parallel_programs,
 )
+from torchkiln_loop_ir.channels_last import register_depthwise_kernel
 from torchkiln_loop_ir.codecache import CodeCache, source_module
 
 from ._assemble import generate
 from ._combo import COMBO_CONFIG, combo_source, launch_spec
 from ._compat import interpreting
+from ._depthwise import conv_depthwise
 from ._layout import DEFAULT, choose_layout
 from ._naming import PLACEHOLDER, kernel_kind, shared_module
 from ._template import choose as choose_template
@@ -28,6 +30,10 @@ from .errors import CodegenError
 from .options import TritonOptions
 from .precompile import precompile, start_workers
 from .wrapper import TritonCompiledKernel, kernel_name, module_source
+
+
+# loop-ir sends CUDA inference graphs' large depthwise convolutions to this kernel
+register_depthwise_kernel("cuda", conv_depthwise)
 
 
 def parallel_programs() -> int:

@@ -220,17 +220,61 @@ torch.library.register_fake("torchkiln::conv_taps", _conv_taps_fake, lib=_LIB)
 _LIB.impl("conv_direct", _conv_direct, "CompositeExplicitAutograd")
 torch.library.register_fake("torchkiln::conv_direct", _conv_direct_fake, lib=_LIB)
 
+_LIB.define("conv_depthwise(Tensor x, Tensor taps, Tensor? bias, int[] padding) -> Tensor")
+
+#: device type -> a code generator's kernel for ``torchkiln::conv_depthwise``
+#: (``register_depthwise_kernel``)
+_DEPTHWISE_KERNELS: dict[str, Any] = {}
+
+
+def register_depthwise_kernel(device_type: str, kernel: Any) -> None:
+    """Make ``kernel(x, taps, bias, padding)`` the implementation of ``torchkiln::conv_depthwise``
+    on ``device_type``, so that ``use_channels_last`` sends depthwise convolutions there
+    (codegen-triton registers its tiled kernel for "cuda"). Its contract: ``x`` (N, C, H, W)
+    channels-last, ``taps`` (1, kh, kw, C) contiguous (``conv_taps``), ``bias`` (C,) or None,
+    stride and dilation 1, ``padding`` (ph, pw); returns the (N, C, OH, OW) convolution,
+    channels-last, in ``x``'s dtype."""
+    _DEPTHWISE_KERNELS[device_type] = kernel
+
+
+def depthwise_kernel(device_type: str | None) -> Any:
+    """The kernel registered for ``device_type``, or None."""
+    return _DEPTHWISE_KERNELS.get(device_type) if device_type is not None else None
+
+
+def _conv_depthwise(x, taps, bias, padding):
+    """A depthwise convolution (stride and dilation 1, one output channel per input channel) by
+    the kernel registered for ``x``'s device, else by ATen, channels-last."""
+    kernel = _DEPTHWISE_KERNELS.get(x.device.type)
+    if kernel is not None:
+        return kernel(x, taps, bias, padding)
+    weight = taps.permute(3, 0, 1, 2).to(x.dtype)
+    out = aten.convolution.default(
+        x, weight, bias, [1, 1], padding, [1, 1], False, [0, 0], x.shape[1]
+    )
+    return out.contiguous(memory_format=torch.channels_last)
+
+
+def _conv_depthwise_fake(x, taps, bias, padding):
+    return _conv_channels_last_fake(x, taps.permute(3, 0, 1, 2), [1, 1], padding, [1, 1], 1)
+
+
+_LIB.impl("conv_depthwise", _conv_depthwise, "CompositeExplicitAutograd")
+torch.library.register_fake("torchkiln::conv_depthwise", _conv_depthwise_fake, lib=_LIB)
+
 CONV_CHANNELS_LAST = torch.ops.torchkiln.conv_channels_last.default
 CONV1X1_CHANNELS_LAST = torch.ops.torchkiln.conv1x1_channels_last.default
 #: a weight's taps, kept for later calls: no kernel's output may be written over them
 CONV_TAPS = keep_result(torch.ops.torchkiln.conv_taps.default)
 CONV_DIRECT = torch.ops.torchkiln.conv_direct.default
+CONV_DEPTHWISE = torch.ops.torchkiln.conv_depthwise.default
 #: the wrapper calls these operators' functions directly (no dispatcher round trip)
 DIRECT_CALLS = {
     CONV_CHANNELS_LAST: _conv_channels_last,
     CONV1X1_CHANNELS_LAST: _conv1x1_channels_last,
     CONV_TAPS: _conv_taps,
     CONV_DIRECT: _conv_direct,
+    CONV_DEPTHWISE: _conv_depthwise,
 }
 
 #: 1x1 convolutions of these dtypes run as matrix multiplies; a float32 one stays cuDNN's,
@@ -310,12 +354,43 @@ def _direct(graph: fx.Graph, conv: fx.Node, taps: int) -> tuple[fx.Node, str]:
     )
 
 
+def _is_depthwise(conv: fx.Node) -> bool:
+    """``conv`` is what ``torchkiln::conv_depthwise`` computes: one output channel per input
+    channel, stride and dilation 1, no output padding, static sizes, a dtype the kernels sum
+    in float32."""
+    x, w, _b, stride, _padding, dilation, _t, output_padding, groups = conv.args
+    xv, wv = _val(x), _val(w)
+    return (
+        xv.dtype in _DIRECT_DTYPES
+        and all(isinstance(s, int) for s in (*xv.shape, *wv.shape))
+        and groups == xv.shape[1] == wv.shape[0]
+        and wv.shape[1] == 1
+        and list(stride) == [1, 1]
+        and list(dilation) == [1, 1]
+        and list(output_padding) == [0, 0]
+    )
+
+
+def _depthwise(graph: fx.Graph, conv: fx.Node) -> fx.Node:
+    """``conv`` with its bias as ``conv_depthwise`` of its input (made channels-last) and of its
+    weight's taps."""
+    x, w, b, _stride, padding, *_ = conv.args
+    if not _val(x).is_contiguous(memory_format=torch.channels_last):
+        x = graph.call_function(aten.clone.default, (x,), {"memory_format": torch.channels_last})
+        _fake_meta(x)
+    weight_taps = graph.call_function(CONV_TAPS, (w,))
+    _fake_meta(weight_taps)
+    return graph.call_function(CONV_DEPTHWISE, (x, weight_taps, b, list(padding)))
+
+
 def use_channels_last(
-    gm: fx.GraphModule, direct_taps: int | None = None
+    gm: fx.GraphModule, direct_taps: int | None = None, depthwise: bool = False
 ) -> tuple[fx.GraphModule, tuple[str, ...]]:
     """A copy of ``gm`` whose 2-D convolutions run channels-last, and the log of decisions; a
     depthwise one of at most ``direct_taps`` taps (None: ``_DIRECT_TAPS``) becomes a direct
-    convolution (``torchkiln::conv_direct``, generated code: lowering/convolution.py)."""
+    convolution (``torchkiln::conv_direct``, generated code: lowering/convolution.py); with
+    ``depthwise``, a larger one of stride 1 becomes ``torchkiln::conv_depthwise`` (the kernel a
+    code generator registered for the device, ``register_depthwise_kernel``), its bias with it."""
     convs = [n for n in gm.graph.nodes if n.target is aten.convolution.default]
     if not convs:
         return gm, ()
@@ -333,6 +408,14 @@ def use_channels_last(
         x, w, b, stride, padding, dilation, _transposed, _output_padding, groups = conv.args
         taps = _direct_taps(conv, direct_taps)
         with graph.inserting_before(conv):
+            if taps is None and depthwise and _is_depthwise(conv):
+                out = _depthwise(graph, conv)
+                _fake_meta(out)
+                conv.replace_all_uses_with(out)
+                graph.erase_node(conv)
+                changed = True
+                log.append(f"{conv.name}: depthwise convolution (the code generator's kernel)")
+                continue
             if taps is not None:
                 new, how = _direct(graph, conv, taps)
             else:

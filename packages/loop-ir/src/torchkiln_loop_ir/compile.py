@@ -269,12 +269,16 @@ def compile_graph(
         and device_type == "cuda"
         and (inference_meta or training_meta)
     ):
-        from .channels_last import use_channels_last, use_channels_last_training
+        from .channels_last import depthwise_kernel, use_channels_last, use_channels_last_training
 
         if training_meta:
             gm, more = use_channels_last_training(gm, free_saved)
         else:
-            gm, more = use_channels_last(gm, options.direct_convolution_taps)
+            depthwise = options.depthwise_convolutions == "always" or (
+                options.depthwise_convolutions == "auto"
+                and depthwise_kernel(device_type) is not None
+            )
+            gm, more = use_channels_last(gm, options.direct_convolution_taps, depthwise)
         convolution_log += more
     if options.coalesce_transposed_copies:
         from .transposed_copies import coalesce_transposed_copies

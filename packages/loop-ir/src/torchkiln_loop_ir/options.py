@@ -65,6 +65,13 @@ class LoopIROptions:
         width) is generated code summing its taps per output element (lowering/convolution.py),
         its bias and activation fused, instead of a cuDNN call. None (default): the limit
         measured against cuDNN (channels_last.py's ``_DIRECT_TAPS``: 25, up to 5x5); 0: never.
+    depthwise_convolutions: where ``channels_last`` runs an inference graph's convolutions, a
+        depthwise one of stride 1 with more taps than ``direct_convolution_taps`` (ConvNeXt's
+        7x7) runs as ``torchkiln::conv_depthwise``, its bias included: "auto" (default: where
+        the code generator registered a kernel for the graph's device,
+        ``channels_last.register_depthwise_kernel``; codegen-triton's tiled kernel on CUDA),
+        "always" (any backend; without a registered kernel ATen computes it: tests), or
+        "never" (a cuDNN call).
     max_pool_backward: how ``max_pool2d``'s gradient is computed: "auto" (default: generated
         code on a GPU, a gather pointwise over the input that its consumers may fuse; ATen's
         scatter on a CPU, 3-7x faster there, lowering/pooling.py), "generated" (any backend;
@@ -144,6 +151,7 @@ class LoopIROptions:
     pad_matmul_outputs_only: bool | str = "auto"
     channels_last: str = "auto"
     direct_convolution_taps: int | None = None
+    depthwise_convolutions: str = "auto"
     max_pool_backward: str = "auto"
     coalesce_transposed_copies: bool = True
     fold_scatter_adds: bool = True
@@ -206,6 +214,11 @@ class LoopIROptions:
             raise ValueError(
                 "LoopIROptions.combo_kernels must be 'auto', 'always' or 'never', "
                 f"got {self.combo_kernels!r}"
+            )
+        if self.depthwise_convolutions not in ("auto", "always", "never"):
+            raise ValueError(
+                "LoopIROptions.depthwise_convolutions must be 'auto', 'always' or 'never', "
+                f"got {self.depthwise_convolutions!r}"
             )
         if self.max_pool_backward not in ("auto", "generated", "aten"):
             raise ValueError(

@@ -1,0 +1,179 @@
+"""A depthwise convolution kernel over strips of output pixels: ``torchkiln::conv_depthwise``.
+
+loop-ir sends an inference graph's depthwise convolutions of stride 1 with more taps than its
+direct (pointwise) convolution takes, ConvNeXt's 7x7s, to the kernel a code generator registers
+for the device (``channels_last.register_depthwise_kernel``); this is codegen-triton's, for
+CUDA. cuDNN's bf16 7x7 took 1.25 ms of ConvNeXt-tiny's 4.18 ms of kernel time at batch 64 on an
+H100 (session 45), about 7.6 times what its bytes need.
+
+Why strips: a kernel that sums an output element's taps (loop-ir's direct convolution, or the
+tiled one in ``benchmarks/gpu_dwconv_probe.py``) loads and converts every input value once per
+tap that reads it, 49 times for a 7x7, and that work, not the bytes, bounds it (the tiled kernel
+took 328 us in bf16 and 355 in float32 on ConvNeXt's first 7x7, where cuDNN took 201 and 423).
+Here a program takes ``BLOCK_R`` strips of ``WS`` neighbouring output pixels of a row, times
+``BLOCK_C`` channels: for each kernel row it loads the ``WS + kw - 1`` input pixels the strip
+reads, each once, and adds each into the up to ``kw`` outputs it touches; the row's ``kw``
+weights are loaded once. Loads and conversions per output fall from ``kh * kw`` to
+``kh * (WS + kw - 1) / WS`` (about 13 against 49 for a 7x7 at ``WS`` 7). Triton has no shifted
+view of a tensor held in registers, so the strip is unrolled in the kernel's text: one
+accumulator a pixel of the strip.
+
+Inputs (the registration's contract): ``x`` (N, C, H, W) channels-last; ``taps`` (1, kh, kw, C)
+contiguous (loop-ir's ``conv_taps``); ``bias`` (C,) or None; ``padding`` (ph, pw). The sums are
+in float32; the output is channels-last in ``x``'s dtype.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import torch
+import triton
+from torchkiln_loop_ir.codecache import CodeCache, source_module
+
+from ._template import device_sms
+
+#: (BLOCK_C, num_warps): channels a program takes (contiguous in memory) and its warps
+BLOCK_C = 32
+WARPS = 4
+#: the most strips a program takes; fewer where the grid would not give each SM two programs
+MAX_BLOCK_R = 32
+MIN_BLOCK_R = 8
+
+
+def strip_width(ow: int) -> int:
+    """Output pixels a strip takes: 7 where the width is a multiple of it (ConvNeXt's 56, 28, 14
+    and 7: no strip runs past the row's end), else 8, or the whole row when it is narrower."""
+    if ow % 7 == 0:
+        return 7
+    return min(8, ow)
+
+
+def launch_config(n: int, c: int, oh: int, ow: int, sms: int) -> tuple[int, int, int, int]:
+    """(BLOCK_R, BLOCK_C, num_warps, WS) for an output of (n, c, oh, ow): ``MAX_BLOCK_R`` strips
+    a program, halved (down to ``MIN_BLOCK_R``) while the grid gives fewer than two programs a
+    multiprocessor (a batch of one)."""
+    ws = strip_width(ow)
+    strips = n * oh * triton.cdiv(ow, ws)
+    channel_blocks = triton.cdiv(c, BLOCK_C)
+    block_r = MAX_BLOCK_R
+    while block_r > MIN_BLOCK_R and triton.cdiv(strips, block_r) * channel_blocks < 2 * sms:
+        block_r //= 2
+    return block_r, BLOCK_C, WARPS, ws
+
+
+def source(kh: int, kw: int, ph: int, pw: int, ws: int, bias: bool) -> str:
+    """The kernel's module text for a kh x kw kernel, padding (ph, pw), strips of ``ws``."""
+    lines = [
+        "import triton",
+        "import triton.language as tl",
+        "",
+        "",
+        "@triton.jit",
+        "def conv_depthwise(x_ptr, w_ptr, b_ptr, y_ptr, R, H, W, C, OH, OW, NWS,",
+        "                   BLOCK_R: tl.constexpr, BLOCK_C: tl.constexpr):",
+        "    r = tl.program_id(0) * BLOCK_R + tl.arange(0, BLOCK_R)",
+        "    c = tl.program_id(1) * BLOCK_C + tl.arange(0, BLOCK_C)",
+        "    rmask = r < R",
+        "    cmask = c < C",
+        f"    ow0 = (r % NWS) * {ws}",
+        "    t = r // NWS",
+        "    oh = t % OH",
+        "    n = t // OH",
+    ]
+    lines += [f"    acc{k} = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)" for k in range(ws)]
+    lines += [
+        f"    for i in tl.static_range({kh}):",
+        f"        h = oh + (i - {ph})",
+        "        hok = rmask & (h >= 0) & (h < H)",
+        "        base = ((n * H + h) * W).to(tl.int64)",
+    ]
+    lines += [
+        f"        w{j} = tl.load(w_ptr + (i * {kw} + {j}) * C + c, mask=cmask, other=0.0)"
+        ".to(tl.float32)[None, :]"
+        for j in range(kw)
+    ]
+    for col in range(ws + kw - 1):
+        lines += [
+            f"        x = ow0 + {col - pw}",
+            "        ok = hok & (x >= 0) & (x < W)",
+            "        v = tl.load(x_ptr + ((base + x) * C)[:, None] + c[None, :],"
+            " mask=ok[:, None] & cmask[None, :], other=0.0).to(tl.float32)",
+        ]
+        lines += [f"        acc{k} += v * w{col - k}" for k in range(ws) if 0 <= col - k < kw]
+    if bias:
+        lines.append(
+            "    bias = tl.load(b_ptr + c, mask=cmask, other=0.0).to(tl.float32)[None, :]"
+        )
+    lines.append("    row = ((n * OH + oh) * OW).to(tl.int64)")
+    for k in range(ws):
+        value = f"acc{k} + bias" if bias else f"acc{k}"
+        lines += [
+            f"    ow = ow0 + {k}",
+            "    tl.store(y_ptr + ((row + ow) * C)[:, None] + c[None, :],"
+            f" ({value}).to(y_ptr.dtype.element_ty),"
+            " mask=(rmask & (ow < OW))[:, None] & cmask[None, :])",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+@functools.lru_cache(maxsize=None)
+def kernel(kh: int, kw: int, ph: int, pw: int, ws: int, bias: bool) -> Any:
+    """The Triton function for these sizes, through the code cache (Triton reads a kernel's
+    source from its file)."""
+    module, _ = source_module(
+        CodeCache.at("triton"),
+        source(kh, kw, ph, pw, ws, bias),
+        "kernel.py",
+        "torchkiln_triton_depthwise_",
+        register=True,
+    )
+    return module.conv_depthwise
+
+
+@functools.lru_cache(maxsize=None)
+def _sms(device: torch.device) -> int:
+    return device_sms() if device.type == "cuda" else 1
+
+
+def conv_depthwise(
+    x: torch.Tensor,
+    taps: torch.Tensor,
+    bias: torch.Tensor | None,
+    padding: Any,
+    config: tuple[int, int, int, int] | None = None,
+) -> torch.Tensor:
+    """The depthwise convolution (stride 1) of channels-last ``x`` by ``taps`` (1, kh, kw, C),
+    plus ``bias``, channels-last; ``config`` (BLOCK_R, BLOCK_C, num_warps, WS) overrides
+    ``launch_config`` (benchmarks)."""
+    x = x.contiguous(memory_format=torch.channels_last)  # the layout the kernel indexes
+    if bias is not None:
+        bias = bias.contiguous()
+    n, c, h, w = x.shape
+    _, kh, kw, _ = taps.shape
+    ph, pw = padding
+    oh, ow = h + 2 * ph - kh + 1, w + 2 * pw - kw + 1
+    y = torch.empty((n, c, oh, ow), dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
+    block_r, block_c, warps, ws = config or launch_config(n, c, oh, ow, _sms(x.device))
+    nws = triton.cdiv(ow, ws)
+    strips = n * oh * nws
+    grid = (triton.cdiv(strips, block_r), triton.cdiv(c, block_c))
+    fn = kernel(kh, kw, ph, pw, ws, bias is not None)
+    fn[grid](
+        x,
+        taps,
+        bias if bias is not None else taps,
+        y,
+        strips,
+        h,
+        w,
+        c,
+        oh,
+        ow,
+        nws,
+        BLOCK_R=block_r,
+        BLOCK_C=block_c,
+        num_warps=warps,
+    )
+    return y

@@ -1,0 +1,87 @@
+"""_depthwise.py: the strip kernel of ``torchkiln::conv_depthwise`` against a float64 reference
+on fresh random inputs (kernel sizes, paddings, widths that are and are not multiples of the
+strip, channels that fill no block, with and without a bias, float32 and bfloat16), and the
+launch configuration it picks."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+import torch.nn.functional as F
+from torchkiln_codegen_triton import _depthwise as D
+from torchkiln_loop_ir import channels_last as CL
+
+CASES = [
+    # (N, C, H, W, kernel, padding, bias)
+    (2, 40, 9, 10, (7, 7), (3, 3), True),  # ConvNeXt's 7x7, a width of no whole strips
+    (1, 24, 5, 5, (7, 7), (3, 3), False),  # every tap past some edge
+    (2, 8, 14, 14, (7, 7), (3, 3), True),  # two strips of 7 a row
+    (2, 16, 10, 11, (5, 5), (1, 2), True),  # not square padding, a smaller output
+    (1, 33, 13, 6, (3, 5), (1, 2), True),  # not a square kernel; C past one block
+]
+
+
+def _reference(x, taps, bias, padding):
+    weight = taps.permute(3, 0, 1, 2).double()
+    b = None if bias is None else bias.double()
+    return F.conv2d(x.double(), weight, b, padding=padding, groups=x.shape[1])
+
+
+@pytest.mark.parametrize("case", CASES, ids=lambda c: f"c{c[1]}_{c[2]}x{c[3]}_k{c[4][0]}{c[4][1]}")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_strip_kernel_equals_the_reference(case, dtype):
+    n, c, h, w, (kh, kw), padding, with_bias = case
+    x = torch.randn(n, c, h, w).to(dtype=dtype, memory_format=torch.channels_last)
+    taps = (torch.randn(1, kh, kw, c) / kh).to(dtype)
+    bias = torch.randn(c).to(dtype) if with_bias else None
+    got = D.conv_depthwise(x, taps, bias, padding)
+    expected = _reference(x, taps, bias, padding)
+    assert got.shape == expected.shape and got.dtype == dtype
+    assert got.is_contiguous(memory_format=torch.channels_last)
+    # float32: sums in float32; bfloat16: the float32 sum rounded once (the interpreter
+    # truncates: up to a whole bf16 ulp of the largest output)
+    bound = 2.0**-7 if dtype == torch.bfloat16 else 1e-6
+    scale = expected.abs().max().item()
+    assert (got.double() - expected).abs().max().item() <= bound * scale
+
+
+def test_an_nchw_input_is_read_in_its_own_layout():
+    x = torch.randn(2, 8, 9, 9)  # contiguous NCHW: the kernel makes it channels-last first
+    taps, bias = torch.randn(1, 7, 7, 8), torch.randn(8)
+    torch.testing.assert_close(
+        D.conv_depthwise(x, taps, bias, (3, 3)).double(),
+        _reference(x, taps, bias, (3, 3)),
+        rtol=1e-5,
+        atol=1e-5,
+    )
+
+
+def test_each_strip_configuration_gives_the_same_result():
+    x = torch.randn(1, 48, 14, 14).to(memory_format=torch.channels_last)
+    taps, bias = torch.randn(1, 7, 7, 48), torch.randn(48)
+    expected = _reference(x, taps, bias, (3, 3))
+    for config in ((8, 32, 4, 7), (16, 16, 2, 4), (8, 64, 4, 8), (16, 32, 4, 1)):
+        got = D.conv_depthwise(x, taps, bias, (3, 3), config)
+        torch.testing.assert_close(got.double(), expected, rtol=1e-5, atol=1e-5)
+
+
+def test_launch_config():
+    # strips of 7 where the width is a multiple of 7, else 8, or the whole narrower row
+    assert [D.strip_width(w) for w in (56, 28, 14, 7, 32, 10, 5)] == [7, 7, 7, 7, 8, 8, 5]
+    # ConvNeXt-tiny's first 7x7 at batch 64 fills an H100 (132 SMs) at the largest block
+    assert D.launch_config(64, 96, 56, 56, 132) == (D.MAX_BLOCK_R, D.BLOCK_C, D.WARPS, 7)
+    # at batch 1 the blocks shrink until each SM has two programs, or to the smallest
+    block_r, *_ = D.launch_config(1, 96, 56, 56, 132)  # 448 strips x 3 channel blocks
+    assert block_r == 8
+    block_r, *_ = D.launch_config(1, 768, 7, 7, 132)  # 7 strips x 24 channel blocks
+    assert block_r == D.MIN_BLOCK_R
+
+
+def test_the_kernel_is_registered_for_cuda():
+    """Importing the backend registers the kernel for CUDA (loop-ir's ``depthwise_convolutions``
+    "auto" then sends large depthwise convolutions to it), and for no other device."""
+    import torchkiln_codegen_triton.backend  # noqa: F401
+
+    assert CL.depthwise_kernel("cuda") is D.conv_depthwise
+    assert CL.depthwise_kernel("cpu") is None
+    assert CL.depthwise_kernel(None) is None

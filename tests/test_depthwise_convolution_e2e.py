@@ -1,0 +1,157 @@
+"""Depthwise convolutions as ``torchkiln::conv_depthwise`` (loop-ir's channels_last.py): in an
+inference graph run channels-last, a depthwise convolution of stride 1 with more taps than the
+direct convolution takes (ConvNeXt's 7x7) goes, with its bias, to the kernel the code generator
+registered for the device (codegen-triton's strip kernel on CUDA), under
+``LoopIROptions.depthwise_convolutions`` "auto". Forced on the CPU with "always": through
+ATen's convolution where no kernel is registered (the C++ backend), and through the strip
+kernel itself under Triton's interpreter, registered for the CPU by the test. Equal to eager on
+fresh random inputs, after an in-place weight update (the taps are rebuilt), with no fallback;
+a strided or dilated one, or one with a channel multiplier, is left to the other paths."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+import torchkiln
+from torch import nn
+from torchkiln_loop_ir import channels_last as CL
+
+
+class Block(nn.Module):
+    """ConvNeXt's block: a 7x7 depthwise convolution, a layer norm over channels, an MLP."""
+
+    def __init__(self, c: int, bias: bool = True):
+        super().__init__()
+        self.dw = nn.Conv2d(c, c, 7, padding=3, groups=c, bias=bias)
+        self.norm = nn.LayerNorm(c)
+        self.fc1, self.fc2 = nn.Linear(c, 2 * c), nn.Linear(2 * c, c)
+
+    def forward(self, x):
+        y = self.norm(self.dw(x).permute(0, 2, 3, 1))
+        return x + self.fc2(nn.functional.gelu(self.fc1(y))).permute(0, 3, 1, 2)
+
+
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 2, stride=2)
+        self.blocks = nn.Sequential(Block(16), Block(16, bias=False))
+        self.strided = nn.Conv2d(16, 16, 7, stride=2, padding=3, groups=16)  # not stride 1
+        self.dilated = nn.Conv2d(16, 16, 7, padding=6, dilation=2, groups=16)
+        self.multiplier = nn.Conv2d(16, 32, 7, padding=3, groups=16)  # two outputs a channel
+
+    def forward(self, x):
+        y = self.blocks(self.stem(x))
+        return self.multiplier(self.dilated(self.strided(y)))
+
+
+def _codegens():
+    out = [pytest.param("cpp", id="cpp")]
+    if os.environ.get("TRITON_INTERPRET") not in (None, "", "0"):
+        out.append(pytest.param("triton", id="triton"))
+    return out
+
+
+def _compile(model, codegen, depthwise="always"):
+    loop_ir = {
+        "channels_last": "always",
+        "mkldnn_convolution": False,
+        "depthwise_convolutions": depthwise,
+    }
+    options = {"strict": True, "graph_cache": False, "codegen": codegen, "loop_ir": loop_ir}
+    return torchkiln.compile(model, options=options)
+
+
+def _depthwise_lines(compiled):
+    report = torchkiln.report(compiled)
+    assert sum(len(g.fallbacks) for g in report.graphs) == 0
+    return [line for g in report.graphs for line in g.convolutions if "depthwise conv" in line]
+
+
+@pytest.fixture
+def registered_on_cpu(monkeypatch):
+    """The strip kernel registered for the CPU (Triton's interpreter runs it there)."""
+    from torchkiln_codegen_triton._depthwise import conv_depthwise
+
+    monkeypatch.setitem(CL._DEPTHWISE_KERNELS, "cpu", conv_depthwise)
+
+
+@pytest.mark.parametrize("codegen", _codegens())
+def test_depthwise_convolutions_equal_eager(codegen, request):
+    if codegen == "triton":
+        request.getfixturevalue("registered_on_cpu")
+    torch.manual_seed(0)
+    model = Net().eval()
+    compiled = _compile(model, codegen)
+    for step in range(3):
+        x = torch.randn(2, 3, 30, 26)
+        with torch.no_grad():
+            if step == 2:  # an in-place update: the taps must follow it
+                for p in model.parameters():
+                    p.mul_(0.9).add_(0.01)
+            got, expected = compiled(x), model(x)
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    # the two blocks' 7x7s; the strided, dilated and multiplier ones stay cuDNN's or direct
+    assert len(_depthwise_lines(compiled)) == 2
+
+
+@pytest.mark.skipif(
+    os.environ.get("TRITON_INTERPRET") in (None, "", "0"), reason="needs Triton's interpreter"
+)
+def test_bfloat16_as_near_float64_as_eager(registered_on_cpu):
+    """In bfloat16 the strip kernel sums in float32 and rounds once, with the bias: as near a
+    float64 reference as eager's ATen result."""
+    torch.manual_seed(1)
+    model = Net().eval()
+    reference = Net().eval().double()
+    reference.load_state_dict(model.state_dict())
+    model = model.to(torch.bfloat16)
+    compiled = _compile(model, "triton")
+    x = torch.randn(2, 3, 28, 28, dtype=torch.bfloat16)
+    with torch.no_grad():
+        got, eager, exact = compiled(x), model(x), reference(x.double())
+    assert len(_depthwise_lines(compiled)) == 2
+    err_got = (got.double() - exact).abs().max().item()
+    err_eager = (eager.double() - exact).abs().max().item()
+    assert err_got <= 1.5 * err_eager + 1e-3, (err_got, err_eager)
+
+
+@pytest.mark.parametrize("depthwise", ["auto", "never"])
+def test_no_kernel_for_the_device_or_never_keeps_the_convolution(depthwise):
+    """"auto" without a kernel registered for the device (the CPU), and "never": the 7x7s stay
+    convolutions (cuDNN's on CUDA)."""
+    model = Net().eval()
+    compiled = _compile(model, "cpp", depthwise)
+    x = torch.randn(1, 3, 16, 16)
+    with torch.no_grad():
+        torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
+    assert not _depthwise_lines(compiled)
+
+
+def test_bad_option_is_a_clear_error():
+    from torchkiln_loop_ir import LoopIROptions
+
+    with pytest.raises(ValueError, match="depthwise_convolutions"):
+        LoopIROptions(depthwise_convolutions="yes")
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the GPU session runs it)")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
+def test_cuda_default_options(dtype):
+    """On CUDA the default sends the blocks' 7x7s to the strip kernel, each result as near a
+    float64 reference as eager's cuDNN one."""
+    torch.manual_seed(2)
+    model = Net().eval().cuda()
+    reference = Net().eval().cuda().double()
+    reference.load_state_dict(model.state_dict())
+    model = model.to(dtype)
+    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False})
+    x = torch.randn(4, 3, 60, 58, device="cuda", dtype=dtype)
+    with torch.no_grad():
+        got, eager, exact = compiled(x), model(x), reference(x.double())
+    assert len(_depthwise_lines(compiled)) == 2
+    err_got = (got.double() - exact).abs().max().item()
+    err_eager = (eager.double() - exact).abs().max().item()
+    assert err_got <= 1.5 * err_eager + (1e-3 if dtype == torch.bfloat16 else 1e-5)
