@@ -1,28 +1,33 @@
-"""Whether a tiled depthwise convolution beats cuDNN's on ConvNeXt-tiny's 7x7s: a hand-written
-Triton kernel, channels-last, timed against ``F.conv2d`` on the same tensors.
+"""Depthwise 7x7s on ConvNeXt-tiny's shapes: Triton kernels against cuDNN's ``F.conv2d`` on the
+same tensors, channels-last, bf16 and float32.
 
 Why: on an H100 (session 45, ``gpu_kernel_profile.py``, bf16 inference at batch 64) cuDNN's
 depthwise 7x7 (``conv2d_c1_k1_nhwc_specialized``, 18 launches) takes 1.25 ms of the model's
-4.18 ms of kernel time, about 7.6 times the time its bytes need at the H100's bandwidth.
-loop-ir's direct convolution (``LoopIROptions.direct_convolution_taps``: one output element a
-lane, a 1-D kernel) was slower than cuDNN in bf16 (session 16: 0.52-0.65x on every 7x7) and
-faster in float32 (1.40-1.93x): its cost is per element and per tap (the element's n, h, w
-decomposed from the flat index, the tap's bounds checked and its address formed), the same
-in both dtypes, while cuDNN's bf16 kernel is about twice its float32 one.
+4.18 ms of kernel time, about 7.6 times the time its bytes need. loop-ir's direct convolution
+(``LoopIROptions.direct_convolution_taps``: one output element a lane) was slower than cuDNN
+in bf16 (session 16: 0.52-0.65x on every 7x7) and faster in float32 (1.40-1.93x).
 
-The kernel here tiles [BLOCK_P output pixels x BLOCK_C channels]: a pixel's coordinates,
-bounds and row address are computed once per tap for all its channels, and the channels are
-contiguous (vector loads). The 7x7 taps are unrolled; the weight is laid out (taps, C), a
-tap's channels contiguous (loop-ir's ``taps`` layout). Accumulation in float32, the bias
-added, the output in the input's dtype.
+Variants (``--variants``):
 
-Printed per shape and dtype: cuDNN (convolution with its bias), the best tiled configuration
-and the spread of the others, each in microseconds and in % of the bandwidth for the bytes a
-convolution must move (input, output, weights once); the largest difference from a float64
-reference in the output's magnitude. ``--check`` runs small shapes only, for correctness
-(with ``TRITON_INTERPRET=1`` on a CPU), and fails past one rounding of the output.
+- ``tiled``: a kernel written here over [BLOCK_P output pixels x BLOCK_C channels], summing
+  each output's taps (a pixel's coordinates, bounds and row address once per tap for all its
+  channels; the channels contiguous). Session 45: slower than cuDNN in bf16 (it loads and
+  converts each input value once per tap, 49 times).
+- ``strip``: codegen-triton's kernel (``_depthwise.py``, what loop-ir's
+  ``depthwise_convolutions`` runs on CUDA): strips of output pixels along a row, each input
+  pixel a kernel row reads loaded once; swept over ``STRIP_CONFIGS``.
+- ``shipped``: the same at the configuration it picks (``launch_config``).
+- ``unrolled``: the strip kernel with its kernel rows unrolled in the text (as session 46's GPU
+  runs had it; the shipped form is a loop, which compiles about 16 times faster).
 
-    python3 benchmarks/gpu_dwconv_probe.py [--dtypes bfloat16,float32] [--batch 64] [--json F]
+Printed per shape and dtype: cuDNN (convolution with its bias), each variant's best
+configuration and the spread of the others, each in microseconds and in % of the bandwidth for
+the bytes a convolution must move (input, output, weights once); the largest difference from a
+float64 reference in the output's magnitude. ``--check`` runs small shapes only, for
+correctness (with ``TRITON_INTERPRET=1`` on a CPU), and fails past one rounding of the output.
+
+    python3 benchmarks/gpu_dwconv_probe.py [--dtypes bfloat16,float32] [--variants strip,shipped]
+        [--batch 64] [--json F]
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import torch.nn.functional as F
 import triton
 import triton.language as tl
 from gpu_epilogue_check import events_us
+from torchkiln_codegen_triton import _depthwise as depthwise
 from torchkiln_codegen_triton._depthwise import conv_depthwise
 
 #: ConvNeXt-tiny's depthwise 7x7s: (channels, height = width), 3, 3, 9 and 3 blocks
@@ -124,17 +130,31 @@ def strip(x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor, pad: int, con
     k = int(round(taps.shape[0] ** 0.5))
     return conv_depthwise(x, taps.reshape(1, k, k, -1), bias, (pad, pad), config)
 
+
+def unrolled(x: torch.Tensor, taps: torch.Tensor, bias: torch.Tensor, pad: int, config):
+    """``strip`` with the kernel rows unrolled in the text (``_depthwise.UNROLL_ROWS``), at
+    the configuration given."""
+    shipped = depthwise.UNROLL_ROWS
+    depthwise.UNROLL_ROWS = True
+    try:
+        return strip(x, taps, bias, pad, config)
+    finally:
+        depthwise.UNROLL_ROWS = shipped
+
+
 #: the generated kernels timed against cuDNN: name -> (function, its configurations)
 VARIANTS = {
     "tiled": (tiled, CONFIGS),
     "strip": (strip, STRIP_CONFIGS),
     "shipped": (strip, (None,)),
+    "unrolled": (unrolled, STRIP_CONFIGS),
 }
 #: small configurations for ``--check``
 CHECK_VARIANTS = {
     "tiled": (tiled, ((16, 32, 4), (32, 64, 4))),
     "strip": (strip, ((16, 32, 4, 7), (16, 32, 4, 4))),
     "shipped": (strip, (None,)),
+    "unrolled": (unrolled, ((16, 32, 4, 7),)),
 }
 
 
@@ -169,7 +189,7 @@ def case(batch: int, channels: int, size: int, dtype: torch.dtype, device, timed
         best = min(results, key=lambda cf: results[cf][0])
         times = sorted(us for us, _ in results.values())
         row[name] = {
-            "best": list(best),
+            "best": list(best) if best else "its pick",
             "us": results[best][0],
             "err": max(err for _, err in results.values()),
             "spread_us": [times[0], times[len(times) // 2], times[-1]],

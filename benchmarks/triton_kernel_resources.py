@@ -30,6 +30,7 @@ benchmark batch sizes): a loop bound by its instructions, about ten a tap per ou
 from __future__ import annotations
 
 import argparse
+import importlib.util
 import json
 import os
 import re
@@ -185,6 +186,11 @@ def main() -> None:
     parser.add_argument("--no-online-softmax", action="store_true")
     parser.add_argument("--options", default="{}", help="more TritonOptions fields, as JSON")
     parser.add_argument("--depthwise", action="store_true", help="direct convolutions instead")
+    parser.add_argument(
+        "--strip",
+        action="store_true",
+        help="codegen-triton's strip kernel for depthwise convolutions instead (_depthwise.py)",
+    )
     parser.add_argument("--print-source", action="store_true", help="each kernel's source too")
     parser.add_argument("--print-sass", action="store_true", help="each loop's SASS too")
     args = parser.parse_args()
@@ -194,6 +200,10 @@ def main() -> None:
     if args.depthwise:
         for dtype_name in args.dtypes.split(","):
             _depthwise(getattr(torch, dtype_name), backend, target)
+        return
+    if args.strip:
+        for dtype_name in args.dtypes.split(","):
+            _strip(getattr(torch, dtype_name), target)
         return
     # split long reductions as on an H200 (132 SMs), which this machine cannot ask
     h200 = loop_ir.LoopIROptions(split_programs=PROGRAMS_PER_SM * 132)
@@ -297,6 +307,61 @@ def _depthwise(dtype, backend, target) -> None:
             print(
                 f"{str(dtype).split('.')[1]:9s} depthwise {k}x{k} stride {s} {c} channels "
                 f"{h}x{w} batch {n}: XBLOCK {kern.config.xblock} warps {warps}: "
+                + _resources(compiled, per_thread),
+                flush=True,
+            )
+
+
+#: ConvNeXt-tiny's 7x7s at batch 64: (C, H = W)
+CONVNEXT_7X7 = ((96, 56), (192, 28), (384, 14), (768, 7))
+
+
+def _strip(dtype, target) -> None:
+    """Compile seconds and sm_90 resources of codegen-triton's strip kernel (``_depthwise.py``)
+    for ConvNeXt-tiny's 7x7s, at the configuration it picks, its kernel rows unrolled (as
+    shipped) and as a loop. The launch specialises the ints as Triton does: C (a multiple of
+    16 here) divisible by 16, the others as their values say."""
+    import time
+
+    from torchkiln_codegen_triton import _depthwise as D
+
+    for c, size in CONVNEXT_7X7:
+        block_r, block_c, warps, ws = D.launch_config(64, c, size, size, 132, dtype)
+        nws = -(-size // ws)
+        ints = {"R": 64 * size * nws, "H": size, "W": size, "C": c, "OH": size, "OW": size}
+        ints["NWS"] = nws
+        for unrolled in (True, False):
+            text = D.source(7, 7, 3, 3, ws, True, unroll_rows=unrolled)
+            with tempfile.TemporaryDirectory() as d:
+                path = Path(d) / "strip.py"
+                path.write_text(text)
+                spec = importlib.util.spec_from_file_location(f"tk_strip_{unrolled}", path)
+                module = importlib.util.module_from_spec(spec)
+                sys.modules[spec.name] = module
+                spec.loader.exec_module(module)
+                jit = module.conv_depthwise
+                sig, consts, attrs = {}, {}, {}
+                for i, p in enumerate(jit.arg_names):
+                    if p.endswith("_ptr"):
+                        sig[p] = "*" + _TYPES[dtype]
+                        attrs[(i,)] = [["tt.divisibility", 16]]
+                    elif p in ("BLOCK_R", "BLOCK_C"):
+                        sig[p] = "constexpr"
+                        consts[p] = block_r if p == "BLOCK_R" else block_c
+                    else:
+                        sig[p] = "i32"
+                        if ints[p] % 16 == 0:
+                            attrs[(i,)] = [["tt.divisibility", 16]]
+                start = time.perf_counter()
+                compiled = triton.compile(
+                    ASTSource(jit, sig, consts, attrs), target=target, options={"num_warps": warps}
+                )
+                seconds = time.perf_counter() - start
+            per_thread = max(1, block_r * block_c // (32 * warps))
+            print(
+                f"{str(dtype).split('.')[1]:9s} strip 7x7 {c} channels {size}x{size} batch 64 "
+                f"[{block_r}, {block_c}, {warps}, {ws}] rows {'unrolled' if unrolled else 'a loop'}: "
+                f"compiled in {seconds:.1f} s, shared memory {compiled.metadata.shared} B; "
                 + _resources(compiled, per_thread),
                 flush=True,
             )

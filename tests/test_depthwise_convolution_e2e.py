@@ -120,7 +120,7 @@ def test_bfloat16_as_near_float64_as_eager(registered_on_cpu):
 
 @pytest.mark.parametrize("depthwise", ["auto", "never"])
 def test_no_kernel_for_the_device_or_never_keeps_the_convolution(depthwise):
-    """"auto" without a kernel registered for the device (the CPU), and "never": the 7x7s stay
+    """ "auto" without a kernel registered for the device (the CPU), and "never": the 7x7s stay
     convolutions (cuDNN's on CUDA)."""
     model = Net().eval()
     compiled = _compile(model, "cpp", depthwise)

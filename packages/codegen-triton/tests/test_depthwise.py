@@ -66,15 +66,33 @@ def test_each_strip_configuration_gives_the_same_result():
 
 
 def test_launch_config():
+    bf16, fp32 = torch.bfloat16, torch.float32
     # strips of 7 where the width is a multiple of 7, else 8, or the whole narrower row
     assert [D.strip_width(w) for w in (56, 28, 14, 7, 32, 10, 5)] == [7, 7, 7, 7, 8, 8, 5]
-    # ConvNeXt-tiny's first 7x7 at batch 64 fills an H100 (132 SMs) at the largest block
-    assert D.launch_config(64, 96, 56, 56, 132) == (D.MAX_BLOCK_R, D.BLOCK_C, D.WARPS, 7)
+    # ConvNeXt-tiny's first 7x7 at batch 64 fills an H100 (132 SMs) at the largest block: 32
+    # strips in 16-bit, 16 in float32 (session 46's sweep)
+    assert D.launch_config(64, 96, 56, 56, 132, bf16) == (32, D.BLOCK_C, D.WARPS, 7)
+    assert D.launch_config(64, 96, 56, 56, 132, fp32) == (16, D.BLOCK_C, D.WARPS, 7)
     # at batch 1 the blocks shrink until each SM has two programs, or to the smallest
-    block_r, *_ = D.launch_config(1, 96, 56, 56, 132)  # 448 strips x 3 channel blocks
+    block_r, *_ = D.launch_config(1, 96, 56, 56, 132, bf16)  # 448 strips x 3 channel blocks
     assert block_r == 8
-    block_r, *_ = D.launch_config(1, 768, 7, 7, 132)  # 7 strips x 24 channel blocks
+    block_r, *_ = D.launch_config(1, 768, 7, 7, 132, fp32)  # 7 strips x 24 channel blocks
     assert block_r == D.MIN_BLOCK_R
+    block_r, *_ = D.launch_config(4, 96, 56, 56, 132, bf16)  # 1792 strips: 32 gives 168 programs
+    assert block_r == 16
+
+
+def test_a_launch_is_worked_out_once_per_shape():
+    x = torch.randn(1, 16, 9, 9).to(memory_format=torch.channels_last)
+    taps, bias = torch.randn(1, 7, 7, 16), torch.randn(16)
+    D._LAUNCHES.clear()
+    first = D.conv_depthwise(x, taps, bias, (3, 3))
+    assert len(D._LAUNCHES) == 1
+    again = D.conv_depthwise(torch.randn_like(x), taps, bias, (3, 3))
+    assert len(D._LAUNCHES) == 1 and again.shape == first.shape
+    D.conv_depthwise(x, taps, None, (3, 3))  # no bias: another kernel
+    D.conv_depthwise(x[:, :, :7], taps, bias, (3, 3))  # another shape
+    assert len(D._LAUNCHES) == 3
 
 
 def test_the_kernel_is_registered_for_cuda():

@@ -7,7 +7,7 @@ from .kernel import TritonOpsHandler
 from .options import TritonOptions
 from .wrapper import TritonCompiledKernel
 
-__version__ = "0.9.26"
+__version__ = "0.9.27"
 
 __all__ = [
     "CodegenError",

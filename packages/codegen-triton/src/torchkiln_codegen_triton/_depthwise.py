@@ -15,8 +15,14 @@ Here a program takes ``BLOCK_R`` strips of ``WS`` neighbouring output pixels of 
 reads, each once, and adds each into the up to ``kw`` outputs it touches; the row's ``kw``
 weights are loaded once. Loads and conversions per output fall from ``kh * kw`` to
 ``kh * (WS + kw - 1) / WS`` (about 13 against 49 for a 7x7 at ``WS`` 7). Triton has no shifted
-view of a tensor held in registers, so the strip is unrolled in the kernel's text: one
-accumulator a pixel of the strip.
+view of a tensor held in registers, so a kernel row's work is unrolled in the kernel's text: one
+accumulator a pixel of the strip, each loaded input pixel added into its outputs by name; the
+kernel rows are a loop (``UNROLL_ROWS``).
+
+Measured on an H100 (session 46, ``benchmarks/gpu_dwconv_probe.py``, ConvNeXt-tiny's four 7x7
+shapes at batch 64, one of each, the best configuration swept, rows unrolled): cuDNN 409 us
+against 260 in bf16, 836 against 255 in float32; the whole model's inference 6.1% (bf16) and
+7.3% (float32) faster than with cuDNN's (``gpu_options_ab.py``).
 
 Inputs (the registration's contract): ``x`` (N, C, H, W) channels-last; ``taps`` (1, kh, kw, C)
 contiguous (loop-ir's ``conv_taps``); ``bias`` (C,) or None; ``padding`` (ph, pw). The sums are
@@ -34,12 +40,23 @@ from torchkiln_loop_ir.codecache import CodeCache, source_module
 
 from ._template import device_sms
 
-#: (BLOCK_C, num_warps): channels a program takes (contiguous in memory) and its warps
+#: channels a program takes (contiguous in memory) and its warps
 BLOCK_C = 32
 WARPS = 4
-#: the most strips a program takes; fewer where the grid would not give each SM two programs
-MAX_BLOCK_R = 32
+#: strips a program takes at most, by the input's bytes a value: on an H100 (session 46,
+#: ``gpu_dwconv_probe.py``, ConvNeXt-tiny's 7x7s at batch 64) 32 ran bfloat16 best at 56x56
+#: (123 us) and within 4% at 28x28; float32 ran best at 16 on three of the four shapes, and at
+#: 56x56 and 28x28 26-31% faster than at 32 (122 against 165 us at 56x56)
+MAX_BLOCK_R = {2: 32, 4: 16}
+#: fewer strips where the grid would not give each SM two programs (a batch of one), down to
 MIN_BLOCK_R = 8
+#: the kernel rows as a loop (False) or unrolled in the text. Compiled for sm_90 on the CPU
+#: machine (``benchmarks/triton_kernel_resources.py --strip``, session 46) the unrolled kernel
+#: took 13.3 s in bf16 and 11.1 s in float32 against 0.8 and 0.7 as a loop, about as many
+#: instructions an output (812 against 750 in bf16, 966 against 755 in float32), no shared
+#: memory either way (the loop is not pipelined), and 184 / 255 registers against 191 / 144.
+#: The GPU timings above are of the unrolled kernel; the loop's are not measured yet.
+UNROLL_ROWS = False
 
 
 def strip_width(ow: int) -> int:
@@ -50,21 +67,26 @@ def strip_width(ow: int) -> int:
     return min(8, ow)
 
 
-def launch_config(n: int, c: int, oh: int, ow: int, sms: int) -> tuple[int, int, int, int]:
-    """(BLOCK_R, BLOCK_C, num_warps, WS) for an output of (n, c, oh, ow): ``MAX_BLOCK_R`` strips
-    a program, halved (down to ``MIN_BLOCK_R``) while the grid gives fewer than two programs a
-    multiprocessor (a batch of one)."""
+def launch_config(
+    n: int, c: int, oh: int, ow: int, sms: int, dtype: torch.dtype
+) -> tuple[int, int, int, int]:
+    """(BLOCK_R, BLOCK_C, num_warps, WS) for an output of (n, c, oh, ow) in ``dtype``:
+    ``MAX_BLOCK_R`` strips a program, halved (down to ``MIN_BLOCK_R``) while the grid gives
+    fewer than two programs a multiprocessor."""
     ws = strip_width(ow)
     strips = n * oh * triton.cdiv(ow, ws)
     channel_blocks = triton.cdiv(c, BLOCK_C)
-    block_r = MAX_BLOCK_R
+    block_r = MAX_BLOCK_R.get(dtype.itemsize, 16)
     while block_r > MIN_BLOCK_R and triton.cdiv(strips, block_r) * channel_blocks < 2 * sms:
         block_r //= 2
     return block_r, BLOCK_C, WARPS, ws
 
 
-def source(kh: int, kw: int, ph: int, pw: int, ws: int, bias: bool) -> str:
-    """The kernel's module text for a kh x kw kernel, padding (ph, pw), strips of ``ws``."""
+def source(
+    kh: int, kw: int, ph: int, pw: int, ws: int, bias: bool, unroll_rows: bool = False
+) -> str:
+    """The kernel's module text for a kh x kw kernel, padding (ph, pw), strips of ``ws``; the
+    kernel rows unrolled (``tl.static_range``) or, with ``unroll_rows`` False, a loop."""
     lines = [
         "import triton",
         "import triton.language as tl",
@@ -84,7 +106,7 @@ def source(kh: int, kw: int, ph: int, pw: int, ws: int, bias: bool) -> str:
     ]
     lines += [f"    acc{k} = tl.zeros([BLOCK_R, BLOCK_C], tl.float32)" for k in range(ws)]
     lines += [
-        f"    for i in tl.static_range({kh}):",
+        f"    for i in {'tl.static_range' if unroll_rows else 'range'}({kh}):",
         f"        h = oh + (i - {ph})",
         "        hok = rmask & (h >= 0) & (h < H)",
         "        base = ((n * H + h) * W).to(tl.int64)",
@@ -103,9 +125,7 @@ def source(kh: int, kw: int, ph: int, pw: int, ws: int, bias: bool) -> str:
         ]
         lines += [f"        acc{k} += v * w{col - k}" for k in range(ws) if 0 <= col - k < kw]
     if bias:
-        lines.append(
-            "    bias = tl.load(b_ptr + c, mask=cmask, other=0.0).to(tl.float32)[None, :]"
-        )
+        lines.append("    bias = tl.load(b_ptr + c, mask=cmask, other=0.0).to(tl.float32)[None, :]")
     lines.append("    row = ((n * OH + oh) * OW).to(tl.int64)")
     for k in range(ws):
         value = f"acc{k} + bias" if bias else f"acc{k}"
@@ -118,13 +138,13 @@ def source(kh: int, kw: int, ph: int, pw: int, ws: int, bias: bool) -> str:
     return "\n".join(lines) + "\n"
 
 
-@functools.lru_cache(maxsize=None)
-def kernel(kh: int, kw: int, ph: int, pw: int, ws: int, bias: bool) -> Any:
+@functools.cache
+def kernel(kh: int, kw: int, ph: int, pw: int, ws: int, bias: bool, unroll_rows: bool) -> Any:
     """The Triton function for these sizes, through the code cache (Triton reads a kernel's
     source from its file)."""
     module, _ = source_module(
         CodeCache.at("triton"),
-        source(kh, kw, ph, pw, ws, bias),
+        source(kh, kw, ph, pw, ws, bias, unroll_rows),
         "kernel.py",
         "torchkiln_triton_depthwise_",
         register=True,
@@ -132,9 +152,26 @@ def kernel(kh: int, kw: int, ph: int, pw: int, ws: int, bias: bool) -> Any:
     return module.conv_depthwise
 
 
-@functools.lru_cache(maxsize=None)
-def _sms(device: torch.device) -> int:
-    return device_sms() if device.type == "cuda" else 1
+#: a launch's (function, grid, output size, strips a row, strips, BLOCK_R, BLOCK_C, warps) by
+#: its input's shape, dtype and device, its taps' shape, its padding and whether it has a bias:
+#: computed once, not on every call
+_LAUNCHES: dict[tuple[Any, ...], tuple[Any, ...]] = {}
+
+
+def _launch(
+    x: torch.Tensor, taps: torch.Tensor, padding: Any, bias: bool, config: Any
+) -> tuple[Any, ...]:
+    n, c, h, w = x.shape
+    _, kh, kw, _ = taps.shape
+    ph, pw = padding
+    oh, ow = h + 2 * ph - kh + 1, w + 2 * pw - kw + 1
+    sms = device_sms() if x.device.type == "cuda" else 1
+    block_r, block_c, warps, ws = config or launch_config(n, c, oh, ow, sms, x.dtype)
+    nws = triton.cdiv(ow, ws)
+    strips = n * oh * nws
+    grid = (triton.cdiv(strips, block_r), triton.cdiv(c, block_c))
+    fn = kernel(kh, kw, ph, pw, ws, bias, UNROLL_ROWS)
+    return fn, grid, (n, c, oh, ow), nws, strips, block_r, block_c, warps
 
 
 def conv_depthwise(
@@ -150,16 +187,16 @@ def conv_depthwise(
     x = x.contiguous(memory_format=torch.channels_last)  # the layout the kernel indexes
     if bias is not None:
         bias = bias.contiguous()
-    n, c, h, w = x.shape
-    _, kh, kw, _ = taps.shape
-    ph, pw = padding
-    oh, ow = h + 2 * ph - kh + 1, w + 2 * pw - kw + 1
-    y = torch.empty((n, c, oh, ow), dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
-    block_r, block_c, warps, ws = config or launch_config(n, c, oh, ow, _sms(x.device))
-    nws = triton.cdiv(ow, ws)
-    strips = n * oh * nws
-    grid = (triton.cdiv(strips, block_r), triton.cdiv(c, block_c))
-    fn = kernel(kh, kw, ph, pw, ws, bias is not None)
+    if config is None:
+        key = (x.shape, x.dtype, x.device, taps.shape, tuple(padding), bias is None)
+        launch = _LAUNCHES.get(key)
+        if launch is None:
+            launch = _LAUNCHES.setdefault(key, _launch(x, taps, padding, bias is not None, None))
+    else:
+        launch = _launch(x, taps, padding, bias is not None, config)
+    fn, grid, size, nws, strips, block_r, block_c, warps = launch
+    y = torch.empty(size, dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
+    _, _, h, w = x.shape
     fn[grid](
         x,
         taps,
@@ -168,9 +205,9 @@ def conv_depthwise(
         strips,
         h,
         w,
-        c,
-        oh,
-        ow,
+        size[1],
+        size[2],
+        size[3],
         nws,
         BLOCK_R=block_r,
         BLOCK_C=block_c,

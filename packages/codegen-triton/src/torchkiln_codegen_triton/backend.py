@@ -31,7 +31,6 @@ from .options import TritonOptions
 from .precompile import precompile, start_workers
 from .wrapper import TritonCompiledKernel, kernel_name, module_source
 
-
 # loop-ir sends CUDA inference graphs' large depthwise convolutions to this kernel
 register_depthwise_kernel("cuda", conv_depthwise)
 
