@@ -52,9 +52,10 @@ MAX_BLOCK_R = {2: 32, 4: 16}
 MIN_BLOCK_R = 8
 #: the kernel rows as a loop (False) or unrolled in the text. Compiled for sm_90 on the CPU
 #: machine (``benchmarks/triton_kernel_resources.py --strip``, session 46) the unrolled kernel
-#: took 13.3 s in bf16 and 11.1 s in float32 against 0.8 and 0.7 as a loop, about as many
-#: instructions an output (812 against 750 in bf16, 966 against 755 in float32), no shared
-#: memory either way (the loop is not pipelined), and 184 / 255 registers against 191 / 144.
+#: took 11.6 s in bf16 and 10.0 s in float32 against 0.9 and 0.9 as a loop, with as many or
+#: fewer instructions as a loop (813 against 755 an output in bf16, 984 against 753 in
+#: float32), no shared memory either way (the loop is not pipelined), and 190 / 255 registers
+#: against 208 / 142 (ConvNeXt's first 7x7 at the configuration picked, 64-bit pixel offsets).
 #: The GPU timings above are of the unrolled kernel; the loop's are not measured yet.
 UNROLL_ROWS = False
 
@@ -109,7 +110,8 @@ def source(
         f"    for i in {'tl.static_range' if unroll_rows else 'range'}({kh}):",
         f"        h = oh + (i - {ph})",
         "        hok = rmask & (h >= 0) & (h < H)",
-        "        base = ((n * H + h) * W).to(tl.int64)",
+        # pixel offsets in 64 bits: N * H * W may pass 2**31 where r and c do not
+        "        base = (n.to(tl.int64) * H + h) * W",
     ]
     lines += [
         f"        w{j} = tl.load(w_ptr + (i * {kw} + {j}) * C + c, mask=cmask, other=0.0)"
@@ -126,7 +128,7 @@ def source(
         lines += [f"        acc{k} += v * w{col - k}" for k in range(ws) if 0 <= col - k < kw]
     if bias:
         lines.append("    bias = tl.load(b_ptr + c, mask=cmask, other=0.0).to(tl.float32)[None, :]")
-    lines.append("    row = ((n * OH + oh) * OW).to(tl.int64)")
+    lines.append("    row = (n.to(tl.int64) * OH + oh) * OW")
     for k in range(ws):
         value = f"acc{k} + bias" if bias else f"acc{k}"
         lines += [
