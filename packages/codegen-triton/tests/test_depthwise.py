@@ -56,6 +56,12 @@ def test_an_nchw_input_is_read_in_its_own_layout():
     )
 
 
+def test_an_empty_batch():
+    x = torch.randn(0, 8, 9, 9).to(memory_format=torch.channels_last)
+    got = D.conv_depthwise(x, torch.randn(1, 7, 7, 8), torch.randn(8), (3, 3))
+    assert got.shape == (0, 8, 9, 9)
+
+
 def test_each_strip_configuration_gives_the_same_result():
     x = torch.randn(1, 48, 14, 14).to(memory_format=torch.channels_last)
     taps, bias = torch.randn(1, 7, 7, 48), torch.randn(48)

@@ -84,3 +84,24 @@ def test_a_pointwise_input_is_computed_once_not_per_tap(check):
     reasons = [getattr(n, "reason", "") for n in cg.graph_ir.nodes]
     assert any(r.startswith("direct convolution input") for r in reasons), reasons
     assert cg.schedule_text().count("sigmoid") == 1, cg.schedule_text()
+
+
+def test_conv_depthwise_without_a_kernel_is_atens_with_the_fake_strides():
+    """``torchkiln::conv_depthwise`` on a device no code generator registered a kernel for:
+    ATen's convolution with the bias, channels-last with the strides of its fake result (a
+    (N, C, 1, 1) output included), so the wrapper's layout check copies nothing."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    conv_depthwise = torch.ops.torchkiln.conv_depthwise.default
+    for size, kernel, padding in ((9, 7, 3), (3, 3, 0)):
+        x = torch.randn(2, 6, size, size).contiguous(memory_format=torch.channels_last)
+        w, b = torch.randn(6, 1, kernel, kernel), torch.randn(6)
+        assert CL.depthwise_kernel("cpu") is None
+        got = conv_depthwise(x, CL._conv_taps(w), b, [padding, padding])
+        expected = F.conv2d(x, w, b, padding=padding, groups=6)
+        torch.testing.assert_close(got, expected, atol=1e-5, rtol=1e-5)
+        with FakeTensorMode(allow_non_fake_inputs=True) as mode:
+            fake = conv_depthwise(
+                mode.from_tensor(x), mode.from_tensor(CL._conv_taps(w)), b, [padding, padding]
+            )
+        assert got.stride() == fake.stride() and got.shape == fake.shape

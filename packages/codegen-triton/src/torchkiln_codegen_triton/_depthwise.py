@@ -198,6 +198,8 @@ def conv_depthwise(
         launch = _launch(x, taps, padding, bias is not None, config)
     fn, grid, size, nws, strips, block_r, block_c, warps = launch
     y = torch.empty(size, dtype=x.dtype, device=x.device, memory_format=torch.channels_last)
+    if y.numel() == 0:  # an empty batch: no program to launch
+        return y
     _, _, h, w = x.shape
     fn[grid](
         x,

@@ -230,7 +230,7 @@ _DEPTHWISE_KERNELS: dict[str, Any] = {}
 def register_depthwise_kernel(device_type: str, kernel: Any) -> None:
     """Make ``kernel(x, taps, bias, padding)`` the implementation of ``torchkiln::conv_depthwise``
     on ``device_type``, so that ``use_channels_last`` sends depthwise convolutions there
-    (codegen-triton registers its tiled kernel for "cuda"). Its contract: ``x`` (N, C, H, W)
+    (codegen-triton registers its strip kernel for "cuda"). Its contract: ``x`` (N, C, H, W)
     channels-last, ``taps`` (1, kh, kw, C) contiguous (``conv_taps``), ``bias`` (C,) or None,
     stride and dilation 1, ``padding`` (ph, pw); returns the (N, C, OH, OW) convolution,
     channels-last, in ``x``'s dtype."""
@@ -252,7 +252,8 @@ def _conv_depthwise(x, taps, bias, padding):
     out = aten.convolution.default(
         x, weight, bias, [1, 1], padding, [1, 1], False, [0, 0], x.shape[1]
     )
-    return out.contiguous(memory_format=torch.channels_last)
+    # the strides of the fake result (and of a registered kernel's), size-1 dims included
+    return _channels_last_empty(x, list(out.shape)).copy_(out)
 
 
 def _conv_depthwise_fake(x, taps, bias, padding):
