@@ -15,6 +15,7 @@ import os
 import pytest
 import torch
 import torchkiln
+from convnets import codegens, compile_convnet, convolution_log
 from torch import nn
 from torchkiln_loop_ir import channels_last as CL
 
@@ -47,27 +48,13 @@ class Net(nn.Module):
         return self.multiplier(self.dilated(self.strided(y)))
 
 
-def _codegens():
-    out = [pytest.param("cpp", id="cpp")]
-    if os.environ.get("TRITON_INTERPRET") not in (None, "", "0"):
-        out.append(pytest.param("triton", id="triton"))
-    return out
-
-
 def _compile(model, codegen, depthwise="always"):
-    loop_ir = {
-        "channels_last": "always",
-        "mkldnn_convolution": False,
-        "depthwise_convolutions": depthwise,
-    }
-    options = {"strict": True, "graph_cache": False, "codegen": codegen, "loop_ir": loop_ir}
-    return torchkiln.compile(model, options=options)
+    return compile_convnet(model, codegen, depthwise_convolutions=depthwise)
 
 
 def _depthwise_lines(compiled):
-    report = torchkiln.report(compiled)
-    assert sum(len(g.fallbacks) for g in report.graphs) == 0
-    return [line for g in report.graphs for line in g.convolutions if "depthwise conv" in line]
+    assert sum(len(g.fallbacks) for g in torchkiln.report(compiled).graphs) == 0
+    return [line for line in convolution_log(compiled) if "depthwise conv" in line]
 
 
 @pytest.fixture
@@ -78,7 +65,7 @@ def registered_on_cpu(monkeypatch):
     monkeypatch.setitem(CL._DEPTHWISE_KERNELS, "cpu", conv_depthwise)
 
 
-@pytest.mark.parametrize("codegen", _codegens())
+@pytest.mark.parametrize("codegen", codegens())
 def test_depthwise_convolutions_equal_eager(codegen, request):
     if codegen == "triton":
         request.getfixturevalue("registered_on_cpu")

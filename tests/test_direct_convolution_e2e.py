@@ -9,11 +9,10 @@ the convolutions lowered (no fallback) and their results not written on their ow
 
 from __future__ import annotations
 
-import os
-
 import pytest
 import torch
 import torchkiln
+from convnets import codegens, compile_convnet, convolution_log
 from torch import nn
 
 
@@ -47,28 +46,11 @@ class Net(nn.Module):
         return self.big(torch.nn.functional.gelu(self.pw(y)))
 
 
-def _codegens():
-    out = [pytest.param("cpp", id="cpp")]
-    if os.environ.get("TRITON_INTERPRET") not in (None, "", "0"):
-        out.append(pytest.param("triton", id="triton"))
-    return out
-
-
 def _compile(model, codegen, taps=None):
-    loop_ir = {
-        "channels_last": "always",
-        "mkldnn_convolution": False,
-        "direct_convolution_taps": taps,
-    }
-    options = {"strict": True, "graph_cache": False, "codegen": codegen, "loop_ir": loop_ir}
-    return torchkiln.compile(model, options=options)
+    return compile_convnet(model, codegen, direct_convolution_taps=taps)
 
 
-def _convolution_log(compiled):
-    return [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
-
-
-@pytest.mark.parametrize("codegen", _codegens())
+@pytest.mark.parametrize("codegen", codegens())
 def test_direct_convolutions_equal_eager(codegen):
     torch.manual_seed(0)
     model = Net().eval()
@@ -86,14 +68,14 @@ def test_direct_convolutions_equal_eager(codegen):
                     p.mul_(0.9).add_(0.01)
             got, expected = compiled(x), model(x)
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
-    log = _convolution_log(compiled)
+    log = convolution_log(compiled)
     direct = [line for line in log if "direct convolution" in line]
     assert len(direct) == 4, log  # dw, dilated, multiplier, dw7
     report = torchkiln.report(compiled)
     assert sum(len(g.fallbacks) for g in report.graphs) == 0
 
 
-@pytest.mark.parametrize("codegen", _codegens())
+@pytest.mark.parametrize("codegen", codegens())
 def test_bfloat16_as_near_float64_as_eager(codegen):
     """In bfloat16 the taps are summed in float32 and the sum rounded once (with its batch norm
     and activation): as near a float64 reference as eager's cuDNN/ATen result."""
@@ -106,7 +88,7 @@ def test_bfloat16_as_near_float64_as_eager(codegen):
     x = torch.randn(2, 3, 16, 16, dtype=torch.bfloat16)
     with torch.no_grad():
         got, eager, exact = compiled(x), model(x), reference(x.double())
-    direct = [line for line in _convolution_log(compiled) if "direct convolution" in line]
+    direct = [line for line in convolution_log(compiled) if "direct convolution" in line]
     assert len(direct) == 3, direct  # by default the 7x7 stays cuDNN's
     err_got = (got.double() - exact).abs().max().item()
     err_eager = (eager.double() - exact).abs().max().item()
@@ -119,7 +101,7 @@ def test_direct_convolution_taps_zero_keeps_atens():
     x = torch.randn(2, 3, 12, 12)
     with torch.no_grad():
         torch.testing.assert_close(compiled(x), model(x), rtol=1e-4, atol=1e-4)
-    assert not [line for line in _convolution_log(compiled) if "direct" in line]
+    assert not [line for line in convolution_log(compiled) if "direct" in line]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the GPU session runs it)")
@@ -139,5 +121,5 @@ def test_cuda_default_options(dtype):
     err_got = (got.double() - exact).abs().max().item()
     err_eager = (eager.double() - exact).abs().max().item()
     assert err_got <= 1.5 * err_eager + (1e-3 if dtype == torch.bfloat16 else 1e-5)
-    direct = [line for line in _convolution_log(compiled) if "direct convolution" in line]
+    direct = [line for line in convolution_log(compiled) if "direct convolution" in line]
     assert len(direct) == 3, direct

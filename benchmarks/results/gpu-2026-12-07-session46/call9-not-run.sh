@@ -4,7 +4,8 @@
 # 1. the CUDA tests of the depthwise and direct convolutions (call 7's 45 s cut them after
 # one); 2. the strip kernel as shipped (a loop) against its unrolled form and cuDNN on
 # ConvNeXt-tiny's 7x7s, bf16 and fp32; 3. ConvNeXt-tiny's inference, the default against
-# "never" (cuDNN), bf16 then fp32, compile phases and first-call time beside
+# "never" (cuDNN), bf16 then fp32, compile phases and first-call time beside; 4. ConvNeXt-tiny's
+# bench rows against torch.compile, bf16 and fp32
 source benchmarks/gpu_env.sh
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "card: $card"
 PEAK=3350; [[ $card == *H200* ]] && PEAK=4300
@@ -14,3 +15,5 @@ NEVER='{"loop_ir": {"depthwise_convolutions": "never"}}'
 for dt in bfloat16 float32; do
   TRITON_INTERPRET=0 timeout 100 python3 benchmarks/gpu_options_ab.py --infer --dtype $dt --steps 10 --suite timm --model convnext_tiny --rounds 4 --hang-s 95 --a '{}' --b "$NEVER" > $OUT/ab-depthwise-$dt.log 2>&1; grep -h "compiled in\|phases\|B / A" $OUT/ab-depthwise-$dt.log
 done
+# 4. ConvNeXt-tiny's bench rows against torch.compile with the shipped kernel, bf16 and fp32
+MODELS=convnext_tiny BENCH_LIMIT=150 bash benchmarks/gpu_session.sh timm-full timm-full-fp32

@@ -1,0 +1,33 @@
+"""Helpers of the convolution passes' end-to-end tests (direct and depthwise convolutions):
+the code generators a CPU run can execute, a compile with the channels-last pass forced, and
+the convolution decisions' log."""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torchkiln
+
+
+def codegens() -> list:
+    """C++, and Triton where its interpreter runs kernels (``TRITON_INTERPRET=1``)."""
+    out = [pytest.param("cpp", id="cpp")]
+    if os.environ.get("TRITON_INTERPRET") not in (None, "", "0"):
+        out.append(pytest.param("triton", id="triton"))
+    return out
+
+
+def compile_convnet(model, codegen: str, **loop_ir):
+    """``torchkiln.compile`` in strict mode without the graph cache, the channels-last pass
+    forced on any device (oneDNN's convolutions off), and the loop-ir options ``loop_ir``."""
+    options = {"channels_last": "always", "mkldnn_convolution": False} | loop_ir
+    return torchkiln.compile(
+        model,
+        options={"strict": True, "graph_cache": False, "codegen": codegen, "loop_ir": options},
+    )
+
+
+def convolution_log(compiled) -> list[str]:
+    """Every graph's convolution decisions (``torchkiln.report``)."""
+    return [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
