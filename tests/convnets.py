@@ -31,3 +31,22 @@ def compile_convnet(model, codegen: str, **loop_ir):
 def convolution_log(compiled) -> list[str]:
     """Every graph's convolution decisions (``torchkiln.report``)."""
     return [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
+
+
+def cuda_default_errors(net: type, shape: tuple[int, ...], dtype) -> tuple[object, float, float]:
+    """``net()`` in eval mode on CUDA in ``dtype``, compiled with the default options, and its
+    float64 copy: (the compiled model, its largest error against float64 on a fresh random
+    input of ``shape``, eager's)."""
+    import torch
+
+    torch.manual_seed(2)
+    model = net().eval().cuda()
+    reference = net().eval().cuda().double()
+    reference.load_state_dict(model.state_dict())
+    model = model.to(dtype)
+    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False})
+    x = torch.randn(*shape, device="cuda", dtype=dtype)
+    with torch.no_grad():
+        got, eager, exact = compiled(x), model(x), reference(x.double())
+    err_got = (got.double() - exact).abs().max().item()
+    return compiled, err_got, (eager.double() - exact).abs().max().item()

@@ -15,7 +15,7 @@ import os
 import pytest
 import torch
 import torchkiln
-from convnets import codegens, compile_convnet, convolution_log
+from convnets import codegens, compile_convnet, convolution_log, cuda_default_errors
 from torch import nn
 from torchkiln_loop_ir import channels_last as CL
 
@@ -129,16 +129,6 @@ def test_bad_option_is_a_clear_error():
 def test_cuda_default_options(dtype):
     """On CUDA the default sends the blocks' 7x7s to the strip kernel, each result as near a
     float64 reference as eager's cuDNN one."""
-    torch.manual_seed(2)
-    model = Net().eval().cuda()
-    reference = Net().eval().cuda().double()
-    reference.load_state_dict(model.state_dict())
-    model = model.to(dtype)
-    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False})
-    x = torch.randn(4, 3, 60, 58, device="cuda", dtype=dtype)
-    with torch.no_grad():
-        got, eager, exact = compiled(x), model(x), reference(x.double())
+    compiled, err_got, err_eager = cuda_default_errors(Net, (4, 3, 60, 58), dtype)
     assert len(_depthwise_lines(compiled)) == 2
-    err_got = (got.double() - exact).abs().max().item()
-    err_eager = (eager.double() - exact).abs().max().item()
     assert err_got <= 1.5 * err_eager + (1e-3 if dtype == torch.bfloat16 else 1e-5)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import pytest
 import torch
 import torchkiln
-from convnets import codegens, compile_convnet, convolution_log
+from convnets import codegens, compile_convnet, convolution_log, cuda_default_errors
 from torch import nn
 
 
@@ -107,19 +107,10 @@ def test_direct_convolution_taps_zero_keeps_atens():
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the GPU session runs it)")
 @pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16], ids=str)
 def test_cuda_default_options(dtype):
-    """On CUDA the pass runs by default: 3 direct convolutions (the 7x7 stays cuDNN's), each
-    result as near a float64 reference as eager's."""
-    torch.manual_seed(2)
-    model = Net().eval().cuda()
-    reference = Net().eval().cuda().double()
-    reference.load_state_dict(model.state_dict())
-    model = model.to(dtype)
-    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False})
-    x = torch.randn(4, 3, 40, 36, device="cuda", dtype=dtype)
-    with torch.no_grad():
-        got, eager, exact = compiled(x), model(x), reference(x.double())
-    err_got = (got.double() - exact).abs().max().item()
-    err_eager = (eager.double() - exact).abs().max().item()
+    """On CUDA the pass runs by default: 3 direct convolutions (the 7x7 is the depthwise strip
+    kernel's: tests/test_depthwise_convolution_e2e.py), each result as near a float64
+    reference as eager's."""
+    compiled, err_got, err_eager = cuda_default_errors(Net, (4, 3, 40, 36), dtype)
     assert err_got <= 1.5 * err_eager + (1e-3 if dtype == torch.bfloat16 else 1e-5)
     direct = [line for line in convolution_log(compiled) if "direct convolution" in line]
     assert len(direct) == 3, direct
