@@ -50,3 +50,19 @@ def cuda_default_errors(net: type, shape: tuple[int, ...], dtype) -> tuple[objec
         got, eager, exact = compiled(x), model(x), reference(x.double())
     err_got = (got.double() - exact).abs().max().item()
     return compiled, err_got, (eager.double() - exact).abs().max().item()
+
+
+def assert_equals_eager_over_updates(model, compiled, shape: tuple[int, ...]) -> None:
+    """Three calls on fresh random inputs of ``shape``, each equal to eager's; before the third
+    every parameter is updated in place (what the compiled graph caches from a weight, its
+    channels-last copy or its taps, must follow)."""
+    import torch
+
+    for step in range(3):
+        x = torch.randn(*shape)
+        with torch.no_grad():
+            if step == 2:
+                for p in model.parameters():
+                    p.mul_(0.9).add_(0.01)
+            got, expected = compiled(x), model(x)
+        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)

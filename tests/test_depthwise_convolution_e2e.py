@@ -15,7 +15,13 @@ import os
 import pytest
 import torch
 import torchkiln
-from convnets import codegens, compile_convnet, convolution_log, cuda_default_errors
+from convnets import (
+    assert_equals_eager_over_updates,
+    codegens,
+    compile_convnet,
+    convolution_log,
+    cuda_default_errors,
+)
 from torch import nn
 from torchkiln_loop_ir import channels_last as CL
 
@@ -72,14 +78,7 @@ def test_depthwise_convolutions_equal_eager(codegen, request):
     torch.manual_seed(0)
     model = Net().eval()
     compiled = _compile(model, codegen)
-    for step in range(3):
-        x = torch.randn(2, 3, 30, 26)
-        with torch.no_grad():
-            if step == 2:  # an in-place update: the taps must follow it
-                for p in model.parameters():
-                    p.mul_(0.9).add_(0.01)
-            got, expected = compiled(x), model(x)
-        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    assert_equals_eager_over_updates(model, compiled, (2, 3, 30, 26))
     # the two blocks' 7x7s; the strided, dilated and multiplier ones stay cuDNN's or direct
     assert len(_depthwise_lines(compiled)) == 2
 

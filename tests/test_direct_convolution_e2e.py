@@ -12,7 +12,13 @@ from __future__ import annotations
 import pytest
 import torch
 import torchkiln
-from convnets import codegens, compile_convnet, convolution_log, cuda_default_errors
+from convnets import (
+    assert_equals_eager_over_updates,
+    codegens,
+    compile_convnet,
+    convolution_log,
+    cuda_default_errors,
+)
 from torch import nn
 
 
@@ -60,14 +66,7 @@ def test_direct_convolutions_equal_eager(codegen):
                 m.running_mean.uniform_(-0.5, 0.5)
                 m.running_var.uniform_(0.5, 2.0)
     compiled = _compile(model, codegen, taps=49)  # the 7x7 too
-    for step in range(3):
-        x = torch.randn(2, 3, 22, 18)
-        with torch.no_grad():
-            if step == 2:  # an in-place update: the taps must follow it
-                for p in model.parameters():
-                    p.mul_(0.9).add_(0.01)
-            got, expected = compiled(x), model(x)
-        torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+    assert_equals_eager_over_updates(model, compiled, (2, 3, 22, 18))
     log = convolution_log(compiled)
     direct = [line for line in log if "direct convolution" in line]
     assert len(direct) == 4, log  # dw, dilated, multiplier, dw7
