@@ -327,7 +327,7 @@ def _strip(dtype, target) -> None:
 
     for c, size in CONVNEXT_7X7:
         block_r, block_c, warps, ws = D.launch_config(64, c, size, size, 132, dtype)
-        nws = -(-size // ws)
+        nws = triton.cdiv(size, ws)
         ints = {"R": 64 * size * nws, "H": size, "W": size, "C": c, "OH": size, "OW": size}
         ints["NWS"] = nws
         for unrolled in (True, False):

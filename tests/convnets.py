@@ -7,6 +7,7 @@ from __future__ import annotations
 import os
 
 import pytest
+import torch
 import torchkiln
 
 
@@ -37,8 +38,6 @@ def cuda_default_errors(net: type, shape: tuple[int, ...], dtype) -> tuple[objec
     """``net()`` in eval mode on CUDA in ``dtype``, compiled with the default options, and its
     float64 copy: (the compiled model, its largest error against float64 on a fresh random
     input of ``shape``, eager's)."""
-    import torch
-
     torch.manual_seed(2)
     model = net().eval().cuda()
     reference = net().eval().cuda().double()
@@ -56,8 +55,6 @@ def assert_equals_eager_over_updates(model, compiled, shape: tuple[int, ...]) ->
     """Three calls on fresh random inputs of ``shape``, each equal to eager's; before the third
     every parameter is updated in place (what the compiled graph caches from a weight, its
     channels-last copy or its taps, must follow)."""
-    import torch
-
     for step in range(3):
         x = torch.randn(*shape)
         with torch.no_grad():

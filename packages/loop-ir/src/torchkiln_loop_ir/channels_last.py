@@ -372,18 +372,6 @@ def _is_depthwise(conv: fx.Node) -> bool:
     )
 
 
-def _depthwise(graph: fx.Graph, conv: fx.Node) -> fx.Node:
-    """``conv`` with its bias as ``conv_depthwise`` of its input (made channels-last) and of its
-    weight's taps."""
-    x, w, b, _stride, padding, *_ = conv.args
-    if not _val(x).is_contiguous(memory_format=torch.channels_last):
-        x = graph.call_function(aten.clone.default, (x,), {"memory_format": torch.channels_last})
-        _fake_meta(x)
-    weight_taps = graph.call_function(CONV_TAPS, (w,))
-    _fake_meta(weight_taps)
-    return graph.call_function(CONV_DEPTHWISE, (x, weight_taps, b, list(padding)))
-
-
 def use_channels_last(
     gm: fx.GraphModule, direct_taps: int | None = None, depthwise: bool = False
 ) -> tuple[fx.GraphModule, tuple[str, ...]]:
@@ -409,14 +397,6 @@ def use_channels_last(
         x, w, b, stride, padding, dilation, _transposed, _output_padding, groups = conv.args
         taps = _direct_taps(conv, direct_taps)
         with graph.inserting_before(conv):
-            if taps is None and depthwise and _is_depthwise(conv):
-                out = _depthwise(graph, conv)
-                _fake_meta(out)
-                conv.replace_all_uses_with(out)
-                graph.erase_node(conv)
-                changed = True
-                log.append(f"{conv.name}: depthwise convolution (the code generator's kernel)")
-                continue
             if taps is not None:
                 new, how = _direct(graph, conv, taps)
             else:
@@ -425,7 +405,13 @@ def use_channels_last(
                         aten.clone.default, (x,), {"memory_format": torch.channels_last}
                     )
                     _fake_meta(x)
-                if _is_pointwise_conv(conv):
+                if depthwise and _is_depthwise(conv):
+                    weight_taps = graph.call_function(CONV_TAPS, (w,))
+                    _fake_meta(weight_taps)
+                    # the bias with it: the kernel adds it
+                    new = graph.call_function(CONV_DEPTHWISE, (x, weight_taps, b, list(padding)))
+                    how, b = "depthwise convolution (the code generator's kernel)", None
+                elif _is_pointwise_conv(conv):
                     new = graph.call_function(CONV1X1_CHANNELS_LAST, (x, w))
                     how = "1x1 convolution as a matrix multiply of channels-last pixels"
                 else:
