@@ -104,6 +104,60 @@ def test_bfloat16_as_near_float64_as_eager(registered_on_cpu):
     assert err_got <= 1.5 * err_eager + 1e-3, (err_got, err_eager)
 
 
+class TrainNet(nn.Module):
+    """Depthwise convolutions a training step runs through ``conv_depthwise``: ConvNeXt's block
+    (7x7, with and without a bias), a 5x7 kernel without padding (its input gradient's flipped
+    padding is the whole kernel), and a 7x7 padded past its kernel (the forward only: the input
+    gradient's padding would be negative, its backward stays cuDNN's)."""
+
+    def __init__(self):
+        super().__init__()
+        self.stem = nn.Conv2d(3, 16, 2, stride=2)
+        self.blocks = nn.Sequential(Block(16), Block(16, bias=False))
+        self.valid = nn.Conv2d(16, 16, (5, 7), groups=16)
+        self.wide = nn.Conv2d(16, 16, 7, padding=7, groups=16, bias=False)
+        self.head = nn.Linear(16, 4)
+
+    def forward(self, x):
+        y = self.wide(torch.relu(self.valid(self.blocks(self.stem(x)))))
+        return self.head(y.mean((2, 3)))
+
+
+@pytest.mark.parametrize("autocast", [False, True], ids=["float32", "autocast_bf16"])
+@pytest.mark.parametrize("codegen", codegens())
+def test_training_steps_equal_eager(codegen, autocast, request):
+    """Training steps with the forward's depthwise convolutions and their input gradients through
+    ``conv_depthwise``: the loss and every gradient equal eager's, step after step, the
+    parameters updated in place between steps."""
+    import copy
+
+    if codegen == "triton":
+        request.getfixturevalue("registered_on_cpu")
+    torch.manual_seed(3)
+    model = TrainNet()
+    reference = copy.deepcopy(model)
+    compiled = _compile(model, codegen)
+    tol = {"rtol": 3e-2, "atol": 3e-2} if autocast else {"rtol": 1e-4, "atol": 1e-5}
+    for _ in range(3):
+        x = torch.randn(2, 3, 30, 26)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
+            got, expected = compiled(x), reference(x)
+        got.float().square().mean().backward()
+        expected.float().square().mean().backward()
+        torch.testing.assert_close(got, expected, **tol)
+        with torch.no_grad():
+            for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+                torch.testing.assert_close(p.grad, q.grad, **tol, msg=name)
+                p.sub_(0.1 * p.grad)
+                q.sub_(0.1 * q.grad)
+        model.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)
+    lines = _depthwise_lines(compiled)
+    # the forward's four (two blocks, valid, wide); the input gradients of three (not the wide)
+    assert sum(": convolution.default: depthwise" in line for line in lines) == 4, lines
+    assert sum("input gradient a depthwise" in line for line in lines) == 3, lines
+
+
 @pytest.mark.parametrize("depthwise", ["auto", "never"])
 def test_no_kernel_for_the_device_or_never_keeps_the_convolution(depthwise):
     """ "auto" without a kernel registered for the device (the CPU), and "never": the 7x7s stay
@@ -131,3 +185,28 @@ def test_cuda_default_options(dtype):
     compiled, err_got, err_eager = cuda_default_errors(Net, (4, 3, 60, 58), dtype)
     assert len(_depthwise_lines(compiled)) == 2
     assert err_got <= 1.5 * err_eager + (1e-3 if dtype == torch.bfloat16 else 1e-5)
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the GPU session runs it)")
+def test_cuda_training_step_default_options():
+    """On CUDA the default sends a training step's 7x7s and their input gradients to the strip
+    kernel under bfloat16 autocast; the loss and gradients equal eager's."""
+    import copy
+
+    torch.manual_seed(4)
+    model = TrainNet().cuda()
+    reference = copy.deepcopy(model)
+    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False})
+    for _ in range(2):
+        x = torch.randn(4, 3, 60, 58, device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            got, expected = compiled(x), reference(x)
+        got.float().square().mean().backward()
+        expected.float().square().mean().backward()
+        torch.testing.assert_close(got, expected, rtol=3e-2, atol=3e-2)
+        for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+            torch.testing.assert_close(p.grad, q.grad, rtol=3e-2, atol=3e-2, msg=name)
+        model.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)
+    lines = _depthwise_lines(compiled)
+    assert sum("input gradient a depthwise" in line for line in lines) == 3, lines

@@ -29,8 +29,9 @@ is on GPUs):
 
 That is for inference graphs (contract C2's ``meta["free_output_strides"]`` is set). Training
 graphs go through ``use_channels_last_training`` (below): convolutions and their backwards stay
-ATen calls reading channels-last activations, the forward's saved values stay channels-last, and
-the backward graph is compiled for the strides they come with (``adopt_input_strides``). Without
+ATen calls reading channels-last activations (but the depthwise ones ``conv_depthwise`` takes,
+forward and input gradient), the forward's saved values stay channels-last, and the backward
+graph is compiled for the strides they come with (``adopt_input_strides``). Without
 a convolution, with symbolic sizes, or with an ``as_strided`` view in the graph (it reads memory
 order; one that only restrides its input, as ``adaptive_avg_pool2d`` to one pixel makes, is
 dropped first: mkldnn.py's ``_drop_restrides``), a graph is left as it is, with the reason in
@@ -39,6 +40,7 @@ the log.
 
 from __future__ import annotations
 
+import operator
 import weakref
 from typing import Any
 
@@ -356,10 +358,12 @@ def _direct(graph: fx.Graph, conv: fx.Node, taps: int) -> tuple[fx.Node, str]:
 
 
 def _is_depthwise(conv: fx.Node) -> bool:
-    """``conv`` is what ``torchkiln::conv_depthwise`` computes: one output channel per input
-    channel, stride and dilation 1, no output padding, static sizes, a dtype the kernels sum
-    in float32."""
-    x, w, _b, stride, _padding, dilation, _t, output_padding, groups = conv.args
+    """``conv`` (an ``aten.convolution``, or a ``convolution_backward``: its arguments one place
+    later) is what ``torchkiln::conv_depthwise`` computes: one output channel per input channel,
+    stride and dilation 1, no output padding, static sizes, a dtype the kernels sum in
+    float32."""
+    at = 0 if conv.target is aten.convolution.default else 1
+    x, w, _b, stride, _padding, dilation, _t, output_padding, groups = conv.args[at : at + 9]
     xv, wv = _val(x), _val(w)
     return (
         xv.dtype in _DIRECT_DTYPES
@@ -547,8 +551,71 @@ def _save_the_clones(output: fx.Node, free_tail: int, made: dict[fx.Node, fx.Nod
     return log
 
 
+def _graph_taps(graph: fx.Graph, conv: fx.Node, weight: Any, flip: bool) -> fx.Node:
+    """``weight``'s taps computed in the graph before ``conv`` (a training step's weight changes
+    every step: no copy is kept, and the copy fuses into the kernel casting the weight), with
+    ``flip`` the kernel turned half a circle (the input gradient's taps)."""
+    with graph.inserting_before(conv):
+        taps = graph.call_function(aten.permute.default, (weight, [1, 2, 3, 0]))
+        _fake_meta(taps)
+        if flip:
+            taps = graph.call_function(aten.flip.default, (taps, [1, 2]))
+            _fake_meta(taps)
+        taps = graph.call_function(
+            aten.clone.default, (taps,), {"memory_format": torch.contiguous_format}
+        )
+        _fake_meta(taps)
+    return taps
+
+
+def _depthwise_training(graph: fx.Graph, conv: fx.Node, limit: int | None) -> str | None:
+    """``conv`` (channels-last already) through ``torchkiln::conv_depthwise`` where it is a
+    depthwise convolution of stride 1 with more taps than ``limit`` (None: ``_DIRECT_TAPS``):
+    a forward with its bias; a backward's input gradient, the convolution of the output gradient
+    by the flipped taps with padding ``k - 1 - p`` (the input's size again), its weight gradient
+    left to cuDNN (the backward then computes nothing else). The log's words, or None."""
+    forward = conv.target is aten.convolution.default
+    at = 0 if forward else 1
+    w, padding = conv.args[at + 1], list(conv.args[at + 4])
+    kernel = tuple(_val(w).shape[2:])
+    if not _is_depthwise(conv) or kernel[0] * kernel[1] <= (
+        _DIRECT_TAPS if limit is None else limit
+    ):
+        return None
+    if forward:
+        taps = _graph_taps(graph, conv, w, flip=False)
+        with graph.inserting_before(conv):
+            new = graph.call_function(CONV_DEPTHWISE, (conv.args[0], taps, conv.args[2], padding))
+            _fake_meta(new)
+        conv.replace_all_uses_with(new)
+        graph.erase_node(conv)
+        return "depthwise convolution (the code generator's kernel)"
+    mask = list(conv.args[10])
+    if not mask[0] or not all(0 <= p < k for p, k in zip(padding, kernel)):
+        return None
+    taps = _graph_taps(graph, conv, w, flip=True)
+    flipped = [k - 1 - p for p, k in zip(padding, kernel)]
+    with graph.inserting_before(conv):
+        grad_input = graph.call_function(CONV_DEPTHWISE, (conv.args[0], taps, None, flipped))
+        _fake_meta(grad_input)
+    for use in [u for u in conv.users if u.target is operator.getitem and u.args[1] == 0]:
+        use.replace_all_uses_with(grad_input)
+        graph.erase_node(use)
+    mask[0] = False
+    if any(mask) or conv.users:
+        conv.args = (*conv.args[:10], mask, *conv.args[11:])
+    else:
+        graph.erase_node(conv)
+    return (
+        "input gradient a depthwise convolution by the flipped taps (the code generator's kernel)"
+    )
+
+
 def use_channels_last_training(
-    gm: fx.GraphModule, free_tail: int = 0
+    gm: fx.GraphModule,
+    free_tail: int = 0,
+    depthwise: bool = False,
+    direct_taps: int | None = None,
 ) -> tuple[fx.GraphModule, tuple[str, ...]]:
     """A copy of ``gm`` (a training forward or backward graph) whose 2-D convolutions and
     convolution backwards read channels-last activations, and the log of decisions.
@@ -561,7 +628,11 @@ def use_channels_last_training(
     The layout then flows through the pointwise kernels and batch-norm reductions between them.
     Outputs keep their traced strides, except the last ``free_tail`` (contract C2's
     ``meta["free_saved_strides"]``: values saved for the backward graph, which is compiled
-    against what the forward returns, ``adopt_input_strides``)."""
+    against what the forward returns, ``adopt_input_strides``).
+
+    With ``depthwise``, a depthwise convolution of stride 1 with more taps than ``direct_taps``
+    (None: ``_DIRECT_TAPS``) runs as ``torchkiln::conv_depthwise``, as in inference, and so does
+    its backward's input gradient (``_depthwise_training``)."""
     convs = [n for n in gm.graph.nodes if n.target in (aten.convolution.default, _CONV_BACKWARD)]
     if not convs:
         return gm, ()
@@ -585,7 +656,9 @@ def use_channels_last_training(
             args[weight] = _to_channels_last(graph, conv, args[weight], made)
         conv.args = tuple(args)
         changed = True
-        log.append(f"{conv.name}: {conv.target.__name__} reads channels-last")
+        name = f"{conv.name}: {conv.target.__name__}"
+        how = _depthwise_training(graph, conv, direct_taps) if depthwise else None
+        log.append(f"{name}: {how}" if how else f"{name} reads channels-last")
     if not changed:
         return gm, tuple(log)
     log += _save_the_clones(copy.output, free_tail, made)

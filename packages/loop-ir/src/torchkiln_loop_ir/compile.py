@@ -271,13 +271,14 @@ def compile_graph(
     ):
         from .channels_last import depthwise_kernel, use_channels_last, use_channels_last_training
 
+        depthwise = options.depthwise_convolutions == "always" or (
+            options.depthwise_convolutions == "auto" and depthwise_kernel(device_type) is not None
+        )
         if training_meta:
-            gm, more = use_channels_last_training(gm, free_saved)
-        else:
-            depthwise = options.depthwise_convolutions == "always" or (
-                options.depthwise_convolutions == "auto"
-                and depthwise_kernel(device_type) is not None
+            gm, more = use_channels_last_training(
+                gm, free_saved, depthwise, options.direct_convolution_taps
             )
+        else:
             gm, more = use_channels_last(gm, options.direct_convolution_taps, depthwise)
         convolution_log += more
     if options.coalesce_transposed_copies:

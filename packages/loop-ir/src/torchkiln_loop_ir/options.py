@@ -65,11 +65,12 @@ class LoopIROptions:
         width) is generated code summing its taps per output element (lowering/convolution.py),
         its bias and activation fused, instead of a cuDNN call. None (default): the limit
         measured against cuDNN (channels_last.py's ``_DIRECT_TAPS``: 25, up to 5x5); 0: never.
-    depthwise_convolutions: where ``channels_last`` runs an inference graph's convolutions, a
-        depthwise one of stride 1 with more taps than ``direct_convolution_taps`` (ConvNeXt's
-        7x7) runs as ``torchkiln::conv_depthwise``, its bias included: "auto" (default: where
-        the code generator registered a kernel for the graph's device,
-        ``channels_last.register_depthwise_kernel``; codegen-triton's tiled kernel on CUDA),
+    depthwise_convolutions: where ``channels_last`` runs a graph's convolutions, a depthwise
+        one of stride 1 with more taps than ``direct_convolution_taps`` (ConvNeXt's 7x7) runs
+        as ``torchkiln::conv_depthwise``, its bias included, and in a training backward so does
+        its input gradient (the output gradient convolved with the flipped taps): "auto"
+        (default: where the code generator registered a kernel for the graph's device,
+        ``channels_last.register_depthwise_kernel``; codegen-triton's strip kernel on CUDA),
         "always" (any backend; without a registered kernel ATen computes it: tests), or
         "never" (a cuDNN call).
     max_pool_backward: how ``max_pool2d``'s gradient is computed: "auto" (default: generated
