@@ -174,6 +174,42 @@ def test_options_are_checked() -> None:
     assert full.autotune and full.cudagraphs
 
 
+def test_code_generator_options_as_a_dict(monkeypatch, tmp_path) -> None:
+    """``cpp_options`` given as a dict of CppOptions fields reaches the C++ backend (the rest its
+    defaults, ``cache_dir`` from the compile options) and the result equals eager's; a field it
+    lacks is a ValueError and a value of another kind a TypeError, both at the call, not a
+    fallback at the first run."""
+    import torchkiln_codegen_cpp
+    from torchkiln import pipeline
+
+    built = []
+    real = pipeline.code_generator
+
+    def spy(device, options):
+        built.append(backend := real(device, options))
+        return backend
+
+    monkeypatch.setattr(pipeline, "code_generator", spy)
+
+    def g(x):
+        return torch.nn.functional.gelu(x @ x.T) + 1
+
+    options = {"strict": True, "graph_cache": False, "cache_dir": str(tmp_path)}
+    compiled = torchkiln.compile(g, options={**options, "cpp_options": {"vector_math": False}})
+    x = torch.randn(16, 5)
+    torch.testing.assert_close(compiled(x), g(x))
+    assert built[0].options == torchkiln_codegen_cpp.CppOptions(
+        vector_math=False, cache_dir=str(tmp_path)
+    )
+    with pytest.raises(ValueError, match="no field.*vector_maths"):
+        torchkiln.compile(g, options={"cpp_options": {"vector_maths": False}})
+    with pytest.raises(TypeError, match="cpp_options must be"):
+        CompileOptions(cpp_options=3)
+    assert CompileOptions(cpp_options={"simd": False}) == CompileOptions(
+        cpp_options={"simd": False}
+    )
+
+
 def test_inductor_option_names_are_mapped_or_named_in_one_warning() -> None:
     from torchkiln.options import resolve_options
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import importlib
 import warnings
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -69,8 +70,13 @@ class CompileOptions:
     cudagraphs: wrap CUDA graphs in ``torch.cuda.CUDAGraph`` (set by reduce-overhead and
         max-autotune, or Inductor's ``triton.cudagraphs`` option).
     cpp_options / triton_options: option objects handed unchanged to ``CppBackend(options=...)``
-        / ``TritonBackend(options=...)``; None lets the code generator pick its defaults.
-    loop_ir: extra keyword fields for ``LoopIROptions`` (only fields it declares are used).
+        / ``TritonBackend(options=...)``, or a dict of their fields (``{"vector_math": False}``:
+        the rest are the defaults, ``cache_dir`` and ``autotune`` from these options; kept as a
+        sorted tuple of items, a field the class does not declare a ``ValueError`` here, or
+        when the pipeline builds it for Triton's where codegen-triton is not installed); None
+        lets the code generator pick its defaults. Anything else is a ``TypeError``.
+    loop_ir: extra keyword fields for ``LoopIROptions``, as pairs or a dict; a field it does not
+        declare, or a value it refuses, is a ``ValueError`` here.
     codegen: "auto" (C++ for CPU tensors, Triton for CUDA tensors), "cpp" or "triton".
     graph_cache: keep each compiled graph (aot-partition's runtime and the compiled forward and
         backward graphs) on disk under ``<cache_dir>/graphs``, so a later process compiling the
@@ -128,6 +134,52 @@ class CompileOptions:
             raise ValueError(
                 f"torchkiln: unknown mode {self.mode!r}; pick one of {', '.join(MODES)}"
             )
+        if isinstance(self.loop_ir, Mapping):
+            object.__setattr__(self, "loop_ir", tuple(sorted(self.loop_ir.items())))
+        if self.loop_ir:
+            fields = dict(self.loop_ir)
+            cls = check_fields("loop_ir", "torchkiln_loop_ir", "LoopIROptions", fields)
+            if cls is not None:
+                cls(**fields)  # its own checks of values ("depthwise_convolutions" of "yes")
+        for name, (module, class_name) in CODEGEN_OPTIONS.items():
+            value = getattr(self, name)
+            if isinstance(value, Mapping):
+                # frozen: set once here, as a hashable, ordered value (like loop_ir)
+                object.__setattr__(self, name, tuple(sorted(value.items())))
+                check_fields(name, module, class_name, dict(value))
+            elif not (
+                value is None
+                or isinstance(value, tuple)
+                or (dataclasses.is_dataclass(value) and not isinstance(value, type))
+            ):
+                raise TypeError(
+                    f"torchkiln: {name} must be a dict of {class_name} fields or a {class_name}, "
+                    f"not {type(value).__name__}"
+                )
+
+
+#: CompileOptions field -> (the code generator's module, its options class)
+CODEGEN_OPTIONS = {
+    "cpp_options": ("torchkiln_codegen_cpp", "CppOptions"),
+    "triton_options": ("torchkiln_codegen_triton", "TritonOptions"),
+}
+
+
+def check_fields(name: str, module: str, class_name: str, fields: Mapping[str, Any]) -> Any:
+    """A layer's options class, after a ``ValueError`` where ``fields`` names one it does not
+    declare; None where the layer is not installed (nothing checked: the pipeline raises
+    ``LayerUnavailable`` if it is needed)."""
+    try:
+        cls = getattr(importlib.import_module(module), class_name)
+    except ImportError:
+        return None
+    unknown = set(fields) - {f.name for f in dataclasses.fields(cls)}
+    if unknown:
+        raise ValueError(
+            f"torchkiln: {name} has no field(s) {', '.join(sorted(unknown))}; {class_name}'s "
+            f"fields: {', '.join(f.name for f in dataclasses.fields(cls))}"
+        )
+    return cls
 
 
 def check_mode(mode: str | None) -> str:
@@ -208,6 +260,4 @@ def resolve_options(
         _warn_ignored(ignored, stacklevel)
     chosen = _chosen_mode(mode, own.pop("mode", None))
     values = {**MODE_SETTINGS[chosen], **mapped, **own, "mode": chosen}
-    if isinstance(values.get("loop_ir"), Mapping):
-        values["loop_ir"] = tuple(sorted(values["loop_ir"].items()))
     return CompileOptions(**values)

@@ -52,17 +52,19 @@ def graph_device(gm: torch.fx.GraphModule, example_inputs: Sequence[Any]) -> tor
 
 
 def _codegen_options(module: Any, class_name: str, given: Any, options: CompileOptions) -> Any:
-    """``given`` if the user passed code generator options; else the generator's own options class
-    holding the CompileOptions knobs it declares (cache_dir, autotune); else None (its defaults)."""
-    if given is not None:
+    """``given`` if the user passed a code generator options object; else the generator's own
+    options class holding the CompileOptions knobs it declares (cache_dir, autotune) and the
+    fields ``given`` holds as a tuple of items (a dict in CompileOptions); else None (its
+    defaults)."""
+    if given is not None and not isinstance(given, tuple):
         return given
     knobs = {"cache_dir": options.cache_dir, "autotune": options.autotune or None}
     knobs = {k: v for k, v in knobs.items() if v is not None}
     cls = getattr(module, class_name, None)
-    if not knobs or cls is None or not dataclasses.is_dataclass(cls):
+    if cls is None or not dataclasses.is_dataclass(cls):
         return None
     declared = {f.name for f in dataclasses.fields(cls)}
-    kept = {k: v for k, v in knobs.items() if k in declared}
+    kept = {k: v for k, v in knobs.items() if k in declared} | dict(given or ())
     return cls(**kept) if kept else None
 
 

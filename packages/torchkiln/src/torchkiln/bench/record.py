@@ -19,6 +19,7 @@ from typing import Any
 import torch
 
 from torchkiln.bench import paired, timing
+from torchkiln.options import CODEGEN_OPTIONS
 
 DEFAULT_BATCH = 2
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -45,13 +46,6 @@ class BenchConfig:
         ``triton_options`` / ``cpp_options`` given as dicts made into the code generators'
         option objects, and ``strict``."""
         return {**codegen_option_objects(dict(self.compile_options)), "strict": self.strict}
-
-
-#: option name -> (module, class) of a code generator's options object
-CODEGEN_OPTIONS = {
-    "triton_options": ("torchkiln_codegen_triton", "TritonOptions"),
-    "cpp_options": ("torchkiln_codegen_cpp", "CppOptions"),
-}
 
 
 def codegen_option_objects(options: dict[str, Any]) -> dict[str, Any]:
