@@ -231,6 +231,24 @@ def test_oracle_tolerance_is_not_vacuous():
     assert compare(torch.tensor([float("nan"), 1.0]), inf_eager, inf_eager.double())[0] == "wrong"
 
 
+def test_oracle_judges_a_comparison_flipped_by_libmvec_as_rounding():
+    """Seed 910096 (nn and training shares): ``t1 != gelu(t1)`` where
+    ``gelu(t1)`` of 5.2588425 rounds to ``t1`` itself through libmvec's erff and one ULP below
+    through eager's (and the exact value): compiled without codegen-cpp's vector math the program
+    equals eager's, so the verdict is "unstable" (rounding), not "wrong"."""
+    from torchkiln_codegen_cpp._vector_math import libmvec_available
+
+    from tests.fuzz.oracle import judge
+
+    program = generate(910096, train_share=0.6, nn_share=0.7)
+    assert judge(program, options={"cpp_options": {"vector_math": False}}).kind == "ok"
+    out = judge(program)
+    if libmvec_available():
+        assert out.kind == "unstable" and "vector_math off: ok" in out.detail, out.detail
+    else:
+        assert out.kind == "ok", out.detail
+
+
 def test_oracle_grades_results_of_bfloat16_programs_at_bfloat16_tolerance():
     """Seed 21234: a float64 result computed through bfloat16 values is as precise as bfloat16; a
     one-ulp bfloat16 difference passes with the program's precision and fails without it, and a
