@@ -235,7 +235,10 @@ def _inference_log(model, x):
 
 def test_global_pooling_restride_keeps_channels_last():
     """Inference and a training step of ``ConvNeXtLike`` equal eager, with both convolutions
-    channels-last (before, the pooling's ``as_strided`` left the whole graph in NCHW)."""
+    channels-last (before, the pooling's ``as_strided`` left the whole graph in NCHW), and both
+    convolution backwards too: the backward's gradient of the restride scatters into a flat
+    buffer of its own (``as_strided`` and ``as_strided_scatter`` of a new 1-D tensor, whose
+    strides no layout changes), which left the backward in NCHW until loop-ir 0.8.33."""
     torch.manual_seed(0)
     log = _inference_log(ConvNeXtLike().eval(), torch.randn(2, 3, 32, 32))
     assert sum("convolution channels-last" in line for line in log) == 2, log
@@ -252,6 +255,7 @@ def test_global_pooling_restride_keeps_channels_last():
         torch.testing.assert_close(p.grad, q.grad, rtol=1e-4, atol=1e-5, msg=name)
     log = [line for g in torchkiln.report(compiled).graphs for line in g.convolutions]
     assert sum("convolution.default reads channels-last" in line for line in log) == 2, log
+    assert sum("convolution_backward.default reads channels-last" in line for line in log) == 2
 
 
 def test_an_as_strided_of_other_elements_still_keeps_nchw():

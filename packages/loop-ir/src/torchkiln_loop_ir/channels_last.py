@@ -53,6 +53,7 @@ from .memory import keep_result
 from .mkldnn import (
     _LIB,
     _STORAGE_OPS,
+    _STORAGE_WRITES,
     _drop_restrides,
     _fake_meta,
     _keep_output_layouts,
@@ -63,6 +64,7 @@ from .mkldnn import (
     copied_graph,
     finish_layout,
     layout_copy,
+    same_strides,
 )
 
 aten = torch.ops.aten
@@ -461,7 +463,7 @@ def adopt_input_strides(
         for n, real in zip(placeholders, example_inputs)
         if isinstance(real, torch.Tensor)
         and isinstance(v := _val(n), torch.Tensor)
-        and not _same_strides(v, real)
+        and not same_strides(v, real)
     ]
     if not differ:
         return gm, ()
@@ -472,7 +474,9 @@ def adopt_input_strides(
     # (a forward's restride the partitioner recomputes here), any other must read what it was
     # traced with
     _drop_restrides(graph)
-    strided = {n: _val(n.args[0]) for n in graph.nodes if n.target in _STORAGE_OPS}
+    strided = {
+        n: _val(n.args[0]) for n in graph.nodes if n.target in _STORAGE_OPS | _STORAGE_WRITES
+    }
     mode = FakeTensorMode()
     for n, real in differ:
         with mode:
@@ -481,7 +485,7 @@ def adopt_input_strides(
             )
     _propagate_meta(graph, mode)
     for n, traced in strided.items():
-        if not _same_strides(traced, _val(n.args[0])):
+        if not same_strides(traced, _val(n.args[0])):
             raise LoweringError(
                 f"{n.name}: an as_strided view of a value whose strides changed with the "
                 "saved inputs' (it would read other elements)"
@@ -492,13 +496,6 @@ def adopt_input_strides(
     return fx.GraphModule(gm, graph), tuple(
         f"{copies[n].name}: compiled for the saved value's strides {tuple(real.stride())}"
         for n, real in differ
-    )
-
-
-def _same_strides(traced: torch.Tensor, real: torch.Tensor) -> bool:
-    """The same strides where they matter: dims of size 1 may have any."""
-    return tuple(traced.shape) == tuple(real.shape) and all(
-        size == 1 or a == b for size, a, b in zip(real.shape, traced.stride(), real.stride())
     )
 
 

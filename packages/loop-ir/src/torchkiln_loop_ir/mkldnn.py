@@ -151,6 +151,8 @@ DIRECT_CALLS = {
 
 #: ops whose result depends on memory order, not only on the logical values of their input
 _STORAGE_OPS = {aten.as_strided.default, aten.as_strided_copy.default}
+#: ops that write into their first operand by its memory order
+_STORAGE_WRITES = {aten.as_strided_scatter.default}
 #: views that a new layout can make impossible without a copy: their meta is a reshape's
 _RESHAPES = {
     aten.view.default: aten.reshape.default,
@@ -434,15 +436,21 @@ class LayoutCopy:
     output: fx.Node
     propagated: dict[fx.Node, tuple[Any, Any]]
     before: list[Any]
+    #: each op reading memory order (``_STORAGE_OPS``, ``_STORAGE_WRITES``) -> the traced value
+    #: of the operand whose strides it reads (``finish_layout`` checks they did not change)
+    strided: dict[fx.Node, Any]
 
 
 def layout_copy(
     gm: fx.GraphModule, convs: list[fx.Node], kept: str = "kept in NCHW"
 ) -> LayoutCopy | tuple[str, ...]:
     """``gm``'s graph copied, for a pass that changes the layout of ``convs``, or the log lines
-    of why not: an ``as_strided`` view (it reads memory order, which the pass would change under
-    it; one that only restrides its input is dropped first, ``_drop_restrides``) or inputs of
-    symbolic size (the pass fakes them again)."""
+    of why not: inputs of symbolic size (the pass fakes them again). An ``as_strided`` view
+    reads memory order: one that only restrides its input is dropped first
+    (``_drop_restrides``); the others, and ``as_strided_scatter``, are kept in
+    ``LayoutCopy.strided`` with their operand's traced value, and ``finish_layout`` gives up
+    where the pass changed that operand's strides (a backward's gradient of a restride scatters
+    into a new flat buffer, whose layout no pass changes: ConvNeXt's training backward)."""
 
     def refused(why: str) -> tuple[str, ...]:
         return tuple(
@@ -451,15 +459,16 @@ def layout_copy(
 
     graph, copies = copied_graph(gm)
     _drop_restrides(graph)
-    if any(n.target in _STORAGE_OPS for n in graph.nodes):
-        return refused("the graph has an as_strided view, whose values depend on the memory layout")
     if not _static_inputs(graph):
         return refused("graph inputs of symbolic size")
     mode = FakeTensorMode()
     _propagate_meta(graph, mode)  # one fake mode for every value the pass makes or reads
     propagated = _args_of(graph)
     output = next(n for n in graph.nodes if n.op == "output")
-    return LayoutCopy(graph, copies, mode, output, propagated, _output_values(output))
+    strided = {
+        n: _val(n.args[0]) for n in graph.nodes if n.target in _STORAGE_OPS | _STORAGE_WRITES
+    }
+    return LayoutCopy(graph, copies, mode, output, propagated, _output_values(output), strided)
 
 
 def _drop_restrides(graph: fx.Graph) -> None:
@@ -500,6 +509,17 @@ def finish_layout(
     new strides made redundant dropped, every output given its traced strides but the last
     ``free_tail``; ``gm`` itself, with why, when an output that is not contiguous would change."""
     _propagate_meta(copy.graph, copy.mode, since=copy.propagated)
+    moved = [
+        n.name for n, traced in copy.strided.items() if not same_strides(traced, _val(n.args[0]))
+    ]
+    if moved:
+        why = (
+            f"{moved[0]} reads memory order (an as_strided view) of a value whose strides the "
+            "layout would change"
+        )
+        return gm, tuple(
+            f"{c.name}: aten.{c.target.__name__.split('.')[0]} {kept} ({why})" for c in convs
+        )
     _drop_redundant_channels_last_copies(copy.graph)
     if not _keep_output_layouts(copy.graph, copy.output, copy.before, free_tail=free_tail):
         why = "a graph output that is not contiguous would change layout"
@@ -511,6 +531,13 @@ def finish_layout(
     new_gm = fx.GraphModule(gm, copy.graph)
     copy.graph.lint()
     return new_gm, tuple(log)
+
+
+def same_strides(traced: torch.Tensor, real: torch.Tensor) -> bool:
+    """The same sizes and the same strides where they matter: dims of size 1 may have any."""
+    return tuple(traced.shape) == tuple(real.shape) and all(
+        size == 1 or a == b for size, a, b in zip(real.shape, traced.stride(), real.stride())
+    )
 
 
 def _output_values(output: fx.Node) -> list[Any]:
