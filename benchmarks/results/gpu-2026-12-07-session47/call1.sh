@@ -5,15 +5,14 @@
 # one); 2. ConvNeXt-tiny's training step (bf16 autocast), the default (loop-ir 0.8.33: the 7x7s'
 # forward and input gradients through the strip kernel) against "never" (cuDNN's); 3.
 # ConvNeXt-tiny's inference, the default against "never", bf16 then fp32, compile phases
-# beside; 4. the strip kernel as shipped (a loop) against its unrolled form and cuDNN on
-# ConvNeXt-tiny's 7x7s, bf16 and fp32
+# beside. (The per-kernel probe of the shipped kernel, against its unrolled form and cuDNN,
+# is left for a later session: this one's device time went on failed starts)
 source benchmarks/gpu_env.sh
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "card: $card"
 PEAK=3350; [[ $card == *H200* ]] && PEAK=4300
-TRITON_INTERPRET=0 timeout 150 python3 -m pytest -q -p no:cacheprovider --import-mode=importlib --timeout 140 tests/test_depthwise_convolution_e2e.py tests/test_direct_convolution_e2e.py -k cuda 2>&1 | tail -4 | tee $OUT/cuda-tests.log
+TRITON_INTERPRET=0 timeout 130 python3 -m pytest -q -p no:cacheprovider --import-mode=importlib --timeout 120 tests/test_depthwise_convolution_e2e.py tests/test_direct_convolution_e2e.py -k cuda 2>&1 | tail -4 | tee $OUT/cuda-tests.log
 NEVER='{"loop_ir": {"depthwise_convolutions": "never"}}'
-TRITON_INTERPRET=0 timeout 120 python3 benchmarks/gpu_options_ab.py --steps 10 --suite timm --model convnext_tiny --rounds 4 --hang-s 115 --a '{}' --b "$NEVER" > $OUT/ab-depthwise-train.log 2>&1; grep -h "compiled in\|phases\|B / A\|Error" $OUT/ab-depthwise-train.log
+TRITON_INTERPRET=0 timeout 110 python3 benchmarks/gpu_options_ab.py --steps 10 --suite timm --model convnext_tiny --rounds 4 --hang-s 105 --a '{}' --b "$NEVER" > $OUT/ab-depthwise-train.log 2>&1; grep -h "compiled in\|phases\|B / A\|Error" $OUT/ab-depthwise-train.log
 for dt in bfloat16 float32; do
   TRITON_INTERPRET=0 timeout 100 python3 benchmarks/gpu_options_ab.py --infer --dtype $dt --steps 10 --suite timm --model convnext_tiny --rounds 4 --hang-s 95 --a '{}' --b "$NEVER" > $OUT/ab-depthwise-$dt.log 2>&1; grep -h "compiled in\|phases\|B / A" $OUT/ab-depthwise-$dt.log
 done
-TRITON_INTERPRET=0 timeout 120 python3 benchmarks/gpu_dwconv_probe.py --hang-s 115 --variants strip,shipped,unrolled --peak-gbs $PEAK --json $OUT/dwconv-probe.json 2>&1 | grep -v Warn | tee $OUT/dwconv-probe.log
