@@ -9,7 +9,6 @@
 # is left for a later session: this one's device time went on failed starts)
 source benchmarks/gpu_env.sh
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "card: $card"
-PEAK=3350; [[ $card == *H200* ]] && PEAK=4300
 TRITON_INTERPRET=0 timeout 130 python3 -m pytest -q -p no:cacheprovider --import-mode=importlib --timeout 120 tests/test_depthwise_convolution_e2e.py tests/test_direct_convolution_e2e.py -k cuda 2>&1 | tail -4 | tee $OUT/cuda-tests.log
 NEVER='{"loop_ir": {"depthwise_convolutions": "never"}}'
 TRITON_INTERPRET=0 timeout 110 python3 benchmarks/gpu_options_ab.py --steps 10 --suite timm --model convnext_tiny --rounds 4 --hang-s 105 --a '{}' --b "$NEVER" > $OUT/ab-depthwise-train.log 2>&1; grep -h "compiled in\|phases\|B / A\|Error" $OUT/ab-depthwise-train.log
