@@ -32,10 +32,11 @@ graphs go through ``use_channels_last_training`` (below): convolutions and their
 ATen calls reading channels-last activations (but the depthwise ones ``conv_depthwise`` takes,
 forward and input gradient), the forward's saved values stay channels-last, and the backward
 graph is compiled for the strides they come with (``adopt_input_strides``). Without
-a convolution, with symbolic sizes, or with an ``as_strided`` view in the graph (it reads memory
-order; one that only restrides its input, as ``adaptive_avg_pool2d`` to one pixel makes, is
-dropped first: mkldnn.py's ``_drop_restrides``), a graph is left as it is, with the reason in
-the log.
+a convolution, with symbolic sizes, or with an ``as_strided`` view of a value whose strides the
+pass would change (it reads memory order; one that only restrides its input, as
+``adaptive_avg_pool2d`` to one pixel makes, is dropped first: mkldnn.py's ``_drop_restrides``;
+one of a buffer the graph makes, a restride's gradient, keeps its strides), a graph is left as
+it is, with the reason in the log.
 """
 
 from __future__ import annotations
@@ -570,7 +571,8 @@ def _depthwise_training(graph: fx.Graph, conv: fx.Node, limit: int | None) -> st
     depthwise convolution of stride 1 with more taps than ``limit`` (None: ``_DIRECT_TAPS``):
     a forward with its bias; a backward's input gradient, the convolution of the output gradient
     by the flipped taps with padding ``k - 1 - p`` (the input's size again), its weight gradient
-    left to cuDNN (the backward then computes nothing else). The log's words, or None."""
+    left to the ``convolution_backward`` (cuDNN's; erased where it has nothing left to compute).
+    The log's words, or None."""
     forward = conv.target is aten.convolution.default
     at = 0 if forward else 1
     w, padding = conv.args[at + 1], list(conv.args[at + 4])
