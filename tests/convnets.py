@@ -63,3 +63,32 @@ def assert_equals_eager_over_updates(model, compiled, shape: tuple[int, ...]) ->
                     p.mul_(0.9).add_(0.01)
             got, expected = compiled(x), model(x)
         torch.testing.assert_close(got, expected, rtol=1e-4, atol=1e-4)
+
+
+def assert_training_steps_equal_eager(
+    model, compiled, shape: tuple[int, ...], autocast: bool, steps: int = 3
+) -> None:
+    """``steps`` training steps of ``compiled`` (``model`` compiled) against an eager copy of
+    ``model`` taken first, on fresh random inputs of ``shape`` on the model's device, under
+    bfloat16 autocast or not: the outputs and every parameter's gradient of ``mean(out ** 2)``
+    equal eager's (bfloat16's tolerance under autocast), and every parameter takes an SGD step
+    in place between steps, in both copies."""
+    import copy
+
+    reference = copy.deepcopy(model)
+    device = next(model.parameters()).device
+    tol = {"rtol": 3e-2, "atol": 3e-2} if autocast else {"rtol": 1e-4, "atol": 1e-5}
+    for _ in range(steps):
+        x = torch.randn(*shape, device=device)
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=autocast):
+            got, expected = compiled(x), reference(x)
+        got.float().square().mean().backward()
+        expected.float().square().mean().backward()
+        torch.testing.assert_close(got, expected, **tol)
+        with torch.no_grad():
+            for (name, p), q in zip(model.named_parameters(), reference.parameters()):
+                torch.testing.assert_close(p.grad, q.grad, **tol, msg=name)
+                p.sub_(0.1 * p.grad)
+                q.sub_(0.1 * q.grad)
+        model.zero_grad(set_to_none=True)
+        reference.zero_grad(set_to_none=True)

@@ -17,6 +17,7 @@ import torch
 import torchkiln
 from convnets import (
     assert_equals_eager_over_updates,
+    assert_training_steps_equal_eager,
     codegens,
     compile_convnet,
     convolution_log,
@@ -129,29 +130,12 @@ def test_training_steps_equal_eager(codegen, autocast, request):
     """Training steps with the forward's depthwise convolutions and their input gradients through
     ``conv_depthwise``: the loss and every gradient equal eager's, step after step, the
     parameters updated in place between steps."""
-    import copy
-
     if codegen == "triton":
         request.getfixturevalue("registered_on_cpu")
     torch.manual_seed(3)
     model = TrainNet()
-    reference = copy.deepcopy(model)
     compiled = _compile(model, codegen)
-    tol = {"rtol": 3e-2, "atol": 3e-2} if autocast else {"rtol": 1e-4, "atol": 1e-5}
-    for _ in range(3):
-        x = torch.randn(2, 3, 30, 26)
-        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=autocast):
-            got, expected = compiled(x), reference(x)
-        got.float().square().mean().backward()
-        expected.float().square().mean().backward()
-        torch.testing.assert_close(got, expected, **tol)
-        with torch.no_grad():
-            for (name, p), q in zip(model.named_parameters(), reference.parameters()):
-                torch.testing.assert_close(p.grad, q.grad, **tol, msg=name)
-                p.sub_(0.1 * p.grad)
-                q.sub_(0.1 * q.grad)
-        model.zero_grad(set_to_none=True)
-        reference.zero_grad(set_to_none=True)
+    assert_training_steps_equal_eager(model, compiled, (2, 3, 30, 26), autocast)
     lines = _depthwise_lines(compiled)
     # the forward's four (two blocks, valid, wide); the input gradients of three (not the wide)
     assert sum(": convolution.default: depthwise" in line for line in lines) == 4, lines
@@ -191,22 +175,9 @@ def test_cuda_default_options(dtype):
 def test_cuda_training_step_default_options():
     """On CUDA the default sends a training step's 7x7s and their input gradients to the strip
     kernel under bfloat16 autocast; the loss and gradients equal eager's."""
-    import copy
-
     torch.manual_seed(4)
     model = TrainNet().cuda()
-    reference = copy.deepcopy(model)
     compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False})
-    for _ in range(2):
-        x = torch.randn(4, 3, 60, 58, device="cuda")
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            got, expected = compiled(x), reference(x)
-        got.float().square().mean().backward()
-        expected.float().square().mean().backward()
-        torch.testing.assert_close(got, expected, rtol=3e-2, atol=3e-2)
-        for (name, p), q in zip(model.named_parameters(), reference.parameters()):
-            torch.testing.assert_close(p.grad, q.grad, rtol=3e-2, atol=3e-2, msg=name)
-        model.zero_grad(set_to_none=True)
-        reference.zero_grad(set_to_none=True)
+    assert_training_steps_equal_eager(model, compiled, (4, 3, 60, 58), autocast=True, steps=2)
     lines = _depthwise_lines(compiled)
     assert sum("input gradient a depthwise" in line for line in lines) == 3, lines
