@@ -6,7 +6,8 @@ registered for the device (codegen-triton's strip kernel on CUDA), under
 ATen's convolution where no kernel is registered (the C++ backend), and through the strip
 kernel itself under Triton's interpreter, registered for the CPU by the test. Equal to eager on
 fresh random inputs, after an in-place weight update (the taps are rebuilt), with no fallback;
-a strided or dilated one, or one with a channel multiplier, is left to the other paths."""
+a strided or dilated one, or one with a channel multiplier, is left to the other paths. Training
+steps with "always": the forwards and the input gradients (the flipped taps) through it."""
 
 from __future__ import annotations
 
@@ -172,12 +173,15 @@ def test_cuda_default_options(dtype):
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA (the GPU session runs it)")
-def test_cuda_training_step_default_options():
-    """On CUDA the default sends a training step's 7x7s and their input gradients to the strip
-    kernel under bfloat16 autocast; the loss and gradients equal eager's."""
+@pytest.mark.parametrize("depthwise, gradients", [("auto", 0), ("always", 3)])
+def test_cuda_training_steps(depthwise, gradients):
+    """On CUDA under bfloat16 autocast: "always" sends a training step's 7x7s and their input
+    gradients to the strip kernel; the default leaves training graphs to cuDNN (its host time
+    is lower: loop-ir's compile.py). Either way the loss and gradients equal eager's."""
     torch.manual_seed(4)
     model = TrainNet().cuda()
-    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False})
+    options = {"loop_ir": {"depthwise_convolutions": depthwise}}
+    compiled = torchkiln.compile(model, options={"strict": True, "graph_cache": False, **options})
     assert_training_steps_equal_eager(model, compiled, (4, 3, 60, 58), autocast=True, steps=2)
     lines = _depthwise_lines(compiled)
-    assert sum("input gradient a depthwise" in line for line in lines) == 3, lines
+    assert sum("input gradient a depthwise" in line for line in lines) == gradients, lines

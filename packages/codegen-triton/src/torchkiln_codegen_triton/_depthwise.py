@@ -1,9 +1,9 @@
 """A depthwise convolution kernel over strips of output pixels: ``torchkiln::conv_depthwise``.
 
-loop-ir sends a graph's depthwise convolutions of stride 1 with more taps than its direct
-(pointwise) convolution takes, ConvNeXt's 7x7s, and in a training backward their input
-gradients (the output gradient convolved by the flipped taps), to the kernel a code generator
-registers for the device (``channels_last.register_depthwise_kernel``); this is
+loop-ir sends an inference graph's depthwise convolutions of stride 1 with more taps than its
+direct (pointwise) convolution takes, ConvNeXt's 7x7s (and with "always" a training step's,
+and in its backward their input gradients: the output gradient convolved by the flipped taps),
+to the kernel a code generator registers for the device (``channels_last.register_depthwise_kernel``); this is
 codegen-triton's, for CUDA. cuDNN's bf16 7x7 took 1.25 ms of ConvNeXt-tiny's 4.18 ms of kernel time at batch 64 on an
 H100 (session 45), about 7.6 times what its bytes need.
 

@@ -69,10 +69,11 @@ class LoopIROptions:
         one of stride 1 with more taps than ``direct_convolution_taps`` (ConvNeXt's 7x7) runs
         as ``torchkiln::conv_depthwise``, its bias included, and in a training backward so does
         its input gradient (the output gradient convolved with the flipped taps): "auto"
-        (default: where the code generator registered a kernel for the graph's device,
-        ``channels_last.register_depthwise_kernel``; codegen-triton's strip kernel on CUDA),
-        "always" (any backend; without a registered kernel ATen computes it: tests), or
-        "never" (a cuDNN call).
+        (default: inference graphs, where the code generator registered a kernel for the
+        graph's device, ``channels_last.register_depthwise_kernel``; codegen-triton's strip
+        kernel on CUDA; training graphs keep cuDNN's, whose host time is lower: compile.py),
+        "always" (inference and training graphs, any backend; without a registered kernel
+        ATen computes it: tests), or "never" (a cuDNN call).
     max_pool_backward: how ``max_pool2d``'s gradient is computed: "auto" (default: generated
         code on a GPU, a gather pointwise over the input that its consumers may fuse; ATen's
         scatter on a CPU, 3-7x faster there, lowering/pooling.py), "generated" (any backend;
