@@ -205,6 +205,8 @@ def test_code_generator_options_as_a_dict(monkeypatch, tmp_path) -> None:
         torchkiln.compile(g, options={"cpp_options": {"vector_maths": False}})
     with pytest.raises(TypeError, match="cpp_options must be"):
         CompileOptions(cpp_options=3)
+    with pytest.raises(ValueError, match="no field.*simdd"):
+        CompileOptions(cpp_options=(("simdd", False),))  # the kept form, checked the same
     assert CompileOptions(cpp_options={"simd": False}) == CompileOptions(
         cpp_options={"simd": False}
     )

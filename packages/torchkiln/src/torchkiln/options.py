@@ -145,12 +145,12 @@ class CompileOptions:
             value = getattr(self, name)
             if isinstance(value, Mapping):
                 # frozen: set once here, as a hashable, ordered value (like loop_ir)
-                object.__setattr__(self, name, tuple(sorted(value.items())))
+                value = tuple(sorted(value.items()))
+                object.__setattr__(self, name, value)
+            if isinstance(value, tuple):
                 check_fields(name, module, class_name, dict(value))
             elif not (
-                value is None
-                or isinstance(value, tuple)
-                or (dataclasses.is_dataclass(value) and not isinstance(value, type))
+                value is None or (dataclasses.is_dataclass(value) and not isinstance(value, type))
             ):
                 raise TypeError(
                     f"torchkiln: {name} must be a dict of {class_name} fields or a {class_name}, "
