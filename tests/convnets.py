@@ -1,9 +1,10 @@
 """Helpers of the convolution passes' end-to-end tests (direct and depthwise convolutions):
-the code generators a CPU run can execute, a compile with the channels-last pass forced, and
-the convolution decisions' log."""
+the code generators a CPU run can execute, a compile with the channels-last pass forced, the
+convolution decisions' log, and calls and training steps checked against eager's."""
 
 from __future__ import annotations
 
+import copy
 import os
 
 import pytest
@@ -73,8 +74,6 @@ def assert_training_steps_equal_eager(
     bfloat16 autocast or not: the outputs and every parameter's gradient of ``mean(out ** 2)``
     equal eager's (bfloat16's tolerance under autocast), and every parameter takes an SGD step
     in place between steps, in both copies."""
-    import copy
-
     reference = copy.deepcopy(model)
     device = next(model.parameters()).device
     tol = {"rtol": 3e-2, "atol": 3e-2} if autocast else {"rtol": 1e-4, "atol": 1e-5}
