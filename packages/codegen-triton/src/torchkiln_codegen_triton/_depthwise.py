@@ -3,9 +3,10 @@
 loop-ir sends an inference graph's depthwise convolutions of stride 1 with more taps than its
 direct (pointwise) convolution takes, ConvNeXt's 7x7s (and with "always" a training step's,
 and in its backward their input gradients: the output gradient convolved by the flipped taps),
-to the kernel a code generator registers for the device (``channels_last.register_depthwise_kernel``); this is
-codegen-triton's, for CUDA. cuDNN's bf16 7x7 took 1.25 ms of ConvNeXt-tiny's 4.18 ms of kernel time at batch 64 on an
-H100 (session 45), about 7.6 times what its bytes need.
+to the kernel a code generator registers for the device
+(``channels_last.register_depthwise_kernel``); this is codegen-triton's, for CUDA. cuDNN's
+bf16 7x7 took 1.25 ms of ConvNeXt-tiny's 4.18 ms of kernel time at batch 64 on an H100
+(session 45), about 7.6 times what its bytes need.
 
 Why strips: a kernel that sums an output element's taps (loop-ir's direct convolution, or the
 tiled one in ``benchmarks/gpu_dwconv_probe.py``) loads and converts every input value once per
@@ -57,7 +58,9 @@ MIN_BLOCK_R = 8
 #: fewer instructions as a loop (813 against 755 an output in bf16, 984 against 753 in
 #: float32), no shared memory either way (the loop is not pipelined), and 190 / 255 registers
 #: against 208 / 142 (ConvNeXt's first 7x7 at the configuration picked, 64-bit pixel offsets).
-#: The GPU timings above are of the unrolled kernel; the loop's are not measured yet.
+#: The per-kernel timings above are of the unrolled kernel. As a loop, ConvNeXt-tiny's bf16
+#: inference ran 1.076x as fast as with cuDNN's (session 47, H100, ``gpu_options_ab.py``),
+#: against the unrolled form's 1.061 (session 46).
 UNROLL_ROWS = False
 
 
