@@ -109,3 +109,73 @@ def test_the_kernel_is_registered_for_cuda():
     assert CL.depthwise_kernel("cuda") is D.conv_depthwise
     assert CL.depthwise_kernel("cpu") is None
     assert CL.depthwise_kernel(None) is None
+
+
+def _fake_cuda_launches(monkeypatch):
+    """The strip kernel's launches on CPU tensors as on CUDA: ``stream_for`` gives a stream, the
+    Triton function is a ``FakeFn`` (its ``calls`` are launches through Triton, its compiled
+    kernel's ``runs`` the direct relaunches)."""
+    from _fake_launch import FakeFn
+
+    fn = FakeFn()
+    monkeypatch.setattr(D, "kernel", lambda *sizes: fn)
+    monkeypatch.setattr(D, "stream_for", lambda device: "stream")
+    D._LAUNCHES.clear()
+    return fn
+
+
+def test_aligned_calls_relaunch_the_binary_triton_compiled(monkeypatch):
+    """The first call goes through Triton and keeps the binary; later calls with aligned
+    tensors hand Triton's C launcher the same grid, tensors, ints and constexprs directly. A
+    misaligned input (a view at an odd offset) goes through Triton again, as does a launch
+    configuration given by hand."""
+    fn = _fake_cuda_launches(monkeypatch)
+    x = torch.randn(2, 40, 9, 10).to(memory_format=torch.channels_last)
+    taps, bias = torch.randn(1, 7, 7, 40), torch.randn(40)
+    for _ in range(3):
+        D.conv_depthwise(x, taps, bias, (3, 3))
+    ((params, grid, warps, consts),) = fn.calls
+    assert len(fn.compiled.runs) == 2 and len(grid) == 2
+    sms = D.device_sms() if x.device.type == "cuda" else 1  # (the GPU smoke run: CUDA)
+    block_r, block_c, want_warps, ws = D.launch_config(2, 40, 9, 10, sms, torch.float32)
+    assert (warps, consts) == (want_warps, {"BLOCK_R": block_r, "BLOCK_C": block_c})
+    for run in fn.compiled.runs:
+        assert run[:9] == (*grid, 1, "stream", "function", "metadata", None, None, None)
+        tensors, rest = run[9:13], run[13:]
+        assert tensors[:3] == (x, taps, bias) and tensors[3].shape == (2, 40, 9, 10)
+        assert rest == (*params[4:], block_r, block_c)
+        assert params[4:] == (2 * 9 * 2, 9, 10, 40, 9, 10, 2)  # R, H, W, C, OH, OW, strips a row
+    misaligned = torch.randn(x.numel() + 1)[1:].view(2, 9, 10, 40).permute(0, 3, 1, 2)
+    assert misaligned.data_ptr() % 16 and misaligned.is_contiguous(
+        memory_format=torch.channels_last
+    )
+    D.conv_depthwise(misaligned, taps, bias, (3, 3))
+    D.conv_depthwise(x, taps, bias, (3, 3), (8, 32, 4, 7))
+    assert len(fn.calls) == 3 and len(fn.compiled.runs) == 2
+
+
+def test_no_stream_launches_through_triton(monkeypatch):
+    """Without a stream (a CPU tensor, a launch hook installed: ``wrapper.stream_for``) every
+    launch goes through Triton and no binary is kept."""
+    fn = _fake_cuda_launches(monkeypatch)
+    monkeypatch.setattr(D, "stream_for", lambda device: None)
+    x = torch.randn(1, 8, 9, 9).to(memory_format=torch.channels_last)
+    for _ in range(2):
+        D.conv_depthwise(x, torch.randn(1, 7, 7, 8), None, (3, 3))
+    assert len(fn.calls) == 2 and not fn.compiled.runs
+    assert all(launch.ready is None for launch in D._LAUNCHES.values())
+
+
+def test_repeated_calls_equal_the_reference():
+    """The same shape called again (on CUDA, the gpu smoke run: through the kept binary) on
+    fresh inputs, and a bfloat16 bias with float32 taps (another launch: the key has both
+    dtypes)."""
+    for bias_dtype in (torch.float32, torch.float32, torch.bfloat16):
+        x = torch.randn(2, 40, 14, 14).to(memory_format=torch.channels_last)
+        taps, bias = torch.randn(1, 7, 7, 40) / 7, torch.randn(40).to(bias_dtype)
+        torch.testing.assert_close(
+            D.conv_depthwise(x, taps, bias, (3, 3)).double(),
+            _reference(x, taps, bias, (3, 3)),
+            rtol=1e-5,
+            atol=1e-5,
+        )

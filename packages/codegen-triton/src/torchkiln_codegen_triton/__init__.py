@@ -7,7 +7,7 @@ from .kernel import TritonOpsHandler
 from .options import TritonOptions
 from .wrapper import TritonCompiledKernel
 
-__version__ = "0.9.28"
+__version__ = "0.9.29"
 
 __all__ = [
     "CodegenError",

@@ -66,20 +66,22 @@ def _misaligned(tensors: Sequence[torch.Tensor]) -> int:
 
 
 def _relaunch(
-    kernel: Any, gx: int, tail: tuple[Any, ...], slow: Callable[..., None]
+    kernel: Any, grid: tuple[int, ...], tail: tuple[Any, ...], slow: Callable[..., None]
 ) -> Callable[..., None]:
     """``launch_in(stream, *tensors)``: ``kernel`` (a binary Triton compiled for aligned
-    tensors) on grid ``gx`` with the ints and constexprs ``tail`` after the tensors; with no
-    stream (the caller could not vouch for the call: see ``TritonCompiledKernel.launch_in``),
-    ``slow(*tensors)``, the kernel's general path."""
+    tensors) on ``grid`` (one to three dimensions) with the ints and constexprs ``tail`` after
+    the tensors; with no stream (the caller could not vouch for the call: see
+    ``TritonCompiledKernel.launch_in``), ``slow(*tensors)``, the kernel's general path. (The
+    generated kernels' ready launch, and ``_depthwise``'s.)"""
     function = kernel.function
     run, extra = direct_launch(kernel.run)
     fixed = (*extra, kernel.packed_metadata, None, None, None)  # no launch metadata, no hooks
+    gx, gy, gz = (*grid, 1, 1)[:3]
 
     def launch_in(stream: Any, *tensors: Any) -> None:
         if stream is None:
             return slow(*tensors)
-        run(gx, 1, 1, stream, function, *fixed, *tensors, *tail)
+        run(gx, gy, gz, stream, function, *fixed, *tensors, *tail)
 
     return launch_in
 
@@ -349,7 +351,7 @@ class TritonCompiledKernel:
         if static and kernel is not None and self._ready is None and not _misaligned(args):
             self._set_ready(
                 device,
-                _relaunch(kernel, grid[0], (*params[len(args) :], *consts.values()), self.__call__),
+                _relaunch(kernel, grid, (*params[len(args) :], *consts.values()), self.__call__),
             )
         return True
 
