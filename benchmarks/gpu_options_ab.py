@@ -26,7 +26,6 @@ import time
 
 import torch
 import torchkiln
-from torchkiln.bench.record import codegen_option_objects
 from torchkiln.bench.suites import load_suite
 from torchkiln.bench.train import Variant, _no_dropout
 
@@ -67,7 +66,7 @@ def main() -> None:
     variants = {}
     for name, options in (("A", args.a), ("B", args.b)):
         model = copy.deepcopy(base)
-        compiled = torchkiln.compile(model, options=codegen_option_objects(json.loads(options)))
+        compiled = torchkiln.compile(model, options=json.loads(options))
         variants[name] = _Inference(compiled) if args.infer else Variant(model, compiled, autocast)
         start = time.perf_counter()
         variants[name].step(inputs)

@@ -302,11 +302,20 @@ def test_plot_without_matplotlib_stops_before_the_run(monkeypatch, capsys) -> No
 
 
 def test_options_reach_each_compile_and_bad_ones_stop_before_the_run(monkeypatch, capsys):
-    """``--options`` (a JSON object) is handed to every model's torchkiln.compile, the code
-    generators' option dicts made into their classes; the model still matches eager. A name no
-    layer knows is an argument error before any model is built."""
+    """``--options`` (a JSON object) is handed to every model's torchkiln.compile as given (the
+    code generators' options as dicts, which reach the backend with their fields); the model
+    still matches eager. A name no layer knows is an argument error before any model is
+    built."""
     import torchkiln_codegen_cpp
 
+    backends = []
+    real_backend = torchkiln_codegen_cpp.CppBackend
+
+    def spy_backend(options=None):
+        backends.append(options)
+        return real_backend(options=options)
+
+    monkeypatch.setattr(torchkiln_codegen_cpp, "CppBackend", spy_backend)
     seen = []
     real = torchkiln.compile
 
@@ -320,7 +329,8 @@ def test_options_reach_each_compile_and_bad_ones_stop_before_the_run(monkeypatch
     assert cli.main([*argv, "--batch", "1", "--options", wanted]) == 0
     assert "pass" in capsys.readouterr().out
     (options,) = seen
-    assert options["cpp_options"] == torchkiln_codegen_cpp.CppOptions(simd=False)
+    assert options["cpp_options"] == {"simd": False}
+    assert backends and all(b is not None and b.simd is False for b in backends)
     assert options["loop_ir"] == {"max_fusions": 3} and options["strict"] is False
     for bad, says in (
         ('{"loop_ir": {"no_such_field": 1}}', "no_such_field"),

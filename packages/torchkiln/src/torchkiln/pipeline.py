@@ -99,7 +99,9 @@ def code_generator(device: torch.device, options: CompileOptions) -> Any:
 
 
 def loop_ir_options(options: CompileOptions) -> Any:
-    """A ``LoopIROptions`` with the knobs of ``options`` that it declares (others ignored)."""
+    """A ``LoopIROptions`` with the knobs of ``options`` that it declares (others ignored) and
+    its ``loop_ir`` fields (``CompileOptions`` checked those against the installed
+    ``LoopIROptions`` when it was made: ``options.check_fields``)."""
     cls = _layer(torchkiln_loop_ir, "LoopIROptions")
     wanted = {
         "max_fusions": options.max_fusions,
@@ -108,9 +110,6 @@ def loop_ir_options(options: CompileOptions) -> Any:
         **dict(options.loop_ir),
     }
     declared = {f.name for f in dataclasses.fields(cls)} if dataclasses.is_dataclass(cls) else set()
-    unknown = set(dict(options.loop_ir)) - declared
-    if unknown:
-        raise LayerUnavailable(f"LoopIROptions has no field(s) {', '.join(sorted(unknown))}")
     return cls(**{k: v for k, v in wanted.items() if k in declared and v is not None})
 
 

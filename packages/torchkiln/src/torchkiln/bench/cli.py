@@ -116,17 +116,14 @@ def _options(text: str) -> dict[str, Any]:
         raise argparse.ArgumentTypeError(f"not JSON: {error}") from None
     if not isinstance(value, dict):
         raise argparse.ArgumentTypeError("a JSON object of option names and values")
-    from torchkiln.errors import LayerUnavailable
     from torchkiln.options import resolve_options
-    from torchkiln.pipeline import loop_ir_options
 
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("error")  # an ignored (unknown) name is an error here
-            resolved = resolve_options(record.codegen_option_objects(value))
-        if resolved.loop_ir:
-            loop_ir_options(resolved)  # names a field LoopIROptions does not have
-    except (TypeError, ValueError, UserWarning, ImportError, LayerUnavailable) as error:
+            # checks the fields of loop_ir and of the code generators' dicts too
+            resolve_options(value)
+    except (TypeError, ValueError, UserWarning, ImportError) as error:
         raise argparse.ArgumentTypeError(str(error)) from None
     return value
 

@@ -11,7 +11,6 @@ both fill rows through these.
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -19,7 +18,6 @@ from typing import Any
 import torch
 
 from torchkiln.bench import paired, timing
-from torchkiln.options import CODEGEN_OPTIONS
 
 DEFAULT_BATCH = 2
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -42,20 +40,11 @@ class BenchConfig:
     compile_options: tuple[tuple[str, Any], ...] = ()
 
     def torchkiln_options(self) -> dict[str, Any]:
-        """The options dict each model's ``torchkiln.compile`` gets: ``compile_options`` with
-        ``triton_options`` / ``cpp_options`` given as dicts made into the code generators'
-        option objects, and ``strict``."""
-        return {**codegen_option_objects(dict(self.compile_options)), "strict": self.strict}
-
-
-def codegen_option_objects(options: dict[str, Any]) -> dict[str, Any]:
-    """``options`` with each code generator's options given as a dict (JSON) made into its
-    class (``TritonOptions(**dict)``); a TypeError names a field the class does not have."""
-    out = dict(options)
-    for key, (module, name) in CODEGEN_OPTIONS.items():
-        if isinstance(out.get(key), dict):
-            out[key] = getattr(importlib.import_module(module), name)(**out[key])
-    return out
+        """The options dict each model's ``torchkiln.compile`` gets: ``compile_options`` as given
+        (``triton_options`` / ``cpp_options`` as dicts of the code generator's fields, which
+        ``torchkiln.compile`` takes, with ``cache_dir`` and ``autotune`` from the compile
+        options as for any user's), and ``strict``."""
+        return {**dict(self.compile_options), "strict": self.strict}
 
 
 ROW_KEYS = (
