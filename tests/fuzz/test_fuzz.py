@@ -62,6 +62,17 @@ LAYOUT = {
     "dynamic_share": 0.2,
 }
 
+#: every kind of program at once (session 48's run over seeds 31400-31999)
+WIDE = {
+    "train_share": 0.6,
+    "triton_share": 0.5,
+    "dynamic_share": 0.3,
+    "nn_share": 0.4,
+    "layout_share": 0.3,
+    "break_share": 0.2,
+    "pool_share": 0.2,
+}
+
 # Training seeds of longer runs that failed once: seed -> (shares, what it found).
 FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     176: (TRAIN, "eager fallback: views of one tensor, one written in grad mode after a break"),
@@ -107,6 +118,7 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     54522: (LAYOUT, "crash: a divisor's check hoisted before the r-loop read a mask it defines"),
     54222: (LAYOUT, "eager fallback: torch's FloorDiv beside loop-ir's kept simplify recursing"),
     33361: (POOL, "wrong: a max pool's width the ShapeEnv proved 1 kept symbolic (broadcast)"),
+    31971: (WIDE, "wrong: amin's backward, cos recomputed by scalar libm, the min by libmvec"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

@@ -5,7 +5,7 @@ from .errors import CodegenError
 from .kernel import CppOpsHandler, kernel_source
 from .options import CppOptions
 
-__version__ = "0.5.5"
+__version__ = "0.5.6"
 
 __all__ = [
     "CodegenError",

@@ -8,9 +8,14 @@ from __future__ import annotations
 
 from torchkiln_loop_ir.ops import LIBM_UNARY
 
+from ._vector_math import VECTOR_FLOAT_FUNCTIONS
+
 
 def _unary_math(fn: str) -> tuple[str, str, str]:
-    return (f"std::{fn}({{0}})", f"std::{fn}({{0}})", "same")
+    """Floats through the prelude's ``tk_<fn>`` where ``_vector_math`` lists ``fn`` (one
+    implementation for every element: its module docstring), else (sqrt, exact) ``std::``."""
+    vector = f"{fn}f" in VECTOR_FLOAT_FUNCTIONS
+    return (f"tk_{fn}({{0}})" if vector else f"std::{fn}({{0}})", f"std::{fn}({{0}})", "same")
 
 
 POINTWISE: dict[str, tuple[str, str, str]] = {
@@ -42,7 +47,7 @@ POINTWISE: dict[str, tuple[str, str, str]] = {
     "ceil": ("std::ceil({0})", "{0}", "same"),
     "trunc": ("std::trunc({0})", "{0}", "same"),
     "erfinv": ("tk_erfinv({0})", "tk_erfinv({0})", "same"),
-    "atan2": ("std::atan2({0}, {1})", "std::atan2({0}, {1})", "same"),
+    "atan2": ("tk_atan2({0}, {1})", "std::atan2({0}, {1})", "same"),
     "copysign": ("std::copysign({0}, {1})", "std::copysign({0}, {1})", "same"),
     "square": ("({0} * {0})", "({0} * {0})", "same"),
     "signbit": ("std::signbit({0})", "({0} < 0)", "bool"),
@@ -74,11 +79,8 @@ POINTWISE: dict[str, tuple[str, str, str]] = {
 # the C math functions of the same name (loop-ir owns the list)
 for _fn in LIBM_UNARY:
     POINTWISE[_fn] = _unary_math(_fn)
-# exp underflowing to 0 skips libmvec's slow lanes (tk_exp in the prelude)
-POINTWISE["exp"] = ("tk_exp({0})", "std::exp({0})", "same")
-# sin and cos of one value must stay two vector calls, not one scalar sincosf (tk_sin in the prelude)
-POINTWISE["sin"] = ("tk_sin({0})", "std::sin({0})", "same")
-POINTWISE["cos"] = ("tk_cos({0})", "std::cos({0})", "same")
+# (exp: its float overload answers underflowing lanes itself, skipping libmvec's slow ones;
+# sin and cos of one value stay two vector calls, not one scalar sincosf: _vector_math.py)
 
 # bool has no ~ or unary minus of its own in torch's sense.
 BOOL_OVERRIDES: dict[str, str] = {"bitwise_not": "(!{0})", "neg": "(!{0})", "abs": "{0}"}

@@ -5,6 +5,23 @@ No ATen or c10 headers (they make each compile take seconds); half and bfloat16 
 """
 
 from ._status import STATUS_PRELUDE
+from ._vector_math import VECTOR_FLOAT_BINARY, VECTOR_FLOAT_FUNCTIONS, template_name
+
+
+def _math_templates() -> str:
+    """``tk_<name>`` for each function ``_vector_math`` lists: libm's ``std::<name>``, which a
+    library's float overloads (``_vector_math.declarations``) take over for float."""
+    lines = [
+        f"template <typename T> inline T {template_name(fn)}(T x) {{ return std::{fn[:-1]}(x); }}"
+        for fn in VECTOR_FLOAT_FUNCTIONS
+    ]
+    lines += [
+        f"template <typename A, typename B> inline auto {template_name(fn)}(A a, B b) "
+        f"{{ return std::{fn[:-1]}(a, b); }}"
+        for fn in VECTOR_FLOAT_BINARY
+    ]
+    return "\n".join(lines)
+
 
 PRELUDE = (
     r"""
@@ -121,21 +138,10 @@ inline double tk_where(bool c, double a, double b) {
   return tk_bitcast<double>((tk_bitcast<uint64_t>(a) & m) | (tk_bitcast<uint64_t>(b) & ~m));
 }
 
-// exp(x) is +0 below -103.98 in float (e^-104 is under half the smallest subnormal). libmvec's
-// vector expf sends every lane of a vector holding such an x (or -inf: a masked softmax) through
-// its scalar fallback, 4x slower on attention masks; those lanes are answered here instead.
-template <typename T> inline T tk_exp(T x) { return std::exp(x); }
-inline float tk_exp(float x) {
-  bool zero = x < -104.0f;
-  float e = std::exp(tk_where(zero, 0.0f, x));
-  return tk_where(zero, 0.0f, e);
-}
-
-// sin and cos: std:: here; float gets overloads calling libmvec when it is there (_vector_math.py:
-// GCC merges std::sin(x) and std::cos(x) of one x into a scalar sincosf call, with no vector
-// variant, and the loop stays scalar: a rotary embedding ran 4.5x slower)
-template <typename T> inline T tk_sin(T x) { return std::sin(x); }
-template <typename T> inline T tk_cos(T x) { return std::cos(x); }
+// ---- float math: libm's functions through tk_<name> (one a function: _vector_math.py's
+// templates below); a library's float overloads follow the prelude (_vector_math.declarations:
+// libmvec's variants, one implementation for every lane, or scalar libm)
+@MATH_TEMPLATES@
 
 // ---- NaN-propagating extremes, like torch.maximum / amax ----
 // Equal operands give the second one, as eager's vectorized kernels (max_ps): maximum(-0., 0.)
@@ -254,6 +260,6 @@ inline int64_t tk_randint64(int64_t seed, int64_t offset, int64_t low, int64_t h
 
 }  // namespace
 
-"""
+""".replace("@MATH_TEMPLATES@", _math_templates())
     + STATUS_PRELUDE
 )

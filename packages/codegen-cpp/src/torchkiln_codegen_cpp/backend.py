@@ -137,8 +137,9 @@ class CppBackend:
                 symbol += "_"
             used.add(symbol)
             gens.append(generate_kernel(k, self.options, symbol=symbol))
-        prelude = PRELUDE + (declarations() if self.options.vector_math else "")
-        return prelude + "\n" + "\n".join(g.source for g in gens), gens
+        body = "\n".join(g.source for g in gens)
+        prelude = PRELUDE + declarations(body, self.options.vector_math)
+        return prelude + "\n" + body, gens
 
     def compile_kernels(self, kernels: Sequence[KernelSpec]) -> list[CppCompiledKernel]:
         if not kernels:

@@ -26,7 +26,9 @@ class CppOptions:
     4.4-5.5 -> 0.41-0.45 ms, ``benchmarks/cpu_microbench.py``). 0 or 1 keeps the single loop.
     ``vector_math``: let ``omp simd`` loops call glibc libmvec's SIMD variants of float32 ``exp``,
     ``log``, ``tanh``, ``erf``, ... (a few ULP from scalar libm, same NaN/inf/overflow behaviour;
-    x86-64 glibc >= 2.35 only, ignored elsewhere). False: scalar libm calls, as in 0.1.1.
+    x86-64 glibc >= 2.35 and AVX2 only, ignored elsewhere), every evaluation of a function,
+    scalar tails included, through one variant (``_vector_math.py``: an element's value does
+    not depend on where it is computed). False: scalar libm calls, as in 0.1.1.
     ``owned_scatter``: an accumulating scatter whose destination index keeps its innermost
     x-variable's values apart (``x2 + 128*i`` for ``x2 < 128``: an embedding's gradient rows)
     runs without atomics, each thread owning a range of that variable (``_owned.py``): BERT's
