@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # session 48, call 7 (the last 323 s): codegen-cpp 0.5.6 (one libmvec variant for every
 # evaluation) on the GPU machine's CPU and Python 3.12: codegen-cpp's tests, the C++ end-to-end
-# and numerics tests, the fuzz regression seeds (C++), then the strip kernel's tests on CUDA
+# and numerics tests and the fuzz regression seeds (C++)
 source benchmarks/gpu_env.sh
 PYTEST="python3 -m pytest -q -p no:cacheprovider --import-mode=importlib"
 lscpu | grep -E "Model name|Flags" | sed 's/Flags:.*\(avx512f\).*/Flags: ... \1 .../' | head -2
