@@ -17,9 +17,11 @@ element when the minimum came from a vector lane and the comparison from the sca
 and amin's backward (a recomputed ``cos`` against the saved minimum) divided by a count of 0
 (fuzz seed 31971: NaN gradients). So kernels call ``tk_mvec_<name>`` (``tk_<name>`` in the
 templates), a function of our own declared with the simd attribute, and each kernel library
-defines (hidden) its scalar symbol and every vector variant GCC may call as libmvec's AVX2
-variant: a scalar on a broadcast register, SSE on the low half, AVX-512 as two halves. Every
-evaluation of a function then runs the same code on the same bits, lane by lane.
+defines (hidden) its scalar symbol and every vector variant GCC may call through one libmvec
+variant, the widest the compile targets (AVX-512's, else AVX2's): a narrower vector in its low
+lanes, the rest 0, and a scalar broadcast (``_shims``). Every evaluation of a function then runs
+the same code on the same bits, lane by lane. (Two AVX2 calls in place of one AVX-512 call ran
+a pointwise chain 48% slower; a scalar tail's call now computes a whole vector.)
 
 Only on x86-64 Linux with glibc >= 2.35 (the version that added tanhf, erff, log1pf, ...; 2.22
 had only exp/log/sin/cos/pow), a linkable libmvec and AVX2 in the compile's target; anywhere
