@@ -275,10 +275,11 @@ def compile_graph(
             options.depthwise_convolutions == "auto" and depthwise_kernel(device_type) is not None
         )
         if training_meta:
-            # "auto" leaves training graphs to cuDNN: on an H100 (session 47) ConvNeXt-tiny's
-            # bf16 step spent 1.8 ms less in kernels with the strip kernel's forward and input
-            # gradients, but 2.8 ms more on the host (its Triton launches and the taps'
-            # kernels), and the step is host-bound: 16.8 -> 18.6 ms
+            # "auto" leaves training graphs to cuDNN: on an H100 ConvNeXt-tiny's bf16 step
+            # spent 1.8 ms less in kernels with the strip kernel's forward and input gradients,
+            # but the step is host-bound (20 ms of host time), and with the kernel's launches
+            # relaunched directly (codegen-triton 0.9.29, even host time) it still ran 4-13%
+            # slower (session 48; session 47, through fn[grid]: 2.8 ms more host time)
             gm, more = use_channels_last_training(
                 gm,
                 free_saved,

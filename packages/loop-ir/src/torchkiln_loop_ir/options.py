@@ -71,7 +71,8 @@ class LoopIROptions:
         its input gradient (the output gradient convolved with the flipped taps): "auto"
         (default: inference graphs, where the code generator registered a kernel for the
         graph's device, ``channels_last.register_depthwise_kernel``; codegen-triton's strip
-        kernel on CUDA; training graphs keep cuDNN's, whose host time is lower: compile.py),
+        kernel on CUDA; training graphs keep cuDNN's: the step is host-bound, and the
+        kernel's saving did not show there, compile.py),
         "always" (inference and training graphs, any backend; without a registered kernel
         ATen computes it: tests), or "never" (a cuDNN call).
     max_pool_backward: how ``max_pool2d``'s gradient is computed: "auto" (default: generated
