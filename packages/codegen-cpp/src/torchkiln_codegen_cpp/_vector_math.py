@@ -20,8 +20,8 @@ templates), a function of our own declared with the simd attribute, and each ker
 defines (hidden) its scalar symbol and every vector variant GCC may call through one libmvec
 variant, the widest the compile targets (AVX-512's, else AVX2's): a narrower vector in its low
 lanes, the rest 0, and a scalar broadcast (``_shims``). Every evaluation of a function then runs
-the same code on the same bits, lane by lane. (Two AVX2 calls in place of one AVX-512 call ran
-a pointwise chain 48% slower; a scalar tail's call now computes a whole vector.)
+the same code on the same bits, lane by lane. (The widest, so that a vectorized loop's call
+stays one call; a scalar tail's call now computes a whole vector: ``benchmarks/cpu_vector_math.py``.)
 
 Only on x86-64 Linux with glibc >= 2.35 (the version that added tanhf, erff, log1pf, ...; 2.22
 had only exp/log/sin/cos/pow), a linkable libmvec and AVX2 in the compile's target; anywhere
@@ -101,8 +101,8 @@ inline float tk_exp(float x) {{
 """
 
 
-#: GCC's vector types (``<immintrin.h>``'s ``__m128`` / ``__m256`` / ``__m512`` are these; the
-#: header itself took 0.3 s of each library's compile), by lanes
+#: GCC's vector types (``<immintrin.h>``'s ``__m128`` / ``__m256`` / ``__m512`` are these; g++ 12
+#: here took 0.3 s longer on an empty source that includes the header), by lanes
 _VECTOR_TYPES = "\n".join(
     f"typedef float tk_f{n} __attribute__((vector_size({4 * n})));" for n in (4, 8, 16)
 )
@@ -160,7 +160,7 @@ def _shims(fn: str, arity: int, target: str) -> list[str]:
     return lines
 
 
-def declarations(source: str = "", vector_math: bool = True) -> str:
+def declarations(source: str, vector_math: bool = True) -> str:
     """The float overloads of the prelude's math templates (``tk_exp(float)``, ...) for a
     library whose kernels are ``source``: with ``vector_math`` (where libmvec and AVX2 are
     there), through ``tk_mvec_<fn>`` and its shims, for the functions ``source`` calls
