@@ -172,6 +172,31 @@ def test_mutated_aliases_that_require_grad_run_eagerly_and_correctly():
         torch.testing.assert_close(w_c.grad, w_e.grad)
 
 
+def test_a_zero_size_view_written_after_a_break_compiles():
+    # graph 0 returns t and its permuted view, with no element: they share t's storage without
+    # being an autograd view of one another (a zero-size output is not regenerated as a view),
+    # and graph 1 writes the view. Nothing is read or written through it: no alias to trace
+    def fn(x):
+        t = x.abs()
+        v = t.permute(0, 2, 1)
+        print(end="")  # graph break
+        y = v * -1.5
+        v.neg_()
+        return t.argmax(0, keepdim=True), y, t.sum() + x.sum()
+
+    compiled = _compile(fn)
+    for shape in [(5, 0, 4), (3, 4, 0)]:
+        leaf_c = torch.randn(shape, requires_grad=True)
+        leaf_e = leaf_c.detach().clone().requires_grad_()
+        got, want = compiled(leaf_c * 1), fn(leaf_e * 1)
+        for g, w in zip(got, want):
+            torch.testing.assert_close(g, w)
+        got[2].backward()
+        want[2].backward()
+        torch.testing.assert_close(leaf_c.grad, leaf_e.grad)
+    assert not torchkiln.report(compiled).eager_fallbacks
+
+
 _VIEWS = {
     "flat slice": lambda s: s.view(-1)[3:17],
     "other flat slice": lambda s: s.view(-1)[9:21],

@@ -119,6 +119,8 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     54222: (LAYOUT, "eager fallback: torch's FloorDiv beside loop-ir's kept simplify recursing"),
     33361: (POOL, "wrong: a max pool's width the ShapeEnv proved 1 kept symbolic (broadcast)"),
     31971: (WIDE, "wrong: amin's backward, cos recomputed by scalar libm, the min by libmvec"),
+    34968: (WIDE, "eager fallback: a zero-size view output of a graph, written after a break"),
+    35274: (WIDE, "op fallback: as_strided_scatter into zero-size aliased inputs written"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

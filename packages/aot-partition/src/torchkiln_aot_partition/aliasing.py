@@ -91,10 +91,19 @@ def shared_storage_groups(primals: Sequence) -> list[list[int]]:
     """Indices of tensor primals grouped by storage, for storages that more than one holds.
 
     The very same tensor twice is one graph input already (capture gives it one placeholder), so
-    a group here always means distinct tensors (views, slices) over one storage."""
+    a group here always means distinct tensors (views, slices) over one storage. A tensor with no
+    element shares no memory with any other (nothing is read or written through it), so it is
+    in no group: a zero-size output of an earlier graph shares its producer's storage without
+    being an autograd view of it (``mutation.output_aliases`` leaves such outputs alone), and
+    grouping it would refuse the graph."""
     by_storage: dict[int, list[int]] = {}
     for i, p in enumerate(primals):
-        if isinstance(p, torch.Tensor) and not is_fake(p) and p.layout is torch.strided:
+        if (
+            isinstance(p, torch.Tensor)
+            and not is_fake(p)
+            and p.layout is torch.strided
+            and p.numel() != 0
+        ):
             try:
                 key = p.untyped_storage()._cdata
             except (RuntimeError, NotImplementedError):  # no storage (a subclass): shares none
