@@ -28,6 +28,7 @@ import math
 
 import torch
 import torch.nn.functional as F
+from gpu_mm_layouts import ms  # (the script's folder is on sys.path)
 
 #: (model, layer) -> (M, N, K, bias): the suites' full-size linear layers (batch x sequence rows)
 SHAPES: dict[tuple[str, str], tuple[int, int, int, bool]] = {
@@ -58,20 +59,6 @@ SHAPES: dict[tuple[str, str], tuple[int, int, int, bool]] = {
 }
 
 FORMS = ("linear", "mm", "mm-nn", "mm-t", "mm-nn-t")
-
-
-def ms(fn, reps: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(reps):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        torch.cuda.synchronize()
-        times.append(start.elapsed_time(end))
-    return sorted(times)[len(times) // 2]
 
 
 def forms(x: torch.Tensor, w: torch.Tensor, b: torch.Tensor | None) -> dict[str, object]:
