@@ -9,8 +9,10 @@ Verdicts (``Outcome.kind``):
 - "unstable": a bool/int result that depends on float rounding (compiled agrees with the float64
   reference where it disagrees with eager, or a C++ program agrees with eager once compiled
   without libmvec's vector math, a few ULP from scalar libm's), or a float result whose NaN/infinity pattern differs
-  from eager's and matches the float64 reference's (eager's rounding crossed a 0/0 boundary):
-  not counted as wrong, listed;
+  from eager's and matches the float64 reference's (eager's rounding crossed a 0/0 boundary),
+  or a float result that fails the float64-reference rule below against eager but passes it
+  against eager with one ulp of other rounding in each op's results (``_Perturb``, three
+  draws: eager's own error was small by chance): not counted as wrong, listed;
 - "undefined": eager ran an in-place op whose other operand overlaps the written tensor without
   being it (``t.add_(t[1])`` where ``t`` is the input): eager's result then depends on the order
   its loop visits memory (PyTorch leaves it undefined; compilers read the operand before the
@@ -224,6 +226,61 @@ class _Precision(TorchDispatchMode):
         return None if low is None or low == t.dtype else low
 
 
+#: ops whose floating results are exact (no rounding): moves, selections, fills, picks, sign
+#: and magnitude changes. ``_Perturb`` leaves their results alone
+_EXACT_OPS = frozenset(
+    """clone copy copy_ cat stack index index_select gather scatter index_put index_put_ where
+    masked_fill masked_fill_ masked_scatter fill fill_ zero_ zeros zeros_like ones ones_like full
+    full_like empty empty_like empty_strided new_zeros new_ones new_full new_empty expand_copy
+    permute_copy constant_pad_nd slice_scatter select_scatter diagonal_scatter as_strided_scatter
+    flip roll repeat max min amax amin maximum minimum max_pool2d_with_indices
+    max_pool2d_with_indices_backward relu abs abs_ neg neg_ sort topk clamp clamp_ clamp_min
+    clamp_max sign floor ceil round trunc lift_fresh_copy _unsafe_view alias_copy""".split()
+)
+
+
+class _Perturb(TorchDispatchMode):
+    """Eager with another legitimate rounding: each result of an op that rounds (not a view,
+    not one of ``_EXACT_OPS``, not a widening cast) is moved by one ulp of its dtype up or down,
+    or left, at random per element (seeded). Autograd does not see it (dispatch runs below
+    autograd), so the backward's ops are perturbed as they run, the same way. Its error against
+    the float64 reference is a second draw of eager's rounding error, for results whose eager
+    error was small by chance (a sum of rounding noise; a zero-variance layer norm, whose
+    1/sqrt(eps) multiplies an ulp of the values around it)."""
+
+    def __init__(self, seed: int) -> None:
+        super().__init__()
+        self.gen = torch.Generator().manual_seed(seed)
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        kwargs = kwargs or {}
+        out = func(*args, **kwargs)
+        name = func._schema.name.split("::")[-1]
+        if name in _EXACT_OPS:
+            return out
+        if (
+            name == "_to_copy"
+            and isinstance(args[0], torch.Tensor)
+            and isinstance(out, torch.Tensor)
+        ):
+            src = args[0]
+            if not (src.is_floating_point() and out.is_floating_point()) or (
+                torch.finfo(out.dtype).eps <= torch.finfo(src.dtype).eps
+            ):
+                return out  # a widening cast (or to/from an integer): exact
+        returns = func._schema.returns
+        outs = out if isinstance(out, (tuple, list)) else (out,)
+        for r, t in zip(returns, outs):
+            if not isinstance(t, torch.Tensor) or not t.is_floating_point() or t.numel() == 0:
+                continue
+            if r.alias_info is not None and not r.alias_info.is_write:
+                continue  # a view: its base was perturbed where it was computed
+            step = torch.randint(-1, 2, t.shape, generator=self.gen).to(t.dtype)
+            with torch.no_grad(), contextlib.suppress(RuntimeError):  # (an expanded result)
+                t.mul_(1 + step * torch.finfo(t.dtype).eps)
+        return out
+
+
 def _span(t: torch.Tensor) -> tuple[int, int]:
     start = t.storage_offset() * t.element_size()
     extent = sum((n - 1) * st for n, st in zip(t.shape, t.stride()) if n > 0)
@@ -360,8 +417,15 @@ def compare(c: Any, e: Any, r: Any, computed_in: torch.dtype | None = None) -> t
     return ("", "") if c == e else ("wrong", f"{c!r} vs {e!r}")
 
 
-def judge(program: Program, *, seed: int | None = None, options: dict | None = None) -> Outcome:
-    """Run ``program`` eagerly, compiled (torchkiln.compile) and in float64, and judge it."""
+def judge(
+    program: Program,
+    *,
+    seed: int | None = None,
+    options: dict | None = None,
+    perturb: int | None = None,
+) -> Outcome:
+    """Run ``program`` eagerly, compiled (torchkiln.compile) and in float64, and judge it.
+    ``perturb``: eager runs (forward and backward) under ``_Perturb`` with that draw."""
     import torchkiln
 
     seed = program.seed if seed is None else seed
@@ -370,7 +434,8 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
     comp_in, comp_wrt = _with_grad(program, _inputs(program, seed))
     ref_in, ref_wrt = _with_grad(program, _inputs(program, seed, True))
     overlap, precision = _PartialOverlap(), _Precision()
-    with overlap, precision:
+    perturbing = _Perturb(seed * 7919 + perturb) if perturb is not None else None
+    with overlap, precision, perturbing or contextlib.nullcontext():
         eager_res, eager_err = _run(program.function(), eager_in)
     ref_res, ref_err = _run(program.function(reference=True), ref_in)
     opts: dict = {"codegen": "triton"} if program.codegen == "triton" else {}
@@ -462,17 +527,20 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
             ),
             bool(program.breaks),
             precision,
+            perturbing,
         )
         if grads is None:
             return out
         checks += grads
     rounding = False  # the wrong result is a bool/int (a comparison of floats, a cast)
+    noise = False  # the wrong result is a float judged against float64 (eager's error small)
     for what, c, e, r in checks:
         kind, why = compare(c, e, r, _lowest(computed_in, precision.computed_in(e)))
         if kind == "wrong" or (kind == "unstable" and out.kind == "ok"):
             out.kind, out.detail = kind, f"{what}: {why}"
             if kind == "wrong":
                 rounding = isinstance(c, torch.Tensor) and not c.is_floating_point()
+                noise = isinstance(c, torch.Tensor) and "vs float64: rmse" in why
                 break
     if rounding and program.codegen != "triton" and not (options or {}).get("cpp_options"):
         # libmvec's float32 exp/erf/tanh/... are a few ULP from eager's (codegen-cpp's
@@ -482,11 +550,28 @@ def judge(program: Program, *, seed: int | None = None, options: dict | None = N
         if again.kind == "ok":
             out.kind = "unstable"
             out.detail += " (with codegen-cpp's vector_math off: ok; a few ULP of libmvec's)"
+    if noise and perturb is None:
+        # eager's own error against float64 may have been small by chance (a sum of rounding
+        # noise; an ulp multiplied by a zero-variance layer norm's 1/sqrt(eps)): judged again
+        # against eager with one ulp of other rounding in each op's results, three draws.
+        # Passing one makes it "unstable" (listed, not counted as wrong): the compiled result
+        # is as far from float64 as eager's rounding can put it. A wrong value is not near
+        for draw in range(3):
+            again = judge(program, seed=seed, options=options, perturb=draw)
+            if again.kind in ("ok", "unstable"):
+                out.kind = "unstable"
+                out.detail += f" (against eager with other rounding, draw {draw}: ok)"
+                break
     return out
 
 
 def _judge_gradients(
-    out: Outcome, seed: int, runs, breaks: bool, precision: _Precision | None = None
+    out: Outcome,
+    seed: int,
+    runs,
+    breaks: bool,
+    precision: _Precision | None = None,
+    perturbing: _Perturb | None = None,
 ) -> list | None:
     """The gradient checks of a training program, ``(what, compiled, eager, reference)`` for
     each input that requires grad; None when ``out`` is decided already. ``runs``: (result,
@@ -497,9 +582,13 @@ def _judge_gradients(
     what it needs in a form the write does not touch), gradients are not compared ("undefined",
     listed). ``breaks``: the program has graph breaks, so a graph may write in
     place an input that an earlier graph saved. ``precision``: eager's backward runs under it,
-    so that a gradient computed through a less precise value is judged at its tolerance."""
+    so that a gradient computed through a less precise value is judged at its tolerance;
+    ``perturbing``: and under that ``_Perturb`` (``judge``'s ``perturb``)."""
     (comp_res, comp_leaves), (eager_res, eager_leaves), (ref_res, ref_leaves) = runs
-    with precision if precision is not None else contextlib.nullcontext():
+    with (
+        precision if precision is not None else contextlib.nullcontext(),
+        perturbing or contextlib.nullcontext(),
+    ):
         e_grads, e_err = _gradients(eager_res, eager_leaves, seed)
     c_grads, c_err = _gradients(comp_res, comp_leaves, seed)
     if e_err is not None:
