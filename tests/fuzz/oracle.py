@@ -275,7 +275,7 @@ class _Perturb(TorchDispatchMode):
                 continue
             if r.alias_info is not None and not r.alias_info.is_write:
                 continue  # a view: its base was perturbed where it was computed
-            step = torch.randint(-1, 2, t.shape, generator=self.gen).to(t.dtype)
+            step = torch.randint(-1, 2, t.shape, generator=self.gen).to(t.device, t.dtype)
             with torch.no_grad(), contextlib.suppress(RuntimeError):  # (an expanded result)
                 t.mul_(1 + step * torch.finfo(t.dtype).eps)
         return out
@@ -555,7 +555,7 @@ def judge(
         # noise; an ulp multiplied by a zero-variance layer norm's 1/sqrt(eps)): judged again
         # against eager with one ulp of other rounding in each op's results, three draws.
         # Passing one makes it "unstable" (listed, not counted as wrong): the compiled result
-        # is as far from float64 as eager's rounding can put it. A wrong value is not near
+        # is as far from float64 as eager's rounding can put it; a wrong value is not.
         for draw in range(3):
             again = judge(program, seed=seed, options=options, perturb=draw)
             if again.kind in ("ok", "unstable"):
