@@ -77,6 +77,8 @@
 #               fp32): chunks 64 / 128 / 512, six tile shapes, the next tile prefetched or not,
 #               the shift per lane or per column; eager and torchkiln alongside. Which of a
 #               program's fixed cost and its one-latency-an-iteration loop is the 47 us
+#   timm-train-cudagraphs, hf-train-cudagraphs   timm-train, hf-train with mode="reduce-overhead"
+#               (both compilers: torchkiln's step graphs, torch.compile's CUDA graph trees)
 #   timm-train-never, hf-train-never   timm-train, hf-train without combo kernels (LoopIROptions.combo_kernels "never",
 #               torch.compile not run): the other half of an A/B of combos on one machine
 #   hf-full-fp32-addmm   hf-full-fp32 with LoopIROptions.addmm_bias_in_consumer (bench --options)
@@ -164,6 +166,10 @@ for section in ${@:-py312 ops smoke zoo hf cudagraphs}; do
                           --mode reduce-overhead --repeat 10 ;;
     hf-train) bench hf-full-train-bf16 560 --suite hf --size full --train --repeat 5 --warmup 2 ;;
     timm-train) bench timm-full-train-bf16 560 --suite timm --size full --train --repeat 5 --warmup 2 ;;
+    timm-train-cudagraphs) bench timm-full-train-bf16-cudagraphs 560 --suite timm --size full \
+                             --train --mode reduce-overhead --repeat 5 --warmup 3 ;;
+    hf-train-cudagraphs) bench hf-full-train-bf16-cudagraphs 560 --suite hf --size full \
+                           --train --mode reduce-overhead --repeat 5 --warmup 3 ;;
     hf-train-never) bench hf-full-train-bf16-never 560 --suite hf --size full --train \
                       --repeat 5 --warmup 2 --no-peer --options '{"loop_ir": {"combo_kernels": "never"}}' ;;
     timm-train-never) bench timm-full-train-bf16-never 560 --suite timm --size full --train \

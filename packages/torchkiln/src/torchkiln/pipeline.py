@@ -20,6 +20,7 @@ import torchkiln_aot_partition
 import torchkiln_loop_ir
 
 from torchkiln import graph_cache
+from torchkiln.cudagraph_steps import wrap_step_graph
 from torchkiln.cudagraphs import wrap_cudagraphs
 from torchkiln.ddp_buckets import active_bucket_cap, split_at_buckets
 from torchkiln.debug_dir import GraphDump, debug_root
@@ -228,9 +229,14 @@ class _CacheSlot:
         self.metadata: Any = None
 
     def lookup(
-        self, gm: torch.fx.GraphModule, example_inputs: list[Any], compiled_graphs: list[Any]
+        self,
+        gm: torch.fx.GraphModule,
+        example_inputs: list[Any],
+        compiled_graphs: list[Any],
+        wrap_training: Callable[[Any, str, int], Any] | None = None,
     ) -> Any:
-        """The runtime rebuilt from a cache entry, or None (verdict says why)."""
+        """The runtime rebuilt from a cache entry, or None (verdict says why). A training entry's
+        graphs go through ``wrap_training(graph, part, saved)`` first (CUDA graphs)."""
         start = time.perf_counter()
         try:
             self.key = graph_cache.graph_key(
@@ -255,7 +261,11 @@ class _CacheSlot:
                 if entry.backward is not None
                 else None
             )
-            runtime = torchkiln_aot_partition.rebuild_runtime(gm, entry.runtime, fw, bw)
+            run_fw, run_bw = fw, bw
+            if wrap_training is not None and entry.runtime.training and bw is not None:
+                run_fw = wrap_training(fw, "forward", entry.runtime.num_saved)
+                run_bw = wrap_training(bw, "backward", 0)
+            runtime = torchkiln_aot_partition.rebuild_runtime(gm, entry.runtime, run_fw, run_bw)
         except Exception as error:  # noqa: BLE001 - a bad entry is compiled again, never fatal
             self.verdict = f"corrupt: {one_line(error)}"
             return None
@@ -423,6 +433,7 @@ def make_backend(
             aot_compile = _layer(torchkiln_aot_partition, "aot_compile")
             slot = _CacheSlot(options, codegen, ir_options, timers)
             in_compiler = [0.0]
+            step_graphs: list[tuple[str, str]] = []  # (part, CUDA-graph status) of training graphs
 
             def fw_compiler(aten_gm: torch.fx.GraphModule, aten_inputs: list[Any]) -> Any:
                 with frozen_heap():  # the backward compiles later, at the first backward
@@ -465,9 +476,15 @@ def make_backend(
                     # cache entry holds (it takes fewer inputs, returns fewer gradients)
                     slot.forgo("a backward specialised on unused outputs")
                 slot.store_if_complete(compiled_graphs)
+                if options.cudagraphs and (part == "backward" or "num_saved" in aten_gm.meta):
+                    # a training graph: its forward and backward are recorded apart
+                    compiled, status = wrap_step_graph(
+                        compiled, part, int(aten_gm.meta.get("num_saved", 0)), aten_inputs
+                    )
+                    step_graphs.append((part, status))
                 if reported:  # a backward graph compiled lazily, after the report was written
                     reported[0] = summarize(
-                        reported[0].compile_seconds, reported[0].cudagraphs, slot.verdict
+                        reported[0].compile_seconds, _step_status(step_graphs), slot.verdict
                     )
                     recorder.replace_graph(index, reported[0])
                 return compiled
@@ -478,7 +495,15 @@ def make_backend(
                 # a cache entry has no ATen graphs or loop IR to dump: compile every stage
                 slot.verdict = "off: not read while a debug dir is written"
             elif options.graph_cache:
-                compiled = slot.lookup(gm, list(example_inputs), compiled_graphs)
+                wrap = None
+                if options.cudagraphs:
+
+                    def wrap(graph: Any, part: str, saved: int) -> Any:
+                        wrapped, status = wrap_step_graph(graph, part, saved, example_inputs)
+                        step_graphs.append((part, status))
+                        return wrapped
+
+                compiled = slot.lookup(gm, list(example_inputs), compiled_graphs, wrap)
                 for part, loaded in zip(PARTS, compiled_graphs):
                     record_stages(part, loaded)
             if compiled is None:
@@ -501,7 +526,9 @@ def make_backend(
                 slot.store_if_complete(compiled_graphs)
             saved_bytes[0] = saved_activation_bytes(compiled, example_inputs)
             cudagraphs = ""
-            if options.cudagraphs:
+            if options.cudagraphs and step_graphs:
+                cudagraphs = _step_status(step_graphs)
+            elif options.cudagraphs:
                 compiled, cudagraphs = wrap_cudagraphs(compiled, gm, example_inputs)
         except Exception as error:  # noqa: BLE001 - any internal failure falls back (C5)
             where = _Where(function, index, fx_nodes, dump)
@@ -514,6 +541,14 @@ def make_backend(
 
     torchkiln_backend.recorder = recorder  # type: ignore[attr-defined]
     return torchkiln_backend
+
+
+def _step_status(step_graphs: list[tuple[str, str]]) -> str:
+    """A training graph's CUDA-graph status from its parts': "on" when each part recorded is, else
+    the parts' own ("forward on; backward skipped: ...")."""
+    if all(status == "on" for _, status in step_graphs):
+        return "on"
+    return "; ".join(f"{part} {status}" for part, status in step_graphs)
 
 
 @dataclasses.dataclass(frozen=True)

@@ -1,0 +1,12 @@
+#!/usr/bin/env bash
+# session 50, call 2: training steps under mode="reduce-overhead" (torchkiln 0.9.33's step
+# graphs: a training forward and backward recorded as CUDA graphs apart). The tests on CUDA
+# (Python 3.12), then the full-size training benches with reduce-overhead, both compilers
+source benchmarks/gpu_env.sh
+card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "card: $card"
+TRITON_INTERPRET=0 timeout 150 python3 -m pytest -q -p no:cacheprovider --import-mode=importlib \
+  --timeout 140 tests/test_cudagraph_steps.py 2>&1 | tee "$OUT/tests-cudagraph-steps.log" | tail -15
+MODELS=${TIMM_MODELS:-convnext_tiny,resnet50} BENCH_LIMIT=${TIMM_LIMIT:-230} \
+  bash benchmarks/gpu_session.sh timm-train-cudagraphs
+MODELS=${HF_MODELS:-bert,gpt2} BENCH_LIMIT=${HF_LIMIT:-190} \
+  bash benchmarks/gpu_session.sh hf-train-cudagraphs

@@ -1,0 +1,320 @@
+"""CUDA graphs for training under mode="reduce-overhead": a step's forward and backward graphs.
+
+``cudagraphs.py`` records a whole compiled call, which cannot hold a training graph: the
+autograd.Function of aot-partition's runtime sits between its forward and its backward. Here each
+of the two compiled ATen graphs (loop-ir's ``CompiledGraph``, called inside the Function) is
+wrapped on its own, as a ``StepGraph``:
+
+- **Observed calls.** The first ``OBSERVED_CALLS`` calls run the compiled graph as it is, and note
+  each input's address. The next call records the graph (one warm-up on a side stream, the
+  capture, then a replay for the call itself).
+- **Borrowed and owned inputs.** An input the replay reads where it lies is *borrowed*: a
+  parameter whose address was the same in every observed call, or a tensor another step graph
+  returned without copying (a forward's saved activations, which its backward reads). Any other
+  input is *owned*: copied into a static buffer before each replay (the batch, buffers, the
+  incoming gradients), as are inputs the graph writes in place (a batch norm's running
+  statistics), so the warm-up never writes the caller's tensor. A borrowed input at another
+  address on a later call cannot be copied into (it is not ours): that call runs the graph
+  without a replay. A parameter given new memory has the graph recorded again after
+  ``OBSERVED_CALLS`` more calls; the activations of a forward that recorded again, at once (at
+  most ``MAX_RECORDINGS`` recordings, then never again). The activations of a forward that ran
+  without its replay concern that call alone.
+- **Outputs.** The leading outputs (the forward's user outputs and new values of mutated inputs;
+  the backward's gradients) are cloned, as in ``cudagraphs.py``: the caller may keep them. The
+  forward's saved activations (its last ``saved`` outputs) go out without a copy, as new tensors
+  on the static memory; the backward borrows them.
+- **Liveness.** Before a forward replays, each storage it would write that it handed out is
+  checked (``torch._C._storage_Use_Count``): if one is still held (a backward not yet run, a
+  graph retained, a second forward before the first's backward), the replay would overwrite
+  values in use, so this call runs without a replay, on fresh memory.
+
+A call that runs without a replay is correct and slower; each is counted by its reason
+(``StepGraph.ungraphed``) and logged at INFO the first time. Recording is refused (the graph is
+returned unchanged, with the reason) when inputs are not all on one CUDA device or the shapes
+are symbolic.
+"""
+
+from __future__ import annotations
+
+import logging
+import weakref
+from collections import Counter
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+
+log = logging.getLogger("torchkiln.cudagraphs")
+
+#: calls run as they are (their inputs' addresses noted) before the graph is recorded
+OBSERVED_CALLS = 2
+#: recordings of one graph, at most (the first and the re-recordings after an input moved)
+MAX_RECORDINGS = 3
+
+#: data pointers of the storages step graphs hand out without a copy (their saved activations):
+#: an input there is borrowed, not copied, by the graph that reads it (the backward)
+_HANDED_OUT: dict[int, int] = {}
+
+
+class _CudaRecorder:
+    """How a ``StepGraph`` warms up, captures and replays on CUDA (tests use a stand-in)."""
+
+    def supports(self, device: torch.device) -> bool:
+        return device.type == "cuda"
+
+    def warm_up(self, run: Callable[..., Any], inputs: list[Any]) -> None:
+        stream = torch.cuda.Stream()
+        stream.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(stream):  # its allocations stay out of the recorded pool
+            run(*inputs)
+        torch.cuda.current_stream().wait_stream(stream)
+
+    def capture(self, run: Callable[..., Any], inputs: list[Any]) -> tuple[Any, Any]:
+        """``(graph, outputs)``: ``run(*inputs)`` recorded; its outputs are the static ones."""
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            outputs = run(*inputs)
+        return graph, outputs
+
+    def replay(self, graph: Any, inputs: list[Any]) -> None:
+        """Replay ``graph``; ``inputs`` are the tensors at the addresses it reads (a stand-in
+        that recomputes needs them; a CUDA graph has the addresses)."""
+        graph.replay()
+
+
+RECORDER: Any = _CudaRecorder()
+
+
+def _use_count(storage: Any) -> int:
+    """How many tensors (and storage objects) hold ``storage`` (an ``UntypedStorage``)."""
+    return torch._C._storage_Use_Count(storage._cdata)
+
+
+def skip_reason(example_inputs: Sequence[Any]) -> str | None:
+    """Why a training graph with these (fake) inputs cannot be recorded, or None."""
+    tensors = [v for v in example_inputs if isinstance(v, torch.Tensor)]
+    devices = {t.device for t in tensors}
+    if not tensors or len(devices) != 1 or not RECORDER.supports(next(iter(devices))):
+        return "inputs are not all on one CUDA device"
+    if any(isinstance(v, torch.SymInt) for v in example_inputs) or any(
+        isinstance(s, torch.SymInt) for t in tensors for s in (*t.shape, *t.stride())
+    ):
+        return "shapes are dynamic"
+    return None
+
+
+def wrap_step_graph(
+    compiled: Any, part: str, saved: int, example_inputs: Sequence[Any]
+) -> tuple[Any, str]:
+    """``(callable, status)``: a training graph's compiled ``part`` ("forward": its last ``saved``
+    outputs go to the backward; "backward") as a ``StepGraph`` ("on"), or unchanged with the
+    reason ("skipped: ...")."""
+    reason = skip_reason(example_inputs)
+    if reason is not None:
+        log.info("torchkiln: CUDA graphs skipped for a training %s: %s", part, reason)
+        return compiled, f"skipped: {reason}"
+    return StepGraph(compiled, part, saved), "on"
+
+
+def _is_parameter(value: torch.Tensor) -> bool:
+    """A parameter (frozen or not) or a leaf that requires grad: what stays where it is between
+    steps. A batch may land at one address for a while (the caching allocator's same block) and
+    then move: it is copied, never borrowed."""
+    return isinstance(value, torch.nn.Parameter) or (value.is_leaf and value.requires_grad)
+
+
+def _written_inputs(compiled: Any) -> frozenset[int]:
+    """Positions of the inputs the compiled graph writes in place (loop-ir's in_place.py)."""
+    scheduled = getattr(compiled, "scheduled", None)
+    if scheduled is None:
+        return frozenset()
+    names = list(scheduled.inputs)
+    return frozenset(names.index(old) for old in scheduled.reuse.values() if old in names)
+
+
+#: ``StepGraph._blocked``'s answer when the activations it reads were recorded again
+_RECORD_AGAIN = "record again"
+
+
+class StepGraph:
+    """A compiled forward or backward graph of a training step, replayed as a CUDA graph."""
+
+    def __init__(self, compiled: Any, part: str, saved: int) -> None:
+        self.compiled = compiled
+        self.part = part
+        self.saved = saved if part == "forward" else 0
+        self.written = _written_inputs(compiled)
+        self.recordings = 0
+        self.replays = 0
+        #: calls run without a replay, by reason
+        self.ungraphed: Counter[str] = Counter()
+        self._observed = 0
+        self._addresses: list[int | None] = []
+        self._graph: Any = None
+        self._inputs: list[Any] = []
+        self._borrowed: list[bool] = []
+        self._outputs: list[Any] = []
+        #: (storage, its use count when nothing handed out holds it) per storage the replay
+        #: writes and this graph hands out
+        self._handed: list[tuple[Any, int]] = []
+        self._finalizer: Any = None
+
+    # the compiled graph's two calling conventions (CompiledGraph.__call__ / call_boxed)
+    def __call__(self, *args: Any) -> list[Any]:
+        return self._run(list(args), boxed=False)
+
+    def call_boxed(self, args: list[Any]) -> list[Any]:
+        return self._run(args, boxed=True)
+
+    def _as_is(self, args: list[Any], boxed: bool) -> list[Any]:
+        if boxed:
+            return list(self.compiled.call_boxed(args))
+        return list(self.compiled(*args))
+
+    def _without_replay(self, args: list[Any], boxed: bool, reason: str) -> list[Any]:
+        if not self.ungraphed[reason]:
+            log.info("torchkiln: a training %s ran without its CUDA graph: %s", self.part, reason)
+        self.ungraphed[reason] += 1
+        return self._as_is(args, boxed)
+
+    def _run(self, args: list[Any], boxed: bool) -> list[Any]:
+        if self._graph is None:
+            if self.recordings >= MAX_RECORDINGS:
+                return self._without_replay(args, boxed, "recorded too often (inputs moved)")
+            if self._observed < OBSERVED_CALLS:
+                self._observe(args)
+                return self._as_is(args, boxed)
+            self._record(args)
+        blocked = self._blocked(args)
+        if blocked is _RECORD_AGAIN:
+            # it read a forward's activations, and that forward recorded again: they lie at new
+            # addresses, the same on every replay, so no observed call is needed
+            self._addresses = [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
+            self._record(args)
+            blocked = self._blocked(args)
+        if blocked is not None:
+            return self._without_replay(args, boxed, blocked)
+        current = []
+        for static, value, borrowed in zip(self._inputs, args, self._borrowed):
+            if borrowed or not isinstance(static, torch.Tensor):
+                current.append(value)
+                continue
+            if value.data_ptr() != static.data_ptr():
+                static.copy_(value)
+            current.append(static)
+        if boxed:
+            args.clear()  # the caller's references go (a backward's saved activations)
+        RECORDER.replay(self._graph, current)
+        del current
+        self.replays += 1
+        return self._results()
+
+    def _observe(self, args: list[Any]) -> None:
+        addresses = [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
+        if self._observed == 0:
+            self._addresses = addresses
+        else:
+            self._addresses = [
+                old if old == new else None for old, new in zip(self._addresses, addresses)
+            ]
+        self._observed += 1
+
+    def _record(self, args: list[Any]) -> None:
+        self.recordings += 1
+        self._forget()
+        borrowed, inputs = [], []
+        for i, (value, seen) in enumerate(zip(args, self._addresses)):
+            if not isinstance(value, torch.Tensor):
+                borrowed.append(False)
+                inputs.append(value)
+                continue
+            address = value.data_ptr()
+            borrow = i not in self.written and (
+                (address == seen and _is_parameter(value)) or address in _HANDED_OUT
+            )
+            borrowed.append(borrow)
+            if borrow:
+                inputs.append(value)
+            else:
+                static = torch.empty_strided(
+                    value.size(), value.stride(), dtype=value.dtype, device=value.device
+                )
+                static.copy_(value)
+                inputs.append(static)
+        RECORDER.warm_up(self.compiled, inputs)
+        self._graph, outputs = RECORDER.capture(self.compiled, inputs)
+        self._outputs = list(outputs)
+        self._borrowed = borrowed
+        # a borrowed input is kept as its address alone: a reference to a forward's saved
+        # activation would keep it "held" for the forward's liveness check
+        self._addresses = [v.data_ptr() if b else None for v, b in zip(inputs, borrowed)]
+        self._inputs = [None if b else v for v, b in zip(inputs, borrowed)]
+        # what goes out uncopied: the saved outputs, but for those on a borrowed input's storage
+        # (a parameter the forward saves), which the replay does not write
+        not_written = {v.untyped_storage().data_ptr() for v, b in zip(inputs, borrowed) if b}
+        del inputs
+        saved = [
+            o
+            for o in self._outputs[len(self._outputs) - self.saved :]
+            if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() not in not_written
+        ]
+        storages: dict[int, Any] = {}
+        for out in saved:
+            storages.setdefault(out.untyped_storage().data_ptr(), out.untyped_storage())
+        # each storage object is kept (one more use, in the count too): a check is one call each
+        self._handed = [(s, _use_count(s)) for s in storages.values()]
+        pointers = tuple({o.data_ptr() for o in saved})
+        for ptr in pointers:
+            _HANDED_OUT[ptr] = _HANDED_OUT.get(ptr, 0) + 1
+        self._finalizer = weakref.finalize(self, _release, pointers)
+        self._observed = 0
+
+    def _forget(self) -> None:
+        """Drop the last recording (its memory is freed once nothing it handed out is held)."""
+        if self._finalizer is not None:
+            self._finalizer()
+            self._finalizer = None
+        self._graph, self._inputs, self._outputs, self._handed = None, [], [], []
+
+    def _blocked(self, args: list[Any]) -> str | None:
+        """Why this call cannot replay, or None."""
+        recorded_again = False
+        for i, (static, value) in enumerate(zip(self._inputs, args)):
+            if self._borrowed[i]:
+                if value.data_ptr() == self._addresses[i]:
+                    continue
+                if _is_parameter(value):
+                    # a parameter given new memory: record again after more observed calls
+                    self._forget()
+                    self._addresses = []
+                    return f"input {i} is not where the recording read it"
+                if value.data_ptr() not in _HANDED_OUT:
+                    # the activations of a forward that ran without its replay: this call only
+                    return f"input {i} comes from a forward that ran without its replay"
+                recorded_again = True
+            elif not isinstance(static, torch.Tensor) and static is not value and static != value:
+                return f"input {i} is another value than the recorded one"
+        if recorded_again:
+            if self.recordings >= MAX_RECORDINGS:
+                self._forget()
+                return "recorded too often (inputs moved)"
+            return _RECORD_AGAIN
+        for storage, count in self._handed:
+            if _use_count(storage) != count:
+                return "a saved activation of the last replay is still held (its backward not run)"
+        return None
+
+    def _results(self) -> list[Any]:
+        n = len(self._outputs) - self.saved
+        results = [o.clone() if isinstance(o, torch.Tensor) else o for o in self._outputs[:n]]
+        results += [o.detach() if isinstance(o, torch.Tensor) else o for o in self._outputs[n:]]
+        return results
+
+
+def _release(pointers: tuple[int, ...]) -> None:
+    for ptr in pointers:
+        left = _HANDED_OUT.get(ptr, 0) - 1
+        if left > 0:
+            _HANDED_OUT[ptr] = left
+        else:
+            _HANDED_OUT.pop(ptr, None)

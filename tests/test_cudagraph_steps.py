@@ -1,0 +1,316 @@
+"""Training under mode="reduce-overhead": a step's forward and backward graphs recorded apart
+(torchkiln/cudagraph_steps.py), checked against eager on fresh random inputs.
+
+On the CPU a stand-in recorder takes the CUDA graph's place (``Recomputing``): a capture runs
+the compiled graph once and its outputs are the static ones; a replay runs it again on the
+tensors at the recorded addresses and copies the results into those outputs. What the tests
+check is torchkiln's bookkeeping around the recording (which inputs are copied or borrowed,
+which outputs are cloned or handed out, when a replay would overwrite values still in use),
+with every value compared to eager's. The CUDA tests at the end record real CUDA graphs.
+"""
+
+from __future__ import annotations
+
+import copy
+import logging
+
+import pytest
+import torch
+import torchkiln
+from torch import nn
+from torchkiln import cudagraph_steps
+
+
+class Recomputing:
+    """The CPU's stand-in for CUDA graphs (see the module's docstring)."""
+
+    def __init__(self) -> None:
+        self.captures = 0
+        self.replays = 0
+
+    def supports(self, device: torch.device) -> bool:
+        return True
+
+    def warm_up(self, run, inputs) -> None:
+        run(*inputs)
+
+    def capture(self, run, inputs):
+        self.captures += 1
+        outputs = run(*inputs)
+        return (run, list(outputs)), outputs
+
+    def replay(self, graph, inputs) -> None:
+        run, outputs = graph
+        self.replays += 1
+        for static, new in zip(outputs, run(*inputs), strict=True):
+            if isinstance(static, torch.Tensor) and static is not new:
+                static.copy_(new)
+
+
+@pytest.fixture
+def recorder(monkeypatch):
+    fake = Recomputing()
+    monkeypatch.setattr(cudagraph_steps, "RECORDER", fake)
+    return fake
+
+
+def _model() -> nn.Module:
+    return nn.Sequential(
+        nn.Linear(12, 24),
+        nn.GELU(),
+        nn.LayerNorm(24),
+        nn.Linear(24, 24),
+        nn.Tanh(),
+        nn.Linear(24, 3),
+    )
+
+
+def _steps(model, optimizer, batches):
+    losses = []
+    for x, y in batches:
+        optimizer.zero_grad()
+        loss = nn.functional.mse_loss(model(x), y)
+        loss.backward()
+        optimizer.step()
+        losses.append(loss.detach())
+    return losses
+
+
+def _batches(n, rows=6):
+    return [(torch.randn(rows, 12), torch.randn(rows, 3)) for _ in range(n)]
+
+
+def _close(a, b):
+    torch.testing.assert_close(a, b, rtol=1e-4, atol=1e-5)
+
+
+def test_training_steps_replay_both_graphs_and_match_eager(recorder):
+    torch.manual_seed(0)
+    eager = _model()
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    batches = _batches(7)
+    eager_opt = torch.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
+    for a, b in zip(_steps(eager, eager_opt, batches), _steps(compiled, opt, batches)):
+        _close(b, a)
+    for p, q in zip(eager.parameters(), model.parameters()):
+        _close(q, p)
+    # two observed steps, then the forward and the backward recorded once and replayed
+    assert recorder.captures == 2
+    assert recorder.replays == 2 * (len(batches) - 2)
+    assert torchkiln.report(compiled).graphs[0].cudagraphs == "on"
+
+
+def test_two_forwards_before_one_backward_run_the_second_without_a_replay(recorder, caplog):
+    torch.manual_seed(1)
+    eager = _model()
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    for x, _ in _batches(3):  # observed, observed, recorded
+        compiled(x).sum().backward()
+    model.zero_grad()
+    x1, x2 = torch.randn(6, 12), torch.randn(6, 12)
+    with caplog.at_level(logging.INFO, logger="torchkiln.cudagraphs"):
+        out = compiled(x1) * compiled(x2)  # the first's saved activations are still held
+        out.sum().backward()
+    expected = eager(x1) * eager(x2)
+    expected.sum().backward()
+    _close(out, expected)
+    for p, q in zip(eager.parameters(), model.parameters()):
+        _close(q.grad, p.grad)
+    assert "still held" in caplog.text
+
+
+def test_a_module_called_twice_a_step_keeps_its_recordings(recorder):
+    """A shared encoder: each step's second forward runs without its replay (the first's
+    activations are held), and its backward on those activations runs without a replay too,
+    while the first call's pair replays; nothing is recorded again."""
+    torch.manual_seed(9)
+    eager = _model()
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager_opt = torch.optim.SGD(eager.parameters(), lr=0.05)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    for _ in range(6):
+        x1, x2 = torch.randn(6, 12), torch.randn(6, 12)
+        for m, o in ((eager, eager_opt), (compiled, opt)):
+            o.zero_grad()
+            (m(x1) * m(x2)).mean().backward()
+            o.step()
+    for p, q in zip(eager.parameters(), model.parameters()):
+        _close(q, p)
+    assert recorder.captures == 2
+    assert recorder.replays >= 2 * 4
+
+
+def test_a_retained_graph_backward_twice_matches_eager(recorder):
+    torch.manual_seed(2)
+    eager = _model()
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    for x, _ in _batches(3):
+        compiled(x).sum().backward()
+    model.zero_grad()
+    x = torch.randn(6, 12)
+    out = compiled(x)
+    out.pow(2).sum().backward(retain_graph=True)
+    out.sum().backward()
+    expected = eager(x)
+    expected.pow(2).sum().backward(retain_graph=True)
+    expected.sum().backward()
+    for p, q in zip(eager.parameters(), model.parameters()):
+        _close(q.grad, p.grad)
+    # the next forward replays again once the retained graph is gone
+    del out
+    before = recorder.replays
+    compiled(torch.randn(6, 12)).sum().backward()
+    assert recorder.replays == before + 2
+
+
+def test_gradients_accumulate_over_replays_as_in_eager(recorder):
+    torch.manual_seed(3)
+    eager = _model()
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    for x, y in _batches(6):  # no zero_grad: each backward adds to .grad
+        nn.functional.mse_loss(eager(x), y).backward()
+        nn.functional.mse_loss(compiled(x), y).backward()
+    for p, q in zip(eager.parameters(), model.parameters()):
+        _close(q.grad, p.grad)
+    assert recorder.replays >= 6
+
+
+def test_batch_norm_running_statistics_follow_eager(recorder):
+    torch.manual_seed(4)
+    eager = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    for _ in range(6):
+        x = torch.randn(4, 3, 8, 8)
+        eager(x).square().mean().backward()
+        compiled(x).square().mean().backward()
+    _close(model[1].running_mean, eager[1].running_mean)
+    _close(model[1].running_var, eager[1].running_var)
+    assert model[1].num_batches_tracked == eager[1].num_batches_tracked
+    for p, q in zip(eager.parameters(), model.parameters()):
+        _close(q.grad, p.grad)
+    assert recorder.replays >= 2
+
+
+def test_a_batch_at_one_address_is_copied_not_borrowed(recorder):
+    torch.manual_seed(5)
+    eager = _model()
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    x = torch.randn(6, 12)
+    for _ in range(3):  # the same tensor while observed: still copied (it is no parameter)
+        compiled(x).sum().backward()
+    model.zero_grad()
+    eager.zero_grad()
+    for _ in range(4):  # new tensors: no new recording
+        x = torch.randn(6, 12)
+        out = compiled(x)
+        out.sum().backward()
+        expected = eager(x)
+        expected.sum().backward()
+        _close(out, expected)
+    for p, q in zip(eager.parameters(), model.parameters()):
+        _close(q.grad, p.grad)
+    assert recorder.captures == 2
+    assert recorder.replays == 2 * 5
+
+
+def test_a_parameter_that_moves_is_recorded_again(recorder, caplog):
+    torch.manual_seed(5)
+    eager = _model()
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    for x, _ in _batches(3):
+        compiled(x).sum().backward()
+    assert recorder.captures == 2
+    model.zero_grad()
+    with torch.no_grad():  # new memory under the same Parameter: no guard sees it
+        for m in (model, eager):
+            m[0].weight.data = m[0].weight.data * 0.5
+    with caplog.at_level(logging.INFO, logger="torchkiln.cudagraphs"):
+        for x, _ in _batches(5):
+            out = compiled(x)
+            out.sum().backward()
+            expected = eager(x)
+            expected.sum().backward()
+            _close(out, expected)
+    for p, q in zip(eager.parameters(), model.parameters()):
+        _close(q.grad, p.grad)
+    assert "not where the recording read it" in caplog.text
+    # both recorded again (the backward reads the saved weight and the forward's activations)
+    assert recorder.captures == 4
+
+
+def test_outputs_the_caller_keeps_are_not_overwritten_by_later_replays(recorder):
+    torch.manual_seed(6)
+    model = _model()
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    kept = []
+    for x, _ in _batches(6):
+        out = compiled(x)
+        out.sum().backward()
+        kept.append((x, out))
+    with torch.no_grad():
+        for x, out in kept:
+            _close(out, model(x))  # the same parameters: SGD never stepped
+
+
+def test_a_training_graph_from_the_graph_cache_is_recorded_too(recorder, tmp_path):
+    torch.manual_seed(8)
+    eager = _model()
+    options = {"cache_dir": str(tmp_path)}
+    batches = _batches(5)
+    for _ in range(2):  # the second compile loads the first's cache entry
+        model = copy.deepcopy(eager)
+        compiled = torchkiln.compile(model, mode="reduce-overhead", options=options)
+        before = recorder.captures
+        for x, y in batches:
+            nn.functional.mse_loss(compiled(x), y).backward()
+        assert recorder.captures == before + 2
+    reference = copy.deepcopy(eager)
+    for x, y in batches:
+        nn.functional.mse_loss(reference(x), y).backward()
+    for p, q in zip(reference.parameters(), model.parameters()):
+        _close(q.grad, p.grad)
+    graph = torchkiln.report(compiled).graphs[0]
+    assert graph.cache == "hit"
+    assert graph.cudagraphs == "on"
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
+def test_cuda_training_steps_under_reduce_overhead_match_eager(dtype):
+    torch.manual_seed(7)
+    eager = nn.Sequential(
+        nn.Conv2d(3, 16, 3, padding=1),
+        nn.BatchNorm2d(16),
+        nn.ReLU(),
+        nn.Flatten(),
+        nn.Linear(16 * 8 * 8, 10),
+    ).cuda()
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager_opt = torch.optim.AdamW(eager.parameters(), lr=1e-3)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    batches = [
+        (torch.randn(8, 3, 8, 8, device="cuda"), torch.randint(0, 10, (8,), device="cuda"))
+        for _ in range(6)
+    ]
+    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-4}
+    for x, y in batches:
+        for m, o in ((eager, eager_opt), (compiled, opt)):
+            o.zero_grad()
+            with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
+                loss = nn.functional.cross_entropy(m(x), y)
+            loss.backward()
+            o.step()
+        for p, q in zip(eager.parameters(), model.parameters()):
+            torch.testing.assert_close(q, p, **tol)
+    torch.testing.assert_close(model[1].running_mean, eager[1].running_mean, **tol)
+    assert torchkiln.report(compiled).graphs[0].cudagraphs == "on"
