@@ -358,7 +358,8 @@ spec(
         ),
     ],
     (aten.scatter.src, aten.scatter.value, aten.scatter_add.default, aten.scatter_reduce.two),
-    dtypes=(F32, I32, I64),
+    # 16-bit floats accumulate in a float32 copy (loop-ir's _scatter)
+    dtypes=(F32, F16, BF16, I32, I64),
     decompose=False,
 )
 spec(
@@ -382,7 +383,7 @@ spec(
         )
     ],
     (aten.index_put.default,),
-    dtypes=(F32, I64),
+    dtypes=(F32, F16, BF16, I64),
     decompose=False,
 )
 

@@ -261,6 +261,26 @@ def test_outputs_the_caller_keeps_are_not_overwritten_by_later_replays(recorder)
             _close(out, model(x))  # the same parameters: SGD never stepped
 
 
+def test_a_recording_that_fails_leaves_the_steps_right_with_one_warning(recorder, monkeypatch):
+    def refuse(run, inputs):
+        raise RuntimeError("operation not permitted when stream is capturing")
+
+    monkeypatch.setattr(recorder, "capture", refuse)
+    torch.manual_seed(10)
+    eager = _model()
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager_opt = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    batches = _batches(5)
+    with pytest.warns(UserWarning, match="recording a training forward as a CUDA graph failed"):
+        for a, b in zip(_steps(eager, eager_opt, batches), _steps(compiled, opt, batches)):
+            _close(b, a)
+    for p, q in zip(eager.parameters(), model.parameters()):
+        _close(q, p)
+    assert recorder.replays == 0
+
+
 def test_a_training_graph_from_the_graph_cache_is_recorded_too(recorder, tmp_path):
     torch.manual_seed(8)
     eager = _model()

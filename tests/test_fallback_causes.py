@@ -384,3 +384,31 @@ def test_gradient_of_an_index_of_dynamic_length(codegen):
     report = torchkiln.report(compiled)
     assert not report.eager_fallbacks
     assert all(not g.fallbacks for g in report.graphs)
+
+
+@pytest.mark.parametrize("codegen", ["cpp", "triton"])
+@pytest.mark.parametrize("dtype", [torch.float16, torch.bfloat16])
+def test_gradient_of_an_index_into_16_bit_floats(codegen, dtype):
+    """The gradient of an embedding or ``x[idx]`` in a 16-bit model is an accumulating scatter
+    into 16-bit floats, which no backend adds atomically: it ran as ATen's kernel (fuzz seed
+    960250). It now accumulates in a float32 copy, rounded once: checked against float64."""
+
+    def f(x, idx, table):
+        return torch.nn.functional.embedding(idx, table) * x[idx].sum(-1, keepdim=True)
+
+    compiled = _strict(f, codegen)
+    x = torch.randn(5, 6, dtype=dtype, requires_grad=True)
+    table = torch.randn(9, 6, dtype=dtype, requires_grad=True)
+    idx = torch.tensor([3, 1, 3, 3, 0, 1, 4])  # repeated: their gradients add up
+    grad = torch.randn(7, 6, dtype=dtype)
+    got = torch.autograd.grad(compiled(x, idx, table), (x, table), grad)
+    x64, table64 = (t.detach().double().requires_grad_() for t in (x, table))
+    want = torch.autograd.grad(f(x64, idx, table64), (x64, table64), grad.double())
+    eager = torch.autograd.grad(f(x, idx, table), (x, table), grad)
+    for g, w, e in zip(got, want, eager):
+        # as close to float64 as eager's 16-bit result is (it rounds after every add)
+        err = (g.double() - w).abs().max()
+        assert err <= 2 * (e.double() - w).abs().max() + 4 * torch.finfo(dtype).eps * w.abs().max()
+    report = torchkiln.report(compiled)
+    assert not report.eager_fallbacks
+    assert all(not g.fallbacks for g in report.graphs)

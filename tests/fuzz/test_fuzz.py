@@ -73,6 +73,17 @@ WIDE = {
     "pool_share": 0.2,
 }
 
+#: graph breaks first (session 50's run over seeds 960000-962999)
+BREAKS = {
+    "break_share": 0.7,
+    "train_share": 0.5,
+    "dynamic_share": 0.4,
+    "triton_share": 0.4,
+    "nn_share": 0.3,
+    "layout_share": 0.2,
+    "pool_share": 0.2,
+}
+
 # Training seeds of longer runs that failed once: seed -> (shares, what it found).
 FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     176: (TRAIN, "eager fallback: views of one tensor, one written in grad mode after a break"),
@@ -121,6 +132,7 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     31971: (WIDE, "wrong: amin's backward, cos recomputed by scalar libm, the min by libmvec"),
     34968: (WIDE, "eager fallback: a zero-size view output of a graph, written after a break"),
     35274: (WIDE, "op fallback: as_strided_scatter into zero-size aliased inputs written"),
+    960250: (BREAKS, "op fallback: index_put accumulating into float16 (index_select's grad)"),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

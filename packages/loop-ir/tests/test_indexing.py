@@ -86,7 +86,8 @@ def test_scatter_forms_that_still_fall_back(check):
         atol=1e-3,
         rtol=1e-3,
     )
-    assert sorted(cg.fallbacks) == ["aten.scatter_add", "aten.scatter_reduce.two"]
+    # the float16 scatter_add adds into a float32 copy (loop-ir 0.8.35): lowered
+    assert sorted(cg.fallbacks) == ["aten.scatter_reduce.two"]
 
 
 def test_layout_index_is_remembered_per_arguments_and_their_types():

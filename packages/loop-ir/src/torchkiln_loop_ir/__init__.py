@@ -1,6 +1,6 @@
 """Decompositions, lowering to a define-by-run loop IR, the fusion scheduler and buffer planning (TorchInductor's core)."""
 
-__version__ = "0.8.34"
+__version__ = "0.8.35"
 
 from . import channels_last as _channels_last  # noqa: F401  (defines torchkiln::conv_channels_last, likewise)
 from . import linear_group as _linear_group  # noqa: F401  (defines torchkiln::linear_group, likewise)

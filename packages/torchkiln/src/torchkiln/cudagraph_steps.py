@@ -37,6 +37,7 @@ are symbolic.
 from __future__ import annotations
 
 import logging
+import warnings
 import weakref
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -184,13 +185,15 @@ class StepGraph:
             if self._observed < OBSERVED_CALLS:
                 self._observe(args)
                 return self._as_is(args, boxed)
-            self._record(args)
+            if not self._try_record(args):
+                return self._without_replay(args, boxed, "recording failed")
         blocked = self._blocked(args)
         if blocked is _RECORD_AGAIN:
             # it read a forward's activations, and that forward recorded again: they lie at new
             # addresses, the same on every replay, so no observed call is needed
             self._addresses = [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
-            self._record(args)
+            if not self._try_record(args):
+                return self._without_replay(args, boxed, "recording failed")
             blocked = self._blocked(args)
         if blocked is not None:
             return self._without_replay(args, boxed, blocked)
@@ -218,6 +221,23 @@ class StepGraph:
                 old if old == new else None for old, new in zip(self._addresses, addresses)
             ]
         self._observed += 1
+
+    def _try_record(self, args: list[Any]) -> bool:
+        """Record; on a failure (nothing of the caller's was written: inputs the graph writes
+        are copies), say so once and never record this graph again."""
+        try:
+            self._record(args)
+        except Exception as error:  # noqa: BLE001 - the graph still runs, without a replay
+            self._forget()
+            self.recordings = MAX_RECORDINGS
+            first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
+            warnings.warn(
+                f"torchkiln: recording a training {self.part} as a CUDA graph failed "
+                f"({type(error).__name__}: {first_line}); it runs without CUDA graphs",
+                stacklevel=4,
+            )
+            return False
+        return True
 
     def _record(self, args: list[Any]) -> None:
         self.recordings += 1

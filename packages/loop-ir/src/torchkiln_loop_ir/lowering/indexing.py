@@ -213,36 +213,47 @@ def _dead_extern_result(ctx, x) -> Buffer | None:
 
 
 def _scatter(ctx, x, ranges, scatter_fn, mode):
-    """A fresh copy of ``x`` (or ``x`` itself, ``_dead_extern_result``) updated by a ``Scatter``
-    over ``ranges``; returns what it updated. Over no element the scatter writes nothing and
-    loads no index (eager's kernel does not run either): the copy alone. The callers refuse, here and not when the body is recorded, a non-empty
-    scatter into a dim of size 0 (every index out of range: ATen raises)."""
-    if (dead := _dead_extern_result(ctx, x)) is not None:
+    """``(target, result)``: a fresh copy of ``x`` (or ``x`` itself, ``_dead_extern_result``)
+    updated by a ``Scatter`` over ``ranges``, and the value the op returns. Over no element the
+    scatter writes nothing and loads no index (eager's kernel does not run either): the copy
+    alone. The callers refuse, here and not when the body is recorded, a non-empty scatter into
+    a dim of size 0 (every index out of range: ATen raises).
+
+    An accumulating scatter into 16-bit floats (no backend has atomic adds for both) updates a
+    float32 copy, and the result is that copy rounded back: each element's sum rounded once, as
+    CUDA's sorted ``index_put_`` does (the CPU's rounds after each add; an embedding's gradient in
+    a bfloat16 model ran as an ATen kernel before, fuzz seed 960250)."""
+    dtype = x.get_dtype()
+    wide = mode == "atomic_add" and dtype in (torch.float16, torch.bfloat16)
+    store_dtype = torch.float32 if wide else dtype
+    if not wide and (dead := _dead_extern_result(ctx, x)) is not None:
         # nothing reads it after the scatter: no copy (a tied embedding's weight gradient)
         target = dead
     else:
         target = ctx.graph.realize(
-            Pointwise(x.make_loader(), x.get_size(), x.get_dtype(), x.get_device()),
+            Pointwise(x.make_loader(), x.get_size(), store_dtype, x.get_device()),
             "target of a scatter",
             ctx.node,
         )
+    result = (
+        Pointwise(target.make_loader(), x.get_size(), dtype, x.get_device()) if wide else target
+    )
     if any(r == 0 for r in ranges):
-        return target
+        return target, result
     node = ComputedBuffer(
         ctx.graph.new_name(),
         target.layout,
-        data=Scatter(scatter_fn, tuple(ranges), target.name, mode, x.get_dtype(), x.get_device()),
+        data=Scatter(scatter_fn, tuple(ranges), target.name, mode, store_dtype, x.get_device()),
         reason=f"scatter into {target.name}",
         origin=ctx.node.name,
     )
     ctx.graph.nodes.append(node)
-    return target
+    return target, result
 
 
 def _check_atomic_dtype(dtype: torch.dtype) -> None:
-    """Atomic adds exist for 32/64-bit numbers on every backend; bool has no add, and 16-bit
-    floats have none on CPU (codegen-cpp) nor before sm_90 for bfloat16."""
-    if dtype == torch.bool or dtype in (torch.float16, torch.bfloat16):
+    """Bool has no add. (16-bit floats accumulate in a float32 copy, ``_scatter``.)"""
+    if dtype == torch.bool:
         raise Unlowerable(f"accumulating scatter into a {dtype} tensor (no atomic add)")
 
 
@@ -276,7 +287,7 @@ def scatter(ctx, x, dim, index, src, reduce=None, *, include_self=True):
     if n and x.get_size()[dim] == 0:
         if all(s != 0 for s in index.get_size()):
             raise Unlowerable("scatter into a dim of size 0")
-        return _scatter(ctx, x, index.get_size(), None, mode)  # over no element: the copy
+        return _scatter(ctx, x, index.get_size(), None, mode)[1]  # over no element: the copy
     load_src = _value_loader(src, x.get_dtype())
     if mode is None and target_op is not aten.scatter_reduce.two and _one_per_row(x, index, dim):
         return _scatter_as_select(x, dim, index, load_src)
@@ -288,9 +299,9 @@ def scatter(ctx, x, dim, index, src, reduce=None, *, include_self=True):
             full[dim] = indirect(_load_int(index, idx), x.get_size()[dim], wrap=False)
         return layout_index(full), load_src(idx)
 
-    target = _scatter(ctx, x, index.get_size(), scatter_fn, mode)
+    target, result = _scatter(ctx, x, index.get_size(), scatter_fn, mode)
     layout_index = target.layout.index
-    return target
+    return result
 
 
 def _one_per_row(x: IRNode, index: IRNode, dim: int) -> bool:
@@ -366,9 +377,9 @@ def index_put(ctx, x, indices, values, accumulate=False):
     mode = "atomic_add" if accumulate else None
     if mode:
         _check_atomic_dtype(x.get_dtype())
-    target = _scatter(ctx, x, ranges, scatter_fn, mode)
+    target, result = _scatter(ctx, x, ranges, scatter_fn, mode)
     layout_index = target.layout.index
-    return target
+    return result
 
 
 def _broadcast_sizes(sizes: list[Sequence[sympy.Expr]]) -> list[sympy.Expr]:
