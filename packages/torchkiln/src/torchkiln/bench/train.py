@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import contextlib
 import copy
+import dataclasses
 import warnings
 from collections.abc import Callable
 from typing import Any
@@ -32,6 +33,8 @@ from torchkiln.bench import accuracy, timing
 from torchkiln.bench._peer import peer_compile
 from torchkiln.bench.record import DTYPES, BenchConfig, Row, cast_to, record_report, record_timings
 from torchkiln.bench.suites import ModelSpec
+from torchkiln.cudagraph_steps import OBSERVED_CALLS
+from torchkiln.options import MODE_SETTINGS
 from torchkiln.pipeline import one_line
 
 LOW_PRECISION = (torch.bfloat16, torch.float16)
@@ -151,6 +154,14 @@ def run_train(
     row.notes += sorted({str(w.message) for w in caught if "torchkiln" in str(w.message)})
     row.compile_s = timing.compile_seconds(first_s, eager_s)
     verdict = accuracy.compare(tk.grads(), eager_grads, ref_grads, dtype)
+    if verdict.passed and MODE_SETTINGS.get(config.mode, {}).get("cudagraphs"):
+        # a step's CUDA graphs record after observed calls (cudagraph_steps.py): the first
+        # step ran without them, so the gradients of a replayed step are checked too
+        for _ in range(OBSERVED_CALLS + 1):
+            tk.forward_backward(inputs)
+        verdict = accuracy.compare(tk.grads(), eager_grads, ref_grads, dtype)
+        if not verdict.passed:
+            verdict = dataclasses.replace(verdict, detail=f"after replays: {verdict.detail}")
     row.accuracy = verdict.text
     if not verdict.passed:
         row.notes.append(f"gradients: {verdict.detail}")
