@@ -1,9 +1,9 @@
 """Training under mode="reduce-overhead": a step's forward and backward graphs recorded apart
 (torchkiln/cudagraph_steps.py), checked against eager on fresh random inputs.
 
-On the CPU a stand-in recorder takes the CUDA graph's place (``Recomputing``): a capture runs
-the compiled graph once and its outputs are the static ones; a replay runs it again on the
-tensors at the recorded addresses and copies the results into those outputs. What the tests
+On the CPU a stand-in recorder takes the CUDA graph's place (``RecomputingRecorder``): a
+capture runs the compiled graph once and its outputs are the static ones; a replay runs it
+again on the tensors at the recorded addresses and copies the results into those outputs. What the tests
 check is torchkiln's bookkeeping around the recording (which inputs are copied or borrowed,
 which outputs are cloned or handed out, when a replay would overwrite values still in use),
 with every value compared to eager's. The CUDA tests at the end record real CUDA graphs.
@@ -21,35 +21,9 @@ from torch import nn
 from torchkiln import cudagraph_steps
 
 
-class Recomputing:
-    """The CPU's stand-in for CUDA graphs (see the module's docstring)."""
-
-    def __init__(self) -> None:
-        self.captures = 0
-        self.replays = 0
-
-    def supports(self, device: torch.device) -> bool:
-        return True
-
-    def warm_up(self, run, inputs) -> None:
-        run(*inputs)
-
-    def capture(self, run, inputs):
-        self.captures += 1
-        outputs = run(*inputs)
-        return (run, list(outputs)), outputs
-
-    def replay(self, graph, inputs) -> None:
-        run, outputs = graph
-        self.replays += 1
-        for static, new in zip(outputs, run(*inputs), strict=True):
-            if isinstance(static, torch.Tensor) and static is not new:
-                static.copy_(new)
-
-
 @pytest.fixture
 def recorder(monkeypatch):
-    fake = Recomputing()
+    fake = cudagraph_steps.RecomputingRecorder()
     monkeypatch.setattr(cudagraph_steps, "RECORDER", fake)
     return fake
 

@@ -344,36 +344,15 @@ def test_options_reach_each_compile_and_bad_ones_stop_before_the_run(monkeypatch
     assert len(seen) == 1  # no model ran for the bad ones
 
 
-class _Replaying:
-    """A stand-in for CUDA graphs on the CPU (torchkiln.cudagraph_steps.RECORDER): a replay runs
-    the graph again and copies its results, scaled by ``skew``, into the recorded outputs."""
-
-    def __init__(self, skew: float) -> None:
-        self.skew, self.replays = skew, 0
-
-    def supports(self, device):
-        return True
-
-    def warm_up(self, run, inputs):
-        run(*inputs)
-
-    def capture(self, run, inputs):
-        outputs = run(*inputs)
-        return (run, list(outputs)), outputs
-
-    def replay(self, graph, inputs):
-        run, outputs = graph
-        self.replays += 1
-        for static, new in zip(outputs, run(*inputs)):
-            if isinstance(static, torch.Tensor) and static is not new:
-                static.copy_(new * self.skew if static.is_floating_point() else new)
-
-
 @pytest.mark.parametrize("skew", [1.0, 1.01])
 def test_a_training_step_under_cuda_graphs_checks_replayed_gradients(monkeypatch, skew) -> None:
     from torchkiln import cudagraph_steps
 
-    fake = _Replaying(skew)
+    class Skewed(cudagraph_steps.RecomputingRecorder):
+        def result(self, value):  # a replay that writes wrong values (when skew is not 1)
+            return value * skew if value.is_floating_point() else value
+
+    fake = Skewed()
     monkeypatch.setattr(cudagraph_steps, "RECORDER", fake)
     spec = next(s for s in suites.zoo_suite() if s.name == "mlp_mixer")
     row = runner.run_model(

@@ -83,6 +83,40 @@ class _CudaRecorder:
         graph.replay()
 
 
+class RecomputingRecorder:
+    """A stand-in for CUDA graphs where there are none, for tests on the CPU (install it as
+    ``RECORDER``): a capture runs the graph once, its outputs the static ones; a replay runs it
+    again on the tensors at the recorded addresses and copies the results into those outputs.
+    What it checks is the bookkeeping around a recording, not CUDA's. ``captures`` and
+    ``replays`` count."""
+
+    def __init__(self) -> None:
+        self.captures = 0
+        self.replays = 0
+
+    def supports(self, device: torch.device) -> bool:
+        return True
+
+    def warm_up(self, run: Callable[..., Any], inputs: list[Any]) -> None:
+        run(*inputs)
+
+    def capture(self, run: Callable[..., Any], inputs: list[Any]) -> tuple[Any, Any]:
+        self.captures += 1
+        outputs = run(*inputs)
+        return (run, list(outputs)), outputs
+
+    def replay(self, graph: Any, inputs: list[Any]) -> None:
+        run, outputs = graph
+        self.replays += 1
+        for static, new in zip(outputs, run(*inputs), strict=True):
+            if isinstance(static, torch.Tensor) and static is not new:
+                static.copy_(self.result(new))
+
+    def result(self, value: torch.Tensor) -> torch.Tensor:
+        """What a replay writes for a result ``value`` (tests make it wrong on purpose)."""
+        return value
+
+
 RECORDER: Any = _CudaRecorder()
 
 

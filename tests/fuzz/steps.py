@@ -1,0 +1,199 @@
+"""Step graphs against no step graphs: fuzzed training programs compiled twice, by default and
+with ``mode="reduce-overhead"`` (torchkiln's ``cudagraph_steps``, on the CPU through its
+``RecomputingRecorder``), called ``CALLS`` times each on fresh inputs. The first calls run
+before the recording, the later ones replay it; both compilations run the same kernels, so
+every result, every input after the call (mutations) and every gradient must be equal, bit for
+bit (NaNs where NaNs are), and an error must be the same type. What this checks is the
+bookkeeping around a recording (copied and borrowed inputs, cloned and handed-out outputs,
+activations still held, mutated inputs, graph breaks), on programs no one wrote by hand.
+
+    PYTHONPATH=. python tests/fuzz/steps.py --programs 500 --seed 970000 --jobs 2 [--json F]
+
+Programs with random ops are skipped (a recording draws random numbers of its own, so the two
+compilations' streams part).
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import contextlib
+import io
+import json
+import sys
+import time
+import warnings
+from concurrent.futures import ProcessPoolExecutor
+from typing import Any
+
+import torch
+
+from tests.fuzz.generator import generate
+from tests.fuzz.oracle import _flat, _gradients, _inputs, _run, _with_grad
+
+#: calls of each program: two observed, then the recording and its replays
+CALLS = 5
+_RANDOM = ("rand", "dropout", "bernoulli", "multinomial", "normal_", "uniform_", "exponential")
+
+
+def _differs(a: Any, b: Any) -> str | None:
+    """Why ``b`` is not ``a`` bit for bit, or None."""
+    if isinstance(a, torch.Tensor) != isinstance(b, torch.Tensor):
+        return f"{type(a).__name__} against {type(b).__name__}"
+    if not isinstance(a, torch.Tensor):
+        return None if a == b or (a != a and b != b) else f"{a!r} against {b!r}"
+    if a.shape != b.shape or a.dtype != b.dtype:
+        return f"{a.dtype}{list(a.shape)} against {b.dtype}{list(b.shape)}"
+    if a.requires_grad != b.requires_grad:
+        return f"requires_grad {a.requires_grad} against {b.requires_grad}"
+    try:
+        torch.testing.assert_close(b.detach(), a.detach(), rtol=0, atol=0, equal_nan=True)
+    except AssertionError as error:
+        return " ".join(str(error).split())[:200]
+    return None
+
+
+def check(seed: int, shares: dict) -> dict:
+    """One program's verdict: ``kind`` ("ok", "mismatch", "skipped"), ``detail``, ``replays``."""
+    import torchkiln
+    from torchkiln import cudagraph_steps
+
+    program = generate(seed, **shares)
+    if not program.train or any(word in program.source for word in _RANDOM):
+        return {"kind": "skipped", "detail": "not training" if not program.train else "random"}
+    recorder = cudagraph_steps.RecomputingRecorder()
+    cudagraph_steps.RECORDER = recorder
+    opts: dict = {"codegen": program.codegen}
+    if program.codegen == "triton":
+        opts["loop_ir"] = {"combo_kernels": "always"}
+    if program.loop_ir:
+        opts["loop_ir"] = {**opts.get("loop_ir", {}), **program.loop_ir}
+    with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+        warnings.simplefilter("ignore")
+        plain = torchkiln.compile(program.function(), dynamic=program.dynamic or None, options=opts)
+        steps = torchkiln.compile(
+            program.function(),
+            dynamic=program.dynamic or None,
+            mode="reduce-overhead",
+            options=opts,
+        )
+        for call in range(CALLS):
+            inputs = seed * 10 + call
+            runs = []
+            for fn in (plain, steps):
+                args, leaves = _with_grad(program, _inputs(program, inputs))
+                result, error = _run(fn, args)
+                grads, grad_error = (None, None) if error else _gradients(result, leaves, inputs)
+                runs.append((result, error, args, grads, grad_error))
+            (res_a, err_a, in_a, g_a, gerr_a), (res_b, err_b, in_b, g_b, gerr_b) = runs
+            for what, a, b in (("error", err_a, err_b), ("backward error", gerr_a, gerr_b)):
+                if type(a) is not type(b):
+                    return _mismatch(
+                        program,
+                        recorder,
+                        f"call {call}: {what} {type(a).__name__} against {type(b).__name__}",
+                    )
+            pairs = [
+                (f"result {i}", a, b) for i, (a, b) in enumerate(zip(_flat(res_a), _flat(res_b)))
+            ]
+            pairs += [
+                (f"input x{i} after the call", a, b) for i, (a, b) in enumerate(zip(in_a, in_b))
+            ]
+            pairs += [
+                (f"gradient {i}", a, b)
+                for i, (a, b) in enumerate(zip(g_a or [], g_b or []))
+                if a is not None or b is not None
+            ]
+            if len(_flat(res_a)) != len(_flat(res_b)) or (g_a is None) != (g_b is None):
+                return _mismatch(program, recorder, f"call {call}: results of other structure")
+            for what, a, b in pairs:
+                if (a is None) != (b is None):
+                    return _mismatch(program, recorder, f"call {call}: {what} is None in one")
+                if a is not None and (why := _differs(a, b)) is not None:
+                    return _mismatch(program, recorder, f"call {call}: {what}: {why}")
+    return {"kind": "ok", "detail": "", "replays": recorder.replays}
+
+
+def _mismatch(program, recorder, detail: str) -> dict:
+    return {
+        "kind": "mismatch",
+        "detail": detail,
+        "replays": recorder.replays,
+        "source": program.describe(),
+    }
+
+
+def _chunk(first: int, n: int, shares: dict) -> list[tuple[int, dict]]:
+    out = []
+    for seed in range(first, first + n):
+        try:
+            out.append((seed, check(seed, shares)))
+        except Exception as error:  # noqa: BLE001 - a harness failure is reported, not raised
+            out.append((seed, {"kind": "harness", "detail": f"{type(error).__name__}: {error}"}))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--programs", type=int, default=100)
+    p.add_argument("--seed", type=int, default=970000)
+    p.add_argument("--jobs", type=int, default=1)
+    p.add_argument("--chunk", type=int, default=25)
+    p.add_argument("--triton-share", type=float, default=0.3)
+    p.add_argument("--nn-share", type=float, default=0.4)
+    p.add_argument("--break-share", type=float, default=0.3)
+    p.add_argument("--pool-share", type=float, default=0.2)
+    p.add_argument("--layout-share", type=float, default=0.2)
+    p.add_argument("--json", default="")
+    args = p.parse_args(argv)
+    shares = {
+        "train_share": 1.0,
+        "dynamic_share": 0.0,  # symbolic shapes are never recorded
+        "triton_share": args.triton_share,
+        "nn_share": args.nn_share,
+        "break_share": args.break_share,
+        "pool_share": args.pool_share,
+        "layout_share": args.layout_share,
+    }
+    start = time.time()
+    counts: collections.Counter[str] = collections.Counter()
+    seeds: dict[str, list[int]] = collections.defaultdict(list)
+    replayed = 0
+    chunks = [
+        (s, min(args.chunk, args.seed + args.programs - s))
+        for s in range(args.seed, args.seed + args.programs, args.chunk)
+    ]
+    with ProcessPoolExecutor(max_workers=args.jobs) as pool:
+        for results in pool.map(_chunk, *zip(*chunks), [shares] * len(chunks)):
+            for seed, out in results:
+                counts[out["kind"]] += 1
+                replayed += out.get("replays", 0) > 0
+                if out["kind"] not in ("ok", "skipped"):
+                    seeds[out["kind"]].append(seed)
+                    print(f"seed {seed}: {out['kind']}: {out['detail']}", flush=True)
+                    if "source" in out:
+                        print(out["source"], flush=True)
+            print(
+                f"... {sum(counts.values())} programs, {time.time() - start:.0f}s: {dict(counts)}",
+                flush=True,
+            )
+    summary = {
+        "command": "PYTHONPATH=. python tests/fuzz/steps.py " + " ".join(sys.argv[1:]),
+        "programs": args.programs,
+        "first_seed": args.seed,
+        "shares": shares,
+        "calls_per_program": CALLS,
+        "counts": dict(counts),
+        "programs_with_replays": replayed,
+        "seeds": dict(seeds),
+        "seconds": round(time.time() - start),
+    }
+    print(json.dumps(summary, indent=1))
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(summary, f, indent=1)
+    return 0 if not seeds else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
