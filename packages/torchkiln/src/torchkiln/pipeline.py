@@ -504,6 +504,8 @@ def make_backend(
                         return wrapped
 
                 compiled = slot.lookup(gm, list(example_inputs), compiled_graphs, wrap)
+                if compiled is None:
+                    step_graphs.clear()  # a bad entry's wrapped graphs: compiled again below
                 for part, loaded in zip(PARTS, compiled_graphs):
                     record_stages(part, loaded)
             if compiled is None:
