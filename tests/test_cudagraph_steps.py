@@ -76,6 +76,31 @@ def test_training_steps_replay_both_graphs_and_match_eager(recorder):
     assert torchkiln.report(compiled).graphs[0].cudagraphs == "on"
 
 
+def test_the_backward_reads_saved_weights_and_activations_in_place(recorder, monkeypatch):
+    """What the backward's recording copies: the incoming gradient, not the weights the forward
+    saved (parameters) nor its activations (the forward's static memory)."""
+    graphs = []
+    init = cudagraph_steps.StepGraph.__init__
+
+    def kept(self, *args):
+        init(self, *args)
+        graphs.append(self)
+
+    monkeypatch.setattr(cudagraph_steps.StepGraph, "__init__", kept)
+    torch.manual_seed(11)
+    model = _model()
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    for x, _ in _batches(4):
+        compiled(x).sum().backward()
+    (backward,) = [g for g in graphs if g.part == "backward"]
+    assert backward.replays == 2
+    copied = [
+        i for i, b in enumerate(backward._borrowed) if not b and backward._inputs[i] is not None
+    ]
+    tangents = 1  # the output's gradient
+    assert len(copied) == tangents, (copied, backward._borrowed)
+
+
 def test_two_forwards_before_one_backward_run_the_second_without_a_replay(recorder, caplog):
     torch.manual_seed(1)
     eager = _model()

@@ -22,7 +22,7 @@ wrapped on its own, as a ``StepGraph``:
 - **Outputs.** The leading outputs (the forward's user outputs and new values of mutated inputs;
   the backward's gradients) are cloned, as in ``cudagraphs.py``: the caller may keep them. The
   forward's saved activations (its last ``saved`` outputs) go out without a copy, as new tensors
-  on the static memory; the backward borrows them.
+  on the static memory (a saved weight as the parameter itself); the backward borrows them.
 - **Liveness.** Before a forward replays, each storage it would write that it handed out is
   checked (``torch._C._storage_Use_Count``): if one is still held (a backward not yet run, a
   graph retained, a second forward before the first's backward), the replay would overwrite
@@ -188,6 +188,8 @@ class StepGraph:
         self._graph: Any = None
         self._inputs: list[Any] = []
         self._borrowed: list[bool] = []
+        #: saved output position -> the borrowed input position it is
+        self._passed: dict[int, int] = {}
         self._outputs: list[Any] = []
         #: (storage, its use count when nothing handed out holds it) per storage the replay
         #: writes and this graph hands out
@@ -242,9 +244,8 @@ class StepGraph:
         if boxed:
             args.clear()  # the caller's references go (a backward's saved activations)
         RECORDER.replay(self._graph, current)
-        del current
         self.replays += 1
-        return self._results()
+        return self._results(current)
 
     def _observe(self, args: list[Any]) -> None:
         addresses = [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
@@ -299,6 +300,15 @@ class StepGraph:
         self._graph, outputs = RECORDER.capture(self.compiled, inputs)
         self._outputs = list(outputs)
         self._borrowed = borrowed
+        # saved outputs that are a borrowed input itself (a weight the backward reads) go out as
+        # the caller's tensor, so the backward borrows it as a parameter, not copies an alias
+        n = len(self._outputs) - self.saved
+        self._passed = {
+            k: j
+            for k in range(n, len(self._outputs))
+            for j, value in enumerate(inputs)
+            if borrowed[j] and self._outputs[k] is value
+        }
         # a borrowed input is kept as its address alone: a reference to a forward's saved
         # activation would keep it "held" for the forward's liveness check
         self._addresses = [v.data_ptr() if b else None for v, b in zip(inputs, borrowed)]
@@ -358,10 +368,15 @@ class StepGraph:
                 return "a saved activation of the last replay is still held (its backward not run)"
         return None
 
-    def _results(self) -> list[Any]:
+    def _results(self, current: list[Any]) -> list[Any]:
         n = len(self._outputs) - self.saved
         results = [o.clone() if isinstance(o, torch.Tensor) else o for o in self._outputs[:n]]
-        results += [o.detach() if isinstance(o, torch.Tensor) else o for o in self._outputs[n:]]
+        for k in range(n, len(self._outputs)):
+            o = self._outputs[k]
+            if k in self._passed:
+                results.append(current[self._passed[k]])
+            else:
+                results.append(o.detach() if isinstance(o, torch.Tensor) else o)
         return results
 
 
