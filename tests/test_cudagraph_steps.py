@@ -197,27 +197,44 @@ def test_batch_norm_running_statistics_follow_eager(recorder):
     assert recorder.replays >= 2
 
 
-def test_a_batch_at_one_address_is_copied_not_borrowed(recorder):
+def test_a_batch_made_afresh_each_call_is_copied_not_borrowed(recorder):
     torch.manual_seed(5)
     eager = _model()
     model = copy.deepcopy(eager)
     compiled = torchkiln.compile(model, mode="reduce-overhead")
-    x = torch.randn(6, 12)
-    for _ in range(3):  # the same tensor while observed: still copied (it is no parameter)
-        compiled(x).sum().backward()
-    model.zero_grad()
-    eager.zero_grad()
-    for _ in range(4):  # new tensors: no new recording
+    for _ in range(7):  # a new tensor each call, often at the address of the last one
         x = torch.randn(6, 12)
         out = compiled(x)
         out.sum().backward()
         expected = eager(x)
         expected.sum().backward()
         _close(out, expected)
+        del x, out, expected
     for p, q in zip(eager.parameters(), model.parameters()):
         _close(q.grad, p.grad)
     assert recorder.captures == 2
     assert recorder.replays == 2 * 5
+
+
+def test_the_same_batch_tensor_each_call_is_borrowed_until_another_comes(recorder):
+    torch.manual_seed(5)
+    eager = _model()
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    x = torch.randn(6, 12)
+    for _ in range(4):  # the same object at the same address: read where it lies
+        with torch.no_grad():
+            x.mul_(0.9)  # new values in place: the replay reads them
+        out = compiled(x)
+        out.sum().backward()
+        _close(out, eager(x))
+    assert recorder.captures == 2
+    for _ in range(4):  # another tensor: that call runs without a replay, then records again
+        x = torch.randn(6, 12)
+        out = compiled(x)
+        out.sum().backward()
+        _close(out, eager(x))
+    assert recorder.captures == 4
 
 
 def test_a_parameter_that_moves_is_recorded_again(recorder, caplog):
@@ -272,7 +289,7 @@ def test_a_recording_that_fails_leaves_the_steps_right_with_one_warning(recorder
     eager_opt = torch.optim.SGD(eager.parameters(), lr=0.1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     batches = _batches(5)
-    with pytest.warns(UserWarning, match="recording a training forward as a CUDA graph failed"):
+    with pytest.warns(UserWarning, match="recording a forward graph as a CUDA graph failed"):
         for a, b in zip(_steps(eager, eager_opt, batches), _steps(compiled, opt, batches)):
             _close(b, a)
     for p, q in zip(eager.parameters(), model.parameters()):
@@ -300,6 +317,69 @@ def test_a_training_graph_from_the_graph_cache_is_recorded_too(recorder, tmp_pat
     graph = torchkiln.report(compiled).graphs[0]
     assert graph.cache == "hit"
     assert graph.cudagraphs == "on"
+
+
+class _Cache(nn.Module):
+    """An inference module that writes its buffers: a counter, a cache slot per call and a
+    batch norm's running statistics (train mode under no_grad)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(6, 6)
+        self.bn = nn.BatchNorm1d(6)
+        self.register_buffer("calls", torch.zeros((), dtype=torch.int64))
+        self.register_buffer("cache", torch.zeros(4, 6))
+
+    def forward(self, x, slot):
+        self.calls += 1
+        h = self.bn(self.lin(x))
+        self.cache.index_copy_(0, slot, h[:1])
+        return h * self.calls + self.cache.sum(0)
+
+
+def test_inference_graphs_that_write_buffers_replay_and_match_eager(recorder):
+    torch.manual_seed(12)
+    eager = _Cache().train()
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    with torch.no_grad():
+        for call in range(7):
+            x, slot = torch.randn(5, 6), torch.tensor([call % 4])
+            _close(compiled(x, slot), eager(x, slot))
+    for name, buffer in eager.named_buffers():
+        _close(dict(model.named_buffers())[name], buffer)
+    assert int(model.calls) == 7  # the warm-up and the capture wrote no buffer
+    assert recorder.captures == 1 and recorder.replays == 5
+    assert torchkiln.report(compiled).graphs[0].cudagraphs == "on"
+
+
+def test_an_inference_graph_that_writes_its_argument_writes_the_callers_tensor(recorder):
+    def f(x, y):
+        x.mul_(2).add_(y)
+        return x.sum(0)
+
+    compiled = torchkiln.compile(f, mode="reduce-overhead")
+    for _ in range(6):
+        x, y = torch.randn(4, 5), torch.randn(4, 5)
+        x_eager = x.clone()
+        _close(compiled(x, y), f(x_eager, y))
+        _close(x, x_eager)
+    assert recorder.replays == 4
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_cuda_inference_graphs_that_write_buffers_match_eager():
+    torch.manual_seed(13)
+    eager = _Cache().cuda().train()
+    model = copy.deepcopy(eager)
+    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    with torch.no_grad():
+        for call in range(7):
+            x, slot = torch.randn(5, 6, device="cuda"), torch.tensor([call % 4], device="cuda")
+            torch.testing.assert_close(compiled(x, slot), eager(x, slot), rtol=1e-4, atol=1e-4)
+    for name, buffer in eager.named_buffers():
+        torch.testing.assert_close(dict(model.named_buffers())[name], buffer, rtol=1e-4, atol=1e-4)
+    assert torchkiln.report(compiled).graphs[0].cudagraphs == "on"
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

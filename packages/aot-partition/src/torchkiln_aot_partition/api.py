@@ -140,6 +140,9 @@ def aot_compile(
         # their strides are the compiler's to choose (a training forward's go through autograd)
         fg.gm.meta["free_output_strides"] = 0 if aliases or hidden else fg.num_user_outputs
         fg.gm.meta["sdpa_masks"] = masks
+        # the graph inputs it writes (the runtime copies their new values back): a caller that
+        # replays the compiled graph without the runtime (a CUDA graph) must not skip them
+        fg.gm.meta["mutated_inputs"] = tuple(fg.mutated_inputs)
         compiled = fw_compiler(fg.gm, [_detached(p) for p in graph_inputs] + extra)
         return InferenceRuntime(
             compiled,

@@ -1,28 +1,32 @@
-"""CUDA graphs for training under mode="reduce-overhead": a step's forward and backward graphs.
+"""CUDA graphs under mode="reduce-overhead" for a training step's forward and backward graphs,
+and for inference graphs that write their inputs.
 
 ``cudagraphs.py`` records a whole compiled call, which cannot hold a training graph: the
-autograd.Function of aot-partition's runtime sits between its forward and its backward. Here each
-of the two compiled ATen graphs (loop-ir's ``CompiledGraph``, called inside the Function) is
-wrapped on its own, as a ``StepGraph``:
+autograd.Function of aot-partition's runtime sits between its forward and its backward. Nor an
+inference graph that writes its inputs (a cache, a running statistic): the runtime writes the
+caller's tensors, which a replay of a whole call would not see. Here one compiled ATen graph
+(loop-ir's ``CompiledGraph``, called inside the runtime) is wrapped, as a ``StepGraph``:
 
 - **Observed calls.** The first ``OBSERVED_CALLS`` calls run the compiled graph as it is, and note
-  each input's address. The next call records the graph (one warm-up on a side stream, the
-  capture, then a replay for the call itself).
-- **Borrowed and owned inputs.** An input the replay reads where it lies is *borrowed*: a
-  parameter whose address was the same in every observed call, or a tensor another step graph
-  returned without copying (a forward's saved activations, which its backward reads). Any other
-  input is *owned*: copied into a static buffer before each replay (the batch, buffers, the
-  incoming gradients), as are inputs the graph writes in place (a batch norm's running
-  statistics), so the warm-up never writes the caller's tensor. A borrowed input at another
-  address on a later call cannot be copied into (it is not ours): that call runs the graph
-  without a replay. A parameter given new memory has the graph recorded again after
-  ``OBSERVED_CALLS`` more calls; the activations of a forward that recorded again, at once (at
-  most ``MAX_RECORDINGS`` recordings, then never again). The activations of a forward that ran
-  without its replay concern that call alone.
-- **Outputs.** The leading outputs (the forward's user outputs and new values of mutated inputs;
+  each input's address and object. The next call records the graph (one warm-up on a side
+  stream, the capture, then a replay for the call itself).
+- **Borrowed and owned inputs.** An input the replay reads where it lies is *borrowed*: one that
+  was the same live object at the same address in every observed call (parameters, buffers,
+  folded constants, a cache), or a tensor another step graph returned without copying (a
+  forward's saved activations, which its backward reads). Any other input is *owned*: copied
+  into a static buffer before each replay (the batch, the incoming gradients). A borrowed input
+  the graph writes in place is written by the replay, once a call: the warm-up writes a copy.
+  A borrowed input at another address on a later call cannot be copied into (it is not ours):
+  that call runs the graph without a replay. For a forward or inference graph (a parameter
+  given new memory, another tensor where one was passed each time) the graph is recorded again
+  after ``OBSERVED_CALLS`` more calls; a backward reading the activations of a forward that
+  recorded again records again at once (at most ``MAX_RECORDINGS`` recordings, then never
+  again); the activations of a forward that ran without its replay concern that call alone.
+- **Outputs.** An output that is a borrowed input itself goes out as the caller's tensor, as
+  the graph returned it. The other leading outputs (user outputs, new values of mutated inputs,
   the backward's gradients) are cloned, as in ``cudagraphs.py``: the caller may keep them. The
   forward's saved activations (its last ``saved`` outputs) go out without a copy, as new tensors
-  on the static memory (a saved weight as the parameter itself); the backward borrows them.
+  on the static memory; the backward borrows them.
 - **Liveness.** Before a forward replays, each storage it would write that it handed out is
   checked (``torch._C._storage_Use_Count``): if one is still held (a backward not yet run, a
   graph retained, a second forward before the first's backward), the replay would overwrite
@@ -85,8 +89,9 @@ class _CudaRecorder:
 
 class RecomputingRecorder:
     """A stand-in for CUDA graphs where there are none, for tests on the CPU (install it as
-    ``RECORDER``): a capture runs the graph once, its outputs the static ones; a replay runs it
-    again on the tensors at the recorded addresses and copies the results into those outputs.
+    ``RECORDER``): a capture runs the graph once for its outputs, the static ones, and puts back
+    what it wrote of its inputs (a capture runs nothing); a replay runs it again on the tensors
+    at the recorded addresses and copies the results into those outputs.
     What it checks is the bookkeeping around a recording, not CUDA's. ``captures`` and
     ``replays`` count."""
 
@@ -101,8 +106,15 @@ class RecomputingRecorder:
         run(*inputs)
 
     def capture(self, run: Callable[..., Any], inputs: list[Any]) -> tuple[Any, Any]:
+        """Run the graph for its static outputs. A capture computes nothing, so the inputs it
+        wrote in place get their values back."""
         self.captures += 1
+        before = [(t, t.clone()) for t in inputs if isinstance(t, torch.Tensor)]
         outputs = run(*inputs)
+        with torch.no_grad():
+            for tensor, value in before:  # only what changed (a copy bumps the version)
+                if not ((tensor == value) | (tensor.isnan() & value.isnan())).all():
+                    tensor.copy_(value)
         return (run, list(outputs)), outputs
 
     def replay(self, graph: Any, inputs: list[Any]) -> None:
@@ -146,16 +158,17 @@ def wrap_step_graph(
     reason ("skipped: ...")."""
     reason = skip_reason(example_inputs)
     if reason is not None:
-        log.info("torchkiln: CUDA graphs skipped for a training %s: %s", part, reason)
+        log.info("torchkiln: CUDA graphs skipped for a %s graph: %s", part, reason)
         return compiled, f"skipped: {reason}"
     return StepGraph(compiled, part, saved), "on"
 
 
-def _is_parameter(value: torch.Tensor) -> bool:
-    """A parameter (frozen or not) or a leaf that requires grad: what stays where it is between
-    steps. A batch may land at one address for a while (the caching allocator's same block) and
-    then move: it is copied, never borrowed."""
-    return isinstance(value, torch.nn.Parameter) or (value.is_leaf and value.requires_grad)
+def _same(old: tuple[int, Any], new: tuple[int, Any]) -> bool:
+    """Two observations of an input: the same live object at the same address. (A batch made
+    afresh each call may land at one address, from the caching allocator's same block, but it
+    is another object: copied, never borrowed. A weak reference, not ``id``: a dead object's id
+    may be a new one's.)"""
+    return old[0] == new[0] and old[1]() is not None and old[1]() is new[1]()
 
 
 def _written_inputs(compiled: Any) -> frozenset[int]:
@@ -184,6 +197,10 @@ class StepGraph:
         #: calls run without a replay, by reason
         self.ungraphed: Counter[str] = Counter()
         self._observed = 0
+        #: per input, while observed: (address, weak reference) of a tensor that was the same
+        #: live object at the same address in every observed call, else None
+        self._seen: list[tuple[int, Any] | None] = []
+        #: per input, once recorded: the address a borrowed one is read at
         self._addresses: list[int | None] = []
         self._graph: Any = None
         self._inputs: list[Any] = []
@@ -210,7 +227,7 @@ class StepGraph:
 
     def _without_replay(self, args: list[Any], boxed: bool, reason: str) -> list[Any]:
         if not self.ungraphed[reason]:
-            log.info("torchkiln: a training %s ran without its CUDA graph: %s", self.part, reason)
+            log.info("torchkiln: a %s graph ran without its CUDA graph: %s", self.part, reason)
         self.ungraphed[reason] += 1
         return self._as_is(args, boxed)
 
@@ -226,8 +243,12 @@ class StepGraph:
         blocked = self._blocked(args)
         if blocked is _RECORD_AGAIN:
             # it read a forward's activations, and that forward recorded again: they lie at new
-            # addresses, the same on every replay, so no observed call is needed
-            self._addresses = [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
+            # addresses, the same on every replay, so no observed call is needed (what was
+            # borrowed besides them stays borrowed, what was copied stays copied)
+            self._seen = [
+                (a.data_ptr(), weakref.ref(a)) if b and isinstance(a, torch.Tensor) else None
+                for a, b in zip(args, self._borrowed)
+            ]
             if not self._try_record(args):
                 return self._without_replay(args, boxed, "recording failed")
             blocked = self._blocked(args)
@@ -248,13 +269,17 @@ class StepGraph:
         return self._results(current)
 
     def _observe(self, args: list[Any]) -> None:
-        addresses = [a.data_ptr() if isinstance(a, torch.Tensor) else None for a in args]
-        if self._observed == 0:
-            self._addresses = addresses
-        else:
-            self._addresses = [
-                old if old == new else None for old, new in zip(self._addresses, addresses)
+        """Note each tensor input's address and object: an input borrowed at the recording is
+        the same live object at the same address in every observed call."""
+        seen = [
+            (a.data_ptr(), weakref.ref(a)) if isinstance(a, torch.Tensor) else None for a in args
+        ]
+        if self._observed:
+            seen = [
+                new if old is not None and new is not None and _same(old, new) else None
+                for old, new in zip(self._seen, seen)
             ]
+        self._seen = seen
         self._observed += 1
 
     def _try_record(self, args: list[Any]) -> bool:
@@ -267,7 +292,7 @@ class StepGraph:
             self.recordings = MAX_RECORDINGS
             first_line = str(error).strip().splitlines()[0] if str(error).strip() else ""
             warnings.warn(
-                f"torchkiln: recording a training {self.part} as a CUDA graph failed "
+                f"torchkiln: recording a {self.part} graph as a CUDA graph failed "
                 f"({type(error).__name__}: {first_line}); it runs without CUDA graphs",
                 stacklevel=4,
             )
@@ -278,15 +303,14 @@ class StepGraph:
         self.recordings += 1
         self._forget()
         borrowed, inputs = [], []
-        for i, (value, seen) in enumerate(zip(args, self._addresses)):
+        for value, seen in zip(args, self._seen):
             if not isinstance(value, torch.Tensor):
                 borrowed.append(False)
                 inputs.append(value)
                 continue
             address = value.data_ptr()
-            borrow = i not in self.written and (
-                (address == seen and _is_parameter(value)) or address in _HANDED_OUT
-            )
+            stable = seen is not None and seen[0] == address and seen[1]() is value
+            borrow = stable or address in _HANDED_OUT
             borrowed.append(borrow)
             if borrow:
                 inputs.append(value)
@@ -296,16 +320,22 @@ class StepGraph:
                 )
                 static.copy_(value)
                 inputs.append(static)
-        RECORDER.warm_up(self.compiled, inputs)
+        # the warm-up runs the graph: a borrowed input it writes (a running statistic, a cache)
+        # is a copy there, so the caller's tensor is written once a call, by the replay
+        warm = [
+            v.clone() if b and i in self.written else v
+            for i, (v, b) in enumerate(zip(inputs, borrowed))
+        ]
+        RECORDER.warm_up(self.compiled, warm)
+        del warm
         self._graph, outputs = RECORDER.capture(self.compiled, inputs)
         self._outputs = list(outputs)
         self._borrowed = borrowed
-        # saved outputs that are a borrowed input itself (a weight the backward reads) go out as
-        # the caller's tensor, so the backward borrows it as a parameter, not copies an alias
-        n = len(self._outputs) - self.saved
+        # an output that is a borrowed input itself (a weight saved for the backward, an input
+        # written in place) goes out as the caller's tensor, as the graph returned it
         self._passed = {
             k: j
-            for k in range(n, len(self._outputs))
+            for k in range(len(self._outputs))
             for j, value in enumerate(inputs)
             if borrowed[j] and self._outputs[k] is value
         }
@@ -347,15 +377,17 @@ class StepGraph:
             if self._borrowed[i]:
                 if value.data_ptr() == self._addresses[i]:
                     continue
-                if _is_parameter(value):
-                    # a parameter given new memory: record again after more observed calls
-                    self._forget()
-                    self._addresses = []
-                    return f"input {i} is not where the recording read it"
-                if value.data_ptr() not in _HANDED_OUT:
+                if value.data_ptr() in _HANDED_OUT:
+                    recorded_again = True  # the activations of a forward that recorded again
+                    continue
+                if self.part == "backward":
                     # the activations of a forward that ran without its replay: this call only
                     return f"input {i} comes from a forward that ran without its replay"
-                recorded_again = True
+                # a parameter or buffer given new memory, or another tensor where one was
+                # passed each time: record again after more observed calls, copying it then
+                self._forget()
+                self._observed = 0
+                return f"input {i} is not where the recording read it"
             elif not isinstance(static, torch.Tensor) and static is not value and static != value:
                 return f"input {i} is another value than the recorded one"
         if recorded_again:
@@ -370,13 +402,14 @@ class StepGraph:
 
     def _results(self, current: list[Any]) -> list[Any]:
         n = len(self._outputs) - self.saved
-        results = [o.clone() if isinstance(o, torch.Tensor) else o for o in self._outputs[:n]]
-        for k in range(n, len(self._outputs)):
-            o = self._outputs[k]
+        results = []
+        for k, o in enumerate(self._outputs):
             if k in self._passed:
                 results.append(current[self._passed[k]])
+            elif not isinstance(o, torch.Tensor):
+                results.append(o)
             else:
-                results.append(o.detach() if isinstance(o, torch.Tensor) else o)
+                results.append(o.clone() if k < n else o.detach())
         return results
 
 

@@ -236,7 +236,8 @@ class _CacheSlot:
         wrap_training: Callable[[Any, str, int], Any] | None = None,
     ) -> Any:
         """The runtime rebuilt from a cache entry, or None (verdict says why). A training entry's
-        graphs go through ``wrap_training(graph, part, saved)`` first (CUDA graphs)."""
+        graphs, and an inference entry's that writes its inputs, go through
+        ``wrap_training(graph, part, saved)`` first (CUDA graphs, cudagraph_steps.py)."""
         start = time.perf_counter()
         try:
             self.key = graph_cache.graph_key(
@@ -265,6 +266,8 @@ class _CacheSlot:
             if wrap_training is not None and entry.runtime.training and bw is not None:
                 run_fw = wrap_training(fw, "forward", entry.runtime.num_saved)
                 run_bw = wrap_training(bw, "backward", 0)
+            elif wrap_training is not None and entry.runtime.mutated_inputs:
+                run_fw = wrap_training(fw, "inference", 0)
             runtime = torchkiln_aot_partition.rebuild_runtime(gm, entry.runtime, run_fw, run_bw)
         except Exception as error:  # noqa: BLE001 - a bad entry is compiled again, never fatal
             self.verdict = f"corrupt: {one_line(error)}"
@@ -482,6 +485,12 @@ def make_backend(
                         compiled, part, int(aten_gm.meta.get("num_saved", 0)), aten_inputs
                     )
                     step_graphs.append((part, status))
+                elif options.cudagraphs and aten_gm.meta.get("mutated_inputs"):
+                    # an inference graph that writes its inputs (a buffer, a cache, an argument):
+                    # recorded inside the runtime, which writes the caller's tensors
+                    # (cudagraphs.py's whole-call recording would write them in its warm-up)
+                    compiled, status = wrap_step_graph(compiled, "inference", 0, aten_inputs)
+                    step_graphs.append(("inference", status))
                 if reported:  # a backward graph compiled lazily, after the report was written
                     reported[0] = summarize(
                         reported[0].compile_seconds, _step_status(step_graphs), slot.verdict
