@@ -153,9 +153,9 @@ def skip_reason(example_inputs: Sequence[Any]) -> str | None:
 def wrap_step_graph(
     compiled: Any, part: str, saved: int, example_inputs: Sequence[Any]
 ) -> tuple[Any, str]:
-    """``(callable, status)``: a training graph's compiled ``part`` ("forward": its last ``saved``
-    outputs go to the backward; "backward") as a ``StepGraph`` ("on"), or unchanged with the
-    reason ("skipped: ...")."""
+    """``(callable, status)``: a compiled graph (``part``: a training "forward", whose last
+    ``saved`` outputs go to the backward; its "backward"; an "inference" graph that writes its
+    inputs) as a ``StepGraph`` ("on"), or unchanged with the reason ("skipped: ...")."""
     reason = skip_reason(example_inputs)
     if reason is not None:
         log.info("torchkiln: CUDA graphs skipped for a %s graph: %s", part, reason)
@@ -185,7 +185,8 @@ _RECORD_AGAIN = "record again"
 
 
 class StepGraph:
-    """A compiled forward or backward graph of a training step, replayed as a CUDA graph."""
+    """One compiled graph (a training forward or backward, or an inference graph that writes its
+    inputs) replayed as a CUDA graph, inside aot-partition's runtime (see the module)."""
 
     def __init__(self, compiled: Any, part: str, saved: int) -> None:
         self.compiled = compiled
@@ -205,7 +206,7 @@ class StepGraph:
         self._graph: Any = None
         self._inputs: list[Any] = []
         self._borrowed: list[bool] = []
-        #: saved output position -> the borrowed input position it is
+        #: output position -> the borrowed input position it is (the graph returned that input)
         self._passed: dict[int, int] = {}
         self._outputs: list[Any] = []
         #: (storage, its use count when nothing handed out holds it) per storage the replay
