@@ -11,6 +11,8 @@ source benchmarks/gpu_env.sh
 card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1); echo "card: $card"
 TRITON_INTERPRET=0 timeout 150 python3 -m pytest -q -p no:cacheprovider --import-mode=importlib \
   --timeout 140 tests/test_cudagraph_steps.py 2>&1 | tee "$OUT/tests-cudagraph-steps.log" | tail -15
+TRITON_INTERPRET=0 timeout 150 python3 benchmarks/step_graphs_models.py --device cuda \
+  --suite zoo,hf --steps 5 --hang-s 140 2>&1 | tee "$OUT/step-graphs-models.log" | grep -v Warn | tail -12
 MODELS=${TIMM_MODELS:-convnext_tiny,resnet50} BENCH_LIMIT=${TIMM_LIMIT:-230} \
   bash benchmarks/gpu_session.sh timm-train-cudagraphs
 MODELS=${HF_MODELS:-bert,gpt2} BENCH_LIMIT=${HF_LIMIT:-190} \
