@@ -22,8 +22,10 @@ caller's tensors, which a replay of a whole call would not see. Here one compile
   after ``OBSERVED_CALLS`` more calls; a backward reading the activations of a forward that
   recorded again records again at once (at most ``MAX_RECORDINGS`` recordings, then never
   again); the activations of a forward that ran without its replay concern that call alone.
-- **Outputs.** An output that is a borrowed input itself goes out as the caller's tensor, as
-  the graph returned it. The other leading outputs (user outputs, new values of mutated inputs,
+- **Outputs.** An output that is an input itself goes out as the caller's tensor, as the graph
+  returned it (unless the graph writes that input into its copy), and a saved view of a copied
+  input as that view of the caller's tensor: autograd then sees a write to it after the
+  forward, and the backward refuses as eager's does. The other leading outputs (user outputs, new values of mutated inputs,
   the backward's gradients) are cloned, as in ``cudagraphs.py``: the caller may keep them. The
   forward's saved activations (its last ``saved`` outputs) go out without a copy, as new tensors
   on the static memory; the backward borrows them.
@@ -206,13 +208,18 @@ class StepGraph:
         self._graph: Any = None
         self._inputs: list[Any] = []
         self._borrowed: list[bool] = []
-        #: output position -> the borrowed input position it is (the graph returned that input)
+        #: output position -> the input position it is (the graph returned that input)
         self._passed: dict[int, int] = {}
+        #: saved output position -> (copied input position, storage offset from that input's):
+        #: a view of the input, handed out as that view of the caller's tensor
+        self._viewed: dict[int, tuple[int, int]] = {}
         self._outputs: list[Any] = []
         #: (storage, its use count when nothing handed out holds it) per storage the replay
         #: writes and this graph hands out
         self._handed: list[tuple[Any, int]] = []
         self._finalizer: Any = None
+        #: the last call's borrowed input was elsewhere, a backward's input not handed out
+        self._missed = False
 
     # the compiled graph's two calling conventions (CompiledGraph.__call__ / call_boxed)
     def __call__(self, *args: Any) -> list[Any]:
@@ -263,11 +270,13 @@ class StepGraph:
             if value.data_ptr() != static.data_ptr():
                 static.copy_(value)
             current.append(static)
+        given = list(args) if self._passed or self._viewed else []
         if boxed:
             args.clear()  # the caller's references go (a backward's saved activations)
         RECORDER.replay(self._graph, current)
+        del current
         self.replays += 1
-        return self._results(current)
+        return self._results(given)
 
     def _observe(self, args: list[Any]) -> None:
         """Note each tensor input's address and object: an input borrowed at the recording is
@@ -332,26 +341,46 @@ class StepGraph:
         self._graph, outputs = RECORDER.capture(self.compiled, inputs)
         self._outputs = list(outputs)
         self._borrowed = borrowed
-        # an output that is a borrowed input itself (a weight saved for the backward, an input
-        # written in place) goes out as the caller's tensor, as the graph returned it
-        self._passed = {
-            k: j
-            for k in range(len(self._outputs))
-            for j, value in enumerate(inputs)
-            if borrowed[j] and self._outputs[k] is value
-        }
+        # An output that is an input itself goes out as the caller's tensor, as the graph
+        # returned it (a weight saved for the backward; an input written in place, borrowed),
+        # and a saved view of a copied input as that view of the caller's tensor: autograd then
+        # sees the caller's writes to it after the forward, as it would without a replay. Not
+        # for a copied input the graph writes: its new value is the copy, cloned.
+        self._passed = {}
+        self._viewed = {}
+        n = len(self._outputs) - self.saved
+        for k, out in enumerate(self._outputs):
+            if not isinstance(out, torch.Tensor):
+                continue
+            for j, value in enumerate(inputs):
+                if not isinstance(value, torch.Tensor) or (not borrowed[j] and j in self.written):
+                    continue
+                if out is value:
+                    self._passed[k] = j
+                    break
+                if (
+                    k >= n
+                    and not borrowed[j]
+                    and out.untyped_storage().data_ptr() == value.untyped_storage().data_ptr()
+                ):
+                    self._viewed[k] = (j, out.storage_offset() - value.storage_offset())
+                    break
         # a borrowed input is kept as its address alone: a reference to a forward's saved
         # activation would keep it "held" for the forward's liveness check
         self._addresses = [v.data_ptr() if b else None for v, b in zip(inputs, borrowed)]
         self._inputs = [None if b else v for v, b in zip(inputs, borrowed)]
         # what goes out uncopied: the saved outputs, but for those on a borrowed input's storage
-        # (a parameter the forward saves), which the replay does not write
+        # (a view of a parameter), which the replay does not write, and those above
         not_written = {v.untyped_storage().data_ptr() for v, b in zip(inputs, borrowed) if b}
         del inputs
         saved = [
             o
-            for o in self._outputs[len(self._outputs) - self.saved :]
-            if isinstance(o, torch.Tensor) and o.untyped_storage().data_ptr() not in not_written
+            for k, o in enumerate(self._outputs)
+            if k >= n
+            and k not in self._passed
+            and k not in self._viewed
+            and isinstance(o, torch.Tensor)
+            and o.untyped_storage().data_ptr() not in not_written
         ]
         storages: dict[int, Any] = {}
         for out in saved:
@@ -381,8 +410,10 @@ class StepGraph:
                 if value.data_ptr() in _HANDED_OUT:
                     recorded_again = True  # the activations of a forward that recorded again
                     continue
-                if self.part == "backward":
+                if self.part == "backward" and not self._missed:
                     # the activations of a forward that ran without its replay: this call only
+                    # (twice in a row: an input that moved for good, recorded again below)
+                    self._missed = True
                     return f"input {i} comes from a forward that ran without its replay"
                 # a parameter or buffer given new memory, or another tensor where one was
                 # passed each time: record again after more observed calls, copying it then
@@ -391,6 +422,7 @@ class StepGraph:
                 return f"input {i} is not where the recording read it"
             elif not isinstance(static, torch.Tensor) and static is not value and static != value:
                 return f"input {i} is another value than the recorded one"
+        self._missed = False
         if recorded_again:
             if self.recordings >= MAX_RECORDINGS:
                 self._forget()
@@ -401,12 +433,19 @@ class StepGraph:
                 return "a saved activation of the last replay is still held (its backward not run)"
         return None
 
-    def _results(self, current: list[Any]) -> list[Any]:
+    def _results(self, given: list[Any]) -> list[Any]:
+        """The outputs of a replay; ``given``: the call's arguments (the caller's tensors)."""
         n = len(self._outputs) - self.saved
         results = []
         for k, o in enumerate(self._outputs):
             if k in self._passed:
-                results.append(current[self._passed[k]])
+                results.append(given[self._passed[k]])
+            elif k in self._viewed:
+                j, offset = self._viewed[k]
+                base = given[j]
+                results.append(
+                    base.as_strided(o.size(), o.stride(), base.storage_offset() + offset)
+                )
             elif not isinstance(o, torch.Tensor):
                 results.append(o)
             else:
