@@ -363,7 +363,7 @@ class StepGraph:
                     and not borrowed[j]
                     and out.untyped_storage().data_ptr() == value.untyped_storage().data_ptr()
                 ):
-                    self._viewed[k] = (j, out.storage_offset() - value.storage_offset())
+                    self._viewed[k] = (j, int(out.storage_offset() - value.storage_offset()))
                     break
         # a borrowed input is kept as its address alone: a reference to a forward's saved
         # activation would keep it "held" for the forward's liveness check
