@@ -293,8 +293,8 @@ class StepGraph:
         self._observed += 1
 
     def _try_record(self, args: list[Any]) -> bool:
-        """Record; on a failure (nothing of the caller's was written: inputs the graph writes
-        are copies), say so once and never record this graph again."""
+        """Record; on a failure, say so once and never record this graph again (nothing of the
+        caller's was written: the warm-up writes copies, and a capture runs nothing)."""
         try:
             self._record(args)
         except Exception as error:  # noqa: BLE001 - the graph still runs, without a replay
