@@ -34,6 +34,16 @@ from tests.fuzz.oracle import _flat, _gradients, _inputs, _run, _with_grad
 
 #: calls of each program: two observed, then the recording and its replays
 CALLS = 5
+#: the generator's shares for the command line's defaults (but ``train_share``: its default)
+DEFAULT_SHARES = {
+    "train_share": 0.7,
+    "dynamic_share": 0.0,  # symbolic shapes are never recorded
+    "triton_share": 0.3,
+    "nn_share": 0.4,
+    "break_share": 0.3,
+    "pool_share": 0.2,
+    "layout_share": 0.2,
+}
 _RANDOM = ("rand", "dropout", "bernoulli", "multinomial", "normal_", "uniform_", "exponential")
 
 
@@ -143,22 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--seed", type=int, default=970000)
     p.add_argument("--jobs", type=int, default=1)
     p.add_argument("--chunk", type=int, default=25)
-    p.add_argument("--train-share", type=float, default=0.7)
-    p.add_argument("--triton-share", type=float, default=0.3)
-    p.add_argument("--nn-share", type=float, default=0.4)
-    p.add_argument("--break-share", type=float, default=0.3)
-    p.add_argument("--pool-share", type=float, default=0.2)
-    p.add_argument("--layout-share", type=float, default=0.2)
+    for name in ("train", "triton", "nn", "break", "pool", "layout"):
+        p.add_argument(f"--{name}-share", type=float, default=DEFAULT_SHARES[f"{name}_share"])
     p.add_argument("--json", default="")
     args = p.parse_args(argv)
     shares = {
-        "train_share": args.train_share,
-        "dynamic_share": 0.0,  # symbolic shapes are never recorded
-        "triton_share": args.triton_share,
-        "nn_share": args.nn_share,
-        "break_share": args.break_share,
-        "pool_share": args.pool_share,
-        "layout_share": args.layout_share,
+        **DEFAULT_SHARES,
+        **{k: getattr(args, k) for k in DEFAULT_SHARES if k != "dynamic_share"},
     }
     start = time.time()
     counts: collections.Counter[str] = collections.Counter()

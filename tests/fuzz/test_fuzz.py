@@ -411,3 +411,27 @@ def test_parallel_run_merges_counts_and_writes_json(tmp_path, capsys):
     }
     assert summary["python"] and summary["torch"] == torch.__version__
     assert "4 programs, seeds 3..6" in capsys.readouterr().out
+
+
+#: seeds of tests/fuzz/steps.py (its default shares) where a program under reduce-overhead's step
+#: graphs (CPU stand-in) differed from the default mode: seed -> what it found
+FOUND_STEPS: dict[int, str] = {
+    971107: "no backward error: a saved input written after the break went as the copy",
+    971215: "no backward error: a saved input written after the break went as the copy",
+    971613: "no backward error: a saved input written after the break went as the copy",
+    972149: "stand-in: an expanded gradient copied into element by element",
+    972832: "backward error: a zero-size output taken for a view of a zero-size input",
+    972840: "backward error: a zero-size output taken for a view of a zero-size input",
+}
+
+
+@pytest.mark.parametrize("seed", sorted(FOUND_STEPS), ids=lambda s: f"found-steps-{s}")
+def test_step_graphs_agree_with_the_default_mode(seed, monkeypatch):
+    from torchkiln import cudagraph_steps
+
+    from tests.fuzz import steps
+
+    monkeypatch.setattr(cudagraph_steps, "RECORDER", cudagraph_steps.RECORDER)  # restored after
+    out = steps.check(seed, steps.DEFAULT_SHARES)
+    assert out["kind"] == "ok", out
+    assert out["replays"] > 0
