@@ -28,6 +28,7 @@ from concurrent.futures import ProcessPoolExecutor
 from typing import Any
 
 import torch
+from torchkiln.cudagraph_steps import OBSERVED_CALLS
 
 from tests.fuzz.generator import generate
 from tests.fuzz.oracle import _flat, _gradients, _inputs, _run, _with_grad
@@ -93,39 +94,56 @@ def check(seed: int, shares: dict) -> dict:
         )
         for call in range(CALLS):
             inputs = seed * 10 + call
-            runs = []
-            for fn in (plain, steps):
-                args, leaves = _with_grad(program, _inputs(program, inputs))
-                result, error = _run(fn, args)
-                grads, grad_error = (None, None) if error else _gradients(result, leaves, inputs)
-                runs.append((result, error, args, grads, grad_error))
-            (res_a, err_a, in_a, g_a, gerr_a), (res_b, err_b, in_b, g_b, gerr_b) = runs
-            for what, a, b in (("error", err_a, err_b), ("backward error", gerr_a, gerr_b)):
-                if type(a) is not type(b):
-                    return _mismatch(
-                        program,
-                        recorder,
-                        f"call {call}: {what} {type(a).__name__} against {type(b).__name__}",
-                    )
-            pairs = [
-                (f"result {i}", a, b) for i, (a, b) in enumerate(zip(_flat(res_a), _flat(res_b)))
-            ]
-            pairs += [
-                (f"input x{i} after the call", a, b) for i, (a, b) in enumerate(zip(in_a, in_b))
-            ]
-            pairs += [
-                (f"gradient {i}", a, b)
-                for i, (a, b) in enumerate(zip(g_a or [], g_b or []))
-                if a is not None or b is not None
-            ]
-            if len(_flat(res_a)) != len(_flat(res_b)) or (g_a is None) != (g_b is None):
-                return _mismatch(program, recorder, f"call {call}: results of other structure")
-            for what, a, b in pairs:
-                if (a is None) != (b is None):
-                    return _mismatch(program, recorder, f"call {call}: {what} is None in one")
-                if a is not None and (why := _differs(a, b)) is not None:
-                    return _mismatch(program, recorder, f"call {call}: {what}: {why}")
+            a, b = (_one(fn, program, inputs) for fn in (plain, steps))
+            why = _disagree(a, b)
+            if why is not None and call >= OBSERVED_CALLS and not why.startswith("error"):
+                # a replay reads its own copies of the inputs, which may be aligned where the
+                # caller's are not, and a kernel may pick another vector width for them: the
+                # default mode on such copies is what the replay must equal
+                why = _disagree(_one(plain, program, inputs, fresh=True), b)
+            if why is not None:
+                return _mismatch(program, recorder, f"call {call}: {why}")
     return {"kind": "ok", "detail": "", "replays": recorder.replays}
+
+
+def _one(fn, program, inputs: int, fresh: bool = False) -> tuple:
+    """One call of ``fn`` on the program's inputs of seed ``inputs`` and the gradients after it:
+    (result, error, arguments, gradients, backward error). ``fresh``: each tensor argument copied
+    into new memory of its sizes and strides first (as a step graph's static copy)."""
+    args, leaves = _with_grad(program, _inputs(program, inputs))
+    if fresh:
+        args = [
+            torch.empty_strided(a.size(), a.stride(), dtype=a.dtype).copy_(a)
+            if isinstance(a, torch.Tensor)
+            else a
+            for a in args
+        ]
+    result, error = _run(fn, args)
+    grads, grad_error = (None, None) if error else _gradients(result, leaves, inputs)
+    return result, error, args, grads, grad_error
+
+
+def _disagree(a: tuple, b: tuple) -> str | None:
+    """Why two ``_one`` runs differ, or None."""
+    (res_a, err_a, in_a, g_a, gerr_a), (res_b, err_b, in_b, g_b, gerr_b) = a, b
+    for what, x, y in (("error", err_a, err_b), ("backward error", gerr_a, gerr_b)):
+        if type(x) is not type(y):
+            return f"{what} {type(x).__name__} against {type(y).__name__}"
+    if len(_flat(res_a)) != len(_flat(res_b)) or (g_a is None) != (g_b is None):
+        return "results of other structure"
+    pairs = [(f"result {i}", x, y) for i, (x, y) in enumerate(zip(_flat(res_a), _flat(res_b)))]
+    pairs += [(f"input x{i} after the call", x, y) for i, (x, y) in enumerate(zip(in_a, in_b))]
+    pairs += [
+        (f"gradient {i}", x, y)
+        for i, (x, y) in enumerate(zip(g_a or [], g_b or []))
+        if x is not None or y is not None
+    ]
+    for what, x, y in pairs:
+        if (x is None) != (y is None):
+            return f"{what} is None in one"
+        if x is not None and (why := _differs(x, y)) is not None:
+            return f"{what}: {why}"
+    return None
 
 
 def _mismatch(program, recorder, detail: str) -> dict:

@@ -422,6 +422,9 @@ FOUND_STEPS: dict[int, str] = {
     972149: "stand-in: an expanded gradient copied into element by element",
     972832: "backward error: a zero-size output taken for a view of a zero-size input",
     972840: "backward error: a zero-size output taken for a view of a zero-size input",
+    972607: "harness: a replay on aligned copies of the inputs, a kernel of another width",
+    972933: "harness: a replay on aligned copies of the inputs, a kernel of another width",
+    973749: "stand-in: an expanded gradient of no element narrowed",
 }
 
 

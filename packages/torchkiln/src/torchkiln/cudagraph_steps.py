@@ -123,7 +123,7 @@ class RecomputingRecorder:
         run, outputs = graph
         self.replays += 1
         for static, new in zip(outputs, run(*inputs), strict=True):
-            if isinstance(static, torch.Tensor) and static is not new:
+            if isinstance(static, torch.Tensor) and static is not new and static.numel():
                 # an expanded output: its memory once, not each element it repeats
                 for dim in range(static.dim()):
                     if static.stride(dim) == 0:
