@@ -127,3 +127,35 @@ def test_an_output_view_sees_writes_through_its_base(dynamic):
     base.mul_(-1)
     torch.testing.assert_close(expanded[2], base)
     assert not torchkiln.report(compiled).eager_fallbacks
+
+
+@pytest.mark.parametrize("requires_grad", [False, True])
+def test_two_equal_computations_returned_are_two_tensors(requires_grad):
+    """``return x @ y, x @ y``: common subexpression elimination must not make the two outputs
+    one memory (fuzz seed 974240 of tests/fuzz/steps.py): a write to one would change the other,
+    which eager's two tensors never do. A value returned twice through views of one tensor
+    shares it, as in eager."""
+
+    def f(x):
+        t0 = x @ x.transpose(-1, -2)
+        t1 = x @ x.transpose(-1, -2)
+        t = (x * 2).sum(-1)
+        return t1, t0, t.view(-1), t[0]
+
+    compiled = torchkiln.compile(f, options={"strict": True})
+    x = torch.randn(4, 2, 7, requires_grad=requires_grad)
+    got, want = compiled(x), f(x)
+    for g, w in zip(got, want):
+        torch.testing.assert_close(g, w)
+    a, b, c, d = got
+    assert a.untyped_storage().data_ptr() != b.untyped_storage().data_ptr()
+    assert c.untyped_storage().data_ptr() == d.untyped_storage().data_ptr()
+    with torch.no_grad():
+        a.add_(1)
+    torch.testing.assert_close(b, want[1])
+    if requires_grad:
+        (sum(o.sum() for o in compiled(x))).backward()
+        grad = x.grad.clone()
+        x.grad = None
+        (sum(o.sum() for o in f(x))).backward()
+        torch.testing.assert_close(grad, x.grad)

@@ -425,6 +425,7 @@ FOUND_STEPS: dict[int, str] = {
     972607: "harness: a replay on aligned copies of the inputs, a kernel of another width",
     972933: "harness: a replay on aligned copies of the inputs, a kernel of another width",
     973749: "stand-in: an expanded gradient of no element narrowed",
+    974240: "aot-partition: x @ x.mT returned twice, merged by CSE into one memory",
 }
 
 

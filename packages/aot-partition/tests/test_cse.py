@@ -79,7 +79,8 @@ def test_random_draws_stay_apart(capture):
 
 
 def _signed_zero_bounds(x):
-    return (x.clamp(max=-0.0), x.clamp(max=0.0), x.clamp(max=0.0))
+    # (the repeated clamp is no output: two outputs are never merged, test_two_outputs_...)
+    return (x.clamp(max=-0.0), x.clamp(max=0.0) * x.clamp(max=0.0))
 
 
 def test_constants_equal_as_floats_but_not_the_same_stay_apart(capture):
@@ -92,3 +93,18 @@ def test_constants_equal_as_floats_but_not_the_same_stay_apart(capture):
     got = fg.gm(x)
     for g, w in zip(got, _signed_zero_bounds(x)):
         assert torch.equal(g, w) and torch.equal(g.signbit(), w.signbit())
+
+
+def _twice(x):
+    t = x.sin()
+    return (x @ x.mT, x @ x.mT, t.view(-1), t[0])
+
+
+def test_two_outputs_eager_returns_apart_stay_apart(capture):
+    """``x @ x.mT`` returned twice is two tensors in eager: merged, the two outputs would be
+    one memory (a write to one changing the other). Views of one tensor stay views of it."""
+    x = torch.randn(3, 4)
+    fg, _ = functional_graph(capture(_twice), [x])
+    targets = [n.target for n in fg.gm.graph.nodes if n.op == "call_function"]
+    assert targets.count(torch.ops.aten.mm.default) == 2, fg.gm.code
+    assert targets.count(torch.ops.aten.sin.default) == 1, fg.gm.code

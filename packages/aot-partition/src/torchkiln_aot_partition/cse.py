@@ -5,8 +5,10 @@ projections each cast the same layer-norm output to bfloat16, so the forward wro
 of it (and the backward's three weight gradients read one each). In a functional graph two nodes
 with the same op and the same arguments have the same value; ``eliminate_common_subexpressions``
 keeps the first and points the other's users at it. Never merged: random ops (two draws are two
-values), ops with side effects or data checks (each raises where eager would), and ``empty``-like
-allocations (unspecified values).
+values), ops with side effects or data checks (each raises where eager would), ``empty``-like
+allocations (unspecified values), and two nodes whose memory the graph both returns, as
+themselves or through views (eager's two storages would be one, and a write to one output
+would change the other).
 """
 
 from __future__ import annotations
@@ -63,6 +65,7 @@ def eliminate_common_subexpressions(gm: fx.GraphModule) -> int:
     The caller recompiles ``gm``."""
     seen: dict[Any, fx.Node] = {}
     merged = 0
+    outputs = _output_roots(gm)
     for node in list(gm.graph.nodes):
         if not _mergeable(node):
             continue
@@ -73,10 +76,39 @@ def eliminate_common_subexpressions(gm: fx.GraphModule) -> int:
         first = seen.setdefault(key, node)
         if first is node:
             continue
+        if node in outputs and first in outputs:
+            # what two outputs are (or view) that eager returns on two storages (``return x @
+            # y, x @ y``): merged, the caller would get one memory twice, and a write to one
+            # output would change the other
+            continue
+        if node in outputs:
+            outputs.add(first)
         node.replace_all_uses_with(first)
         gm.graph.erase_node(node)
         merged += 1
     return merged
+
+
+def _output_roots(gm: fx.GraphModule) -> set[fx.Node]:
+    """The nodes whose memory the graph returns: each output, walked back through views."""
+    found: set[fx.Node] = set()
+
+    def root(node: fx.Node) -> fx.Node:
+        while (
+            node.op == "call_function"
+            and isinstance(node.target, torch._ops.OpOverload)
+            and node.target.is_view
+            and node.args
+            and isinstance(node.args[0], fx.Node)
+        ):
+            node = node.args[0]
+        found.add(node)
+        return node
+
+    for node in gm.graph.nodes:
+        if node.op == "output":
+            fx.node.map_arg(node.args, root)
+    return found
 
 
 __all__ = ["eliminate_common_subexpressions"]
