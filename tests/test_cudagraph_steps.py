@@ -39,6 +39,14 @@ def _model() -> nn.Module:
     )
 
 
+def _pair(seed, make=_model):
+    """An eager model, its copy, and the copy compiled with mode="reduce-overhead"."""
+    torch.manual_seed(seed)
+    eager = make()
+    model = copy.deepcopy(eager)
+    return eager, model, torchkiln.compile(model, mode="reduce-overhead")
+
+
 def _steps(model, optimizer, batches):
     losses = []
     for x, y in batches:
@@ -59,10 +67,7 @@ def _close(a, b):
 
 
 def test_training_steps_replay_both_graphs_and_match_eager(recorder):
-    torch.manual_seed(0)
-    eager = _model()
-    model = copy.deepcopy(eager)
-    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager, model, compiled = _pair(0)
     batches = _batches(7)
     eager_opt = torch.optim.SGD(eager.parameters(), lr=0.1, momentum=0.9)
     opt = torch.optim.SGD(model.parameters(), lr=0.1, momentum=0.9)
@@ -103,10 +108,7 @@ def test_the_backward_reads_saved_weights_and_activations_in_place(recorder, mon
 
 
 def test_two_forwards_before_one_backward_run_the_second_without_a_replay(recorder, caplog):
-    torch.manual_seed(1)
-    eager = _model()
-    model = copy.deepcopy(eager)
-    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager, model, compiled = _pair(1)
     for x, _ in _batches(3):  # observed, observed, recorded
         compiled(x).sum().backward()
     model.zero_grad()
@@ -126,10 +128,7 @@ def test_a_module_called_twice_a_step_keeps_its_recordings(recorder):
     """A shared encoder: each step's second forward runs without its replay (the first's
     activations are held), and its backward on those activations runs without a replay too,
     while the first call's pair replays; nothing is recorded again."""
-    torch.manual_seed(9)
-    eager = _model()
-    model = copy.deepcopy(eager)
-    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager, model, compiled = _pair(9)
     eager_opt = torch.optim.SGD(eager.parameters(), lr=0.05)
     opt = torch.optim.SGD(model.parameters(), lr=0.05)
     for _ in range(6):
@@ -172,10 +171,7 @@ def test_a_saved_input_written_after_the_forward_makes_the_backward_raise_as_in_
 
 
 def test_a_retained_graph_backward_twice_matches_eager(recorder):
-    torch.manual_seed(2)
-    eager = _model()
-    model = copy.deepcopy(eager)
-    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager, model, compiled = _pair(2)
     for x, _ in _batches(3):
         compiled(x).sum().backward()
     model.zero_grad()
@@ -196,10 +192,7 @@ def test_a_retained_graph_backward_twice_matches_eager(recorder):
 
 
 def test_gradients_accumulate_over_replays_as_in_eager(recorder):
-    torch.manual_seed(3)
-    eager = _model()
-    model = copy.deepcopy(eager)
-    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager, model, compiled = _pair(3)
     for x, y in _batches(6):  # no zero_grad: each backward adds to .grad
         nn.functional.mse_loss(eager(x), y).backward()
         nn.functional.mse_loss(compiled(x), y).backward()
@@ -209,10 +202,9 @@ def test_gradients_accumulate_over_replays_as_in_eager(recorder):
 
 
 def test_batch_norm_running_statistics_follow_eager(recorder):
-    torch.manual_seed(4)
-    eager = nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
-    model = copy.deepcopy(eager)
-    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager, model, compiled = _pair(
+        4, lambda: nn.Sequential(nn.Conv2d(3, 8, 3, padding=1), nn.BatchNorm2d(8), nn.ReLU())
+    )
     for _ in range(6):
         x = torch.randn(4, 3, 8, 8)
         eager(x).square().mean().backward()
@@ -226,10 +218,7 @@ def test_batch_norm_running_statistics_follow_eager(recorder):
 
 
 def test_a_batch_made_afresh_each_call_is_copied_not_borrowed(recorder):
-    torch.manual_seed(5)
-    eager = _model()
-    model = copy.deepcopy(eager)
-    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager, model, compiled = _pair(5)
     for _ in range(7):  # a new tensor each call, often at the address of the last one
         x = torch.randn(6, 12)
         out = compiled(x)
@@ -245,10 +234,7 @@ def test_a_batch_made_afresh_each_call_is_copied_not_borrowed(recorder):
 
 
 def test_the_same_batch_tensor_each_call_is_borrowed_until_another_comes(recorder):
-    torch.manual_seed(5)
-    eager = _model()
-    model = copy.deepcopy(eager)
-    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager, model, compiled = _pair(5)
     x = torch.randn(6, 12)
     for _ in range(4):  # the same object at the same address: read where it lies
         with torch.no_grad():
@@ -266,10 +252,7 @@ def test_the_same_batch_tensor_each_call_is_borrowed_until_another_comes(recorde
 
 
 def test_a_parameter_that_moves_is_recorded_again(recorder, caplog):
-    torch.manual_seed(5)
-    eager = _model()
-    model = copy.deepcopy(eager)
-    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager, model, compiled = _pair(5)
     for x, _ in _batches(3):
         compiled(x).sum().backward()
     assert recorder.captures == 2
@@ -310,10 +293,7 @@ def test_a_recording_that_fails_leaves_the_steps_right_with_one_warning(recorder
         raise RuntimeError("operation not permitted when stream is capturing")
 
     monkeypatch.setattr(recorder, "capture", refuse)
-    torch.manual_seed(10)
-    eager = _model()
-    model = copy.deepcopy(eager)
-    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager, model, compiled = _pair(10)
     eager_opt = torch.optim.SGD(eager.parameters(), lr=0.1)
     opt = torch.optim.SGD(model.parameters(), lr=0.1)
     batches = _batches(5)
@@ -366,10 +346,7 @@ class _Cache(nn.Module):
 
 
 def test_inference_graphs_that_write_buffers_replay_and_match_eager(recorder):
-    torch.manual_seed(12)
-    eager = _Cache().train()
-    model = copy.deepcopy(eager)
-    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager, model, compiled = _pair(12, lambda: _Cache().train())
     with torch.no_grad():
         for call in range(7):
             x, slot = torch.randn(5, 6), torch.tensor([call % 4])
@@ -397,10 +374,7 @@ def test_an_inference_graph_that_writes_its_argument_writes_the_callers_tensor(r
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_inference_graphs_that_write_buffers_match_eager():
-    torch.manual_seed(13)
-    eager = _Cache().cuda().train()
-    model = copy.deepcopy(eager)
-    compiled = torchkiln.compile(model, mode="reduce-overhead")
+    eager, model, compiled = _pair(13, lambda: _Cache().cuda().train())
     with torch.no_grad():
         for call in range(7):
             x, slot = torch.randn(5, 6, device="cuda"), torch.tensor([call % 4], device="cuda")
