@@ -305,6 +305,18 @@ def test_a_recording_that_fails_leaves_the_steps_right_with_one_warning(recorder
     assert recorder.replays == 0
 
 
+def test_step_graphs_are_off_on_cuda_unless_asked():
+    """The real recorder on CUDA inputs: skipped, with the reason, while CUDA_STEP_GRAPHS is off
+    (fake CUDA tensors: no GPU needed)."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    assert not cudagraph_steps.CUDA_STEP_GRAPHS
+    with FakeTensorMode(allow_non_fake_inputs=True):
+        x = torch.empty(3, device="cuda")
+    reason = cudagraph_steps.skip_reason([x])
+    assert reason is not None and "off on CUDA" in reason
+
+
 def test_a_training_graph_from_the_graph_cache_is_recorded_too(recorder, tmp_path):
     torch.manual_seed(8)
     eager = _model()
@@ -373,7 +385,8 @@ def test_an_inference_graph_that_writes_its_argument_writes_the_callers_tensor(r
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-def test_cuda_inference_graphs_that_write_buffers_match_eager():
+def test_cuda_inference_graphs_that_write_buffers_match_eager(monkeypatch):
+    monkeypatch.setattr(cudagraph_steps, "CUDA_STEP_GRAPHS", True)
     eager, model, compiled = _pair(13, lambda: _Cache().cuda().train())
     with torch.no_grad():
         for call in range(7):
@@ -385,8 +398,22 @@ def test_cuda_inference_graphs_that_write_buffers_match_eager():
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
-def test_cuda_training_steps_under_reduce_overhead_match_eager(dtype):
+@pytest.mark.parametrize(
+    "dtype",
+    [
+        pytest.param(
+            torch.float32,
+            marks=pytest.mark.xfail(
+                reason="on an H100 (session 50) the parameters end up to 24% off eager's after "
+                "replays: why step graphs are off on CUDA (CUDA_STEP_GRAPHS)",
+                strict=False,
+            ),
+        ),
+        torch.bfloat16,
+    ],
+)
+def test_cuda_training_steps_under_reduce_overhead_match_eager(dtype, monkeypatch):
+    monkeypatch.setattr(cudagraph_steps, "CUDA_STEP_GRAPHS", True)
     torch.manual_seed(7)
     eager = nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1),
