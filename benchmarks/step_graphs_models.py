@@ -1,12 +1,13 @@
 """Training steps under mode="reduce-overhead" (torchkiln's step graphs) against the default mode,
 on the bench suites' models: each model compiled twice, each copy stepped with SGD on the same
-batch, and every step's loss and every parameter after it compared.
+batch, and every step's loss, gradients and parameters compared.
 
 On the CPU the step graphs run through ``cudagraph_steps.RecomputingRecorder`` (a stand-in for
 CUDA graphs that runs the graph again at each replay): both copies run the same kernels, so they
 must agree bit for bit. On CUDA the graphs are real; the two copies must agree within
 ``--rtol`` (a replay runs the recorded kernels, which may pick other algorithms than the first
-calls did). A correctness check, not a speed figure.
+calls did), gradients relative to the step's largest one. A correctness check, not a speed
+figure.
 
     python benchmarks/step_graphs_models.py --suite zoo,hf [--models bert] [--steps 5]
     python benchmarks/step_graphs_models.py --device cuda --size full --suite timm --batch 8
@@ -27,17 +28,24 @@ from torchkiln.bench import suites
 from torchkiln.bench.train import _no_dropout, loss_of
 
 
-def _differ(a: torch.Tensor, b: torch.Tensor, rtol: float) -> float | None:
-    """The largest difference, relative to ``a``'s largest value, when it is above ``rtol``
-    (any difference when ``rtol`` is 0); None when they agree."""
+def _differ(a: torch.Tensor, b: torch.Tensor, rtol: float, scale: float) -> float | None:
+    """The largest difference, relative to ``scale``, when it is above ``rtol`` (any difference
+    when ``rtol`` is 0); None when they agree."""
     if rtol == 0:
         return None if torch.equal(a, b) else float((a - b).abs().max())
-    scale = float(a.abs().max()) or 1.0
-    worst = float((a.float() - b.float()).abs().max()) / scale
+    worst = float((a.float() - b.float()).abs().max()) / (scale or 1.0)
     return worst if worst > rtol else None
 
 
+def _largest(tensors: list[torch.Tensor]) -> float:
+    return max((float(t.abs().max()) for t in tensors if t.numel()), default=0.0)
+
+
 def check(spec, device: str, batch: int, steps: int, rtol: float) -> str:
+    """Each step's loss, each gradient (relative to the largest of the step: a gradient that is
+    zero in exact arithmetic, such as a key's bias before softmax, holds rounding noise alone,
+    which differs between any two sets of kernels) and each parameter after the step (relative
+    to the largest parameter of its tensor)."""
     torch.manual_seed(0)
     base, inputs = spec.build(batch)
     base = _no_dropout(base).train().to(device)
@@ -45,19 +53,30 @@ def check(spec, device: str, batch: int, steps: int, rtol: float) -> str:
     plain_model, steps_model = copy.deepcopy(base), copy.deepcopy(base)
     plain = torchkiln.compile(plain_model)
     stepped = torchkiln.compile(steps_model, mode="reduce-overhead")
-    optimizers = [torch.optim.SGD(m.parameters(), lr=1e-3) for m in (plain_model, steps_model)]
+    models = (plain_model, steps_model)
+    optimizers = [torch.optim.SGD(m.parameters(), lr=1e-3) for m in models]
     for step in range(steps):
         losses = []
         for fn, optimizer in zip((plain, stepped), optimizers):
             optimizer.zero_grad()
             loss = loss_of(fn(*inputs))
             loss.backward()
-            optimizer.step()
             losses.append(loss.detach())
-        if (d := _differ(losses[0], losses[1], rtol)) is not None:
+        if (d := _differ(losses[0], losses[1], rtol, float(losses[0].abs()))) is not None:
             return f"MISMATCH at step {step}: the loss differs by {d:.3g}"
+        named = [(n, p) for n, p in plain_model.named_parameters() if p.grad is not None]
+        scale = _largest([p.grad for _, p in named])
+        others = dict(steps_model.named_parameters())
+        for name, p in named:
+            q = others[name].grad
+            if q is None:
+                return f"MISMATCH at step {step}: {name} has no gradient under reduce-overhead"
+            if (d := _differ(p.grad, q, rtol, scale)) is not None:
+                return f"MISMATCH at step {step}: the gradient of {name} differs by {d:.3g}"
+        for optimizer in optimizers:
+            optimizer.step()
         for (name, p), q in zip(plain_model.named_parameters(), steps_model.parameters()):
-            if (d := _differ(p.detach(), q.detach(), rtol)) is not None:
+            if (d := _differ(p.detach(), q.detach(), rtol, _largest([p.detach()]))) is not None:
                 return f"MISMATCH at step {step}: parameter {name} differs by {d:.3g}"
     graphs = torchkiln.report(stepped).graphs
     return f"ok, {steps} steps; CUDA graphs {', '.join(g.cudagraphs for g in graphs)}"

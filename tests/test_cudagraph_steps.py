@@ -124,6 +124,62 @@ def test_two_forwards_before_one_backward_run_the_second_without_a_replay(record
     assert "still held" in caplog.text
 
 
+def test_a_cpu_scalar_input_replays_while_its_value_is_the_recorded_one(recorder, monkeypatch):
+    """A 0-dim CPU tensor beside GPU tensors reaches a kernel as the value it had when the graph
+    was recorded: a call with another value runs without the replay (here every 0-dim tensor
+    stands for one, the stand-in recorder on the CPU)."""
+    monkeypatch.setattr(
+        cudagraph_steps,
+        "_host_scalars",
+        lambda args: {
+            i for i, v in enumerate(args) if isinstance(v, torch.Tensor) and v.dim() == 0
+        },
+    )
+
+    class Scaled(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(12, 3)
+
+        def forward(self, x, s):
+            return torch.tanh(self.linear(x)) * s
+
+    eager, model, compiled = _pair(21, Scaled)
+    scales = [2.0, 2.0, 2.0, 2.0, 3.0, 2.0, 2.0]
+    batches = _batches(len(scales))
+    eager_opt = torch.optim.SGD(eager.parameters(), lr=0.1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    for (x, y), scale in zip(batches, scales):
+        for m, o in ((eager, eager_opt), (compiled, opt)):
+            o.zero_grad()
+            nn.functional.mse_loss(m(x, torch.tensor(scale)), y).backward()
+            o.step()
+        for p, q in zip(eager.parameters(), model.parameters()):
+            _close(q, p)
+    # recorded at the third step (2.0); the fifth (3.0) ran without a replay, forward and
+    # backward; the others replayed both
+    assert recorder.captures == 2
+    assert recorder.replays == 2 * 4
+
+
+def test_an_attention_backward_without_dropout_does_not_read_its_random_state():
+    from torchkiln_loop_ir.backend import BufferRef, ExternCall
+
+    aten = torch.ops.aten
+    names = [
+        a.name for a in aten._scaled_dot_product_flash_attention_backward.default._schema.arguments
+    ]
+    args = [BufferRef(f"in_{n}") for n in names if n != "scale"]
+    for dropout, unread in ((0.0, {"in_philox_seed", "in_philox_offset"}), (0.1, set())):
+        args[names.index("dropout_p")] = dropout
+        call = ExternCall(
+            aten._scaled_dot_product_flash_attention_backward.default, tuple(args), {}, ("out",)
+        )
+        reads = cudagraph_steps._extern_reads(call)
+        assert not reads & unread
+        assert reads | unread == {a.name for a in args if isinstance(a, BufferRef)}
+
+
 def test_a_module_called_twice_a_step_keeps_its_recordings(recorder):
     """A shared encoder: each step's second forward runs without its replay (the first's
     activations are held), and its backward on those activations runs without a replay too,
@@ -305,16 +361,20 @@ def test_a_recording_that_fails_leaves_the_steps_right_with_one_warning(recorder
     assert recorder.replays == 0
 
 
-def test_step_graphs_are_off_on_cuda_unless_asked():
-    """The real recorder on CUDA inputs: skipped, with the reason, while CUDA_STEP_GRAPHS is off
-    (fake CUDA tensors: no GPU needed)."""
+def test_step_graphs_take_cuda_inputs_and_cpu_scalars_beside_them(monkeypatch):
+    """The real recorder on (fake) CUDA inputs: recorded, also with a 0-dim CPU tensor among
+    them (an attention's random state, read by value); refused with any other CPU tensor."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    assert not cudagraph_steps.CUDA_STEP_GRAPHS
+    monkeypatch.setattr(cudagraph_steps, "CUDA_STEP_GRAPHS", True)
     with FakeTensorMode(allow_non_fake_inputs=True):
         x = torch.empty(3, device="cuda")
-    reason = cudagraph_steps.skip_reason([x])
-    assert reason is not None and "off on CUDA" in reason
+        scalar, row = torch.empty((), dtype=torch.int64), torch.empty(3)
+    assert cudagraph_steps.skip_reason([x]) is None
+    assert cudagraph_steps.skip_reason([x, scalar, 2]) is None
+    assert cudagraph_steps._host_scalars([x, scalar, 2]) == {1}
+    assert cudagraph_steps._host_scalars([row, scalar]) == set()  # a graph on the CPU
+    assert cudagraph_steps.skip_reason([x, row]) == "inputs are not all on one CUDA device"
 
 
 def test_a_training_graph_from_the_graph_cache_is_recorded_too(recorder, tmp_path):
@@ -384,9 +444,34 @@ def test_an_inference_graph_that_writes_its_argument_writes_the_callers_tensor(r
     assert recorder.replays == 4
 
 
+def _count_replays(monkeypatch) -> list[int]:
+    """``[n]``: the CUDA graphs the real recorder replays from now on."""
+    count = [0]
+    replay = cudagraph_steps.RECORDER.replay
+
+    def counted(graph, inputs):
+        count[0] += 1
+        replay(graph, inputs)
+
+    monkeypatch.setattr(cudagraph_steps.RECORDER, "replay", counted)
+    return count
+
+
+def _gradients_close(model, reference, tol):
+    """Each gradient against eager's, to ``tol`` of the step's largest gradient: a gradient
+    that is zero in exact arithmetic (a bias before batch norm, a key's bias before softmax)
+    holds rounding noise alone, which differs between any two sets of kernels."""
+    scale = max(float(p.grad.abs().max()) for p in reference.parameters())
+    for (name, p), q in zip(reference.named_parameters(), model.parameters()):
+        torch.testing.assert_close(
+            q.grad, p.grad, rtol=tol, atol=tol * scale, msg=lambda m, name=name: f"{name}: {m}"
+        )
+
+
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_inference_graphs_that_write_buffers_match_eager(monkeypatch):
     monkeypatch.setattr(cudagraph_steps, "CUDA_STEP_GRAPHS", True)
+    replays = _count_replays(monkeypatch)
     eager, model, compiled = _pair(13, lambda: _Cache().cuda().train())
     with torch.no_grad():
         for call in range(7):
@@ -395,25 +480,19 @@ def test_cuda_inference_graphs_that_write_buffers_match_eager(monkeypatch):
     for name, buffer in eager.named_buffers():
         torch.testing.assert_close(dict(model.named_buffers())[name], buffer, rtol=1e-4, atol=1e-4)
     assert torchkiln.report(compiled).graphs[0].cudagraphs == "on"
+    assert replays == [5]
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
-@pytest.mark.parametrize(
-    "dtype",
-    [
-        pytest.param(
-            torch.float32,
-            marks=pytest.mark.xfail(
-                reason="on an H100 (session 50) the parameters end up to 24% off eager's after "
-                "replays: why step graphs are off on CUDA (CUDA_STEP_GRAPHS)",
-                strict=False,
-            ),
-        ),
-        torch.bfloat16,
-    ],
-)
+@pytest.mark.parametrize("dtype", [torch.float32, torch.bfloat16])
 def test_cuda_training_steps_under_reduce_overhead_match_eager(dtype, monkeypatch):
+    """Session 50's H100 run compared parameters after AdamW steps, and failed on the
+    convolution's bias: its gradient is zero in exact arithmetic (batch norm follows), so it is
+    rounding noise, which AdamW scales up to the learning rate; the default mode differs from
+    eager there as much. So each step's gradients are compared, and SGD keeps the parameters
+    comparable."""
     monkeypatch.setattr(cudagraph_steps, "CUDA_STEP_GRAPHS", True)
+    replays = _count_replays(monkeypatch)
     torch.manual_seed(7)
     eager = nn.Sequential(
         nn.Conv2d(3, 16, 3, padding=1),
@@ -424,21 +503,26 @@ def test_cuda_training_steps_under_reduce_overhead_match_eager(dtype, monkeypatc
     ).cuda()
     model = copy.deepcopy(eager)
     compiled = torchkiln.compile(model, mode="reduce-overhead")
-    eager_opt = torch.optim.AdamW(eager.parameters(), lr=1e-3)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    eager_opt = torch.optim.SGD(eager.parameters(), lr=0.05, momentum=0.9)
+    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
     batches = [
         (torch.randn(8, 3, 8, 8, device="cuda"), torch.randint(0, 10, (8,), device="cuda"))
         for _ in range(6)
     ]
-    tol = {"rtol": 2e-2, "atol": 2e-2} if dtype == torch.bfloat16 else {"rtol": 1e-4, "atol": 1e-4}
+    tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
     for x, y in batches:
+        losses = []
         for m, o in ((eager, eager_opt), (compiled, opt)):
             o.zero_grad()
             with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
-                loss = nn.functional.cross_entropy(m(x), y)
-            loss.backward()
-            o.step()
+                losses.append(nn.functional.cross_entropy(m(x), y))
+            losses[-1].backward()
+        torch.testing.assert_close(losses[1], losses[0], rtol=tol, atol=tol)
+        _gradients_close(model, eager, tol)
+        eager_opt.step()
+        opt.step()
         for p, q in zip(eager.parameters(), model.parameters()):
-            torch.testing.assert_close(q, p, **tol)
-    torch.testing.assert_close(model[1].running_mean, eager[1].running_mean, **tol)
+            torch.testing.assert_close(q, p, rtol=tol, atol=tol)
+    torch.testing.assert_close(model[1].running_mean, eager[1].running_mean, rtol=tol, atol=tol)
     assert torchkiln.report(compiled).graphs[0].cudagraphs == "on"
+    assert replays == [6]  # the fourth to sixth steps replayed both graphs

@@ -50,6 +50,8 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
+from torch.utils._pytree import tree_leaves
+from torchkiln_loop_ir.backend import BufferRef, ExternCall, Free, KernelSpec, View
 
 log = logging.getLogger("torchkiln.cudagraphs")
 
@@ -151,11 +153,26 @@ def _use_count(storage: Any) -> int:
     return torch._C._storage_Use_Count(storage._cdata)
 
 
+def _host_scalar(value: Any) -> bool:
+    """A 0-dim tensor on the CPU (in a graph on another device, a kernel reads its value when
+    it launches: a recording holds the value it had then)."""
+    return isinstance(value, torch.Tensor) and value.device.type == "cpu" and value.dim() == 0
+
+
+def _host_scalars(args: Sequence[Any]) -> set[int]:
+    """Positions of the 0-dim CPU tensors among ``args`` when the others lie on a GPU."""
+    if not any(isinstance(v, torch.Tensor) and v.device.type != "cpu" for v in args):
+        return set()
+    return {i for i, v in enumerate(args) if _host_scalar(v)}
+
+
 def skip_reason(example_inputs: Sequence[Any]) -> str | None:
-    """Why a training graph with these (fake) inputs cannot be recorded, or None."""
+    """Why a training graph with these (fake) inputs cannot be recorded, or None. Scalars on
+    the CPU beside tensors on one device are allowed (see ``StepGraph``)."""
     tensors = [v for v in example_inputs if isinstance(v, torch.Tensor)]
-    devices = {t.device for t in tensors}
-    if not tensors or len(devices) != 1 or not RECORDER.supports(next(iter(devices))):
+    placed = [t for t in tensors if not _host_scalar(t)] or tensors
+    devices = {t.device for t in placed}
+    if not placed or len(devices) != 1 or not RECORDER.supports(next(iter(devices))):
         return "inputs are not all on one CUDA device"
     if isinstance(RECORDER, _CudaRecorder) and not CUDA_STEP_GRAPHS:
         return "step graphs are off on CUDA (cudagraph_steps.CUDA_STEP_GRAPHS: wrong after replays)"
@@ -196,6 +213,49 @@ def _written_inputs(compiled: Any) -> frozenset[int]:
     return frozenset(names.index(old) for old in scheduled.reuse.values() if old in names)
 
 
+def _unread_inputs(compiled: Any) -> frozenset[int]:
+    """Positions of the inputs the compiled graph never reads: none of its kernels loads them,
+    no view or output is them, and an extern call gets them only as the random state of an
+    attention backward without dropout (flash and memory-efficient attention return their
+    ``philox_seed``/``philox_offset`` on the CPU, uninitialised when ``dropout_p`` is 0, and
+    their backward reads them only with dropout)."""
+    scheduled = getattr(compiled, "scheduled", None)
+    if scheduled is None:
+        return frozenset()
+    read = {o for o in scheduled.outputs if isinstance(o, str)} | set(scheduled.reuse.values())
+    for step in scheduled.steps:
+        if isinstance(step, KernelSpec):
+            read.update(step.inputs)
+        elif isinstance(step, View):
+            read.add(step.base)
+        elif isinstance(step, ExternCall):
+            read.update(_extern_reads(step))
+        elif not isinstance(step, Free):  # a step of a kind not known here: it may read any
+            return frozenset()
+    return frozenset(i for i, name in enumerate(scheduled.inputs) if name not in read)
+
+
+def _extern_reads(step: Any) -> set[str]:
+    """The buffers an extern call reads (the random state of an attention backward without
+    dropout left out)."""
+    schema = getattr(step.op, "_schema", None)
+    names = [a.name for a in schema.arguments] if schema is not None else []
+    named = dict(zip(names, step.args))
+    named.update(step.kwargs)
+    dropout = named.get("dropout_p")
+    unread = set()
+    if isinstance(dropout, int | float) and dropout == 0:
+        unread = {"philox_seed", "philox_offset"}
+    positional = [(names[i] if i < len(names) else "", v) for i, v in enumerate(step.args)]
+    return {
+        leaf.name
+        for name, value in [*positional, *step.kwargs.items()]
+        if name not in unread
+        for leaf in tree_leaves(value)
+        if isinstance(leaf, BufferRef)
+    }
+
+
 #: ``StepGraph._blocked``'s answer when the activations it reads were recorded again
 _RECORD_AGAIN = "record again"
 
@@ -209,6 +269,7 @@ class StepGraph:
         self.part = part
         self.saved = saved if part == "forward" else 0
         self.written = _written_inputs(compiled)
+        self.unread = _unread_inputs(compiled)
         self.recordings = 0
         self.replays = 0
         #: calls run without a replay, by reason
@@ -222,6 +283,9 @@ class StepGraph:
         self._graph: Any = None
         self._inputs: list[Any] = []
         self._borrowed: list[bool] = []
+        #: input position -> the value a 0-dim CPU input had at the recording, which the CUDA
+        #: graph holds (None: the graph never reads that input)
+        self._scalars: dict[int, Any] = {}
         #: output position -> the input position it is (the graph returned that input)
         self._passed: dict[int, int] = {}
         #: saved output position -> (copied input position, storage offset from that input's):
@@ -277,8 +341,8 @@ class StepGraph:
         if blocked is not None:
             return self._without_replay(args, boxed, blocked)
         current = []
-        for static, value, borrowed in zip(self._inputs, args, self._borrowed):
-            if borrowed or not isinstance(static, torch.Tensor):
+        for i, (static, value, borrowed) in enumerate(zip(self._inputs, args, self._borrowed)):
+            if borrowed or i in self._scalars or not isinstance(static, torch.Tensor):
                 current.append(value)
                 continue
             if value.data_ptr() != static.data_ptr():
@@ -327,8 +391,10 @@ class StepGraph:
         self.recordings += 1
         self._forget()
         borrowed, inputs = [], []
-        for value, seen in zip(args, self._seen):
-            if not isinstance(value, torch.Tensor):
+        scalars = _host_scalars(args)
+        self._scalars = {i: None if i in self.unread else args[i].item() for i in sorted(scalars)}
+        for i, (value, seen) in enumerate(zip(args, self._seen)):
+            if not isinstance(value, torch.Tensor) or i in scalars:
                 borrowed.append(False)
                 inputs.append(value)
                 continue
@@ -383,7 +449,10 @@ class StepGraph:
         # a borrowed input is kept as its address alone: a reference to a forward's saved
         # activation would keep it "held" for the forward's liveness check
         self._addresses = [v.data_ptr() if b else None for v, b in zip(inputs, borrowed)]
-        self._inputs = [None if b else v for v, b in zip(inputs, borrowed)]
+        # (nor a CPU scalar: a forward's random state, handed out, is the backward's)
+        self._inputs = [
+            None if b or i in scalars else v for i, (v, b) in enumerate(zip(inputs, borrowed))
+        ]
         # what goes out uncopied: the saved outputs, but for those on a borrowed input's storage
         # (a view of a parameter), which the replay does not write, and those above
         not_written = {v.untyped_storage().data_ptr() for v, b in zip(inputs, borrowed) if b}
@@ -419,6 +488,11 @@ class StepGraph:
         """Why this call cannot replay, or None."""
         recorded_again = False
         for i, (static, value) in enumerate(zip(self._inputs, args)):
+            if i in self._scalars:
+                recorded = self._scalars[i]
+                if recorded is not None and not (_host_scalar(value) and value.item() == recorded):
+                    return f"input {i}, a CPU scalar, is another value than the recorded one"
+                continue
             if self._borrowed[i]:
                 if value.data_ptr() == self._addresses[i]:
                     continue
