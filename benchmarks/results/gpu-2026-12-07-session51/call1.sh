@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # session 51, call 1: whichever card comes. An H200: the full-size bf16 tables (session 49's
-# call 3). An H100: the step graphs again, with CUDA_STEP_GRAPHS on (torchkiln 0.9.34):
+# call 3). An H100: the step graphs again, with CUDA_STEP_GRAPHS on (turned on below):
 # session 50's two findings read as rounding noise in gradients that are zero in exact
 # arithmetic (a convolution's bias before batch norm, amplified by AdamW; BERT's key bias
 # before softmax, compared relative to its own tiny values). The tests now compare each step's
@@ -13,6 +13,11 @@ card=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1)
 if [[ $card == *H200* ]]; then
   exec bash benchmarks/results/gpu-2026-12-07-session49/call3.sh
 fi
+# this machine's copy only: the step graphs on for the bench too (the tests and
+# step_graphs_models.py turn them on themselves)
+sed -i 's/^CUDA_STEP_GRAPHS = False/CUDA_STEP_GRAPHS = True/' \
+  packages/torchkiln/src/torchkiln/cudagraph_steps.py
+grep -n "^CUDA_STEP_GRAPHS" packages/torchkiln/src/torchkiln/cudagraph_steps.py
 source benchmarks/gpu_env.sh
 echo "card: $card"
 TRITON_INTERPRET=0 timeout 150 python3 -m pytest -q -p no:cacheprovider --import-mode=importlib \
