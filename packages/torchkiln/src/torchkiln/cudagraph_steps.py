@@ -173,7 +173,12 @@ def skip_reason(example_inputs: Sequence[Any]) -> str | None:
     placed = [t for t in tensors if not _host_scalar(t)] or tensors
     devices = {t.device for t in placed}
     if not placed or len(devices) != 1 or not RECORDER.supports(next(iter(devices))):
-        return "inputs are not all on one CUDA device"
+        odd = [
+            f"input {i} on {v.device} of shape {tuple(v.shape)}"
+            for i, v in enumerate(example_inputs)
+            if isinstance(v, torch.Tensor) and not _host_scalar(v) and v.device.type != "cuda"
+        ]
+        return "inputs are not all on one CUDA device" + (f" ({odd[0]})" if odd else "")
     if isinstance(RECORDER, _CudaRecorder) and not CUDA_STEP_GRAPHS:
         return "step graphs are off on CUDA (cudagraph_steps.CUDA_STEP_GRAPHS: wrong after replays)"
     if any(isinstance(v, torch.SymInt) for v in example_inputs) or any(
