@@ -1,6 +1,6 @@
 """The compiler: torchkiln.compile, the torch.compile backend, CUDA graphs and the command line."""
 
-__version__ = "0.9.33"
+__version__ = "0.9.34"
 
 from torchkiln_dynamo_capture import allow_in_graph, disable, mark_dynamic, mark_static
 
