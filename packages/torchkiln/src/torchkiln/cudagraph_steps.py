@@ -34,10 +34,14 @@ caller's tensors, which a replay of a whole call would not see. Here one compile
   graph retained, a second forward before the first's backward), the replay would overwrite
   values in use, so this call runs without a replay, on fresh memory.
 
+- **CPU scalars.** A 0-dim CPU tensor beside CUDA inputs reaches a kernel as the value it had
+  when the graph was recorded: a call with another value runs without the replay. One the graph
+  never reads (an attention's random state without dropout) is not checked.
+
 A call that runs without a replay is correct and slower; each is counted by its reason
 (``StepGraph.ungraphed``) and logged at INFO the first time. Recording is refused (the graph is
-returned unchanged, with the reason) when inputs are not all on one CUDA device or the shapes
-are symbolic.
+returned unchanged, with the reason) when inputs are not all on one CUDA device (0-dim CPU
+tensors aside) or the shapes are symbolic.
 """
 
 from __future__ import annotations
