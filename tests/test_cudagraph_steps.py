@@ -491,8 +491,9 @@ def test_cuda_training_steps_under_reduce_overhead_match_eager(dtype, monkeypatc
     """Session 50's H100 run compared parameters after AdamW steps, and failed on the
     convolution's bias: its gradient is zero in exact arithmetic (batch norm follows), so it is
     rounding noise, which AdamW scales up to the learning rate; the default mode differs from
-    eager there as much. So each step's gradients are compared, and SGD keeps the parameters
-    comparable."""
+    eager there as much. So each step's gradients are compared, relative to the step's largest,
+    and SGD keeps the parameters comparable: the replays against the default mode (the same
+    kernels) closely, both against eager within the dtype's rounding."""
     monkeypatch.setattr(cudagraph_steps, "CUDA_STEP_GRAPHS", True)
     replays = _count_replays(monkeypatch)
     torch.manual_seed(7)
@@ -503,28 +504,35 @@ def test_cuda_training_steps_under_reduce_overhead_match_eager(dtype, monkeypatc
         nn.Flatten(),
         nn.Linear(16 * 8 * 8, 10),
     ).cuda()
-    model = copy.deepcopy(eager)
+    plain_model, model = copy.deepcopy(eager), copy.deepcopy(eager)
+    plain = torchkiln.compile(plain_model)
     compiled = torchkiln.compile(model, mode="reduce-overhead")
-    eager_opt = torch.optim.SGD(eager.parameters(), lr=0.05, momentum=0.9)
-    opt = torch.optim.SGD(model.parameters(), lr=0.05, momentum=0.9)
+    runs = [
+        (m, fn, torch.optim.SGD(m.parameters(), lr=0.05, momentum=0.9))
+        for m, fn in ((eager, eager), (plain_model, plain), (model, compiled))
+    ]
     batches = [
         (torch.randn(8, 3, 8, 8, device="cuda"), torch.randint(0, 10, (8,), device="cuda"))
         for _ in range(6)
     ]
-    tol = 2e-2 if dtype == torch.bfloat16 else 1e-4
+    # the replays against the default mode: the same kernels, but for a convolution's backward
+    # in cuDNN, which may sum in another order from run to run
+    tol, close = (5e-2, 2e-3) if dtype == torch.bfloat16 else (1e-4, 1e-5)
     for x, y in batches:
         losses = []
-        for m, o in ((eager, eager_opt), (compiled, opt)):
+        for _, fn, o in runs:
             o.zero_grad()
             with torch.autocast("cuda", dtype=dtype, enabled=dtype != torch.float32):
-                losses.append(nn.functional.cross_entropy(m(x), y))
+                losses.append(nn.functional.cross_entropy(fn(x), y))
             losses[-1].backward()
-        torch.testing.assert_close(losses[1], losses[0], rtol=tol, atol=tol)
+        torch.testing.assert_close(losses[2], losses[1], rtol=close, atol=close)
+        torch.testing.assert_close(losses[2], losses[0], rtol=tol, atol=tol)
+        _gradients_close(model, plain_model, close)
         _gradients_close(model, eager, tol)
-        eager_opt.step()
-        opt.step()
+        for _, _, o in runs:
+            o.step()
         for p, q in zip(eager.parameters(), model.parameters()):
             torch.testing.assert_close(q, p, rtol=tol, atol=tol)
     torch.testing.assert_close(model[1].running_mean, eager[1].running_mean, rtol=tol, atol=tol)
     assert torchkiln.report(compiled).graphs[0].cudagraphs == "on"
-    assert replays == [6]  # the fourth to sixth steps replayed both graphs
+    assert replays == [8]  # the third step recorded both graphs, and it and the next replayed
