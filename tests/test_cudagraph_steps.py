@@ -366,7 +366,7 @@ def test_step_graphs_take_cuda_inputs_and_cpu_scalars_beside_them(monkeypatch):
     them (an attention's random state, read by value); refused with any other CPU tensor."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    monkeypatch.setattr(cudagraph_steps, "CUDA_STEP_GRAPHS", True)
+    assert cudagraph_steps.CUDA_STEP_GRAPHS
     with FakeTensorMode(allow_non_fake_inputs=True):
         x = torch.empty(3, device="cuda")
         scalar, row = torch.empty((), dtype=torch.int64), torch.empty(3)
@@ -377,6 +377,8 @@ def test_step_graphs_take_cuda_inputs_and_cpu_scalars_beside_them(monkeypatch):
     assert cudagraph_steps.skip_reason([x, row]).startswith(
         "inputs are not all on one CUDA device (input 1 on cpu"
     )
+    monkeypatch.setattr(cudagraph_steps, "CUDA_STEP_GRAPHS", False)  # a user's switch
+    assert "off on CUDA" in cudagraph_steps.skip_reason([x])
 
 
 def test_a_training_graph_from_the_graph_cache_is_recorded_too(recorder, tmp_path):
@@ -472,7 +474,6 @@ def _gradients_close(model, reference, tol):
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
 def test_cuda_inference_graphs_that_write_buffers_match_eager(monkeypatch):
-    monkeypatch.setattr(cudagraph_steps, "CUDA_STEP_GRAPHS", True)
     replays = _count_replays(monkeypatch)
     eager, model, compiled = _pair(13, lambda: _Cache().cuda().train())
     with torch.no_grad():
@@ -494,7 +495,6 @@ def test_cuda_training_steps_under_reduce_overhead_match_eager(dtype, monkeypatc
     eager there as much. So each step's gradients are compared, relative to the step's largest,
     and SGD keeps the parameters comparable: the replays against the default mode (the same
     kernels) closely, both against eager within the dtype's rounding."""
-    monkeypatch.setattr(cudagraph_steps, "CUDA_STEP_GRAPHS", True)
     replays = _count_replays(monkeypatch)
     torch.manual_seed(7)
     eager = nn.Sequential(

@@ -9,8 +9,7 @@ the clone costs one copy per output and is the safe default).
 Skipped (the compiled graph is returned unchanged, with the reason) when: inputs are not on CUDA,
 shapes are symbolic (a graph would be needed per shape), autograd is recording, or the graph
 mutates its inputs (a replay would not write the caller's tensors). The last two are recorded
-graph by graph instead, inside aot-partition's runtime (cudagraph_steps.py), which is off on
-CUDA for now (CUDA_STEP_GRAPHS): there such graphs run without CUDA graphs.
+graph by graph instead, inside aot-partition's runtime (cudagraph_steps.py).
 """
 
 from __future__ import annotations
