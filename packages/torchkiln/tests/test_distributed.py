@@ -257,3 +257,35 @@ def test_bucket_pieces_are_separate_backward_steps(world_of_one, split):
     assert len(nodes) == report.num_graphs, (nodes, report.num_graphs)
     assert len(nodes) == (3 if split else 1), nodes
     assert len(report.ddp_bucket_splits) == (1 if split else 0), report.ddp_bucket_splits
+
+
+def test_bucket_pieces_under_reduce_overhead_replay_and_match_eager(world_of_one, monkeypatch):
+    """Under mode="reduce-overhead" each bucket piece's forward and backward are step graphs
+    (cudagraph_steps.py; the CPU stand-in recorder here): SGD steps with replays match eager
+    DDP's, and every piece's graphs replay."""
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    from torchkiln import cudagraph_steps
+
+    recorder = cudagraph_steps.RecomputingRecorder()
+    monkeypatch.setattr(cudagraph_steps, "RECORDER", recorder)
+    seed = int(torch.randint(0, 2**31 - 1, ()).item())
+    mine, theirs = _model(seed), _model(seed)
+    compiled = torchkiln.compile(
+        DDP(mine, bucket_cap_mb=SMALL_BUCKET / 2**20), mode="reduce-overhead"
+    )
+    eager = DDP(theirs, bucket_cap_mb=SMALL_BUCKET / 2**20)
+    opts = [torch.optim.SGD(m.parameters(), lr=0.1, momentum=0.9) for m in (mine, theirs)]
+    batches = _batches(seed) * 2  # STEPS twice: enough steps to replay
+    for x, y in batches:
+        for fn, opt in zip((compiled, eager), opts):
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(fn(x), y).backward()
+            opt.step()
+        for (name, p), q in zip(mine.named_parameters(), theirs.parameters()):
+            torch.testing.assert_close(p, q, rtol=0, atol=ATOL, msg=f"{name} (seed {seed})")
+    report = torchkiln.report(compiled)
+    assert report.num_graphs == 3, report.num_graphs
+    assert all(g.cudagraphs == "on" for g in report.graphs), [g.cudagraphs for g in report.graphs]
+    # two observed steps, then each piece's forward and backward recorded and replayed
+    assert recorder.captures == 2 * report.num_graphs
+    assert recorder.replays == 2 * report.num_graphs * (len(batches) - 2)
