@@ -7,8 +7,8 @@
 source benchmarks/gpu_env.sh
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
 for mode in default reduce-overhead; do
-  timeout -s ABRT -k 5 100 python3 -m torchkiln bench --device cuda --dtype bfloat16 \
+  timeout -s ABRT -k 5 75 python3 -m torchkiln bench --device cuda --dtype bfloat16 \
     --no-progress --models convnext_tiny --suite timm --size full --train --mode $mode \
-    --repeat 5 --warmup 3 --no-peer --json "$OUT/gpu-timm-train-convnext-$mode.json" 2>&1 \
+    --repeat 3 --warmup 2 --no-peer --json "$OUT/gpu-timm-train-convnext-$mode.json" 2>&1 \
     | tee "$OUT/gpu-timm-train-convnext-$mode.log" | grep -i "convnext\|geomean" | head -4
 done
