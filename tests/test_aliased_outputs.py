@@ -159,3 +159,29 @@ def test_two_equal_computations_returned_are_two_tensors(requires_grad):
         x.grad = None
         (sum(o.sum() for o in f(x))).backward()
         torch.testing.assert_close(grad, x.grad)
+
+
+@pytest.mark.parametrize("training", [False, True])
+@pytest.mark.parametrize("layout", ["transposed", "channels_last"])
+def test_batch_norm_output_laid_out_as_eager_aliases_as_eager(training, layout):
+    """Eager's batch norm writes its output dense in the input's suggested memory format, so
+    ``.contiguous()`` of a transposed input's output is the output itself, and a write to the
+    output shows through it (fuzz seed 953194: torch's meta functions keep the input's strides,
+    and the trace copied where eager aliases)."""
+
+    def f(x, mean, var, w, b):
+        t = torch.nn.functional.batch_norm(x, mean, var, w, b, training=training)
+        kept = t.contiguous()
+        t.mul_(2)
+        return kept, t
+
+    x = torch.randn(4, 3, 5, 6)
+    x = x.transpose(-1, -2) if layout == "transposed" else x.to(memory_format=torch.channels_last)
+    args = (torch.randn(3), torch.rand(3) + 0.5, torch.randn(3), torch.randn(3))
+    compiled = torchkiln.compile(f)
+    for _ in range(2):
+        x = torch.randn_like(x)
+        want = f(x, *(a.clone() for a in args))
+        got = compiled(x, *(a.clone() for a in args))
+        torch.testing.assert_close(got, want)
+        assert got[1].stride() == want[1].stride()

@@ -73,6 +73,15 @@ WIDE = {
     "pool_share": 0.2,
 }
 
+#: convolutions and batch norms first (session 51's run over seeds 953000-953999)
+NN_HEAVY = {
+    "nn_share": 0.8,
+    "train_share": 0.5,
+    "layout_share": 0.3,
+    "pool_share": 0.3,
+    "triton_share": 0.3,
+}
+
 #: graph breaks first (session 50's run over seeds 960000-962999)
 BREAKS = {
     "break_share": 0.7,
@@ -133,6 +142,10 @@ FOUND_TRAIN: dict[int, tuple[dict, str]] = {
     34968: (WIDE, "eager fallback: a zero-size view output of a graph, written after a break"),
     35274: (WIDE, "op fallback: as_strided_scatter into zero-size aliased inputs written"),
     960250: (BREAKS, "op fallback: index_put accumulating into float16 (index_select's grad)"),
+    953194: (
+        NN_HEAVY,
+        "wrong: batch norm of a transposed input, .contiguous() copied where eager aliases",
+    ),
 }
 
 #: training seeds whose eager backward refuses (a value it saved was written in place since):

@@ -14,7 +14,7 @@ from .saved_bytes import (
 from .trace import FunctionalGraph, LiftedGraph, aten_graph, functional_graph, lift_parameters
 from .verify import check_functional
 
-__version__ = "0.8.11"
+__version__ = "0.8.12"
 
 __all__ = [
     "AOTError",

@@ -66,13 +66,49 @@ class BatchNormAsLegit(TorchFunctionMode):
             if statically_known_true(x.numel() == 0):
                 return _empty_batch_norm(x, w, b)
             if rm is None or rv is None:
-                return aten._native_batch_norm_legit.no_stats(x, w, b, training, momentum, eps)[0]
-            if training:
-                return aten._native_batch_norm_legit.default(x, w, b, rm, rv, True, momentum, eps)[
-                    0
-                ]
-            return _eval_batch_norm(x, w, b, rm, rv, eps)
+                out = aten._native_batch_norm_legit.no_stats(x, w, b, training, momentum, eps)[0]
+            elif training:
+                out = aten._native_batch_norm_legit.default(x, w, b, rm, rv, True, momentum, eps)
+                out = out[0]
+            else:
+                out = _eval_batch_norm(x, w, b, rm, rv, eps)
+            return _eager_layout(out, x)
         return func(*args, **kwargs)
+
+
+def _eager_layout(out, x):
+    """``out`` laid out as eager's batch norm lays its output: dense in the input's suggested
+    memory format (channels-last or contiguous), whatever the input's strides. The meta
+    functions keep the input's strides instead (a transposed input gives a transposed output),
+    and a ``.contiguous()`` of the output then copies in the trace where eager's returns the
+    output itself: a later in-place write to the output showed through eager's and not ours
+    (fuzz seed 953194). Only where no dim has size 1: there eager's kernels do not follow one
+    rule (on the CPU a (1, 5, 1, 3) input of strides (15, 1, 5, 5) keeps its order), and the
+    meta's strides are left as they are."""
+    if any(not statically_known_true(size > 1) for size in x.shape):
+        return out
+    return out.contiguous(memory_format=_suggested_format(x))
+
+
+def _suggested_format(x):
+    """``Tensor.suggest_memory_format()``, which Python does not bind: torch's own Python form
+    where this torch has it, else ATen's rule (``is_channels_last_strides_2d/3d``) on concrete
+    strides; contiguous where symbolic strides leave it open."""
+    suggest = getattr(torch._prims_common, "suggest_memory_format", None)
+    if suggest is not None:
+        return suggest(x)
+    order = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}.get(x.dim())
+    sizes, strides = x.shape, x.stride()
+    if order is None or x.layout != torch.strided:
+        return torch.contiguous_format
+    if not all(isinstance(v, int) for v in (*sizes, *strides)) or strides[1] == 0:
+        return torch.contiguous_format
+    low = 0
+    for d in order:
+        if sizes[d] == 0 or strides[d] < low or (d == 0 and low == strides[1]):
+            return torch.contiguous_format
+        low = strides[d] * (sizes[d] if sizes[d] > 1 else 1)
+    return torch.channels_last if x.dim() == 4 else torch.channels_last_3d
 
 
 def _empty_batch_norm(x, w, b):
