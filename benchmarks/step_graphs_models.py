@@ -101,7 +101,6 @@ def main(argv: list[str] | None = None) -> int:
     warnings.simplefilter("ignore")
     rtol = args.rtol if args.rtol is not None else (0.0 if args.device == "cpu" else 1e-3)
     recorder = None
-    cudagraph_steps.CUDA_STEP_GRAPHS = True  # (the default; a user may turn it off)
     if args.device == "cpu":
         recorder = cudagraph_steps.RecomputingRecorder()
         cudagraph_steps.RECORDER = recorder

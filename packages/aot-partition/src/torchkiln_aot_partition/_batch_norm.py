@@ -9,6 +9,7 @@ Tensor(a!)) instead, which functionalizes into a functional op plus copies we tu
 from __future__ import annotations
 
 import torch
+from torch._prims_common import suggest_memory_format
 from torch.fx.experimental.symbolic_shapes import statically_known_true
 from torch.overrides import TorchFunctionMode
 
@@ -87,28 +88,7 @@ def _eager_layout(out, x):
     meta's strides are left as they are."""
     if any(not statically_known_true(size > 1) for size in x.shape):
         return out
-    return out.contiguous(memory_format=_suggested_format(x))
-
-
-def _suggested_format(x):
-    """``Tensor.suggest_memory_format()``, which Python does not bind: torch's own Python form
-    where this torch has it, else ATen's rule (``is_channels_last_strides_2d/3d``) on concrete
-    strides; contiguous where symbolic strides leave it open."""
-    suggest = getattr(torch._prims_common, "suggest_memory_format", None)
-    if suggest is not None:
-        return suggest(x)
-    order = {4: (1, 3, 2, 0), 5: (1, 4, 3, 2, 0)}.get(x.dim())
-    sizes, strides = x.shape, x.stride()
-    if order is None or x.layout != torch.strided:
-        return torch.contiguous_format
-    if not all(isinstance(v, int) for v in (*sizes, *strides)) or strides[1] == 0:
-        return torch.contiguous_format
-    low = 0
-    for d in order:
-        if sizes[d] == 0 or strides[d] < low or (d == 0 and low == strides[1]):
-            return torch.contiguous_format
-        low = strides[d] * (sizes[d] if sizes[d] > 1 else 1)
-    return torch.channels_last if x.dim() == 4 else torch.channels_last_3d
+    return out.contiguous(memory_format=suggest_memory_format(x))
 
 
 def _empty_batch_norm(x, w, b):

@@ -249,16 +249,15 @@ def _extern_reads(step: Any) -> set[str]:
     dropout left out)."""
     schema = getattr(step.op, "_schema", None)
     names = [a.name for a in schema.arguments] if schema is not None else []
-    named = dict(zip(names, step.args))
-    named.update(step.kwargs)
-    dropout = named.get("dropout_p")
+    named = [(names[i] if i < len(names) else "", v) for i, v in enumerate(step.args)]
+    named += step.kwargs.items()
+    dropout = dict(named).get("dropout_p")
     unread = set()
     if isinstance(dropout, int | float) and dropout == 0:
         unread = {"philox_seed", "philox_offset"}
-    positional = [(names[i] if i < len(names) else "", v) for i, v in enumerate(step.args)]
     return {
         leaf.name
-        for name, value in [*positional, *step.kwargs.items()]
+        for name, value in named
         if name not in unread
         for leaf in tree_leaves(value)
         if isinstance(leaf, BufferRef)
@@ -350,8 +349,8 @@ class StepGraph:
         if blocked is not None:
             return self._without_replay(args, boxed, blocked)
         current = []
-        for i, (static, value, borrowed) in enumerate(zip(self._inputs, args, self._borrowed)):
-            if borrowed or i in self._scalars or not isinstance(static, torch.Tensor):
+        for static, value, borrowed in zip(self._inputs, args, self._borrowed):
+            if borrowed or not isinstance(static, torch.Tensor):  # (a CPU scalar's is None)
                 current.append(value)
                 continue
             if value.data_ptr() != static.data_ptr():
@@ -496,12 +495,11 @@ class StepGraph:
     def _blocked(self, args: list[Any]) -> str | None:
         """Why this call cannot replay, or None."""
         recorded_again = False
+        for i, recorded in self._scalars.items():
+            value = args[i]
+            if recorded is not None and not (_host_scalar(value) and value.item() == recorded):
+                return f"input {i}, a CPU scalar, is another value than the recorded one"
         for i, (static, value) in enumerate(zip(self._inputs, args)):
-            if i in self._scalars:
-                recorded = self._scalars[i]
-                if recorded is not None and not (_host_scalar(value) and value.item() == recorded):
-                    return f"input {i}, a CPU scalar, is another value than the recorded one"
-                continue
             if self._borrowed[i]:
                 if value.data_ptr() == self._addresses[i]:
                     continue
@@ -518,7 +516,12 @@ class StepGraph:
                 self._forget()
                 self._observed = 0
                 return f"input {i} is not where the recording read it"
-            elif not isinstance(static, torch.Tensor) and static is not value and static != value:
+            elif (
+                not isinstance(static, torch.Tensor)
+                and static is not value
+                and i not in self._scalars
+                and static != value
+            ):
                 return f"input {i} is another value than the recorded one"
         self._missed = False
         if recorded_again:
